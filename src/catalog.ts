@@ -1,0 +1,105 @@
+// The model catalog: what each model accepts, what it costs, and which backend serves it.
+// Request validation and pricing read only from here.
+import { MICRO_EUR_PER_EUR } from './money.js';
+
+export type Resolution = '720p' | '1080p';
+export type AspectRatio = '16:9' | '9:16';
+
+export interface VideoModel {
+  id: string;
+  kind: 'video';
+  family: string;
+  variant: 'standard' | 'fast' | 'simulated';
+  owned_by: string;
+  region: string;
+  durations_s: readonly number[];
+  resolutions: readonly Resolution[];
+  aspect_ratios: readonly AspectRatio[];
+  max_n: number;
+  supports_seed: boolean;
+  /** Whether `parameters` passthrough is read (the reference family ignores it). */
+  accepts_parameters: boolean;
+  price_micro_eur_per_second: Record<Resolution, number>;
+  default_params: { durationSeconds: number; resolution: Resolution; aspectRatio: AspectRatio; n: number };
+}
+
+export type VideoBackend = 'simulator';
+
+const REFERENCE_LIMITS = {
+  durations_s: [4, 6, 8],
+  resolutions: ['720p', '1080p'],
+  aspect_ratios: ['16:9', '9:16'],
+  max_n: 4,
+  supports_seed: true,
+  default_params: { durationSeconds: 8, resolution: '720p', aspectRatio: '16:9', n: 1 },
+} as const;
+
+const eur = (amount_eur: number) => Math.round(amount_eur * MICRO_EUR_PER_EUR);
+
+export const VIDEO_MODELS: readonly VideoModel[] = [
+  {
+    id: 'veo-3.0-fast-generate-001',
+    kind: 'video',
+    family: 'veo-3',
+    variant: 'fast',
+    owned_by: 'google',
+    region: 'europe-west4',
+    accepts_parameters: false,
+    price_micro_eur_per_second: { '720p': eur(0.1), '1080p': eur(0.15) },
+    ...REFERENCE_LIMITS,
+  },
+  {
+    id: 'veo-3.0-generate-001',
+    kind: 'video',
+    family: 'veo-3',
+    variant: 'standard',
+    owned_by: 'google',
+    region: 'europe-west4',
+    accepts_parameters: false,
+    price_micro_eur_per_second: { '720p': eur(0.4), '1080p': eur(0.5) },
+    ...REFERENCE_LIMITS,
+  },
+  {
+    id: 'sim-video-1',
+    kind: 'video',
+    family: 'simulator',
+    variant: 'simulated',
+    owned_by: 'video-voice-api',
+    region: 'local',
+    accepts_parameters: true,
+    price_micro_eur_per_second: { '720p': eur(0.05), '1080p': eur(0.1) },
+    ...REFERENCE_LIMITS,
+  },
+];
+
+export const DEFAULT_VIDEO_MODEL_ID = 'veo-3.0-fast-generate-001';
+
+export function findVideoModel(id: string): VideoModel | undefined {
+  return VIDEO_MODELS.find((m) => m.id === id);
+}
+
+export interface VideoParams {
+  durationSeconds: number;
+  resolution: Resolution;
+  aspectRatio: AspectRatio;
+  n: number;
+}
+
+/** Price of one video of these parameters, in micro-euros. */
+export function unitPriceMicroEur(model: VideoModel, params: VideoParams): number {
+  return model.price_micro_eur_per_second[params.resolution] * params.durationSeconds;
+}
+
+/** Upper bound charged at creation: n videos. */
+export function estimateCostMicroEur(model: VideoModel, params: VideoParams): number {
+  return unitPriceMicroEur(model, params) * params.n;
+}
+
+/**
+ * Which backend serves a model. Until a real provider is configured, the reference family is served by
+ * the simulator when it is enabled (contract.md 5); with the simulator off and no provider, nothing.
+ */
+export function videoBackendFor(model: VideoModel, opts: { simulator: boolean }): VideoBackend | null {
+  if (model.family === 'simulator') return opts.simulator ? 'simulator' : null;
+  return opts.simulator ? 'simulator' : null;
+}

@@ -1,0 +1,99 @@
+// One error shape everywhere: {"error": {"type", "code", "message", "param"}} (contract.md 4).
+// Routes throw ApiError (or let zod/body-parser errors through); `errorHandler` maps them all here.
+import type { ErrorRequestHandler, RequestHandler } from 'express';
+import { ZodError } from 'zod';
+import type { Logger } from 'pino';
+import { NotFoundError } from '../billing/ledger.js';
+
+export type ErrorType =
+  | 'invalid_request_error'
+  | 'authentication_error'
+  | 'permission_error'
+  | 'insufficient_credits_error'
+  | 'not_found_error'
+  | 'idempotency_error'
+  | 'rate_limit_error'
+  | 'provider_error'
+  | 'api_error';
+
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly type: ErrorType,
+    readonly code: string,
+    message: string,
+    readonly param: string | null = null,
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(message);
+  }
+}
+
+export const invalidParam = (param: string, message: string, code = 'invalid_parameter') =>
+  new ApiError(400, 'invalid_request_error', code, message, param);
+export const notFound = (code: string, message: string, param: string | null = null) =>
+  new ApiError(404, 'not_found_error', code, message, param);
+
+/** Turns the first zod issue into a 400 naming the parameter. */
+export function fromZodError(err: ZodError, prefix = ''): ApiError {
+  const issue = err.issues[0]!;
+  let path = issue.path.map(String);
+  if (issue.code === 'unrecognized_keys' && issue.keys[0]) path = [...path, issue.keys[0]];
+  const param = prefix + path.join('.') || null;
+  const message =
+    issue.code === 'unrecognized_keys'
+      ? `unknown parameter: ${param}`
+      : issue.code === 'invalid_type' && issue.input === undefined
+        ? `missing required parameter: ${param}`
+        : `invalid ${param ?? 'request'}: ${issue.message}`;
+  return new ApiError(400, 'invalid_request_error', issue.code === 'invalid_type' && issue.input === undefined ? 'missing_parameter' : 'invalid_parameter', message, param);
+}
+
+export function errorBody(err: ApiError) {
+  return { error: { type: err.type, code: err.code, message: err.message, param: err.param } };
+}
+
+/** Maps body-parser and multer errors, which carry `type`/`code`/`status`, to API errors. */
+function fromFrameworkError(err: unknown): ApiError | null {
+  if (typeof err !== 'object' || err === null) return null;
+  const e = err as { type?: string; status?: number; code?: string; message?: string; field?: string; limit?: number };
+  switch (e.type) {
+    case 'entity.too.large':
+      return new ApiError(413, 'invalid_request_error', 'request_too_large', `request body exceeds ${e.limit} bytes`);
+    case 'entity.parse.failed':
+      return new ApiError(400, 'invalid_request_error', 'invalid_json', 'request body is not valid JSON');
+    case 'encoding.unsupported':
+    case 'charset.unsupported':
+      return new ApiError(415, 'invalid_request_error', 'unsupported_encoding', e.message ?? 'unsupported content encoding');
+    case 'request.aborted':
+      return new ApiError(400, 'invalid_request_error', 'request_aborted', 'the request body was not received in full');
+    case 'request.size.invalid':
+      return new ApiError(400, 'invalid_request_error', 'request_size_invalid', 'the request body does not match its Content-Length');
+  }
+  if (typeof e.status === 'number' && e.status >= 400 && e.status < 500) {
+    return new ApiError(e.status, 'invalid_request_error', 'bad_request', e.message ?? 'bad request');
+  }
+  return null;
+}
+
+export function errorHandler(logger: Logger): ErrorRequestHandler {
+  return (err, req, res, _next) => {
+    let apiError: ApiError;
+    if (err instanceof ApiError) apiError = err;
+    else if (err instanceof ZodError) apiError = fromZodError(err);
+    else if (err instanceof NotFoundError) apiError = notFound('not_found', err.message);
+    else {
+      apiError = fromFrameworkError(err) ?? new ApiError(500, 'api_error', 'internal_error', 'an internal error occurred; it has been logged');
+    }
+    if (apiError.status >= 500) logger.error({ err, request_id: res.locals['requestId'], path: req.path }, 'request failed');
+    if (res.headersSent) {
+      res.destroy();
+      return;
+    }
+    res.status(apiError.status).set(apiError.headers).json(errorBody(apiError));
+  };
+}
+
+export const notFoundRoute: RequestHandler = (req) => {
+  throw notFound('route_not_found', `no route for ${req.method} ${req.path}`);
+};

@@ -1,0 +1,64 @@
+// API representations: internal records (micro-euros, storage keys) to the public JSON of contract.md 4.
+// Video URLs are signed here, when the API answers.
+import { microEurToEur } from '../money.js';
+import type { UrlSigner } from '../storage/signed-urls.js';
+import type { VideoJobState } from '../../workflows/messages.js';
+import type { VideoModel, VideoBackend } from '../catalog.js';
+
+const seconds = (ms: number) => Math.floor(ms / 1000);
+
+export function presentVideoJob(job: VideoJobState, signer: UrlSigner, baseUrl: string) {
+  const status = job.status === 'succeeded' || job.status === 'failed' ? job.status : 'pending';
+  return {
+    id: job.job_id,
+    object: 'video.generation_job' as const,
+    status,
+    model: job.model,
+    created: seconds(job.created_at_ms),
+    completed: job.completed_at_ms === null ? null : seconds(job.completed_at_ms),
+    params: {
+      durationSeconds: job.params.durationSeconds,
+      resolution: job.params.resolution,
+      aspectRatio: job.params.aspectRatio,
+      n: job.params.n,
+    },
+    estimated_cost_in_euro: microEurToEur(job.estimated_cost_micro_eur),
+    cost_in_euro: job.cost_micro_eur === null ? null : microEurToEur(job.cost_micro_eur),
+    refunded_in_euro: microEurToEur(job.refunded_micro_eur),
+    videos:
+      status === 'succeeded'
+        ? job.videos.map((v) => {
+            const signed = signer.sign(v.storage_key);
+            return { url: baseUrl + signed.path, expires_at: signed.expires_at, content_type: v.content_type };
+          })
+        : [],
+    error: status === 'failed' ? job.error : null,
+  };
+}
+
+export function presentVideoModel(model: VideoModel, backend: VideoBackend | null) {
+  return {
+    id: model.id,
+    object: 'model' as const,
+    kind: model.kind,
+    owned_by: model.owned_by,
+    family: model.family,
+    variant: model.variant,
+    region: model.region,
+    backend,
+    simulated: backend === 'simulator',
+    available: backend !== null,
+    durations_seconds: model.durations_s,
+    resolutions: model.resolutions,
+    aspect_ratios: model.aspect_ratios,
+    max_n: model.max_n,
+    supports_seed: model.supports_seed,
+    pricing: {
+      currency: 'EUR',
+      unit: 'second_of_video',
+      per_second_in_euro: Object.fromEntries(
+        Object.entries(model.price_micro_eur_per_second).map(([res, micro]) => [res, microEurToEur(micro)]),
+      ),
+    },
+  };
+}

@@ -1,0 +1,28 @@
+// Per-API-key token bucket (in process memory; each API process limits on its own).
+// Bounded: at most MAX_TRACKED_KEYS buckets, the least recently used evicted first.
+import type { RequestHandler } from 'express';
+import { ApiError } from './errors.js';
+import { principalOf } from './auth.js';
+
+const MAX_TRACKED_KEYS = 100_000;
+
+export function rateLimit(perMinute: number, now: () => number = Date.now): RequestHandler {
+  const buckets = new Map<string, { tokens: number; at_ms: number }>();
+  const refill_per_ms = perMinute / 60_000;
+  return (_req, res, next) => {
+    const key = principalOf(res).key_id;
+    const t = now();
+    const b = buckets.get(key) ?? { tokens: perMinute, at_ms: t };
+    buckets.delete(key);
+    b.tokens = Math.min(perMinute, b.tokens + (t - b.at_ms) * refill_per_ms);
+    b.at_ms = t;
+    if (buckets.size >= MAX_TRACKED_KEYS) buckets.delete(buckets.keys().next().value!);
+    buckets.set(key, b);
+    if (b.tokens < 1) {
+      const retry_after_s = Math.ceil((1 - b.tokens) / refill_per_ms / 1000);
+      return next(new ApiError(429, 'rate_limit_error', 'rate_limited', `too many requests; retry after ${retry_after_s}s`, null, { 'Retry-After': String(retry_after_s) }));
+    }
+    b.tokens -= 1;
+    next();
+  };
+}

@@ -1,0 +1,41 @@
+// POST /v2/videos/generations and GET /v2/videos/generations/{id}: parse, call the service, present.
+import { Router, type RequestHandler } from 'express';
+import { CreateVideoBody, IdempotencyKey } from '../schemas.js';
+import { fromZodError } from '../errors.js';
+import { jsonBody } from '../json-body.js';
+import { principalOf } from '../auth.js';
+import { presentVideoJob } from '../presenters.js';
+import type { VideoJobsService } from '../../services/video-jobs.js';
+import type { UrlSigner } from '../../storage/signed-urls.js';
+import { baseUrlOf } from '../base-url.js';
+
+export function videoRoutes(deps: {
+  auth: RequestHandler;
+  limit: RequestHandler;
+  jobs: VideoJobsService;
+  signer: UrlSigner;
+  publicBaseUrl: string | undefined;
+}): Router {
+  const r = Router();
+
+  r.post('/v2/videos/generations', deps.auth, deps.limit, jsonBody, async (req, res) => {
+    const body = CreateVideoBody.parse(req.body);
+    const rawKey = req.get('idempotency-key');
+    let idempotencyKey: string | undefined;
+    if (rawKey !== undefined) {
+      const k = IdempotencyKey.safeParse(rawKey);
+      if (!k.success) throw fromZodError(k.error, 'Idempotency-Key');
+      idempotencyKey = k.data;
+    }
+    const job = await deps.jobs.create(principalOf(res), body, idempotencyKey);
+    const location = `/v2/videos/generations/${job.job_id}`;
+    res.status(202).location(location).json(presentVideoJob(job, deps.signer, baseUrlOf(req, deps.publicBaseUrl)));
+  });
+
+  r.get('/v2/videos/generations/:id', deps.auth, async (req, res) => {
+    const job = await deps.jobs.get(principalOf(res), String(req.params['id']));
+    res.json(presentVideoJob(job, deps.signer, baseUrlOf(req, deps.publicBaseUrl)));
+  });
+
+  return r;
+}

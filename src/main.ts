@@ -1,0 +1,76 @@
+// `npm start`: the whole service on one machine. Embedded PostgreSQL unless DATABASE_URL is set, a
+// local Temporal dev server (with its Web UI) unless TEMPORAL_ADDRESS is set, the worker and the API.
+// All state lives under DATA_DIR and survives a restart, including a kill -9 of the whole tree.
+import fs from 'node:fs';
+import path from 'node:path';
+import { loadConfig } from './config.js';
+import { createLogger } from './logger.js';
+import { startEmbeddedPostgres } from './db/embedded.js';
+import { resolveTemporalCli, startDevServer } from './temporal/dev-server.js';
+import { loadSecrets, openDatabase, startApi, startWorker } from './runtime.js';
+import { runMain } from './process-lifecycle.js';
+
+runMain('video-voice-api', async () => {
+  const config = loadConfig();
+  const logger = createLogger(config.logLevel, 'video-voice-api');
+  fs.mkdirSync(config.dataDir, { recursive: true });
+  const logDir = path.join(config.dataDir, 'logs');
+  fs.mkdirSync(logDir, { recursive: true });
+  const secrets = loadSecrets(config);
+  const stops: (() => Promise<void>)[] = [];
+
+  try {
+    let databaseUrl = config.databaseUrl;
+    if (!databaseUrl) {
+      const pg = await startEmbeddedPostgres({ pgdata: path.join(config.dataDir, 'postgres'), port: config.embeddedPgPort, logFile: path.join(logDir, 'postgres.log') });
+      stops.unshift(pg.stop);
+      databaseUrl = pg.url;
+    }
+    let temporalAddress = config.temporal.address;
+    let temporalUi = 'your Temporal deployment\'s Web UI';
+    if (!temporalAddress) {
+      const dev = await startDevServer({
+        cliPath: resolveTemporalCli(config.temporal.cliPath),
+        namespace: config.temporal.namespace,
+        port: config.temporal.devPort,
+        uiPort: config.temporal.uiPort,
+        dbFile: path.join(config.dataDir, 'temporal', 'temporal.db'),
+        logFile: path.join(logDir, 'temporal.log'),
+        pidFile: path.join(config.dataDir, 'temporal', 'server.pid'),
+      });
+      stops.unshift(dev.stop);
+      temporalAddress = dev.address;
+      temporalUi = dev.uiUrl;
+    }
+    const db = await openDatabase(databaseUrl, config);
+    stops.unshift(() => db.end());
+    const worker = await startWorker({ config, db, temporalAddress, logger });
+    stops.unshift(worker.shutdown);
+    const api = await startApi({ config, db, temporalAddress, secrets, logger });
+    stops.unshift(api.close);
+
+    const adminHint = secrets.adminTokenGenerated
+      ? `admin token (generated, kept in ${path.join(config.dataDir, 'secrets.json')}): ${secrets.adminToken}`
+      : 'admin token: the ADMIN_TOKEN you set';
+    process.stdout.write(
+      [
+        '',
+        `  API:          ${api.url}`,
+        `  Temporal UI:  ${temporalUi}`,
+        `  ${adminHint}`,
+        '  first API key:',
+        `    npm run --silent admin -- workspace create --name demo --credits 10`,
+        `    npm run --silent admin -- key create --workspace <id from above>`,
+        `  data:         ${config.dataDir}`,
+        '',
+      ].join('\n') + '\n',
+    );
+  } catch (err) {
+    for (const stop of stops) await stop().catch(() => {});
+    throw err;
+  }
+  // Stop in reverse order of start: API stops accepting, worker drains, then the servers.
+  return async () => {
+    for (const stop of stops) await stop();
+  };
+});

@@ -1,0 +1,23 @@
+// Money is integer micro-euros everywhere inside; euros (JSON numbers) only at the API edge.
+export const MICRO_EUR_PER_EUR = 1_000_000;
+
+/** Largest amount accepted in one operation: 1,000,000 EUR. */
+export const MAX_AMOUNT_MICRO_EUR = 1_000_000 * MICRO_EUR_PER_EUR;
+
+export function microEurToEur(amount_micro_eur: number): number {
+  assertMicroEur(amount_micro_eur);
+  return amount_micro_eur / MICRO_EUR_PER_EUR;
+}
+
+/** Converts a euro amount with at most 6 decimals; returns null if it is not representable exactly. */
+export function eurToMicroEur(amount_eur: number): number | null {
+  if (!Number.isFinite(amount_eur)) return null;
+  const micro = Math.round(amount_eur * MICRO_EUR_PER_EUR);
+  if (Math.abs(micro / MICRO_EUR_PER_EUR - amount_eur) > 1e-9) return null;
+  if (!Number.isSafeInteger(micro)) return null;
+  return micro;
+}
+
+export function assertMicroEur(amount_micro_eur: number): void {
+  if (!Number.isSafeInteger(amount_micro_eur)) throw new Error(`not an integer micro-euro amount: ${amount_micro_eur}`);
+}

@@ -1,0 +1,89 @@
+// The simulated video provider (contract.md 5). It behaves as a remote provider would: accepted
+// operations are stored in Postgres (its own schema), so they survive a crash and restart of the
+// service, and an operation's delay runs from its submission, not from the last restart.
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { randomUUID } from 'node:crypto';
+import { z } from 'zod';
+import type { Db } from '../../db/pool.js';
+import { ProviderError, type VideoGenerationRequest, type VideoOperationStatus, type VideoOutputRef, type VideoProvider } from './types.js';
+
+export const SIMULATOR_DEFAULT_DELAY_MS = 2_000;
+export const SIMULATOR_MAX_DELAY_MS = 15 * 60_000;
+const MESSAGE_MAX_CHARS = 500;
+
+/** `parameters.simulate` of a request to a model the simulator serves with its own behaviour. */
+export const SimulateSchema = z
+  .object({
+    outcome: z.enum(['succeed', 'fail']).default('succeed'),
+    videos: z.number().int().min(0).max(4).optional(),
+    delay_ms: z.number().int().min(0).max(SIMULATOR_MAX_DELAY_MS).default(SIMULATOR_DEFAULT_DELAY_MS),
+    message: z.string().max(MESSAGE_MAX_CHARS).optional(),
+  })
+  .strict();
+export type Simulate = z.infer<typeof SimulateSchema>;
+
+const ASSETS_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../assets/sim-video');
+
+interface StoredRequest {
+  n: number;
+  durationSeconds: number;
+  aspectRatio: string;
+  simulate: Simulate;
+}
+
+export class SimulatedVideoProvider implements VideoProvider {
+  readonly name = 'simulator';
+  constructor(
+    private readonly db: Db,
+    /** Whether the model's requests may steer the outcome (sim-video-1); reference models always succeed. */
+    private readonly honoursSimulate: (model: string) => boolean,
+  ) {}
+
+  async submit(req: VideoGenerationRequest): Promise<{ operation_id: string }> {
+    const raw = this.honoursSimulate(req.model) ? (req.parameters?.['simulate'] ?? {}) : {};
+    const parsed = SimulateSchema.safeParse(raw);
+    if (!parsed.success) throw new ProviderError(`invalid simulate parameters: ${parsed.error.issues[0]?.message}`, { code: 'invalid_request', retryable: false });
+    const stored: StoredRequest = {
+      n: req.params.n,
+      durationSeconds: req.params.durationSeconds,
+      aspectRatio: req.params.aspectRatio,
+      simulate: parsed.data,
+    };
+    const r = await this.db.query<{ id: string }>(
+      `INSERT INTO simulator.video_operations (id, request_id, model, request) VALUES ($1, $2, $3, $4)
+       ON CONFLICT (request_id) DO UPDATE SET request_id = EXCLUDED.request_id RETURNING id`,
+      [`simop_${randomUUID()}`, req.request_id, req.model, JSON.stringify(stored)],
+    );
+    return { operation_id: r.rows[0]!.id };
+  }
+
+  async poll(operation_id: string): Promise<VideoOperationStatus> {
+    const op = await this.load(operation_id);
+    const s = op.request.simulate;
+    if (op.elapsed_ms < s.delay_ms) return { state: 'running' };
+    if (s.outcome === 'fail') return { state: 'failed', code: 'generation_failed', message: s.message ?? 'the simulated provider failed the generation' };
+    const k = Math.min(s.videos ?? op.request.n, op.request.n);
+    const outputs: VideoOutputRef[] = Array.from({ length: k }, (_, i) => ({ ref: String(i), content_type: 'video/mp4' }));
+    return { state: 'succeeded', outputs };
+  }
+
+  async fetchOutput(operation_id: string, output: VideoOutputRef): Promise<Buffer> {
+    const op = await this.load(operation_id);
+    const index = Number(output.ref);
+    if (!Number.isInteger(index) || index < 0 || index >= op.request.n) throw new ProviderError(`no output ${output.ref}`, { code: 'not_found', retryable: false });
+    const aspect = op.request.aspectRatio.replace(':', 'x');
+    return fs.readFile(path.join(ASSETS_DIR, `${aspect}-${op.request.durationSeconds}s.mp4`));
+  }
+
+  private async load(operation_id: string): Promise<{ request: StoredRequest; elapsed_ms: number }> {
+    const r = await this.db.query<{ request: StoredRequest; elapsed_ms: number }>(
+      `SELECT request, (extract(epoch FROM clock_timestamp() - submitted_at) * 1000)::float8 AS elapsed_ms
+         FROM simulator.video_operations WHERE id = $1`,
+      [operation_id],
+    );
+    if (!r.rows[0]) throw new ProviderError(`operation ${operation_id} not found`, { code: 'not_found', retryable: false });
+    return r.rows[0];
+  }
+}

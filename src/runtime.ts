@@ -1,0 +1,187 @@
+// Builds the parts a process runs (API server, worker) from config and the infrastructure addresses.
+// Used by `npm start` (everything in one process tree) and by the scale-out entry points.
+import fs from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+import { randomBytes } from 'node:crypto';
+import type { Logger } from 'pino';
+import type { Client } from '@temporalio/client';
+import { ConfigError, type Config } from './config.js';
+import { createPool, type Db } from './db/pool.js';
+import { migrate } from './db/migrate.js';
+import { LocalStorage, type Storage } from './storage/local.js';
+import { UrlSigner } from './storage/signed-urls.js';
+import { SimulatedVideoProvider } from './providers/video/simulator.js';
+import type { VideoProvider } from './providers/video/types.js';
+import { findVideoModel } from './catalog.js';
+import { VideoJobsService } from './services/video-jobs.js';
+import { createApp } from './http/app.js';
+import { connectClient } from './temporal/client.js';
+import { createWorker } from './temporal/worker.js';
+import { createActivities } from '../activities/index.js';
+
+export interface Secrets {
+  adminToken: string;
+  urlSigningSecret: string;
+  /** The admin token was generated (development) rather than given. */
+  adminTokenGenerated: boolean;
+}
+
+/**
+ * ADMIN_TOKEN and URL_SIGNING_SECRET from the environment; in development, generated once and kept
+ * in DATA_DIR/secrets.json (mode 0600) so they survive restarts and the admin CLI can read them.
+ */
+export function loadSecrets(config: Config): Secrets {
+  if (config.adminToken && config.urlSigningSecret) {
+    return { adminToken: config.adminToken, urlSigningSecret: config.urlSigningSecret, adminTokenGenerated: false };
+  }
+  if (config.production) throw new ConfigError('ADMIN_TOKEN and URL_SIGNING_SECRET must be set when NODE_ENV=production');
+  const file = path.join(config.dataDir, 'secrets.json');
+  let stored: { admin_token?: string; url_signing_secret?: string } = {};
+  if (fs.existsSync(file)) stored = JSON.parse(fs.readFileSync(file, 'utf8'));
+  if (!stored.admin_token || !stored.url_signing_secret) {
+    stored = {
+      admin_token: stored.admin_token ?? `adm_${randomBytes(24).toString('base64url')}`,
+      url_signing_secret: stored.url_signing_secret ?? randomBytes(32).toString('base64url'),
+    };
+    fs.mkdirSync(config.dataDir, { recursive: true });
+    fs.writeFileSync(file, JSON.stringify(stored, null, 2), { mode: 0o600 });
+  }
+  return {
+    adminToken: config.adminToken ?? stored.admin_token!,
+    urlSigningSecret: config.urlSigningSecret ?? stored.url_signing_secret!,
+    adminTokenGenerated: !config.adminToken,
+  };
+}
+
+export async function openDatabase(url: string, config: Config): Promise<Db> {
+  const db = createPool(url, config.databasePoolMax);
+  try {
+    await db.query('SELECT 1');
+  } catch (err) {
+    await db.end().catch(() => {});
+    throw new ConfigError(`cannot reach PostgreSQL at ${redactUrl(url)}: ${(err as Error).message}`);
+  }
+  await migrate(db);
+  return db;
+}
+
+export function redactUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password) u.password = '***';
+    return u.toString();
+  } catch {
+    return '(unparseable URL)';
+  }
+}
+
+export function createStorage(config: Config): Storage {
+  return new LocalStorage(path.join(config.dataDir, 'storage'));
+}
+
+export function createVideoProviders(db: Db, config: Config): Map<string, VideoProvider> {
+  const providers = new Map<string, VideoProvider>();
+  if (config.simulator) {
+    providers.set('simulator', new SimulatedVideoProvider(db, (model) => findVideoModel(model)?.accepts_parameters === true));
+  }
+  return providers;
+}
+
+export interface RunningWorker {
+  run: Promise<void>;
+  shutdown(): Promise<void>;
+}
+
+export async function startWorker(opts: { config: Config; db: Db; temporalAddress: string; logger: Logger }): Promise<RunningWorker> {
+  const activities = createActivities({
+    db: opts.db,
+    storage: createStorage(opts.config),
+    videoProviders: createVideoProviders(opts.db, opts.config),
+  });
+  const { worker, connection } = await createWorker({
+    address: opts.temporalAddress,
+    namespace: opts.config.temporal.namespace,
+    taskQueue: opts.config.temporal.taskQueue,
+    activities,
+  });
+  const run = worker.run().finally(() => connection.close());
+  run.catch((err) => opts.logger.error({ err }, 'worker stopped with an error'));
+  return {
+    run,
+    async shutdown() {
+      if (worker.getState() === 'RUNNING') worker.shutdown();
+      await run.catch(() => {});
+    },
+  };
+}
+
+export interface RunningApi {
+  url: string;
+  temporal: Client;
+  close(): Promise<void>;
+}
+
+export async function startApi(opts: {
+  config: Config;
+  db: Db;
+  temporalAddress: string;
+  secrets: Secrets;
+  logger: Logger;
+  maxPollsPerRun?: number;
+}): Promise<RunningApi> {
+  const { config } = opts;
+  const temporal = await connectClient({ address: opts.temporalAddress, namespace: config.temporal.namespace });
+  const jobs = new VideoJobsService({
+    db: opts.db,
+    temporal,
+    taskQueue: config.temporal.taskQueue,
+    simulator: config.simulator,
+    poll_interval_ms: config.video.pollIntervalMs,
+    poll_max_interval_ms: config.video.pollMaxIntervalMs,
+    job_timeout_ms: config.video.jobTimeoutMs,
+    ...(opts.maxPollsPerRun !== undefined ? { max_polls_per_run: opts.maxPollsPerRun } : {}),
+  });
+  const app = createApp({
+    db: opts.db,
+    storage: createStorage(config),
+    signer: new UrlSigner(opts.secrets.urlSigningSecret, config.signedUrlTtlS),
+    jobs,
+    logger: opts.logger,
+    adminToken: opts.secrets.adminToken,
+    simulator: config.simulator,
+    publicBaseUrl: config.publicBaseUrl,
+    rateLimitPerMinute: config.rateLimitPerMinute,
+    ready: async () => {
+      await opts.db.query('SELECT 1');
+      await temporal.connection.withDeadline(Date.now() + 2_000, () =>
+        temporal.workflowService.describeNamespace({ namespace: config.temporal.namespace }),
+      );
+      return true;
+    },
+  });
+  const server = http.createServer(app);
+  // Limits on slow clients: headers within 10 s, a whole request within 60 s.
+  server.headersTimeout = 10_000;
+  server.requestTimeout = 60_000;
+  server.keepAliveTimeout = 5_000;
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', (err: NodeJS.ErrnoException) =>
+      reject(err.code === 'EADDRINUSE' ? new ConfigError(`port ${config.port} is already in use; set PORT to a free port`) : err),
+    );
+    server.listen(config.port, config.host, () => resolve());
+  });
+  const address = server.address();
+  const port = typeof address === 'object' && address ? address.port : config.port;
+  return {
+    url: `http://${config.host}:${port}`,
+    temporal,
+    async close() {
+      await new Promise<void>((r) => {
+        server.close(() => r());
+        server.closeIdleConnections();
+      });
+      await temporal.connection.close();
+    },
+  };
+}

@@ -1,0 +1,225 @@
+// Video jobs: validation against the catalog, then one Temporal workflow per job started with
+// update-with-start (early return): the workflow's own charge step decides the HTTP answer.
+import { createHash, randomUUID } from 'node:crypto';
+import {
+  WithStartWorkflowOperation,
+  WorkflowExecutionAlreadyStartedError,
+  WorkflowNotFoundError,
+  WorkflowUpdateFailedError,
+  type Client,
+} from '@temporalio/client';
+import { ApplicationFailure } from '@temporalio/common';
+import type { Db } from '../db/pool.js';
+import {
+  DEFAULT_VIDEO_MODEL_ID,
+  estimateCostMicroEur,
+  findVideoModel,
+  videoBackendFor,
+  type AspectRatio,
+  type Resolution,
+  type VideoParams,
+} from '../catalog.js';
+import { SimulateSchema } from '../providers/video/simulator.js';
+import { ApiError, fromZodError, invalidParam, notFound } from '../http/errors.js';
+import type { CreateVideoBody } from '../http/schemas.js';
+import { keyAllowsModel, type ApiKeyPrincipal } from './workspaces.js';
+import {
+  acceptJobUpdate,
+  INSUFFICIENT_CREDITS,
+  jobStateQuery,
+  JOB_STATUS_SA,
+  VIDEO_MODEL_SA,
+  videoJobWorkflowId,
+  WORKSPACE_ID_SA,
+  type VideoJobInput,
+  type VideoJobState,
+} from '../../workflows/messages.js';
+import type { videoJobWorkflow } from '../../workflows/video-job.js';
+
+export interface VideoJobsDeps {
+  db: Db;
+  temporal: Client;
+  taskQueue: string;
+  simulator: boolean;
+  poll_interval_ms: number;
+  poll_max_interval_ms: number;
+  job_timeout_ms: number;
+  max_polls_per_run?: number;
+}
+
+/** Time a status request waits for the workflow's answer before reading the job from Postgres. */
+const QUERY_TIMEOUT_MS = 5_000;
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+export function isUuid(s: string): boolean {
+  return UUID.test(s);
+}
+
+/** A job id derived from (workspace, Idempotency-Key): the same key from the same workspace is the same job. */
+export function jobIdForIdempotencyKey(workspaceId: string, key: string): string {
+  const h = createHash('sha256').update(`video-job\n${workspaceId}\n${key}`).digest();
+  h[6] = (h[6]! & 0x0f) | 0x50; // version 5-style (name-based, SHA)
+  h[8] = (h[8]! & 0x3f) | 0x80; // RFC 4122 variant
+  const hex = h.subarray(0, 16).toString('hex');
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20, 32)}`;
+}
+
+export class VideoJobsService {
+  constructor(private readonly deps: VideoJobsDeps) {}
+
+  /** Validates a request against the catalog; every rejection names its parameter. */
+  resolveRequest(principal: ApiKeyPrincipal, body: CreateVideoBody) {
+    const modelId = body.model ?? DEFAULT_VIDEO_MODEL_ID;
+    const model = findVideoModel(modelId);
+    if (!model) throw notFound('model_not_found', `model "${modelId}" does not exist; see GET /v2/models`, 'model');
+    if (!keyAllowsModel(principal, model.id)) {
+      throw new ApiError(403, 'permission_error', 'model_not_permitted', `this API key is not permitted to use model "${model.id}"`, 'model');
+    }
+    const params: VideoParams = {
+      durationSeconds: body.durationSeconds ?? model.default_params.durationSeconds,
+      resolution: (body.resolution ?? model.default_params.resolution) as Resolution,
+      aspectRatio: (body.aspectRatio ?? model.default_params.aspectRatio) as AspectRatio,
+      n: body.n ?? model.default_params.n,
+    };
+    if (!model.durations_s.includes(params.durationSeconds)) {
+      throw invalidParam('durationSeconds', `durationSeconds must be one of ${model.durations_s.join(', ')} for model ${model.id}`);
+    }
+    if (!model.resolutions.includes(params.resolution)) {
+      throw invalidParam('resolution', `resolution must be one of ${model.resolutions.join(', ')} for model ${model.id}`);
+    }
+    if (!model.aspect_ratios.includes(params.aspectRatio)) {
+      throw invalidParam('aspectRatio', `aspectRatio must be one of ${model.aspect_ratios.join(', ')} for model ${model.id}`);
+    }
+    if (params.n > model.max_n) throw invalidParam('n', `n must be between 1 and ${model.max_n} for model ${model.id}`);
+    if (body.seed !== undefined && !model.supports_seed) throw invalidParam('seed', `model ${model.id} does not support seed`);
+    const backend = videoBackendFor(model, { simulator: this.deps.simulator });
+    if (!backend) {
+      throw new ApiError(503, 'provider_error', 'provider_not_configured', `no video provider is configured for model ${model.id}`);
+    }
+    const parameters = model.accepts_parameters ? body.parameters : undefined;
+    if (backend === 'simulator' && model.accepts_parameters && parameters?.['simulate'] !== undefined) {
+      const sim = SimulateSchema.safeParse(parameters['simulate']);
+      if (!sim.success) throw fromZodError(sim.error, 'parameters.simulate.');
+      if (sim.data.videos !== undefined && sim.data.videos > params.n) {
+        throw invalidParam('parameters.simulate.videos', `parameters.simulate.videos must be at most n (${params.n})`);
+      }
+    }
+    return { model, params, backend, parameters, estimated_cost_micro_eur: estimateCostMicroEur(model, params) };
+  }
+
+  async create(principal: ApiKeyPrincipal, body: CreateVideoBody, idempotencyKey: string | undefined): Promise<VideoJobState> {
+    const r = this.resolveRequest(principal, body);
+    const job_id = idempotencyKey ? jobIdForIdempotencyKey(principal.workspace_id, idempotencyKey) : randomUUID();
+    const fingerprint = createHash('sha256')
+      .update(JSON.stringify([r.model.id, body.prompt.trim(), r.params, body.seed ?? null, r.parameters ?? null]))
+      .digest('hex');
+    const now_ms = Date.now();
+    const input: VideoJobInput = {
+      job_id,
+      workspace_id: principal.workspace_id,
+      model: r.model.id,
+      backend: r.backend,
+      prompt: body.prompt.trim(),
+      params: r.params,
+      ...(body.seed !== undefined ? { seed: body.seed } : {}),
+      ...(r.parameters !== undefined ? { parameters: r.parameters } : {}),
+      estimated_cost_micro_eur: r.estimated_cost_micro_eur,
+      created_at_ms: now_ms,
+      request_fingerprint: fingerprint,
+      poll_interval_ms: this.deps.poll_interval_ms,
+      poll_max_interval_ms: this.deps.poll_max_interval_ms,
+      deadline_at_ms: now_ms + this.deps.job_timeout_ms,
+      max_polls_per_run: this.deps.max_polls_per_run ?? 200,
+    };
+    const workflowId = videoJobWorkflowId(job_id);
+    const startOp = new WithStartWorkflowOperation<typeof videoJobWorkflow>('videoJobWorkflow', {
+      workflowId,
+      taskQueue: this.deps.taskQueue,
+      args: [input],
+      workflowIdConflictPolicy: 'USE_EXISTING',
+      // A finished job's id is never reused: a retry of a finished request answers from the job.
+      workflowIdReusePolicy: 'REJECT_DUPLICATE',
+      typedSearchAttributes: [
+        { key: WORKSPACE_ID_SA, value: principal.workspace_id },
+        { key: VIDEO_MODEL_SA, value: r.model.id },
+        { key: JOB_STATUS_SA, value: 'charging' },
+      ],
+    });
+    let state: VideoJobState;
+    try {
+      state = await this.deps.temporal.workflow.executeUpdateWithStart(acceptJobUpdate, { startWorkflowOperation: startOp });
+    } catch (err) {
+      if (err instanceof WorkflowUpdateFailedError && err.cause instanceof ApplicationFailure && err.cause.type === INSUFFICIENT_CREDITS) {
+        throw insufficientCredits();
+      }
+      if (err instanceof WorkflowExecutionAlreadyStartedError) {
+        // The job with this Idempotency-Key has already finished: answer from it.
+        const existing = await this.find(principal.workspace_id, job_id, { includeRejected: true });
+        if (!existing) throw new ApiError(409, 'idempotency_error', 'idempotency_key_in_use', 'this Idempotency-Key was used for another request');
+        state = existing;
+      } else {
+        throw err;
+      }
+    }
+    // (A record read back from Postgres after the workflow's retention carries no fingerprint.)
+    if (state.request_fingerprint && state.request_fingerprint !== fingerprint) {
+      throw new ApiError(409, 'idempotency_error', 'idempotency_key_reused', 'this Idempotency-Key was already used with different parameters', null);
+    }
+    if (state.status === 'rejected') throw insufficientCredits();
+    return state;
+  }
+
+  async get(principal: ApiKeyPrincipal, job_id: string): Promise<VideoJobState> {
+    const state = isUuid(job_id) ? await this.find(principal.workspace_id, job_id, { includeRejected: false }) : null;
+    if (!state) throw notFound('job_not_found', `no video generation job ${job_id}`, 'id');
+    return state;
+  }
+
+  /** The live state from the workflow; the Postgres record when the workflow cannot answer. */
+  private async find(workspace_id: string, job_id: string, opts: { includeRejected: boolean }): Promise<VideoJobState | null> {
+    let state: VideoJobState | null = null;
+    try {
+      const handle = this.deps.temporal.workflow.getHandle(videoJobWorkflowId(job_id));
+      state = await this.deps.temporal.connection.withDeadline(Date.now() + QUERY_TIMEOUT_MS, () => handle.query(jobStateQuery));
+    } catch (err) {
+      if (!(err instanceof WorkflowNotFoundError)) state = null; // worker down or slow: fall back to the record
+    }
+    if (!state) state = await this.fromDatabase(job_id);
+    if (!state || state.workspace_id !== workspace_id) return null;
+    if (state.status === 'charging') return null;
+    if (state.status === 'rejected' && !opts.includeRejected) return null;
+    return state;
+  }
+
+  private async fromDatabase(job_id: string): Promise<VideoJobState | null> {
+    const r = await this.deps.db.query(
+      `SELECT id, workspace_id, status, model, params, estimated_cost_micro_eur, cost_micro_eur, refunded_micro_eur, videos, error,
+              (extract(epoch FROM created_at) * 1000)::bigint AS created_at_ms,
+              (extract(epoch FROM completed_at) * 1000)::bigint AS completed_at_ms
+         FROM video_jobs WHERE id = $1`,
+      [job_id],
+    );
+    const row = r.rows[0];
+    if (!row) return null;
+    return {
+      job_id: row.id,
+      workspace_id: row.workspace_id,
+      status: row.status,
+      model: row.model,
+      params: row.params,
+      created_at_ms: row.created_at_ms,
+      completed_at_ms: row.completed_at_ms,
+      estimated_cost_micro_eur: row.estimated_cost_micro_eur,
+      cost_micro_eur: row.cost_micro_eur,
+      refunded_micro_eur: row.refunded_micro_eur,
+      videos: row.videos,
+      error: row.error,
+      request_fingerprint: '',
+    };
+  }
+}
+
+function insufficientCredits(): ApiError {
+  return new ApiError(402, 'insufficient_credits_error', 'insufficient_credits', 'the workspace balance does not cover the estimated cost of this job; nothing was charged');
+}
+

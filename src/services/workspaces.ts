@@ -1,0 +1,68 @@
+// Workspaces and their API keys. Keys are shown once and stored only as SHA-256 digests.
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import type { Db } from '../db/pool.js';
+import { addCredits, NotFoundError } from '../billing/ledger.js';
+
+export interface Workspace {
+  id: string;
+  name: string;
+  balance_micro_eur: number;
+}
+
+export interface ApiKeyPrincipal {
+  key_id: string;
+  workspace_id: string;
+  /** null = every model. */
+  models: string[] | null;
+}
+
+const KEY_PREFIX = 'vva_sk_';
+/** Bearer keys are short strings; anything longer is rejected before hashing. */
+export const MAX_API_KEY_LENGTH = 200;
+
+export const hashApiKey = (key: string) => createHash('sha256').update(key, 'utf8').digest();
+
+export async function createWorkspace(db: Db, input: { name: string; credits_micro_eur?: number }): Promise<Workspace> {
+  const id = randomUUID();
+  await db.query('INSERT INTO workspaces (id, name) VALUES ($1, $2)', [id, input.name]);
+  if (input.credits_micro_eur && input.credits_micro_eur > 0) {
+    await addCredits(db, { workspaceId: id, amount_micro_eur: input.credits_micro_eur, idempotencyKey: 'initial-credits' });
+  }
+  return getWorkspace(db, id);
+}
+
+export async function getWorkspace(db: Db, id: string): Promise<Workspace> {
+  const r = await db.query<Workspace>('SELECT id, name, balance_micro_eur FROM workspaces WHERE id = $1', [id]);
+  if (!r.rows[0]) throw new NotFoundError(`workspace ${id} not found`);
+  return r.rows[0];
+}
+
+export async function createApiKey(
+  db: Db,
+  input: { workspaceId: string; models: string[] | null },
+): Promise<{ id: string; key: string; models: string[] | null }> {
+  await getWorkspace(db, input.workspaceId);
+  const id = randomUUID();
+  const key = KEY_PREFIX + randomBytes(32).toString('base64url');
+  await db.query('INSERT INTO api_keys (id, workspace_id, key_sha256, key_prefix, models) VALUES ($1, $2, $3, $4, $5)', [
+    id,
+    input.workspaceId,
+    hashApiKey(key),
+    key.slice(0, KEY_PREFIX.length + 4),
+    input.models,
+  ]);
+  return { id, key, models: input.models };
+}
+
+export async function authenticateApiKey(db: Db, key: string): Promise<ApiKeyPrincipal | null> {
+  if (key.length === 0 || key.length > MAX_API_KEY_LENGTH) return null;
+  const r = await db.query<ApiKeyPrincipal>(
+    'SELECT id AS key_id, workspace_id, models FROM api_keys WHERE key_sha256 = $1 AND revoked_at IS NULL',
+    [hashApiKey(key)],
+  );
+  return r.rows[0] ?? null;
+}
+
+export function keyAllowsModel(principal: ApiKeyPrincipal, modelId: string): boolean {
+  return principal.models === null || principal.models.includes(modelId);
+}

@@ -1,0 +1,135 @@
+// A local Temporal dev server (the `temporal` CLI) as a child process, for `npm start` and tests.
+// With a db file it persists under DATA_DIR, so pending jobs survive a restart.
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { Connection } from '@temporalio/client';
+import { ConfigError } from '../config.js';
+import { SEARCH_ATTRIBUTES } from '../../workflows/messages.js';
+
+export interface DevServer {
+  address: string;
+  uiUrl: string;
+  stop(): Promise<void>;
+}
+
+const STARTUP_TIMEOUT_MS = 60_000;
+
+/** The `temporal` executable: TEMPORAL_CLI_PATH, else `temporal` on PATH. */
+export function resolveTemporalCli(cliPath: string | undefined): string {
+  if (cliPath) {
+    if (!fs.existsSync(cliPath)) throw new ConfigError(`TEMPORAL_CLI_PATH=${cliPath} does not exist; point it at a temporal CLI executable or unset it`);
+    return cliPath;
+  }
+  const found = spawnSync('sh', ['-c', 'command -v temporal'], { encoding: 'utf8' });
+  const onPath = found.stdout.trim();
+  if (found.status === 0 && onPath) return onPath;
+  throw new ConfigError(
+    'no temporal executable: install the Temporal CLI (see README) and set TEMPORAL_CLI_PATH, or set TEMPORAL_ADDRESS to an existing Temporal server',
+  );
+}
+
+export async function startDevServer(opts: {
+  cliPath: string;
+  namespace: string;
+  port: number;
+  uiPort: number;
+  /** Persist to this SQLite file; in memory when absent. */
+  dbFile?: string;
+  /** Where the server's log goes; inherited stdio is never used so logs stay ours. */
+  logFile?: string;
+  /** Records the server's pid, so a server orphaned by a crash of ours is stopped at the next start. */
+  pidFile?: string;
+}): Promise<DevServer> {
+  if (opts.pidFile) await stopOrphan(opts.pidFile);
+  const args = [
+    'server', 'start-dev',
+    '--ip', '127.0.0.1',
+    '--port', String(opts.port),
+    '--ui-port', String(opts.uiPort),
+    '--namespace', opts.namespace,
+    '--log-level', 'warn',
+    '--dynamic-config-value', 'frontend.enableExecuteMultiOperation=true',
+    '--dynamic-config-value', 'frontend.enableUpdateWorkflowExecution=true',
+  ];
+  for (const sa of SEARCH_ATTRIBUTES) args.push('--search-attribute', `${sa.name}=Keyword`);
+  if (opts.dbFile) {
+    fs.mkdirSync(path.dirname(opts.dbFile), { recursive: true });
+    args.push('--db-filename', opts.dbFile);
+  }
+  const logFd = opts.logFile ? fs.openSync(opts.logFile, 'a') : 'ignore';
+  const child: ChildProcess = spawn(opts.cliPath, args, { stdio: ['ignore', logFd, logFd], detached: false });
+  if (opts.pidFile && child.pid) fs.writeFileSync(opts.pidFile, String(child.pid));
+  const address = `127.0.0.1:${opts.port}`;
+  let exited: string | null = null;
+  child.once('exit', (code, signal) => {
+    exited = `temporal dev server exited (${signal ?? code})`;
+  });
+  const deadline = Date.now() + STARTUP_TIMEOUT_MS;
+  for (;;) {
+    if (exited) {
+      throw new ConfigError(`${exited} at start; is port ${opts.port} or ${opts.uiPort} taken?${opts.logFile ? ` See ${opts.logFile}` : ''}`);
+    }
+    try {
+      const conn = await Connection.connect({ address, connectTimeout: 1_000 });
+      try {
+        await conn.workflowService.describeNamespace({ namespace: opts.namespace });
+        break;
+      } finally {
+        await conn.close();
+      }
+    } catch {
+      if (Date.now() > deadline) {
+        child.kill('SIGKILL');
+        throw new ConfigError(`temporal dev server did not become ready on ${address} within ${STARTUP_TIMEOUT_MS / 1000}s`);
+      }
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  }
+  return {
+    address,
+    uiUrl: `http://127.0.0.1:${opts.uiPort}`,
+    async stop() {
+      if (exited) return;
+      const done = new Promise<void>((r) => child.once('exit', () => r()));
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+      await done;
+      clearTimeout(timer);
+      if (opts.pidFile) fs.rmSync(opts.pidFile, { force: true });
+    },
+  };
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Stops a dev server left running by a crashed `npm start` (its pid file names a live temporal process). */
+async function stopOrphan(pidFile: string): Promise<void> {
+  if (!fs.existsSync(pidFile)) return;
+  const pid = Number(fs.readFileSync(pidFile, 'utf8').trim());
+  fs.rmSync(pidFile, { force: true });
+  if (!Number.isInteger(pid) || pid <= 0 || !isAlive(pid)) return;
+  let cmdline = '';
+  try {
+    cmdline = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+  } catch {
+    return;
+  }
+  if (!cmdline.includes('start-dev')) return; // the pid was reused by an unrelated process
+  process.kill(pid, 'SIGTERM');
+  const deadline = Date.now() + 15_000;
+  while (isAlive(pid)) {
+    if (Date.now() > deadline) {
+      process.kill(pid, 'SIGKILL');
+      break;
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}

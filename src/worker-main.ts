@@ -1,0 +1,20 @@
+// `npm run worker`: a Temporal worker process (scale out: run any number) against an existing
+// Temporal (TEMPORAL_ADDRESS) and PostgreSQL (DATABASE_URL).
+import { ConfigError, loadConfig } from './config.js';
+import { createLogger } from './logger.js';
+import { openDatabase, startWorker } from './runtime.js';
+import { runMain } from './process-lifecycle.js';
+
+runMain('worker', async () => {
+  const config = loadConfig();
+  if (!config.databaseUrl) throw new ConfigError('DATABASE_URL is required for a worker process (npm start runs an embedded one)');
+  if (!config.temporal.address) throw new ConfigError('TEMPORAL_ADDRESS is required for a worker process (npm start runs a dev server)');
+  const logger = createLogger(config.logLevel, 'worker');
+  const db = await openDatabase(config.databaseUrl, config);
+  const worker = await startWorker({ config, db, temporalAddress: config.temporal.address, logger });
+  logger.info({ task_queue: config.temporal.taskQueue, pid: process.pid }, 'worker running');
+  return async () => {
+    await worker.shutdown();
+    await db.end();
+  };
+});

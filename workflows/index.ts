@@ -1,0 +1,2 @@
+// The worker's workflow bundle entry: every workflow type this service runs.
+export { videoJobWorkflow } from './video-job.js';

@@ -1,0 +1,84 @@
+// Message definitions and types shared by the API (client side) and the workflow.
+// Imported by workflow code: no Node APIs here, only types and Temporal definitions.
+import { defineQuery, defineUpdate } from '@temporalio/workflow';
+import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
+
+export interface VideoParams {
+  durationSeconds: number;
+  resolution: '720p' | '1080p';
+  aspectRatio: '16:9' | '9:16';
+  n: number;
+}
+
+export interface StoredVideo {
+  storage_key: string;
+  content_type: string;
+  bytes: number;
+}
+
+export interface JobError {
+  code: string;
+  message: string;
+}
+
+export interface VideoJobInput {
+  job_id: string;
+  workspace_id: string;
+  model: string;
+  /** Which adapter serves the job, fixed at creation so a config change never moves a running job. */
+  backend: string;
+  prompt: string;
+  params: VideoParams;
+  seed?: number;
+  parameters?: Record<string, unknown>;
+  estimated_cost_micro_eur: number;
+  created_at_ms: number;
+  /** Hash of the request body: a reused Idempotency-Key with another body is refused by the API. */
+  request_fingerprint: string;
+  poll_interval_ms: number;
+  poll_max_interval_ms: number;
+  /** The job fails and is refunded when not finished by then. */
+  deadline_at_ms: number;
+  /** Polls per workflow run before continue-as-new keeps the history bounded. */
+  max_polls_per_run: number;
+}
+
+export type VideoJobStatus = 'charging' | 'rejected' | 'pending' | 'succeeded' | 'failed';
+
+export interface VideoJobState {
+  job_id: string;
+  workspace_id: string;
+  status: VideoJobStatus;
+  model: string;
+  params: VideoParams;
+  created_at_ms: number;
+  completed_at_ms: number | null;
+  estimated_cost_micro_eur: number;
+  cost_micro_eur: number | null;
+  refunded_micro_eur: number;
+  videos: StoredVideo[];
+  error: JobError | null;
+  request_fingerprint: string;
+}
+
+/** Carried across continue-as-new. */
+export interface VideoJobResume {
+  state: VideoJobState;
+  operation_id: string;
+  next_poll_interval_ms: number;
+  polls_total: number;
+}
+
+/** Error type of the accept update when the balance does not cover the estimate. */
+export const INSUFFICIENT_CREDITS = 'InsufficientCredits';
+
+export const jobStateQuery = defineQuery<VideoJobState>('jobState');
+/** Early return: completes once the charge step has decided (accepted, or rejected for credits). */
+export const acceptJobUpdate = defineUpdate<VideoJobState>('acceptJob');
+
+export const WORKSPACE_ID_SA = defineSearchAttributeKey('WorkspaceId', SearchAttributeType.KEYWORD);
+export const VIDEO_MODEL_SA = defineSearchAttributeKey('VideoModel', SearchAttributeType.KEYWORD);
+export const JOB_STATUS_SA = defineSearchAttributeKey('VideoJobStatus', SearchAttributeType.KEYWORD);
+export const SEARCH_ATTRIBUTES = [WORKSPACE_ID_SA, VIDEO_MODEL_SA, JOB_STATUS_SA] as const;
+
+export const videoJobWorkflowId = (job_id: string) => `video-job-${job_id}`;
