@@ -3,6 +3,7 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { Connection } from '@temporalio/client';
 import { ConfigError } from '../config.js';
 import { SEARCH_ATTRIBUTES } from '../../workflows/messages.js';
@@ -15,7 +16,12 @@ export interface DevServer {
 
 const STARTUP_TIMEOUT_MS = 60_000;
 
-/** The `temporal` executable: TEMPORAL_CLI_PATH, else `temporal` on PATH. */
+const INSTALL_SCRIPT = fileURLToPath(new URL('../../scripts/install-temporal-cli.sh', import.meta.url));
+
+/**
+ * The `temporal` executable: TEMPORAL_CLI_PATH, else `temporal` on PATH, else the CLI cached by
+ * scripts/install-temporal-cli.sh, which builds it (once) when Go is available.
+ */
 export function resolveTemporalCli(cliPath: string | undefined): string {
   if (cliPath) {
     if (!fs.existsSync(cliPath)) throw new ConfigError(`TEMPORAL_CLI_PATH=${cliPath} does not exist; point it at a temporal CLI executable or unset it`);
@@ -24,8 +30,11 @@ export function resolveTemporalCli(cliPath: string | undefined): string {
   const found = spawnSync('sh', ['-c', 'command -v temporal'], { encoding: 'utf8' });
   const onPath = found.stdout.trim();
   if (found.status === 0 && onPath) return onPath;
+  const installed = spawnSync('bash', [INSTALL_SCRIPT], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
+  const cached = installed.stdout?.trim().split('\n').pop();
+  if (installed.status === 0 && cached && fs.existsSync(cached)) return cached;
   throw new ConfigError(
-    'no temporal executable: install the Temporal CLI (see README) and set TEMPORAL_CLI_PATH, or set TEMPORAL_ADDRESS to an existing Temporal server',
+    'no temporal executable: run scripts/install-temporal-cli.sh (needs Go), or set TEMPORAL_CLI_PATH, or set TEMPORAL_ADDRESS to an existing Temporal server',
   );
 }
 
