@@ -1,0 +1,112 @@
+// The ledger on a real PostgreSQL, below the workflow: idempotent charges and refunds under retries
+// and concurrency, exact settlement arithmetic, and an audit that really detects a broken ledger.
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { createPool, type Db } from '../src/db/pool.js';
+import { migrate } from '../src/db/migrate.js';
+import { addCredits, auditLedger, chargeVideoJob, settleVideoJob, type VideoJobCharge } from '../src/billing/ledger.js';
+import { createWorkspace } from '../src/services/workspaces.js';
+import { createTestDatabase } from './helpers/stack.js';
+
+let db: Db;
+before(async () => {
+  db = createPool(await createTestDatabase(), 30);
+  await migrate(db);
+  assert.deepEqual(await migrate(db), [], 'migrations apply once');
+});
+after(async () => {
+  await db.end();
+});
+
+function job(workspaceId: string, n = 4, unit_micro_eur = 250_000): VideoJobCharge {
+  return {
+    jobId: randomUUID(),
+    workflowId: `wf-${randomUUID()}`,
+    workspaceId,
+    model: 'sim-video-1',
+    prompt: 'p',
+    params: { durationSeconds: 4, resolution: '720p', aspectRatio: '16:9', n },
+    estimated_cost_micro_eur: unit_micro_eur * n,
+    created_at_ms: Date.now(),
+  };
+}
+
+const balance = async (id: string) => (await db.query('SELECT balance_micro_eur FROM workspaces WHERE id = $1', [id])).rows[0].balance_micro_eur;
+
+test('a charge retried (also concurrently) is applied once', async () => {
+  const ws = await createWorkspace(db, { name: 'a', credits_micro_eur: 5_000_000 });
+  const j = job(ws.id);
+  const results = await Promise.all(Array.from({ length: 8 }, () => chargeVideoJob(db, j)));
+  assert.ok(results.every((r) => r.ok));
+  assert.equal(results.filter((r) => r.ok && !r.already_charged).length, 1);
+  assert.equal(await balance(ws.id), 4_000_000);
+  assert.equal((await auditLedger(db)).ok, true);
+});
+
+test('settlement keeps delivered/n and refunds the rest, once, however often it is retried', async () => {
+  const ws = await createWorkspace(db, { name: 'b', credits_micro_eur: 5_000_000 });
+  const j = job(ws.id, 3, 333_333);
+  assert.ok((await chargeVideoJob(db, j)).ok);
+  const s = { jobId: j.jobId, outcome: 'succeeded' as const, delivered: 2, videos: [0, 1].map((i) => ({ storage_key: `videos/x/${i}.mp4`, content_type: 'video/mp4', bytes: 1 })), error: null, completed_at_ms: Date.now() };
+  const results = await Promise.all(Array.from({ length: 5 }, () => settleVideoJob(db, s)));
+  assert.equal(results.filter((r) => !r.already_settled).length, 1);
+  for (const r of results) {
+    assert.equal(r.cost_micro_eur, 666_666);
+    assert.equal(r.refunded_micro_eur, 333_333);
+  }
+  assert.equal(await balance(ws.id), 5_000_000 - 666_666);
+  assert.equal((await auditLedger(db)).ok, true);
+});
+
+test('settlement rejects impossible deliveries', async () => {
+  const ws = await createWorkspace(db, { name: 'c', credits_micro_eur: 5_000_000 });
+  const j = job(ws.id, 2);
+  await chargeVideoJob(db, j);
+  await assert.rejects(settleVideoJob(db, { jobId: j.jobId, outcome: 'succeeded', delivered: 3, videos: [], error: null, completed_at_ms: Date.now() }), /invariant/);
+  await assert.rejects(settleVideoJob(db, { jobId: randomUUID(), outcome: 'failed', delivered: 0, videos: [], error: null, completed_at_ms: Date.now() }), /never charged/);
+  assert.equal(await balance(ws.id), 4_500_000);
+});
+
+test('insufficient balance charges nothing; concurrent charges never overdraw', async () => {
+  const ws = await createWorkspace(db, { name: 'd', credits_micro_eur: 2_500_000 });
+  const results = await Promise.all(Array.from({ length: 10 }, () => chargeVideoJob(db, job(ws.id, 1, 1_000_000))));
+  assert.equal(results.filter((r) => r.ok).length, 2);
+  assert.equal(await balance(ws.id), 500_000);
+});
+
+test('the balance can never go negative, even by a direct write', async () => {
+  const ws = await createWorkspace(db, { name: 'e' });
+  await assert.rejects(db.query('UPDATE workspaces SET balance_micro_eur = -1 WHERE id = $1', [ws.id]), /check/i);
+});
+
+test('ledger entries are append-only', async () => {
+  const ws = await createWorkspace(db, { name: 'f', credits_micro_eur: 1_000_000 });
+  await assert.rejects(db.query('UPDATE ledger_entries SET amount_micro_eur = 5 WHERE workspace_id = $1', [ws.id]), /append-only/);
+  await assert.rejects(db.query('DELETE FROM ledger_entries WHERE workspace_id = $1', [ws.id]), /append-only/);
+});
+
+test('top-ups with the same idempotency key apply once', async () => {
+  const ws = await createWorkspace(db, { name: 'g' });
+  const rs = await Promise.all(Array.from({ length: 5 }, () => addCredits(db, { workspaceId: ws.id, amount_micro_eur: 700_000, idempotencyKey: 'k1' })));
+  assert.equal(new Set(rs.map((r) => r.topup_id)).size, 1);
+  assert.equal(await balance(ws.id), 700_000);
+});
+
+test('the audit detects a balance that disagrees with the ledger, and a job billed wrongly', async () => {
+  assert.equal((await auditLedger(db)).ok, true);
+  const ws = await createWorkspace(db, { name: 'h', credits_micro_eur: 1_000_000 });
+  await db.query('UPDATE workspaces SET balance_micro_eur = balance_micro_eur + 1 WHERE id = $1', [ws.id]);
+  const broken = await auditLedger(db);
+  assert.equal(broken.ok, false);
+  assert.deepEqual(broken.balance_mismatches.map((m) => m.workspace_id), [ws.id]);
+  await db.query('UPDATE workspaces SET balance_micro_eur = balance_micro_eur - 1 WHERE id = $1', [ws.id]);
+  assert.equal((await auditLedger(db)).ok, true);
+  const j = job(ws.id, 1, 100_000);
+  await chargeVideoJob(db, j);
+  // A finished job whose recorded cost disagrees with its ledger entries (bypassing settlement).
+  await db.query("UPDATE video_jobs SET status = 'succeeded', cost_micro_eur = 0, refunded_micro_eur = 100000 WHERE id = $1", [j.jobId]);
+  const wrong = await auditLedger(db);
+  assert.equal(wrong.ok, false);
+  assert.deepEqual(wrong.job_mismatches.map((m) => m.job_id), [j.jobId]);
+});

@@ -1,0 +1,115 @@
+// Records the event history of every video-job workflow path into test/histories/, for the replay
+// test. Run with `npm run record-histories` after a deliberate workflow change (with patching), and
+// commit the new files beside the old ones: old histories must keep replaying.
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { randomUUID } from 'node:crypto';
+import { historyToJSON } from '@temporalio/common/lib/proto-utils.js';
+import { http, newCustomer, simJob, startStack, waitForJob, type Stack } from './helpers/stack.js';
+import { videoJobWorkflowId, type VideoJobInput } from '../workflows/messages.js';
+
+const OUT = path.join('test', 'histories');
+let stack: Stack;
+let slow: Stack;
+
+before(async () => {
+  fs.mkdirSync(OUT, { recursive: true });
+  stack = await startStack({ maxPollsPerRun: 2 });
+  slow = await startStack({ env: { VIDEO_JOB_TIMEOUT_MS: '1500' } });
+});
+after(async () => {
+  await stack.stop();
+  await slow.stop();
+});
+
+/** Writes every run of the workflow, oldest first, as <name>.json (and <name>.run<k>.json for earlier runs). */
+async function save(s: Stack, name: string, jobId: string) {
+  const handle = s.api.temporal.workflow.getHandle(videoJobWorkflowId(jobId));
+  const runs: string[] = [];
+  let runId: string | undefined = (await handle.describe()).runId;
+  while (runId) {
+    const history = await s.api.temporal.workflow.getHandle(handle.workflowId, runId).fetchHistory();
+    runs.unshift(historyToJSON(history));
+    runId = history.events![0]!.workflowExecutionStartedEventAttributes?.continuedExecutionRunId || undefined;
+  }
+  runs.forEach((json, i) => {
+    const file = i === runs.length - 1 ? `${name}.json` : `${name}.run${i + 1}.json`;
+    fs.writeFileSync(path.join(OUT, file), json + '\n');
+  });
+}
+
+async function run(s: Stack, name: string, body: Record<string, unknown>, expectStatus: string, headers?: Record<string, string>) {
+  const c = await newCustomer(s, 10);
+  const created = await http(s.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: body, ...(headers ? { headers } : {}) });
+  assert.equal(created.status, 202, JSON.stringify(created.body));
+  if (headers) {
+    const again = await http(s.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: body, headers });
+    assert.equal(again.body.id, created.body.id);
+  }
+  const job = await waitForJob(s, c.key, created.body.id, 60_000);
+  assert.equal(job.status, expectStatus);
+  await save(s, name, created.body.id);
+}
+
+test('succeeded', () => run(stack, 'video-job-succeeded', simJob({ delay_ms: 0 }), 'succeeded'));
+test('shortfall', () => run(stack, 'video-job-shortfall', simJob({ delay_ms: 0, videos: 1 }), 'succeeded'));
+test('provider failure', () => run(stack, 'video-job-provider-failed', simJob({ delay_ms: 0, outcome: 'fail', message: 'boom' }), 'failed'));
+test('no videos', () => run(stack, 'video-job-no-videos', simJob({ delay_ms: 0, videos: 0 }), 'failed'));
+test('idempotent retry (second update on a running job)', () =>
+  run(stack, 'video-job-idempotent-retry', simJob({ delay_ms: 0 }), 'succeeded', { 'Idempotency-Key': randomUUID() }));
+test('continue-as-new', () => run(stack, 'video-job-continued', simJob({ delay_ms: 3_000 }), 'succeeded'));
+test('deadline', () => run(slow, 'video-job-deadline', simJob({ delay_ms: 60_000 }), 'failed'));
+
+test('cancelled', async () => {
+  const c = await newCustomer(stack, 10);
+  const created = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: simJob({ delay_ms: 60_000 }) });
+  await stack.api.temporal.workflow.getHandle(videoJobWorkflowId(created.body.id)).cancel();
+  assert.equal((await waitForJob(stack, c.key, created.body.id)).status, 'failed');
+  await save(stack, 'video-job-cancelled', created.body.id);
+});
+
+test('insufficient credits', async () => {
+  const c = await newCustomer(stack, 0.1);
+  const id = 'b0b0b0b0-0000-4000-8000-' + randomUUID().slice(-12);
+  // Through the API the id is random; use a known one by retrying with an Idempotency-Key.
+  const r = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: simJob(), headers: { 'Idempotency-Key': id } });
+  assert.equal(r.status, 402);
+  const { jobIdForIdempotencyKey } = await import('../src/services/video-jobs.js');
+  const jobId = jobIdForIdempotencyKey(c.workspaceId, id);
+  await stack.api.temporal.workflow.getHandle(videoJobWorkflowId(jobId)).result();
+  await save(stack, 'video-job-insufficient-credits', jobId);
+});
+
+test('submit rejected by the provider', async () => {
+  // Bypass API validation to reach the provider's own rejection (non-retryable submit failure).
+  const c = await newCustomer(stack, 10);
+  const job_id = randomUUID();
+  const now = Date.now();
+  const input: VideoJobInput = {
+    job_id,
+    workspace_id: c.workspaceId,
+    model: 'sim-video-1',
+    backend: 'simulator',
+    prompt: 'p',
+    params: { durationSeconds: 4, resolution: '720p', aspectRatio: '16:9', n: 1 },
+    parameters: { simulate: { outcome: 'nonsense' } },
+    estimated_cost_micro_eur: 200_000,
+    created_at_ms: now,
+    request_fingerprint: 'x',
+    poll_interval_ms: 100,
+    poll_max_interval_ms: 100,
+    deadline_at_ms: now + 60_000,
+    max_polls_per_run: 200,
+  };
+  const handle = await stack.api.temporal.workflow.start('videoJobWorkflow', {
+    workflowId: videoJobWorkflowId(job_id),
+    taskQueue: stack.config.temporal.taskQueue,
+    args: [input],
+  });
+  const result = (await handle.result()) as { status: string; error: { code: string } };
+  assert.equal(result.status, 'failed');
+  assert.equal(result.error.code, 'invalid_request');
+  await save(stack, 'video-job-submit-rejected', job_id);
+});

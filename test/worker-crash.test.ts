@@ -1,0 +1,84 @@
+// The worker process killed with SIGKILL mid-job and a new one started: the job completes and
+// billing is exact. The worker runs as a real separate process (`src/worker-main.ts`).
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { assertAuditHolds, balanceMicro, http, newCustomer, simJob, startStack, waitForJob, type Stack } from './helpers/stack.js';
+
+let stack: Stack;
+const children: ChildProcess[] = [];
+
+before(async () => {
+  stack = await startStack({ worker: false });
+});
+after(async () => {
+  for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+  await stack.stop();
+});
+
+async function startWorkerProcess(): Promise<ChildProcess> {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/worker-main.ts'], {
+    env: { ...process.env, ...stack.env, LOG_LEVEL: 'info' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  children.push(child);
+  let output = '';
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`worker did not start: ${output}`)), 60_000);
+    const onData = (chunk: Buffer) => {
+      output += chunk.toString();
+      if (output.includes('worker running')) {
+        clearTimeout(timer);
+        resolve();
+      }
+    };
+    child.stdout!.on('data', onData);
+    child.stderr!.on('data', onData);
+    child.once('exit', (code) => reject(new Error(`worker exited (${code}): ${output}`)));
+  });
+  child.removeAllListeners('exit');
+  return child;
+}
+
+test('SIGKILL of the worker mid-job: a new worker finishes the job and billing is exact', async () => {
+  const first = await startWorkerProcess();
+  const c = await newCustomer(stack, 10);
+  // n=3 of which 2 delivered: 3 x 0.2 charged, 0.2 refunded.
+  const created = await http(stack.baseUrl, 'POST', '/v2/videos/generations', {
+    token: c.key,
+    json: simJob({ delay_ms: 4_000, videos: 2 }, { n: 3 }),
+  });
+  assert.equal(created.status, 202, JSON.stringify(created.body));
+  assert.equal(await balanceMicro(stack, c.workspaceId), 10_000_000 - 600_000);
+
+  // Wait until the provider has the operation (charged and submitted), then kill the worker.
+  for (let i = 0; ; i++) {
+    const op = await stack.db.query('SELECT 1 FROM simulator.video_operations WHERE request_id = $1', [created.body.id]);
+    if (op.rowCount === 1) break;
+    assert.ok(i < 200, 'job was never submitted');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  first.kill('SIGKILL');
+  await new Promise((r) => first.once('exit', r));
+  assert.equal(first.signalCode, 'SIGKILL');
+
+  const pending = await http(stack.baseUrl, 'GET', `/v2/videos/generations/${created.body.id}`, { token: c.key });
+  assert.equal(pending.status, 200);
+  assert.equal(pending.body.status, 'pending'); // answered from PostgreSQL while no worker runs
+
+  await startWorkerProcess();
+  const job = await waitForJob(stack, c.key, created.body.id, 90_000);
+  assert.equal(job.status, 'succeeded');
+  assert.equal(job.videos.length, 2);
+  assert.equal(job.cost_in_euro, 0.4);
+  assert.equal(job.refunded_in_euro, 0.2);
+  assert.equal(await balanceMicro(stack, c.workspaceId), 10_000_000 - 400_000);
+  const entries = await stack.db.query('SELECT kind, amount_micro_eur FROM ledger_entries WHERE video_job_id = $1 ORDER BY id', [created.body.id]);
+  assert.deepEqual(entries.rows, [
+    { kind: 'charge', amount_micro_eur: -600_000 },
+    { kind: 'refund', amount_micro_eur: 200_000 },
+  ]);
+  const ops = await stack.db.query('SELECT count(*)::int AS n FROM simulator.video_operations WHERE request_id = $1', [created.body.id]);
+  assert.equal(ops.rows[0].n, 1, 'the provider saw one submission');
+  await assertAuditHolds(stack);
+});
