@@ -1,0 +1,112 @@
+// `npm run --silent admin -- <command>`: the admin API from a shell, printing the same JSON.
+// Talks to a running service: API_URL (default http://127.0.0.1:$PORT), with ADMIN_TOKEN or, in
+// development, the token `npm start` generated in DATA_DIR/secrets.json.
+import fs from 'node:fs';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+
+const USAGE = `usage: npm run --silent admin -- <command>
+  workspace create --name N [--credits EUR]
+  workspace show --id W
+  credits add --workspace W --amount EUR
+  key create --workspace W [--models a,b]
+  ledger audit`;
+
+function fail(message: string, code = 2): never {
+  process.stderr.write(`admin: ${message}\n`);
+  process.exit(code);
+}
+
+function adminToken(): string {
+  if (process.env['ADMIN_TOKEN']) return process.env['ADMIN_TOKEN'];
+  const file = path.join(path.resolve(process.env['DATA_DIR'] ?? './.data'), 'secrets.json');
+  try {
+    const token = JSON.parse(fs.readFileSync(file, 'utf8')).admin_token;
+    if (typeof token === 'string' && token) return token;
+  } catch {
+    // fall through
+  }
+  return fail(`no ADMIN_TOKEN set and none found in ${file}; run npm start first or set ADMIN_TOKEN`);
+}
+
+function euros(flag: string, raw: string | undefined): number {
+  const n = Number(raw);
+  if (raw === undefined || raw.trim() === '' || !Number.isFinite(n)) fail(`--${flag} must be a number of euros`);
+  return n;
+}
+
+async function main(): Promise<void> {
+  const { positionals, values } = parseArgs({
+    args: process.argv.slice(2),
+    allowPositionals: true,
+    options: {
+      name: { type: 'string' },
+      credits: { type: 'string' },
+      id: { type: 'string' },
+      workspace: { type: 'string' },
+      amount: { type: 'string' },
+      models: { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  if (values.help || positionals.length === 0) {
+    process.stdout.write(USAGE + '\n');
+    return;
+  }
+  const need = (flag: keyof typeof values): string => {
+    const v = values[flag];
+    if (typeof v !== 'string' || v === '') fail(`missing --${flag}\n${USAGE}`);
+    return v;
+  };
+  let method = 'GET';
+  let route: string;
+  let body: unknown;
+  switch (positionals.join(' ')) {
+    case 'workspace create':
+      method = 'POST';
+      route = '/admin/v1/workspaces';
+      body = { name: need('name'), ...(values.credits !== undefined ? { credits_in_euro: euros('credits', values.credits) } : {}) };
+      break;
+    case 'workspace show':
+      route = `/admin/v1/workspaces/${encodeURIComponent(need('id'))}`;
+      break;
+    case 'credits add':
+      method = 'POST';
+      route = `/admin/v1/workspaces/${encodeURIComponent(need('workspace'))}/credits`;
+      body = { amount_in_euro: euros('amount', values.amount) };
+      break;
+    case 'key create':
+      method = 'POST';
+      route = `/admin/v1/workspaces/${encodeURIComponent(need('workspace'))}/api-keys`;
+      body = values.models ? { models: values.models.split(',').map((m) => m.trim()).filter(Boolean) } : {};
+      break;
+    case 'ledger audit':
+      route = '/admin/v1/ledger/audit';
+      break;
+    default:
+      fail(`unknown command "${positionals.join(' ')}"\n${USAGE}`);
+  }
+  const base = (process.env['API_URL'] ?? `http://127.0.0.1:${process.env['PORT'] || 8080}`).replace(/\/+$/, '');
+  let res: Response;
+  try {
+    res = await fetch(base + route, {
+      method,
+      headers: { authorization: `Bearer ${adminToken()}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+      signal: AbortSignal.timeout(30_000),
+    });
+  } catch (err) {
+    fail(`cannot reach the service at ${base} (${(err as Error).message}); is npm start running? Set API_URL otherwise`, 1);
+  }
+  const text = await res.text();
+  let out = text;
+  try {
+    out = JSON.stringify(JSON.parse(text), null, 2);
+  } catch {
+    // not JSON: print as is
+  }
+  process.stdout.write(out + '\n');
+  if (!res.ok) process.exit(1);
+}
+
+main().catch((err) => fail((err as Error).message, 1));
