@@ -37,6 +37,9 @@ const EnvSchema = z.object({
   LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error', 'silent']).default('info'),
 });
 
+/** Every environment variable the service reads. */
+export const ENV_VARS: readonly string[] = Object.keys(EnvSchema.shape);
+
 export interface Config {
   production: boolean;
   port: number;

@@ -2,10 +2,10 @@
 // under an advisory lock so that several processes starting together apply them once.
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import type { Db } from './pool.js';
+import { projectPath } from '../paths.js';
 
-const MIGRATIONS_DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), 'migrations');
+const MIGRATIONS_DIR = projectPath('src', 'db', 'migrations');
 const LOCK_ID = 724_301_117;
 
 export async function migrate(db: Db): Promise<string[]> {

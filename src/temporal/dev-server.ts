@@ -3,9 +3,9 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { Connection } from '@temporalio/client';
 import { ConfigError } from '../config.js';
+import { projectPath } from '../paths.js';
 import { SEARCH_ATTRIBUTES } from '../../workflows/messages.js';
 
 export interface DevServer {
@@ -16,7 +16,7 @@ export interface DevServer {
 
 const STARTUP_TIMEOUT_MS = 60_000;
 
-const INSTALL_SCRIPT = fileURLToPath(new URL('../../scripts/install-temporal-cli.sh', import.meta.url));
+const INSTALL_SCRIPT = projectPath('scripts', 'install-temporal-cli.sh');
 
 /**
  * The `temporal` executable: TEMPORAL_CLI_PATH, else `temporal` on PATH, else the CLI cached by

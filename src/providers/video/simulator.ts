@@ -3,10 +3,10 @@
 // service, and an operation's delay runs from its submission, not from the last restart.
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import type { Db } from '../../db/pool.js';
+import { projectPath } from '../../paths.js';
 import { ProviderError, type VideoGenerationRequest, type VideoOperationStatus, type VideoOutputRef, type VideoProvider } from './types.js';
 
 export const SIMULATOR_DEFAULT_DELAY_MS = 2_000;
@@ -24,7 +24,7 @@ export const SimulateSchema = z
   .strict();
 export type Simulate = z.infer<typeof SimulateSchema>;
 
-const ASSETS_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../assets/sim-video');
+const ASSETS_DIR = projectPath('assets', 'sim-video');
 
 interface StoredRequest {
   n: number;

@@ -1,0 +1,91 @@
+// docker-compose.yml cannot run here (no Docker engine), so this keeps it consistent with the code:
+// images pinned, every app variable one the config reads and valid for production, addresses and
+// ports pointing at the services that serve them, search attributes the workflows use registered.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import { parse } from 'yaml';
+import { ENV_VARS, loadConfig } from '../src/config.js';
+import { SEARCH_ATTRIBUTES } from '../workflows/messages.js';
+
+const compose = parse(fs.readFileSync('docker-compose.yml', 'utf8'), { merge: true });
+const services = compose.services as Record<string, any>;
+
+/** Compose's ${VAR:-default} interpolation, with nothing set: the defaults. */
+function interpolate(v: unknown): string {
+  return String(v).replace(/\$\{[A-Z_]+:-([^}]*)\}/g, '$1');
+}
+const envOf = (name: string): Record<string, string> =>
+  Object.fromEntries(Object.entries(services[name].environment ?? {}).map(([k, v]) => [k, interpolate(v)]));
+
+test('the stack has every part, each image pinned', () => {
+  for (const name of ['postgres', 'temporal', 'temporal-setup', 'temporal-ui', 'api', 'worker']) assert.ok(services[name], `service ${name}`);
+  for (const [name, svc] of Object.entries(services)) {
+    assert.ok(svc.image || svc.build, `${name} has an image`);
+    if (svc.image && !svc.build && name !== 'worker') assert.match(svc.image, /:[0-9][\w.-]*$/, `${name} image is pinned to a version`);
+  }
+  assert.match(services['temporal'].image, /:1\.29\./, 'the Temporal server matches the dev server (1.29)');
+  assert.equal(services['worker'].image, services['api'].image, 'api and worker run the same image');
+});
+
+test('api and worker environments are variables the config reads, and load for production', () => {
+  for (const name of ['api', 'worker']) {
+    const env = envOf(name);
+    for (const key of Object.keys(env)) assert.ok(ENV_VARS.includes(key), `${name}: ${key} is not read by src/config.ts`);
+    const config = loadConfig(env);
+    assert.equal(config.production, true);
+    assert.ok(config.adminToken && config.urlSigningSecret, `${name}: production secrets set`);
+    assert.ok(config.databaseUrl && config.temporal.address, `${name}: external PostgreSQL and Temporal`);
+    assert.equal(config.temporal.taskQueue, loadConfig(envOf('api')).temporal.taskQueue, 'api and worker share the task queue');
+  }
+});
+
+test('DATABASE_URL and TEMPORAL_ADDRESS point at the services, with their credentials and ports', () => {
+  const env = envOf('api');
+  const db = new URL(env['DATABASE_URL']!);
+  const pg = envOf('postgres');
+  assert.ok(services[db.hostname], `DATABASE_URL host ${db.hostname} is a service`);
+  assert.equal(db.port || '5432', '5432');
+  assert.equal(db.username, pg['POSTGRES_USER']);
+  assert.equal(db.password, pg['POSTGRES_PASSWORD']);
+  assert.equal(db.pathname.slice(1), pg['POSTGRES_DB']);
+  const [host, port] = env['TEMPORAL_ADDRESS']!.split(':');
+  assert.equal(host, 'temporal');
+  assert.equal(port, '7233');
+  assert.equal(envOf('temporal-ui')['TEMPORAL_ADDRESS'], env['TEMPORAL_ADDRESS']);
+  assert.equal(envOf('temporal')['POSTGRES_SEEDS'], db.hostname, 'Temporal persists to the same PostgreSQL server');
+});
+
+test('the API listens on the port compose publishes, on all interfaces', () => {
+  const config = loadConfig(envOf('api'));
+  assert.equal(config.host, '0.0.0.0');
+  const published = (services['api'].ports as string[]).map((p) => p.split(':').map(Number));
+  assert.ok(published.some(([, container]) => container === config.port), `container port ${config.port} published`);
+});
+
+test('the search attributes the workflows use are registered', () => {
+  const script = JSON.stringify(services['temporal-setup'].command);
+  for (const sa of SEARCH_ATTRIBUTES) assert.ok(script.includes(sa.name), `${sa.name} registered`);
+  assert.equal(services['api'].depends_on['temporal-setup'].condition, 'service_completed_successfully');
+  assert.equal(services['worker'].depends_on['temporal-setup'].condition, 'service_completed_successfully');
+});
+
+test('health checks and shared storage', () => {
+  for (const name of ['postgres', 'temporal', 'api']) assert.ok(services[name].healthcheck, `${name} has a health check`);
+  assert.match(JSON.stringify(services['api'].healthcheck.test), /\/readyz/);
+  const dataDir = envOf('api')['DATA_DIR'];
+  for (const name of ['api', 'worker']) {
+    assert.ok((services[name].volumes as string[]).some((v) => v.endsWith(`:${dataDir}`)), `${name} mounts storage at DATA_DIR`);
+  }
+});
+
+test('the commands run files the build produces, and the Dockerfile builds them', () => {
+  const dockerfile = fs.readFileSync('Dockerfile', 'utf8');
+  assert.match(dockerfile, /npm run build/);
+  for (const name of ['api', 'worker']) {
+    const entry = (services[name].command as string[])[1]!;
+    const source = entry.replace(/^dist\//, '').replace(/\.js$/, '.ts');
+    assert.ok(fs.existsSync(source), `${entry} is built from ${source}`);
+  }
+  for (const dir of ['src/db/migrations', 'assets']) assert.match(dockerfile, new RegExp(`COPY ${dir}`), `image ships ${dir}`);
+});
