@@ -14,6 +14,7 @@ import {
   continueAsNew,
   isCancellation,
   proxyActivities,
+  proxyLocalActivities,
   setHandler,
   sleep,
   upsertSearchAttributes,
@@ -33,9 +34,17 @@ import {
   type VideoJobState,
 } from './messages.js';
 
-const ledger = proxyActivities<Pick<VideoJobActivities, 'chargeVideoJob' | 'settleVideoJob'>>({
+// The charge decides the HTTP answer (early return), so it runs as a local activity inside the first
+// workflow task: one server round trip for the whole create. It is idempotent per job, so a replay
+// after a worker crash re-running it charges nothing twice.
+const charging = proxyLocalActivities<Pick<VideoJobActivities, 'chargeVideoJob'>>({
+  startToCloseTimeout: '10 seconds',
+  retry: { initialInterval: '200 milliseconds', backoffCoefficient: 2, maximumInterval: '5 seconds' },
+});
+
+// Settlement retries until it succeeds: it is idempotent, and a job must never stay half-billed.
+const settling = proxyActivities<Pick<VideoJobActivities, 'settleVideoJob'>>({
   startToCloseTimeout: '30 seconds',
-  // Money steps retry until they succeed: they are idempotent, and a job must never stay half-billed.
   retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute' },
 });
 
@@ -87,7 +96,7 @@ export async function videoJobWorkflow(input: VideoJobInput, resume?: VideoJobRe
   });
 
   if (!resume) {
-    const charge = await ledger.chargeVideoJob({
+    const charge = await charging.chargeVideoJob({
       jobId: input.job_id,
       workflowId: workflowInfo().workflowId,
       workspaceId: input.workspace_id,
@@ -118,7 +127,7 @@ export async function videoJobWorkflow(input: VideoJobInput, resume?: VideoJobRe
 
   // Settle whatever happened, even if this workflow is being cancelled.
   const settled = await CancellationScope.nonCancellable(() =>
-    ledger.settleVideoJob({
+    settling.settleVideoJob({
       jobId: input.job_id,
       outcome: outcome.kind,
       delivered: outcome.kind === 'succeeded' ? outcome.videos.length : 0,

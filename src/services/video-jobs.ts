@@ -4,7 +4,6 @@ import { createHash, randomUUID } from 'node:crypto';
 import {
   WithStartWorkflowOperation,
   WorkflowExecutionAlreadyStartedError,
-  WorkflowNotFoundError,
   WorkflowUpdateFailedError,
   type Client,
 } from '@temporalio/client';
@@ -154,7 +153,7 @@ export class VideoJobsService {
       }
       if (err instanceof WorkflowExecutionAlreadyStartedError) {
         // The job with this Idempotency-Key has already finished: answer from it.
-        const existing = await this.find(principal.workspace_id, job_id, { includeRejected: true });
+        const existing = await this.findForRetry(principal.workspace_id, job_id);
         if (!existing) throw new ApiError(409, 'idempotency_error', 'idempotency_key_in_use', 'this Idempotency-Key was used for another request');
         state = existing;
       } else {
@@ -169,25 +168,32 @@ export class VideoJobsService {
     return state;
   }
 
+  /**
+   * The job record. A finished job's record in PostgreSQL is final, so it answers directly; a pending
+   * job's live state comes from querying its workflow (the record answers if the workflow cannot).
+   * An id that is not the caller's never reaches Temporal.
+   */
   async get(principal: ApiKeyPrincipal, job_id: string): Promise<VideoJobState> {
-    const state = isUuid(job_id) ? await this.find(principal.workspace_id, job_id, { includeRejected: false }) : null;
-    if (!state) throw notFound('job_not_found', `no video generation job ${job_id}`, 'id');
-    return state;
+    const record = isUuid(job_id) ? await this.fromDatabase(job_id) : null;
+    if (!record || record.workspace_id !== principal.workspace_id) throw notFound('job_not_found', `no video generation job ${job_id}`, 'id');
+    if (record.status !== 'pending') return record;
+    const live = await this.queryWorkflow(job_id);
+    return live && live.workspace_id === record.workspace_id && live.status !== 'charging' && live.status !== 'rejected' ? live : record;
   }
 
-  /** The live state from the workflow; the Postgres record when the workflow cannot answer. */
-  private async find(workspace_id: string, job_id: string, opts: { includeRejected: boolean }): Promise<VideoJobState | null> {
-    let state: VideoJobState | null = null;
+  private async queryWorkflow(job_id: string): Promise<VideoJobState | null> {
     try {
       const handle = this.deps.temporal.workflow.getHandle(videoJobWorkflowId(job_id));
-      state = await this.deps.temporal.connection.withDeadline(Date.now() + QUERY_TIMEOUT_MS, () => handle.query(jobStateQuery));
-    } catch (err) {
-      if (!(err instanceof WorkflowNotFoundError)) state = null; // worker down or slow: fall back to the record
+      return await this.deps.temporal.connection.withDeadline(Date.now() + QUERY_TIMEOUT_MS, () => handle.query(jobStateQuery));
+    } catch {
+      return null; // gone (retention), worker down or slow: the caller falls back to the record
     }
-    if (!state) state = await this.fromDatabase(job_id);
-    if (!state || state.workspace_id !== workspace_id) return null;
-    if (state.status === 'charging') return null;
-    if (state.status === 'rejected' && !opts.includeRejected) return null;
+  }
+
+  /** For an idempotent retry: the job as its workflow (or, once the workflow is gone, its record) knows it. */
+  private async findForRetry(workspace_id: string, job_id: string): Promise<VideoJobState | null> {
+    const state = (await this.queryWorkflow(job_id)) ?? (await this.fromDatabase(job_id));
+    if (!state || state.workspace_id !== workspace_id || state.status === 'charging') return null;
     return state;
   }
 
