@@ -103,3 +103,48 @@ export function videoBackendFor(model: VideoModel, opts: { simulator: boolean })
   if (model.family === 'simulator') return opts.simulator ? 'simulator' : null;
   return opts.simulator ? 'simulator' : null;
 }
+
+// ---------------------------------------------------------------------------------------------
+// Speech models: priced per 1,000 characters of input (Unicode code points), charged per request.
+
+export type SpeechResponseFormat = 'wav' | 'pcm';
+
+export interface SpeechModel {
+  id: string;
+  kind: 'speech';
+  owned_by: string;
+  /** The voice provider adapter that serves it (config VOICE_PROVIDER). */
+  provider: 'simulator' | 'elevenlabs';
+  region: string;
+  price_micro_eur_per_1000_chars: number;
+  max_input_chars: number;
+  response_formats: readonly SpeechResponseFormat[];
+}
+
+export const SPEECH_MODELS: readonly SpeechModel[] = [
+  {
+    id: 'sim-speech-1',
+    kind: 'speech',
+    owned_by: 'video-voice-api',
+    provider: 'simulator',
+    region: 'local',
+    price_micro_eur_per_1000_chars: eur(0.15),
+    max_input_chars: 4_096,
+    response_formats: ['wav', 'pcm'],
+  },
+];
+
+export function findSpeechModel(id: string): SpeechModel | undefined {
+  return SPEECH_MODELS.find((m) => m.id === id);
+}
+
+/** The model used when a speech request names none: the first one of the configured provider. */
+export function defaultSpeechModelFor(provider: string): SpeechModel | undefined {
+  return SPEECH_MODELS.find((m) => m.provider === provider);
+}
+
+/** Price of speaking `characters` characters, rounded up to a whole micro-euro. */
+export function speechCostMicroEur(model: SpeechModel, characters: number): number {
+  if (!(Number.isSafeInteger(characters) && characters > 0)) throw new Error(`invariant: speech of ${characters} characters`);
+  return Math.ceil((characters * model.price_micro_eur_per_1000_chars) / 1000);
+}

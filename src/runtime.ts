@@ -13,6 +13,11 @@ import { LocalStorage, type Storage } from './storage/local.js';
 import { UrlSigner } from './storage/signed-urls.js';
 import { SimulatedVideoProvider } from './providers/video/simulator.js';
 import type { VideoProvider } from './providers/video/types.js';
+import { SimulatedVoiceProvider } from './providers/voice/simulator.js';
+import { NoVoiceProvider } from './providers/voice/none.js';
+import type { VoiceProvider } from './providers/voice/types.js';
+import { VoicesService } from './services/voices.js';
+import { SpeechService } from './services/speech.js';
 import { findVideoModel } from './catalog.js';
 import { VideoJobsService } from './services/video-jobs.js';
 import { createApp } from './http/app.js';
@@ -88,6 +93,18 @@ export function createVideoProviders(db: Db, config: Config): Map<string, VideoP
   return providers;
 }
 
+/** The voice provider of VOICE_PROVIDER. The ElevenLabs adapter is not built yet: asking for it is a config error. */
+export function createVoiceProvider(db: Db, config: Config): VoiceProvider {
+  switch (config.voiceProvider) {
+    case 'simulator':
+      return new SimulatedVoiceProvider(db);
+    case 'none':
+      return new NoVoiceProvider();
+    case 'elevenlabs':
+      throw new ConfigError('VOICE_PROVIDER=elevenlabs is not available in this version; use simulator or none');
+  }
+}
+
 export interface RunningWorker {
   run: Promise<void>;
   shutdown(): Promise<void>;
@@ -98,6 +115,7 @@ export async function startWorker(opts: { config: Config; db: Db; temporalAddres
     db: opts.db,
     storage: createStorage(opts.config),
     videoProviders: createVideoProviders(opts.db, opts.config),
+    voiceProvider: createVoiceProvider(opts.db, opts.config),
   });
   const { worker, connection } = await createWorker({
     address: opts.temporalAddress,
@@ -131,6 +149,7 @@ export async function startApi(opts: {
   maxPollsPerRun?: number;
 }): Promise<RunningApi> {
   const { config } = opts;
+  const voiceProvider = createVoiceProvider(opts.db, config);
   const temporal = await connectClient({ address: opts.temporalAddress, namespace: config.temporal.namespace });
   const jobs = new VideoJobsService({
     db: opts.db,
@@ -142,14 +161,24 @@ export async function startApi(opts: {
     job_timeout_ms: config.video.jobTimeoutMs,
     ...(opts.maxPollsPerRun !== undefined ? { max_polls_per_run: opts.maxPollsPerRun } : {}),
   });
+  const voices = new VoicesService({
+    db: opts.db,
+    provider: voiceProvider,
+    temporal,
+    taskQueue: config.temporal.taskQueue,
+    logger: opts.logger,
+  });
   const app = createApp({
     db: opts.db,
     storage: createStorage(config),
     signer: new UrlSigner(opts.secrets.urlSigningSecret, config.signedUrlTtlS),
     jobs,
+    voices,
+    speech: new SpeechService({ db: opts.db, voices }),
     logger: opts.logger,
     adminToken: opts.secrets.adminToken,
     simulator: config.simulator,
+    voiceProvider: config.voiceProvider,
     publicBaseUrl: config.publicBaseUrl,
     rateLimitPerMinute: config.rateLimitPerMinute,
     ready: async () => {

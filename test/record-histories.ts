@@ -9,24 +9,29 @@ import { randomUUID } from 'node:crypto';
 import { historyToJSON } from '@temporalio/common/lib/proto-utils.js';
 import { http, newCustomer, simJob, startStack, waitForJob, type Stack } from './helpers/stack.js';
 import { videoJobWorkflowId, type VideoJobInput } from '../workflows/messages.js';
+import { voiceDeletionWorkflowId } from '../workflows/voice-deletion.js';
+import { encodeWav, SimulatedVoiceProvider } from '../src/providers/voice/simulator.js';
 
 const OUT = path.join('test', 'histories');
 let stack: Stack;
 let slow: Stack;
+let continued: Stack;
 
 before(async () => {
   fs.mkdirSync(OUT, { recursive: true });
-  stack = await startStack({ maxPollsPerRun: 2 });
+  stack = await startStack();
+  continued = await startStack({ maxPollsPerRun: 1 });
   slow = await startStack({ env: { VIDEO_JOB_TIMEOUT_MS: '1500' } });
 });
 after(async () => {
   await stack.stop();
   await slow.stop();
+  await continued.stop();
 });
 
 /** Writes every run of the workflow, oldest first, as <name>.json (and <name>.run<k>.json for earlier runs). */
-async function save(s: Stack, name: string, jobId: string) {
-  const handle = s.api.temporal.workflow.getHandle(videoJobWorkflowId(jobId));
+async function save(s: Stack, name: string, jobId: string, workflowId = videoJobWorkflowId(jobId)) {
+  const handle = s.api.temporal.workflow.getHandle(workflowId);
   const runs: string[] = [];
   let runId: string | undefined = (await handle.describe()).runId;
   while (runId) {
@@ -59,7 +64,10 @@ test('provider failure', () => run(stack, 'video-job-provider-failed', simJob({ 
 test('no videos', () => run(stack, 'video-job-no-videos', simJob({ delay_ms: 0, videos: 0 }), 'failed'));
 test('idempotent retry (second update on a running job)', () =>
   run(stack, 'video-job-idempotent-retry', simJob({ delay_ms: 0 }), 'succeeded', { 'Idempotency-Key': randomUUID() }));
-test('continue-as-new', () => run(stack, 'video-job-continued', simJob({ delay_ms: 3_000 }), 'succeeded'));
+test('continue-as-new', async () => {
+  await run(continued, 'video-job-continued', simJob({ delay_ms: 3_000 }), 'succeeded');
+  assert.ok(fs.existsSync(path.join(OUT, 'video-job-continued.run1.json')), 'the job continued as new at least once');
+});
 test('deadline', () => run(slow, 'video-job-deadline', simJob({ delay_ms: 60_000 }), 'failed'));
 
 test('cancelled', async () => {
@@ -113,3 +121,23 @@ test('submit rejected by the provider', async () => {
   assert.equal(result.error.code, 'invalid_request');
   await save(stack, 'video-job-submit-rejected', job_id);
 });
+
+async function cloneAndDelete(name: string, providerFailures: number) {
+  const c = await newCustomer(stack, 10);
+  const samples = new Int16Array(11_025);
+  for (let i = 0; i < samples.length; i++) samples[i] = Math.round(8000 * Math.sin((2 * Math.PI * 330 * i) / 22_050));
+  const form = new FormData();
+  form.append('name', 'recorded voice');
+  form.append('file', new Blob([new Uint8Array(encodeWav(samples, 22_050))], { type: 'audio/wav' }), 'sample.wav');
+  const res = await fetch(`${stack.baseUrl}/v2/audio/voices`, { method: 'POST', headers: { authorization: `Bearer ${c.key}` }, body: form });
+  assert.equal(res.status, 200);
+  const voice = (await res.json()) as { id: string };
+  if (providerFailures > 0) await new SimulatedVoiceProvider(stack.db).injectFaults('delete', { kind: 'unavailable', count: providerFailures });
+  const del = await http(stack.baseUrl, 'DELETE', `/v2/audio/voices/${voice.id}`, { token: c.key });
+  assert.equal(del.status, 200, JSON.stringify(del.body));
+  await stack.api.temporal.workflow.getHandle(voiceDeletionWorkflowId(voice.id)).result();
+  await save(stack, name, voice.id, voiceDeletionWorkflowId(voice.id));
+}
+
+test('voice deleted at the provider', () => cloneAndDelete('voice-delete-succeeded', 0));
+test('voice deletion retried through a provider outage', () => cloneAndDelete('voice-delete-after-retries', 2));

@@ -21,6 +21,8 @@ const REQUIRED = [
   'video-job-cancelled',
   'video-job-insufficient-credits',
   'video-job-submit-rejected',
+  'voice-delete-succeeded',
+  'voice-delete-after-retries',
 ];
 
 const files = fs.readdirSync(DIR).filter((f) => f.endsWith('.json')).sort();

@@ -1,2 +1,3 @@
 // The worker's workflow bundle entry: every workflow type this service runs.
 export { videoJobWorkflow } from './video-job.js';
+export { voiceDeletionWorkflow } from './voice-deletion.js';

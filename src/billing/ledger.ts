@@ -33,14 +33,23 @@ async function applyEntry(
     idempotencyKey: string;
     videoJobId?: string;
     topupId?: string;
+    speechRequestId?: string;
   },
 ): Promise<number> {
   assertMicroEur(entry.amount_micro_eur);
   if (entry.amount_micro_eur === 0) throw new Error('ledger entries are never zero');
   await tx.query(
-    `INSERT INTO ledger_entries (workspace_id, kind, amount_micro_eur, idempotency_key, video_job_id, topup_id)
-     VALUES ($1, $2, $3, $4, $5, $6)`,
-    [entry.workspaceId, entry.kind, entry.amount_micro_eur, entry.idempotencyKey, entry.videoJobId ?? null, entry.topupId ?? null],
+    `INSERT INTO ledger_entries (workspace_id, kind, amount_micro_eur, idempotency_key, video_job_id, topup_id, speech_request_id)
+     VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+    [
+      entry.workspaceId,
+      entry.kind,
+      entry.amount_micro_eur,
+      entry.idempotencyKey,
+      entry.videoJobId ?? null,
+      entry.topupId ?? null,
+      entry.speechRequestId ?? null,
+    ],
   );
   const r = await tx.query<{ balance_micro_eur: number }>(
     'UPDATE workspaces SET balance_micro_eur = balance_micro_eur + $2 WHERE id = $1 RETURNING balance_micro_eur',
@@ -229,6 +238,83 @@ export async function settleVideoJob(db: Db, s: Settlement): Promise<SettlementR
 }
 
 // ---------------------------------------------------------------------------------------------
+// Speech: one charge per delivered speech request, recorded with the request; never refunded.
+
+export interface SpeechCharge {
+  speechRequestId: string;
+  workspaceId: string;
+  /** The client's Idempotency-Key (or a fresh one): the same key from the same workspace is charged once. */
+  idempotencyKey: string;
+  requestFingerprint: string;
+  model: string;
+  voice: string;
+  voiceRegistryId: string | null;
+  characters: number;
+  responseFormat: string;
+  audioBytes: number;
+  cost_micro_eur: number;
+}
+
+export type SpeechChargeResult =
+  | { ok: true; speech_request_id: string; cost_micro_eur: number; balance_micro_eur: number; already_charged: boolean }
+  | { ok: false; reason: 'insufficient_credits'; balance_micro_eur: number }
+  | { ok: false; reason: 'idempotency_key_reused' };
+
+export const speechChargeKey = (speechRequestId: string) => `speech_request:${speechRequestId}:charge`;
+
+/** Records the speech request and charges its cost, atomically and once per (workspace, idempotency key). */
+export async function chargeSpeech(db: Db, s: SpeechCharge): Promise<SpeechChargeResult> {
+  assertMicroEur(s.cost_micro_eur);
+  if (!(s.cost_micro_eur > 0)) throw new Error('invariant: speech costs more than 0');
+  if (!(Number.isSafeInteger(s.characters) && s.characters > 0 && s.audioBytes > 0)) throw new Error('invariant: speech of characters and bytes');
+  try {
+    return await inTransaction(db, async (tx): Promise<SpeechChargeResult> => {
+      const balance = await lockWorkspaceBalance(tx, s.workspaceId);
+      const existing = await tx.query<{ id: string; request_fingerprint: string; cost_micro_eur: number }>(
+        'SELECT id, request_fingerprint, cost_micro_eur FROM speech_requests WHERE workspace_id = $1 AND idempotency_key = $2',
+        [s.workspaceId, s.idempotencyKey],
+      );
+      const prior = existing.rows[0];
+      if (prior) {
+        if (prior.request_fingerprint !== s.requestFingerprint) return { ok: false, reason: 'idempotency_key_reused' };
+        return { ok: true, speech_request_id: prior.id, cost_micro_eur: prior.cost_micro_eur, balance_micro_eur: balance, already_charged: true };
+      }
+      if (balance < s.cost_micro_eur) return { ok: false, reason: 'insufficient_credits', balance_micro_eur: balance };
+      await tx.query(
+        `INSERT INTO speech_requests (id, workspace_id, idempotency_key, request_fingerprint, model, voice, voice_registry_id,
+                                      characters, response_format, audio_bytes, cost_micro_eur)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+        [
+          s.speechRequestId,
+          s.workspaceId,
+          s.idempotencyKey,
+          s.requestFingerprint,
+          s.model,
+          s.voice,
+          s.voiceRegistryId,
+          s.characters,
+          s.responseFormat,
+          s.audioBytes,
+          s.cost_micro_eur,
+        ],
+      );
+      const after = await applyEntry(tx, {
+        workspaceId: s.workspaceId,
+        kind: 'charge',
+        amount_micro_eur: -s.cost_micro_eur,
+        idempotencyKey: speechChargeKey(s.speechRequestId),
+        speechRequestId: s.speechRequestId,
+      });
+      if (after !== balance - s.cost_micro_eur) throw new Error('invariant: charge moved the balance by the cost');
+      return { ok: true, speech_request_id: s.speechRequestId, cost_micro_eur: s.cost_micro_eur, balance_micro_eur: after, already_charged: false };
+    });
+  } catch (err) {
+    if (isUniqueViolation(err)) return chargeSpeech(db, s);
+    throw err;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Audit
 
 export interface AuditReport {
@@ -238,6 +324,8 @@ export interface AuditReport {
   ledger_entries: number;
   balance_mismatches: { workspace_id: string; balance_micro_eur: number; ledger_sum_micro_eur: number }[];
   job_mismatches: { job_id: string; status: string; expected_net_charge_micro_eur: number; ledger_net_charge_micro_eur: number }[];
+  speech_requests_checked: number;
+  speech_mismatches: { speech_request_id: string; cost_micro_eur: number; ledger_net_charge_micro_eur: number }[];
 }
 
 const MISMATCH_LIMIT = 100;
@@ -256,16 +344,25 @@ export async function auditLedger(db: Db): Promise<AuditReport> {
               (-COALESCE(SUM(l.amount_micro_eur), 0))::bigint AS ledger_net_charge_micro_eur
          FROM video_jobs j LEFT JOIN ledger_entries l ON l.video_job_id = j.id GROUP BY j.id`,
     );
+    // A speech request's net charge is its recorded cost.
+    const speech = await tx.query<{ speech_request_id: string; cost_micro_eur: number; ledger_net_charge_micro_eur: number }>(
+      `SELECT s.id AS speech_request_id, s.cost_micro_eur,
+              (-COALESCE(SUM(l.amount_micro_eur), 0))::bigint AS ledger_net_charge_micro_eur
+         FROM speech_requests s LEFT JOIN ledger_entries l ON l.speech_request_id = s.id GROUP BY s.id`,
+    );
     const entries = await tx.query<{ n: number }>('SELECT count(*)::bigint AS n FROM ledger_entries');
     const balance_mismatches = balances.rows.filter((r) => r.balance_micro_eur !== r.ledger_sum_micro_eur);
     const job_mismatches = jobs.rows.filter((r) => r.expected_net_charge_micro_eur !== r.ledger_net_charge_micro_eur);
+    const speech_mismatches = speech.rows.filter((r) => r.cost_micro_eur !== r.ledger_net_charge_micro_eur);
     return {
-      ok: balance_mismatches.length === 0 && job_mismatches.length === 0,
+      ok: balance_mismatches.length === 0 && job_mismatches.length === 0 && speech_mismatches.length === 0,
       workspaces_checked: balances.rowCount ?? 0,
       jobs_checked: jobs.rowCount ?? 0,
       ledger_entries: entries.rows[0]!.n,
       balance_mismatches: balance_mismatches.slice(0, MISMATCH_LIMIT),
       job_mismatches: job_mismatches.slice(0, MISMATCH_LIMIT),
+      speech_requests_checked: speech.rowCount ?? 0,
+      speech_mismatches: speech_mismatches.slice(0, MISMATCH_LIMIT),
     };
   });
 }

@@ -6,6 +6,8 @@ import type { Db } from '../db/pool.js';
 import type { Storage } from '../storage/local.js';
 import type { UrlSigner } from '../storage/signed-urls.js';
 import type { VideoJobsService } from '../services/video-jobs.js';
+import type { VoicesService } from '../services/voices.js';
+import type { SpeechService } from '../services/speech.js';
 import { errorHandler, notFoundRoute } from './errors.js';
 import { requireAdmin, requireApiKey } from './auth.js';
 import { rateLimit } from './rate-limit.js';
@@ -13,15 +15,21 @@ import { videoRoutes } from './routes/videos.js';
 import { modelRoutes } from './routes/models.js';
 import { fileRoutes } from './routes/files.js';
 import { adminRoutes } from './routes/admin.js';
+import { voiceRoutes } from './routes/voices.js';
+import { speechRoutes } from './routes/speech.js';
 
 export interface AppDeps {
   db: Db;
   storage: Storage;
   signer: UrlSigner;
   jobs: VideoJobsService;
+  voices: VoicesService;
+  speech: SpeechService;
   logger: Logger;
   adminToken: string;
   simulator: boolean;
+  /** The configured voice provider (VOICE_PROVIDER). */
+  voiceProvider: string;
   publicBaseUrl: string | undefined;
   rateLimitPerMinute: number;
   /** Whether the process is ready (Postgres and Temporal reachable). */
@@ -58,7 +66,9 @@ export function createApp(deps: AppDeps): express.Express {
   const auth = requireApiKey(deps.db);
   const limit = rateLimit(deps.rateLimitPerMinute);
   app.use(videoRoutes({ auth, limit, jobs: deps.jobs, signer: deps.signer, publicBaseUrl: deps.publicBaseUrl }));
-  app.use(modelRoutes({ auth, simulator: deps.simulator }));
+  app.use(modelRoutes({ auth, simulator: deps.simulator, voiceProvider: deps.voiceProvider }));
+  app.use(voiceRoutes({ auth, limit, voices: deps.voices }));
+  app.use(speechRoutes({ auth, limit, speech: deps.speech }));
   app.use(fileRoutes({ storage: deps.storage, signer: deps.signer }));
   app.use(adminRoutes({ db: deps.db, admin: requireAdmin(deps.adminToken) }));
   app.use(notFoundRoute);

@@ -3,7 +3,7 @@
 import { microEurToEur } from '../money.js';
 import type { UrlSigner } from '../storage/signed-urls.js';
 import type { VideoJobState } from '../../workflows/messages.js';
-import type { VideoModel, VideoBackend } from '../catalog.js';
+import type { SpeechModel, VideoModel, VideoBackend } from '../catalog.js';
 
 const seconds = (ms: number) => Math.floor(ms / 1000);
 
@@ -60,5 +60,22 @@ export function presentVideoModel(model: VideoModel, backend: VideoBackend | nul
         Object.entries(model.price_micro_eur_per_second).map(([res, micro]) => [res, microEurToEur(micro)]),
       ),
     },
+  };
+}
+
+export function presentSpeechModel(model: SpeechModel, configuredVoiceProvider: string) {
+  const available = model.provider === configuredVoiceProvider;
+  return {
+    id: model.id,
+    object: 'model' as const,
+    kind: model.kind,
+    owned_by: model.owned_by,
+    region: model.region,
+    backend: available ? model.provider : null,
+    simulated: model.provider === 'simulator',
+    available,
+    max_input_chars: model.max_input_chars,
+    response_formats: model.response_formats,
+    pricing: { currency: 'EUR', unit: '1000_characters', per_1000_characters_in_euro: microEurToEur(model.price_micro_eur_per_1000_chars) },
   };
 }

@@ -1,5 +1,7 @@
 // Request schemas: the single source for validation, request types and (later) the OpenAPI document.
+import type { Request } from 'express';
 import { z } from 'zod';
+import { fromZodError } from './errors.js';
 
 export const PROMPT_MAX_CHARS = 4_000;
 export const IDEMPOTENCY_KEY_MAX_CHARS = 255;
@@ -29,3 +31,21 @@ export const CreateApiKeyBody = z
   .strict();
 
 export const IdempotencyKey = z.string().min(1).max(IDEMPOTENCY_KEY_MAX_CHARS).regex(/^[\x21-\x7e]+$/, 'printable ASCII without spaces');
+
+export const CreateSpeechBody = z
+  .object({
+    model: z.string().min(1).max(100).optional(),
+    input: z.string(),
+    voice: z.string().min(1, 'must not be empty').max(200),
+    response_format: z.enum(['wav', 'pcm'], { error: 'must be one of wav, pcm' }).optional(),
+  })
+  .strict();
+
+/** The optional `Idempotency-Key` header, validated (a 400 naming the header when malformed). */
+export function idempotencyKeyOf(req: Request): string | undefined {
+  const raw = req.get('idempotency-key');
+  if (raw === undefined) return undefined;
+  const k = IdempotencyKey.safeParse(raw);
+  if (!k.success) throw fromZodError(k.error, 'Idempotency-Key');
+  return k.data;
+}

@@ -144,10 +144,6 @@ function requirePayload(box: Box, needed: number, path: string): void {
   }
 }
 
-function readUInt64Number(buf: Buffer, offset: number): number {
-  return Number(buf.readBigUInt64BE(offset));
-}
-
 function parseMvhd(buf: Buffer, box: Box): number {
   requirePayload(box, 4, 'moov/mvhd');
   const p = box.payloadStart;

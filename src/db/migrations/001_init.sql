@@ -56,7 +56,7 @@ CREATE TABLE ledger_entries (
   topup_id         uuid REFERENCES topups(id),
   created_at       timestamptz NOT NULL DEFAULT now(),
   -- every entry is traceable to exactly one origin
-  CHECK ((video_job_id IS NOT NULL)::int + (topup_id IS NOT NULL)::int = 1),
+  CONSTRAINT ledger_entries_one_origin CHECK ((video_job_id IS NOT NULL)::int + (topup_id IS NOT NULL)::int = 1),
   CHECK ((kind = 'topup') = (topup_id IS NOT NULL)),
   CHECK ((kind = 'charge') = (amount_micro_eur < 0))
 );

@@ -1,13 +1,13 @@
 // Admin API (contract.md 3): workspaces, credits, API keys, ledger audit. Behind ADMIN_TOKEN.
 import { Router, type RequestHandler } from 'express';
 import type { Db } from '../../db/pool.js';
-import { AddCreditsBody, CreateApiKeyBody, CreateWorkspaceBody, IdempotencyKey } from '../schemas.js';
+import { AddCreditsBody, CreateApiKeyBody, CreateWorkspaceBody, idempotencyKeyOf } from '../schemas.js';
 import { jsonBody } from '../json-body.js';
-import { fromZodError, invalidParam, notFound } from '../errors.js';
+import { invalidParam, notFound } from '../errors.js';
 import { eurToMicroEur, microEurToEur } from '../../money.js';
 import { addCredits, auditLedger } from '../../billing/ledger.js';
 import { createApiKey, createWorkspace, getWorkspace } from '../../services/workspaces.js';
-import { findVideoModel } from '../../catalog.js';
+import { findSpeechModel, findVideoModel } from '../../catalog.js';
 import { isUuid } from '../../services/video-jobs.js';
 
 function euroParam(name: string, amount_eur: number): number {
@@ -46,12 +46,10 @@ export function adminRoutes(deps: { db: Db; admin: RequestHandler }): Router {
   r.post('/admin/v1/workspaces/:id/credits', jsonBody, async (req, res) => {
     const id = workspaceId(req.params['id']);
     const body = AddCreditsBody.parse(req.body);
-    const rawKey = req.get('idempotency-key');
-    const key = rawKey === undefined ? undefined : IdempotencyKey.safeParse(rawKey);
-    if (key && !key.success) throw fromZodError(key.error, 'Idempotency-Key');
+    const idempotencyKey = idempotencyKeyOf(req);
     const amount = euroParam('amount_in_euro', body.amount_in_euro);
     if (amount <= 0) throw invalidParam('amount_in_euro', 'amount_in_euro must be at least 0.000001');
-    const result = await addCredits(deps.db, { workspaceId: id, amount_micro_eur: amount, idempotencyKey: key?.data });
+    const result = await addCredits(deps.db, { workspaceId: id, amount_micro_eur: amount, idempotencyKey });
     res.json({ id, object: 'workspace', balance_in_euro: microEurToEur(result.balance_micro_eur), topup_id: result.topup_id });
   });
 
@@ -59,7 +57,7 @@ export function adminRoutes(deps: { db: Db; admin: RequestHandler }): Router {
     const id = workspaceId(req.params['id']);
     const body = CreateApiKeyBody.parse(req.body);
     for (const [i, m] of (body.models ?? []).entries()) {
-      if (!findVideoModel(m)) throw invalidParam(`models.${i}`, `unknown model "${m}"`);
+      if (!findVideoModel(m) && !findSpeechModel(m)) throw invalidParam(`models.${i}`, `unknown model "${m}"`);
     }
     const key = await createApiKey(deps.db, { workspaceId: id, models: body.models ? [...new Set(body.models)] : null });
     res.status(201).json({ id: key.id, object: 'api_key', key: key.key, models: key.models });

@@ -1,28 +1,30 @@
-// GET /v2/models (the models this key may use) and GET /v2/models/all (the whole catalog, saying
-// which backend serves each model).
+// GET /v2/models (the models this key may use, where a backend serves them) and GET /v2/models/all
+// (the whole catalog, saying which backend serves each model).
 import { Router, type RequestHandler } from 'express';
-import { VIDEO_MODELS, videoBackendFor } from '../../catalog.js';
+import { SPEECH_MODELS, VIDEO_MODELS, videoBackendFor } from '../../catalog.js';
 import { keyAllowsModel } from '../../services/workspaces.js';
 import { principalOf } from '../auth.js';
 import { notFound } from '../errors.js';
-import { presentVideoModel } from '../presenters.js';
+import { presentSpeechModel, presentVideoModel } from '../presenters.js';
 
-export function modelRoutes(deps: { auth: RequestHandler; simulator: boolean }): Router {
+export function modelRoutes(deps: { auth: RequestHandler; simulator: boolean; voiceProvider: string }): Router {
   const r = Router();
-  const present = (m: (typeof VIDEO_MODELS)[number]) => presentVideoModel(m, videoBackendFor(m, { simulator: deps.simulator }));
+  const all = () => [
+    ...VIDEO_MODELS.map((m) => presentVideoModel(m, videoBackendFor(m, { simulator: deps.simulator }))),
+    ...SPEECH_MODELS.map((m) => presentSpeechModel(m, deps.voiceProvider)),
+  ];
 
   r.get('/v2/models', deps.auth, (_req, res) => {
     const principal = principalOf(res);
-    const data = VIDEO_MODELS.filter((m) => keyAllowsModel(principal, m.id)).map(present).filter((m) => m.available);
-    res.json({ object: 'list', data });
+    res.json({ object: 'list', data: all().filter((m) => m.available && keyAllowsModel(principal, m.id)) });
   });
   r.get('/v2/models/all', deps.auth, (_req, res) => {
-    res.json({ object: 'list', data: VIDEO_MODELS.map(present) });
+    res.json({ object: 'list', data: all() });
   });
   r.get('/v2/models/:id', deps.auth, (req, res) => {
-    const m = VIDEO_MODELS.find((x) => x.id === req.params['id']);
+    const m = all().find((x) => x.id === req.params['id']);
     if (!m) throw notFound('model_not_found', `model "${req.params['id']}" does not exist`, 'id');
-    res.json(present(m));
+    res.json(m);
   });
   return r;
 }

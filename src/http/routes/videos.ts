@@ -1,7 +1,6 @@
 // POST /v2/videos/generations and GET /v2/videos/generations/{id}: parse, call the service, present.
 import { Router, type RequestHandler } from 'express';
-import { CreateVideoBody, IdempotencyKey } from '../schemas.js';
-import { fromZodError } from '../errors.js';
+import { CreateVideoBody, idempotencyKeyOf } from '../schemas.js';
 import { jsonBody } from '../json-body.js';
 import { principalOf } from '../auth.js';
 import { presentVideoJob } from '../presenters.js';
@@ -20,13 +19,7 @@ export function videoRoutes(deps: {
 
   r.post('/v2/videos/generations', deps.auth, deps.limit, jsonBody, async (req, res) => {
     const body = CreateVideoBody.parse(req.body);
-    const rawKey = req.get('idempotency-key');
-    let idempotencyKey: string | undefined;
-    if (rawKey !== undefined) {
-      const k = IdempotencyKey.safeParse(rawKey);
-      if (!k.success) throw fromZodError(k.error, 'Idempotency-Key');
-      idempotencyKey = k.data;
-    }
+    const idempotencyKey = idempotencyKeyOf(req);
     const job = await deps.jobs.create(principalOf(res), body, idempotencyKey);
     const location = `/v2/videos/generations/${job.job_id}`;
     res.status(202).location(location).json(presentVideoJob(job, deps.signer, baseUrlOf(req, deps.publicBaseUrl)));

@@ -1,0 +1,278 @@
+// multipart/form-data uploads (multer over busboy), held in memory only: nothing is ever written to
+// a temp dir, so nothing outlives the request. Every dimension is limited, and every way a body can
+// be wrong ends in a 4xx ApiError naming the part when it is known, never a 500:
+//
+//   declared Content-Length above the request limit  413 request_too_large (nothing is read)
+//   a file above maxFileBytes                        413 file_too_large        (param: its part)
+//   files together above maxTotalFileBytes           413 upload_too_large      (param: its part)
+//   a file whose content is not of the accepted type 415 unsupported_file_type (param: its part)
+//   too many files / fields / parts, a text value too long, an unknown or nested part name   400
+//   truncated body, malformed part header, missing boundary, client abort          400 malformed_multipart
+//   more than maxConcurrentRequests uploads in progress in this process              503 server_busy
+//
+// The storage engine below is multer's memoryStorage plus two checks made while bytes arrive, so a
+// bad upload is refused before it is buffered: the running total of the request's files, and the
+// file type, recognised from the file's first bytes (the client's Content-Type is not trusted).
+import multer from 'multer';
+import type { Request, RequestHandler, Response } from 'express';
+import { ApiError } from './errors.js';
+
+export interface MultipartLimits {
+  maxFiles: number;
+  maxFileBytes: number;
+  maxTotalFileBytes: number;
+  /** Non-file parts. */
+  maxFields: number;
+  /** All parts. */
+  maxParts: number;
+  /** Bytes of one text value. */
+  maxFieldBytes: number;
+  /** Bytes of a part name. */
+  maxPartNameBytes: number;
+  /** Uploads held in memory at once by this process (each up to maxTotalFileBytes), until answered. */
+  maxConcurrentRequests: number;
+}
+
+export interface FileTypeCheck {
+  /** Bytes of a file's head `detect` needs to decide. */
+  headBytes: number;
+  /** The file's type from its head (or the whole file when shorter), null when not accepted. */
+  detect(head: Uint8Array): string | null;
+  /** What an accepted file is, for error messages ("an audio file (WAV, MP3, ...)"). */
+  expected: string;
+}
+
+export interface UploadedFile {
+  part: string;
+  /** Client-supplied, untrusted; for messages only. */
+  filename: string;
+  client_content_type: string;
+  /** Recognised from the content by FileTypeCheck.detect. */
+  type: string;
+  bytes: number;
+  buffer: Buffer;
+}
+
+export interface MultipartForm {
+  fields: Map<string, string>;
+  files: UploadedFile[];
+}
+
+export interface MultipartOptions {
+  limits: MultipartLimits;
+  /** Parts that carry files. */
+  fileParts: readonly string[];
+  /** Parts that carry one text value each. */
+  fieldParts: readonly string[];
+  fileType: FileTypeCheck;
+}
+
+/** Multipart framing (boundaries, part headers) allowed on top of the files' bytes. */
+const FRAMING_ALLOWANCE_BYTES = 1024 * 1024;
+const MiB = 1024 * 1024;
+
+const bytesText = (n: number) => (n % MiB === 0 ? `${n / MiB} MiB (${n} bytes)` : `${n} bytes`);
+const shortName = (s: string) => (s.length > 100 ? `${s.slice(0, 97)}...` : s);
+const invalid = (code: string, message: string, param: string | null = null) => new ApiError(400, 'invalid_request_error', code, message, param);
+
+interface RequestState {
+  totalBytes: number;
+  /** The file part being received, if any: a truncation inside it names it. */
+  openPart: string | null;
+}
+
+function memoryEngine(opts: MultipartOptions, states: WeakMap<Request, RequestState>): multer.StorageEngine {
+  const { limits, fileType } = opts;
+  return {
+    _handleFile(req, file, cb) {
+      const state = states.get(req)!;
+      state.openPart = file.fieldname;
+      const chunks: Buffer[] = [];
+      let bytes = 0;
+      let typeKnown = false;
+      let failed = false;
+      const fail = (err: ApiError) => {
+        failed = true;
+        chunks.length = 0;
+        state.openPart = null;
+        cb(err);
+      };
+      const name = shortName(file.originalname);
+      const notAccepted = () =>
+        new ApiError(415, 'invalid_request_error', 'unsupported_file_type', `file "${name}" is not ${fileType.expected}; its content was not recognised`, file.fieldname);
+      file.stream.on('data', (chunk: Buffer) => {
+        if (failed) return; // keep consuming: multer drains the request before answering
+        bytes += chunk.length;
+        state.totalBytes += chunk.length;
+        if (state.totalBytes > limits.maxTotalFileBytes) {
+          return fail(
+            new ApiError(413, 'invalid_request_error', 'upload_too_large', `the files together exceed ${bytesText(limits.maxTotalFileBytes)}`, file.fieldname),
+          );
+        }
+        chunks.push(chunk);
+        if (!typeKnown && bytes >= fileType.headBytes) {
+          if (!fileType.detect(Buffer.concat(chunks).subarray(0, fileType.headBytes))) return fail(notAccepted());
+          typeKnown = true;
+        }
+      });
+      file.stream.on('end', () => {
+        if (failed) return;
+        state.openPart = null;
+        // Truncated by busboy at the size limit: multer reports LIMIT_FILE_SIZE and ignores this file.
+        if ((file.stream as { truncated?: boolean }).truncated) return cb(null, { size: bytes });
+        if (bytes === 0) return fail(invalid('empty_file', `file "${name}" is empty`, file.fieldname));
+        const buffer = Buffer.concat(chunks);
+        if (!typeKnown && !fileType.detect(buffer)) return fail(notAccepted());
+        cb(null, { buffer, size: bytes });
+      });
+    },
+    _removeFile(_req, file, cb) {
+      delete (file as Partial<Express.Multer.File>).buffer;
+      cb(null);
+    },
+  };
+}
+
+/** Turns anything multer or busboy reports into a 4xx ApiError. */
+function toApiError(err: unknown, opts: MultipartOptions, state: RequestState): ApiError {
+  if (err instanceof ApiError) return err;
+  const { limits } = opts;
+  if (err instanceof multer.MulterError) {
+    // multer 2.5 codes and fields, some newer than @types/multer knows
+    const e = err as { code: string; field?: string; filename?: string; message: string };
+    const part = e.field ?? null;
+    const file = e.filename ? ` "${shortName(e.filename)}"` : '';
+    switch (e.code) {
+      case 'LIMIT_FILE_SIZE':
+        return new ApiError(413, 'invalid_request_error', 'file_too_large', `file${file} exceeds ${bytesText(limits.maxFileBytes)}; each file may have at most that`, part);
+      case 'LIMIT_FILE_COUNT':
+        return invalid('too_many_files', `too many files: at most ${limits.maxFiles} per request`, opts.fileParts[0] ?? null);
+      case 'LIMIT_FIELD_COUNT':
+        return invalid('too_many_parts', `too many text parts: at most ${limits.maxFields}`);
+      case 'LIMIT_PART_COUNT':
+        return invalid('too_many_parts', `too many parts: at most ${limits.maxParts}`);
+      case 'LIMIT_FIELD_VALUE':
+        return invalid('invalid_parameter', `part "${part}" is too long: at most ${limits.maxFieldBytes} bytes`, part);
+      case 'LIMIT_FIELD_KEY':
+        return invalid('invalid_part_name', `a part name is longer than ${limits.maxPartNameBytes} bytes`);
+      case 'MISSING_FIELD_NAME':
+        return invalid('malformed_multipart', 'a part has no name (Content-Disposition: form-data; name="...")');
+      case 'LIMIT_FIELD_NESTING':
+      case 'LIMIT_FIELD_ARRAY_INDEX':
+      case 'INVALID_FIELD_NAME':
+      case 'LIMIT_UNEXPECTED_FILE':
+        return invalid('unknown_parameter', `unknown part: ${part}`, part);
+      default:
+        return invalid('malformed_multipart', `invalid multipart body: ${e.message}`, part);
+    }
+  }
+  const message = err instanceof Error ? err.message : String(err);
+  if (/^Unexpected end of (form|file)/.test(message)) {
+    return invalid('malformed_multipart', 'the multipart body ended before its closing boundary (truncated upload?)', state.openPart);
+  }
+  if (message === 'Malformed part header') return invalid('malformed_multipart', 'a part of the multipart body has a malformed header', state.openPart);
+  if (/Boundary not found/i.test(message)) return invalid('malformed_multipart', 'the Content-Type multipart/form-data has no boundary parameter');
+  if (/content type/i.test(message)) {
+    return new ApiError(415, 'invalid_request_error', 'unsupported_media_type', 'send the request body as multipart/form-data with a boundary');
+  }
+  if (/^Request (aborted|closed)/.test(message)) return invalid('request_aborted', 'the request body was not received in full', state.openPart);
+  return invalid('malformed_multipart', 'the multipart body could not be parsed', state.openPart);
+}
+
+/**
+ * Parses a multipart/form-data body into `multipartOf(res)`: each allowed text part at most once,
+ * files only in `fileParts`, within `limits`. Anything else is a 4xx.
+ */
+export function multipartForm(opts: MultipartOptions): RequestHandler {
+  const { limits } = opts;
+  const states = new WeakMap<Request, RequestState>();
+  const maxRequestBytes = limits.maxTotalFileBytes + FRAMING_ALLOWANCE_BYTES;
+  let inFlight = 0;
+  const upload = multer({
+    storage: memoryEngine(opts, states),
+    defParamCharset: 'utf8',
+    limits: {
+      files: limits.maxFiles,
+      fileSize: limits.maxFileBytes,
+      fields: limits.maxFields,
+      parts: limits.maxParts,
+      fieldSize: limits.maxFieldBytes,
+      fieldNameSize: limits.maxPartNameBytes,
+      fieldNestingDepth: 0,
+      headerPairs: 16,
+    },
+    fileFilter(_req, file, cb) {
+      if (!opts.fileParts.includes(file.fieldname)) {
+        return cb(invalid('unknown_parameter', `unexpected file in part "${file.fieldname}"; files go in part ${opts.fileParts.join(', ')}`, file.fieldname));
+      }
+      cb(null, true);
+    },
+  }).any();
+
+  return (req, res, next) => {
+    if (!req.is('multipart/form-data')) {
+      return next(new ApiError(415, 'invalid_request_error', 'unsupported_media_type', 'send the request body as multipart/form-data'));
+    }
+    const declared = Number(req.get('content-length') ?? 0);
+    if (declared > maxRequestBytes) {
+      // Refused unread; the connection is closed after the answer rather than reading the body.
+      return next(
+        new ApiError(413, 'invalid_request_error', 'request_too_large', `request body of ${declared} bytes exceeds ${bytesText(maxRequestBytes)}`, null, {
+          Connection: 'close',
+        }),
+      );
+    }
+    if (inFlight >= limits.maxConcurrentRequests) {
+      return next(new ApiError(503, 'api_error', 'server_busy', 'too many uploads in progress; retry shortly', null, { 'Retry-After': '1', Connection: 'close' }));
+    }
+    // Held from here until the response is finished or the connection is gone, whichever is first: the
+    // buffers live that long. (An early answer, e.g. a 413, can finish long before the client stops sending.)
+    inFlight++;
+    let released = false;
+    const release = () => {
+      if (released) return;
+      released = true;
+      inFlight--;
+    };
+    res.once('finish', release);
+    res.once('close', release);
+    const state: RequestState = { totalBytes: 0, openPart: null };
+    states.set(req, state);
+    upload(req, res, (err?: unknown) => {
+      if (err) return next(toApiError(err, opts, state));
+      try {
+        res.locals['multipart'] = collect(req, opts);
+      } catch (e) {
+        return next(e);
+      }
+      next();
+    });
+  };
+}
+
+function collect(req: Request, opts: MultipartOptions): MultipartForm {
+  const fields = new Map<string, string>();
+  for (const [part, value] of Object.entries((req.body ?? {}) as Record<string, unknown>)) {
+    if (opts.fileParts.includes(part)) throw invalid('invalid_parameter', `part "${part}" must be a file upload (with a filename)`, part);
+    if (!opts.fieldParts.includes(part)) throw invalid('unknown_parameter', `unknown part: ${part}`, part);
+    if (typeof value !== 'string') throw invalid('invalid_parameter', `part "${part}" must be given once, as text`, part);
+    fields.set(part, value);
+  }
+  const files = ((req.files ?? []) as Express.Multer.File[]).map(
+    (f): UploadedFile => ({
+      part: f.fieldname,
+      filename: f.originalname,
+      client_content_type: f.mimetype,
+      type: opts.fileType.detect(f.buffer.subarray(0, opts.fileType.headBytes)) ?? '',
+      bytes: f.size,
+      buffer: f.buffer,
+    }),
+  );
+  return { fields, files };
+}
+
+export function multipartOf(res: Response): MultipartForm {
+  const form = res.locals['multipart'] as MultipartForm | undefined;
+  if (!form) throw new Error('route reached without multipartForm');
+  return form;
+}

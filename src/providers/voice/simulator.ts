@@ -1,0 +1,153 @@
+// The simulated voice provider (contract.md 5): clones instantly and speaks with a real, synthetic
+// WAV (or raw PCM) file. Like a remote provider, its state is not in our process: voices live in
+// Postgres (schema `simulator`, which nothing else reads), so they survive a restart of the service.
+//
+// Speech is deterministic: 16-bit PCM mono at 22.05 kHz, SAMPLES_PER_CHAR samples per character of
+// input, one short tone per character whose pitch derives from the voice and the character
+// (whitespace and punctuation are silence). The same request always gives the same bytes.
+//
+// Faults can be injected for tests and demos (`injectFaults`): the next n calls of an operation fail
+// as the provider would, `rejected` (a 400 with the message) or `unavailable` (unreachable).
+import { createHash, randomBytes } from 'node:crypto';
+import type pg from 'pg';
+import type { Db } from '../../db/pool.js';
+import {
+  VoiceProviderError,
+  type ClonedVoice,
+  type SpeechRequest,
+  type SynthesizedSpeech,
+  type VoiceProvider,
+  type VoiceSample,
+} from './types.js';
+
+export const SIM_SAMPLE_RATE_HZ = 22_050;
+/** 50 ms of audio per character. */
+export const SIM_SAMPLES_PER_CHAR = 1_102;
+export const SIM_PRESET_VOICES = ['sim-narrator', 'sim-bright', 'sim-deep'] as const;
+export const SIM_PCM_CONTENT_TYPE = `audio/pcm;rate=${SIM_SAMPLE_RATE_HZ};channels=1;encoding=s16le`;
+
+export type SimulatedVoiceOperation = 'clone' | 'delete' | 'speech';
+
+/** A RIFF/WAVE file of 16-bit little-endian PCM, mono. */
+export function encodeWav(samples: Int16Array, sampleRateHz: number): Buffer {
+  const dataBytes = samples.length * 2;
+  const out = Buffer.alloc(44 + dataBytes);
+  out.write('RIFF', 0, 'ascii');
+  out.writeUInt32LE(36 + dataBytes, 4);
+  out.write('WAVE', 8, 'ascii');
+  out.write('fmt ', 12, 'ascii');
+  out.writeUInt32LE(16, 16); // fmt chunk size
+  out.writeUInt16LE(1, 20); // PCM
+  out.writeUInt16LE(1, 22); // mono
+  out.writeUInt32LE(sampleRateHz, 24);
+  out.writeUInt32LE(sampleRateHz * 2, 28); // byte rate
+  out.writeUInt16LE(2, 32); // block align
+  out.writeUInt16LE(16, 34); // bits per sample
+  out.write('data', 36, 'ascii');
+  out.writeUInt32LE(dataBytes, 40);
+  Buffer.from(samples.buffer, samples.byteOffset, dataBytes).copy(out, 44);
+  return out;
+}
+
+/** The synthetic speech of `text` in `voice_id`: SIM_SAMPLES_PER_CHAR samples per code point. */
+export function synthesizeTones(voice_id: string, text: string): Int16Array {
+  const chars = [...text];
+  const samples = new Int16Array(chars.length * SIM_SAMPLES_PER_CHAR);
+  const h = createHash('sha256').update(voice_id).digest();
+  const baseHz = 110 + (h.readUInt16BE(0) % 220); // 110..329 Hz: the voice's "register"
+  const ramp = Math.floor(SIM_SAMPLE_RATE_HZ * 0.005); // 5 ms fade in/out: no clicks
+  const amplitude = 0.3 * 32767;
+  for (const [i, ch] of chars.entries()) {
+    if (/[\s\p{P}]/u.test(ch)) continue; // silence
+    const semitones = ch.codePointAt(0)! % 24;
+    const hz = baseHz * 2 ** (semitones / 12);
+    const offset = i * SIM_SAMPLES_PER_CHAR;
+    for (let n = 0; n < SIM_SAMPLES_PER_CHAR; n++) {
+      const envelope = Math.min(1, n / ramp, (SIM_SAMPLES_PER_CHAR - 1 - n) / ramp);
+      samples[offset + n] = Math.round(amplitude * envelope * Math.sin((2 * Math.PI * hz * n) / SIM_SAMPLE_RATE_HZ));
+    }
+  }
+  return samples;
+}
+
+export class SimulatedVoiceProvider implements VoiceProvider {
+  readonly name = 'simulator';
+  readonly configured = true;
+
+  constructor(private readonly db: Db) {}
+
+  presetVoices(): readonly string[] {
+    return SIM_PRESET_VOICES;
+  }
+
+  async cloneVoice(input: { name: string; samples: VoiceSample[] }): Promise<ClonedVoice> {
+    await this.maybeFail('clone');
+    if (input.samples.length === 0) throw new VoiceProviderError('rejected', 'at least one audio sample is required');
+    const voice_id = `simvoice_${randomBytes(10).toString('hex')}`;
+    const bytes = input.samples.reduce((sum, s) => sum + s.data.length, 0);
+    await this.query('INSERT INTO simulator.voices (voice_id, name, samples, sample_bytes) VALUES ($1, $2, $3, $4)', [
+      voice_id,
+      input.name,
+      input.samples.length,
+      bytes,
+    ]);
+    return { voice_id, requires_verification: false };
+  }
+
+  async deleteVoice(voice_id: string): Promise<void> {
+    await this.maybeFail('delete');
+    await this.query('DELETE FROM simulator.voices WHERE voice_id = $1', [voice_id]);
+  }
+
+  async synthesize(req: SpeechRequest): Promise<SynthesizedSpeech> {
+    await this.maybeFail('speech');
+    if (!SIM_PRESET_VOICES.includes(req.voice_id as (typeof SIM_PRESET_VOICES)[number]) && !(await this.hasVoice(req.voice_id))) {
+      throw new VoiceProviderError('rejected', `voice "${req.voice_id}" does not exist`);
+    }
+    if (req.text.length === 0) throw new VoiceProviderError('rejected', 'text must not be empty');
+    const samples = synthesizeTones(req.voice_id, req.text);
+    if (req.format === 'pcm') {
+      return { audio: Buffer.from(samples.buffer, samples.byteOffset, samples.byteLength), content_type: SIM_PCM_CONTENT_TYPE };
+    }
+    return { audio: encodeWav(samples, SIM_SAMPLE_RATE_HZ), content_type: 'audio/wav' };
+  }
+
+  async hasVoice(voice_id: string): Promise<boolean> {
+    const r = await this.query('SELECT 1 FROM simulator.voices WHERE voice_id = $1', [voice_id]);
+    return r.rowCount === 1;
+  }
+
+  /** The next `count` calls of `operation` fail with `kind` (shared by every process on this database). */
+  async injectFaults(operation: SimulatedVoiceOperation, fault: { kind: 'rejected' | 'unavailable'; count: number; message?: string }): Promise<void> {
+    const message = fault.message ?? (fault.kind === 'rejected' ? `the simulated provider rejected the ${operation}` : 'the simulated provider is unavailable');
+    await this.db.query(
+      `INSERT INTO simulator.voice_faults (operation, kind, message, remaining) VALUES ($1, $2, $3, $4)
+       ON CONFLICT (operation) DO UPDATE SET kind = EXCLUDED.kind, message = EXCLUDED.message, remaining = EXCLUDED.remaining`,
+      [operation, fault.kind, message, fault.count],
+    );
+  }
+
+  /** Faults of `operation` not yet consumed. */
+  async pendingFaults(operation: SimulatedVoiceOperation): Promise<number> {
+    const r = await this.db.query<{ remaining: number }>('SELECT remaining FROM simulator.voice_faults WHERE operation = $1', [operation]);
+    return r.rows[0]?.remaining ?? 0;
+  }
+
+  private async maybeFail(operation: SimulatedVoiceOperation): Promise<void> {
+    const r = await this.query<{ kind: 'rejected' | 'unavailable'; message: string }>(
+      `UPDATE simulator.voice_faults SET remaining = remaining - 1 WHERE operation = $1 AND remaining > 0 RETURNING kind, message`,
+      [operation],
+    );
+    const fault = r.rows[0];
+    if (fault) throw new VoiceProviderError(fault.kind, fault.message);
+  }
+
+  /** The simulator's storage failing is, to its callers, a provider that cannot be reached. */
+  private async query<R extends pg.QueryResultRow = pg.QueryResultRow>(sql: string, params: unknown[]): Promise<pg.QueryResult<R>> {
+    try {
+      return await this.db.query<R>(sql, params);
+    } catch {
+      throw new VoiceProviderError('unavailable', 'the simulated voice provider could not be reached');
+    }
+  }
+}

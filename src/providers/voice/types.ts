@@ -1,0 +1,61 @@
+// The voice provider interface: what every adapter (simulator, none, ElevenLabs, ...) implements.
+// Adapters throw VoiceProviderError: `rejected` when the provider refused the request (its message
+// is shown to the client as a 400), `unavailable` when it could not be reached or failed on its side
+// (a 503; deletions retry it).
+import type { AudioFormat } from '../../media/audio-sniff.js';
+
+export interface VoiceSample {
+  /** Client file name: informative only, never trusted. */
+  filename: string;
+  /** Recognised from the content (src/media/audio-sniff.ts), not the client's content type. */
+  format: AudioFormat;
+  content_type: string;
+  data: Buffer;
+}
+
+export interface ClonedVoice {
+  /** The voice's id at the provider. */
+  voice_id: string;
+  requires_verification: boolean;
+}
+
+export type SpeechFormat = 'wav' | 'pcm';
+
+export interface SpeechRequest {
+  /** The provider's speech model. */
+  model: string;
+  /** A cloned voice's provider id or one of `presetVoices()`. */
+  voice_id: string;
+  text: string;
+  format: SpeechFormat;
+}
+
+export interface SynthesizedSpeech {
+  audio: Buffer;
+  content_type: string;
+}
+
+export interface VoiceProvider {
+  /** Adapter name, recorded with each voice ("simulator", "elevenlabs"); "none" when not configured. */
+  readonly name: string;
+  /** False for `none`: every voice operation answers 503 provider_not_configured. */
+  readonly configured: boolean;
+  /** Named voices of the provider usable in speech without cloning. */
+  presetVoices(): readonly string[];
+  cloneVoice(input: { name: string; samples: VoiceSample[] }): Promise<ClonedVoice>;
+  /** Idempotent: deleting a voice the provider no longer has succeeds. */
+  deleteVoice(voice_id: string): Promise<void>;
+  synthesize(req: SpeechRequest): Promise<SynthesizedSpeech>;
+}
+
+export class VoiceProviderError extends Error {
+  override name = 'VoiceProviderError';
+  constructor(
+    readonly kind: 'rejected' | 'unavailable',
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export const isVoiceProviderError = (err: unknown): err is VoiceProviderError => err instanceof VoiceProviderError;
