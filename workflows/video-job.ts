@@ -48,14 +48,16 @@ const settling = proxyActivities<Pick<VideoJobActivities, 'settleVideoJob'>>({
   retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute' },
 });
 
+// Provider calls are single HTTP requests: a short start-to-close timeout also bounds how long a job
+// waits when the worker running the call dies (Temporal retries it on another worker after that).
 const provider = proxyActivities<Pick<VideoJobActivities, 'submitVideoGeneration' | 'pollVideoGeneration'>>({
-  startToCloseTimeout: '60 seconds',
+  startToCloseTimeout: '20 seconds',
   retry: { initialInterval: '2 seconds', backoffCoefficient: 2, maximumInterval: '30 seconds', maximumAttempts: 5 },
 });
 
 const storage = proxyActivities<Pick<VideoJobActivities, 'storeVideoOutputs'>>({
   startToCloseTimeout: '10 minutes',
-  heartbeatTimeout: '1 minute',
+  heartbeatTimeout: '30 seconds',
   retry: { initialInterval: '2 seconds', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 10 },
 });
 
