@@ -98,7 +98,8 @@ export async function videoJobWorkflow(input: VideoJobInput, resume?: VideoJobRe
   });
 
   if (!resume) {
-    const charge = await charging.chargeVideoJob({
+    // Not cancellable: a charge that happened must reach settlement, so cancellation waits for it.
+    const charge = await CancellationScope.nonCancellable(() => charging.chargeVideoJob({
       jobId: input.job_id,
       workflowId: workflowInfo().workflowId,
       workspaceId: input.workspace_id,
@@ -107,7 +108,7 @@ export async function videoJobWorkflow(input: VideoJobInput, resume?: VideoJobRe
       params: input.params,
       estimated_cost_micro_eur: input.estimated_cost_micro_eur,
       created_at_ms: input.created_at_ms,
-    });
+    }));
     if (!charge.ok) {
       state.status = 'rejected';
       state.error = { code: 'insufficient_credits', message: 'the workspace balance does not cover the estimated cost of this job' };
