@@ -1,26 +1,59 @@
 // Activities of the video job workflow: the ledger, the provider and storage. Each is idempotent,
 // so Temporal may retry any of them after a crash without double charging or double storing.
+// Metrics count only real ledger changes (never an idempotent replay); logs carry job_id and workspace_id.
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
+import type { Logger } from 'pino';
 import type { Db } from '../src/db/pool.js';
+import { creditsCharged, creditsRefunded, errorCodeLabel, videoJobsSettled, videoProviderPollDuration } from '../src/metrics.js';
 import { chargeVideoJob, settleVideoJob, type ChargeResult, type Settlement, type SettlementResult, type VideoJobCharge } from '../src/billing/ledger.js';
 import { ProviderError, MAX_VIDEO_OUTPUT_BYTES, type VideoGenerationRequest, type VideoOperationStatus, type VideoOutputRef, type VideoProvider } from '../src/providers/video/types.js';
 import type { Storage } from '../src/storage/local.js';
-import type { StoredVideo } from '../workflows/messages.js';
+import { videoJobWorkflowId, type StoredVideo } from '../workflows/messages.js';
 
 export interface VideoJobActivityDeps {
   db: Db;
   storage: Storage;
   videoProviders: ReadonlyMap<string, VideoProvider>;
+  logger: Logger;
 }
 
-function toFailure(err: unknown): unknown {
+/** The job id of the running activity's workflow (`video-job-<job id>`), for logs. */
+function currentJobId(): string | undefined {
+  try {
+    const workflowId = Context.current().info.workflowExecution?.workflowId ?? '';
+    const prefix = videoJobWorkflowId('');
+    return workflowId.startsWith(prefix) ? workflowId.slice(prefix.length) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Longest provider Retry-After honoured (the provider activities' retry policy caps its own backoff at 30 s). */
+const MAX_RETRY_AFTER_MS = 60_000;
+
+/**
+ * Failures the provider reports about our own account (credentials, permissions): an operator's
+ * problem. The customer's job error says so in general terms; the provider's text, which can name our
+ * cloud project or resources, goes to the operator's log only.
+ */
+const OPERATOR_CODES = new Set(['provider_unauthenticated', 'provider_permission_denied']);
+const OPERATOR_MESSAGE = 'the video provider refused the service\'s credentials; the operator has been alerted';
+
+function toFailure(err: unknown, logger?: Logger): unknown {
   if (err instanceof ProviderError) {
+    const forOperator = OPERATOR_CODES.has(err.opts.code);
+    if (forOperator) logger?.error({ job_id: currentJobId(), code: err.opts.code, provider_message: err.message }, 'video provider refused our credentials');
     return ApplicationFailure.create({
       type: 'ProviderError',
-      message: err.message,
+      message: forOperator ? OPERATOR_MESSAGE : err.message,
       nonRetryable: !err.opts.retryable,
       details: [{ code: err.opts.code }],
+      // The provider's Retry-After replaces the policy's backoff for the next attempt, capped so a
+      // far-off date cannot park the job.
+      ...(err.opts.retryable && err.opts.retry_after_ms !== undefined
+        ? { nextRetryDelay: Math.min(Math.max(err.opts.retry_after_ms, 1_000), MAX_RETRY_AFTER_MS) }
+        : {}),
     });
   }
   return err;
@@ -35,28 +68,78 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
     return p;
   };
 
+  /** The job's workspace, for logs only: a failed lookup never fails the activity. */
+  const workspaceOf = async (jobId: string): Promise<string | undefined> => {
+    try {
+      const r = await deps.db.query<{ workspace_id: string }>('SELECT workspace_id FROM video_jobs WHERE id = $1', [jobId]);
+      return r.rows[0]?.workspace_id;
+    } catch {
+      return undefined;
+    }
+  };
+
   return {
     async chargeVideoJob(job: VideoJobCharge): Promise<ChargeResult> {
-      return chargeVideoJob(deps.db, job);
+      const result = await chargeVideoJob(deps.db, job);
+      const fields = { job_id: job.jobId, workspace_id: job.workspaceId, model: job.model, estimated_cost_micro_eur: job.estimated_cost_micro_eur };
+      if (!result.ok) {
+        deps.logger.info({ ...fields, balance_micro_eur: result.balance_micro_eur }, 'video job rejected: insufficient credits');
+      } else {
+        if (!result.already_charged) creditsCharged.inc({ kind: 'video' }, job.estimated_cost_micro_eur);
+        deps.logger.info({ ...fields, balance_micro_eur: result.balance_micro_eur, already_charged: result.already_charged }, 'video job charged');
+      }
+      return result;
     },
 
     async settleVideoJob(settlement: Settlement): Promise<SettlementResult> {
-      return settleVideoJob(deps.db, settlement);
+      const result = await settleVideoJob(deps.db, settlement);
+      const error_code = result.status === 'failed' ? (settlement.error?.code ?? 'no_videos') : null;
+      if (!result.already_settled) {
+        videoJobsSettled.inc({ outcome: result.status, error_code: errorCodeLabel(error_code) });
+        if (result.refunded_micro_eur > 0) creditsRefunded.inc({ kind: 'video' }, result.refunded_micro_eur);
+      }
+      deps.logger.info(
+        {
+          job_id: settlement.jobId,
+          workspace_id: await workspaceOf(settlement.jobId),
+          outcome: result.status,
+          error_code,
+          delivered: settlement.outcome === 'succeeded' ? settlement.delivered : 0,
+          cost_micro_eur: result.cost_micro_eur,
+          refunded_micro_eur: result.refunded_micro_eur,
+          already_settled: result.already_settled,
+        },
+        'video job settled',
+      );
+      return result;
     },
 
     async submitVideoGeneration(input: { backend: string; request: VideoGenerationRequest }): Promise<{ operation_id: string }> {
+      const job_id = input.request.request_id;
       try {
-        return await providerFor(input.backend).submit(input.request);
+        const submitted = await providerFor(input.backend).submit(input.request);
+        deps.logger.info({ job_id, workspace_id: await workspaceOf(job_id), backend: input.backend, model: input.request.model, operation_id: submitted.operation_id }, 'video job submitted');
+        return submitted;
       } catch (err) {
-        throw toFailure(err);
+        deps.logger.warn({ job_id, backend: input.backend, err_message: (err as Error)?.message }, 'video job submit failed');
+        throw toFailure(err, deps.logger);
       }
     },
 
     async pollVideoGeneration(input: { backend: string; operation_id: string }): Promise<VideoOperationStatus> {
+      const started = process.hrtime.bigint();
+      const observe = (result: string) => {
+        const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+        videoProviderPollDuration.observe({ backend: input.backend, result }, seconds);
+        deps.logger.debug({ job_id: currentJobId(), backend: input.backend, operation_id: input.operation_id, result, duration_ms: seconds * 1000 }, 'video provider polled');
+      };
       try {
-        return await providerFor(input.backend).poll(input.operation_id);
+        const status = await providerFor(input.backend).poll(input.operation_id);
+        observe(status.state);
+        return status;
       } catch (err) {
-        throw toFailure(err);
+        observe('error');
+        throw toFailure(err, deps.logger);
       }
     },
 
@@ -70,13 +153,13 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
         try {
           body = await provider.fetchOutput(input.operation_id, output);
         } catch (err) {
-          throw toFailure(err);
+          throw toFailure(err, deps.logger);
         }
         if (body.length === 0 || body.length > MAX_VIDEO_OUTPUT_BYTES) {
           throw ApplicationFailure.create({ type: 'ProviderError', message: `output ${i} has ${body.length} bytes`, nonRetryable: true, details: [{ code: 'invalid_output' }] });
         }
         const storage_key = `videos/${input.job_id}/${i}.mp4`;
-        await deps.storage.put(storage_key, body);
+        await deps.storage.put(storage_key, body, output.content_type);
         stored.push({ storage_key, content_type: output.content_type, bytes: body.length });
       }
       return stored;

@@ -23,7 +23,10 @@ export interface VideoModel {
   default_params: { durationSeconds: number; resolution: Resolution; aspectRatio: AspectRatio; n: number };
 }
 
-export type VideoBackend = 'simulator';
+export type VideoBackend = 'simulator' | 'vertex';
+
+/** Families Vertex AI serves when it is configured (VERTEX_PROJECT_ID). */
+const VERTEX_FAMILIES: ReadonlySet<string> = new Set(['veo-3']);
 
 const REFERENCE_LIMITS = {
   durations_s: [4, 6, 8],
@@ -96,11 +99,12 @@ export function estimateCostMicroEur(model: VideoModel, params: VideoParams): nu
 }
 
 /**
- * Which backend serves a model. Until a real provider is configured, the reference family is served by
- * the simulator when it is enabled (contract.md 5); with the simulator off and no provider, nothing.
+ * Which backend serves a model. With Vertex AI configured, the reference family goes to Vertex; until
+ * then it is served by the simulator when it is enabled (contract.md 5); with neither, nothing.
  */
-export function videoBackendFor(model: VideoModel, opts: { simulator: boolean }): VideoBackend | null {
+export function videoBackendFor(model: VideoModel, opts: { simulator: boolean; vertex: boolean }): VideoBackend | null {
   if (model.family === 'simulator') return opts.simulator ? 'simulator' : null;
+  if (opts.vertex && VERTEX_FAMILIES.has(model.family)) return 'vertex';
   return opts.simulator ? 'simulator' : null;
 }
 
@@ -130,6 +134,20 @@ export const SPEECH_MODELS: readonly SpeechModel[] = [
     region: 'local',
     price_micro_eur_per_1000_chars: eur(0.15),
     max_input_chars: 4_096,
+    response_formats: ['wav', 'pcm'],
+  },
+  {
+    // ElevenLabs Multilingual v2 (the model_id is ELEVENLABS_MODEL_ID, default eleven_multilingual_v2).
+    // Region: ElevenLabs' default environment (api.elevenlabs.io) stores data in the US. Its API
+    // lists Multilingual v2 at about USD 0.10 per 1,000 characters (more as plan overage); input is
+    // capped below its 10,000-character request limit to bound latency and the audio held in memory.
+    id: 'eleven-multilingual-v2',
+    kind: 'speech',
+    owned_by: 'elevenlabs',
+    provider: 'elevenlabs',
+    region: 'us',
+    price_micro_eur_per_1000_chars: eur(0.3),
+    max_input_chars: 5_000,
     response_formats: ['wav', 'pcm'],
   },
 ];

@@ -2,6 +2,8 @@
 // A bad value ends the process with one clear line (see ConfigError), never a stack trace.
 import path from 'node:path';
 import { z } from 'zod';
+import { checkElevenLabsBaseUrl, ELEVENLABS_DEFAULT_BASE_URL, ELEVENLABS_DEFAULT_MODEL_ID } from './providers/voice/elevenlabs.js';
+import { GCS_DEFAULT_API_ENDPOINT, parseGcsUri, VERTEX_DEFAULT_LOCATION, vertexDefaultApiEndpoint } from './providers/video/vertex-veo.js';
 
 export class ConfigError extends Error {
   override name = 'ConfigError';
@@ -31,10 +33,33 @@ const EnvSchema = z.object({
   VIDEO_POLL_MAX_INTERVAL_MS: intFrom(10, 3_600_000).default(60_000),
   VIDEO_JOB_TIMEOUT_MS: intFrom(1_000, 7 * 24 * 3_600_000).default(30 * 60_000),
   SIGNED_URL_TTL_S: intFrom(10, 7 * 24 * 3600).default(3600),
+  STORAGE_BACKEND: z.enum(['local', 's3']).default('local'),
+  S3_BUCKET: z.string().regex(/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/, 'not a valid S3 bucket name').optional(),
+  S3_REGION: z.string().regex(/^[a-z0-9-]{2,40}$/, 'not a region name').default('us-east-1'),
+  S3_ENDPOINT: z.string().url().optional(),
+  S3_PUBLIC_ENDPOINT: z.string().url().optional(),
+  S3_FORCE_PATH_STYLE: boolish.optional(),
+  // The standard AWS SDK variables: used for S3 when set, else the SDK's default chain applies.
+  AWS_ACCESS_KEY_ID: z.string().optional(),
+  AWS_SECRET_ACCESS_KEY: z.string().optional(),
+  AWS_SESSION_TOKEN: z.string().optional(),
   SIMULATOR: boolish.optional(),
   VOICE_PROVIDER: z.enum(['simulator', 'elevenlabs', 'none']).optional(),
+  ELEVENLABS_API_KEY: z.string().regex(/^[\x21-\x7e]+$/, 'must be printable characters without spaces (check for a stray newline)').optional(),
+  ELEVENLABS_BASE_URL: z.string().default(ELEVENLABS_DEFAULT_BASE_URL),
+  ELEVENLABS_MODEL_ID: z.string().regex(/^[A-Za-z0-9_.-]{1,100}$/, 'not an ElevenLabs model id').default(ELEVENLABS_DEFAULT_MODEL_ID),
+  // Vertex AI Veo: enabled by VERTEX_PROJECT_ID; credentials from Application Default Credentials.
+  VERTEX_PROJECT_ID: z.string().regex(/^(?:[a-z0-9.-]+:)?[a-z][a-z0-9-]{4,28}[a-z0-9]$/, 'not a Google Cloud project id').optional(),
+  VERTEX_LOCATION: z.string().regex(/^[a-z][a-z0-9-]{1,40}$/, 'not a Google Cloud region').default(VERTEX_DEFAULT_LOCATION),
+  VERTEX_API_ENDPOINT: z.string().url().optional(),
+  VERTEX_OUTPUT_GCS_URI: z.string().refine((v) => parseGcsUri(v) !== null, 'must be gs://<bucket>[/<folder>/]').optional(),
+  GCS_API_ENDPOINT: z.string().url().default(GCS_DEFAULT_API_ENDPOINT),
+  VERTEX_ACCESS_TOKEN: z.string().regex(/^[\x21-\x7e]+$/, 'must be printable characters without spaces (check for a stray newline)').optional(),
   RATE_LIMIT_PER_MINUTE: intFrom(1, 1_000_000).default(120),
   LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error', 'silent']).default('info'),
+  METRICS_TOKEN: z.string().min(16, 'METRICS_TOKEN must be at least 16 characters').optional(),
+  WORKER_METRICS_PORT: intFrom(1, 65535).optional(),
+  APP_METRICS_PORT: intFrom(0, 65535).optional(),
 });
 
 /** Every environment variable the service reads. */
@@ -65,10 +90,109 @@ export interface Config {
     jobTimeoutMs: number;
   };
   signedUrlTtlS: number;
+  /** Where outputs are stored: DATA_DIR/storage (local) or an S3-compatible bucket. */
+  storageBackend: 'local' | 's3';
+  /** Set when storageBackend is s3. */
+  s3: S3Config | null;
   simulator: boolean;
   voiceProvider: 'simulator' | 'elevenlabs' | 'none';
+  /** The ElevenLabs voice provider (used when voiceProvider is elevenlabs). */
+  elevenlabs: ElevenLabsConfig;
+  /** Vertex AI Veo, when VERTEX_PROJECT_ID is set: it then serves the reference (Veo) family. */
+  vertex: VertexConfig | null;
   rateLimitPerMinute: number;
   logLevel: 'debug' | 'info' | 'warn' | 'error' | 'silent';
+  /** Bearer token required by GET /metrics when set. */
+  metricsToken: string | undefined;
+  /** Port of the Temporal SDK's Prometheus exporter in processes running a worker; unset = off. */
+  workerMetricsPort: number | undefined;
+  /** Port of the app's /metrics in a worker-only process (`npm run worker`); unset = off. */
+  appMetricsPort: number | undefined;
+}
+
+export interface S3Config {
+  bucket: string;
+  region: string;
+  endpoint: string | undefined;
+  /** Endpoint in customers' presigned URLs when it differs from `endpoint`. */
+  publicEndpoint: string | undefined;
+  forcePathStyle: boolean;
+  /** From AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (/ AWS_SESSION_TOKEN); unset = the SDK's default chain. Not enumerable: never serialised or logged. */
+  credentials: { accessKeyId: string; secretAccessKey: string; sessionToken?: string | undefined } | undefined;
+}
+
+function s3ConfigOf(e: z.infer<typeof EnvSchema>): S3Config | null {
+  if (e.STORAGE_BACKEND !== 's3') return null;
+  if (!e.S3_BUCKET) throw new ConfigError('S3_BUCKET must be set when STORAGE_BACKEND=s3');
+  if (!e.AWS_ACCESS_KEY_ID !== !e.AWS_SECRET_ACCESS_KEY) throw new ConfigError('set both AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or neither');
+  const s3: S3Config = {
+    bucket: e.S3_BUCKET,
+    region: e.S3_REGION,
+    endpoint: e.S3_ENDPOINT?.replace(/\/+$/, ''),
+    publicEndpoint: e.S3_PUBLIC_ENDPOINT?.replace(/\/+$/, ''),
+    forcePathStyle: e.S3_FORCE_PATH_STYLE ?? false,
+    credentials: undefined,
+  };
+  const credentials =
+    e.AWS_ACCESS_KEY_ID && e.AWS_SECRET_ACCESS_KEY
+      ? { accessKeyId: e.AWS_ACCESS_KEY_ID, secretAccessKey: e.AWS_SECRET_ACCESS_KEY, ...(e.AWS_SESSION_TOKEN ? { sessionToken: e.AWS_SESSION_TOKEN } : {}) }
+      : undefined;
+  Object.defineProperty(s3, 'credentials', { value: credentials, enumerable: false });
+  return s3;
+}
+
+export interface ElevenLabsConfig {
+  /** From ELEVENLABS_API_KEY only; required when VOICE_PROVIDER=elevenlabs. Not enumerable: never serialised or logged. */
+  apiKey: string | undefined;
+  baseUrl: string;
+  /** The ElevenLabs model (`model_id`) that speaks for the catalog's ElevenLabs speech model. */
+  modelId: string;
+}
+
+function elevenLabsConfigOf(e: z.infer<typeof EnvSchema>, selected: boolean): ElevenLabsConfig {
+  if (selected && !e.ELEVENLABS_API_KEY) {
+    throw new ConfigError('ELEVENLABS_API_KEY must be set when VOICE_PROVIDER=elevenlabs (an API key of your ElevenLabs account)');
+  }
+  const base = checkElevenLabsBaseUrl(e.ELEVENLABS_BASE_URL);
+  if ('error' in base) throw new ConfigError(`invalid environment variable ELEVENLABS_BASE_URL: ${base.error}`);
+  const config: ElevenLabsConfig = { apiKey: undefined, baseUrl: base.url, modelId: e.ELEVENLABS_MODEL_ID };
+  Object.defineProperty(config, 'apiKey', { value: e.ELEVENLABS_API_KEY, enumerable: false });
+  return config;
+}
+
+export interface VertexConfig {
+  projectId: string;
+  location: string;
+  apiEndpoint: string;
+  /** gs:// prefix the service owns, sent as `storageUri`; unset = videos come back inline. */
+  outputGcsUri: string | undefined;
+  gcsApiEndpoint: string;
+  /** VERTEX_ACCESS_TOKEN (tests, local use) instead of Application Default Credentials. Not enumerable: never serialised or logged. */
+  accessToken: string | undefined;
+}
+
+/** Bearer tokens only travel over TLS, except to a local fake. */
+function checkGoogleEndpoint(name: string, url: string): string {
+  const u = new URL(url);
+  const loopback = ['localhost', '127.0.0.1', '[::1]'].includes(u.hostname);
+  if (u.protocol !== 'https:' && !(u.protocol === 'http:' && loopback)) {
+    throw new ConfigError(`invalid environment variable ${name}: must be an https:// URL (http:// only to localhost)`);
+  }
+  return url.replace(/\/+$/, '');
+}
+
+function vertexConfigOf(e: z.infer<typeof EnvSchema>): VertexConfig | null {
+  if (!e.VERTEX_PROJECT_ID) return null;
+  const config: VertexConfig = {
+    projectId: e.VERTEX_PROJECT_ID,
+    location: e.VERTEX_LOCATION,
+    apiEndpoint: checkGoogleEndpoint('VERTEX_API_ENDPOINT', e.VERTEX_API_ENDPOINT ?? vertexDefaultApiEndpoint(e.VERTEX_LOCATION)),
+    outputGcsUri: e.VERTEX_OUTPUT_GCS_URI,
+    gcsApiEndpoint: checkGoogleEndpoint('GCS_API_ENDPOINT', e.GCS_API_ENDPOINT),
+    accessToken: undefined,
+  };
+  Object.defineProperty(config, 'accessToken', { value: e.VERTEX_ACCESS_TOKEN, enumerable: false });
+  return config;
 }
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
@@ -110,9 +234,16 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       jobTimeoutMs: e.VIDEO_JOB_TIMEOUT_MS,
     },
     signedUrlTtlS: e.SIGNED_URL_TTL_S,
+    storageBackend: e.STORAGE_BACKEND,
+    s3: s3ConfigOf(e),
     simulator,
     voiceProvider: e.VOICE_PROVIDER ?? (simulator ? 'simulator' : 'none'),
+    elevenlabs: elevenLabsConfigOf(e, e.VOICE_PROVIDER === 'elevenlabs'),
+    vertex: vertexConfigOf(e),
     rateLimitPerMinute: e.RATE_LIMIT_PER_MINUTE,
     logLevel: e.LOG_LEVEL,
+    metricsToken: e.METRICS_TOKEN,
+    workerMetricsPort: e.WORKER_METRICS_PORT,
+    appMetricsPort: e.APP_METRICS_PORT,
   };
 }

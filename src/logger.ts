@@ -1,11 +1,45 @@
-// Structured JSON logs (pino). Secrets are redacted wherever they could appear.
-import { pino, type Logger } from 'pino';
+// Structured JSON logs (pino). Secrets are redacted wherever they could appear: API keys, the admin
+// token, the URL signing secret, the metrics token, Authorization and Cookie headers, also when an
+// error object carries request headers or a client config.
+import { pino, type DestinationStream, type Logger } from 'pino';
 
-export function createLogger(level: string, name: string): Logger {
-  return pino({
-    name,
-    level,
-    redact: { paths: ['req.headers.authorization', 'authorization', 'key', 'api_key', 'token', '*.key'], censor: '[redacted]' },
-  });
+const SECRET_FIELDS = [
+  'authorization',
+  'cookie',
+  'key',
+  'api_key',
+  'token',
+  'admin_token',
+  'adminToken',
+  'metrics_token',
+  'metricsToken',
+  'secret',
+  'url_signing_secret',
+  'urlSigningSecret',
+  'password',
+  'apiKey',
+  'accessToken',
+  'secretAccessKey',
+  'sessionToken',
+  'credentials',
+];
+
+export const REDACT_PATHS = [
+  ...SECRET_FIELDS,
+  ...SECRET_FIELDS.map((f) => `*.${f}`),
+  'req.headers.authorization',
+  'req.headers.cookie',
+  '*.headers.authorization',
+  '*.headers.cookie',
+  '*.headers["xi-api-key"]',
+  'err.req',
+  'err.request',
+  'err.config',
+];
+
+/** `destination` (default stdout) lets tests capture the lines. */
+export function createLogger(level: string, name: string, destination?: DestinationStream): Logger {
+  const options = { name, level, redact: { paths: REDACT_PATHS, censor: '[redacted]' } };
+  return destination ? pino(options, destination) : pino(options);
 }
 export type { Logger };

@@ -10,11 +10,14 @@ import { ConfigError, type Config } from './config.js';
 import { createPool, type Db } from './db/pool.js';
 import { migrate } from './db/migrate.js';
 import { LocalStorage, type Storage } from './storage/local.js';
-import { UrlSigner } from './storage/signed-urls.js';
+import { UrlSigner, type DownloadUrlSigner } from './storage/signed-urls.js';
+import { S3Storage } from './storage/s3.js';
 import { SimulatedVideoProvider } from './providers/video/simulator.js';
+import { googleAuthTokenSource, staticTokenSource, VertexVeoProvider } from './providers/video/vertex-veo.js';
 import type { VideoProvider } from './providers/video/types.js';
 import { SimulatedVoiceProvider } from './providers/voice/simulator.js';
 import { NoVoiceProvider } from './providers/voice/none.js';
+import { ElevenLabsVoiceProvider } from './providers/voice/elevenlabs.js';
 import type { VoiceProvider } from './providers/voice/types.js';
 import { VoicesService } from './services/voices.js';
 import { SpeechService } from './services/speech.js';
@@ -81,8 +84,46 @@ export function redactUrl(url: string): string {
   }
 }
 
+/** The storage of STORAGE_BACKEND: DATA_DIR/storage, or the S3 bucket (presigned URLs live SIGNED_URL_TTL_S). */
 export function createStorage(config: Config): Storage {
+  if (config.s3) {
+    return new S3Storage({
+      bucket: config.s3.bucket,
+      region: config.s3.region,
+      endpoint: config.s3.endpoint,
+      publicEndpoint: config.s3.publicEndpoint,
+      forcePathStyle: config.s3.forcePathStyle,
+      credentials: config.s3.credentials,
+      urlTtlS: config.signedUrlTtlS,
+    });
+  }
   return new LocalStorage(path.join(config.dataDir, 'storage'));
+}
+
+/** Startup check: a bucket that cannot be reached is a one-line ConfigError, not a failed job later. */
+export async function checkStorage(storage: Storage): Promise<void> {
+  if (storage instanceof S3Storage) {
+    await storage.check().catch((err: Error) => {
+      throw new ConfigError(err.message);
+    });
+  }
+}
+
+export function closeStorage(storage: Storage): void {
+  if (storage instanceof S3Storage) storage.destroy();
+}
+
+/**
+ * How customers download stored outputs. S3 hands out its own presigned URLs; local storage is
+ * served by GET /v2/files behind our HMAC-signed URLs (`files`), which is mounted only then.
+ */
+export function createDownloads(storage: Storage, urlSigningSecret: string, ttl_s: number): {
+  downloadUrls: DownloadUrlSigner;
+  files: { storage: Storage; signer: UrlSigner } | null;
+} {
+  if (storage instanceof S3Storage) return { downloadUrls: storage, files: null };
+  const signer = new UrlSigner(urlSigningSecret, ttl_s);
+  return { downloadUrls: signer, files: { storage, signer } };
 }
 
 export function createVideoProviders(db: Db, config: Config): Map<string, VideoProvider> {
@@ -90,18 +131,35 @@ export function createVideoProviders(db: Db, config: Config): Map<string, VideoP
   if (config.simulator) {
     providers.set('simulator', new SimulatedVideoProvider(db, (model) => findVideoModel(model)?.accepts_parameters === true));
   }
+  if (config.vertex) {
+    const v = config.vertex;
+    providers.set(
+      'vertex',
+      new VertexVeoProvider({
+        projectId: v.projectId,
+        location: v.location,
+        apiEndpoint: v.apiEndpoint,
+        gcsApiEndpoint: v.gcsApiEndpoint,
+        ...(v.outputGcsUri !== undefined ? { outputGcsUri: v.outputGcsUri } : {}),
+        tokenSource: v.accessToken ? staticTokenSource(v.accessToken) : googleAuthTokenSource(),
+      }),
+    );
+  }
   return providers;
 }
 
-/** The voice provider of VOICE_PROVIDER. The ElevenLabs adapter is not built yet: asking for it is a config error. */
+/** The voice provider of VOICE_PROVIDER (ElevenLabs: its key, base URL and model from ELEVENLABS_*). */
 export function createVoiceProvider(db: Db, config: Config): VoiceProvider {
   switch (config.voiceProvider) {
     case 'simulator':
       return new SimulatedVoiceProvider(db);
     case 'none':
       return new NoVoiceProvider();
-    case 'elevenlabs':
-      throw new ConfigError('VOICE_PROVIDER=elevenlabs is not available in this version; use simulator or none');
+    case 'elevenlabs': {
+      const { apiKey, baseUrl, modelId } = config.elevenlabs;
+      if (!apiKey) throw new ConfigError('ELEVENLABS_API_KEY must be set when VOICE_PROVIDER=elevenlabs');
+      return new ElevenLabsVoiceProvider({ apiKey, baseUrl, modelId });
+    }
   }
 }
 
@@ -111,19 +169,27 @@ export interface RunningWorker {
 }
 
 export async function startWorker(opts: { config: Config; db: Db; temporalAddress: string; logger: Logger }): Promise<RunningWorker> {
+  const storage = createStorage(opts.config);
+  await checkStorage(storage);
   const activities = createActivities({
     db: opts.db,
-    storage: createStorage(opts.config),
+    storage,
     videoProviders: createVideoProviders(opts.db, opts.config),
     voiceProvider: createVoiceProvider(opts.db, opts.config),
+    logger: opts.logger,
   });
+  const { host } = opts.config;
   const { worker, connection } = await createWorker({
     address: opts.temporalAddress,
     namespace: opts.config.temporal.namespace,
     taskQueue: opts.config.temporal.taskQueue,
     activities,
+    metricsBindAddress: opts.config.workerMetricsPort ? `${host.includes(':') ? `[${host}]` : host}:${opts.config.workerMetricsPort}` : undefined,
   });
-  const run = worker.run().finally(() => connection.close());
+  const run = worker.run().finally(() => {
+    closeStorage(storage);
+    return connection.close();
+  });
   run.catch((err) => opts.logger.error({ err }, 'worker stopped with an error'));
   return {
     run,
@@ -149,6 +215,8 @@ export async function startApi(opts: {
   maxPollsPerRun?: number;
 }): Promise<RunningApi> {
   const { config } = opts;
+  const storage = createStorage(config);
+  await checkStorage(storage);
   const voiceProvider = createVoiceProvider(opts.db, config);
   const temporal = await connectClient({ address: opts.temporalAddress, namespace: config.temporal.namespace });
   const jobs = new VideoJobsService({
@@ -156,6 +224,7 @@ export async function startApi(opts: {
     temporal,
     taskQueue: config.temporal.taskQueue,
     simulator: config.simulator,
+    vertex: config.vertex !== null,
     poll_interval_ms: config.video.pollIntervalMs,
     poll_max_interval_ms: config.video.pollMaxIntervalMs,
     job_timeout_ms: config.video.jobTimeoutMs,
@@ -170,17 +239,18 @@ export async function startApi(opts: {
   });
   const app = createApp({
     db: opts.db,
-    storage: createStorage(config),
-    signer: new UrlSigner(opts.secrets.urlSigningSecret, config.signedUrlTtlS),
+    ...createDownloads(storage, opts.secrets.urlSigningSecret, config.signedUrlTtlS),
     jobs,
     voices,
     speech: new SpeechService({ db: opts.db, voices }),
     logger: opts.logger,
     adminToken: opts.secrets.adminToken,
     simulator: config.simulator,
+    vertex: config.vertex !== null,
     voiceProvider: config.voiceProvider,
     publicBaseUrl: config.publicBaseUrl,
     rateLimitPerMinute: config.rateLimitPerMinute,
+    metricsToken: config.metricsToken,
     ready: async () => {
       await opts.db.query('SELECT 1');
       await temporal.connection.withDeadline(Date.now() + 2_000, () =>
@@ -211,6 +281,7 @@ export async function startApi(opts: {
         server.closeIdleConnections();
       });
       await temporal.connection.close();
+      closeStorage(storage);
     },
   };
 }

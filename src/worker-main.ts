@@ -4,6 +4,7 @@ import { ConfigError, loadConfig } from './config.js';
 import { createLogger } from './logger.js';
 import { openDatabase, startWorker } from './runtime.js';
 import { runMain } from './process-lifecycle.js';
+import { startMetricsServer } from './metrics.js';
 
 runMain('worker', async () => {
   const config = loadConfig();
@@ -11,10 +12,17 @@ runMain('worker', async () => {
   if (!config.temporal.address) throw new ConfigError('TEMPORAL_ADDRESS is required for a worker process (npm start runs a dev server)');
   const logger = createLogger(config.logLevel, 'worker');
   const db = await openDatabase(config.databaseUrl, config);
+  // This process's own metrics (jobs settled, credits, provider polls): an API process serves them
+  // on PORT, a worker-only process on APP_METRICS_PORT. The SDK's metrics are on WORKER_METRICS_PORT.
+  const metrics =
+    config.appMetricsPort === undefined
+      ? null
+      : await startMetricsServer({ port: config.appMetricsPort, host: config.host, token: config.metricsToken, portVariable: 'APP_METRICS_PORT' });
   const worker = await startWorker({ config, db, temporalAddress: config.temporal.address, logger });
-  logger.info({ task_queue: config.temporal.taskQueue, pid: process.pid }, 'worker running');
+  logger.info({ task_queue: config.temporal.taskQueue, pid: process.pid, metrics_url: metrics?.url }, 'worker running');
   return async () => {
     await worker.shutdown();
     await db.end();
+    await metrics?.close();
   };
 });

@@ -1,6 +1,7 @@
 // docker-compose.yml cannot run here (no Docker engine), so this keeps it consistent with the code:
 // images pinned, every app variable one the config reads and valid for production, addresses and
-// ports pointing at the services that serve them, search attributes the workflows use registered.
+// ports pointing at the services that serve them, search attributes the workflows use registered,
+// the S3 storage pointing at the MinIO service and the bucket and credentials its setup creates.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -13,16 +14,17 @@ const services = compose.services as Record<string, any>;
 
 /** Compose's ${VAR:-default} interpolation, with nothing set: the defaults. */
 function interpolate(v: unknown): string {
-  return String(v).replace(/\$\{[A-Z_]+:-([^}]*)\}/g, '$1');
+  return String(v).replace(/\$\{[A-Z][A-Z0-9_]*:-([^}]*)\}/g, '$1');
 }
 const envOf = (name: string): Record<string, string> =>
   Object.fromEntries(Object.entries(services[name].environment ?? {}).map(([k, v]) => [k, interpolate(v)]));
 
 test('the stack has every part, each image pinned', () => {
-  for (const name of ['postgres', 'temporal', 'temporal-setup', 'temporal-ui', 'api', 'worker']) assert.ok(services[name], `service ${name}`);
+  for (const name of ['postgres', 'temporal', 'temporal-setup', 'temporal-ui', 'minio', 'minio-setup', 'api', 'worker']) assert.ok(services[name], `service ${name}`);
   for (const [name, svc] of Object.entries(services)) {
     assert.ok(svc.image || svc.build, `${name} has an image`);
-    if (svc.image && !svc.build && name !== 'worker') assert.match(svc.image, /:[0-9][\w.-]*$/, `${name} image is pinned to a version`);
+    // versions like 17.6, or MinIO's RELEASE.<timestamp> tags
+    if (svc.image && !svc.build && name !== 'worker') assert.match(svc.image, /:([0-9][\w.-]*|RELEASE\.\d{4}-\d\d-\d\dT[\d-]+Z)$/, `${name} image is pinned to a version`);
   }
   assert.match(services['temporal'].image, /:1\.29\./, 'the Temporal server matches the dev server (1.29)');
   assert.equal(services['worker'].image, services['api'].image, 'api and worker run the same image');
@@ -32,6 +34,7 @@ test('api and worker environments are variables the config reads, and load for p
   for (const name of ['api', 'worker']) {
     const env = envOf(name);
     for (const key of Object.keys(env)) assert.ok(ENV_VARS.includes(key), `${name}: ${key} is not read by src/config.ts`);
+    for (const [key, value] of Object.entries(env)) assert.doesNotMatch(value, /\$\{/, `${name}: ${key} has a default for every interpolation`);
     const config = loadConfig(env);
     assert.equal(config.production, true);
     assert.ok(config.adminToken && config.urlSigningSecret, `${name}: production secrets set`);
@@ -56,6 +59,44 @@ test('DATABASE_URL and TEMPORAL_ADDRESS point at the services, with their creden
   assert.equal(envOf('temporal')['POSTGRES_SEEDS'], db.hostname, 'Temporal persists to the same PostgreSQL server');
 });
 
+test('videos are stored in the MinIO bucket that minio-setup creates, with the app user it creates', () => {
+  const env = envOf('api');
+  const config = loadConfig(env);
+  assert.equal(config.storageBackend, 's3');
+  assert.ok(config.s3);
+  assert.deepEqual(loadConfig(envOf('worker')).s3, config.s3, 'api and worker use the same bucket');
+  assert.deepEqual(loadConfig(envOf('worker')).s3?.credentials, config.s3.credentials);
+  // S3_ENDPOINT: the minio service, on the port the server listens on (9000 unless --address says otherwise)
+  const endpoint = new URL(config.s3.endpoint!);
+  assert.equal(endpoint.hostname, 'minio');
+  const minioArgs = services['minio'].command as string[];
+  const address = minioArgs.includes('--address') ? minioArgs[minioArgs.indexOf('--address') + 1]! : ':9000';
+  assert.equal(endpoint.port || '80', address.split(':').pop());
+  assert.equal(config.s3.forcePathStyle, true, 'MinIO is addressed path-style');
+  // S3_PUBLIC_ENDPOINT: the same server as published on the host, for customers' presigned URLs
+  const publicEndpoint = new URL(config.s3.publicEndpoint!);
+  assert.equal(publicEndpoint.hostname, 'localhost');
+  const published = (services['minio'].ports as string[]).map((p) => p.split(':'));
+  assert.ok(published.some(([host, container]) => host === publicEndpoint.port && container === endpoint.port), `minio publishes ${endpoint.port} on ${publicEndpoint.port}`);
+  // the bucket and the app's credentials are the ones the setup creates, not MinIO's root user
+  const setup = envOf('minio-setup');
+  const script = (services['minio-setup'].command as string[]).join('\n');
+  assert.equal(setup['S3_BUCKET'], config.s3.bucket);
+  assert.ok(script.includes('mc mb --ignore-existing "local/$$S3_BUCKET"'), 'the bucket is created');
+  assert.ok(script.includes(`mc alias set local ${config.s3.endpoint} `), 'setup talks to the server the services use');
+  assert.equal(setup['S3_APP_ACCESS_KEY'], env['AWS_ACCESS_KEY_ID']);
+  assert.equal(setup['S3_APP_SECRET_KEY'], env['AWS_SECRET_ACCESS_KEY']);
+  assert.ok(script.includes('mc admin user add local "$$S3_APP_ACCESS_KEY" "$$S3_APP_SECRET_KEY"'), 'the app user is created');
+  assert.notEqual(env['AWS_ACCESS_KEY_ID'], envOf('minio')['MINIO_ROOT_USER'], 'the services do not use the root user');
+  assert.equal(setup['MINIO_ROOT_USER'], envOf('minio')['MINIO_ROOT_USER']);
+  assert.equal(setup['MINIO_ROOT_PASSWORD'], envOf('minio')['MINIO_ROOT_PASSWORD']);
+  // order: minio healthy -> bucket set up -> api and worker
+  assert.equal(services['minio-setup'].depends_on['minio'].condition, 'service_healthy');
+  for (const name of ['api', 'worker']) {
+    assert.equal(services[name].depends_on['minio-setup'].condition, 'service_completed_successfully', `${name} waits for the bucket`);
+  }
+});
+
 test('the API listens on the port compose publishes, on all interfaces', () => {
   const config = loadConfig(envOf('api'));
   assert.equal(config.host, '0.0.0.0');
@@ -71,7 +112,7 @@ test('the search attributes the workflows use are registered', () => {
 });
 
 test('health checks and shared storage', () => {
-  for (const name of ['postgres', 'temporal', 'api']) assert.ok(services[name].healthcheck, `${name} has a health check`);
+  for (const name of ['postgres', 'temporal', 'minio', 'api']) assert.ok(services[name].healthcheck, `${name} has a health check`);
   assert.match(JSON.stringify(services['api'].healthcheck.test), /\/readyz/);
   const dataDir = envOf('api')['DATA_DIR'];
   for (const name of ['api', 'worker']) {

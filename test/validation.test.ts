@@ -179,7 +179,7 @@ describe('models', () => {
     assert.equal(r.status, 200);
     assert.equal(r.body.object, 'list');
     const ids = r.body.data.map((m: any) => m.id);
-    assert.deepEqual(ids.sort(), ['sim-speech-1', 'sim-video-1', 'veo-3.0-fast-generate-001', 'veo-3.0-generate-001']);
+    assert.deepEqual(ids.sort(), ['eleven-multilingual-v2', 'sim-speech-1', 'sim-video-1', 'veo-3.0-fast-generate-001', 'veo-3.0-generate-001']);
     const speech = r.body.data.find((m: any) => m.id === 'sim-speech-1');
     assert.equal(speech.kind, 'speech');
     assert.equal(speech.pricing.per_1000_characters_in_euro, 0.15);

@@ -4,7 +4,7 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Db } from '../db/pool.js';
 import type { Storage } from '../storage/local.js';
-import type { UrlSigner } from '../storage/signed-urls.js';
+import type { DownloadUrlSigner, UrlSigner } from '../storage/signed-urls.js';
 import type { VideoJobsService } from '../services/video-jobs.js';
 import type { VoicesService } from '../services/voices.js';
 import type { SpeechService } from '../services/speech.js';
@@ -17,21 +17,29 @@ import { fileRoutes } from './routes/files.js';
 import { adminRoutes } from './routes/admin.js';
 import { voiceRoutes } from './routes/voices.js';
 import { speechRoutes } from './routes/speech.js';
+import { docsRoutes } from './routes/docs.js';
+import { handleMetricsRequest, observeHttpRequest } from '../metrics.js';
 
 export interface AppDeps {
   db: Db;
-  storage: Storage;
-  signer: UrlSigner;
+  /** Expiring download URLs of stored videos (HMAC-signed /v2/files URLs, or S3 presigned URLs). */
+  downloadUrls: DownloadUrlSigner;
+  /** GET /v2/files (local storage only); null = not mounted, so /v2/files/... answers 404. */
+  files: { storage: Storage; signer: UrlSigner } | null;
   jobs: VideoJobsService;
   voices: VoicesService;
   speech: SpeechService;
   logger: Logger;
   adminToken: string;
   simulator: boolean;
+  /** Vertex AI is configured (it serves the reference family). */
+  vertex?: boolean;
   /** The configured voice provider (VOICE_PROVIDER). */
   voiceProvider: string;
   publicBaseUrl: string | undefined;
   rateLimitPerMinute: number;
+  /** Bearer token GET /metrics requires (METRICS_TOKEN); unset = open, like /healthz. */
+  metricsToken?: string | undefined;
   /** Whether the process is ready (Postgres and Temporal reachable). */
   ready: () => Promise<boolean>;
 }
@@ -47,8 +55,9 @@ export function createApp(deps: AppDeps): express.Express {
     const started = process.hrtime.bigint();
     res.on('finish', () => {
       const duration_ms = Number(process.hrtime.bigint() - started) / 1e6;
+      observeHttpRequest(req, res.statusCode, duration_ms / 1000);
       deps.logger.info(
-        { request_id: requestId, method: req.method, path: req.path, status: res.statusCode, duration_ms, workspace_id: res.locals['principal']?.workspace_id },
+        { request_id: requestId, method: req.method, path: req.path, status: res.statusCode, duration_ms, workspace_id: res.locals['principal']?.workspace_id, job_id: res.locals['jobId'] },
         'request',
       );
     });
@@ -62,15 +71,19 @@ export function createApp(deps: AppDeps): express.Express {
     const ok = await deps.ready().catch(() => false);
     res.status(ok ? 200 : 503).json({ ok });
   });
+  app.get('/metrics', (req, res, next) => {
+    handleMetricsRequest(req, res, deps.metricsToken).catch(next);
+  });
 
   const auth = requireApiKey(deps.db);
   const limit = rateLimit(deps.rateLimitPerMinute);
-  app.use(videoRoutes({ auth, limit, jobs: deps.jobs, signer: deps.signer, publicBaseUrl: deps.publicBaseUrl }));
-  app.use(modelRoutes({ auth, simulator: deps.simulator, voiceProvider: deps.voiceProvider }));
+  app.use(videoRoutes({ auth, limit, jobs: deps.jobs, downloadUrls: deps.downloadUrls, publicBaseUrl: deps.publicBaseUrl }));
+  app.use(modelRoutes({ auth, simulator: deps.simulator, vertex: deps.vertex ?? false, voiceProvider: deps.voiceProvider }));
   app.use(voiceRoutes({ auth, limit, voices: deps.voices }));
   app.use(speechRoutes({ auth, limit, speech: deps.speech }));
-  app.use(fileRoutes({ storage: deps.storage, signer: deps.signer }));
+  if (deps.files) app.use(fileRoutes(deps.files));
   app.use(adminRoutes({ db: deps.db, admin: requireAdmin(deps.adminToken) }));
+  app.use(docsRoutes());
   app.use(notFoundRoute);
   app.use(errorHandler(deps.logger));
   return app;

@@ -1,14 +1,23 @@
 // API representations: internal records (micro-euros, storage keys) to the public JSON of contract.md 4.
-// Video URLs are signed here, when the API answers.
+// Video URLs are signed here, when the API answers, by whichever DownloadUrlSigner the storage has.
 import { microEurToEur } from '../money.js';
-import type { UrlSigner } from '../storage/signed-urls.js';
+import type { DownloadUrlSigner } from '../storage/signed-urls.js';
 import type { VideoJobState } from '../../workflows/messages.js';
 import type { SpeechModel, VideoModel, VideoBackend } from '../catalog.js';
 
 const seconds = (ms: number) => Math.floor(ms / 1000);
 
-export function presentVideoJob(job: VideoJobState, signer: UrlSigner, baseUrl: string) {
+export async function presentVideoJob(job: VideoJobState, urls: DownloadUrlSigner, baseUrl: string) {
   const status = job.status === 'succeeded' || job.status === 'failed' ? job.status : 'pending';
+  const videos =
+    status === 'succeeded'
+      ? await Promise.all(
+          job.videos.map(async (v) => {
+            const signed = await urls.downloadUrl(v.storage_key, baseUrl);
+            return { url: signed.url, expires_at: signed.expires_at, content_type: v.content_type };
+          }),
+        )
+      : [];
   return {
     id: job.job_id,
     object: 'video.generation_job' as const,
@@ -25,13 +34,7 @@ export function presentVideoJob(job: VideoJobState, signer: UrlSigner, baseUrl: 
     estimated_cost_in_euro: microEurToEur(job.estimated_cost_micro_eur),
     cost_in_euro: job.cost_micro_eur === null ? null : microEurToEur(job.cost_micro_eur),
     refunded_in_euro: microEurToEur(job.refunded_micro_eur),
-    videos:
-      status === 'succeeded'
-        ? job.videos.map((v) => {
-            const signed = signer.sign(v.storage_key);
-            return { url: baseUrl + signed.path, expires_at: signed.expires_at, content_type: v.content_type };
-          })
-        : [],
+    videos,
     error: status === 'failed' ? job.error : null,
   };
 }

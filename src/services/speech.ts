@@ -9,6 +9,7 @@ import { chargeSpeech } from '../billing/ledger.js';
 import { defaultSpeechModelFor, findSpeechModel, speechCostMicroEur, type SpeechModel, type SpeechResponseFormat } from '../catalog.js';
 import { ApiError, invalidParam, notFound } from '../http/errors.js';
 import { microEurToEur } from '../money.js';
+import { creditsCharged } from '../metrics.js';
 import { getWorkspace, keyAllowsModel, type ApiKeyPrincipal } from './workspaces.js';
 import { providerFailure, type VoicesService } from './voices.js';
 
@@ -126,6 +127,7 @@ export class SpeechService {
       if (charge.reason === 'insufficient_credits') throw insufficientCredits(cost_micro_eur);
       throw keyReused();
     }
+    if (!charge.already_charged) creditsCharged.inc({ kind: 'speech' }, charge.cost_micro_eur);
     return {
       audio: speech.audio,
       content_type: speech.content_type,

@@ -40,6 +40,8 @@ export interface VideoJobsDeps {
   temporal: Client;
   taskQueue: string;
   simulator: boolean;
+  /** Vertex AI is configured: it serves the reference family. */
+  vertex?: boolean;
   poll_interval_ms: number;
   poll_max_interval_ms: number;
   job_timeout_ms: number;
@@ -91,7 +93,7 @@ export class VideoJobsService {
     }
     if (params.n > model.max_n) throw invalidParam('n', `n must be between 1 and ${model.max_n} for model ${model.id}`);
     if (body.seed !== undefined && !model.supports_seed) throw invalidParam('seed', `model ${model.id} does not support seed`);
-    const backend = videoBackendFor(model, { simulator: this.deps.simulator });
+    const backend = videoBackendFor(model, { simulator: this.deps.simulator, vertex: this.deps.vertex ?? false });
     if (!backend) {
       throw new ApiError(503, 'provider_error', 'provider_not_configured', `no video provider is configured for model ${model.id}`);
     }

@@ -1,8 +1,9 @@
 // Object storage on the local disk under DATA_DIR/storage. Keys are validated so a key can never
 // name a path outside the storage root. Writes are atomic (temp file + rename).
 import fs from 'node:fs/promises';
-import { createReadStream, type ReadStream } from 'node:fs';
+import { createReadStream } from 'node:fs';
 import path from 'node:path';
+import type { Readable } from 'node:stream';
 import { randomUUID } from 'node:crypto';
 
 const KEY_PATTERN = /^[a-z0-9_-]+(\/[a-zA-Z0-9_.-]+){1,4}$/;
@@ -11,10 +12,21 @@ export function isValidStorageKey(key: string): boolean {
   return key.length <= 300 && KEY_PATTERN.test(key) && !key.split('/').some((seg) => seg === '.' || seg === '..');
 }
 
+/** The media type of a stored object from its key, when the writer names none. */
+export function contentTypeOfKey(key: string): string {
+  return key.endsWith('.mp4') ? 'video/mp4' : 'application/octet-stream';
+}
+
+/**
+ * Where outputs are kept: LocalStorage (this file) or S3Storage (./s3.ts), chosen by STORAGE_BACKEND
+ * in src/runtime.ts. Customers never see keys: the API hands out expiring URLs through a
+ * DownloadUrlSigner (./signed-urls.ts), which for S3 is the S3Storage itself (presigned GET URLs).
+ */
 export interface Storage {
-  put(key: string, body: Buffer): Promise<void>;
+  /** Stores `body` under `key`, replacing any object there (a retried write overwrites, never duplicates). */
+  put(key: string, body: Buffer, content_type?: string): Promise<void>;
   /** A readable stream and size, or null when the object does not exist. */
-  open(key: string): Promise<{ stream: ReadStream; bytes: number } | null>;
+  open(key: string): Promise<{ stream: Readable; bytes: number } | null>;
 }
 
 export class LocalStorage implements Storage {
@@ -25,7 +37,8 @@ export class LocalStorage implements Storage {
     return path.join(this.root, ...key.split('/'));
   }
 
-  async put(key: string, body: Buffer): Promise<void> {
+  /** The content type is implied by the key's extension here (see contentTypeOfKey); /v2/files serves it. */
+  async put(key: string, body: Buffer, _content_type?: string): Promise<void> {
     const target = this.pathOf(key);
     await fs.mkdir(path.dirname(target), { recursive: true });
     const tmp = `${target}.${randomUUID()}.tmp`;
@@ -33,7 +46,7 @@ export class LocalStorage implements Storage {
     await fs.rename(tmp, target);
   }
 
-  async open(key: string): Promise<{ stream: ReadStream; bytes: number } | null> {
+  async open(key: string): Promise<{ stream: Readable; bytes: number } | null> {
     if (!isValidStorageKey(key)) return null;
     const file = this.pathOf(key);
     try {

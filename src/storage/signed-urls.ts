@@ -1,8 +1,26 @@
-// Signed download URLs: HMAC-SHA256 over the storage key and expiry. Signed when the API answers,
-// never inside workflow code. A tampered or expired URL is refused.
+// Signed download URLs, made when the API answers, never inside workflow code. The presenter asks a
+// DownloadUrlSigner and does not know the storage behind it: with local storage that is UrlSigner
+// below (HMAC-SHA256 over key and expiry, served by GET /v2/files); with S3 it is S3Storage
+// (presigned GET URLs, served by the bucket). A tampered or expired URL is refused either way.
 import { createHmac, timingSafeEqual } from 'node:crypto';
 
-export class UrlSigner {
+export interface DownloadUrl {
+  /** Absolute URL a customer downloads the object from, without credentials. */
+  url: string;
+  /** Unix seconds after which the URL is refused. */
+  expires_at: number;
+}
+
+export interface DownloadUrlSigner {
+  /**
+   * An expiring download URL for a stored object. `baseUrl` is this API's absolute public base
+   * (PUBLIC_BASE_URL or the request's own); signers whose URLs point elsewhere ignore it.
+   */
+  downloadUrl(key: string, baseUrl: string): Promise<DownloadUrl>;
+}
+
+/** HMAC-signed URLs of our own GET /v2/files route, for LocalStorage. */
+export class UrlSigner implements DownloadUrlSigner {
   constructor(
     private readonly secret: string,
     private readonly ttl_s: number,
@@ -18,6 +36,11 @@ export class UrlSigner {
   sign(key: string, now_s: number = Math.floor(Date.now() / 1000)): { path: string; expires_at: number } {
     const expires_at = now_s + this.ttl_s;
     return { path: `/v2/files/${key}?expires=${expires_at}&signature=${this.mac(key, expires_at)}`, expires_at };
+  }
+
+  async downloadUrl(key: string, baseUrl: string): Promise<DownloadUrl> {
+    const signed = this.sign(key);
+    return { url: baseUrl + signed.path, expires_at: signed.expires_at };
   }
 
   verify(key: string, expires: string | undefined, signature: string | undefined, now_s: number = Math.floor(Date.now() / 1000)): 'ok' | 'expired' | 'invalid' {

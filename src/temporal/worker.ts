@@ -2,13 +2,28 @@
 import fs from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { DefaultLogger, NativeConnection, Runtime, Worker, type LogLevel } from '@temporalio/worker';
+import { ConfigError } from '../config.js';
 
 let runtimeInstalled = false;
 
-/** The SDK's own logs: warnings and errors only, unless asked for more. */
-export function installTemporalRuntime(level: LogLevel = 'WARN'): void {
+/**
+ * The SDK's own logs: warnings and errors only, unless asked for more. With `metricsBindAddress`
+ * (`host:port`, from WORKER_METRICS_PORT), the SDK's own metrics (`temporal_*`: task slots, polls,
+ * latencies) are served in Prometheus format at http://<address>/metrics. Once per process.
+ */
+export function installTemporalRuntime(opts: { metricsBindAddress?: string | undefined; level?: LogLevel } = {}): void {
   if (runtimeInstalled) return;
-  Runtime.install({ logger: new DefaultLogger(level) });
+  try {
+    Runtime.install({
+      logger: new DefaultLogger(opts.level ?? 'WARN'),
+      ...(opts.metricsBindAddress ? { telemetryOptions: { metrics: { prometheus: { bindAddress: opts.metricsBindAddress } } } } : {}),
+    });
+  } catch (err) {
+    if (opts.metricsBindAddress && /address already in use/i.test((err as Error).message)) {
+      throw new ConfigError(`${opts.metricsBindAddress} is already in use; set WORKER_METRICS_PORT to a free port`);
+    }
+    throw err;
+  }
   runtimeInstalled = true;
 }
 
@@ -37,8 +52,10 @@ export async function createWorker(opts: {
   taskQueue: string;
   activities: object;
   limits?: WorkerLimits;
+  /** `host:port` of the SDK's Prometheus exporter; unset = no exporter. */
+  metricsBindAddress?: string | undefined;
 }): Promise<{ worker: Worker; connection: NativeConnection }> {
-  installTemporalRuntime();
+  installTemporalRuntime({ metricsBindAddress: opts.metricsBindAddress });
   const connection = await NativeConnection.connect({ address: opts.address });
   const worker = await Worker.create({
     connection,

@@ -5,6 +5,7 @@ import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import assert from 'node:assert/strict';
 import pg from 'pg';
+import type { DestinationStream } from 'pino';
 import { loadConfig, type Config } from '../../src/config.js';
 import { createLogger } from '../../src/logger.js';
 import { openDatabase, startApi, startWorker, type RunningApi, type RunningWorker } from '../../src/runtime.js';
@@ -38,6 +39,8 @@ export interface StackOptions {
   env?: Record<string, string>;
   worker?: boolean;
   maxPollsPerRun?: number;
+  /** Where the stack's logs go (default stdout); set LOG_LEVEL in `env` to see any. */
+  logStream?: DestinationStream;
 }
 
 export interface Stack {
@@ -70,7 +73,7 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
     ...opts.env,
   };
   const config = loadConfig(env);
-  const logger = createLogger(config.logLevel, 'test');
+  const logger = createLogger(config.logLevel, 'test', opts.logStream);
   const db = await openDatabase(databaseUrl, config);
   const worker = opts.worker === false ? null : await startWorker({ config, db, temporalAddress, logger });
   const api = await startApi({

@@ -1,8 +1,9 @@
-// GET /v2/files/{key}?expires=&signature=: stored outputs behind signed, expiring URLs.
+// GET /v2/files/{key}?expires=&signature=: stored outputs behind signed, expiring URLs. Mounted with
+// local storage only: with S3, customers download from the bucket through presigned URLs.
 import { Router } from 'express';
 import { pipeline } from 'node:stream/promises';
 import { ApiError, notFound } from '../errors.js';
-import type { Storage } from '../../storage/local.js';
+import { contentTypeOfKey, type Storage } from '../../storage/local.js';
 import type { UrlSigner } from '../../storage/signed-urls.js';
 
 export function fileRoutes(deps: { storage: Storage; signer: UrlSigner }): Router {
@@ -16,7 +17,7 @@ export function fileRoutes(deps: { storage: Storage; signer: UrlSigner }): Route
     const file = await deps.storage.open(key);
     if (!file) throw notFound('file_not_found', 'no such file');
     res.status(200).set({
-      'Content-Type': key.endsWith('.mp4') ? 'video/mp4' : 'application/octet-stream',
+      'Content-Type': contentTypeOfKey(key),
       'Content-Length': String(file.bytes),
       'Cache-Control': 'private, max-age=300',
     });

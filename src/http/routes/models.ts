@@ -7,10 +7,10 @@ import { principalOf } from '../auth.js';
 import { notFound } from '../errors.js';
 import { presentSpeechModel, presentVideoModel } from '../presenters.js';
 
-export function modelRoutes(deps: { auth: RequestHandler; simulator: boolean; voiceProvider: string }): Router {
+export function modelRoutes(deps: { auth: RequestHandler; simulator: boolean; vertex?: boolean; voiceProvider: string }): Router {
   const r = Router();
   const all = () => [
-    ...VIDEO_MODELS.map((m) => presentVideoModel(m, videoBackendFor(m, { simulator: deps.simulator }))),
+    ...VIDEO_MODELS.map((m) => presentVideoModel(m, videoBackendFor(m, { simulator: deps.simulator, vertex: deps.vertex ?? false }))),
     ...SPEECH_MODELS.map((m) => presentSpeechModel(m, deps.voiceProvider)),
   ];
 

@@ -5,14 +5,14 @@ import { jsonBody } from '../json-body.js';
 import { principalOf } from '../auth.js';
 import { presentVideoJob } from '../presenters.js';
 import type { VideoJobsService } from '../../services/video-jobs.js';
-import type { UrlSigner } from '../../storage/signed-urls.js';
+import type { DownloadUrlSigner } from '../../storage/signed-urls.js';
 import { baseUrlOf } from '../base-url.js';
 
 export function videoRoutes(deps: {
   auth: RequestHandler;
   limit: RequestHandler;
   jobs: VideoJobsService;
-  signer: UrlSigner;
+  downloadUrls: DownloadUrlSigner;
   publicBaseUrl: string | undefined;
 }): Router {
   const r = Router();
@@ -21,13 +21,15 @@ export function videoRoutes(deps: {
     const body = CreateVideoBody.parse(req.body);
     const idempotencyKey = idempotencyKeyOf(req);
     const job = await deps.jobs.create(principalOf(res), body, idempotencyKey);
+    res.locals['jobId'] = job.job_id; // for the request log
     const location = `/v2/videos/generations/${job.job_id}`;
-    res.status(202).location(location).json(presentVideoJob(job, deps.signer, baseUrlOf(req, deps.publicBaseUrl)));
+    res.status(202).location(location).json(await presentVideoJob(job, deps.downloadUrls, baseUrlOf(req, deps.publicBaseUrl)));
   });
 
   r.get('/v2/videos/generations/:id', deps.auth, async (req, res) => {
     const job = await deps.jobs.get(principalOf(res), String(req.params['id']));
-    res.json(presentVideoJob(job, deps.signer, baseUrlOf(req, deps.publicBaseUrl)));
+    res.locals['jobId'] = job.job_id; // for the request log
+    res.json(await presentVideoJob(job, deps.downloadUrls, baseUrlOf(req, deps.publicBaseUrl)));
   });
 
   return r;

@@ -34,7 +34,12 @@ export class ProviderError extends Error {
   override name = 'ProviderError';
   constructor(
     message: string,
-    readonly opts: { code: string; retryable: boolean },
+    readonly opts: {
+      code: string;
+      retryable: boolean;
+      /** How long the provider asked us to wait before trying again (its Retry-After), when it said. */
+      retry_after_ms?: number;
+    },
   ) {
     super(message);
   }

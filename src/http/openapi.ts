@@ -1,0 +1,552 @@
+// The OpenAPI 3.1 document of the API, served at GET /v2/openapi.json and rendered by GET /docs.
+// Every schema in it is generated from zod with zod's own z.toJSONSchema: request bodies from the
+// very schemas the routes validate with (./schemas.ts, io 'input'), responses from the response
+// schemas beside them (io 'output'), each a component named after its export. Only the operations
+// around them (paths, statuses, headers, prose) are written here. Built once: it is static.
+import fs from 'node:fs';
+import { z } from 'zod';
+import * as S from './schemas.js';
+import { JSON_BODY_LIMIT_BYTES } from './json-body.js';
+import { VOICE_NAME_MAX_CHARS, VOICE_UPLOAD_LIMITS } from './routes/voices.js';
+import { AUDIO_CONTENT_TYPES } from '../media/audio-sniff.js';
+import { projectPath } from '../paths.js';
+
+type JsonSchema = Record<string, unknown>;
+type Obj = Record<string, unknown>;
+
+const MiB = 1024 * 1024;
+const bytesText = (n: number) => (n % MiB === 0 ? `${n / MiB} MiB` : n % 1024 === 0 ? `${n / 1024} KiB` : `${n} bytes`);
+
+/**
+ * The multipart form of POST /v2/audio/voices. Documentation only: multipart bodies are parsed by
+ * ./multipart.ts, not zod, so this is built from the limits that parser enforces (VOICE_UPLOAD_LIMITS).
+ */
+export const CreateVoiceForm = z
+  .strictObject({
+    name: z
+      .string()
+      .min(1)
+      .max(VOICE_NAME_MAX_CHARS)
+      .describe(`The voice's name: one text part, not blank, at most ${VOICE_NAME_MAX_CHARS} characters, no control characters.`),
+    file: z
+      .array(z.file().min(1).max(VOICE_UPLOAD_LIMITS.maxFileBytes))
+      .min(1)
+      .max(VOICE_UPLOAD_LIMITS.maxFiles)
+      .describe(
+        `Audio samples of the voice, one file per "file" part: 1 to ${VOICE_UPLOAD_LIMITS.maxFiles} files, each at most ` +
+          `${bytesText(VOICE_UPLOAD_LIMITS.maxFileBytes)}, together at most ${bytesText(VOICE_UPLOAD_LIMITS.maxTotalFileBytes)}. ` +
+          `Recognised by content (the part's Content-Type is not trusted): ${Object.values(AUDIO_CONTENT_TYPES).join(', ')}.`,
+      ),
+  })
+  .describe('multipart/form-data: one "name" part and one or more "file" parts; no other parts.');
+
+/** Request bodies: component name -> the zod schema the route validates with (io 'input'). */
+export const REQUEST_SCHEMAS = {
+  CreateVideoBody: S.CreateVideoBody,
+  CreateSpeechBody: S.CreateSpeechBody,
+  CreateVoiceForm,
+  CreateWorkspaceBody: S.CreateWorkspaceBody,
+  AddCreditsBody: S.AddCreditsBody,
+  CreateApiKeyBody: S.CreateApiKeyBody,
+} satisfies Record<string, z.ZodType>;
+
+/** Responses: component name -> response schema of ./schemas.ts (io 'output'). */
+export const RESPONSE_SCHEMAS = {
+  ErrorResponse: S.ErrorResponse,
+  VideoJob: S.VideoJob,
+  Model: S.Model,
+  VideoModel: S.VideoModel,
+  SpeechModel: S.SpeechModel,
+  ModelList: S.ModelList,
+  Voice: S.Voice,
+  VoiceList: S.VoiceList,
+  VoiceDeleted: S.VoiceDeleted,
+  Health: S.Health,
+  Workspace: S.Workspace,
+  WorkspaceCredits: S.WorkspaceCredits,
+  ApiKey: S.ApiKey,
+  LedgerAudit: S.LedgerAudit,
+} satisfies Record<string, z.ZodType>;
+
+/** A JSON Schema as a component or inline schema: the dialect is declared once (jsonSchemaDialect). */
+function bare(schema: JsonSchema): JsonSchema {
+  const { $schema: _dialect, $id: _id, ...rest } = schema;
+  return rest;
+}
+
+/** One z.toJSONSchema over a registry of named schemas: references between them become $refs. */
+function components(named: Record<string, z.ZodType>, io: 'input' | 'output'): Record<string, JsonSchema> {
+  const registry = z.registry<{ id: string }>();
+  for (const [id, schema] of Object.entries(named)) registry.add(schema, { id });
+  const { schemas } = z.toJSONSchema(registry, { io, uri: (id) => `#/components/schemas/${id}` });
+  return Object.fromEntries(Object.entries(schemas).map(([id, s]) => [id, bare(s as JsonSchema)]));
+}
+
+const ref = (name: keyof typeof REQUEST_SCHEMAS | keyof typeof RESPONSE_SCHEMAS) => ({ $ref: `#/components/schemas/${name}` });
+
+// ---------------------------------------------------------------------------------------------
+// Operations
+
+type Status = 400 | 401 | 402 | 403 | 404 | 409 | 413 | 415 | 429 | 502 | 503;
+type Security = 'apiKey' | 'admin' | 'none';
+
+const ERROR_TEXT: Record<Status, string> = {
+  400: 'Invalid request; `error.param` names the parameter, header or part at fault.',
+  401: 'Missing or invalid bearer token.',
+  402: 'Insufficient credits: the balance does not cover the cost. Nothing was charged.',
+  403: 'This API key is not permitted to use the model (`param: model`).',
+  404: 'Not found.',
+  409: 'This Idempotency-Key was already used with a different request.',
+  413: 'Request too large.',
+  415: 'Wrong media type.',
+  429: 'Rate limited (per API key); retry after `Retry-After` seconds.',
+  502: 'The provider answered unusably. Nothing was charged.',
+  503: 'The provider is not configured (`provider_not_configured`) or is unavailable.',
+};
+
+const header = (description: string, schema: JsonSchema = { type: 'string' }) => ({ description, schema });
+const RETRY_AFTER = header('Seconds to wait before retrying.', { type: 'integer', minimum: 0 });
+
+function errorResponse(status: Status, note: string | undefined): Obj {
+  const headers: Obj = {};
+  if (status === 401) headers['WWW-Authenticate'] = header('`Bearer`');
+  if (status === 429) headers['Retry-After'] = RETRY_AFTER;
+  if (status === 503) headers['Retry-After'] = { ...RETRY_AFTER, description: 'When retrying later may succeed: seconds to wait.' };
+  return {
+    description: note ?? ERROR_TEXT[status],
+    ...(Object.keys(headers).length ? { headers } : {}),
+    content: { 'application/json': { schema: ref('ErrorResponse') } },
+  };
+}
+
+const json = (schema: Obj, description: string, headers?: Obj): Obj => ({
+  description,
+  ...(headers ? { headers } : {}),
+  content: { 'application/json': { schema } },
+});
+
+interface Op {
+  method: 'get' | 'post' | 'delete';
+  path: string;
+  operationId: string;
+  tag: string;
+  summary: string;
+  description?: string;
+  security: Security;
+  parameters?: Obj[];
+  requestBody?: Obj;
+  responses: Record<string, Obj>;
+  /** Error statuses the route can answer, with an optional note replacing the generic text. */
+  errors?: Partial<Record<Status, string | undefined>>;
+}
+
+const pathParam = (name: string, description: string, schema: JsonSchema = { type: 'string' }) => ({ name, in: 'path', required: true, description, schema });
+const IDEMPOTENCY = { $ref: '#/components/parameters/IdempotencyKey' };
+const jsonBody = (schema: keyof typeof REQUEST_SCHEMAS, required = true) => ({
+  required,
+  description: `application/json, at most ${bytesText(JSON_BODY_LIMIT_BYTES)}; unknown fields are refused (400).`,
+  content: { 'application/json': { schema: ref(schema) } },
+});
+const JSON_413 = `The JSON body exceeds ${bytesText(JSON_BODY_LIMIT_BYTES)} (request_too_large).`;
+const JSON_415 = 'The body is not application/json (unsupported_media_type).';
+const VOICE_503 =
+  'No voice provider is configured (provider_not_configured), the provider could not be reached (provider_unavailable), or too many uploads are in progress (server_busy).';
+
+const OPERATIONS: Op[] = [
+  // Videos
+  {
+    method: 'post',
+    path: '/v2/videos/generations',
+    operationId: 'createVideoGeneration',
+    tag: 'Videos',
+    summary: 'Create a video generation job',
+    description:
+      'Validates the request against the model (GET /v2/models), charges the estimated cost (n videos at the model price) and starts the job. ' +
+      'Poll the job at the `Location` URL. With an `Idempotency-Key`, a retry from the same workspace returns the same job and charges once.',
+    security: 'apiKey',
+    parameters: [IDEMPOTENCY],
+    requestBody: jsonBody('CreateVideoBody'),
+    responses: {
+      '202': json(ref('VideoJob'), 'Accepted: the job, pending.', { Location: header('The job-status URL, /v2/videos/generations/{id}.') }),
+    },
+    errors: {
+      400: undefined,
+      401: undefined,
+      402: undefined,
+      403: undefined,
+      404: 'Unknown model (model_not_found, `param: model`).',
+      409: undefined,
+      413: JSON_413,
+      415: JSON_415,
+      429: undefined,
+      503: 'No video provider is configured for the model (provider_not_configured).',
+    },
+  },
+  {
+    method: 'get',
+    path: '/v2/videos/generations/{id}',
+    operationId: 'getVideoGeneration',
+    tag: 'Videos',
+    summary: 'Get a video generation job',
+    description: 'The job, with signed video URLs once succeeded. A job of another workspace is a 404.',
+    security: 'apiKey',
+    parameters: [pathParam('id', 'The job id.')],
+    responses: { '200': json(ref('VideoJob'), 'The job.') },
+    errors: { 401: undefined, 404: 'No such job in this workspace (job_not_found).' },
+  },
+  // Models
+  {
+    method: 'get',
+    path: '/v2/models',
+    operationId: 'listModels',
+    tag: 'Models',
+    summary: 'List the models this key may use',
+    description: 'The models this API key is permitted to use and that are available here.',
+    security: 'apiKey',
+    responses: { '200': json(ref('ModelList'), 'The models.') },
+    errors: { 401: undefined },
+  },
+  {
+    method: 'get',
+    path: '/v2/models/all',
+    operationId: 'listAllModels',
+    tag: 'Models',
+    summary: 'List every model of the catalog',
+    description: 'The whole catalog, each model saying which backend serves it (null: not available here).',
+    security: 'apiKey',
+    responses: { '200': json(ref('ModelList'), 'The models.') },
+    errors: { 401: undefined },
+  },
+  {
+    method: 'get',
+    path: '/v2/models/{id}',
+    operationId: 'getModel',
+    tag: 'Models',
+    summary: 'Get a model',
+    security: 'apiKey',
+    parameters: [pathParam('id', 'The model id, e.g. sim-video-1.')],
+    responses: { '200': json(ref('Model'), 'The model.') },
+    errors: { 401: undefined, 404: 'Unknown model (model_not_found).' },
+  },
+  // Voices
+  {
+    method: 'post',
+    path: '/v2/audio/voices',
+    operationId: 'createVoice',
+    tag: 'Voices',
+    summary: 'Clone a voice',
+    description: 'Clones a voice from audio samples. The voice is visible and usable only from this workspace.',
+    security: 'apiKey',
+    requestBody: {
+      required: true,
+      description: `multipart/form-data with a boundary; at most ${VOICE_UPLOAD_LIMITS.maxParts} parts.`,
+      content: {
+        'multipart/form-data': {
+          schema: ref('CreateVoiceForm'),
+          encoding: { file: { contentType: Object.values(AUDIO_CONTENT_TYPES).join(', ') } },
+        },
+      },
+    },
+    responses: { '200': json(ref('Voice'), 'The new voice.') },
+    errors: {
+      400: 'Invalid form: a missing, repeated or unknown part, a blank name, an empty file, too many files, a malformed or truncated body, or the workspace already holds its maximum of voices.',
+      401: undefined,
+      413: `A file above ${bytesText(VOICE_UPLOAD_LIMITS.maxFileBytes)} (file_too_large), the files together above ${bytesText(VOICE_UPLOAD_LIMITS.maxTotalFileBytes)} (upload_too_large), or the declared body too large (request_too_large).`,
+      415: 'Not multipart/form-data (unsupported_media_type), or a file that is not recognised as audio (unsupported_file_type, `param: file`).',
+      429: undefined,
+      503: VOICE_503,
+    },
+  },
+  {
+    method: 'get',
+    path: '/v2/audio/voices',
+    operationId: 'listVoices',
+    tag: 'Voices',
+    summary: "List this workspace's voices",
+    security: 'apiKey',
+    responses: { '200': json(ref('VoiceList'), 'The voices, newest first.') },
+    errors: { 401: undefined, 503: VOICE_503 },
+  },
+  {
+    method: 'get',
+    path: '/v2/audio/voices/{id}',
+    operationId: 'getVoice',
+    tag: 'Voices',
+    summary: 'Get a voice',
+    security: 'apiKey',
+    parameters: [pathParam('id', 'The voice registry id (`id` of the voice, not its `voice_id`).')],
+    responses: { '200': json(ref('Voice'), 'The voice.') },
+    errors: { 401: undefined, 404: 'No such voice in this workspace (voice_not_found).', 503: VOICE_503 },
+  },
+  {
+    method: 'delete',
+    path: '/v2/audio/voices/{id}',
+    operationId: 'deleteVoice',
+    tag: 'Voices',
+    summary: 'Delete a voice',
+    description: 'Removes the voice from the registry now and from the provider durably.',
+    security: 'apiKey',
+    parameters: [pathParam('id', 'The voice registry id.')],
+    responses: { '200': json(ref('VoiceDeleted'), 'Deleted.') },
+    errors: {
+      401: undefined,
+      404: 'No such voice in this workspace (voice_not_found).',
+      429: undefined,
+      503: 'No voice provider is configured, or the deletion could not be started (temporarily_unavailable); nothing changed.',
+    },
+  },
+  // Speech
+  {
+    method: 'post',
+    path: '/v2/audio/speech',
+    operationId: 'createSpeech',
+    tag: 'Speech',
+    summary: 'Text to speech',
+    description:
+      'Speaks `input` with `voice` and answers the audio. Charged per character, once the audio is produced; a provider failure charges nothing. ' +
+      'With an `Idempotency-Key`, a retry with the same body answers again without a second charge.',
+    security: 'apiKey',
+    parameters: [IDEMPOTENCY],
+    requestBody: jsonBody('CreateSpeechBody'),
+    responses: {
+      '200': {
+        description:
+          'The audio. response_format wav: `audio/wav`. pcm: `audio/pcm` with its parameters, e.g. `audio/pcm;rate=24000;channels=1;encoding=s16le`.',
+        headers: {
+          'Content-Disposition': header('`inline; filename="speech.wav"` (or .pcm).'),
+          'X-Speech-Request-Id': header('The speech request id (derived from the Idempotency-Key when given).', { type: 'string', format: 'uuid' }),
+          'X-Model': header('The model that spoke.'),
+          'X-Characters': header('Characters billed (Unicode code points).', { type: 'integer', minimum: 1 }),
+          'X-Cost-In-Euro': header('The charge, in euros.', { type: 'number' }),
+          'Idempotent-Replayed': header('`true` when this answers an Idempotency-Key retry (not charged again).', { type: 'string', const: 'true' }),
+        },
+        content: {
+          'audio/wav': { schema: { type: 'string', format: 'binary', contentMediaType: 'audio/wav' } },
+          'audio/pcm': { schema: { type: 'string', format: 'binary', contentMediaType: 'audio/pcm' } },
+        },
+      },
+    },
+    errors: {
+      400: 'Invalid request, e.g. blank or too long `input`, or a response_format the model does not offer.',
+      401: undefined,
+      402: undefined,
+      403: undefined,
+      404: 'Unknown model (model_not_found, `param: model`) or voice (voice_not_found, `param: voice`).',
+      409: undefined,
+      413: JSON_413,
+      415: JSON_415,
+      429: undefined,
+      502: undefined,
+      503: 'No voice provider is configured, or it could not be reached.',
+    },
+  },
+  // Files
+  {
+    method: 'get',
+    path: '/v2/files/{key}',
+    operationId: 'getFile',
+    tag: 'Files',
+    summary: 'Download a generated file (signed URL)',
+    description:
+      'The `url` of a job video: no bearer token, the signature is the credential. URLs expire; GET the job again for a fresh one. ' +
+      'Served with local storage (STORAGE_BACKEND=local, the default); with S3 the video URLs are presigned bucket URLs and this route answers 404.',
+    security: 'none',
+    parameters: [
+      pathParam('key', 'The storage key, e.g. videos/{job id}/0.mp4 (contains slashes; take the URL as given).'),
+      { name: 'expires', in: 'query', required: true, description: 'Expiry, Unix seconds.', schema: { type: 'string', pattern: '^\\d{1,12}$' } },
+      { name: 'signature', in: 'query', required: true, description: 'HMAC signature of key and expiry.', schema: { type: 'string', maxLength: 100 } },
+    ],
+    responses: {
+      '200': {
+        description: 'The file.',
+        headers: { 'Cache-Control': header('`private, max-age=300`'), 'Content-Length': header('Bytes.', { type: 'integer' }) },
+        content: {
+          'video/mp4': { schema: { type: 'string', format: 'binary', contentMediaType: 'video/mp4' } },
+          'application/octet-stream': { schema: { type: 'string', format: 'binary' } },
+        },
+      },
+    },
+    errors: { 403: 'The URL has expired (url_expired) or is not validly signed (invalid_signature).', 404: 'No such file (file_not_found).' },
+  },
+  // Admin
+  {
+    method: 'post',
+    path: '/admin/v1/workspaces',
+    operationId: 'adminCreateWorkspace',
+    tag: 'Admin',
+    summary: 'Create a workspace',
+    security: 'admin',
+    requestBody: jsonBody('CreateWorkspaceBody'),
+    responses: { '201': json(ref('Workspace'), 'The new workspace.') },
+    errors: { 400: undefined, 401: undefined, 413: JSON_413, 415: JSON_415 },
+  },
+  {
+    method: 'get',
+    path: '/admin/v1/workspaces/{id}',
+    operationId: 'adminGetWorkspace',
+    tag: 'Admin',
+    summary: 'Get a workspace and its balance',
+    security: 'admin',
+    parameters: [pathParam('id', 'The workspace id.')],
+    responses: { '200': json(ref('Workspace'), 'The workspace.') },
+    errors: { 401: undefined, 404: 'No such workspace.' },
+  },
+  {
+    method: 'post',
+    path: '/admin/v1/workspaces/{id}/credits',
+    operationId: 'adminAddCredits',
+    tag: 'Admin',
+    summary: 'Add credits to a workspace',
+    description: 'With an `Idempotency-Key`, a retry adds the credits once and answers the same top-up.',
+    security: 'admin',
+    parameters: [pathParam('id', 'The workspace id.'), IDEMPOTENCY],
+    requestBody: jsonBody('AddCreditsBody'),
+    responses: { '200': json(ref('WorkspaceCredits'), 'Added.') },
+    errors: { 400: 'Invalid request, e.g. an amount with more than 6 decimal places.', 401: undefined, 404: 'No such workspace.', 413: JSON_413, 415: JSON_415 },
+  },
+  {
+    method: 'post',
+    path: '/admin/v1/workspaces/{id}/api-keys',
+    operationId: 'adminCreateApiKey',
+    tag: 'Admin',
+    summary: 'Create an API key',
+    description: 'The key is shown once, in this answer. Without `models` it may use every model.',
+    security: 'admin',
+    parameters: [pathParam('id', 'The workspace id.')],
+    requestBody: jsonBody('CreateApiKeyBody'),
+    responses: { '201': json(ref('ApiKey'), 'The new key.') },
+    errors: { 400: 'Invalid request, e.g. an unknown model (`param: models.{i}`).', 401: undefined, 404: 'No such workspace.', 413: JSON_413, 415: JSON_415 },
+  },
+  {
+    method: 'get',
+    path: '/admin/v1/ledger/audit',
+    operationId: 'adminLedgerAudit',
+    tag: 'Admin',
+    summary: 'Audit the ledger',
+    security: 'admin',
+    responses: { '200': json(ref('LedgerAudit'), 'The audit (ok or not).') },
+    errors: { 401: undefined },
+  },
+  // Service
+  {
+    method: 'get',
+    path: '/healthz',
+    operationId: 'healthz',
+    tag: 'Service',
+    summary: 'Liveness',
+    security: 'none',
+    responses: { '200': json(ref('Health'), 'The process is up.') },
+  },
+  {
+    method: 'get',
+    path: '/readyz',
+    operationId: 'readyz',
+    tag: 'Service',
+    summary: 'Readiness',
+    description: 'Whether PostgreSQL and Temporal are reachable.',
+    security: 'none',
+    responses: { '200': json(ref('Health'), 'Ready (`ok: true`).'), '503': json(ref('Health'), 'Not ready (`ok: false`).') },
+  },
+  {
+    method: 'get',
+    path: '/v2/openapi.json',
+    operationId: 'getOpenApiDocument',
+    tag: 'Service',
+    summary: 'This OpenAPI document',
+    security: 'none',
+    responses: { '200': json({ type: 'object' }, 'The OpenAPI 3.1 document.') },
+  },
+  {
+    method: 'get',
+    path: '/docs',
+    operationId: 'getDocsPage',
+    tag: 'Service',
+    summary: 'API documentation page',
+    description: 'A self-contained HTML page rendering this document.',
+    security: 'none',
+    responses: { '200': { description: 'The page.', content: { 'text/html': { schema: { type: 'string' } } } } },
+  },
+];
+
+const SECURITY: Record<Security, Obj[]> = { apiKey: [{ ApiKeyAuth: [] }], admin: [{ AdminToken: [] }], none: [] };
+
+function operationObject(op: Op): Obj {
+  const responses: Obj = { ...op.responses };
+  for (const [status, note] of Object.entries(op.errors ?? {}) as [string, string | undefined][]) {
+    responses[status] = errorResponse(Number(status) as Status, note);
+  }
+  responses['default'] = {
+    description: 'An unexpected server error (500 internal_error); the same error shape.',
+    content: { 'application/json': { schema: ref('ErrorResponse') } },
+  };
+  return {
+    operationId: op.operationId,
+    tags: [op.tag],
+    summary: op.summary,
+    ...(op.description ? { description: op.description } : {}),
+    security: SECURITY[op.security],
+    ...(op.parameters ? { parameters: op.parameters } : {}),
+    ...(op.requestBody ? { requestBody: op.requestBody } : {}),
+    responses,
+  };
+}
+
+function packageVersion(): string {
+  try {
+    return String((JSON.parse(fs.readFileSync(projectPath('package.json'), 'utf8')) as { version?: unknown }).version ?? '0.0.0');
+  } catch {
+    return '0.0.0';
+  }
+}
+
+export type OpenApiDocument = {
+  openapi: '3.1.0';
+  info: Obj;
+  jsonSchemaDialect: string;
+  tags: Obj[];
+  paths: Record<string, Record<string, Obj>>;
+  components: { schemas: Record<string, JsonSchema>; parameters: Obj; securitySchemes: Obj };
+};
+
+export function buildOpenApiDocument(): OpenApiDocument {
+  const paths: Record<string, Record<string, Obj>> = {};
+  for (const op of OPERATIONS) (paths[op.path] ??= {})[op.method] = operationObject(op);
+  return {
+    openapi: '3.1.0',
+    info: {
+      title: 'Video and voice API',
+      version: packageVersion(),
+      description:
+        'Paid video generation and voice cloning. Authenticate with `Authorization: Bearer <API key>`. ' +
+        'Money is in euros, as JSON numbers. Every error answers `{"error": {"type", "code", "message", "param"}}`, ' +
+        'and every response carries an `X-Request-Id` header. Schemas are generated from the zod schemas the API validates with.',
+    },
+    jsonSchemaDialect: 'https://json-schema.org/draft/2020-12/schema',
+    tags: [
+      { name: 'Videos', description: 'Video generation jobs.' },
+      { name: 'Models', description: 'The model catalog: limits and prices.' },
+      { name: 'Voices', description: 'Cloned voices, per workspace.' },
+      { name: 'Speech', description: 'Text to speech.' },
+      { name: 'Files', description: 'Generated files behind signed, expiring URLs.' },
+      { name: 'Admin', description: 'Operators only: workspaces, credits, API keys, ledger audit. Bearer ADMIN_TOKEN.' },
+      { name: 'Service', description: 'Health, readiness and this documentation.' },
+    ],
+    paths,
+    components: {
+      schemas: { ...components(REQUEST_SCHEMAS, 'input'), ...components(RESPONSE_SCHEMAS, 'output') },
+      parameters: {
+        IdempotencyKey: {
+          name: 'Idempotency-Key',
+          in: 'header',
+          required: false,
+          description: 'Makes the request safe to retry: the same key from the same workspace is the same request, charged once.',
+          schema: bare(z.toJSONSchema(S.IdempotencyKey, { io: 'input' }) as JsonSchema),
+        },
+      },
+      securitySchemes: {
+        ApiKeyAuth: { type: 'http', scheme: 'bearer', description: 'A workspace API key (vva_sk_...), created by an operator.' },
+        AdminToken: { type: 'http', scheme: 'bearer', description: 'The operator token (ADMIN_TOKEN). Admin API only.' },
+      },
+    },
+  };
+}

@@ -1,0 +1,465 @@
+// The Vertex AI Veo adapter (video provider interface), over Vertex AI's REST API:
+//
+//   submit       POST {endpoint}/v1/projects/{p}/locations/{l}/publishers/google/models/{model}:predictLongRunning
+//                  {"instances": [{"prompt"}], "parameters": {"sampleCount", "durationSeconds", "resolution",
+//                   "aspectRatio", "seed"?, "storageUri"?, ...passthrough}}  ->  {"name": "<operation name>"}
+//   poll         POST {endpoint}/v1/projects/{p}/locations/{l}/publishers/google/models/{model}:fetchPredictOperation
+//                  {"operationName"}  ->  Operation {"name", "done"?, "error"?: Status, "response"?: {"videos": [
+//                  {"bytesBase64Encoded" | "gcsUri", "mimeType"}], "raiMediaFilteredCount"?, "raiMediaFilteredReasons"?}}
+//   fetchOutput  inline video: the operation again (its result is the source of truth; nothing is kept in
+//                memory between activities); Cloud Storage video: GET {gcs}/storage/v1/b/{bucket}/o/{object}?alt=media,
+//                only under VERTEX_OUTPUT_GCS_URI (a bucket the service owns).
+//
+// Every call is one HTTP request with a timeout; the adapter never loops: Temporal's activity retry policy
+// does the backoff. Transient failures (408, 429, 5xx, timeouts, network errors) are retryable ProviderErrors
+// (with the provider's Retry-After when it sent one); everything else fails fast. Videos filtered by
+// Responsible AI are simply absent from the outputs: the workflow bills what is delivered and refunds the rest.
+// Access tokens are never logged nor put in error messages.
+import type { GoogleAuth } from 'google-auth-library';
+import {
+  MAX_VIDEO_OUTPUT_BYTES,
+  ProviderError,
+  type VideoGenerationRequest,
+  type VideoOperationStatus,
+  type VideoOutputRef,
+  type VideoProvider,
+} from './types.js';
+
+export const VERTEX_DEFAULT_LOCATION = 'europe-west4';
+export const GCS_DEFAULT_API_ENDPOINT = 'https://storage.googleapis.com';
+export const CLOUD_PLATFORM_SCOPE = 'https://www.googleapis.com/auth/cloud-platform';
+/** Below the provider activities' 20 s start-to-close timeout, so a slow call ends as a clean retryable error. */
+export const VERTEX_REQUEST_TIMEOUT_MS = 15_000;
+/** Below the storage activity's 30 s heartbeat timeout (it heartbeats once per output). */
+export const GCS_DOWNLOAD_TIMEOUT_MS = 25_000;
+/** Largest JSON answer read (an operation carrying its videos inline, base64). */
+const MAX_JSON_BYTES = 256 * 1024 * 1024;
+const MAX_ERROR_BODY_BYTES = 64 * 1024;
+const MESSAGE_MAX_CHARS = 500;
+
+export function vertexDefaultApiEndpoint(location: string): string {
+  return `https://${location}-aiplatform.googleapis.com`;
+}
+
+/** Where the adapter gets its OAuth 2.0 access token; asked before every request (it caches and refreshes). */
+export interface AccessTokenSource {
+  getAccessToken(): Promise<string>;
+}
+
+/** Application Default Credentials (GOOGLE_APPLICATION_CREDENTIALS, gcloud ADC, workload identity, metadata server). */
+export function googleAuthTokenSource(): AccessTokenSource {
+  let auth: Promise<GoogleAuth> | undefined;
+  return {
+    async getAccessToken() {
+      auth ??= import('google-auth-library').then(({ GoogleAuth }) => new GoogleAuth({ scopes: CLOUD_PLATFORM_SCOPE }));
+      const token = await (await auth).getAccessToken();
+      if (!token) throw new Error('Application Default Credentials returned no access token');
+      return token;
+    },
+  };
+}
+
+/** A fixed token (VERTEX_ACCESS_TOKEN): for tests and local use only; such tokens expire after about an hour. */
+export function staticTokenSource(token: string): AccessTokenSource {
+  return { getAccessToken: async () => token };
+}
+
+/** Our model id -> the Vertex AI publisher model id (ours are already Vertex ids). */
+export const VERTEX_MODEL_IDS: Readonly<Record<string, string>> = {
+  'veo-3.0-generate-001': 'veo-3.0-generate-001',
+  'veo-3.0-fast-generate-001': 'veo-3.0-fast-generate-001',
+};
+
+/**
+ * `parameters` keys the service sets itself (from the job's validated fields and its config), or that
+ * would send outputs or notifications somewhere the service does not own. Compared case-insensitively
+ * and ignoring `_`, because Vertex also accepts the proto field names (`sample_count`, `storage_uri`).
+ */
+export const VERTEX_CONTROLLED_PARAMETERS: readonly string[] = [
+  'sampleCount',
+  'durationSeconds',
+  'resolution',
+  'aspectRatio',
+  'seed',
+  'storageUri',
+  'pubsubTopic',
+];
+const CONTROLLED = new Set(VERTEX_CONTROLLED_PARAMETERS.map(normalizeKey));
+/** Any other key naming a destination (an output URI, a bucket, a topic, a callback) is dropped too. */
+const DESTINATION_KEY = /uri|url|bucket|storage|topic|output|destination|sink|callback|webhook|notif/i;
+const UNSAFE_KEYS = new Set(['__proto__', 'constructor', 'prototype']);
+
+function normalizeKey(key: string): string {
+  return key.toLowerCase().replace(/_/g, '');
+}
+
+/**
+ * The request `parameters`: the passthrough first, then the fields the service controls on top.
+ * Policy: a passthrough key the service controls (VERTEX_CONTROLLED_PARAMETERS) or naming a destination is
+ * dropped silently (returned in `dropped`), never sent; the job's own fields always win.
+ */
+export function mergeVertexParameters(
+  passthrough: Record<string, unknown> | undefined,
+  controlled: Record<string, unknown>,
+): { parameters: Record<string, unknown>; dropped: string[] } {
+  const parameters: Record<string, unknown> = {};
+  const dropped: string[] = [];
+  for (const [key, value] of Object.entries(passthrough ?? {})) {
+    if (value === undefined) continue;
+    if (UNSAFE_KEYS.has(key) || CONTROLLED.has(normalizeKey(key)) || DESTINATION_KEY.test(key)) {
+      dropped.push(key);
+      continue;
+    }
+    parameters[key] = value;
+  }
+  for (const [key, value] of Object.entries(controlled)) if (value !== undefined) parameters[key] = value;
+  return { parameters, dropped };
+}
+
+export interface VertexVeoOptions {
+  projectId: string;
+  /** Default europe-west4. */
+  location?: string;
+  /** Default https://{location}-aiplatform.googleapis.com. */
+  apiEndpoint?: string;
+  /** gs:// prefix the service owns: sent as `storageUri` (one folder per job); unset = videos come back inline. */
+  outputGcsUri?: string;
+  /** Default https://storage.googleapis.com. */
+  gcsApiEndpoint?: string;
+  tokenSource: AccessTokenSource;
+  requestTimeoutMs?: number;
+  downloadTimeoutMs?: number;
+  /** Default MAX_VIDEO_OUTPUT_BYTES. */
+  maxOutputBytes?: number;
+}
+
+// Operation ids are `<Vertex operation name>#n=<sampleCount>`: the name alone is what Vertex knows; the
+// suffix lets poll cap the outputs at n without keeping anything between activities.
+const OPERATION_NAME = /^projects\/[^/#]+\/locations\/[^/#]+\/publishers\/[^/#]+\/models\/([A-Za-z0-9._-]+)\/operations\/[^/#]+$/;
+
+interface ParsedOperationId {
+  name: string;
+  model: string;
+  n: number | undefined;
+}
+
+function parseOperationId(operation_id: string): ParsedOperationId {
+  const hash = operation_id.lastIndexOf('#n=');
+  const name = hash >= 0 ? operation_id.slice(0, hash) : operation_id;
+  const nText = hash >= 0 ? operation_id.slice(hash + 3) : undefined;
+  const m = OPERATION_NAME.exec(name);
+  const n = nText !== undefined && /^[1-9][0-9]{0,2}$/.test(nText) ? Number(nText) : undefined;
+  if (!m || (nText !== undefined && n === undefined)) {
+    throw new ProviderError(`"${truncate(operation_id, 200)}" is not a Vertex AI operation id`, { code: 'not_found', retryable: false });
+  }
+  return { name, model: m[1]!, n };
+}
+
+interface VeoVideo {
+  bytesBase64Encoded?: unknown;
+  gcsUri?: unknown;
+  mimeType?: unknown;
+}
+
+interface VeoOperation {
+  name?: unknown;
+  done?: unknown;
+  error?: { code?: unknown; message?: unknown } | null;
+  response?: { videos?: unknown; raiMediaFilteredCount?: unknown; raiMediaFilteredReasons?: unknown } | null;
+}
+
+/** google.rpc.Code -> the code a failed job reports. */
+const RPC_CODES: Record<number, string> = {
+  1: 'cancelled',
+  2: 'unknown',
+  3: 'invalid_argument',
+  4: 'deadline_exceeded',
+  5: 'not_found',
+  6: 'already_exists',
+  7: 'permission_denied',
+  8: 'resource_exhausted',
+  9: 'failed_precondition',
+  10: 'aborted',
+  11: 'out_of_range',
+  12: 'unimplemented',
+  13: 'internal',
+  14: 'unavailable',
+  15: 'data_loss',
+  16: 'unauthenticated',
+};
+
+const INLINE_REF = /^inline:(0|[1-9][0-9]{0,3})$/;
+
+export class VertexVeoProvider implements VideoProvider {
+  readonly name = 'vertex';
+  private readonly projectId: string;
+  private readonly location: string;
+  private readonly apiEndpoint: string;
+  private readonly gcsApiEndpoint: string;
+  /** Normalised to end with `/`, so `gs://b/videos` never admits `gs://b/videos-other/...`. */
+  private readonly outputPrefix: string | undefined;
+  private readonly tokenSource: AccessTokenSource;
+  private readonly requestTimeoutMs: number;
+  private readonly downloadTimeoutMs: number;
+  private readonly maxOutputBytes: number;
+
+  constructor(opts: VertexVeoOptions) {
+    this.projectId = opts.projectId;
+    this.location = opts.location ?? VERTEX_DEFAULT_LOCATION;
+    this.apiEndpoint = (opts.apiEndpoint ?? vertexDefaultApiEndpoint(this.location)).replace(/\/+$/, '');
+    this.gcsApiEndpoint = (opts.gcsApiEndpoint ?? GCS_DEFAULT_API_ENDPOINT).replace(/\/+$/, '');
+    if (opts.outputGcsUri !== undefined) {
+      if (!parseGcsUri(opts.outputGcsUri)) throw new Error(`VERTEX_OUTPUT_GCS_URI must be gs://<bucket>[/<folder>], not ${opts.outputGcsUri}`);
+      this.outputPrefix = opts.outputGcsUri.endsWith('/') ? opts.outputGcsUri : `${opts.outputGcsUri}/`;
+    }
+    this.tokenSource = opts.tokenSource;
+    this.requestTimeoutMs = opts.requestTimeoutMs ?? VERTEX_REQUEST_TIMEOUT_MS;
+    this.downloadTimeoutMs = opts.downloadTimeoutMs ?? GCS_DOWNLOAD_TIMEOUT_MS;
+    this.maxOutputBytes = opts.maxOutputBytes ?? MAX_VIDEO_OUTPUT_BYTES;
+  }
+
+  /** The predictLongRunning body for a request (exported for the contract tests). */
+  buildRequestBody(req: VideoGenerationRequest): { instances: Array<{ prompt: string }>; parameters: Record<string, unknown> } {
+    const { parameters } = mergeVertexParameters(req.parameters, {
+      sampleCount: req.params.n,
+      durationSeconds: req.params.durationSeconds,
+      resolution: req.params.resolution,
+      aspectRatio: req.params.aspectRatio,
+      seed: req.seed,
+      // One folder per job under the prefix the service owns.
+      storageUri: this.outputPrefix ? `${this.outputPrefix}${encodeURIComponent(req.request_id)}/` : undefined,
+    });
+    return { instances: [{ prompt: req.prompt }], parameters };
+  }
+
+  // Not idempotent at Vertex (predictLongRunning has no request id): the activity resubmits only when a
+  // submit never returned, which may start a second (unbilled to the customer) generation.
+  async submit(req: VideoGenerationRequest): Promise<{ operation_id: string }> {
+    const model = VERTEX_MODEL_IDS[req.model];
+    if (!model) throw new ProviderError(`model ${req.model} is not served by Vertex AI`, { code: 'model_not_supported', retryable: false });
+    const body = await this.postJson(this.modelUrl(model, 'predictLongRunning'), this.buildRequestBody(req), 'predictLongRunning');
+    const name = (body as { name?: unknown } | null)?.name;
+    if (typeof name !== 'string' || !OPERATION_NAME.test(name)) {
+      throw new ProviderError('Vertex AI predictLongRunning answered without a valid operation name', { code: 'invalid_response', retryable: false });
+    }
+    return { operation_id: `${name}#n=${req.params.n}` };
+  }
+
+  async poll(operation_id: string): Promise<VideoOperationStatus> {
+    const op = parseOperationId(operation_id);
+    const operation = await this.fetchOperation(op);
+    if (operation.done !== true) return { state: 'running' };
+    if (operation.error) return failedStatus(operation.error);
+    const response = operation.response ?? {};
+    const videos: unknown[] = Array.isArray(response.videos) ? response.videos : [];
+    const outputs: VideoOutputRef[] = [];
+    for (const [i, v] of videos.entries()) {
+      const video = (v ?? {}) as VeoVideo;
+      const content_type = typeof video.mimeType === 'string' && video.mimeType.startsWith('video/') ? video.mimeType : 'video/mp4';
+      if (typeof video.bytesBase64Encoded === 'string' && video.bytesBase64Encoded.length > 0) outputs.push({ ref: `inline:${i}`, content_type });
+      else if (typeof video.gcsUri === 'string' && video.gcsUri.length > 0) outputs.push({ ref: video.gcsUri, content_type });
+      // an entry with neither is not a video: it is not delivered (a shortfall, refunded)
+    }
+    const filtered = typeof response.raiMediaFilteredCount === 'number' ? response.raiMediaFilteredCount : 0;
+    if (outputs.length === 0 && filtered > 0) {
+      const reasons = Array.isArray(response.raiMediaFilteredReasons) ? response.raiMediaFilteredReasons.filter((r): r is string => typeof r === 'string') : [];
+      return {
+        state: 'failed',
+        code: 'content_filtered',
+        message: truncate(`all ${filtered} videos were filtered by the provider's Responsible AI policies${reasons.length ? `: ${reasons.join('; ')}` : ''}`),
+      };
+    }
+    return { state: 'succeeded', outputs: op.n !== undefined ? outputs.slice(0, op.n) : outputs };
+  }
+
+  async fetchOutput(operation_id: string, output: VideoOutputRef): Promise<Buffer> {
+    const inline = INLINE_REF.exec(output.ref);
+    if (inline) return this.fetchInline(parseOperationId(operation_id), Number(inline[1]));
+    if (output.ref.startsWith('gs://')) return this.download(output.ref);
+    throw new ProviderError(`unknown output reference ${truncate(output.ref, 200)}`, { code: 'not_found', retryable: false });
+  }
+
+  private async fetchInline(op: ParsedOperationId, index: number): Promise<Buffer> {
+    const operation = await this.fetchOperation(op);
+    if (operation.done !== true || operation.error) {
+      throw new ProviderError(`operation ${op.name} has no result to read output ${index} from`, { code: 'invalid_response', retryable: false });
+    }
+    const videos = operation.response?.videos;
+    const video = (Array.isArray(videos) ? videos[index] : undefined) as VeoVideo | undefined;
+    const b64 = video?.bytesBase64Encoded;
+    if (typeof b64 !== 'string' || b64.length === 0) {
+      throw new ProviderError(`operation ${op.name} has no inline video ${index}`, { code: 'not_found', retryable: false });
+    }
+    if (Math.floor((b64.length * 3) / 4) > this.maxOutputBytes + 2) {
+      throw new ProviderError(`inline video ${index} is larger than the ${this.maxOutputBytes} bytes accepted`, { code: 'output_too_large', retryable: false });
+    }
+    const bytes = Buffer.from(b64, 'base64');
+    if (bytes.length === 0 || bytes.length > this.maxOutputBytes) {
+      throw new ProviderError(`inline video ${index} has ${bytes.length} bytes`, { code: 'invalid_output', retryable: false });
+    }
+    return bytes;
+  }
+
+  private async download(uri: string): Promise<Buffer> {
+    if (!this.outputPrefix || !uri.startsWith(this.outputPrefix)) {
+      throw new ProviderError(`refusing to read ${truncate(uri, 200)}: not under the service's output location (VERTEX_OUTPUT_GCS_URI)`, {
+        code: 'untrusted_output_location',
+        retryable: false,
+      });
+    }
+    const gcs = parseGcsUri(uri);
+    if (!gcs || !gcs.object) throw new ProviderError(`invalid Cloud Storage URI ${truncate(uri, 200)}`, { code: 'invalid_response', retryable: false });
+    const url = `${this.gcsApiEndpoint}/storage/v1/b/${encodeURIComponent(gcs.bucket)}/o/${encodeURIComponent(gcs.object)}?alt=media`;
+    return this.request('GET', url, undefined, 'Cloud Storage download', this.downloadTimeoutMs, this.maxOutputBytes, 'output_too_large');
+  }
+
+  private async fetchOperation(op: ParsedOperationId): Promise<VeoOperation> {
+    const body = await this.postJson(this.modelUrl(op.model, 'fetchPredictOperation'), { operationName: op.name }, 'fetchPredictOperation');
+    if (!body || typeof body !== 'object' || Array.isArray(body)) {
+      throw new ProviderError('Vertex AI fetchPredictOperation answered with something other than an operation', { code: 'invalid_response', retryable: false });
+    }
+    return body as VeoOperation;
+  }
+
+  private modelUrl(model: string, method: 'predictLongRunning' | 'fetchPredictOperation'): string {
+    const p = encodeURIComponent(this.projectId);
+    const l = encodeURIComponent(this.location);
+    return `${this.apiEndpoint}/v1/projects/${p}/locations/${l}/publishers/google/models/${encodeURIComponent(model)}:${method}`;
+  }
+
+  private async postJson(url: string, json: unknown, what: string): Promise<unknown> {
+    const raw = await this.request('POST', url, json, `Vertex AI ${what}`, this.requestTimeoutMs, MAX_JSON_BYTES, 'invalid_response');
+    try {
+      return JSON.parse(raw.toString('utf8'));
+    } catch {
+      // A 2xx whose body is not JSON is not transient: retrying the same call would not fix it.
+      throw new ProviderError(`Vertex AI ${what} answered with malformed JSON`, { code: 'invalid_response', retryable: false });
+    }
+  }
+
+  /** One HTTP request; the whole body is read within the timeout and at most maxBytes of it. */
+  private async request(
+    method: 'GET' | 'POST',
+    url: string,
+    json: unknown,
+    what: string,
+    timeoutMs: number,
+    maxBytes: number,
+    tooLargeCode: string,
+  ): Promise<Buffer> {
+    const token = await this.accessToken();
+    const headers: Record<string, string> = { authorization: `Bearer ${token}` };
+    if (json !== undefined) headers['content-type'] = 'application/json; charset=utf-8';
+    const signal = AbortSignal.timeout(timeoutMs);
+    try {
+      const res = await fetch(url, { method, headers, body: json !== undefined ? JSON.stringify(json) : undefined, signal });
+      if (!res.ok) throw await httpError(res, what);
+      return await readCapped(res, maxBytes, what, tooLargeCode);
+    } catch (err) {
+      if (err instanceof ProviderError) throw err;
+      throw transportError(err, what, timeoutMs);
+    }
+  }
+
+  private async accessToken(): Promise<string> {
+    try {
+      const token = await this.tokenSource.getAccessToken();
+      if (!token) throw new Error('empty access token');
+      return token;
+    } catch (err) {
+      const message = (err as Error)?.message ?? String(err);
+      // No credentials at all is configuration, not a transient fault; anything else (metadata server,
+      // token endpoint) may be. The message comes from the auth library and never holds a token.
+      const permanent = /could not load the default credentials|no access token|empty access token/i.test(message);
+      throw new ProviderError(`could not get Google credentials: ${truncate(message, 300)}`, { code: 'provider_auth_failed', retryable: !permanent });
+    }
+  }
+}
+
+function failedStatus(error: { code?: unknown; message?: unknown }): VideoOperationStatus {
+  const code = typeof error.code === 'number' ? (RPC_CODES[error.code] ?? 'generation_failed') : 'generation_failed';
+  const message = typeof error.message === 'string' && error.message.trim() ? error.message : 'the video generation failed';
+  return { state: 'failed', code, message: truncate(message) };
+}
+
+export function parseGcsUri(uri: string): { bucket: string; object: string } | null {
+  const m = /^gs:\/\/([a-z0-9][a-z0-9._-]{1,221}[a-z0-9])(?:\/(.*))?$/.exec(uri);
+  return m ? { bucket: m[1]!, object: m[2] ?? '' } : null;
+}
+
+async function readCapped(res: Response, maxBytes: number, what: string, tooLargeCode: string): Promise<Buffer> {
+  const tooLarge = (n: number) =>
+    new ProviderError(`${what}: the answer is larger than the ${maxBytes} bytes accepted (${n}+ bytes)`, { code: tooLargeCode, retryable: false });
+  const declared = Number(res.headers.get('content-length') ?? NaN);
+  if (Number.isFinite(declared) && declared > maxBytes) {
+    await res.body?.cancel().catch(() => {});
+    throw tooLarge(declared);
+  }
+  if (!res.body) return Buffer.alloc(0);
+  const reader = res.body.getReader();
+  const chunks: Buffer[] = [];
+  let total = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    total += value.byteLength;
+    if (total > maxBytes) {
+      await reader.cancel().catch(() => {});
+      throw tooLarge(total);
+    }
+    chunks.push(Buffer.from(value.buffer, value.byteOffset, value.byteLength));
+  }
+  return Buffer.concat(chunks, total);
+}
+
+/** A non-2xx answer: 408, 429 and 5xx are transient; every other status fails fast with the provider's message. */
+async function httpError(res: Response, what: string): Promise<ProviderError> {
+  let detail = '';
+  try {
+    const text = (await readCapped(res, MAX_ERROR_BODY_BYTES, what, 'invalid_response')).toString('utf8');
+    try {
+      const parsed = JSON.parse(text) as { error?: { message?: unknown; status?: unknown } };
+      const message = parsed?.error?.message;
+      const status = parsed?.error?.status;
+      detail = [typeof status === 'string' ? status : '', typeof message === 'string' ? message : ''].filter(Boolean).join(': ');
+    } catch {
+      detail = ''; // not JSON (a proxy's HTML page): the status says enough
+    }
+  } catch {
+    detail = '';
+  }
+  const s = res.status;
+  const described = `${what} answered HTTP ${s}${detail ? ` (${detail})` : ''}`;
+  if (s === 429 || s === 408 || s >= 500) {
+    const retry_after_ms = parseRetryAfter(res.headers.get('retry-after'));
+    const suffix = retry_after_ms !== undefined ? `; retry after ${Math.ceil(retry_after_ms / 1000)} s` : '';
+    const code = s === 429 ? 'rate_limited' : s === 408 ? 'provider_timeout' : 'provider_unavailable';
+    return new ProviderError(truncate(described + suffix), { code, retryable: true, ...(retry_after_ms !== undefined ? { retry_after_ms } : {}) });
+  }
+  const code =
+    s === 400 ? 'invalid_request' : s === 401 ? 'provider_unauthenticated' : s === 403 ? 'provider_permission_denied' : s === 404 ? 'not_found' : 'provider_rejected';
+  return new ProviderError(truncate(described), { code, retryable: false });
+}
+
+/** Retry-After: delay-seconds or an HTTP-date (RFC 9110 10.2.3). */
+export function parseRetryAfter(value: string | null, now_ms = Date.now()): number | undefined {
+  if (!value) return undefined;
+  const v = value.trim();
+  if (/^[0-9]+$/.test(v)) return Number(v) * 1000;
+  const at = Date.parse(v);
+  return Number.isFinite(at) ? Math.max(0, at - now_ms) : undefined;
+}
+
+function transportError(err: unknown, what: string, timeoutMs: number): ProviderError {
+  const name = (err as { name?: string } | null)?.name;
+  if (name === 'TimeoutError' || name === 'AbortError') {
+    return new ProviderError(`${what} did not answer within ${timeoutMs} ms`, { code: 'provider_timeout', retryable: true });
+  }
+  const cause = (err as { cause?: { code?: string; message?: string } } | null)?.cause;
+  const reason = cause?.code ?? cause?.message ?? (err as Error)?.message ?? 'network error';
+  return new ProviderError(`${what} could not be reached (${truncate(String(reason), 200)})`, { code: 'provider_unreachable', retryable: true });
+}
+
+function truncate(s: string, max = MESSAGE_MAX_CHARS): string {
+  return s.length <= max ? s : `${s.slice(0, max - 1)}…`;
+}

@@ -1,0 +1,353 @@
+// The ElevenLabs voice provider: instant voice cloning, deletion and text to speech over ElevenLabs'
+// REST API (Node's fetch and FormData; no SDK). Wire format, from ElevenLabs' API reference:
+//
+//   clone   POST   /v1/voices/add                 multipart/form-data: `name`, one `files` part per
+//                                                 sample -> 200 {"voice_id", "requires_verification"}
+//   delete  DELETE /v1/voices/{voice_id}          -> 200 {"status": "ok"}
+//   speech  POST   /v1/text-to-speech/{voice_id}?output_format=pcm_22050
+//                                                 JSON {"text", "model_id"} -> 200 audio bytes
+//
+// Every request carries the account's key in the `xi-api-key` header. Errors come back as JSON:
+// `{"detail": {"status": "<code>", "message": "..."}}` (400/401/403/404/429/5xx) or, for a request
+// that fails validation, 422 `{"detail": [{"loc": [...], "msg": "...", "type": "..."}]}`.
+//
+// How answers map onto VoiceProviderError (types.ts):
+//   2xx                                  success; a 2xx whose body is not what the API documents
+//                                        (malformed JSON, fields missing) is `unavailable`
+//   400, 401, 403, 404, 422, other 4xx   `rejected` with the provider's message (our 400). A 401 is
+//                                        about OUR key: the message says so (and never holds the key)
+//   408, 429, 5xx, 3xx                   `unavailable` (our 503; deletions retry), with the provider's
+//                                        code and message and, when sent, Retry-After in seconds
+//   timeout, network failure             `unavailable`
+//   DELETE answered 404 (or 400 voice_not_found): the voice is already gone, which is success, so
+//   the durable deletion is idempotent.
+//
+// Speech is always requested as 16-bit mono PCM at 22.05 kHz (`pcm_22050`, offered on every plan):
+// `pcm` hands it out as is, `wav` wraps it in a RIFF/WAVE header here. Content types are the
+// simulator's, so a client sees the same thing from either provider.
+//
+// The API key lives in a private field: it is sent in the header and nowhere else, is never part of
+// an error message (any message is scrubbed of it, to be sure) and is never logged.
+import type { AudioFormat } from '../../media/audio-sniff.js';
+import {
+  VoiceProviderError,
+  type ClonedVoice,
+  type SpeechRequest,
+  type SynthesizedSpeech,
+  type VoiceProvider,
+  type VoiceSample,
+} from './types.js';
+
+export const ELEVENLABS_DEFAULT_BASE_URL = 'https://api.elevenlabs.io';
+export const ELEVENLABS_DEFAULT_MODEL_ID = 'eleven_multilingual_v2';
+export const ELEVENLABS_SAMPLE_RATE_HZ = 22_050;
+export const ELEVENLABS_OUTPUT_FORMAT = `pcm_${ELEVENLABS_SAMPLE_RATE_HZ}`;
+export const ELEVENLABS_PCM_CONTENT_TYPE = `audio/pcm;rate=${ELEVENLABS_SAMPLE_RATE_HZ};channels=1;encoding=s16le`;
+
+/** ElevenLabs' current default ("premade") voices, usable by every account without cloning. */
+export const ELEVENLABS_PRESET_VOICES = [
+  'Xb7hH8MSUJpSbSDYk0k2', // Alice
+  '9BWtsMINqrJLrRacOk9x', // Aria
+  'pqHfZKP75CvOlQylNhV4', // Bill
+  'nPczCjzI2devNBz1zQrb', // Brian
+  'N2lVS1w4EtoT3dr4eOWO', // Callum
+  'IKne3meq5aSn9XLyUdCD', // Charlie
+  'XB0fDUnXU5powFXDhCwa', // Charlotte
+  'iP95p4xoKVk53GoZ742B', // Chris
+  'onwK4e9ZLuTAKqWW03F9', // Daniel
+  'cjVigY5qzO86Huf0OWal', // Eric
+  'JBFqnCBsd6RMkjVDRZzb', // George
+  'cgSgspJ2msm6clMCkdW9', // Jessica
+  'FGY2WhTYpPnrIDTdsKH5', // Laura
+  'TX3LPaxmHKxFdv7VOQHJ', // Liam
+  'pFZP5JQG7iQjIQuC4Bku', // Lily
+  'XrExE9yKIg1WjnnlVkGX', // Matilda
+  'SAz9YHcvj6GT2YYXdXww', // River
+  'CwhRBWXzGAHq8TQ4Fs17', // Roger
+  'EXAVITQu4vr4xnSDxMaL', // Sarah
+  'bIHbv24MWmeRgasZH58o', // Will
+] as const;
+
+export type ElevenLabsOperation = 'clone' | 'delete' | 'speech';
+
+/** Per-request time limits: the whole exchange, body included. A deletion stays under the activity's 30 s. */
+export const ELEVENLABS_DEFAULT_TIMEOUTS_MS: Readonly<Record<ElevenLabsOperation, number>> = {
+  clone: 60_000,
+  delete: 20_000,
+  speech: 120_000,
+};
+
+export interface ElevenLabsOptions {
+  apiKey: string;
+  baseUrl?: string;
+  modelId?: string;
+  timeoutsMs?: Partial<Record<ElevenLabsOperation, number>>;
+}
+
+/** A VoiceProviderError with what ElevenLabs said: its HTTP status, its error code, its Retry-After. */
+export class ElevenLabsError extends VoiceProviderError {
+  constructor(
+    kind: 'rejected' | 'unavailable',
+    message: string,
+    readonly details: { status?: number; code?: string; retryAfterSeconds?: number } = {},
+  ) {
+    super(kind, message);
+  }
+}
+
+const FILE_EXTENSIONS: Readonly<Record<AudioFormat, string>> = {
+  wav: 'wav',
+  mp3: 'mp3',
+  aac: 'aac',
+  flac: 'flac',
+  ogg: 'ogg',
+  m4a: 'm4a',
+  webm: 'webm',
+};
+
+const OPERATION_LABELS: Readonly<Record<ElevenLabsOperation, string>> = {
+  clone: 'voice cloning',
+  delete: 'voice deletion',
+  speech: 'text to speech',
+};
+
+/** `detail.status` codes with which ElevenLabs says a voice does not exist (a 404 now; a 400 in older answers). */
+const VOICE_GONE_CODES = new Set(['voice_not_found', 'voice_does_not_exist']);
+
+/** The API key format the header can carry: printable ASCII, no spaces. */
+export const isValidElevenLabsApiKey = (key: string) => /^[\x21-\x7e]+$/.test(key);
+
+/** The base URL, or why it cannot be used: https (the key goes with every request), plain http only to this machine. */
+export function checkElevenLabsBaseUrl(raw: string): { url: string } | { error: string } {
+  let u: URL;
+  try {
+    u = new URL(raw);
+  } catch {
+    return { error: 'must be an absolute URL such as https://api.elevenlabs.io' };
+  }
+  const loopback = ['localhost', '127.0.0.1', '[::1]'].includes(u.hostname);
+  if (u.protocol !== 'https:' && !(u.protocol === 'http:' && loopback)) {
+    return { error: 'must use https (the API key is sent with every request); plain http only to localhost' };
+  }
+  if (u.username || u.password || u.search || u.hash) return { error: 'must not contain credentials, a query or a fragment' };
+  return { url: u.toString().replace(/\/+$/, '') };
+}
+
+export class ElevenLabsVoiceProvider implements VoiceProvider {
+  readonly name = 'elevenlabs';
+  readonly configured = true;
+  readonly baseUrl: string;
+  readonly modelId: string;
+  readonly timeoutsMs: Readonly<Record<ElevenLabsOperation, number>>;
+  readonly #apiKey: string;
+
+  constructor(opts: ElevenLabsOptions) {
+    // src/config.ts checks these at startup with one-line errors; this only backs it up.
+    if (!opts.apiKey || !isValidElevenLabsApiKey(opts.apiKey)) {
+      throw new Error('ELEVENLABS_API_KEY must be set to an ElevenLabs API key (printable characters, no spaces)');
+    }
+    const base = checkElevenLabsBaseUrl(opts.baseUrl ?? ELEVENLABS_DEFAULT_BASE_URL);
+    if ('error' in base) throw new Error(`ELEVENLABS_BASE_URL ${base.error}`);
+    this.#apiKey = opts.apiKey;
+    this.baseUrl = base.url;
+    this.modelId = opts.modelId ?? ELEVENLABS_DEFAULT_MODEL_ID;
+    this.timeoutsMs = { ...ELEVENLABS_DEFAULT_TIMEOUTS_MS, ...opts.timeoutsMs };
+  }
+
+  presetVoices(): readonly string[] {
+    return ELEVENLABS_PRESET_VOICES;
+  }
+
+  async cloneVoice(input: { name: string; samples: VoiceSample[] }): Promise<ClonedVoice> {
+    if (input.samples.length === 0) throw new ElevenLabsError('rejected', 'at least one audio sample is required');
+    const form = new FormData();
+    form.append('name', input.name);
+    // File names are ours (the client's are not trusted); the extension names the sniffed format.
+    input.samples.forEach((s, i) => {
+      form.append('files', new Blob([new Uint8Array(s.data)], { type: s.content_type }), `sample-${i + 1}.${FILE_EXTENSIONS[s.format]}`);
+    });
+    const { res, body } = await this.exchange('clone', 'POST', '/v1/voices/add', { body: form, headers: { accept: 'application/json' } });
+    if (!res.ok) throw this.failure('clone', res, body);
+    const json = parseJson(body);
+    const voice_id = isObject(json) && typeof json['voice_id'] === 'string' && /^[A-Za-z0-9_-]{1,128}$/.test(json['voice_id']) ? json['voice_id'] : null;
+    const requires_verification = isObject(json) ? json['requires_verification'] : undefined;
+    if (voice_id === null || typeof requires_verification !== 'boolean') {
+      // A voice it did create but answered unreadably would be orphaned: remove it, best effort.
+      if (voice_id !== null) await this.deleteVoice(voice_id).catch(() => {});
+      throw new ElevenLabsError('unavailable', malformed('clone', res.status, json === undefined ? 'not JSON' : 'voice_id or requires_verification missing'), {
+        status: res.status,
+      });
+    }
+    return { voice_id, requires_verification };
+  }
+
+  async deleteVoice(voice_id: string): Promise<void> {
+    const { res, body } = await this.exchange('delete', 'DELETE', `/v1/voices/${encodeURIComponent(voice_id)}`, { headers: { accept: 'application/json' } });
+    if (res.status === 404) return; // already gone: deleted before, or never there
+    if (!res.ok) {
+      const failure = this.failure('delete', res, body);
+      if (res.status === 400 && failure.details.code && VOICE_GONE_CODES.has(failure.details.code)) return;
+      throw failure;
+    }
+    if (!isObject(parseJson(body))) {
+      throw new ElevenLabsError('unavailable', malformed('delete', res.status, 'not a JSON object'), { status: res.status });
+    }
+  }
+
+  async synthesize(req: SpeechRequest): Promise<SynthesizedSpeech> {
+    const path = `/v1/text-to-speech/${encodeURIComponent(req.voice_id)}?output_format=${ELEVENLABS_OUTPUT_FORMAT}`;
+    const { res, body } = await this.exchange('speech', 'POST', path, {
+      body: JSON.stringify({ text: req.text, model_id: this.modelId }),
+      headers: { 'content-type': 'application/json' },
+    });
+    if (!res.ok) throw this.failure('speech', res, body);
+    if ((res.headers.get('content-type') ?? '').includes('json')) {
+      throw new ElevenLabsError('unavailable', malformed('speech', res.status, 'JSON instead of audio'), { status: res.status });
+    }
+    // 16-bit samples: an odd trailing byte is not a sample.
+    const pcm = body.subarray(0, body.length - (body.length % 2));
+    if (req.format === 'pcm') return { audio: pcm, content_type: ELEVENLABS_PCM_CONTENT_TYPE };
+    return { audio: pcmToWav(pcm, ELEVENLABS_SAMPLE_RATE_HZ), content_type: 'audio/wav' };
+  }
+
+  /** One request and its whole body, within the operation's time limit. Transport failures are `unavailable`. */
+  private async exchange(
+    op: ElevenLabsOperation,
+    method: string,
+    path: string,
+    init: { body?: FormData | string; headers?: Record<string, string> },
+  ): Promise<{ res: Response; body: Buffer }> {
+    const timeoutMs = this.timeoutsMs[op];
+    const signal = AbortSignal.timeout(timeoutMs);
+    try {
+      const res = await fetch(this.baseUrl + path, {
+        method,
+        headers: { 'xi-api-key': this.#apiKey, 'user-agent': 'video-voice-api', ...init.headers },
+        ...(init.body !== undefined ? { body: init.body } : {}),
+        // A redirect would carry the key to wherever it points: not followed (answered as unavailable).
+        redirect: 'manual',
+        signal,
+      });
+      return { res, body: Buffer.from(await res.arrayBuffer()) };
+    } catch (err) {
+      if (signal.aborted) {
+        throw new ElevenLabsError('unavailable', `ElevenLabs did not complete the ${OPERATION_LABELS[op]} within ${timeoutMs / 1000} s`);
+      }
+      const cause = (err as { cause?: { code?: unknown; message?: unknown } }).cause;
+      const reason = typeof cause?.code === 'string' ? cause.code : typeof cause?.message === 'string' ? cause.message : (err as Error).message;
+      throw new ElevenLabsError('unavailable', this.scrub(`ElevenLabs could not be reached for ${OPERATION_LABELS[op]}: ${reason}`));
+    }
+  }
+
+  /** The error for a non-2xx answer (see the table at the top). */
+  private failure(op: ElevenLabsOperation, res: Response, body: Buffer): ElevenLabsError {
+    const status = res.status;
+    const said = providerSaid(body);
+    const code = said.code;
+    const retryAfterSeconds = parseRetryAfter(res.headers.get('retry-after'));
+    const details = { status, ...(code ? { code } : {}), ...(retryAfterSeconds !== undefined ? { retryAfterSeconds } : {}) };
+    const rejected = status >= 400 && status < 500 && status !== 408 && status !== 429;
+    if (rejected) {
+      const message = said.message ?? `ElevenLabs refused the ${OPERATION_LABELS[op]} (HTTP ${status}${code ? ` ${code}` : ''})`;
+      if (status === 401 && code !== 'quota_exceeded') {
+        return new ElevenLabsError(
+          'rejected',
+          this.scrub(`the voice provider did not accept this service's credentials (an operator must check ELEVENLABS_API_KEY): ${message}`),
+          details,
+        );
+      }
+      return new ElevenLabsError('rejected', this.scrub(message), details);
+    }
+    const what =
+      status >= 300 && status < 400
+        ? `redirected the ${OPERATION_LABELS[op]} (HTTP ${status}; not followed)`
+        : `answered HTTP ${status}${code ? ` (${code})` : ''} to the ${OPERATION_LABELS[op]}`;
+    const message =
+      `ElevenLabs ${what}` +
+      (said.message ? `: ${said.message}` : '') +
+      (retryAfterSeconds !== undefined ? `; retry after ${retryAfterSeconds} s` : '');
+    return new ElevenLabsError('unavailable', this.scrub(message), details);
+  }
+
+  private scrub(message: string): string {
+    return message.split(this.#apiKey).join('[redacted]');
+  }
+}
+
+/** A RIFF/WAVE file around 16-bit little-endian mono PCM. */
+export function pcmToWav(pcm: Buffer, sampleRateHz: number): Buffer {
+  const header = Buffer.alloc(44);
+  header.write('RIFF', 0, 'ascii');
+  header.writeUInt32LE(36 + pcm.length, 4);
+  header.write('WAVE', 8, 'ascii');
+  header.write('fmt ', 12, 'ascii');
+  header.writeUInt32LE(16, 16);
+  header.writeUInt16LE(1, 20); // PCM
+  header.writeUInt16LE(1, 22); // mono
+  header.writeUInt32LE(sampleRateHz, 24);
+  header.writeUInt32LE(sampleRateHz * 2, 28);
+  header.writeUInt16LE(2, 32);
+  header.writeUInt16LE(16, 34);
+  header.write('data', 36, 'ascii');
+  header.writeUInt32LE(pcm.length, 40);
+  return Buffer.concat([header, pcm]);
+}
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+function parseJson(body: Buffer): unknown {
+  try {
+    return JSON.parse(body.toString('utf8'));
+  } catch {
+    return undefined;
+  }
+}
+
+const malformed = (op: ElevenLabsOperation, status: number, what: string) =>
+  `ElevenLabs answered the ${OPERATION_LABELS[op]} with HTTP ${status} but an unexpected body (${what})`;
+
+const MAX_MESSAGE_CHARS = 500;
+const clip = (s: string) => {
+  const one = s.replace(/\s+/g, ' ').trim();
+  return one.length > MAX_MESSAGE_CHARS ? `${one.slice(0, MAX_MESSAGE_CHARS - 1)}…` : one;
+};
+
+/**
+ * The provider's code and message from an error body: `{"detail": {"status", "message"}}`, a 422's
+ * `{"detail": [{"loc", "msg"}]}`, `{"detail": "text"}`, or a short plain-text body. An HTML page (a
+ * proxy's) or anything unreadable gives no message.
+ */
+export function providerSaid(body: Buffer): { code?: string; message?: string } {
+  const json = parseJson(body);
+  if (json === undefined) {
+    const text = body.toString('utf8').trim();
+    if (text.length === 0 || text.startsWith('<') || /[\x00-\x08]/.test(text)) return {};
+    return { message: clip(text) };
+  }
+  const detail = isObject(json) && 'detail' in json ? json['detail'] : json;
+  if (typeof detail === 'string' && detail.trim()) return { message: clip(detail) };
+  if (Array.isArray(detail)) {
+    const parts = detail.filter(isObject).map((d) => {
+      const loc = Array.isArray(d['loc']) ? d['loc'].map(String).join('.') : '';
+      const msg = typeof d['msg'] === 'string' ? d['msg'] : 'invalid';
+      return loc ? `${loc}: ${msg}` : msg;
+    });
+    return parts.length ? { code: 'validation_error', message: clip(parts.join('; ')) } : {};
+  }
+  if (isObject(detail)) {
+    const code = typeof detail['status'] === 'string' ? detail['status'] : typeof detail['code'] === 'string' ? detail['code'] : undefined;
+    const message = typeof detail['message'] === 'string' && detail['message'].trim() ? clip(detail['message']) : undefined;
+    return { ...(code ? { code } : {}), ...(message ? { message } : {}) };
+  }
+  return {};
+}
+
+/** Retry-After as whole seconds from now: delta-seconds or an HTTP date; undefined when absent or unreadable. */
+export function parseRetryAfter(raw: string | null, now = Date.now()): number | undefined {
+  if (raw === null) return undefined;
+  const v = raw.trim();
+  if (/^\d+$/.test(v)) return Number(v);
+  const at = Date.parse(v);
+  if (Number.isNaN(at)) return undefined;
+  return Math.max(0, Math.ceil((at - now) / 1000));
+}

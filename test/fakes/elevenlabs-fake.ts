@@ -1,0 +1,283 @@
+// A local stand-in for the ElevenLabs API, reproducing the documented wire format of the three
+// endpoints the adapter uses (src/providers/voice/elevenlabs.ts), for contract and end-to-end tests:
+//
+//   POST   /v1/voices/add                 multipart/form-data: `name` (required), `files` (one part per
+//                                         recording, required), `remove_background_noise`, `description`,
+//                                         `labels` (optional) -> 200 {"voice_id", "requires_verification"}
+//   DELETE /v1/voices/{voice_id}          -> 200 {"status": "ok"}; unknown voice -> 404 voice_not_found
+//   POST   /v1/text-to-speech/{voice_id}  ?output_format=<codec_rate[_bitrate]> (default mp3_44100_128),
+//                                         JSON {"text" (required), "model_id", "voice_settings", ...}
+//                                         -> 200 audio bytes (pcm_*: real 16-bit mono PCM at that rate)
+//
+// Every request needs the account key in `xi-api-key` (else 401 invalid_api_key). Errors use the API's
+// envelopes: `{"detail": {"status", "message"}}`, and 422 `{"detail": [{"loc", "msg", "type"}]}` for a
+// request that fails validation (FastAPI's shape). The default ("premade") voices exist for speech.
+//
+// Tests script faults per endpoint (`fail`): a status with a body (JSON or raw, e.g. malformed JSON on a
+// 200), extra headers (Retry-After), a delay (beyond the client's time limit), or a connection reset.
+// Every request is recorded (method, path, query, headers, JSON body or multipart parts).
+import http from 'node:http';
+import { createHash, randomBytes } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
+import express, { type NextFunction, type Request, type Response } from 'express';
+import multer from 'multer';
+import { ELEVENLABS_PRESET_VOICES } from '../../src/providers/voice/elevenlabs.js';
+
+export type FakeRoute = 'clone' | 'delete' | 'speech';
+
+export interface RecordedFile {
+  field: string;
+  filename: string;
+  contentType: string;
+  data: Buffer;
+}
+
+export interface RecordedRequest {
+  route: FakeRoute | null;
+  method: string;
+  path: string;
+  query: Record<string, string>;
+  /** Lower-cased names, as received. */
+  headers: Record<string, string>;
+  json?: unknown;
+  /** Multipart text parts, in order (a name may repeat). */
+  fields?: [string, string][];
+  files?: RecordedFile[];
+}
+
+export interface FakeVoice {
+  voice_id: string;
+  name: string;
+  files: RecordedFile[];
+  requires_verification: boolean;
+}
+
+export interface Fault {
+  /** Answer with this status (and `body`) instead of handling the request. */
+  status?: number;
+  /** An object is sent as JSON; a string is sent as is (content type application/json unless `headers` say otherwise). */
+  body?: unknown;
+  headers?: Record<string, string>;
+  /** Wait this long first (then answer `status`, or handle the request normally when no status is given). */
+  delayMs?: number;
+  /** Destroy the connection without answering. */
+  reset?: boolean;
+}
+
+export const FAKE_PCM_SAMPLES_PER_CHAR_AT_22050 = 1_102;
+
+/** Output formats the API documents for POST /v1/text-to-speech/{voice_id}. */
+export const OUTPUT_FORMATS = [
+  'mp3_22050_32', 'mp3_44100_32', 'mp3_44100_64', 'mp3_44100_96', 'mp3_44100_128', 'mp3_44100_192',
+  'pcm_8000', 'pcm_16000', 'pcm_22050', 'pcm_24000', 'pcm_44100', 'pcm_48000',
+  'ulaw_8000', 'alaw_8000',
+  'opus_48000_32', 'opus_48000_64', 'opus_48000_96', 'opus_48000_128', 'opus_48000_192',
+] as const;
+
+/**
+ * The fake's speech: 50 ms of a tone per character (silence for whitespace and punctuation), its
+ * pitch from the voice and the character; 16-bit little-endian mono at `rateHz`. Deterministic.
+ */
+export function fakeSpeechPcm(voice_id: string, text: string, rateHz: number): Buffer {
+  const chars = [...text];
+  const perChar = Math.round(rateHz * 0.05);
+  const out = Buffer.alloc(chars.length * perChar * 2);
+  const base = 120 + (createHash('sha256').update(voice_id).digest().readUInt16BE(0) % 200);
+  chars.forEach((ch, i) => {
+    if (/[\s\p{P}]/u.test(ch)) return;
+    const hz = base * 2 ** ((ch.codePointAt(0)! % 24) / 12);
+    for (let n = 0; n < perChar; n++) {
+      const env = Math.min(1, n / 100, (perChar - 1 - n) / 100);
+      out.writeInt16LE(Math.round(9000 * env * Math.sin((2 * Math.PI * hz * n) / rateHz)), (i * perChar + n) * 2);
+    }
+  });
+  return out;
+}
+
+const validation = (loc: (string | number)[], msg: string, type: string) => ({ detail: [{ loc, msg, type }] });
+const problem = (status: string, message: string) => ({ detail: { status, message } });
+
+export interface ElevenLabsFake {
+  url: string;
+  apiKey: string;
+  requests: RecordedRequest[];
+  voices: Map<string, FakeVoice>;
+  /** `requires_verification` of the voices cloned from now on. */
+  requiresVerification: boolean;
+  /** The next `times` requests to `route` meet `fault`. */
+  fail(route: FakeRoute, fault: Fault, times?: number): void;
+  /** Faults not yet met. */
+  pendingFaults(route: FakeRoute): number;
+  requestsTo(route: FakeRoute): RecordedRequest[];
+  close(): Promise<void>;
+}
+
+export async function startElevenLabsFake(opts: { apiKey?: string } = {}): Promise<ElevenLabsFake> {
+  const apiKey = opts.apiKey ?? 'test-key';
+  const requests: RecordedRequest[] = [];
+  const voices = new Map<string, FakeVoice>();
+  const faults: Record<FakeRoute, { fault: Fault; remaining: number }[]> = { clone: [], delete: [], speech: [] };
+  const timers = new Set<NodeJS.Timeout>();
+  const state = { requiresVerification: false };
+
+  const sleep = (ms: number) =>
+    new Promise<void>((resolve) => {
+      const t = setTimeout(() => {
+        timers.delete(t);
+        resolve();
+      }, ms);
+      timers.add(t);
+    });
+
+  const record = (route: FakeRoute | null, req: Request, extra: Partial<RecordedRequest> = {}): void => {
+    const headers: Record<string, string> = {};
+    for (const [k, v] of Object.entries(req.headers)) if (v !== undefined) headers[k] = Array.isArray(v) ? v.join(', ') : v;
+    const query: Record<string, string> = {};
+    for (const [k, v] of new URL(req.originalUrl, 'http://fake').searchParams) query[k] = v;
+    requests.push({ route, method: req.method, path: req.path, query, headers, ...extra });
+  };
+
+  /** The scripted fault for this request, if any: true when it answered (or dropped) the request. */
+  const applyFault = async (route: FakeRoute, req: Request, res: Response): Promise<boolean> => {
+    const queue = faults[route];
+    const next = queue[0];
+    if (!next) return false;
+    if (--next.remaining <= 0) queue.shift();
+    const { fault } = next;
+    if (fault.delayMs) await sleep(fault.delayMs);
+    if (res.destroyed || req.socket.destroyed) return true; // the client gave up
+    if (fault.reset) {
+      req.socket.destroy();
+      return true;
+    }
+    if (fault.status === undefined) return false;
+    res.status(fault.status).set(fault.headers ?? {});
+    if (typeof fault.body === 'string') {
+      if (!res.get('content-type')) res.type('application/json');
+      res.send(Buffer.from(fault.body));
+    } else if (fault.body === undefined) {
+      res.end();
+    } else {
+      res.json(fault.body);
+    }
+    return true;
+  };
+
+  const authorized = (req: Request, res: Response): boolean => {
+    const key = req.get('xi-api-key');
+    if (key === apiKey) return true;
+    res.status(401).json(key ? problem('invalid_api_key', 'Invalid API key') : problem('invalid_api_key', 'No xi-api-key header received; please provide one.'));
+    return false;
+  };
+
+  const app = express();
+  const upload = multer({ storage: multer.memoryStorage(), limits: { fileSize: 50 * 1024 * 1024 } }).any();
+
+  app.post('/v1/voices/add', upload, async (req, res) => {
+    const fields: [string, string][] = [];
+    for (const [k, v] of Object.entries((req.body ?? {}) as Record<string, string | string[]>)) {
+      for (const one of Array.isArray(v) ? v : [v]) fields.push([k, one]);
+    }
+    const files: RecordedFile[] = ((req.files as Express.Multer.File[] | undefined) ?? []).map((f) => ({
+      field: f.fieldname,
+      filename: f.originalname,
+      contentType: f.mimetype,
+      data: f.buffer,
+    }));
+    record('clone', req, { fields, files });
+    if (await applyFault('clone', req, res)) return;
+    if (!authorized(req, res)) return;
+    const name = fields.find(([k]) => k === 'name')?.[1];
+    if (name === undefined) return void res.status(422).json(validation(['body', 'name'], 'Field required', 'missing'));
+    const samples = files.filter((f) => f.field === 'files');
+    if (samples.length === 0) return void res.status(422).json(validation(['body', 'files'], 'Field required', 'missing'));
+    const voice_id = randomBytes(15).toString('base64url').replace(/[-_]/g, 'x').slice(0, 20);
+    voices.set(voice_id, { voice_id, name, files: samples, requires_verification: state.requiresVerification });
+    res.json({ voice_id, requires_verification: state.requiresVerification });
+  });
+
+  app.delete('/v1/voices/:voice_id', async (req, res) => {
+    record('delete', req);
+    if (await applyFault('delete', req, res)) return;
+    if (!authorized(req, res)) return;
+    const id = String(req.params['voice_id']);
+    if (!voices.delete(id)) return void res.status(404).json(problem('voice_not_found', `A voice with the voice_id ${id} was not found.`));
+    res.json({ status: 'ok' });
+  });
+
+  app.post('/v1/text-to-speech/:voice_id', express.json({ limit: '1mb' }), async (req, res) => {
+    record('speech', req, { json: req.body });
+    if (await applyFault('speech', req, res)) return;
+    if (!authorized(req, res)) return;
+    const format = typeof req.query['output_format'] === 'string' ? req.query['output_format'] : 'mp3_44100_128';
+    if (!(OUTPUT_FORMATS as readonly string[]).includes(format)) {
+      return void res
+        .status(422)
+        .json(validation(['query', 'output_format'], `Input should be ${OUTPUT_FORMATS.map((f) => `'${f}'`).join(', ')}`, 'enum'));
+    }
+    const body = req.body as Record<string, unknown> | undefined;
+    if (!body || typeof body !== 'object' || Array.isArray(body)) return void res.status(422).json(validation(['body'], 'Field required', 'missing'));
+    if (typeof body['text'] !== 'string') return void res.status(422).json(validation(['body', 'text'], 'Field required', 'missing'));
+    if (body['model_id'] !== undefined && typeof body['model_id'] !== 'string') {
+      return void res.status(422).json(validation(['body', 'model_id'], 'Input should be a valid string', 'string_type'));
+    }
+    const id = String(req.params['voice_id']);
+    if (!voices.has(id) && !(ELEVENLABS_PRESET_VOICES as readonly string[]).includes(id)) {
+      return void res.status(404).json(problem('voice_not_found', `A voice with the voice_id ${id} was not found.`));
+    }
+    const [codec, rate] = format.split('_');
+    if (codec === 'pcm') return void res.type('audio/pcm').send(fakeSpeechPcm(id, body['text'], Number(rate)));
+    if (codec === 'mp3') {
+      // MPEG-1 Layer III frames (128 kbit/s, 44.1 kHz) of silence: one per 10 characters.
+      const frame = Buffer.alloc(417);
+      Buffer.from([0xff, 0xfb, 0x90, 0x64]).copy(frame);
+      return void res.type('audio/mpeg').send(Buffer.concat(Array.from({ length: Math.max(1, Math.ceil(body['text'].length / 10)) }, () => frame)));
+    }
+    res.type('application/octet-stream').send(Buffer.alloc(Math.max(1, body['text'].length) * 400));
+  });
+
+  // Unparseable JSON, as FastAPI reports it.
+  app.use((err: unknown, req: Request, res: Response, next: NextFunction) => {
+    if ((err as { type?: string }).type === 'entity.parse.failed') {
+      record('speech', req);
+      return void res.status(422).json(validation(['body', 0], 'JSON decode error', 'json_invalid'));
+    }
+    next(err);
+  });
+  app.use((req, res) => {
+    record(null, req);
+    res.status(404).json({ detail: 'Not Found' });
+  });
+
+  const server = http.createServer(app);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+
+  return {
+    url: `http://127.0.0.1:${port}`,
+    apiKey,
+    requests,
+    voices,
+    get requiresVerification() {
+      return state.requiresVerification;
+    },
+    set requiresVerification(v: boolean) {
+      state.requiresVerification = v;
+    },
+    fail(route, fault, times = 1) {
+      faults[route].push({ fault, remaining: times });
+    },
+    pendingFaults(route) {
+      return faults[route].reduce((n, f) => n + f.remaining, 0);
+    },
+    requestsTo(route) {
+      return requests.filter((r) => r.route === route);
+    },
+    async close() {
+      for (const t of timers) clearTimeout(t);
+      timers.clear();
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}

@@ -1,0 +1,256 @@
+// A local fake of the two Google services the Vertex AI Veo adapter talks to, reproducing their documented
+// wire format (not their behaviour beyond it):
+//
+//   POST /v1/projects/{p}/locations/{l}/publishers/google/models/{model}:predictLongRunning
+//        {"instances": [{"prompt"}], "parameters": {...}} -> {"name": "projects/.../operations/{id}"}
+//   POST /v1/projects/{p}/locations/{l}/publishers/google/models/{model}:fetchPredictOperation
+//        {"operationName"} -> google.longrunning.Operation: {"name"} while running, then {"name", "done": true,
+//        "response": {"@type", "videos": [{"bytesBase64Encoded" | "gcsUri", "mimeType"}], "raiMediaFilteredCount"?,
+//        "raiMediaFilteredReasons"?}} or {"name", "done": true, "error": {"code", "message"}} (google.rpc.Status)
+//   GET  /storage/v1/b/{bucket}/o/{object}?alt=media -> the object's bytes (Cloud Storage JSON API)
+//
+// Errors use the Google API error body {"error": {"code", "message", "status"}}. Videos come back inline
+// unless the request named a `storageUri`, in which case they are written there (into the fake bucket)
+// and returned as gcsUri. Every request is recorded; faults can be scripted per route.
+import http from 'node:http';
+import { randomUUID } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
+
+export interface RecordedRequest {
+  method: string;
+  /** Path and query, as sent. */
+  path: string;
+  headers: http.IncomingHttpHeaders;
+  /** The parsed JSON body, or the raw text when it was not JSON, or undefined when empty. */
+  body: unknown;
+  route: FakeRoute | 'unknown';
+}
+
+export type FakeRoute = 'predictLongRunning' | 'fetchPredictOperation' | 'download';
+
+/** How the next operations behave (set before the submit they apply to). */
+export interface OperationScenario {
+  /** fetchPredictOperation calls answered "running" before the operation is done. Default 1. */
+  pollsUntilDone?: number;
+  /** Videos returned; default the request's sampleCount minus `filtered`. */
+  videos?: number;
+  /** raiMediaFilteredCount (and that many videos fewer by default). */
+  filtered?: number;
+  filteredReasons?: string[];
+  /** The operation ends with this google.rpc.Status instead of videos. */
+  error?: { code: number; message: string };
+  /** Bytes of video i (cycled); default a few fake bytes. */
+  payloads?: Buffer[];
+  mimeType?: string;
+  /** Return this gcsUri for every video instead of writing under the request's storageUri. */
+  gcsUriOverride?: string;
+}
+
+export interface Fault {
+  route: FakeRoute;
+  /** Answer with this status (default 200) and body (object -> JSON, string -> as is). */
+  status?: number;
+  body?: unknown;
+  headers?: Record<string, string>;
+  /** Wait this long before answering (longer than the client's timeout = a timeout). */
+  delayMs?: number;
+  /** How many requests it applies to (default 1). */
+  times?: number;
+}
+
+interface Operation {
+  name: string;
+  request: { instances?: Array<{ prompt?: unknown }>; parameters?: Record<string, unknown> };
+  scenario: OperationScenario;
+  polls: number;
+  result?: Record<string, unknown>;
+}
+
+const STATUS_NAMES: Record<number, string> = {
+  400: 'INVALID_ARGUMENT',
+  401: 'UNAUTHENTICATED',
+  403: 'PERMISSION_DENIED',
+  404: 'NOT_FOUND',
+  429: 'RESOURCE_EXHAUSTED',
+  500: 'INTERNAL',
+  503: 'UNAVAILABLE',
+};
+
+export function googleError(status: number, message: string) {
+  return { error: { code: status, message, status: STATUS_NAMES[status] ?? 'UNKNOWN' } };
+}
+
+const MODEL_PATH = /^\/v1\/projects\/([^/]+)\/locations\/([^/]+)\/publishers\/google\/models\/([^/:]+):(predictLongRunning|fetchPredictOperation)$/;
+const GCS_MEDIA = /^\/storage\/v1\/b\/([^/]+)\/o\/([^/?]+)$/;
+
+export class VertexVeoFake {
+  readonly requests: RecordedRequest[] = [];
+  /** gs://bucket/object -> bytes, as written by operations with a storageUri (or put by tests). */
+  readonly objects = new Map<string, { bytes: Buffer; contentType: string }>();
+  readonly operations = new Map<string, Operation>();
+  /** The bearer token every request must carry. */
+  expectedToken = 'test-token';
+  scenario: OperationScenario = {};
+  private faults: Fault[] = [];
+  private server: http.Server | undefined;
+  url = '';
+
+  async start(): Promise<this> {
+    this.server = http.createServer((req, res) => {
+      this.handle(req, res).catch((err) => {
+        if (!res.headersSent) this.json(res, 500, googleError(500, `fake failed: ${(err as Error).message}`));
+      });
+    });
+    await new Promise<void>((resolve) => this.server!.listen(0, '127.0.0.1', resolve));
+    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+    return this;
+  }
+
+  async stop(): Promise<void> {
+    if (!this.server) return;
+    this.server.closeAllConnections();
+    await new Promise<void>((resolve) => this.server!.close(() => resolve()));
+  }
+
+  /** Scripts faults, consumed in order per route. */
+  fault(...faults: Fault[]): void {
+    this.faults.push(...faults.map((f) => ({ ...f, times: f.times ?? 1 })));
+  }
+
+  reset(): void {
+    this.requests.length = 0;
+    this.faults = [];
+    this.scenario = {};
+  }
+
+  requestsTo(route: FakeRoute): RecordedRequest[] {
+    return this.requests.filter((r) => r.route === route);
+  }
+
+  private async handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const chunks: Buffer[] = [];
+    for await (const c of req) chunks.push(c as Buffer);
+    const raw = Buffer.concat(chunks).toString('utf8');
+    let body: unknown = raw.length ? raw : undefined;
+    if (raw.length) {
+      try {
+        body = JSON.parse(raw);
+      } catch {
+        /* keep the text */
+      }
+    }
+    const url = new URL(req.url ?? '/', 'http://fake');
+    const model = MODEL_PATH.exec(url.pathname);
+    const media = GCS_MEDIA.exec(url.pathname);
+    const route: FakeRoute | 'unknown' =
+      req.method === 'POST' && model ? (model[4] as FakeRoute) : req.method === 'GET' && media && url.searchParams.get('alt') === 'media' ? 'download' : 'unknown';
+    this.requests.push({ method: req.method ?? '', path: req.url ?? '', headers: req.headers, body, route });
+
+    if (route === 'unknown') return this.json(res, 404, googleError(404, `no route for ${req.method} ${url.pathname}`));
+
+    const fault = this.faults.find((f) => f.route === route && (f.times ?? 0) > 0);
+    if (fault) {
+      fault.times = (fault.times ?? 1) - 1;
+      if (fault.delayMs) {
+        const closed = await new Promise<boolean>((resolve) => {
+          const t = setTimeout(() => resolve(false), fault.delayMs);
+          res.on('close', () => {
+            clearTimeout(t);
+            resolve(true);
+          });
+        });
+        if (closed) return;
+      }
+      if (fault.status !== undefined || fault.body !== undefined) {
+        const status = fault.status ?? 200;
+        const payload = typeof fault.body === 'string' ? fault.body : JSON.stringify(fault.body ?? {});
+        res.writeHead(status, { 'content-type': 'application/json; charset=UTF-8', ...fault.headers });
+        res.end(payload);
+        return;
+      }
+      // a pure delay: then answer normally
+    }
+
+    if (req.headers['authorization'] !== `Bearer ${this.expectedToken}`) {
+      return this.json(res, 401, googleError(401, 'Request had invalid authentication credentials. Expected OAuth 2 access token.'));
+    }
+
+    if (route === 'download') return this.download(res, decodeURIComponent(media![1]!), decodeURIComponent(media![2]!));
+    if (!String(req.headers['content-type'] ?? '').startsWith('application/json')) {
+      return this.json(res, 400, googleError(400, 'Invalid JSON payload: expected application/json'));
+    }
+    const [, project, location, modelId] = model!;
+    if (route === 'predictLongRunning') return this.predict(res, project!, location!, modelId!, body);
+    return this.fetchOperation(res, body);
+  }
+
+  private predict(res: http.ServerResponse, project: string, location: string, model: string, body: unknown): void {
+    const b = body as Operation['request'] | undefined;
+    const prompt = b?.instances?.[0]?.prompt;
+    if (!b || !Array.isArray(b.instances) || b.instances.length !== 1 || typeof prompt !== 'string' || !prompt) {
+      return this.json(res, 400, googleError(400, 'Invalid value at instances[0].prompt: a prompt is required'));
+    }
+    const sampleCount = b.parameters?.['sampleCount'];
+    if (sampleCount !== undefined && !(Number.isInteger(sampleCount) && (sampleCount as number) >= 1 && (sampleCount as number) <= 4)) {
+      return this.json(res, 400, googleError(400, 'sampleCount must be between 1 and 4'));
+    }
+    const storageUri = b.parameters?.['storageUri'];
+    if (storageUri !== undefined && !(typeof storageUri === 'string' && storageUri.startsWith('gs://'))) {
+      return this.json(res, 400, googleError(400, 'storageUri must start with gs://'));
+    }
+    const name = `projects/${project}/locations/${location}/publishers/google/models/${model}/operations/${randomUUID()}`;
+    this.operations.set(name, { name, request: b, scenario: { ...this.scenario }, polls: 0 });
+    this.json(res, 200, { name });
+  }
+
+  private fetchOperation(res: http.ServerResponse, body: unknown): void {
+    const name = (body as { operationName?: unknown } | undefined)?.operationName;
+    if (typeof name !== 'string') return this.json(res, 400, googleError(400, 'operationName is required'));
+    const op = this.operations.get(name);
+    if (!op) return this.json(res, 404, googleError(404, `Operation ${name} not found.`));
+    op.polls++;
+    if (op.polls <= (op.scenario.pollsUntilDone ?? 1)) return this.json(res, 200, { name });
+    op.result ??= this.complete(op);
+    this.json(res, 200, { name, done: true, ...op.result });
+  }
+
+  private complete(op: Operation): Record<string, unknown> {
+    const s = op.scenario;
+    if (s.error) return { error: s.error };
+    const sampleCount = Number(op.request.parameters?.['sampleCount'] ?? 1);
+    const filtered = s.filtered ?? 0;
+    const count = s.videos ?? Math.max(0, sampleCount - filtered);
+    const mimeType = s.mimeType ?? 'video/mp4';
+    const storageUri = op.request.parameters?.['storageUri'] as string | undefined;
+    const videos = Array.from({ length: count }, (_, i) => {
+      const bytes = s.payloads?.length ? s.payloads[i % s.payloads.length]! : Buffer.from(`fake video ${i} of ${op.name}`);
+      if (s.gcsUriOverride) return { gcsUri: s.gcsUriOverride, mimeType };
+      if (storageUri) {
+        const uri = `${storageUri.endsWith('/') ? storageUri : `${storageUri}/`}${op.name.split('/').pop()}/sample_${i}.mp4`;
+        this.objects.set(uri, { bytes, contentType: mimeType });
+        return { gcsUri: uri, mimeType };
+      }
+      return { bytesBase64Encoded: bytes.toString('base64'), mimeType };
+    });
+    return {
+      response: {
+        '@type': 'type.googleapis.com/cloud.ai.large_models.vision.GenerateVideoResponse',
+        ...(filtered ? { raiMediaFilteredCount: filtered } : {}),
+        ...(s.filteredReasons ? { raiMediaFilteredReasons: s.filteredReasons } : {}),
+        videos,
+      },
+    };
+  }
+
+  private download(res: http.ServerResponse, bucket: string, object: string): void {
+    const obj = this.objects.get(`gs://${bucket}/${object}`);
+    if (!obj) return this.json(res, 404, googleError(404, `No such object: ${bucket}/${object}`));
+    res.writeHead(200, { 'content-type': obj.contentType, 'content-length': String(obj.bytes.length) });
+    res.end(obj.bytes);
+  }
+
+  private json(res: http.ServerResponse, status: number, body: unknown): void {
+    res.writeHead(status, { 'content-type': 'application/json; charset=UTF-8' });
+    res.end(JSON.stringify(body));
+  }
+}

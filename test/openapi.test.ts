@@ -1,0 +1,584 @@
+// The OpenAPI document (GET /v2/openapi.json) and the docs page (GET /docs): the document is
+// structurally valid OpenAPI 3.1; it documents exactly the routes the Express app registers; its
+// schemas are z.toJSONSchema of the zod schemas the API validates with (request bodies) and of the
+// response schemas of src/http/schemas.ts; and real responses of the running API, looked up by the
+// operation and status that answered them, parse with the schema documented there. The page is
+// self-contained (nothing external), and its script renders every operation of the served document.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { z } from 'zod';
+import * as S from '../src/http/schemas.js';
+import { buildOpenApiDocument, CreateVoiceForm, REQUEST_SCHEMAS, RESPONSE_SCHEMAS, type OpenApiDocument } from '../src/http/openapi.js';
+import { createApp, type AppDeps } from '../src/http/app.js';
+import type { ErrorType } from '../src/http/errors.js';
+import type { errorBody } from '../src/http/errors.js';
+import type { presentVoice } from '../src/http/routes/voices.js';
+import type { AuditReport } from '../src/billing/ledger.js';
+import type { AspectRatio, Resolution, SpeechModel, SpeechResponseFormat, VideoBackend } from '../src/catalog.js';
+import { VOICE_UPLOAD_LIMITS } from '../src/http/routes/voices.js';
+import { encodeWav } from '../src/providers/voice/simulator.js';
+import { ADMIN_TOKEN, http, newCustomer, simJob, startStack, waitForJob, type HttpResult, type Stack } from './helpers/stack.js';
+
+// ---------------------------------------------------------------------------------------------
+// Compile-time: the documented enums are the code's own, and what the presenters return has the
+// documented types (tsc -p . checks this file).
+type Equals<A, B> = (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false;
+const sameType = <T extends true>(): T | undefined => undefined;
+sameType<Equals<z.infer<typeof S.ApiErrorType>, ErrorType>>();
+sameType<Equals<z.infer<typeof S.VideoResolution>, Resolution>>();
+sameType<Equals<z.infer<typeof S.VideoAspectRatio>, AspectRatio>>();
+sameType<Equals<z.infer<typeof S.SpeechResponseFormat>, SpeechResponseFormat>>();
+sameType<Equals<NonNullable<z.infer<typeof S.VideoModel>['backend']>, VideoBackend>>();
+sameType<Equals<NonNullable<z.infer<typeof S.SpeechModel>['backend']>, SpeechModel['provider']>>();
+export type PresentersMatchSchemas = [
+  (x: ReturnType<typeof presentVoice>) => z.infer<typeof S.Voice>,
+  (x: ReturnType<typeof errorBody>) => z.infer<typeof S.ErrorResponse>,
+  (x: AuditReport) => z.infer<typeof S.LedgerAudit>,
+];
+export const presentersMatchSchemas: PresentersMatchSchemas = [(x) => x, (x) => x, (x) => x];
+
+// ---------------------------------------------------------------------------------------------
+
+type Json = any;
+const METHODS = ['get', 'put', 'post', 'patch', 'delete', 'head', 'options', 'trace'] as const;
+const SAMPLE_ID = '00000000-0000-4000-8000-000000000000';
+
+let stack: Stack;
+let customer: { workspaceId: string; key: string };
+let doc: OpenApiDocument & Json;
+before(async () => {
+  stack = await startStack();
+  customer = await newCustomer(stack, 100);
+  const r = await http(stack.baseUrl, 'GET', '/v2/openapi.json');
+  assert.equal(r.status, 200);
+  doc = r.body;
+});
+after(async () => {
+  await stack.stop();
+});
+
+/** A JSON Schema without its root $schema (the document declares the dialect once). */
+function bare(schema: Json): Json {
+  const { $schema, ...rest } = schema;
+  assert.equal($schema, 'https://json-schema.org/draft/2020-12/schema');
+  return rest;
+}
+const jsonSchemaOf = (schema: z.ZodType, io: 'input' | 'output') => bare(z.toJSONSchema(schema, { io }));
+
+function pointer(ref: string): Json {
+  assert.ok(ref.startsWith('#/'), `only local $refs: ${ref}`);
+  return ref
+    .slice(2)
+    .split('/')
+    .reduce((o: Json, k) => (o === undefined ? undefined : o[k.replace(/~1/g, '/').replace(/~0/g, '~')]), doc);
+}
+const deref = (o: Json): Json => (o && typeof o.$ref === 'string' ? deref(pointer(o.$ref)) : o);
+/** The schema with every $ref replaced by what it points at. */
+function inlined(o: Json): Json {
+  if (Array.isArray(o)) return o.map(inlined);
+  if (o === null || typeof o !== 'object') return o;
+  if (typeof o.$ref === 'string') return inlined(pointer(o.$ref));
+  return Object.fromEntries(Object.entries(o).map(([k, v]) => [k, inlined(v)]));
+}
+
+function operations(): { path: string; method: string; op: Json }[] {
+  return Object.entries(doc.paths).flatMap(([path, item]: [string, Json]) =>
+    METHODS.filter((m) => item[m]).map((method) => ({ path, method, op: item[method] })),
+  );
+}
+/** A concrete request path for a path template. */
+const instance = (template: string) => template.replace(/\{key\}/g, 'videos/x/0.mp4').replace(/\{[^}]+\}/g, SAMPLE_ID);
+
+/** The response schema documented for (method, path, status), as the zod schema of the same name. */
+function documented(method: string, path: string, status: number, contentType: string | null): { name: string; schema: z.ZodType } | null {
+  const op = doc.paths[path]?.[method];
+  assert.ok(op, `${method.toUpperCase()} ${path} is not documented`);
+  const resp = deref(op.responses[String(status)] ?? op.responses['default']);
+  assert.ok(op.responses[String(status)] || status >= 500, `${method.toUpperCase()} ${path} answered ${status}, which is not documented`);
+  const base = (contentType ?? '').split(';')[0]!.trim();
+  const content = resp.content ?? {};
+  assert.ok(base in content, `${method.toUpperCase()} ${path} ${status} answered ${contentType}; documented: ${Object.keys(content).join(', ')}`);
+  const ref: string | undefined = content[base].schema?.$ref;
+  if (!ref) return null;
+  const name = ref.split('/').pop()!;
+  const schema = (S as Record<string, unknown>)[name];
+  assert.ok(schema instanceof z.ZodType, `${name} is not a zod schema exported by src/http/schemas.ts`);
+  return { name, schema };
+}
+
+/** Asserts that a real response is documented for its operation and status and parses with that schema. */
+function assertDocumented(method: string, path: string, r: HttpResult): void {
+  const d = documented(method, path, r.status, r.headers.get('content-type'));
+  if (!d) return;
+  const parsed = d.schema.safeParse(r.body);
+  assert.ok(parsed.success, `${method.toUpperCase()} ${path} ${r.status} does not match ${d.name}: ${JSON.stringify(parsed.error?.issues)}\n${JSON.stringify(r.body)}`);
+}
+
+describe('document structure (OpenAPI 3.1)', () => {
+  test('served as JSON, the same document the code builds', async () => {
+    const r = await http(stack.baseUrl, 'GET', '/v2/openapi.json');
+    assert.match(r.headers.get('content-type') ?? '', /^application\/json/);
+    assert.deepEqual(r.body, JSON.parse(JSON.stringify(buildOpenApiDocument())));
+  });
+
+  test('root: openapi 3.1, info, paths, components, security schemes', () => {
+    assert.match(doc.openapi, /^3\.1\.\d+$/);
+    assert.equal(typeof doc.info.title, 'string');
+    assert.equal(typeof doc.info.version, 'string');
+    assert.equal(doc.jsonSchemaDialect, 'https://json-schema.org/draft/2020-12/schema');
+    assert.ok(Object.keys(doc.paths).length > 0);
+    for (const p of Object.keys(doc.paths)) assert.ok(p.startsWith('/'), p);
+    assert.ok(Object.keys(doc.components.schemas).length > 0);
+    assert.deepEqual(doc.components.securitySchemes.ApiKeyAuth, { ...doc.components.securitySchemes.ApiKeyAuth, type: 'http', scheme: 'bearer' });
+    assert.deepEqual(doc.components.securitySchemes.AdminToken, { ...doc.components.securitySchemes.AdminToken, type: 'http', scheme: 'bearer' });
+    const allowedRoot = ['openapi', 'info', 'jsonSchemaDialect', 'servers', 'paths', 'webhooks', 'components', 'security', 'tags', 'externalDocs'];
+    for (const k of Object.keys(doc)) assert.ok(allowedRoot.includes(k) || k.startsWith('x-'), `unknown root field ${k}`);
+  });
+
+  test('every $ref resolves', () => {
+    const walk = (o: Json, at: string) => {
+      if (o === null || typeof o !== 'object') return;
+      if (typeof o.$ref === 'string') assert.notEqual(pointer(o.$ref), undefined, `${at}: dangling ${o.$ref}`);
+      for (const [k, v] of Object.entries(o)) walk(v, `${at}/${k}`);
+    };
+    walk(doc, '#');
+  });
+
+  test('operations: unique ids, known tags, a 2xx answer, path parameters declared both ways, known security', () => {
+    const ids = new Set<string>();
+    const tags = new Set(doc.tags.map((t: Json) => t.name));
+    for (const { path, method, op } of operations()) {
+      const where = `${method.toUpperCase()} ${path}`;
+      assert.equal(typeof op.operationId, 'string', where);
+      assert.ok(!ids.has(op.operationId), `duplicate operationId ${op.operationId}`);
+      ids.add(op.operationId);
+      assert.equal(typeof op.summary, 'string', where);
+      for (const t of op.tags) assert.ok(tags.has(t), `${where}: undeclared tag ${t}`);
+      assert.ok(Object.keys(op.responses).some((s) => /^2\d\d$/.test(s)), `${where}: no 2xx response`);
+      for (const s of Object.keys(op.responses)) assert.match(s, /^([1-5]\d\d|[1-5]XX|default)$/, where);
+      for (const resp of Object.values(op.responses) as Json[]) assert.equal(typeof deref(resp).description, 'string', where);
+      const params = (op.parameters ?? []).map(deref);
+      for (const p of params) {
+        assert.ok(['path', 'query', 'header', 'cookie'].includes(p.in), where);
+        assert.ok(p.schema, `${where}: parameter ${p.name} has no schema`);
+      }
+      const templated = [...path.matchAll(/\{([^}]+)\}/g)].map((m) => m[1]);
+      const inPath = params.filter((p: Json) => p.in === 'path');
+      assert.deepEqual(inPath.map((p: Json) => p.name).sort(), templated.sort(), `${where}: path parameters`);
+      for (const p of inPath) assert.equal(p.required, true, `${where}: path parameter ${p.name} must be required`);
+      for (const req of op.security ?? []) for (const name of Object.keys(req)) assert.ok(doc.components.securitySchemes[name], `${where}: ${name}`);
+    }
+  });
+
+  test('authentication: /v2 routes take an API key, /admin the admin token, files the signature; 401 documented wherever a token is', () => {
+    for (const { path, method, op } of operations()) {
+      const where = `${method.toUpperCase()} ${path}`;
+      const schemes = (op.security as Json[]).flatMap((r) => Object.keys(r));
+      if (path.startsWith('/admin/')) assert.deepEqual(schemes, ['AdminToken'], where);
+      else if (path === '/v2/files/{key}' || path === '/v2/openapi.json') assert.deepEqual(schemes, [], where);
+      else if (path.startsWith('/v2/')) assert.deepEqual(schemes, ['ApiKeyAuth'], where);
+      else assert.deepEqual(schemes, [], where);
+      if (schemes.length > 0) assert.ok(op.responses['401'], `${where}: 401 not documented`);
+    }
+    const file = doc.paths['/v2/files/{key}'].get;
+    const query = file.parameters.map(deref).filter((p: Json) => p.in === 'query');
+    assert.deepEqual(query.map((p: Json) => [p.name, p.required]).sort(), [['expires', true], ['signature', true]]);
+    assert.deepEqual(Object.keys(file.responses).filter((s) => s !== 'default').sort(), ['200', '403', '404']);
+  });
+
+  test('every error answer is the one error shape; 429 documents Retry-After', () => {
+    for (const { path, method, op } of operations()) {
+      for (const [status, resp0] of Object.entries(op.responses) as [string, Json][]) {
+        if (/^2/.test(status)) continue;
+        if (path === '/readyz' && status === '503') continue; // {"ok": false}, not an error
+        const resp = deref(resp0);
+        assert.equal(resp.content?.['application/json']?.schema?.$ref, '#/components/schemas/ErrorResponse', `${method.toUpperCase()} ${path} ${status}`);
+        if (status === '429') assert.ok(resp.headers?.['Retry-After'], `${method.toUpperCase()} ${path} 429 without Retry-After`);
+      }
+    }
+  });
+
+  test('create video: Idempotency-Key, 202 with Location, and every error status it can answer', () => {
+    const op = doc.paths['/v2/videos/generations'].post;
+    const header = op.parameters.map(deref).find((p: Json) => p.in === 'header' && p.name === 'Idempotency-Key');
+    assert.ok(header);
+    assert.deepEqual(header.schema, jsonSchemaOf(S.IdempotencyKey, 'input'));
+    assert.equal(header.schema.maxLength, S.IDEMPOTENCY_KEY_MAX_CHARS);
+    assert.ok(op.responses['202'].headers.Location);
+    for (const s of [400, 401, 402, 403, 404, 409, 413, 415, 429, 503]) assert.ok(op.responses[String(s)], `no ${s}`);
+  });
+
+  test('voice upload: multipart name + file[], with the upload limits the parser enforces', () => {
+    const body = doc.paths['/v2/audio/voices'].post.requestBody;
+    assert.deepEqual(Object.keys(body.content), ['multipart/form-data']);
+    const form = deref(body.content['multipart/form-data'].schema);
+    assert.deepEqual(form.required, ['name', 'file']);
+    assert.equal(form.properties.file.type, 'array');
+    assert.equal(form.properties.file.minItems, 1);
+    assert.equal(form.properties.file.maxItems, VOICE_UPLOAD_LIMITS.maxFiles);
+    assert.equal(form.properties.file.items.maxLength, VOICE_UPLOAD_LIMITS.maxFileBytes);
+    assert.equal(form.properties.file.items.format, 'binary');
+    assert.match(form.properties.file.description, /together at most 25 MiB/);
+    const post = doc.paths['/v2/audio/voices'].post;
+    for (const s of [400, 401, 413, 415, 429, 503]) assert.ok(post.responses[String(s)], `no ${s}`);
+  });
+
+  test('speech answers audio bytes, audio/wav or audio/pcm', () => {
+    const ok = doc.paths['/v2/audio/speech'].post.responses['200'];
+    assert.deepEqual(Object.keys(ok.content).sort(), ['audio/pcm', 'audio/wav']);
+    for (const s of [400, 401, 402, 403, 404, 409, 413, 415, 429, 503]) assert.ok(doc.paths['/v2/audio/speech'].post.responses[String(s)], `no ${s}`);
+  });
+});
+
+describe('schemas are generated from zod', () => {
+  test('POST /v2/videos/generations body is z.toJSONSchema(CreateVideoBody)', () => {
+    const body = doc.paths['/v2/videos/generations'].post.requestBody;
+    assert.equal(body.required, true);
+    const schema = deref(body.content['application/json'].schema);
+    assert.deepEqual(schema, jsonSchemaOf(S.CreateVideoBody, 'input'));
+    assert.equal(schema.properties.prompt.maxLength, S.PROMPT_MAX_CHARS);
+    assert.equal(schema.properties.prompt.minLength, 1);
+    assert.deepEqual(schema.required, ['prompt']);
+    assert.equal(schema.additionalProperties, false);
+    assert.match(schema.properties.n.description, /max_n \(at most 4/);
+  });
+
+  test('every request body component is z.toJSONSchema (io input) of the schema the route validates with', () => {
+    const validators: Record<string, z.ZodType> = {
+      CreateVideoBody: S.CreateVideoBody,
+      CreateSpeechBody: S.CreateSpeechBody,
+      CreateWorkspaceBody: S.CreateWorkspaceBody,
+      AddCreditsBody: S.AddCreditsBody,
+      CreateApiKeyBody: S.CreateApiKeyBody,
+      CreateVoiceForm, // documentation of the multipart form (multipart is not parsed by zod)
+    };
+    assert.deepEqual(Object.keys(REQUEST_SCHEMAS).sort(), Object.keys(validators).sort());
+    for (const [name, schema] of Object.entries(validators)) assert.deepEqual(doc.components.schemas[name], jsonSchemaOf(schema, 'input'), name);
+    // and each JSON body of the document refers to one of them
+    for (const { path, method, op } of operations()) {
+      const ref = op.requestBody?.content?.['application/json']?.schema?.$ref;
+      if (op.requestBody?.content?.['application/json']) assert.ok(ref && ref.split('/').pop() in validators, `${method} ${path}`);
+    }
+  });
+
+  test('every response component is z.toJSONSchema (io output) of the response schema of that name in schemas.ts', () => {
+    const names = Object.keys(RESPONSE_SCHEMAS);
+    assert.deepEqual(Object.keys(doc.components.schemas).sort(), [...Object.keys(REQUEST_SCHEMAS), ...names].sort());
+    for (const name of names) {
+      const schema = (S as Record<string, unknown>)[name];
+      assert.ok(schema instanceof z.ZodType, `${name} is not exported by src/http/schemas.ts`);
+      assert.deepEqual(inlined(doc.components.schemas[name]), jsonSchemaOf(schema, 'output'), name);
+    }
+  });
+});
+
+describe('the document covers exactly the routes the app registers', () => {
+  interface RouteLayer {
+    route?: { path: string | RegExp; methods: Record<string, boolean> };
+    handle: { stack?: RouteLayer[] };
+    match(path: string): boolean;
+  }
+  /** Every route of the real app (createApp), by walking its router and the routers mounted in it. */
+  function registeredRoutes(): { method: string; path: string | RegExp; layer: RouteLayer }[] {
+    // Construction only captures its dependencies; `files` set: /v2/files is mounted with local storage.
+    const deps = { adminToken: 'x'.repeat(32), rateLimitPerMinute: 60, simulator: true, voiceProvider: 'simulator', files: {} } as unknown as AppDeps;
+    const app = createApp(deps) as unknown as { router: { stack: RouteLayer[] } };
+    const out: { method: string; path: string | RegExp; layer: RouteLayer }[] = [];
+    const walk = (stack: RouteLayer[]) => {
+      for (const layer of stack) {
+        if (layer.route) {
+          for (const m of Object.keys(layer.route.methods)) if (m !== '_all') out.push({ method: m, path: layer.route.path, layer });
+        } else if (Array.isArray(layer.handle.stack)) walk(layer.handle.stack);
+      }
+    };
+    walk(app.router.stack);
+    return out;
+  }
+
+  test('every /v2 and /admin route, and /healthz, /readyz, /docs, is documented with its method', () => {
+    const routes = registeredRoutes();
+    // Path patterns (RegExp routes, e.g. /v2/files/...) are always in scope.
+    const inScope = routes.filter(
+      (r) => typeof r.path !== 'string' || r.path.startsWith('/v2/') || r.path.startsWith('/admin/') || ['/healthz', '/readyz', '/docs'].includes(r.path),
+    );
+    assert.equal(inScope.length, operations().length, `registered: ${inScope.map((r) => `${r.method} ${r.path}`).join(', ')}`);
+    for (const r of inScope) {
+      if (typeof r.path === 'string') {
+        const template = r.path.replace(/:(\w+)/g, '{$1}');
+        assert.ok(doc.paths[template]?.[r.method], `${r.method.toUpperCase()} ${r.path} is registered but not documented`);
+      } else {
+        const hits = operations().filter((o) => o.method === r.method && r.layer.match(instance(o.path)));
+        assert.equal(hits.length, 1, `${r.method.toUpperCase()} ${r.path} is registered; documented as: ${hits.map((h) => h.path).join(', ')}`);
+      }
+    }
+  });
+
+  test('every documented operation is a registered route', () => {
+    const routes = registeredRoutes();
+    for (const { path, method } of operations()) {
+      assert.ok(
+        routes.some((r) => r.method === method && r.layer.match(instance(path))),
+        `${method.toUpperCase()} ${path} is documented but no route answers it`,
+      );
+    }
+  });
+
+  test('probed over HTTP, every documented operation is answered by its route with a documented status', async () => {
+    const control = await http(stack.baseUrl, 'GET', '/v2/no-such-route', { token: customer.key });
+    assert.equal(control.body.error.code, 'route_not_found');
+    const adminControl = await http(stack.baseUrl, 'GET', '/admin/v1/no-such-route', { token: ADMIN_TOKEN });
+    assert.equal(adminControl.body.error.code, 'route_not_found');
+    for (const { path, method, op } of operations()) {
+      const schemes = (op.security as Json[]).flatMap((r) => Object.keys(r));
+      const token = schemes.includes('AdminToken') ? ADMIN_TOKEN : schemes.includes('ApiKeyAuth') ? customer.key : undefined;
+      // No body: POSTs stop at their body parser (415); GETs of an unknown id at 404; nothing is created.
+      const r = await http(stack.baseUrl, method.toUpperCase(), instance(path), token ? { token } : {});
+      assert.ok(!(r.status === 404 && r.body?.error?.code === 'route_not_found'), `${method.toUpperCase()} ${path}: route_not_found`);
+      assert.ok(op.responses[String(r.status)], `${method.toUpperCase()} ${path} answered ${r.status}, not documented`);
+      assertDocumented(method, path, r);
+    }
+  });
+});
+
+describe('real responses parse with the documented schemas', () => {
+  test('video jobs: create (202), status while pending, succeeded with videos, failed with an error', async () => {
+    const created = await http(stack.baseUrl, 'POST', '/v2/videos/generations', {
+      token: customer.key,
+      json: simJob(),
+      headers: { 'Idempotency-Key': 'openapi-sample-1' },
+    });
+    assert.equal(created.status, 202, JSON.stringify(created.body));
+    assertDocumented('post', '/v2/videos/generations', created);
+    assert.equal(created.headers.get('location'), `/v2/videos/generations/${created.body.id}`);
+
+    const pending = await http(stack.baseUrl, 'GET', `/v2/videos/generations/${created.body.id}`, { token: customer.key });
+    assertDocumented('get', '/v2/videos/generations/{id}', pending);
+
+    await waitForJob(stack, customer.key, created.body.id);
+    const done = await http(stack.baseUrl, 'GET', `/v2/videos/generations/${created.body.id}`, { token: customer.key });
+    assert.equal(done.body.status, 'succeeded');
+    assert.ok(done.body.videos.length > 0);
+    assertDocumented('get', '/v2/videos/generations/{id}', done);
+
+    const file = await fetch(done.body.videos[0].url);
+    assert.equal(file.status, 200);
+    documented('get', '/v2/files/{key}', file.status, file.headers.get('content-type'));
+    await file.arrayBuffer();
+    const tampered = await http(stack.baseUrl, 'GET', new URL(done.body.videos[0].url).pathname + '?expires=1&signature=x');
+    assertDocumented('get', '/v2/files/{key}', tampered);
+
+    const failing = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: customer.key, json: simJob({ outcome: 'fail' }) });
+    assert.equal(failing.status, 202);
+    const failed = await waitForJob(stack, customer.key, failing.body.id);
+    assert.equal(failed.status, 'failed');
+    assertDocumented('get', '/v2/videos/generations/{id}', { status: 200, headers: done.headers, body: failed });
+  });
+
+  test('models: lists and single models, video and speech', async () => {
+    for (const p of ['/v2/models', '/v2/models/all']) assertDocumented('get', p, await http(stack.baseUrl, 'GET', p, { token: customer.key }));
+    for (const id of ['sim-video-1', 'veo-3.0-generate-001', 'sim-speech-1']) {
+      const r = await http(stack.baseUrl, 'GET', `/v2/models/${id}`, { token: customer.key });
+      assert.equal(r.status, 200);
+      assertDocumented('get', '/v2/models/{id}', r);
+    }
+  });
+
+  test('voices and speech: clone, list, get, speak (wav and pcm), delete', async () => {
+    const samples = new Int16Array(11_025);
+    for (let i = 0; i < samples.length; i++) samples[i] = Math.round(8000 * Math.sin((2 * Math.PI * 330 * i) / 22_050));
+    const fd = new FormData();
+    fd.append('name', 'documented voice');
+    fd.append('file', new Blob([new Uint8Array(encodeWav(samples, 22_050))], { type: 'audio/wav' }), 'sample.wav');
+    const res = await fetch(`${stack.baseUrl}/v2/audio/voices`, { method: 'POST', headers: { authorization: `Bearer ${customer.key}` }, body: fd });
+    const created: HttpResult = { status: res.status, headers: res.headers, body: await res.json() };
+    assert.equal(created.status, 200, JSON.stringify(created.body));
+    assertDocumented('post', '/v2/audio/voices', created);
+    const voice = created.body;
+
+    assertDocumented('get', '/v2/audio/voices', await http(stack.baseUrl, 'GET', '/v2/audio/voices', { token: customer.key }));
+    assertDocumented('get', '/v2/audio/voices/{id}', await http(stack.baseUrl, 'GET', `/v2/audio/voices/${voice.id}`, { token: customer.key }));
+
+    const documentedHeaders = Object.keys(doc.paths['/v2/audio/speech'].post.responses['200'].headers).map((h) => h.toLowerCase());
+    for (const response_format of ['wav', 'pcm']) {
+      const r = await fetch(`${stack.baseUrl}/v2/audio/speech`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${customer.key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ input: 'Hello there.', voice: voice.voice_id, response_format }),
+      });
+      assert.equal(r.status, 200);
+      documented('post', '/v2/audio/speech', 200, r.headers.get('content-type'));
+      assert.ok((await r.arrayBuffer()).byteLength > 0);
+      for (const h of r.headers.keys()) if (h.startsWith('x-') && h !== 'x-request-id') assert.ok(documentedHeaders.includes(h), `undocumented header ${h}`);
+    }
+
+    const deleted = await http(stack.baseUrl, 'DELETE', `/v2/audio/voices/${voice.id}`, { token: customer.key });
+    assertDocumented('delete', '/v2/audio/voices/{id}', deleted);
+    assertDocumented('get', '/v2/audio/voices/{id}', await http(stack.baseUrl, 'GET', `/v2/audio/voices/${voice.id}`, { token: customer.key }));
+  });
+
+  test('errors: 400, 401, 402, 403, 404, 409, 413, 415 answer the documented error schema', async () => {
+    const post = (json: unknown, opts: { token?: string; headers?: Record<string, string> } = {}) =>
+      http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: customer.key, json, ...opts });
+    const seen = new Set<number>();
+    const check = (r: HttpResult, method = 'post', path = '/v2/videos/generations') => {
+      seen.add(r.status);
+      assertDocumented(method, path, r);
+    };
+    check(await post({ ...simJob(), n: 0 }));
+    check(await post(simJob(), { token: 'vva_sk_nope' }));
+    const poor = await newCustomer(stack, 0);
+    check(await post(simJob(), { token: poor.key }));
+    const limited = await newCustomer(stack, 10, ['veo-3.0-fast-generate-001']);
+    check(await post(simJob(), { token: limited.key }));
+    check(await post({ ...simJob(), model: 'no-such-model' }));
+    await post(simJob(), { headers: { 'Idempotency-Key': 'openapi-409' } });
+    check(await post({ ...simJob(), n: 1 }, { headers: { 'Idempotency-Key': 'openapi-409' } }));
+    check(await post({ prompt: 'p', parameters: { blob: 'x'.repeat(70 * 1024) } }));
+    check(await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: customer.key, rawBody: 'x', headers: { 'content-type': 'text/plain' } }));
+    check(await http(stack.baseUrl, 'GET', `/v2/videos/generations/${SAMPLE_ID}`, { token: customer.key }), 'get', '/v2/videos/generations/{id}');
+    check(await http(stack.baseUrl, 'GET', '/v2/models/nope', { token: customer.key }), 'get', '/v2/models/{id}');
+    check(await http(stack.baseUrl, 'GET', '/admin/v1/ledger/audit', { token: customer.key }), 'get', '/admin/v1/ledger/audit');
+    assert.deepEqual([...seen].sort(), [400, 401, 402, 403, 404, 409, 413, 415]);
+  });
+
+  test('admin API, health and readiness', async () => {
+    const admin = (method: string, p: string, json?: unknown, headers?: Record<string, string>) =>
+      http(stack.baseUrl, method, p, { token: ADMIN_TOKEN, ...(json !== undefined ? { json } : {}), ...(headers ? { headers } : {}) });
+    const ws = await admin('POST', '/admin/v1/workspaces', { name: 'documented', credits_in_euro: 1.5 });
+    assert.equal(ws.status, 201);
+    assertDocumented('post', '/admin/v1/workspaces', ws);
+    assertDocumented('get', '/admin/v1/workspaces/{id}', await admin('GET', `/admin/v1/workspaces/${ws.body.id}`));
+    assertDocumented('post', '/admin/v1/workspaces/{id}/credits', await admin('POST', `/admin/v1/workspaces/${ws.body.id}/credits`, { amount_in_euro: 2 }, { 'Idempotency-Key': 'k1' }));
+    for (const body of [{}, { models: ['sim-video-1'] }]) {
+      const key = await admin('POST', `/admin/v1/workspaces/${ws.body.id}/api-keys`, body);
+      assert.equal(key.status, 201);
+      assertDocumented('post', '/admin/v1/workspaces/{id}/api-keys', key);
+    }
+    assertDocumented('post', '/admin/v1/workspaces', await admin('POST', '/admin/v1/workspaces', { name: '' }));
+    const audit = await admin('GET', '/admin/v1/ledger/audit');
+    assert.equal(audit.body.ok, true);
+    assertDocumented('get', '/admin/v1/ledger/audit', audit);
+    assertDocumented('get', '/healthz', await http(stack.baseUrl, 'GET', '/healthz'));
+    assertDocumented('get', '/readyz', await http(stack.baseUrl, 'GET', '/readyz'));
+  });
+});
+
+describe('GET /docs', () => {
+  test('one self-contained HTML page that loads /v2/openapi.json; nothing external', async () => {
+    const r = await http(stack.baseUrl, 'GET', '/docs');
+    assert.equal(r.status, 200);
+    assert.match(r.headers.get('content-type') ?? '', /^text\/html/);
+    const html: string = r.body;
+    assert.ok(html.includes("fetch('/v2/openapi.json'"));
+    assert.doesNotMatch(html, /https?:\/\//i, 'no absolute URLs: nothing is loaded from another host');
+    assert.doesNotMatch(html, /<script[^>]+src=|<link\b|@import|url\(/i, 'no external scripts, styles or fonts');
+    const scripts = [...html.matchAll(/<script>([\s\S]*?)<\/script>/g)].map((m) => m[1]!);
+    assert.equal(scripts.length, 1);
+    assert.doesNotThrow(() => new Function(scripts[0]!), 'the inline script parses');
+    // The Content-Security-Policy allows this page's own inline script and style and nothing else.
+    const csp = r.headers.get('content-security-policy') ?? '';
+    assert.match(csp, /default-src 'none'/);
+    assert.match(csp, /connect-src 'self'/);
+    const hash = (s: string) => `'sha256-${createHash('sha256').update(s).digest('base64')}'`;
+    assert.ok(csp.includes(`script-src ${hash(scripts[0]!)}`), csp);
+    const style = /<style>([\s\S]*?)<\/style>/.exec(html)![1]!;
+    assert.ok(csp.includes(`style-src ${hash(style)}`), csp);
+  });
+
+  test('its script renders every operation of the served document: method, path, parameters, body fields, responses', async () => {
+    const html: string = (await http(stack.baseUrl, 'GET', '/docs')).body;
+    const script = /<script>([\s\S]*?)<\/script>/.exec(html)![1]!;
+    const dom = fakeDom(['app', 'nav-list', 'title', 'version', 'intro', 'filter']);
+    let fetched = '';
+    const sameOriginFetch = (url: string, init: RequestInit) => {
+      fetched = url;
+      return fetch(stack.baseUrl + url, init);
+    };
+    new Function('document', 'fetch', script)(dom.document, sameOriginFetch);
+    for (let i = 0; i < 100 && dom.byId('app').textContent.startsWith('Loading'); i++) await new Promise((res) => setTimeout(res, 20));
+    assert.equal(fetched, '/v2/openapi.json');
+    const app = dom.byId('app');
+    assert.doesNotMatch(app.textContent, /Could not load/);
+    const cards = dom.all(app).filter((n) => n.className === 'op');
+    assert.equal(cards.length, operations().length);
+    for (const { path, method, op } of operations()) {
+      const card = cards.find((c) => c.id === op.operationId);
+      assert.ok(card, `no card for ${op.operationId}`);
+      const text = card.textContent;
+      for (const s of [method, path, op.summary, ...Object.keys(op.responses)]) assert.ok(text.includes(s), `${op.operationId}: "${s}" not rendered`);
+      for (const p of (op.parameters ?? []).map(deref)) assert.ok(text.includes(p.name), `${op.operationId}: parameter ${p.name}`);
+    }
+    const create = cards.find((c) => c.id === 'createVideoGeneration')!.textContent;
+    for (const s of ['prompt', 'max length 4000', 'required', 'durationSeconds', 'Idempotency-Key', 'VideoJob', 'videos[].url', 'ErrorResponse']) {
+      assert.ok(create.includes(s), `create video card lacks "${s}"`);
+    }
+    for (const name of Object.keys(doc.components.schemas)) assert.ok(dom.all(app).some((n) => n.id === `schema-${name}`), `schema ${name} not rendered`);
+    const errorSchema = dom.all(app).find((n) => n.id === 'schema-ErrorResponse')!.textContent;
+    for (const s of ['error.type', 'error.param', 'invalid_request_error']) assert.ok(errorSchema.includes(s), `ErrorResponse lacks "${s}"`);
+    const upload = cards.find((c) => c.id === 'createVoice')!.textContent;
+    for (const s of ['multipart/form-data', 'file', 'max items 10', 'max length 10485760']) assert.ok(upload.includes(s), `voice card lacks "${s}"`);
+  });
+});
+
+// A DOM of just what the page's script uses: enough to run it outside a browser.
+interface FakeNode {
+  tag: string;
+  id: string;
+  className: string;
+  children: FakeNode[];
+  parent: FakeNode | null;
+  textContent: string;
+  [k: string]: any;
+}
+function fakeDom(ids: string[]) {
+  const make = (tag: string, text = ''): FakeNode => {
+    let own = text;
+    const attrs = new Map<string, string>();
+    const node: FakeNode = {
+      tag,
+      id: '',
+      className: '',
+      children: [],
+      parent: null,
+      get textContent(): string {
+        return own + node.children.map((c) => c.textContent).join('');
+      },
+      set textContent(v: string) {
+        node.children = [];
+        own = v;
+      },
+      appendChild(c: FakeNode) {
+        c.parent = node;
+        node.children.push(c);
+        return c;
+      },
+      replaceWith(n: FakeNode) {
+        const siblings = node.parent!.children;
+        siblings[siblings.indexOf(node)] = n;
+        n.parent = node.parent;
+      },
+      setAttribute: (k: string, v: unknown) => void attrs.set(k, String(v)),
+      getAttribute: (k: string) => attrs.get(k) ?? null,
+      addEventListener() {},
+      classList: { toggle() {} },
+    };
+    return node;
+  };
+  const root = make('body');
+  const byIdMap = new Map<string, FakeNode>();
+  for (const id of ids) {
+    const n = root.appendChild(make('div', id === 'app' ? 'Loading...' : ''));
+    n.id = id;
+    byIdMap.set(id, n);
+  }
+  const all = (n: FakeNode): FakeNode[] => [n, ...n.children.flatMap(all)];
+  const document = {
+    title: '',
+    createElement: (tag: string) => make(tag),
+    createTextNode: (text: string) => make('#text', text),
+    getElementById: (id: string) => all(root).find((n) => n.id === id) ?? null,
+    querySelectorAll: () => all(root).filter((n) => n.getAttribute('data-search') !== null),
+  };
+  return { document, byId: (id: string) => document.getElementById(id)!, all };
+}
