@@ -33,20 +33,26 @@ function currentJobId(): string | undefined {
 const MAX_RETRY_AFTER_MS = 60_000;
 
 /**
- * Failures the provider reports about our own account (credentials, permissions): an operator's
- * problem. The customer's job error says so in general terms; the provider's text, which can name our
- * cloud project or resources, goes to the operator's log only.
+ * What a job's error tells the customer about a provider call that failed. The provider's own text is
+ * kept only where it is about the customer's request (a prompt the provider refuses); every other
+ * failure (our credentials, our project's resources, transport errors, a bug) is described in general
+ * terms, and the provider's text goes to the operator's log only: it can name our cloud project,
+ * bucket or operation ids.
  */
-const OPERATOR_CODES = new Set(['provider_unauthenticated', 'provider_permission_denied']);
-const OPERATOR_MESSAGE = 'the video provider refused the service\'s credentials; the operator has been alerted';
+const CUSTOMER_VISIBLE_CODES = new Set(['invalid_request']);
+const GENERIC_MESSAGES: Record<string, string> = {
+  provider_unauthenticated: "the video provider refused the service's credentials; the operator has been alerted",
+  provider_permission_denied: "the video provider refused the service's credentials; the operator has been alerted",
+};
 
 function toFailure(err: unknown, logger?: Logger): unknown {
+  const job_id = currentJobId();
   if (err instanceof ProviderError) {
-    const forOperator = OPERATOR_CODES.has(err.opts.code);
-    if (forOperator) logger?.error({ job_id: currentJobId(), code: err.opts.code, provider_message: err.message }, 'video provider refused our credentials');
+    const visible = CUSTOMER_VISIBLE_CODES.has(err.opts.code);
+    if (!visible) logger?.warn({ job_id, code: err.opts.code, retryable: err.opts.retryable, provider_message: err.message }, 'video provider call failed');
     return ApplicationFailure.create({
       type: 'ProviderError',
-      message: forOperator ? OPERATOR_MESSAGE : err.message,
+      message: visible ? err.message : (GENERIC_MESSAGES[err.opts.code] ?? `the video provider call failed (${err.opts.code})`),
       nonRetryable: !err.opts.retryable,
       details: [{ code: err.opts.code }],
       // The provider's Retry-After replaces the policy's backoff for the next attempt, capped so a
@@ -56,8 +62,24 @@ function toFailure(err: unknown, logger?: Logger): unknown {
         : {}),
     });
   }
-  return err;
+  if (err instanceof ApplicationFailure) return err;
+  // Anything else (a bug, a database error in an adapter): retried, and described in general terms.
+  logger?.error({ job_id, err }, 'video provider activity failed');
+  return ApplicationFailure.create({ type: 'ProviderError', message: 'the video provider call failed (internal_error)', details: [{ code: 'internal_error' }] });
 }
+
+/** Heartbeats every few seconds while `work` runs, so a long download or upload is not taken for a dead worker. */
+async function withHeartbeat<T>(detail: unknown, work: () => Promise<T>): Promise<T> {
+  const ctx = Context.current();
+  ctx.heartbeat(detail);
+  const timer = setInterval(() => ctx.heartbeat(detail), HEARTBEAT_EVERY_MS);
+  try {
+    return await work();
+  } finally {
+    clearInterval(timer);
+  }
+}
+const HEARTBEAT_EVERY_MS = 5_000;
 
 export function createVideoJobActivities(deps: VideoJobActivityDeps) {
   const providerFor = (backend: string): VideoProvider => {
@@ -148,10 +170,9 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
       const provider = providerFor(input.backend);
       const stored: StoredVideo[] = [];
       for (const [i, output] of input.outputs.entries()) {
-        Context.current().heartbeat(i);
         let body: Buffer;
         try {
-          body = await provider.fetchOutput(input.operation_id, output);
+          body = await withHeartbeat(i, () => provider.fetchOutput(input.operation_id, output));
         } catch (err) {
           throw toFailure(err, deps.logger);
         }
@@ -159,7 +180,7 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
           throw ApplicationFailure.create({ type: 'ProviderError', message: `output ${i} has ${body.length} bytes`, nonRetryable: true, details: [{ code: 'invalid_output' }] });
         }
         const storage_key = `videos/${input.job_id}/${i}.mp4`;
-        await deps.storage.put(storage_key, body, output.content_type);
+        await withHeartbeat(i, () => deps.storage.put(storage_key, body, output.content_type));
         stored.push({ storage_key, content_type: output.content_type, bytes: body.length });
       }
       return stored;

@@ -8,7 +8,7 @@ import { parseArgs } from 'node:util';
 const USAGE = `usage: npm run --silent admin -- <command>
   workspace create --name N [--credits EUR]
   workspace show --id W
-  credits add --workspace W --amount EUR
+  credits add --workspace W --amount EUR [--idempotency-key K]   (the same K applies once)
   key create --workspace W [--models a,b]
   ledger audit`;
 
@@ -46,6 +46,7 @@ async function main(): Promise<void> {
       workspace: { type: 'string' },
       amount: { type: 'string' },
       models: { type: 'string' },
+      'idempotency-key': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -61,6 +62,7 @@ async function main(): Promise<void> {
   let method = 'GET';
   let route: string;
   let body: unknown;
+  const extraHeaders: Record<string, string> = {};
   switch (positionals.join(' ')) {
     case 'workspace create':
       method = 'POST';
@@ -74,6 +76,7 @@ async function main(): Promise<void> {
       method = 'POST';
       route = `/admin/v1/workspaces/${encodeURIComponent(need('workspace'))}/credits`;
       body = { amount_in_euro: euros('amount', values.amount) };
+      if (values['idempotency-key']) extraHeaders['idempotency-key'] = values['idempotency-key'];
       break;
     case 'key create':
       method = 'POST';
@@ -91,7 +94,7 @@ async function main(): Promise<void> {
   try {
     res = await fetch(base + route, {
       method,
-      headers: { authorization: `Bearer ${adminToken()}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+      headers: { ...extraHeaders, authorization: `Bearer ${adminToken()}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
       ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
       signal: AbortSignal.timeout(30_000),
     });

@@ -206,6 +206,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const e = parsed.data;
   const production = e.NODE_ENV === 'production';
   const simulator = e.SIMULATOR ?? !production;
+  if (production && !e.PUBLIC_BASE_URL) {
+    // Download URLs are built from it; from a request's Host header they could point anywhere.
+    throw new ConfigError('PUBLIC_BASE_URL must be set when NODE_ENV=production (the base of the URLs handed to customers)');
+  }
   if (e.VIDEO_POLL_MAX_INTERVAL_MS < e.VIDEO_POLL_INTERVAL_MS) {
     throw new ConfigError('VIDEO_POLL_MAX_INTERVAL_MS must be >= VIDEO_POLL_INTERVAL_MS');
   }

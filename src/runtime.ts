@@ -213,6 +213,7 @@ export async function startApi(opts: {
   secrets: Secrets;
   logger: Logger;
   maxPollsPerRun?: number;
+  createTimeoutMs?: number;
 }): Promise<RunningApi> {
   const { config } = opts;
   const storage = createStorage(config);
@@ -229,6 +230,7 @@ export async function startApi(opts: {
     poll_max_interval_ms: config.video.pollMaxIntervalMs,
     job_timeout_ms: config.video.jobTimeoutMs,
     ...(opts.maxPollsPerRun !== undefined ? { max_polls_per_run: opts.maxPollsPerRun } : {}),
+    ...(opts.createTimeoutMs !== undefined ? { create_timeout_ms: opts.createTimeoutMs } : {}),
   });
   const voices = new VoicesService({
     db: opts.db,
@@ -251,6 +253,7 @@ export async function startApi(opts: {
     publicBaseUrl: config.publicBaseUrl,
     rateLimitPerMinute: config.rateLimitPerMinute,
     metricsToken: config.metricsToken,
+    production: config.production,
     ready: async () => {
       await opts.db.query('SELECT 1');
       await temporal.connection.withDeadline(Date.now() + 2_000, () =>

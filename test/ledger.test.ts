@@ -29,6 +29,7 @@ function job(workspaceId: string, n = 4, unit_micro_eur = 250_000): VideoJobChar
     params: { durationSeconds: 4, resolution: '720p', aspectRatio: '16:9', n },
     estimated_cost_micro_eur: unit_micro_eur * n,
     created_at_ms: Date.now(),
+    request_fingerprint: 'fp',
   };
 }
 
@@ -109,4 +110,19 @@ test('the audit detects a balance that disagrees with the ledger, and a job bill
   const wrong = await auditLedger(db);
   assert.equal(wrong.ok, false);
   assert.deepEqual(wrong.job_mismatches.map((m) => m.job_id), [j.jobId]);
+});
+
+test('the audit recomputes a finished job\'s cost from the videos it delivered', async () => {
+  const ws = await createWorkspace(db, { name: 'i', credits_micro_eur: 1_000_000 });
+  const j = job(ws.id, 2, 100_000);
+  await chargeVideoJob(db, j);
+  const video = { storage_key: 'videos/x/0.mp4', content_type: 'video/mp4', bytes: 1 };
+  await settleVideoJob(db, { jobId: j.jobId, outcome: 'succeeded', delivered: 1, videos: [video], error: null, completed_at_ms: Date.now() });
+  const before = await auditLedger(db);
+  assert.ok(!before.job_mismatches.some((m) => m.job_id === j.jobId));
+  // Ledger and recorded cost agree, but the job lists a video it was not billed for.
+  await db.query('UPDATE video_jobs SET videos = $2 WHERE id = $1', [j.jobId, JSON.stringify([video, video])]);
+  const after = await auditLedger(db);
+  assert.equal(after.ok, false);
+  assert.ok(after.job_mismatches.some((m) => m.job_id === j.jobId && m.status === 'succeeded:cost'));
 });

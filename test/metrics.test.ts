@@ -263,3 +263,19 @@ describe('a worker-only process (npm run worker)', () => {
     }
   });
 });
+
+describe('in production', () => {
+  test('/metrics is not served without METRICS_TOKEN, and PUBLIC_BASE_URL is required', async () => {
+    const { loadConfig } = await import('../src/config.js');
+    const base = { NODE_ENV: 'production', ADMIN_TOKEN, URL_SIGNING_SECRET: 'x'.repeat(32) };
+    assert.throws(() => loadConfig(base), /PUBLIC_BASE_URL must be set when NODE_ENV=production/);
+    const prod = await startStack({ worker: false, env: { NODE_ENV: 'production', PUBLIC_BASE_URL: 'https://api.example.test', SIMULATOR: 'on' } });
+    try {
+      const r = await http(prod.baseUrl, 'GET', '/metrics');
+      assert.equal(r.status, 404);
+      assert.equal(r.body.error.code, 'route_not_found');
+    } finally {
+      await prod.stop();
+    }
+  });
+});

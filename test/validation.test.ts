@@ -80,6 +80,20 @@ describe('create video: 400 naming the parameter', () => {
 });
 
 describe('create video: malformed requests', () => {
+  test('a NUL character anywhere in a JSON body is a 400 naming where, never a hang or a 500', async () => {
+    const r = await create({ ...simJob(), prompt: 'a cat\u0000' });
+    assertErrorShape(r.body, 400, r.status);
+    assert.equal(r.body.error.param, 'prompt');
+    const speech = await http(stack.baseUrl, 'POST', '/v2/audio/speech', { token: customer.key, json: { input: 'hi', voice: 'sim-narrator\u0000' } });
+    assertErrorShape(speech.body, 400, speech.status);
+    assert.equal(speech.body.error.param, 'voice');
+    const ws = await http(stack.baseUrl, 'POST', '/admin/v1/workspaces', { token: ADMIN_TOKEN, json: { name: 'x\u0000' } });
+    assertErrorShape(ws.body, 400, ws.status);
+    assert.equal(ws.body.error.param, 'name');
+    const nested = await create({ ...simJob(), parameters: { simulate: { message: 'm\u0000' } } });
+    assert.equal(nested.body.error.param, 'parameters.simulate.message');
+  });
+
   test('invalid JSON is 400 invalid_json', async () => {
     const r = await http(stack.baseUrl, 'POST', '/v2/videos/generations', {
       token: customer.key,

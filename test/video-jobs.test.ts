@@ -180,7 +180,8 @@ describe('video jobs', () => {
 
   test('the job record survives the workflow: status is answered from PostgreSQL when the workflow is gone', async () => {
     const c = await newCustomer(stack, 5);
-    const created = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: simJob() });
+    const headers = { 'Idempotency-Key': 'survives-retention' };
+    const created = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: simJob(), headers });
     const done = await waitForJob(stack, c.key, created.body.id);
     // Simulate retention expiry: the workflow's history is deleted from Temporal.
     await stack.api.temporal.workflowService.deleteWorkflowExecution({
@@ -200,6 +201,13 @@ describe('video jobs', () => {
     assert.equal(again.body.status, 'succeeded');
     assert.equal(again.body.videos.length, done.videos.length);
     assert.equal(again.body.cost_in_euro, done.cost_in_euro);
+    // The Idempotency-Key still holds: the same body answers the same job, another body is a 409.
+    const retry = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: simJob(), headers });
+    assert.equal(retry.status, 202, JSON.stringify(retry.body));
+    assert.equal(retry.body.id, created.body.id);
+    const other = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: simJob({}, { n: 1 }), headers });
+    assert.equal(other.status, 409);
+    assert.equal(await balanceMicro(stack, c.workspaceId), 5_000_000 - 400_000);
     await assertAuditHolds(stack);
   });
 });

@@ -66,3 +66,29 @@ describe('continue-as-new', () => {
     await assertAuditHolds(stack);
   });
 });
+
+describe('no worker running', () => {
+  let stack: Stack;
+  before(async () => {
+    stack = await startStack({ worker: false, createTimeoutMs: 2_000 });
+  });
+  after(async () => {
+    await stack.stop();
+  });
+
+  test('a create that no worker confirms in time is a 503 naming the job, not a hang; nothing is charged', async () => {
+    const c = await newCustomer(stack, 5);
+    const started = Date.now();
+    const r = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: simJob(), headers: { 'Idempotency-Key': 'k-503' } });
+    assert.equal(r.status, 503, JSON.stringify(r.body));
+    assert.ok(Date.now() - started < 10_000);
+    assert.equal(r.body.error.code, 'temporarily_unavailable');
+    assert.equal(r.headers.get('retry-after'), '5');
+    const location = r.headers.get('location')!;
+    assert.match(r.body.error.message, new RegExp(location.split('/').pop()!));
+    assert.equal(await balanceMicro(stack, c.workspaceId), 5_000_000);
+    // GET on that id: not (yet) a job of this workspace.
+    assert.equal((await http(stack.baseUrl, 'GET', location, { token: c.key })).status, 404);
+    await assertAuditHolds(stack);
+  });
+});

@@ -108,6 +108,7 @@ export async function videoJobWorkflow(input: VideoJobInput, resume?: VideoJobRe
       params: input.params,
       estimated_cost_micro_eur: input.estimated_cost_micro_eur,
       created_at_ms: input.created_at_ms,
+      request_fingerprint: input.request_fingerprint,
     }));
     if (!charge.ok) {
       state.status = 'rejected';

@@ -72,40 +72,46 @@ export async function addCredits(
   db: Db,
   input: { workspaceId: string; amount_micro_eur: number; idempotencyKey?: string },
 ): Promise<{ balance_micro_eur: number; topup_id: string }> {
-  if (!(input.amount_micro_eur > 0 && input.amount_micro_eur <= MAX_AMOUNT_MICRO_EUR)) {
-    throw new RangeError(`top-up amount out of range: ${input.amount_micro_eur}`);
-  }
-  const idempotencyKey = `topup:${input.workspaceId}:${input.idempotencyKey ?? randomUUID()}`;
   try {
-    return await inTransaction(db, async (tx) => {
-      await lockWorkspaceBalance(tx, input.workspaceId);
-      const existing = await tx.query<{ topup_id: string }>(
-        'SELECT topup_id FROM ledger_entries WHERE idempotency_key = $1',
-        [idempotencyKey],
-      );
-      if (existing.rows[0]) {
-        const b = await tx.query<{ balance_micro_eur: number }>('SELECT balance_micro_eur FROM workspaces WHERE id = $1', [input.workspaceId]);
-        return { balance_micro_eur: b.rows[0]!.balance_micro_eur, topup_id: existing.rows[0].topup_id };
-      }
-      const topupId = randomUUID();
-      await tx.query('INSERT INTO topups (id, workspace_id, amount_micro_eur) VALUES ($1, $2, $3)', [
-        topupId,
-        input.workspaceId,
-        input.amount_micro_eur,
-      ]);
-      const balance = await applyEntry(tx, {
-        workspaceId: input.workspaceId,
-        kind: 'topup',
-        amount_micro_eur: input.amount_micro_eur,
-        idempotencyKey,
-        topupId,
-      });
-      return { balance_micro_eur: balance, topup_id: topupId };
-    });
+    return await inTransaction(db, (tx) => addCreditsIn(tx, input));
   } catch (err) {
     if (isUniqueViolation(err)) return addCredits(db, input);
     throw err;
   }
+}
+
+/** A top-up inside the caller's transaction (e.g. with the creation of the workspace). */
+export async function addCreditsIn(
+  tx: Tx,
+  input: { workspaceId: string; amount_micro_eur: number; idempotencyKey?: string },
+): Promise<{ balance_micro_eur: number; topup_id: string }> {
+  if (!(input.amount_micro_eur > 0 && input.amount_micro_eur <= MAX_AMOUNT_MICRO_EUR)) {
+    throw new RangeError(`top-up amount out of range: ${input.amount_micro_eur}`);
+  }
+  const idempotencyKey = `topup:${input.workspaceId}:${input.idempotencyKey ?? randomUUID()}`;
+  await lockWorkspaceBalance(tx, input.workspaceId);
+  const existing = await tx.query<{ topup_id: string }>(
+    'SELECT topup_id FROM ledger_entries WHERE idempotency_key = $1',
+    [idempotencyKey],
+  );
+  if (existing.rows[0]) {
+    const b = await tx.query<{ balance_micro_eur: number }>('SELECT balance_micro_eur FROM workspaces WHERE id = $1', [input.workspaceId]);
+    return { balance_micro_eur: b.rows[0]!.balance_micro_eur, topup_id: existing.rows[0].topup_id };
+  }
+  const topupId = randomUUID();
+  await tx.query('INSERT INTO topups (id, workspace_id, amount_micro_eur) VALUES ($1, $2, $3)', [
+    topupId,
+    input.workspaceId,
+    input.amount_micro_eur,
+  ]);
+  const balance = await applyEntry(tx, {
+    workspaceId: input.workspaceId,
+    kind: 'topup',
+    amount_micro_eur: input.amount_micro_eur,
+    idempotencyKey,
+    topupId,
+  });
+  return { balance_micro_eur: balance, topup_id: topupId };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -120,6 +126,7 @@ export interface VideoJobCharge {
   params: VideoParams;
   estimated_cost_micro_eur: number;
   created_at_ms: number;
+  request_fingerprint: string;
 }
 
 export type ChargeResult =
@@ -135,6 +142,9 @@ export async function chargeVideoJob(db: Db, job: VideoJobCharge): Promise<Charg
   if (!(job.estimated_cost_micro_eur > 0)) throw new Error('invariant: a video job costs more than 0');
   if (job.estimated_cost_micro_eur % job.params.n !== 0) throw new Error('invariant: estimate is n unit prices');
   return inTransaction(db, async (tx) => {
+    // Well inside the charge's 10 s local-activity timeout: an attempt Temporal has given up on
+    // cannot commit later, after a retry decided otherwise.
+    await tx.query("SET LOCAL statement_timeout = '4s'; SET LOCAL lock_timeout = '3s'");
     const balance = await lockWorkspaceBalance(tx, job.workspaceId);
     if (await entryExists(tx, chargeKey(job.jobId))) {
       return { ok: true, balance_micro_eur: balance, already_charged: true };
@@ -143,9 +153,9 @@ export async function chargeVideoJob(db: Db, job: VideoJobCharge): Promise<Charg
       return { ok: false, reason: 'insufficient_credits', balance_micro_eur: balance };
     }
     await tx.query(
-      `INSERT INTO video_jobs (id, workspace_id, workflow_id, model, prompt, params, status, estimated_cost_micro_eur, created_at)
-       VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, to_timestamp($8 / 1000.0))`,
-      [job.jobId, job.workspaceId, job.workflowId, job.model, job.prompt, JSON.stringify(job.params), job.estimated_cost_micro_eur, job.created_at_ms],
+      `INSERT INTO video_jobs (id, workspace_id, workflow_id, model, prompt, request_fingerprint, params, status, estimated_cost_micro_eur, created_at)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, to_timestamp($9 / 1000.0))`,
+      [job.jobId, job.workspaceId, job.workflowId, job.model, job.prompt, job.request_fingerprint, JSON.stringify(job.params), job.estimated_cost_micro_eur, job.created_at_ms],
     );
     const after = await applyEntry(tx, {
       workspaceId: job.workspaceId,
@@ -342,7 +352,19 @@ export async function auditLedger(db: Db): Promise<AuditReport> {
       `SELECT j.id AS job_id, j.status,
               COALESCE(j.cost_micro_eur, j.estimated_cost_micro_eur) AS expected_net_charge_micro_eur,
               (-COALESCE(SUM(l.amount_micro_eur), 0))::bigint AS ledger_net_charge_micro_eur
-         FROM video_jobs j LEFT JOIN ledger_entries l ON l.video_job_id = j.id GROUP BY j.id`,
+         FROM video_jobs j LEFT JOIN ledger_entries l ON l.video_job_id = j.id GROUP BY j.id
+       UNION ALL
+       -- A finished job's cost is recomputed from what it delivered: (estimate / n) per stored video.
+       SELECT j.id, j.status || ':cost',
+              (j.estimated_cost_micro_eur / (j.params->>'n')::int) * jsonb_array_length(j.videos), j.cost_micro_eur
+         FROM video_jobs j
+        WHERE j.status <> 'pending'
+          AND j.cost_micro_eur <> (j.estimated_cost_micro_eur / (j.params->>'n')::int) * jsonb_array_length(j.videos)
+       UNION ALL
+       -- Every entry of a job is booked to the job's own workspace.
+       SELECT j.id, j.status || ':workspace', 0, count(*)
+         FROM video_jobs j JOIN ledger_entries l ON l.video_job_id = j.id AND l.workspace_id <> j.workspace_id
+        GROUP BY j.id, j.status`,
     );
     // A speech request's net charge is its recorded cost.
     const speech = await tx.query<{ speech_request_id: string; cost_micro_eur: number; ledger_net_charge_micro_eur: number }>(

@@ -40,6 +40,8 @@ export interface AppDeps {
   rateLimitPerMinute: number;
   /** Bearer token GET /metrics requires (METRICS_TOKEN); unset = open, like /healthz. */
   metricsToken?: string | undefined;
+  /** NODE_ENV=production. */
+  production?: boolean;
   /** Whether the process is ready (Postgres and Temporal reachable). */
   ready: () => Promise<boolean>;
 }
@@ -72,6 +74,8 @@ export function createApp(deps: AppDeps): express.Express {
     res.status(ok ? 200 : 503).json({ ok });
   });
   app.get('/metrics', (req, res, next) => {
+    // In production the business figures are not public: served only behind METRICS_TOKEN.
+    if (deps.production && !deps.metricsToken) return next();
     handleMetricsRequest(req, res, deps.metricsToken).catch(next);
   });
 

@@ -15,6 +15,27 @@ export const jsonBody: RequestHandler = (req, res, next) => {
     if (typeof req.body !== 'object' || req.body === null || Array.isArray(req.body)) {
       return next(new ApiError(400, 'invalid_request_error', 'invalid_json', 'the request body must be a JSON object'));
     }
+    const bad = findNulString(req.body, '', 0);
+    if (bad !== null) {
+      return next(new ApiError(400, 'invalid_request_error', 'invalid_parameter', `${bad || 'the body'} must not contain NUL characters`, bad || null));
+    }
     next();
   });
 };
+
+/**
+ * The path of the first string (value or key) holding a NUL character, which no text column can
+ * store: such input is a 400 here rather than an error deep in a transaction. Depth-bounded (a 64 KiB
+ * body cannot nest much anyway).
+ */
+function findNulString(value: unknown, path: string, depth: number): string | null {
+  if (typeof value === 'string') return value.includes('\u0000') ? path : null;
+  if (typeof value !== 'object' || value === null || depth > 64) return null;
+  for (const [k, v] of Object.entries(value)) {
+    const p = path ? `${path}.${k}` : k;
+    if (k.includes('\u0000')) return p;
+    const found = findNulString(v, p, depth + 1);
+    if (found !== null) return found;
+  }
+  return null;
+}

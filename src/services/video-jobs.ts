@@ -46,10 +46,14 @@ export interface VideoJobsDeps {
   poll_max_interval_ms: number;
   job_timeout_ms: number;
   max_polls_per_run?: number;
+  /** How long a create waits for the workflow's charge step before answering 503. */
+  create_timeout_ms?: number;
 }
 
 /** Time a status request waits for the workflow's answer before reading the job from Postgres. */
 const QUERY_TIMEOUT_MS = 5_000;
+/** A create waits this long for the charge step (a worker must be running) before answering 503. */
+const CREATE_TIMEOUT_MS = 30_000;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 export function isUuid(s: string): boolean {
@@ -132,6 +136,12 @@ export class VideoJobsService {
       deadline_at_ms: now_ms + this.deps.job_timeout_ms,
       max_polls_per_run: this.deps.max_polls_per_run ?? 200,
     };
+    if (idempotencyKey) {
+      // A retry of a finished job answers from its final record; Temporal is not asked (its history
+      // may be gone after retention, and a new run would generate again).
+      const record = await this.fromDatabase(job_id);
+      if (record && record.status !== 'pending') return this.checkedReplay(record, fingerprint);
+    }
     const workflowId = videoJobWorkflowId(job_id);
     const startOp = new WithStartWorkflowOperation<typeof videoJobWorkflow>('videoJobWorkflow', {
       workflowId,
@@ -147,9 +157,26 @@ export class VideoJobsService {
       ],
     });
     let state: VideoJobState;
+    const timeout_ms = this.deps.create_timeout_ms ?? CREATE_TIMEOUT_MS;
+    const started_ms = Date.now();
     try {
-      state = await this.deps.temporal.workflow.executeUpdateWithStart(acceptJobUpdate, { startWorkflowOperation: startOp });
+      state = await this.deps.temporal.connection.withDeadline(started_ms + timeout_ms, () =>
+        this.deps.temporal.workflow.executeUpdateWithStart(acceptJobUpdate, { startWorkflowOperation: startOp }),
+      );
     } catch (err) {
+      if (Date.now() - started_ms >= timeout_ms - 100) {
+        // No worker answered in time. The job may still be accepted (and charged) later: say which
+        // one it is, so the client can look at it or retry with the same Idempotency-Key.
+        throw new ApiError(
+          503,
+          'api_error',
+          'temporarily_unavailable',
+          `the job could not be confirmed within ${timeout_ms / 1000} s; it may still be accepted as job ${job_id}: ` +
+            `check GET /v2/videos/generations/${job_id}, or retry with the same Idempotency-Key`,
+          null,
+          { 'Retry-After': '5', Location: `/v2/videos/generations/${job_id}` },
+        );
+      }
       if (err instanceof WorkflowUpdateFailedError && err.cause instanceof ApplicationFailure && err.cause.type === INSUFFICIENT_CREDITS) {
         throw insufficientCredits();
       }
@@ -162,8 +189,12 @@ export class VideoJobsService {
         throw err;
       }
     }
-    // (A record read back from Postgres after the workflow's retention carries no fingerprint.)
-    if (state.request_fingerprint && state.request_fingerprint !== fingerprint) {
+    return this.checkedReplay(state, fingerprint);
+  }
+
+  /** The job an Idempotency-Key names, if the request matches the one that created it. */
+  private checkedReplay(state: VideoJobState, fingerprint: string): VideoJobState {
+    if (state.request_fingerprint !== fingerprint) {
       throw new ApiError(409, 'idempotency_error', 'idempotency_key_reused', 'this Idempotency-Key was already used with different parameters', null);
     }
     if (state.status === 'rejected') throw insufficientCredits();
@@ -201,7 +232,7 @@ export class VideoJobsService {
 
   private async fromDatabase(job_id: string): Promise<VideoJobState | null> {
     const r = await this.deps.db.query(
-      `SELECT id, workspace_id, status, model, params, estimated_cost_micro_eur, cost_micro_eur, refunded_micro_eur, videos, error,
+      `SELECT id, workspace_id, status, model, params, request_fingerprint, estimated_cost_micro_eur, cost_micro_eur, refunded_micro_eur, videos, error,
               (extract(epoch FROM created_at) * 1000)::bigint AS created_at_ms,
               (extract(epoch FROM completed_at) * 1000)::bigint AS completed_at_ms
          FROM video_jobs WHERE id = $1`,
@@ -222,7 +253,7 @@ export class VideoJobsService {
       refunded_micro_eur: row.refunded_micro_eur,
       videos: row.videos,
       error: row.error,
-      request_fingerprint: '',
+      request_fingerprint: row.request_fingerprint,
     };
   }
 }

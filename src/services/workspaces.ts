@@ -1,7 +1,8 @@
 // Workspaces and their API keys. Keys are shown once and stored only as SHA-256 digests.
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import type { Db } from '../db/pool.js';
-import { addCredits, NotFoundError } from '../billing/ledger.js';
+import { addCreditsIn, NotFoundError } from '../billing/ledger.js';
+import { inTransaction } from '../db/pool.js';
 
 export interface Workspace {
   id: string;
@@ -24,10 +25,13 @@ export const hashApiKey = (key: string) => createHash('sha256').update(key, 'utf
 
 export async function createWorkspace(db: Db, input: { name: string; credits_micro_eur?: number }): Promise<Workspace> {
   const id = randomUUID();
-  await db.query('INSERT INTO workspaces (id, name) VALUES ($1, $2)', [id, input.name]);
-  if (input.credits_micro_eur && input.credits_micro_eur > 0) {
-    await addCredits(db, { workspaceId: id, amount_micro_eur: input.credits_micro_eur, idempotencyKey: 'initial-credits' });
-  }
+  // The workspace and its initial credits together, or neither.
+  await inTransaction(db, async (tx) => {
+    await tx.query('INSERT INTO workspaces (id, name) VALUES ($1, $2)', [id, input.name]);
+    if (input.credits_micro_eur && input.credits_micro_eur > 0) {
+      await addCreditsIn(tx, { workspaceId: id, amount_micro_eur: input.credits_micro_eur, idempotencyKey: 'initial-credits' });
+    }
+  });
   return getWorkspace(db, id);
 }
 

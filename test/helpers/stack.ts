@@ -39,6 +39,7 @@ export interface StackOptions {
   env?: Record<string, string>;
   worker?: boolean;
   maxPollsPerRun?: number;
+  createTimeoutMs?: number;
   /** Where the stack's logs go (default stdout); set LOG_LEVEL in `env` to see any. */
   logStream?: DestinationStream;
 }
@@ -83,6 +84,7 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
     secrets: { adminToken: ADMIN_TOKEN, urlSigningSecret: config.urlSigningSecret!, adminTokenGenerated: false },
     logger,
     ...(opts.maxPollsPerRun !== undefined ? { maxPollsPerRun: opts.maxPollsPerRun } : {}),
+    ...(opts.createTimeoutMs !== undefined ? { createTimeoutMs: opts.createTimeoutMs } : {}),
   });
   return {
     config,

@@ -32,6 +32,9 @@ CREATE TABLE video_jobs (
   workflow_id              text NOT NULL UNIQUE,
   model                    text NOT NULL,
   prompt                   text NOT NULL,
+  -- hash of the request: an Idempotency-Key reused with another body is refused, also once the
+  -- workflow's history is gone
+  request_fingerprint      text NOT NULL,
   params                   jsonb NOT NULL,
   status                   text NOT NULL CHECK (status IN ('pending', 'succeeded', 'failed')),
   estimated_cost_micro_eur bigint NOT NULL CHECK (estimated_cost_micro_eur > 0),
