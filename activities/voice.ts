@@ -1,5 +1,6 @@
 // Activities of the voice workflows. Idempotent: Temporal may run any of them again after a crash.
 import { ApplicationFailure } from '@temporalio/common';
+import type { Logger } from 'pino';
 import type { Db } from '../src/db/pool.js';
 import { VoiceProviderError, type VoiceProvider } from '../src/providers/voice/types.js';
 import type { VoiceDeletionInput } from '../workflows/voice-deletion.js';
@@ -7,12 +8,30 @@ import type { VoiceDeletionInput } from '../workflows/voice-deletion.js';
 export interface VoiceActivityDeps {
   db: Db;
   voiceProvider: VoiceProvider;
+  logger?: Logger;
 }
 
 export function createVoiceActivities(deps: VoiceActivityDeps) {
   return {
-    /** Deletes the voice at its provider, then records that it did. Every failure is retried. */
+    /**
+     * Deletes the voice at its provider, then records that it did. Every failure is retried. A voice
+     * the registry still holds live (the DELETE that started this did not commit, or the provider id
+     * is another live row's) is never deleted: the activity then finishes without deleting.
+     */
     async deleteProviderVoice(input: VoiceDeletionInput): Promise<void> {
+      // FOR SHARE waits for a transaction still holding the row (the DELETE that started this
+      // workflow marks the row before starting it) and then reads the row as that transaction left it.
+      const live = await deps.db.query<{ id: string }>(
+        'SELECT id FROM voices WHERE provider = $1 AND voice_id = $2 AND deleted_at IS NULL FOR SHARE',
+        [input.provider, input.voice_id],
+      );
+      if (live.rows.length > 0) {
+        deps.logger?.warn(
+          { registry_id: input.registry_id, live_registry_id: live.rows[0]!.id, provider: input.provider, voice_id: input.voice_id },
+          'voice deletion skipped: the voice is live in the registry',
+        );
+        return;
+      }
       const provider = deps.voiceProvider;
       if (provider.name !== input.provider) {
         // Configuration changed since the voice was cloned: wait for its provider to be configured again.

@@ -211,8 +211,11 @@ describe('ElevenLabs adapter contract', () => {
       const invalid = await providerError(call[op](), 'rejected');
       assert.equal(invalid.message, 'body.files.0: Field required; query.output_format: Input should be pcm_22050');
 
+      // a 403 is about our account, not the request: unavailable, without the provider's text
       fake.fail(route, { status: 403, body: { detail: { status: 'only_for_creator+', message: 'Upgrade to use this voice' } } });
-      assert.equal((await providerError(call[op](), 'rejected')).message, 'Upgrade to use this voice');
+      const forbidden = await providerError(call[op](), 'unavailable');
+      assert.equal(forbidden.message, "the voice provider refused the service's credentials (HTTP 403); an operator must check ELEVENLABS_API_KEY");
+      assert.deepEqual(forbidden.details, { status: 403, code: 'only_for_creator+' });
 
       fake.fail(route, { status: 400, body: 'samples are too noisy', headers: { 'content-type': 'text/plain' } });
       assert.equal((await providerError(call[op](), 'rejected')).message, 'samples are too noisy');
@@ -222,13 +225,13 @@ describe('ElevenLabs adapter contract', () => {
     }
   });
 
-  test('401: our key is wrong; the message says so, carries the provider message, never the key', async () => {
+  test('401: our key is wrong: `unavailable` with a generic message, no provider text, never the key', async () => {
     const wrongKey = 'xi-wrong-key-SECRET-9876543210';
     const wrong = new ElevenLabsVoiceProvider({ apiKey: wrongKey, baseUrl: fake.url });
     for (const op of ['clone', 'delete', 'speech'] as const) {
       const p = op === 'clone' ? wrong.cloneVoice({ name: 'v', samples: [wavSample()] }) : op === 'delete' ? wrong.deleteVoice('x') : wrong.synthesize({ model: 'm', voice_id: 'JBFqnCBsd6RMkjVDRZzb', text: 'hi', format: 'wav' });
-      const err = await providerError(p, 'rejected', wrongKey);
-      assert.match(err.message, /did not accept this service's credentials .*ELEVENLABS_API_KEY.*: Invalid API key$/);
+      const err = await providerError(p, 'unavailable', wrongKey);
+      assert.equal(err.message, "the voice provider refused the service's credentials (HTTP 401); an operator must check ELEVENLABS_API_KEY");
       assert.deepEqual(err.details, { status: 401, code: 'invalid_api_key' });
       assert.equal(lastRequest().headers['xi-api-key'], wrongKey);
     }
@@ -504,7 +507,7 @@ describe('ElevenLabs end to end: the HTTP API, the ledger and the deletion workf
     }
   });
 
-  test("a provider 400 on clone is our 400 with the provider's message; a 401 says our key is wrong; nothing registered", async () => {
+  test("a provider 400 on clone is our 400 with the provider's message; a 401 (our key) is our 503; nothing registered", async () => {
     const c = await newCustomer(stack, 1);
     fake.fail('clone', { status: 400, body: { detail: { status: 'voice_too_short', message: 'The samples must total at least 1 second of speech.' } } });
     const rejected = await cloneThroughApi(c.key, 'too short', wavBytes(0.1));
@@ -517,8 +520,9 @@ describe('ElevenLabs end to end: the HTTP API, the ledger and the deletion workf
     });
     fake.fail('clone', { status: 401, body: { detail: { status: 'invalid_api_key', message: 'Invalid API key' } } });
     const unauthorized = await cloneThroughApi(c.key, 'v', wavBytes());
-    assert.equal(unauthorized.status, 400);
-    assert.match(unauthorized.body.error.message, /credentials .*ELEVENLABS_API_KEY.*: Invalid API key$/);
+    assert.equal(unauthorized.status, 503, JSON.stringify(unauthorized.body));
+    assert.equal(unauthorized.body.error.code, 'provider_unavailable');
+    assert.doesNotMatch(unauthorized.body.error.message, /Invalid API key/);
     assert.ok(!JSON.stringify(unauthorized.body).includes(E2E_KEY));
     const count = await stack.db.query('SELECT count(*)::int AS n FROM voices WHERE workspace_id = $1', [c.workspaceId]);
     assert.equal(count.rows[0].n, 0);

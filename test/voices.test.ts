@@ -4,6 +4,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import nodeHttp from 'node:http';
+import { randomUUID } from 'node:crypto';
 import { http, newCustomer, startStack, type Stack } from './helpers/stack.js';
 import { encodeWav, SimulatedVoiceProvider } from '../src/providers/voice/simulator.js';
 import { sniffAudio } from '../src/media/audio-sniff.js';
@@ -506,6 +507,39 @@ describe('DELETE /v2/audio/voices/{id}', () => {
     const attempts = (history.events ?? []).map((e) => e.activityTaskStartedEventAttributes?.attempt).filter((a) => a != null);
     assert.deepEqual(attempts, [3]);
     assert.equal((await handle.describe()).status.name, 'COMPLETED');
+  });
+
+  test('a deletion workflow for a voice the registry still holds live completes without deleting it at the provider', async () => {
+    const c = await newCustomer(stack, 5);
+    const created = await postForm(c.key, formOf([{ name: 'name', value: 'still live' }, sample()]));
+    assert.equal(created.status, 200, JSON.stringify(created.body));
+    const voice = created.body;
+    // as if the DELETE that started it had not committed (its own registry id), and for the id of
+    // another live registry row (a registry id that is not the voice's)
+    for (const registry_id of [voice.id, randomUUID()]) {
+      const handle = await stack.api.temporal.workflow.start('voiceDeletionWorkflow', {
+        workflowId: voiceDeletionWorkflowId(registry_id),
+        taskQueue: stack.config.temporal.taskQueue,
+        args: [{ registry_id, workspace_id: c.workspaceId, provider: 'simulator', voice_id: voice.voice_id }],
+      });
+      await handle.result();
+      assert.equal((await handle.describe()).status.name, 'COMPLETED');
+      assert.equal(await sim.hasVoice(voice.voice_id), true, 'not deleted at the provider');
+    }
+    const row = await stack.db.query('SELECT deleted_at IS NOT NULL AS deleted, provider_deleted_at IS NOT NULL AS provider_deleted FROM voices WHERE id = $1', [
+      voice.id,
+    ]);
+    assert.deepEqual(row.rows[0], { deleted: false, provider_deleted: false });
+    const got = await http(stack.baseUrl, 'GET', `/v2/audio/voices/${voice.id}`, { token: c.key });
+    assert.equal(got.status, 200, JSON.stringify(got.body));
+    const speech = await fetch(`${stack.baseUrl}/v2/audio/speech`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${c.key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ input: 'still here', voice: voice.voice_id }),
+    });
+    const audio = Buffer.from(await speech.arrayBuffer());
+    assert.equal(speech.status, 200, audio.toString());
+    assert.ok(audio.length > 44, 'audio came back');
   });
 });
 

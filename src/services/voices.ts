@@ -87,10 +87,21 @@ export class VoicesService {
         return r.rows[0]!;
       });
     } catch (err) {
-      // Not registered: the provider must not keep a voice nobody can use or delete.
-      await this.startDeletion({ registry_id: id, workspace_id, provider, voice_id: cloned.voice_id }).catch((e: unknown) =>
-        this.deps.logger.error({ err: e, provider, voice_id: cloned.voice_id }, 'could not schedule the deletion of an unregistered voice'),
-      );
+      // Not registered: the provider must not keep a voice nobody can use or delete. Unless the
+      // provider id already is another live registry row's (the unique violation on (provider,
+      // voice_id)): that voice is in use and is not deleted. (The deletion activity checks this too;
+      // if the check here fails, the deletion is scheduled and the activity decides.)
+      const liveElsewhere = await this.deps.db
+        .query('SELECT 1 FROM voices WHERE provider = $1 AND voice_id = $2 AND deleted_at IS NULL', [provider, cloned.voice_id])
+        .then((r) => (r.rowCount ?? 0) > 0)
+        .catch(() => false);
+      if (liveElsewhere) {
+        this.deps.logger.error({ provider, voice_id: cloned.voice_id }, 'a clone answered with the id of a live registered voice: not registered, not deleted');
+      } else {
+        await this.startDeletion({ registry_id: id, workspace_id, provider, voice_id: cloned.voice_id }).catch((e: unknown) =>
+          this.deps.logger.error({ err: e, provider, voice_id: cloned.voice_id }, 'could not schedule the deletion of an unregistered voice'),
+        );
+      }
       throw err;
     }
   }

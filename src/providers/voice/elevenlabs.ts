@@ -14,8 +14,11 @@
 // How answers map onto VoiceProviderError (types.ts):
 //   2xx                                  success; a 2xx whose body is not what the API documents
 //                                        (malformed JSON, fields missing) is `unavailable`
-//   400, 401, 403, 404, 422, other 4xx   `rejected` with the provider's message (our 400). A 401 is
-//                                        about OUR key: the message says so (and never holds the key)
+//   400, 404, 422, other 4xx             `rejected` with the provider's message (our 400)
+//   401, 403                             about OUR key or account, not the customer's request:
+//                                        `unavailable` (our 503) with a generic message (no provider
+//                                        text, never the key); a 401/403 `quota_exceeded` stays
+//                                        `rejected` with the provider's message
 //   408, 429, 5xx, 3xx                   `unavailable` (our 503; deletions retry), with the provider's
 //                                        code and message and, when sent, Retry-After in seconds
 //   timeout, network failure             `unavailable`
@@ -246,16 +249,17 @@ export class ElevenLabsVoiceProvider implements VoiceProvider {
     const code = said.code;
     const retryAfterSeconds = parseRetryAfter(res.headers.get('retry-after'));
     const details = { status, ...(code ? { code } : {}), ...(retryAfterSeconds !== undefined ? { retryAfterSeconds } : {}) };
+    if ((status === 401 || status === 403) && code !== 'quota_exceeded') {
+      // Our key or account, not the customer's request: the service is misconfigured. No provider text.
+      return new ElevenLabsError(
+        'unavailable',
+        `the voice provider refused the service's credentials (HTTP ${status}); an operator must check ELEVENLABS_API_KEY`,
+        details,
+      );
+    }
     const rejected = status >= 400 && status < 500 && status !== 408 && status !== 429;
     if (rejected) {
       const message = said.message ?? `ElevenLabs refused the ${OPERATION_LABELS[op]} (HTTP ${status}${code ? ` ${code}` : ''})`;
-      if (status === 401 && code !== 'quota_exceeded') {
-        return new ElevenLabsError(
-          'rejected',
-          this.scrub(`the voice provider did not accept this service's credentials (an operator must check ELEVENLABS_API_KEY): ${message}`),
-          details,
-        );
-      }
       return new ElevenLabsError('rejected', this.scrub(message), details);
     }
     const what =
