@@ -5,6 +5,7 @@
 // and body is answered again without a second charge; with another body it is a 409.
 import { createHash, randomUUID } from 'node:crypto';
 import type { Db } from '../db/pool.js';
+import { uuidForKey } from '../ids.js';
 import { chargeSpeech } from '../billing/ledger.js';
 import { defaultSpeechModelFor, findSpeechModel, speechCostMicroEur, type SpeechModel, type SpeechResponseFormat } from '../catalog.js';
 import { ApiError, invalidParam, notFound } from '../http/errors.js';
@@ -36,11 +37,7 @@ export const countCharacters = (text: string) => [...text].length;
 
 /** A speech request id derived from (workspace, Idempotency-Key). */
 export function speechRequestIdForKey(workspaceId: string, key: string): string {
-  const h = createHash('sha256').update(`speech\n${workspaceId}\n${key}`).digest();
-  h[6] = (h[6]! & 0x0f) | 0x50;
-  h[8] = (h[8]! & 0x3f) | 0x80;
-  const hex = h.subarray(0, 16).toString('hex');
-  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20, 32)}`;
+  return uuidForKey('speech', workspaceId, key);
 }
 
 const insufficientCredits = (cost_micro_eur: number) =>

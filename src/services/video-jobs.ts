@@ -9,6 +9,7 @@ import {
 } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import type { Db } from '../db/pool.js';
+import { uuidForKey } from '../ids.js';
 import {
   DEFAULT_VIDEO_MODEL_ID,
   estimateCostMicroEur,
@@ -62,11 +63,7 @@ export function isUuid(s: string): boolean {
 
 /** A job id derived from (workspace, Idempotency-Key): the same key from the same workspace is the same job. */
 export function jobIdForIdempotencyKey(workspaceId: string, key: string): string {
-  const h = createHash('sha256').update(`video-job\n${workspaceId}\n${key}`).digest();
-  h[6] = (h[6]! & 0x0f) | 0x50; // version 5-style (name-based, SHA)
-  h[8] = (h[8]! & 0x3f) | 0x80; // RFC 4122 variant
-  const hex = h.subarray(0, 16).toString('hex');
-  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20, 32)}`;
+  return uuidForKey('video-job', workspaceId, key);
 }
 
 export class VideoJobsService {
