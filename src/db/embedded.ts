@@ -87,7 +87,13 @@ export async function startEmbeddedPostgres(opts: { pgdata: string; port: number
       encoding: 'utf8',
       env: { ...process.env, LC_ALL: 'C' },
     });
-    if (init.status !== 0) throw new ConfigError(`initdb failed for ${opts.pgdata}: ${(init.stderr || init.stdout).trim().split('\n').pop()}`);
+    if (init.status !== 0) {
+      const reason = (init.stderr || init.stdout).trim().split('\n').pop() ?? '';
+      const hint = ids && /Permission denied/.test(reason)
+        ? '; as root, PostgreSQL runs as user "postgres", which must be able to reach DATA_DIR: set DATA_DIR to such a directory (e.g. /var/lib/video-api) or set DATABASE_URL'
+        : '';
+      throw new ConfigError(`initdb failed for ${opts.pgdata}: ${reason}${hint}`);
+    }
   }
   await stopOrphan(opts.pgdata);
 
