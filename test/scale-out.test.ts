@@ -3,7 +3,8 @@
 // through both APIs, one worker is killed with SIGKILL midway, and every job completes, billed exactly.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
+import { killAll, startEntryProcess } from './helpers/processes.js';
 import { freePort } from './helpers/infra.js';
 import { ADMIN_TOKEN, assertAuditHolds, balanceMicro, http, simJob, startStack, type Stack } from './helpers/stack.js';
 
@@ -14,41 +15,14 @@ before(async () => {
   stack = await startStack({ worker: false, env: { VIDEO_JOB_TIMEOUT_MS: '300000' } });
 });
 after(async () => {
-  for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+  killAll(children);
   await stack.stop();
 });
 
-async function spawnProcess(entry: 'api' | 'worker', extraEnv: Record<string, string> = {}): Promise<ChildProcess> {
-  const child = spawn(process.execPath, ['--import', 'tsx', `src/${entry}-main.ts`], {
-    env: { ...process.env, ...stack.env, LOG_LEVEL: 'info', ...extraEnv },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  children.push(child);
-  const ready = entry === 'api' ? 'api listening' : 'worker running';
-  let output = '';
-  await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${entry} did not start: ${output}`)), 60_000);
-    const onData = (d: Buffer) => {
-      output += d.toString();
-      if (output.includes(ready)) {
-        clearTimeout(timer);
-        resolve();
-      }
-    };
-    child.stdout!.on('data', onData);
-    child.stderr!.on('data', onData);
-    child.once('exit', (code) => reject(new Error(`${entry} exited (${code}): ${output}`)));
-  });
-  child.removeAllListeners('exit');
-  child.stdout!.resume();
-  child.stderr!.resume();
-  return child;
-}
-
 test('two APIs, two workers, one worker killed midway: every job completes and billing is exact', async () => {
   const ports = [await freePort(), await freePort()];
-  await Promise.all(ports.map((p) => spawnProcess('api', { PORT: String(p) })));
-  const workers = await Promise.all([spawnProcess('worker'), spawnProcess('worker')]);
+  await Promise.all(ports.map((p) => startEntryProcess(stack, 'api', { env: { PORT: String(p) }, track: children })));
+  const workers = await Promise.all([startEntryProcess(stack, 'worker', { track: children }), startEntryProcess(stack, 'worker', { track: children })]);
   const apis = ports.map((p) => `http://127.0.0.1:${p}`);
 
   const ws = await http(apis[0]!, 'POST', '/admin/v1/workspaces', { token: ADMIN_TOKEN, json: { name: 'scale', credits_in_euro: 20 } });

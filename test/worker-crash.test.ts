@@ -2,7 +2,8 @@
 // billing is exact. The worker runs as a real separate process (`src/worker-main.ts`).
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
+import { killAll, startEntryProcess } from './helpers/processes.js';
 import { assertAuditHolds, balanceMicro, http, newCustomer, simJob, startStack, waitForJob, type Stack } from './helpers/stack.js';
 
 let stack: Stack;
@@ -12,36 +13,12 @@ before(async () => {
   stack = await startStack({ worker: false });
 });
 after(async () => {
-  for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+  killAll(children);
   await stack.stop();
 });
 
-async function startWorkerProcess(): Promise<ChildProcess> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/worker-main.ts'], {
-    env: { ...process.env, ...stack.env, LOG_LEVEL: 'info' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  children.push(child);
-  let output = '';
-  await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`worker did not start: ${output}`)), 60_000);
-    const onData = (chunk: Buffer) => {
-      output += chunk.toString();
-      if (output.includes('worker running')) {
-        clearTimeout(timer);
-        resolve();
-      }
-    };
-    child.stdout!.on('data', onData);
-    child.stderr!.on('data', onData);
-    child.once('exit', (code) => reject(new Error(`worker exited (${code}): ${output}`)));
-  });
-  child.removeAllListeners('exit');
-  return child;
-}
-
 test('SIGKILL of the worker mid-job: a new worker finishes the job and billing is exact', async () => {
-  const first = await startWorkerProcess();
+  const first = await startEntryProcess(stack, 'worker', { track: children });
   const c = await newCustomer(stack, 10);
   // n=3 of which 2 delivered: 3 x 0.2 charged, 0.2 refunded.
   const created = await http(stack.baseUrl, 'POST', '/v2/videos/generations', {
@@ -66,7 +43,7 @@ test('SIGKILL of the worker mid-job: a new worker finishes the job and billing i
   assert.equal(pending.status, 200);
   assert.equal(pending.body.status, 'pending'); // answered from PostgreSQL while no worker runs
 
-  await startWorkerProcess();
+  await startEntryProcess(stack, 'worker', { track: children });
   const job = await waitForJob(stack, c.key, created.body.id, 90_000);
   assert.equal(job.status, 'succeeded');
   assert.equal(job.videos.length, 2);
