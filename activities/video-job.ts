@@ -2,13 +2,25 @@
 // so Temporal may retry any of them after a crash without double charging or double storing.
 // Metrics count only real ledger changes (never an idempotent replay); logs carry job_id and workspace_id.
 import { Context } from '@temporalio/activity';
-import { ApplicationFailure } from '@temporalio/common';
+import { ApplicationFailure, ApplicationFailureCategory } from '@temporalio/common';
 import type { Logger } from 'pino';
 import type { Db } from '../src/db/pool.js';
 import { creditsCharged, creditsRefunded, errorCodeLabel, videoJobsSettled, videoProviderPollDuration } from '../src/metrics.js';
-import { chargeVideoJob, settleVideoJob, type ChargeResult, type Settlement, type SettlementResult, type VideoJobCharge } from '../src/billing/ledger.js';
+import {
+  chargeVideoJob,
+  decideAcceptance,
+  recordPollOutcome,
+  recordVideoOperation,
+  settleVideoJob,
+  type AcceptanceDecision,
+  type ChargeResult,
+  type Settlement,
+  type SettlementResult,
+  type VideoJobCharge,
+} from '../src/billing/video-job-billing.js';
+import { estimateCostMicroEur, findVideoModel } from '../src/catalog.js';
 import { ProviderError, MAX_VIDEO_OUTPUT_BYTES, type VideoGenerationRequest, type VideoOperationStatus, type VideoOutputRef, type VideoProvider } from '../src/providers/video/types.js';
-import type { Storage } from '../src/storage/local.js';
+import { isPermanentStorageError, type Storage } from '../src/storage/local.js';
 import { videoJobWorkflowId, type StoredVideo } from '../workflows/messages.js';
 
 export interface VideoJobActivityDeps {
@@ -81,6 +93,19 @@ async function withHeartbeat<T>(detail: unknown, work: () => Promise<T>): Promis
 }
 const HEARTBEAT_EVERY_MS = 5_000;
 
+/** Consecutive failed provider polls of one operation before the job fails with the last error. */
+export const MAX_CONSECUTIVE_POLL_FAILURES = 20;
+
+/** The failure type that tells Temporal "the operation is still running: poll again after the retry interval". */
+export const OPERATION_RUNNING = 'VideoOperationRunning';
+
+/** A video whose copy failed, for the operator's log (the customer sees a shortfall, refunded). */
+interface FailedOutput {
+  index: number;
+  code: string;
+  retryable: boolean;
+}
+
 export function createVideoJobActivities(deps: VideoJobActivityDeps) {
   const providerFor = (backend: string): VideoProvider => {
     const p = deps.videoProviders.get(backend);
@@ -100,22 +125,63 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
     }
   };
 
+  /** Copies output `index` into storage under a key derived from the job: a retry overwrites, never duplicates. */
+  const copyOne = async (provider: VideoProvider, job_id: string, operation_id: string, index: number, output: VideoOutputRef): Promise<StoredVideo> => {
+    let body: Buffer;
+    try {
+      body = await withHeartbeat(index, () => provider.fetchOutput(operation_id, output));
+    } catch (err) {
+      throw toFailure(err, deps.logger);
+    }
+    if (body.length === 0 || body.length > MAX_VIDEO_OUTPUT_BYTES) {
+      throw ApplicationFailure.create({ type: 'ProviderError', message: `output ${index} has ${body.length} bytes`, nonRetryable: true, details: [{ code: 'invalid_output' }] });
+    }
+    const storage_key = `videos/${job_id}/${index}.mp4`;
+    try {
+      await withHeartbeat(index, () => deps.storage.put(storage_key, body, output.content_type));
+    } catch (err) {
+      throw ApplicationFailure.create({
+        type: 'StorageError',
+        message: `output ${index} could not be stored: ${(err as Error).message}`,
+        nonRetryable: isPermanentStorageError(err),
+        details: [{ code: 'storage_failed' }],
+      });
+    }
+    return { storage_key, content_type: output.content_type, bytes: body.length };
+  };
+
   return {
+    /** Prices the job from the catalog (never from the request) and charges it; see chargeVideoJob. */
     async chargeVideoJob(job: VideoJobCharge): Promise<ChargeResult> {
-      const result = await chargeVideoJob(deps.db, job);
-      const fields = { job_id: job.jobId, workspace_id: job.workspaceId, model: job.model, estimated_cost_micro_eur: job.estimated_cost_micro_eur };
+      const model = findVideoModel(job.model);
+      if (!model) {
+        throw ApplicationFailure.create({ type: 'UnknownModel', message: `model ${job.model} is not in this worker's catalog`, nonRetryable: true });
+      }
+      const priced = estimateCostMicroEur(model, job.params);
+      if (priced !== job.estimated_cost_micro_eur) {
+        deps.logger.warn({ job_id: job.jobId, requested_micro_eur: job.estimated_cost_micro_eur, catalog_micro_eur: priced }, 'video job estimate differs from the catalog; charging the catalog price');
+      }
+      const result = await chargeVideoJob(deps.db, { ...job, estimated_cost_micro_eur: priced });
+      const fields = { job_id: job.jobId, attempt_id: job.attemptId, workspace_id: job.workspaceId, model: job.model, estimated_cost_micro_eur: priced };
       if (!result.ok) {
-        deps.logger.info({ ...fields, balance_micro_eur: result.balance_micro_eur }, 'video job rejected: insufficient credits');
+        deps.logger.info({ ...fields, reason: result.reason }, 'video job not accepted; nothing charged');
       } else {
-        if (!result.already_charged) creditsCharged.inc({ kind: 'video' }, job.estimated_cost_micro_eur);
+        if (!result.already_charged) creditsCharged.inc({ kind: 'video' }, priced);
         deps.logger.info({ ...fields, balance_micro_eur: result.balance_micro_eur, already_charged: result.already_charged }, 'video job charged');
       }
       return result;
     },
 
+    /** Decides an attempt whose charge outcome is unknown: charged, or refused for good. */
+    async decideVideoJobAcceptance(a: { jobId: string; attemptId: string; workspaceId: string; fingerprint: string }): Promise<AcceptanceDecision> {
+      const decision = await decideAcceptance(deps.db, a);
+      deps.logger.info({ job_id: a.jobId, attempt_id: a.attemptId, workspace_id: a.workspaceId, decision: decision.decision }, 'video job acceptance decided after its charge step failed');
+      return decision;
+    },
+
     async settleVideoJob(settlement: Settlement): Promise<SettlementResult> {
       const result = await settleVideoJob(deps.db, settlement);
-      const error_code = result.status === 'failed' ? (settlement.error?.code ?? 'no_videos') : null;
+      const error_code = result.status === 'failed' ? (result.error?.code ?? settlement.error?.code ?? 'no_videos') : null;
       if (!result.already_settled) {
         videoJobsSettled.inc({ outcome: result.status, error_code: errorCodeLabel(error_code) });
         if (result.refunded_micro_eur > 0) creditsRefunded.inc({ kind: 'video' }, result.refunded_micro_eur);
@@ -136,24 +202,98 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
       return result;
     },
 
+    /** Submits to the provider and records the operation with the job, so a lost workflow can be resumed. */
     async submitVideoGeneration(input: { backend: string; request: VideoGenerationRequest }): Promise<{ operation_id: string }> {
       const job_id = input.request.request_id;
+      let submitted: { operation_id: string };
       try {
-        const submitted = await providerFor(input.backend).submit(input.request);
-        deps.logger.info({ job_id, workspace_id: await workspaceOf(job_id), backend: input.backend, model: input.request.model, operation_id: submitted.operation_id }, 'video job submitted');
-        return submitted;
+        submitted = await providerFor(input.backend).submit(input.request);
       } catch (err) {
         deps.logger.warn({ job_id, backend: input.backend, err_message: (err as Error)?.message }, 'video job submit failed');
         throw toFailure(err, deps.logger);
       }
+      await recordVideoOperation(deps.db, job_id, submitted.operation_id);
+      deps.logger.info({ job_id, workspace_id: await workspaceOf(job_id), backend: input.backend, model: input.request.model, operation_id: submitted.operation_id }, 'video job submitted');
+      return submitted;
     },
 
+    /**
+     * Polls the operation once. Still running: fails with a benign, retryable OPERATION_RUNNING, so the
+     * activity's retry policy is the polling loop and no poll adds a history event. A provider error the
+     * provider calls passing is retried the same way (after its Retry-After when it gives one) until
+     * MAX_CONSECUTIVE_POLL_FAILURES in a row; a final one fails the job.
+     */
+    async awaitVideoGeneration(input: { backend: string; job_id: string; operation_id: string }): Promise<VideoOperationStatus> {
+      const started = process.hrtime.bigint();
+      const observe = (result: string) => {
+        const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+        videoProviderPollDuration.observe({ backend: input.backend, result }, seconds);
+        deps.logger.debug({ job_id: input.job_id, backend: input.backend, operation_id: input.operation_id, result, duration_ms: seconds * 1000, attempt: Context.current().info.attempt }, 'video provider polled');
+      };
+      let status: VideoOperationStatus;
+      try {
+        status = await providerFor(input.backend).poll(input.operation_id);
+      } catch (err) {
+        observe('error');
+        const failure = toFailure(err, deps.logger);
+        if (failure instanceof ApplicationFailure && !failure.nonRetryable) {
+          const failures = await recordPollOutcome(deps.db, input.job_id, false);
+          if (failures >= MAX_CONSECUTIVE_POLL_FAILURES) {
+            throw ApplicationFailure.create({ type: failure.type ?? 'ProviderError', message: failure.message, nonRetryable: true, details: failure.details ?? [] });
+          }
+        }
+        throw failure;
+      }
+      observe(status.state);
+      await recordPollOutcome(deps.db, input.job_id, true);
+      if (status.state === 'running') {
+        throw ApplicationFailure.create({ type: OPERATION_RUNNING, message: 'the video operation is still running', category: ApplicationFailureCategory.BENIGN });
+      }
+      return status;
+    },
+
+    /**
+     * Copies each output into storage and reports what it could not copy. A passing fault is retried (the
+     * activity fails and Temporal retries it) until the last attempt, which delivers what was stored; a
+     * permanent fault of one output never holds back the others.
+     */
+    async copyVideoOutputs(input: { backend: string; job_id: string; operation_id: string; outputs: VideoOutputRef[]; max_attempts: number }): Promise<{ videos: StoredVideo[]; failed: number }> {
+      const provider = providerFor(input.backend);
+      const last_attempt = Context.current().info.attempt >= input.max_attempts;
+      const videos: StoredVideo[] = [];
+      const failed: FailedOutput[] = [];
+      let passing: ApplicationFailure | null = null;
+      for (const [i, output] of input.outputs.entries()) {
+        try {
+          videos.push(await copyOne(provider, input.job_id, input.operation_id, i, output));
+        } catch (err) {
+          const failure = err instanceof ApplicationFailure ? err : ApplicationFailure.create({ message: String(err) });
+          const code = (failure.details?.[0] as { code?: string } | undefined)?.code ?? 'internal_error';
+          failed.push({ index: i, code, retryable: !failure.nonRetryable });
+          if (!failure.nonRetryable) passing ??= failure;
+        }
+      }
+      if (passing && !last_attempt) throw passing;
+      if (failed.length > 0) {
+        deps.logger.warn({ job_id: input.job_id, operation_id: input.operation_id, stored: videos.length, failed }, 'video outputs not stored; delivered as a shortfall');
+      }
+      return { videos, failed: failed.length };
+    },
+
+    /** First release: copies every output or fails (runs started by that release still call it). */
+    async storeVideoOutputs(input: { backend: string; job_id: string; operation_id: string; outputs: VideoOutputRef[] }): Promise<StoredVideo[]> {
+      const provider = providerFor(input.backend);
+      const stored: StoredVideo[] = [];
+      for (const [i, output] of input.outputs.entries()) stored.push(await copyOne(provider, input.job_id, input.operation_id, i, output));
+      return stored;
+    },
+
+    /** First release: one poll (runs started by that release still call it). */
     async pollVideoGeneration(input: { backend: string; operation_id: string }): Promise<VideoOperationStatus> {
       const started = process.hrtime.bigint();
       const observe = (result: string) => {
         const seconds = Number(process.hrtime.bigint() - started) / 1e9;
         videoProviderPollDuration.observe({ backend: input.backend, result }, seconds);
-        deps.logger.debug({ job_id: currentJobId(), backend: input.backend, operation_id: input.operation_id, result, duration_ms: seconds * 1000 }, 'video provider polled');
       };
       try {
         const status = await providerFor(input.backend).poll(input.operation_id);
@@ -163,27 +303,6 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
         observe('error');
         throw toFailure(err, deps.logger);
       }
-    },
-
-    /** Copies each output into our storage under a key derived from the job: a retry overwrites, never duplicates. */
-    async storeVideoOutputs(input: { backend: string; job_id: string; operation_id: string; outputs: VideoOutputRef[] }): Promise<StoredVideo[]> {
-      const provider = providerFor(input.backend);
-      const stored: StoredVideo[] = [];
-      for (const [i, output] of input.outputs.entries()) {
-        let body: Buffer;
-        try {
-          body = await withHeartbeat(i, () => provider.fetchOutput(input.operation_id, output));
-        } catch (err) {
-          throw toFailure(err, deps.logger);
-        }
-        if (body.length === 0 || body.length > MAX_VIDEO_OUTPUT_BYTES) {
-          throw ApplicationFailure.create({ type: 'ProviderError', message: `output ${i} has ${body.length} bytes`, nonRetryable: true, details: [{ code: 'invalid_output' }] });
-        }
-        const storage_key = `videos/${input.job_id}/${i}.mp4`;
-        await withHeartbeat(i, () => deps.storage.put(storage_key, body, output.content_type));
-        stored.push({ storage_key, content_type: output.content_type, bytes: body.length });
-      }
-      return stored;
     },
   };
 }

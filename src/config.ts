@@ -32,6 +32,8 @@ const EnvSchema = z.object({
   VIDEO_POLL_INTERVAL_MS: intFrom(10, 600_000).default(5_000),
   VIDEO_POLL_MAX_INTERVAL_MS: intFrom(10, 3_600_000).default(60_000),
   VIDEO_JOB_TIMEOUT_MS: intFrom(1_000, 7 * 24 * 3_600_000).default(30 * 60_000),
+  VIDEO_CREATE_TIMEOUT_MS: intFrom(3_000, 120_000).default(30_000),
+  RECONCILE_INTERVAL_MS: intFrom(1_000, 24 * 3_600_000).default(60_000),
   SIGNED_URL_TTL_S: intFrom(10, 7 * 24 * 3600).default(3600),
   STORAGE_BACKEND: z.enum(['local', 's3']).default('local'),
   S3_BUCKET: z.string().regex(/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/, 'not a valid S3 bucket name').optional(),
@@ -88,7 +90,11 @@ export interface Config {
     pollIntervalMs: number;
     pollMaxIntervalMs: number;
     jobTimeoutMs: number;
+    /** How long a create waits for its charge step before answering 503 (nothing charged). */
+    createTimeoutMs: number;
   };
+  /** How often the money reconciler runs (a Temporal Schedule). */
+  reconcileIntervalMs: number;
   signedUrlTtlS: number;
   /** Where outputs are stored: DATA_DIR/storage (local) or an S3-compatible bucket. */
   storageBackend: 'local' | 's3';
@@ -236,7 +242,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       pollIntervalMs: e.VIDEO_POLL_INTERVAL_MS,
       pollMaxIntervalMs: e.VIDEO_POLL_MAX_INTERVAL_MS,
       jobTimeoutMs: e.VIDEO_JOB_TIMEOUT_MS,
+      createTimeoutMs: e.VIDEO_CREATE_TIMEOUT_MS,
     },
+    reconcileIntervalMs: e.RECONCILE_INTERVAL_MS,
     signedUrlTtlS: e.SIGNED_URL_TTL_S,
     storageBackend: e.STORAGE_BACKEND,
     s3: s3ConfigOf(e),

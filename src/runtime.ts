@@ -5,7 +5,7 @@ import http from 'node:http';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
-import type { Client } from '@temporalio/client';
+import { Client } from '@temporalio/client';
 import { ConfigError, type Config } from './config.js';
 import { createPool, type Db } from './db/pool.js';
 import { migrate } from './db/migrate.js';
@@ -26,6 +26,8 @@ import { VideoJobsService } from './services/video-jobs.js';
 import { createApp } from './http/app.js';
 import { connectClient } from './temporal/client.js';
 import { createWorker } from './temporal/worker.js';
+import { videoJobWorkflowStates } from './temporal/workflow-states.js';
+import { ensureReconcileSchedule } from './temporal/reconcile-schedule.js';
 import { createActivities } from '../activities/index.js';
 
 export interface Secrets {
@@ -177,6 +179,8 @@ export async function startWorker(opts: { config: Config; db: Db; temporalAddres
     videoProviders: createVideoProviders(opts.db, opts.config),
     voiceProvider: createVoiceProvider(opts.db, opts.config),
     logger: opts.logger,
+    taskQueue: opts.config.temporal.taskQueue,
+    video: opts.config.video,
   });
   const { host } = opts.config;
   const { worker, connection } = await createWorker({
@@ -185,6 +189,11 @@ export async function startWorker(opts: { config: Config; db: Db; temporalAddres
     taskQueue: opts.config.temporal.taskQueue,
     activities,
     metricsBindAddress: opts.config.workerMetricsPort ? `${host.includes(':') ? `[${host}]` : host}:${opts.config.workerMetricsPort}` : undefined,
+  });
+  // The reconciler's schedule, with this configuration's interval (every worker makes sure of it).
+  await ensureReconcileSchedule(new Client({ connection, namespace: opts.config.temporal.namespace }), {
+    taskQueue: opts.config.temporal.taskQueue,
+    interval_ms: opts.config.reconcileIntervalMs,
   });
   const run = worker.run().finally(() => {
     closeStorage(storage);
@@ -213,7 +222,6 @@ export async function startApi(opts: {
   secrets: Secrets;
   logger: Logger;
   maxPollsPerRun?: number;
-  createTimeoutMs?: number;
 }): Promise<RunningApi> {
   const { config } = opts;
   const storage = createStorage(config);
@@ -230,7 +238,7 @@ export async function startApi(opts: {
     poll_max_interval_ms: config.video.pollMaxIntervalMs,
     job_timeout_ms: config.video.jobTimeoutMs,
     ...(opts.maxPollsPerRun !== undefined ? { max_polls_per_run: opts.maxPollsPerRun } : {}),
-    ...(opts.createTimeoutMs !== undefined ? { create_timeout_ms: opts.createTimeoutMs } : {}),
+    create_timeout_ms: config.video.createTimeoutMs,
   });
   const voices = new VoicesService({
     db: opts.db,
@@ -244,7 +252,7 @@ export async function startApi(opts: {
     ...createDownloads(storage, opts.secrets.urlSigningSecret, config.signedUrlTtlS),
     jobs,
     voices,
-    speech: new SpeechService({ db: opts.db, voices }),
+    speech: new SpeechService({ db: opts.db, voices, storage }),
     logger: opts.logger,
     adminToken: opts.secrets.adminToken,
     simulator: config.simulator,
@@ -254,6 +262,7 @@ export async function startApi(opts: {
     rateLimitPerMinute: config.rateLimitPerMinute,
     metricsToken: config.metricsToken,
     production: config.production,
+    audit: { workflowStates: videoJobWorkflowStates(temporal) },
     ready: async () => {
       await opts.db.query('SELECT 1');
       await temporal.connection.withDeadline(Date.now() + 2_000, () =>

@@ -5,7 +5,9 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { createPool, type Db } from '../src/db/pool.js';
 import { migrate } from '../src/db/migrate.js';
-import { addCredits, auditLedger, chargeVideoJob, settleVideoJob, type VideoJobCharge } from '../src/billing/ledger.js';
+import { addCredits } from '../src/billing/ledger.js';
+import { auditLedger } from '../src/billing/audit.js';
+import { chargeVideoJob, decideAcceptance, settleVideoJob, type VideoJobCharge } from '../src/billing/video-job-billing.js';
 import { createWorkspace } from '../src/services/workspaces.js';
 import { createTestDatabase } from './helpers/stack.js';
 

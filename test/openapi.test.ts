@@ -14,7 +14,7 @@ import { createApp, type AppDeps } from '../src/http/app.js';
 import type { ErrorType } from '../src/http/errors.js';
 import type { errorBody } from '../src/http/errors.js';
 import type { presentVoice } from '../src/http/routes/voices.js';
-import type { AuditReport } from '../src/billing/ledger.js';
+import type { AuditReport } from '../src/billing/audit.js';
 import type { AspectRatio, Resolution, SpeechModel, SpeechResponseFormat, VideoBackend } from '../src/catalog.js';
 import { VOICE_UPLOAD_LIMITS } from '../src/http/routes/voices.js';
 import { encodeWav } from '../src/providers/voice/simulator.js';

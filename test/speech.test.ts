@@ -5,7 +5,9 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { assertAuditHolds, balanceMicro, http, newCustomer, startStack, type Stack } from './helpers/stack.js';
 import { encodeWav, SIM_SAMPLES_PER_CHAR, SimulatedVoiceProvider } from '../src/providers/voice/simulator.js';
-import { auditLedger, chargeSpeech } from '../src/billing/ledger.js';
+import { auditLedger } from '../src/billing/audit.js';
+import { holdSpeech } from '../src/billing/speech-billing.js';
+import { providerCalls } from '../src/providers/simulator-usage.js';
 import { voiceDeletionWorkflowId } from '../workflows/voice-deletion.js';
 
 let stack: Stack;
@@ -64,8 +66,23 @@ function parseWav(b: Buffer) {
   };
 }
 
+/** A hold of `characters` characters of sim-speech-1 with the preset voice, straight on the ledger. */
+const hold = (workspaceId: string, speechRequestId: string, idempotencyKey: string, characters: number, requestFingerprint = 'f') =>
+  holdSpeech(stack.db, {
+    speechRequestId,
+    workspaceId,
+    idempotencyKey,
+    requestFingerprint,
+    model: 'sim-speech-1',
+    voice: 'sim-narrator',
+    voiceRegistryId: null,
+    characters,
+    responseFormat: 'wav',
+    cost_micro_eur: characters * PER_CHAR,
+  });
+
 async function speechRows(workspaceId: string): Promise<number> {
-  const r = await stack.db.query('SELECT 1 FROM speech_requests WHERE workspace_id = $1', [workspaceId]);
+  const r = await stack.db.query("SELECT 1 FROM speech_requests WHERE workspace_id = $1 AND status = 'delivered'", [workspaceId]);
   return r.rowCount ?? 0;
 }
 
@@ -214,24 +231,40 @@ describe('POST /v2/audio/speech', () => {
     await assertAuditHolds(stack);
   });
 
-  test('the late charge refuses too: balance spent between the check and the charge means 402 and nothing written', async () => {
+  test('the hold refuses too: a balance spent before the hold means 402, nothing held, nothing written', async () => {
     const c = await newCustomer(stack, 0.001);
-    const r = await chargeSpeech(stack.db, {
-      speechRequestId: '11111111-1111-4111-8111-111111111111',
-      workspaceId: c.workspaceId,
-      idempotencyKey: 'late',
-      requestFingerprint: 'f',
-      model: 'sim-speech-1',
-      voice: 'sim-narrator',
-      voiceRegistryId: null,
-      characters: 7,
-      responseFormat: 'wav',
-      audioBytes: 100,
-      cost_micro_eur: 7 * PER_CHAR,
-    });
-    assert.deepEqual(r, { ok: false, reason: 'insufficient_credits', balance_micro_eur: 1000 });
+    const r = await hold(c.workspaceId, '11111111-1111-4111-8111-111111111111', 'late', 7);
+    assert.deepEqual(r, { kind: 'insufficient_credits', available_micro_eur: 1000 });
     assert.equal(await speechRows(c.workspaceId), 0);
     assert.equal(await balanceMicro(stack, c.workspaceId), 1000);
+  });
+
+  test('20 concurrent requests on a balance covering 3: the provider is called 3 times, 3 delivered and charged, 17 refused', async () => {
+    const c = await newCustomer(stack, 0.00225); // 2250 micro-euros = 3 requests of 5 characters (750 each)
+    const calls_before = await providerCalls(stack.db, 'speech');
+    const results = await Promise.all(Array.from({ length: 20 }, () => speak(c.key, { input: 'hello', voice: 'sim-narrator' })));
+    assert.equal(results.filter((r) => r.status === 200).length, 3);
+    assert.equal(results.filter((r) => r.status === 402).length, 17);
+    assert.equal((await providerCalls(stack.db, 'speech')) - calls_before, 3, 'only held requests reach the provider');
+    assert.equal(await balanceMicro(stack, c.workspaceId), 0);
+    const held = await stack.db.query('SELECT held_micro_eur FROM workspaces WHERE id = $1', [c.workspaceId]);
+    assert.equal(held.rows[0].held_micro_eur, 0);
+    await assertAuditHolds(stack);
+  });
+
+  test('a held amount is not spendable: a video job cannot take money a speech request holds', async () => {
+    const c = await newCustomer(stack, 0.001);
+    const held = await hold(c.workspaceId, '33333333-3333-4333-8333-333333333333', 'holding', 5);
+    assert.equal(held.kind, 'held');
+    // 1000 - 750 held = 250 available: a second 750 hold is refused, and so is spending the balance directly.
+    const second = await speak(c.key, { input: 'hello', voice: 'sim-narrator' });
+    assert.equal(second.status, 402);
+    await assert.rejects(stack.db.query('UPDATE workspaces SET balance_micro_eur = 500 WHERE id = $1', [c.workspaceId]), /workspaces_held_covered/);
+    const { releaseSpeech } = await import('../src/billing/speech-billing.js');
+    assert.equal(await releaseSpeech(stack.db, '33333333-3333-4333-8333-333333333333'), true);
+    assert.equal(await releaseSpeech(stack.db, '33333333-3333-4333-8333-333333333333'), false, 'released once');
+    assert.equal((await speak(c.key, { input: 'hello', voice: 'sim-narrator' })).status, 200);
+    await assertAuditHolds(stack);
   });
 
   test('Idempotency-Key: the same request is delivered again and charged once; another body with the key is 409', async () => {
@@ -251,14 +284,19 @@ describe('POST /v2/audio/speech', () => {
     const other = await speak(c.key, { ...body, input: 'something else entirely' }, headers);
     assert.equal(other.status, 409);
     assert.equal(other.body.error.type, 'idempotency_error');
-    // concurrent retries with one key: still one charge
+    // concurrent retries with one key: one reaches the provider; the others are replays or 409 in progress
     const k2 = { 'Idempotency-Key': 'speech-order-8' };
+    const calls_before = await providerCalls(stack.db, 'speech');
     const burst = await Promise.all(Array.from({ length: 5 }, () => speak(c.key, body, k2)));
-    assert.deepEqual(
-      burst.map((r) => r.status),
-      [200, 200, 200, 200, 200],
-    );
-    assert.equal(new Set(burst.map((r) => r.headers.get('x-speech-request-id'))).size, 1);
+    for (const r of burst) {
+      assert.ok(r.status === 200 || (r.status === 409 && r.body.error.code === 'idempotency_request_in_progress'), `status ${r.status}`);
+    }
+    assert.ok(burst.some((r) => r.status === 200));
+    assert.equal(new Set(burst.filter((r) => r.status === 200).map((r) => r.headers.get('x-speech-request-id'))).size, 1);
+    const replay = await speak(c.key, body, k2);
+    assert.equal(replay.status, 200);
+    assert.equal(replay.headers.get('idempotent-replayed'), 'true');
+    assert.equal((await providerCalls(stack.db, 'speech')) - calls_before, 1, 'the provider spoke once for the key');
     assert.equal(await balanceMicro(stack, c.workspaceId), 1_000_000 - 2 * cost);
     // two different bodies racing with one key: one is delivered and charged, the other is a 409
     const k3 = { 'Idempotency-Key': 'speech-order-9' };
@@ -269,21 +307,8 @@ describe('POST /v2/audio/speech', () => {
     const spent = 2 * cost + winner.input.length * PER_CHAR;
     assert.equal(await balanceMicro(stack, c.workspaceId), 1_000_000 - spent);
     // and the ledger itself refuses the key with another fingerprint, whatever the caller checked
-    const row = await stack.db.query('SELECT id FROM speech_requests WHERE workspace_id = $1 AND idempotency_key = $2', [c.workspaceId, 'speech-order-9']);
-    const direct = await chargeSpeech(stack.db, {
-      speechRequestId: row.rows[0].id,
-      workspaceId: c.workspaceId,
-      idempotencyKey: 'speech-order-9',
-      requestFingerprint: 'another body',
-      model: 'sim-speech-1',
-      voice: 'sim-narrator',
-      voiceRegistryId: null,
-      characters: 3,
-      responseFormat: 'wav',
-      audioBytes: 10,
-      cost_micro_eur: 450,
-    });
-    assert.deepEqual(direct, { ok: false, reason: 'idempotency_key_reused' });
+    const direct = await hold(c.workspaceId, '44444444-4444-4444-8444-444444444444', 'speech-order-9', 3, 'another body');
+    assert.deepEqual(direct, { kind: 'idempotency_key_reused' });
     assert.equal(await balanceMicro(stack, c.workspaceId), 1_000_000 - spent);
     // the same key from another workspace is another request
     const d = await newCustomer(stack, 1);

@@ -39,11 +39,34 @@ export interface VideoJobInput {
   poll_max_interval_ms: number;
   /** The job fails and is refunded when not finished by then. */
   deadline_at_ms: number;
-  /** Polls per workflow run before continue-as-new keeps the history bounded. */
+  /** Polls per workflow run before continue-as-new keeps the history bounded (first release's polling loop). */
   max_polls_per_run: number;
+  /**
+   * This create's attempt (bounded acceptance, contract.md 6): the charge is refused once `accept_by_ms`
+   * has passed, and an attempt the API gave up on is refused for good. Absent in jobs started by the first
+   * release.
+   */
+  attempt_id?: string;
+  accept_by_ms?: number;
+  /** The create carried an Idempotency-Key: a 402 refusal is remembered for the key. */
+  sticky_refusal?: boolean;
+  /**
+   * Set when the reconciler restarts a job whose workflow ended or vanished while its money was unsettled:
+   * the job is already charged, so the run resumes the provider operation if one is known, and otherwise
+   * fails the job with a full refund.
+   */
+  recovery?: { operation_id: string | null };
 }
 
-export type VideoJobStatus = 'charging' | 'rejected' | 'pending' | 'succeeded' | 'failed';
+/**
+ * `charging` until the charge step decides; then `pending` (accepted and charged), or one of the refusals
+ * that charged nothing: `rejected` (insufficient credits), `not_accepted` (the acceptance window passed, or
+ * the API gave up on the attempt), `duplicate` (another attempt with the same Idempotency-Key was accepted).
+ */
+export type VideoJobStatus = 'charging' | 'rejected' | 'not_accepted' | 'duplicate' | 'pending' | 'succeeded' | 'failed';
+
+/** Whether a state is one of the refusals that charged nothing (the job does not exist for the customer). */
+export const isRefusal = (status: VideoJobStatus) => status === 'rejected' || status === 'not_accepted' || status === 'duplicate';
 
 export interface VideoJobState {
   job_id: string;
@@ -69,8 +92,10 @@ export interface VideoJobResume {
   polls_total: number;
 }
 
-/** Error type of the accept update when the balance does not cover the estimate. */
+/** Error types of the accept update: the balance does not cover the estimate; too late; another attempt won. */
 export const INSUFFICIENT_CREDITS = 'InsufficientCredits';
+export const NOT_ACCEPTED_IN_TIME = 'NotAcceptedInTime';
+export const CHARGED_BY_ANOTHER_ATTEMPT = 'ChargedByAnotherAttempt';
 
 export const jobStateQuery = defineQuery<VideoJobState>('jobState');
 /** Early return: completes once the charge step has decided (accepted, or rejected for credits). */

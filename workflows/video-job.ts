@@ -1,18 +1,27 @@
 // One video generation job, from charge to settlement. Orchestration only: every side effect
 // (ledger, provider, storage) is an activity. Deterministic: time comes from the workflow clock.
 //
-//   charge ──insufficient──> rejected (nothing charged; the accept update fails with 402)
+//   charge ──refused (credits, too late, another attempt won)──> ends; nothing charged (the accept update fails)
 //     │ok
-//   submit ─> sleep/poll (backoff, deadline, continue-as-new) ─> copy outputs ─> settle
-//                                                                   (keep delivered, refund rest)
+//   submit ─> await the operation ─> copy outputs ─> settle (keep what was delivered, refund the rest)
+//
 // Settlement also runs on provider failure, deadline and cancellation, in a non-cancellable scope.
+//
+// Versions (recorded histories of each are replayed in CI, test/histories/):
+// - First release: polls in a loop of durable timers and poll activities, continuing as new every
+//   `max_polls_per_run` polls (about 11 history events per poll). Kept below for runs it started.
+// - PATCH_AWAIT_BY_RETRY: one activity awaits the operation, its retry policy being the polling loop, so
+//   a job's history has a constant number of events whatever the generation time (Temporal's
+//   "infrequent polling" pattern). Outputs are copied with partial delivery.
 import {
   ActivityFailure,
   ApplicationFailure,
   CancellationScope,
+  TimeoutFailure,
   condition,
   continueAsNew,
   isCancellation,
+  patched,
   proxyActivities,
   proxyLocalActivities,
   setHandler,
@@ -22,11 +31,15 @@ import {
   allHandlersFinished,
 } from '@temporalio/workflow';
 import type { VideoJobActivities } from '../activities/video-job.js';
+import type { ChargeResult } from '../src/billing/video-job-billing.js';
+import type { VideoOperationStatus } from '../src/providers/video/types.js';
 import {
   acceptJobUpdate,
+  CHARGED_BY_ANOTHER_ATTEMPT,
   INSUFFICIENT_CREDITS,
   JOB_STATUS_SA,
   jobStateQuery,
+  NOT_ACCEPTED_IN_TIME,
   type JobError,
   type StoredVideo,
   type VideoJobInput,
@@ -34,19 +47,32 @@ import {
   type VideoJobState,
 } from './messages.js';
 
+export const PATCH_AWAIT_BY_RETRY = 'await-operation-by-activity-retry';
+
 // The charge decides the HTTP answer (early return), so it runs as a local activity inside the first
-// workflow task: one server round trip for the whole create. It is idempotent per job, so a replay
-// after a worker crash re-running it charges nothing twice.
-const charging = proxyLocalActivities<Pick<VideoJobActivities, 'chargeVideoJob'>>({
+// workflow task: one server round trip for the whole create. It is idempotent per job and attempt, so a
+// replay after a worker crash re-running it charges nothing twice. Jobs of the first release (no
+// acceptance deadline) retry it without a bound, as they did.
+const chargingUnbounded = proxyLocalActivities<Pick<VideoJobActivities, 'chargeVideoJob'>>({
   startToCloseTimeout: '10 seconds',
   retry: { initialInterval: '200 milliseconds', backoffCoefficient: 2, maximumInterval: '5 seconds' },
 });
 
-// Settlement retries until it succeeds: it is idempotent, and a job must never stay half-billed.
-const settling = proxyActivities<Pick<VideoJobActivities, 'settleVideoJob'>>({
-  startToCloseTimeout: '30 seconds',
+/** The charge of an attempt with an acceptance deadline: bounded by what is left of its window. */
+function chargingWithin(window_ms: number) {
+  return proxyLocalActivities<Pick<VideoJobActivities, 'chargeVideoJob'>>({
+    startToCloseTimeout: '5 seconds',
+    scheduleToCloseTimeout: Math.max(window_ms, 1),
+    retry: { initialInterval: '200 milliseconds', backoffCoefficient: 2, maximumInterval: '2 seconds' },
+  });
+}
+
+// Money steps retry until they succeed: they are idempotent, and a job must never stay half-billed.
+const money = proxyActivities<Pick<VideoJobActivities, 'settleVideoJob' | 'decideVideoJobAcceptance'>>({
+  startToCloseTimeout: '40 seconds',
   retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute' },
 });
+const settling = money;
 
 // Provider calls are single HTTP requests: a short start-to-close timeout also bounds how long a job
 // waits when the worker running the call dies (Temporal retries it on another worker after that).
@@ -55,13 +81,14 @@ const provider = proxyActivities<Pick<VideoJobActivities, 'submitVideoGeneration
   retry: { initialInterval: '2 seconds', backoffCoefficient: 2, maximumInterval: '30 seconds', maximumAttempts: 5 },
 });
 
-const storage = proxyActivities<Pick<VideoJobActivities, 'storeVideoOutputs'>>({
+const STORE_MAX_ATTEMPTS = 10;
+const storage = proxyActivities<Pick<VideoJobActivities, 'storeVideoOutputs' | 'copyVideoOutputs'>>({
   startToCloseTimeout: '10 minutes',
   heartbeatTimeout: '30 seconds',
-  retry: { initialInterval: '2 seconds', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 10 },
+  retry: { initialInterval: '2 seconds', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: STORE_MAX_ATTEMPTS },
 });
 
-/** Consecutive failed poll activities (each already retried) tolerated before the job fails. */
+/** Consecutive failed poll activities (each already retried) tolerated before the job fails (first release). */
 const MAX_CONSECUTIVE_POLL_FAILURES = 10;
 const POLL_BACKOFF = 1.5;
 
@@ -69,7 +96,7 @@ function initialState(input: VideoJobInput): VideoJobState {
   return {
     job_id: input.job_id,
     workspace_id: input.workspace_id,
-    status: 'charging',
+    status: input.recovery ? 'pending' : 'charging',
     model: input.model,
     params: input.params,
     created_at_ms: input.created_at_ms,
@@ -85,35 +112,24 @@ function initialState(input: VideoJobInput): VideoJobState {
 
 type Outcome = { kind: 'succeeded'; videos: StoredVideo[] } | { kind: 'failed'; error: JobError };
 
+const failed = (code: string, message: string): Outcome => ({ kind: 'failed', error: { code, message } });
+const DEADLINE_EXCEEDED = failed('deadline_exceeded', 'the job did not finish within its deadline');
+
 export async function videoJobWorkflow(input: VideoJobInput, resume?: VideoJobResume): Promise<VideoJobState> {
   const state: VideoJobState = resume?.state ?? initialState(input);
 
   setHandler(jobStateQuery, () => state);
   setHandler(acceptJobUpdate, async () => {
     await condition(() => state.status !== 'charging');
-    if (state.status === 'rejected') {
-      throw ApplicationFailure.create({ type: INSUFFICIENT_CREDITS, message: state.error?.message ?? 'insufficient credits', nonRetryable: true });
-    }
+    const refusal = REFUSALS[state.status as keyof typeof REFUSALS];
+    if (refusal) throw ApplicationFailure.create({ type: refusal, message: state.error?.message ?? refusal, nonRetryable: true });
     return state;
   });
 
-  if (!resume) {
-    // Not cancellable: a charge that happened must reach settlement, so cancellation waits for it.
-    const charge = await CancellationScope.nonCancellable(() => charging.chargeVideoJob({
-      jobId: input.job_id,
-      workflowId: workflowInfo().workflowId,
-      workspaceId: input.workspace_id,
-      model: input.model,
-      prompt: input.prompt,
-      params: input.params,
-      estimated_cost_micro_eur: input.estimated_cost_micro_eur,
-      created_at_ms: input.created_at_ms,
-      request_fingerprint: input.request_fingerprint,
-    }));
-    if (!charge.ok) {
-      state.status = 'rejected';
-      state.error = { code: 'insufficient_credits', message: 'the workspace balance does not cover the estimated cost of this job' };
-      upsertSearchAttributes([{ key: JOB_STATUS_SA, value: 'rejected' }]);
+  if (!resume && !input.recovery) {
+    const accepted = await acceptAndCharge(input, state);
+    if (!accepted) {
+      upsertSearchAttributes([{ key: JOB_STATUS_SA, value: state.status }]);
       await condition(allHandlersFinished);
       return state;
     }
@@ -125,7 +141,7 @@ export async function videoJobWorkflow(input: VideoJobInput, resume?: VideoJobRe
   try {
     outcome = await generate(input, state, resume);
   } catch (err) {
-    if (isCancellation(err)) outcome = { kind: 'failed', error: { code: 'cancelled', message: 'the job was cancelled' } };
+    if (isCancellation(err)) outcome = failed('cancelled', 'the job was cancelled');
     else throw err;
   }
 
@@ -144,17 +160,94 @@ export async function videoJobWorkflow(input: VideoJobInput, resume?: VideoJobRe
   state.cost_micro_eur = settled.cost_micro_eur;
   state.refunded_micro_eur = settled.refunded_micro_eur;
   state.videos = settled.status === 'succeeded' && outcome.kind === 'succeeded' ? outcome.videos : [];
-  state.error = settled.status === 'failed' ? (outcome.kind === 'failed' ? outcome.error : { code: 'no_videos', message: 'the provider returned no videos' }) : null;
+  state.error =
+    settled.status === 'failed'
+      ? (settled.error ?? (outcome.kind === 'failed' ? outcome.error : { code: 'no_videos', message: 'the provider returned no videos' }))
+      : null;
   state.completed_at_ms = Date.now();
   upsertSearchAttributes([{ key: JOB_STATUS_SA, value: state.status }]);
   await condition(allHandlersFinished);
   return state;
 }
 
-/** Submits, polls until done or deadline, copies outputs. Returns the outcome; never settles. */
+const REFUSALS = {
+  rejected: INSUFFICIENT_CREDITS,
+  not_accepted: NOT_ACCEPTED_IN_TIME,
+  duplicate: CHARGED_BY_ANOTHER_ATTEMPT,
+} as const;
+
+/**
+ * The charge step. Returns whether the job was accepted (charged); otherwise sets the refusal on `state`.
+ * Not cancellable: a charge that happened must reach settlement, so cancellation waits for it.
+ */
+async function acceptAndCharge(input: VideoJobInput, state: VideoJobState): Promise<boolean> {
+  const bounded = input.accept_by_ms !== undefined && input.attempt_id !== undefined;
+  let charge: ChargeResult;
+  if (bounded && Date.now() >= input.accept_by_ms!) {
+    // This run started after the API stopped waiting for it (no worker, a backlog): refuse unseen.
+    charge = { ok: false, reason: 'not_accepted_in_time' };
+  } else {
+    const request = {
+      jobId: input.job_id,
+      attemptId: input.attempt_id,
+      workflowId: workflowInfo().workflowId,
+      workspaceId: input.workspace_id,
+      model: input.model,
+      prompt: input.prompt,
+      params: input.params,
+      estimated_cost_micro_eur: input.estimated_cost_micro_eur,
+      created_at_ms: input.created_at_ms,
+      request_fingerprint: input.request_fingerprint,
+      accept_by_ms: input.accept_by_ms,
+      sticky_refusal: input.sticky_refusal,
+      backend: input.backend,
+      deadline_at_ms: input.deadline_at_ms,
+    };
+    const charging = bounded ? chargingWithin(input.accept_by_ms! - Date.now()) : chargingUnbounded;
+    try {
+      charge = await CancellationScope.nonCancellable(() => charging.chargeVideoJob(request));
+    } catch (err) {
+      if (!bounded) throw err;
+      // The charge's outcome is unknown (timed out, failed): decide it under the job's lock, for good.
+      const decided = await CancellationScope.nonCancellable(() =>
+        money.decideVideoJobAcceptance({ jobId: input.job_id, attemptId: input.attempt_id!, workspaceId: input.workspace_id, fingerprint: input.request_fingerprint }),
+      );
+      charge =
+        decided.decision === 'charged'
+          ? { ok: true, balance_micro_eur: 0, already_charged: true, estimated_cost_micro_eur: decided.estimated_cost_micro_eur }
+          : { ok: false, reason: decided.decision === 'refused' ? 'not_accepted_in_time' : 'charged_by_another_attempt' };
+    }
+  }
+  if (charge.ok) {
+    // Priced by the charge from the catalog (first-release results do not say: the input's estimate).
+    state.estimated_cost_micro_eur = charge.estimated_cost_micro_eur ?? state.estimated_cost_micro_eur;
+    return true;
+  }
+  switch (charge.reason) {
+    case 'insufficient_credits':
+      state.status = 'rejected';
+      state.error = { code: 'insufficient_credits', message: 'the workspace balance does not cover the estimated cost of this job' };
+      break;
+    case 'not_accepted_in_time':
+      state.status = 'not_accepted';
+      state.error = { code: 'not_accepted_in_time', message: 'the job could not be accepted in time; nothing was charged' };
+      break;
+    case 'charged_by_another_attempt':
+      state.status = 'duplicate';
+      state.error = { code: 'charged_by_another_attempt', message: 'another request with this Idempotency-Key created the job' };
+      break;
+  }
+  return false;
+}
+
+/** Submits (unless resuming a known operation), awaits the operation, copies outputs. Returns the outcome; never settles. */
 async function generate(input: VideoJobInput, state: VideoJobState, resume: VideoJobResume | undefined): Promise<Outcome> {
-  let operation_id = resume?.operation_id;
+  let operation_id = resume?.operation_id ?? input.recovery?.operation_id ?? undefined;
   if (!operation_id) {
+    if (input.recovery) {
+      return failed('job_interrupted', 'the job was interrupted before it reached the video provider; it is refunded in full');
+    }
+    if (Date.now() >= input.deadline_at_ms) return DEADLINE_EXCEEDED;
     try {
       ({ operation_id } = await provider.submitVideoGeneration({
         backend: input.backend,
@@ -172,16 +265,59 @@ async function generate(input: VideoJobInput, state: VideoJobState, resume: Vide
       return { kind: 'failed', error: providerError(err, 'submit_failed') };
     }
   }
+  if (patched(PATCH_AWAIT_BY_RETRY)) return awaitAndCopy(input, operation_id);
+  return pollLoopFirstRelease(input, state, resume, operation_id);
+}
 
+/** Awaits the operation with one activity whose retries are the polls, then copies what it produced. */
+async function awaitAndCopy(input: VideoJobInput, operation_id: string): Promise<Outcome> {
+  const remaining_ms = input.deadline_at_ms - Date.now();
+  if (remaining_ms <= 0) return DEADLINE_EXCEEDED;
+  const awaiting = proxyActivities<Pick<VideoJobActivities, 'awaitVideoGeneration'>>({
+    startToCloseTimeout: '20 seconds',
+    // The deadline: when it passes, the awaiting (and its retries) stop and the job fails, refunded.
+    scheduleToCloseTimeout: remaining_ms,
+    retry: { initialInterval: input.poll_interval_ms, backoffCoefficient: POLL_BACKOFF, maximumInterval: input.poll_max_interval_ms },
+  });
+  let status: VideoOperationStatus;
+  try {
+    status = await awaiting.awaitVideoGeneration({ backend: input.backend, job_id: input.job_id, operation_id });
+  } catch (err) {
+    if (isCancellation(err)) throw err;
+    if (err instanceof ActivityFailure && err.cause instanceof TimeoutFailure) return DEADLINE_EXCEEDED;
+    return { kind: 'failed', error: providerError(err, 'poll_failed') };
+  }
+  if (status.state === 'failed') return failed(status.code, status.message);
+  if (status.state !== 'succeeded') return failed('poll_failed', 'the video provider answered with an unknown state');
+  // Never deliver (or bill) more videos than were asked for.
+  const outputs = status.outputs.slice(0, input.params.n);
+  if (outputs.length === 0) return failed('no_videos', 'the provider returned no videos');
+  try {
+    const copied = await storage.copyVideoOutputs({
+      backend: input.backend,
+      job_id: input.job_id,
+      operation_id,
+      outputs,
+      max_attempts: STORE_MAX_ATTEMPTS,
+    });
+    // Partial delivery: what was stored is delivered (and charged), the rest refunded as a shortfall.
+    if (copied.videos.length > 0) return { kind: 'succeeded', videos: copied.videos };
+    return failed('storage_failed', 'the generated videos could not be stored');
+  } catch (err) {
+    if (isCancellation(err)) throw err;
+    return failed('storage_failed', 'the generated videos could not be stored');
+  }
+}
+
+/** The first release's polling: durable timers and one poll activity per poll, continuing as new every max_polls_per_run. */
+async function pollLoopFirstRelease(input: VideoJobInput, state: VideoJobState, resume: VideoJobResume | undefined, operation_id: string): Promise<Outcome> {
   let interval_ms = resume?.next_poll_interval_ms ?? input.poll_interval_ms;
   let polls_total = resume?.polls_total ?? 0;
   let polls_this_run = 0;
   let consecutive_failures = 0;
   for (;;) {
     const remaining_ms = input.deadline_at_ms - Date.now();
-    if (remaining_ms <= 0) {
-      return { kind: 'failed', error: { code: 'deadline_exceeded', message: `the job did not finish within its deadline` } };
-    }
+    if (remaining_ms <= 0) return DEADLINE_EXCEEDED;
     if (polls_this_run >= input.max_polls_per_run || workflowInfo().continueAsNewSuggested) {
       await condition(allHandlersFinished);
       await continueAsNew<typeof videoJobWorkflow>(input, { state, operation_id, next_poll_interval_ms: interval_ms, polls_total });
@@ -202,16 +338,15 @@ async function generate(input: VideoJobInput, state: VideoJobState, resume: Vide
       continue;
     }
     if (status.state === 'running') continue;
-    if (status.state === 'failed') return { kind: 'failed', error: { code: status.code, message: status.message } };
-    // Never deliver (or bill) more videos than were asked for.
+    if (status.state === 'failed') return failed(status.code, status.message);
     const outputs = status.outputs.slice(0, input.params.n);
-    if (outputs.length === 0) return { kind: 'failed', error: { code: 'no_videos', message: 'the provider returned no videos' } };
+    if (outputs.length === 0) return failed('no_videos', 'the provider returned no videos');
     try {
       const videos = await storage.storeVideoOutputs({ backend: input.backend, job_id: input.job_id, operation_id, outputs });
       return { kind: 'succeeded', videos };
     } catch (err) {
       if (isCancellation(err)) throw err;
-      return { kind: 'failed', error: { code: 'storage_failed', message: 'the generated videos could not be stored' } };
+      return failed('storage_failed', 'the generated videos could not be stored');
     }
   }
 }

@@ -9,6 +9,7 @@ import type { VideoJobsService } from '../services/video-jobs.js';
 import type { VoicesService } from '../services/voices.js';
 import type { SpeechService } from '../services/speech.js';
 import { errorHandler, notFoundRoute } from './errors.js';
+import type { AuditOptions } from '../billing/audit.js';
 import { requireAdmin, requireApiKey } from './auth.js';
 import { rateLimit } from './rate-limit.js';
 import { videoRoutes } from './routes/videos.js';
@@ -42,6 +43,8 @@ export interface AppDeps {
   metricsToken?: string | undefined;
   /** NODE_ENV=production. */
   production?: boolean;
+  /** How the ledger audit looks up job workflows in Temporal. */
+  audit: AuditOptions;
   /** Whether the process is ready (Postgres and Temporal reachable). */
   ready: () => Promise<boolean>;
 }
@@ -86,7 +89,7 @@ export function createApp(deps: AppDeps): express.Express {
   app.use(voiceRoutes({ auth, limit, voices: deps.voices }));
   app.use(speechRoutes({ auth, limit, speech: deps.speech }));
   if (deps.files) app.use(fileRoutes(deps.files));
-  app.use(adminRoutes({ db: deps.db, admin: requireAdmin(deps.adminToken) }));
+  app.use(adminRoutes({ db: deps.db, admin: requireAdmin(deps.adminToken), audit: deps.audit }));
   app.use(docsRoutes());
   app.use(notFoundRoute);
   app.use(errorHandler(deps.logger));

@@ -4,6 +4,7 @@ import type { ErrorRequestHandler, RequestHandler } from 'express';
 import { ZodError } from 'zod';
 import type { Logger } from 'pino';
 import { NotFoundError } from '../billing/ledger.js';
+import { RETRY_AFTER_S, unreachableDependency } from './dependency-errors.js';
 
 export type ErrorType =
   | 'invalid_request_error'
@@ -83,15 +84,26 @@ export function errorHandler(logger: Logger): ErrorRequestHandler {
     else if (err instanceof ZodError) apiError = fromZodError(err);
     else if (err instanceof NotFoundError) apiError = notFound('not_found', err.message);
     else {
-      apiError = fromFrameworkError(err) ?? new ApiError(500, 'api_error', 'internal_error', 'an internal error occurred; it has been logged');
+      apiError = fromFrameworkError(err) ?? dependencyDown(err) ?? new ApiError(500, 'api_error', 'internal_error', 'an internal error occurred; it has been logged');
     }
-    if (apiError.status >= 500) logger.error({ err, request_id: res.locals['requestId'], path: req.path }, 'request failed');
+    if (apiError.status === 503 && apiError.code === 'service_unavailable') logger.warn({ err_message: (err as Error)?.message, request_id: res.locals['requestId'], path: req.path }, 'dependency unreachable');
+    else if (apiError.status >= 500) logger.error({ err, request_id: res.locals['requestId'], path: req.path }, 'request failed');
     if (res.headersSent) {
       res.destroy();
       return;
     }
     res.status(apiError.status).set(apiError.headers).json(errorBody(apiError));
   };
+}
+
+/** PostgreSQL or Temporal unreachable: a 503 the client may retry (contract.md 6), never a 500. */
+function dependencyDown(err: unknown): ApiError | null {
+  const dependency = unreachableDependency(err);
+  if (!dependency) return null;
+  const what = dependency === 'postgres' ? 'the database' : 'the workflow service';
+  return new ApiError(503, 'api_error', 'service_unavailable', `${what} is unreachable right now; retry later`, null, {
+    'Retry-After': String(RETRY_AFTER_S),
+  });
 }
 
 export const notFoundRoute: RequestHandler = (req) => {

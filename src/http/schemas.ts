@@ -209,7 +209,20 @@ export const LedgerAudit = z
     job_mismatches: z.array(
       z.strictObject({ job_id: Uuid, status: z.string(), expected_net_charge_micro_eur: MicroEuros, ledger_net_charge_micro_eur: MicroEuros }),
     ),
+    hold_mismatches: z.array(z.strictObject({ workspace_id: Uuid, held_micro_eur: MicroEuros, holds_sum_micro_eur: MicroEuros })),
     speech_requests_checked: z.int().nonnegative(),
     speech_mismatches: z.array(z.strictObject({ speech_request_id: Uuid, cost_micro_eur: MicroEuros, ledger_net_charge_micro_eur: MicroEuros })),
+    pending_jobs_checked: z.int().nonnegative().describe('Pending jobs whose workflow was looked up in Temporal.'),
+    unaccounted_jobs: z
+      .array(
+        z.strictObject({
+          job_id: Uuid,
+          reason: z.enum(['workflow_not_running', 'past_deadline', 'charged_after_refusal']),
+          detail: z.string(),
+        }),
+      )
+      .describe('Charged jobs nothing will settle: a pending job whose workflow is not running, one pending long past its deadline, a charge for a refused attempt. The reconciler settles the first kind within two intervals.'),
   })
-  .describe('ok: every balance equals the sum of its ledger entries and every job and speech charge matches its cost (at most 100 mismatches of each kind listed).');
+  .describe(
+    'ok: every balance equals the sum of its ledger entries, every speech hold is backed by a request in flight, every job and speech charge matches its cost, and no charged job is unaccounted for (at most 100 of each kind listed).',
+  );

@@ -1,17 +1,20 @@
-// Text to speech: validate against the catalog, resolve the voice within the workspace, synthesise,
-// then charge through the ledger, and only then hand the audio out. Audio that is not delivered is
-// never charged: a provider failure charges nothing, and when the charge cannot be made (402) no
-// audio is sent. The charge is idempotent per (workspace, Idempotency-Key); a retry with the same key
-// and body is answered again without a second charge; with another body it is a 409.
+// Text to speech: validate against the catalog, resolve the voice within the workspace, hold the cost,
+// synthesise, keep the audio, capture the hold, and hand the audio out (src/billing/speech-billing.ts).
+// The provider is called only with money held for it: at most as many calls run as the balance covers.
+// A provider failure releases the hold (nothing charged). One request per (workspace, Idempotency-Key):
+// a replay of a delivered request is answered from the kept audio, never by the provider, never charged
+// again; while the first is in flight a replay is a 409; with another body it is a 409.
 import { createHash, randomUUID } from 'node:crypto';
+import type { Readable } from 'node:stream';
 import type { Db } from '../db/pool.js';
 import { uuidForKey } from '../ids.js';
-import { chargeSpeech } from '../billing/ledger.js';
+import { captureSpeech, holdSpeech, releaseSpeech } from '../billing/speech-billing.js';
+import type { Storage } from '../storage/local.js';
 import { defaultSpeechModelFor, findSpeechModel, speechCostMicroEur, type SpeechModel, type SpeechResponseFormat } from '../catalog.js';
 import { ApiError, invalidParam, notFound } from '../http/errors.js';
 import { microEurToEur } from '../money.js';
 import { creditsCharged } from '../metrics.js';
-import { getWorkspace, keyAllowsModel, type ApiKeyPrincipal } from './workspaces.js';
+import { keyAllowsModel, type ApiKeyPrincipal } from './workspaces.js';
 import { providerFailure, type VoicesService } from './voices.js';
 
 export interface SpeechInput {
@@ -47,11 +50,19 @@ const insufficientCredits = (cost_micro_eur: number) =>
     'insufficient_credits',
     `the workspace balance does not cover the cost of this speech (${microEurToEur(cost_micro_eur)} EUR); nothing was charged`,
   );
+const audioKey = (speechRequestId: string, format: string) => `speech/${speechRequestId}.${format}`;
+
+async function readAll(stream: Readable): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of stream) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks);
+}
+
 const keyReused = () =>
   new ApiError(409, 'idempotency_error', 'idempotency_key_reused', 'this Idempotency-Key was already used with different parameters');
 
 export class SpeechService {
-  constructor(private readonly deps: { db: Db; voices: VoicesService }) {}
+  constructor(private readonly deps: { db: Db; voices: VoicesService; storage: Storage }) {}
 
   assertConfigured(): void {
     this.deps.voices.assertConfigured();
@@ -88,59 +99,72 @@ export class SpeechService {
     const voice = await this.deps.voices.resolveForSpeech(principal, body.voice);
     const cost_micro_eur = speechCostMicroEur(model, characters);
     const workspaceId = principal.workspace_id;
-    const key = idempotencyKey ?? randomUUID();
-    const speechRequestId = idempotencyKey ? speechRequestIdForKey(workspaceId, idempotencyKey) : randomUUID();
     const fingerprint = createHash('sha256').update(JSON.stringify([model.id, voice.voice_id, body.input, format])).digest('hex');
-
-    // Cheap early answers before paying the provider: a key reused with another body, a balance too low.
-    const prior = idempotencyKey ? await this.priorRequest(workspaceId, idempotencyKey) : null;
-    if (prior && prior.request_fingerprint !== fingerprint) throw keyReused();
-    if (!prior && (await getWorkspace(this.deps.db, workspaceId)).balance_micro_eur < cost_micro_eur) throw insufficientCredits(cost_micro_eur);
-
-    let speech;
-    try {
-      speech = await this.deps.voices.provider.synthesize({ model: model.id, voice_id: voice.voice_id, text: body.input, format });
-    } catch (err) {
-      throw providerFailure(err);
-    }
-    if (speech.audio.length === 0) {
-      throw new ApiError(502, 'provider_error', 'provider_invalid_response', 'the voice provider returned no audio; nothing was charged');
-    }
-
-    const charge = await chargeSpeech(this.deps.db, {
-      speechRequestId,
+    const held = await holdSpeech(this.deps.db, {
+      speechRequestId: idempotencyKey ? speechRequestIdForKey(workspaceId, idempotencyKey) : randomUUID(),
       workspaceId,
-      idempotencyKey: key,
+      idempotencyKey: idempotencyKey ?? randomUUID(),
       requestFingerprint: fingerprint,
       model: model.id,
       voice: voice.voice_id,
       voiceRegistryId: voice.registry_id,
       characters,
       responseFormat: format,
-      audioBytes: speech.audio.length,
       cost_micro_eur,
     });
-    if (!charge.ok) {
-      if (charge.reason === 'insufficient_credits') throw insufficientCredits(cost_micro_eur);
-      throw keyReused();
+    const result = { model: model.id, characters };
+    switch (held.kind) {
+      case 'idempotency_key_reused':
+        throw keyReused();
+      case 'insufficient_credits':
+        throw insufficientCredits(cost_micro_eur);
+      case 'in_progress':
+        throw new ApiError(409, 'idempotency_error', 'idempotency_request_in_progress', 'a request with this Idempotency-Key is being answered; retry in a moment', null, {
+          'Retry-After': '1',
+        });
+      case 'delivered': {
+        const audio = held.prior.audio_storage_key ? await this.deps.storage.open(held.prior.audio_storage_key) : null;
+        if (!audio) throw new ApiError(410, 'invalid_request_error', 'speech_no_longer_available', 'this request was delivered and charged once; its audio is no longer kept');
+        return {
+          ...result,
+          audio: await readAll(audio.stream),
+          content_type: held.prior.audio_content_type ?? 'application/octet-stream',
+          speech_request_id: held.prior.speech_request_id,
+          cost_micro_eur: held.prior.cost_micro_eur,
+          replayed: true,
+        };
+      }
+      case 'held':
+        break;
     }
-    if (!charge.already_charged) creditsCharged.inc({ kind: 'speech' }, charge.cost_micro_eur);
-    return {
-      audio: speech.audio,
-      content_type: speech.content_type,
-      speech_request_id: charge.speech_request_id,
-      model: model.id,
-      characters,
-      cost_micro_eur: charge.cost_micro_eur,
-      replayed: charge.already_charged,
-    };
-  }
-
-  private async priorRequest(workspaceId: string, idempotencyKey: string): Promise<{ request_fingerprint: string } | null> {
-    const r = await this.deps.db.query<{ request_fingerprint: string }>(
-      'SELECT request_fingerprint FROM speech_requests WHERE workspace_id = $1 AND idempotency_key = $2',
-      [workspaceId, idempotencyKey],
-    );
-    return r.rows[0] ?? null;
+    const speechRequestId = held.speech_request_id;
+    const key = audioKey(speechRequestId, format);
+    let speech;
+    try {
+      try {
+        speech = await this.deps.voices.provider.synthesize({ model: model.id, voice_id: voice.voice_id, text: body.input, format });
+      } catch (err) {
+        throw providerFailure(err);
+      }
+      if (speech.audio.length === 0) {
+        throw new ApiError(502, 'provider_error', 'provider_invalid_response', 'the voice provider returned no audio; nothing was charged');
+      }
+      // Kept for replays of this Idempotency-Key, so they never reach the provider.
+      await this.deps.storage.put(key, speech.audio, speech.content_type).catch((err: Error) => {
+        throw new ApiError(503, 'api_error', 'storage_unavailable', `the audio could not be kept (${err.message}); nothing was charged`, null, { 'Retry-After': '5' });
+      });
+    } catch (err) {
+      // Nothing delivered: give the hold back (if this fails too, the reconciler releases it later).
+      await releaseSpeech(this.deps.db, speechRequestId).catch(() => {});
+      throw err;
+    }
+    const captured = await captureSpeech(this.deps.db, {
+      speechRequestId,
+      audioBytes: speech.audio.length,
+      audioStorageKey: key,
+      audioContentType: speech.content_type,
+    });
+    if (captured.captured) creditsCharged.inc({ kind: 'speech' }, captured.cost_micro_eur);
+    return { ...result, audio: speech.audio, content_type: speech.content_type, speech_request_id: speechRequestId, cost_micro_eur: captured.cost_micro_eur, replayed: false };
   }
 }

@@ -1,9 +1,8 @@
 // Video jobs: validation against the catalog, then one Temporal workflow per job started with
 // update-with-start (early return): the workflow's own charge step decides the HTTP answer.
-import { createHash, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import {
   WithStartWorkflowOperation,
-  WorkflowExecutionAlreadyStartedError,
   WorkflowUpdateFailedError,
   type Client,
 } from '@temporalio/client';
@@ -21,11 +20,17 @@ import {
 } from '../catalog.js';
 import { SimulateSchema } from '../providers/video/simulator.js';
 import { ApiError, fromZodError, invalidParam, notFound } from '../http/errors.js';
+import { isDependencyDown, RETRY_AFTER_S } from '../http/dependency-errors.js';
+import { decideAcceptance, stickyRefusal } from '../billing/video-job-billing.js';
+import { requestFingerprint, type Fingerprint } from './request-fingerprint.js';
 import type { CreateVideoBody } from '../http/schemas.js';
 import { keyAllowsModel, type ApiKeyPrincipal } from './workspaces.js';
 import {
   acceptJobUpdate,
+  CHARGED_BY_ANOTHER_ATTEMPT,
   INSUFFICIENT_CREDITS,
+  isRefusal,
+  NOT_ACCEPTED_IN_TIME,
   jobStateQuery,
   JOB_STATUS_SA,
   VIDEO_MODEL_SA,
@@ -55,6 +60,17 @@ export interface VideoJobsDeps {
 const QUERY_TIMEOUT_MS = 5_000;
 /** A create waits this long for the charge step (a worker must be running) before answering 503. */
 const CREATE_TIMEOUT_MS = 30_000;
+/** Clock difference between this process and PostgreSQL tolerated by the fallback of giveUp(). */
+const CLOCK_SKEW_MARGIN_MS = 5_000;
+
+/**
+ * How long after a create's start its charge may still commit: well inside the time the API waits, so the
+ * charge has either committed or can no longer commit when the API gives up (a third of the wait, between 1
+ * and 10 s, is kept as margin: 20 s of the default 30 s).
+ */
+export function acceptWindowMs(create_timeout_ms: number): number {
+  return create_timeout_ms - Math.min(Math.max(Math.floor(create_timeout_ms / 3), 1_000), 10_000);
+}
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 export function isUuid(s: string): boolean {
@@ -112,9 +128,8 @@ export class VideoJobsService {
   async create(principal: ApiKeyPrincipal, body: CreateVideoBody, idempotencyKey: string | undefined): Promise<VideoJobState> {
     const r = this.resolveRequest(principal, body);
     const job_id = idempotencyKey ? jobIdForIdempotencyKey(principal.workspace_id, idempotencyKey) : randomUUID();
-    const fingerprint = createHash('sha256')
-      .update(JSON.stringify([r.model.id, body.prompt.trim(), r.params, body.seed ?? null, r.parameters ?? null]))
-      .digest('hex');
+    const fingerprint = requestFingerprint({ model: r.model.id, prompt: body.prompt.trim(), params: r.params, seed: body.seed ?? null, parameters: r.parameters ?? null });
+    const timeout_ms = this.deps.create_timeout_ms ?? CREATE_TIMEOUT_MS;
     const now_ms = Date.now();
     const input: VideoJobInput = {
       job_id,
@@ -127,26 +142,35 @@ export class VideoJobsService {
       ...(r.parameters !== undefined ? { parameters: r.parameters } : {}),
       estimated_cost_micro_eur: r.estimated_cost_micro_eur,
       created_at_ms: now_ms,
-      request_fingerprint: fingerprint,
+      request_fingerprint: fingerprint.current,
       poll_interval_ms: this.deps.poll_interval_ms,
       poll_max_interval_ms: this.deps.poll_max_interval_ms,
       deadline_at_ms: now_ms + this.deps.job_timeout_ms,
       max_polls_per_run: this.deps.max_polls_per_run ?? 200,
+      attempt_id: randomUUID(),
+      accept_by_ms: now_ms + acceptWindowMs(timeout_ms),
+      sticky_refusal: idempotencyKey !== undefined,
     };
     if (idempotencyKey) {
-      // A retry of a finished job answers from its final record; Temporal is not asked (its history
-      // may be gone after retention, and a new run would generate again).
+      // A retry answers from the job's record once the job exists; Temporal is not asked to start
+      // anything (its history may be gone after retention, and a new run must never generate again).
       const record = await this.fromDatabase(job_id);
-      if (record && record.status !== 'pending') return this.checkedReplay(record, fingerprint);
+      if (record) return this.checkedReplay(record.status === 'pending' ? await this.live(record) : record, fingerprint);
+      const refused = await stickyRefusal(this.deps.db, job_id);
+      if (refused) {
+        if (!fingerprint.matches(refused.request_fingerprint)) throw keyReused();
+        throw insufficientCredits();
+      }
     }
-    const workflowId = videoJobWorkflowId(job_id);
     const startOp = new WithStartWorkflowOperation<typeof videoJobWorkflow>('videoJobWorkflow', {
-      workflowId,
+      workflowId: videoJobWorkflowId(job_id),
       taskQueue: this.deps.taskQueue,
       args: [input],
       workflowIdConflictPolicy: 'USE_EXISTING',
-      // A finished job's id is never reused: a retry of a finished request answers from the job.
-      workflowIdReusePolicy: 'REJECT_DUPLICATE',
+      // A closed run of this id was refused (an attempt not accepted in time): a retry with the same
+      // Idempotency-Key starts a new attempt. An accepted job never gets here (its record answers above),
+      // and a run that races one is refused by the charge as a duplicate.
+      workflowIdReusePolicy: 'ALLOW_DUPLICATE',
       typedSearchAttributes: [
         { key: WORKSPACE_ID_SA, value: principal.workspace_id },
         { key: VIDEO_MODEL_SA, value: r.model.id },
@@ -154,46 +178,55 @@ export class VideoJobsService {
       ],
     });
     let state: VideoJobState;
-    const timeout_ms = this.deps.create_timeout_ms ?? CREATE_TIMEOUT_MS;
-    const started_ms = Date.now();
     try {
-      state = await this.deps.temporal.connection.withDeadline(started_ms + timeout_ms, () =>
+      state = await this.deps.temporal.connection.withDeadline(now_ms + timeout_ms, () =>
         this.deps.temporal.workflow.executeUpdateWithStart(acceptJobUpdate, { startWorkflowOperation: startOp }),
       );
     } catch (err) {
-      if (Date.now() - started_ms >= timeout_ms - 100) {
-        // No worker answered in time. The job may still be accepted (and charged) later: say which
-        // one it is, so the client can look at it or retry with the same Idempotency-Key.
-        throw new ApiError(
-          503,
-          'api_error',
-          'temporarily_unavailable',
-          `the job could not be confirmed within ${timeout_ms / 1000} s; it may still be accepted as job ${job_id}: ` +
-            `check GET /v2/videos/generations/${job_id}, or retry with the same Idempotency-Key`,
-          null,
-          { 'Retry-After': '5', Location: `/v2/videos/generations/${job_id}` },
-        );
-      }
-      if (err instanceof WorkflowUpdateFailedError && err.cause instanceof ApplicationFailure && err.cause.type === INSUFFICIENT_CREDITS) {
-        throw insufficientCredits();
-      }
-      if (err instanceof WorkflowExecutionAlreadyStartedError) {
-        // The job with this Idempotency-Key has already finished: answer from it.
-        const existing = await this.findForRetry(principal.workspace_id, job_id);
-        if (!existing) throw new ApiError(409, 'idempotency_error', 'idempotency_key_in_use', 'this Idempotency-Key was used for another request');
-        state = existing;
-      } else {
-        throw err;
-      }
+      const refusal = err instanceof WorkflowUpdateFailedError && err.cause instanceof ApplicationFailure ? err.cause.type : null;
+      if (refusal === INSUFFICIENT_CREDITS) throw insufficientCredits();
+      if (refusal === CHARGED_BY_ANOTHER_ATTEMPT) return this.existingFor(principal.workspace_id, job_id, fingerprint);
+      if (refusal === NOT_ACCEPTED_IN_TIME) throw notAccepted(idempotencyKey !== undefined);
+      // No answer (no worker in time, Temporal unreachable, anything else): this attempt's fate is
+      // unknown, so decide it now, for good, before answering.
+      // Our own deadline passing is "not confirmed in time"; failing before it is a dependency down.
+      return this.giveUp(input, fingerprint, idempotencyKey !== undefined, Date.now() - now_ms < timeout_ms - 100 ? err : undefined);
     }
     return this.checkedReplay(state, fingerprint);
   }
 
-  /** The job an Idempotency-Key names, if the request matches the one that created it. */
-  private checkedReplay(state: VideoJobState, fingerprint: string): VideoJobState {
-    if (state.request_fingerprint !== fingerprint) {
-      throw new ApiError(409, 'idempotency_error', 'idempotency_key_reused', 'this Idempotency-Key was already used with different parameters', null);
+  /**
+   * The API stops waiting for an attempt: it is either found charged (then accepted: 202) or refused for
+   * good under the job's lock, so a non-2xx answer never comes with a charge, now or later. If even that
+   * cannot be recorded (PostgreSQL down), the answer waits until the attempt's acceptance deadline (plus a
+   * margin for clock skew) has passed, after which the charge refuses itself.
+   */
+  private async giveUp(input: VideoJobInput, fingerprint: Fingerprint, keyed: boolean, cause: unknown | undefined): Promise<VideoJobState> {
+    const attempt = { jobId: input.job_id, attemptId: input.attempt_id!, workspaceId: input.workspace_id, fingerprint: input.request_fingerprint };
+    const settle_by_ms = input.accept_by_ms! + CLOCK_SKEW_MARGIN_MS;
+    for (;;) {
+      try {
+        const decided = await decideAcceptance(this.deps.db, attempt);
+        if (decided.decision === 'refused') throw notAccepted(keyed, cause);
+        return this.existingFor(input.workspace_id, input.job_id, fingerprint);
+      } catch (err) {
+        if (err instanceof ApiError) throw err;
+        if (Date.now() >= settle_by_ms) throw notAccepted(keyed, err);
+        await new Promise((r) => setTimeout(r, Math.min(1_000, Math.max(settle_by_ms - Date.now(), 0))));
+      }
     }
+  }
+
+  /** The job another attempt with this Idempotency-Key (or this one, decided late) created. */
+  private async existingFor(workspace_id: string, job_id: string, fingerprint: Fingerprint): Promise<VideoJobState> {
+    const record = await this.fromDatabase(job_id);
+    if (!record || record.workspace_id !== workspace_id) throw new Error(`invariant: job ${job_id} is charged but has no record`);
+    return this.checkedReplay(record.status === 'pending' ? await this.live(record) : record, fingerprint);
+  }
+
+  /** The job an Idempotency-Key names, if the request matches the one that created it. */
+  private checkedReplay(state: VideoJobState, fingerprint: Fingerprint): VideoJobState {
+    if (!fingerprint.matches(state.request_fingerprint)) throw keyReused();
     if (state.status === 'rejected') throw insufficientCredits();
     return state;
   }
@@ -206,9 +239,13 @@ export class VideoJobsService {
   async get(principal: ApiKeyPrincipal, job_id: string): Promise<VideoJobState> {
     const record = isUuid(job_id) ? await this.fromDatabase(job_id) : null;
     if (!record || record.workspace_id !== principal.workspace_id) throw notFound('job_not_found', `no video generation job ${job_id}`, 'id');
-    if (record.status !== 'pending') return record;
-    const live = await this.queryWorkflow(job_id);
-    return live && live.workspace_id === record.workspace_id && live.status !== 'charging' && live.status !== 'rejected' ? live : record;
+    return record.status === 'pending' ? this.live(record) : record;
+  }
+
+  /** A pending job as its workflow knows it (the record answers when the workflow cannot). */
+  private async live(record: VideoJobState): Promise<VideoJobState> {
+    const live = await this.queryWorkflow(record.job_id);
+    return live && live.workspace_id === record.workspace_id && live.status !== 'charging' && !isRefusal(live.status) ? live : record;
   }
 
   private async queryWorkflow(job_id: string): Promise<VideoJobState | null> {
@@ -218,13 +255,6 @@ export class VideoJobsService {
     } catch {
       return null; // gone (retention), worker down or slow: the caller falls back to the record
     }
-  }
-
-  /** For an idempotent retry: the job as its workflow (or, once the workflow is gone, its record) knows it. */
-  private async findForRetry(workspace_id: string, job_id: string): Promise<VideoJobState | null> {
-    const state = (await this.queryWorkflow(job_id)) ?? (await this.fromDatabase(job_id));
-    if (!state || state.workspace_id !== workspace_id || state.status === 'charging') return null;
-    return state;
   }
 
   private async fromDatabase(job_id: string): Promise<VideoJobState | null> {
@@ -253,6 +283,22 @@ export class VideoJobsService {
       request_fingerprint: row.request_fingerprint,
     };
   }
+}
+
+const keyReused = () => new ApiError(409, 'idempotency_error', 'idempotency_key_reused', 'this Idempotency-Key was already used with different parameters', null);
+
+/** A create not accepted in time: nothing was charged, for good; a retry (with the same key) is a new attempt. */
+function notAccepted(keyed: boolean, cause?: unknown): ApiError {
+  const retry = keyed ? 'retry with the same Idempotency-Key' : 'retry (send an Idempotency-Key to make retries safe)';
+  const down = cause !== undefined && isDependencyDown(cause);
+  return new ApiError(
+    503,
+    'api_error',
+    down ? 'service_unavailable' : 'temporarily_unavailable',
+    `the job could not be accepted in time${down ? ' (a service it needs is unreachable)' : ''}; nothing was charged for it, now or later: ${retry}`,
+    null,
+    { 'Retry-After': String(RETRY_AFTER_S) },
+  );
 }
 
 function insufficientCredits(): ApiError {

@@ -22,6 +22,18 @@ export function contentTypeOfKey(key: string): string {
  * in src/runtime.ts. Customers never see keys: the API hands out expiring URLs through a
  * DownloadUrlSigner (./signed-urls.ts), which for S3 is the S3Storage itself (presigned GET URLs).
  */
+/**
+ * Whether a failed write will fail again however often it is retried (a directory where the file goes,
+ * a bucket that refuses us), as opposed to a passing fault (a network error, a 5xx, a full disk being freed).
+ */
+export function isPermanentStorageError(err: unknown): boolean {
+  const e = err as { code?: string; $metadata?: { httpStatusCode?: number }; name?: string } | null;
+  if (!e || typeof e !== 'object') return false;
+  if (e.code && ['EISDIR', 'ENOTDIR', 'EEXIST', 'ENOTEMPTY', 'EINVAL', 'ENAMETOOLONG'].includes(e.code)) return true;
+  const status = e.$metadata?.httpStatusCode;
+  return status !== undefined && status >= 400 && status < 500 && status !== 408 && status !== 429;
+}
+
 export interface Storage {
   /** Stores `body` under `key`, replacing any object there (a retried write overwrites, never duplicates). */
   put(key: string, body: Buffer, content_type?: string): Promise<void>;

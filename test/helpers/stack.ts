@@ -10,7 +10,9 @@ import { loadConfig, type Config } from '../../src/config.js';
 import { createLogger } from '../../src/logger.js';
 import { openDatabase, startApi, startWorker, type RunningApi, type RunningWorker } from '../../src/runtime.js';
 import type { Db } from '../../src/db/pool.js';
-import { auditLedger } from '../../src/billing/ledger.js';
+import { auditLedger } from '../../src/billing/audit.js';
+import { videoJobWorkflowStates } from '../../src/temporal/workflow-states.js';
+import { deleteReconcileSchedule } from '../../src/temporal/reconcile-schedule.js';
 
 export const ADMIN_TOKEN = 'test-admin-token-0123456789abcdef';
 
@@ -39,7 +41,6 @@ export interface StackOptions {
   env?: Record<string, string>;
   worker?: boolean;
   maxPollsPerRun?: number;
-  createTimeoutMs?: number;
   /** Where the stack's logs go (default stdout); set LOG_LEVEL in `env` to see any. */
   logStream?: DestinationStream;
 }
@@ -84,7 +85,6 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
     secrets: { adminToken: ADMIN_TOKEN, urlSigningSecret: config.urlSigningSecret!, adminTokenGenerated: false },
     logger,
     ...(opts.maxPollsPerRun !== undefined ? { maxPollsPerRun: opts.maxPollsPerRun } : {}),
-    ...(opts.createTimeoutMs !== undefined ? { createTimeoutMs: opts.createTimeoutMs } : {}),
   });
   return {
     config,
@@ -94,6 +94,7 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
     baseUrl: api.url,
     worker,
     async stop() {
+      await deleteReconcileSchedule(api.temporal, config.temporal.taskQueue).catch(() => {});
       await api.close();
       await worker?.shutdown();
       await db.end();
@@ -152,8 +153,8 @@ export async function assertAuditHolds(stack: Stack): Promise<void> {
   const r = await http(stack.baseUrl, 'GET', '/admin/v1/ledger/audit', { token: ADMIN_TOKEN });
   assert.equal(r.status, 200);
   assert.equal(r.body.ok, true, `ledger audit failed: ${JSON.stringify(r.body)}`);
-  const direct = await auditLedger(stack.db);
-  assert.equal(direct.ok, true);
+  const direct = await auditLedger(stack.db, { workflowStates: videoJobWorkflowStates(stack.api.temporal) });
+  assert.equal(direct.ok, true, JSON.stringify(direct));
 }
 
 export async function waitForJob(stack: Stack, key: string, id: string, timeout_ms = 30_000): Promise<any> {

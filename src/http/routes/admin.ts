@@ -5,7 +5,8 @@ import { AddCreditsBody, CreateApiKeyBody, CreateWorkspaceBody, idempotencyKeyOf
 import { jsonBody } from '../json-body.js';
 import { invalidParam, notFound } from '../errors.js';
 import { eurToMicroEur, microEurToEur } from '../../money.js';
-import { addCredits, auditLedger } from '../../billing/ledger.js';
+import { addCredits } from '../../billing/ledger.js';
+import { auditLedger, type AuditOptions } from '../../billing/audit.js';
 import { createApiKey, createWorkspace, getWorkspace } from '../../services/workspaces.js';
 import { findSpeechModel, findVideoModel } from '../../catalog.js';
 import { isUuid } from '../../services/video-jobs.js';
@@ -16,7 +17,7 @@ function euroParam(name: string, amount_eur: number): number {
   return micro;
 }
 
-export function adminRoutes(deps: { db: Db; admin: RequestHandler }): Router {
+export function adminRoutes(deps: { db: Db; admin: RequestHandler; audit: AuditOptions }): Router {
   const r = Router();
   r.use('/admin', deps.admin);
 
@@ -64,7 +65,7 @@ export function adminRoutes(deps: { db: Db; admin: RequestHandler }): Router {
   });
 
   r.get('/admin/v1/ledger/audit', async (_req, res) => {
-    res.json(await auditLedger(deps.db));
+    res.json(await auditLedger(deps.db, deps.audit));
   });
 
   return r;

@@ -7,6 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import type { Db } from '../../db/pool.js';
 import { projectPath } from '../../paths.js';
+import { COUNT_PROVIDER_CALL_SQL } from '../simulator-usage.js';
 import { ProviderError, type VideoGenerationRequest, type VideoOperationStatus, type VideoOutputRef, type VideoProvider } from './types.js';
 
 export const SIMULATOR_DEFAULT_DELAY_MS = 2_000;
@@ -42,6 +43,7 @@ export class SimulatedVideoProvider implements VideoProvider {
   ) {}
 
   async submit(req: VideoGenerationRequest): Promise<{ operation_id: string }> {
+    await this.db.query(COUNT_PROVIDER_CALL_SQL, ['video_submit']);
     const raw = this.honoursSimulate(req.model) ? (req.parameters?.['simulate'] ?? {}) : {};
     const parsed = SimulateSchema.safeParse(raw);
     if (!parsed.success) throw new ProviderError(`invalid simulate parameters: ${parsed.error.issues[0]?.message}`, { code: 'invalid_request', retryable: false });
@@ -60,6 +62,7 @@ export class SimulatedVideoProvider implements VideoProvider {
   }
 
   async poll(operation_id: string): Promise<VideoOperationStatus> {
+    await this.db.query(COUNT_PROVIDER_CALL_SQL, ['video_poll']);
     const op = await this.load(operation_id);
     const s = op.request.simulate;
     if (op.elapsed_ms < s.delay_ms) return { state: 'running' };

@@ -11,6 +11,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type pg from 'pg';
 import type { Db } from '../../db/pool.js';
+import { COUNT_PROVIDER_CALL_SQL } from '../simulator-usage.js';
 import {
   VoiceProviderError,
   type ClonedVoice,
@@ -100,6 +101,7 @@ export class SimulatedVoiceProvider implements VoiceProvider {
   }
 
   async synthesize(req: SpeechRequest): Promise<SynthesizedSpeech> {
+    await this.query(COUNT_PROVIDER_CALL_SQL, ['speech']);
     await this.maybeFail('speech');
     if (!SIM_PRESET_VOICES.includes(req.voice_id as (typeof SIM_PRESET_VOICES)[number]) && !(await this.hasVoice(req.voice_id))) {
       throw new VoiceProviderError('rejected', `voice "${req.voice_id}" does not exist`);

@@ -1,0 +1,135 @@
+// The ledger audit (GET /admin/v1/ledger/audit): every balance equals the sum of its entries, every
+// hold is backed by a request in flight, every job and speech request is charged exactly its cost, and
+// nothing is charged that the service cannot account for: a pending job whose workflow is not running,
+// a job pending long past its deadline, a charge for an attempt the API refused.
+import { inTransaction, type Db } from '../db/pool.js';
+
+/** How a job's workflow stands in Temporal. */
+export type WorkflowState = 'running' | 'closed' | 'not_found';
+
+export interface UnaccountedJob {
+  job_id: string;
+  reason: 'workflow_not_running' | 'past_deadline' | 'charged_after_refusal';
+  detail: string;
+}
+
+export interface AuditReport {
+  ok: boolean;
+  workspaces_checked: number;
+  jobs_checked: number;
+  ledger_entries: number;
+  balance_mismatches: { workspace_id: string; balance_micro_eur: number; ledger_sum_micro_eur: number }[];
+  hold_mismatches: { workspace_id: string; held_micro_eur: number; holds_sum_micro_eur: number }[];
+  job_mismatches: { job_id: string; status: string; expected_net_charge_micro_eur: number; ledger_net_charge_micro_eur: number }[];
+  speech_requests_checked: number;
+  speech_mismatches: { speech_request_id: string; cost_micro_eur: number; ledger_net_charge_micro_eur: number }[];
+  pending_jobs_checked: number;
+  unaccounted_jobs: UnaccountedJob[];
+}
+
+export interface AuditOptions {
+  /** The Temporal state of each job's workflow; unset = not checked (tests of the ledger alone). */
+  workflowStates?: (jobIds: string[]) => Promise<Map<string, WorkflowState>>;
+  /** A pending job this long past its deadline is reported. */
+  deadline_margin_ms?: number;
+}
+
+const MISMATCH_LIMIT = 100;
+/** Pending jobs whose workflow the audit looks up, oldest first. */
+const PENDING_CHECK_LIMIT = 2_000;
+export const DEFAULT_AUDIT_DEADLINE_MARGIN_MS = 15 * 60_000;
+
+export async function auditLedger(db: Db, opts: AuditOptions = {}): Promise<AuditReport> {
+  const margin_ms = opts.deadline_margin_ms ?? DEFAULT_AUDIT_DEADLINE_MARGIN_MS;
+  const report = await inTransaction(db, async (tx) => {
+    await tx.query('SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY');
+    const balances = await tx.query<{ workspace_id: string; balance_micro_eur: number; ledger_sum_micro_eur: number }>(
+      `SELECT w.id AS workspace_id, w.balance_micro_eur, COALESCE(SUM(l.amount_micro_eur), 0)::bigint AS ledger_sum_micro_eur
+         FROM workspaces w LEFT JOIN ledger_entries l ON l.workspace_id = w.id GROUP BY w.id`,
+    );
+    const holds = await tx.query<{ workspace_id: string; held_micro_eur: number; holds_sum_micro_eur: number }>(
+      `SELECT w.id AS workspace_id, w.held_micro_eur, COALESCE(SUM(s.cost_micro_eur) FILTER (WHERE s.status = 'held'), 0)::bigint AS holds_sum_micro_eur
+         FROM workspaces w LEFT JOIN speech_requests s ON s.workspace_id = w.id GROUP BY w.id`,
+    );
+    // A pending job's net charge is its estimate; a finished job's is its actual cost.
+    const jobs = await tx.query<{ job_id: string; status: string; expected_net_charge_micro_eur: number; ledger_net_charge_micro_eur: number }>(
+      `SELECT j.id AS job_id, j.status,
+              COALESCE(j.cost_micro_eur, j.estimated_cost_micro_eur) AS expected_net_charge_micro_eur,
+              (-COALESCE(SUM(l.amount_micro_eur), 0))::bigint AS ledger_net_charge_micro_eur
+         FROM video_jobs j LEFT JOIN ledger_entries l ON l.video_job_id = j.id GROUP BY j.id
+       UNION ALL
+       -- A finished job's cost is recomputed from what it delivered: (estimate / n) per stored video.
+       SELECT j.id, j.status || ':cost',
+              (j.estimated_cost_micro_eur / (j.params->>'n')::int) * jsonb_array_length(j.videos), j.cost_micro_eur
+         FROM video_jobs j
+        WHERE j.status <> 'pending'
+          AND j.cost_micro_eur <> (j.estimated_cost_micro_eur / (j.params->>'n')::int) * jsonb_array_length(j.videos)
+       UNION ALL
+       -- Every entry of a job is booked to the job's own workspace.
+       SELECT j.id, j.status || ':workspace', 0, count(*)
+         FROM video_jobs j JOIN ledger_entries l ON l.video_job_id = j.id AND l.workspace_id <> j.workspace_id
+        GROUP BY j.id, j.status`,
+    );
+    // A delivered speech request's net charge is its cost; a held or released one's is nothing.
+    const speech = await tx.query<{ speech_request_id: string; cost_micro_eur: number; ledger_net_charge_micro_eur: number }>(
+      `SELECT s.id AS speech_request_id, CASE WHEN s.status = 'delivered' THEN s.cost_micro_eur ELSE 0 END AS cost_micro_eur,
+              (-COALESCE(SUM(l.amount_micro_eur), 0))::bigint AS ledger_net_charge_micro_eur
+         FROM speech_requests s LEFT JOIN ledger_entries l ON l.speech_request_id = s.id GROUP BY s.id`,
+    );
+    const refusedButCharged = await tx.query<{ job_id: string; attempt_id: string }>(
+      `SELECT j.id AS job_id, j.attempt_id FROM video_jobs j
+         JOIN video_job_refusals r ON r.job_id = j.id AND r.attempt_id = j.attempt_id LIMIT ${MISMATCH_LIMIT}`,
+    );
+    const pastDeadline = await tx.query<{ job_id: string; deadline_at: Date }>(
+      `SELECT id AS job_id, deadline_at FROM video_jobs
+        WHERE status = 'pending' AND deadline_at < now() - make_interval(secs => $1 / 1000.0)
+        ORDER BY deadline_at LIMIT ${MISMATCH_LIMIT}`,
+      [margin_ms],
+    );
+    const pending = await tx.query<{ job_id: string }>(
+      `SELECT id AS job_id FROM video_jobs WHERE status = 'pending' ORDER BY created_at LIMIT ${PENDING_CHECK_LIMIT}`,
+    );
+    const entries = await tx.query<{ n: number }>('SELECT count(*)::bigint AS n FROM ledger_entries');
+    const unaccounted: UnaccountedJob[] = [
+      ...refusedButCharged.rows.map((r) => ({ job_id: r.job_id, reason: 'charged_after_refusal' as const, detail: `attempt ${r.attempt_id} was refused and charged` })),
+      ...pastDeadline.rows.map((r) => ({ job_id: r.job_id, reason: 'past_deadline' as const, detail: `pending since its deadline ${r.deadline_at.toISOString()}` })),
+    ];
+    return {
+      balances: balances.rows.filter((r) => r.balance_micro_eur !== r.ledger_sum_micro_eur),
+      holds: holds.rows.filter((r) => r.held_micro_eur !== r.holds_sum_micro_eur),
+      jobs: jobs.rows.filter((r) => r.expected_net_charge_micro_eur !== r.ledger_net_charge_micro_eur),
+      speech: speech.rows.filter((r) => r.cost_micro_eur !== r.ledger_net_charge_micro_eur),
+      unaccounted,
+      pending: pending.rows.map((r) => r.job_id),
+      counts: { workspaces: balances.rowCount ?? 0, jobs: jobs.rowCount ?? 0, speech: speech.rowCount ?? 0, entries: entries.rows[0]!.n },
+    };
+  });
+
+  if (opts.workflowStates && report.pending.length > 0) {
+    const states = await opts.workflowStates(report.pending);
+    const notRunning = report.pending.filter((id) => states.get(id) !== 'running');
+    if (notRunning.length > 0) {
+      // The snapshot is a moment old: a job that settled since (its workflow then closed) is not lost.
+      const still = await db.query<{ id: string }>("SELECT id FROM video_jobs WHERE id = ANY($1::uuid[]) AND status = 'pending'", [notRunning]);
+      for (const { id } of still.rows) {
+        report.unaccounted.push({ job_id: id, reason: 'workflow_not_running', detail: `workflow ${states.get(id) ?? 'not_found'}` });
+      }
+    }
+  }
+
+  const ok =
+    report.balances.length === 0 && report.holds.length === 0 && report.jobs.length === 0 && report.speech.length === 0 && report.unaccounted.length === 0;
+  return {
+    ok,
+    workspaces_checked: report.counts.workspaces,
+    jobs_checked: report.counts.jobs,
+    ledger_entries: report.counts.entries,
+    balance_mismatches: report.balances.slice(0, MISMATCH_LIMIT),
+    hold_mismatches: report.holds.slice(0, MISMATCH_LIMIT),
+    job_mismatches: report.jobs.slice(0, MISMATCH_LIMIT),
+    speech_requests_checked: report.counts.speech,
+    speech_mismatches: report.speech.slice(0, MISMATCH_LIMIT),
+    pending_jobs_checked: report.pending.length,
+    unaccounted_jobs: report.unaccounted.slice(0, MISMATCH_LIMIT),
+  };
+}

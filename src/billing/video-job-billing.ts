@@ -1,0 +1,287 @@
+// Video jobs' money: one charge when a create is accepted, at most one refund at settlement.
+//
+// Bounded acceptance (contract.md 6: a create answered with anything but 2xx has charged nothing, now
+// or later). Every create is one attempt. The workflow's charge and the API's refusal of an attempt it
+// gave up on both run under the job's advisory lock, and each looks for the other first, so an attempt
+// ends charged or refused, never both. The charge also refuses itself once the attempt's acceptance
+// deadline has passed on the database clock, so a charge transaction that starts late (pool wait,
+// BEGIN, a stalled worker) can never commit after the API stopped waiting.
+import { inTransaction, type Db, type Tx } from '../db/pool.js';
+import { assertMicroEur } from '../money.js';
+import type { VideoParams } from '../catalog.js';
+import { applyEntry, lockWorkspaceBalance, NotFoundError } from './ledger.js';
+
+export const chargeKey = (jobId: string) => `video_job:${jobId}:charge`;
+export const refundKey = (jobId: string) => `video_job:${jobId}:refund`;
+
+/**
+ * Bounds on a charge transaction: each statement, each wait for a lock, and each pause of the client
+ * inside the transaction. Together they bound how long an attempt can stay undecided, which is how long
+ * the API's refusal may have to wait for the job's lock (REFUSAL_LOCK_TIMEOUT_MS).
+ */
+const CHARGE_TX_LIMITS = "SET LOCAL statement_timeout = '3s'; SET LOCAL lock_timeout = '2s'; SET LOCAL idle_in_transaction_session_timeout = '3s'";
+const REFUSAL_LOCK_TIMEOUT_MS = 30_000;
+
+/** Serialises everything that decides one job's acceptance (charge, refusal), for this transaction. */
+async function lockJob(tx: Tx, jobId: string): Promise<void> {
+  await tx.query("SELECT pg_advisory_xact_lock(hashtextextended('video_job:' || $1, 0))", [jobId]);
+}
+
+export interface VideoJobCharge {
+  jobId: string;
+  /** This create's attempt; absent only for jobs started by the first release (one attempt per job). */
+  attemptId?: string | undefined;
+  workflowId: string;
+  workspaceId: string;
+  model: string;
+  prompt: string;
+  params: VideoParams;
+  /** Priced from the catalog by the caller (the charge activity), never taken from the request. */
+  estimated_cost_micro_eur: number;
+  created_at_ms: number;
+  request_fingerprint: string;
+  /** The charge is refused once the database clock is past this (Unix ms); absent = no bound (first release). */
+  accept_by_ms?: number | undefined;
+  /** Record an insufficient-credits refusal for the job for good (the create had an Idempotency-Key). */
+  sticky_refusal?: boolean | undefined;
+  backend?: string | undefined;
+  deadline_at_ms?: number | undefined;
+}
+
+export type ChargeResult =
+  | { ok: true; balance_micro_eur: number; already_charged: boolean; estimated_cost_micro_eur: number }
+  | { ok: false; reason: 'insufficient_credits'; balance_micro_eur: number }
+  /** Too late (the acceptance deadline passed) or refused by the API: nothing charged, for good. */
+  | { ok: false; reason: 'not_accepted_in_time' }
+  /** The job was already charged by another attempt (an Idempotency-Key retry raced a run that accepted it). */
+  | { ok: false; reason: 'charged_by_another_attempt' };
+
+interface JobAttemptRow {
+  attempt_id: string | null;
+  estimated_cost_micro_eur: number;
+}
+
+async function chargedAttempt(tx: Tx, jobId: string): Promise<JobAttemptRow | null> {
+  const r = await tx.query<JobAttemptRow>('SELECT attempt_id, estimated_cost_micro_eur FROM video_jobs WHERE id = $1', [jobId]);
+  return r.rows[0] ?? null;
+}
+
+/** Whether `attemptId` is the attempt that charged this job (jobs of the first release had one attempt, unnamed). */
+const isSameAttempt = (row: JobAttemptRow, attemptId: string | undefined) => row.attempt_id === null || attemptId === undefined || row.attempt_id === attemptId;
+
+async function recordRefusal(
+  tx: Tx,
+  r: { jobId: string; attemptId: string; workspaceId: string; reason: 'insufficient_credits' | 'not_accepted_in_time'; fingerprint: string },
+): Promise<void> {
+  await tx.query(
+    `INSERT INTO video_job_refusals (job_id, attempt_id, workspace_id, reason, request_fingerprint)
+     VALUES ($1, $2, $3, $4, $5) ON CONFLICT (job_id, attempt_id) DO NOTHING`,
+    [r.jobId, r.attemptId, r.workspaceId, r.reason, r.fingerprint],
+  );
+}
+
+/** Charges the estimate and records the job, atomically and idempotently per attempt. */
+export async function chargeVideoJob(db: Db, job: VideoJobCharge): Promise<ChargeResult> {
+  assertMicroEur(job.estimated_cost_micro_eur);
+  if (!(job.estimated_cost_micro_eur > 0)) throw new Error('invariant: a video job costs more than 0');
+  if (job.estimated_cost_micro_eur % job.params.n !== 0) throw new Error('invariant: estimate is n unit prices');
+  return inTransaction(db, async (tx) => {
+    await tx.query(CHARGE_TX_LIMITS);
+    await lockJob(tx, job.jobId);
+    const charged = await chargedAttempt(tx, job.jobId);
+    if (charged) {
+      if (!isSameAttempt(charged, job.attemptId)) return { ok: false, reason: 'charged_by_another_attempt' };
+      const { balance_micro_eur } = await lockWorkspaceBalance(tx, job.workspaceId);
+      return { ok: true, balance_micro_eur, already_charged: true, estimated_cost_micro_eur: charged.estimated_cost_micro_eur };
+    }
+    if (job.attemptId !== undefined) {
+      const refused = await tx.query<{ reason: string }>(
+        "SELECT reason FROM video_job_refusals WHERE job_id = $1 AND (attempt_id = $2 OR reason = 'insufficient_credits') ORDER BY reason LIMIT 1",
+        [job.jobId, job.attemptId],
+      );
+      const reason = refused.rows[0]?.reason;
+      if (reason === 'insufficient_credits') return { ok: false, reason, balance_micro_eur: (await lockWorkspaceBalance(tx, job.workspaceId)).available_micro_eur };
+      if (reason !== undefined) return { ok: false, reason: 'not_accepted_in_time' };
+    }
+    if (job.accept_by_ms !== undefined) {
+      const late = await tx.query<{ late: boolean }>('SELECT clock_timestamp() > to_timestamp($1 / 1000.0) AS late', [job.accept_by_ms]);
+      if (late.rows[0]!.late) {
+        await recordRefusal(tx, { jobId: job.jobId, attemptId: job.attemptId!, workspaceId: job.workspaceId, reason: 'not_accepted_in_time', fingerprint: job.request_fingerprint });
+        return { ok: false, reason: 'not_accepted_in_time' };
+      }
+    }
+    const before = await lockWorkspaceBalance(tx, job.workspaceId);
+    if (before.available_micro_eur < job.estimated_cost_micro_eur) {
+      if (job.sticky_refusal && job.attemptId !== undefined) {
+        await recordRefusal(tx, { jobId: job.jobId, attemptId: job.attemptId, workspaceId: job.workspaceId, reason: 'insufficient_credits', fingerprint: job.request_fingerprint });
+      }
+      return { ok: false, reason: 'insufficient_credits', balance_micro_eur: before.available_micro_eur };
+    }
+    await tx.query(
+      `INSERT INTO video_jobs (id, workspace_id, workflow_id, model, prompt, request_fingerprint, params, status, estimated_cost_micro_eur,
+                               created_at, attempt_id, backend, deadline_at)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, to_timestamp($9 / 1000.0), $10, $11, to_timestamp($12 / 1000.0))`,
+      [
+        job.jobId,
+        job.workspaceId,
+        job.workflowId,
+        job.model,
+        job.prompt,
+        job.request_fingerprint,
+        JSON.stringify(job.params),
+        job.estimated_cost_micro_eur,
+        job.created_at_ms,
+        job.attemptId ?? null,
+        job.backend ?? null,
+        job.deadline_at_ms ?? null,
+      ],
+    );
+    const after = await applyEntry(tx, {
+      workspaceId: job.workspaceId,
+      kind: 'charge',
+      amount_micro_eur: -job.estimated_cost_micro_eur,
+      idempotencyKey: chargeKey(job.jobId),
+      videoJobId: job.jobId,
+    });
+    if (after !== before.balance_micro_eur - job.estimated_cost_micro_eur) throw new Error('invariant: charge moved the balance by the estimate');
+    return { ok: true, balance_micro_eur: after, already_charged: false, estimated_cost_micro_eur: job.estimated_cost_micro_eur };
+  });
+}
+
+export type AcceptanceDecision =
+  /** The attempt was charged: the job exists and is this attempt's. */
+  | { decision: 'charged'; estimated_cost_micro_eur: number }
+  /** Another attempt (same Idempotency-Key) charged the job. */
+  | { decision: 'charged_by_another_attempt' }
+  /** The attempt is refused for good; nothing was or will be charged for it. */
+  | { decision: 'refused' };
+
+/**
+ * Settles an attempt whose outcome nobody saw: the API that stopped waiting for it, or the workflow
+ * whose charge step failed. Waits for any charge transaction of the job in flight (the job lock), then
+ * either finds the charge or records the refusal that stops any later one.
+ */
+export async function decideAcceptance(
+  db: Db,
+  a: { jobId: string; attemptId: string; workspaceId: string; fingerprint: string },
+): Promise<AcceptanceDecision> {
+  return inTransaction(db, async (tx) => {
+    await tx.query(`SET LOCAL lock_timeout = '${REFUSAL_LOCK_TIMEOUT_MS}ms'; SET LOCAL statement_timeout = '${REFUSAL_LOCK_TIMEOUT_MS + 5_000}ms'`);
+    await lockJob(tx, a.jobId);
+    const charged = await chargedAttempt(tx, a.jobId);
+    if (charged) {
+      return isSameAttempt(charged, a.attemptId)
+        ? { decision: 'charged', estimated_cost_micro_eur: charged.estimated_cost_micro_eur }
+        : { decision: 'charged_by_another_attempt' };
+    }
+    await recordRefusal(tx, { ...a, reason: 'not_accepted_in_time' });
+    return { decision: 'refused' };
+  });
+}
+
+/** Why a job with this Idempotency-Key is refused for good (402), if it is. */
+export async function stickyRefusal(db: Db, jobId: string): Promise<{ request_fingerprint: string } | null> {
+  const r = await db.query<{ request_fingerprint: string }>(
+    "SELECT request_fingerprint FROM video_job_refusals WHERE job_id = $1 AND reason = 'insufficient_credits' LIMIT 1",
+    [jobId],
+  );
+  return r.rows[0] ?? null;
+}
+
+/** Remembers the provider's operation of a job, so the reconciler can resume it if the workflow is lost. */
+export async function recordVideoOperation(db: Db, jobId: string, operationId: string): Promise<void> {
+  await db.query('UPDATE video_jobs SET operation_id = $2 WHERE id = $1 AND operation_id IS DISTINCT FROM $2', [jobId, operationId]);
+}
+
+/** Counts consecutive failed polls of a job's operation (0 after a successful one); returns the count. */
+export async function recordPollOutcome(db: Db, jobId: string, ok: boolean): Promise<number> {
+  const r = await db.query<{ poll_failures: number }>(
+    ok
+      ? 'UPDATE video_jobs SET poll_failures = 0 WHERE id = $1 AND poll_failures <> 0 RETURNING poll_failures'
+      : 'UPDATE video_jobs SET poll_failures = poll_failures + 1 WHERE id = $1 RETURNING poll_failures',
+    [jobId],
+  );
+  return r.rows[0]?.poll_failures ?? 0;
+}
+
+export interface StoredVideo {
+  storage_key: string;
+  content_type: string;
+  bytes: number;
+}
+
+export interface Settlement {
+  jobId: string;
+  outcome: 'succeeded' | 'failed';
+  /** Videos delivered to the customer (0 on failure). */
+  delivered: number;
+  videos: StoredVideo[];
+  error: { code: string; message: string } | null;
+  completed_at_ms: number;
+}
+
+export interface SettlementResult {
+  status: 'succeeded' | 'failed';
+  cost_micro_eur: number;
+  refunded_micro_eur: number;
+  already_settled: boolean;
+  /** The job's error as settled (null when it succeeded). */
+  error?: { code: string; message: string } | null;
+}
+
+/** Keeps the charge for what was delivered and refunds the rest, once. */
+export async function settleVideoJob(db: Db, s: Settlement): Promise<SettlementResult> {
+  return inTransaction(db, async (tx) => {
+    const r = await tx.query<{
+      workspace_id: string;
+      status: string;
+      params: VideoParams;
+      estimated_cost_micro_eur: number;
+      cost_micro_eur: number | null;
+      refunded_micro_eur: number;
+      error: { code: string; message: string } | null;
+    }>('SELECT workspace_id, status, params, estimated_cost_micro_eur, cost_micro_eur, refunded_micro_eur, error FROM video_jobs WHERE id = $1 FOR UPDATE', [s.jobId]);
+    const job = r.rows[0];
+    if (!job) throw new NotFoundError(`video job ${s.jobId} was never charged`);
+    if (job.status !== 'pending') {
+      return {
+        status: job.status as 'succeeded' | 'failed',
+        cost_micro_eur: job.cost_micro_eur!,
+        refunded_micro_eur: job.refunded_micro_eur,
+        already_settled: true,
+        error: job.error,
+      };
+    }
+    const n = job.params.n;
+    const delivered = s.outcome === 'failed' ? 0 : s.delivered;
+    if (!(Number.isInteger(delivered) && delivered >= 0 && delivered <= n)) {
+      throw new Error(`invariant: delivered ${delivered} of ${n}`);
+    }
+    if (s.outcome === 'succeeded' && s.videos.length !== delivered) throw new Error('invariant: one stored video per delivered video');
+    const unit = job.estimated_cost_micro_eur / n;
+    const cost = unit * delivered;
+    const refund = job.estimated_cost_micro_eur - cost;
+    if (!(Number.isSafeInteger(unit) && cost >= 0 && refund >= 0 && cost + refund === job.estimated_cost_micro_eur)) {
+      throw new Error('invariant: cost + refund = charge');
+    }
+    // A job that delivers nothing has failed, whatever the provider said.
+    const status = delivered === 0 ? 'failed' : 'succeeded';
+    const error = status === 'failed' ? (s.error ?? { code: 'no_videos', message: 'the provider returned no videos' }) : null;
+    await lockWorkspaceBalance(tx, job.workspace_id);
+    if (refund > 0) {
+      await applyEntry(tx, {
+        workspaceId: job.workspace_id,
+        kind: 'refund',
+        amount_micro_eur: refund,
+        idempotencyKey: refundKey(s.jobId),
+        videoJobId: s.jobId,
+      });
+    }
+    await tx.query(
+      `UPDATE video_jobs SET status = $2, cost_micro_eur = $3, refunded_micro_eur = $4, videos = $5, error = $6,
+         completed_at = to_timestamp($7 / 1000.0) WHERE id = $1`,
+      [s.jobId, status, cost, refund, JSON.stringify(status === 'succeeded' ? s.videos : []), error && JSON.stringify(error), s.completed_at_ms],
+    );
+    return { status, cost_micro_eur: cost, refunded_micro_eur: refund, already_settled: false, error };
+  });
+}

@@ -1,0 +1,39 @@
+// What a request that needs PostgreSQL or Temporal answers while either is unreachable: 503 with the
+// error shape and Retry-After (contract.md 6), never a 500. Recognises the errors pg and the Temporal
+// client raise when the server is down, restarting or unreachable.
+import { ServiceError } from '@temporalio/client';
+
+/** Seconds a client is asked to wait before retrying after a 503. */
+export const RETRY_AFTER_S = 5;
+
+const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN']);
+// SQLSTATE: class 08 (connection exception), admin/crash shutdown, cannot connect now, too many connections.
+const PG_UNAVAILABLE_STATES = new Set(['57P01', '57P02', '57P03', '53300']);
+const PG_UNAVAILABLE_MESSAGES = [
+  'Connection terminated',
+  'timeout exceeded when trying to connect',
+  'Client has encountered a connection error',
+  'Connection terminated unexpectedly',
+  'terminating connection',
+];
+// gRPC status codes (grpc.io/docs/guides/status-codes): CANCELLED 1, DEADLINE_EXCEEDED 4, RESOURCE_EXHAUSTED 8, UNAVAILABLE 14.
+const GRPC_UNAVAILABLE = new Set<number>([1, 4, 8, 14]);
+
+export type Dependency = 'postgres' | 'temporal';
+
+/** Which dependency an error says is unreachable, if it says so. */
+export function unreachableDependency(err: unknown): Dependency | null {
+  for (let e: unknown = err, depth = 0; e && typeof e === 'object' && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
+    if (e instanceof ServiceError) {
+      const code = (e.cause as { code?: number } | undefined)?.code;
+      if (code === undefined || GRPC_UNAVAILABLE.has(code)) return 'temporal';
+    }
+    const x = e as { code?: unknown; message?: unknown; name?: unknown };
+    if (typeof x.code === 'number' && GRPC_UNAVAILABLE.has(x.code) && typeof x.message === 'string' && /^\d+ [A-Z_]+:/.test(x.message)) return 'temporal';
+    if (typeof x.code === 'string' && (NETWORK_CODES.has(x.code) || PG_UNAVAILABLE_STATES.has(x.code) || x.code.startsWith('08'))) return 'postgres';
+    if (typeof x.message === 'string' && PG_UNAVAILABLE_MESSAGES.some((m) => (x.message as string).includes(m))) return 'postgres';
+  }
+  return null;
+}
+
+export const isDependencyDown = (err: unknown) => unreachableDependency(err) !== null;
