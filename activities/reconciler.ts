@@ -27,8 +27,6 @@ export interface ReconcileReport {
 
 /** Pending jobs looked at per run, least recently checked first. */
 const PENDING_PER_RUN = 500;
-/** Jobs younger than this are left alone (their first workflow task may still be on its way). */
-const MIN_JOB_AGE_MS = 10_000;
 const HOLDS_PER_RUN = 500;
 
 interface PendingJobRow {
@@ -74,10 +72,10 @@ export function createReconcilerActivities(deps: ReconcilerActivityDeps) {
                 (extract(epoch FROM created_at) * 1000)::bigint AS created_at_ms,
                 (extract(epoch FROM deadline_at) * 1000)::bigint AS deadline_at_ms
            FROM video_jobs
-          WHERE status = 'pending' AND created_at < now() - make_interval(secs => $1 / 1000.0)
+          WHERE status = 'pending'
           ORDER BY reconciled_at NULLS FIRST, created_at
-          LIMIT $2`,
-        [MIN_JOB_AGE_MS, PENDING_PER_RUN],
+          LIMIT $1`,
+        [PENDING_PER_RUN],
       );
       const restarted: string[] = [];
       for (const job of pending.rows) {

@@ -122,7 +122,10 @@ export async function videoJobWorkflow(input: VideoJobInput, resume?: VideoJobRe
   setHandler(acceptJobUpdate, async () => {
     await condition(() => state.status !== 'charging');
     const refusal = REFUSALS[state.status as keyof typeof REFUSALS];
-    if (refusal) throw ApplicationFailure.create({ type: refusal, message: state.error?.message ?? refusal, nonRetryable: true });
+    if (refusal) {
+      // The attempt is named: an API waiting on another attempt of the same Idempotency-Key may try again.
+      throw ApplicationFailure.create({ type: refusal, message: state.error?.message ?? refusal, nonRetryable: true, details: [{ attempt_id: input.attempt_id ?? null }] });
+    }
     return state;
   });
 

@@ -24,17 +24,37 @@ export function createPool(connectionString: string, max: number): Db {
   return pool;
 }
 
-export async function inTransaction<T>(db: Db, fn: (tx: Tx) => Promise<T>): Promise<T> {
-  const tx = await db.connect();
+/**
+ * Runs `fn` with a client of its own, returned to the pool afterwards. While it is checked out, a
+ * client whose connection the server ends (a restart, an idle-in-transaction timeout) emits 'error'
+ * outside of any query: that is caught here (an uncaught one would end the process), and the broken
+ * client is destroyed instead of going back to the pool.
+ */
+export async function withClient<T>(db: Db, fn: (client: Tx) => Promise<T>): Promise<T> {
+  const client = await db.connect();
+  let broken: Error | undefined;
+  const onError = (err: Error) => {
+    broken = err;
+  };
+  client.on('error', onError);
   try {
-    await tx.query('BEGIN');
-    const result = await fn(tx);
-    await tx.query('COMMIT');
-    return result;
-  } catch (err) {
-    await tx.query('ROLLBACK').catch(() => {});
-    throw err;
+    return await fn(client);
   } finally {
-    tx.release();
+    client.off('error', onError);
+    client.release(broken);
   }
+}
+
+export async function inTransaction<T>(db: Db, fn: (tx: Tx) => Promise<T>): Promise<T> {
+  return withClient(db, async (tx) => {
+    try {
+      await tx.query('BEGIN');
+      const result = await fn(tx);
+      await tx.query('COMMIT');
+      return result;
+    } catch (err) {
+      await tx.query('ROLLBACK').catch(() => {});
+      throw err;
+    }
+  });
 }

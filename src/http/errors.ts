@@ -86,7 +86,10 @@ export function errorHandler(logger: Logger): ErrorRequestHandler {
     else {
       apiError = fromFrameworkError(err) ?? dependencyDown(err) ?? new ApiError(500, 'api_error', 'internal_error', 'an internal error occurred; it has been logged');
     }
-    if (apiError.status === 503 && apiError.code === 'service_unavailable') logger.warn({ err_message: (err as Error)?.message, request_id: res.locals['requestId'], path: req.path }, 'dependency unreachable');
+    // An answer the service chose (an ApiError: a dependency down, a provider failing) is a warning; an
+    // error nobody mapped (a 500) is a bug, logged with its stack.
+    if (apiError.status >= 500 && err instanceof ApiError) logger.warn({ code: apiError.code, message: apiError.message, request_id: res.locals['requestId'], path: req.path }, 'request answered with a 5xx');
+    else if (apiError.code === 'service_unavailable') logger.warn({ err_message: (err as Error)?.message, request_id: res.locals['requestId'], path: req.path }, 'dependency unreachable');
     else if (apiError.status >= 500) logger.error({ err, request_id: res.locals['requestId'], path: req.path }, 'request failed');
     if (res.headersSent) {
       res.destroy();

@@ -3,6 +3,7 @@
 import { randomUUID } from 'node:crypto';
 import {
   WithStartWorkflowOperation,
+  WorkflowFailedError,
   WorkflowUpdateFailedError,
   type Client,
 } from '@temporalio/client';
@@ -177,20 +178,30 @@ export class VideoJobsService {
         { key: JOB_STATUS_SA, value: 'charging' },
       ],
     });
+    const deadline_ms = now_ms + timeout_ms;
     let state: VideoJobState;
-    try {
-      state = await this.deps.temporal.connection.withDeadline(now_ms + timeout_ms, () =>
-        this.deps.temporal.workflow.executeUpdateWithStart(acceptJobUpdate, { startWorkflowOperation: startOp }),
-      );
-    } catch (err) {
-      const refusal = err instanceof WorkflowUpdateFailedError && err.cause instanceof ApplicationFailure ? err.cause.type : null;
-      if (refusal === INSUFFICIENT_CREDITS) throw insufficientCredits();
-      if (refusal === CHARGED_BY_ANOTHER_ATTEMPT) return this.existingFor(principal.workspace_id, job_id, fingerprint);
-      if (refusal === NOT_ACCEPTED_IN_TIME) throw notAccepted(idempotencyKey !== undefined);
-      // No answer (no worker in time, Temporal unreachable, anything else): this attempt's fate is
-      // unknown, so decide it now, for good, before answering.
-      // Our own deadline passing is "not confirmed in time"; failing before it is a dependency down.
-      return this.giveUp(input, fingerprint, idempotencyKey !== undefined, Date.now() - now_ms < timeout_ms - 100 ? err : undefined);
+    for (let tries = 1; ; tries++) {
+      try {
+        state = await this.deps.temporal.connection.withDeadline(deadline_ms, () =>
+          this.deps.temporal.workflow.executeUpdateWithStart(acceptJobUpdate, { startWorkflowOperation: startOp }),
+        );
+        break;
+      } catch (err) {
+        const failure = err instanceof WorkflowUpdateFailedError && err.cause instanceof ApplicationFailure ? err.cause : null;
+        if (failure?.type === INSUFFICIENT_CREDITS) throw insufficientCredits();
+        if (failure?.type === CHARGED_BY_ANOTHER_ATTEMPT) return this.existingFor(principal.workspace_id, job_id, fingerprint);
+        if (failure?.type === NOT_ACCEPTED_IN_TIME) {
+          // A run of an earlier attempt with this key (refused: too late) answered. Once it has closed, this
+          // attempt gets a run of its own: try once more within the time left.
+          const refused_attempt = (failure.details?.[0] as { attempt_id?: string | null } | undefined)?.attempt_id;
+          if (tries === 1 && refused_attempt && refused_attempt !== input.attempt_id && (await this.closed(job_id, deadline_ms))) continue;
+          throw notAccepted(idempotencyKey !== undefined);
+        }
+        // No answer (no worker in time, Temporal unreachable, anything else): this attempt's fate is
+        // unknown, so decide it now, for good, before answering. Our own deadline passing is "not
+        // confirmed in time"; failing before it is a dependency down.
+        return this.giveUp(input, fingerprint, idempotencyKey !== undefined, Date.now() < deadline_ms - 100 ? err : undefined);
+      }
     }
     return this.checkedReplay(state, fingerprint);
   }
@@ -214,6 +225,17 @@ export class VideoJobsService {
         if (Date.now() >= settle_by_ms) throw notAccepted(keyed, err);
         await new Promise((r) => setTimeout(r, Math.min(1_000, Math.max(settle_by_ms - Date.now(), 0))));
       }
+    }
+  }
+
+  /** Waits (until `deadline_ms` at most) for the job's current workflow run to close; whether it did. */
+  private async closed(job_id: string, deadline_ms: number): Promise<boolean> {
+    try {
+      const handle = this.deps.temporal.workflow.getHandle(videoJobWorkflowId(job_id));
+      await this.deps.temporal.connection.withDeadline(deadline_ms, () => handle.result());
+      return true;
+    } catch (err) {
+      return err instanceof WorkflowFailedError;
     }
   }
 

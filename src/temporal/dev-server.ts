@@ -6,6 +6,7 @@ import path from 'node:path';
 import { Connection } from '@temporalio/client';
 import { ConfigError } from '../config.js';
 import { projectPath } from '../paths.js';
+import { isProcessAlive } from '../pids.js';
 import { SEARCH_ATTRIBUTES } from '../../workflows/messages.js';
 
 export interface DevServer {
@@ -110,21 +111,13 @@ export async function startDevServer(opts: {
   };
 }
 
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 /** Stops a dev server left running by a crashed `npm start` (its pid file names a live temporal process). */
 async function stopOrphan(pidFile: string): Promise<void> {
   if (!fs.existsSync(pidFile)) return;
   const pid = Number(fs.readFileSync(pidFile, 'utf8').trim());
   fs.rmSync(pidFile, { force: true });
-  if (!Number.isInteger(pid) || pid <= 0 || !isAlive(pid)) return;
+  if (!Number.isInteger(pid) || pid <= 0 || !isProcessAlive(pid)) return;
   let cmdline = '';
   try {
     cmdline = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8');
@@ -134,7 +127,7 @@ async function stopOrphan(pidFile: string): Promise<void> {
   if (!cmdline.includes('start-dev')) return; // the pid was reused by an unrelated process
   process.kill(pid, 'SIGTERM');
   const deadline = Date.now() + 15_000;
-  while (isAlive(pid)) {
+  while (isProcessAlive(pid)) {
     if (Date.now() > deadline) {
       process.kill(pid, 'SIGKILL');
       break;

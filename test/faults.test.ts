@@ -1,0 +1,335 @@
+// The fault suite (contract.md 6): the scale-out topology (`npm run api` and `npm run worker` as real
+// processes) on a PostgreSQL and a Temporal server of this file's own, which it kills with SIGKILL and
+// starts again. Each fault is one an operator or an outage causes: a workflow terminated by hand, no
+// worker for longer than a create waits, PostgreSQL or Temporal dying with jobs pending, a worker that
+// stalls in the middle of a charge, a storage write that fails for one of n videos, and speech racing a
+// small balance. After each: every job terminal, balance = credits - what was delivered, the ledger
+// audit (which looks up every pending job's workflow) ok, and provider calls counted where they matter.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { randomUUID } from 'node:crypto';
+import type { ChildProcess } from 'node:child_process';
+import { Client, Connection } from '@temporalio/client';
+import { createPool, type Db } from '../src/db/pool.js';
+import { providerCalls } from '../src/providers/simulator-usage.js';
+import { jobIdForIdempotencyKey } from '../src/services/video-jobs.js';
+import { videoJobWorkflowId } from '../workflows/messages.js';
+import { killAll, startEntryProcess } from './helpers/processes.js';
+import { freePort } from './helpers/infra.js';
+import { startKillablePostgres, startKillableTemporal } from './helpers/killable-infra.js';
+import { ADMIN_TOKEN, http, simJob } from './helpers/stack.js';
+
+const RECONCILE_INTERVAL_MS = 2_000;
+const CREATE_TIMEOUT_MS = 6_000;
+
+let root: string;
+let pg: Awaited<ReturnType<typeof startKillablePostgres>>;
+let temporal: Awaited<ReturnType<typeof startKillableTemporal>>;
+let db: Db;
+let client: Client;
+let env: Record<string, string>;
+let api: string;
+const children: ChildProcess[] = [];
+let worker: ChildProcess;
+
+before(async () => {
+  root = fs.mkdtempSync(path.join(process.env['TEST_TMP_DIR'] ?? os.tmpdir(), 'faults-'));
+  fs.chmodSync(root, 0o755);
+  pg = await startKillablePostgres(root);
+  temporal = await startKillableTemporal(root);
+  const port = await freePort();
+  env = {
+    DATABASE_URL: pg.url,
+    TEMPORAL_ADDRESS: temporal.address,
+    TEMPORAL_TASK_QUEUE: 'faults',
+    ADMIN_TOKEN,
+    URL_SIGNING_SECRET: 'fault-suite-url-signing-secret-0123456789',
+    DATA_DIR: path.join(root, 'data'),
+    PORT: String(port),
+    VIDEO_POLL_INTERVAL_MS: '200',
+    VIDEO_POLL_MAX_INTERVAL_MS: '500',
+    VIDEO_JOB_TIMEOUT_MS: '180000',
+    VIDEO_CREATE_TIMEOUT_MS: String(CREATE_TIMEOUT_MS),
+    RECONCILE_INTERVAL_MS: String(RECONCILE_INTERVAL_MS),
+    SIMULATOR: 'on',
+    RATE_LIMIT_PER_MINUTE: '100000',
+  };
+  api = `http://127.0.0.1:${port}`;
+  worker = await startEntryProcess({ env }, 'worker', { track: children });
+  await startEntryProcess({ env }, 'api', { track: children });
+  db = createPool(pg.url, 5);
+  client = new Client({ connection: await Connection.connect({ address: temporal.address }), namespace: 'default' });
+});
+
+after(async () => {
+  killAll(children);
+  await client?.connection.close();
+  await db?.end();
+  await temporal?.stop();
+  await pg?.stop();
+  if (!process.env['KEEP_TEST_DATA']) fs.rmSync(root, { recursive: true, force: true });
+});
+
+async function customer(credits_in_euro: number) {
+  const ws = await http(api, 'POST', '/admin/v1/workspaces', { token: ADMIN_TOKEN, json: { name: `faults-${randomUUID().slice(0, 6)}`, credits_in_euro } });
+  assert.equal(ws.status, 201, JSON.stringify(ws.body));
+  const key = await http(api, 'POST', `/admin/v1/workspaces/${ws.body.id}/api-keys`, { token: ADMIN_TOKEN, json: {} });
+  assert.equal(key.status, 201);
+  return { workspaceId: ws.body.id as string, key: key.body.key as string, credits_micro_eur: Math.round(credits_in_euro * 1e6) };
+}
+
+const create = (key: string, body: unknown, idempotencyKey?: string) =>
+  http(api, 'POST', '/v2/videos/generations', { token: key, json: body, ...(idempotencyKey ? { headers: { 'Idempotency-Key': idempotencyKey } } : {}) });
+
+async function until<T>(what: string, timeout_ms: number, probe: () => Promise<T | null | undefined | false>): Promise<T> {
+  const deadline = Date.now() + timeout_ms;
+  for (;;) {
+    const v = await probe().catch(() => null);
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeout_ms} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** The job as the API answers it once it has finished (through any outage in between). */
+const finished = (key: string, id: string, timeout_ms = 60_000) =>
+  until(`job ${id} to finish`, timeout_ms, async () => {
+    const r = await http(api, 'GET', `/v2/videos/generations/${id}`, { token: key });
+    return r.status === 200 && r.body.status !== 'pending' ? r.body : null;
+  });
+
+/**
+ * The money of a workspace is exact: no job pending, the balance is its credits minus the cost of what
+ * every job and speech request delivered, the ledger agrees, and the audit (with its look at every
+ * pending job's workflow) finds nothing it cannot account for.
+ */
+async function assertMoneyExact(c: { workspaceId: string; credits_micro_eur: number }) {
+  const jobs = await db.query<{ status: string; cost_micro_eur: number | null }>('SELECT status, cost_micro_eur FROM video_jobs WHERE workspace_id = $1', [c.workspaceId]);
+  assert.ok(jobs.rows.every((j) => j.status !== 'pending'), 'every job is terminal');
+  const speech = await db.query<{ cost: number }>("SELECT COALESCE(sum(cost_micro_eur), 0)::bigint AS cost FROM speech_requests WHERE workspace_id = $1 AND status = 'delivered'", [c.workspaceId]);
+  const costs = jobs.rows.reduce((sum, j) => sum + j.cost_micro_eur!, 0) + speech.rows[0]!.cost;
+  const ws = await db.query<{ balance_micro_eur: number; held_micro_eur: number }>('SELECT balance_micro_eur, held_micro_eur FROM workspaces WHERE id = $1', [c.workspaceId]);
+  assert.equal(ws.rows[0]!.balance_micro_eur, c.credits_micro_eur - costs, 'balance = credits - costs');
+  assert.equal(ws.rows[0]!.held_micro_eur, 0, 'nothing left held');
+  const audit = await http(api, 'GET', '/admin/v1/ledger/audit', { token: ADMIN_TOKEN });
+  assert.equal(audit.status, 200);
+  assert.equal(audit.body.ok, true, JSON.stringify(audit.body));
+}
+
+const operationOf = async (jobId: string) =>
+  (await db.query<{ operation_id: string | null }>('SELECT operation_id FROM video_jobs WHERE id = $1', [jobId])).rows[0]?.operation_id ?? null;
+
+describe('an operator terminates pending jobs in Temporal', () => {
+  test('a job whose provider operation is known is resumed by the reconciler and billed for what it delivered', async () => {
+    const c = await customer(5);
+    const r = await create(c.key, simJob({ delay_ms: 4_000, videos: 1 }, { n: 2 }));
+    assert.equal(r.status, 202);
+    await until('the operation to be recorded', 10_000, () => operationOf(r.body.id));
+    const terminated_at = Date.now();
+    await client.workflow.getHandle(videoJobWorkflowId(r.body.id)).terminate('operator mistake');
+    const audit = await http(api, 'GET', '/admin/v1/ledger/audit', { token: ADMIN_TOKEN });
+    assert.equal(audit.body.ok, false, 'the audit sees the pending job nothing runs');
+    assert.deepEqual(
+      audit.body.unaccounted_jobs.map((u: { job_id: string; reason: string }) => [u.job_id, u.reason]),
+      [[r.body.id, 'workflow_not_running']],
+    );
+    const job = await finished(c.key, r.body.id);
+    const settle_ms = Date.now() - terminated_at;
+    assert.equal(job.status, 'succeeded', JSON.stringify(job));
+    assert.equal(job.videos.length, 1);
+    assert.equal(job.cost_in_euro, 0.2);
+    assert.equal(job.refunded_in_euro, 0.2);
+    assert.ok(settle_ms < 2 * RECONCILE_INTERVAL_MS + 8_000, `settled ${settle_ms} ms after the terminate`);
+    process.stderr.write(`faults: terminated job with a known operation settled ${settle_ms} ms after the terminate\n`);
+    await assertMoneyExact(c);
+  });
+
+  test('a job terminated before its operation was recorded (its worker killed mid-submit) is failed and refunded in full', async () => {
+    const c = await customer(5);
+    // Hold the provider's submit in the middle: the simulated provider cannot write its operation.
+    const lock = await db.connect();
+    await lock.query('BEGIN');
+    await lock.query('LOCK TABLE simulator.video_operations IN SHARE MODE');
+    let settled_ms = 0;
+    try {
+      const submits = await providerCalls(db, 'video_submit');
+      const r = await create(c.key, simJob({ delay_ms: 0 }, { n: 2 }));
+      assert.equal(r.status, 202);
+      await until('the submit to reach the provider', 10_000, async () => (await providerCalls(db, 'video_submit')) > submits);
+      worker.kill('SIGKILL');
+      await client.workflow.getHandle(videoJobWorkflowId(r.body.id)).terminate('operator mistake');
+      await lock.query('ROLLBACK');
+      const t0 = Date.now();
+      worker = await startEntryProcess({ env }, 'worker', { track: children });
+      const job = await finished(c.key, r.body.id);
+      settled_ms = Date.now() - t0;
+      assert.equal(job.status, 'failed');
+      assert.equal(job.error.code, 'job_interrupted');
+      assert.equal(job.cost_in_euro, 0);
+      assert.equal(job.refunded_in_euro, 0.4);
+      assert.equal(await operationOf(r.body.id), null);
+    } finally {
+      await lock.query('ROLLBACK').catch(() => {});
+      lock.release();
+    }
+    process.stderr.write(`faults: terminated job with no known operation refunded ${settled_ms} ms after a worker was back\n`);
+    await assertMoneyExact(c);
+  });
+});
+
+describe('no worker for longer than a create waits', () => {
+  test('creates answer 503 and are never charged, also once a worker returns; a retry with the key is one paid job', async () => {
+    const c = await customer(5);
+    worker.kill('SIGKILL');
+    const submits = await providerCalls(db, 'video_submit');
+    const [keyed, unkeyed] = await Promise.all([create(c.key, simJob(), 'no-worker-1'), create(c.key, simJob())]);
+    for (const r of [keyed, unkeyed]) {
+      assert.equal(r.status, 503, JSON.stringify(r.body));
+      assert.equal(r.headers.get('retry-after'), '5');
+      assert.match(r.body.error.message, /nothing was charged/);
+    }
+    worker = await startEntryProcess({ env }, 'worker', { track: children });
+    // The run of the keyed attempt starts now, long after its acceptance window: it refuses to charge.
+    const late = (await client.workflow.getHandle(videoJobWorkflowId(jobIdForIdempotencyKey(c.workspaceId, 'no-worker-1'))).result()) as { status: string };
+    assert.equal(late.status, 'not_accepted');
+    await new Promise((r) => setTimeout(r, 1_000));
+    assert.equal((await db.query('SELECT count(*)::int AS n FROM video_job_refusals WHERE workspace_id = $1', [c.workspaceId])).rows[0].n, 2);
+    assert.equal((await db.query('SELECT count(*)::int AS n FROM video_jobs WHERE workspace_id = $1', [c.workspaceId])).rows[0].n, 0);
+    assert.equal(await providerCalls(db, 'video_submit'), submits, 'nothing refused reached the provider');
+    const retried = await create(c.key, simJob(), 'no-worker-1');
+    assert.equal(retried.status, 202, JSON.stringify(retried.body));
+    assert.equal(retried.body.id, jobIdForIdempotencyKey(c.workspaceId, 'no-worker-1'));
+    assert.equal((await finished(c.key, retried.body.id)).status, 'succeeded');
+    assert.equal(await providerCalls(db, 'video_submit'), submits + 1);
+    await assertMoneyExact(c);
+  });
+});
+
+describe('a worker stalls in the middle of a charge', () => {
+  test('its charge can never commit after the API answered 503; the retry with the key is charged once', async () => {
+    const c = await customer(5);
+    // The test holds the workspace row: the charge transaction waits for it inside its transaction.
+    const row = await db.connect();
+    await row.query('BEGIN');
+    await row.query('SELECT 1 FROM workspaces WHERE id = $1 FOR UPDATE', [c.workspaceId]);
+    const pending = create(c.key, simJob(), 'stalled-charge');
+    await until('the charge to wait for the workspace row', 10_000, async () =>
+      (await db.query("SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%FROM workspaces WHERE id%FOR UPDATE%'")).rowCount,
+    );
+    worker.kill('SIGSTOP'); // frozen with its transaction open
+    await row.query('COMMIT'); // the charge's SELECT now completes, but its process cannot go on
+    row.release();
+    const answered = await pending;
+    worker.kill('SIGCONT');
+    assert.equal(answered.status, 503, JSON.stringify(answered.body));
+    await new Promise((r) => setTimeout(r, 3_000));
+    const jobId = jobIdForIdempotencyKey(c.workspaceId, 'stalled-charge');
+    assert.equal(await operationOf(jobId), null);
+    assert.equal((await db.query('SELECT count(*)::int AS n FROM video_jobs WHERE id = $1', [jobId])).rows[0].n, 0, 'the stalled charge never committed');
+    assert.equal((await db.query("SELECT count(*)::int AS n FROM video_job_refusals WHERE job_id = $1 AND reason = 'not_accepted_in_time'", [jobId])).rows[0].n, 1);
+    const retried = await create(c.key, simJob(), 'stalled-charge');
+    assert.equal(retried.status, 202, JSON.stringify(retried.body));
+    assert.equal((await finished(c.key, jobId)).status, 'succeeded');
+    await assertMoneyExact(c);
+  });
+});
+
+describe('one of n videos cannot be stored', () => {
+  test('the stored videos are delivered and charged; the one that failed is refunded as a shortfall', async () => {
+    const c = await customer(5);
+    const jobId = jobIdForIdempotencyKey(c.workspaceId, 'partial-storage');
+    // A directory where the second video's file goes: that write fails, for good, on every attempt.
+    fs.mkdirSync(path.join(env['DATA_DIR']!, 'storage', 'videos', jobId, '1.mp4'), { recursive: true });
+    const r = await create(c.key, simJob({ delay_ms: 0 }, { n: 3 }), 'partial-storage');
+    assert.equal(r.status, 202);
+    const job = await finished(c.key, jobId);
+    assert.equal(job.status, 'succeeded', JSON.stringify(job));
+    assert.equal(job.videos.length, 2);
+    assert.equal(job.cost_in_euro, 0.4);
+    assert.equal(job.refunded_in_euro, 0.2);
+    for (const v of job.videos) assert.equal((await fetch(v.url)).status, 200);
+    await assertMoneyExact(c);
+  });
+});
+
+describe('speech on a small balance', () => {
+  test('20 concurrent requests on a balance covering 3: 3 provider calls; a replay never calls the provider or charges', async () => {
+    const c = await customer(0.00225); // 3 x 750 micro-euros (5 characters of sim-speech-1)
+    const speak = (headers: Record<string, string> = {}) =>
+      http(api, 'POST', '/v2/audio/speech', { token: c.key, json: { input: 'hello', voice: 'sim-narrator' }, headers });
+    const calls = await providerCalls(db, 'speech');
+    const results = await Promise.all(Array.from({ length: 20 }, (_, i) => speak(i === 0 ? { 'Idempotency-Key': 'speech-replay' } : {})));
+    const ok = results.filter((r) => r.status === 200).length;
+    assert.equal(ok, 3);
+    assert.equal(results.filter((r) => r.status === 402).length, 17);
+    assert.equal((await providerCalls(db, 'speech')) - calls, 3);
+    if (results[0]!.status === 200) {
+      const replay = await speak({ 'Idempotency-Key': 'speech-replay' });
+      assert.equal(replay.status, 200);
+      assert.equal(replay.headers.get('idempotent-replayed'), 'true');
+      assert.equal((await providerCalls(db, 'speech')) - calls, 3, 'the replay did not reach the provider');
+    }
+    await assertMoneyExact(c);
+  });
+});
+
+describe('PostgreSQL dies with jobs pending', () => {
+  test('every request that needs it answers 503 (never 500) while it is down; afterwards the jobs finish, billed exactly', async () => {
+    const c = await customer(5);
+    const jobs = await Promise.all(Array.from({ length: 3 }, (_, i) => create(c.key, simJob({ delay_ms: 3_000, videos: 1 + (i % 2) }, { n: 2 }))));
+    for (const j of jobs) assert.equal(j.status, 202);
+    await pg.kill();
+    const during = [
+      await create(c.key, simJob()),
+      await http(api, 'GET', `/v2/videos/generations/${jobs[0]!.body.id}`, { token: c.key }),
+      await http(api, 'GET', '/v2/models', { token: c.key }),
+      await http(api, 'POST', '/v2/audio/speech', { token: c.key, json: { input: 'hi', voice: 'sim-narrator' } }),
+      await http(api, 'GET', `/admin/v1/workspaces/${c.workspaceId}`, { token: ADMIN_TOKEN }),
+      await http(api, 'GET', '/admin/v1/ledger/audit', { token: ADMIN_TOKEN }),
+    ];
+    for (const r of during) {
+      assert.equal(r.status, 503, JSON.stringify(r.body));
+      assert.equal(r.body.error.type, 'api_error');
+      assert.equal(r.headers.get('retry-after'), '5');
+    }
+    assert.equal((await http(api, 'GET', '/readyz')).status, 503);
+    await new Promise((r) => setTimeout(r, 2_000));
+    await pg.restart();
+    await until('the API to be ready again', 20_000, async () => (await http(api, 'GET', '/readyz')).status === 200);
+    for (const [i, j] of jobs.entries()) {
+      const job = await finished(c.key, j.body.id);
+      assert.equal(job.status, 'succeeded', JSON.stringify(job));
+      assert.equal(job.videos.length, 1 + (i % 2));
+    }
+    const after = await create(c.key, simJob({ delay_ms: 0 }));
+    assert.equal(after.status, 202);
+    await finished(c.key, after.body.id);
+    await assertMoneyExact(c);
+  });
+});
+
+describe('Temporal dies with jobs pending', () => {
+  test('creates answer 503 and charge nothing while it is down; status still answers; afterwards the jobs finish, billed exactly', async () => {
+    const c = await customer(5);
+    const jobs = await Promise.all(Array.from({ length: 3 }, () => create(c.key, simJob({ delay_ms: 3_000 }, { n: 2 }))));
+    for (const j of jobs) assert.equal(j.status, 202);
+    await temporal.kill();
+    const down = await create(c.key, simJob(), 'during-temporal-outage');
+    assert.equal(down.status, 503, JSON.stringify(down.body));
+    assert.equal(down.headers.get('retry-after'), '5');
+    const status = await http(api, 'GET', `/v2/videos/generations/${jobs[0]!.body.id}`, { token: c.key });
+    assert.equal(status.status, 200);
+    assert.equal(status.body.status, 'pending');
+    assert.equal((await http(api, 'GET', '/readyz')).status, 503);
+    await new Promise((r) => setTimeout(r, 2_000));
+    await temporal.restart();
+    for (const j of jobs) assert.equal((await finished(c.key, j.body.id, 90_000)).status, 'succeeded');
+    const retried = await create(c.key, simJob({ delay_ms: 0 }), 'during-temporal-outage');
+    assert.equal(retried.status, 202, JSON.stringify(retried.body));
+    await finished(c.key, retried.body.id);
+    await assertMoneyExact(c);
+  });
+});
