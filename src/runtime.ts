@@ -28,6 +28,7 @@ import { connectClient } from './temporal/client.js';
 import { createWorker } from './temporal/worker.js';
 import { videoJobWorkflowStates } from './temporal/workflow-states.js';
 import { ensureReconcileSchedule } from './temporal/reconcile-schedule.js';
+import { checkSearchAttributes } from './temporal/search-attributes.js';
 import { createActivities } from '../activities/index.js';
 
 export interface Secrets {
@@ -190,6 +191,7 @@ export async function startWorker(opts: { config: Config; db: Db; temporalAddres
     activities,
     metricsBindAddress: opts.config.workerMetricsPort ? `${host.includes(':') ? `[${host}]` : host}:${opts.config.workerMetricsPort}` : undefined,
   });
+  await checkSearchAttributes(connection.operatorService, opts.config.temporal.namespace);
   // The reconciler's schedule, with this configuration's interval (every worker makes sure of it).
   await ensureReconcileSchedule(new Client({ connection, namespace: opts.config.temporal.namespace }), {
     taskQueue: opts.config.temporal.taskQueue,
@@ -228,6 +230,7 @@ export async function startApi(opts: {
   await checkStorage(storage);
   const voiceProvider = createVoiceProvider(opts.db, config);
   const temporal = await connectClient({ address: opts.temporalAddress, namespace: config.temporal.namespace });
+  await checkSearchAttributes(temporal.connection.operatorService, config.temporal.namespace);
   const jobs = new VideoJobsService({
     db: opts.db,
     temporal,

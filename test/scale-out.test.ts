@@ -64,3 +64,18 @@ test('two APIs, two workers, one worker killed midway: every job completes and b
   assert.equal(await balanceMicro(stack, ws.body.id), 20_000_000 - 12 * 400_000 + shortfalls * 200_000);
   await assertAuditHolds(stack);
 });
+
+test('a process on a namespace without the search attributes stops at startup with one line saying how to add them', async () => {
+  const namespace = `bare-${Date.now()}`;
+  await stack.api.temporal.workflowService.registerNamespace({ namespace, workflowExecutionRetentionPeriod: { seconds: 86_400 } });
+  for (const entry of ['api', 'worker'] as const) {
+    const failed = await startEntryProcess(stack, entry, { env: { TEMPORAL_NAMESPACE: namespace, PORT: '0' }, track: children }).then(
+      () => null,
+      (err: Error) => err.message,
+    );
+    assert.ok(failed, `${entry} must not start`);
+    const lines = failed.split('\n').filter((l) => l.trim() !== '' && !l.includes(' WARN '));
+    assert.equal(lines.length, 1, failed); // "<entry> exited (1): <entry>: <the one line>"
+    assert.match(lines[0]!, new RegExp(`lacks the Keyword search attribute\\(s\\) WorkspaceId, VideoModel, VideoJobStatus; add them: temporal operator search-attribute create --namespace ${namespace} --name WorkspaceId --type Keyword`));
+  }
+});
