@@ -7,7 +7,16 @@ import type { Logger } from 'pino';
 import type { Db } from '../src/db/pool.js';
 import { creditsCharged, creditsRefunded, errorCodeLabel, videoJobsSettled, videoProviderPollDuration } from '../src/metrics.js';
 import { chargeVideoJob, settleVideoJob, type ChargeResult, type Settlement, type SettlementResult, type VideoJobCharge } from '../src/billing/ledger.js';
-import { ProviderError, MAX_VIDEO_OUTPUT_BYTES, type VideoGenerationRequest, type VideoOperationStatus, type VideoOutputRef, type VideoProvider } from '../src/providers/video/types.js';
+import {
+  ProviderError,
+  MAX_VIDEO_OUTPUT_BYTES,
+  type VideoGenerationRequest,
+  type VideoOperationStatus,
+  type VideoOutputRef,
+  type VideoProvider,
+  type VideoSubmission,
+} from '../src/providers/video/types.js';
+import { loadVideoJobInputs } from '../src/services/video-job-inputs.js';
 import type { Storage } from '../src/storage/local.js';
 import { videoJobWorkflowId, type StoredVideo } from '../workflows/messages.js';
 
@@ -100,6 +109,21 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
     }
   };
 
+  /** The request with the job's images, read from where the API kept them (never from workflow history). */
+  const withStoredImages = async (request: VideoGenerationRequest): Promise<VideoSubmission> => {
+    if (!request.has_image) return request;
+    const inputs = await loadVideoJobInputs(deps.db, request.request_id);
+    if (!inputs || (request.has_last_frame && !inputs.last_frame)) {
+      throw ApplicationFailure.create({
+        type: 'ProviderError',
+        message: 'the images of this job are missing',
+        nonRetryable: true,
+        details: [{ code: 'inputs_missing' }],
+      });
+    }
+    return { ...request, image: inputs.image, ...(request.has_last_frame ? { last_frame: inputs.last_frame } : {}) };
+  };
+
   return {
     async chargeVideoJob(job: VideoJobCharge): Promise<ChargeResult> {
       const result = await chargeVideoJob(deps.db, job);
@@ -138,8 +162,9 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
 
     async submitVideoGeneration(input: { backend: string; request: VideoGenerationRequest }): Promise<{ operation_id: string }> {
       const job_id = input.request.request_id;
+      const submission = await withStoredImages(input.request);
       try {
-        const submitted = await providerFor(input.backend).submit(input.request);
+        const submitted = await providerFor(input.backend).submit(submission);
         deps.logger.info({ job_id, workspace_id: await workspaceOf(job_id), backend: input.backend, model: input.request.model, operation_id: submitted.operation_id }, 'video job submitted');
         return submitted;
       } catch (err) {

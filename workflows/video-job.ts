@@ -13,6 +13,7 @@ import {
   condition,
   continueAsNew,
   isCancellation,
+  patched,
   proxyActivities,
   proxyLocalActivities,
   setHandler,
@@ -165,6 +166,10 @@ async function generate(input: VideoJobInput, state: VideoJobState, resume: Vide
           params: input.params,
           seed: input.seed,
           parameters: input.parameters,
+          // Issue 11: audio, negative prompt and the job's stored images (loaded by the activity).
+          ...(patched('video-job-inputs')
+            ? { generate_audio: input.generate_audio, negative_prompt: input.negative_prompt, has_image: input.has_image, has_last_frame: input.has_last_frame }
+            : {}),
         },
       }));
     } catch (err) {

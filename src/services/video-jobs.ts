@@ -11,7 +11,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import type { Db } from '../db/pool.js';
 import { uuidForKey } from '../ids.js';
 import {
-  DEFAULT_VIDEO_MODEL_ID,
+  defaultVideoModelId,
   estimateCostMicroEur,
   findVideoModel,
   videoBackendFor,
@@ -23,6 +23,8 @@ import { SimulateSchema } from '../providers/video/simulator.js';
 import { ApiError, fromZodError, invalidParam, notFound } from '../http/errors.js';
 import type { CreateVideoBody } from '../http/schemas.js';
 import { keyAllowsModel, type ApiKeyPrincipal } from './workspaces.js';
+import { inputsFingerprint, resolveVideoRequestInputs } from './video-request-inputs.js';
+import { storeVideoJobInputs } from './video-job-inputs.js';
 import {
   acceptJobUpdate,
   INSUFFICIENT_CREDITS,
@@ -69,9 +71,12 @@ export function jobIdForIdempotencyKey(workspaceId: string, key: string): string
 export class VideoJobsService {
   constructor(private readonly deps: VideoJobsDeps) {}
 
-  /** Validates a request against the catalog; every rejection names its parameter. */
+  /**
+   * Validates a request against the catalog; every rejection names its parameter. A retired model id
+   * resolves to its replacement: the job runs, is priced and is reported as the replacement.
+   */
   resolveRequest(principal: ApiKeyPrincipal, body: CreateVideoBody) {
-    const modelId = body.model ?? DEFAULT_VIDEO_MODEL_ID;
+    const modelId = body.model ?? defaultVideoModelId();
     const model = findVideoModel(modelId);
     if (!model) throw notFound('model_not_found', `model "${modelId}" does not exist; see GET /v2/models`, 'model');
     if (!keyAllowsModel(principal, model.id)) {
@@ -106,14 +111,16 @@ export class VideoJobsService {
         throw invalidParam('parameters.simulate.videos', `parameters.simulate.videos must be at most n (${params.n})`);
       }
     }
-    return { model, params, backend, parameters, estimated_cost_micro_eur: estimateCostMicroEur(model, params) };
+    const inputs = resolveVideoRequestInputs(model, body);
+    const estimated_cost_micro_eur = estimateCostMicroEur(model, params, { generateAudio: inputs.generate_audio });
+    return { model, params, backend, parameters, inputs, estimated_cost_micro_eur };
   }
 
   async create(principal: ApiKeyPrincipal, body: CreateVideoBody, idempotencyKey: string | undefined): Promise<VideoJobState> {
     const r = this.resolveRequest(principal, body);
     const job_id = idempotencyKey ? jobIdForIdempotencyKey(principal.workspace_id, idempotencyKey) : randomUUID();
     const fingerprint = createHash('sha256')
-      .update(JSON.stringify([r.model.id, body.prompt.trim(), r.params, body.seed ?? null, r.parameters ?? null]))
+      .update(JSON.stringify([r.model.id, body.prompt.trim(), r.params, body.seed ?? null, r.parameters ?? null, ...inputsFingerprint(body, r.inputs)]))
       .digest('hex');
     const now_ms = Date.now();
     const input: VideoJobInput = {
@@ -125,6 +132,10 @@ export class VideoJobsService {
       params: r.params,
       ...(body.seed !== undefined ? { seed: body.seed } : {}),
       ...(r.parameters !== undefined ? { parameters: r.parameters } : {}),
+      ...(r.inputs.generate_audio !== undefined ? { generate_audio: r.inputs.generate_audio } : {}),
+      ...(r.inputs.negative_prompt !== undefined ? { negative_prompt: r.inputs.negative_prompt } : {}),
+      ...(r.inputs.image ? { has_image: true } : {}),
+      ...(r.inputs.last_frame ? { has_last_frame: true } : {}),
       estimated_cost_micro_eur: r.estimated_cost_micro_eur,
       created_at_ms: now_ms,
       request_fingerprint: fingerprint,
@@ -138,6 +149,10 @@ export class VideoJobsService {
       // may be gone after retention, and a new run would generate again).
       const record = await this.fromDatabase(job_id);
       if (record && record.status !== 'pending') return this.checkedReplay(record, fingerprint);
+    }
+    // The images stay with the job, out of workflow history: the submit activity reads them by job id.
+    if (r.inputs.image) {
+      await storeVideoJobInputs(this.deps.db, { job_id, workspace_id: principal.workspace_id }, { image: r.inputs.image, last_frame: r.inputs.last_frame });
     }
     const workflowId = videoJobWorkflowId(job_id);
     const startOp = new WithStartWorkflowOperation<typeof videoJobWorkflow>('videoJobWorkflow', {
