@@ -21,6 +21,7 @@ const REQUIRED = [
   'video-job-cancelled',
   'video-job-insufficient-credits',
   'video-job-submit-rejected',
+  'video-job-inputs',
   'voice-delete-succeeded',
   'voice-delete-after-retries',
 ];
