@@ -16,6 +16,7 @@ COPY --from=build /app/package.json ./
 COPY --from=build /app/node_modules node_modules
 COPY --from=build /app/dist dist
 COPY src/db/migrations src/db/migrations
+COPY config config
 COPY assets assets
 RUN mkdir -p /data && chown node:node /data
 USER node

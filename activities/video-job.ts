@@ -19,7 +19,16 @@ import {
   type VideoJobCharge,
 } from '../src/billing/video-job-billing.js';
 import { estimateCostMicroEur, findVideoModel } from '../src/catalog.js';
-import { ProviderError, MAX_VIDEO_OUTPUT_BYTES, type VideoGenerationRequest, type VideoOperationStatus, type VideoOutputRef, type VideoProvider } from '../src/providers/video/types.js';
+import {
+  ProviderError,
+  MAX_VIDEO_OUTPUT_BYTES,
+  type VideoGenerationRequest,
+  type VideoOperationStatus,
+  type VideoOutputRef,
+  type VideoProvider,
+  type VideoSubmission,
+} from '../src/providers/video/types.js';
+import { loadVideoJobInputs } from '../src/services/video-job-inputs.js';
 import { isPermanentStorageError, type Storage } from '../src/storage/local.js';
 import { videoJobWorkflowId, type StoredVideo } from '../workflows/messages.js';
 
@@ -150,6 +159,21 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
     return { storage_key, content_type: output.content_type, bytes: body.length };
   };
 
+  /** The request with the job's images, read from where the API kept them (never from workflow history). */
+  const withStoredImages = async (request: VideoGenerationRequest): Promise<VideoSubmission> => {
+    if (!request.has_image) return request;
+    const inputs = await loadVideoJobInputs(deps.db, request.request_id);
+    if (!inputs || (request.has_last_frame && !inputs.last_frame)) {
+      throw ApplicationFailure.create({
+        type: 'ProviderError',
+        message: 'the images of this job are missing',
+        nonRetryable: true,
+        details: [{ code: 'inputs_missing' }],
+      });
+    }
+    return { ...request, image: inputs.image, ...(request.has_last_frame ? { last_frame: inputs.last_frame } : {}) };
+  };
+
   return {
     /** Prices the job from the catalog (never from the request) and charges it; see chargeVideoJob. */
     async chargeVideoJob(job: VideoJobCharge): Promise<ChargeResult> {
@@ -157,7 +181,7 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
       if (!model) {
         throw ApplicationFailure.create({ type: 'UnknownModel', message: `model ${job.model} is not in this worker's catalog`, nonRetryable: true });
       }
-      const priced = estimateCostMicroEur(model, job.params);
+      const priced = estimateCostMicroEur(model, job.params, { generateAudio: job.generateAudio });
       if (priced !== job.estimated_cost_micro_eur) {
         deps.logger.warn({ job_id: job.jobId, requested_micro_eur: job.estimated_cost_micro_eur, catalog_micro_eur: priced }, 'video job estimate differs from the catalog; charging the catalog price');
       }
@@ -205,9 +229,10 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
     /** Submits to the provider and records the operation with the job, so a lost workflow can be resumed. */
     async submitVideoGeneration(input: { backend: string; request: VideoGenerationRequest }): Promise<{ operation_id: string }> {
       const job_id = input.request.request_id;
+      const submission = await withStoredImages(input.request);
       let submitted: { operation_id: string };
       try {
-        submitted = await providerFor(input.backend).submit(input.request);
+        submitted = await providerFor(input.backend).submit(submission);
       } catch (err) {
         deps.logger.warn({ job_id, backend: input.backend, err_message: (err as Error)?.message }, 'video job submit failed');
         throw toFailure(err, deps.logger);

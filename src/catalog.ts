@@ -1,9 +1,22 @@
-// The model catalog: what each model accepts, what it costs, and which backend serves it.
-// Request validation and pricing read only from here.
-import { MICRO_EUR_PER_EUR } from './money.js';
+// The model catalog: what each model accepts, what it costs, and which backend serves it. Request
+// validation and pricing read only from here. The data lives in a file (config/models.yaml, or the
+// operator's MODELS_FILE: ./catalog-file.ts reads and validates it), loaded once per process:
+// loadConfig() installs it at startup; anything asking earlier gets the same file, read on first use.
+import path from 'node:path';
+import { readCatalogFile } from './catalog-file.js';
+import { projectPath } from './paths.js';
 
-export type Resolution = '720p' | '1080p';
+export type Resolution = '720p' | '1080p' | '4k';
 export type AspectRatio = '16:9' | '9:16';
+export type ImageMimeType = 'image/png' | 'image/jpeg' | 'image/webp';
+export type VideoBackend = 'simulator' | 'vertex';
+
+export const RESOLUTIONS: readonly Resolution[] = ['720p', '1080p', '4k'];
+export const ASPECT_RATIOS: readonly AspectRatio[] = ['16:9', '9:16'];
+export const IMAGE_MIME_TYPES: readonly ImageMimeType[] = ['image/png', 'image/jpeg', 'image/webp'];
+
+/** Price of one second of video by resolution, in micro-euros. */
+export type PricePerSecond = Partial<Record<Resolution, number>>;
 
 export interface VideoModel {
   id: string;
@@ -12,6 +25,10 @@ export interface VideoModel {
   variant: 'standard' | 'fast' | 'simulated';
   owned_by: string;
   region: string;
+  /** The adapter that serves it: `vertex` when Vertex AI is configured (else the simulator), or `simulator` only. */
+  backend: VideoBackend;
+  /** The model id the backend knows (the Vertex AI publisher model). */
+  provider_model_id: string;
   durations_s: readonly number[];
   resolutions: readonly Resolution[];
   aspect_ratios: readonly AspectRatio[];
@@ -19,97 +36,26 @@ export interface VideoModel {
   supports_seed: boolean;
   /** Whether `parameters` passthrough is read (the reference family ignores it). */
   accepts_parameters: boolean;
-  price_micro_eur_per_second: Record<Resolution, number>;
+  inputs: {
+    /** `image`: the first frame. */
+    image: boolean;
+    /** `lastFrame`, always together with `image`. */
+    last_frame: boolean;
+    image_mime_types: readonly ImageMimeType[];
+    negative_prompt: boolean;
+  };
+  /** Whether `generateAudio` is accepted, and its value when a request leaves it out. */
+  audio: { supported: boolean; default: boolean };
+  /** with_audio: null when the model has no audio. Every resolution of the model has a price in each. */
+  price_micro_eur_per_second: { with_audio: PricePerSecond | null; without_audio: PricePerSecond };
   default_params: { durationSeconds: number; resolution: Resolution; aspectRatio: AspectRatio; n: number };
 }
 
-export type VideoBackend = 'simulator' | 'vertex';
-
-/** Families Vertex AI serves when it is configured (VERTEX_PROJECT_ID). */
-const VERTEX_FAMILIES: ReadonlySet<string> = new Set(['veo-3']);
-
-const REFERENCE_LIMITS = {
-  durations_s: [4, 6, 8],
-  resolutions: ['720p', '1080p'],
-  aspect_ratios: ['16:9', '9:16'],
-  max_n: 4,
-  supports_seed: true,
-  default_params: { durationSeconds: 8, resolution: '720p', aspectRatio: '16:9', n: 1 },
-} as const;
-
-const eur = (amount_eur: number) => Math.round(amount_eur * MICRO_EUR_PER_EUR);
-
-export const VIDEO_MODELS: readonly VideoModel[] = [
-  {
-    id: 'veo-3.0-fast-generate-001',
-    kind: 'video',
-    family: 'veo-3',
-    variant: 'fast',
-    owned_by: 'google',
-    region: 'europe-west4',
-    accepts_parameters: false,
-    price_micro_eur_per_second: { '720p': eur(0.1), '1080p': eur(0.15) },
-    ...REFERENCE_LIMITS,
-  },
-  {
-    id: 'veo-3.0-generate-001',
-    kind: 'video',
-    family: 'veo-3',
-    variant: 'standard',
-    owned_by: 'google',
-    region: 'europe-west4',
-    accepts_parameters: false,
-    price_micro_eur_per_second: { '720p': eur(0.4), '1080p': eur(0.5) },
-    ...REFERENCE_LIMITS,
-  },
-  {
-    id: 'sim-video-1',
-    kind: 'video',
-    family: 'simulator',
-    variant: 'simulated',
-    owned_by: 'video-voice-api',
-    region: 'local',
-    accepts_parameters: true,
-    price_micro_eur_per_second: { '720p': eur(0.05), '1080p': eur(0.1) },
-    ...REFERENCE_LIMITS,
-  },
-];
-
-export const DEFAULT_VIDEO_MODEL_ID = 'veo-3.0-fast-generate-001';
-
-export function findVideoModel(id: string): VideoModel | undefined {
-  return VIDEO_MODELS.find((m) => m.id === id);
+/** A retired id still accepted: a job naming it runs, is priced and is reported as `replaced_by`. */
+export interface VideoModelAlias {
+  id: string;
+  replaced_by: string;
 }
-
-export interface VideoParams {
-  durationSeconds: number;
-  resolution: Resolution;
-  aspectRatio: AspectRatio;
-  n: number;
-}
-
-/** Price of one video of these parameters, in micro-euros. */
-export function unitPriceMicroEur(model: VideoModel, params: VideoParams): number {
-  return model.price_micro_eur_per_second[params.resolution] * params.durationSeconds;
-}
-
-/** Upper bound charged at creation: n videos. */
-export function estimateCostMicroEur(model: VideoModel, params: VideoParams): number {
-  return unitPriceMicroEur(model, params) * params.n;
-}
-
-/**
- * Which backend serves a model. With Vertex AI configured, the reference family goes to Vertex; until
- * then it is served by the simulator when it is enabled (contract.md 5); with neither, nothing.
- */
-export function videoBackendFor(model: VideoModel, opts: { simulator: boolean; vertex: boolean }): VideoBackend | null {
-  if (model.family === 'simulator') return opts.simulator ? 'simulator' : null;
-  if (opts.vertex && VERTEX_FAMILIES.has(model.family)) return 'vertex';
-  return opts.simulator ? 'simulator' : null;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Speech models: priced per 1,000 characters of input (Unicode code points), charged per request.
 
 export type SpeechResponseFormat = 'wav' | 'pcm';
 
@@ -125,40 +71,106 @@ export interface SpeechModel {
   response_formats: readonly SpeechResponseFormat[];
 }
 
-export const SPEECH_MODELS: readonly SpeechModel[] = [
-  {
-    id: 'sim-speech-1',
-    kind: 'speech',
-    owned_by: 'video-voice-api',
-    provider: 'simulator',
-    region: 'local',
-    price_micro_eur_per_1000_chars: eur(0.15),
-    max_input_chars: 4_096,
-    response_formats: ['wav', 'pcm'],
-  },
-  {
-    // ElevenLabs Multilingual v2 (the model_id is ELEVENLABS_MODEL_ID, default eleven_multilingual_v2).
-    // Region: ElevenLabs' default environment (api.elevenlabs.io) stores data in the US. Its API
-    // lists Multilingual v2 at about USD 0.10 per 1,000 characters (more as plan overage); input is
-    // capped below its 10,000-character request limit to bound latency and the audio held in memory.
-    id: 'eleven-multilingual-v2',
-    kind: 'speech',
-    owned_by: 'elevenlabs',
-    provider: 'elevenlabs',
-    region: 'us',
-    price_micro_eur_per_1000_chars: eur(0.3),
-    max_input_chars: 5_000,
-    response_formats: ['wav', 'pcm'],
-  },
-];
+export interface Catalog {
+  /** Where it was read from. */
+  file: string;
+  default_video_model: string;
+  video_models: readonly VideoModel[];
+  aliases: readonly VideoModelAlias[];
+  speech_models: readonly SpeechModel[];
+}
+
+export const BUILT_IN_MODELS_FILE = projectPath('config', 'models.yaml');
+
+let current: Catalog | undefined;
+
+/**
+ * Reads and validates a models file (the built-in one when `file` is unset) and makes it the process's
+ * catalog. Throws a ConfigError (one line per problem) when the file is unusable. The same file is
+ * read once.
+ */
+export function useCatalogFile(file: string | undefined): Catalog {
+  const resolved = path.resolve(file ?? BUILT_IN_MODELS_FILE);
+  if (current?.file !== resolved) current = readCatalogFile(resolved);
+  return current;
+}
+
+/** The process's catalog; read on first use (MODELS_FILE, else the built-in file) if not installed yet. */
+export function catalog(): Catalog {
+  return current ?? useCatalogFile(process.env['MODELS_FILE'] || undefined);
+}
+
+export const videoModels = (): readonly VideoModel[] => catalog().video_models;
+export const videoModelAliases = (): readonly VideoModelAlias[] => catalog().aliases;
+export const speechModels = (): readonly SpeechModel[] => catalog().speech_models;
+export const defaultVideoModelId = (): string => catalog().default_video_model;
+
+/** The model an id names, a retired alias resolving to its replacement; undefined when unknown. */
+export function findVideoModel(id: string): VideoModel | undefined {
+  const c = catalog();
+  const target = c.aliases.find((a) => a.id === id)?.replaced_by ?? id;
+  return c.video_models.find((m) => m.id === target);
+}
 
 export function findSpeechModel(id: string): SpeechModel | undefined {
-  return SPEECH_MODELS.find((m) => m.id === id);
+  return speechModels().find((m) => m.id === id);
 }
 
 /** The model used when a speech request names none: the first one of the configured provider. */
 export function defaultSpeechModelFor(provider: string): SpeechModel | undefined {
-  return SPEECH_MODELS.find((m) => m.provider === provider);
+  return speechModels().find((m) => m.provider === provider);
+}
+
+export interface VideoParams {
+  durationSeconds: number;
+  resolution: Resolution;
+  aspectRatio: AspectRatio;
+  n: number;
+}
+
+export interface PriceOptions {
+  /** Unset: the model's default. Must be unset or false for a model without audio. */
+  generateAudio?: boolean | undefined;
+}
+
+/** Whether a job of this model generates audio: the request's choice, else the model's default. */
+export function generatesAudio(model: VideoModel, options: PriceOptions = {}): boolean {
+  if (!model.audio.supported) {
+    if (options.generateAudio) throw new Error(`invariant: model ${model.id} has no audio`);
+    return false;
+  }
+  return options.generateAudio ?? model.audio.default;
+}
+
+/** Price of one video of these parameters, in micro-euros. */
+export function unitPriceMicroEur(model: VideoModel, params: VideoParams, options: PriceOptions = {}): number {
+  const prices = generatesAudio(model, options) ? model.price_micro_eur_per_second.with_audio : model.price_micro_eur_per_second.without_audio;
+  const perSecond = prices?.[params.resolution];
+  if (perSecond === undefined) throw new Error(`invariant: model ${model.id} has no price for ${params.resolution}`);
+  return perSecond * params.durationSeconds;
+}
+
+/** What a job is charged at creation: n videos at the price of its resolution and audio setting. */
+export function estimateCostMicroEur(model: VideoModel, params: VideoParams, options: PriceOptions = {}): number {
+  return unitPriceMicroEur(model, params, options) * params.n;
+}
+
+/**
+ * Which backend serves a model. A `vertex` model goes to Vertex AI when it is configured; until then
+ * it is served by the simulator when that is on (contract.md 5); with neither, nothing.
+ */
+export function videoBackendFor(model: VideoModel, opts: { simulator: boolean; vertex: boolean }): VideoBackend | null {
+  if (model.backend === 'vertex' && opts.vertex) return 'vertex';
+  return opts.simulator ? 'simulator' : null;
+}
+
+/**
+ * The id a backend knows a model by (the catalog's provider_model_id), a retired id resolving to its
+ * replacement; undefined when the model is not one the backend serves.
+ */
+export function providerModelIdFor(id: string, backend: VideoBackend): string | undefined {
+  const m = findVideoModel(id);
+  return m?.backend === backend ? m.provider_model_id : undefined;
 }
 
 /** Price of speaking `characters` characters, rounded up to a whole micro-euro. */

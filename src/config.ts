@@ -4,10 +4,10 @@ import path from 'node:path';
 import { z } from 'zod';
 import { checkElevenLabsBaseUrl, ELEVENLABS_DEFAULT_BASE_URL, ELEVENLABS_DEFAULT_MODEL_ID } from './providers/voice/elevenlabs.js';
 import { GCS_DEFAULT_API_ENDPOINT, parseGcsUri, VERTEX_DEFAULT_LOCATION, vertexDefaultApiEndpoint } from './providers/video/vertex-veo.js';
+import { ConfigError } from './config-error.js';
+import { useCatalogFile } from './catalog.js';
 
-export class ConfigError extends Error {
-  override name = 'ConfigError';
-}
+export { ConfigError };
 
 const boolish = z.enum(['on', 'off', 'true', 'false', '1', '0']).transform((v) => v === 'on' || v === 'true' || v === '1');
 const intFrom = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
@@ -57,6 +57,8 @@ const EnvSchema = z.object({
   VERTEX_OUTPUT_GCS_URI: z.string().refine((v) => parseGcsUri(v) !== null, 'must be gs://<bucket>[/<folder>/]').optional(),
   GCS_API_ENDPOINT: z.string().url().default(GCS_DEFAULT_API_ENDPOINT),
   VERTEX_ACCESS_TOKEN: z.string().regex(/^[\x21-\x7e]+$/, 'must be printable characters without spaces (check for a stray newline)').optional(),
+  // The operator's model catalog (YAML or JSON), replacing the built-in config/models.yaml.
+  MODELS_FILE: z.string().optional(),
   RATE_LIMIT_PER_MINUTE: intFrom(1, 1_000_000).default(120),
   LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error', 'silent']).default('info'),
   METRICS_TOKEN: z.string().min(16, 'METRICS_TOKEN must be at least 16 characters').optional(),
@@ -106,6 +108,8 @@ export interface Config {
   elevenlabs: ElevenLabsConfig;
   /** Vertex AI Veo, when VERTEX_PROJECT_ID is set: it then serves the reference (Veo) family. */
   vertex: VertexConfig | null;
+  /** The model catalog in use (MODELS_FILE, else the built-in config/models.yaml), validated and installed by loadConfig. */
+  modelsFile: string;
   rateLimitPerMinute: number;
   logLevel: 'debug' | 'info' | 'warn' | 'error' | 'silent';
   /** Bearer token required by GET /metrics when set. */
@@ -252,6 +256,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     voiceProvider: e.VOICE_PROVIDER ?? (simulator ? 'simulator' : 'none'),
     elevenlabs: elevenLabsConfigOf(e, e.VOICE_PROVIDER === 'elevenlabs'),
     vertex: vertexConfigOf(e),
+    modelsFile: useCatalogFile(e.MODELS_FILE).file,
     rateLimitPerMinute: e.RATE_LIMIT_PER_MINUTE,
     logLevel: e.LOG_LEVEL,
     metricsToken: e.METRICS_TOKEN,

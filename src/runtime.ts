@@ -21,7 +21,7 @@ import { ElevenLabsVoiceProvider } from './providers/voice/elevenlabs.js';
 import type { VoiceProvider } from './providers/voice/types.js';
 import { VoicesService } from './services/voices.js';
 import { SpeechService } from './services/speech.js';
-import { findVideoModel } from './catalog.js';
+import { findVideoModel, providerModelIdFor } from './catalog.js';
 import { VideoJobsService } from './services/video-jobs.js';
 import { createApp } from './http/app.js';
 import { connectClient } from './temporal/client.js';
@@ -140,6 +140,8 @@ export function createVideoProviders(db: Db, config: Config): Map<string, VideoP
       'vertex',
       new VertexVeoProvider({
         projectId: v.projectId,
+        // A retired id resolves to its replacement: Vertex never sees it (it answers 404 for those).
+        modelIdFor: (id) => providerModelIdFor(id, 'vertex'),
         location: v.location,
         apiEndpoint: v.apiEndpoint,
         gcsApiEndpoint: v.gcsApiEndpoint,

@@ -128,5 +128,5 @@ test('the commands run files the build produces, and the Dockerfile builds them'
     const source = entry.replace(/^dist\//, '').replace(/\.js$/, '.ts');
     assert.ok(fs.existsSync(source), `${entry} is built from ${source}`);
   }
-  for (const dir of ['src/db/migrations', 'assets']) assert.match(dockerfile, new RegExp(`COPY ${dir}`), `image ships ${dir}`);
+  for (const dir of ['src/db/migrations', 'assets', 'config']) assert.match(dockerfile, new RegExp(`COPY ${dir}`), `image ships ${dir}`);
 });

@@ -19,6 +19,7 @@ import type { AspectRatio, Resolution, SpeechModel, SpeechResponseFormat, VideoB
 import { VOICE_UPLOAD_LIMITS } from '../src/http/routes/voices.js';
 import { encodeWav } from '../src/providers/voice/simulator.js';
 import { ADMIN_TOKEN, http, newCustomer, simJob, startStack, waitForJob, type HttpResult, type Stack } from './helpers/stack.js';
+import { pngOfSize } from './helpers/images.js';
 
 // ---------------------------------------------------------------------------------------------
 // Compile-time: the documented enums are the code's own, and what the presenters return has the
@@ -241,7 +242,13 @@ describe('schemas are generated from zod', () => {
     assert.equal(schema.properties.prompt.minLength, 1);
     assert.deepEqual(schema.required, ['prompt']);
     assert.equal(schema.additionalProperties, false);
-    assert.match(schema.properties.n.description, /max_n \(at most 4/);
+    assert.match(schema.properties.n.description, /max_n/);
+    for (const frame of ['image', 'lastFrame']) {
+      assert.deepEqual(schema.properties[frame].required, ['bytesBase64Encoded', 'mimeType']);
+      assert.deepEqual(schema.properties[frame].properties.mimeType.enum, ['image/png', 'image/jpeg', 'image/webp']);
+    }
+    assert.equal(schema.properties.generateAudio.type, 'boolean');
+    assert.equal(schema.properties.negativePrompt.maxLength, S.NEGATIVE_PROMPT_MAX_CHARS);
   });
 
   test('every request body component is z.toJSONSchema (io input) of the schema the route validates with', () => {
@@ -377,7 +384,7 @@ describe('real responses parse with the documented schemas', () => {
 
   test('models: lists and single models, video and speech', async () => {
     for (const p of ['/v2/models', '/v2/models/all']) assertDocumented('get', p, await http(stack.baseUrl, 'GET', p, { token: customer.key }));
-    for (const id of ['sim-video-1', 'veo-3.0-generate-001', 'sim-speech-1']) {
+    for (const id of ['sim-video-1', 'veo-3.1-generate-001', 'veo-3.0-generate-001', 'sim-speech-1']) {
       const r = await http(stack.baseUrl, 'GET', `/v2/models/${id}`, { token: customer.key });
       assert.equal(r.status, 200);
       assertDocumented('get', '/v2/models/{id}', r);
@@ -429,12 +436,12 @@ describe('real responses parse with the documented schemas', () => {
     check(await post(simJob(), { token: 'vva_sk_nope' }));
     const poor = await newCustomer(stack, 0);
     check(await post(simJob(), { token: poor.key }));
-    const limited = await newCustomer(stack, 10, ['veo-3.0-fast-generate-001']);
+    const limited = await newCustomer(stack, 10, ['veo-3.1-fast-generate-001']);
     check(await post(simJob(), { token: limited.key }));
     check(await post({ ...simJob(), model: 'no-such-model' }));
     await post(simJob(), { headers: { 'Idempotency-Key': 'openapi-409' } });
     check(await post({ ...simJob(), n: 1 }, { headers: { 'Idempotency-Key': 'openapi-409' } }));
-    check(await post({ prompt: 'p', parameters: { blob: 'x'.repeat(70 * 1024) } }));
+    check(await post({ ...simJob(), image: { bytesBase64Encoded: pngOfSize(S.IMAGE_MAX_BYTES + 1).toString('base64'), mimeType: 'image/png' } }));
     check(await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: customer.key, rawBody: 'x', headers: { 'content-type': 'text/plain' } }));
     check(await http(stack.baseUrl, 'GET', `/v2/videos/generations/${SAMPLE_ID}`, { token: customer.key }), 'get', '/v2/videos/generations/{id}');
     check(await http(stack.baseUrl, 'GET', '/v2/models/nope', { token: customer.key }), 'get', '/v2/models/{id}');

@@ -11,6 +11,7 @@ import { http, newCustomer, simJob, startStack, waitForJob, type Stack } from '.
 import { videoJobWorkflowId, type VideoJobInput } from '../workflows/messages.js';
 import { voiceDeletionWorkflowId } from '../workflows/voice-deletion.js';
 import { encodeWav, SimulatedVoiceProvider } from '../src/providers/voice/simulator.js';
+import { imageField, jpegImage, pngImage } from './helpers/images.js';
 
 const OUT = path.join('test', 'histories');
 let stack: Stack;
@@ -64,6 +65,16 @@ test('provider failure', () => run(stack, 'video-job-provider-failed', simJob({ 
 test('no videos', () => run(stack, 'video-job-no-videos', simJob({ delay_ms: 0, videos: 0 }), 'failed'));
 test('idempotent retry (second update on a running job)', () =>
   run(stack, 'video-job-idempotent-retry', simJob({ delay_ms: 0 }), 'succeeded', { 'Idempotency-Key': randomUUID() }));
+test('inputs: first and last frame, audio off, a negative prompt (patch video-job-inputs)', () =>
+  run(
+    stack,
+    'video-job-inputs',
+    simJob(
+      { delay_ms: 0 },
+      { image: imageField(pngImage(32, 18, 1), 'image/png'), lastFrame: imageField(jpegImage(2), 'image/jpeg'), generateAudio: false, negativePrompt: 'text' },
+    ),
+    'succeeded',
+  ));
 test('continue-as-new', async () => {
   await run(continued, 'video-job-continued', simJob({ delay_ms: 3_000 }), 'succeeded');
   assert.ok(fs.existsSync(path.join(OUT, 'video-job-continued.run1.json')), 'the job continued as new at least once');

@@ -4,6 +4,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
+import { msToTs } from '@temporalio/common/lib/time.js';
 import { killAll, startEntryProcess } from './helpers/processes.js';
 import { freePort } from './helpers/infra.js';
 import { ADMIN_TOKEN, assertAuditHolds, balanceMicro, http, simJob, startStack, type Stack } from './helpers/stack.js';
@@ -67,7 +68,7 @@ test('two APIs, two workers, one worker killed midway: every job completes and b
 
 test('a process on a namespace without the search attributes stops at startup with one line saying how to add them', async () => {
   const namespace = `bare-${Date.now()}`;
-  await stack.api.temporal.workflowService.registerNamespace({ namespace, workflowExecutionRetentionPeriod: { seconds: 86_400 } });
+  await stack.api.temporal.workflowService.registerNamespace({ namespace, workflowExecutionRetentionPeriod: msToTs('1 day') });
   for (const entry of ['api', 'worker'] as const) {
     const failed = await startEntryProcess(stack, entry, { env: { TEMPORAL_NAMESPACE: namespace, PORT: '0' }, track: children }).then(
       () => null,

@@ -3,6 +3,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ADMIN_TOKEN, assertAuditHolds, balanceMicro, http, newCustomer, simJob, startStack, type Stack } from './helpers/stack.js';
+import { VIDEO_CREATE_BODY_LIMIT_BYTES } from '../src/http/routes/videos.js';
 
 let stack: Stack;
 let customer: { workspaceId: string; key: string };
@@ -31,7 +32,7 @@ describe('create video: 400 naming the parameter', () => {
     ['duration not supported', { durationSeconds: 5 }, 'durationSeconds'],
     ['duration not an integer', { durationSeconds: 4.5 }, 'durationSeconds'],
     ['duration a string', { durationSeconds: '8' }, 'durationSeconds'],
-    ['resolution not supported', { resolution: '4k' }, 'resolution'],
+    ['resolution not supported', { resolution: '4k' }, 'resolution'], // sim-video-1 has no 4k
     ['aspect ratio not supported', { aspectRatio: '1:1' }, 'aspectRatio'],
     ['n above the model cap', { n: 5 }, 'n'],
     ['n zero', { n: 0 }, 'n'],
@@ -65,8 +66,15 @@ describe('create video: 400 naming the parameter', () => {
     assert.equal(r.body.error.code, 'missing_parameter');
   });
 
+  test('a value of the wrong type is invalid, not missing', async () => {
+    const r = await create({ ...simJob(), durationSeconds: '8' });
+    assertErrorShape(r.body, 400, r.status);
+    assert.equal(r.body.error.code, 'invalid_parameter');
+    assert.doesNotMatch(r.body.error.message, /missing/);
+  });
+
   test('the reference family validates against its own limits too', async () => {
-    const r = await create({ prompt: 'p', model: 'veo-3.0-generate-001', durationSeconds: 10 });
+    const r = await create({ prompt: 'p', model: 'veo-3.1-generate-001', durationSeconds: 10 });
     assertErrorShape(r.body, 400, r.status);
     assert.equal(r.body.error.param, 'durationSeconds');
     assert.match(r.body.error.message, /4, 6, 8/);
@@ -118,9 +126,12 @@ describe('create video: malformed requests', () => {
     assertErrorShape(r.body, 415, r.status);
   });
 
-  test('a body over 64 KiB is 413', async () => {
-    const r = await create({ prompt: 'p', parameters: { blob: 'x'.repeat(70 * 1024) } });
+  test('a body over the route limit (room for two images) is 413; other routes keep 64 KiB', async () => {
+    const r = await create({ prompt: 'p', parameters: { blob: 'x'.repeat(VIDEO_CREATE_BODY_LIMIT_BYTES) } });
     assertErrorShape(r.body, 413, r.status);
+    assert.equal(r.body.error.code, 'request_too_large');
+    const speech = await http(stack.baseUrl, 'POST', '/v2/audio/speech', { token: customer.key, json: { input: 'x'.repeat(70 * 1024), voice: 'sim-narrator' } });
+    assertErrorShape(speech.body, 413, speech.status);
   });
 });
 
@@ -150,14 +161,14 @@ describe('authentication, permission, existence', () => {
   });
 
   test('a key not permitted for the model is 403 and charges nothing', async () => {
-    const limited = await newCustomer(stack, 10, ['veo-3.0-fast-generate-001']);
+    const limited = await newCustomer(stack, 10, ['veo-3.1-fast-generate-001']);
     const r = await create(simJob(), { token: limited.key });
     assertErrorShape(r.body, 403, r.status);
     assert.equal(r.body.error.type, 'permission_error');
     assert.equal(r.body.error.param, 'model');
     assert.equal(await balanceMicro(stack, limited.workspaceId), 10_000_000);
     const models = await http(stack.baseUrl, 'GET', '/v2/models', { token: limited.key });
-    assert.deepEqual(models.body.data.map((m: any) => m.id), ['veo-3.0-fast-generate-001']);
+    assert.deepEqual(models.body.data.map((m: any) => m.id), ['veo-3.1-fast-generate-001']);
   });
 
   test('an unknown model is 404 naming model', async () => {
@@ -193,20 +204,39 @@ describe('models', () => {
     assert.equal(r.status, 200);
     assert.equal(r.body.object, 'list');
     const ids = r.body.data.map((m: any) => m.id);
-    assert.deepEqual(ids.sort(), ['eleven-multilingual-v2', 'sim-speech-1', 'sim-video-1', 'veo-3.0-fast-generate-001', 'veo-3.0-generate-001']);
+    assert.deepEqual(ids.sort(), [
+      'eleven-multilingual-v2',
+      'sim-speech-1',
+      'sim-video-1',
+      'veo-3.0-fast-generate-001',
+      'veo-3.0-generate-001',
+      'veo-3.1-fast-generate-001',
+      'veo-3.1-generate-001',
+    ]);
     const speech = r.body.data.find((m: any) => m.id === 'sim-speech-1');
     assert.equal(speech.kind, 'speech');
     assert.equal(speech.pricing.per_1000_characters_in_euro, 0.15);
-    const fast = r.body.data.find((m: any) => m.id === 'veo-3.0-fast-generate-001');
+    const fast = r.body.data.find((m: any) => m.id === 'veo-3.1-fast-generate-001');
     assert.equal(fast.kind, 'video');
     assert.equal(fast.region, 'europe-west4');
     assert.deepEqual(fast.durations_seconds, [4, 6, 8]);
-    assert.deepEqual(fast.resolutions, ['720p', '1080p']);
+    assert.deepEqual(fast.resolutions, ['720p', '1080p', '4k']);
     assert.deepEqual(fast.aspect_ratios, ['16:9', '9:16']);
     assert.equal(fast.max_n, 4);
     assert.equal(fast.backend, 'simulator'); // no real provider configured: contract.md 5
     assert.equal(fast.simulated, true);
-    assert.equal(fast.pricing.per_second_in_euro['720p'], 0.1);
+    assert.equal(fast.deprecated, false);
+    assert.equal(fast.supports_image, true);
+    assert.equal(fast.supports_last_frame, true);
+    assert.deepEqual(fast.image_mime_types, ['image/jpeg', 'image/png']);
+    assert.equal(fast.supports_audio, true);
+    assert.equal(fast.generate_audio_default, true);
+    assert.equal(fast.pricing.per_second_in_euro['720p'], 0.2, 'at the default audio setting (on)');
+    assert.equal(fast.pricing.per_second_with_audio_in_euro['4k'], 0.45);
+    assert.equal(fast.pricing.per_second_without_audio_in_euro['720p'], 0.15);
+    const retired = r.body.data.find((m: any) => m.id === 'veo-3.0-fast-generate-001');
+    assert.equal(retired.deprecated, true);
+    assert.equal(retired.replaced_by, 'veo-3.1-fast-generate-001');
   });
 });
 

@@ -6,16 +6,18 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { googleError, VertexVeoFake } from './fakes/vertex-veo-fake.js';
-import { mergeVertexParameters, parseRetryAfter, staticTokenSource, VERTEX_MODEL_IDS, VertexVeoProvider, type VertexVeoOptions } from '../src/providers/video/vertex-veo.js';
-import { VIDEO_MODELS, videoBackendFor } from '../src/catalog.js';
-import { ProviderError, type VideoGenerationRequest } from '../src/providers/video/types.js';
+import { googleError, VERTEX_MODELS, VertexVeoFake } from './fakes/vertex-veo-fake.js';
+import { mergeVertexParameters, parseRetryAfter, staticTokenSource, VertexVeoProvider, type VertexVeoOptions } from '../src/providers/video/vertex-veo.js';
+import { findVideoModel, providerModelIdFor, videoBackendFor, videoModelAliases, videoModels } from '../src/catalog.js';
+import { ProviderError, type VideoSubmission } from '../src/providers/video/types.js';
 import { loadConfig } from '../src/config.js';
 import { projectPath } from '../src/paths.js';
 import { assertAuditHolds, balanceMicro, http as api, newCustomer, startStack, waitForJob, type Stack } from './helpers/stack.js';
+import { imageField, jpegImage, pngImage, WEBP_IMAGE } from './helpers/images.js';
+import { videoJobWorkflowId } from '../workflows/messages.js';
 
 const TOKEN = 'test-token';
-const MODEL_PATH = '/v1/projects/test-project/locations/europe-west4/publishers/google/models/veo-3.0-fast-generate-001';
+const MODEL_PATH = '/v1/projects/test-project/locations/europe-west4/publishers/google/models/veo-3.1-fast-generate-001';
 const asset = (name: string) => fs.readFileSync(projectPath('assets', 'sim-video', name));
 const PAYLOADS = [asset('16x9-4s.mp4'), asset('16x9-6s.mp4'), asset('16x9-8s.mp4')];
 
@@ -34,17 +36,19 @@ function provider(opts: Partial<VertexVeoOptions> = {}): VertexVeoProvider {
     apiEndpoint: fake.url,
     gcsApiEndpoint: fake.url,
     tokenSource: staticTokenSource(TOKEN),
+    modelIdFor: (id) => providerModelIdFor(id, 'vertex'),
     requestTimeoutMs: 2_000,
     ...opts,
   });
 }
 
-function request(extra: Partial<VideoGenerationRequest> = {}): VideoGenerationRequest {
+function request(extra: Partial<VideoSubmission> = {}): VideoSubmission {
   return {
     request_id: '7d0f2a8e-0000-4000-8000-000000000001',
-    model: 'veo-3.0-fast-generate-001',
+    model: 'veo-3.1-fast-generate-001',
     prompt: 'a lighthouse at dusk, waves crashing',
     params: { durationSeconds: 4, resolution: '720p', aspectRatio: '16:9', n: 2 },
+    generate_audio: true,
     ...extra,
   };
 }
@@ -82,25 +86,26 @@ describe('Vertex AI Veo adapter: what it sends', () => {
     assert.match(String(sent.headers['content-type']), /^application\/json/);
     assert.deepEqual(sent.body, {
       instances: [{ prompt: 'a lighthouse at dusk, waves crashing' }],
-      parameters: { sampleCount: 2, durationSeconds: 4, resolution: '720p', aspectRatio: '16:9' },
+      parameters: { sampleCount: 2, durationSeconds: 4, resolution: '720p', aspectRatio: '16:9', generateAudio: true },
     });
     // the operation id is the operation name, with the sample count the outputs are capped at
-    assert.match(operation_id, /^projects\/test-project\/locations\/europe-west4\/publishers\/google\/models\/veo-3\.0-fast-generate-001\/operations\/[0-9a-f-]+#n=2$/);
+    assert.match(operation_id, /^projects\/test-project\/locations\/europe-west4\/publishers\/google\/models\/veo-3\.1-fast-generate-001\/operations\/[0-9a-f-]+#n=2$/);
     assert.ok(fake.operations.has(operation_id.split('#')[0]!));
   });
 
   test('seed, the other model, 1080p portrait, and storageUri (one folder per job) when an output bucket is set', async () => {
     const p = provider({ outputGcsUri: 'gs://our-bucket/videos' });
-    await p.submit(request({ model: 'veo-3.0-generate-001', seed: 42, params: { durationSeconds: 8, resolution: '1080p', aspectRatio: '9:16', n: 4 } }));
+    await p.submit(request({ model: 'veo-3.1-generate-001', seed: 42, params: { durationSeconds: 8, resolution: '4k', aspectRatio: '9:16', n: 4 } }));
     const [sent] = fake.requestsTo('predictLongRunning');
-    assert.equal(sent!.path, '/v1/projects/test-project/locations/europe-west4/publishers/google/models/veo-3.0-generate-001:predictLongRunning');
+    assert.equal(sent!.path, '/v1/projects/test-project/locations/europe-west4/publishers/google/models/veo-3.1-generate-001:predictLongRunning');
     assert.deepEqual(sent!.body, {
       instances: [{ prompt: 'a lighthouse at dusk, waves crashing' }],
       parameters: {
         sampleCount: 4,
         durationSeconds: 8,
-        resolution: '1080p',
+        resolution: '4k',
         aspectRatio: '9:16',
+        generateAudio: true,
         seed: 42,
         storageUri: 'gs://our-bucket/videos/7d0f2a8e-0000-4000-8000-000000000001/',
       },
@@ -108,9 +113,10 @@ describe('Vertex AI Veo adapter: what it sends', () => {
   });
 
   test('the location picks the default regional endpoint; a configured endpoint overrides it', () => {
-    const eu = new VertexVeoProvider({ projectId: 'test-project', tokenSource: staticTokenSource(TOKEN) });
+    const modelIdFor = (id: string) => providerModelIdFor(id, 'vertex');
+    const eu = new VertexVeoProvider({ projectId: 'test-project', modelIdFor, tokenSource: staticTokenSource(TOKEN) });
     assert.equal((eu as any).apiEndpoint, 'https://europe-west4-aiplatform.googleapis.com');
-    const us = new VertexVeoProvider({ projectId: 'test-project', location: 'us-central1', tokenSource: staticTokenSource(TOKEN) });
+    const us = new VertexVeoProvider({ projectId: 'test-project', modelIdFor, location: 'us-central1', tokenSource: staticTokenSource(TOKEN) });
     assert.equal((us as any).apiEndpoint, 'https://us-central1-aiplatform.googleapis.com');
     assert.equal((us as any).gcsApiEndpoint, 'https://storage.googleapis.com');
   });
@@ -123,7 +129,7 @@ describe('Vertex AI Veo adapter: what it sends', () => {
         parameters: {
           negativePrompt: 'blurry, text',
           personGeneration: 'allow_adult',
-          generateAudio: true,
+          generateAudio: false,
           enhancePrompt: false,
           sampleCount: 4,
           sample_count: 4,
@@ -139,15 +145,15 @@ describe('Vertex AI Veo adapter: what it sends', () => {
       }),
     );
     const [sent] = fake.requestsTo('predictLongRunning');
+    // generateAudio (it sets the price) and negativePrompt come from the job's own fields only
     assert.deepEqual((sent!.body as any).parameters, {
-      negativePrompt: 'blurry, text',
       personGeneration: 'allow_adult',
-      generateAudio: true,
       enhancePrompt: false,
       sampleCount: 2,
       durationSeconds: 4,
       resolution: '720p',
       aspectRatio: '16:9',
+      generateAudio: true,
       seed: 7,
       storageUri: 'gs://our-bucket/videos/7d0f2a8e-0000-4000-8000-000000000001/',
     });
@@ -156,11 +162,11 @@ describe('Vertex AI Veo adapter: what it sends', () => {
 
   test('mergeVertexParameters reports what it dropped; no storageUri is sent without an output bucket', () => {
     const { parameters, dropped } = mergeVertexParameters(
-      { negativePrompt: 'x', storageUri: 'gs://elsewhere/', webhookUrl: 'https://example.com', __proto__x: 1, fps: 24 },
+      { negativePrompt: 'x', generate_audio: false, storageUri: 'gs://elsewhere/', webhookUrl: 'https://example.com', __proto__x: 1, fps: 24 },
       { sampleCount: 1, seed: undefined, storageUri: undefined },
     );
-    assert.deepEqual(parameters, { negativePrompt: 'x', __proto__x: 1, fps: 24, sampleCount: 1 });
-    assert.deepEqual(dropped.sort(), ['storageUri', 'webhookUrl']);
+    assert.deepEqual(parameters, { __proto__x: 1, fps: 24, sampleCount: 1 });
+    assert.deepEqual(dropped.sort(), ['generate_audio', 'negativePrompt', 'storageUri', 'webhookUrl']);
   });
 
   test('poll: POST :fetchPredictOperation with the operation name, bearer token', async () => {
@@ -177,6 +183,96 @@ describe('Vertex AI Veo adapter: what it sends', () => {
   test('a model outside the Vertex mapping is refused before any request', async () => {
     await rejectsWith(provider().submit(request({ model: 'sim-video-1' })), { code: 'model_not_supported', retryable: false });
     assert.equal(fake.requests.length, 0);
+  });
+
+  test('image to video: first and last frame as instances[0].image / lastFrame (base64, type); audio off and a negative prompt as parameters', async () => {
+    const first = pngImage(64, 36, 1);
+    const last = jpegImage(2);
+    const { operation_id } = await provider().submit(
+      request({
+        image: { bytes: first, mime_type: 'image/png' },
+        last_frame: { bytes: last, mime_type: 'image/jpeg' },
+        generate_audio: false,
+        negative_prompt: 'text overlays, watermarks',
+      }),
+    );
+    const [sent] = fake.requestsTo('predictLongRunning');
+    assert.deepEqual(sent!.body, {
+      instances: [
+        {
+          prompt: 'a lighthouse at dusk, waves crashing',
+          image: { bytesBase64Encoded: first.toString('base64'), mimeType: 'image/png' },
+          lastFrame: { bytesBase64Encoded: last.toString('base64'), mimeType: 'image/jpeg' },
+        },
+      ],
+      parameters: { sampleCount: 2, durationSeconds: 4, resolution: '720p', aspectRatio: '16:9', generateAudio: false, negativePrompt: 'text overlays, watermarks' },
+    });
+    const name = operation_id.split('#')[0]!;
+    assert.deepEqual(fake.receivedImage(name, 'image'), first, 'the first frame arrives byte for byte');
+    assert.deepEqual(fake.receivedImage(name, 'lastFrame'), last, 'the last frame arrives byte for byte');
+  });
+
+  test('a retired id is sent as its replacement: Vertex never sees it', async () => {
+    assert.equal(providerModelIdFor('veo-3.0-fast-generate-001', 'vertex'), 'veo-3.1-fast-generate-001');
+    assert.equal(providerModelIdFor('veo-3.0-generate-001', 'vertex'), 'veo-3.1-generate-001');
+    await provider().submit(request({ model: 'veo-3.0-fast-generate-001' }));
+    const [sent] = fake.requestsTo('predictLongRunning');
+    assert.equal(sent!.path, `${MODEL_PATH}:predictLongRunning`);
+  });
+});
+
+describe('the Vertex fake behaves like Vertex AI today', () => {
+  // An adapter that sends any model id as it is, to see what Vertex answers.
+  const raw = () => provider({ modelIdFor: (id) => id });
+
+  for (const model of ['veo-3.0-generate-001', 'veo-3.0-fast-generate-001', 'veo-9.9-imaginary-001']) {
+    test(`${model}: 404 NOT_FOUND (retired or unknown), not retryable`, async () => {
+      await rejectsWith(raw().submit(request({ model })), { code: 'not_found', retryable: false, message: /HTTP 404 \(NOT_FOUND: Publisher Model .* was not found/ });
+    });
+  }
+
+  test('the catalog and the fake agree: every Vertex model of the catalog is one Vertex serves, within its documented ranges', () => {
+    const vertexModels = videoModels().filter((m) => m.backend === 'vertex');
+    assert.deepEqual(vertexModels.map((m) => m.id).sort(), ['veo-3.1-fast-generate-001', 'veo-3.1-generate-001']);
+    for (const m of vertexModels) {
+      const spec = VERTEX_MODELS[m.provider_model_id];
+      assert.ok(spec, `${m.id}: Vertex serves ${m.provider_model_id}`);
+      for (const d of m.durations_s) assert.ok(spec.durationsSeconds.includes(d), `${m.id}: ${d} s`);
+      for (const r of m.resolutions) assert.ok(spec.resolutions.includes(r), `${m.id}: ${r}`);
+      for (const a of m.aspect_ratios) assert.ok(spec.aspectRatios.includes(a), `${m.id}: ${a}`);
+      assert.ok(m.max_n <= spec.maxSampleCount, `${m.id}: max_n`);
+      for (const t of m.inputs.image_mime_types) assert.ok(spec.imageMimeTypes.includes(t), `${m.id}: ${t}`);
+      assert.ok(!spec.generateAudioRequired || m.audio.supported, `${m.id}: generateAudio is always sent`);
+    }
+    for (const a of videoModelAliases()) assert.equal(VERTEX_MODELS[a.id], undefined, `${a.id} is retired at Vertex`);
+  });
+
+  const png = { bytes: pngImage(), mime_type: 'image/png' as const };
+  const refusals: [string, Partial<VideoSubmission>, RegExp][] = [
+    ['a duration Veo 3.1 does not make', { params: { durationSeconds: 5, resolution: '720p', aspectRatio: '16:9', n: 1 } }, /parameters\.durationSeconds/],
+    ['a resolution it does not make', { params: { durationSeconds: 4, resolution: '480p' as never, aspectRatio: '16:9', n: 1 } }, /parameters\.resolution/],
+    ['an aspect ratio it does not make', { params: { durationSeconds: 4, resolution: '720p', aspectRatio: '1:1' as never, n: 1 } }, /parameters\.aspectRatio/],
+    ['more than 4 samples', { params: { durationSeconds: 4, resolution: '720p', aspectRatio: '16:9', n: 5 } }, /parameters\.sampleCount/],
+    ['no generateAudio (required for Veo 3 models)', { generate_audio: undefined }, /generateAudio is required/],
+    ['a WebP image (image/jpeg and image/png only)', { image: { bytes: WEBP_IMAGE, mime_type: 'image/webp' } }, /instances\[0\]\.image: mimeType/],
+    ['a last frame without an image', { last_frame: png }, /lastFrame can only be used together with/],
+  ];
+  for (const [name, extra, message] of refusals) {
+    test(`400 INVALID_ARGUMENT: ${name}`, async () => {
+      const operations = fake.operations.size;
+      await rejectsWith(raw().submit(request(extra)), { code: 'invalid_request', retryable: false, message });
+      assert.equal(fake.operations.size, operations, 'no operation started');
+    });
+  }
+
+  test('invalid base64 in an image is refused', async () => {
+    const res = await fetch(`${fake.url}${MODEL_PATH}:predictLongRunning`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ instances: [{ prompt: 'p', image: { bytesBase64Encoded: 'not base64!', mimeType: 'image/png' } }], parameters: { generateAudio: true } }),
+    });
+    assert.equal(res.status, 400);
+    assert.match(((await res.json()) as any).error.message, /bytesBase64Encoded is not valid base64/);
   });
 });
 
@@ -411,17 +507,18 @@ describe('Vertex AI Veo adapter: every documented answer', () => {
 
 describe('Vertex AI Veo: config and routing', () => {
   test('routing: with Vertex configured the reference family goes to Vertex, each with a Vertex model id; else contract.md 5', () => {
-    for (const m of VIDEO_MODELS) {
+    for (const m of videoModels()) {
       const withVertex = videoBackendFor(m, { simulator: true, vertex: true });
-      if (m.family === 'simulator') assert.equal(withVertex, 'simulator');
+      if (m.id === 'sim-video-1') assert.equal(withVertex, 'simulator');
       else {
         assert.equal(withVertex, 'vertex', m.id);
-        assert.ok(VERTEX_MODEL_IDS[m.id], `${m.id} has a Vertex model id`);
+        assert.equal(providerModelIdFor(m.id, 'vertex'), m.id, `${m.id} is its own Vertex model id`);
       }
       assert.equal(videoBackendFor(m, { simulator: true, vertex: false }), 'simulator');
       assert.equal(videoBackendFor(m, { simulator: false, vertex: false }), null);
     }
-    assert.equal(videoBackendFor(VIDEO_MODELS.find((m) => m.id === 'sim-video-1')!, { simulator: false, vertex: true }), null);
+    assert.equal(videoBackendFor(findVideoModel('sim-video-1')!, { simulator: false, vertex: true }), null);
+    assert.equal(providerModelIdFor('sim-video-1', 'vertex'), undefined);
   });
 
   test('VERTEX_PROJECT_ID enables it with EU defaults; the token is never enumerable', () => {
@@ -456,39 +553,56 @@ describe('Vertex AI Veo: a job end to end through the workflow', () => {
     await stack?.stop();
   });
 
-  test('/v2/models/all says Vertex serves the reference family', async () => {
+  test('/v2/models/all says Vertex serves the reference family; the retired ids are listed as deprecated with replaced_by', async () => {
     const c = await newCustomer(stack, 1);
     const r = await api(stack.baseUrl, 'GET', '/v2/models/all', { token: c.key });
     assert.equal(r.status, 200);
-    const backend = (id: string) => r.body.data.find((m: any) => m.id === id);
-    for (const id of ['veo-3.0-fast-generate-001', 'veo-3.0-generate-001']) {
-      assert.equal(backend(id).backend, 'vertex');
-      assert.equal(backend(id).simulated, false);
-      assert.equal(backend(id).available, true);
+    const model = (id: string) => r.body.data.find((m: any) => m.id === id);
+    for (const id of ['veo-3.1-fast-generate-001', 'veo-3.1-generate-001']) {
+      assert.equal(model(id).backend, 'vertex');
+      assert.equal(model(id).simulated, false);
+      assert.equal(model(id).available, true);
+      assert.equal(model(id).deprecated, false);
+      assert.deepEqual(model(id).resolutions, ['720p', '1080p', '4k']);
+      assert.equal(model(id).supports_image, true);
+      assert.equal(model(id).supports_audio, true);
     }
-    assert.equal(backend('sim-video-1').backend, 'simulator');
+    for (const [retired, replacement] of [
+      ['veo-3.0-fast-generate-001', 'veo-3.1-fast-generate-001'],
+      ['veo-3.0-generate-001', 'veo-3.1-generate-001'],
+    ] as const) {
+      assert.equal(model(retired).deprecated, true);
+      assert.equal(model(retired).replaced_by, replacement);
+      assert.deepEqual(model(retired).pricing, model(replacement).pricing, 'priced as its replacement');
+    }
+    assert.equal(model('sim-video-1').backend, 'simulator');
+    const usable = await api(stack.baseUrl, 'GET', '/v2/models', { token: c.key });
+    assert.ok(!usable.body.data.some((m: any) => m.deprecated), '/v2/models offers no retired id');
   });
 
-  test('n=4, 3 delivered + 1 filtered: succeeded with 3 videos, charged 4 units, refunded exactly 1', async () => {
+  // veo-3.1-fast-generate-001 at 720p, 4 s: 0.20 EUR/s with audio (800_000 micro-euros a video), 0.15 without (600_000).
+  const WITH_AUDIO = 800_000;
+  const WITHOUT_AUDIO = 600_000;
+
+  test('n=4, 3 delivered + 1 filtered by Responsible AI: succeeded with 3 videos, charged 4 units, refunded exactly 1', async () => {
     fake.scenario = { pollsUntilDone: 2, videos: 3, filtered: 1, filteredReasons: ['content filtered'], payloads: PAYLOADS };
     // one transient 429 with Retry-After on the first poll: retried by the activity, invisible to the job
     fake.fault({ route: 'fetchPredictOperation', status: 429, headers: { 'retry-after': '1' }, body: googleError(429, 'Resource exhausted') });
     const c = await newCustomer(stack, 10);
-    // veo-3.0-fast-generate-001 at 720p: 0.10 EUR per second, 4 s = 400_000 micro-euros per video
-    const UNIT = 400_000;
     const created = await api(stack.baseUrl, 'POST', '/v2/videos/generations', {
       token: c.key,
-      json: { prompt: 'a lighthouse at dusk, waves crashing', model: 'veo-3.0-fast-generate-001', durationSeconds: 4, resolution: '720p', aspectRatio: '16:9', n: 4 },
+      json: { prompt: 'a lighthouse at dusk, waves crashing', model: 'veo-3.1-fast-generate-001', durationSeconds: 4, resolution: '720p', aspectRatio: '16:9', n: 4 },
     });
     assert.equal(created.status, 202, JSON.stringify(created.body));
-    assert.equal(await balanceMicro(stack, c.workspaceId), 10_000_000 - 4 * UNIT);
+    assert.equal(created.body.estimated_cost_in_euro, 3.2);
+    assert.equal(await balanceMicro(stack, c.workspaceId), 10_000_000 - 4 * WITH_AUDIO);
 
     const job = await waitForJob(stack, c.key, created.body.id, 60_000);
     assert.equal(job.status, 'succeeded', JSON.stringify(job));
     assert.equal(job.videos.length, 3);
-    assert.equal(job.cost_in_euro, 1.2);
-    assert.equal(job.refunded_in_euro, 0.4);
-    assert.equal(await balanceMicro(stack, c.workspaceId), 10_000_000 - 3 * UNIT);
+    assert.equal(job.cost_in_euro, 2.4);
+    assert.equal(job.refunded_in_euro, 0.8);
+    assert.equal(await balanceMicro(stack, c.workspaceId), 10_000_000 - 3 * WITH_AUDIO);
     for (const [i, v] of job.videos.entries()) {
       const res = await fetch(v.url);
       assert.equal(res.status, 200);
@@ -499,10 +613,87 @@ describe('Vertex AI Veo: a job end to end through the workflow', () => {
     assert.equal(submitted!.headers['authorization'], `Bearer ${TOKEN}`);
     assert.deepEqual(submitted!.body, {
       instances: [{ prompt: 'a lighthouse at dusk, waves crashing' }],
-      parameters: { sampleCount: 4, durationSeconds: 4, resolution: '720p', aspectRatio: '16:9', storageUri: `gs://our-bucket/videos/${created.body.id}/` },
+      parameters: { sampleCount: 4, durationSeconds: 4, resolution: '720p', aspectRatio: '16:9', generateAudio: true, storageUri: `gs://our-bucket/videos/${created.body.id}/` },
     });
     assert.equal(fake.requestsTo('download').length, 3);
     await assertAuditHolds(stack);
+  });
+
+  test('image to video with a last frame, audio off, a negative prompt: the bytes reach Vertex intact, priced without audio; kept with the job, not in workflow history', async () => {
+    fake.scenario = { payloads: PAYLOADS };
+    // Vertex is briefly unavailable: the submit is retried, and the retry sends the same bytes.
+    fake.fault({ route: 'predictLongRunning', status: 503, body: googleError(503, 'The service is currently unavailable.') });
+    const first = pngImage(320, 180, 7);
+    const last = jpegImage(9);
+    const c = await newCustomer(stack, 10);
+    const created = await api(stack.baseUrl, 'POST', '/v2/videos/generations', {
+      token: c.key,
+      json: {
+        prompt: 'the lighthouse lights up as night falls',
+        model: 'veo-3.1-fast-generate-001',
+        durationSeconds: 4,
+        n: 2,
+        image: imageField(first, 'image/png'),
+        lastFrame: imageField(last, 'image/jpeg'),
+        generateAudio: false,
+        negativePrompt: 'people, text',
+      },
+    });
+    assert.equal(created.status, 202, JSON.stringify(created.body));
+    assert.equal(created.body.estimated_cost_in_euro, 1.2, 'the estimate is what is charged: 2 x 4 s x 0.15 EUR/s without audio');
+    assert.equal(await balanceMicro(stack, c.workspaceId), 10_000_000 - 2 * WITHOUT_AUDIO);
+
+    const job = await waitForJob(stack, c.key, created.body.id, 60_000);
+    assert.equal(job.status, 'succeeded', JSON.stringify(job));
+    assert.equal(job.cost_in_euro, 1.2);
+
+    const submits = fake.requestsTo('predictLongRunning');
+    assert.equal(submits.length, 2, 'refused once (503), then accepted');
+    for (const sent of submits) {
+      const body = sent.body as any;
+      assert.deepEqual(Buffer.from(body.instances[0].image.bytesBase64Encoded, 'base64'), first);
+      assert.equal(body.instances[0].image.mimeType, 'image/png');
+      assert.deepEqual(Buffer.from(body.instances[0].lastFrame.bytesBase64Encoded, 'base64'), last);
+      assert.equal(body.instances[0].lastFrame.mimeType, 'image/jpeg');
+      assert.equal(body.parameters.generateAudio, false);
+      assert.equal(body.parameters.negativePrompt, 'people, text');
+    }
+
+    // The images are kept with the job (PostgreSQL), and the workflow history carries only a flag.
+    const kept = await stack.db.query('SELECT image, image_mime_type, last_frame, last_frame_mime_type FROM video_job_inputs WHERE job_id = $1', [created.body.id]);
+    assert.deepEqual(kept.rows[0].image, first);
+    assert.equal(kept.rows[0].last_frame_mime_type, 'image/jpeg');
+    const history = JSON.stringify(await stack.api.temporal.workflow.getHandle(videoJobWorkflowId(created.body.id)).fetchHistory());
+    assert.ok(!history.includes(first.toString('base64').slice(0, 64)), 'no image bytes in the workflow history');
+    assert.ok(history.length < 64 * 1024, `history of ${history.length} bytes`);
+    await assertAuditHolds(stack);
+  });
+
+  test('a retired id: accepted, run and priced as its replacement, reported as it; Vertex never sees the retired id', async () => {
+    fake.scenario = { payloads: PAYLOADS };
+    const c = await newCustomer(stack, 10);
+    const created = await api(stack.baseUrl, 'POST', '/v2/videos/generations', {
+      token: c.key,
+      json: { prompt: 'a fox in snow', model: 'veo-3.0-fast-generate-001', durationSeconds: 4, n: 1 },
+    });
+    assert.equal(created.status, 202, JSON.stringify(created.body));
+    assert.equal(created.body.model, 'veo-3.1-fast-generate-001');
+    assert.equal(created.body.estimated_cost_in_euro, 0.8);
+    const job = await waitForJob(stack, c.key, created.body.id, 60_000);
+    assert.equal(job.status, 'succeeded', JSON.stringify(job));
+    assert.equal(job.model, 'veo-3.1-fast-generate-001');
+    assert.ok(fake.requests.every((r) => !r.path.includes('veo-3.0')), 'no request names a retired model');
+    assert.equal(fake.requestsTo('predictLongRunning')[0]!.path, `${MODEL_PATH}:predictLongRunning`);
+    await assertAuditHolds(stack);
+  });
+
+  test('a key permitted only the retired id may use its replacement', async () => {
+    const c = await newCustomer(stack, 10, ['veo-3.0-fast-generate-001']);
+    const models = await api(stack.baseUrl, 'GET', '/v2/models', { token: c.key });
+    assert.deepEqual(models.body.data.map((m: any) => m.id), ['veo-3.1-fast-generate-001']);
+    const other = await api(stack.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: { prompt: 'p', model: 'veo-3.1-generate-001', durationSeconds: 4 } });
+    assert.equal(other.status, 403);
+    assert.equal(await balanceMicro(stack, c.workspaceId), 10_000_000);
   });
 
   test('Vertex refusing our credentials: the job fails, refunded in full, without the provider\'s text', async () => {
@@ -511,14 +702,14 @@ describe('Vertex AI Veo: a job end to end through the workflow', () => {
     const c = await newCustomer(stack, 10);
     const created = await api(stack.baseUrl, 'POST', '/v2/videos/generations', {
       token: c.key,
-      json: { prompt: 'p', model: 'veo-3.0-fast-generate-001', durationSeconds: 4, n: 1 },
+      json: { prompt: 'p', model: 'veo-3.1-fast-generate-001', durationSeconds: 4, n: 1 },
     });
     assert.equal(created.status, 202);
     const job = await waitForJob(stack, c.key, created.body.id, 60_000);
     assert.equal(job.status, 'failed');
     assert.equal(job.error.code, 'provider_permission_denied');
     assert.doesNotMatch(job.error.message, /aiplatform|test-project/);
-    assert.equal(job.refunded_in_euro, 0.4);
+    assert.equal(job.refunded_in_euro, 0.8);
     assert.equal(await balanceMicro(stack, c.workspaceId), 10_000_000);
     await assertAuditHolds(stack);
   });

@@ -158,8 +158,8 @@ describe('video jobs', () => {
       json: { prompt: 'a fox in snow', durationSeconds: 4, parameters: { simulate: { outcome: 'fail' } } },
     });
     assert.equal(created.status, 202, JSON.stringify(created.body));
-    assert.equal(created.body.model, 'veo-3.0-fast-generate-001'); // the default model
-    assert.equal(created.body.estimated_cost_in_euro, 0.4); // 0.10 EUR/s x 4 s x 1
+    assert.equal(created.body.model, 'veo-3.1-fast-generate-001'); // the default model
+    assert.equal(created.body.estimated_cost_in_euro, 0.8); // 0.20 EUR/s (with audio, the default) x 4 s x 1
     const job = await waitForJob(stack, c.key, created.body.id, 60_000);
     assert.equal(job.status, 'succeeded');
     await assertAuditHolds(stack);

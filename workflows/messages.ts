@@ -5,7 +5,7 @@ import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/commo
 
 export interface VideoParams {
   durationSeconds: number;
-  resolution: '720p' | '1080p';
+  resolution: '720p' | '1080p' | '4k';
   aspectRatio: '16:9' | '9:16';
   n: number;
 }
@@ -31,6 +31,15 @@ export interface VideoJobInput {
   params: VideoParams;
   seed?: number;
   parameters?: Record<string, unknown>;
+  /** Whether the videos have generated audio (priced accordingly); unset for models without audio and jobs from before. */
+  generate_audio?: boolean;
+  negative_prompt?: string;
+  /**
+   * The job has a first frame (and a last frame): the images are kept with the job (table
+   * video_job_inputs), never in workflow history; the submit activity loads them by job id.
+   */
+  has_image?: boolean;
+  has_last_frame?: boolean;
   estimated_cost_micro_eur: number;
   created_at_ms: number;
   /** Hash of the request body: a reused Idempotency-Key with another body is refused by the API. */

@@ -199,6 +199,7 @@ async function acceptAndCharge(input: VideoJobInput, state: VideoJobState): Prom
       prompt: input.prompt,
       params: input.params,
       estimated_cost_micro_eur: input.estimated_cost_micro_eur,
+      generateAudio: input.generate_audio,
       created_at_ms: input.created_at_ms,
       request_fingerprint: input.request_fingerprint,
       accept_by_ms: input.accept_by_ms,
@@ -261,6 +262,12 @@ async function generate(input: VideoJobInput, state: VideoJobState, resume: Vide
           params: input.params,
           seed: input.seed,
           parameters: input.parameters,
+          // Audio, negative prompt, and whether the job has images (the activity loads them by job id).
+          // Arguments of a scheduled activity are not part of what a replay compares: no patch needed.
+          generate_audio: input.generate_audio,
+          negative_prompt: input.negative_prompt,
+          has_image: input.has_image,
+          has_last_frame: input.has_last_frame,
         },
       }));
     } catch (err) {

@@ -38,6 +38,8 @@ export interface VideoJobCharge {
   params: VideoParams;
   /** Priced from the catalog by the caller (the charge activity), never taken from the request. */
   estimated_cost_micro_eur: number;
+  /** Whether the videos have sound (priced differently); absent = the model's default. */
+  generateAudio?: boolean | undefined;
   created_at_ms: number;
   request_fingerprint: string;
   /** The charge is refused once the database clock is past this (Unix ms); absent = no bound (first release). */

@@ -41,13 +41,15 @@ export function fromZodError(err: ZodError, prefix = ''): ApiError {
   let path = issue.path.map(String);
   if (issue.code === 'unrecognized_keys' && issue.keys[0]) path = [...path, issue.keys[0]];
   const param = prefix + path.join('.') || null;
+  // zod does not report the input by default: a missing value is the type error that received undefined.
+  const missing = issue.code === 'invalid_type' && / received undefined$/.test(issue.message);
   const message =
     issue.code === 'unrecognized_keys'
       ? `unknown parameter: ${param}`
-      : issue.code === 'invalid_type' && issue.input === undefined
+      : missing
         ? `missing required parameter: ${param}`
         : `invalid ${param ?? 'request'}: ${issue.message}`;
-  return new ApiError(400, 'invalid_request_error', issue.code === 'invalid_type' && issue.input === undefined ? 'missing_parameter' : 'invalid_parameter', message, param);
+  return new ApiError(400, 'invalid_request_error', missing ? 'missing_parameter' : 'invalid_parameter', message, param);
 }
 
 export function errorBody(err: ApiError) {

@@ -1,15 +1,38 @@
-// JSON bodies: application/json only (415 otherwise), at most JSON_BODY_LIMIT_BYTES (413).
-import express, { type RequestHandler } from 'express';
+// JSON bodies: application/json only (415 otherwise), at most JSON_BODY_LIMIT_BYTES (413), or a larger
+// limit for a route that takes files inline (base64), whose large bodies are also limited in number.
+import express, { type NextFunction, type Request, type RequestHandler, type Response } from 'express';
 import { ApiError } from './errors.js';
+import { inFlightLimit } from './in-flight.js';
 
 export const JSON_BODY_LIMIT_BYTES = 64 * 1024;
 
-const parser = express.json({ limit: JSON_BODY_LIMIT_BYTES, strict: true });
+export interface JsonBodyLimits {
+  limit_bytes: number;
+  /** Bodies over JSON_BODY_LIMIT_BYTES being received or handled at once in this process; beyond, 503 server_busy. */
+  max_concurrent_large_bodies?: number;
+}
 
-export const jsonBody: RequestHandler = (req, res, next) => {
-  if (!req.is('application/json')) {
-    return next(new ApiError(415, 'invalid_request_error', 'unsupported_media_type', 'send the request body as application/json'));
-  }
+/** A body parser for a route with its own limits. */
+export function jsonBodyParser(limits: JsonBodyLimits): RequestHandler {
+  const parser = express.json({ limit: limits.limit_bytes, strict: true });
+  const large = limits.max_concurrent_large_bodies !== undefined ? inFlightLimit(limits.max_concurrent_large_bodies, 'large requests') : null;
+  return (req, res, next) => {
+    if (!req.is('application/json')) {
+      return next(new ApiError(415, 'invalid_request_error', 'unsupported_media_type', 'send the request body as application/json'));
+    }
+    const declared = req.get('content-length');
+    try {
+      if (large && (declared === undefined || Number(declared) > JSON_BODY_LIMIT_BYTES)) large.acquire(res);
+    } catch (err) {
+      return next(err);
+    }
+    parse(parser, req, res, next);
+  };
+}
+
+export const jsonBody: RequestHandler = jsonBodyParser({ limit_bytes: JSON_BODY_LIMIT_BYTES });
+
+function parse(parser: RequestHandler, req: Request, res: Response, next: NextFunction): void {
   parser(req, res, (err?: unknown) => {
     if (err) return next(err);
     if (typeof req.body !== 'object' || req.body === null || Array.isArray(req.body)) {
@@ -21,7 +44,7 @@ export const jsonBody: RequestHandler = (req, res, next) => {
     }
     next();
   });
-};
+}
 
 /**
  * The path of the first string (value or key) holding a NUL character, which no text column can

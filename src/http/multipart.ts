@@ -16,6 +16,7 @@
 import multer from 'multer';
 import type { Request, RequestHandler, Response } from 'express';
 import { ApiError } from './errors.js';
+import { inFlightLimit } from './in-flight.js';
 
 export interface MultipartLimits {
   maxFiles: number;
@@ -187,7 +188,7 @@ export function multipartForm(opts: MultipartOptions): RequestHandler {
   const { limits } = opts;
   const states = new WeakMap<Request, RequestState>();
   const maxRequestBytes = limits.maxTotalFileBytes + FRAMING_ALLOWANCE_BYTES;
-  let inFlight = 0;
+  const inFlight = inFlightLimit(limits.maxConcurrentRequests, 'uploads');
   const upload = multer({
     storage: memoryEngine(opts, states),
     defParamCharset: 'utf8',
@@ -222,20 +223,12 @@ export function multipartForm(opts: MultipartOptions): RequestHandler {
         }),
       );
     }
-    if (inFlight >= limits.maxConcurrentRequests) {
-      return next(new ApiError(503, 'api_error', 'server_busy', 'too many uploads in progress; retry shortly', null, { 'Retry-After': '1', Connection: 'close' }));
+    // Held from here until the response is finished or the connection is gone: the buffers live that long.
+    try {
+      inFlight.acquire(res);
+    } catch (err) {
+      return next(err);
     }
-    // Held from here until the response is finished or the connection is gone, whichever is first: the
-    // buffers live that long. (An early answer, e.g. a 413, can finish long before the client stops sending.)
-    inFlight++;
-    let released = false;
-    const release = () => {
-      if (released) return;
-      released = true;
-      inFlight--;
-    };
-    res.once('finish', release);
-    res.once('close', release);
     const state: RequestState = { totalBytes: 0, openPart: null };
     states.set(req, state);
     upload(req, res, (err?: unknown) => {

@@ -8,6 +8,7 @@ import { z } from 'zod';
 import * as S from './schemas.js';
 import { JSON_BODY_LIMIT_BYTES } from './json-body.js';
 import { VOICE_NAME_MAX_CHARS, VOICE_UPLOAD_LIMITS } from './routes/voices.js';
+import { VIDEO_CREATE_BODY_LIMIT_BYTES } from './routes/videos.js';
 import { AUDIO_CONTENT_TYPES } from '../media/audio-sniff.js';
 import { projectPath } from '../paths.js';
 
@@ -142,9 +143,9 @@ interface Op {
 
 const pathParam = (name: string, description: string, schema: JsonSchema = { type: 'string' }) => ({ name, in: 'path', required: true, description, schema });
 const IDEMPOTENCY = { $ref: '#/components/parameters/IdempotencyKey' };
-const jsonBody = (schema: keyof typeof REQUEST_SCHEMAS, required = true) => ({
-  required,
-  description: `application/json, at most ${bytesText(JSON_BODY_LIMIT_BYTES)}; unknown fields are refused (400).`,
+const jsonBody = (schema: keyof typeof REQUEST_SCHEMAS, limitBytes = JSON_BODY_LIMIT_BYTES) => ({
+  required: true,
+  description: `application/json, at most ${bytesText(limitBytes)}; unknown fields are refused (400).`,
   content: { 'application/json': { schema: ref(schema) } },
 });
 const JSON_413 = `The JSON body exceeds ${bytesText(JSON_BODY_LIMIT_BYTES)} (request_too_large).`;
@@ -161,11 +162,13 @@ const OPERATIONS: Op[] = [
     tag: 'Videos',
     summary: 'Create a video generation job',
     description:
-      'Validates the request against the model (GET /v2/models), charges the estimated cost (n videos at the model price) and starts the job. ' +
+      'Validates the request against the model (GET /v2/models), charges the estimated cost (n videos at the model price for the resolution and audio setting) and starts the job. ' +
+      'Image to video: `image` (the first frame) and, with it, `lastFrame`, each `{"bytesBase64Encoded", "mimeType"}`, for models with supports_image / supports_last_frame. ' +
+      'A field the model does not support is a 400 naming it. ' +
       'Poll the job at the `Location` URL. With an `Idempotency-Key`, a retry from the same workspace returns the same job and charges once.',
     security: 'apiKey',
     parameters: [IDEMPOTENCY],
-    requestBody: jsonBody('CreateVideoBody'),
+    requestBody: jsonBody('CreateVideoBody', VIDEO_CREATE_BODY_LIMIT_BYTES),
     responses: {
       '202': json(ref('VideoJob'), 'Accepted: the job, pending.', { Location: header('The job-status URL, /v2/videos/generations/{id}.') }),
     },
@@ -176,10 +179,10 @@ const OPERATIONS: Op[] = [
       403: undefined,
       404: 'Unknown model (model_not_found, `param: model`).',
       409: undefined,
-      413: JSON_413,
+      413: `The JSON body exceeds ${bytesText(VIDEO_CREATE_BODY_LIMIT_BYTES)} (request_too_large), or an image exceeds ${bytesText(S.IMAGE_MAX_BYTES)} decoded (image_too_large, \`param\` naming it).`,
       415: JSON_415,
       429: undefined,
-      503: 'No video provider is configured for the model (provider_not_configured).',
+      503: 'No video provider is configured for the model (provider_not_configured), or too many requests with images are in progress (server_busy).',
     },
   },
   {

@@ -3,7 +3,8 @@
 import { microEurToEur } from '../money.js';
 import type { DownloadUrlSigner } from '../storage/signed-urls.js';
 import type { VideoJobState } from '../../workflows/messages.js';
-import type { SpeechModel, VideoModel, VideoBackend } from '../catalog.js';
+import type { PricePerSecond, SpeechModel, VideoBackend, VideoModel, VideoModelAlias } from '../catalog.js';
+import { IMAGE_MAX_BYTES } from './schemas.js';
 
 const seconds = (ms: number) => Math.floor(ms / 1000);
 
@@ -39,7 +40,10 @@ export async function presentVideoJob(job: VideoJobState, urls: DownloadUrlSigne
   };
 }
 
+const eurTable = (table: PricePerSecond) => Object.fromEntries(Object.entries(table).map(([res, micro]) => [res, microEurToEur(micro)]));
+
 export function presentVideoModel(model: VideoModel, backend: VideoBackend | null) {
+  const prices = model.price_micro_eur_per_second;
   return {
     id: model.id,
     object: 'model' as const,
@@ -51,19 +55,33 @@ export function presentVideoModel(model: VideoModel, backend: VideoBackend | nul
     backend,
     simulated: backend === 'simulator',
     available: backend !== null,
+    deprecated: false,
+    replaced_by: null as string | null,
     durations_seconds: model.durations_s,
     resolutions: model.resolutions,
     aspect_ratios: model.aspect_ratios,
     max_n: model.max_n,
     supports_seed: model.supports_seed,
+    supports_image: model.inputs.image,
+    supports_last_frame: model.inputs.last_frame,
+    image_mime_types: model.inputs.image ? model.inputs.image_mime_types : [],
+    max_image_bytes: IMAGE_MAX_BYTES,
+    supports_negative_prompt: model.inputs.negative_prompt,
+    supports_audio: model.audio.supported,
+    generate_audio_default: model.audio.supported && model.audio.default,
     pricing: {
       currency: 'EUR',
       unit: 'second_of_video',
-      per_second_in_euro: Object.fromEntries(
-        Object.entries(model.price_micro_eur_per_second).map(([res, micro]) => [res, microEurToEur(micro)]),
-      ),
+      per_second_in_euro: eurTable((model.audio.supported && model.audio.default ? prices.with_audio : null) ?? prices.without_audio),
+      per_second_with_audio_in_euro: prices.with_audio ? eurTable(prices.with_audio) : null,
+      per_second_without_audio_in_euro: eurTable(prices.without_audio),
     },
   };
+}
+
+/** A retired id: everything as its replacement (what a job naming it gets), marked deprecated. */
+export function presentVideoModelAlias(alias: VideoModelAlias, replacement: VideoModel, backend: VideoBackend | null) {
+  return { ...presentVideoModel(replacement, backend), id: alias.id, deprecated: true, replaced_by: replacement.id };
 }
 
 export function presentSpeechModel(model: SpeechModel, configuredVoiceProvider: string) {

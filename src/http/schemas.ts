@@ -2,24 +2,48 @@
 import type { Request } from 'express';
 import { z } from 'zod';
 import { fromZodError } from './errors.js';
-import { DEFAULT_VIDEO_MODEL_ID, VIDEO_MODELS, type VideoModel as CatalogVideoModel } from '../catalog.js';
+import { ASPECT_RATIOS, IMAGE_MIME_TYPES, RESOLUTIONS } from '../catalog.js';
 
 export const PROMPT_MAX_CHARS = 4_000;
+export const NEGATIVE_PROMPT_MAX_CHARS = 1_000;
 export const IDEMPOTENCY_KEY_MAX_CHARS = 255;
+/** Largest `image` / `lastFrame` accepted, decoded (413 beyond). */
+export const IMAGE_MAX_BYTES = 8 * 1024 * 1024;
 
-// Per-model limits live in the catalog; the descriptions (OpenAPI only, not validation) say where.
-const acrossVideoModels = (pick: (m: CatalogVideoModel) => readonly (string | number)[]) => [...new Set(VIDEO_MODELS.flatMap(pick))].join(', ');
-const defaultVideoModel = VIDEO_MODELS.find((m) => m.id === DEFAULT_VIDEO_MODEL_ID);
+// Per-model limits and capabilities live in the catalog (GET /v2/models), which the operator may
+// replace; the descriptions (OpenAPI only, not validation) say where to look.
+const ImageInput = (what: string) =>
+  z
+    .strictObject({
+      bytesBase64Encoded: z
+        .base64('must be standard base64 (RFC 4648, with padding)')
+        .min(1, 'must not be empty')
+        .describe(`The image file, base64: PNG, JPEG or WebP, recognised by its content; at most ${IMAGE_MAX_BYTES / (1024 * 1024)} MiB decoded (413 beyond).`),
+      mimeType: z
+        .enum(IMAGE_MIME_TYPES, { error: `must be one of ${IMAGE_MIME_TYPES.join(', ')}` })
+        .describe("The image's type; must match its content and be one of the model's image_mime_types."),
+    })
+    .describe(what);
 
 export const CreateVideoBody = z
   .object({
     prompt: z.string().trim().min(1, 'must not be empty').max(PROMPT_MAX_CHARS, `at most ${PROMPT_MAX_CHARS} characters`).describe('What to generate; not empty after trimming.'),
-    model: z.string().min(1).max(100).optional().describe(`A video model id (GET /v2/models); default ${DEFAULT_VIDEO_MODEL_ID}.`),
-    n: z.number().int().min(1).optional().describe(`Videos to generate: 1 to the model's max_n (at most ${Math.max(...VIDEO_MODELS.map((m) => m.max_n))} for the current models); default ${defaultVideoModel?.default_params.n}.`),
-    durationSeconds: z.number().int().optional().describe(`Seconds per video: one of the model's durations_seconds (${acrossVideoModels((m) => m.durations_s)}); default ${defaultVideoModel?.default_params.durationSeconds}.`),
-    resolution: z.string().max(20).optional().describe(`One of the model's resolutions (${acrossVideoModels((m) => m.resolutions)}); default ${defaultVideoModel?.default_params.resolution}.`),
-    aspectRatio: z.string().max(20).optional().describe(`One of the model's aspect_ratios (${acrossVideoModels((m) => m.aspect_ratios)}); default ${defaultVideoModel?.default_params.aspectRatio}.`),
+    model: z.string().min(1).max(100).optional().describe("A video model id (GET /v2/models); default: the catalog's default model (veo-3.1-fast-generate-001 in the built-in catalog). A retired id listed with `deprecated: true` runs as its `replaced_by`."),
+    n: z.number().int().min(1).optional().describe("Videos to generate: 1 to the model's max_n; default 1."),
+    durationSeconds: z.number().int().optional().describe("Seconds per video: one of the model's durations_seconds; default the model's default_params."),
+    resolution: z.string().max(20).optional().describe(`One of the model's resolutions (${RESOLUTIONS.join(', ')}); default the model's default_params.`),
+    aspectRatio: z.string().max(20).optional().describe(`One of the model's aspect_ratios (${ASPECT_RATIOS.join(', ')}); default the model's default_params.`),
     seed: z.number().int().min(0).max(4_294_967_295).optional().describe('For repeatable output, with models that have supports_seed.'),
+    image: ImageInput('The first frame of the video (image to video), for models with supports_image.').optional(),
+    lastFrame: ImageInput('The last frame of the video, with `image`, for models with supports_last_frame.').optional(),
+    generateAudio: z.boolean().optional().describe("Whether the video has generated audio, for models with supports_audio; default the model's generate_audio_default. The price depends on it."),
+    negativePrompt: z
+      .string()
+      .trim()
+      .min(1, 'must not be empty')
+      .max(NEGATIVE_PROMPT_MAX_CHARS, `at most ${NEGATIVE_PROMPT_MAX_CHARS} characters`)
+      .optional()
+      .describe('What the video should not show, for models with supports_negative_prompt.'),
     parameters: z.record(z.string(), z.unknown()).optional().describe('Model-specific options, passed to models that read them (sim-video-1 reads parameters.simulate); ignored by the others.'),
   })
   .strict();
@@ -64,8 +88,9 @@ export function idempotencyKeyOf(req: Request): string | undefined {
 const Uuid = z.uuid();
 const UnixSeconds = z.int().nonnegative();
 const Euros = z.number().describe('An amount in euros.');
-export const VideoResolution = z.enum(['720p', '1080p']);
-export const VideoAspectRatio = z.enum(['16:9', '9:16']);
+export const VideoResolution = z.enum(RESOLUTIONS);
+export const VideoAspectRatio = z.enum(ASPECT_RATIOS);
+const PerSecondByResolution = z.partialRecord(VideoResolution, z.number().nonnegative());
 export const SpeechResponseFormat = z.enum(['wav', 'pcm']);
 /** The `type` of an error; matches ErrorType in ./errors.ts (checked by test/openapi.test.ts). */
 export const ApiErrorType = z.enum([
@@ -133,18 +158,29 @@ export const VideoModel = z
     backend: z.enum(['simulator', 'vertex']).nullable().describe('What serves the model here; null when nothing does (not available).'),
     simulated: z.boolean(),
     available: z.boolean(),
+    deprecated: z.boolean().describe('A retired id, still accepted: a job naming it runs, is priced and is reported as `replaced_by`.'),
+    replaced_by: z.string().nullable().describe('The model a deprecated id runs as; null otherwise.'),
     durations_seconds: z.array(z.int().positive()),
     resolutions: z.array(VideoResolution),
     aspect_ratios: z.array(VideoAspectRatio),
     max_n: z.int().positive().describe('The most videos one request may ask for.'),
     supports_seed: z.boolean(),
+    supports_image: z.boolean().describe('Accepts `image` (the first frame).'),
+    supports_last_frame: z.boolean().describe('Accepts `lastFrame` (with `image`).'),
+    image_mime_types: z.array(z.enum(IMAGE_MIME_TYPES)).describe('The image types `image` and `lastFrame` may have.'),
+    max_image_bytes: z.int().positive().describe('Largest `image` or `lastFrame`, decoded.'),
+    supports_negative_prompt: z.boolean(),
+    supports_audio: z.boolean().describe('Accepts `generateAudio`.'),
+    generate_audio_default: z.boolean().describe('Whether a job has audio when the request leaves `generateAudio` out.'),
     pricing: z.strictObject({
       currency: z.literal('EUR'),
       unit: z.literal('second_of_video'),
-      per_second_in_euro: z.partialRecord(VideoResolution, z.number().nonnegative()).describe('Price of one second of video, by resolution.'),
+      per_second_in_euro: PerSecondByResolution.describe("Price of one second of video, by resolution, at the model's default audio setting."),
+      per_second_with_audio_in_euro: PerSecondByResolution.nullable().describe('With generateAudio true; null when the model has no audio.'),
+      per_second_without_audio_in_euro: PerSecondByResolution.describe('With generateAudio false (or a model without audio).'),
     }),
   })
-  .describe('A video model.');
+  .describe('A video model. A job costs the price per second x durationSeconds x n, charged when it is accepted.');
 
 export const SpeechModel = z
   .strictObject({

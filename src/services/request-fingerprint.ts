@@ -15,8 +15,16 @@ export interface Fingerprint {
 const CANONICAL_PREFIX = 'v2:';
 const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
 
-export function requestFingerprint(parts: { model: string; prompt: string; params: object; seed: number | null; parameters: object | null }): Fingerprint {
-  const tuple = [parts.model, parts.prompt, parts.params, parts.seed, parts.parameters];
+export function requestFingerprint(parts: {
+  model: string;
+  prompt: string;
+  params: object;
+  seed: number | null;
+  parameters: object | null;
+  /** Further inputs (images by digest, audio, negative prompt), only those the request has. */
+  inputs: unknown[];
+}): Fingerprint {
+  const tuple = [parts.model, parts.prompt, parts.params, parts.seed, parts.parameters, ...parts.inputs];
   const current = CANONICAL_PREFIX + sha256(canonicalize(tuple)!);
   const firstRelease = sha256(JSON.stringify(tuple));
   return { current, matches: (stored) => stored === current || stored === firstRelease };

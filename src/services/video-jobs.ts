@@ -11,7 +11,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import type { Db } from '../db/pool.js';
 import { uuidForKey } from '../ids.js';
 import {
-  DEFAULT_VIDEO_MODEL_ID,
+  defaultVideoModelId,
   estimateCostMicroEur,
   findVideoModel,
   videoBackendFor,
@@ -26,6 +26,8 @@ import { decideAcceptance, stickyRefusal } from '../billing/video-job-billing.js
 import { requestFingerprint, type Fingerprint } from './request-fingerprint.js';
 import type { CreateVideoBody } from '../http/schemas.js';
 import { keyAllowsModel, type ApiKeyPrincipal } from './workspaces.js';
+import { inputsFingerprint, resolveVideoRequestInputs } from './video-request-inputs.js';
+import { storeVideoJobInputs } from './video-job-inputs.js';
 import {
   acceptJobUpdate,
   CHARGED_BY_ANOTHER_ATTEMPT,
@@ -86,9 +88,12 @@ export function jobIdForIdempotencyKey(workspaceId: string, key: string): string
 export class VideoJobsService {
   constructor(private readonly deps: VideoJobsDeps) {}
 
-  /** Validates a request against the catalog; every rejection names its parameter. */
+  /**
+   * Validates a request against the catalog; every rejection names its parameter. A retired model id
+   * resolves to its replacement: the job runs, is priced and is reported as the replacement.
+   */
   resolveRequest(principal: ApiKeyPrincipal, body: CreateVideoBody) {
-    const modelId = body.model ?? DEFAULT_VIDEO_MODEL_ID;
+    const modelId = body.model ?? defaultVideoModelId();
     const model = findVideoModel(modelId);
     if (!model) throw notFound('model_not_found', `model "${modelId}" does not exist; see GET /v2/models`, 'model');
     if (!keyAllowsModel(principal, model.id)) {
@@ -123,13 +128,22 @@ export class VideoJobsService {
         throw invalidParam('parameters.simulate.videos', `parameters.simulate.videos must be at most n (${params.n})`);
       }
     }
-    return { model, params, backend, parameters, estimated_cost_micro_eur: estimateCostMicroEur(model, params) };
+    const inputs = resolveVideoRequestInputs(model, body);
+    const estimated_cost_micro_eur = estimateCostMicroEur(model, params, { generateAudio: inputs.generate_audio });
+    return { model, params, backend, parameters, inputs, estimated_cost_micro_eur };
   }
 
   async create(principal: ApiKeyPrincipal, body: CreateVideoBody, idempotencyKey: string | undefined): Promise<VideoJobState> {
     const r = this.resolveRequest(principal, body);
     const job_id = idempotencyKey ? jobIdForIdempotencyKey(principal.workspace_id, idempotencyKey) : randomUUID();
-    const fingerprint = requestFingerprint({ model: r.model.id, prompt: body.prompt.trim(), params: r.params, seed: body.seed ?? null, parameters: r.parameters ?? null });
+    const fingerprint = requestFingerprint({
+      model: r.model.id,
+      prompt: body.prompt.trim(),
+      params: r.params,
+      seed: body.seed ?? null,
+      parameters: r.parameters ?? null,
+      inputs: inputsFingerprint(body, r.inputs),
+    });
     const timeout_ms = this.deps.create_timeout_ms ?? CREATE_TIMEOUT_MS;
     const now_ms = Date.now();
     const input: VideoJobInput = {
@@ -141,6 +155,10 @@ export class VideoJobsService {
       params: r.params,
       ...(body.seed !== undefined ? { seed: body.seed } : {}),
       ...(r.parameters !== undefined ? { parameters: r.parameters } : {}),
+      ...(r.inputs.generate_audio !== undefined ? { generate_audio: r.inputs.generate_audio } : {}),
+      ...(r.inputs.negative_prompt !== undefined ? { negative_prompt: r.inputs.negative_prompt } : {}),
+      ...(r.inputs.image ? { has_image: true } : {}),
+      ...(r.inputs.last_frame ? { has_last_frame: true } : {}),
       estimated_cost_micro_eur: r.estimated_cost_micro_eur,
       created_at_ms: now_ms,
       request_fingerprint: fingerprint.current,
@@ -162,6 +180,10 @@ export class VideoJobsService {
         if (!fingerprint.matches(refused.request_fingerprint)) throw keyReused();
         throw insufficientCredits();
       }
+    }
+    // The images stay with the job, out of workflow history: the submit activity reads them by job id.
+    if (r.inputs.image) {
+      await storeVideoJobInputs(this.deps.db, { job_id, workspace_id: principal.workspace_id }, { image: r.inputs.image, last_frame: r.inputs.last_frame });
     }
     const startOp = new WithStartWorkflowOperation<typeof videoJobWorkflow>('videoJobWorkflow', {
       workflowId: videoJobWorkflowId(job_id),

@@ -3,6 +3,7 @@ import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import type { Db } from '../db/pool.js';
 import { addCreditsIn, NotFoundError } from '../billing/ledger.js';
 import { inTransaction } from '../db/pool.js';
+import { findVideoModel } from '../catalog.js';
 
 export interface Workspace {
   id: string;
@@ -67,6 +68,7 @@ export async function authenticateApiKey(db: Db, key: string): Promise<ApiKeyPri
   return r.rows[0] ?? null;
 }
 
+/** Whether the key may use a model; a key listing a retired id may use its replacement. */
 export function keyAllowsModel(principal: ApiKeyPrincipal, modelId: string): boolean {
-  return principal.models === null || principal.models.includes(modelId);
+  return principal.models === null || principal.models.some((m) => m === modelId || findVideoModel(m)?.id === modelId);
 }

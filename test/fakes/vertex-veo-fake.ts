@@ -12,6 +12,14 @@
 // Errors use the Google API error body {"error": {"code", "message", "status"}}. Videos come back inline
 // unless the request named a `storageUri`, in which case they are written there (into the fake bucket)
 // and returned as gcsUri. Every request is recorded; faults can be scripted per route.
+//
+// Like Vertex AI today, it serves only the models of VERTEX_MODELS: any other id, including the retired
+// Veo 3.0 ids, is 404 NOT_FOUND; and it refuses (400 INVALID_ARGUMENT) what Google's Veo API reference
+// documents as invalid: durations, resolutions, aspect ratios and sampleCount outside the model's ranges,
+// generateAudio missing (required for Veo 3 models) or not a boolean, an image or last frame that is not
+// {bytesBase64Encoded | gcsUri, mimeType} with mimeType image/jpeg or image/png and valid base64, and a
+// lastFrame without an image. Sources: cloud.google.com/vertex-ai/generative-ai/docs/model-reference/veo-video-generation,
+// .../docs/reference/rest/Shared.Types/VideoGenerationModelInstance, .../docs/models/veo/3-1-generate.
 import http from 'node:http';
 import { randomUUID } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
@@ -27,6 +35,31 @@ export interface RecordedRequest {
 }
 
 export type FakeRoute = 'predictLongRunning' | 'fetchPredictOperation' | 'download';
+
+/** What Vertex documents for a model it serves. */
+export interface VertexModelSpec {
+  durationsSeconds: readonly number[];
+  resolutions: readonly string[];
+  aspectRatios: readonly string[];
+  maxSampleCount: number;
+  generateAudioRequired: boolean;
+  imageMimeTypes: readonly string[];
+}
+
+const VEO_3_1: VertexModelSpec = {
+  durationsSeconds: [4, 6, 8],
+  resolutions: ['720p', '1080p', '4k'],
+  aspectRatios: ['16:9', '9:16'],
+  maxSampleCount: 4,
+  generateAudioRequired: true,
+  imageMimeTypes: ['image/jpeg', 'image/png'],
+};
+
+/** The Veo models Vertex AI serves today; the Veo 3.0 ids were retired on 2026-06-30 (404 since). */
+export const VERTEX_MODELS: Readonly<Record<string, VertexModelSpec>> = {
+  'veo-3.1-generate-001': VEO_3_1,
+  'veo-3.1-fast-generate-001': VEO_3_1,
+};
 
 /** How the next operations behave (set before the submit they apply to). */
 export interface OperationScenario {
@@ -60,7 +93,7 @@ export interface Fault {
 
 interface Operation {
   name: string;
-  request: { instances?: Array<{ prompt?: unknown }>; parameters?: Record<string, unknown> };
+  request: { instances?: Array<Record<string, unknown>>; parameters?: Record<string, unknown> };
   scenario: OperationScenario;
   polls: number;
   result?: Record<string, unknown>;
@@ -75,6 +108,47 @@ const STATUS_NAMES: Record<number, string> = {
   500: 'INTERNAL',
   503: 'UNAVAILABLE',
 };
+
+const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+
+/** Google's documented refusals of a predictLongRunning request; null when it is valid. */
+function invalidRequest(spec: VertexModelSpec, body: NonNullable<Operation['request']>): string | null {
+  const instance = body.instances![0]!;
+  const p = body.parameters ?? {};
+  if (typeof instance['prompt'] !== 'string' || !instance['prompt']) return 'Invalid value at instances[0].prompt: a prompt is required';
+  for (const field of ['image', 'lastFrame'] as const) {
+    const image = instance[field];
+    if (image === undefined) continue;
+    const problem = invalidImage(spec, image);
+    if (problem) return `Invalid value at instances[0].${field}: ${problem}`;
+  }
+  if (instance['lastFrame'] !== undefined && instance['image'] === undefined) return 'instances[0].lastFrame can only be used together with instances[0].image';
+  const oneOf = (key: string, allowed: readonly unknown[]) =>
+    p[key] !== undefined && !allowed.includes(p[key]) ? `Invalid value at parameters.${key}: ${JSON.stringify(p[key])}; supported values: ${allowed.join(', ')}` : null;
+  const range =
+    oneOf('durationSeconds', spec.durationsSeconds) ??
+    oneOf('resolution', spec.resolutions) ??
+    oneOf('aspectRatio', spec.aspectRatios) ??
+    oneOf('sampleCount', Array.from({ length: spec.maxSampleCount }, (_, i) => i + 1));
+  if (range) return range;
+  if (spec.generateAudioRequired && p['generateAudio'] === undefined) return 'parameters.generateAudio is required for this model';
+  if (p['generateAudio'] !== undefined && typeof p['generateAudio'] !== 'boolean') return 'Invalid value at parameters.generateAudio: must be a boolean';
+  if (p['negativePrompt'] !== undefined && typeof p['negativePrompt'] !== 'string') return 'Invalid value at parameters.negativePrompt: must be a string';
+  const seed = p['seed'];
+  if (seed !== undefined && !(Number.isInteger(seed) && (seed as number) >= 0 && (seed as number) <= 4_294_967_295)) return 'Invalid value at parameters.seed';
+  const storageUri = p['storageUri'];
+  if (storageUri !== undefined && !(typeof storageUri === 'string' && storageUri.startsWith('gs://'))) return 'storageUri must start with gs://';
+  return null;
+}
+
+function invalidImage(spec: VertexModelSpec, image: unknown): string | null {
+  if (typeof image !== 'object' || image === null) return 'must be an Image object';
+  const { bytesBase64Encoded: bytes, gcsUri, mimeType } = image as Record<string, unknown>;
+  if ((bytes === undefined) === (gcsUri === undefined)) return 'exactly one of bytesBase64Encoded and gcsUri';
+  if (bytes !== undefined && !(typeof bytes === 'string' && bytes.length > 0 && BASE64.test(bytes))) return 'bytesBase64Encoded is not valid base64';
+  if (typeof mimeType !== 'string' || !spec.imageMimeTypes.includes(mimeType)) return `mimeType must be one of ${spec.imageMimeTypes.join(', ')}`;
+  return null;
+}
 
 export function googleError(status: number, message: string) {
   return { error: { code: status, message, status: STATUS_NAMES[status] ?? 'UNKNOWN' } };
@@ -180,27 +254,32 @@ export class VertexVeoFake {
       return this.json(res, 400, googleError(400, 'Invalid JSON payload: expected application/json'));
     }
     const [, project, location, modelId] = model!;
-    if (route === 'predictLongRunning') return this.predict(res, project!, location!, modelId!, body);
+    const spec = VERTEX_MODELS[modelId!];
+    if (!spec) {
+      return this.json(
+        res,
+        404,
+        googleError(404, `Publisher Model \`projects/${project}/locations/${location}/publishers/google/models/${modelId}\` was not found or your project does not have access to it.`),
+      );
+    }
+    if (route === 'predictLongRunning') return this.predict(res, project!, location!, modelId!, spec, body);
     return this.fetchOperation(res, body);
   }
 
-  private predict(res: http.ServerResponse, project: string, location: string, model: string, body: unknown): void {
+  private predict(res: http.ServerResponse, project: string, location: string, model: string, spec: VertexModelSpec, body: unknown): void {
     const b = body as Operation['request'] | undefined;
-    const prompt = b?.instances?.[0]?.prompt;
-    if (!b || !Array.isArray(b.instances) || b.instances.length !== 1 || typeof prompt !== 'string' || !prompt) {
-      return this.json(res, 400, googleError(400, 'Invalid value at instances[0].prompt: a prompt is required'));
-    }
-    const sampleCount = b.parameters?.['sampleCount'];
-    if (sampleCount !== undefined && !(Number.isInteger(sampleCount) && (sampleCount as number) >= 1 && (sampleCount as number) <= 4)) {
-      return this.json(res, 400, googleError(400, 'sampleCount must be between 1 and 4'));
-    }
-    const storageUri = b.parameters?.['storageUri'];
-    if (storageUri !== undefined && !(typeof storageUri === 'string' && storageUri.startsWith('gs://'))) {
-      return this.json(res, 400, googleError(400, 'storageUri must start with gs://'));
-    }
+    if (!b || !Array.isArray(b.instances) || b.instances.length !== 1) return this.json(res, 400, googleError(400, 'instances must hold exactly one instance'));
+    const invalid = invalidRequest(spec, b);
+    if (invalid) return this.json(res, 400, googleError(400, invalid));
     const name = `projects/${project}/locations/${location}/publishers/google/models/${model}/operations/${randomUUID()}`;
     this.operations.set(name, { name, request: b, scenario: { ...this.scenario }, polls: 0 });
     this.json(res, 200, { name });
+  }
+
+  /** The decoded image of the instance an operation was created with (what Vertex received). */
+  receivedImage(operation_name: string, field: 'image' | 'lastFrame'): Buffer | undefined {
+    const image = this.operations.get(operation_name)?.request.instances?.[0]?.[field] as { bytesBase64Encoded?: string } | undefined;
+    return image?.bytesBase64Encoded !== undefined ? Buffer.from(image.bytesBase64Encoded, 'base64') : undefined;
   }
 
   private fetchOperation(res: http.ServerResponse, body: unknown): void {

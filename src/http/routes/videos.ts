@@ -1,12 +1,17 @@
 // POST /v2/videos/generations and GET /v2/videos/generations/{id}: parse, call the service, present.
 import { Router, type RequestHandler } from 'express';
-import { CreateVideoBody, idempotencyKeyOf } from '../schemas.js';
-import { jsonBody } from '../json-body.js';
+import { CreateVideoBody, IMAGE_MAX_BYTES, idempotencyKeyOf } from '../schemas.js';
+import { JSON_BODY_LIMIT_BYTES, jsonBodyParser } from '../json-body.js';
 import { principalOf } from '../auth.js';
 import { presentVideoJob } from '../presenters.js';
 import type { VideoJobsService } from '../../services/video-jobs.js';
 import type { DownloadUrlSigner } from '../../storage/signed-urls.js';
 import { baseUrlOf } from '../base-url.js';
+
+/** Room for two images (image, lastFrame) at IMAGE_MAX_BYTES in base64, plus the rest of a request. */
+export const VIDEO_CREATE_BODY_LIMIT_BYTES = 2 * 4 * Math.ceil(IMAGE_MAX_BYTES / 3) + JSON_BODY_LIMIT_BYTES;
+/** Creates with a body over JSON_BODY_LIMIT_BYTES (images) in progress at once, per API process. */
+export const VIDEO_CREATE_MAX_CONCURRENT_LARGE_BODIES = 8;
 
 export function videoRoutes(deps: {
   auth: RequestHandler;
@@ -16,8 +21,9 @@ export function videoRoutes(deps: {
   publicBaseUrl: string | undefined;
 }): Router {
   const r = Router();
+  const createBody = jsonBodyParser({ limit_bytes: VIDEO_CREATE_BODY_LIMIT_BYTES, max_concurrent_large_bodies: VIDEO_CREATE_MAX_CONCURRENT_LARGE_BODIES });
 
-  r.post('/v2/videos/generations', deps.auth, deps.limit, jsonBody, async (req, res) => {
+  r.post('/v2/videos/generations', deps.auth, deps.limit, createBody, async (req, res) => {
     const body = CreateVideoBody.parse(req.body);
     const idempotencyKey = idempotencyKeyOf(req);
     const job = await deps.jobs.create(principalOf(res), body, idempotencyKey);

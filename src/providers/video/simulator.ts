@@ -1,14 +1,16 @@
 // The simulated video provider (contract.md 5). It behaves as a remote provider would: accepted
 // operations are stored in Postgres (its own schema), so they survive a crash and restart of the
-// service, and an operation's delay runs from its submission, not from the last restart.
+// service, and an operation's delay runs from its submission, not from the last restart. It accepts every
+// input a job can carry and records it in the operation (audio, negative prompt, each image's type, size
+// and SHA-256), so tests can see what reached the provider.
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import type { Db } from '../../db/pool.js';
 import { projectPath } from '../../paths.js';
 import { COUNT_PROVIDER_CALL_SQL } from '../simulator-usage.js';
-import { ProviderError, type VideoGenerationRequest, type VideoOperationStatus, type VideoOutputRef, type VideoProvider } from './types.js';
+import { ProviderError, type InputImage, type VideoOperationStatus, type VideoOutputRef, type VideoProvider, type VideoSubmission } from './types.js';
 
 export const SIMULATOR_DEFAULT_DELAY_MS = 2_000;
 export const SIMULATOR_MAX_DELAY_MS = 15 * 60_000;
@@ -26,13 +28,34 @@ export const SimulateSchema = z
 export type Simulate = z.infer<typeof SimulateSchema>;
 
 const ASSETS_DIR = projectPath('assets', 'sim-video');
+/** The clips the simulator has; a model of the operator's catalog with other durations gets the nearest. */
+const CLIP_SECONDS = [4, 6, 8];
+const clipSecondsFor = (seconds: number) => CLIP_SECONDS.reduce((best, s) => (Math.abs(s - seconds) < Math.abs(best - seconds) ? s : best));
+
+/** What the simulator keeps of an image it was given: enough to tell which bytes arrived. */
+interface ImageRecord {
+  mime_type: string;
+  bytes: number;
+  sha256: string;
+}
 
 interface StoredRequest {
   n: number;
   durationSeconds: number;
+  resolution: string;
   aspectRatio: string;
   simulate: Simulate;
+  generate_audio?: boolean;
+  negative_prompt?: string;
+  image?: ImageRecord;
+  last_frame?: ImageRecord;
 }
+
+const imageRecord = (image: InputImage): ImageRecord => ({
+  mime_type: image.mime_type,
+  bytes: image.bytes.length,
+  sha256: createHash('sha256').update(image.bytes).digest('hex'),
+});
 
 export class SimulatedVideoProvider implements VideoProvider {
   readonly name = 'simulator';
@@ -42,7 +65,7 @@ export class SimulatedVideoProvider implements VideoProvider {
     private readonly honoursSimulate: (model: string) => boolean,
   ) {}
 
-  async submit(req: VideoGenerationRequest): Promise<{ operation_id: string }> {
+  async submit(req: VideoSubmission): Promise<{ operation_id: string }> {
     await this.db.query(COUNT_PROVIDER_CALL_SQL, ['video_submit']);
     const raw = this.honoursSimulate(req.model) ? (req.parameters?.['simulate'] ?? {}) : {};
     const parsed = SimulateSchema.safeParse(raw);
@@ -50,8 +73,13 @@ export class SimulatedVideoProvider implements VideoProvider {
     const stored: StoredRequest = {
       n: req.params.n,
       durationSeconds: req.params.durationSeconds,
+      resolution: req.params.resolution,
       aspectRatio: req.params.aspectRatio,
       simulate: parsed.data,
+      ...(req.generate_audio !== undefined ? { generate_audio: req.generate_audio } : {}),
+      ...(req.negative_prompt !== undefined ? { negative_prompt: req.negative_prompt } : {}),
+      ...(req.image ? { image: imageRecord(req.image) } : {}),
+      ...(req.last_frame ? { last_frame: imageRecord(req.last_frame) } : {}),
     };
     const r = await this.db.query<{ id: string }>(
       `INSERT INTO simulator.video_operations (id, request_id, model, request) VALUES ($1, $2, $3, $4)
@@ -77,7 +105,7 @@ export class SimulatedVideoProvider implements VideoProvider {
     const index = Number(output.ref);
     if (!Number.isInteger(index) || index < 0 || index >= op.request.n) throw new ProviderError(`no output ${output.ref}`, { code: 'not_found', retryable: false });
     const aspect = op.request.aspectRatio.replace(':', 'x');
-    return fs.readFile(path.join(ASSETS_DIR, `${aspect}-${op.request.durationSeconds}s.mp4`));
+    return fs.readFile(path.join(ASSETS_DIR, `${aspect}-${clipSecondsFor(op.request.durationSeconds)}s.mp4`));
   }
 
   private async load(operation_id: string): Promise<{ request: StoredRequest; elapsed_ms: number }> {

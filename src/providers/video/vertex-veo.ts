@@ -1,8 +1,9 @@
 // The Vertex AI Veo adapter (video provider interface), over Vertex AI's REST API:
 //
 //   submit       POST {endpoint}/v1/projects/{p}/locations/{l}/publishers/google/models/{model}:predictLongRunning
-//                  {"instances": [{"prompt"}], "parameters": {"sampleCount", "durationSeconds", "resolution",
-//                   "aspectRatio", "seed"?, "storageUri"?, ...passthrough}}  ->  {"name": "<operation name>"}
+//                  {"instances": [{"prompt", "image"?, "lastFrame"?: {"bytesBase64Encoded", "mimeType"}}],
+//                   "parameters": {"sampleCount", "durationSeconds", "resolution", "aspectRatio", "generateAudio"?,
+//                   "negativePrompt"?, "seed"?, "storageUri"?, ...passthrough}}  ->  {"name": "<operation name>"}
 //   poll         POST {endpoint}/v1/projects/{p}/locations/{l}/publishers/google/models/{model}:fetchPredictOperation
 //                  {"operationName"}  ->  Operation {"name", "done"?, "error"?: Status, "response"?: {"videos": [
 //                  {"bytesBase64Encoded" | "gcsUri", "mimeType"}], "raiMediaFilteredCount"?, "raiMediaFilteredReasons"?}}
@@ -19,10 +20,11 @@ import type { GoogleAuth } from 'google-auth-library';
 import {
   MAX_VIDEO_OUTPUT_BYTES,
   ProviderError,
-  type VideoGenerationRequest,
+  type InputImage,
   type VideoOperationStatus,
   type VideoOutputRef,
   type VideoProvider,
+  type VideoSubmission,
 } from './types.js';
 
 export const VERTEX_DEFAULT_LOCATION = 'europe-west4';
@@ -64,12 +66,6 @@ export function staticTokenSource(token: string): AccessTokenSource {
   return { getAccessToken: async () => token };
 }
 
-/** Our model id -> the Vertex AI publisher model id (ours are already Vertex ids). */
-export const VERTEX_MODEL_IDS: Readonly<Record<string, string>> = {
-  'veo-3.0-generate-001': 'veo-3.0-generate-001',
-  'veo-3.0-fast-generate-001': 'veo-3.0-fast-generate-001',
-};
-
 /**
  * `parameters` keys the service sets itself (from the job's validated fields and its config), or that
  * would send outputs or notifications somewhere the service does not own. Compared case-insensitively
@@ -81,6 +77,9 @@ export const VERTEX_CONTROLLED_PARAMETERS: readonly string[] = [
   'resolution',
   'aspectRatio',
   'seed',
+  // generateAudio changes the price: only the job's own (priced) setting is sent.
+  'generateAudio',
+  'negativePrompt',
   'storageUri',
   'pubsubTopic',
 ];
@@ -118,6 +117,8 @@ export function mergeVertexParameters(
 
 export interface VertexVeoOptions {
   projectId: string;
+  /** Our model id -> the Vertex AI publisher model id (the catalog's provider_model_id); undefined = not a Vertex model. */
+  modelIdFor: (model: string) => string | undefined;
   /** Default europe-west4. */
   location?: string;
   /** Default https://{location}-aiplatform.googleapis.com. */
@@ -154,6 +155,19 @@ function parseOperationId(operation_id: string): ParsedOperationId {
   }
   return { name, model: m[1]!, n };
 }
+
+interface VeoImage {
+  bytesBase64Encoded: string;
+  mimeType: string;
+}
+
+interface VeoInstance {
+  prompt: string;
+  image?: VeoImage;
+  lastFrame?: VeoImage;
+}
+
+const veoImage = (image: InputImage): VeoImage => ({ bytesBase64Encoded: image.bytes.toString('base64'), mimeType: image.mime_type });
 
 interface VeoVideo {
   bytesBase64Encoded?: unknown;
@@ -193,6 +207,7 @@ const INLINE_REF = /^inline:(0|[1-9][0-9]{0,3})$/;
 export class VertexVeoProvider implements VideoProvider {
   readonly name = 'vertex';
   private readonly projectId: string;
+  private readonly modelIdFor: (model: string) => string | undefined;
   private readonly location: string;
   private readonly apiEndpoint: string;
   private readonly gcsApiEndpoint: string;
@@ -205,6 +220,7 @@ export class VertexVeoProvider implements VideoProvider {
 
   constructor(opts: VertexVeoOptions) {
     this.projectId = opts.projectId;
+    this.modelIdFor = opts.modelIdFor;
     this.location = opts.location ?? VERTEX_DEFAULT_LOCATION;
     this.apiEndpoint = (opts.apiEndpoint ?? vertexDefaultApiEndpoint(this.location)).replace(/\/+$/, '');
     this.gcsApiEndpoint = (opts.gcsApiEndpoint ?? GCS_DEFAULT_API_ENDPOINT).replace(/\/+$/, '');
@@ -219,23 +235,28 @@ export class VertexVeoProvider implements VideoProvider {
   }
 
   /** The predictLongRunning body for a request (exported for the contract tests). */
-  buildRequestBody(req: VideoGenerationRequest): { instances: Array<{ prompt: string }>; parameters: Record<string, unknown> } {
+  buildRequestBody(req: VideoSubmission): { instances: [VeoInstance]; parameters: Record<string, unknown> } {
     const { parameters } = mergeVertexParameters(req.parameters, {
       sampleCount: req.params.n,
       durationSeconds: req.params.durationSeconds,
       resolution: req.params.resolution,
       aspectRatio: req.params.aspectRatio,
+      generateAudio: req.generate_audio,
+      negativePrompt: req.negative_prompt,
       seed: req.seed,
       // One folder per job under the prefix the service owns.
       storageUri: this.outputPrefix ? `${this.outputPrefix}${encodeURIComponent(req.request_id)}/` : undefined,
     });
-    return { instances: [{ prompt: req.prompt }], parameters };
+    const instance: VeoInstance = { prompt: req.prompt };
+    if (req.image) instance.image = veoImage(req.image);
+    if (req.last_frame) instance.lastFrame = veoImage(req.last_frame);
+    return { instances: [instance], parameters };
   }
 
   // Not idempotent at Vertex (predictLongRunning has no request id): the activity resubmits only when a
   // submit never returned, which may start a second (unbilled to the customer) generation.
-  async submit(req: VideoGenerationRequest): Promise<{ operation_id: string }> {
-    const model = VERTEX_MODEL_IDS[req.model];
+  async submit(req: VideoSubmission): Promise<{ operation_id: string }> {
+    const model = this.modelIdFor(req.model);
     if (!model) throw new ProviderError(`model ${req.model} is not served by Vertex AI`, { code: 'model_not_supported', retryable: false });
     const body = await this.postJson(this.modelUrl(model, 'predictLongRunning'), this.buildRequestBody(req), 'predictLongRunning');
     const name = (body as { name?: unknown } | null)?.name;
