@@ -1,9 +1,10 @@
 // Every activity the worker registers, built from the process's dependencies.
 import { createVideoJobActivities, type VideoJobActivityDeps } from './video-job.js';
 import { createVoiceActivities, type VoiceActivityDeps } from './voice.js';
+import { createWebhookActivities, type WebhookActivityDeps } from './webhook.js';
 
-export type ActivityDeps = VideoJobActivityDeps & VoiceActivityDeps;
+export type ActivityDeps = VideoJobActivityDeps & VoiceActivityDeps & WebhookActivityDeps;
 
 export function createActivities(deps: ActivityDeps) {
-  return { ...createVideoJobActivities(deps), ...createVoiceActivities(deps) };
+  return { ...createVideoJobActivities(deps), ...createVoiceActivities(deps), ...createWebhookActivities(deps) };
 }

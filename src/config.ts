@@ -56,6 +56,7 @@ const EnvSchema = z.object({
   GCS_API_ENDPOINT: z.string().url().default(GCS_DEFAULT_API_ENDPOINT),
   VERTEX_ACCESS_TOKEN: z.string().regex(/^[\x21-\x7e]+$/, 'must be printable characters without spaces (check for a stray newline)').optional(),
   RATE_LIMIT_PER_MINUTE: intFrom(1, 1_000_000).default(120),
+  WEBHOOK_RETRY_INITIAL_MS: intFrom(10, 3_600_000).default(5_000),
   LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error', 'silent']).default('info'),
   METRICS_TOKEN: z.string().min(16, 'METRICS_TOKEN must be at least 16 characters').optional(),
   WORKER_METRICS_PORT: intFrom(1, 65535).optional(),
@@ -101,6 +102,10 @@ export interface Config {
   /** Vertex AI Veo, when VERTEX_PROJECT_ID is set: it then serves the reference (Veo) family. */
   vertex: VertexConfig | null;
   rateLimitPerMinute: number;
+  webhooks: {
+    /** First retry interval of a failed webhook delivery (then doubled per attempt, for 24 hours). */
+    retryInitialMs: number;
+  };
   logLevel: 'debug' | 'info' | 'warn' | 'error' | 'silent';
   /** Bearer token required by GET /metrics when set. */
   metricsToken: string | undefined;
@@ -245,6 +250,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     elevenlabs: elevenLabsConfigOf(e, e.VOICE_PROVIDER === 'elevenlabs'),
     vertex: vertexConfigOf(e),
     rateLimitPerMinute: e.RATE_LIMIT_PER_MINUTE,
+    webhooks: { retryInitialMs: e.WEBHOOK_RETRY_INITIAL_MS },
     logLevel: e.LOG_LEVEL,
     metricsToken: e.METRICS_TOKEN,
     workerMetricsPort: e.WORKER_METRICS_PORT,

@@ -5,6 +5,7 @@ import { randomUUID } from 'node:crypto';
 import { inTransaction, type Db, type Tx } from '../db/pool.js';
 import { assertMicroEur, MAX_AMOUNT_MICRO_EUR } from '../money.js';
 import type { VideoParams } from '../catalog.js';
+import { recordJobEvent, type JobEventContext } from '../webhooks/events.js';
 
 export class NotFoundError extends Error {}
 
@@ -38,9 +39,11 @@ async function applyEntry(
 ): Promise<number> {
   assertMicroEur(entry.amount_micro_eur);
   if (entry.amount_micro_eur === 0) throw new Error('ledger entries are never zero');
+  // balance_after_micro_eur (the statement's balance after this entry): read under the caller's
+  // workspace row lock, so it is the balance the UPDATE below leaves.
   await tx.query(
-    `INSERT INTO ledger_entries (workspace_id, kind, amount_micro_eur, idempotency_key, video_job_id, topup_id, speech_request_id)
-     VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+    `INSERT INTO ledger_entries (workspace_id, kind, amount_micro_eur, idempotency_key, video_job_id, topup_id, speech_request_id, balance_after_micro_eur)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, (SELECT balance_micro_eur + $3 FROM workspaces WHERE id = $1))`,
     [
       entry.workspaceId,
       entry.kind,
@@ -192,8 +195,11 @@ export interface SettlementResult {
   already_settled: boolean;
 }
 
-/** Keeps the charge for what was delivered and refunds the rest, once. */
-export async function settleVideoJob(db: Db, s: Settlement): Promise<SettlementResult> {
+/**
+ * Keeps the charge for what was delivered and refunds the rest, once. With `webhooks` (issue 10), the
+ * job's webhook event and its deliveries are recorded in the same transaction.
+ */
+export async function settleVideoJob(db: Db, s: Settlement, webhooks?: JobEventContext): Promise<SettlementResult> {
   return inTransaction(db, async (tx) => {
     const r = await tx.query<{
       workspace_id: string;
@@ -243,6 +249,9 @@ export async function settleVideoJob(db: Db, s: Settlement): Promise<SettlementR
          completed_at = to_timestamp($7 / 1000.0) WHERE id = $1`,
       [s.jobId, status, cost, refund, JSON.stringify(status === 'succeeded' ? s.videos : []), error && JSON.stringify(error), s.completed_at_ms],
     );
+    // Webhooks (issue 10): the job's event and one delivery per subscribed endpoint, committed with
+    // the settlement, only when it settles; the settle activity starts the deliveries after commit.
+    if (webhooks) await recordJobEvent(tx, s.jobId, webhooks);
     return { status, cost_micro_eur: cost, refunded_micro_eur: refund, already_settled: false };
   });
 }
