@@ -309,6 +309,9 @@ export const WebhookEvent = z
     object: z.literal('event'),
     type: WebhookEventType,
     created: UnixSeconds.describe('Unix time (seconds) the event happened.'),
-    data: VideoJob.describe('The job as GET /v2/videos/generations/{id} answered it then. Its video URLs expire: fetch the job again for fresh ones.'),
+    data: VideoJob,
   })
-  .describe('The body of every webhook delivery (POST, application/json), signed per Standard Webhooks.');
+  .describe(
+    'The body of every webhook delivery (POST, application/json), signed per Standard Webhooks. `data` is the job as GET /v2/videos/generations/{id} ' +
+      'answered when the event happened; its video URLs expire: fetch the job again for fresh ones.',
+  );
