@@ -616,7 +616,7 @@ function operationObject(op: Op): Obj {
 function webhookOperation(type: string): Obj {
   const h = (name: string, description: string) => ({ name, in: 'header', required: true, description, schema: { type: 'string' } });
   return {
-    operationId: `webhook:${type}`,
+    operationId: type === 'video.generation.succeeded' ? 'videoGenerationSucceededEvent' : 'videoGenerationFailedEvent',
     tags: ['Webhooks'],
     summary: type === 'video.generation.succeeded' ? 'A video generation job succeeded' : 'A video generation job failed (or was cancelled)',
     parameters: [
