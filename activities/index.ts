@@ -2,9 +2,10 @@
 import { createVideoJobActivities, type VideoJobActivityDeps } from './video-job.js';
 import { createVoiceActivities, type VoiceActivityDeps } from './voice.js';
 import { createReconcilerActivities, type ReconcilerActivityDeps } from './reconciler.js';
+import { createWebhookActivities, type WebhookActivityDeps } from './webhook.js';
 
-export type ActivityDeps = VideoJobActivityDeps & VoiceActivityDeps & ReconcilerActivityDeps;
+export type ActivityDeps = VideoJobActivityDeps & VoiceActivityDeps & ReconcilerActivityDeps & WebhookActivityDeps;
 
 export function createActivities(deps: ActivityDeps) {
-  return { ...createVideoJobActivities(deps), ...createVoiceActivities(deps), ...createReconcilerActivities(deps) };
+  return { ...createVideoJobActivities(deps), ...createVoiceActivities(deps), ...createReconcilerActivities(deps), ...createWebhookActivities(deps) };
 }

@@ -10,6 +10,7 @@ import type { Logger } from 'pino';
 import type { Db } from '../src/db/pool.js';
 import { releaseExpiredSpeechHolds, SPEECH_HOLD_TTL_MS } from '../src/billing/speech-billing.js';
 import { videoJobWorkflowState } from '../src/temporal/workflow-states.js';
+import { dispatchUndispatched } from '../src/webhooks/dispatch.js';
 import { videoJobWorkflowId, type VideoJobInput, type VideoParams } from '../workflows/messages.js';
 
 export interface ReconcilerActivityDeps {
@@ -17,14 +18,18 @@ export interface ReconcilerActivityDeps {
   logger: Logger;
   taskQueue: string;
   video: { pollIntervalMs: number; pollMaxIntervalMs: number; jobTimeoutMs: number };
+  /** Webhook deliveries: recorded but not started ones (a crash between commit and start) are started here. */
+  webhookEvents?: { retry_initial_ms: number };
 }
 
 export interface ReconcileReport {
   pending_checked: number;
   jobs_restarted: string[];
   speech_holds_released: number;
+  webhook_deliveries_started: number;
 }
 
+const DELIVERIES_PER_RUN = 500;
 /** Pending jobs looked at per run, least recently checked first. */
 const PENDING_PER_RUN = 500;
 const HOLDS_PER_RUN = 500;
@@ -102,7 +107,10 @@ export function createReconcilerActivities(deps: ReconcilerActivityDeps) {
       }
       const released = await releaseExpiredSpeechHolds(deps.db, SPEECH_HOLD_TTL_MS, HOLDS_PER_RUN);
       if (released > 0) deps.logger.warn({ released }, 'speech holds of requests that died were released');
-      return { pending_checked: pending.rows.length, jobs_restarted: restarted, speech_holds_released: released };
+      const deliveries = deps.webhookEvents
+        ? await dispatchUndispatched({ client, db: deps.db, taskQueue: deps.taskQueue, retry_initial_ms: deps.webhookEvents.retry_initial_ms }, DELIVERIES_PER_RUN)
+        : 0;
+      return { pending_checked: pending.rows.length, jobs_restarted: restarted, speech_holds_released: released, webhook_deliveries_started: deliveries };
     },
   };
 }

@@ -31,12 +31,16 @@ import {
 import { loadVideoJobInputs } from '../src/services/video-job-inputs.js';
 import { isPermanentStorageError, type Storage } from '../src/storage/local.js';
 import { videoJobWorkflowId, type StoredVideo } from '../workflows/messages.js';
+import type { JobEventContext } from '../src/webhooks/events.js';
+import { dispatchJobWebhooks } from '../src/webhooks/dispatch.js';
 
 export interface VideoJobActivityDeps {
   db: Db;
   storage: Storage;
   videoProviders: ReadonlyMap<string, VideoProvider>;
   logger: Logger;
+  /** Webhooks (issue 10): how events present the job, and the first retry interval of deliveries. */
+  webhookEvents?: { context: JobEventContext; retry_initial_ms: number };
 }
 
 /** The job id of the running activity's workflow (`video-job-<job id>`), for logs. */
@@ -204,7 +208,13 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
     },
 
     async settleVideoJob(settlement: Settlement): Promise<SettlementResult> {
-      const result = await settleVideoJob(deps.db, settlement);
+      const result = await settleVideoJob(deps.db, settlement, deps.webhookEvents?.context);
+      // Webhooks: start the job's recorded deliveries after the commit (idempotent; a failure retries
+      // this activity, whose settlement is then a no-op, and dispatches again).
+      if (deps.webhookEvents) {
+        const { client, info } = Context.current();
+        await dispatchJobWebhooks({ client, db: deps.db, taskQueue: info.taskQueue, retry_initial_ms: deps.webhookEvents.retry_initial_ms }, settlement.jobId);
+      }
       const error_code = result.status === 'failed' ? (result.error?.code ?? settlement.error?.code ?? 'no_videos') : null;
       if (!result.already_settled) {
         videoJobsSettled.inc({ outcome: result.status, error_code: errorCodeLabel(error_code) });

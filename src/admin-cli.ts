@@ -10,6 +10,7 @@ const USAGE = `usage: npm run --silent admin -- <command>
   workspace show --id W
   credits add --workspace W --amount EUR [--idempotency-key K]   (the same K applies once)
   key create --workspace W [--models a,b]
+  key revoke --id K                                              (the key is refused from then on)
   ledger audit`;
 
 function fail(message: string, code = 2): never {
@@ -82,6 +83,10 @@ async function main(): Promise<void> {
       method = 'POST';
       route = `/admin/v1/workspaces/${encodeURIComponent(need('workspace'))}/api-keys`;
       body = values.models ? { models: values.models.split(',').map((m) => m.trim()).filter(Boolean) } : {};
+      break;
+    case 'key revoke':
+      method = 'DELETE';
+      route = `/admin/v1/api-keys/${encodeURIComponent(need('id'))}`;
       break;
     case 'ledger audit':
       route = '/admin/v1/ledger/audit';

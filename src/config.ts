@@ -60,6 +60,7 @@ const EnvSchema = z.object({
   // The operator's model catalog (YAML or JSON), replacing the built-in config/models.yaml.
   MODELS_FILE: z.string().optional(),
   RATE_LIMIT_PER_MINUTE: intFrom(1, 1_000_000).default(120),
+  WEBHOOK_RETRY_INITIAL_MS: intFrom(10, 3_600_000).default(5_000),
   LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error', 'silent']).default('info'),
   METRICS_TOKEN: z.string().min(16, 'METRICS_TOKEN must be at least 16 characters').optional(),
   WORKER_METRICS_PORT: intFrom(1, 65535).optional(),
@@ -111,6 +112,10 @@ export interface Config {
   /** The model catalog in use (MODELS_FILE, else the built-in config/models.yaml), validated and installed by loadConfig. */
   modelsFile: string;
   rateLimitPerMinute: number;
+  webhooks: {
+    /** First retry interval of a failed webhook delivery (then doubled per attempt, for 24 hours). */
+    retryInitialMs: number;
+  };
   logLevel: 'debug' | 'info' | 'warn' | 'error' | 'silent';
   /** Bearer token required by GET /metrics when set. */
   metricsToken: string | undefined;
@@ -258,6 +263,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     vertex: vertexConfigOf(e),
     modelsFile: useCatalogFile(e.MODELS_FILE).file,
     rateLimitPerMinute: e.RATE_LIMIT_PER_MINUTE,
+    webhooks: { retryInitialMs: e.WEBHOOK_RETRY_INITIAL_MS },
     logLevel: e.LOG_LEVEL,
     metricsToken: e.METRICS_TOKEN,
     workerMetricsPort: e.WORKER_METRICS_PORT,

@@ -44,7 +44,7 @@ runMain('video-voice-api', async () => {
     }
     const db = await openDatabase(databaseUrl, config);
     stops.unshift(() => db.end());
-    const worker = await startWorker({ config, db, temporalAddress, logger });
+    const worker = await startWorker({ config, db, temporalAddress, logger, urlSigningSecret: secrets.urlSigningSecret });
     stops.unshift(worker.shutdown);
     const api = await startApi({ config, db, temporalAddress, secrets, logger });
     stops.unshift(api.close);

@@ -21,6 +21,7 @@ import { ElevenLabsVoiceProvider } from './providers/voice/elevenlabs.js';
 import type { VoiceProvider } from './providers/voice/types.js';
 import { VoicesService } from './services/voices.js';
 import { SpeechService } from './services/speech.js';
+import { WebhooksService } from './services/webhooks.js';
 import { findVideoModel, providerModelIdFor } from './catalog.js';
 import { VideoJobsService } from './services/video-jobs.js';
 import { createApp } from './http/app.js';
@@ -173,9 +174,26 @@ export interface RunningWorker {
   shutdown(): Promise<void>;
 }
 
-export async function startWorker(opts: { config: Config; db: Db; temporalAddress: string; logger: Logger }): Promise<RunningWorker> {
+/**
+ * The secret of the download URLs a worker puts in webhook events (local storage): the one the API
+ * processes use, URL_SIGNING_SECRET, or in development the one kept in DATA_DIR/secrets.json.
+ */
+function workerUrlSigningSecret(config: Config, storage: Storage, given: string | undefined): string {
+  if (storage instanceof S3Storage) return ''; // presigned by the bucket's credentials instead
+  if (given ?? config.urlSigningSecret) return (given ?? config.urlSigningSecret)!;
+  if (config.production) throw new ConfigError('URL_SIGNING_SECRET must be set when NODE_ENV=production (workers sign the video URLs in webhook events)');
+  return loadSecrets(config).urlSigningSecret;
+}
+
+/** Base of the URLs in webhook events: PUBLIC_BASE_URL, else the API's own address. */
+export function apiBaseUrl(config: Config): string {
+  return config.publicBaseUrl ?? `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${config.port}`;
+}
+
+export async function startWorker(opts: { config: Config; db: Db; temporalAddress: string; logger: Logger; urlSigningSecret?: string }): Promise<RunningWorker> {
   const storage = createStorage(opts.config);
   await checkStorage(storage);
+  const { downloadUrls } = createDownloads(storage, workerUrlSigningSecret(opts.config, storage, opts.urlSigningSecret), opts.config.signedUrlTtlS);
   const activities = createActivities({
     db: opts.db,
     storage,
@@ -184,6 +202,8 @@ export async function startWorker(opts: { config: Config; db: Db; temporalAddres
     logger: opts.logger,
     taskQueue: opts.config.temporal.taskQueue,
     video: opts.config.video,
+    webhookEvents: { context: { downloadUrls, baseUrl: apiBaseUrl(opts.config) }, retry_initial_ms: opts.config.webhooks.retryInitialMs },
+    webhookPolicy: { production: opts.config.production },
   });
   const { host } = opts.config;
   const { worker, connection } = await createWorker({
@@ -258,6 +278,7 @@ export async function startApi(opts: {
     jobs,
     voices,
     speech: new SpeechService({ db: opts.db, voices, storage }),
+    webhooks: new WebhooksService({ db: opts.db, policy: { production: config.production } }),
     logger: opts.logger,
     adminToken: opts.secrets.adminToken,
     simulator: config.simulator,

@@ -14,12 +14,15 @@ import { createApp, type AppDeps } from '../src/http/app.js';
 import type { ErrorType } from '../src/http/errors.js';
 import type { errorBody } from '../src/http/errors.js';
 import type { presentVoice } from '../src/http/routes/voices.js';
+import type { presentDeliveryAttempt, presentWebhookEndpoint } from '../src/http/routes/webhooks.js';
+import type { presentLedgerEntry } from '../src/http/routes/statement.js';
 import type { AuditReport } from '../src/billing/audit.js';
 import type { AspectRatio, Resolution, SpeechModel, SpeechResponseFormat, VideoBackend } from '../src/catalog.js';
 import { VOICE_UPLOAD_LIMITS } from '../src/http/routes/voices.js';
 import { encodeWav } from '../src/providers/voice/simulator.js';
 import { ADMIN_TOKEN, http, newCustomer, simJob, startStack, waitForJob, type HttpResult, type Stack } from './helpers/stack.js';
 import { pngOfSize } from './helpers/images.js';
+import { startReceiver } from './helpers/webhook-receiver.js';
 
 // ---------------------------------------------------------------------------------------------
 // Compile-time: the documented enums are the code's own, and what the presenters return has the
@@ -36,8 +39,11 @@ export type PresentersMatchSchemas = [
   (x: ReturnType<typeof presentVoice>) => z.infer<typeof S.Voice>,
   (x: ReturnType<typeof errorBody>) => z.infer<typeof S.ErrorResponse>,
   (x: AuditReport) => z.infer<typeof S.LedgerAudit>,
+  (x: ReturnType<typeof presentWebhookEndpoint>) => z.infer<typeof S.WebhookEndpoint>,
+  (x: ReturnType<typeof presentDeliveryAttempt>) => z.infer<typeof S.WebhookDeliveryAttempt>,
+  (x: ReturnType<typeof presentLedgerEntry>) => z.infer<typeof S.LedgerEntry>,
 ];
-export const presentersMatchSchemas: PresentersMatchSchemas = [(x) => x, (x) => x, (x) => x];
+export const presentersMatchSchemas: PresentersMatchSchemas = [(x) => x, (x) => x, (x) => x, (x) => x, (x) => x, (x) => x];
 
 // ---------------------------------------------------------------------------------------------
 
@@ -258,6 +264,7 @@ describe('schemas are generated from zod', () => {
       CreateWorkspaceBody: S.CreateWorkspaceBody,
       AddCreditsBody: S.AddCreditsBody,
       CreateApiKeyBody: S.CreateApiKeyBody,
+      CreateWebhookBody: S.CreateWebhookBody,
       CreateVoiceForm, // documentation of the multipart form (multipart is not parsed by zod)
     };
     assert.deepEqual(Object.keys(REQUEST_SCHEMAS).sort(), Object.keys(validators).sort());
@@ -468,6 +475,59 @@ describe('real responses parse with the documented schemas', () => {
     assertDocumented('get', '/admin/v1/ledger/audit', audit);
     assertDocumented('get', '/healthz', await http(stack.baseUrl, 'GET', '/healthz'));
     assertDocumented('get', '/readyz', await http(stack.baseUrl, 'GET', '/readyz'));
+  });
+});
+
+describe('webhooks, balance, ledger and key revocation', () => {
+  test('webhook endpoints: create (201, with secret), list, get, deliveries, delete; the event body is the documented WebhookEvent', async () => {
+    const receiver = await startReceiver({ script: [{ status: 500 }] });
+    try {
+      const c = await newCustomer(stack, 10);
+      const created = await http(stack.baseUrl, 'POST', '/v2/webhooks', { token: c.key, json: { url: receiver.url } });
+      assert.equal(created.status, 201);
+      assertDocumented('post', '/v2/webhooks', created);
+      assertDocumented('post', '/v2/webhooks', await http(stack.baseUrl, 'POST', '/v2/webhooks', { token: c.key, json: { url: 'http://10.0.0.1/' } }));
+      assertDocumented('get', '/v2/webhooks', await http(stack.baseUrl, 'GET', '/v2/webhooks', { token: c.key }));
+      assertDocumented('get', '/v2/webhooks/{id}', await http(stack.baseUrl, 'GET', `/v2/webhooks/${created.body.id}`, { token: c.key }));
+
+      const job = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: simJob({ delay_ms: 0 }) });
+      await waitForJob(stack, c.key, job.body.id);
+      const [event] = await receiver.waitFor(1);
+      const parsed = S.WebhookEvent.safeParse(JSON.parse(event!.body));
+      assert.ok(parsed.success, JSON.stringify(parsed.error?.issues));
+      for (const type of ['video.generation.succeeded', 'video.generation.failed']) {
+        const op = doc.webhooks[type].post;
+        assert.equal(op.requestBody.content['application/json'].schema.$ref, '#/components/schemas/WebhookEvent');
+        assert.deepEqual(op.parameters.map((p: Json) => p.name), ['webhook-id', 'webhook-timestamp', 'webhook-signature']);
+        for (const p of op.parameters) assert.ok(event!.headers[p.name], `header ${p.name} sent`);
+      }
+      let list: HttpResult;
+      for (let i = 0; ; i++) {
+        list = await http(stack.baseUrl, 'GET', `/v2/webhooks/${created.body.id}/deliveries?limit=1`, { token: c.key });
+        if (list.body.data[0]?.delivery_status === 'succeeded') break;
+        assert.ok(i < 200, 'delivered');
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      assert.equal(list.body.has_more, true);
+      assertDocumented('get', '/v2/webhooks/{id}/deliveries', list);
+      assertDocumented('get', '/v2/webhooks/{id}/deliveries', await http(stack.baseUrl, 'GET', `/v2/webhooks/${created.body.id}/deliveries?limit=500`, { token: c.key }));
+      assertDocumented('delete', '/v2/webhooks/{id}', await http(stack.baseUrl, 'DELETE', `/v2/webhooks/${created.body.id}`, { token: c.key }));
+      assertDocumented('delete', '/v2/webhooks/{id}', await http(stack.baseUrl, 'DELETE', `/v2/webhooks/${created.body.id}`, { token: c.key }));
+    } finally {
+      await receiver.close();
+    }
+  });
+
+  test('balance, ledger (with a 400), and revoking a key (then 404 for an unknown one)', async () => {
+    const c = await newCustomer(stack, 2);
+    assertDocumented('get', '/v2/balance', await http(stack.baseUrl, 'GET', '/v2/balance', { token: c.key }));
+    const ledger = await http(stack.baseUrl, 'GET', '/v2/ledger?limit=5', { token: c.key });
+    assert.equal(ledger.body.data.length, 1);
+    assertDocumented('get', '/v2/ledger', ledger);
+    assertDocumented('get', '/v2/ledger', await http(stack.baseUrl, 'GET', '/v2/ledger?after=nope', { token: c.key }));
+    const key = await http(stack.baseUrl, 'POST', `/admin/v1/workspaces/${c.workspaceId}/api-keys`, { token: ADMIN_TOKEN, json: {} });
+    assertDocumented('delete', '/admin/v1/api-keys/{id}', await http(stack.baseUrl, 'DELETE', `/admin/v1/api-keys/${key.body.id}`, { token: ADMIN_TOKEN }));
+    assertDocumented('delete', '/admin/v1/api-keys/{id}', await http(stack.baseUrl, 'DELETE', `/admin/v1/api-keys/${SAMPLE_ID}`, { token: ADMIN_TOKEN }));
   });
 });
 

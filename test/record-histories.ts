@@ -6,14 +6,13 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
-import { historyToJSON } from '@temporalio/common/lib/proto-utils.js';
 import { http, newCustomer, simJob, startStack, waitForJob, type Stack } from './helpers/stack.js';
+import { HISTORIES_DIR as OUT, saveHistory } from './helpers/histories.js';
 import { videoJobWorkflowId, type VideoJobInput } from '../workflows/messages.js';
 import { voiceDeletionWorkflowId } from '../workflows/voice-deletion.js';
 import { encodeWav, SimulatedVoiceProvider } from '../src/providers/voice/simulator.js';
 import { imageField, jpegImage, pngImage } from './helpers/images.js';
 
-const OUT = path.join('test', 'histories');
 let stack: Stack;
 let slow: Stack;
 let continued: Stack;
@@ -30,20 +29,8 @@ after(async () => {
   await continued.stop();
 });
 
-/** Writes every run of the workflow, oldest first, as <name>.json (and <name>.run<k>.json for earlier runs). */
 async function save(s: Stack, name: string, jobId: string, workflowId = videoJobWorkflowId(jobId)) {
-  const handle = s.api.temporal.workflow.getHandle(workflowId);
-  const runs: string[] = [];
-  let runId: string | undefined = (await handle.describe()).runId;
-  while (runId) {
-    const history = await s.api.temporal.workflow.getHandle(handle.workflowId, runId).fetchHistory();
-    runs.unshift(historyToJSON(history));
-    runId = history.events![0]!.workflowExecutionStartedEventAttributes?.continuedExecutionRunId || undefined;
-  }
-  runs.forEach((json, i) => {
-    const file = i === runs.length - 1 ? `${name}.json` : `${name}.run${i + 1}.json`;
-    fs.writeFileSync(path.join(OUT, file), json + '\n');
-  });
+  await saveHistory(s, name, workflowId);
 }
 
 async function run(s: Stack, name: string, body: Record<string, unknown>, expectStatus: string, headers?: Record<string, string>) {

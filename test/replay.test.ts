@@ -23,6 +23,8 @@ const REQUIRED = [
   'video-job-submit-rejected',
   'voice-delete-succeeded',
   'voice-delete-after-retries',
+  'webhook-delivery-after-retries',
+  'webhook-delivery-given-up',
 ];
 
 const files = fs.readdirSync(DIR).filter((f) => f.endsWith('.json')).sort();

@@ -357,8 +357,8 @@ describe('ledger audit covers speech', () => {
     // and the schema refuses a speech entry that is not a charge, or one with two origins
     await assert.rejects(
       stack.db.query(
-        `INSERT INTO ledger_entries (workspace_id, kind, amount_micro_eur, idempotency_key, speech_request_id)
-         VALUES ($1, 'refund', 1500, 'x-refund', '22222222-2222-4222-8222-222222222222')`,
+        `INSERT INTO ledger_entries (workspace_id, kind, amount_micro_eur, idempotency_key, speech_request_id, balance_after_micro_eur)
+         VALUES ($1, 'refund', 1500, 'x-refund', '22222222-2222-4222-8222-222222222222', 1001500)`,
         [c.workspaceId],
       ),
       /check constraint/,

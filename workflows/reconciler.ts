@@ -1,7 +1,8 @@
 // The money reconciler, run by a Temporal Schedule every RECONCILE_INTERVAL_MS (one schedule per task
 // queue: durable, single-instance, overlapping runs skipped). Orchestration only: the activity finds jobs
-// whose money is unsettled although their workflow ended or vanished, restarts them to settle, and
-// releases speech holds whose request died (src/temporal/reconcile-schedule.ts sets it up).
+// whose money is unsettled although their workflow ended or vanished, restarts them to settle,
+// releases speech holds whose request died, and starts webhook deliveries recorded but never started
+// (src/temporal/reconcile-schedule.ts sets it up).
 import { proxyActivities } from '@temporalio/workflow';
 import type { ReconcilerActivities, ReconcileReport } from '../activities/reconciler.js';
 

@@ -48,9 +48,11 @@ export interface LedgerEntryInput {
 export async function applyEntry(tx: Tx, entry: LedgerEntryInput): Promise<number> {
   assertMicroEur(entry.amount_micro_eur);
   if (entry.amount_micro_eur === 0) throw new Error('ledger entries are never zero');
+  // balance_after_micro_eur (the statement's balance after this entry): read under the caller's
+  // workspace row lock, so it is the balance the UPDATE below leaves.
   await tx.query(
-    `INSERT INTO ledger_entries (workspace_id, kind, amount_micro_eur, idempotency_key, video_job_id, topup_id, speech_request_id)
-     VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+    `INSERT INTO ledger_entries (workspace_id, kind, amount_micro_eur, idempotency_key, video_job_id, topup_id, speech_request_id, balance_after_micro_eur)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, (SELECT balance_micro_eur + $3 FROM workspaces WHERE id = $1))`,
     [
       entry.workspaceId,
       entry.kind,

@@ -10,6 +10,7 @@ import { inTransaction, type Db, type Tx } from '../db/pool.js';
 import { assertMicroEur } from '../money.js';
 import type { VideoParams } from '../catalog.js';
 import { applyEntry, lockWorkspaceBalance, NotFoundError } from './ledger.js';
+import { recordJobEvent, type JobEventContext } from '../webhooks/events.js';
 
 export const chargeKey = (jobId: string) => `video_job:${jobId}:charge`;
 export const refundKey = (jobId: string) => `video_job:${jobId}:refund`;
@@ -231,8 +232,11 @@ export interface SettlementResult {
   error?: { code: string; message: string } | null;
 }
 
-/** Keeps the charge for what was delivered and refunds the rest, once. */
-export async function settleVideoJob(db: Db, s: Settlement): Promise<SettlementResult> {
+/**
+ * Keeps the charge for what was delivered and refunds the rest, once. With `webhooks`, the job's webhook
+ * event and its deliveries are recorded in the same transaction (started after commit by the caller).
+ */
+export async function settleVideoJob(db: Db, s: Settlement, webhooks?: JobEventContext): Promise<SettlementResult> {
   return inTransaction(db, async (tx) => {
     const r = await tx.query<{
       workspace_id: string;
@@ -284,6 +288,7 @@ export async function settleVideoJob(db: Db, s: Settlement): Promise<SettlementR
          completed_at = to_timestamp($7 / 1000.0) WHERE id = $1`,
       [s.jobId, status, cost, refund, JSON.stringify(status === 'succeeded' ? s.videos : []), error && JSON.stringify(error), s.completed_at_ms],
     );
+    if (webhooks) await recordJobEvent(tx, s.jobId, webhooks);
     return { status, cost_micro_eur: cost, refunded_micro_eur: refund, already_settled: false, error };
   });
 }

@@ -8,6 +8,7 @@ import type { DownloadUrlSigner, UrlSigner } from '../storage/signed-urls.js';
 import type { VideoJobsService } from '../services/video-jobs.js';
 import type { VoicesService } from '../services/voices.js';
 import type { SpeechService } from '../services/speech.js';
+import type { WebhooksService } from '../services/webhooks.js';
 import { errorHandler, notFoundRoute } from './errors.js';
 import type { AuditOptions } from '../billing/audit.js';
 import { requireAdmin, requireApiKey } from './auth.js';
@@ -19,6 +20,8 @@ import { adminRoutes } from './routes/admin.js';
 import { voiceRoutes } from './routes/voices.js';
 import { speechRoutes } from './routes/speech.js';
 import { docsRoutes } from './routes/docs.js';
+import { webhookRoutes } from './routes/webhooks.js';
+import { statementRoutes } from './routes/statement.js';
 import { handleMetricsRequest, observeHttpRequest } from '../metrics.js';
 
 export interface AppDeps {
@@ -30,6 +33,7 @@ export interface AppDeps {
   jobs: VideoJobsService;
   voices: VoicesService;
   speech: SpeechService;
+  webhooks: WebhooksService;
   logger: Logger;
   adminToken: string;
   simulator: boolean;
@@ -88,6 +92,8 @@ export function createApp(deps: AppDeps): express.Express {
   app.use(modelRoutes({ auth, simulator: deps.simulator, vertex: deps.vertex ?? false, voiceProvider: deps.voiceProvider }));
   app.use(voiceRoutes({ auth, limit, voices: deps.voices }));
   app.use(speechRoutes({ auth, limit, speech: deps.speech }));
+  app.use(webhookRoutes({ auth, limit, webhooks: deps.webhooks }));
+  app.use(statementRoutes({ auth, db: deps.db }));
   if (deps.files) app.use(fileRoutes(deps.files));
   app.use(adminRoutes({ db: deps.db, admin: requireAdmin(deps.adminToken), audit: deps.audit }));
   app.use(docsRoutes());

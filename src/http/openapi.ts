@@ -49,6 +49,7 @@ export const REQUEST_SCHEMAS = {
   CreateWorkspaceBody: S.CreateWorkspaceBody,
   AddCreditsBody: S.AddCreditsBody,
   CreateApiKeyBody: S.CreateApiKeyBody,
+  CreateWebhookBody: S.CreateWebhookBody,
 } satisfies Record<string, z.ZodType>;
 
 /** Responses: component name -> response schema of ./schemas.ts (io 'output'). */
@@ -67,6 +68,17 @@ export const RESPONSE_SCHEMAS = {
   WorkspaceCredits: S.WorkspaceCredits,
   ApiKey: S.ApiKey,
   LedgerAudit: S.LedgerAudit,
+  ApiKeyRevoked: S.ApiKeyRevoked,
+  Balance: S.Balance,
+  LedgerEntry: S.LedgerEntry,
+  LedgerEntryList: S.LedgerEntryList,
+  WebhookEndpoint: S.WebhookEndpoint,
+  WebhookEndpointCreated: S.WebhookEndpointCreated,
+  WebhookEndpointList: S.WebhookEndpointList,
+  WebhookEndpointDeleted: S.WebhookEndpointDeleted,
+  WebhookDeliveryAttempt: S.WebhookDeliveryAttempt,
+  WebhookDeliveryAttemptList: S.WebhookDeliveryAttemptList,
+  WebhookEvent: S.WebhookEvent,
 } satisfies Record<string, z.ZodType>;
 
 /** A JSON Schema as a component or inline schema: the dialect is declared once (jsonSchemaDialect). */
@@ -148,6 +160,12 @@ const jsonBody = (schema: keyof typeof REQUEST_SCHEMAS, limitBytes = JSON_BODY_L
   description: `application/json, at most ${bytesText(limitBytes)}; unknown fields are refused (400).`,
   content: { 'application/json': { schema: ref(schema) } },
 });
+/** `limit` and `after` of a paginated list, from the zod schema that validates them. */
+const PAGE_PARAMS = (['limit', 'after'] as const).map((name) => {
+  const schema = bare(z.toJSONSchema(S.PageQuery.shape[name], { io: 'input' }) as JsonSchema);
+  return { name, in: 'query', required: false, description: schema['description'], schema };
+});
+const PAGE_400 = 'Invalid `limit` (1 to 100) or `after` (not an id of this list); `error.param` names it.';
 const JSON_413 = `The JSON body exceeds ${bytesText(JSON_BODY_LIMIT_BYTES)} (request_too_large).`;
 const JSON_415 = 'The body is not application/json (unsupported_media_type).';
 const VOICE_503 =
@@ -343,6 +361,97 @@ const OPERATIONS: Op[] = [
       503: 'No voice provider is configured, or it could not be reached.',
     },
   },
+  // Webhooks
+  {
+    method: 'post',
+    path: '/v2/webhooks',
+    operationId: 'createWebhookEndpoint',
+    tag: 'Webhooks',
+    summary: 'Register a webhook endpoint',
+    description:
+      'Events of this workspace (`events`, default all) are POSTed to `url`, signed with the `secret` of this answer, which is shown only here. ' +
+      'The URL must be a public https URL (loopback http too, in development); its host is resolved and every address checked, now and before each delivery.',
+    security: 'apiKey',
+    requestBody: jsonBody('CreateWebhookBody'),
+    responses: { '201': json(ref('WebhookEndpointCreated'), 'The new endpoint, with its signing secret.') },
+    errors: {
+      400: 'Invalid request: `url` not allowed (url_not_allowed), unresolvable (url_unresolvable) or malformed (invalid_url), an unknown event type, or the workspace already has its maximum of 20 endpoints (webhook_endpoint_limit_reached).',
+      401: undefined,
+      413: JSON_413,
+      415: JSON_415,
+      429: undefined,
+      503: "The URL's host could not be resolved right now (temporarily_unavailable); nothing was registered.",
+    },
+  },
+  {
+    method: 'get',
+    path: '/v2/webhooks',
+    operationId: 'listWebhookEndpoints',
+    tag: 'Webhooks',
+    summary: "List this workspace's webhook endpoints",
+    description: 'At most 20, newest first; secrets are never shown again.',
+    security: 'apiKey',
+    responses: { '200': json(ref('WebhookEndpointList'), 'The endpoints.') },
+    errors: { 401: undefined },
+  },
+  {
+    method: 'get',
+    path: '/v2/webhooks/{id}',
+    operationId: 'getWebhookEndpoint',
+    tag: 'Webhooks',
+    summary: 'Get a webhook endpoint',
+    security: 'apiKey',
+    parameters: [pathParam('id', 'The endpoint id.')],
+    responses: { '200': json(ref('WebhookEndpoint'), 'The endpoint.') },
+    errors: { 401: undefined, 404: 'No such endpoint in this workspace (webhook_endpoint_not_found).' },
+  },
+  {
+    method: 'delete',
+    path: '/v2/webhooks/{id}',
+    operationId: 'deleteWebhookEndpoint',
+    tag: 'Webhooks',
+    summary: 'Delete a webhook endpoint',
+    description: 'Nothing more is sent to it; deliveries still being retried stop at their next attempt.',
+    security: 'apiKey',
+    parameters: [pathParam('id', 'The endpoint id.')],
+    responses: { '200': json(ref('WebhookEndpointDeleted'), 'Deleted.') },
+    errors: { 401: undefined, 404: 'No such endpoint in this workspace (webhook_endpoint_not_found).', 429: undefined },
+  },
+  {
+    method: 'get',
+    path: '/v2/webhooks/{id}/deliveries',
+    operationId: 'listWebhookDeliveries',
+    tag: 'Webhooks',
+    summary: "List an endpoint's delivery attempts",
+    description: 'Every HTTP attempt to deliver an event to this endpoint, newest first: its time, attempt number, HTTP status or error, and the state of its delivery.',
+    security: 'apiKey',
+    parameters: [pathParam('id', 'The endpoint id.'), ...PAGE_PARAMS],
+    responses: { '200': json(ref('WebhookDeliveryAttemptList'), 'A page of attempts.') },
+    errors: { 400: PAGE_400, 401: undefined, 404: 'No such endpoint in this workspace (webhook_endpoint_not_found).' },
+  },
+  // Billing
+  {
+    method: 'get',
+    path: '/v2/balance',
+    operationId: 'getBalance',
+    tag: 'Billing',
+    summary: "This workspace's balance",
+    security: 'apiKey',
+    responses: { '200': json(ref('Balance'), 'The balance.') },
+    errors: { 401: undefined },
+  },
+  {
+    method: 'get',
+    path: '/v2/ledger',
+    operationId: 'listLedgerEntries',
+    tag: 'Billing',
+    summary: "This workspace's ledger statement",
+    description: 'Every credit, charge and refund of the workspace, newest first, each with the balance it left.',
+    security: 'apiKey',
+    parameters: PAGE_PARAMS,
+    responses: { '200': json(ref('LedgerEntryList'), 'A page of entries.') },
+    errors: { 400: PAGE_400, 401: undefined },
+  },
   // Files
   {
     method: 'get',
@@ -421,6 +530,18 @@ const OPERATIONS: Op[] = [
     errors: { 400: 'Invalid request, e.g. an unknown model (`param: models.{i}`).', 401: undefined, 404: 'No such workspace.', 413: JSON_413, 415: JSON_415 },
   },
   {
+    method: 'delete',
+    path: '/admin/v1/api-keys/{id}',
+    operationId: 'adminRevokeApiKey',
+    tag: 'Admin',
+    summary: 'Revoke an API key',
+    description: 'The key is refused (401) from the next request on, by every API process. Revoking a revoked key answers the same.',
+    security: 'admin',
+    parameters: [pathParam('id', 'The API key id (`id` of the key, not the key itself).')],
+    responses: { '200': json(ref('ApiKeyRevoked'), 'Revoked.') },
+    errors: { 401: undefined, 404: 'No such API key (api_key_not_found).' },
+  },
+  {
     method: 'get',
     path: '/admin/v1/ledger/audit',
     operationId: 'adminLedgerAudit',
@@ -494,6 +615,23 @@ function operationObject(op: Op): Obj {
   };
 }
 
+/** What this service POSTs to a webhook endpoint for an event type (the document's `webhooks`). */
+function webhookOperation(type: string): Obj {
+  const h = (name: string, description: string) => ({ name, in: 'header', required: true, description, schema: { type: 'string' } });
+  return {
+    operationId: type === 'video.generation.succeeded' ? 'videoGenerationSucceededEvent' : 'videoGenerationFailedEvent',
+    tags: ['Webhooks'],
+    summary: type === 'video.generation.succeeded' ? 'A video generation job succeeded' : 'A video generation job failed (or was cancelled)',
+    parameters: [
+      h('webhook-id', 'The event id (`evt_...`), the same on every attempt: process each event once.'),
+      h('webhook-timestamp', 'Unix seconds of this attempt; refuse one too far from now (e.g. 5 minutes).'),
+      h('webhook-signature', '`v1,<base64 HMAC-SHA256>` over "<webhook-id>.<webhook-timestamp>.<raw body>" with the endpoint secret.'),
+    ],
+    requestBody: { required: true, content: { 'application/json': { schema: ref('WebhookEvent') } } },
+    responses: { '200': { description: 'Any 2xx within 10 s accepts the event; anything else is retried.' } },
+  };
+}
+
 function packageVersion(): string {
   try {
     return String((JSON.parse(fs.readFileSync(projectPath('package.json'), 'utf8')) as { version?: unknown }).version ?? '0.0.0');
@@ -508,6 +646,7 @@ export type OpenApiDocument = {
   jsonSchemaDialect: string;
   tags: Obj[];
   paths: Record<string, Record<string, Obj>>;
+  webhooks: Record<string, { post: Obj }>;
   components: { schemas: Record<string, JsonSchema>; parameters: Obj; securitySchemes: Obj };
 };
 
@@ -530,11 +669,21 @@ export function buildOpenApiDocument(): OpenApiDocument {
       { name: 'Models', description: 'The model catalog: limits and prices.' },
       { name: 'Voices', description: 'Cloned voices, per workspace.' },
       { name: 'Speech', description: 'Text to speech.' },
+      {
+        name: 'Webhooks',
+        description:
+          'Events `video.generation.succeeded` and `video.generation.failed` (cancelled jobs too) are POSTed to every endpoint of the workspace subscribed to them, ' +
+          'with body WebhookEvent and the Standard Webhooks headers `webhook-id` (the event id), `webhook-timestamp` (Unix seconds of the attempt) and ' +
+          '`webhook-signature` = `v1,` + base64(HMAC-SHA256(key, "<webhook-id>.<webhook-timestamp>.<body>")), key = the base64-decoded part of the secret after `whsec_`. ' +
+          'Answer 2xx within 10 s; anything else (redirects included) is retried with the same webhook-id, backing off from 5 s (WEBHOOK_RETRY_INITIAL_MS) up to an hour between attempts, for 24 hours.',
+      },
+      { name: 'Billing', description: "The workspace's balance and ledger statement." },
       { name: 'Files', description: 'Generated files behind signed, expiring URLs.' },
       { name: 'Admin', description: 'Operators only: workspaces, credits, API keys, ledger audit. Bearer ADMIN_TOKEN.' },
       { name: 'Service', description: 'Health, readiness and this documentation.' },
     ],
     paths,
+    webhooks: Object.fromEntries(S.WebhookEventType.options.map((type) => [type, { post: webhookOperation(type) }])),
     components: {
       schemas: { ...components(REQUEST_SCHEMAS, 'input'), ...components(RESPONSE_SCHEMAS, 'output') },
       parameters: {

@@ -3,6 +3,8 @@ import type { Request } from 'express';
 import { z } from 'zod';
 import { fromZodError } from './errors.js';
 import { ASPECT_RATIOS, IMAGE_MIME_TYPES, RESOLUTIONS } from '../catalog.js';
+import { WEBHOOK_EVENT_TYPES } from '../webhooks/event-types.js';
+import { WEBHOOK_URL_MAX_CHARS } from '../webhooks/target-policy.js';
 
 export const PROMPT_MAX_CHARS = 4_000;
 export const NEGATIVE_PROMPT_MAX_CHARS = 1_000;
@@ -69,6 +71,39 @@ export const CreateSpeechBody = z
     response_format: z.enum(['wav', 'pcm'], { error: 'must be one of wav, pcm' }).optional().describe('wav (default): a RIFF WAVE file; pcm: raw signed 16-bit little-endian mono samples.'),
   })
   .strict();
+
+export const WebhookEventType = z.enum(WEBHOOK_EVENT_TYPES).describe('video.generation.failed includes cancelled jobs.');
+
+export const CreateWebhookBody = z
+  .object({
+    url: z
+      .string()
+      .min(1)
+      .max(WEBHOOK_URL_MAX_CHARS)
+      .describe(
+        'Where events are POSTed. Public https URLs only (with NODE_ENV=production); in development loopback URLs (http or https) too. ' +
+          'A URL whose host resolves to a private, loopback, link-local or otherwise non-public address is refused, now and at every delivery.',
+      ),
+    events: z
+      .array(WebhookEventType)
+      .min(1)
+      .max(WEBHOOK_EVENT_TYPES.length)
+      .refine((a) => new Set(a).size === a.length, 'must not repeat an event type')
+      .optional()
+      .describe('The event types sent to this endpoint; default all of them.'),
+  })
+  .strict();
+
+export const LIST_LIMIT_MAX = 100;
+export const LIST_LIMIT_DEFAULT = 20;
+/** Query of the paginated lists: newest first, `after` = the `id` of the last item of the previous page. */
+export const PageQuery = z
+  .object({
+    limit: z.coerce.number().int().min(1).max(LIST_LIMIT_MAX).default(LIST_LIMIT_DEFAULT).describe(`Items per page, 1 to ${LIST_LIMIT_MAX}.`),
+    after: z.string().min(1).max(100).optional().describe('The `id` of the last item of the previous page; absent for the first page.'),
+  })
+  .strict();
+export type PageQuery = z.infer<typeof PageQuery>;
 
 /** The optional `Idempotency-Key` header, validated (a 400 naming the header when malformed). */
 export function idempotencyKeyOf(req: Request): string | undefined {
@@ -261,4 +296,71 @@ export const LedgerAudit = z
   })
   .describe(
     'ok: every balance equals the sum of its ledger entries, every speech hold is backed by a request in flight, every job and speech charge matches its cost, and no charged job is unaccounted for (at most 100 of each kind listed).',
+  );
+
+export const ApiKeyRevoked = z.strictObject({ id: Uuid, object: z.literal('api_key'), revoked: z.literal(true) });
+
+// Balance and ledger statement (contract.md 7)
+export const Balance = z.strictObject({ object: z.literal('balance'), balance_in_euro: Euros }).describe("The caller's workspace balance.");
+export const LedgerEntry = z
+  .strictObject({
+    id: z.string().regex(/^le_\d+$/).describe('The entry id; `after` of the next page.'),
+    object: z.literal('ledger_entry'),
+    type: z.enum(['credit', 'charge', 'refund']).describe('credit: a top-up; charge: a video job (its estimate, charged up front) or a speech request; refund: what a job did not deliver.'),
+    amount_in_euro: z.number().positive().describe('The amount moved, always positive; `type` says which way.'),
+    balance_after_in_euro: Euros.describe('The workspace balance right after this entry.'),
+    job_id: Uuid.nullable().describe('The video job the entry belongs to; null for credits and speech.'),
+    speech_request_id: Uuid.nullable().describe('The speech request charged (X-Speech-Request-Id); null otherwise.'),
+    created: UnixSeconds.describe('Unix time (seconds).'),
+  })
+  .describe('One entry of the append-only ledger.');
+export const LedgerEntryList = z.strictObject({ object: z.literal('list'), data: z.array(LedgerEntry).describe('Newest first.'), has_more: z.boolean() });
+
+// Webhooks (contract.md 8)
+export const WebhookEndpoint = z
+  .strictObject({
+    id: Uuid,
+    object: z.literal('webhook_endpoint'),
+    url: z.string(),
+    events: z.array(WebhookEventType),
+    created: UnixSeconds.describe('Unix time (seconds).'),
+  })
+  .describe("An endpoint of the caller's workspace (its secret is shown only when it is created).");
+export const WebhookEndpointCreated = WebhookEndpoint.extend({
+  secret: z.string().regex(/^whsec_[A-Za-z0-9+/]+={0,2}$/).describe('The signing secret, `whsec_` + base64 of 32 random bytes; shown this once only.'),
+}).describe('The new endpoint, with its signing secret.');
+export const WebhookEndpointList = z.strictObject({ object: z.literal('list'), data: z.array(WebhookEndpoint).describe('Newest first.') });
+export const WebhookEndpointDeleted = z.strictObject({ id: Uuid, object: z.literal('webhook_endpoint'), deleted: z.literal(true) });
+export const WebhookDeliveryAttempt = z
+  .strictObject({
+    id: z.string().regex(/^whatt_\d+$/).describe('The attempt id; `after` of the next page.'),
+    object: z.literal('webhook_delivery_attempt'),
+    delivery_id: Uuid.describe('The delivery (one event to this endpoint) the attempt belongs to.'),
+    event_id: z.string().describe('The event sent: the `webhook-id` header and the body `id`, the same on every attempt.'),
+    event_type: WebhookEventType,
+    attempt: z.int().positive().describe('1 for the first attempt of the delivery, then 2, 3, ...'),
+    created: UnixSeconds.describe('Unix time (seconds) of the attempt (its `webhook-timestamp`).'),
+    status: z.enum(['succeeded', 'failed']).describe('succeeded: answered 2xx within 10 s.'),
+    http_status: z.int().nullable().describe("The endpoint's HTTP status; null when none was received."),
+    error: z.string().nullable().describe('Why the attempt failed (e.g. HTTP 500, redirect (302) not followed, timeout, connection refused); null when it succeeded.'),
+    duration_ms: z.int().nonnegative(),
+    delivery_status: z.enum(['pending', 'succeeded', 'failed']).describe('The delivery now: pending while retried, failed once given up (after 24 hours) or the endpoint deleted.'),
+  })
+  .describe('One HTTP attempt to deliver an event to the endpoint.');
+export const WebhookDeliveryAttemptList = z.strictObject({
+  object: z.literal('list'),
+  data: z.array(WebhookDeliveryAttempt).describe('Newest first.'),
+  has_more: z.boolean(),
+});
+export const WebhookEvent = z
+  .strictObject({
+    id: z.string().regex(/^evt_[0-9a-f]{32}$/).describe('The event id, also sent as the `webhook-id` header: the same on every retry; use it to process an event once.'),
+    object: z.literal('event'),
+    type: WebhookEventType,
+    created: UnixSeconds.describe('Unix time (seconds) the event happened.'),
+    data: VideoJob,
+  })
+  .describe(
+    'The body of every webhook delivery (POST, application/json), signed per Standard Webhooks. `data` is the job as GET /v2/videos/generations/{id} ' +
+      'answered when the event happened; its video URLs expire: fetch the job again for fresh ones.',
   );

@@ -59,6 +59,16 @@ export async function createApiKey(
   return { id, key, models: input.models };
 }
 
+/**
+ * Revokes a key, for good: authentication reads revoked_at on every request, so every API process
+ * refuses the key from the next request on. Idempotent (a revoked key stays revoked).
+ */
+export async function revokeApiKey(db: Db, id: string): Promise<{ id: string }> {
+  const r = await db.query<{ id: string }>('UPDATE api_keys SET revoked_at = COALESCE(revoked_at, now()) WHERE id = $1 RETURNING id', [id]);
+  if (!r.rows[0]) throw new NotFoundError(`API key ${id} not found`);
+  return r.rows[0];
+}
+
 export async function authenticateApiKey(db: Db, key: string): Promise<ApiKeyPrincipal | null> {
   if (key.length === 0 || key.length > MAX_API_KEY_LENGTH) return null;
   const r = await db.query<ApiKeyPrincipal>(

@@ -1,13 +1,13 @@
-// Admin API (contract.md 3): workspaces, credits, API keys, ledger audit. Behind ADMIN_TOKEN.
+// Admin API (contract.md 3, 9): workspaces, credits, API keys (and their revocation), ledger audit. Behind ADMIN_TOKEN.
 import { Router, type RequestHandler } from 'express';
 import type { Db } from '../../db/pool.js';
 import { AddCreditsBody, CreateApiKeyBody, CreateWorkspaceBody, idempotencyKeyOf } from '../schemas.js';
 import { jsonBody } from '../json-body.js';
 import { invalidParam, notFound } from '../errors.js';
 import { eurToMicroEur, microEurToEur } from '../../money.js';
-import { addCredits } from '../../billing/ledger.js';
+import { addCredits, NotFoundError } from '../../billing/ledger.js';
 import { auditLedger, type AuditOptions } from '../../billing/audit.js';
-import { createApiKey, createWorkspace, getWorkspace } from '../../services/workspaces.js';
+import { createApiKey, createWorkspace, getWorkspace, revokeApiKey } from '../../services/workspaces.js';
 import { findSpeechModel, findVideoModel } from '../../catalog.js';
 import { isUuid } from '../../services/video-jobs.js';
 
@@ -62,6 +62,18 @@ export function adminRoutes(deps: { db: Db; admin: RequestHandler; audit: AuditO
     }
     const key = await createApiKey(deps.db, { workspaceId: id, models: body.models ? [...new Set(body.models)] : null });
     res.status(201).json({ id: key.id, object: 'api_key', key: key.key, models: key.models });
+  });
+
+  r.delete('/admin/v1/api-keys/:id', async (req, res) => {
+    const id = String(req.params['id']);
+    const unknownKey = () => notFound('api_key_not_found', `no API key ${id}`, 'id');
+    if (!isUuid(id)) throw unknownKey();
+    try {
+      await revokeApiKey(deps.db, id);
+    } catch (err) {
+      throw err instanceof NotFoundError ? unknownKey() : err;
+    }
+    res.json({ id, object: 'api_key', revoked: true });
   });
 
   r.get('/admin/v1/ledger/audit', async (_req, res) => {

@@ -1,0 +1,71 @@
+// Starts the delivery workflows of recorded webhook deliveries, after the transaction that recorded
+// them has committed. Idempotent: the workflow id is derived from the delivery id and a closed one is
+// never started again (REJECT_DUPLICATE), and `dispatched_at` marks the rows whose workflow has
+// been started. A crash between commit and start loses nothing: `dispatchUndispatched` (run by the
+// reconciler) starts whatever was recorded and not started.
+import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
+import type { Db } from '../db/pool.js';
+import { WORKSPACE_ID_SA } from '../../workflows/messages.js';
+import {
+  WEBHOOK_GIVE_UP_AFTER_MS,
+  webhookDeliveryWorkflowId,
+  type WebhookDeliveryInput,
+  type webhookDeliveryWorkflow,
+} from '../../workflows/webhook-delivery.js';
+
+export interface WebhookDispatch {
+  client: Client;
+  db: Db;
+  /** The task queue of the workers (TEMPORAL_TASK_QUEUE). */
+  taskQueue: string;
+  /** WEBHOOK_RETRY_INITIAL_MS. */
+  retry_initial_ms: number;
+}
+
+/** Most deliveries started by one call. */
+export const MAX_DISPATCH_BATCH = 1_000;
+
+/** Starts the delivery workflows of these deliveries that are not started yet; answers how many it started. */
+export async function dispatchWebhookDeliveries(d: WebhookDispatch, ids: readonly string[]): Promise<number> {
+  if (ids.length === 0) return 0;
+  if (ids.length > MAX_DISPATCH_BATCH) throw new RangeError(`at most ${MAX_DISPATCH_BATCH} deliveries per dispatch`);
+  const r = await d.db.query<{ id: string; workspace_id: string }>(
+    'SELECT id, workspace_id FROM webhook_deliveries WHERE id = ANY($1::uuid[]) AND dispatched_at IS NULL',
+    [ids],
+  );
+  for (const delivery of r.rows) {
+    const input: WebhookDeliveryInput = { delivery_id: delivery.id, retry_initial_ms: d.retry_initial_ms, give_up_after_ms: WEBHOOK_GIVE_UP_AFTER_MS };
+    try {
+      await d.client.workflow.start<typeof webhookDeliveryWorkflow>('webhookDeliveryWorkflow', {
+        workflowId: webhookDeliveryWorkflowId(delivery.id),
+        taskQueue: d.taskQueue,
+        args: [input],
+        workflowIdReusePolicy: 'REJECT_DUPLICATE',
+        typedSearchAttributes: [{ key: WORKSPACE_ID_SA, value: delivery.workspace_id }],
+      });
+    } catch (err) {
+      if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+    }
+    await d.db.query('UPDATE webhook_deliveries SET dispatched_at = now() WHERE id = $1 AND dispatched_at IS NULL', [delivery.id]);
+  }
+  return r.rows.length;
+}
+
+/** Starts the deliveries of a job's events that are not started yet (after its settlement). */
+export async function dispatchJobWebhooks(d: WebhookDispatch, jobId: string): Promise<number> {
+  const r = await d.db.query<{ id: string }>(
+    `SELECT d.id FROM webhook_events e JOIN webhook_deliveries d ON d.event_id = e.id
+      WHERE e.video_job_id = $1 AND d.dispatched_at IS NULL`,
+    [jobId],
+  );
+  return dispatchWebhookDeliveries(d, r.rows.map((row) => row.id));
+}
+
+/** Starts up to `limit` recorded deliveries that were never started, oldest first. */
+export async function dispatchUndispatched(d: WebhookDispatch, limit: number): Promise<number> {
+  const r = await d.db.query<{ id: string }>(
+    'SELECT id FROM webhook_deliveries WHERE dispatched_at IS NULL ORDER BY created_at LIMIT $1',
+    [Math.max(1, Math.min(limit, MAX_DISPATCH_BATCH))],
+  );
+  return dispatchWebhookDeliveries(d, r.rows.map((row) => row.id));
+}

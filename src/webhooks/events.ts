@@ -1,0 +1,65 @@
+// Webhook events of video jobs. `recordJobEvent` runs inside the settlement transaction: the event
+// (its body, built then, is the exact text later signed and sent) and one delivery per endpoint of
+// the workspace subscribed to its type commit together with the money, or not at all; the unique
+// (job, type) key records it once however often settlement is retried. The deliveries are started
+// after the commit (./dispatch.ts).
+import type { Tx } from '../db/pool.js';
+import { uuidForKey } from '../ids.js';
+import { presentVideoJob } from '../http/presenters.js';
+import type { DownloadUrlSigner } from '../storage/signed-urls.js';
+import type { VideoJobState } from '../../workflows/messages.js';
+import { WEBHOOK_EVENT_TYPES, type WebhookEventType } from './event-types.js';
+
+export { WEBHOOK_EVENT_TYPES, type WebhookEventType };
+
+/** How an event's `data` (the job as GET /v2/videos/generations/{id} answers it) gets its download URLs. */
+export interface JobEventContext {
+  downloadUrls: DownloadUrlSigner;
+  /** PUBLIC_BASE_URL, else the API's own http://HOST:PORT. */
+  baseUrl: string;
+}
+
+/** `evt_` + 32 hex digits, derived from the job and the type: the same event always has the same id. */
+export function webhookEventId(workspaceId: string, jobId: string, type: WebhookEventType): string {
+  return 'evt_' + uuidForKey('webhook-event', workspaceId, `${jobId}:${type}`).replace(/-/g, '');
+}
+
+/**
+ * Records the job's terminal event and its deliveries, in the caller's transaction (the one that
+ * settled the job). Answers the ids of the deliveries it created: none when the job is not finished,
+ * no endpoint subscribes, or the event was already recorded.
+ */
+export async function recordJobEvent(tx: Tx, jobId: string, ctx: JobEventContext): Promise<string[]> {
+  const r = await tx.query<VideoJobState>(
+    `SELECT id AS job_id, workspace_id, status, model, params, request_fingerprint, estimated_cost_micro_eur, cost_micro_eur,
+            refunded_micro_eur, videos, error, (extract(epoch FROM created_at) * 1000)::bigint AS created_at_ms,
+            (extract(epoch FROM completed_at) * 1000)::bigint AS completed_at_ms
+       FROM video_jobs WHERE id = $1`,
+    [jobId],
+  );
+  const job = r.rows[0];
+  if (!job || (job.status !== 'succeeded' && job.status !== 'failed')) return [];
+  const type: WebhookEventType = job.status === 'succeeded' ? 'video.generation.succeeded' : 'video.generation.failed';
+  const subscribed = await tx.query<{ n: number }>(
+    'SELECT count(*)::bigint AS n FROM webhook_endpoints WHERE workspace_id = $1 AND deleted_at IS NULL AND $2 = ANY(events)',
+    [job.workspace_id, type],
+  );
+  if (subscribed.rows[0]!.n === 0) return [];
+  const id = webhookEventId(job.workspace_id, jobId, type);
+  const created = Math.floor(Date.now() / 1000);
+  const payload = JSON.stringify({ id, object: 'event', type, created, data: await presentVideoJob(job, ctx.downloadUrls, ctx.baseUrl) });
+  const inserted = await tx.query(
+    `INSERT INTO webhook_events (id, workspace_id, type, video_job_id, payload, created_at) VALUES ($1, $2, $3, $4, $5, to_timestamp($6))
+     ON CONFLICT (video_job_id, type) DO NOTHING`,
+    [id, job.workspace_id, type, jobId, payload, created],
+  );
+  if (inserted.rowCount !== 1) return [];
+  const deliveries = await tx.query<{ id: string }>(
+    `INSERT INTO webhook_deliveries (id, event_id, endpoint_id, workspace_id)
+     SELECT gen_random_uuid(), $1, id, workspace_id FROM webhook_endpoints
+      WHERE workspace_id = $2 AND deleted_at IS NULL AND $3 = ANY(events)
+     RETURNING id`,
+    [id, job.workspace_id, type],
+  );
+  return deliveries.rows.map((d) => d.id);
+}
