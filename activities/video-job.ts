@@ -315,6 +315,22 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
       return { videos, failed: failed.length };
     },
 
+    /**
+     * A cancelled job: asks the provider to stop its operation (best effort, where the provider allows it)
+     * and deletes whatever outputs were already copied, so nothing of it is stored. Never fails the job.
+     */
+    async cancelVideoGeneration(input: { backend: string; job_id: string; operation_id: string | null; n: number }): Promise<void> {
+      if (input.operation_id !== null) {
+        try {
+          await providerFor(input.backend).cancel(input.operation_id);
+          deps.logger.info({ job_id: input.job_id, operation_id: input.operation_id }, 'video provider operation cancelled');
+        } catch (err) {
+          deps.logger.warn({ job_id: input.job_id, operation_id: input.operation_id, err_message: (err as Error)?.message }, 'video provider operation could not be cancelled (best effort)');
+        }
+      }
+      for (let i = 0; i < input.n; i++) await deps.storage.delete(`videos/${input.job_id}/${i}.mp4`);
+    },
+
     /** First release: copies every output or fails (runs started by that release still call it). */
     async storeVideoOutputs(input: { backend: string; job_id: string; operation_id: string; outputs: VideoOutputRef[] }): Promise<StoredVideo[]> {
       const provider = providerFor(input.backend);

@@ -9,7 +9,7 @@ const USAGE = `usage: npm run --silent admin -- <command>
   workspace create --name N [--credits EUR]
   workspace show --id W
   credits add --workspace W --amount EUR [--idempotency-key K]   (the same K applies once)
-  key create --workspace W [--models a,b]
+  key create --workspace W [--models a,b] [--spend-limit EUR]
   key revoke --id K                                              (the key is refused from then on)
   ledger audit`;
 
@@ -47,6 +47,7 @@ async function main(): Promise<void> {
       workspace: { type: 'string' },
       amount: { type: 'string' },
       models: { type: 'string' },
+      'spend-limit': { type: 'string' },
       'idempotency-key': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
@@ -82,7 +83,10 @@ async function main(): Promise<void> {
     case 'key create':
       method = 'POST';
       route = `/admin/v1/workspaces/${encodeURIComponent(need('workspace'))}/api-keys`;
-      body = values.models ? { models: values.models.split(',').map((m) => m.trim()).filter(Boolean) } : {};
+      body = {
+        ...(values.models ? { models: values.models.split(',').map((m) => m.trim()).filter(Boolean) } : {}),
+        ...(values['spend-limit'] !== undefined ? { spend_limit_in_euro: euros('spend-limit', values['spend-limit']) } : {}),
+      };
       break;
     case 'key revoke':
       method = 'DELETE';

@@ -24,6 +24,7 @@ import { SpeechService } from './services/speech.js';
 import { WebhooksService } from './services/webhooks.js';
 import { findVideoModel, providerModelIdFor } from './catalog.js';
 import { VideoJobsService } from './services/video-jobs.js';
+import { VideoJobLifecycle } from './services/video-job-lifecycle.js';
 import { createApp } from './http/app.js';
 import { connectClient } from './temporal/client.js';
 import { createWorker } from './temporal/worker.js';
@@ -265,6 +266,17 @@ export async function startApi(opts: {
     ...(opts.maxPollsPerRun !== undefined ? { max_polls_per_run: opts.maxPollsPerRun } : {}),
     create_timeout_ms: config.video.createTimeoutMs,
   });
+  const lifecycle = new VideoJobLifecycle({
+    db: opts.db,
+    temporal,
+    storage,
+    recovery: {
+      taskQueue: config.temporal.taskQueue,
+      poll_interval_ms: config.video.pollIntervalMs,
+      poll_max_interval_ms: config.video.pollMaxIntervalMs,
+      job_timeout_ms: config.video.jobTimeoutMs,
+    },
+  });
   const voices = new VoicesService({
     db: opts.db,
     provider: voiceProvider,
@@ -276,6 +288,7 @@ export async function startApi(opts: {
     db: opts.db,
     ...createDownloads(storage, opts.secrets.urlSigningSecret, config.signedUrlTtlS),
     jobs,
+    lifecycle,
     voices,
     speech: new SpeechService({ db: opts.db, voices, storage }),
     webhooks: new WebhooksService({ db: opts.db, policy: { production: config.production } }),

@@ -59,6 +59,8 @@ export interface VideoJobInput {
   accept_by_ms?: number;
   /** The create carried an Idempotency-Key: a 402 refusal is remembered for the key. */
   sticky_refusal?: boolean;
+  /** The API key that created the job: its spend limit applies to the charge (absent: first release). */
+  api_key_id?: string;
   /**
    * Set when the reconciler restarts a job whose workflow ended or vanished while its money was unsettled:
    * the job is already charged, so the run resumes the provider operation if one is known, and otherwise
@@ -104,11 +106,20 @@ export interface VideoJobResume {
 /** Error types of the accept update: the balance does not cover the estimate; too late; another attempt won. */
 export const INSUFFICIENT_CREDITS = 'InsufficientCredits';
 export const NOT_ACCEPTED_IN_TIME = 'NotAcceptedInTime';
+export const KEY_SPEND_LIMIT_EXCEEDED = 'KeySpendLimitExceeded';
+/** Error type of a cancel refused: the job has finished or is settling. */
+export const JOB_NOT_CANCELLABLE = 'JobNotCancellable';
 export const CHARGED_BY_ANOTHER_ATTEMPT = 'ChargedByAnotherAttempt';
 
 export const jobStateQuery = defineQuery<VideoJobState>('jobState');
 /** Early return: completes once the charge step has decided (accepted, or rejected for credits). */
 export const acceptJobUpdate = defineUpdate<VideoJobState>('acceptJob');
+/**
+ * Cancels a pending job: its generation stops (the provider's operation is cancelled where the provider
+ * allows it), it is refunded in full and ends `failed` with code `cancelled`; completes with the settled
+ * job. Refused (JOB_NOT_CANCELLABLE, nothing recorded) once the job settles or has finished.
+ */
+export const cancelJobUpdate = defineUpdate<VideoJobState>('cancelJob');
 
 export const WORKSPACE_ID_SA = defineSearchAttributeKey('WorkspaceId', SearchAttributeType.KEYWORD);
 export const VIDEO_MODEL_SA = defineSearchAttributeKey('VideoModel', SearchAttributeType.KEYWORD);

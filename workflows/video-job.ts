@@ -13,10 +13,15 @@
 // - PATCH_AWAIT_BY_RETRY: one activity awaits the operation, its retry policy being the polling loop, so
 //   a job's history has a constant number of events whatever the generation time (Temporal's
 //   "infrequent polling" pattern). Outputs are copied with partial delivery.
+// - PATCH_CANCEL_OPERATION: a cancelled job (the cancelJob update, or a cancellation of the workflow)
+//   cancels its provider operation and deletes what was copied before settling.
+// Changes that add no command (bounded acceptance, the cancelJob handler, arguments of activities) need
+// no patch: what a replay compares is the sequence of commands.
 import {
   ActivityFailure,
   ApplicationFailure,
   CancellationScope,
+  CancelledFailure,
   TimeoutFailure,
   condition,
   continueAsNew,
@@ -35,10 +40,13 @@ import type { ChargeResult } from '../src/billing/video-job-billing.js';
 import type { VideoOperationStatus } from '../src/providers/video/types.js';
 import {
   acceptJobUpdate,
+  cancelJobUpdate,
   CHARGED_BY_ANOTHER_ATTEMPT,
   INSUFFICIENT_CREDITS,
+  JOB_NOT_CANCELLABLE,
   JOB_STATUS_SA,
   jobStateQuery,
+  KEY_SPEND_LIMIT_EXCEEDED,
   NOT_ACCEPTED_IN_TIME,
   type JobError,
   type StoredVideo,
@@ -48,6 +56,8 @@ import {
 } from './messages.js';
 
 export const PATCH_AWAIT_BY_RETRY = 'await-operation-by-activity-retry';
+/** A cancelled job's provider operation is cancelled (best effort) and any copied output deleted. */
+export const PATCH_CANCEL_OPERATION = 'cancel-provider-operation';
 
 // The charge decides the HTTP answer (early return), so it runs as a local activity inside the first
 // workflow task: one server round trip for the whole create. It is idempotent per job and attempt, so a
@@ -72,7 +82,12 @@ const money = proxyActivities<Pick<VideoJobActivities, 'settleVideoJob' | 'decid
   startToCloseTimeout: '40 seconds',
   retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute' },
 });
-const settling = money;
+
+// A cancelled job's clean-up is best effort and bounded: it never holds back the refund for long.
+const cleanup = proxyActivities<Pick<VideoJobActivities, 'cancelVideoGeneration'>>({
+  startToCloseTimeout: '30 seconds',
+  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumAttempts: 3 },
+});
 
 // Provider calls are single HTTP requests: a short start-to-close timeout also bounds how long a job
 // waits when the worker running the call dies (Temporal retries it on another worker after that).
@@ -114,20 +129,43 @@ type Outcome = { kind: 'succeeded'; videos: StoredVideo[] } | { kind: 'failed'; 
 
 const failed = (code: string, message: string): Outcome => ({ kind: 'failed', error: { code, message } });
 const DEADLINE_EXCEEDED = failed('deadline_exceeded', 'the job did not finish within its deadline');
+const CANCELLED = failed('cancelled', 'the job was cancelled');
 
 export async function videoJobWorkflow(input: VideoJobInput, resume?: VideoJobResume): Promise<VideoJobState> {
   const state: VideoJobState = resume?.state ?? initialState(input);
+  const progress: Progress = { operation_id: resume?.operation_id ?? input.recovery?.operation_id ?? undefined };
+  let generation: CancellationScope | undefined;
+  let cancelRequested = false;
+  let settling = false;
 
   setHandler(jobStateQuery, () => state);
   setHandler(acceptJobUpdate, async () => {
     await condition(() => state.status !== 'charging');
-    const refusal = REFUSALS[state.status as keyof typeof REFUSALS];
+    const refusal = refusalOf(state);
     if (refusal) {
       // The attempt is named: an API waiting on another attempt of the same Idempotency-Key may try again.
       throw ApplicationFailure.create({ type: refusal, message: state.error?.message ?? refusal, nonRetryable: true, details: [{ attempt_id: input.attempt_id ?? null }] });
     }
     return state;
   });
+  setHandler(
+    cancelJobUpdate,
+    async () => {
+      cancelRequested = true;
+      generation?.cancel();
+      await condition(() => state.status === 'succeeded' || state.status === 'failed');
+      return state;
+    },
+    {
+      // Refused without a trace in history once the job settles: it is then charged for what it
+      // delivered, or failed and refunded, never both.
+      validator: () => {
+        if (state.status !== 'pending' || settling) {
+          throw ApplicationFailure.create({ type: JOB_NOT_CANCELLABLE, message: `the job is ${settling ? 'finishing' : state.status}; it can no longer be cancelled`, nonRetryable: true });
+        }
+      },
+    },
+  );
 
   if (!resume && !input.recovery) {
     const accepted = await acceptAndCharge(input, state);
@@ -142,15 +180,26 @@ export async function videoJobWorkflow(input: VideoJobInput, resume?: VideoJobRe
 
   let outcome: Outcome;
   try {
-    outcome = await generate(input, state, resume);
+    outcome = await CancellationScope.cancellable(async () => {
+      generation = CancellationScope.current();
+      if (cancelRequested) throw new CancelledFailure('the job was cancelled');
+      return generate(input, state, resume, progress);
+    });
   } catch (err) {
-    if (isCancellation(err)) outcome = failed('cancelled', 'the job was cancelled');
-    else throw err;
+    if (!isCancellation(err)) throw err;
+    outcome = CANCELLED;
+    if (patched(PATCH_CANCEL_OPERATION)) {
+      // Best effort, and never in the way of the refund: a provider that cannot cancel still settles.
+      await CancellationScope.nonCancellable(() =>
+        cleanup.cancelVideoGeneration({ backend: input.backend, job_id: input.job_id, operation_id: progress.operation_id ?? null, n: input.params.n }),
+      ).catch(() => undefined);
+    }
   }
 
   // Settle whatever happened, even if this workflow is being cancelled.
+  settling = true;
   const settled = await CancellationScope.nonCancellable(() =>
-    settling.settleVideoJob({
+    money.settleVideoJob({
       jobId: input.job_id,
       outcome: outcome.kind,
       delivered: outcome.kind === 'succeeded' ? outcome.videos.length : 0,
@@ -173,11 +222,24 @@ export async function videoJobWorkflow(input: VideoJobInput, resume?: VideoJobRe
   return state;
 }
 
-const REFUSALS = {
-  rejected: INSUFFICIENT_CREDITS,
-  not_accepted: NOT_ACCEPTED_IN_TIME,
-  duplicate: CHARGED_BY_ANOTHER_ATTEMPT,
-} as const;
+/** The provider operation of the job, once known (for a cancellation to cancel it). */
+interface Progress {
+  operation_id: string | undefined;
+}
+
+/** The failure type of the accept update for a refused attempt, or null when it was accepted. */
+function refusalOf(state: VideoJobState): string | null {
+  switch (state.status) {
+    case 'rejected':
+      return state.error?.code === 'key_spend_limit_exceeded' ? KEY_SPEND_LIMIT_EXCEEDED : INSUFFICIENT_CREDITS;
+    case 'not_accepted':
+      return NOT_ACCEPTED_IN_TIME;
+    case 'duplicate':
+      return CHARGED_BY_ANOTHER_ATTEMPT;
+    default:
+      return null;
+  }
+}
 
 /**
  * The charge step. Returns whether the job was accepted (charged); otherwise sets the refusal on `state`.
@@ -204,6 +266,7 @@ async function acceptAndCharge(input: VideoJobInput, state: VideoJobState): Prom
       request_fingerprint: input.request_fingerprint,
       accept_by_ms: input.accept_by_ms,
       sticky_refusal: input.sticky_refusal,
+      apiKeyId: input.api_key_id,
       backend: input.backend,
       deadline_at_ms: input.deadline_at_ms,
     };
@@ -232,6 +295,10 @@ async function acceptAndCharge(input: VideoJobInput, state: VideoJobState): Prom
       state.status = 'rejected';
       state.error = { code: 'insufficient_credits', message: 'the workspace balance does not cover the estimated cost of this job' };
       break;
+    case 'key_spend_limit_exceeded':
+      state.status = 'rejected';
+      state.error = { code: 'key_spend_limit_exceeded', message: "the API key's spend limit does not cover the estimated cost of this job" };
+      break;
     case 'not_accepted_in_time':
       state.status = 'not_accepted';
       state.error = { code: 'not_accepted_in_time', message: 'the job could not be accepted in time; nothing was charged' };
@@ -245,8 +312,8 @@ async function acceptAndCharge(input: VideoJobInput, state: VideoJobState): Prom
 }
 
 /** Submits (unless resuming a known operation), awaits the operation, copies outputs. Returns the outcome; never settles. */
-async function generate(input: VideoJobInput, state: VideoJobState, resume: VideoJobResume | undefined): Promise<Outcome> {
-  let operation_id = resume?.operation_id ?? input.recovery?.operation_id ?? undefined;
+async function generate(input: VideoJobInput, state: VideoJobState, resume: VideoJobResume | undefined, progress: Progress): Promise<Outcome> {
+  let operation_id = progress.operation_id;
   if (!operation_id) {
     if (input.recovery) {
       return failed('job_interrupted', 'the job was interrupted before it reached the video provider; it is refunded in full');
@@ -274,6 +341,7 @@ async function generate(input: VideoJobInput, state: VideoJobState, resume: Vide
       if (isCancellation(err)) throw err;
       return { kind: 'failed', error: providerError(err, 'submit_failed') };
     }
+    progress.operation_id = operation_id;
   }
   if (patched(PATCH_AWAIT_BY_RETRY)) return awaitAndCopy(input, operation_id);
   return pollLoopFirstRelease(input, state, resume, operation_id);

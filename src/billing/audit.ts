@@ -1,5 +1,5 @@
 // The ledger audit (GET /admin/v1/ledger/audit): every balance equals the sum of its entries, every
-// hold is backed by a request in flight, every job and speech request is charged exactly its cost, and
+// hold is backed by a request in flight, every API key's spend is what its requests charged, every job and speech request is charged exactly its cost, and
 // nothing is charged that the service cannot account for: a pending job whose workflow is not running,
 // a job pending long past its deadline, a charge for an attempt the API refused.
 import { inTransaction, type Db } from '../db/pool.js';
@@ -20,6 +20,7 @@ export interface AuditReport {
   ledger_entries: number;
   balance_mismatches: { workspace_id: string; balance_micro_eur: number; ledger_sum_micro_eur: number }[];
   hold_mismatches: { workspace_id: string; held_micro_eur: number; holds_sum_micro_eur: number }[];
+  key_spend_mismatches: { api_key_id: string; spent_micro_eur: number; charged_micro_eur: number }[];
   job_mismatches: { job_id: string; status: string; expected_net_charge_micro_eur: number; ledger_net_charge_micro_eur: number }[];
   speech_requests_checked: number;
   speech_mismatches: { speech_request_id: string; cost_micro_eur: number; ledger_net_charge_micro_eur: number }[];
@@ -50,6 +51,14 @@ export async function auditLedger(db: Db, opts: AuditOptions = {}): Promise<Audi
     const holds = await tx.query<{ workspace_id: string; held_micro_eur: number; holds_sum_micro_eur: number }>(
       `SELECT w.id AS workspace_id, w.held_micro_eur, COALESCE(SUM(s.cost_micro_eur) FILTER (WHERE s.status = 'held'), 0)::bigint AS holds_sum_micro_eur
          FROM workspaces w LEFT JOIN speech_requests s ON s.workspace_id = w.id GROUP BY w.id`,
+    );
+    // A key's spend is what its jobs charged net of refunds, plus its speech delivered or held.
+    const keys = await tx.query<{ api_key_id: string; spent_micro_eur: number; charged_micro_eur: number }>(
+      `SELECT k.id AS api_key_id, k.spent_micro_eur,
+              (COALESCE((SELECT SUM(COALESCE(j.cost_micro_eur, j.estimated_cost_micro_eur)) FROM video_jobs j WHERE j.api_key_id = k.id), 0)
+             + COALESCE((SELECT SUM(s.cost_micro_eur) FROM speech_requests s WHERE s.api_key_id = k.id AND s.status IN ('delivered', 'held')), 0))::bigint
+                AS charged_micro_eur
+         FROM api_keys k`,
     );
     // A pending job's net charge is its estimate; a finished job's is its actual cost.
     const jobs = await tx.query<{ job_id: string; status: string; expected_net_charge_micro_eur: number; ledger_net_charge_micro_eur: number }>(
@@ -97,6 +106,7 @@ export async function auditLedger(db: Db, opts: AuditOptions = {}): Promise<Audi
     return {
       balances: balances.rows.filter((r) => r.balance_micro_eur !== r.ledger_sum_micro_eur),
       holds: holds.rows.filter((r) => r.held_micro_eur !== r.holds_sum_micro_eur),
+      keys: keys.rows.filter((r) => r.spent_micro_eur !== r.charged_micro_eur),
       jobs: jobs.rows.filter((r) => r.expected_net_charge_micro_eur !== r.ledger_net_charge_micro_eur),
       speech: speech.rows.filter((r) => r.cost_micro_eur !== r.ledger_net_charge_micro_eur),
       unaccounted,
@@ -118,7 +128,7 @@ export async function auditLedger(db: Db, opts: AuditOptions = {}): Promise<Audi
   }
 
   const ok =
-    report.balances.length === 0 && report.holds.length === 0 && report.jobs.length === 0 && report.speech.length === 0 && report.unaccounted.length === 0;
+    report.balances.length === 0 && report.holds.length === 0 && report.keys.length === 0 && report.jobs.length === 0 && report.speech.length === 0 && report.unaccounted.length === 0;
   return {
     ok,
     workspaces_checked: report.counts.workspaces,
@@ -126,6 +136,7 @@ export async function auditLedger(db: Db, opts: AuditOptions = {}): Promise<Audi
     ledger_entries: report.counts.entries,
     balance_mismatches: report.balances.slice(0, MISMATCH_LIMIT),
     hold_mismatches: report.holds.slice(0, MISMATCH_LIMIT),
+    key_spend_mismatches: report.keys.slice(0, MISMATCH_LIMIT),
     job_mismatches: report.jobs.slice(0, MISMATCH_LIMIT),
     speech_requests_checked: report.counts.speech,
     speech_mismatches: report.speech.slice(0, MISMATCH_LIMIT),

@@ -72,6 +72,20 @@ export async function applyEntry(tx: Tx, entry: LedgerEntryInput): Promise<numbe
   return balance;
 }
 
+/**
+ * Moves `amount_micro_eur` onto the key's spend if its limit allows (negative: gives it back). The caller
+ * holds the workspace lock; the key's row lock is taken here, always after it. Returns whether it moved.
+ */
+export async function spendFromKey(tx: Tx, apiKeyId: string, amount_micro_eur: number): Promise<boolean> {
+  const r = await tx.query(
+    `UPDATE api_keys SET spent_micro_eur = spent_micro_eur + $2
+      WHERE id = $1 AND (spend_limit_micro_eur IS NULL OR spent_micro_eur + $2 <= spend_limit_micro_eur OR $2 < 0)
+      RETURNING spent_micro_eur`,
+    [apiKeyId, amount_micro_eur],
+  );
+  return r.rowCount === 1;
+}
+
 export async function entryExists(tx: Tx, idempotencyKey: string): Promise<boolean> {
   const r = await tx.query('SELECT 1 FROM ledger_entries WHERE idempotency_key = $1', [idempotencyKey]);
   return r.rowCount === 1;

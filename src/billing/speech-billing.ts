@@ -7,7 +7,7 @@
 // again. A hold whose process died mid-call is released by the reconciler after SPEECH_HOLD_TTL_MS.
 import { inTransaction, type Db } from '../db/pool.js';
 import { assertMicroEur } from '../money.js';
-import { applyEntry, isUniqueViolation, lockWorkspaceBalance } from './ledger.js';
+import { applyEntry, isUniqueViolation, lockWorkspaceBalance, spendFromKey } from './ledger.js';
 
 /** A hold older than this belongs to a request whose process died: the reconciler releases it. */
 export const SPEECH_HOLD_TTL_MS = 10 * 60_000;
@@ -26,6 +26,8 @@ export interface SpeechHoldRequest {
   characters: number;
   responseFormat: string;
   cost_micro_eur: number;
+  /** The API key making the request: its spend limit applies to the hold. */
+  apiKeyId?: string | undefined;
 }
 
 export interface DeliveredSpeech {
@@ -42,7 +44,8 @@ export type SpeechHoldResult =
   /** The same request is being spoken right now (another connection holds it). */
   | { kind: 'in_progress' }
   | { kind: 'idempotency_key_reused' }
-  | { kind: 'insufficient_credits'; available_micro_eur: number };
+  | { kind: 'insufficient_credits'; available_micro_eur: number }
+  | { kind: 'key_spend_limit_exceeded' };
 
 interface SpeechRow extends DeliveredSpeech {
   status: 'held' | 'delivered' | 'released';
@@ -67,15 +70,20 @@ export async function holdSpeech(db: Db, s: SpeechHoldRequest): Promise<SpeechHo
       if (prior?.status === 'delivered') return { kind: 'delivered', prior };
       if (prior?.status === 'held') return { kind: 'in_progress' };
       if (locked.available_micro_eur < s.cost_micro_eur) return { kind: 'insufficient_credits', available_micro_eur: locked.available_micro_eur };
+      if (s.apiKeyId !== undefined && !(await spendFromKey(tx, s.apiKeyId, s.cost_micro_eur))) return { kind: 'key_spend_limit_exceeded' };
       if (prior) {
         // Released before (the provider failed): this retry holds again.
-        await tx.query("UPDATE speech_requests SET status = 'held', held_at = now(), cost_micro_eur = $2 WHERE id = $1", [prior.speech_request_id, s.cost_micro_eur]);
+        await tx.query("UPDATE speech_requests SET status = 'held', held_at = now(), cost_micro_eur = $2, api_key_id = $3 WHERE id = $1", [
+          prior.speech_request_id,
+          s.cost_micro_eur,
+          s.apiKeyId ?? null,
+        ]);
       } else {
         await tx.query(
           `INSERT INTO speech_requests (id, workspace_id, idempotency_key, request_fingerprint, model, voice, voice_registry_id,
-                                        characters, response_format, cost_micro_eur, status, held_at)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'held', now())`,
-          [s.speechRequestId, s.workspaceId, s.idempotencyKey, s.requestFingerprint, s.model, s.voice, s.voiceRegistryId, s.characters, s.responseFormat, s.cost_micro_eur],
+                                        characters, response_format, cost_micro_eur, status, held_at, api_key_id)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'held', now(), $11)`,
+          [s.speechRequestId, s.workspaceId, s.idempotencyKey, s.requestFingerprint, s.model, s.voice, s.voiceRegistryId, s.characters, s.responseFormat, s.cost_micro_eur, s.apiKeyId ?? null],
         );
       }
       await tx.query('UPDATE workspaces SET held_micro_eur = held_micro_eur + $2 WHERE id = $1', [s.workspaceId, s.cost_micro_eur]);
@@ -131,13 +139,14 @@ export async function releaseSpeech(db: Db, speechRequestId: string): Promise<bo
     const row = r.rows[0];
     if (!row) return false;
     await lockWorkspaceBalance(tx, row.workspace_id);
-    const released = await tx.query<{ cost_micro_eur: number }>(
-      "UPDATE speech_requests SET status = 'released', held_at = NULL WHERE id = $1 AND status = 'held' RETURNING cost_micro_eur",
+    const released = await tx.query<{ cost_micro_eur: number; api_key_id: string | null }>(
+      "UPDATE speech_requests SET status = 'released', held_at = NULL WHERE id = $1 AND status = 'held' RETURNING cost_micro_eur, api_key_id",
       [speechRequestId],
     );
-    const amount = released.rows[0]?.cost_micro_eur;
-    if (amount === undefined) return false;
-    await tx.query('UPDATE workspaces SET held_micro_eur = held_micro_eur - $2 WHERE id = $1', [row.workspace_id, amount]);
+    const hold = released.rows[0];
+    if (hold === undefined) return false;
+    await tx.query('UPDATE workspaces SET held_micro_eur = held_micro_eur - $2 WHERE id = $1', [row.workspace_id, hold.cost_micro_eur]);
+    if (hold.api_key_id !== null) await spendFromKey(tx, hold.api_key_id, -hold.cost_micro_eur);
     return true;
   });
 }

@@ -9,7 +9,7 @@
 import { inTransaction, type Db, type Tx } from '../db/pool.js';
 import { assertMicroEur } from '../money.js';
 import type { VideoParams } from '../catalog.js';
-import { applyEntry, lockWorkspaceBalance, NotFoundError } from './ledger.js';
+import { applyEntry, lockWorkspaceBalance, NotFoundError, spendFromKey } from './ledger.js';
 import { recordJobEvent, type JobEventContext } from '../webhooks/events.js';
 
 export const chargeKey = (jobId: string) => `video_job:${jobId}:charge`;
@@ -45,8 +45,10 @@ export interface VideoJobCharge {
   request_fingerprint: string;
   /** The charge is refused once the database clock is past this (Unix ms); absent = no bound (first release). */
   accept_by_ms?: number | undefined;
-  /** Record an insufficient-credits refusal for the job for good (the create had an Idempotency-Key). */
+  /** Record a 402 refusal (credits, key limit) for the job for good (the create had an Idempotency-Key). */
   sticky_refusal?: boolean | undefined;
+  /** The API key that made the request: its spend limit applies, and its spend moves with the charge. */
+  apiKeyId?: string | undefined;
   backend?: string | undefined;
   deadline_at_ms?: number | undefined;
 }
@@ -54,6 +56,8 @@ export interface VideoJobCharge {
 export type ChargeResult =
   | { ok: true; balance_micro_eur: number; already_charged: boolean; estimated_cost_micro_eur: number }
   | { ok: false; reason: 'insufficient_credits'; balance_micro_eur: number }
+  /** The API key's spend limit does not cover the estimate. */
+  | { ok: false; reason: 'key_spend_limit_exceeded' }
   /** Too late (the acceptance deadline passed) or refused by the API: nothing charged, for good. */
   | { ok: false; reason: 'not_accepted_in_time' }
   /** The job was already charged by another attempt (an Idempotency-Key retry raced a run that accepted it). */
@@ -72,10 +76,9 @@ async function chargedAttempt(tx: Tx, jobId: string): Promise<JobAttemptRow | nu
 /** Whether `attemptId` is the attempt that charged this job (jobs of the first release had one attempt, unnamed). */
 const isSameAttempt = (row: JobAttemptRow, attemptId: string | undefined) => row.attempt_id === null || attemptId === undefined || row.attempt_id === attemptId;
 
-async function recordRefusal(
-  tx: Tx,
-  r: { jobId: string; attemptId: string; workspaceId: string; reason: 'insufficient_credits' | 'not_accepted_in_time'; fingerprint: string },
-): Promise<void> {
+type RefusalReason = 'insufficient_credits' | 'key_spend_limit_exceeded' | 'not_accepted_in_time';
+
+async function recordRefusal(tx: Tx, r: { jobId: string; attemptId: string; workspaceId: string; reason: RefusalReason; fingerprint: string }): Promise<void> {
   await tx.query(
     `INSERT INTO video_job_refusals (job_id, attempt_id, workspace_id, reason, request_fingerprint)
      VALUES ($1, $2, $3, $4, $5) ON CONFLICT (job_id, attempt_id) DO NOTHING`,
@@ -98,13 +101,13 @@ export async function chargeVideoJob(db: Db, job: VideoJobCharge): Promise<Charg
       return { ok: true, balance_micro_eur, already_charged: true, estimated_cost_micro_eur: charged.estimated_cost_micro_eur };
     }
     if (job.attemptId !== undefined) {
-      const refused = await tx.query<{ reason: string }>(
-        "SELECT reason FROM video_job_refusals WHERE job_id = $1 AND (attempt_id = $2 OR reason = 'insufficient_credits') ORDER BY reason LIMIT 1",
+      const refused = await tx.query<{ reason: RefusalReason }>(
+        "SELECT reason FROM video_job_refusals WHERE job_id = $1 AND (attempt_id = $2 OR reason <> 'not_accepted_in_time') ORDER BY reason LIMIT 1",
         [job.jobId, job.attemptId],
       );
       const reason = refused.rows[0]?.reason;
       if (reason === 'insufficient_credits') return { ok: false, reason, balance_micro_eur: (await lockWorkspaceBalance(tx, job.workspaceId)).available_micro_eur };
-      if (reason !== undefined) return { ok: false, reason: 'not_accepted_in_time' };
+      if (reason !== undefined) return { ok: false, reason };
     }
     if (job.accept_by_ms !== undefined) {
       const late = await tx.query<{ late: boolean }>('SELECT clock_timestamp() > to_timestamp($1 / 1000.0) AS late', [job.accept_by_ms]);
@@ -120,10 +123,16 @@ export async function chargeVideoJob(db: Db, job: VideoJobCharge): Promise<Charg
       }
       return { ok: false, reason: 'insufficient_credits', balance_micro_eur: before.available_micro_eur };
     }
+    if (job.apiKeyId !== undefined && !(await spendFromKey(tx, job.apiKeyId, job.estimated_cost_micro_eur))) {
+      if (job.sticky_refusal && job.attemptId !== undefined) {
+        await recordRefusal(tx, { jobId: job.jobId, attemptId: job.attemptId, workspaceId: job.workspaceId, reason: 'key_spend_limit_exceeded', fingerprint: job.request_fingerprint });
+      }
+      return { ok: false, reason: 'key_spend_limit_exceeded' };
+    }
     await tx.query(
       `INSERT INTO video_jobs (id, workspace_id, workflow_id, model, prompt, request_fingerprint, params, status, estimated_cost_micro_eur,
-                               created_at, attempt_id, backend, deadline_at)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, to_timestamp($9 / 1000.0), $10, $11, to_timestamp($12 / 1000.0))`,
+                               created_at, attempt_id, backend, deadline_at, api_key_id)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, to_timestamp($9 / 1000.0), $10, $11, to_timestamp($12 / 1000.0), $13)`,
       [
         job.jobId,
         job.workspaceId,
@@ -137,6 +146,7 @@ export async function chargeVideoJob(db: Db, job: VideoJobCharge): Promise<Charg
         job.attemptId ?? null,
         job.backend ?? null,
         job.deadline_at_ms ?? null,
+        job.apiKeyId ?? null,
       ],
     );
     const after = await applyEntry(tx, {
@@ -183,13 +193,14 @@ export async function decideAcceptance(
 }
 
 /** Why a job with this Idempotency-Key is refused for good (402), if it is. */
-export async function stickyRefusal(db: Db, jobId: string): Promise<{ request_fingerprint: string } | null> {
-  const r = await db.query<{ request_fingerprint: string }>(
-    "SELECT request_fingerprint FROM video_job_refusals WHERE job_id = $1 AND reason = 'insufficient_credits' LIMIT 1",
+export async function stickyRefusal(db: Db, jobId: string): Promise<{ request_fingerprint: string; reason: 'insufficient_credits' | 'key_spend_limit_exceeded' } | null> {
+  const r = await db.query<{ request_fingerprint: string; reason: 'insufficient_credits' | 'key_spend_limit_exceeded' }>(
+    "SELECT request_fingerprint, reason FROM video_job_refusals WHERE job_id = $1 AND reason <> 'not_accepted_in_time' LIMIT 1",
     [jobId],
   );
   return r.rows[0] ?? null;
 }
+
 
 /** Remembers the provider's operation of a job, so the reconciler can resume it if the workflow is lost. */
 export async function recordVideoOperation(db: Db, jobId: string, operationId: string): Promise<void> {
@@ -246,7 +257,8 @@ export async function settleVideoJob(db: Db, s: Settlement, webhooks?: JobEventC
       cost_micro_eur: number | null;
       refunded_micro_eur: number;
       error: { code: string; message: string } | null;
-    }>('SELECT workspace_id, status, params, estimated_cost_micro_eur, cost_micro_eur, refunded_micro_eur, error FROM video_jobs WHERE id = $1 FOR UPDATE', [s.jobId]);
+      api_key_id: string | null;
+    }>('SELECT workspace_id, status, params, estimated_cost_micro_eur, cost_micro_eur, refunded_micro_eur, error, api_key_id FROM video_jobs WHERE id = $1 FOR UPDATE', [s.jobId]);
     const job = r.rows[0];
     if (!job) throw new NotFoundError(`video job ${s.jobId} was never charged`);
     if (job.status !== 'pending') {
@@ -282,6 +294,8 @@ export async function settleVideoJob(db: Db, s: Settlement, webhooks?: JobEventC
         idempotencyKey: refundKey(s.jobId),
         videoJobId: s.jobId,
       });
+      // The key's spend is net of refunds.
+      if (job.api_key_id !== null && !(await spendFromKey(tx, job.api_key_id, -refund))) throw new Error('invariant: a refund goes back to its key');
     }
     await tx.query(
       `UPDATE video_jobs SET status = $2, cost_micro_eur = $3, refunded_micro_eur = $4, videos = $5, error = $6,

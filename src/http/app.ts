@@ -6,6 +6,7 @@ import type { Db } from '../db/pool.js';
 import type { Storage } from '../storage/local.js';
 import type { DownloadUrlSigner, UrlSigner } from '../storage/signed-urls.js';
 import type { VideoJobsService } from '../services/video-jobs.js';
+import type { VideoJobLifecycle } from '../services/video-job-lifecycle.js';
 import type { VoicesService } from '../services/voices.js';
 import type { SpeechService } from '../services/speech.js';
 import type { WebhooksService } from '../services/webhooks.js';
@@ -31,6 +32,7 @@ export interface AppDeps {
   /** GET /v2/files (local storage only); null = not mounted, so /v2/files/... answers 404. */
   files: { storage: Storage; signer: UrlSigner } | null;
   jobs: VideoJobsService;
+  lifecycle: VideoJobLifecycle;
   voices: VoicesService;
   speech: SpeechService;
   webhooks: WebhooksService;
@@ -88,7 +90,7 @@ export function createApp(deps: AppDeps): express.Express {
 
   const auth = requireApiKey(deps.db);
   const limit = rateLimit(deps.rateLimitPerMinute);
-  app.use(videoRoutes({ auth, limit, jobs: deps.jobs, downloadUrls: deps.downloadUrls, publicBaseUrl: deps.publicBaseUrl }));
+  app.use(videoRoutes({ auth, limit, jobs: deps.jobs, lifecycle: deps.lifecycle, downloadUrls: deps.downloadUrls, publicBaseUrl: deps.publicBaseUrl }));
   app.use(modelRoutes({ auth, simulator: deps.simulator, vertex: deps.vertex ?? false, voiceProvider: deps.voiceProvider }));
   app.use(voiceRoutes({ auth, limit, voices: deps.voices }));
   app.use(speechRoutes({ auth, limit, speech: deps.speech }));

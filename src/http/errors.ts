@@ -35,6 +35,10 @@ export const invalidParam = (param: string, message: string, code = 'invalid_par
 export const notFound = (code: string, message: string, param: string | null = null) =>
   new ApiError(404, 'not_found_error', code, message, param);
 
+/** A request the API key's spend limit (contract.md 9) does not cover: 402, nothing charged. */
+export const keySpendLimitExceeded = () =>
+  new ApiError(402, 'insufficient_credits_error', 'key_spend_limit_exceeded', "this API key's spend limit does not cover the cost of this request; nothing was charged");
+
 /** Turns the first zod issue into a 400 naming the parameter. */
 export function fromZodError(err: ZodError, prefix = ''): ApiError {
   const issue = err.issues[0]!;

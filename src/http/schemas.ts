@@ -58,7 +58,16 @@ export const CreateWorkspaceBody = z
   .strict();
 export const AddCreditsBody = z.object({ amount_in_euro: euros }).strict();
 export const CreateApiKeyBody = z
-  .object({ models: z.array(z.string().min(1).max(100)).min(1).max(100).optional() })
+  .object({
+    models: z.array(z.string().min(1).max(100)).min(1).max(100).optional(),
+    spend_limit_in_euro: z
+      .number()
+      .finite()
+      .min(0)
+      .max(1_000_000)
+      .optional()
+      .describe("Most the key's jobs and speech together may charge, net of refunds, at most 6 decimals; absent = no limit."),
+  })
   .strict();
 
 export const IdempotencyKey = z.string().min(1).max(IDEMPOTENCY_KEY_MAX_CHARS).regex(/^[\x21-\x7e]+$/, 'printable ASCII without spaces');
@@ -104,6 +113,14 @@ export const PageQuery = z
   })
   .strict();
 export type PageQuery = z.infer<typeof PageQuery>;
+
+/** GET /v2/videos/generations: a page of the workspace's jobs, newest first. */
+export const ListVideoJobsQuery = PageQuery.extend({
+  after: z.uuid().optional().describe('The `id` of the last job of the previous page; absent for the first page.'),
+  status: z.enum(['pending', 'succeeded', 'failed']).optional().describe('Only jobs in this status.'),
+  model: z.string().min(1).max(100).optional().describe('Only jobs of this model (a retired id means its replacement).'),
+}).strict();
+export type ListVideoJobsQuery = z.infer<typeof ListVideoJobsQuery>;
 
 /** The optional `Idempotency-Key` header, validated (a 400 naming the header when malformed). */
 export function idempotencyKeyOf(req: Request): string | undefined {
@@ -180,6 +197,12 @@ export const VideoJob = z
     error: z.strictObject({ code: z.string(), message: z.string() }).nullable().describe('Why the job failed; null unless failed.'),
   })
   .describe('A video generation job.');
+export const VideoJobList = z.strictObject({
+  object: z.literal('list'),
+  data: z.array(VideoJob).describe('Newest first.'),
+  has_more: z.boolean().describe('Whether another page follows: ask again with `after` = the last `id` of this one.'),
+});
+export const VideoJobDeleted = z.strictObject({ id: Uuid, object: z.literal('video.generation_job'), deleted: z.literal(true) });
 
 export const VideoModel = z
   .strictObject({
@@ -268,6 +291,7 @@ export const ApiKey = z.strictObject({
   object: z.literal('api_key'),
   key: z.string().describe('The bearer key; shown this once only.'),
   models: z.array(z.string()).nullable().describe('The models the key may use; null = all.'),
+  spend_limit_in_euro: Euros.nullable().describe("Most the key's jobs and speech may charge, net of refunds; null = no limit."),
 });
 const MicroEuros = z.int();
 export const LedgerAudit = z
@@ -281,6 +305,7 @@ export const LedgerAudit = z
       z.strictObject({ job_id: Uuid, status: z.string(), expected_net_charge_micro_eur: MicroEuros, ledger_net_charge_micro_eur: MicroEuros }),
     ),
     hold_mismatches: z.array(z.strictObject({ workspace_id: Uuid, held_micro_eur: MicroEuros, holds_sum_micro_eur: MicroEuros })),
+    key_spend_mismatches: z.array(z.strictObject({ api_key_id: Uuid, spent_micro_eur: MicroEuros, charged_micro_eur: MicroEuros })),
     speech_requests_checked: z.int().nonnegative(),
     speech_mismatches: z.array(z.strictObject({ speech_request_id: Uuid, cost_micro_eur: MicroEuros, ledger_net_charge_micro_eur: MicroEuros })),
     pending_jobs_checked: z.int().nonnegative().describe('Pending jobs whose workflow was looked up in Temporal.'),
@@ -295,7 +320,7 @@ export const LedgerAudit = z
       .describe('Charged jobs nothing will settle: a pending job whose workflow is not running, one pending long past its deadline, a charge for a refused attempt. The reconciler settles the first kind within two intervals.'),
   })
   .describe(
-    'ok: every balance equals the sum of its ledger entries, every speech hold is backed by a request in flight, every job and speech charge matches its cost, and no charged job is unaccounted for (at most 100 of each kind listed).',
+    'ok: every balance equals the sum of its ledger entries, every speech hold is backed by a request in flight, every API key\'s spend is what its requests charged net of refunds, every job and speech charge matches its cost, and no charged job is unaccounted for (at most 100 of each kind listed).',
   );
 
 export const ApiKeyRevoked = z.strictObject({ id: Uuid, object: z.literal('api_key'), revoked: z.literal(true) });

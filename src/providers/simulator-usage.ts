@@ -7,7 +7,7 @@ export const COUNT_PROVIDER_CALL_SQL =
   'INSERT INTO simulator.provider_calls (operation, calls) VALUES ($1, 1) ON CONFLICT (operation) DO UPDATE SET calls = simulator.provider_calls.calls + 1';
 
 /** How many calls of `operation` the simulated providers received on this database. */
-export async function providerCalls(db: Db, operation: 'speech' | 'video_submit' | 'video_poll'): Promise<number> {
+export async function providerCalls(db: Db, operation: 'speech' | 'video_submit' | 'video_poll' | 'video_cancel'): Promise<number> {
   const r = await db.query<{ calls: number }>('SELECT calls FROM simulator.provider_calls WHERE operation = $1', [operation]);
   return r.rows[0]?.calls ?? 0;
 }

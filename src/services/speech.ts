@@ -11,7 +11,7 @@ import { uuidForKey } from '../ids.js';
 import { captureSpeech, holdSpeech, releaseSpeech } from '../billing/speech-billing.js';
 import type { Storage } from '../storage/local.js';
 import { defaultSpeechModelFor, findSpeechModel, speechCostMicroEur, type SpeechModel, type SpeechResponseFormat } from '../catalog.js';
-import { ApiError, invalidParam, notFound } from '../http/errors.js';
+import { ApiError, invalidParam, keySpendLimitExceeded, notFound } from '../http/errors.js';
 import { microEurToEur } from '../money.js';
 import { creditsCharged } from '../metrics.js';
 import { keyAllowsModel, type ApiKeyPrincipal } from './workspaces.js';
@@ -111,6 +111,7 @@ export class SpeechService {
       characters,
       responseFormat: format,
       cost_micro_eur,
+      apiKeyId: principal.key_id,
     });
     const result = { model: model.id, characters };
     switch (held.kind) {
@@ -118,6 +119,8 @@ export class SpeechService {
         throw keyReused();
       case 'insufficient_credits':
         throw insufficientCredits(cost_micro_eur);
+      case 'key_spend_limit_exceeded':
+        throw keySpendLimitExceeded();
       case 'in_progress':
         throw new ApiError(409, 'idempotency_error', 'idempotency_request_in_progress', 'a request with this Idempotency-Key is being answered; retry in a moment', null, {
           'Retry-After': '1',

@@ -20,10 +20,11 @@ import {
   type VideoParams,
 } from '../catalog.js';
 import { SimulateSchema } from '../providers/video/simulator.js';
-import { ApiError, fromZodError, invalidParam, notFound } from '../http/errors.js';
+import { ApiError, fromZodError, invalidParam, keySpendLimitExceeded, notFound } from '../http/errors.js';
 import { isDependencyDown, RETRY_AFTER_S } from '../http/dependency-errors.js';
 import { decideAcceptance, stickyRefusal } from '../billing/video-job-billing.js';
 import { requestFingerprint, type Fingerprint } from './request-fingerprint.js';
+import { readVideoJob } from './video-job-records.js';
 import type { CreateVideoBody } from '../http/schemas.js';
 import { keyAllowsModel, type ApiKeyPrincipal } from './workspaces.js';
 import { inputsFingerprint, resolveVideoRequestInputs } from './video-request-inputs.js';
@@ -33,6 +34,7 @@ import {
   CHARGED_BY_ANOTHER_ATTEMPT,
   INSUFFICIENT_CREDITS,
   isRefusal,
+  KEY_SPEND_LIMIT_EXCEEDED,
   NOT_ACCEPTED_IN_TIME,
   jobStateQuery,
   JOB_STATUS_SA,
@@ -169,16 +171,20 @@ export class VideoJobsService {
       attempt_id: randomUUID(),
       accept_by_ms: now_ms + acceptWindowMs(timeout_ms),
       sticky_refusal: idempotencyKey !== undefined,
+      api_key_id: principal.key_id,
     };
     if (idempotencyKey) {
       // A retry answers from the job's record once the job exists; Temporal is not asked to start
       // anything (its history may be gone after retention, and a new run must never generate again).
-      const record = await this.fromDatabase(job_id);
+      const record = await readVideoJob(this.deps.db, job_id);
+      if (record?.deleted) {
+        throw new ApiError(409, 'idempotency_error', 'idempotency_key_job_deleted', 'this Idempotency-Key names a job that was deleted; use a new key for a new job');
+      }
       if (record) return this.checkedReplay(record.status === 'pending' ? await this.live(record) : record, fingerprint);
       const refused = await stickyRefusal(this.deps.db, job_id);
       if (refused) {
         if (!fingerprint.matches(refused.request_fingerprint)) throw keyReused();
-        throw insufficientCredits();
+        throw refused.reason === 'key_spend_limit_exceeded' ? keySpendLimitExceeded() : insufficientCredits();
       }
     }
     // The images stay with the job, out of workflow history: the submit activity reads them by job id.
@@ -211,6 +217,7 @@ export class VideoJobsService {
       } catch (err) {
         const failure = err instanceof WorkflowUpdateFailedError && err.cause instanceof ApplicationFailure ? err.cause : null;
         if (failure?.type === INSUFFICIENT_CREDITS) throw insufficientCredits();
+        if (failure?.type === KEY_SPEND_LIMIT_EXCEEDED) throw keySpendLimitExceeded();
         if (failure?.type === CHARGED_BY_ANOTHER_ATTEMPT) return this.existingFor(principal.workspace_id, job_id, fingerprint);
         if (failure?.type === NOT_ACCEPTED_IN_TIME) {
           // A run of an earlier attempt with this key (refused: too late) answered. Once it has closed, this
@@ -301,31 +308,10 @@ export class VideoJobsService {
     }
   }
 
+  /** The job's record, unless it was deleted (a deleted job does not exist for the API). */
   private async fromDatabase(job_id: string): Promise<VideoJobState | null> {
-    const r = await this.deps.db.query(
-      `SELECT id, workspace_id, status, model, params, request_fingerprint, estimated_cost_micro_eur, cost_micro_eur, refunded_micro_eur, videos, error,
-              (extract(epoch FROM created_at) * 1000)::bigint AS created_at_ms,
-              (extract(epoch FROM completed_at) * 1000)::bigint AS completed_at_ms
-         FROM video_jobs WHERE id = $1`,
-      [job_id],
-    );
-    const row = r.rows[0];
-    if (!row) return null;
-    return {
-      job_id: row.id,
-      workspace_id: row.workspace_id,
-      status: row.status,
-      model: row.model,
-      params: row.params,
-      created_at_ms: row.created_at_ms,
-      completed_at_ms: row.completed_at_ms,
-      estimated_cost_micro_eur: row.estimated_cost_micro_eur,
-      cost_micro_eur: row.cost_micro_eur,
-      refunded_micro_eur: row.refunded_micro_eur,
-      videos: row.videos,
-      error: row.error,
-      request_fingerprint: row.request_fingerprint,
-    };
+    const record = await readVideoJob(this.deps.db, job_id);
+    return record && !record.deleted ? record : null;
   }
 }
 

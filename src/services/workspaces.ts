@@ -44,19 +44,21 @@ export async function getWorkspace(db: Db, id: string): Promise<Workspace> {
 
 export async function createApiKey(
   db: Db,
-  input: { workspaceId: string; models: string[] | null },
-): Promise<{ id: string; key: string; models: string[] | null }> {
+  input: { workspaceId: string; models: string[] | null; spend_limit_micro_eur?: number | null },
+): Promise<{ id: string; key: string; models: string[] | null; spend_limit_micro_eur: number | null }> {
   await getWorkspace(db, input.workspaceId);
   const id = randomUUID();
   const key = KEY_PREFIX + randomBytes(32).toString('base64url');
-  await db.query('INSERT INTO api_keys (id, workspace_id, key_sha256, key_prefix, models) VALUES ($1, $2, $3, $4, $5)', [
+  const spend_limit_micro_eur = input.spend_limit_micro_eur ?? null;
+  await db.query('INSERT INTO api_keys (id, workspace_id, key_sha256, key_prefix, models, spend_limit_micro_eur) VALUES ($1, $2, $3, $4, $5, $6)', [
     id,
     input.workspaceId,
     hashApiKey(key),
     key.slice(0, KEY_PREFIX.length + 4),
     input.models,
+    spend_limit_micro_eur,
   ]);
-  return { id, key, models: input.models };
+  return { id, key, models: input.models, spend_limit_micro_eur };
 }
 
 /**

@@ -39,6 +39,8 @@ export interface Storage {
   put(key: string, body: Buffer, content_type?: string): Promise<void>;
   /** A readable stream and size, or null when the object does not exist. */
   open(key: string): Promise<{ stream: Readable; bytes: number } | null>;
+  /** Removes the object; removing one that does not exist is not an error (idempotent). */
+  delete(key: string): Promise<void>;
 }
 
 export class LocalStorage implements Storage {
@@ -56,6 +58,10 @@ export class LocalStorage implements Storage {
     const tmp = `${target}.${randomUUID()}.tmp`;
     await fs.writeFile(tmp, body);
     await fs.rename(tmp, target);
+  }
+
+  async delete(key: string): Promise<void> {
+    await fs.rm(this.pathOf(key), { force: true });
   }
 
   async open(key: string): Promise<{ stream: Readable; bytes: number } | null> {

@@ -4,7 +4,7 @@
 // LocalStorage. Credentials come from the config's AWS_* variables when given, else from the SDK's
 // default provider chain (profiles, web identity, container/instance roles); they are never logged.
 import type { Readable } from 'node:stream';
-import { GetObjectCommand, HeadBucketCommand, PutObjectCommand, S3Client, type S3ClientConfig } from '@aws-sdk/client-s3';
+import { DeleteObjectCommand, GetObjectCommand, HeadBucketCommand, PutObjectCommand, S3Client, type S3ClientConfig } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import { contentTypeOfKey, isValidStorageKey, type Storage } from './local.js';
 import type { DownloadUrl, DownloadUrlSigner } from './signed-urls.js';
@@ -79,6 +79,12 @@ export class S3Storage implements Storage, DownloadUrlSigner {
         ContentType: content_type ?? contentTypeOfKey(key),
       }),
     );
+  }
+
+  async delete(key: string): Promise<void> {
+    this.checkKey(key);
+    // S3's DeleteObject succeeds for a key that does not exist.
+    await this.client.send(new DeleteObjectCommand({ Bucket: this.bucket, Key: key }));
   }
 
   async open(key: string): Promise<{ stream: Readable; bytes: number } | null> {

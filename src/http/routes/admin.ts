@@ -60,8 +60,15 @@ export function adminRoutes(deps: { db: Db; admin: RequestHandler; audit: AuditO
     for (const [i, m] of (body.models ?? []).entries()) {
       if (!findVideoModel(m) && !findSpeechModel(m)) throw invalidParam(`models.${i}`, `unknown model "${m}"`);
     }
-    const key = await createApiKey(deps.db, { workspaceId: id, models: body.models ? [...new Set(body.models)] : null });
-    res.status(201).json({ id: key.id, object: 'api_key', key: key.key, models: key.models });
+    const spend_limit_micro_eur = body.spend_limit_in_euro === undefined ? null : euroParam('spend_limit_in_euro', body.spend_limit_in_euro);
+    const key = await createApiKey(deps.db, { workspaceId: id, models: body.models ? [...new Set(body.models)] : null, spend_limit_micro_eur });
+    res.status(201).json({
+      id: key.id,
+      object: 'api_key',
+      key: key.key,
+      models: key.models,
+      spend_limit_in_euro: key.spend_limit_micro_eur === null ? null : microEurToEur(key.spend_limit_micro_eur),
+    });
   });
 
   r.delete('/admin/v1/api-keys/:id', async (req, res) => {

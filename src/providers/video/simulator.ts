@@ -93,11 +93,21 @@ export class SimulatedVideoProvider implements VideoProvider {
     await this.db.query(COUNT_PROVIDER_CALL_SQL, ['video_poll']);
     const op = await this.load(operation_id);
     const s = op.request.simulate;
+    if (op.cancelled) return { state: 'failed', code: 'cancelled', message: 'the operation was cancelled' };
     if (op.elapsed_ms < s.delay_ms) return { state: 'running' };
     if (s.outcome === 'fail') return { state: 'failed', code: 'generation_failed', message: s.message ?? 'the simulated provider failed the generation' };
     const k = Math.min(s.videos ?? op.request.n, op.request.n);
     const outputs: VideoOutputRef[] = Array.from({ length: k }, (_, i) => ({ ref: String(i), content_type: 'video/mp4' }));
     return { state: 'succeeded', outputs };
+  }
+
+  /** Cancels a running operation: its polls then answer failed (code cancelled). A finished one stays finished. */
+  async cancel(operation_id: string): Promise<void> {
+    await this.db.query(COUNT_PROVIDER_CALL_SQL, ['video_cancel']);
+    const op = await this.load(operation_id);
+    if (op.elapsed_ms < op.request.simulate.delay_ms) {
+      await this.db.query('UPDATE simulator.video_operations SET cancelled_at = clock_timestamp() WHERE id = $1 AND cancelled_at IS NULL', [operation_id]);
+    }
   }
 
   async fetchOutput(operation_id: string, output: VideoOutputRef): Promise<Buffer> {
@@ -108,9 +118,9 @@ export class SimulatedVideoProvider implements VideoProvider {
     return fs.readFile(path.join(ASSETS_DIR, `${aspect}-${clipSecondsFor(op.request.durationSeconds)}s.mp4`));
   }
 
-  private async load(operation_id: string): Promise<{ request: StoredRequest; elapsed_ms: number }> {
-    const r = await this.db.query<{ request: StoredRequest; elapsed_ms: number }>(
-      `SELECT request, (extract(epoch FROM clock_timestamp() - submitted_at) * 1000)::float8 AS elapsed_ms
+  private async load(operation_id: string): Promise<{ request: StoredRequest; elapsed_ms: number; cancelled: boolean }> {
+    const r = await this.db.query<{ request: StoredRequest; elapsed_ms: number; cancelled: boolean }>(
+      `SELECT request, (extract(epoch FROM clock_timestamp() - submitted_at) * 1000)::float8 AS elapsed_ms, cancelled_at IS NOT NULL AS cancelled
          FROM simulator.video_operations WHERE id = $1`,
       [operation_id],
     );

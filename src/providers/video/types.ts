@@ -47,6 +47,11 @@ export interface VideoProvider {
   submit(req: VideoSubmission): Promise<{ operation_id: string }>;
   poll(operation_id: string): Promise<VideoOperationStatus>;
   fetchOutput(operation_id: string, output: VideoOutputRef): Promise<Buffer>;
+  /**
+   * Asks the provider to stop the operation. Best effort: a provider may not support it, or the
+   * operation may finish anyway; callers never depend on it (a cancelled job is refunded regardless).
+   */
+  cancel(operation_id: string): Promise<void>;
 }
 
 export class ProviderError extends Error {

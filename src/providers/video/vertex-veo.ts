@@ -293,6 +293,15 @@ export class VertexVeoProvider implements VideoProvider {
     return { state: 'succeeded', outputs: op.n !== undefined ? outputs.slice(0, op.n) : outputs };
   }
 
+  /**
+   * google.longrunning CancelOperation (`POST {endpoint}/v1/{operation name}:cancel`, Vertex AI
+   * "Long-running operations"): best effort; on success the operation ends with code 1 (CANCELLED).
+   */
+  async cancel(operation_id: string): Promise<void> {
+    const op = parseOperationId(operation_id);
+    await this.request('POST', `${this.apiEndpoint}/v1/${op.name}:cancel`, {}, 'Vertex AI cancel', this.requestTimeoutMs, MAX_JSON_BYTES, 'invalid_response');
+  }
+
   async fetchOutput(operation_id: string, output: VideoOutputRef): Promise<Buffer> {
     const inline = INLINE_REF.exec(output.ref);
     if (inline) return this.fetchInline(parseOperationId(operation_id), Number(inline[1]));

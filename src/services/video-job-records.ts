@@ -1,0 +1,109 @@
+// Video jobs as PostgreSQL records them: one job by id, and a workspace's jobs newest first, a page at a
+// time (cursor pagination on (created_at, id), served by the video_jobs_list* indexes).
+import type { Db } from '../db/pool.js';
+import type { VideoJobState, VideoParams } from '../../workflows/messages.js';
+
+export interface VideoJobRecord extends VideoJobState {
+  deleted: boolean;
+  backend: string | null;
+  prompt: string;
+  operation_id: string | null;
+  deadline_at_ms: number | null;
+}
+
+const COLUMNS = `id, workspace_id, status, model, params, request_fingerprint, estimated_cost_micro_eur, cost_micro_eur, refunded_micro_eur,
+  videos, error, backend, prompt, operation_id, deleted_at IS NOT NULL AS deleted,
+  (extract(epoch FROM created_at) * 1000)::bigint AS created_at_ms,
+  (extract(epoch FROM completed_at) * 1000)::bigint AS completed_at_ms,
+  (extract(epoch FROM deadline_at) * 1000)::bigint AS deadline_at_ms`;
+
+interface Row {
+  id: string;
+  workspace_id: string;
+  status: 'pending' | 'succeeded' | 'failed';
+  model: string;
+  params: VideoParams;
+  request_fingerprint: string;
+  estimated_cost_micro_eur: number;
+  cost_micro_eur: number | null;
+  refunded_micro_eur: number;
+  videos: VideoJobState['videos'];
+  error: VideoJobState['error'];
+  backend: string | null;
+  prompt: string;
+  operation_id: string | null;
+  deleted: boolean;
+  created_at_ms: number;
+  completed_at_ms: number | null;
+  deadline_at_ms: number | null;
+}
+
+function toRecord(row: Row): VideoJobRecord {
+  return {
+    job_id: row.id,
+    workspace_id: row.workspace_id,
+    status: row.status,
+    model: row.model,
+    params: row.params,
+    created_at_ms: row.created_at_ms,
+    completed_at_ms: row.completed_at_ms,
+    estimated_cost_micro_eur: row.estimated_cost_micro_eur,
+    cost_micro_eur: row.cost_micro_eur,
+    refunded_micro_eur: row.refunded_micro_eur,
+    videos: row.videos,
+    error: row.error,
+    request_fingerprint: row.request_fingerprint,
+    deleted: row.deleted,
+    backend: row.backend,
+    prompt: row.prompt,
+    operation_id: row.operation_id,
+    deadline_at_ms: row.deadline_at_ms,
+  };
+}
+
+/** The job's record, deleted or not; null when no job has this id. */
+export async function readVideoJob(db: Db, job_id: string): Promise<VideoJobRecord | null> {
+  const r = await db.query<Row>(`SELECT ${COLUMNS} FROM video_jobs WHERE id = $1`, [job_id]);
+  return r.rows[0] ? toRecord(r.rows[0]) : null;
+}
+
+export interface JobListQuery {
+  limit: number;
+  /** The id of the last job of the previous page. */
+  after?: string | undefined;
+  status?: 'pending' | 'succeeded' | 'failed' | undefined;
+  model?: string | undefined;
+}
+
+/**
+ * A page of the workspace's jobs (not deleted), newest first. `after` must be a job of the workspace
+ * (null is answered when it is not). One more row than asked says whether there is a next page.
+ */
+export async function listVideoJobs(db: Db, workspace_id: string, q: JobListQuery): Promise<{ jobs: VideoJobRecord[]; has_more: boolean } | null> {
+  const where = ['workspace_id = $1', 'deleted_at IS NULL'];
+  const args: unknown[] = [workspace_id];
+  if (q.after !== undefined) {
+    const cursor = await db.query<{ created_at: Date }>('SELECT created_at FROM video_jobs WHERE id = $1 AND workspace_id = $2', [q.after, workspace_id]);
+    if (!cursor.rows[0]) return null;
+    args.push(cursor.rows[0].created_at, q.after);
+    where.push(`(created_at, id) < ($${args.length - 1}, $${args.length})`);
+  }
+  if (q.status !== undefined) {
+    args.push(q.status);
+    where.push(`status = $${args.length}`);
+  }
+  if (q.model !== undefined) {
+    args.push(q.model);
+    where.push(`model = $${args.length}`);
+  }
+  args.push(q.limit + 1);
+  const r = await db.query<Row>(`SELECT ${COLUMNS} FROM video_jobs WHERE ${where.join(' AND ')} ORDER BY created_at DESC, id DESC LIMIT $${args.length}`, args);
+  return { jobs: r.rows.slice(0, q.limit).map(toRecord), has_more: r.rows.length > q.limit };
+}
+
+/** Marks a finished job deleted (its ledger entries stay); whether this call deleted it. */
+export async function markVideoJobDeleted(db: Db, job_id: string): Promise<boolean> {
+  const r = await db.query("UPDATE video_jobs SET deleted_at = now() WHERE id = $1 AND deleted_at IS NULL AND status <> 'pending'", [job_id]);
+  await db.query('DELETE FROM video_job_inputs WHERE job_id = $1', [job_id]);
+  return r.rowCount === 1;
+}

@@ -1,0 +1,51 @@
+// Restarting a charged job whose workflow ended or vanished (an operator's terminate, a lost run): a
+// recovery run of the same workflow id, already charged, resumes the provider operation recorded with
+// the job, or, when none was recorded, fails the job with a full refund. Used by the reconciler, and by
+// a cancel that finds no workflow to cancel.
+import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
+import { videoJobWorkflowId, type VideoJobInput } from '../../workflows/messages.js';
+import type { VideoJobRecord } from './video-job-records.js';
+
+export interface RecoverySettings {
+  taskQueue: string;
+  poll_interval_ms: number;
+  poll_max_interval_ms: number;
+  job_timeout_ms: number;
+}
+
+export function recoveryInput(job: VideoJobRecord, s: RecoverySettings): VideoJobInput {
+  return {
+    job_id: job.job_id,
+    workspace_id: job.workspace_id,
+    model: job.model,
+    // Jobs of the first release did not record their backend; they have no operation either, so the
+    // recovery run only refunds them and never reaches a provider.
+    backend: job.backend ?? 'simulator',
+    prompt: job.prompt,
+    params: job.params,
+    estimated_cost_micro_eur: job.estimated_cost_micro_eur,
+    created_at_ms: job.created_at_ms,
+    request_fingerprint: job.request_fingerprint,
+    poll_interval_ms: s.poll_interval_ms,
+    poll_max_interval_ms: s.poll_max_interval_ms,
+    deadline_at_ms: job.deadline_at_ms ?? job.created_at_ms + s.job_timeout_ms,
+    max_polls_per_run: 200,
+    recovery: { operation_id: job.operation_id },
+  };
+}
+
+/** Starts the recovery run; false when a run of the job is already running (someone else restarted it). */
+export async function restartVideoJob(client: Client, job: VideoJobRecord, s: RecoverySettings): Promise<boolean> {
+  try {
+    await client.workflow.start('videoJobWorkflow', {
+      workflowId: videoJobWorkflowId(job.job_id),
+      taskQueue: s.taskQueue,
+      args: [recoveryInput(job, s)],
+      workflowIdReusePolicy: 'ALLOW_DUPLICATE',
+    });
+    return true;
+  } catch (err) {
+    if (err instanceof WorkflowExecutionAlreadyStartedError) return false;
+    throw err;
+  }
+}
