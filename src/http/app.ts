@@ -18,6 +18,8 @@ import { adminRoutes } from './routes/admin.js';
 import { voiceRoutes } from './routes/voices.js';
 import { speechRoutes } from './routes/speech.js';
 import { docsRoutes } from './routes/docs.js';
+import { buildOpenApiDocument } from './openapi.js';
+import { methodNotAllowed, optionsAllow } from './method-not-allowed.js';
 import { handleMetricsRequest, observeHttpRequest } from '../metrics.js';
 
 export interface AppDeps {
@@ -66,6 +68,7 @@ export function createApp(deps: AppDeps): express.Express {
     next();
   });
 
+  app.use(optionsAllow(app));
   app.get('/healthz', (_req, res) => {
     res.json({ ok: true });
   });
@@ -87,7 +90,8 @@ export function createApp(deps: AppDeps): express.Express {
   app.use(speechRoutes({ auth, limit, speech: deps.speech }));
   if (deps.files) app.use(fileRoutes(deps.files));
   app.use(adminRoutes({ db: deps.db, admin: requireAdmin(deps.adminToken) }));
-  app.use(docsRoutes());
+  app.use(docsRoutes(buildOpenApiDocument({ simulator: deps.simulator, vertex: deps.vertex ?? false, voiceProvider: deps.voiceProvider })));
+  app.use(methodNotAllowed(app));
   app.use(notFoundRoute);
   app.use(errorHandler(deps.logger));
   return app;

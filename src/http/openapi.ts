@@ -2,13 +2,16 @@
 // Every schema in it is generated from zod with zod's own z.toJSONSchema: request bodies from the
 // very schemas the routes validate with (./schemas.ts, io 'input'), responses from the response
 // schemas beside them (io 'output'), each a component named after its export. Only the operations
-// around them (paths, statuses, headers, prose) are written here. Built once: it is static.
+// around them (paths, statuses, headers, prose) are written here. Request bodies whose limits depend on
+// the model are stated per model (./openapi-catalog.ts). Built once per app, from the catalog it runs with.
 import fs from 'node:fs';
 import { z } from 'zod';
 import * as S from './schemas.js';
 import { JSON_BODY_LIMIT_BYTES } from './json-body.js';
 import { VOICE_NAME_MAX_CHARS, VOICE_UPLOAD_LIMITS } from './routes/voices.js';
 import { AUDIO_CONTENT_TYPES } from '../media/audio-sniff.js';
+import { SimulateSchema } from '../providers/video/simulator.js';
+import { apiKeyBodySchema, speechBodySchema, videoBodySchema, type ModelAvailability } from './openapi-catalog.js';
 import { projectPath } from '../paths.js';
 
 type JsonSchema = Record<string, unknown>;
@@ -402,7 +405,7 @@ const OPERATIONS: Op[] = [
     parameters: [pathParam('id', 'The workspace id.'), IDEMPOTENCY],
     requestBody: jsonBody('AddCreditsBody'),
     responses: { '200': json(ref('WorkspaceCredits'), 'Added.') },
-    errors: { 400: 'Invalid request, e.g. an amount with more than 6 decimal places.', 401: undefined, 404: 'No such workspace.', 413: JSON_413, 415: JSON_415 },
+    errors: { 400: 'Invalid request, e.g. an amount below 0.000001 or above 1000000.', 401: undefined, 404: 'No such workspace.', 413: JSON_413, 415: JSON_415 },
   },
   {
     method: 'post',
@@ -462,7 +465,7 @@ const OPERATIONS: Op[] = [
     operationId: 'getDocsPage',
     tag: 'Service',
     summary: 'API documentation page',
-    description: 'A self-contained HTML page rendering this document.',
+    description: 'This document rendered by Swagger UI, with "Try it out"; everything served from this origin.',
     security: 'none',
     responses: { '200': { description: 'The page.', content: { 'text/html': { schema: { type: 'string' } } } } },
   },
@@ -508,7 +511,23 @@ export type OpenApiDocument = {
   components: { schemas: Record<string, JsonSchema>; parameters: Obj; securitySchemes: Obj };
 };
 
-export function buildOpenApiDocument(): OpenApiDocument {
+/**
+ * The request body components: the zod-generated schemas, with per-model constraints from the
+ * catalog and what serves each model here (./openapi-catalog.ts).
+ */
+function requestComponents(avail: ModelAvailability): Record<string, JsonSchema> {
+  const generated = components(REQUEST_SCHEMAS, 'input') as Record<keyof typeof REQUEST_SCHEMAS, JsonSchema & { properties: Record<string, JsonSchema> }>;
+  const simulate = bare(z.toJSONSchema(SimulateSchema, { io: 'input' }) as JsonSchema) as JsonSchema & { properties: Record<string, JsonSchema> };
+  return {
+    ...generated,
+    CreateVideoBody: videoBodySchema(generated.CreateVideoBody, avail, simulate),
+    CreateSpeechBody: speechBodySchema(generated.CreateSpeechBody, avail),
+    CreateApiKeyBody: apiKeyBodySchema(generated.CreateApiKeyBody),
+  };
+}
+
+/** The document for a process whose models are served as `avail` says. */
+export function buildOpenApiDocument(avail: ModelAvailability): OpenApiDocument {
   const paths: Record<string, Record<string, Obj>> = {};
   for (const op of OPERATIONS) (paths[op.path] ??= {})[op.method] = operationObject(op);
   return {
@@ -533,7 +552,7 @@ export function buildOpenApiDocument(): OpenApiDocument {
     ],
     paths,
     components: {
-      schemas: { ...components(REQUEST_SCHEMAS, 'input'), ...components(RESPONSE_SCHEMAS, 'output') },
+      schemas: { ...requestComponents(avail), ...components(RESPONSE_SCHEMAS, 'output') },
       parameters: {
         IdempotencyKey: {
           name: 'Idempotency-Key',

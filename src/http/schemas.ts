@@ -3,6 +3,7 @@ import type { Request } from 'express';
 import { z } from 'zod';
 import { fromZodError } from './errors.js';
 import { DEFAULT_VIDEO_MODEL_ID, VIDEO_MODELS, type VideoModel as CatalogVideoModel } from '../catalog.js';
+import { text } from '../zod-text.js';
 
 export const PROMPT_MAX_CHARS = 4_000;
 export const IDEMPOTENCY_KEY_MAX_CHARS = 255;
@@ -13,7 +14,7 @@ const defaultVideoModel = VIDEO_MODELS.find((m) => m.id === DEFAULT_VIDEO_MODEL_
 
 export const CreateVideoBody = z
   .object({
-    prompt: z.string().trim().min(1, 'must not be empty').max(PROMPT_MAX_CHARS, `at most ${PROMPT_MAX_CHARS} characters`).describe('What to generate; not empty after trimming.'),
+    prompt: text({ max_chars: PROMPT_MAX_CHARS, notBlank: true }).describe(`What to generate: at most ${PROMPT_MAX_CHARS} characters, not blank (leading and trailing white space is removed).`),
     model: z.string().min(1).max(100).optional().describe(`A video model id (GET /v2/models); default ${DEFAULT_VIDEO_MODEL_ID}.`),
     n: z.number().int().min(1).optional().describe(`Videos to generate: 1 to the model's max_n (at most ${Math.max(...VIDEO_MODELS.map((m) => m.max_n))} for the current models); default ${defaultVideoModel?.default_params.n}.`),
     durationSeconds: z.number().int().optional().describe(`Seconds per video: one of the model's durations_seconds (${acrossVideoModels((m) => m.durations_s)}); default ${defaultVideoModel?.default_params.durationSeconds}.`),
@@ -25,12 +26,16 @@ export const CreateVideoBody = z
   .strict();
 export type CreateVideoBody = z.infer<typeof CreateVideoBody>;
 
-const euros = z.number().finite().positive().max(1_000_000);
-
+// Euros as JSON numbers: a binary float cannot say "at most 6 decimal places" (and JSON Schema's
+// multipleOf is inexact for floats), so amounts are bounded and rounded to the nearest micro-euro.
+const EUROS_ROUNDED = 'Euros, rounded to the nearest micro-euro (6 decimal places).';
 export const CreateWorkspaceBody = z
-  .object({ name: z.string().trim().min(1).max(200), credits_in_euro: z.number().finite().min(0).max(1_000_000).optional() })
+  .object({
+    name: text({ max_chars: 200, notBlank: true }).trim().describe('Not blank; at most 200 characters; leading and trailing white space is removed.'),
+    credits_in_euro: z.number().min(0).max(1_000_000).optional().describe(`Starting credits. ${EUROS_ROUNDED}`),
+  })
   .strict();
-export const AddCreditsBody = z.object({ amount_in_euro: euros }).strict();
+export const AddCreditsBody = z.object({ amount_in_euro: z.number().min(0.000001).max(1_000_000).describe(EUROS_ROUNDED) }).strict();
 export const CreateApiKeyBody = z
   .object({ models: z.array(z.string().min(1).max(100)).min(1).max(100).optional() })
   .strict();
@@ -40,8 +45,8 @@ export const IdempotencyKey = z.string().min(1).max(IDEMPOTENCY_KEY_MAX_CHARS).r
 export const CreateSpeechBody = z
   .object({
     model: z.string().min(1).max(100).optional().describe('A speech model id (GET /v2/models); default: the first model of the configured voice provider.'),
-    input: z.string().describe("The text to speak: not blank, at most the model's max_input_chars characters (Unicode code points), which are billed."),
-    voice: z.string().min(1, 'must not be empty').max(200).describe("A voice_id of this workspace's cloned voices (GET /v2/audio/voices) or a preset voice of the provider."),
+    input: text({ notBlank: true }).describe("The text to speak: not blank, at most the model's max_input_chars characters (Unicode code points), which are billed."),
+    voice: text({ max_chars: 200, min_chars: 1 }).describe("A voice_id of this workspace's cloned voices (GET /v2/audio/voices) or a preset voice of the provider."),
     response_format: z.enum(['wav', 'pcm'], { error: 'must be one of wav, pcm' }).optional().describe('wav (default): a RIFF WAVE file; pcm: raw signed 16-bit little-endian mono samples.'),
   })
   .strict();
