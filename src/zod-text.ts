@@ -8,8 +8,12 @@ import { z } from 'zod';
 
 /** The characters String.prototype.trim removes: ECMAScript WhiteSpace and LineTerminator. */
 const TRIMMED = '\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff';
+/** Unicode control characters (general category Cc). */
+const CONTROL = '\x00-\x1f\x7f-\x9f';
 /** Matches a string with at least one character trim keeps. */
 export const NOT_BLANK = new RegExp(`[^${TRIMMED}]`);
+const NO_CONTROL = new RegExp(`^[^${CONTROL}]*$`);
+const NOT_BLANK_NO_CONTROL = new RegExp(`^[^${CONTROL}]*[^${CONTROL}${TRIMMED}][^${CONTROL}]*$`);
 
 export const codePoints = (s: string): number => {
   let n = 0;
@@ -19,19 +23,20 @@ export const codePoints = (s: string): number => {
 
 /**
  * A string of `min_chars` (default 0, or 1 when `notBlank`) to `max_chars` (default: no limit) code
- * points; `notBlank`: with a character trim keeps.
- * The JSON Schema states exactly these limits.
+ * points; `notBlank`: with a character trim keeps; `noControl`: without control characters.
  */
-export function text(opts: { max_chars?: number; min_chars?: number; notBlank?: boolean }) {
+export function text(opts: { max_chars?: number; min_chars?: number; notBlank?: boolean; noControl?: boolean }) {
   const min = opts.min_chars ?? (opts.notBlank ? 1 : 0);
+  const max = opts.max_chars;
+  const pattern = opts.notBlank ? (opts.noControl ? NOT_BLANK_NO_CONTROL : NOT_BLANK) : opts.noControl ? NO_CONTROL : null;
   let schema = z.string();
   if (opts.notBlank) schema = schema.refine((s) => NOT_BLANK.test(s), 'must not be blank');
-  const max = opts.max_chars;
-  if (min > 0) schema = schema.refine((s) => codePoints(s) >= min, `at least ${min} characters`);
-  if (max !== undefined) schema = schema.refine((s) => codePoints(s) <= max, `at most ${max} characters`);
+  if (opts.noControl) schema = schema.refine((s) => NO_CONTROL.test(s), 'must not contain control characters');
+  if (min > 0) schema = schema.refine((s) => codePoints(s) >= min, `must be at least ${min} characters`);
+  if (max !== undefined) schema = schema.refine((s) => codePoints(s) <= max, `must be at most ${max} characters`);
   return schema.meta({
     ...(min > 0 ? { minLength: min } : {}),
     ...(max !== undefined ? { maxLength: max } : {}),
-    ...(opts.notBlank ? { pattern: NOT_BLANK.source } : {}),
+    ...(pattern ? { pattern: pattern.source } : {}),
   });
 }

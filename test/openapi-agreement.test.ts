@@ -67,6 +67,10 @@ describe('request bodies: the document and the server agree', () => {
       ['prompt at the limit in astral characters', { prompt: emoji(4000) }],
       ['prompt over the limit', { prompt: 'x'.repeat(4001) }],
       ['unknown model', { prompt: 'p', model: 'no-such-model' }],
+      ['NUL in the prompt', { prompt: 'a\u0000b' }],
+      ['NUL in a key of parameters', { prompt: 'p', parameters: { 'k\u0000': 1 } }],
+      ['NUL deep in parameters', { prompt: 'p', parameters: { k: [{ v: ['\u0000'] }] } }],
+      ['control characters but no NUL in parameters', { prompt: 'p\u0007', parameters: { k: [{ v: ['\u0001'] }] } }],
     ];
     for (const m of VIDEO_MODELS.filter((x) => videoBackendFor(x, { simulator: stack.config.simulator, vertex: stack.config.vertex !== null }))) {
       const base = { prompt: 'p', model: m.id, ...(m.accepts_parameters ? { parameters: { simulate: { delay_ms: 0 } } } : {}) };
@@ -109,6 +113,7 @@ describe('request bodies: the document and the server agree', () => {
       ['unknown format', { ...base, input: 'Hello.', response_format: 'mp3' }],
       ['every format of the model', { ...base, model: model.id, input: 'Hello.', response_format: model.response_formats.at(-1) }],
       ['empty voice', { voice: '', input: 'Hello.' }],
+      ['NUL in the voice', { voice: `${voiceId}\u0000`, input: 'Hello.' }],
       ['unknown field', { ...base, input: 'Hello.', speed: 2 }],
     ]);
   });

@@ -21,6 +21,7 @@ import type { AspectRatio, Resolution, SpeechModel, SpeechResponseFormat, VideoB
 import { DEFAULT_VIDEO_MODEL_ID, VIDEO_MODELS, videoBackendFor } from '../src/catalog.js';
 import { VOICE_UPLOAD_LIMITS } from '../src/http/routes/voices.js';
 import { DOCS_ASSETS, DOCS_INIT_SCRIPT } from '../src/http/routes/docs.js';
+import { JSON_VALUE_COMPONENT, NO_NUL_PATTERN, refuseNul } from '../src/http/openapi-no-nul.js';
 import { encodeWav } from '../src/providers/voice/simulator.js';
 import { ADMIN_TOKEN, http, newCustomer, simJob, startStack, waitForJob, type HttpResult, type Stack } from './helpers/stack.js';
 
@@ -241,7 +242,7 @@ describe('schemas are generated from zod', () => {
     const body = doc.paths['/v2/videos/generations'].post.requestBody;
     assert.equal(body.required, true);
     const schema = deref(body.content['application/json'].schema);
-    const zodBody = jsonSchemaOf(S.CreateVideoBody, 'input');
+    const zodBody = refuseNul(jsonSchemaOf(S.CreateVideoBody, 'input')) as Json;
     const served = VIDEO_MODELS.filter((m) => videoBackendFor(m, availability()) !== null);
     assert.ok(served.length > 0);
     for (const m of served) {
@@ -265,6 +266,7 @@ describe('schemas are generated from zod', () => {
     assert.equal(zodBody.properties.prompt.maxLength, S.PROMPT_MAX_CHARS);
     assert.equal(zodBody.properties.prompt.minLength, 1);
     assert.ok(zodBody.properties.prompt.pattern, 'not blank');
+    assert.deepEqual(zodBody.properties.prompt.allOf, [{ pattern: NO_NUL_PATTERN }], 'no NUL (refused by the JSON body parser)');
   });
 
   test('every request body component is z.toJSONSchema (io input) of the schema the route validates with', () => {
@@ -284,7 +286,8 @@ describe('schemas are generated from zod', () => {
       CreateApiKeyBody: ['models'],
     };
     for (const [name, schema] of Object.entries(validators)) {
-      const generated = jsonSchemaOf(schema, 'input');
+      // JSON bodies: with NUL refused in every string and key (the JSON body parser refuses it).
+      const generated = name === 'CreateVoiceForm' ? jsonSchemaOf(schema, 'input') : (refuseNul(jsonSchemaOf(schema, 'input')) as Json);
       const component = doc.components.schemas[name];
       if (!narrowed[name]) {
         assert.deepEqual(component, generated, name);
@@ -306,7 +309,7 @@ describe('schemas are generated from zod', () => {
 
   test('every response component is z.toJSONSchema (io output) of the response schema of that name in schemas.ts', () => {
     const names = Object.keys(RESPONSE_SCHEMAS);
-    assert.deepEqual(Object.keys(doc.components.schemas).sort(), [...Object.keys(REQUEST_SCHEMAS), ...names].sort());
+    assert.deepEqual(Object.keys(doc.components.schemas).sort(), [...Object.keys(REQUEST_SCHEMAS), JSON_VALUE_COMPONENT, ...names].sort());
     for (const name of names) {
       const schema = (S as Record<string, unknown>)[name];
       assert.ok(schema instanceof z.ZodType, `${name} is not exported by src/http/schemas.ts`);

@@ -8,10 +8,11 @@ import fs from 'node:fs';
 import { z } from 'zod';
 import * as S from './schemas.js';
 import { JSON_BODY_LIMIT_BYTES } from './json-body.js';
-import { VOICE_NAME_MAX_CHARS, VOICE_UPLOAD_LIMITS } from './routes/voices.js';
+import { VoiceName, VOICE_UPLOAD_LIMITS } from './routes/voices.js';
 import { AUDIO_CONTENT_TYPES } from '../media/audio-sniff.js';
 import { SimulateSchema } from '../providers/video/simulator.js';
 import { apiKeyBodySchema, speechBodySchema, videoBodySchema, type ModelAvailability } from './openapi-catalog.js';
+import { JSON_VALUE_COMPONENT, JSON_VALUE_SCHEMA, refuseNul } from './openapi-no-nul.js';
 import { projectPath } from '../paths.js';
 
 type JsonSchema = Record<string, unknown>;
@@ -26,11 +27,7 @@ const bytesText = (n: number) => (n % MiB === 0 ? `${n / MiB} MiB` : n % 1024 ==
  */
 export const CreateVoiceForm = z
   .strictObject({
-    name: z
-      .string()
-      .min(1)
-      .max(VOICE_NAME_MAX_CHARS)
-      .describe(`The voice's name: one text part, not blank, at most ${VOICE_NAME_MAX_CHARS} characters, no control characters.`),
+    name: VoiceName,
     file: z
       .array(z.file().min(1).max(VOICE_UPLOAD_LIMITS.maxFileBytes))
       .min(1)
@@ -518,12 +515,15 @@ export type OpenApiDocument = {
 function requestComponents(avail: ModelAvailability): Record<string, JsonSchema> {
   const generated = components(REQUEST_SCHEMAS, 'input') as Record<keyof typeof REQUEST_SCHEMAS, JsonSchema & { properties: Record<string, JsonSchema> }>;
   const simulate = bare(z.toJSONSchema(SimulateSchema, { io: 'input' }) as JsonSchema) as JsonSchema & { properties: Record<string, JsonSchema> };
-  return {
+  const perModel: Record<keyof typeof REQUEST_SCHEMAS, JsonSchema> = {
     ...generated,
     CreateVideoBody: videoBodySchema(generated.CreateVideoBody, avail, simulate),
     CreateSpeechBody: speechBodySchema(generated.CreateSpeechBody, avail),
     CreateApiKeyBody: apiKeyBodySchema(generated.CreateApiKeyBody),
   };
+  // JSON bodies refuse NUL in any string or key (./json-body.ts); the multipart form states its own rules.
+  const json = Object.entries(perModel).map(([name, s]) => [name, name === 'CreateVoiceForm' ? s : refuseNul(s)]);
+  return { ...Object.fromEntries(json), [JSON_VALUE_COMPONENT]: JSON_VALUE_SCHEMA };
 }
 
 /** The document for a process whose models are served as `avail` says. */
