@@ -68,7 +68,10 @@ export const RESPONSE_SCHEMAS = {
   LedgerAudit: S.LedgerAudit,
 } satisfies Record<string, z.ZodType>;
 
-/** A JSON Schema as a component or inline schema: the dialect is declared once (jsonSchemaDialect). */
+/**
+ * A JSON Schema as a component or inline schema, without its own $schema: the document's dialect is
+ * OpenAPI 3.1's default (JSON Schema 2020-12 with the OAS vocabulary), which renderers expect.
+ */
 function bare(schema: JsonSchema): JsonSchema {
   const { $schema: _dialect, $id: _id, ...rest } = schema;
   return rest;
@@ -502,7 +505,6 @@ function packageVersion(): string {
 export type OpenApiDocument = {
   openapi: '3.1.0';
   info: Obj;
-  jsonSchemaDialect: string;
   tags: Obj[];
   paths: Record<string, Record<string, Obj>>;
   components: { schemas: Record<string, JsonSchema>; parameters: Obj; securitySchemes: Obj };
@@ -540,7 +542,6 @@ export function buildOpenApiDocument(avail: ModelAvailability): OpenApiDocument 
         'Money is in euros, as JSON numbers. Every error answers `{"error": {"type", "code", "message", "param"}}`, ' +
         'and every response carries an `X-Request-Id` header. Schemas are generated from the zod schemas the API validates with.',
     },
-    jsonSchemaDialect: 'https://json-schema.org/draft/2020-12/schema',
     tags: [
       { name: 'Videos', description: 'Video generation jobs.' },
       { name: 'Models', description: 'The model catalog: limits and prices.' },
