@@ -150,6 +150,27 @@ describe('request bodies: the document and the server agree', () => {
   });
 });
 
+describe('examples', () => {
+  test('every request body example of the document is valid there and accepted by the server', async () => {
+    const ws = await http(stack.baseUrl, 'POST', '/admin/v1/workspaces', { token: ADMIN_TOKEN, json: { name: 'examples' } });
+    let seen = 0;
+    for (const [path, item] of Object.entries(doc.paths) as [string, Json][]) {
+      for (const [method, op] of Object.entries(item) as [string, Json][]) {
+        const media = op.requestBody?.content?.['application/json'];
+        if (!media) continue;
+        assert.ok(media.example, `${method.toUpperCase()} ${path} has an example`);
+        seen++;
+        const validate = bodyValidator(method, path);
+        assert.ok(validate(media.example), `${method.toUpperCase()} ${path}: ${ajv.errorsText(validate.errors)}`);
+        const token = path.startsWith('/admin/') ? ADMIN_TOKEN : customer.key;
+        const r = await http(stack.baseUrl, method.toUpperCase(), path.replace('{id}', ws.body.id), { token, json: media.example });
+        assert.ok(r.status >= 200 && r.status < 300, `${method.toUpperCase()} ${path}: ${r.status} ${JSON.stringify(r.body).slice(0, 300)}`);
+      }
+    }
+    assert.equal(seen, 5);
+  });
+});
+
 /** A raw request (fetch refuses TRACE). */
 function raw(method: string, path: string, token: string | null): Promise<{ status: number; headers: nodeHttp.IncomingHttpHeaders; body: string }> {
   return new Promise((resolve, reject) => {

@@ -123,3 +123,17 @@ export function apiKeyBodySchema(base: ObjectSchema): JsonSchema {
     },
   };
 }
+
+/** An example request (shown by /docs, sent by "Try it out"): the first model served here, with its defaults. */
+export function videoBodyExample(avail: ModelAvailability): Record<string, unknown> | undefined {
+  const m = VIDEO_MODELS.find((x) => videoBackendFor(x, avail) !== null);
+  if (!m) return undefined;
+  return { prompt: 'a lighthouse at dusk, waves crashing', model: m.id, durationSeconds: m.default_params.durationSeconds, n: 1 };
+}
+
+/** An example speech request: the configured provider's default model, with a preset voice of the simulator. */
+export function speechBodyExample(avail: ModelAvailability): Record<string, unknown> | undefined {
+  const m = defaultSpeechModelFor(avail.voiceProvider);
+  if (!m) return undefined;
+  return { input: 'Hello from a cloned voice.', model: m.id, voice: avail.voiceProvider === 'simulator' ? 'sim-narrator' : '<voice_id of one of your voices>' };
+}

@@ -11,7 +11,7 @@ import { JSON_BODY_LIMIT_BYTES } from './json-body.js';
 import { VoiceName, VOICE_UPLOAD_LIMITS } from './routes/voices.js';
 import { AUDIO_CONTENT_TYPES } from '../media/audio-sniff.js';
 import { SimulateSchema } from '../providers/video/simulator.js';
-import { apiKeyBodySchema, speechBodySchema, videoBodySchema, type ModelAvailability } from './openapi-catalog.js';
+import { apiKeyBodySchema, speechBodyExample, speechBodySchema, videoBodyExample, videoBodySchema, type ModelAvailability } from './openapi-catalog.js';
 import { JSON_VALUE_COMPONENT, JSON_VALUE_SCHEMA, refuseNul } from './openapi-no-nul.js';
 import { projectPath } from '../paths.js';
 
@@ -141,14 +141,16 @@ interface Op {
   responses: Record<string, Obj>;
   /** Error statuses the route can answer, with an optional note replacing the generic text. */
   errors?: Partial<Record<Status, string | undefined>>;
+  /** An example JSON body for the models served here (./openapi-catalog.ts). */
+  example?: (avail: ModelAvailability) => Obj | undefined;
 }
 
 const pathParam = (name: string, description: string, schema: JsonSchema = { type: 'string' }) => ({ name, in: 'path', required: true, description, schema });
 const IDEMPOTENCY = { $ref: '#/components/parameters/IdempotencyKey' };
-const jsonBody = (schema: keyof typeof REQUEST_SCHEMAS, required = true) => ({
-  required,
+const jsonBody = (schema: keyof typeof REQUEST_SCHEMAS, example?: Obj) => ({
+  required: true,
   description: `application/json, at most ${bytesText(JSON_BODY_LIMIT_BYTES)}; unknown fields are refused (400).`,
-  content: { 'application/json': { schema: ref(schema) } },
+  content: { 'application/json': { schema: ref(schema), ...(example ? { example } : {}) } },
 });
 const JSON_413 = `The JSON body exceeds ${bytesText(JSON_BODY_LIMIT_BYTES)} (request_too_large).`;
 const JSON_415 = 'The body is not application/json (unsupported_media_type).';
@@ -169,6 +171,7 @@ const OPERATIONS: Op[] = [
     security: 'apiKey',
     parameters: [IDEMPOTENCY],
     requestBody: jsonBody('CreateVideoBody'),
+    example: videoBodyExample,
     responses: {
       '202': json(ref('VideoJob'), 'Accepted: the job, pending.', { Location: header('The job-status URL, /v2/videos/generations/{id}.') }),
     },
@@ -311,6 +314,7 @@ const OPERATIONS: Op[] = [
     security: 'apiKey',
     parameters: [IDEMPOTENCY],
     requestBody: jsonBody('CreateSpeechBody'),
+    example: speechBodyExample,
     responses: {
       '200': {
         description:
@@ -379,7 +383,7 @@ const OPERATIONS: Op[] = [
     tag: 'Admin',
     summary: 'Create a workspace',
     security: 'admin',
-    requestBody: jsonBody('CreateWorkspaceBody'),
+    requestBody: jsonBody('CreateWorkspaceBody', { name: 'demo', credits_in_euro: 10 }),
     responses: { '201': json(ref('Workspace'), 'The new workspace.') },
     errors: { 400: undefined, 401: undefined, 413: JSON_413, 415: JSON_415 },
   },
@@ -403,7 +407,7 @@ const OPERATIONS: Op[] = [
     description: 'With an `Idempotency-Key`, a retry adds the credits once and answers the same top-up.',
     security: 'admin',
     parameters: [pathParam('id', 'The workspace id.'), IDEMPOTENCY],
-    requestBody: jsonBody('AddCreditsBody'),
+    requestBody: jsonBody('AddCreditsBody', { amount_in_euro: 25 }),
     responses: { '200': json(ref('WorkspaceCredits'), 'Added.') },
     errors: { 400: 'Invalid request, e.g. an amount below 0.000001 or above 1000000.', 401: undefined, 404: 'No such workspace.', 413: JSON_413, 415: JSON_415 },
   },
@@ -416,7 +420,7 @@ const OPERATIONS: Op[] = [
     description: 'The key is shown once, in this answer. Without `models` it may use every model.',
     security: 'admin',
     parameters: [pathParam('id', 'The workspace id.')],
-    requestBody: jsonBody('CreateApiKeyBody'),
+    requestBody: jsonBody('CreateApiKeyBody', { models: ['sim-video-1'] }),
     responses: { '201': json(ref('ApiKey'), 'The new key.') },
     errors: { 400: 'Invalid request, e.g. an unknown model (`param: models.{i}`).', 401: undefined, 404: 'No such workspace.', 413: JSON_413, 415: JSON_415 },
   },
@@ -471,9 +475,17 @@ const OPERATIONS: Op[] = [
   },
 ];
 
+/** A JSON request body with its example, when there is one. */
+function withExample(requestBody: Obj, example: Obj | undefined): Obj {
+  const content = requestBody['content'] as Record<string, Obj>;
+  const jsonMedia = content['application/json'];
+  if (!example || !jsonMedia) return requestBody;
+  return { ...requestBody, content: { ...content, 'application/json': { ...jsonMedia, example } } };
+}
+
 const SECURITY: Record<Security, Obj[]> = { apiKey: [{ ApiKeyAuth: [] }], admin: [{ AdminToken: [] }], none: [] };
 
-function operationObject(op: Op): Obj {
+function operationObject(op: Op, avail: ModelAvailability): Obj {
   const responses: Obj = { ...op.responses };
   for (const [status, note] of Object.entries(op.errors ?? {}) as [string, string | undefined][]) {
     responses[status] = errorResponse(Number(status) as Status, note);
@@ -489,7 +501,7 @@ function operationObject(op: Op): Obj {
     ...(op.description ? { description: op.description } : {}),
     security: SECURITY[op.security],
     ...(op.parameters ? { parameters: op.parameters } : {}),
-    ...(op.requestBody ? { requestBody: op.requestBody } : {}),
+    ...(op.requestBody ? { requestBody: withExample(op.requestBody, op.example?.(avail)) } : {}),
     responses,
   };
 }
@@ -531,7 +543,7 @@ function requestComponents(avail: ModelAvailability): Record<string, JsonSchema>
 /** The document for a process whose models are served as `avail` says. */
 export function buildOpenApiDocument(avail: ModelAvailability): OpenApiDocument {
   const paths: Record<string, Record<string, Obj>> = {};
-  for (const op of OPERATIONS) (paths[op.path] ??= {})[op.method] = operationObject(op);
+  for (const op of OPERATIONS) (paths[op.path] ??= {})[op.method] = operationObject(op, avail);
   return {
     openapi: '3.1.0',
     info: {
