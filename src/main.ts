@@ -7,7 +7,7 @@ import { loadConfig } from './config.js';
 import { createLogger } from './logger.js';
 import { startEmbeddedPostgres } from './db/embedded.js';
 import { resolveTemporalCli, startDevServer } from './temporal/dev-server.js';
-import { loadSecrets, openDatabase, startApi, startWorker } from './runtime.js';
+import { loadSecrets, openDatabase, redactUrl, startApi, startWorker } from './runtime.js';
 import { runMain } from './process-lifecycle.js';
 
 runMain('video-voice-api', async () => {
@@ -21,10 +21,12 @@ runMain('video-voice-api', async () => {
 
   try {
     let databaseUrl = config.databaseUrl;
+    let postgresLine = `PostgreSQL:   ${redactUrl(databaseUrl ?? '')} (DATABASE_URL)`;
     if (!databaseUrl) {
       const pg = await startEmbeddedPostgres({ pgdata: path.join(config.dataDir, 'postgres'), port: config.embeddedPgPort, logFile: path.join(logDir, 'postgres.log') });
       stops.unshift(pg.stop);
       databaseUrl = pg.url;
+      postgresLine = `PostgreSQL:   embedded on port ${config.embeddedPgPort}, data in ${pg.pgdata}${pg.moved ? ` (${pg.moved})` : ''}`;
     }
     let temporalAddress = config.temporal.address;
     let temporalUi = 'your Temporal deployment\'s Web UI';
@@ -57,6 +59,7 @@ runMain('video-voice-api', async () => {
         '',
         `  API:          ${api.url}`,
         `  Temporal UI:  ${temporalUi}`,
+        `  ${postgresLine}`,
         `  ${adminHint}`,
         '  first API key:',
         `    npm run --silent admin -- workspace create --name demo --credits 10`,

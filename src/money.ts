@@ -9,13 +9,20 @@ export function microEurToEur(amount_micro_eur: number): number {
   return amount_micro_eur / MICRO_EUR_PER_EUR;
 }
 
-/** Converts a euro amount with at most 6 decimals; returns null if it is not representable exactly. */
+/** Converts a euro amount with at most 6 decimals; returns null if it is not representable exactly (catalog prices). */
 export function eurToMicroEur(amount_eur: number): number | null {
   if (!Number.isFinite(amount_eur)) return null;
   const micro = Math.round(amount_eur * MICRO_EUR_PER_EUR);
   if (Math.abs(micro / MICRO_EUR_PER_EUR - amount_eur) > 1e-9) return null;
   if (!Number.isSafeInteger(micro)) return null;
   return micro;
+}
+
+/** A euro amount (at most MAX_AMOUNT_MICRO_EUR) rounded to the nearest micro-euro; null if not a finite number in range. */
+export function eurToMicroEurRounded(amount_eur: number): number | null {
+  if (!Number.isFinite(amount_eur)) return null;
+  const micro = Math.round(amount_eur * MICRO_EUR_PER_EUR);
+  return Number.isSafeInteger(micro) && Math.abs(micro) <= MAX_AMOUNT_MICRO_EUR ? micro : null;
 }
 
 export function assertMicroEur(amount_micro_eur: number): void {

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
-import { inspectMp4 } from '../src/media/mp4.js';
+import { inspectMp4 } from './helpers/mp4.js';
 
 const assetDir = fileURLToPath(new URL('../assets/sim-video/', import.meta.url));
 

@@ -3,10 +3,12 @@
 // schemas are z.toJSONSchema of the zod schemas the API validates with (request bodies) and of the
 // response schemas of src/http/schemas.ts; and real responses of the running API, looked up by the
 // operation and status that answered them, parse with the schema documented there. The page is
-// self-contained (nothing external), and its script renders every operation of the served document.
+// Swagger UI from its npm package, everything served from this origin.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createHash } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { createRequire } from 'node:module';
 import { z } from 'zod';
 import * as S from '../src/http/schemas.js';
 import { buildOpenApiDocument, CreateVoiceForm, REQUEST_SCHEMAS, RESPONSE_SCHEMAS, type OpenApiDocument } from '../src/http/openapi.js';
@@ -18,7 +20,10 @@ import type { presentDeliveryAttempt, presentWebhookEndpoint } from '../src/http
 import type { presentLedgerEntry } from '../src/http/routes/statement.js';
 import type { AuditReport } from '../src/billing/audit.js';
 import type { AspectRatio, Resolution, SpeechModel, SpeechResponseFormat, VideoBackend } from '../src/catalog.js';
+import { defaultVideoModelId, videoModels, videoBackendFor } from '../src/catalog.js';
 import { VOICE_UPLOAD_LIMITS } from '../src/http/routes/voices.js';
+import { DOCS_ASSETS, DOCS_INIT_SCRIPT } from '../src/http/routes/docs.js';
+import { JSON_VALUE_COMPONENT, NO_NUL_PATTERN, refuseNul } from '../src/http/openapi-no-nul.js';
 import { encodeWav } from '../src/providers/voice/simulator.js';
 import { ADMIN_TOKEN, http, newCustomer, simJob, startStack, waitForJob, type HttpResult, type Stack } from './helpers/stack.js';
 import { pngOfSize } from './helpers/images.js';
@@ -53,6 +58,7 @@ const SAMPLE_ID = '00000000-0000-4000-8000-000000000000';
 
 let stack: Stack;
 let customer: { workspaceId: string; key: string };
+const availability = () => ({ simulator: stack.config.simulator, vertex: stack.config.vertex !== null, voiceProvider: stack.config.voiceProvider });
 let doc: OpenApiDocument & Json;
 before(async () => {
   stack = await startStack();
@@ -126,14 +132,14 @@ describe('document structure (OpenAPI 3.1)', () => {
   test('served as JSON, the same document the code builds', async () => {
     const r = await http(stack.baseUrl, 'GET', '/v2/openapi.json');
     assert.match(r.headers.get('content-type') ?? '', /^application\/json/);
-    assert.deepEqual(r.body, JSON.parse(JSON.stringify(buildOpenApiDocument())));
+    assert.deepEqual(r.body, JSON.parse(JSON.stringify(buildOpenApiDocument(availability()))));
   });
 
   test('root: openapi 3.1, info, paths, components, security schemes', () => {
     assert.match(doc.openapi, /^3\.1\.\d+$/);
     assert.equal(typeof doc.info.title, 'string');
     assert.equal(typeof doc.info.version, 'string');
-    assert.equal(doc.jsonSchemaDialect, 'https://json-schema.org/draft/2020-12/schema');
+    assert.equal(doc.jsonSchemaDialect, undefined, "OpenAPI 3.1's default dialect (JSON Schema 2020-12): Swagger UI warns about any other");
     assert.ok(Object.keys(doc.paths).length > 0);
     for (const p of Object.keys(doc.paths)) assert.ok(p.startsWith('/'), p);
     assert.ok(Object.keys(doc.components.schemas).length > 0);
@@ -239,22 +245,35 @@ describe('document structure (OpenAPI 3.1)', () => {
 });
 
 describe('schemas are generated from zod', () => {
-  test('POST /v2/videos/generations body is z.toJSONSchema(CreateVideoBody)', () => {
+  test('POST /v2/videos/generations body: one variant per model served here (from the catalog), plus the default model without `model`', () => {
     const body = doc.paths['/v2/videos/generations'].post.requestBody;
     assert.equal(body.required, true);
     const schema = deref(body.content['application/json'].schema);
-    assert.deepEqual(schema, jsonSchemaOf(S.CreateVideoBody, 'input'));
-    assert.equal(schema.properties.prompt.maxLength, S.PROMPT_MAX_CHARS);
-    assert.equal(schema.properties.prompt.minLength, 1);
-    assert.deepEqual(schema.required, ['prompt']);
-    assert.equal(schema.additionalProperties, false);
-    assert.match(schema.properties.n.description, /max_n/);
-    for (const frame of ['image', 'lastFrame']) {
-      assert.deepEqual(schema.properties[frame].required, ['bytesBase64Encoded', 'mimeType']);
-      assert.deepEqual(schema.properties[frame].properties.mimeType.enum, ['image/png', 'image/jpeg', 'image/webp']);
+    const zodBody = refuseNul(jsonSchemaOf(S.CreateVideoBody, 'input')) as Json;
+    const served = videoModels().filter((m) => videoBackendFor(m, availability()) !== null);
+    assert.ok(served.length > 0);
+    for (const m of served) {
+      const variants = schema.oneOf.filter((v: Json) => v.properties.model?.const === m.id);
+      const readsSimulate = m.accepts_parameters && videoBackendFor(m, availability()) === 'simulator';
+      assert.equal(variants.length, readsSimulate ? m.max_n + 1 : 1, m.id);
+      for (const v of variants) {
+        assert.deepEqual(v.properties.prompt, zodBody.properties.prompt);
+        assert.deepEqual(v.properties.durationSeconds.enum, [...m.durations_s]);
+        assert.deepEqual(v.properties.resolution.enum, [...m.resolutions]);
+        assert.deepEqual(v.properties.aspectRatio.enum, [...m.aspect_ratios]);
+        if (v.properties.n) assert.equal(v.properties.n.maximum, m.max_n);
+        assert.equal('seed' in v.properties, m.supports_seed);
+        assert.deepEqual(v.required.sort(), (v.properties.n?.const ? ['model', 'n', 'prompt'] : ['model', 'prompt']).sort());
+        assert.equal(v.additionalProperties, false);
+      }
     }
-    assert.equal(schema.properties.generateAudio.type, 'boolean');
-    assert.equal(schema.properties.negativePrompt.maxLength, S.NEGATIVE_PROMPT_MAX_CHARS);
+    const defaults = schema.oneOf.filter((v: Json) => !('model' in v.properties));
+    assert.ok(defaults.length >= 1);
+    for (const v of defaults) assert.ok(v.title.includes(defaultVideoModelId()), v.title);
+    assert.equal(zodBody.properties.prompt.maxLength, S.PROMPT_MAX_CHARS);
+    assert.equal(zodBody.properties.prompt.minLength, 1);
+    assert.ok(zodBody.properties.prompt.pattern, 'not blank');
+    assert.deepEqual(zodBody.properties.prompt.allOf, [{ pattern: NO_NUL_PATTERN }], 'no NUL (refused by the JSON body parser)');
   });
 
   test('every request body component is z.toJSONSchema (io input) of the schema the route validates with', () => {
@@ -268,7 +287,28 @@ describe('schemas are generated from zod', () => {
       CreateVoiceForm, // documentation of the multipart form (multipart is not parsed by zod)
     };
     assert.deepEqual(Object.keys(REQUEST_SCHEMAS).sort(), Object.keys(validators).sort());
-    for (const [name, schema] of Object.entries(validators)) assert.deepEqual(doc.components.schemas[name], jsonSchemaOf(schema, 'input'), name);
+    // Per-model bodies: each variant keeps the zod properties it does not narrow for its model.
+    const narrowed: Record<string, string[]> = {
+      // image / lastFrame: narrowed to the model's image types, each tied to the leading bytes of its files.
+      CreateVideoBody: ['model', 'n', 'durationSeconds', 'resolution', 'aspectRatio', 'parameters', 'image', 'lastFrame', 'generateAudio'],
+      CreateSpeechBody: ['model', 'input', 'response_format'],
+      CreateApiKeyBody: ['models'],
+    };
+    for (const [name, schema] of Object.entries(validators)) {
+      // JSON bodies: with NUL refused in every string and key (the JSON body parser refuses it).
+      const generated = name === 'CreateVoiceForm' ? jsonSchemaOf(schema, 'input') : (refuseNul(jsonSchemaOf(schema, 'input')) as Json);
+      const component = doc.components.schemas[name];
+      if (!narrowed[name]) {
+        assert.deepEqual(component, generated, name);
+        continue;
+      }
+      for (const v of component.oneOf ?? [component]) {
+        for (const [prop, propSchema] of Object.entries(generated.properties)) {
+          if (!narrowed[name]!.includes(prop) && prop in v.properties) assert.deepEqual(v.properties[prop], propSchema, `${name}.${prop}`);
+        }
+        for (const prop of Object.keys(v.properties)) assert.ok(prop in generated.properties, `${name}: ${prop} is not in the zod schema`);
+      }
+    }
     // and each JSON body of the document refers to one of them
     for (const { path, method, op } of operations()) {
       const ref = op.requestBody?.content?.['application/json']?.schema?.$ref;
@@ -278,7 +318,7 @@ describe('schemas are generated from zod', () => {
 
   test('every response component is z.toJSONSchema (io output) of the response schema of that name in schemas.ts', () => {
     const names = Object.keys(RESPONSE_SCHEMAS);
-    assert.deepEqual(Object.keys(doc.components.schemas).sort(), [...Object.keys(REQUEST_SCHEMAS), ...names].sort());
+    assert.deepEqual(Object.keys(doc.components.schemas).sort(), [...Object.keys(REQUEST_SCHEMAS), JSON_VALUE_COMPONENT, ...names].sort());
     for (const name of names) {
       const schema = (S as Record<string, unknown>)[name];
       assert.ok(schema instanceof z.ZodType, `${name} is not exported by src/http/schemas.ts`);
@@ -532,120 +572,33 @@ describe('webhooks, balance, ledger and key revocation', () => {
 });
 
 describe('GET /docs', () => {
-  test('one self-contained HTML page that loads /v2/openapi.json; nothing external', async () => {
+  test('Swagger UI from the swagger-ui-dist package, everything from this origin, on the served document', async () => {
     const r = await http(stack.baseUrl, 'GET', '/docs');
     assert.equal(r.status, 200);
     assert.match(r.headers.get('content-type') ?? '', /^text\/html/);
     const html: string = r.body;
-    assert.ok(html.includes("fetch('/v2/openapi.json'"));
     assert.doesNotMatch(html, /https?:\/\//i, 'no absolute URLs: nothing is loaded from another host');
-    assert.doesNotMatch(html, /<script[^>]+src=|<link\b|@import|url\(/i, 'no external scripts, styles or fonts');
-    const scripts = [...html.matchAll(/<script>([\s\S]*?)<\/script>/g)].map((m) => m[1]!);
-    assert.equal(scripts.length, 1);
-    assert.doesNotThrow(() => new Function(scripts[0]!), 'the inline script parses');
-    // The Content-Security-Policy allows this page's own inline script and style and nothing else.
     const csp = r.headers.get('content-security-policy') ?? '';
-    assert.match(csp, /default-src 'none'/);
-    assert.match(csp, /connect-src 'self'/);
-    const hash = (s: string) => `'sha256-${createHash('sha256').update(s).digest('base64')}'`;
-    assert.ok(csp.includes(`script-src ${hash(scripts[0]!)}`), csp);
-    const style = /<style>([\s\S]*?)<\/style>/.exec(html)![1]!;
-    assert.ok(csp.includes(`style-src ${hash(style)}`), csp);
-  });
-
-  test('its script renders every operation of the served document: method, path, parameters, body fields, responses', async () => {
-    const html: string = (await http(stack.baseUrl, 'GET', '/docs')).body;
-    const script = /<script>([\s\S]*?)<\/script>/.exec(html)![1]!;
-    const dom = fakeDom(['app', 'nav-list', 'title', 'version', 'intro', 'filter']);
-    let fetched = '';
-    const sameOriginFetch = (url: string, init: RequestInit) => {
-      fetched = url;
-      return fetch(stack.baseUrl + url, init);
-    };
-    new Function('document', 'fetch', script)(dom.document, sameOriginFetch);
-    for (let i = 0; i < 100 && dom.byId('app').textContent.startsWith('Loading'); i++) await new Promise((res) => setTimeout(res, 20));
-    assert.equal(fetched, '/v2/openapi.json');
-    const app = dom.byId('app');
-    assert.doesNotMatch(app.textContent, /Could not load/);
-    const cards = dom.all(app).filter((n) => n.className === 'op');
-    assert.equal(cards.length, operations().length);
-    for (const { path, method, op } of operations()) {
-      const card = cards.find((c) => c.id === op.operationId);
-      assert.ok(card, `no card for ${op.operationId}`);
-      const text = card.textContent;
-      for (const s of [method, path, op.summary, ...Object.keys(op.responses)]) assert.ok(text.includes(s), `${op.operationId}: "${s}" not rendered`);
-      for (const p of (op.parameters ?? []).map(deref)) assert.ok(text.includes(p.name), `${op.operationId}: parameter ${p.name}`);
+    for (const d of ["default-src 'none'", "script-src 'self'", "style-src 'self'", "connect-src 'self'"]) assert.ok(csp.includes(d), csp);
+    const refs = [...html.matchAll(/(?:src|href)="([^"]+)"/g)].map((m) => m[1]!);
+    assert.deepEqual(refs.sort(), ['/docs/favicon-32x32.png', '/docs/init.js', '/docs/swagger-ui-bundle.js', '/docs/swagger-ui.css']);
+    const packageDir = path.dirname(createRequire(import.meta.url).resolve('swagger-ui-dist/package.json'));
+    for (const [name, type] of Object.entries(DOCS_ASSETS)) {
+      const asset = await fetch(`${stack.baseUrl}/docs/${name}`);
+      assert.equal(asset.status, 200, name);
+      assert.equal(asset.headers.get('content-type'), type, name);
+      assert.ok(Buffer.from(await asset.arrayBuffer()).equals(fs.readFileSync(path.join(packageDir, name))), `${name} is the package's file`);
     }
-    const create = cards.find((c) => c.id === 'createVideoGeneration')!.textContent;
-    for (const s of ['prompt', 'max length 4000', 'required', 'durationSeconds', 'Idempotency-Key', 'VideoJob', 'videos[].url', 'ErrorResponse']) {
-      assert.ok(create.includes(s), `create video card lacks "${s}"`);
-    }
-    for (const name of Object.keys(doc.components.schemas)) assert.ok(dom.all(app).some((n) => n.id === `schema-${name}`), `schema ${name} not rendered`);
-    const errorSchema = dom.all(app).find((n) => n.id === 'schema-ErrorResponse')!.textContent;
-    for (const s of ['error.type', 'error.param', 'invalid_request_error']) assert.ok(errorSchema.includes(s), `ErrorResponse lacks "${s}"`);
-    const upload = cards.find((c) => c.id === 'createVoice')!.textContent;
-    for (const s of ['multipart/form-data', 'file', 'max items 10', 'max length 10485760']) assert.ok(upload.includes(s), `voice card lacks "${s}"`);
+    const init = await fetch(`${stack.baseUrl}/docs/init.js`);
+    assert.match(init.headers.get('content-type') ?? '', /^text\/javascript/);
+    const script = await init.text();
+    assert.equal(script, DOCS_INIT_SCRIPT);
+    assert.doesNotThrow(() => new Function(script), 'the init script parses');
+    assert.match(script, /url: '\/v2\/openapi\.json'/);
+    assert.match(script, /tryItOutEnabled: true/);
+    assert.match(script, /validatorUrl: null/, 'no call to the public validator');
+    // The bundle renders OpenAPI 3.1 (Swagger UI 5).
+    const pkg = JSON.parse(fs.readFileSync(path.join(packageDir, 'package.json'), 'utf8'));
+    assert.ok(Number(pkg.version.split('.')[0]) >= 5, pkg.version);
   });
 });
-
-// A DOM of just what the page's script uses: enough to run it outside a browser.
-interface FakeNode {
-  tag: string;
-  id: string;
-  className: string;
-  children: FakeNode[];
-  parent: FakeNode | null;
-  textContent: string;
-  [k: string]: any;
-}
-function fakeDom(ids: string[]) {
-  const make = (tag: string, text = ''): FakeNode => {
-    let own = text;
-    const attrs = new Map<string, string>();
-    const node: FakeNode = {
-      tag,
-      id: '',
-      className: '',
-      children: [],
-      parent: null,
-      get textContent(): string {
-        return own + node.children.map((c) => c.textContent).join('');
-      },
-      set textContent(v: string) {
-        node.children = [];
-        own = v;
-      },
-      appendChild(c: FakeNode) {
-        c.parent = node;
-        node.children.push(c);
-        return c;
-      },
-      replaceWith(n: FakeNode) {
-        const siblings = node.parent!.children;
-        siblings[siblings.indexOf(node)] = n;
-        n.parent = node.parent;
-      },
-      setAttribute: (k: string, v: unknown) => void attrs.set(k, String(v)),
-      getAttribute: (k: string) => attrs.get(k) ?? null,
-      addEventListener() {},
-      classList: { toggle() {} },
-    };
-    return node;
-  };
-  const root = make('body');
-  const byIdMap = new Map<string, FakeNode>();
-  for (const id of ids) {
-    const n = root.appendChild(make('div', id === 'app' ? 'Loading...' : ''));
-    n.id = id;
-    byIdMap.set(id, n);
-  }
-  const all = (n: FakeNode): FakeNode[] => [n, ...n.children.flatMap(all)];
-  const document = {
-    title: '',
-    createElement: (tag: string) => make(tag),
-    createTextNode: (text: string) => make('#text', text),
-    getElementById: (id: string) => all(root).find((n) => n.id === id) ?? null,
-    querySelectorAll: () => all(root).filter((n) => n.getAttribute('data-search') !== null),
-  };
-  return { document, byId: (id: string) => document.getElementById(id)!, all };
-}

@@ -5,51 +5,17 @@ import { after, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { freePort } from './helpers/infra.js';
 import { infra } from './helpers/stack.js';
+import { killGroup, spawnTree, untilStarted } from './helpers/processes.js';
 
 const started: ChildProcess[] = [];
 after(() => {
-  for (const c of started) if (c.exitCode === null && c.signalCode === null) killTree(c, 'SIGKILL');
+  for (const c of started) if (c.exitCode === null && c.signalCode === null) killGroup(c, 'SIGKILL');
 });
 
-function killTree(child: ChildProcess, signal: NodeJS.Signals) {
-  try {
-    process.kill(-child.pid!, signal);
-  } catch {
-    // already gone
-  }
-}
-
-interface Started {
-  child: ChildProcess;
-  output: () => string;
-  exited: Promise<number | null>;
-}
-
-function spawnMain(env: Record<string, string>): Started {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
-    env: { ...process.env, LOG_LEVEL: 'warn', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-    detached: true, // its own process group: the test kills the whole tree, as a crash would
-  });
-  started.push(child);
-  let output = '';
-  child.stdout!.on('data', (d) => (output += d));
-  child.stderr!.on('data', (d) => (output += d));
-  const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
-  return { child, output: () => output, exited };
-}
-
-async function untilReady(s: Started, timeout_ms = 120_000): Promise<void> {
-  const deadline = Date.now() + timeout_ms;
-  while (!s.output().includes('Temporal UI:')) {
-    if (s.child.exitCode !== null) throw new Error(`npm start exited: ${s.output()}`);
-    if (Date.now() > deadline) throw new Error(`npm start not ready: ${s.output()}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
+const spawnMain = (env: Record<string, string>) => spawnTree(process.execPath, ['--import', 'tsx', 'src/main.ts'], { env, track: started });
 
 async function portsEnv(dataDir: string) {
   return {
@@ -80,7 +46,7 @@ describe('npm start', () => {
     const base = `http://127.0.0.1:${env.PORT}`;
 
     const first = spawnMain(env);
-    await untilReady(first);
+    await untilStarted(first);
     assert.match(first.output(), new RegExp(`API: +${base}`));
     assert.match(first.output(), /Temporal UI: +http:\/\/127\.0\.0\.1:\d+/);
     const admin = JSON.parse(fs.readFileSync(path.join(dataDir, 'secrets.json'), 'utf8')).admin_token as string;
@@ -97,12 +63,12 @@ describe('npm start', () => {
     });
     assert.equal(job.status, 202);
 
-    killTree(first.child, 'SIGKILL');
+    killGroup(first.child, 'SIGKILL');
     await first.exited;
     await new Promise((r) => setTimeout(r, 500));
 
     const second = spawnMain(env);
-    await untilReady(second);
+    await untilStarted(second);
     let final: any;
     for (let i = 0; ; i++) {
       final = await call(base, key.body.key, 'GET', `/v2/videos/generations/${job.body.id}`);
@@ -135,7 +101,7 @@ describe('npm start', () => {
     // Graceful stop: SIGTERM ends the tree with exit 0, the servers with it.
     const pgPid = Number(fs.readFileSync(path.join(dataDir, 'postgres', 'postmaster.pid'), 'utf8').split('\n')[0]);
     const temporalPid = Number(fs.readFileSync(path.join(dataDir, 'temporal', 'server.pid'), 'utf8'));
-    killTree(second.child, 'SIGTERM');
+    killGroup(second.child, 'SIGTERM');
     assert.equal(await second.exited, 0);
     assert.match(second.output(), /SIGTERM received, shutting down gracefully/);
     await new Promise((r) => setTimeout(r, 500));
@@ -147,10 +113,13 @@ describe('npm start', () => {
   test('broken pieces end with one clear line, not a stack trace', async () => {
     const dataDir = fs.mkdtempSync(path.join(infra().tmp, 'broken-'));
     fs.chmodSync(dataDir, 0o755);
+    const notADir = path.join(dataDir, 'a-file');
+    fs.writeFileSync(notADir, '');
     const cases: [Record<string, string>, RegExp][] = [
       [{ TEMPORAL_CLI_PATH: '/nonexistent/temporal' }, /TEMPORAL_CLI_PATH=\/nonexistent\/temporal does not exist/],
       [{ DATABASE_URL: 'postgres://nobody@127.0.0.1:1/none' }, /cannot reach PostgreSQL at postgres:\/\/nobody@127\.0\.0\.1:1\/none/],
       [{ VIDEO_POLL_INTERVAL_MS: 'soon' }, /invalid environment variable VIDEO_POLL_INTERVAL_MS/],
+      [{ DATA_DIR: path.join(notADir, 'data') }, new RegExp(`^video-voice-api: cannot mkdir ${notADir}/data \\(a part of the path is not a directory\\): check DATA_DIR$`)],
     ];
     for (const [extra, expected] of cases) {
       const s = spawnMain({ ...(await portsEnv(dataDir)), ...extra });

@@ -3,7 +3,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { assertAuditHolds, balanceMicro, http, newCustomer, simJob, startStack, waitForJob, type Stack } from './helpers/stack.js';
-import { inspectMp4 } from '../src/media/mp4.js';
+import { inspectMp4 } from './helpers/mp4.js';
 import { videoJobWorkflowId } from '../workflows/messages.js';
 
 let stack: Stack;

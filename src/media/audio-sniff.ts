@@ -1,12 +1,15 @@
-// Recognises audio files by their content (magic bytes and a little structure), never by the
-// client's content type or file name: WAV, MP3 (ID3 tag or MPEG audio frame sync), AAC (ADTS), FLAC,
-// Ogg (Opus, Vorbis, Speex, FLAC), M4A (ISO BMFF `ftyp` with an audio brand) and WebM.
-// It looks at the head of a file only: SNIFF_BYTES are always enough to decide.
+// Recognises audio files by their content (never by the client's content type or file name), with the
+// `file-type` package: WAV, MP3, AAC (ADTS), FLAC, Ogg (Opus, Vorbis, Speex, FLAC), M4A and WebM.
+// Two checks file-type does not make are kept here: an MPEG audio or ADTS frame header alone (11 set
+// bits and a few fields, which plenty of binary data has) must be followed by a second frame header
+// right where the first frame ends; and an ISO BMFF file whose major brand is generic (isom, mp42)
+// is audio when one of its compatible brands is an audio brand.
+import { fileTypeFromBuffer } from 'file-type';
 
 export type AudioFormat = 'wav' | 'mp3' | 'aac' | 'flac' | 'ogg' | 'm4a' | 'webm';
 
-/** Bytes of a file's head that `sniffAudio` needs at most (longer than any MPEG audio frame). */
-export const SNIFF_BYTES = 4096;
+/** Bytes of a file's head that `sniffAudio` needs at most (file-type's own detection size). */
+export const SNIFF_BYTES = 4100;
 
 export const AUDIO_CONTENT_TYPES: Readonly<Record<AudioFormat, string>> = {
   wav: 'audio/wav',
@@ -18,40 +21,44 @@ export const AUDIO_CONTENT_TYPES: Readonly<Record<AudioFormat, string>> = {
   webm: 'audio/webm',
 };
 
-const ascii = (b: Uint8Array, at: number, s: string): boolean => {
-  if (at + s.length > b.length) return false;
-  for (let i = 0; i < s.length; i++) if (b[at + i] !== s.charCodeAt(i)) return false;
-  return true;
+/** file-type's extensions of the audio files accepted, by our format. */
+const FORMAT_OF_EXT: Readonly<Record<string, AudioFormat>> = {
+  wav: 'wav',
+  flac: 'flac',
+  ogg: 'ogg',
+  opus: 'ogg',
+  oga: 'ogg',
+  spx: 'ogg',
+  m4a: 'm4a',
+  m4b: 'm4a',
+  m4p: 'm4a',
+  f4a: 'm4a',
+  f4b: 'm4a',
+  webm: 'webm',
 };
 
 /**
  * The audio format of a file from its head (its first SNIFF_BYTES, or the whole file when shorter),
  * or null when it is not a recognised audio file.
  */
-export function sniffAudio(head: Uint8Array): AudioFormat | null {
-  if (head.length < 4) return null;
-  if ((ascii(head, 0, 'RIFF') || ascii(head, 0, 'RF64')) && ascii(head, 8, 'WAVE')) return 'wav';
-  if (ascii(head, 0, 'fLaC')) return 'flac';
-  if (ascii(head, 0, 'OggS')) return sniffOgg(head);
-  if (ascii(head, 4, 'ftyp')) return sniffFtyp(head);
-  if (head[0] === 0x1a && head[1] === 0x45 && head[2] === 0xdf && head[3] === 0xa3) return sniffEbml(head);
-  if (ascii(head, 0, 'ID3')) return sniffId3(head);
-  if (head[0] === 0xff && (head[1]! & 0xe0) === 0xe0) return sniffFrames(head);
-  return null;
+export async function sniffAudio(head: Uint8Array): Promise<AudioFormat | null> {
+  const type = await fileTypeFromBuffer(head.subarray(0, SNIFF_BYTES)).catch(() => undefined);
+  if (!type) return null;
+  if (type.ext === 'mp3' || type.ext === 'aac') return confirmFrames(head);
+  if (type.ext === 'mp4') return hasAudioBrand(head) ? 'm4a' : null;
+  return FORMAT_OF_EXT[type.ext] ?? null;
 }
 
-// An ID3v2 tag (10-byte header, syncsafe size) precedes MP3 (and sometimes AAC or FLAC) data.
-function sniffId3(b: Uint8Array): AudioFormat | null {
-  if (b.length < 10) return null;
-  const version = b[3]!;
-  if (version < 2 || version > 4 || b[4] === 0xff) return null;
-  for (let i = 6; i < 10; i++) if (b[i]! >= 0x80) return null;
-  const size = (b[6]! << 21) | (b[7]! << 14) | (b[8]! << 7) | b[9]!;
-  const end = 10 + size + (b[5]! & 0x10 ? 10 : 0);
-  // A tag longer than the head (cover art): the tag alone identifies an audio file.
-  if (end + 4 > b.length) return 'mp3';
-  const inner = sniffAudio(b.subarray(end));
-  return inner === 'mp3' || inner === 'aac' || inner === 'flac' ? inner : null;
+// MP3 or AAC as file-type sees it: behind an ID3v2 tag, or raw frames.
+function confirmFrames(b: Uint8Array): AudioFormat | null {
+  if (b.length >= 10 && b[0] === 0x49 && b[1] === 0x44 && b[2] === 0x33) {
+    // ID3v2: 10-byte header, syncsafe size, optional 10-byte footer. A tag longer than the head
+    // (cover art): the tag alone identifies an audio file.
+    const size = (b[6]! << 21) | (b[7]! << 14) | (b[8]! << 7) | b[9]!;
+    const end = 10 + size + (b[5]! & 0x10 ? 10 : 0);
+    return end + 4 > b.length ? 'mp3' : framesAt(b.subarray(end));
+  }
+  return framesAt(b);
 }
 
 const MPEG_BITRATES_KBPS: Record<string, readonly number[]> = {
@@ -100,9 +107,8 @@ function frameAt(b: Uint8Array, at: number): { format: 'mp3' | 'aac'; length: nu
   return { format: 'mp3', length };
 }
 
-// A frame header alone is 11 set bits and a few fields: too weak. Require the next frame's header
-// right where the first frame ends (or the file to end exactly there).
-function sniffFrames(b: Uint8Array): AudioFormat | null {
+// The next frame's header right where the first frame ends (or the file ending exactly there).
+function framesAt(b: Uint8Array): AudioFormat | null {
   const first = frameAt(b, 0);
   if (!first) return null;
   if (first.length === b.length) return first.format;
@@ -110,59 +116,16 @@ function sniffFrames(b: Uint8Array): AudioFormat | null {
   return second && second.format === first.format ? first.format : null;
 }
 
-// Ogg carries video (Theora) too: the first page must start an audio codec's stream.
-function sniffOgg(b: Uint8Array): AudioFormat | null {
-  if (b.length < 28 || b[4] !== 0) return null;
-  const payload = 27 + b[26]!;
-  if (ascii(b, payload, 'OpusHead') || ascii(b, payload, '\x01vorbis') || ascii(b, payload, 'Speex   ') || ascii(b, payload, '\x7fFLAC')) {
-    return 'ogg';
-  }
-  return null;
-}
-
 /** ISO BMFF brands of audio-only files (AAC/ALAC in MP4: .m4a, .m4b audiobooks, .m4p, Flash audio). */
 const AUDIO_BRANDS = new Set(['M4A ', 'M4B ', 'M4P ', 'F4A ', 'F4B ']);
 
-function sniffFtyp(b: Uint8Array): AudioFormat | null {
-  if (b.length < 16) return null;
+// file-type decides by the major brand; a generic one (isom, mp42, ...) may list an audio brand
+// among the compatible brands that follow it in the `ftyp` box.
+function hasAudioBrand(b: Uint8Array): boolean {
+  if (b.length < 16) return false;
   const size = ((b[0]! << 24) >>> 0) + (b[1]! << 16) + (b[2]! << 8) + b[3]!;
-  if (size < 16 || size > 4096) return null;
-  const end = Math.min(size, b.length);
+  const end = Math.min(size, b.length, 4096);
   const brand = (at: number) => String.fromCharCode(b[at]!, b[at + 1]!, b[at + 2]!, b[at + 3]!);
-  if (AUDIO_BRANDS.has(brand(8))) return 'm4a';
-  for (let at = 16; at + 4 <= end; at += 4) if (AUDIO_BRANDS.has(brand(at))) return 'm4a';
-  return null;
-}
-
-/** An EBML variable-length integer at `at`: its value (marker removed unless `keepMarker`) and width. */
-function vint(b: Uint8Array, at: number, keepMarker: boolean): { value: number; width: number } | null {
-  const first = b[at];
-  if (first === undefined || first === 0) return null;
-  const width = Math.clz32(first) - 23; // 1..8
-  if (width > 8 || at + width > b.length) return null;
-  let value = keepMarker ? first : first & (0xff >> width);
-  for (let i = 1; i < width; i++) value = value * 256 + b[at + i]!;
-  return { value, width };
-}
-
-// WebM is Matroska with the EBML DocType "webm".
-function sniffEbml(b: Uint8Array): AudioFormat | null {
-  const headerSize = vint(b, 4, false);
-  if (!headerSize) return null;
-  let at = 4 + headerSize.width;
-  const end = Math.min(at + headerSize.value, b.length);
-  while (at < end) {
-    const id = vint(b, at, true);
-    if (!id) return null;
-    const size = vint(b, at + id.width, false);
-    if (!size) return null;
-    const data = at + id.width + size.width;
-    if (id.value === 0x4282) {
-      // DocType
-      const docType = String.fromCharCode(...b.subarray(data, Math.min(data + size.value, b.length))).replace(/\0+$/, '');
-      return docType === 'webm' ? 'webm' : null;
-    }
-    at = data + size.value;
-  }
-  return null;
+  for (let at = 16; at + 4 <= end; at += 4) if (AUDIO_BRANDS.has(brand(at))) return true;
+  return false;
 }

@@ -75,8 +75,13 @@ export async function startDevServer(opts: {
   child.once('exit', (code, signal) => {
     exited = `temporal dev server exited (${signal ?? code})`;
   });
+  let spawnFailure: string | null = null;
+  child.once('error', (err: NodeJS.ErrnoException) => {
+    spawnFailure = `cannot run the temporal CLI ${opts.cliPath} (${err.code ?? 'spawn failed'}); set TEMPORAL_CLI_PATH to a temporal executable or TEMPORAL_ADDRESS to a running server`;
+  });
   const deadline = Date.now() + STARTUP_TIMEOUT_MS;
   for (;;) {
+    if (spawnFailure) throw new ConfigError(spawnFailure);
     if (exited) {
       throw new ConfigError(`${exited} at start; is port ${opts.port} or ${opts.uiPort} taken?${opts.logFile ? ` See ${opts.logFile}` : ''}`);
     }

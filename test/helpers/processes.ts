@@ -54,3 +54,45 @@ export async function startEntryProcess(
 export function killAll(children: ChildProcess[]): void {
   for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
 }
+
+/** A process started in its own process group (so a test can kill the whole tree, as a crash would). */
+export interface TreeProcess {
+  child: ChildProcess;
+  /** Everything it printed so far, stdout and stderr. */
+  output: () => string;
+  exited: Promise<number | null>;
+}
+
+export function spawnTree(command: string, args: string[], opts: { cwd?: string; env: Record<string, string>; track: ChildProcess[] }): TreeProcess {
+  const child = spawn(command, args, {
+    ...(opts.cwd ? { cwd: opts.cwd } : {}),
+    env: { ...process.env, LOG_LEVEL: 'warn', ...opts.env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
+  });
+  opts.track.push(child);
+  let output = '';
+  child.stdout!.on('data', (d) => (output += d));
+  child.stderr!.on('data', (d) => (output += d));
+  const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+  return { child, output: () => output, exited };
+}
+
+/** Sends `signal` to the process group of a spawnTree process; nothing if it is gone. */
+export function killGroup(child: ChildProcess, signal: NodeJS.Signals): void {
+  try {
+    process.kill(-child.pid!, signal);
+  } catch {
+    // already gone
+  }
+}
+
+/** Resolves once `npm start` (src/main.ts) has printed its ready lines; throws if it exits first. */
+export async function untilStarted(p: TreeProcess, timeout_ms = 120_000): Promise<void> {
+  const deadline = Date.now() + timeout_ms;
+  while (!p.output().includes('Temporal UI:')) {
+    if (p.child.exitCode !== null) throw new Error(`npm start exited: ${p.output()}`);
+    if (Date.now() > deadline) throw new Error(`npm start not ready: ${p.output()}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}

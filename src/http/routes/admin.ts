@@ -4,16 +4,17 @@ import type { Db } from '../../db/pool.js';
 import { AddCreditsBody, CreateApiKeyBody, CreateWorkspaceBody, idempotencyKeyOf } from '../schemas.js';
 import { jsonBody } from '../json-body.js';
 import { invalidParam, notFound } from '../errors.js';
-import { eurToMicroEur, microEurToEur } from '../../money.js';
+import { eurToMicroEurRounded, microEurToEur } from '../../money.js';
 import { addCredits, NotFoundError } from '../../billing/ledger.js';
 import { auditLedger, type AuditOptions } from '../../billing/audit.js';
 import { createApiKey, createWorkspace, getWorkspace, revokeApiKey } from '../../services/workspaces.js';
 import { findSpeechModel, findVideoModel } from '../../catalog.js';
 import { isUuid } from '../../services/video-jobs.js';
 
+/** A euro amount of a request (bounded by its schema), rounded to the nearest micro-euro. */
 function euroParam(name: string, amount_eur: number): number {
-  const micro = eurToMicroEur(amount_eur);
-  if (micro === null) throw invalidParam(name, `${name} must have at most 6 decimal places`);
+  const micro = eurToMicroEurRounded(amount_eur);
+  if (micro === null) throw invalidParam(name, `${name} must be a number of euros up to 1000000`);
   return micro;
 }
 
@@ -49,7 +50,6 @@ export function adminRoutes(deps: { db: Db; admin: RequestHandler; audit: AuditO
     const body = AddCreditsBody.parse(req.body);
     const idempotencyKey = idempotencyKeyOf(req);
     const amount = euroParam('amount_in_euro', body.amount_in_euro);
-    if (amount <= 0) throw invalidParam('amount_in_euro', 'amount_in_euro must be at least 0.000001');
     const result = await addCredits(deps.db, { workspaceId: id, amount_micro_eur: amount, idempotencyKey });
     res.json({ id, object: 'workspace', balance_in_euro: microEurToEur(result.balance_micro_eur), topup_id: result.topup_id });
   });

@@ -5,6 +5,7 @@ import { Router, type RequestHandler } from 'express';
 import { principalOf } from '../auth.js';
 import { ApiError, invalidParam } from '../errors.js';
 import { multipartForm, multipartOf, type MultipartLimits } from '../multipart.js';
+import { text } from '../../zod-text.js';
 import { AUDIO_CONTENT_TYPES, SNIFF_BYTES, sniffAudio, type AudioFormat } from '../../media/audio-sniff.js';
 import type { VoiceRecord, VoicesService } from '../../services/voices.js';
 
@@ -44,12 +45,15 @@ const missingParts = (parts: string[]) =>
     parts[0]!,
   );
 
+/** The `name` part: validated as sent (the OpenAPI document states the same), then trimmed. */
+export const VoiceName = text({ max_chars: VOICE_NAME_MAX_CHARS, notBlank: true, noControl: true })
+  .trim()
+  .describe(`The voice's name: one text part, not blank, at most ${VOICE_NAME_MAX_CHARS} characters, no control characters; leading and trailing white space is removed.`);
+
 function parseName(raw: string): string {
-  const name = raw.trim();
-  if (name.length === 0) throw invalidParam('name', 'name must not be empty');
-  if ([...name].length > VOICE_NAME_MAX_CHARS) throw invalidParam('name', `name must be at most ${VOICE_NAME_MAX_CHARS} characters`);
-  if (/\p{Cc}/u.test(name)) throw invalidParam('name', 'name must not contain control characters');
-  return name;
+  const name = VoiceName.safeParse(raw);
+  if (!name.success) throw invalidParam('name', `name ${name.error.issues[0]!.message}`);
+  return name.data;
 }
 
 export function voiceRoutes(deps: { auth: RequestHandler; limit: RequestHandler; voices: VoicesService }): Router {

@@ -7,6 +7,7 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import { createHash, randomUUID } from 'node:crypto';
 import { z } from 'zod';
+import { text } from '../../zod-text.js';
 import type { Db } from '../../db/pool.js';
 import { projectPath } from '../../paths.js';
 import { COUNT_PROVIDER_CALL_SQL } from '../simulator-usage.js';
@@ -22,7 +23,7 @@ export const SimulateSchema = z
     outcome: z.enum(['succeed', 'fail']).default('succeed'),
     videos: z.number().int().min(0).max(4).optional(),
     delay_ms: z.number().int().min(0).max(SIMULATOR_MAX_DELAY_MS).default(SIMULATOR_DEFAULT_DELAY_MS),
-    message: z.string().max(MESSAGE_MAX_CHARS).optional(),
+    message: text({ max_chars: MESSAGE_MAX_CHARS }).optional(),
   })
   .strict();
 export type Simulate = z.infer<typeof SimulateSchema>;
