@@ -2,6 +2,7 @@
 // A bad value ends the process with one clear line (see ConfigError), never a stack trace.
 import path from 'node:path';
 import { z } from 'zod';
+import { DEFAULT_WORKER_LIMITS, type WorkerLimits } from './temporal/worker-limits.js';
 import { checkElevenLabsBaseUrl, ELEVENLABS_DEFAULT_BASE_URL, ELEVENLABS_DEFAULT_MODEL_ID } from './providers/voice/elevenlabs.js';
 import { GCS_DEFAULT_API_ENDPOINT, parseGcsUri, VERTEX_DEFAULT_LOCATION, vertexDefaultApiEndpoint } from './providers/video/vertex-veo.js';
 import { ConfigError } from './config-error.js';
@@ -34,6 +35,10 @@ const EnvSchema = z.object({
   VIDEO_JOB_TIMEOUT_MS: intFrom(1_000, 7 * 24 * 3_600_000).default(30 * 60_000),
   VIDEO_CREATE_TIMEOUT_MS: intFrom(3_000, 120_000).default(30_000),
   RECONCILE_INTERVAL_MS: intFrom(1_000, 24 * 3_600_000).default(60_000),
+  WORKER_MAX_CACHED_WORKFLOWS: intFrom(2, 100_000).default(DEFAULT_WORKER_LIMITS.maxCachedWorkflows),
+  WORKER_MAX_CONCURRENT_WORKFLOW_TASKS: intFrom(2, 10_000).default(DEFAULT_WORKER_LIMITS.maxConcurrentWorkflowTaskExecutions),
+  WORKER_MAX_CONCURRENT_ACTIVITIES: intFrom(1, 10_000).default(DEFAULT_WORKER_LIMITS.maxConcurrentActivityTaskExecutions),
+  WORKER_MAX_CONCURRENT_LOCAL_ACTIVITIES: intFrom(1, 10_000).default(DEFAULT_WORKER_LIMITS.maxConcurrentLocalActivityExecutions),
   SIGNED_URL_TTL_S: intFrom(10, 7 * 24 * 3600).default(3600),
   STORAGE_BACKEND: z.enum(['local', 's3']).default('local'),
   S3_BUCKET: z.string().regex(/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/, 'not a valid S3 bucket name').optional(),
@@ -98,6 +103,8 @@ export interface Config {
   };
   /** How often the money reconciler runs (a Temporal Schedule). */
   reconcileIntervalMs: number;
+  /** Cache and slots of a worker: its memory is bounded by these, not by the number of pending jobs. */
+  workerLimits: WorkerLimits;
   signedUrlTtlS: number;
   /** Where outputs are stored: DATA_DIR/storage (local) or an S3-compatible bucket. */
   storageBackend: 'local' | 's3';
@@ -254,6 +261,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       createTimeoutMs: e.VIDEO_CREATE_TIMEOUT_MS,
     },
     reconcileIntervalMs: e.RECONCILE_INTERVAL_MS,
+    workerLimits: {
+      maxCachedWorkflows: e.WORKER_MAX_CACHED_WORKFLOWS,
+      maxConcurrentWorkflowTaskExecutions: e.WORKER_MAX_CONCURRENT_WORKFLOW_TASKS,
+      maxConcurrentActivityTaskExecutions: e.WORKER_MAX_CONCURRENT_ACTIVITIES,
+      maxConcurrentLocalActivityExecutions: e.WORKER_MAX_CONCURRENT_LOCAL_ACTIVITIES,
+    },
     signedUrlTtlS: e.SIGNED_URL_TTL_S,
     storageBackend: e.STORAGE_BACKEND,
     s3: s3ConfigOf(e),

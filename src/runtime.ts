@@ -212,6 +212,7 @@ export async function startWorker(opts: { config: Config; db: Db; temporalAddres
     namespace: opts.config.temporal.namespace,
     taskQueue: opts.config.temporal.taskQueue,
     activities,
+    limits: opts.config.workerLimits,
     metricsBindAddress: opts.config.workerMetricsPort ? `${host.includes(':') ? `[${host}]` : host}:${opts.config.workerMetricsPort}` : undefined,
   });
   await checkSearchAttributes(connection.operatorService, opts.config.temporal.namespace);

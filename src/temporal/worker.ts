@@ -3,6 +3,9 @@ import fs from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { DefaultLogger, NativeConnection, Runtime, Worker, type LogLevel } from '@temporalio/worker';
 import { ConfigError } from '../config.js';
+import { DEFAULT_WORKER_LIMITS, type WorkerLimits } from './worker-limits.js';
+
+export { DEFAULT_WORKER_LIMITS, type WorkerLimits };
 
 let runtimeInstalled = false;
 
@@ -36,15 +39,16 @@ export function workflowsPath(): string {
   throw new Error('workflows/index not found');
 }
 
-export interface WorkerLimits {
-  maxConcurrentActivityTaskExecutions: number;
-  maxConcurrentWorkflowTaskExecutions: number;
+/**
+ * Where `npm run build` writes the workflow bundle (dist/workflow-bundle.js), when this module runs from
+ * the built output; null when it runs from source (tsx), which bundles at start.
+ */
+export function builtWorkflowBundlePath(): string | null {
+  const here = fileURLToPath(import.meta.url);
+  if (!here.endsWith('.js')) return null;
+  return fileURLToPath(new URL('../../workflow-bundle.js', import.meta.url));
 }
 
-export const DEFAULT_WORKER_LIMITS: WorkerLimits = {
-  maxConcurrentActivityTaskExecutions: 100,
-  maxConcurrentWorkflowTaskExecutions: 40,
-};
 
 export async function createWorker(opts: {
   address: string;
@@ -57,15 +61,16 @@ export async function createWorker(opts: {
 }): Promise<{ worker: Worker; connection: NativeConnection }> {
   installTemporalRuntime({ metricsBindAddress: opts.metricsBindAddress });
   const connection = await NativeConnection.connect({ address: opts.address });
+  const bundle = builtWorkflowBundlePath();
+  const workflows = bundle && fs.existsSync(bundle) ? { workflowBundle: { codePath: bundle } } : { workflowsPath: workflowsPath(), bundlerOptions: { ignoreModules: [] } };
   const worker = await Worker.create({
     connection,
     namespace: opts.namespace,
     taskQueue: opts.taskQueue,
-    workflowsPath: workflowsPath(),
+    ...workflows,
     activities: opts.activities,
     ...(opts.limits ?? DEFAULT_WORKER_LIMITS),
     shutdownGraceTime: '20 seconds',
-    bundlerOptions: { ignoreModules: [] },
   });
   return { worker, connection };
 }

@@ -1,0 +1,18 @@
+// A worker's limits, with their defaults (a leaf module: config reads it without loading the worker).
+/**
+ * What bounds a worker's memory and concurrency, whatever the number of jobs pending: workflows kept in
+ * its cache (an evicted one is replayed from its short history when it next has work), and task slots.
+ */
+export interface WorkerLimits {
+  maxCachedWorkflows: number;
+  maxConcurrentWorkflowTaskExecutions: number;
+  maxConcurrentActivityTaskExecutions: number;
+  maxConcurrentLocalActivityExecutions: number;
+}
+
+export const DEFAULT_WORKER_LIMITS: WorkerLimits = {
+  maxCachedWorkflows: 200,
+  maxConcurrentWorkflowTaskExecutions: 40,
+  maxConcurrentActivityTaskExecutions: 100,
+  maxConcurrentLocalActivityExecutions: 40,
+};
