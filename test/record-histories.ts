@@ -1,141 +1,237 @@
-// Records the event history of every video-job workflow path into test/histories/, for the replay
-// test. Run with `npm run record-histories` after a deliberate workflow change (with patching), and
-// commit the new files beside the old ones: old histories must keep replaying.
+// Records the event history of every path of this release's video-job workflow into
+// test/histories/<version>/ (test/helpers/histories.ts), for the replay test. Run with
+// `npm run record-histories` after a deliberate workflow change made with patched(): the files of earlier
+// releases stay as they are, and a path already recorded for this version is never recorded again
+// (MANIFEST): give a changed path a new name. The first release's recorder is in git history.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
-import { http, newCustomer, simJob, startStack, waitForJob, type Stack } from './helpers/stack.js';
-import { HISTORIES_DIR as OUT, saveHistory } from './helpers/histories.js';
-import { videoJobWorkflowId, type VideoJobInput } from '../workflows/messages.js';
-import { voiceDeletionWorkflowId } from '../workflows/voice-deletion.js';
-import { encodeWav, SimulatedVoiceProvider } from '../src/providers/voice/simulator.js';
+import { ADMIN_TOKEN, http, newCustomer, simJob, startStack, waitForJob, type Stack } from './helpers/stack.js';
+import { saveHistory } from './helpers/histories.js';
 import { imageField, jpegImage, pngImage } from './helpers/images.js';
+import { videoJobWorkflowId, type VideoJobInput, type VideoJobResume } from '../workflows/messages.js';
+import { jobIdForIdempotencyKey } from '../src/services/video-jobs.js';
+import { readVideoJob } from '../src/services/video-job-records.js';
+import { recoveryInput } from '../src/services/video-job-recovery.js';
+import { startWorker, type RunningWorker } from '../src/runtime.js';
+import { createLogger } from '../src/logger.js';
 
 let stack: Stack;
 let slow: Stack;
-let continued: Stack;
+let idle: Stack;
+let lateWorker: RunningWorker | null = null;
 
 before(async () => {
-  fs.mkdirSync(OUT, { recursive: true });
   stack = await startStack();
-  continued = await startStack({ maxPollsPerRun: 1 });
   slow = await startStack({ env: { VIDEO_JOB_TIMEOUT_MS: '1500' } });
+  idle = await startStack({ worker: false, env: { VIDEO_CREATE_TIMEOUT_MS: '3000' } });
 });
 after(async () => {
-  await stack.stop();
-  await slow.stop();
-  await continued.stop();
+  await lateWorker?.shutdown();
+  await Promise.all([stack.stop(), slow.stop(), idle.stop()]);
 });
 
-async function save(s: Stack, name: string, jobId: string, workflowId = videoJobWorkflowId(jobId)) {
-  await saveHistory(s, name, workflowId);
-}
+const create = (s: Stack, key: string, body: unknown, headers: Record<string, string> = {}) => http(s.baseUrl, 'POST', '/v2/videos/generations', { token: key, json: body, headers });
+const save = (s: Stack, name: string, jobId: string) => saveHistory(s, name, videoJobWorkflowId(jobId));
 
 async function run(s: Stack, name: string, body: Record<string, unknown>, expectStatus: string, headers?: Record<string, string>) {
   const c = await newCustomer(s, 10);
-  const created = await http(s.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: body, ...(headers ? { headers } : {}) });
+  const created = await create(s, c.key, body, headers);
   assert.equal(created.status, 202, JSON.stringify(created.body));
   if (headers) {
-    const again = await http(s.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: body, headers });
+    const again = await create(s, c.key, body, headers);
     assert.equal(again.body.id, created.body.id);
   }
   const job = await waitForJob(s, c.key, created.body.id, 60_000);
-  assert.equal(job.status, expectStatus);
+  assert.equal(job.status, expectStatus, JSON.stringify(job));
   await save(s, name, created.body.id);
+  return created.body.id as string;
 }
 
-test('succeeded', () => run(stack, 'video-job-succeeded', simJob({ delay_ms: 0 }), 'succeeded'));
-test('shortfall', () => run(stack, 'video-job-shortfall', simJob({ delay_ms: 0, videos: 1 }), 'succeeded'));
-test('provider failure', () => run(stack, 'video-job-provider-failed', simJob({ delay_ms: 0, outcome: 'fail', message: 'boom' }), 'failed'));
-test('no videos', () => run(stack, 'video-job-no-videos', simJob({ delay_ms: 0, videos: 0 }), 'failed'));
-test('idempotent retry (second update on a running job)', () =>
-  run(stack, 'video-job-idempotent-retry', simJob({ delay_ms: 0 }), 'succeeded', { 'Idempotency-Key': randomUUID() }));
-test('inputs: first and last frame, audio off, a negative prompt (patch video-job-inputs)', () =>
-  run(
-    stack,
-    'video-job-inputs',
-    simJob(
-      { delay_ms: 0 },
-      { image: imageField(pngImage(32, 18, 1), 'image/png'), lastFrame: imageField(jpegImage(2), 'image/jpeg'), generateAudio: false, negativePrompt: 'text' },
-    ),
-    'succeeded',
-  ));
-test('continue-as-new', async () => {
-  await run(continued, 'video-job-continued', simJob({ delay_ms: 3_000 }), 'succeeded');
-  assert.ok(fs.existsSync(path.join(OUT, 'video-job-continued.run1.json')), 'the job continued as new at least once');
-});
-test('deadline', () => run(slow, 'video-job-deadline', simJob({ delay_ms: 60_000 }), 'failed'));
-
-test('cancelled', async () => {
-  const c = await newCustomer(stack, 10);
-  const created = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: simJob({ delay_ms: 60_000 }) });
-  await stack.api.temporal.workflow.getHandle(videoJobWorkflowId(created.body.id)).cancel();
-  assert.equal((await waitForJob(stack, c.key, created.body.id)).status, 'failed');
-  await save(stack, 'video-job-cancelled', created.body.id);
-});
-
-test('insufficient credits', async () => {
-  const c = await newCustomer(stack, 0.1);
-  const id = 'b0b0b0b0-0000-4000-8000-' + randomUUID().slice(-12);
-  // Through the API the id is random; use a known one by retrying with an Idempotency-Key.
-  const r = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: simJob(), headers: { 'Idempotency-Key': id } });
-  assert.equal(r.status, 402);
-  const { jobIdForIdempotencyKey } = await import('../src/services/video-jobs.js');
-  const jobId = jobIdForIdempotencyKey(c.workspaceId, id);
-  await stack.api.temporal.workflow.getHandle(videoJobWorkflowId(jobId)).result();
-  await save(stack, 'video-job-insufficient-credits', jobId);
-});
-
-test('submit rejected by the provider', async () => {
-  // Bypass API validation to reach the provider's own rejection (non-retryable submit failure).
-  const c = await newCustomer(stack, 10);
-  const job_id = randomUUID();
+/** The input the API would give a job, for paths only a direct start reaches. */
+function directInput(workspace_id: string, job_id: string, extra: Partial<VideoJobInput> = {}): VideoJobInput {
   const now = Date.now();
-  const input: VideoJobInput = {
+  return {
     job_id,
-    workspace_id: c.workspaceId,
+    workspace_id,
     model: 'sim-video-1',
     backend: 'simulator',
     prompt: 'p',
     params: { durationSeconds: 4, resolution: '720p', aspectRatio: '16:9', n: 1 },
-    parameters: { simulate: { outcome: 'nonsense' } },
     estimated_cost_micro_eur: 200_000,
     created_at_ms: now,
     request_fingerprint: 'x',
     poll_interval_ms: 100,
-    poll_max_interval_ms: 100,
+    poll_max_interval_ms: 300,
     deadline_at_ms: now + 60_000,
     max_polls_per_run: 200,
+    attempt_id: randomUUID(),
+    accept_by_ms: now + 2_000,
+    ...extra,
   };
-  const handle = await stack.api.temporal.workflow.start('videoJobWorkflow', {
-    workflowId: videoJobWorkflowId(job_id),
-    taskQueue: stack.config.temporal.taskQueue,
-    args: [input],
-  });
-  const result = (await handle.result()) as { status: string; error: { code: string } };
-  assert.equal(result.status, 'failed');
-  assert.equal(result.error.code, 'invalid_request');
-  await save(stack, 'video-job-submit-rejected', job_id);
-});
-
-async function cloneAndDelete(name: string, providerFailures: number) {
-  const c = await newCustomer(stack, 10);
-  const samples = new Int16Array(11_025);
-  for (let i = 0; i < samples.length; i++) samples[i] = Math.round(8000 * Math.sin((2 * Math.PI * 330 * i) / 22_050));
-  const form = new FormData();
-  form.append('name', 'recorded voice');
-  form.append('file', new Blob([new Uint8Array(encodeWav(samples, 22_050))], { type: 'audio/wav' }), 'sample.wav');
-  const res = await fetch(`${stack.baseUrl}/v2/audio/voices`, { method: 'POST', headers: { authorization: `Bearer ${c.key}` }, body: form });
-  assert.equal(res.status, 200);
-  const voice = (await res.json()) as { id: string };
-  if (providerFailures > 0) await new SimulatedVoiceProvider(stack.db).injectFaults('delete', { kind: 'unavailable', count: providerFailures });
-  const del = await http(stack.baseUrl, 'DELETE', `/v2/audio/voices/${voice.id}`, { token: c.key });
-  assert.equal(del.status, 200, JSON.stringify(del.body));
-  await stack.api.temporal.workflow.getHandle(voiceDeletionWorkflowId(voice.id)).result();
-  await save(stack, name, voice.id, voiceDeletionWorkflowId(voice.id));
 }
 
-test('voice deleted at the provider', () => cloneAndDelete('voice-delete-succeeded', 0));
-test('voice deletion retried through a provider outage', () => cloneAndDelete('voice-delete-after-retries', 2));
+async function startDirect(s: Stack, input: VideoJobInput, resume?: VideoJobResume) {
+  return s.api.temporal.workflow.start('videoJobWorkflow', {
+    workflowId: videoJobWorkflowId(input.job_id),
+    taskQueue: s.config.temporal.taskQueue,
+    args: resume ? [input, resume] : [input],
+    workflowIdReusePolicy: 'ALLOW_DUPLICATE',
+  });
+}
+
+test('succeeded', async () => {
+  await run(stack, 'video-job-succeeded', simJob({ delay_ms: 500 }), 'succeeded');
+});
+test('shortfall', async () => {
+  await run(stack, 'video-job-shortfall', simJob({ delay_ms: 0, videos: 1 }), 'succeeded');
+});
+test('provider failure', async () => {
+  await run(stack, 'video-job-provider-failed', simJob({ delay_ms: 0, outcome: 'fail', message: 'boom' }), 'failed');
+});
+test('no videos', async () => {
+  await run(stack, 'video-job-no-videos', simJob({ delay_ms: 0, videos: 0 }), 'failed');
+});
+test('idempotent retry (second update on a running job)', async () => {
+  await run(stack, 'video-job-idempotent-retry', simJob({ delay_ms: 500 }), 'succeeded', { 'Idempotency-Key': randomUUID() });
+});
+test('deadline while awaiting the operation', async () => {
+  await run(slow, 'video-job-deadline', simJob({ delay_ms: 60_000 }), 'failed');
+});
+test('inputs: first and last frame, audio off, a negative prompt', async () => {
+  const inputs = { image: imageField(pngImage(32, 18, 1), 'image/png'), lastFrame: imageField(jpegImage(2), 'image/jpeg'), generateAudio: false, negativePrompt: 'text' };
+  await run(stack, 'video-job-inputs', simJob({ delay_ms: 0 }, inputs), 'succeeded');
+});
+
+test('one of n videos cannot be stored: a shortfall', async () => {
+  const c = await newCustomer(stack, 10);
+  const jobId = jobIdForIdempotencyKey(c.workspaceId, 'partial');
+  fs.mkdirSync(path.join(stack.config.dataDir, 'storage', 'videos', jobId, '1.mp4'), { recursive: true });
+  const created = await create(stack, c.key, simJob({ delay_ms: 0 }, { n: 3 }), { 'Idempotency-Key': 'partial' });
+  assert.equal(created.status, 202);
+  const job = await waitForJob(stack, c.key, jobId, 60_000);
+  assert.equal(job.videos.length, 2);
+  await save(stack, 'video-job-partial-storage', jobId);
+});
+
+test('insufficient credits', async () => {
+  const c = await newCustomer(stack, 0.1);
+  const r = await create(stack, c.key, simJob(), { 'Idempotency-Key': 'poor' });
+  assert.equal(r.status, 402);
+  const jobId = jobIdForIdempotencyKey(c.workspaceId, 'poor');
+  await stack.api.temporal.workflow.getHandle(videoJobWorkflowId(jobId)).result();
+  await save(stack, 'video-job-insufficient-credits', jobId);
+});
+
+test("the API key's spend limit", async () => {
+  const c = await newCustomer(stack, 10);
+  const key = await http(stack.baseUrl, 'POST', `/admin/v1/workspaces/${c.workspaceId}/api-keys`, { token: ADMIN_TOKEN, json: { spend_limit_in_euro: 0.1 } });
+  const r = await create(stack, key.body.key, simJob(), { 'Idempotency-Key': 'limited' });
+  assert.equal(r.status, 402);
+  assert.equal(r.body.error.code, 'key_spend_limit_exceeded');
+  const jobId = jobIdForIdempotencyKey(c.workspaceId, 'limited');
+  await stack.api.temporal.workflow.getHandle(videoJobWorkflowId(jobId)).result();
+  await save(stack, 'video-job-key-spend-limit', jobId);
+});
+
+test('not accepted in time: its run starts after the API stopped waiting and refuses to charge', async () => {
+  const c = await newCustomer(idle, 10);
+  const r = await create(idle, c.key, simJob(), { 'Idempotency-Key': 'late' });
+  assert.equal(r.status, 503);
+  lateWorker = await startWorker({ config: idle.config, db: idle.db, temporalAddress: idle.config.temporal.address!, logger: createLogger('silent', 'rec') });
+  const jobId = jobIdForIdempotencyKey(c.workspaceId, 'late');
+  assert.equal(((await idle.api.temporal.workflow.getHandle(videoJobWorkflowId(jobId)).result()) as { status: string }).status, 'not_accepted');
+  await save(idle, 'video-job-not-accepted', jobId);
+});
+
+test('a second attempt of a job another attempt created ends without charging (duplicate)', async () => {
+  const c = await newCustomer(stack, 10);
+  const jobId = await run(stack, 'video-job-first-attempt', simJob({ delay_ms: 0 }, { n: 1 }), 'succeeded');
+  const handle = await startDirect(stack, directInput(c.workspaceId, jobId));
+  assert.equal(((await handle.result()) as { status: string }).status, 'duplicate');
+  await saveHistory(stack, 'video-job-duplicate-attempt', videoJobWorkflowId(jobId));
+});
+
+test('submit rejected by the provider', async () => {
+  const c = await newCustomer(stack, 10);
+  const handle = await startDirect(stack, directInput(c.workspaceId, randomUUID(), { parameters: { simulate: { outcome: 'nonsense' } } }));
+  const result = (await handle.result()) as { status: string; error: { code: string } };
+  assert.equal(result.error.code, 'invalid_request');
+  await saveHistory(stack, 'video-job-submit-rejected', handle.workflowId);
+});
+
+test('cancelled by the cancelJob update', async () => {
+  const c = await newCustomer(stack, 10);
+  const created = await create(stack, c.key, simJob({ delay_ms: 60_000 }));
+  for (let t = 0; !(await readVideoJob(stack.db, created.body.id))?.operation_id; t++) {
+    assert.ok(t < 200);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  const r = await http(stack.baseUrl, 'POST', `/v2/videos/generations/${created.body.id}/cancel`, { token: c.key });
+  assert.equal(r.status, 200);
+  await save(stack, 'video-job-cancelled', created.body.id);
+});
+
+test('cancelled as a workflow (an operator cancels it in Temporal)', async () => {
+  const c = await newCustomer(stack, 10);
+  const created = await create(stack, c.key, simJob({ delay_ms: 60_000 }));
+  await stack.api.temporal.workflow.getHandle(videoJobWorkflowId(created.body.id)).cancel();
+  assert.equal((await waitForJob(stack, c.key, created.body.id)).error.code, 'cancelled');
+  await save(stack, 'video-job-workflow-cancelled', created.body.id);
+});
+
+test('recovery: a terminated job resumes its provider operation', async () => {
+  const c = await newCustomer(stack, 10);
+  const created = await create(stack, c.key, simJob({ delay_ms: 1_000 }));
+  for (let t = 0; !(await readVideoJob(stack.db, created.body.id))?.operation_id; t++) {
+    assert.ok(t < 200);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  await stack.api.temporal.workflow.getHandle(videoJobWorkflowId(created.body.id)).terminate('recording');
+  const job = (await readVideoJob(stack.db, created.body.id))!;
+  const settings = { taskQueue: stack.config.temporal.taskQueue, poll_interval_ms: 100, poll_max_interval_ms: 300, job_timeout_ms: 60_000 };
+  await (await startDirect(stack, recoveryInput(job, settings))).result();
+  assert.equal((await waitForJob(stack, c.key, created.body.id)).status, 'succeeded');
+  await save(stack, 'video-job-recovered', created.body.id);
+});
+
+test('recovery: a terminated job with no known operation is refunded in full', async () => {
+  const c = await newCustomer(stack, 10);
+  const created = await create(stack, c.key, simJob({ delay_ms: 60_000 }));
+  await stack.api.temporal.workflow.getHandle(videoJobWorkflowId(created.body.id)).terminate('recording');
+  const job = { ...(await readVideoJob(stack.db, created.body.id))!, operation_id: null };
+  const settings = { taskQueue: stack.config.temporal.taskQueue, poll_interval_ms: 100, poll_max_interval_ms: 300, job_timeout_ms: 60_000 };
+  await (await startDirect(stack, recoveryInput(job, settings))).result();
+  assert.equal((await waitForJob(stack, c.key, created.body.id)).error.code, 'job_interrupted');
+  await save(stack, 'video-job-recovered-refunded', created.body.id);
+});
+
+test('a first-release run continued as new is carried on by this release (await by retry)', async () => {
+  const c = await newCustomer(stack, 10);
+  const created = await create(stack, c.key, simJob({ delay_ms: 1_000 }));
+  for (let t = 0; !(await readVideoJob(stack.db, created.body.id))?.operation_id; t++) {
+    assert.ok(t < 200);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  const handle = stack.api.temporal.workflow.getHandle(videoJobWorkflowId(created.body.id));
+  const state = await handle.query<{ status: string }>('jobState');
+  const job = (await readVideoJob(stack.db, created.body.id))!;
+  await handle.terminate('recording: replaced by a continued run');
+  // What the first release's continue-as-new hands the next run: its input (no attempt) and its state.
+  const { attempt_id: _a, accept_by_ms: _b, ...firstReleaseInput } = directInput(c.workspaceId, created.body.id, { params: job.params, estimated_cost_micro_eur: job.estimated_cost_micro_eur });
+  const continued = await startDirect(stack, firstReleaseInput as VideoJobInput, { state: state as VideoJobResume['state'], operation_id: job.operation_id!, next_poll_interval_ms: 100, polls_total: 3 });
+  assert.equal(((await continued.result()) as { status: string }).status, 'succeeded');
+  await save(stack, 'video-job-continued-from-first-release', created.body.id);
+});
+
+test('a reconciler run', async () => {
+  const handle = await stack.api.temporal.workflow.start('reconcileWorkflow', {
+    workflowId: `money-reconciler-recording-${randomUUID()}`,
+    taskQueue: stack.config.temporal.taskQueue,
+    args: [],
+  });
+  await handle.result();
+  await saveHistory(stack, 'reconcile-run', handle.workflowId);
+});

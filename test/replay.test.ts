@@ -1,5 +1,7 @@
-// Replays the committed histories of every workflow path with the current workflow code. A change
-// that would break running jobs (non-determinism) fails here. Regenerate with `npm run record-histories`.
+// Replays every recorded history of every release (test/histories/ for the first, 0.1.0, and
+// test/histories/<version>/ for each later one) with the current workflow code. A change that would
+// break a running job of any released version (non-determinism) fails here. Record a new path with
+// `npm run record-histories`; recordings are append-only (test/history-discipline.test.ts).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -7,39 +9,62 @@ import path from 'node:path';
 import { Worker } from '@temporalio/worker';
 import { historyFromJSON } from '@temporalio/common/lib/proto-utils.js';
 import { installTemporalRuntime, workflowsPath } from '../src/temporal/worker.js';
+import { HISTORIES_DIR, historyFiles } from './helpers/histories.js';
 
-const DIR = path.join('test', 'histories');
-const REQUIRED = [
-  'video-job-succeeded',
-  'video-job-shortfall',
-  'video-job-provider-failed',
-  'video-job-no-videos',
-  'video-job-idempotent-retry',
-  'video-job-continued',
-  'video-job-continued.run1',
-  'video-job-deadline',
-  'video-job-cancelled',
-  'video-job-insufficient-credits',
-  'video-job-submit-rejected',
-  'voice-delete-succeeded',
-  'voice-delete-after-retries',
-  'webhook-delivery-after-retries',
-  'webhook-delivery-given-up',
-];
+/** The paths each release must have recorded, by folder ('' = the first release's, directly in test/histories). */
+const REQUIRED: Record<string, string[]> = {
+  '': [
+    'video-job-succeeded',
+    'video-job-shortfall',
+    'video-job-provider-failed',
+    'video-job-no-videos',
+    'video-job-idempotent-retry',
+    'video-job-continued',
+    'video-job-continued.run1',
+    'video-job-deadline',
+    'video-job-cancelled',
+    'video-job-insufficient-credits',
+    'video-job-submit-rejected',
+    'voice-delete-succeeded',
+    'voice-delete-after-retries',
+  ],
+  '0.2.0': [
+    'video-job-succeeded',
+    'video-job-shortfall',
+    'video-job-provider-failed',
+    'video-job-no-videos',
+    'video-job-idempotent-retry',
+    'video-job-deadline',
+    'video-job-inputs',
+    'video-job-partial-storage',
+    'video-job-insufficient-credits',
+    'video-job-key-spend-limit',
+    'video-job-not-accepted',
+    'video-job-duplicate-attempt',
+    'video-job-submit-rejected',
+    'video-job-cancelled',
+    'video-job-workflow-cancelled',
+    'video-job-recovered',
+    'video-job-recovered-refunded',
+    'video-job-continued-from-first-release',
+    'reconcile-run',
+    'webhook-delivery-after-retries',
+    'webhook-delivery-given-up',
+  ],
+};
 
-const files = fs.readdirSync(DIR).filter((f) => f.endsWith('.json')).sort();
+const files = historyFiles();
 
-test('a history is committed for every workflow path', () => {
-  const names = new Set(files.map((f) => f.replace(/\.json$/, '')));
-  for (const r of REQUIRED) assert.ok(names.has(r), `missing test/histories/${r}.json`);
+test('a history is recorded for every workflow path of every release', () => {
+  const names = new Set(files.map((f) => path.relative(HISTORIES_DIR, f).replace(/\.json$/, '')));
+  for (const [release, paths] of Object.entries(REQUIRED)) {
+    for (const p of paths) assert.ok(names.has(path.join(release, p)), `missing ${path.join(HISTORIES_DIR, release, p)}.json`);
+  }
 });
 
-test('every committed history replays with the current workflow code', async () => {
+test('every recorded history of every release replays with the current workflow code', async () => {
   installTemporalRuntime();
-  const histories = files.map((f) => ({
-    workflowId: f,
-    history: historyFromJSON(JSON.parse(fs.readFileSync(path.join(DIR, f), 'utf8'))),
-  }));
+  const histories = files.map((f) => ({ workflowId: f, history: historyFromJSON(JSON.parse(fs.readFileSync(f, 'utf8'))) }));
   const failures: string[] = [];
   let replayed = 0;
   for await (const result of Worker.runReplayHistories({ workflowsPath: workflowsPath(), replayName: 'ci-replay' }, histories)) {
