@@ -53,7 +53,13 @@ const REQUIRED: Record<string, string[]> = {
   ],
 };
 
-const files = historyFiles();
+/**
+ * Releases no run of which can still be open (checked with `temporal workflow list` before listing one
+ * here), so that a patch they needed could be deprecated: their recordings stay, no longer replayed.
+ */
+const RETIRED: string[] = [];
+
+const files = historyFiles().filter((f) => !RETIRED.includes(path.relative(HISTORIES_DIR, path.dirname(f)) || '0.1.0'));
 
 test('a history is recorded for every workflow path of every release', () => {
   const names = new Set(files.map((f) => path.relative(HISTORIES_DIR, f).replace(/\.json$/, '')));
