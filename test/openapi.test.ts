@@ -293,6 +293,8 @@ describe('schemas are generated from zod', () => {
       CreateVideoBody: ['model', 'n', 'durationSeconds', 'resolution', 'aspectRatio', 'parameters', 'image', 'lastFrame', 'generateAudio'],
       CreateSpeechBody: ['model', 'input', 'response_format'],
       CreateApiKeyBody: ['models'],
+      // the URL rule of this mode (production or not), as the service checks it
+      CreateWebhookBody: ['url'],
     };
     for (const [name, schema] of Object.entries(validators)) {
       // JSON bodies: with NUL refused in every string and key (the JSON body parser refuses it).

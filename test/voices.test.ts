@@ -387,7 +387,7 @@ describe('POST /v2/audio/voices', () => {
     );
     const before = await stack.db.query('SELECT count(*)::int AS n FROM simulator.voices');
     const full = await postForm(c.key, formOf([{ name: 'name', value: 'one too many' }, sample()]));
-    assertError(full, 400, 'voice_limit_reached', null);
+    assertError(full, 409, 'voice_limit_reached', null);
     const afterFull = await stack.db.query('SELECT count(*)::int AS n FROM simulator.voices');
     assert.equal(afterFull.rows[0].n, before.rows[0].n);
     const list = await http(stack.baseUrl, 'GET', '/v2/audio/voices', { token: c.key });

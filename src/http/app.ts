@@ -101,7 +101,7 @@ export function createApp(deps: AppDeps): express.Express {
   app.use(statementRoutes({ auth, db: deps.db }));
   if (deps.files) app.use(fileRoutes(deps.files));
   app.use(adminRoutes({ db: deps.db, admin: requireAdmin(deps.adminToken), audit: deps.audit }));
-  app.use(docsRoutes(buildOpenApiDocument({ simulator: deps.simulator, vertex: deps.vertex ?? false, voiceProvider: deps.voiceProvider })));
+  app.use(docsRoutes(buildOpenApiDocument({ simulator: deps.simulator, vertex: deps.vertex ?? false, voiceProvider: deps.voiceProvider, production: deps.production ?? false })));
   app.use(methodNotAllowed(app));
   app.use(notFoundRoute);
   app.use(errorHandler(deps.logger));

@@ -14,6 +14,7 @@ import { AUDIO_CONTENT_TYPES } from '../media/audio-sniff.js';
 import { SimulateSchema } from '../providers/video/simulator.js';
 import { apiKeyBodySchema, speechBodyExample, speechBodySchema, videoBodyExample, videoBodySchema, type ModelAvailability } from './openapi-catalog.js';
 import { JSON_VALUE_COMPONENT, JSON_VALUE_SCHEMA, refuseNul } from './openapi-no-nul.js';
+import { webhookUrlPattern } from '../webhooks/target-policy.js';
 import { projectPath } from '../paths.js';
 
 type JsonSchema = Record<string, unknown>;
@@ -175,9 +176,10 @@ function queryParams<Q extends z.ZodObject>(query: Q, names: readonly (keyof Q['
     return { name, in: 'query', required: false, description: schema['description'], schema };
   });
 }
-/** `limit` and `after` of a paginated list. */
-const PAGE_PARAMS = queryParams(S.PageQuery, ['limit', 'after']);
-const PAGE_400 = 'Invalid `limit` (1 to 100) or `after` (not an id of this list); `error.param` names it.';
+/** `limit` and `after` of the paginated lists. */
+const LEDGER_PAGE_PARAMS = queryParams(S.LedgerPageQuery, ['limit', 'after']);
+const DELIVERY_PAGE_PARAMS = queryParams(S.DeliveryPageQuery, ['limit', 'after']);
+const PAGE_400 = 'Invalid `limit` (1 to 100) or `after` (not an id of this list\'s form); `error.param` names it.';
 const JSON_413 = `The JSON body exceeds ${bytesText(JSON_BODY_LIMIT_BYTES)} (request_too_large).`;
 const JSON_415 = 'The body is not application/json (unsupported_media_type).';
 const VOICE_503 =
@@ -238,7 +240,7 @@ const OPERATIONS: Op[] = [
     security: 'apiKey',
     parameters: queryParams(S.ListVideoJobsQuery, ['limit', 'after', 'status', 'model']),
     responses: { '200': json(ref('VideoJobList'), 'A page of jobs.') },
-    errors: { 400: 'Invalid `limit` (1 to 100), `status`, or `after` (not a job of this workspace); `error.param` names it.', 401: undefined },
+    errors: { 400: 'Invalid `limit` (1 to 100), `status` or `after` (not a job id); `error.param` names it.', 401: undefined, 404: '`after` names no job of this workspace (job_not_found, `param: after`).' },
   },
   {
     method: 'post',
@@ -483,7 +485,7 @@ const OPERATIONS: Op[] = [
     summary: "List an endpoint's delivery attempts",
     description: 'Every HTTP attempt to deliver an event to this endpoint, newest first: its time, attempt number, HTTP status or error, and the state of its delivery.',
     security: 'apiKey',
-    parameters: [pathParam('id', 'The endpoint id.'), ...PAGE_PARAMS],
+    parameters: [pathParam('id', 'The endpoint id.'), ...DELIVERY_PAGE_PARAMS],
     responses: { '200': json(ref('WebhookDeliveryAttemptList'), 'A page of attempts.') },
     errors: { 400: PAGE_400, 401: undefined, 404: 'No such endpoint in this workspace (webhook_endpoint_not_found).' },
   },
@@ -506,7 +508,7 @@ const OPERATIONS: Op[] = [
     summary: "This workspace's ledger statement",
     description: 'Every credit, charge and refund of the workspace, newest first, each with the balance it left.',
     security: 'apiKey',
-    parameters: PAGE_PARAMS,
+    parameters: LEDGER_PAGE_PARAMS,
     responses: { '200': json(ref('LedgerEntryList'), 'A page of entries.') },
     errors: { 400: PAGE_400, 401: undefined },
   },
@@ -719,7 +721,10 @@ export type OpenApiDocument = {
  * The request body components: the zod-generated schemas, with per-model constraints from the
  * catalog and what serves each model here (./openapi-catalog.ts).
  */
-function requestComponents(avail: ModelAvailability): Record<string, JsonSchema> {
+/** What the document depends on in this process: which models are served, and production mode (webhook targets). */
+export type DocumentContext = ModelAvailability & { production?: boolean };
+
+function requestComponents(avail: DocumentContext): Record<string, JsonSchema> {
   const generated = components(REQUEST_SCHEMAS, 'input') as Record<keyof typeof REQUEST_SCHEMAS, JsonSchema & { properties: Record<string, JsonSchema> }>;
   const simulate = bare(z.toJSONSchema(SimulateSchema, { io: 'input' }) as JsonSchema) as JsonSchema & { properties: Record<string, JsonSchema> };
   const perModel: Record<keyof typeof REQUEST_SCHEMAS, JsonSchema> = {
@@ -727,6 +732,13 @@ function requestComponents(avail: ModelAvailability): Record<string, JsonSchema>
     CreateVideoBody: videoBodySchema(generated.CreateVideoBody, avail, simulate),
     CreateSpeechBody: speechBodySchema(generated.CreateSpeechBody, avail),
     CreateApiKeyBody: apiKeyBodySchema(generated.CreateApiKeyBody),
+    CreateWebhookBody: {
+      ...generated.CreateWebhookBody,
+      properties: {
+        ...generated.CreateWebhookBody.properties,
+        url: { ...generated.CreateWebhookBody.properties['url'], pattern: webhookUrlPattern({ production: avail.production ?? false }) },
+      },
+    },
   };
   // JSON bodies refuse NUL in any string or key (./json-body.ts); the multipart form states its own rules.
   const json = Object.entries(perModel).map(([name, s]) => [name, name === 'CreateVoiceForm' ? s : refuseNul(s)]);
@@ -734,7 +746,7 @@ function requestComponents(avail: ModelAvailability): Record<string, JsonSchema>
 }
 
 /** The document for a process whose models are served as `avail` says. */
-export function buildOpenApiDocument(avail: ModelAvailability): OpenApiDocument {
+export function buildOpenApiDocument(avail: DocumentContext): OpenApiDocument {
   const paths: Record<string, Record<string, Obj>> = {};
   for (const op of OPERATIONS) (paths[op.path] ??= {})[op.method] = operationObject(op, avail);
   return {

@@ -1,10 +1,10 @@
 import type { Request } from 'express';
-import { PageQuery } from './schemas.js';
+import type { z } from 'zod';
 import { fromZodError } from './errors.js';
 
-/** `limit` and `after` of a paginated list, validated (a 400 naming the parameter). */
-export function pageQueryOf(req: Request): PageQuery {
-  const q = PageQuery.safeParse(req.query);
+/** The query of a paginated list (`limit`, `after`, ...), validated with its schema (a 400 naming the parameter). */
+export function pageQueryOf<Q extends z.ZodType>(req: Request, schema: Q): z.infer<Q> {
+  const q = schema.safeParse(req.query);
   if (!q.success) throw fromZodError(q.error);
   return q.data;
 }

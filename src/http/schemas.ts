@@ -92,14 +92,16 @@ export const CreateWebhookBody = z
       .min(1)
       .max(WEBHOOK_URL_MAX_CHARS)
       .describe(
-        'Where events are POSTed. Public https URLs only (with NODE_ENV=production); in development loopback URLs (http or https) too. ' +
-          'A URL whose host resolves to a private, loopback, link-local or otherwise non-public address is refused, now and at every delivery.',
+        'Where events are POSTed: an https URL naming its host by a DNS name (not an IP address), without credentials or fragment; ' +
+          'in development (not NODE_ENV=production) also a loopback URL (localhost, 127.x.x.x, [::1]) over http or https. ' +
+          'The name is resolved at every delivery attempt, and an attempt to a host resolving to a private, loopback, link-local or otherwise non-public address is refused (its deliveries show why).',
       ),
     events: z
       .array(WebhookEventType)
       .min(1)
       .max(WEBHOOK_EVENT_TYPES.length)
       .refine((a) => new Set(a).size === a.length, 'must not repeat an event type')
+      .meta({ uniqueItems: true })
       .optional()
       .describe('The event types sent to this endpoint; default all of them.'),
   })
@@ -107,21 +109,33 @@ export const CreateWebhookBody = z
 
 export const LIST_LIMIT_MAX = 100;
 export const LIST_LIMIT_DEFAULT = 20;
-/** Query of the paginated lists: newest first, `after` = the `id` of the last item of the previous page. */
-export const PageQuery = z
-  .object({
-    limit: z.coerce.number().int().min(1).max(LIST_LIMIT_MAX).default(LIST_LIMIT_DEFAULT).describe(`Items per page, 1 to ${LIST_LIMIT_MAX}.`),
-    after: z.string().min(1).max(100).optional().describe('The `id` of the last item of the previous page; absent for the first page.'),
-  })
-  .strict();
-export type PageQuery = z.infer<typeof PageQuery>;
+/** The public ids of the entries of the ledger and of webhook delivery attempts: a prefix and a serial number. */
+export const LEDGER_ENTRY_ID_PREFIX = 'le_';
+export const DELIVERY_ATTEMPT_ID_PREFIX = 'whatt_';
+const PageLimit = z.coerce.number().int().min(1).max(LIST_LIMIT_MAX).default(LIST_LIMIT_DEFAULT).describe(`Items per page, 1 to ${LIST_LIMIT_MAX}.`);
+/** Query of a paginated list whose ids are `prefix` + a serial number: newest first, `after` = the id of the last item of the previous page. */
+const serialPageQuery = (prefix: string) =>
+  z
+    .object({
+      limit: PageLimit,
+      after: z
+        .string()
+        .regex(new RegExp(`^${prefix}[0-9]{1,15}$`), `must be an id of this list (${prefix}<number>)`)
+        .optional()
+        .describe(`The \`id\` (${prefix}<number>) of the last item of the previous page; absent for the first page.`),
+    })
+    .strict();
+export const LedgerPageQuery = serialPageQuery(LEDGER_ENTRY_ID_PREFIX);
+export const DeliveryPageQuery = serialPageQuery(DELIVERY_ATTEMPT_ID_PREFIX);
+export type PageQuery = z.infer<typeof LedgerPageQuery>;
 
 /** GET /v2/videos/generations: a page of the workspace's jobs, newest first. */
-export const ListVideoJobsQuery = PageQuery.extend({
-  after: z.uuid().optional().describe('The `id` of the last job of the previous page; absent for the first page.'),
+export const ListVideoJobsQuery = z.strictObject({
+  limit: PageLimit,
+  after: z.uuid().optional().describe('The `id` of the last job of the previous page (a job of this workspace: another is a 404); absent for the first page.'),
   status: z.enum(['pending', 'succeeded', 'failed']).optional().describe('Only jobs in this status.'),
   model: z.string().min(1).max(100).optional().describe('Only jobs of this model (a retired id means its replacement).'),
-}).strict();
+});
 export type ListVideoJobsQuery = z.infer<typeof ListVideoJobsQuery>;
 
 /** The optional `Idempotency-Key` header, validated (a 400 naming the header when malformed). */

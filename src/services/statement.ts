@@ -1,11 +1,11 @@
 // The customer's balance and ledger statement (GET /v2/balance, GET /v2/ledger): read-only views of
 // the workspace's own ledger, newest first, by keyset on the entry id (index ledger_entries_workspace_id).
 import type { Db } from '../db/pool.js';
-import type { PageQuery } from '../http/schemas.js';
+import { LEDGER_ENTRY_ID_PREFIX, type PageQuery } from '../http/schemas.js';
 import { getWorkspace } from './workspaces.js';
 import { cursorOf, pageOf, type Page } from './pagination.js';
 
-export const LEDGER_ENTRY_ID_PREFIX = 'le_';
+export { LEDGER_ENTRY_ID_PREFIX };
 
 /** One page of a workspace's entries: $1 workspace, $2 the id to start below (null: the newest), $3 rows. */
 export const LEDGER_PAGE_SQL = `

@@ -10,7 +10,7 @@ import { WorkflowUpdateFailedError, type Client } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import type { Db } from '../db/pool.js';
 import type { Storage } from '../storage/local.js';
-import { ApiError, invalidParam, notFound } from '../http/errors.js';
+import { ApiError, notFound } from '../http/errors.js';
 import { findVideoModel } from '../catalog.js';
 import { videoJobWorkflowState } from '../temporal/workflow-states.js';
 import { cancelJobUpdate, JOB_NOT_CANCELLABLE, videoJobWorkflowId, type VideoJobState } from '../../workflows/messages.js';
@@ -46,7 +46,7 @@ export class VideoJobLifecycle {
     // A retired model id filters as its replacement (jobs record the model they ran as).
     const model = q.model === undefined ? undefined : (findVideoModel(q.model)?.id ?? q.model);
     const page = await listVideoJobs(this.deps.db, principal.workspace_id, { ...q, model });
-    if (!page) throw invalidParam('after', `after must be the id of a job of this workspace (the last id of the previous page)`);
+    if (!page) throw notFound('job_not_found', `after names no job of this workspace (give the id of the last job of the previous page)`, 'after');
     return page;
   }
 

@@ -190,7 +190,7 @@ export class VoicesService {
 
 function voiceLimitReached(): ApiError {
   return new ApiError(
-    400,
+    409,
     'invalid_request_error',
     'voice_limit_reached',
     `this workspace already has ${MAX_VOICES_PER_WORKSPACE} voices, the most it may hold; delete one first`,

@@ -5,17 +5,17 @@
 import { randomUUID } from 'node:crypto';
 import { inTransaction, type Db } from '../db/pool.js';
 import { ApiError, invalidParam, notFound } from '../http/errors.js';
-import type { PageQuery } from '../http/schemas.js';
+import { DELIVERY_ATTEMPT_ID_PREFIX, type PageQuery } from '../http/schemas.js';
 import { generateWebhookSecret } from '../webhooks/signature.js';
 import { WEBHOOK_EVENT_TYPES, type WebhookEventType } from '../webhooks/events.js';
-import { parseWebhookUrl, resolveWebhookTarget, systemResolver, WebhookTargetError, type Resolver, type TargetPolicy } from '../webhooks/target-policy.js';
+import { parseWebhookUrl, WebhookTargetError, type TargetPolicy } from '../webhooks/target-policy.js';
 import type { ApiKeyPrincipal } from './workspaces.js';
 import { isUuid } from './video-jobs.js';
 import { cursorOf, pageOf, type Page } from './pagination.js';
 
 /** Live endpoints a workspace may have: keeps the (unpaginated) listing and the fan-out per event bounded. */
 export const MAX_WEBHOOK_ENDPOINTS_PER_WORKSPACE = 20;
-export const DELIVERY_ATTEMPT_ID_PREFIX = 'whatt_';
+export { DELIVERY_ATTEMPT_ID_PREFIX };
 const WEBHOOK_LOCK_CLASS = 724_301_119;
 
 export interface WebhookEndpointRecord {
@@ -44,21 +44,18 @@ const SELECT_ENDPOINT = `SELECT id, url, events, (extract(epoch FROM created_at)
 const endpointNotFound = (id: string) => notFound('webhook_endpoint_not_found', `no webhook endpoint ${id}`, 'id');
 
 function refusedTarget(err: WebhookTargetError): ApiError {
-  if (err.code === 'dns_unavailable') {
-    return new ApiError(503, 'api_error', 'temporarily_unavailable', `${err.message}; try again`, 'url', { 'Retry-After': '5' });
-  }
   return invalidParam('url', err.message, err.code);
 }
 
 export class WebhooksService {
-  constructor(private readonly deps: { db: Db; policy: TargetPolicy; resolver?: Resolver }) {}
+  constructor(private readonly deps: { db: Db; policy: TargetPolicy }) {}
 
   /** Registers an endpoint; answers it with its secret, which is never shown again. */
   async create(principal: ApiKeyPrincipal, input: { url: string; events?: WebhookEventType[] | undefined }): Promise<WebhookEndpointRecord & { secret: string }> {
     let url: URL;
     try {
+      // Its host is resolved and checked at every delivery attempt (a name may move; see target-policy.ts).
       url = parseWebhookUrl(input.url, this.deps.policy);
-      await resolveWebhookTarget(url, this.deps.policy, this.deps.resolver ?? systemResolver);
     } catch (err) {
       if (err instanceof WebhookTargetError) throw refusedTarget(err);
       throw err;
@@ -72,7 +69,7 @@ export class WebhooksService {
       ]);
       if (live.rows[0]!.n >= MAX_WEBHOOK_ENDPOINTS_PER_WORKSPACE) {
         throw new ApiError(
-          400,
+          409,
           'invalid_request_error',
           'webhook_endpoint_limit_reached',
           `this workspace already has ${MAX_WEBHOOK_ENDPOINTS_PER_WORKSPACE} webhook endpoints, the most it may have; delete one first`,

@@ -24,6 +24,8 @@ export interface WebhookDispatch {
 
 /** Most deliveries started by one call. */
 export const MAX_DISPATCH_BATCH = 1_000;
+/** Workflow starts in flight at once (a job's deliveries start together, not one after another). */
+const DISPATCH_CONCURRENCY = 8;
 
 /** Starts the delivery workflows of these deliveries that are not started yet; answers how many it started. */
 export async function dispatchWebhookDeliveries(d: WebhookDispatch, ids: readonly string[]): Promise<number> {
@@ -33,7 +35,7 @@ export async function dispatchWebhookDeliveries(d: WebhookDispatch, ids: readonl
     'SELECT id, workspace_id FROM webhook_deliveries WHERE id = ANY($1::uuid[]) AND dispatched_at IS NULL',
     [ids],
   );
-  for (const delivery of r.rows) {
+  const start = async (delivery: { id: string; workspace_id: string }) => {
     const input: WebhookDeliveryInput = { delivery_id: delivery.id, retry_initial_ms: d.retry_initial_ms, give_up_after_ms: WEBHOOK_GIVE_UP_AFTER_MS };
     try {
       await d.client.workflow.start<typeof webhookDeliveryWorkflow>('webhookDeliveryWorkflow', {
@@ -47,7 +49,13 @@ export async function dispatchWebhookDeliveries(d: WebhookDispatch, ids: readonl
       if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
     }
     await d.db.query('UPDATE webhook_deliveries SET dispatched_at = now() WHERE id = $1 AND dispatched_at IS NULL', [delivery.id]);
-  }
+  };
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(DISPATCH_CONCURRENCY, r.rows.length) }, async () => {
+      while (next < r.rows.length) await start(r.rows[next++]!);
+    }),
+  );
   return r.rows.length;
 }
 

@@ -1,6 +1,10 @@
-// Where webhooks may be sent (SSRF protection), checked at registration and again at every delivery
-// attempt after DNS resolution. The sender then connects to the very address checked here (see
-// ./sender.ts), so a name that resolves elsewhere a moment later (DNS rebinding) changes nothing.
+// Where webhooks may be sent (SSRF protection). At registration, the URL must match one pattern
+// (WEBHOOK_URL_PATTERN, also what the OpenAPI document states, so the two agree exactly): an https URL
+// naming its host by a DNS name (never an IP address), without credentials or fragment; in development
+// also a loopback URL (localhost, 127.x.x.x, [::1]) over http or https. At every delivery attempt the
+// name is resolved and every address checked, and the sender connects to the very address checked (see
+// ./sender.ts), so a name that resolves elsewhere a moment later (DNS rebinding) changes nothing; a name
+// resolving to a private address is refused there (the deliveries list says why).
 //
 //   production (NODE_ENV=production): https only, and every address the host resolves to is public
 //   development: also loopback (http or https), so a receiver on this machine can be tried out
@@ -28,17 +32,27 @@ export type Resolver = (hostname: string) => Promise<ResolvedAddress[]>;
 export const WEBHOOK_URL_MAX_CHARS = 2048;
 const DNS_TIMEOUT_MS = 5_000;
 
+/**
+ * DNS queries of c-ares (dns.Resolver), never getaddrinfo (dns.lookup): getaddrinfo runs on libuv's
+ * thread pool, four threads that file system and crypto work share, so a few slow lookups (an
+ * unreachable DNS server, a name that never answers) would stall every other activity of the worker.
+ * `localhost` and `*.localhost` are loopback by definition (RFC 6761) and never asked.
+ */
+const dnsResolver = new dns.promises.Resolver({ timeout: DNS_TIMEOUT_MS, tries: 1 });
+const NO_ANSWER = new Set(['ENOTFOUND', 'ENODATA', 'NXDOMAIN', 'ENONAME']);
+
 export const systemResolver: Resolver = async (hostname) => {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(Object.assign(new Error(`DNS lookup of ${hostname} timed out`), { code: 'ETIMEOUT' })), DNS_TIMEOUT_MS);
-  });
-  try {
-    const found = await Promise.race([dns.promises.lookup(hostname, { all: true, verbatim: true }), timeout]);
-    return found.map((a) => ({ address: a.address, family: a.family === 6 ? 6 : 4 }));
-  } finally {
-    clearTimeout(timer);
-  }
+  const name = hostname.toLowerCase();
+  if (name === 'localhost' || name.endsWith('.localhost')) return [{ address: '127.0.0.1', family: 4 }];
+  const [v4, v6] = await Promise.allSettled([dnsResolver.resolve4(name), dnsResolver.resolve6(name)]);
+  const found: ResolvedAddress[] = [
+    ...(v4.status === 'fulfilled' ? v4.value.map((address) => ({ address, family: 4 as const })) : []),
+    ...(v6.status === 'fulfilled' ? v6.value.map((address) => ({ address, family: 6 as const })) : []),
+  ];
+  if (found.length > 0) return found;
+  // No address: say whether the name does not exist, or DNS could not be asked.
+  const failure = [v4, v6].map((r) => (r.status === 'rejected' ? (r.reason as NodeJS.ErrnoException) : null)).find((e) => e && !NO_ANSWER.has(e.code ?? ''));
+  throw failure ?? Object.assign(new Error(`${name} has no address`), { code: 'ENOTFOUND' });
 };
 
 export type TargetErrorCode = 'invalid_url' | 'url_not_allowed' | 'url_unresolvable' | 'dns_unavailable';
@@ -76,21 +90,36 @@ function addressAllowed(kind: Kind, protocol: string, policy: TargetPolicy): boo
 const describe = (policy: TargetPolicy) =>
   policy.production ? 'only public https URLs are allowed' : 'only public https URLs, or loopback URLs in development, are allowed';
 
-/** Checks what can be checked without DNS: a URL of an allowed scheme, without credentials. */
+const OCTET = '(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])';
+// A DNS label; not an IDNA "xn--" label (those must be valid punycode, which a pattern cannot check).
+const LABEL = '(?![Xx][Nn]--)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?';
+// The last label starts with a letter: a name is never an IPv4 address.
+const TLD = '(?![Xx][Nn]--)[A-Za-z](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?';
+const NAME = `(?:${LABEL}\\.)*${TLD}`;
+const LOOPBACK = `(?:localhost|127\\.${OCTET}\\.${OCTET}\\.${OCTET}|\\[::1\\])`;
+const PORT = '(?::(?:[1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]))?';
+// Path and query: no white space or control characters, no fragment.
+const REST = '(?:/[^\\x00-\\x20\\x7f#?]*)?(?:\\?[^\\x00-\\x20\\x7f#]*)?';
+
+/** The URLs registration accepts (ECMAScript regular expression; JSON Schema's `pattern`). */
+export function webhookUrlPattern(policy: TargetPolicy): string {
+  const hosts = policy.production ? `https://(?![Ll][Oo][Cc][Aa][Ll][Hh][Oo][Ss][Tt](?:[:/?]|$))${NAME}` : `(?:https://(?:${NAME}|${LOOPBACK})|http://${LOOPBACK})`;
+  return `^${hosts}${PORT}${REST}$`;
+}
+
+/**
+ * Checks what can be checked without DNS (the pattern above); the name is resolved and checked at every
+ * delivery attempt (resolveWebhookTarget).
+ */
 export function parseWebhookUrl(raw: string, policy: TargetPolicy): URL {
   if (raw.length > WEBHOOK_URL_MAX_CHARS) throw new WebhookTargetError('invalid_url', `url must be at most ${WEBHOOK_URL_MAX_CHARS} characters`);
-  let url: URL;
-  try {
-    url = new URL(raw);
-  } catch {
-    throw new WebhookTargetError('invalid_url', 'url must be an absolute http(s) URL');
+  if (!new RegExp(webhookUrlPattern(policy)).test(raw)) {
+    throw new WebhookTargetError(
+      'url_not_allowed',
+      `url must be an https URL naming its host by a DNS name (not an IP address), without credentials or fragment${policy.production ? '' : ', or a loopback URL (localhost, 127.x.x.x, [::1]) over http or https'}`,
+    );
   }
-  const allowedProtocols = policy.production ? ['https:'] : ['https:', 'http:'];
-  if (!allowedProtocols.includes(url.protocol)) throw new WebhookTargetError('url_not_allowed', `url must use https; ${describe(policy)}`);
-  if (url.username || url.password) throw new WebhookTargetError('invalid_url', 'url must not contain credentials');
-  if (url.hash) throw new WebhookTargetError('invalid_url', 'url must not contain a fragment');
-  if (!url.hostname) throw new WebhookTargetError('invalid_url', 'url must name a host');
-  return url;
+  return new URL(raw);
 }
 
 /** The host of a URL as a resolver or socket takes it: an IPv6 literal without its brackets. */

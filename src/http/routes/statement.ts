@@ -3,6 +3,7 @@ import { Router, type RequestHandler } from 'express';
 import type { Db } from '../../db/pool.js';
 import { principalOf } from '../auth.js';
 import { pageQueryOf } from '../page-query.js';
+import { LedgerPageQuery } from '../schemas.js';
 import { microEurToEur } from '../../money.js';
 import { balanceOf, LEDGER_ENTRY_ID_PREFIX, listLedgerEntries, type LedgerEntryRecord } from '../../services/statement.js';
 
@@ -30,7 +31,7 @@ export function statementRoutes(deps: { auth: RequestHandler; db: Db }): Router 
   });
 
   r.get('/v2/ledger', deps.auth, async (req, res) => {
-    const page = await listLedgerEntries(deps.db, principalOf(res).workspace_id, pageQueryOf(req));
+    const page = await listLedgerEntries(deps.db, principalOf(res).workspace_id, pageQueryOf(req, LedgerPageQuery));
     res.json({ object: 'list', data: page.data.map(presentLedgerEntry), has_more: page.has_more });
   });
 

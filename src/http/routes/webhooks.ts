@@ -3,7 +3,7 @@
 import { Router, type RequestHandler } from 'express';
 import { principalOf } from '../auth.js';
 import { jsonBody } from '../json-body.js';
-import { CreateWebhookBody } from '../schemas.js';
+import { CreateWebhookBody, DeliveryPageQuery } from '../schemas.js';
 import { pageQueryOf } from '../page-query.js';
 import { DELIVERY_ATTEMPT_ID_PREFIX, type DeliveryAttemptRecord, type WebhookEndpointRecord, type WebhooksService } from '../../services/webhooks.js';
 
@@ -54,7 +54,7 @@ export function webhookRoutes(deps: { auth: RequestHandler; limit: RequestHandle
   });
 
   r.get('/v2/webhooks/:id/deliveries', deps.auth, async (req, res) => {
-    const page = await deps.webhooks.listAttempts(principalOf(res), String(req.params['id']), pageQueryOf(req));
+    const page = await deps.webhooks.listAttempts(principalOf(res), String(req.params['id']), pageQueryOf(req, DeliveryPageQuery));
     res.json({ object: 'list', data: page.data.map(presentDeliveryAttempt), has_more: page.has_more });
   });
 
