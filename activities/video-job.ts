@@ -30,7 +30,7 @@ import {
 } from '../src/providers/video/types.js';
 import { loadVideoJobInputs } from '../src/services/video-job-inputs.js';
 import { isPermanentStorageError, type Storage } from '../src/storage/local.js';
-import { videoJobWorkflowId, type StoredVideo } from '../workflows/messages.js';
+import { OPERATION_RUNNING, videoJobWorkflowId, type StoredVideo } from '../workflows/messages.js';
 import type { JobEventContext } from '../src/webhooks/events.js';
 import { dispatchJobWebhooks } from '../src/webhooks/dispatch.js';
 
@@ -109,8 +109,6 @@ const HEARTBEAT_EVERY_MS = 5_000;
 /** Consecutive failed provider polls of one operation before the job fails with the last error. */
 export const MAX_CONSECUTIVE_POLL_FAILURES = 20;
 
-/** The failure type that tells Temporal "the operation is still running: poll again after the retry interval". */
-export const OPERATION_RUNNING = 'VideoOperationRunning';
 
 /** A video whose copy failed, for the operator's log (the customer sees a shortfall, refunded). */
 interface FailedOutput {

@@ -103,6 +103,9 @@ export interface VideoJobResume {
   polls_total: number;
 }
 
+/** The failure type of a poll that found the video operation still running (the awaiting activity's retries are the polls). */
+export const OPERATION_RUNNING = 'VideoOperationRunning';
+
 /** Error types of the accept update: the balance does not cover the estimate; too late; another attempt won. */
 export const INSUFFICIENT_CREDITS = 'InsufficientCredits';
 export const NOT_ACCEPTED_IN_TIME = 'NotAcceptedInTime';

@@ -35,6 +35,7 @@ import {
   workflowInfo,
   allHandlersFinished,
 } from '@temporalio/workflow';
+import { RetryState } from '@temporalio/common';
 import type { VideoJobActivities } from '../activities/video-job.js';
 import type { ChargeResult } from '../src/billing/video-job-billing.js';
 import type { VideoOperationStatus } from '../src/providers/video/types.js';
@@ -48,6 +49,7 @@ import {
   jobStateQuery,
   KEY_SPEND_LIMIT_EXCEEDED,
   NOT_ACCEPTED_IN_TIME,
+  OPERATION_RUNNING,
   type JobError,
   type StoredVideo,
   type VideoJobInput,
@@ -362,7 +364,7 @@ async function awaitAndCopy(input: VideoJobInput, operation_id: string): Promise
     status = await awaiting.awaitVideoGeneration({ backend: input.backend, job_id: input.job_id, operation_id });
   } catch (err) {
     if (isCancellation(err)) throw err;
-    if (err instanceof ActivityFailure && err.cause instanceof TimeoutFailure) return DEADLINE_EXCEEDED;
+    if (ranOutOfTime(err)) return DEADLINE_EXCEEDED;
     return { kind: 'failed', error: providerError(err, 'poll_failed') };
   }
   if (status.state === 'failed') return failed(status.code, status.message);
@@ -427,6 +429,16 @@ async function pollLoopFirstRelease(input: VideoJobInput, state: VideoJobState, 
       return failed('storage_failed', 'the generated videos could not be stored');
     }
   }
+}
+
+/**
+ * Whether the awaiting ended at its deadline: its schedule-to-close timeout fired, or the server did not
+ * retry because the next attempt would be past it (then the last failure, "still running", comes back).
+ */
+function ranOutOfTime(err: unknown): boolean {
+  if (!(err instanceof ActivityFailure)) return false;
+  if (err.cause instanceof TimeoutFailure || err.retryState === RetryState.TIMEOUT) return true;
+  return err.cause instanceof ApplicationFailure && err.cause.type === OPERATION_RUNNING;
 }
 
 function isRetryableFailure(err: unknown): boolean {
