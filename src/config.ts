@@ -35,6 +35,8 @@ const EnvSchema = z.object({
   VIDEO_JOB_TIMEOUT_MS: intFrom(1_000, 7 * 24 * 3_600_000).default(30 * 60_000),
   VIDEO_CREATE_TIMEOUT_MS: intFrom(3_000, 120_000).default(30_000),
   RECONCILE_INTERVAL_MS: intFrom(1_000, 24 * 3_600_000).default(60_000),
+  WEBHOOK_MAX_CONCURRENT_ATTEMPTS: intFrom(1, 1_000).default(20),
+  WEBHOOK_MAX_ATTEMPTS_PER_SECOND: intFrom(1, 10_000).default(50),
   WORKER_MAX_CACHED_WORKFLOWS: intFrom(2, 100_000).default(DEFAULT_WORKER_LIMITS.maxCachedWorkflows),
   WORKER_MAX_CONCURRENT_WORKFLOW_TASKS: intFrom(2, 10_000).default(DEFAULT_WORKER_LIMITS.maxConcurrentWorkflowTaskExecutions),
   WORKER_MAX_CONCURRENT_ACTIVITIES: intFrom(1, 10_000).default(DEFAULT_WORKER_LIMITS.maxConcurrentActivityTaskExecutions),
@@ -122,6 +124,9 @@ export interface Config {
   webhooks: {
     /** First retry interval of a failed webhook delivery (then doubled per attempt, for 24 hours). */
     retryInitialMs: number;
+    /** Delivery attempts a worker process runs at once, and the whole task queue starts per second. */
+    maxConcurrentAttempts: number;
+    maxAttemptsPerSecond: number;
   };
   logLevel: 'debug' | 'info' | 'warn' | 'error' | 'silent';
   /** Bearer token required by GET /metrics when set. */
@@ -277,7 +282,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     vertex: vertexConfigOf(e),
     modelsFile: useCatalogFile(e.MODELS_FILE).file,
     rateLimitPerMinute: e.RATE_LIMIT_PER_MINUTE,
-    webhooks: { retryInitialMs: e.WEBHOOK_RETRY_INITIAL_MS },
+    webhooks: {
+      retryInitialMs: e.WEBHOOK_RETRY_INITIAL_MS,
+      maxConcurrentAttempts: e.WEBHOOK_MAX_CONCURRENT_ATTEMPTS,
+      maxAttemptsPerSecond: e.WEBHOOK_MAX_ATTEMPTS_PER_SECOND,
+    },
     logLevel: e.LOG_LEVEL,
     metricsToken: e.METRICS_TOKEN,
     workerMetricsPort: e.WORKER_METRICS_PORT,

@@ -30,6 +30,7 @@ import { connectClient } from './temporal/client.js';
 import { createWorker } from './temporal/worker.js';
 import { videoJobWorkflowStates } from './temporal/workflow-states.js';
 import { ensureReconcileSchedule } from './temporal/reconcile-schedule.js';
+import { webhookTaskQueue } from './webhooks/dispatch.js';
 import { checkSearchAttributes } from './temporal/search-attributes.js';
 import { createActivities } from '../activities/index.js';
 
@@ -215,21 +216,39 @@ export async function startWorker(opts: { config: Config; db: Db; temporalAddres
     limits: opts.config.workerLimits,
     metricsBindAddress: opts.config.workerMetricsPort ? `${host.includes(':') ? `[${host}]` : host}:${opts.config.workerMetricsPort}` : undefined,
   });
+  // Webhook deliveries: their own task queue and worker (slots, a rate limit), sharing the connection.
+  const { worker: webhookWorker } = await createWorker({
+    address: opts.temporalAddress,
+    namespace: opts.config.temporal.namespace,
+    taskQueue: webhookTaskQueue(opts.config.temporal.taskQueue),
+    activities,
+    connection,
+    limits: {
+      maxCachedWorkflows: 100,
+      maxConcurrentWorkflowTaskExecutions: 10,
+      maxConcurrentActivityTaskExecutions: opts.config.webhooks.maxConcurrentAttempts,
+      maxConcurrentLocalActivityExecutions: 2,
+    },
+    maxTaskQueueActivitiesPerSecond: opts.config.webhooks.maxAttemptsPerSecond,
+  });
   await checkSearchAttributes(connection.operatorService, opts.config.temporal.namespace);
   // The reconciler's schedule, with this configuration's interval (every worker makes sure of it).
   await ensureReconcileSchedule(new Client({ connection, namespace: opts.config.temporal.namespace }), {
     taskQueue: opts.config.temporal.taskQueue,
     interval_ms: opts.config.reconcileIntervalMs,
   });
-  const run = worker.run().finally(() => {
-    closeStorage(storage);
-    return connection.close();
-  });
+  const workers = [worker, webhookWorker];
+  const run = Promise.all(workers.map((w) => w.run()))
+    .then(() => undefined)
+    .finally(() => {
+      closeStorage(storage);
+      return connection.close();
+    });
   run.catch((err) => opts.logger.error({ err }, 'worker stopped with an error'));
   return {
     run,
     async shutdown() {
-      if (worker.getState() === 'RUNNING') worker.shutdown();
+      for (const w of workers) if (w.getState() === 'RUNNING') w.shutdown();
       await run.catch(() => {});
     },
   };

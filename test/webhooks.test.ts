@@ -12,7 +12,7 @@ import { settleVideoJob } from '../src/billing/video-job-billing.js';
 import { UrlSigner } from '../src/storage/signed-urls.js';
 import { generateWebhookSecret, signWebhook } from '../src/webhooks/signature.js';
 import { recordJobEvent, type JobEventContext } from '../src/webhooks/events.js';
-import { dispatchUndispatched, dispatchWebhookDeliveries, type WebhookDispatch } from '../src/webhooks/dispatch.js';
+import { dispatchUndispatched, dispatchWebhookDeliveries, webhookTaskQueue, type WebhookDispatch } from '../src/webhooks/dispatch.js';
 import { sendWebhook } from '../src/webhooks/sender.js';
 import { MAX_WEBHOOK_ENDPOINTS_PER_WORKSPACE } from '../src/services/webhooks.js';
 import { webhookDeliveryWorkflowId, type webhookDeliveryWorkflow } from '../workflows/webhook-delivery.js';
@@ -316,6 +316,9 @@ describe('delivery', () => {
     await hook.waitFor(1);
     const eventId = hook.received[0]!.headers['webhook-id']!;
     await until('the delivery to succeed', async () => (await deliveryRow(eventId))[0]?.status === 'succeeded');
+    const described = await dispatch.client.workflow.getHandle(webhookDeliveryWorkflowId(ids[0]!)).describe();
+    assert.equal(described.taskQueue, webhookTaskQueue(dispatch.taskQueue), 'deliveries never share the jobs\' task queue');
+    assert.notEqual(described.taskQueue, dispatch.taskQueue);
     assert.equal(await dispatchWebhookDeliveries(dispatch, ids), 0, 'already started: nothing to do');
     // Even if the mark of the start was lost, the workflow of a delivery never runs twice.
     await stack.db.query('UPDATE webhook_deliveries SET dispatched_at = NULL WHERE id = $1', [ids[0]]);

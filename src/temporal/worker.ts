@@ -56,11 +56,15 @@ export async function createWorker(opts: {
   taskQueue: string;
   activities: object;
   limits?: WorkerLimits;
+  /** Activities the whole task queue may start per second (a server-side rate limit); unset = none. */
+  maxTaskQueueActivitiesPerSecond?: number;
+  /** A connection to share (a second worker of the same process); else one is opened. */
+  connection?: NativeConnection;
   /** `host:port` of the SDK's Prometheus exporter; unset = no exporter. */
   metricsBindAddress?: string | undefined;
 }): Promise<{ worker: Worker; connection: NativeConnection }> {
   installTemporalRuntime({ metricsBindAddress: opts.metricsBindAddress });
-  const connection = await NativeConnection.connect({ address: opts.address });
+  const connection = opts.connection ?? (await NativeConnection.connect({ address: opts.address }));
   const bundle = builtWorkflowBundlePath();
   const workflows = bundle && fs.existsSync(bundle) ? { workflowBundle: { codePath: bundle } } : { workflowsPath: workflowsPath(), bundlerOptions: { ignoreModules: [] } };
   const worker = await Worker.create({
@@ -70,6 +74,7 @@ export async function createWorker(opts: {
     ...workflows,
     activities: opts.activities,
     ...(opts.limits ?? DEFAULT_WORKER_LIMITS),
+    ...(opts.maxTaskQueueActivitiesPerSecond !== undefined ? { maxTaskQueueActivitiesPerSecond: opts.maxTaskQueueActivitiesPerSecond } : {}),
     shutdownGraceTime: '20 seconds',
   });
   return { worker, connection };

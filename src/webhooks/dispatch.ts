@@ -13,10 +13,17 @@ import {
   type webhookDeliveryWorkflow,
 } from '../../workflows/webhook-delivery.js';
 
+/**
+ * Deliveries run on a task queue of their own, polled by a worker of their own in every worker process,
+ * with its own slots and a rate limit: however many deliveries retry (dead endpoints, slow DNS), the
+ * jobs' charges, polls and settlements on the main task queue never wait behind them.
+ */
+export const webhookTaskQueue = (taskQueue: string) => `${taskQueue}-webhooks`;
+
 export interface WebhookDispatch {
   client: Client;
   db: Db;
-  /** The task queue of the workers (TEMPORAL_TASK_QUEUE). */
+  /** The main task queue of the workers (TEMPORAL_TASK_QUEUE); deliveries go to webhookTaskQueue of it. */
   taskQueue: string;
   /** WEBHOOK_RETRY_INITIAL_MS. */
   retry_initial_ms: number;
@@ -40,7 +47,7 @@ export async function dispatchWebhookDeliveries(d: WebhookDispatch, ids: readonl
     try {
       await d.client.workflow.start<typeof webhookDeliveryWorkflow>('webhookDeliveryWorkflow', {
         workflowId: webhookDeliveryWorkflowId(delivery.id),
-        taskQueue: d.taskQueue,
+        taskQueue: webhookTaskQueue(d.taskQueue),
         args: [input],
         workflowIdReusePolicy: 'REJECT_DUPLICATE',
         typedSearchAttributes: [{ key: WORKSPACE_ID_SA, value: delivery.workspace_id }],
