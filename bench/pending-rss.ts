@@ -26,11 +26,15 @@ export interface PendingRss {
 const PENDING_DELAY_MS = 50 * 60_000;
 const WARMUP_JOBS = 20;
 const READING_EVERY_MS = 5_000;
-/** Readings are steady when the last STEADY_OF_LAST lie within this fraction of each other... */
+/**
+ * Readings are steady when at least MIN_READINGS were taken and the last STEADY_OF_LAST lie within
+ * STEADY_WITHIN of each other (RSS drops in steps for a while after work stops), or when MAX_READINGS
+ * were taken; the steady value is the median of the last STEADY_OF_LAST.
+ */
+const MIN_READINGS = 6;
 const STEADY_WITHIN = 0.03;
 const STEADY_OF_LAST = 3;
-/** ...or when this many were taken; the steady value is the median of the last STEADY_OF_LAST. */
-const MAX_READINGS = 12;
+const MAX_READINGS = 15;
 const SUBMIT_TIMEOUT_MS = 15 * 60_000;
 
 /** Memory readings a few seconds apart, until RSS stops moving (freed memory goes back to the system slowly). */
@@ -39,7 +43,7 @@ async function readings(subject: SubjectProcess): Promise<SubjectMemory[]> {
   for (;;) {
     out.push(await subject.memory());
     const last = out.slice(-STEADY_OF_LAST).map((r) => r.rss_bytes);
-    const settled = last.length === STEADY_OF_LAST && Math.max(...last) - Math.min(...last) <= STEADY_WITHIN * Math.max(...last);
+    const settled = out.length >= MIN_READINGS && Math.max(...last) - Math.min(...last) <= STEADY_WITHIN * Math.max(...last);
     if (settled || out.length >= MAX_READINGS) return out;
     await new Promise((r) => setTimeout(r, READING_EVERY_MS));
   }

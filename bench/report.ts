@@ -54,18 +54,22 @@ export function createFigures(r: CreateThroughput): Record<CreateSubject, Figure
   return out;
 }
 
-/** CPU ms per create of each party over all rounds, and how busy the machine was (all CPUs, anyone). */
+const CPU_COLUMNS = ['subject', 'Temporal', 'Postgres', 'sum', 'client', 'others', 'busy'];
+const column = (x: string) => x.padStart(9);
+
+/**
+ * CPU ms per create over all rounds: the subject process, the Temporal server, PostgreSQL, their sum,
+ * the load generator, anything else on the machine; and how busy all CPUs were.
+ */
 function cpuLine(name: string, turns: Turn[], cpus: number): string | null {
   if (turns.some((t) => !t.cpu)) return null;
   const creates = turns.reduce((a, t) => a + t.load.ok, 0);
   const sum = (k: keyof NonNullable<Turn['cpu']>) => turns.reduce((a, t) => a + t.cpu![k], 0);
-  const ours = sum('subject_ms') + sum('temporal_ms') + sum('postgres_ms') + sum('client_ms');
-  const per = (ms: number) => (ms / creates).toFixed(1).padStart(6);
+  const server = sum('subject_ms') + sum('temporal_ms') + sum('postgres_ms');
+  const others = sum('machine_busy_ms') - server - sum('client_ms');
   const elapsed_ms = turns.reduce((a, t) => a + t.load.elapsed_ms, 0);
-  return (
-    `  ${name.padEnd(NAME_WIDTH - 12)} ${per(sum('subject_ms'))} ${per(sum('temporal_ms'))} ${per(sum('postgres_ms'))} ${per(sum('client_ms'))} ` +
-    `${per(sum('subject_ms') + sum('temporal_ms') + sum('postgres_ms'))} ${per(sum('machine_busy_ms') - ours)}   ${pct(sum('machine_busy_ms') / (elapsed_ms * cpus))}`
-  );
+  const per = (ms: number) => column((ms / creates).toFixed(1));
+  return `  ${name.padEnd(NAME_WIDTH)}${[sum('subject_ms'), sum('temporal_ms'), sum('postgres_ms'), server, sum('client_ms'), others].map(per).join('')}${column(pct(sum('machine_busy_ms') / (elapsed_ms * cpus)))}`;
 }
 
 export function formatCreates(r: CreateThroughput, cfg: BenchConfig, cpus: number): string {
@@ -83,7 +87,7 @@ export function formatCreates(r: CreateThroughput, cfg: BenchConfig, cpus: numbe
   for (const subject of Object.keys(SUBJECT_NAMES) as CreateSubject[]) lines.push(figuresLine(`all rounds: ${SUBJECT_NAMES[subject]}`, all[subject], all.floor));
   const cpu = (Object.keys(SUBJECT_NAMES) as CreateSubject[]).map((subject) => cpuLine(SUBJECT_NAMES[subject], r.rounds.map((round) => round[subject]), cpus));
   if (cpu.every((l) => l !== null)) {
-    lines.push(`  CPU ms per create, all rounds ${''.padEnd(NAME_WIDTH - 42)} subject temporal postgres client  3 sum others  machine busy`);
+    lines.push(`  ${'CPU ms per create, all rounds'.padEnd(NAME_WIDTH)}${CPU_COLUMNS.map(column).join('')}`);
     lines.push(...cpu);
   }
   const errors = r.rounds.flatMap((round) => Object.entries(round).filter(([, x]) => x.load.errors > 0).map(([k, x]) => `${k}: ${x.load.errors} (${x.load.first_error})`));
