@@ -14,7 +14,7 @@ import { COUNT_PROVIDER_CALL_SQL } from '../simulator-usage.js';
 import { ProviderError, type InputImage, type VideoOperationStatus, type VideoOutputRef, type VideoProvider, type VideoSubmission } from './types.js';
 
 export const SIMULATOR_DEFAULT_DELAY_MS = 2_000;
-export const SIMULATOR_MAX_DELAY_MS = 15 * 60_000;
+export const SIMULATOR_MAX_DELAY_MS = 60 * 60_000;
 const MESSAGE_MAX_CHARS = 500;
 
 /** `parameters.simulate` of a request to a model the simulator serves with its own behaviour. */

@@ -1,0 +1,49 @@
+// The benchmark's own settings (BENCH_*), validated like the service's configuration: bounded, with
+// units in the names. The service under test keeps its defaults (see bench/product-env.ts).
+import { z } from 'zod';
+import { ConfigError } from '../src/config-error.js';
+
+const intFrom = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
+const secondsList = z
+  .string()
+  .transform((s, ctx) => {
+    const list = s.split(',').map((x) => Number(x.trim()));
+    if (list.length === 0 || list.length > 20 || list.some((n) => !Number.isInteger(n) || n < 1 || n > 3_000)) {
+      ctx.addIssue({ code: 'custom', message: 'a comma-separated list of 1 to 20 whole seconds, each 1..3000' });
+      return z.NEVER;
+    }
+    return list;
+  });
+
+const BenchEnv = z.object({
+  /** Creates measured per subject and round (phase 1). */
+  BENCH_JOBS: intFrom(10, 100_000).default(200),
+  /** Requests in flight at once (phases 1 and 4). */
+  BENCH_CONCURRENCY: intFrom(1, 500).default(20),
+  /** Creates sent to each subject before measuring it. */
+  BENCH_WARMUP: intFrom(0, 10_000).default(40),
+  /** Rounds of phase 1; the subjects take turns in each, so drift on a shared machine hits all three. */
+  BENCH_ROUNDS: intFrom(1, 20).default(2),
+  /** The long simulated generation of phase 2 (1800 = the 30 minutes of issue 9). */
+  BENCH_LONG_GENERATION_S: intFrom(2, 3_000).default(180),
+  /** Simulated generation times of phase 3 (done -> seen). */
+  BENCH_SEEN_DELAYS_S: secondsList.default([7, 23, 61, 180]),
+  /** Pending jobs of phase 4 (RSS). */
+  BENCH_PENDING: intFrom(10, 100_000).default(2_000),
+  /** Phases to run, for a partial run: any of 1,2,3,4. */
+  BENCH_PHASES: z
+    .string()
+    .default('1,2,3,4')
+    .transform((s) => new Set(s.split(',').map((x) => Number(x.trim())))),
+});
+
+export type BenchConfig = z.infer<typeof BenchEnv>;
+
+export function loadBenchConfig(env: NodeJS.ProcessEnv = process.env): BenchConfig {
+  const parsed = BenchEnv.safeParse(env);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    throw new ConfigError(`${String(issue.path[0])}: ${issue.message}`);
+  }
+  return parsed.data;
+}

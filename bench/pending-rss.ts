@@ -1,0 +1,95 @@
+// Phase 4: RSS of the product's API + worker (one process, as `npm start` runs them) before and after
+// N jobs are pending. Memory is read after a settled garbage collection, every few seconds until it
+// stops moving; the steady value is the median of the last readings. The jobs stay pending (a long simulated
+// generation) and go with the process when it stops.
+import type { Infra } from '../test/helpers/infra.js';
+import { createPool } from '../src/db/pool.js';
+import { loadConfig } from '../src/config.js';
+import type { BenchConfig } from './bench-config.js';
+import { median, runLoad, type LoadResult } from './load.js';
+import { cancelJobs, createJob, pendingJobs, productCustomer, simulatedJob, submittedOperations } from './product-api.js';
+import { spawnSubject, type SubjectMemory, type SubjectProcess } from './subject.js';
+import { subjectEnv } from './subject-env.js';
+import type { Log } from './log.js';
+
+export interface PendingRss {
+  pending: number;
+  max_cached_workflows: number;
+  creates: LoadResult;
+  before: SubjectMemory[];
+  after: SubjectMemory[];
+  steady_before_bytes: number;
+  steady_after_bytes: number;
+}
+
+/** Longer than the bench runs, within the simulator's maximum. */
+const PENDING_DELAY_MS = 50 * 60_000;
+const WARMUP_JOBS = 20;
+const READING_EVERY_MS = 5_000;
+/**
+ * Readings are steady when at least MIN_READINGS were taken and the last STEADY_OF_LAST lie within
+ * STEADY_WITHIN of each other (RSS drops in steps for a while after work stops), or when MAX_READINGS
+ * were taken; the steady value is the median of the last STEADY_OF_LAST.
+ */
+const MIN_READINGS = 6;
+const STEADY_WITHIN = 0.03;
+const STEADY_OF_LAST = 3;
+const MAX_READINGS = 15;
+const SUBMIT_TIMEOUT_MS = 15 * 60_000;
+
+/** Memory readings a few seconds apart, until RSS stops moving (freed memory goes back to the system slowly). */
+async function readings(subject: SubjectProcess): Promise<SubjectMemory[]> {
+  const out: SubjectMemory[] = [];
+  for (;;) {
+    out.push(await subject.memory());
+    const last = out.slice(-STEADY_OF_LAST).map((r) => r.rss_bytes);
+    const settled = out.length >= MIN_READINGS && Math.max(...last) - Math.min(...last) <= STEADY_WITHIN * Math.max(...last);
+    if (settled || out.length >= MAX_READINGS) return out;
+    await new Promise((r) => setTimeout(r, READING_EVERY_MS));
+  }
+}
+
+const steady = (rs: SubjectMemory[]) => median(rs.slice(-STEADY_OF_LAST).map((r) => r.rss_bytes));
+
+export async function benchPendingRss(infra: Infra, cfg: BenchConfig, log: Log): Promise<PendingRss> {
+  const { env, databaseUrl } = await subjectEnv(infra, 'product');
+  const db = createPool(databaseUrl, 2);
+  const product = await spawnSubject('product', env);
+  try {
+    const customer = await productCustomer(product.url);
+    // Warm: code loaded and compiled, pools and caches filled, the workflow path run end to end.
+    const warm: string[] = [];
+    for (let i = 0; i < WARMUP_JOBS; i++) {
+      const created = await createJob(customer, simulatedJob(PENDING_DELAY_MS, `warm ${i}`));
+      if (created.id) warm.push(created.id);
+    }
+    await cancelJobs(customer, db, warm, cfg.BENCH_CONCURRENCY);
+    log('phase 4: memory before');
+    const before = await readings(product);
+
+    log(`phase 4: creating ${cfg.BENCH_PENDING} pending jobs`);
+    const creates = await runLoad(cfg.BENCH_PENDING, cfg.BENCH_CONCURRENCY, async (i) => (await createJob(customer, simulatedJob(PENDING_DELAY_MS, `pending ${i}`))).error);
+    // Pending means submitted to the provider and awaited: wait until every job got there.
+    const deadline = Date.now() + SUBMIT_TIMEOUT_MS;
+    while ((await submittedOperations(db)) < WARMUP_JOBS + creates.ok) {
+      if (Date.now() > deadline) throw new Error('pending jobs not all submitted in time');
+      await new Promise((r) => setTimeout(r, 1_000));
+    }
+    log('phase 4: memory after');
+    const after = await readings(product);
+    const pending = await pendingJobs(db);
+    return {
+      pending,
+      max_cached_workflows: loadConfig(env).workerLimits.maxCachedWorkflows,
+      creates,
+      before,
+      after,
+      steady_before_bytes: steady(before),
+      steady_after_bytes: steady(after),
+    };
+  } finally {
+    log('phase 4: stopping the product process (its jobs stay pending on this run\'s Temporal, which stops with the run)');
+    await product.stop();
+    await db.end();
+  }
+}
