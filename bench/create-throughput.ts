@@ -14,12 +14,14 @@ import { BARE_CREATE_PATH } from './bare-express.js';
 import { FLOOR_CREATE_PATH } from './floor-server.js';
 import { cancelJobs, createJob, productCustomer, simulatedJob, type Customer } from './product-api.js';
 import { spawnSubject, type SubjectProcess } from './subject.js';
-import { cpuDelta, cpuProbe, type CpuDelta } from './process-cpu.js';
+import { cpuDelta, cpuProbe, waitUntilQuiet, type CpuDelta } from './process-cpu.js';
 import { subjectEnv } from './subject-env.js';
 import type { Log } from './log.js';
 
 /** Long enough that no job finishes while creates are measured. */
 const PENDING_DELAY_MS = 10 * 60_000;
+/** The longest wait for the machine to settle between turns. */
+const QUIET_MAX_MS = 30_000;
 
 export type CreateSubject = 'bare' | 'floor' | 'product' | 'product_keyed';
 
@@ -59,6 +61,9 @@ export async function benchCreates(infra: Infra, cfg: BenchConfig, log: Log): Pr
     const probe = cpuProbe(infra);
     /** Runs `load` on `subject`, with the CPU every party spent meanwhile; `after` runs once that is measured. */
     const turn = async (subject: SubjectProcess, load: () => Promise<LoadResult>, after?: () => Promise<void>): Promise<Turn> => {
+      // What the previous turn left to the servers (closing its workflows) is done before this one starts.
+      const settled = await waitUntilQuiet(QUIET_MAX_MS);
+      if (!settled.quiet) log(`phase 1: the machine stayed busy for ${settled.waited_ms} ms before a turn; its figures include that work`);
       const before = probe?.sample(subject.pid);
       const result = await load();
       const cpu = probe && before ? cpuDelta(before, probe.sample(subject.pid)) : null;

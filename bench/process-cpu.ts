@@ -98,3 +98,27 @@ export function cpuDelta(before: CpuSample, after: CpuSample): CpuDelta {
     machine_busy_ms: after.machine_busy_ms - before.machine_busy_ms,
   };
 }
+
+/** A window of the machine is quiet when all its CPUs together were busy less than this share of it. */
+const QUIET_BUSY_SHARE = 0.1;
+const QUIET_WINDOW_MS = 500;
+/** Quiet windows in a row that make the machine settled. */
+const QUIET_WINDOWS = 2;
+
+/**
+ * Waits until the machine has been quiet for QUIET_WINDOWS windows in a row, at most `max_ms`, and says
+ * how long that took: work one measurement leaves behind (a server closing the workflows it just
+ * finished) must not be billed to the next one.
+ */
+export async function waitUntilQuiet(max_ms: number): Promise<{ waited_ms: number; quiet: boolean }> {
+  const started = Date.now();
+  const capacity_ms = QUIET_WINDOW_MS * os.cpus().length;
+  let quietWindows = 0;
+  while (Date.now() - started < max_ms) {
+    const before = machineBusyMs();
+    await new Promise((r) => setTimeout(r, QUIET_WINDOW_MS));
+    quietWindows = machineBusyMs() - before < QUIET_BUSY_SHARE * capacity_ms ? quietWindows + 1 : 0;
+    if (quietWindows >= QUIET_WINDOWS) return { waited_ms: Date.now() - started, quiet: true };
+  }
+  return { waited_ms: Date.now() - started, quiet: false };
+}

@@ -11,7 +11,7 @@ export interface WorkerLimits {
 }
 
 export const DEFAULT_WORKER_LIMITS: WorkerLimits = {
-  maxCachedWorkflows: 200,
+  maxCachedWorkflows: 100,
   maxConcurrentWorkflowTaskExecutions: 40,
   maxConcurrentActivityTaskExecutions: 100,
   maxConcurrentLocalActivityExecutions: 40,
