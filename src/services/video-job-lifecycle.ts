@@ -57,8 +57,13 @@ export class VideoJobLifecycle {
     const deadline_ms = Date.now() + CANCEL_TIMEOUT_MS;
     for (let restarted = false; ; restarted = true) {
       try {
-        return await this.deps.temporal.connection.withDeadline(deadline_ms, () => handle.executeUpdate(cancelJobUpdate));
+        const ended = await this.deps.temporal.connection.withDeadline(deadline_ms, () => handle.executeUpdate(cancelJobUpdate));
+        // The job finished on its own while the cancel was on its way (its last poll already had the
+        // videos): it is charged for them, so the cancel did not happen.
+        if (ended.status !== 'failed' || ended.error?.code !== 'cancelled') throw notCancellable(ended.status);
+        return ended;
       } catch (err) {
+        if (err instanceof ApiError) throw err;
         if (err instanceof WorkflowUpdateFailedError && err.cause instanceof ApplicationFailure && err.cause.type === JOB_NOT_CANCELLABLE) {
           const now = await readVideoJob(this.deps.db, job_id);
           throw notCancellable(now?.status ?? 'pending');
