@@ -7,16 +7,33 @@ import net from 'node:net';
 import { startEmbeddedPostgres } from '../../src/db/embedded.js';
 import { resolveTemporalCli, startDevServer } from '../../src/temporal/dev-server.js';
 
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
+/** Ports tried by freePort: below Linux's ephemeral range (32768-60999), so no outgoing connection's
+ * source port can take one between the check and the server's bind (a test once lost its UI port so). */
+const FREE_PORT_MIN = 20_000;
+const FREE_PORT_MAX = 32_767;
+const FREE_PORT_TRIES = 50;
+
+function bindable(port: number): Promise<number | null> {
+  return new Promise((resolve) => {
     const srv = net.createServer();
     srv.unref();
-    srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const port = (srv.address() as net.AddressInfo).port;
-      srv.close(() => resolve(port));
+    srv.once('error', () => resolve(null));
+    srv.listen(port, '127.0.0.1', () => {
+      const bound = (srv.address() as net.AddressInfo).port;
+      srv.close(() => resolve(bound));
     });
   });
+}
+
+/** A loopback port free now, picked at random out of the ephemeral range (else any the kernel gives). */
+export async function freePort(): Promise<number> {
+  for (let i = 0; i < FREE_PORT_TRIES; i++) {
+    const port = await bindable(FREE_PORT_MIN + Math.floor(Math.random() * (FREE_PORT_MAX - FREE_PORT_MIN + 1)));
+    if (port !== null) return port;
+  }
+  const any = await bindable(0);
+  if (any === null) throw new Error('no free loopback port');
+  return any;
 }
 
 export interface Infra {
