@@ -68,7 +68,11 @@ describe('polling costs no history', () => {
 
     const quickEvents = await eventsOf(quick.body.id);
     const slowEvents = await eventsOf(slow.body.id);
-    assert.equal(slowEvents.length, quickEvents.length, `${slowEvents.length} events after ${polls} polls vs ${quickEvents.length}`);
+    // Workflow tasks vary by timing (an activity finishing during a task makes one more); what a poll
+    // would add (activity and timer events) must not be there.
+    const notWorkflowTasks = (events: typeof quickEvents) =>
+      events.filter((e) => !e.workflowTaskScheduledEventAttributes && !e.workflowTaskStartedEventAttributes && !e.workflowTaskCompletedEventAttributes).length;
+    assert.equal(notWorkflowTasks(slowEvents), notWorkflowTasks(quickEvents), `${slowEvents.length} events after ${polls} polls vs ${quickEvents.length}`);
     assert.ok(slowEvents.length <= 40, `${slowEvents.length} events`);
     assert.ok(!slowEvents.some((e) => e.workflowExecutionContinuedAsNewEventAttributes), 'no continue-as-new needed');
     assert.ok(slowEvents.some((e) => e.markerRecordedEventAttributes?.markerName === 'core_patch'), 'the new path is marked by its patch');
