@@ -173,6 +173,14 @@ describe('cancel', () => {
   test('a pending job whose workflow an operator terminated is restarted and then cancelled, refunded in full', async () => {
     const c = await newCustomer(stack, 5);
     const r = await create(c.key, simJob({ delay_ms: 60_000 }, { n: 1 }));
+    // Terminated once its provider operation is known: the restart resumes it, and the cancel then
+    // cancels it (a job terminated before that is failed and refunded by the restart itself: faults.test).
+    for (let i = 0; ; i++) {
+      const row = await stack.db.query('SELECT operation_id FROM video_jobs WHERE id = $1', [r.body.id]);
+      if (row.rows[0]?.operation_id) break;
+      assert.ok(i < 200, 'the operation was never recorded');
+      await new Promise((res) => setTimeout(res, 50));
+    }
     await stack.api.temporal.workflow.getHandle(videoJobWorkflowId(r.body.id)).terminate('operator mistake');
     const cancelled = await http(stack.baseUrl, 'POST', `/v2/videos/generations/${r.body.id}/cancel`, { token: c.key });
     assert.equal(cancelled.status, 200, JSON.stringify(cancelled.body));
