@@ -12,6 +12,7 @@ import { historyFiles, MANIFEST, readManifest, sha256Of } from './helpers/histor
 /** The commits that released a version (what CI landed): their recordings are running jobs' histories. */
 const RELEASED: Record<string, string> = {
   '0.1.0': '8b4531cbff3c7fe09239fbc5b44ae1a87060cb14',
+  '0.2.0': '68c1373f13f9d5a09a12897aff9f1c568f74af15',
 };
 
 const git = (...args: string[]) => execFileSync('git', args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
