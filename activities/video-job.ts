@@ -11,6 +11,7 @@ import {
   decideAcceptance,
   recordPollOutcome,
   recordVideoOperation,
+  videoOperationOf,
   settleVideoJob,
   type AcceptanceDecision,
   type ChargeResult,
@@ -109,6 +110,12 @@ const HEARTBEAT_EVERY_MS = 5_000;
 /** Consecutive failed provider polls of one operation before the job fails with the last error. */
 export const MAX_CONSECUTIVE_POLL_FAILURES = 20;
 
+/** Attempts at submitting a job whose failures are passing ones, before the job fails with the last error. */
+export const MAX_SUBMIT_ATTEMPTS = 5;
+
+/** The same failure, made final: the job fails with it instead of retrying. */
+const finalFailure = (failure: ApplicationFailure) =>
+  ApplicationFailure.create({ type: failure.type ?? 'ProviderError', message: failure.message, nonRetryable: true, details: failure.details ?? [] });
 
 /** A video whose copy failed, for the operator's log (the customer sees a shortfall, refunded). */
 interface FailedOutput {
@@ -176,6 +183,56 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
     return { ...request, image: inputs.image, ...(request.has_last_frame ? { last_frame: inputs.last_frame } : {}) };
   };
 
+  /**
+   * Submits the job to its provider and records the operation with the job, so a lost workflow can be
+   * resumed and a retried attempt polls instead of submitting again. `last_attempt` makes a passing
+   * failure final (the caller's retry policy has no attempt bound of its own).
+   */
+  const submit = async (backend: string, request: VideoGenerationRequest, last_attempt: boolean): Promise<{ operation_id: string }> => {
+    const job_id = request.request_id;
+    const submission = await withStoredImages(request);
+    let submitted: { operation_id: string };
+    try {
+      submitted = await providerFor(backend).submit(submission);
+    } catch (err) {
+      deps.logger.warn({ job_id, backend, err_message: (err as Error)?.message, last_attempt }, 'video job submit failed');
+      const failure = toFailure(err, deps.logger);
+      if (last_attempt && failure instanceof ApplicationFailure && !failure.nonRetryable) throw finalFailure(failure);
+      throw failure;
+    }
+    await recordVideoOperation(deps.db, job_id, submitted.operation_id);
+    deps.logger.info({ job_id, workspace_id: await workspaceOf(job_id), backend, model: request.model, operation_id: submitted.operation_id }, 'video job submitted');
+    return submitted;
+  };
+
+  /** One poll of the job's operation: its final status, or a retryable failure (OPERATION_RUNNING while it runs). */
+  const pollOnce = async (backend: string, job_id: string, operation_id: string): Promise<VideoOperationStatus> => {
+    const started = process.hrtime.bigint();
+    const observe = (result: string) => {
+      const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+      videoProviderPollDuration.observe({ backend, result }, seconds);
+      deps.logger.debug({ job_id, backend, operation_id, result, duration_ms: seconds * 1000, attempt: Context.current().info.attempt }, 'video provider polled');
+    };
+    let status: VideoOperationStatus;
+    try {
+      status = await providerFor(backend).poll(operation_id);
+    } catch (err) {
+      observe('error');
+      const failure = toFailure(err, deps.logger);
+      if (failure instanceof ApplicationFailure && !failure.nonRetryable) {
+        const failures = await recordPollOutcome(deps.db, job_id, false);
+        if (failures >= MAX_CONSECUTIVE_POLL_FAILURES) throw finalFailure(failure);
+      }
+      throw failure;
+    }
+    observe(status.state);
+    await recordPollOutcome(deps.db, job_id, true);
+    if (status.state === 'running') {
+      throw ApplicationFailure.create({ type: OPERATION_RUNNING, message: 'the video operation is still running', category: ApplicationFailureCategory.BENIGN });
+    }
+    return status;
+  };
+
   return {
     /** Prices the job from the catalog (never from the request) and charges it; see chargeVideoJob. */
     async chargeVideoJob(job: VideoJobCharge): Promise<ChargeResult> {
@@ -234,20 +291,9 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
       return result;
     },
 
-    /** Submits to the provider and records the operation with the job, so a lost workflow can be resumed. */
+    /** Submits to the provider and records the operation with the job, so a lost workflow can be resumed (0.2.0 runs). */
     async submitVideoGeneration(input: { backend: string; request: VideoGenerationRequest }): Promise<{ operation_id: string }> {
-      const job_id = input.request.request_id;
-      const submission = await withStoredImages(input.request);
-      let submitted: { operation_id: string };
-      try {
-        submitted = await providerFor(input.backend).submit(submission);
-      } catch (err) {
-        deps.logger.warn({ job_id, backend: input.backend, err_message: (err as Error)?.message }, 'video job submit failed');
-        throw toFailure(err, deps.logger);
-      }
-      await recordVideoOperation(deps.db, job_id, submitted.operation_id);
-      deps.logger.info({ job_id, workspace_id: await workspaceOf(job_id), backend: input.backend, model: input.request.model, operation_id: submitted.operation_id }, 'video job submitted');
-      return submitted;
+      return submit(input.backend, input.request, false);
     },
 
     /**
@@ -257,32 +303,24 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
      * MAX_CONSECUTIVE_POLL_FAILURES in a row; a final one fails the job.
      */
     async awaitVideoGeneration(input: { backend: string; job_id: string; operation_id: string }): Promise<VideoOperationStatus> {
-      const started = process.hrtime.bigint();
-      const observe = (result: string) => {
-        const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-        videoProviderPollDuration.observe({ backend: input.backend, result }, seconds);
-        deps.logger.debug({ job_id: input.job_id, backend: input.backend, operation_id: input.operation_id, result, duration_ms: seconds * 1000, attempt: Context.current().info.attempt }, 'video provider polled');
-      };
-      let status: VideoOperationStatus;
-      try {
-        status = await providerFor(input.backend).poll(input.operation_id);
-      } catch (err) {
-        observe('error');
-        const failure = toFailure(err, deps.logger);
-        if (failure instanceof ApplicationFailure && !failure.nonRetryable) {
-          const failures = await recordPollOutcome(deps.db, input.job_id, false);
-          if (failures >= MAX_CONSECUTIVE_POLL_FAILURES) {
-            throw ApplicationFailure.create({ type: failure.type ?? 'ProviderError', message: failure.message, nonRetryable: true, details: failure.details ?? [] });
-          }
-        }
-        throw failure;
-      }
-      observe(status.state);
-      await recordPollOutcome(deps.db, input.job_id, true);
-      if (status.state === 'running') {
-        throw ApplicationFailure.create({ type: OPERATION_RUNNING, message: 'the video operation is still running', category: ApplicationFailureCategory.BENIGN });
-      }
-      return status;
+      return pollOnce(input.backend, input.job_id, input.operation_id);
+    },
+
+    /**
+     * Submits the job, then awaits its operation like awaitVideoGeneration: one activity whose first
+     * attempt submits and whose later attempts poll (one activity and one workflow task per job fewer
+     * than a submit activity followed by an awaiting one). Each attempt looks for the job's recorded
+     * operation first, so a submit whose attempt failed after the provider accepted it is never repeated.
+     * A retryable submit failure is retried with the polls' policy up to MAX_SUBMIT_ATTEMPTS; a final one
+     * fails the job with its code (as the submit activity did).
+     */
+    async submitAndAwaitVideoGeneration(input: { backend: string; request: VideoGenerationRequest }): Promise<{ operation_id: string; status: VideoOperationStatus }> {
+      const job_id = input.request.request_id;
+      const recorded = await videoOperationOf(deps.db, job_id);
+      if (recorded !== null) return { operation_id: recorded, status: await pollOnce(input.backend, job_id, recorded) };
+      const { operation_id } = await submit(input.backend, input.request, Context.current().info.attempt >= MAX_SUBMIT_ATTEMPTS);
+      // The operation has just started: the first poll comes after the policy's first interval.
+      throw ApplicationFailure.create({ type: OPERATION_RUNNING, message: `the video operation ${operation_id} was submitted`, category: ApplicationFailureCategory.BENIGN });
     },
 
     /**
@@ -318,12 +356,14 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
      * and deletes whatever outputs were already copied, so nothing of it is stored. Never fails the job.
      */
     async cancelVideoGeneration(input: { backend: string; job_id: string; operation_id: string | null; n: number }): Promise<void> {
-      if (input.operation_id !== null) {
+      // A workflow that submits inside its awaiting activity does not know the operation: the job's record does.
+      const operation_id = input.operation_id ?? (await videoOperationOf(deps.db, input.job_id));
+      if (operation_id !== null) {
         try {
-          await providerFor(input.backend).cancel(input.operation_id);
-          deps.logger.info({ job_id: input.job_id, operation_id: input.operation_id }, 'video provider operation cancelled');
+          await providerFor(input.backend).cancel(operation_id);
+          deps.logger.info({ job_id: input.job_id, operation_id }, 'video provider operation cancelled');
         } catch (err) {
-          deps.logger.warn({ job_id: input.job_id, operation_id: input.operation_id, err_message: (err as Error)?.message }, 'video provider operation could not be cancelled (best effort)');
+          deps.logger.warn({ job_id: input.job_id, operation_id, err_message: (err as Error)?.message }, 'video provider operation could not be cancelled (best effort)');
         }
       }
       for (let i = 0; i < input.n; i++) await deps.storage.delete(`videos/${input.job_id}/${i}.mp4`);

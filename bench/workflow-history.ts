@@ -9,7 +9,10 @@ export interface WorkflowHistoryFigures {
   events: number;
   /** Event type (from its attributes' name, e.g. activityTaskScheduled) -> count, over all runs. */
   by_type: Map<string, number>;
-  /** Provider polls that the history itself shows: attempts of awaitVideoGeneration (or of the first release's pollVideoGeneration). */
+  /**
+   * Provider polls that the history itself shows: attempts of awaitVideoGeneration (or of the first
+   * release's pollVideoGeneration), and of submitAndAwaitVideoGeneration but its first (the submit).
+   */
   poll_attempts: number;
 }
 
@@ -43,6 +46,7 @@ export async function workflowHistoryFigures(client: Client, workflowId: string)
       if (started) {
         const name = activityOf.get(String(started.scheduledEventId));
         if (name === 'awaitVideoGeneration' || name === 'pollVideoGeneration') poll_attempts += started.attempt ?? 1;
+        if (name === 'submitAndAwaitVideoGeneration') poll_attempts += (started.attempt ?? 1) - 1;
       }
     }
     const first = list[0]?.['workflowExecutionStartedEventAttributes'] as { continuedExecutionRunId?: string | null } | undefined;

@@ -11,6 +11,31 @@ import { historyFromJSON } from '@temporalio/common/lib/proto-utils.js';
 import { installTemporalRuntime, workflowsPath } from '../src/temporal/worker.js';
 import { HISTORIES_DIR, historyFiles } from './helpers/histories.js';
 
+/** The paths 0.2.0 recorded; each later release records them all again under its own folder. */
+const PATHS_SINCE_0_2_0 = [
+  'video-job-succeeded',
+  'video-job-shortfall',
+  'video-job-provider-failed',
+  'video-job-no-videos',
+  'video-job-idempotent-retry',
+  'video-job-deadline',
+  'video-job-inputs',
+  'video-job-partial-storage',
+  'video-job-insufficient-credits',
+  'video-job-key-spend-limit',
+  'video-job-not-accepted',
+  'video-job-duplicate-attempt',
+  'video-job-submit-rejected',
+  'video-job-cancelled',
+  'video-job-workflow-cancelled',
+  'video-job-recovered',
+  'video-job-recovered-refunded',
+  'video-job-continued-from-first-release',
+  'reconcile-run',
+  'webhook-delivery-after-retries',
+  'webhook-delivery-given-up',
+];
+
 /** The paths each release must have recorded, by folder ('' = the first release's, directly in test/histories). */
 const REQUIRED: Record<string, string[]> = {
   '': [
@@ -28,29 +53,8 @@ const REQUIRED: Record<string, string[]> = {
     'voice-delete-succeeded',
     'voice-delete-after-retries',
   ],
-  '0.2.0': [
-    'video-job-succeeded',
-    'video-job-shortfall',
-    'video-job-provider-failed',
-    'video-job-no-videos',
-    'video-job-idempotent-retry',
-    'video-job-deadline',
-    'video-job-inputs',
-    'video-job-partial-storage',
-    'video-job-insufficient-credits',
-    'video-job-key-spend-limit',
-    'video-job-not-accepted',
-    'video-job-duplicate-attempt',
-    'video-job-submit-rejected',
-    'video-job-cancelled',
-    'video-job-workflow-cancelled',
-    'video-job-recovered',
-    'video-job-recovered-refunded',
-    'video-job-continued-from-first-release',
-    'reconcile-run',
-    'webhook-delivery-after-retries',
-    'webhook-delivery-given-up',
-  ],
+  '0.2.0': PATHS_SINCE_0_2_0,
+  '0.3.0': PATHS_SINCE_0_2_0,
 };
 
 /**

@@ -15,6 +15,7 @@ import { projectPath } from '../src/paths.js';
 import { assertAuditHolds, balanceMicro, http as api, newCustomer, startStack, waitForJob, type Stack } from './helpers/stack.js';
 import { imageField, jpegImage, pngImage, WEBP_IMAGE } from './helpers/images.js';
 import { videoJobWorkflowId } from '../workflows/messages.js';
+import { MAX_SUBMIT_ATTEMPTS } from '../activities/video-job.js';
 
 const TOKEN = 'test-token';
 const MODEL_PATH = '/v1/projects/test-project/locations/europe-west4/publishers/google/models/veo-3.1-fast-generate-001';
@@ -710,6 +711,24 @@ describe('Vertex AI Veo: a job end to end through the workflow', () => {
     assert.equal(job.error.code, 'provider_permission_denied');
     assert.doesNotMatch(job.error.message, /aiplatform|test-project/);
     assert.equal(job.refunded_in_euro, 0.8);
+    assert.equal(await balanceMicro(stack, c.workspaceId), 10_000_000);
+    await assertAuditHolds(stack);
+  });
+  test('Vertex unavailable on every submit: the job submits MAX_SUBMIT_ATTEMPTS times, then fails with the provider\'s code, refunded in full', async () => {
+    fake.scenario = { payloads: PAYLOADS };
+    fake.fault({ route: 'predictLongRunning', status: 503, body: googleError(503, 'The service is currently unavailable.'), times: MAX_SUBMIT_ATTEMPTS + 1 });
+    const c = await newCustomer(stack, 10);
+    const created = await api(stack.baseUrl, 'POST', '/v2/videos/generations', {
+      token: c.key,
+      json: { prompt: 'p', model: 'veo-3.1-fast-generate-001', durationSeconds: 4, n: 1 },
+    });
+    assert.equal(created.status, 202);
+    const job = await waitForJob(stack, c.key, created.body.id, 60_000);
+    assert.equal(job.status, 'failed', JSON.stringify(job));
+    assert.equal(job.error.code, 'provider_unavailable');
+    assert.equal(job.refunded_in_euro, 0.8);
+    assert.equal(fake.requestsTo('predictLongRunning').length, MAX_SUBMIT_ATTEMPTS, 'bounded submits, none after the job failed');
+    assert.equal(fake.requestsTo('fetchPredictOperation').length, 0, 'nothing to poll');
     assert.equal(await balanceMicro(stack, c.workspaceId), 10_000_000);
     await assertAuditHolds(stack);
   });

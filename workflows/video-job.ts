@@ -15,6 +15,9 @@
 //   "infrequent polling" pattern). Outputs are copied with partial delivery.
 // - PATCH_CANCEL_OPERATION: a cancelled job (the cancelJob update, or a cancellation of the workflow)
 //   cancels its provider operation and deletes what was copied before settling.
+// - PATCH_SUBMIT_WITHIN_AWAIT (0.3.0): the awaiting activity submits in its first attempt (it finds the
+//   job's operation recorded on every later one), so a job has no submit activity and one workflow task
+//   less: the cost per create that issue 9 measured. Runs of 0.2.0 keep their submit activity.
 // Changes that add no command (bounded acceptance, the cancelJob handler, arguments of activities) need
 // no patch: what a replay compares is the sequence of commands.
 import {
@@ -38,7 +41,7 @@ import {
 import { RetryState } from '@temporalio/common';
 import type { VideoJobActivities } from '../activities/video-job.js';
 import type { ChargeResult } from '../src/billing/video-job-billing.js';
-import type { VideoOperationStatus } from '../src/providers/video/types.js';
+import type { VideoGenerationRequest, VideoOperationStatus } from '../src/providers/video/types.js';
 import {
   acceptJobUpdate,
   cancelJobUpdate,
@@ -60,6 +63,8 @@ import {
 export const PATCH_AWAIT_BY_RETRY = 'await-operation-by-activity-retry';
 /** A cancelled job's provider operation is cancelled (best effort) and any copied output deleted. */
 export const PATCH_CANCEL_OPERATION = 'cancel-provider-operation';
+/** The awaiting activity's first attempt submits: no separate submit activity, one workflow task fewer. */
+export const PATCH_SUBMIT_WITHIN_AWAIT = 'submit-within-await';
 
 // The charge decides the HTTP answer (early return), so it runs as a local activity inside the first
 // workflow task: one server round trip for the whole create. It is idempotent per job and attempt, so a
@@ -93,6 +98,7 @@ const cleanup = proxyActivities<Pick<VideoJobActivities, 'cancelVideoGeneration'
 
 // Provider calls are single HTTP requests: a short start-to-close timeout also bounds how long a job
 // waits when the worker running the call dies (Temporal retries it on another worker after that).
+// Runs of 0.1.0 and 0.2.0 submit with it; the first release also polls with it.
 const provider = proxyActivities<Pick<VideoJobActivities, 'submitVideoGeneration' | 'pollVideoGeneration'>>({
   startToCloseTimeout: '20 seconds',
   retry: { initialInterval: '2 seconds', backoffCoefficient: 2, maximumInterval: '30 seconds', maximumAttempts: 5 },
@@ -321,24 +327,10 @@ async function generate(input: VideoJobInput, state: VideoJobState, resume: Vide
       return failed('job_interrupted', 'the job was interrupted before it reached the video provider; it is refunded in full');
     }
     if (Date.now() >= input.deadline_at_ms) return DEADLINE_EXCEEDED;
+    const request = submission(input);
+    if (patched(PATCH_SUBMIT_WITHIN_AWAIT)) return submitAwaitAndCopy(input, request, progress);
     try {
-      ({ operation_id } = await provider.submitVideoGeneration({
-        backend: input.backend,
-        request: {
-          request_id: input.job_id,
-          model: input.model,
-          prompt: input.prompt,
-          params: input.params,
-          seed: input.seed,
-          parameters: input.parameters,
-          // Audio, negative prompt, and whether the job has images (the activity loads them by job id).
-          // Arguments of a scheduled activity are not part of what a replay compares: no patch needed.
-          generate_audio: input.generate_audio,
-          negative_prompt: input.negative_prompt,
-          has_image: input.has_image,
-          has_last_frame: input.has_last_frame,
-        },
-      }));
+      ({ operation_id } = await provider.submitVideoGeneration({ backend: input.backend, request }));
     } catch (err) {
       if (isCancellation(err)) throw err;
       return { kind: 'failed', error: providerError(err, 'submit_failed') };
@@ -349,24 +341,67 @@ async function generate(input: VideoJobInput, state: VideoJobState, resume: Vide
   return pollLoopFirstRelease(input, state, resume, operation_id);
 }
 
-/** Awaits the operation with one activity whose retries are the polls, then copies what it produced. */
-async function awaitAndCopy(input: VideoJobInput, operation_id: string): Promise<Outcome> {
-  const remaining_ms = input.deadline_at_ms - Date.now();
-  if (remaining_ms <= 0) return DEADLINE_EXCEEDED;
-  const awaiting = proxyActivities<Pick<VideoJobActivities, 'awaitVideoGeneration'>>({
+/** What the provider is asked to generate (images are loaded by the activity, from the job's record). */
+function submission(input: VideoJobInput): VideoGenerationRequest {
+  return {
+    request_id: input.job_id,
+    model: input.model,
+    prompt: input.prompt,
+    params: input.params,
+    seed: input.seed,
+    parameters: input.parameters,
+    // Arguments of a scheduled activity are not part of what a replay compares: no patch needed.
+    generate_audio: input.generate_audio,
+    negative_prompt: input.negative_prompt,
+    has_image: input.has_image,
+    has_last_frame: input.has_last_frame,
+  };
+}
+
+/**
+ * The activity that awaits the job's operation until its deadline: its retries are the polls (a poll that
+ * finds the operation running fails, benign, and is retried after the policy's interval).
+ */
+function awaitingUntil(input: VideoJobInput, remaining_ms: number) {
+  return proxyActivities<Pick<VideoJobActivities, 'awaitVideoGeneration' | 'submitAndAwaitVideoGeneration'>>({
     startToCloseTimeout: '20 seconds',
     // The deadline: when it passes, the awaiting (and its retries) stop and the job fails, refunded.
     scheduleToCloseTimeout: remaining_ms,
     retry: { initialInterval: input.poll_interval_ms, backoffCoefficient: POLL_BACKOFF, maximumInterval: input.poll_max_interval_ms },
   });
+}
+
+/** Submits and awaits the operation in one activity (its first attempt submits), then copies what it produced. */
+async function submitAwaitAndCopy(input: VideoJobInput, request: VideoGenerationRequest, progress: Progress): Promise<Outcome> {
+  let result: { operation_id: string; status: VideoOperationStatus };
+  try {
+    result = await awaitingUntil(input, input.deadline_at_ms - Date.now()).submitAndAwaitVideoGeneration({ backend: input.backend, request });
+  } catch (err) {
+    if (isCancellation(err)) throw err;
+    if (ranOutOfTime(err)) return DEADLINE_EXCEEDED;
+    return { kind: 'failed', error: providerError(err, 'submit_failed') };
+  }
+  progress.operation_id = result.operation_id;
+  return copyOutputs(input, result.operation_id, result.status);
+}
+
+/** Awaits the operation with one activity whose retries are the polls, then copies what it produced. */
+async function awaitAndCopy(input: VideoJobInput, operation_id: string): Promise<Outcome> {
+  const remaining_ms = input.deadline_at_ms - Date.now();
+  if (remaining_ms <= 0) return DEADLINE_EXCEEDED;
   let status: VideoOperationStatus;
   try {
-    status = await awaiting.awaitVideoGeneration({ backend: input.backend, job_id: input.job_id, operation_id });
+    status = await awaitingUntil(input, remaining_ms).awaitVideoGeneration({ backend: input.backend, job_id: input.job_id, operation_id });
   } catch (err) {
     if (isCancellation(err)) throw err;
     if (ranOutOfTime(err)) return DEADLINE_EXCEEDED;
     return { kind: 'failed', error: providerError(err, 'poll_failed') };
   }
+  return copyOutputs(input, operation_id, status);
+}
+
+/** Copies the outputs of a finished operation into storage: what was stored is delivered, the rest is a shortfall. */
+async function copyOutputs(input: VideoJobInput, operation_id: string, status: VideoOperationStatus): Promise<Outcome> {
   if (status.state === 'failed') return failed(status.code, status.message);
   if (status.state !== 'succeeded') return failed('poll_failed', 'the video provider answered with an unknown state');
   // Never deliver (or bill) more videos than were asked for.

@@ -207,6 +207,12 @@ export async function recordVideoOperation(db: Db, jobId: string, operationId: s
   await db.query('UPDATE video_jobs SET operation_id = $2 WHERE id = $1 AND operation_id IS DISTINCT FROM $2', [jobId, operationId]);
 }
 
+/** The provider operation recorded with a job, if it was submitted. */
+export async function videoOperationOf(db: Db, jobId: string): Promise<string | null> {
+  const r = await db.query<{ operation_id: string | null }>('SELECT operation_id FROM video_jobs WHERE id = $1', [jobId]);
+  return r.rows[0]?.operation_id ?? null;
+}
+
 /** Counts consecutive failed polls of a job's operation (0 after a successful one); returns the count. */
 export async function recordPollOutcome(db: Db, jobId: string, ok: boolean): Promise<number> {
   const r = await db.query<{ poll_failures: number }>(
