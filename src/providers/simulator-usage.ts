@@ -2,12 +2,16 @@
 // page shows them: every call received, whatever its outcome. Tests count provider calls with them.
 import type { Db } from '../db/pool.js';
 
-/** Counts one call of `operation` ($1). */
+/** Rows each operation's count is spread over, so concurrent calls do not queue on one row's lock (at most 64). */
+export const PROVIDER_CALL_SHARDS = 16;
+
+/** Counts one call of `operation` ($1), on a shard picked by the database. */
 export const COUNT_PROVIDER_CALL_SQL =
-  'INSERT INTO simulator.provider_calls (operation, calls) VALUES ($1, 1) ON CONFLICT (operation) DO UPDATE SET calls = simulator.provider_calls.calls + 1';
+  `INSERT INTO simulator.provider_calls (operation, shard, calls) VALUES ($1, floor(random() * ${PROVIDER_CALL_SHARDS})::smallint, 1)
+   ON CONFLICT (operation, shard) DO UPDATE SET calls = simulator.provider_calls.calls + 1`;
 
 /** How many calls of `operation` the simulated providers received on this database. */
 export async function providerCalls(db: Db, operation: 'speech' | 'video_submit' | 'video_poll' | 'video_cancel'): Promise<number> {
-  const r = await db.query<{ calls: number }>('SELECT calls FROM simulator.provider_calls WHERE operation = $1', [operation]);
-  return r.rows[0]?.calls ?? 0;
+  const r = await db.query<{ calls: number }>('SELECT COALESCE(SUM(calls), 0)::bigint AS calls FROM simulator.provider_calls WHERE operation = $1', [operation]);
+  return Number(r.rows[0]?.calls ?? 0);
 }
