@@ -47,6 +47,39 @@ test('a charge retried (also concurrently) is applied once', async () => {
   assert.equal((await auditLedger(db)).ok, true);
 });
 
+test('an attempt is charged once or refused for good: late, refused by the API, another attempt, sticky 402s; a first-release charge sees no refusal', async () => {
+  const ws = await createWorkspace(db, { name: 'attempts', credits_micro_eur: 10_000_000 });
+  const base = job(ws.id, 1, 1_000_000);
+  const late = { ...base, attemptId: randomUUID(), accept_by_ms: Date.now() - 1 };
+  assert.deepEqual(await chargeVideoJob(db, late), { ok: false, reason: 'not_accepted_in_time' });
+  assert.deepEqual(await chargeVideoJob(db, { ...late, accept_by_ms: Date.now() + 60_000 }), { ok: false, reason: 'not_accepted_in_time' }, 'refused for good, also once in time');
+  const decided = { ...base, attemptId: randomUUID(), accept_by_ms: Date.now() + 60_000 };
+  assert.deepEqual(await decideAcceptance(db, { jobId: base.jobId, attemptId: decided.attemptId, workspaceId: ws.id, fingerprint: 'fp' }), { decision: 'refused' });
+  assert.deepEqual(await chargeVideoJob(db, decided), { ok: false, reason: 'not_accepted_in_time' }, 'the API refused this attempt first');
+  const winner = { ...base, attemptId: randomUUID(), accept_by_ms: Date.now() + 60_000 };
+  const charged = await chargeVideoJob(db, winner);
+  assert.ok(charged.ok && !charged.already_charged);
+  assert.equal(await balance(ws.id), 9_000_000);
+  assert.deepEqual(await chargeVideoJob(db, { ...base, attemptId: randomUUID(), accept_by_ms: Date.now() + 60_000 }), { ok: false, reason: 'charged_by_another_attempt' });
+  const again = await chargeVideoJob(db, winner);
+  assert.ok(again.ok && again.already_charged && again.estimated_cost_micro_eur === 1_000_000);
+  assert.equal(await balance(ws.id), 9_000_000, 'charged once');
+
+  // A 402 with an Idempotency-Key is sticky: a later attempt of the same job is refused alike.
+  const poor = await createWorkspace(db, { name: 'poor', credits_micro_eur: 500_000 });
+  const sticky = { ...job(poor.id, 1, 1_000_000), attemptId: randomUUID(), accept_by_ms: Date.now() + 60_000, sticky_refusal: true };
+  assert.deepEqual(await chargeVideoJob(db, sticky), { ok: false, reason: 'insufficient_credits', balance_micro_eur: 500_000 });
+  await addCredits(db, { workspaceId: poor.id, amount_micro_eur: 5_000_000 });
+  assert.deepEqual(await chargeVideoJob(db, { ...sticky, attemptId: randomUUID() }), { ok: false, reason: 'insufficient_credits', balance_micro_eur: 5_500_000 });
+
+  // A job of the first release (one unnamed attempt, no deadline) is charged whatever was refused.
+  const first = job(poor.id, 1, 1_000_000);
+  await decideAcceptance(db, { jobId: first.jobId, attemptId: randomUUID(), workspaceId: poor.id, fingerprint: 'fp' });
+  assert.ok((await chargeVideoJob(db, first)).ok);
+  assert.equal(await balance(poor.id), 4_500_000);
+  assert.equal((await auditLedger(db)).ok, true);
+});
+
 test('settlement keeps delivered/n and refunds the rest, once, however often it is retried', async () => {
   const ws = await createWorkspace(db, { name: 'b', credits_micro_eur: 5_000_000 });
   const j = job(ws.id, 3, 333_333);

@@ -78,6 +78,37 @@ const isSameAttempt = (row: JobAttemptRow, attemptId: string | undefined) => row
 
 type RefusalReason = 'insufficient_credits' | 'key_spend_limit_exceeded' | 'not_accepted_in_time';
 
+interface AcceptanceSeen {
+  /** The attempt that charged the job, if one did. */
+  charged: JobAttemptRow | null;
+  /** Why this attempt, or the job for good, was refused (jobs of the first release: never looked up). */
+  refusal: RefusalReason | null;
+  /** Whether the database clock is past the attempt's acceptance deadline. */
+  late: boolean;
+}
+
+/**
+ * What decides a charge, in one round trip: the job's charge, a refusal, the deadline. Run after the
+ * job's lock is taken (a statement of its own: this one's snapshot then sees every commit before it).
+ */
+async function acceptanceOf(tx: Tx, job: Pick<VideoJobCharge, 'jobId' | 'attemptId' | 'accept_by_ms'>): Promise<AcceptanceSeen> {
+  const r = await tx.query<{ charged: boolean; attempt_id: string | null; estimated_cost_micro_eur: number | null; refusal: RefusalReason | null; late: boolean }>(
+    `SELECT j.id IS NOT NULL AS charged, j.attempt_id, j.estimated_cost_micro_eur,
+            (SELECT reason FROM video_job_refusals
+              WHERE $2::uuid IS NOT NULL AND job_id = $1 AND (attempt_id = $2::uuid OR reason <> 'not_accepted_in_time')
+              ORDER BY reason LIMIT 1) AS refusal,
+            COALESCE(clock_timestamp() > to_timestamp($3::float8 / 1000.0), false) AS late
+       FROM (VALUES (1)) AS one LEFT JOIN video_jobs j ON j.id = $1`,
+    [job.jobId, job.attemptId ?? null, job.accept_by_ms ?? null],
+  );
+  const row = r.rows[0]!;
+  return {
+    charged: row.charged ? { attempt_id: row.attempt_id, estimated_cost_micro_eur: row.estimated_cost_micro_eur! } : null,
+    refusal: row.refusal,
+    late: row.late,
+  };
+}
+
 async function recordRefusal(tx: Tx, r: { jobId: string; attemptId: string; workspaceId: string; reason: RefusalReason; fingerprint: string }): Promise<void> {
   await tx.query(
     `INSERT INTO video_job_refusals (job_id, attempt_id, workspace_id, reason, request_fingerprint)
@@ -91,74 +122,67 @@ export async function chargeVideoJob(db: Db, job: VideoJobCharge): Promise<Charg
   assertMicroEur(job.estimated_cost_micro_eur);
   if (!(job.estimated_cost_micro_eur > 0)) throw new Error('invariant: a video job costs more than 0');
   if (job.estimated_cost_micro_eur % job.params.n !== 0) throw new Error('invariant: estimate is n unit prices');
-  return inTransaction(db, async (tx) => {
-    await tx.query(CHARGE_TX_LIMITS);
-    await lockJob(tx, job.jobId);
-    const charged = await chargedAttempt(tx, job.jobId);
-    if (charged) {
-      if (!isSameAttempt(charged, job.attemptId)) return { ok: false, reason: 'charged_by_another_attempt' };
-      const { balance_micro_eur } = await lockWorkspaceBalance(tx, job.workspaceId);
-      return { ok: true, balance_micro_eur, already_charged: true, estimated_cost_micro_eur: charged.estimated_cost_micro_eur };
-    }
-    if (job.attemptId !== undefined) {
-      const refused = await tx.query<{ reason: RefusalReason }>(
-        "SELECT reason FROM video_job_refusals WHERE job_id = $1 AND (attempt_id = $2 OR reason <> 'not_accepted_in_time') ORDER BY reason LIMIT 1",
-        [job.jobId, job.attemptId],
-      );
-      const reason = refused.rows[0]?.reason;
-      if (reason === 'insufficient_credits') return { ok: false, reason, balance_micro_eur: (await lockWorkspaceBalance(tx, job.workspaceId)).available_micro_eur };
-      if (reason !== undefined) return { ok: false, reason };
-    }
-    if (job.accept_by_ms !== undefined) {
-      const late = await tx.query<{ late: boolean }>('SELECT clock_timestamp() > to_timestamp($1 / 1000.0) AS late', [job.accept_by_ms]);
-      if (late.rows[0]!.late) {
+  return inTransaction(
+    db,
+    async (tx) => {
+      await lockJob(tx, job.jobId);
+      const seen = await acceptanceOf(tx, job);
+      if (seen.charged) {
+        if (!isSameAttempt(seen.charged, job.attemptId)) return { ok: false, reason: 'charged_by_another_attempt' };
+        const { balance_micro_eur } = await lockWorkspaceBalance(tx, job.workspaceId);
+        return { ok: true, balance_micro_eur, already_charged: true, estimated_cost_micro_eur: seen.charged.estimated_cost_micro_eur };
+      }
+      if (seen.refusal === 'insufficient_credits') return { ok: false, reason: seen.refusal, balance_micro_eur: (await lockWorkspaceBalance(tx, job.workspaceId)).available_micro_eur };
+      if (seen.refusal !== null) return { ok: false, reason: seen.refusal };
+      if (seen.late) {
         await recordRefusal(tx, { jobId: job.jobId, attemptId: job.attemptId!, workspaceId: job.workspaceId, reason: 'not_accepted_in_time', fingerprint: job.request_fingerprint });
         return { ok: false, reason: 'not_accepted_in_time' };
       }
-    }
-    const before = await lockWorkspaceBalance(tx, job.workspaceId);
-    if (before.available_micro_eur < job.estimated_cost_micro_eur) {
-      if (job.sticky_refusal && job.attemptId !== undefined) {
-        await recordRefusal(tx, { jobId: job.jobId, attemptId: job.attemptId, workspaceId: job.workspaceId, reason: 'insufficient_credits', fingerprint: job.request_fingerprint });
+      const before = await lockWorkspaceBalance(tx, job.workspaceId);
+      if (before.available_micro_eur < job.estimated_cost_micro_eur) {
+        if (job.sticky_refusal && job.attemptId !== undefined) {
+          await recordRefusal(tx, { jobId: job.jobId, attemptId: job.attemptId, workspaceId: job.workspaceId, reason: 'insufficient_credits', fingerprint: job.request_fingerprint });
+        }
+        return { ok: false, reason: 'insufficient_credits', balance_micro_eur: before.available_micro_eur };
       }
-      return { ok: false, reason: 'insufficient_credits', balance_micro_eur: before.available_micro_eur };
-    }
-    if (job.apiKeyId !== undefined && !(await spendFromKey(tx, job.apiKeyId, job.estimated_cost_micro_eur))) {
-      if (job.sticky_refusal && job.attemptId !== undefined) {
-        await recordRefusal(tx, { jobId: job.jobId, attemptId: job.attemptId, workspaceId: job.workspaceId, reason: 'key_spend_limit_exceeded', fingerprint: job.request_fingerprint });
+      if (job.apiKeyId !== undefined && !(await spendFromKey(tx, job.apiKeyId, job.estimated_cost_micro_eur))) {
+        if (job.sticky_refusal && job.attemptId !== undefined) {
+          await recordRefusal(tx, { jobId: job.jobId, attemptId: job.attemptId, workspaceId: job.workspaceId, reason: 'key_spend_limit_exceeded', fingerprint: job.request_fingerprint });
+        }
+        return { ok: false, reason: 'key_spend_limit_exceeded' };
       }
-      return { ok: false, reason: 'key_spend_limit_exceeded' };
-    }
-    await tx.query(
-      `INSERT INTO video_jobs (id, workspace_id, workflow_id, model, prompt, request_fingerprint, params, status, estimated_cost_micro_eur,
-                               created_at, attempt_id, backend, deadline_at, api_key_id)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, to_timestamp($9 / 1000.0), $10, $11, to_timestamp($12 / 1000.0), $13)`,
-      [
-        job.jobId,
-        job.workspaceId,
-        job.workflowId,
-        job.model,
-        job.prompt,
-        job.request_fingerprint,
-        JSON.stringify(job.params),
-        job.estimated_cost_micro_eur,
-        job.created_at_ms,
-        job.attemptId ?? null,
-        job.backend ?? null,
-        job.deadline_at_ms ?? null,
-        job.apiKeyId ?? null,
-      ],
-    );
-    const after = await applyEntry(tx, {
-      workspaceId: job.workspaceId,
-      kind: 'charge',
-      amount_micro_eur: -job.estimated_cost_micro_eur,
-      idempotencyKey: chargeKey(job.jobId),
-      videoJobId: job.jobId,
-    });
-    if (after !== before.balance_micro_eur - job.estimated_cost_micro_eur) throw new Error('invariant: charge moved the balance by the estimate');
-    return { ok: true, balance_micro_eur: after, already_charged: false, estimated_cost_micro_eur: job.estimated_cost_micro_eur };
-  });
+      await tx.query(
+        `INSERT INTO video_jobs (id, workspace_id, workflow_id, model, prompt, request_fingerprint, params, status, estimated_cost_micro_eur,
+                                 created_at, attempt_id, backend, deadline_at, api_key_id)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, to_timestamp($9 / 1000.0), $10, $11, to_timestamp($12 / 1000.0), $13)`,
+        [
+          job.jobId,
+          job.workspaceId,
+          job.workflowId,
+          job.model,
+          job.prompt,
+          job.request_fingerprint,
+          JSON.stringify(job.params),
+          job.estimated_cost_micro_eur,
+          job.created_at_ms,
+          job.attemptId ?? null,
+          job.backend ?? null,
+          job.deadline_at_ms ?? null,
+          job.apiKeyId ?? null,
+        ],
+      );
+      const after = await applyEntry(tx, {
+        workspaceId: job.workspaceId,
+        kind: 'charge',
+        amount_micro_eur: -job.estimated_cost_micro_eur,
+        idempotencyKey: chargeKey(job.jobId),
+        videoJobId: job.jobId,
+      });
+      if (after !== before.balance_micro_eur - job.estimated_cost_micro_eur) throw new Error('invariant: charge moved the balance by the estimate');
+      return { ok: true, balance_micro_eur: after, already_charged: false, estimated_cost_micro_eur: job.estimated_cost_micro_eur };
+    },
+    { settings: CHARGE_TX_LIMITS },
+  );
 }
 
 export type AcceptanceDecision =
@@ -178,18 +202,21 @@ export async function decideAcceptance(
   db: Db,
   a: { jobId: string; attemptId: string; workspaceId: string; fingerprint: string },
 ): Promise<AcceptanceDecision> {
-  return inTransaction(db, async (tx) => {
-    await tx.query(`SET LOCAL lock_timeout = '${REFUSAL_LOCK_TIMEOUT_MS}ms'; SET LOCAL statement_timeout = '${REFUSAL_LOCK_TIMEOUT_MS + 5_000}ms'`);
-    await lockJob(tx, a.jobId);
-    const charged = await chargedAttempt(tx, a.jobId);
-    if (charged) {
-      return isSameAttempt(charged, a.attemptId)
-        ? { decision: 'charged', estimated_cost_micro_eur: charged.estimated_cost_micro_eur }
-        : { decision: 'charged_by_another_attempt' };
-    }
-    await recordRefusal(tx, { ...a, reason: 'not_accepted_in_time' });
-    return { decision: 'refused' };
-  });
+  return inTransaction(
+    db,
+    async (tx) => {
+      await lockJob(tx, a.jobId);
+      const charged = await chargedAttempt(tx, a.jobId);
+      if (charged) {
+        return isSameAttempt(charged, a.attemptId)
+          ? { decision: 'charged', estimated_cost_micro_eur: charged.estimated_cost_micro_eur }
+          : { decision: 'charged_by_another_attempt' };
+      }
+      await recordRefusal(tx, { ...a, reason: 'not_accepted_in_time' });
+      return { decision: 'refused' };
+    },
+    { settings: `SET LOCAL lock_timeout = '${REFUSAL_LOCK_TIMEOUT_MS}ms'; SET LOCAL statement_timeout = '${REFUSAL_LOCK_TIMEOUT_MS + 5_000}ms'` },
+  );
 }
 
 /** Why a job with this Idempotency-Key is refused for good (402), if it is. */

@@ -45,10 +45,11 @@ export async function withClient<T>(db: Db, fn: (client: Tx) => Promise<T>): Pro
   }
 }
 
-export async function inTransaction<T>(db: Db, fn: (tx: Tx) => Promise<T>): Promise<T> {
+export async function inTransaction<T>(db: Db, fn: (tx: Tx) => Promise<T>, opts: { settings?: string } = {}): Promise<T> {
   return withClient(db, async (tx) => {
     try {
-      await tx.query('BEGIN');
+      // Settings (SET LOCAL ...; constants, never input) go in BEGIN's round trip.
+      await tx.query(opts.settings ? `BEGIN; ${opts.settings}` : 'BEGIN');
       const result = await fn(tx);
       await tx.query('COMMIT');
       return result;
