@@ -48,11 +48,15 @@ export interface LedgerEntryInput {
 export async function applyEntry(tx: Tx, entry: LedgerEntryInput): Promise<number> {
   assertMicroEur(entry.amount_micro_eur);
   if (entry.amount_micro_eur === 0) throw new Error('ledger entries are never zero');
-  // balance_after_micro_eur (the statement's balance after this entry): read under the caller's
-  // workspace row lock, so it is the balance the UPDATE below leaves.
-  await tx.query(
-    `INSERT INTO ledger_entries (workspace_id, kind, amount_micro_eur, idempotency_key, video_job_id, topup_id, speech_request_id, balance_after_micro_eur)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, (SELECT balance_micro_eur + $3 FROM workspaces WHERE id = $1))`,
+  // One statement: the balance moves and the entry records the balance it left
+  // (balance_after_micro_eur, the statement's figure), under the caller's workspace row lock.
+  const r = await tx.query<{ balance_micro_eur: number }>(
+    `WITH moved AS (
+       UPDATE workspaces SET balance_micro_eur = balance_micro_eur + $3 WHERE id = $1 RETURNING balance_micro_eur
+     )
+     INSERT INTO ledger_entries (workspace_id, kind, amount_micro_eur, idempotency_key, video_job_id, topup_id, speech_request_id, balance_after_micro_eur)
+     SELECT $1, $2, $3, $4, $5, $6, $7, moved.balance_micro_eur FROM moved
+     RETURNING balance_after_micro_eur AS balance_micro_eur`,
     [
       entry.workspaceId,
       entry.kind,
@@ -62,10 +66,6 @@ export async function applyEntry(tx: Tx, entry: LedgerEntryInput): Promise<numbe
       entry.topupId ?? null,
       entry.speechRequestId ?? null,
     ],
-  );
-  const r = await tx.query<{ balance_micro_eur: number }>(
-    'UPDATE workspaces SET balance_micro_eur = balance_micro_eur + $2 WHERE id = $1 RETURNING balance_micro_eur',
-    [entry.workspaceId, entry.amount_micro_eur],
   );
   const balance = r.rows[0]?.balance_micro_eur;
   if (balance === undefined || balance < 0) throw new Error(`invariant: balance of ${entry.workspaceId} would be ${balance}`);
@@ -77,14 +77,17 @@ export async function applyEntry(tx: Tx, entry: LedgerEntryInput): Promise<numbe
  * holds the workspace lock; the key's row lock is taken here, always after it. Returns whether it moved.
  */
 export async function spendFromKey(tx: Tx, apiKeyId: string, amount_micro_eur: number): Promise<boolean> {
-  const r = await tx.query(
-    `UPDATE api_keys SET spent_micro_eur = spent_micro_eur + $2
-      WHERE id = $1 AND (spend_limit_micro_eur IS NULL OR spent_micro_eur + $2 <= spend_limit_micro_eur OR $2 < 0)
-      RETURNING spent_micro_eur`,
-    [apiKeyId, amount_micro_eur],
-  );
+  const r = await tx.query(`${spendFromKeySql('$1', '$2')} RETURNING spent_micro_eur`, [apiKeyId, amount_micro_eur]);
   return r.rowCount === 1;
 }
+
+/**
+ * The UPDATE of spendFromKey, for a statement that moves the key's spend together with what it pays for
+ * (a CTE): it changes one row if the key is `key` and its limit allows `amount`, none otherwise.
+ */
+export const spendFromKeySql = (key: string, amount: string) =>
+  `UPDATE api_keys SET spent_micro_eur = spent_micro_eur + ${amount}
+    WHERE id = ${key} AND (spend_limit_micro_eur IS NULL OR spent_micro_eur + ${amount} <= spend_limit_micro_eur OR ${amount} < 0)`;
 
 export async function entryExists(tx: Tx, idempotencyKey: string): Promise<boolean> {
   const r = await tx.query('SELECT 1 FROM ledger_entries WHERE idempotency_key = $1', [idempotencyKey]);

@@ -9,7 +9,7 @@
 import { inTransaction, type Db, type Tx } from '../db/pool.js';
 import { assertMicroEur } from '../money.js';
 import type { VideoParams } from '../catalog.js';
-import { applyEntry, lockWorkspaceBalance, NotFoundError, spendFromKey } from './ledger.js';
+import { applyEntry, lockWorkspaceBalance, NotFoundError, spendFromKey, spendFromKeySql } from './ledger.js';
 import { recordJobEvent, type JobEventContext } from '../webhooks/events.js';
 
 export const chargeKey = (jobId: string) => `video_job:${jobId}:charge`;
@@ -117,6 +117,36 @@ async function recordRefusal(tx: Tx, r: { jobId: string; attemptId: string; work
   );
 }
 
+/**
+ * Records the job and moves its estimate onto its API key's spend, in one statement: both, or neither
+ * when the key's spend limit does not cover it (returns false). The caller holds the workspace lock.
+ */
+async function recordJobSpendingKey(tx: Tx, job: VideoJobCharge): Promise<boolean> {
+  const r = await tx.query(
+    `WITH spent AS (${spendFromKeySql('$13::uuid', '$8::bigint')} RETURNING 1)
+     INSERT INTO video_jobs (id, workspace_id, workflow_id, model, prompt, request_fingerprint, params, status, estimated_cost_micro_eur,
+                             created_at, attempt_id, backend, deadline_at, api_key_id)
+     SELECT $1, $2, $3, $4, $5, $6, $7, 'pending', $8, to_timestamp($9 / 1000.0), $10, $11, to_timestamp($12 / 1000.0), $13
+      WHERE $13::uuid IS NULL OR EXISTS (SELECT 1 FROM spent)`,
+    [
+      job.jobId,
+      job.workspaceId,
+      job.workflowId,
+      job.model,
+      job.prompt,
+      job.request_fingerprint,
+      JSON.stringify(job.params),
+      job.estimated_cost_micro_eur,
+      job.created_at_ms,
+      job.attemptId ?? null,
+      job.backend ?? null,
+      job.deadline_at_ms ?? null,
+      job.apiKeyId ?? null,
+    ],
+  );
+  return r.rowCount === 1;
+}
+
 /** Charges the estimate and records the job, atomically and idempotently per attempt. */
 export async function chargeVideoJob(db: Db, job: VideoJobCharge): Promise<ChargeResult> {
   assertMicroEur(job.estimated_cost_micro_eur);
@@ -145,32 +175,12 @@ export async function chargeVideoJob(db: Db, job: VideoJobCharge): Promise<Charg
         }
         return { ok: false, reason: 'insufficient_credits', balance_micro_eur: before.available_micro_eur };
       }
-      if (job.apiKeyId !== undefined && !(await spendFromKey(tx, job.apiKeyId, job.estimated_cost_micro_eur))) {
+      if (!(await recordJobSpendingKey(tx, job))) {
         if (job.sticky_refusal && job.attemptId !== undefined) {
           await recordRefusal(tx, { jobId: job.jobId, attemptId: job.attemptId, workspaceId: job.workspaceId, reason: 'key_spend_limit_exceeded', fingerprint: job.request_fingerprint });
         }
         return { ok: false, reason: 'key_spend_limit_exceeded' };
       }
-      await tx.query(
-        `INSERT INTO video_jobs (id, workspace_id, workflow_id, model, prompt, request_fingerprint, params, status, estimated_cost_micro_eur,
-                                 created_at, attempt_id, backend, deadline_at, api_key_id)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, to_timestamp($9 / 1000.0), $10, $11, to_timestamp($12 / 1000.0), $13)`,
-        [
-          job.jobId,
-          job.workspaceId,
-          job.workflowId,
-          job.model,
-          job.prompt,
-          job.request_fingerprint,
-          JSON.stringify(job.params),
-          job.estimated_cost_micro_eur,
-          job.created_at_ms,
-          job.attemptId ?? null,
-          job.backend ?? null,
-          job.deadline_at_ms ?? null,
-          job.apiKeyId ?? null,
-        ],
-      );
       const after = await applyEntry(tx, {
         workspaceId: job.workspaceId,
         kind: 'charge',
