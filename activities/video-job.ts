@@ -310,7 +310,8 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
      * Submits the job, then awaits its operation like awaitVideoGeneration: one activity whose first
      * attempt submits and whose later attempts poll (one activity and one workflow task per job fewer
      * than a submit activity followed by an awaiting one). Each attempt looks for the job's recorded
-     * operation first, so a submit whose attempt failed after the provider accepted it is never repeated.
+     * operation first: once the operation is recorded, a later attempt (a retry, a worker that took over
+     * after a crash) polls it and never submits again.
      * A retryable submit failure is retried with the polls' policy up to MAX_SUBMIT_ATTEMPTS; a final one
      * fails the job with its code (as the submit activity did).
      */

@@ -3,7 +3,7 @@
 //
 //   charge ──refused (credits, too late, another attempt won)──> ends; nothing charged (the accept update fails)
 //     │ok
-//   submit ─> await the operation ─> copy outputs ─> settle (keep what was delivered, refund the rest)
+//   submit and await the operation (one activity) ─> copy outputs ─> settle (keep what was delivered, refund the rest)
 //
 // Settlement also runs on provider failure, deadline and cancellation, in a non-cancellable scope.
 //
