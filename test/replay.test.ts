@@ -52,6 +52,9 @@ const REQUIRED: Record<string, string[]> = {
     'video-job-submit-rejected',
     'voice-delete-succeeded',
     'voice-delete-after-retries',
+    // Recorded before 0.2.0 (3ca7b49), before the release folders existed; kept where they were recorded.
+    'webhook-delivery-after-retries',
+    'webhook-delivery-given-up',
   ],
   '0.2.0': PATHS_SINCE_0_2_0,
   '0.3.0': PATHS_SINCE_0_2_0,

@@ -1,7 +1,8 @@
 // Recorded event histories, for the replay test. They are append-only: each release's recordings keep
 // their names and bytes for good (test/history-discipline.test.ts checks it against git and
 // test/histories/MANIFEST). A release records its new paths in test/histories/<version>/, the version
-// being package.json's; the first release's (0.1.0) are the files directly in test/histories/.
+// being package.json's; the first release's (0.1.0) are the files directly in test/histories/, beside two
+// webhook-delivery recordings made before 0.2.0 (commit 3ca7b49; 0.2.0/ has the same bytes), kept as recorded.
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
