@@ -11,6 +11,7 @@ import {
   decideAcceptance,
   recordPollOutcome,
   recordVideoOperation,
+  videoJobProgress,
   videoOperationOf,
   settleVideoJob,
   type AcceptanceDecision,
@@ -188,7 +189,7 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
    * resumed and a retried attempt polls instead of submitting again. `last_attempt` makes a passing
    * failure final (the caller's retry policy has no attempt bound of its own).
    */
-  const submit = async (backend: string, request: VideoGenerationRequest, last_attempt: boolean): Promise<{ operation_id: string }> => {
+  const submit = async (backend: string, request: VideoGenerationRequest, last_attempt: boolean, workspace_id?: string): Promise<{ operation_id: string }> => {
     const job_id = request.request_id;
     const submission = await withStoredImages(request);
     let submitted: { operation_id: string };
@@ -201,12 +202,15 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
       throw failure;
     }
     await recordVideoOperation(deps.db, job_id, submitted.operation_id);
-    deps.logger.info({ job_id, workspace_id: await workspaceOf(job_id), backend, model: request.model, operation_id: submitted.operation_id }, 'video job submitted');
+    deps.logger.info({ job_id, workspace_id: workspace_id ?? (await workspaceOf(job_id)), backend, model: request.model, operation_id: submitted.operation_id }, 'video job submitted');
     return submitted;
   };
 
-  /** One poll of the job's operation: its final status, or a retryable failure (OPERATION_RUNNING while it runs). */
-  const pollOnce = async (backend: string, job_id: string, operation_id: string): Promise<VideoOperationStatus> => {
+  /**
+   * One poll of the job's operation: its final status, or a retryable failure (OPERATION_RUNNING while it
+   * runs). `poll_failures`, when the caller read it with the operation, spares resetting a count already 0.
+   */
+  const pollOnce = async (backend: string, job_id: string, operation_id: string, poll_failures?: number): Promise<VideoOperationStatus> => {
     const started = process.hrtime.bigint();
     const observe = (result: string) => {
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
@@ -226,7 +230,7 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
       throw failure;
     }
     observe(status.state);
-    await recordPollOutcome(deps.db, job_id, true);
+    if (poll_failures !== 0) await recordPollOutcome(deps.db, job_id, true);
     if (status.state === 'running') {
       throw ApplicationFailure.create({ type: OPERATION_RUNNING, message: 'the video operation is still running', category: ApplicationFailureCategory.BENIGN });
     }
@@ -317,9 +321,11 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
      */
     async submitAndAwaitVideoGeneration(input: { backend: string; request: VideoGenerationRequest }): Promise<{ operation_id: string; status: VideoOperationStatus }> {
       const job_id = input.request.request_id;
-      const recorded = await videoOperationOf(deps.db, job_id);
-      if (recorded !== null) return { operation_id: recorded, status: await pollOnce(input.backend, job_id, recorded) };
-      const { operation_id } = await submit(input.backend, input.request, Context.current().info.attempt >= MAX_SUBMIT_ATTEMPTS);
+      const recorded = await videoJobProgress(deps.db, job_id);
+      if (recorded?.operation_id) {
+        return { operation_id: recorded.operation_id, status: await pollOnce(input.backend, job_id, recorded.operation_id, recorded.poll_failures) };
+      }
+      const { operation_id } = await submit(input.backend, input.request, Context.current().info.attempt >= MAX_SUBMIT_ATTEMPTS, recorded?.workspace_id);
       // The operation has just started: the first poll comes after the policy's first interval.
       throw ApplicationFailure.create({ type: OPERATION_RUNNING, message: `the video operation ${operation_id} was submitted`, category: ApplicationFailureCategory.BENIGN });
     },

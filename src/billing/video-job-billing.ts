@@ -229,14 +229,16 @@ export async function decideAcceptance(
   );
 }
 
-/** Why a job with this Idempotency-Key is refused for good (402), if it is. */
-export async function stickyRefusal(db: Db, jobId: string): Promise<{ request_fingerprint: string; reason: 'insufficient_credits' | 'key_spend_limit_exceeded' } | null> {
-  const r = await db.query<{ request_fingerprint: string; reason: 'insufficient_credits' | 'key_spend_limit_exceeded' }>(
-    "SELECT request_fingerprint, reason FROM video_job_refusals WHERE job_id = $1 AND reason <> 'not_accepted_in_time' LIMIT 1",
-    [jobId],
-  );
-  return r.rows[0] ?? null;
+/** Why a job with this Idempotency-Key is refused for good (402). */
+export interface StickyRefusal {
+  request_fingerprint: string;
+  reason: 'insufficient_credits' | 'key_spend_limit_exceeded';
 }
+
+/** The job's sticky refusal (a JSON StickyRefusal, or NULL), as an SQL expression of the job id in `param`. */
+export const stickyRefusalSql = (param: `$${number}`): string =>
+  `(SELECT json_build_object('request_fingerprint', request_fingerprint, 'reason', reason) FROM video_job_refusals
+     WHERE job_id = ${param} AND reason <> 'not_accepted_in_time' LIMIT 1)`;
 
 
 /** Remembers the provider's operation of a job, so the reconciler can resume it if the workflow is lost. */
@@ -246,8 +248,19 @@ export async function recordVideoOperation(db: Db, jobId: string, operationId: s
 
 /** The provider operation recorded with a job, if it was submitted. */
 export async function videoOperationOf(db: Db, jobId: string): Promise<string | null> {
-  const r = await db.query<{ operation_id: string | null }>('SELECT operation_id FROM video_jobs WHERE id = $1', [jobId]);
-  return r.rows[0]?.operation_id ?? null;
+  return (await videoJobProgress(db, jobId))?.operation_id ?? null;
+}
+
+/** What an awaiting attempt needs of a job's record, in one read: its operation, its failed polls in a row, its workspace. */
+export interface VideoJobProgress {
+  operation_id: string | null;
+  poll_failures: number;
+  workspace_id: string;
+}
+
+export async function videoJobProgress(db: Db, jobId: string): Promise<VideoJobProgress | null> {
+  const r = await db.query<VideoJobProgress>('SELECT operation_id, poll_failures, workspace_id FROM video_jobs WHERE id = $1', [jobId]);
+  return r.rows[0] ?? null;
 }
 
 /** Counts consecutive failed polls of a job's operation (0 after a successful one); returns the count. */

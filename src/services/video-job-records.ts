@@ -2,6 +2,7 @@
 // time (cursor pagination on (created_at, id), served by the video_jobs_list* indexes).
 import type { Db } from '../db/pool.js';
 import type { VideoJobState, VideoParams } from '../../workflows/messages.js';
+import { stickyRefusalSql, type StickyRefusal } from '../billing/video-job-billing.js';
 
 export interface VideoJobRecord extends VideoJobState {
   deleted: boolean;
@@ -65,6 +66,20 @@ function toRecord(row: Row): VideoJobRecord {
 export async function readVideoJob(db: Db, job_id: string): Promise<VideoJobRecord | null> {
   const r = await db.query<Row>(`SELECT ${COLUMNS} FROM video_jobs WHERE id = $1`, [job_id]);
   return r.rows[0] ? toRecord(r.rows[0]) : null;
+}
+
+/**
+ * What a create with an Idempotency-Key finds under its job id, in one read: the job's record (deleted or
+ * not), and the key's sticky refusal (a 402 that stays with the key), if any.
+ */
+export async function readKeyedVideoJob(db: Db, job_id: string): Promise<{ record: VideoJobRecord | null; refusal: StickyRefusal | null }> {
+  const r = await db.query<(Row | { [K in keyof Row]: null }) & { refusal: StickyRefusal | null }>(
+    `SELECT job.*, ${stickyRefusalSql('$1')} AS refusal
+       FROM (SELECT 1) AS one LEFT JOIN LATERAL (SELECT ${COLUMNS} FROM video_jobs WHERE id = $1) AS job ON true`,
+    [job_id],
+  );
+  const row = r.rows[0]!;
+  return { record: row.id === null ? null : toRecord(row as Row), refusal: row.refusal };
 }
 
 export interface JobListQuery {

@@ -22,9 +22,9 @@ import {
 import { SimulateSchema } from '../providers/video/simulator.js';
 import { ApiError, fromZodError, invalidParam, keySpendLimitExceeded, notFound } from '../http/errors.js';
 import { isDependencyDown, RETRY_AFTER_S } from '../http/dependency-errors.js';
-import { decideAcceptance, stickyRefusal } from '../billing/video-job-billing.js';
+import { decideAcceptance } from '../billing/video-job-billing.js';
 import { requestFingerprint, type Fingerprint } from './request-fingerprint.js';
-import { readVideoJob } from './video-job-records.js';
+import { readKeyedVideoJob, readVideoJob } from './video-job-records.js';
 import type { CreateVideoBody } from '../http/schemas.js';
 import { keyAllowsModel, type ApiKeyPrincipal } from './workspaces.js';
 import { inputsFingerprint, resolveVideoRequestInputs } from './video-request-inputs.js';
@@ -176,12 +176,11 @@ export class VideoJobsService {
     if (idempotencyKey) {
       // A retry answers from the job's record once the job exists; Temporal is not asked to start
       // anything (its history may be gone after retention, and a new run must never generate again).
-      const record = await readVideoJob(this.deps.db, job_id);
+      const { record, refusal: refused } = await readKeyedVideoJob(this.deps.db, job_id);
       if (record?.deleted) {
         throw new ApiError(409, 'idempotency_error', 'idempotency_key_job_deleted', 'this Idempotency-Key names a job that was deleted; use a new key for a new job');
       }
       if (record) return this.checkedReplay(record.status === 'pending' ? await this.live(record) : record, fingerprint);
-      const refused = await stickyRefusal(this.deps.db, job_id);
       if (refused) {
         if (!fingerprint.matches(refused.request_fingerprint)) throw keyReused();
         throw refused.reason === 'key_spend_limit_exceeded' ? keySpendLimitExceeded() : insufficientCredits();

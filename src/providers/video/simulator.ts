@@ -10,7 +10,7 @@ import { z } from 'zod';
 import { text } from '../../zod-text.js';
 import type { Db } from '../../db/pool.js';
 import { projectPath } from '../../paths.js';
-import { COUNT_PROVIDER_CALL_SQL } from '../simulator-usage.js';
+import { COUNT_PROVIDER_CALL_SQL, countProviderCallSql } from '../simulator-usage.js';
 import { ProviderError, type InputImage, type VideoOperationStatus, type VideoOutputRef, type VideoProvider, type VideoSubmission } from './types.js';
 
 export const SIMULATOR_DEFAULT_DELAY_MS = 2_000;
@@ -67,10 +67,13 @@ export class SimulatedVideoProvider implements VideoProvider {
   ) {}
 
   async submit(req: VideoSubmission): Promise<{ operation_id: string }> {
-    await this.db.query(COUNT_PROVIDER_CALL_SQL, ['video_submit']);
     const raw = this.honoursSimulate(req.model) ? (req.parameters?.['simulate'] ?? {}) : {};
     const parsed = SimulateSchema.safeParse(raw);
-    if (!parsed.success) throw new ProviderError(`invalid simulate parameters: ${parsed.error.issues[0]?.message}`, { code: 'invalid_request', retryable: false });
+    if (!parsed.success) {
+      // A refused call is a call received: counted like the others.
+      await this.db.query(COUNT_PROVIDER_CALL_SQL, ['video_submit']);
+      throw new ProviderError(`invalid simulate parameters: ${parsed.error.issues[0]?.message}`, { code: 'invalid_request', retryable: false });
+    }
     const stored: StoredRequest = {
       n: req.params.n,
       durationSeconds: req.params.durationSeconds,
@@ -82,17 +85,18 @@ export class SimulatedVideoProvider implements VideoProvider {
       ...(req.image ? { image: imageRecord(req.image) } : {}),
       ...(req.last_frame ? { last_frame: imageRecord(req.last_frame) } : {}),
     };
+    // The call is counted and the operation stored in one statement (one round trip per submit).
     const r = await this.db.query<{ id: string }>(
-      `INSERT INTO simulator.video_operations (id, request_id, model, request) VALUES ($1, $2, $3, $4)
+      `WITH counted AS (${countProviderCallSql('$5')})
+       INSERT INTO simulator.video_operations (id, request_id, model, request) VALUES ($1, $2, $3, $4)
        ON CONFLICT (request_id) DO UPDATE SET request_id = EXCLUDED.request_id RETURNING id`,
-      [`simop_${randomUUID()}`, req.request_id, req.model, JSON.stringify(stored)],
+      [`simop_${randomUUID()}`, req.request_id, req.model, JSON.stringify(stored), 'video_submit'],
     );
     return { operation_id: r.rows[0]!.id };
   }
 
   async poll(operation_id: string): Promise<VideoOperationStatus> {
-    await this.db.query(COUNT_PROVIDER_CALL_SQL, ['video_poll']);
-    const op = await this.load(operation_id);
+    const op = await this.load(operation_id, 'video_poll');
     const s = op.request.simulate;
     if (op.cancelled) return { state: 'failed', code: 'cancelled', message: 'the operation was cancelled' };
     if (op.elapsed_ms < s.delay_ms) return { state: 'running' };
@@ -119,11 +123,13 @@ export class SimulatedVideoProvider implements VideoProvider {
     return fs.readFile(path.join(ASSETS_DIR, `${aspect}-${clipSecondsFor(op.request.durationSeconds)}s.mp4`));
   }
 
-  private async load(operation_id: string): Promise<{ request: StoredRequest; elapsed_ms: number; cancelled: boolean }> {
+  /** The stored operation; `counted`, when given, is counted as a call in the same statement. */
+  private async load(operation_id: string, counted?: 'video_poll'): Promise<{ request: StoredRequest; elapsed_ms: number; cancelled: boolean }> {
     const r = await this.db.query<{ request: StoredRequest; elapsed_ms: number; cancelled: boolean }>(
-      `SELECT request, (extract(epoch FROM clock_timestamp() - submitted_at) * 1000)::float8 AS elapsed_ms, cancelled_at IS NOT NULL AS cancelled
+      `${counted ? `WITH counted AS (${countProviderCallSql('$2')}) ` : ''}
+       SELECT request, (extract(epoch FROM clock_timestamp() - submitted_at) * 1000)::float8 AS elapsed_ms, cancelled_at IS NOT NULL AS cancelled
          FROM simulator.video_operations WHERE id = $1`,
-      [operation_id],
+      counted ? [operation_id, counted] : [operation_id],
     );
     if (!r.rows[0]) throw new ProviderError(`operation ${operation_id} not found`, { code: 'not_found', retryable: false });
     return r.rows[0];
