@@ -7,6 +7,7 @@ import type { CreateSubject, CreateThroughput, Turn } from './create-throughput.
 import type { HistoryEvents } from './history-events.js';
 import type { DoneToSeen } from './done-to-seen.js';
 import type { PendingRss } from './pending-rss.js';
+import { temporalDynamicConfig } from '../src/temporal/dynamic-config.js';
 
 const MIB = 2 ** 20;
 const mib = (bytes: number) => (bytes / MIB).toFixed(1);
@@ -22,6 +23,7 @@ export function formatHeader(env: Environment, cfg: BenchConfig, product: Config
   return [
     'video-voice-api benchmark (figures printed, never asserted)',
     `machine     ${env.cpus} CPUs (${env.cpu_model}), ${env.memory_gib.toFixed(1)} GiB; Node ${env.node}; Temporal server ${env.temporal_server} (dev server); PostgreSQL ${env.postgres} (embedded)`,
+    `temporal    ${[...temporalDynamicConfig()].map(([k, v]) => `${k}=${JSON.stringify(v)}`).join(' ')} (config/temporal-dynamic-config.yaml)`,
     `bench       BENCH_JOBS=${cfg.BENCH_JOBS} BENCH_CONCURRENCY=${cfg.BENCH_CONCURRENCY} BENCH_WARMUP=${cfg.BENCH_WARMUP} BENCH_ROUNDS=${cfg.BENCH_ROUNDS} ` +
       `BENCH_LONG_GENERATION_S=${cfg.BENCH_LONG_GENERATION_S} BENCH_SEEN_DELAYS_S=${cfg.BENCH_SEEN_DELAYS_S.join(',')} BENCH_PENDING=${cfg.BENCH_PENDING}`,
     `product     VIDEO_POLL_INTERVAL_MS=${product.video.pollIntervalMs} VIDEO_POLL_MAX_INTERVAL_MS=${product.video.pollMaxIntervalMs} ` +

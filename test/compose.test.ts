@@ -5,9 +5,12 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { parse } from 'yaml';
 import { ENV_VARS, loadConfig } from '../src/config.js';
 import { SEARCH_ATTRIBUTES } from '../workflows/messages.js';
+import { TEMPORAL_DYNAMIC_CONFIG_FILE, temporalDynamicConfig } from '../src/temporal/dynamic-config.js';
 
 const compose = parse(fs.readFileSync('docker-compose.yml', 'utf8'), { merge: true });
 const services = compose.services as Record<string, any>;
@@ -109,6 +112,20 @@ test('the search attributes the workflows use are registered', () => {
   for (const sa of SEARCH_ATTRIBUTES) assert.ok(script.includes(sa.name), `${sa.name} registered`);
   assert.equal(services['api'].depends_on['temporal-setup'].condition, 'service_completed_successfully');
   assert.equal(services['worker'].depends_on['temporal-setup'].condition, 'service_completed_successfully');
+});
+
+test("the Temporal server loads the settings the dev server runs with (config/temporal-dynamic-config.yaml)", () => {
+  const file = envOf('temporal')['DYNAMIC_CONFIG_FILE_PATH'];
+  assert.ok(file, 'the temporal service names its dynamic config file');
+  const mounts = (services['temporal'].volumes as string[]).map((v) => v.split(':'));
+  const mount = mounts.find(([, target]) => target === file);
+  assert.ok(mount, `${file} is mounted into the temporal service`);
+  assert.equal(path.resolve(mount[0]!), TEMPORAL_DYNAMIC_CONFIG_FILE, 'the mounted file is the one the dev server reads');
+  assert.equal(temporalDynamicConfig(TEMPORAL_DYNAMIC_CONFIG_FILE).get('system.enableActivityEagerExecution'), true);
+  // A value the dev server could not take as it is (per namespace, or several) is refused, not dropped.
+  const constrained = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'dynconf-')), 'c.yaml');
+  fs.writeFileSync(constrained, 'system.enableActivityEagerExecution:\n  - value: true\n    constraints: { namespace: other }\n');
+  assert.throws(() => temporalDynamicConfig(constrained), /exactly one value, without constraints/);
 });
 
 test('health checks and shared storage', () => {

@@ -137,6 +137,25 @@ describe('video jobs', () => {
     await assertAuditHolds(stack);
   });
 
+  test("a job's submit reaches the worker with the workflow task that schedules it (eager activity dispatch, config/temporal-dynamic-config.yaml)", async () => {
+    const url = process.env['TEST_TEMPORAL_METRICS_URL'];
+    assert.ok(url, 'the test infrastructure exposes the Temporal server metrics');
+    const eagerDispatches = async () => {
+      const text = await (await fetch(url)).text();
+      return text
+        .split('\n')
+        .filter((line) => /^activity_eager_execution[{ ]/.test(line))
+        .reduce((sum, line) => sum + Number(line.slice(line.lastIndexOf(' ') + 1)), 0);
+    };
+    const before = await eagerDispatches();
+    const c = await newCustomer(stack, 10);
+    const created = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: simJob({ delay_ms: 0 }) });
+    assert.equal(created.status, 202, JSON.stringify(created.body));
+    assert.equal((await waitForJob(stack, c.key, created.body.id)).status, 'succeeded');
+    assert.ok((await eagerDispatches()) > before, 'the server dispatched an activity eagerly');
+    await assertAuditHolds(stack);
+  });
+
   test('a job of another workspace is 404, exactly like an unknown id', async () => {
     const a = await newCustomer(stack, 5);
     const b = await newCustomer(stack, 5);

@@ -8,6 +8,7 @@ import { ConfigError } from '../config.js';
 import { projectPath } from '../paths.js';
 import { isProcessAlive } from '../pids.js';
 import { SEARCH_ATTRIBUTES } from '../../workflows/messages.js';
+import { dynamicConfigArgs } from './dynamic-config.js';
 
 export interface DevServer {
   address: string;
@@ -50,6 +51,8 @@ export async function startDevServer(opts: {
   logFile?: string;
   /** Records the server's pid, so a server orphaned by a crash of ours is stopped at the next start. */
   pidFile?: string;
+  /** The port of the server's Prometheus /metrics (a random one when absent). */
+  metricsPort?: number;
 }): Promise<DevServer> {
   if (opts.pidFile) await stopOrphan(opts.pidFile);
   const args = [
@@ -59,9 +62,9 @@ export async function startDevServer(opts: {
     '--ui-port', String(opts.uiPort),
     '--namespace', opts.namespace,
     '--log-level', 'warn',
-    '--dynamic-config-value', 'frontend.enableExecuteMultiOperation=true',
-    '--dynamic-config-value', 'frontend.enableUpdateWorkflowExecution=true',
+    ...dynamicConfigArgs(),
   ];
+  if (opts.metricsPort !== undefined) args.push('--metrics-port', String(opts.metricsPort));
   for (const sa of SEARCH_ATTRIBUTES) args.push('--search-attribute', `${sa.name}=Keyword`);
   if (opts.dbFile) {
     fs.mkdirSync(path.dirname(opts.dbFile), { recursive: true });

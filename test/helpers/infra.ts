@@ -40,6 +40,8 @@ export interface Infra {
   root: string;
   databaseUrl: string;
   temporalAddress: string;
+  /** The Temporal server's Prometheus metrics. */
+  temporalMetricsUrl: string;
   /** Environment for processes using this infrastructure (read by test/helpers/stack.ts). */
   env: Record<string, string>;
   stop(): Promise<void>;
@@ -50,18 +52,22 @@ export async function startInfra(prefix: string): Promise<Infra> {
   fs.chmodSync(root, 0o755); // the embedded PostgreSQL runs as another user when we are root
   const pg = await startEmbeddedPostgres({ pgdata: path.join(root, 'pg'), port: await freePort(), logFile: path.join(root, 'postgres.log') });
   try {
+    const metricsPort = await freePort();
     const temporal = await startDevServer({
       cliPath: resolveTemporalCli(process.env['TEMPORAL_CLI_PATH']),
       namespace: 'default',
       port: await freePort(),
       uiPort: await freePort(),
+      metricsPort,
       logFile: path.join(root, 'temporal.log'),
     });
+    const temporalMetricsUrl = `http://127.0.0.1:${metricsPort}/metrics`;
     return {
       root,
       databaseUrl: pg.url,
       temporalAddress: temporal.address,
-      env: { TEST_DATABASE_URL: pg.url, TEST_TEMPORAL_ADDRESS: temporal.address, TEST_TMP_DIR: root },
+      temporalMetricsUrl,
+      env: { TEST_DATABASE_URL: pg.url, TEST_TEMPORAL_ADDRESS: temporal.address, TEST_TEMPORAL_METRICS_URL: temporalMetricsUrl, TEST_TMP_DIR: root },
       async stop() {
         await temporal.stop();
         await pg.stop();
