@@ -67,13 +67,12 @@ export class SimulatedVideoProvider implements VideoProvider {
   ) {}
 
   async submit(req: VideoSubmission): Promise<{ operation_id: string }> {
+    // Counted on its own, as received, before the operation is stored: a submit that dies half-way (a
+    // fault test holds it there) is still a call the provider got.
+    await this.db.query(COUNT_PROVIDER_CALL_SQL, ['video_submit']);
     const raw = this.honoursSimulate(req.model) ? (req.parameters?.['simulate'] ?? {}) : {};
     const parsed = SimulateSchema.safeParse(raw);
-    if (!parsed.success) {
-      // A refused call is a call received: counted like the others.
-      await this.db.query(COUNT_PROVIDER_CALL_SQL, ['video_submit']);
-      throw new ProviderError(`invalid simulate parameters: ${parsed.error.issues[0]?.message}`, { code: 'invalid_request', retryable: false });
-    }
+    if (!parsed.success) throw new ProviderError(`invalid simulate parameters: ${parsed.error.issues[0]?.message}`, { code: 'invalid_request', retryable: false });
     const stored: StoredRequest = {
       n: req.params.n,
       durationSeconds: req.params.durationSeconds,
@@ -85,12 +84,10 @@ export class SimulatedVideoProvider implements VideoProvider {
       ...(req.image ? { image: imageRecord(req.image) } : {}),
       ...(req.last_frame ? { last_frame: imageRecord(req.last_frame) } : {}),
     };
-    // The call is counted and the operation stored in one statement (one round trip per submit).
     const r = await this.db.query<{ id: string }>(
-      `WITH counted AS (${countProviderCallSql('$5')})
-       INSERT INTO simulator.video_operations (id, request_id, model, request) VALUES ($1, $2, $3, $4)
+      `INSERT INTO simulator.video_operations (id, request_id, model, request) VALUES ($1, $2, $3, $4)
        ON CONFLICT (request_id) DO UPDATE SET request_id = EXCLUDED.request_id RETURNING id`,
-      [`simop_${randomUUID()}`, req.request_id, req.model, JSON.stringify(stored), 'video_submit'],
+      [`simop_${randomUUID()}`, req.request_id, req.model, JSON.stringify(stored)],
     );
     return { operation_id: r.rows[0]!.id };
   }
