@@ -42,9 +42,11 @@ describe('polling costs no history', () => {
     await stack.stop();
   });
 
+  /** The job's whole history: the record says succeeded once settled, its workflow closes a task later. */
   const eventsOf = async (jobId: string) => {
-    const history = await stack.api.temporal.workflow.getHandle(videoJobWorkflowId(jobId)).fetchHistory();
-    return history.events!;
+    const handle = stack.api.temporal.workflow.getHandle(videoJobWorkflowId(jobId));
+    await handle.result();
+    return (await handle.fetchHistory()).events!;
   };
 
   test('a job polled many times has as many history events as one polled once; status answers meanwhile; billed once', async () => {
