@@ -697,16 +697,21 @@ describe('Vertex AI Veo: a job end to end through the workflow', () => {
     assert.equal(await balanceMicro(stack, c.workspaceId), 10_000_000);
   });
 
-  test('Vertex refusing our credentials: the job fails, refunded in full, without the provider\'s text', async () => {
-    fake.scenario = { payloads: PAYLOADS };
-    fake.fault({ route: 'predictLongRunning', status: 403, body: googleError(403, "Permission 'aiplatform.endpoints.predict' denied on resource projects/test-project") });
+  /** A customer with 10 EUR creates one 4 s Veo 3.1 Fast job (0.8 EUR) and waits for its end. */
+  const oneFastJob = async () => {
     const c = await newCustomer(stack, 10);
     const created = await api(stack.baseUrl, 'POST', '/v2/videos/generations', {
       token: c.key,
       json: { prompt: 'p', model: 'veo-3.1-fast-generate-001', durationSeconds: 4, n: 1 },
     });
     assert.equal(created.status, 202);
-    const job = await waitForJob(stack, c.key, created.body.id, 60_000);
+    return { c, job: await waitForJob(stack, c.key, created.body.id, 60_000) };
+  };
+
+  test('Vertex refusing our credentials: the job fails, refunded in full, without the provider\'s text', async () => {
+    fake.scenario = { payloads: PAYLOADS };
+    fake.fault({ route: 'predictLongRunning', status: 403, body: googleError(403, "Permission 'aiplatform.endpoints.predict' denied on resource projects/test-project") });
+    const { c, job } = await oneFastJob();
     assert.equal(job.status, 'failed');
     assert.equal(job.error.code, 'provider_permission_denied');
     assert.doesNotMatch(job.error.message, /aiplatform|test-project/);
@@ -717,13 +722,7 @@ describe('Vertex AI Veo: a job end to end through the workflow', () => {
   test('Vertex unavailable on every submit: the job submits MAX_SUBMIT_ATTEMPTS times, then fails with the provider\'s code, refunded in full', async () => {
     fake.scenario = { payloads: PAYLOADS };
     fake.fault({ route: 'predictLongRunning', status: 503, body: googleError(503, 'The service is currently unavailable.'), times: MAX_SUBMIT_ATTEMPTS + 1 });
-    const c = await newCustomer(stack, 10);
-    const created = await api(stack.baseUrl, 'POST', '/v2/videos/generations', {
-      token: c.key,
-      json: { prompt: 'p', model: 'veo-3.1-fast-generate-001', durationSeconds: 4, n: 1 },
-    });
-    assert.equal(created.status, 202);
-    const job = await waitForJob(stack, c.key, created.body.id, 60_000);
+    const { c, job } = await oneFastJob();
     assert.equal(job.status, 'failed', JSON.stringify(job));
     assert.equal(job.error.code, 'provider_unavailable');
     assert.equal(job.refunded_in_euro, 0.8);

@@ -240,7 +240,6 @@ export const stickyRefusalSql = (param: `$${number}`): string =>
   `(SELECT json_build_object('request_fingerprint', request_fingerprint, 'reason', reason) FROM video_job_refusals
      WHERE job_id = ${param} AND reason <> 'not_accepted_in_time' LIMIT 1)`;
 
-
 /** Remembers the provider's operation of a job, so the reconciler can resume it if the workflow is lost. */
 export async function recordVideoOperation(db: Db, jobId: string, operationId: string): Promise<void> {
   await db.query('UPDATE video_jobs SET operation_id = $2 WHERE id = $1 AND operation_id IS DISTINCT FROM $2', [jobId, operationId]);
