@@ -209,21 +209,46 @@ describe('no worker for longer than a create waits', () => {
 });
 
 describe('a worker stalls in the middle of a charge', () => {
-  test('its charge can never commit after the API answered 503; the retry with the key is charged once', async () => {
+  // The charge is one statement (video_job_charge): the worker can stall while it waits in PostgreSQL, not
+  // inside an open transaction. Held out of the workspace row, the statement waits for it (at most 2 s a
+  // wait); the worker is frozen meanwhile. `fresh_ms` only takes a wait that began less than this ago.
+  const chargeWaitingForWorkspace = (fresh_ms: number) =>
+    until('the charge to wait for the workspace row', 10_000, async () =>
+      (
+        await db.query(
+          "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%video_job_charge(%' AND clock_timestamp() - query_start < $1 * interval '1 millisecond'",
+          [fresh_ms],
+        )
+      ).rowCount,
+    );
+
+  test('its charge, held out of the workspace row until the API answered 503, never commits; the retry with the key is charged once', async () => {
     const c = await customer(5);
-    // The test holds the workspace row: the charge transaction waits for it inside its transaction.
     const row = await db.connect();
     await row.query('BEGIN');
     await row.query('SELECT 1 FROM workspaces WHERE id = $1 FOR UPDATE', [c.workspaceId]);
     const pending = create(c.key, simJob(), 'stalled-charge');
-    await until('the charge to wait for the workspace row', 10_000, async () =>
-      (await db.query("SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%FROM workspaces WHERE id%FOR UPDATE%'")).rowCount,
-    );
-    worker.kill('SIGSTOP'); // frozen with its transaction open
-    await row.query('COMMIT'); // the charge's SELECT now completes, but its process cannot go on
-    row.release();
-    const answered = await pending;
-    worker.kill('SIGCONT');
+    let answered;
+    let held = true;
+    try {
+      await chargeWaitingForWorkspace(60_000);
+      worker.kill('SIGSTOP'); // frozen while its charge waits
+      // The statement gives up on the row (its lock timeout) and rolls back, without its worker.
+      await until('the charge to give up waiting', 10_000, async () =>
+        (await db.query("SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%video_job_charge(%'")).rowCount === 0,
+      );
+      // Released before the API stops waiting (its refusal's record needs the row's key lock).
+      await row.query('COMMIT');
+      held = false;
+      row.release();
+      answered = await pending;
+    } finally {
+      if (held) {
+        await row.query('ROLLBACK');
+        row.release();
+      }
+      worker.kill('SIGCONT');
+    }
     assert.equal(answered.status, 503, JSON.stringify(answered.body));
     await new Promise((r) => setTimeout(r, 3_000));
     const jobId = jobIdForIdempotencyKey(c.workspaceId, 'stalled-charge');
@@ -233,6 +258,41 @@ describe('a worker stalls in the middle of a charge', () => {
     const retried = await create(c.key, simJob(), 'stalled-charge');
     assert.equal(retried.status, 202, JSON.stringify(retried.body));
     assert.equal((await finished(c.key, jobId)).status, 'succeeded');
+    await assertMoneyExact(c);
+  });
+
+  test('a charge it sent completes without it: the API, done waiting for the frozen worker, finds the job charged and answers 202', async () => {
+    const c = await customer(5);
+    const row = await db.connect();
+    await row.query('BEGIN');
+    await row.query('SELECT 1 FROM workspaces WHERE id = $1 FOR UPDATE', [c.workspaceId]);
+    const sent_at_ms = Date.now();
+    const pending = create(c.key, simJob(), 'frozen-worker');
+    let answered;
+    let held = true;
+    try {
+      await chargeWaitingForWorkspace(1_000);
+      worker.kill('SIGSTOP');
+      await row.query('COMMIT'); // the charge's statement goes on, in PostgreSQL, without its worker
+      held = false;
+      row.release();
+      const jobId = jobIdForIdempotencyKey(c.workspaceId, 'frozen-worker');
+      await until('the charge to commit', 5_000, async () => (await db.query('SELECT 1 FROM video_jobs WHERE id = $1', [jobId])).rowCount);
+      // Frozen until the API has stopped waiting for the update (it then decides the attempt: charged), and
+      // no longer: a worker frozen past its workflow task's timeout (10 s) is left out (see the note of
+      // issue 9: its run finds itself late and refuses unseen; the reconciler then refunds the job in full).
+      await new Promise((r) => setTimeout(r, Math.max(0, sent_at_ms + CREATE_TIMEOUT_MS + 500 - Date.now())));
+      worker.kill('SIGCONT');
+      answered = await pending;
+    } finally {
+      worker.kill('SIGCONT');
+      if (held) {
+        await row.query('ROLLBACK');
+        row.release();
+      }
+    }
+    assert.equal(answered.status, 202, JSON.stringify(answered.body));
+    assert.equal((await finished(c.key, answered.body.id)).status, 'succeeded');
     await assertMoneyExact(c);
   });
 });

@@ -80,6 +80,38 @@ test('an attempt is charged once or refused for good: late, refused by the API, 
   assert.equal((await auditLedger(db)).ok, true);
 });
 
+test('a charge is one statement whose lock waits are bounded: held out of its workspace, it gives up after 2 s having charged nothing', async () => {
+  const ws = await createWorkspace(db, { name: 'locked', credits_micro_eur: 5_000_000 });
+  const j = { ...job(ws.id, 1, 1_000_000), attemptId: randomUUID(), accept_by_ms: Date.now() + 60_000 };
+  const holder = await db.connect();
+  const statements: string[] = [];
+  const counting = await db.connect();
+  const query = counting.query.bind(counting) as (...args: unknown[]) => unknown;
+  (counting as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
+    statements.push(String(typeof args[0] === 'string' ? args[0] : (args[0] as { text: string }).text));
+    return query(...args);
+  };
+  const oneClient = { query: counting.query.bind(counting), connect: async () => counting } as unknown as Db;
+  try {
+    await holder.query('BEGIN');
+    await holder.query('SELECT 1 FROM workspaces WHERE id = $1 FOR UPDATE', [ws.id]);
+    const t0 = Date.now();
+    await assert.rejects(chargeVideoJob(oneClient, j), (err: { code?: string }) => err.code === '55P03', 'lock_not_available');
+    const waited_ms = Date.now() - t0;
+    assert.ok(waited_ms >= 1_900 && waited_ms < 5_000, `gave up after ${waited_ms} ms`);
+    assert.equal(statements.length, 1, `one statement per charge, got: ${statements.join(' | ')}`);
+  } finally {
+    await holder.query('ROLLBACK');
+    holder.release();
+    counting.release();
+  }
+  assert.equal((await db.query('SELECT count(*)::int AS n FROM video_jobs WHERE id = $1', [j.jobId])).rows[0].n, 0, 'no job recorded');
+  assert.equal(await balance(ws.id), 5_000_000, 'nothing charged');
+  const charged = await chargeVideoJob(db, j);
+  assert.ok(charged.ok && !charged.already_charged && charged.balance_micro_eur === 4_000_000, 'the same attempt charges once the lock is free');
+  assert.equal((await auditLedger(db)).ok, true);
+});
+
 test('settlement keeps delivered/n and refunds the rest, once, however often it is retried', async () => {
   const ws = await createWorkspace(db, { name: 'b', credits_micro_eur: 5_000_000 });
   const j = job(ws.id, 3, 333_333);

@@ -4,23 +4,23 @@
 // or later). Every create is one attempt. The workflow's charge and the API's refusal of an attempt it
 // gave up on both run under the job's advisory lock, and each looks for the other first, so an attempt
 // ends charged or refused, never both. The charge also refuses itself once the attempt's acceptance
-// deadline has passed on the database clock, so a charge transaction that starts late (pool wait,
-// BEGIN, a stalled worker) can never commit after the API stopped waiting.
+// deadline has passed on the database clock, so a charge that starts late (pool wait, a stalled
+// worker) can never commit after the API stopped waiting. The charge itself is one statement, the
+// database function video_job_charge (src/db/migrations/008_video_job_charge.sql).
 import { inTransaction, type Db, type Tx } from '../db/pool.js';
 import { assertMicroEur } from '../money.js';
 import type { VideoParams } from '../catalog.js';
-import { applyEntry, lockWorkspaceBalance, NotFoundError, spendFromKey, spendFromKeySql } from './ledger.js';
+import { applyEntry, lockWorkspaceBalance, NotFoundError, spendFromKey } from './ledger.js';
 import { recordJobEvent, type JobEventContext } from '../webhooks/events.js';
 
 export const chargeKey = (jobId: string) => `video_job:${jobId}:charge`;
 export const refundKey = (jobId: string) => `video_job:${jobId}:refund`;
 
 /**
- * Bounds on a charge transaction: each statement, each wait for a lock, and each pause of the client
- * inside the transaction. Together they bound how long an attempt can stay undecided, which is how long
- * the API's refusal may have to wait for the job's lock (REFUSAL_LOCK_TIMEOUT_MS).
+ * How long the API's refusal of an attempt waits for the job's lock: any charge of the job in flight
+ * holds it meanwhile, and a charge is one statement whose every lock wait ends after 2 s
+ * (video_job_charge's lock_timeout), so it is decided well within this.
  */
-const CHARGE_TX_LIMITS = "SET LOCAL statement_timeout = '3s'; SET LOCAL lock_timeout = '2s'; SET LOCAL idle_in_transaction_session_timeout = '3s'";
 const REFUSAL_LOCK_TIMEOUT_MS = 30_000;
 
 /** Serialises everything that decides one job's acceptance (charge, refusal), for this transaction. */
@@ -78,121 +78,70 @@ const isSameAttempt = (row: JobAttemptRow, attemptId: string | undefined) => row
 
 type RefusalReason = 'insufficient_credits' | 'key_spend_limit_exceeded' | 'not_accepted_in_time';
 
-interface AcceptanceSeen {
-  /** The attempt that charged the job, if one did. */
-  charged: JobAttemptRow | null;
-  /** Why this attempt, or the job for good, was refused (jobs of the first release: never looked up). */
-  refusal: RefusalReason | null;
-  /** Whether the database clock is past the attempt's acceptance deadline. */
-  late: boolean;
-}
-
-/**
- * What decides a charge, in one round trip: the job's charge, a refusal, the deadline. Run after the
- * job's lock is taken (a statement of its own: this one's snapshot then sees every commit before it).
- */
-async function acceptanceOf(tx: Tx, job: Pick<VideoJobCharge, 'jobId' | 'attemptId' | 'accept_by_ms'>): Promise<AcceptanceSeen> {
-  const r = await tx.query<{ charged: boolean; attempt_id: string | null; estimated_cost_micro_eur: number | null; refusal: RefusalReason | null; late: boolean }>(
-    `SELECT j.id IS NOT NULL AS charged, j.attempt_id, j.estimated_cost_micro_eur,
-            (SELECT reason FROM video_job_refusals
-              WHERE $2::uuid IS NOT NULL AND job_id = $1 AND (attempt_id = $2::uuid OR reason <> 'not_accepted_in_time')
-              ORDER BY reason LIMIT 1) AS refusal,
-            COALESCE(clock_timestamp() > to_timestamp($3::float8 / 1000.0), false) AS late
-       FROM (VALUES (1)) AS one LEFT JOIN video_jobs j ON j.id = $1`,
-    [job.jobId, job.attemptId ?? null, job.accept_by_ms ?? null],
-  );
-  const row = r.rows[0]!;
-  return {
-    charged: row.charged ? { attempt_id: row.attempt_id, estimated_cost_micro_eur: row.estimated_cost_micro_eur! } : null,
-    refusal: row.refusal,
-    late: row.late,
-  };
-}
-
 async function recordRefusal(tx: Tx, r: { jobId: string; attemptId: string; workspaceId: string; reason: RefusalReason; fingerprint: string }): Promise<void> {
-  await tx.query(
-    `INSERT INTO video_job_refusals (job_id, attempt_id, workspace_id, reason, request_fingerprint)
-     VALUES ($1, $2, $3, $4, $5) ON CONFLICT (job_id, attempt_id) DO NOTHING`,
-    [r.jobId, r.attemptId, r.workspaceId, r.reason, r.fingerprint],
-  );
+  await tx.query('SELECT video_job_record_refusal($1, $2, $3, $4, $5)', [r.jobId, r.attemptId, r.workspaceId, r.reason, r.fingerprint]);
 }
+
+/** A row of video_job_charge (src/db/migrations/008_video_job_charge.sql). */
+interface ChargeRow {
+  outcome: 'charged' | 'already_charged' | 'charged_by_another_attempt' | 'insufficient_credits' | 'key_spend_limit_exceeded' | 'not_accepted_in_time';
+  before_micro_eur: number | null;
+  after_micro_eur: number | null;
+  charged_micro_eur: number | null;
+}
+
+const CHARGE_SQL = 'SELECT outcome, before_micro_eur, after_micro_eur, charged_micro_eur FROM video_job_charge($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)';
 
 /**
- * Records the job and moves its estimate onto its API key's spend, in one statement: both, or neither
- * when the key's spend limit does not cover it (returns false). The caller holds the workspace lock.
+ * Charges the estimate and records the job, atomically and idempotently per attempt: one statement
+ * (the database function video_job_charge takes the job's lock, decides the attempt, locks the
+ * workspace, records the job with its key's spend and appends the ledger entry). Checked here: the
+ * figures it returns.
  */
-async function recordJobSpendingKey(tx: Tx, job: VideoJobCharge): Promise<boolean> {
-  const r = await tx.query(
-    `WITH spent AS (${spendFromKeySql('$13::uuid', '$8::bigint')} RETURNING 1)
-     INSERT INTO video_jobs (id, workspace_id, workflow_id, model, prompt, request_fingerprint, params, status, estimated_cost_micro_eur,
-                             created_at, attempt_id, backend, deadline_at, api_key_id)
-     SELECT $1, $2, $3, $4, $5, $6, $7, 'pending', $8, to_timestamp($9 / 1000.0), $10, $11, to_timestamp($12 / 1000.0), $13
-      WHERE $13::uuid IS NULL OR EXISTS (SELECT 1 FROM spent)`,
-    [
-      job.jobId,
-      job.workspaceId,
-      job.workflowId,
-      job.model,
-      job.prompt,
-      job.request_fingerprint,
-      JSON.stringify(job.params),
-      job.estimated_cost_micro_eur,
-      job.created_at_ms,
-      job.attemptId ?? null,
-      job.backend ?? null,
-      job.deadline_at_ms ?? null,
-      job.apiKeyId ?? null,
-    ],
-  );
-  return r.rowCount === 1;
-}
-
-/** Charges the estimate and records the job, atomically and idempotently per attempt. */
 export async function chargeVideoJob(db: Db, job: VideoJobCharge): Promise<ChargeResult> {
   assertMicroEur(job.estimated_cost_micro_eur);
   if (!(job.estimated_cost_micro_eur > 0)) throw new Error('invariant: a video job costs more than 0');
   if (job.estimated_cost_micro_eur % job.params.n !== 0) throw new Error('invariant: estimate is n unit prices');
-  return inTransaction(
-    db,
-    async (tx) => {
-      await lockJob(tx, job.jobId);
-      const seen = await acceptanceOf(tx, job);
-      if (seen.charged) {
-        if (!isSameAttempt(seen.charged, job.attemptId)) return { ok: false, reason: 'charged_by_another_attempt' };
-        const { balance_micro_eur } = await lockWorkspaceBalance(tx, job.workspaceId);
-        return { ok: true, balance_micro_eur, already_charged: true, estimated_cost_micro_eur: seen.charged.estimated_cost_micro_eur };
+  const r = await db.query<ChargeRow>(CHARGE_SQL, [
+    job.jobId,
+    job.attemptId ?? null,
+    job.workspaceId,
+    job.workflowId,
+    job.model,
+    job.prompt,
+    job.request_fingerprint,
+    JSON.stringify(job.params),
+    job.estimated_cost_micro_eur,
+    job.created_at_ms,
+    job.accept_by_ms ?? null,
+    job.sticky_refusal === true,
+    job.apiKeyId ?? null,
+    job.backend ?? null,
+    job.deadline_at_ms ?? null,
+  ]);
+  const row = r.rows[0];
+  if (!row) throw new Error('invariant: video_job_charge returns one row');
+  switch (row.outcome) {
+    case 'charged': {
+      const { before_micro_eur: before, after_micro_eur: after } = row;
+      if (before === null || after === null || after < 0 || after !== before - job.estimated_cost_micro_eur) {
+        throw new Error(`invariant: charge moved the balance by the estimate (${before} -> ${after})`);
       }
-      if (seen.refusal === 'insufficient_credits') return { ok: false, reason: seen.refusal, balance_micro_eur: (await lockWorkspaceBalance(tx, job.workspaceId)).available_micro_eur };
-      if (seen.refusal !== null) return { ok: false, reason: seen.refusal };
-      if (seen.late) {
-        await recordRefusal(tx, { jobId: job.jobId, attemptId: job.attemptId!, workspaceId: job.workspaceId, reason: 'not_accepted_in_time', fingerprint: job.request_fingerprint });
-        return { ok: false, reason: 'not_accepted_in_time' };
-      }
-      const before = await lockWorkspaceBalance(tx, job.workspaceId);
-      if (before.available_micro_eur < job.estimated_cost_micro_eur) {
-        if (job.sticky_refusal && job.attemptId !== undefined) {
-          await recordRefusal(tx, { jobId: job.jobId, attemptId: job.attemptId, workspaceId: job.workspaceId, reason: 'insufficient_credits', fingerprint: job.request_fingerprint });
-        }
-        return { ok: false, reason: 'insufficient_credits', balance_micro_eur: before.available_micro_eur };
-      }
-      if (!(await recordJobSpendingKey(tx, job))) {
-        if (job.sticky_refusal && job.attemptId !== undefined) {
-          await recordRefusal(tx, { jobId: job.jobId, attemptId: job.attemptId, workspaceId: job.workspaceId, reason: 'key_spend_limit_exceeded', fingerprint: job.request_fingerprint });
-        }
-        return { ok: false, reason: 'key_spend_limit_exceeded' };
-      }
-      const after = await applyEntry(tx, {
-        workspaceId: job.workspaceId,
-        kind: 'charge',
-        amount_micro_eur: -job.estimated_cost_micro_eur,
-        idempotencyKey: chargeKey(job.jobId),
-        videoJobId: job.jobId,
-      });
-      if (after !== before.balance_micro_eur - job.estimated_cost_micro_eur) throw new Error('invariant: charge moved the balance by the estimate');
+      if (row.charged_micro_eur !== job.estimated_cost_micro_eur) throw new Error('invariant: the job is charged its estimate');
       return { ok: true, balance_micro_eur: after, already_charged: false, estimated_cost_micro_eur: job.estimated_cost_micro_eur };
-    },
-    { settings: CHARGE_TX_LIMITS },
-  );
+    }
+    case 'already_charged':
+      if (row.charged_micro_eur === null || row.after_micro_eur === null) throw new Error('invariant: a charged job has its estimate and workspace');
+      return { ok: true, balance_micro_eur: row.after_micro_eur, already_charged: true, estimated_cost_micro_eur: row.charged_micro_eur };
+    case 'insufficient_credits':
+      return { ok: false, reason: 'insufficient_credits', balance_micro_eur: row.after_micro_eur ?? 0 };
+    case 'charged_by_another_attempt':
+    case 'key_spend_limit_exceeded':
+    case 'not_accepted_in_time':
+      return { ok: false, reason: row.outcome };
+    default:
+      throw new Error(`invariant: unknown charge outcome ${String((row as { outcome: unknown }).outcome)}`);
+  }
 }
 
 export type AcceptanceDecision =
