@@ -12,6 +12,7 @@ import { ADMIN_TOKEN, http, newCustomer, simJob, startStack, waitForJob, type St
 import { saveHistory } from './helpers/histories.js';
 import { imageField, jpegImage, pngImage } from './helpers/images.js';
 import { videoJobWorkflowId, type VideoJobInput, type VideoJobResume } from '../workflows/messages.js';
+import { chargeDirect, directInput, startDirect } from './helpers/direct-start.js';
 import { jobIdForIdempotencyKey } from '../src/services/video-jobs.js';
 import { readVideoJob } from '../src/services/video-job-records.js';
 import { recoveryInput } from '../src/services/video-job-recovery.js';
@@ -48,38 +49,6 @@ async function run(s: Stack, name: string, body: Record<string, unknown>, expect
   assert.equal(job.status, expectStatus, JSON.stringify(job));
   await save(s, name, created.body.id);
   return created.body.id as string;
-}
-
-/** The input the API would give a job, for paths only a direct start reaches. */
-function directInput(workspace_id: string, job_id: string, extra: Partial<VideoJobInput> = {}): VideoJobInput {
-  const now = Date.now();
-  return {
-    job_id,
-    workspace_id,
-    model: 'sim-video-1',
-    backend: 'simulator',
-    prompt: 'p',
-    params: { durationSeconds: 4, resolution: '720p', aspectRatio: '16:9', n: 1 },
-    estimated_cost_micro_eur: 200_000,
-    created_at_ms: now,
-    request_fingerprint: 'x',
-    poll_interval_ms: 100,
-    poll_max_interval_ms: 300,
-    deadline_at_ms: now + 60_000,
-    max_polls_per_run: 200,
-    attempt_id: randomUUID(),
-    accept_by_ms: now + 2_000,
-    ...extra,
-  };
-}
-
-async function startDirect(s: Stack, input: VideoJobInput, resume?: VideoJobResume) {
-  return s.api.temporal.workflow.start('videoJobWorkflow', {
-    workflowId: videoJobWorkflowId(input.job_id),
-    taskQueue: s.config.temporal.taskQueue,
-    args: resume ? [input, resume] : [input],
-    workflowIdReusePolicy: 'ALLOW_DUPLICATE',
-  });
 }
 
 test('succeeded', async () => {
@@ -144,6 +113,16 @@ test('not accepted in time: its run starts after the API stopped waiting and ref
   const jobId = jobIdForIdempotencyKey(c.workspaceId, 'late');
   assert.equal(((await idle.api.temporal.workflow.getHandle(videoJobWorkflowId(jobId)).result()) as { status: string }).status, 'not_accepted');
   await save(idle, 'video-job-not-accepted', jobId);
+});
+
+test('a run whose charge step starts late finds its attempt charged and goes on (a worker froze past its task timeout)', async () => {
+  const c = await newCustomer(stack, 10);
+  const input = directInput(c.workspaceId, randomUUID(), { accept_by_ms: Date.now() + 60_000 });
+  const charged = await chargeDirect(stack.db, input);
+  assert.ok(charged.ok);
+  const handle = await startDirect(stack, { ...input, accept_by_ms: Date.now() - 1 });
+  assert.equal(((await handle.result()) as { status: string }).status, 'succeeded');
+  await saveHistory(stack, 'video-job-late-run-charged', handle.workflowId);
 });
 
 test('a second attempt of a job another attempt created ends without charging (duplicate)', async () => {

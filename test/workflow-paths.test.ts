@@ -7,7 +7,10 @@ import { videoJobWorkflowId } from '../workflows/messages.js';
 import { providerCalls } from '../src/providers/simulator-usage.js';
 import { startWorker, type RunningWorker } from '../src/runtime.js';
 import { createLogger } from '../src/logger.js';
+import { randomUUID } from 'node:crypto';
 import { jobIdForIdempotencyKey } from '../src/services/video-jobs.js';
+import { chargeDirect, directInput, startDirect } from './helpers/direct-start.js';
+import { PATCH_DECIDE_WHEN_LATE } from '../workflows/video-job.js';
 
 describe('deadline', () => {
   let stack: Stack;
@@ -131,6 +134,40 @@ describe('no worker running', () => {
     assert.equal((await waitForJob(stack, c.key, jobId)).status, 'succeeded');
     assert.equal((await providerCalls(stack.db, 'video_submit')) - submits_before, 1, 'only the accepted attempt reached the provider');
     assert.equal(await balanceMicro(stack, c.workspaceId), 5_000_000 - 2 * 200_000);
+    await assertAuditHolds(stack);
+  });
+});
+
+describe('a run whose charge step starts late', () => {
+  let stack: Stack;
+  before(async () => {
+    stack = await startStack();
+  });
+  after(async () => {
+    await stack.stop();
+  });
+
+  // A worker charged the attempt, then froze past its workflow task's timeout: the task runs again after
+  // the acceptance deadline, while the API (which found the charge) has answered 202.
+  test('finds its attempt charged and goes on: the job succeeds, charged once; an attempt never charged is refused for good', async () => {
+    const c = await newCustomer(stack, 5);
+    const charged = directInput(c.workspaceId, randomUUID(), { accept_by_ms: Date.now() + 60_000 });
+    const r = await chargeDirect(stack.db, charged);
+    assert.ok(r.ok && !r.already_charged);
+    const late = await startDirect(stack, { ...charged, accept_by_ms: Date.now() - 1 });
+    const done = (await late.result()) as { status: string };
+    assert.equal(done.status, 'succeeded');
+    const events = (await late.fetchHistory()).events!;
+    assert.ok(
+      events.some((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'decideVideoJobAcceptance'),
+      `the late run decided its attempt (patch ${PATCH_DECIDE_WHEN_LATE})`,
+    );
+
+    const never = directInput(c.workspaceId, randomUUID(), { accept_by_ms: Date.now() - 1 });
+    const refused = (await (await startDirect(stack, never)).result()) as { status: string };
+    assert.equal(refused.status, 'not_accepted');
+    assert.equal((await stack.db.query("SELECT count(*)::int AS n FROM video_job_refusals WHERE job_id = $1 AND reason = 'not_accepted_in_time'", [never.job_id])).rows[0].n, 1);
+    assert.equal(await balanceMicro(stack, c.workspaceId), 5_000_000 - 200_000, 'charged once, for the job that ran');
     await assertAuditHolds(stack);
   });
 });

@@ -18,6 +18,10 @@
 // - PATCH_SUBMIT_WITHIN_AWAIT (0.3.0): the awaiting activity submits in its first attempt (it finds the
 //   job's operation recorded on every later one), so a job has no submit activity and one workflow task
 //   less: the cost per create that issue 9 measured. Runs of 0.2.0 keep their submit activity.
+// - PATCH_DECIDE_WHEN_LATE (0.4.0): a run whose charge step starts past the attempt's acceptance deadline
+//   decides the attempt (decideVideoJobAcceptance) instead of refusing it unseen: a worker that charged and
+//   then froze past its workflow task's timeout runs the task again late, and its job, charged and answered
+//   202 by the API, goes on instead of being refunded by the reconciler. Only late runs call this patch.
 // Changes that add no command (bounded acceptance, the cancelJob handler, arguments of activities) need
 // no patch: what a replay compares is the sequence of commands.
 import {
@@ -65,6 +69,8 @@ export const PATCH_AWAIT_BY_RETRY = 'await-operation-by-activity-retry';
 export const PATCH_CANCEL_OPERATION = 'cancel-provider-operation';
 /** The awaiting activity's first attempt submits: no separate submit activity, one workflow task fewer. */
 export const PATCH_SUBMIT_WITHIN_AWAIT = 'submit-within-await';
+/** A run that starts its charge step past the acceptance deadline decides the attempt instead of refusing it unseen. */
+export const PATCH_DECIDE_WHEN_LATE = 'decide-acceptance-when-late';
 
 // The charge decides the HTTP answer (early return), so it runs as a local activity inside the first
 // workflow task: one server round trip for the whole create. It is idempotent per job and attempt, so a
@@ -257,8 +263,14 @@ async function acceptAndCharge(input: VideoJobInput, state: VideoJobState): Prom
   const bounded = input.accept_by_ms !== undefined && input.attempt_id !== undefined;
   let charge: ChargeResult;
   if (bounded && Date.now() >= input.accept_by_ms!) {
-    // This run started after the API stopped waiting for it (no worker, a backlog): refuse unseen.
-    charge = { ok: false, reason: 'not_accepted_in_time' };
+    // This run's task started after the API stopped waiting for it: no worker, a backlog, or a worker that
+    // charged and then froze past its workflow task's timeout (its task is run again, later).
+    if (patched(PATCH_DECIDE_WHEN_LATE)) {
+      // Its charge may have committed: decide (find it, or refuse the attempt for good), never guess.
+      charge = await decidedAcceptance(input);
+    } else {
+      charge = { ok: false, reason: 'not_accepted_in_time' }; // runs of 0.3.x and earlier: refused unseen
+    }
   } else {
     const request = {
       jobId: input.job_id,
@@ -283,14 +295,8 @@ async function acceptAndCharge(input: VideoJobInput, state: VideoJobState): Prom
       charge = await CancellationScope.nonCancellable(() => charging.chargeVideoJob(request));
     } catch (err) {
       if (!bounded) throw err;
-      // The charge's outcome is unknown (timed out, failed): decide it under the job's lock, for good.
-      const decided = await CancellationScope.nonCancellable(() =>
-        money.decideVideoJobAcceptance({ jobId: input.job_id, attemptId: input.attempt_id!, workspaceId: input.workspace_id, fingerprint: input.request_fingerprint }),
-      );
-      charge =
-        decided.decision === 'charged'
-          ? { ok: true, balance_micro_eur: 0, already_charged: true, estimated_cost_micro_eur: decided.estimated_cost_micro_eur }
-          : { ok: false, reason: decided.decision === 'refused' ? 'not_accepted_in_time' : 'charged_by_another_attempt' };
+      // The charge's outcome is unknown (timed out, failed): decide it.
+      charge = await decidedAcceptance(input);
     }
   }
   if (charge.ok) {
@@ -317,6 +323,16 @@ async function acceptAndCharge(input: VideoJobInput, state: VideoJobState): Prom
       break;
   }
   return false;
+}
+
+/** An attempt's acceptance decided under the job's lock, for good: its charge found, or the attempt refused. */
+async function decidedAcceptance(input: VideoJobInput): Promise<ChargeResult> {
+  const decided = await CancellationScope.nonCancellable(() =>
+    money.decideVideoJobAcceptance({ jobId: input.job_id, attemptId: input.attempt_id!, workspaceId: input.workspace_id, fingerprint: input.request_fingerprint }),
+  );
+  return decided.decision === 'charged'
+    ? { ok: true, balance_micro_eur: 0, already_charged: true, estimated_cost_micro_eur: decided.estimated_cost_micro_eur }
+    : { ok: false, reason: decided.decision === 'refused' ? 'not_accepted_in_time' : 'charged_by_another_attempt' };
 }
 
 /** Submits (unless resuming a known operation), awaits the operation, copies outputs. Returns the outcome; never settles. */
