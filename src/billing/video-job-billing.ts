@@ -7,7 +7,7 @@
 // deadline has passed on the database clock, so a charge that starts late (pool wait, a stalled
 // worker) can never commit after the API stopped waiting. The charge itself is one statement, the
 // database function video_job_charge (src/db/migrations/008_video_job_charge.sql).
-import { inTransaction, type Db, type Tx } from '../db/pool.js';
+import { inTransaction, prepared, type Db, type Tx } from '../db/pool.js';
 import { assertMicroEur } from '../money.js';
 import type { VideoParams } from '../catalog.js';
 import { applyEntry, lockWorkspaceBalance, NotFoundError, spendFromKey } from './ledger.js';
@@ -90,7 +90,7 @@ interface ChargeRow {
   charged_micro_eur: number | null;
 }
 
-const CHARGE_SQL = 'SELECT outcome, before_micro_eur, after_micro_eur, charged_micro_eur FROM video_job_charge($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)';
+const CHARGE = prepared('video-job-charge', 'SELECT outcome, before_micro_eur, after_micro_eur, charged_micro_eur FROM video_job_charge($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)');
 
 /**
  * Charges the estimate and records the job, atomically and idempotently per attempt: one statement
@@ -102,7 +102,7 @@ export async function chargeVideoJob(db: Db, job: VideoJobCharge): Promise<Charg
   assertMicroEur(job.estimated_cost_micro_eur);
   if (!(job.estimated_cost_micro_eur > 0)) throw new Error('invariant: a video job costs more than 0');
   if (job.estimated_cost_micro_eur % job.params.n !== 0) throw new Error('invariant: estimate is n unit prices');
-  const r = await db.query<ChargeRow>(CHARGE_SQL, [
+  const r = await db.query<ChargeRow>({ ...CHARGE, values: [
     job.jobId,
     job.attemptId ?? null,
     job.workspaceId,
@@ -118,7 +118,7 @@ export async function chargeVideoJob(db: Db, job: VideoJobCharge): Promise<Charg
     job.apiKeyId ?? null,
     job.backend ?? null,
     job.deadline_at_ms ?? null,
-  ]);
+  ] });
   const row = r.rows[0];
   if (!row) throw new Error('invariant: video_job_charge returns one row');
   switch (row.outcome) {
@@ -190,8 +190,9 @@ export const stickyRefusalSql = (param: `$${number}`): string =>
      WHERE job_id = ${param} AND reason <> 'not_accepted_in_time' LIMIT 1)`;
 
 /** Remembers the provider's operation of a job, so the reconciler can resume it if the workflow is lost. */
+const RECORD_OPERATION = prepared('video-job-record-operation', 'UPDATE video_jobs SET operation_id = $2 WHERE id = $1 AND operation_id IS DISTINCT FROM $2');
 export async function recordVideoOperation(db: Db, jobId: string, operationId: string): Promise<void> {
-  await db.query('UPDATE video_jobs SET operation_id = $2 WHERE id = $1 AND operation_id IS DISTINCT FROM $2', [jobId, operationId]);
+  await db.query({ ...RECORD_OPERATION, values: [jobId, operationId] });
 }
 
 /** The provider operation recorded with a job, if it was submitted. */
@@ -206,8 +207,9 @@ export interface VideoJobProgress {
   workspace_id: string;
 }
 
+const PROGRESS = prepared('video-job-progress', 'SELECT operation_id, poll_failures, workspace_id FROM video_jobs WHERE id = $1');
 export async function videoJobProgress(db: Db, jobId: string): Promise<VideoJobProgress | null> {
-  const r = await db.query<VideoJobProgress>('SELECT operation_id, poll_failures, workspace_id FROM video_jobs WHERE id = $1', [jobId]);
+  const r = await db.query<VideoJobProgress>({ ...PROGRESS, values: [jobId] });
   return r.rows[0] ?? null;
 }
 

@@ -9,6 +9,17 @@ pg.types.setTypeParser(pg.types.builtins.INT8, (v: string) => {
 });
 
 export type Db = pg.Pool;
+
+/**
+ * A statement every job runs: named, so each pooled connection has the server parse and plan it once
+ * (node-postgres prepares a named statement on first use per connection). Query it as
+ * `db.query({ ...STATEMENT, values })`; one name, one text.
+ */
+export interface PreparedStatement {
+  name: string;
+  text: string;
+}
+export const prepared = (name: string, text: string): PreparedStatement => ({ name, text });
 export type Tx = pg.PoolClient;
 
 export function createPool(connectionString: string, max: number): Db {

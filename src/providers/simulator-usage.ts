@@ -1,6 +1,6 @@
 // The simulated providers' usage counters (table simulator.provider_calls), as a real provider's usage
 // page shows them: every call received, whatever its outcome. Tests count provider calls with them.
-import type { Db } from '../db/pool.js';
+import { prepared, type Db } from '../db/pool.js';
 
 /** Rows each operation's count is spread over, so concurrent calls do not queue on one row's lock (at most 64). */
 export const PROVIDER_CALL_SHARDS = 16;
@@ -11,7 +11,7 @@ export const countProviderCallSql = (param: `$${number}`): string =>
    ON CONFLICT (operation, shard) DO UPDATE SET calls = simulator.provider_calls.calls + 1`;
 
 /** Counts one call of `operation` ($1). */
-export const COUNT_PROVIDER_CALL_SQL = countProviderCallSql('$1');
+export const COUNT_PROVIDER_CALL = prepared('simulator-count-call', countProviderCallSql('$1'));
 
 /** How many calls of `operation` the simulated providers received on this database. */
 export async function providerCalls(db: Db, operation: 'speech' | 'video_submit' | 'video_poll' | 'video_cancel'): Promise<number> {

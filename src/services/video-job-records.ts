@@ -1,6 +1,6 @@
 // Video jobs as PostgreSQL records them: one job by id, and a workspace's jobs newest first, a page at a
 // time (cursor pagination on (created_at, id), served by the video_jobs_list* indexes).
-import type { Db } from '../db/pool.js';
+import { prepared, type Db } from '../db/pool.js';
 import type { VideoJobState, VideoParams } from '../../workflows/messages.js';
 import { stickyRefusalSql, type StickyRefusal } from '../billing/video-job-billing.js';
 
@@ -72,12 +72,14 @@ export async function readVideoJob(db: Db, job_id: string): Promise<VideoJobReco
  * What a create with an Idempotency-Key finds under its job id, in one read: the job's record (deleted or
  * not), and the key's sticky refusal (a 402 that stays with the key), if any.
  */
+const KEYED_JOB = prepared(
+  'video-job-keyed-read',
+  `SELECT job.*, ${stickyRefusalSql('$1')} AS refusal
+     FROM (SELECT 1) AS one LEFT JOIN LATERAL (SELECT ${COLUMNS} FROM video_jobs WHERE id = $1) AS job ON true`,
+);
+
 export async function readKeyedVideoJob(db: Db, job_id: string): Promise<{ record: VideoJobRecord | null; refusal: StickyRefusal | null }> {
-  const r = await db.query<(Row | { [K in keyof Row]: null }) & { refusal: StickyRefusal | null }>(
-    `SELECT job.*, ${stickyRefusalSql('$1')} AS refusal
-       FROM (SELECT 1) AS one LEFT JOIN LATERAL (SELECT ${COLUMNS} FROM video_jobs WHERE id = $1) AS job ON true`,
-    [job_id],
-  );
+  const r = await db.query<(Row | { [K in keyof Row]: null }) & { refusal: StickyRefusal | null }>({ ...KEYED_JOB, values: [job_id] });
   const row = r.rows[0]!;
   return { record: row.id === null ? null : toRecord(row as Row), refusal: row.refusal };
 }

@@ -2,7 +2,7 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import type { Db } from '../db/pool.js';
 import { addCreditsIn, NotFoundError } from '../billing/ledger.js';
-import { inTransaction } from '../db/pool.js';
+import { inTransaction, prepared } from '../db/pool.js';
 import { findVideoModel } from '../catalog.js';
 
 export interface Workspace {
@@ -71,12 +71,11 @@ export async function revokeApiKey(db: Db, id: string): Promise<{ id: string }> 
   return r.rows[0];
 }
 
+const PRINCIPAL = prepared('api-key-principal', 'SELECT id AS key_id, workspace_id, models FROM api_keys WHERE key_sha256 = $1 AND revoked_at IS NULL');
+
 export async function authenticateApiKey(db: Db, key: string): Promise<ApiKeyPrincipal | null> {
   if (key.length === 0 || key.length > MAX_API_KEY_LENGTH) return null;
-  const r = await db.query<ApiKeyPrincipal>(
-    'SELECT id AS key_id, workspace_id, models FROM api_keys WHERE key_sha256 = $1 AND revoked_at IS NULL',
-    [hashApiKey(key)],
-  );
+  const r = await db.query<ApiKeyPrincipal>({ ...PRINCIPAL, values: [hashApiKey(key)] });
   return r.rows[0] ?? null;
 }
 

@@ -10,7 +10,8 @@ import { z } from 'zod';
 import { text } from '../../zod-text.js';
 import type { Db } from '../../db/pool.js';
 import { projectPath } from '../../paths.js';
-import { COUNT_PROVIDER_CALL_SQL, countProviderCallSql } from '../simulator-usage.js';
+import { prepared } from '../../db/pool.js';
+import { COUNT_PROVIDER_CALL, countProviderCallSql } from '../simulator-usage.js';
 import { ProviderError, type InputImage, type VideoOperationStatus, type VideoOutputRef, type VideoProvider, type VideoSubmission } from './types.js';
 
 export const SIMULATOR_DEFAULT_DELAY_MS = 2_000;
@@ -58,6 +59,17 @@ const imageRecord = (image: InputImage): ImageRecord => ({
   sha256: createHash('sha256').update(image.bytes).digest('hex'),
 });
 
+const INSERT_OPERATION = prepared(
+  'simulator-insert-operation',
+  `INSERT INTO simulator.video_operations (id, request_id, model, request) VALUES ($1, $2, $3, $4)
+   ON CONFLICT (request_id) DO UPDATE SET request_id = EXCLUDED.request_id RETURNING id`,
+);
+const SELECT_OPERATION = `SELECT request, (extract(epoch FROM clock_timestamp() - submitted_at) * 1000)::float8 AS elapsed_ms, cancelled_at IS NOT NULL AS cancelled
+  FROM simulator.video_operations WHERE id = $1`;
+const LOAD = prepared('simulator-load-operation', SELECT_OPERATION);
+/** LOAD, counting the call ($2) in the same statement. */
+const LOAD_COUNTED = prepared('simulator-load-operation-counted', `WITH counted AS (${countProviderCallSql('$2')}) ${SELECT_OPERATION}`);
+
 export class SimulatedVideoProvider implements VideoProvider {
   readonly name = 'simulator';
   constructor(
@@ -69,7 +81,7 @@ export class SimulatedVideoProvider implements VideoProvider {
   async submit(req: VideoSubmission): Promise<{ operation_id: string }> {
     // Counted on its own, as received, before the operation is stored: a submit that dies half-way (a
     // fault test holds it there) is still a call the provider got.
-    await this.db.query(COUNT_PROVIDER_CALL_SQL, ['video_submit']);
+    await this.db.query({ ...COUNT_PROVIDER_CALL, values: ['video_submit'] });
     const raw = this.honoursSimulate(req.model) ? (req.parameters?.['simulate'] ?? {}) : {};
     const parsed = SimulateSchema.safeParse(raw);
     if (!parsed.success) throw new ProviderError(`invalid simulate parameters: ${parsed.error.issues[0]?.message}`, { code: 'invalid_request', retryable: false });
@@ -84,11 +96,7 @@ export class SimulatedVideoProvider implements VideoProvider {
       ...(req.image ? { image: imageRecord(req.image) } : {}),
       ...(req.last_frame ? { last_frame: imageRecord(req.last_frame) } : {}),
     };
-    const r = await this.db.query<{ id: string }>(
-      `INSERT INTO simulator.video_operations (id, request_id, model, request) VALUES ($1, $2, $3, $4)
-       ON CONFLICT (request_id) DO UPDATE SET request_id = EXCLUDED.request_id RETURNING id`,
-      [`simop_${randomUUID()}`, req.request_id, req.model, JSON.stringify(stored)],
-    );
+    const r = await this.db.query<{ id: string }>({ ...INSERT_OPERATION, values: [`simop_${randomUUID()}`, req.request_id, req.model, JSON.stringify(stored)] });
     return { operation_id: r.rows[0]!.id };
   }
 
@@ -105,7 +113,7 @@ export class SimulatedVideoProvider implements VideoProvider {
 
   /** Cancels a running operation: its polls then answer failed (code cancelled). A finished one stays finished. */
   async cancel(operation_id: string): Promise<void> {
-    await this.db.query(COUNT_PROVIDER_CALL_SQL, ['video_cancel']);
+    await this.db.query({ ...COUNT_PROVIDER_CALL, values: ['video_cancel'] });
     const op = await this.load(operation_id);
     if (op.elapsed_ms < op.request.simulate.delay_ms) {
       await this.db.query('UPDATE simulator.video_operations SET cancelled_at = clock_timestamp() WHERE id = $1 AND cancelled_at IS NULL', [operation_id]);
@@ -123,10 +131,7 @@ export class SimulatedVideoProvider implements VideoProvider {
   /** The stored operation; `counted`, when given, is counted as a call in the same statement. */
   private async load(operation_id: string, counted?: 'video_poll'): Promise<{ request: StoredRequest; elapsed_ms: number; cancelled: boolean }> {
     const r = await this.db.query<{ request: StoredRequest; elapsed_ms: number; cancelled: boolean }>(
-      `${counted ? `WITH counted AS (${countProviderCallSql('$2')}) ` : ''}
-       SELECT request, (extract(epoch FROM clock_timestamp() - submitted_at) * 1000)::float8 AS elapsed_ms, cancelled_at IS NOT NULL AS cancelled
-         FROM simulator.video_operations WHERE id = $1`,
-      counted ? [operation_id, counted] : [operation_id],
+      counted ? { ...LOAD_COUNTED, values: [operation_id, counted] } : { ...LOAD, values: [operation_id] },
     );
     if (!r.rows[0]) throw new ProviderError(`operation ${operation_id} not found`, { code: 'not_found', retryable: false });
     return r.rows[0];

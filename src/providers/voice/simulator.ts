@@ -10,8 +10,8 @@
 // as the provider would, `rejected` (a 400 with the message) or `unavailable` (unreachable).
 import { createHash, randomBytes } from 'node:crypto';
 import type pg from 'pg';
-import type { Db } from '../../db/pool.js';
-import { COUNT_PROVIDER_CALL_SQL } from '../simulator-usage.js';
+import type { Db, PreparedStatement } from '../../db/pool.js';
+import { COUNT_PROVIDER_CALL } from '../simulator-usage.js';
 import {
   VoiceProviderError,
   type ClonedVoice,
@@ -101,7 +101,7 @@ export class SimulatedVoiceProvider implements VoiceProvider {
   }
 
   async synthesize(req: SpeechRequest): Promise<SynthesizedSpeech> {
-    await this.query(COUNT_PROVIDER_CALL_SQL, ['speech']);
+    await this.query(COUNT_PROVIDER_CALL, ['speech']);
     await this.maybeFail('speech');
     if (!SIM_PRESET_VOICES.includes(req.voice_id as (typeof SIM_PRESET_VOICES)[number]) && !(await this.hasVoice(req.voice_id))) {
       throw new VoiceProviderError('rejected', `voice "${req.voice_id}" does not exist`);
@@ -145,9 +145,9 @@ export class SimulatedVoiceProvider implements VoiceProvider {
   }
 
   /** The simulator's storage failing is, to its callers, a provider that cannot be reached. */
-  private async query<R extends pg.QueryResultRow = pg.QueryResultRow>(sql: string, params: unknown[]): Promise<pg.QueryResult<R>> {
+  private async query<R extends pg.QueryResultRow = pg.QueryResultRow>(sql: string | PreparedStatement, params: unknown[]): Promise<pg.QueryResult<R>> {
     try {
-      return await this.db.query<R>(sql, params);
+      return await this.db.query<R>(typeof sql === 'string' ? { text: sql, values: params } : { ...sql, values: params });
     } catch {
       throw new VoiceProviderError('unavailable', 'the simulated voice provider could not be reached');
     }
