@@ -112,6 +112,25 @@ test('a charge is one statement whose lock waits are bounded: held out of its wo
   assert.equal((await auditLedger(db)).ok, true);
 });
 
+test('a charge that would move the balance by anything but its estimate commits nothing (asserted inside the statement)', async () => {
+  const ws = await createWorkspace(db, { name: 'tampered', credits_micro_eur: 5_000_000 });
+  const trigger = `tamper_${ws.id.replace(/-/g, '')}`;
+  // A faulty write path: every balance update of this workspace loses one more micro-euro.
+  await db.query(`CREATE FUNCTION ${trigger}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN NEW.balance_micro_eur := NEW.balance_micro_eur - 1; RETURN NEW; END $$`);
+  await db.query(`CREATE TRIGGER ${trigger} BEFORE UPDATE OF balance_micro_eur ON workspaces FOR EACH ROW WHEN (NEW.id = '${ws.id}') EXECUTE FUNCTION ${trigger}()`);
+  try {
+    const j = job(ws.id, 1, 1_000_000);
+    await assert.rejects(chargeVideoJob(db, j), /invariant: charge moved the balance/);
+    assert.equal((await db.query('SELECT count(*)::int AS n FROM video_jobs WHERE id = $1', [j.jobId])).rows[0].n, 0, 'no job recorded');
+    assert.equal((await db.query('SELECT count(*)::int AS n FROM ledger_entries WHERE video_job_id = $1', [j.jobId])).rows[0].n, 0, 'no ledger entry');
+    assert.equal(await balance(ws.id), 5_000_000);
+  } finally {
+    await db.query(`DROP TRIGGER ${trigger} ON workspaces`);
+    await db.query(`DROP FUNCTION ${trigger}()`);
+  }
+  assert.equal((await auditLedger(db)).ok, true);
+});
+
 test('settlement keeps delivered/n and refunds the rest, once, however often it is retried', async () => {
   const ws = await createWorkspace(db, { name: 'b', credits_micro_eur: 5_000_000 });
   const j = job(ws.id, 3, 333_333);

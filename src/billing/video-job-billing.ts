@@ -95,8 +95,8 @@ const CHARGE = prepared('video-job-charge', 'SELECT outcome, before_micro_eur, a
 /**
  * Charges the estimate and records the job, atomically and idempotently per attempt: one statement
  * (the database function video_job_charge takes the job's lock, decides the attempt, locks the
- * workspace, records the job with its key's spend and appends the ledger entry). Checked here: the
- * figures it returns.
+ * workspace, records the job with its key's spend and appends the ledger entry). The function asserts
+ * that the balance moved by the estimate before it commits; the figures it returns are checked again here.
  */
 export async function chargeVideoJob(db: Db, job: VideoJobCharge): Promise<ChargeResult> {
   assertMicroEur(job.estimated_cost_micro_eur);

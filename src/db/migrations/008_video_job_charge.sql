@@ -138,6 +138,10 @@ BEGIN
   INSERT INTO ledger_entries (workspace_id, kind, amount_micro_eur, idempotency_key, video_job_id, balance_after_micro_eur)
   SELECT p_workspace_id, 'charge', -p_estimated_cost_micro_eur, 'video_job:' || p_job_id || ':charge', v_job_id, moved.balance_micro_eur FROM moved
   RETURNING balance_after_micro_eur INTO after_micro_eur;
+  -- Asserted before the commit: a charge moves the balance by exactly the estimate (else nothing commits).
+  IF after_micro_eur IS DISTINCT FROM v_balance - p_estimated_cost_micro_eur THEN
+    RAISE EXCEPTION 'invariant: charge moved the balance of % from % to % (estimate %)', p_workspace_id, v_balance, after_micro_eur, p_estimated_cost_micro_eur;
+  END IF;
   outcome := 'charged';
   charged_micro_eur := p_estimated_cost_micro_eur;
 END $$;
