@@ -77,17 +77,14 @@ export async function applyEntry(tx: Tx, entry: LedgerEntryInput): Promise<numbe
  * holds the workspace lock; the key's row lock is taken here, always after it. Returns whether it moved.
  */
 export async function spendFromKey(tx: Tx, apiKeyId: string, amount_micro_eur: number): Promise<boolean> {
-  const r = await tx.query(`${spendFromKeySql('$1', '$2')} RETURNING spent_micro_eur`, [apiKeyId, amount_micro_eur]);
+  const r = await tx.query(
+    `UPDATE api_keys SET spent_micro_eur = spent_micro_eur + $2
+      WHERE id = $1 AND (spend_limit_micro_eur IS NULL OR spent_micro_eur + $2 <= spend_limit_micro_eur OR $2 < 0)
+      RETURNING spent_micro_eur`,
+    [apiKeyId, amount_micro_eur],
+  );
   return r.rowCount === 1;
 }
-
-/**
- * The UPDATE of spendFromKey, for a statement that moves the key's spend together with what it pays for
- * (a CTE): it changes one row if the key is `key` and its limit allows `amount`, none otherwise.
- */
-export const spendFromKeySql = (key: string, amount: string) =>
-  `UPDATE api_keys SET spent_micro_eur = spent_micro_eur + ${amount}
-    WHERE id = ${key} AND (spend_limit_micro_eur IS NULL OR spent_micro_eur + ${amount} <= spend_limit_micro_eur OR ${amount} < 0)`;
 
 export async function entryExists(tx: Tx, idempotencyKey: string): Promise<boolean> {
   const r = await tx.query('SELECT 1 FROM ledger_entries WHERE idempotency_key = $1', [idempotencyKey]);

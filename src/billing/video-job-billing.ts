@@ -13,7 +13,7 @@ import type { VideoParams } from '../catalog.js';
 import { applyEntry, lockWorkspaceBalance, NotFoundError, spendFromKey } from './ledger.js';
 import { recordJobEvent, type JobEventContext } from '../webhooks/events.js';
 
-export const chargeKey = (jobId: string) => `video_job:${jobId}:charge`;
+// A job's charge entry is keyed `video_job:<id>:charge` (written by video_job_charge, 008_video_job_charge.sql).
 export const refundKey = (jobId: string) => `video_job:${jobId}:refund`;
 
 /**
