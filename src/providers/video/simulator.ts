@@ -59,9 +59,11 @@ const imageRecord = (image: InputImage): ImageRecord => ({
   sha256: createHash('sha256').update(image.bytes).digest('hex'),
 });
 
-const INSERT_OPERATION = prepared(
-  'simulator-insert-operation',
-  `INSERT INTO simulator.video_operations (id, request_id, model, request) VALUES ($1, $2, $3, $4)
+/** Stores a submitted operation ($1-$4) and counts the call ($5) in the same statement: one round trip per submit. */
+const INSERT_OPERATION_COUNTED = prepared(
+  'simulator-insert-operation-counted',
+  `WITH counted AS (${countProviderCallSql('$5')})
+   INSERT INTO simulator.video_operations (id, request_id, model, request) VALUES ($1, $2, $3, $4)
    ON CONFLICT (request_id) DO UPDATE SET request_id = EXCLUDED.request_id RETURNING id`,
 );
 const SELECT_OPERATION = `SELECT request, (extract(epoch FROM clock_timestamp() - submitted_at) * 1000)::float8 AS elapsed_ms, cancelled_at IS NOT NULL AS cancelled
@@ -79,12 +81,13 @@ export class SimulatedVideoProvider implements VideoProvider {
   ) {}
 
   async submit(req: VideoSubmission): Promise<{ operation_id: string }> {
-    // Counted on its own, as received, before the operation is stored: a submit that dies half-way (a
-    // fault test holds it there) is still a call the provider got.
-    await this.db.query({ ...COUNT_PROVIDER_CALL, values: ['video_submit'] });
+    // Every call received is counted: a refused one on its own, an accepted one with its operation.
     const raw = this.honoursSimulate(req.model) ? (req.parameters?.['simulate'] ?? {}) : {};
     const parsed = SimulateSchema.safeParse(raw);
-    if (!parsed.success) throw new ProviderError(`invalid simulate parameters: ${parsed.error.issues[0]?.message}`, { code: 'invalid_request', retryable: false });
+    if (!parsed.success) {
+      await this.db.query({ ...COUNT_PROVIDER_CALL, values: ['video_submit'] });
+      throw new ProviderError(`invalid simulate parameters: ${parsed.error.issues[0]?.message}`, { code: 'invalid_request', retryable: false });
+    }
     const stored: StoredRequest = {
       n: req.params.n,
       durationSeconds: req.params.durationSeconds,
@@ -96,7 +99,7 @@ export class SimulatedVideoProvider implements VideoProvider {
       ...(req.image ? { image: imageRecord(req.image) } : {}),
       ...(req.last_frame ? { last_frame: imageRecord(req.last_frame) } : {}),
     };
-    const r = await this.db.query<{ id: string }>({ ...INSERT_OPERATION, values: [`simop_${randomUUID()}`, req.request_id, req.model, JSON.stringify(stored)] });
+    const r = await this.db.query<{ id: string }>({ ...INSERT_OPERATION_COUNTED, values: [`simop_${randomUUID()}`, req.request_id, req.model, JSON.stringify(stored), 'video_submit'] });
     return { operation_id: r.rows[0]!.id };
   }
 
