@@ -16,6 +16,7 @@ const RELEASED: Record<string, string> = {
   '0.3.0': '9b6a3293dac6f11a7b453312f1e9e14be13cbabc',
   // 0.3.1 changed no workflow code and recorded nothing new: its commit holds the histories above.
   '0.3.1': '2b215e4a1564eab5dd907857b9cf9f6c07aefe38',
+  '0.4.0': 'd7eb41547b791b3be964a57136fd009d925eaa71',
 };
 
 const git = (...args: string[]) => execFileSync('git', args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();

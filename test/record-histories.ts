@@ -125,6 +125,13 @@ test('a run whose charge step starts late finds its attempt charged and goes on 
   await saveHistory(stack, 'video-job-late-run-charged', handle.workflowId);
 });
 
+test('a run started "charging" (as 0.4.0\'s API started it) upserts "pending" once charged, as 0.4.0 did', async () => {
+  const c = await newCustomer(stack, 10);
+  const handle = await startDirect(stack, directInput(c.workspaceId, randomUUID()), undefined, 'charging');
+  assert.equal(((await handle.result()) as { status: string }).status, 'succeeded');
+  await saveHistory(stack, 'video-job-started-charging', handle.workflowId);
+});
+
 test('a second attempt of a job another attempt created ends without charging (duplicate)', async () => {
   const c = await newCustomer(stack, 10);
   const jobId = await run(stack, 'video-job-first-attempt', simJob({ delay_ms: 0 }, { n: 1 }), 'succeeded');

@@ -3,14 +3,14 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { assertAuditHolds, balanceMicro, http, newCustomer, simJob, startStack, waitForJob, type Stack } from './helpers/stack.js';
-import { videoJobWorkflowId } from '../workflows/messages.js';
+import { JOB_STATUS_SA, videoJobWorkflowId } from '../workflows/messages.js';
 import { providerCalls } from '../src/providers/simulator-usage.js';
 import { startWorker, type RunningWorker } from '../src/runtime.js';
 import { createLogger } from '../src/logger.js';
 import { randomUUID } from 'node:crypto';
 import { jobIdForIdempotencyKey } from '../src/services/video-jobs.js';
 import { chargeDirect, directInput, startDirect } from './helpers/direct-start.js';
-import { PATCH_DECIDE_WHEN_LATE } from '../workflows/video-job.js';
+import { PATCH_DECIDE_WHEN_LATE, PATCH_STATUS_AT_START, PATCH_SUBMIT_WITHIN_AWAIT } from '../workflows/video-job.js';
 
 describe('deadline', () => {
   let stack: Stack;
@@ -168,6 +168,61 @@ describe('a run whose charge step starts late', () => {
     assert.equal(refused.status, 'not_accepted');
     assert.equal((await stack.db.query("SELECT count(*)::int AS n FROM video_job_refusals WHERE job_id = $1 AND reason = 'not_accepted_in_time'", [never.job_id])).rows[0].n, 1);
     assert.equal(await balanceMicro(stack, c.workspaceId), 5_000_000 - 200_000, 'charged once, for the job that ran');
+    await assertAuditHolds(stack);
+  });
+});
+
+describe('the job status search attribute', () => {
+  let stack: Stack;
+  before(async () => {
+    stack = await startStack();
+  });
+  after(async () => {
+    await stack.stop();
+  });
+
+  type Events = NonNullable<Awaited<ReturnType<ReturnType<Stack['api']['temporal']['workflow']['getHandle']>['fetchHistory']>>['events']>;
+  /** The search attributes each upsert of the history set, in order (their names). */
+  const upserts = (events: Events) =>
+    events.flatMap((e) => (e.upsertWorkflowSearchAttributesEventAttributes ? [Object.keys(e.upsertWorkflowSearchAttributesEventAttributes.searchAttributes?.indexedFields ?? {}).join(',')] : []));
+  /** The ids of the history's patch markers. */
+  const patchesOf = (events: Events) =>
+    events
+      .filter((e) => e.markerRecordedEventAttributes?.markerName === 'core_patch')
+      .map((e) => {
+        const data = e.markerRecordedEventAttributes!.details!['patch-data']!.payloads![0]!.data!;
+        return (JSON.parse(typeof data === 'string' ? Buffer.from(data, 'base64').toString() : Buffer.from(data).toString()) as { id: string }).id;
+      });
+
+  // 0.5.0: the API starts the run "pending"; an accepted job then upserts only its patch's version, and its
+  // final status when it settles (one history event and one visibility write fewer per create).
+  test('is "pending" from the start of an accepted job, which upserts none until it settles; a run started "charging" upserts "pending" as 0.4.0 did', async () => {
+    const c = await newCustomer(stack, 5);
+    const created = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: simJob({ delay_ms: 1_500 }) });
+    assert.equal(created.status, 202);
+    const handle = stack.api.temporal.workflow.getHandle(videoJobWorkflowId(created.body.id));
+    assert.equal((await handle.describe()).typedSearchAttributes.get(JOB_STATUS_SA), 'pending');
+    await handle.result();
+    const events = (await handle.fetchHistory()).events!;
+    assert.deepEqual(upserts(events), ['TemporalChangeVersion', 'VideoJobStatus'], 'the version on acceptance, the status once settled');
+    assert.deepEqual(patchesOf(events), [PATCH_STATUS_AT_START]);
+    assert.equal((await handle.describe()).typedSearchAttributes.get(JOB_STATUS_SA), 'succeeded');
+
+    // As 0.4.0's API started it: the run upserts "pending" once charged, and marks the submit's patch.
+    const old = directInput(c.workspaceId, randomUUID());
+    const oldRun = await startDirect(stack, old, undefined, 'charging');
+    assert.equal(((await oldRun.result()) as { status: string }).status, 'succeeded');
+    const oldEvents = (await oldRun.fetchHistory()).events!;
+    assert.deepEqual(upserts(oldEvents), ['VideoJobStatus', 'TemporalChangeVersion', 'VideoJobStatus']);
+    assert.deepEqual(patchesOf(oldEvents), [PATCH_SUBMIT_WITHIN_AWAIT]);
+
+    // A refused attempt's run ends with its refusal as its status.
+    const poor = await newCustomer(stack, 0.1);
+    const refused = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: poor.key, json: simJob(), headers: { 'Idempotency-Key': 'poor-1' } });
+    assert.equal(refused.status, 402, JSON.stringify(refused.body));
+    const refusedRun = stack.api.temporal.workflow.getHandle(videoJobWorkflowId(jobIdForIdempotencyKey(poor.workspaceId, 'poor-1')));
+    assert.equal(((await refusedRun.result()) as { status: string }).status, 'rejected');
+    assert.equal((await refusedRun.describe()).typedSearchAttributes.get(JOB_STATUS_SA), 'rejected');
     await assertAuditHolds(stack);
   });
 });

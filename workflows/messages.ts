@@ -128,5 +128,18 @@ export const WORKSPACE_ID_SA = defineSearchAttributeKey('WorkspaceId', SearchAtt
 export const VIDEO_MODEL_SA = defineSearchAttributeKey('VideoModel', SearchAttributeType.KEYWORD);
 export const JOB_STATUS_SA = defineSearchAttributeKey('VideoJobStatus', SearchAttributeType.KEYWORD);
 export const SEARCH_ATTRIBUTES = [WORKSPACE_ID_SA, VIDEO_MODEL_SA, JOB_STATUS_SA] as const;
+/**
+ * The job's status search attribute as the API starts its workflow (0.5.0; "charging" before): an accepted job
+ * keeps it until it settles, a refused attempt's run sets its refusal. Its charge takes milliseconds, so the
+ * Temporal UI shows a job being charged as pending, and an accepted job costs no upsert when it is accepted.
+ */
+export const STATUS_AT_START: VideoJobStatus = 'pending';
+
+/** The search attributes a job's workflow is started with (by the API, and by tests that start it directly). */
+export const videoJobStartSearchAttributes = (workspace_id: string, model: string) => [
+  { key: WORKSPACE_ID_SA, value: workspace_id },
+  { key: VIDEO_MODEL_SA, value: model },
+  { key: JOB_STATUS_SA, value: STATUS_AT_START },
+];
 
 export const videoJobWorkflowId = (job_id: string) => `video-job-${job_id}`;

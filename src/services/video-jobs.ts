@@ -37,10 +37,8 @@ import {
   KEY_SPEND_LIMIT_EXCEEDED,
   NOT_ACCEPTED_IN_TIME,
   jobStateQuery,
-  JOB_STATUS_SA,
-  VIDEO_MODEL_SA,
+  videoJobStartSearchAttributes,
   videoJobWorkflowId,
-  WORKSPACE_ID_SA,
   type VideoJobInput,
   type VideoJobState,
 } from '../../workflows/messages.js';
@@ -199,11 +197,7 @@ export class VideoJobsService {
       // Idempotency-Key starts a new attempt. An accepted job never gets here (its record answers above),
       // and a run that races one is refused by the charge as a duplicate.
       workflowIdReusePolicy: 'ALLOW_DUPLICATE',
-      typedSearchAttributes: [
-        { key: WORKSPACE_ID_SA, value: principal.workspace_id },
-        { key: VIDEO_MODEL_SA, value: r.model.id },
-        { key: JOB_STATUS_SA, value: 'charging' },
-      ],
+      typedSearchAttributes: videoJobStartSearchAttributes(principal.workspace_id, r.model.id),
     });
     const deadline_ms = now_ms + timeout_ms;
     let state: VideoJobState;

@@ -1,7 +1,7 @@
 // A video-job workflow started directly, as the API would start it, for paths only a direct start reaches
 // (a second attempt of a job, a run that starts late, inputs the API refuses).
 import { randomUUID } from 'node:crypto';
-import { videoJobWorkflowId, type VideoJobInput, type VideoJobResume } from '../../workflows/messages.js';
+import { JOB_STATUS_SA, videoJobStartSearchAttributes, videoJobWorkflowId, type VideoJobInput, type VideoJobStatus, type VideoJobResume } from '../../workflows/messages.js';
 import type { Db } from '../../src/db/pool.js';
 import { chargeVideoJob, type ChargeResult } from '../../src/billing/video-job-billing.js';
 import type { Stack } from './stack.js';
@@ -29,12 +29,16 @@ export function directInput(workspace_id: string, job_id: string, extra: Partial
   };
 }
 
-export async function startDirect(s: Stack, input: VideoJobInput, resume?: VideoJobResume) {
+/** Starts the run with the API's search attributes; `status` overrides the status one (0.4.0's API started "charging"). */
+export async function startDirect(s: Stack, input: VideoJobInput, resume?: VideoJobResume, status?: VideoJobStatus) {
   return s.api.temporal.workflow.start('videoJobWorkflow', {
     workflowId: videoJobWorkflowId(input.job_id),
     taskQueue: s.config.temporal.taskQueue,
     args: resume ? [input, resume] : [input],
     workflowIdReusePolicy: 'ALLOW_DUPLICATE',
+    typedSearchAttributes: videoJobStartSearchAttributes(input.workspace_id, input.model).map((sa) =>
+      status !== undefined && sa.key.name === JOB_STATUS_SA.name ? { ...sa, value: status } : sa,
+    ),
   });
 }
 
