@@ -198,10 +198,10 @@ describe('the job status search attribute', () => {
   // final status when it settles (one history event and one visibility write fewer per create).
   test('is "pending" from the start of an accepted job, which upserts none until it settles; a run started "charging" upserts "pending" as 0.4.0 did', async () => {
     const c = await newCustomer(stack, 5);
-    const created = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: simJob({ delay_ms: 1_500 }) });
+    const created = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: simJob({ delay_ms: 3_000 }) });
     assert.equal(created.status, 202);
     const handle = stack.api.temporal.workflow.getHandle(videoJobWorkflowId(created.body.id));
-    assert.equal((await handle.describe()).typedSearchAttributes.get(JOB_STATUS_SA), 'pending');
+    assert.equal((await handle.describe()).typedSearchAttributes.get(JOB_STATUS_SA), 'pending', 'while the job runs');
     await handle.result();
     const events = (await handle.fetchHistory()).events!;
     assert.deepEqual(upserts(events), ['TemporalChangeVersion', 'VideoJobStatus'], 'the version on acceptance, the status once settled');
@@ -209,7 +209,7 @@ describe('the job status search attribute', () => {
     assert.equal((await handle.describe()).typedSearchAttributes.get(JOB_STATUS_SA), 'succeeded');
 
     // As 0.4.0's API started it: the run upserts "pending" once charged, and marks the submit's patch.
-    const old = directInput(c.workspaceId, randomUUID());
+    const old = directInput(c.workspaceId, randomUUID(), { accept_by_ms: Date.now() + 30_000 });
     const oldRun = await startDirect(stack, old, undefined, 'charging');
     assert.equal(((await oldRun.result()) as { status: string }).status, 'succeeded');
     const oldEvents = (await oldRun.fetchHistory()).events!;
