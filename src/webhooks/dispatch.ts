@@ -31,6 +31,13 @@ export interface WebhookDispatch {
 
 /** Most deliveries started by one call. */
 export const MAX_DISPATCH_BATCH = 1_000;
+
+/**
+ * How long a recorded delivery is left to the settlement that recorded it (which starts it right after its
+ * commit) before `dispatchUndispatched` starts it: the reconciler picks up what a crash left, and does not
+ * race a settlement that is about to start its own deliveries.
+ */
+export const UNDISPATCHED_GRACE_MS = 30_000;
 /** Workflow starts in flight at once (a job's deliveries start together, not one after another). */
 const DISPATCH_CONCURRENCY = 8;
 
@@ -77,10 +84,10 @@ export async function dispatchJobWebhooks(d: WebhookDispatch, jobId: string): Pr
 }
 
 /** Starts up to `limit` recorded deliveries that were never started, oldest first. */
-export async function dispatchUndispatched(d: WebhookDispatch, limit: number): Promise<number> {
+export async function dispatchUndispatched(d: WebhookDispatch, limit: number, min_age_ms = UNDISPATCHED_GRACE_MS): Promise<number> {
   const r = await d.db.query<{ id: string }>(
-    'SELECT id FROM webhook_deliveries WHERE dispatched_at IS NULL ORDER BY created_at LIMIT $1',
-    [Math.max(1, Math.min(limit, MAX_DISPATCH_BATCH))],
+    'SELECT id FROM webhook_deliveries WHERE dispatched_at IS NULL AND created_at <= now() - make_interval(secs => $2::float8 / 1000) ORDER BY created_at LIMIT $1',
+    [Math.max(1, Math.min(limit, MAX_DISPATCH_BATCH)), Math.max(0, min_age_ms)],
   );
   return dispatchWebhookDeliveries(d, r.rows.map((row) => row.id));
 }
