@@ -18,6 +18,8 @@ const RELEASED: Record<string, string> = {
   '0.3.1': '2b215e4a1564eab5dd907857b9cf9f6c07aefe38',
   '0.4.0': 'd7eb41547b791b3be964a57136fd009d925eaa71',
   '0.5.0': 'd934245354e4b9bc75842a34caad29596db2e071',
+  // 0.5.1, like 0.3.1, changed no workflow code and recorded nothing new.
+  '0.5.1': 'd44fdfa7b2c4e8166b65a8daf43efb1272267511',
 };
 
 const git = (...args: string[]) => execFileSync('git', args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
