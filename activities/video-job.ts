@@ -1,6 +1,7 @@
 // Activities of the video job workflow: the ledger, the provider and storage. Each is idempotent,
 // so Temporal may retry any of them after a crash without double charging or double storing.
 // Metrics count only real ledger changes (never an idempotent replay); logs carry job_id and workspace_id.
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure, ApplicationFailureCategory } from '@temporalio/common';
 import type { Logger } from 'pino';
@@ -35,6 +36,8 @@ import { isPermanentStorageError, type Storage } from '../src/storage/local.js';
 import { OPERATION_RUNNING, videoJobWorkflowId, type StoredVideo } from '../workflows/messages.js';
 import type { JobEventContext } from '../src/webhooks/events.js';
 import { dispatchJobWebhooks } from '../src/webhooks/dispatch.js';
+import { Semaphore } from '../src/semaphore.js';
+import { DEFAULT_MAX_AWAITING_IN_PROCESS } from '../src/temporal/worker-limits.js';
 
 export interface VideoJobActivityDeps {
   db: Db;
@@ -43,6 +46,33 @@ export interface VideoJobActivityDeps {
   logger: Logger;
   /** Webhooks (issue 10): how events present the job, and the first retry interval of deliveries. */
   webhookEvents?: { context: JobEventContext; retry_initial_ms: number };
+  /**
+   * Aborted when this worker starts stopping: an activity awaiting a provider operation then ends its
+   * attempt at once (retryable), and another worker's retry takes the awaiting over from the job's record.
+   */
+  stopping?: AbortSignal;
+  /**
+   * Jobs this process awaits in process at most (each holds an activity slot and about 60 KiB). Beyond it a
+   * job's awaiting polls once per activity attempt, Temporal's retries being the loop. Default 500.
+   */
+  max_awaiting_in_process?: number;
+}
+
+/** A job's operation being awaited; `known_failures`: its count of failed polls when known (spares resetting a 0). */
+interface Awaiting {
+  backend: string;
+  job_id: string;
+  operation_id: string;
+  pacing: PollPacing;
+  known_failures: number | undefined;
+  /** The wait before the first poll: 0 for a retry taking over an operation submitted earlier. */
+  first_poll_after_ms: number;
+}
+
+/** How an awaiting activity paces its polls (the job's poll settings; absent in activities of 0.5 runs). */
+export interface PollPacing {
+  poll_interval_ms?: number;
+  poll_max_interval_ms?: number;
 }
 
 /** The job id of the running activity's workflow (`video-job-<job id>`), for logs. */
@@ -108,6 +138,10 @@ async function withHeartbeat<T>(detail: unknown, work: () => Promise<T>): Promis
 }
 const HEARTBEAT_EVERY_MS = 5_000;
 
+/** Videos copied from a provider into storage at once by one worker process (each is held in memory), and copies left waiting. */
+export const MAX_CONCURRENT_OUTPUT_COPIES = 8;
+const MAX_WAITING_OUTPUT_COPIES = 10_000;
+
 /** Consecutive failed provider polls of one operation before the job fails with the last error. */
 export const MAX_CONSECUTIVE_POLL_FAILURES = 20;
 
@@ -125,6 +159,48 @@ function operationRunning(message: string): ApplicationFailure {
   return failure;
 }
 
+/** The attempt of an awaiting activity ends because its worker stops: retried, by another worker. */
+const WORKER_STOPPING = 'WorkerStopping';
+
+/**
+ * Waits `ms` in an attempt that heartbeats: a heartbeat at least every half heartbeat timeout (the SDK
+ * throttles what it sends), so a long interval never looks like a dead worker. Ends early with the
+ * activity's CancelledFailure when it is cancelled, with a retryable failure when the worker stops.
+ * `signal`: the activity's cancellation signal, joined with the worker's stopping one (abortSignalOf).
+ * (Context.sleep is not used: each call leaves a reaction on the activity's cancellation promise until
+ * the activity ends, so a job awaited for 30 minutes would hold hundreds.)
+ */
+async function pause(ms: number, signal: AbortSignal, stopping: AbortSignal | undefined): Promise<void> {
+  const ctx = Context.current();
+  const beat_ms = Math.max(Math.floor((ctx.info.heartbeatTimeoutMs ?? 0) / 2), 1_000);
+  for (let left_ms = ms; left_ms > 0; left_ms -= beat_ms) {
+    ctx.heartbeat();
+    try {
+      await sleep(Math.min(left_ms, beat_ms), undefined, { signal });
+    } catch (err) {
+      if (stopping?.aborted) throw workerStopping();
+      if (ctx.cancellationSignal.aborted) throw ctx.cancellationSignal.reason;
+      throw err;
+    }
+  }
+}
+
+/** What ends an awaiting attempt's waits: its cancellation, or its worker stopping. */
+function abortSignalOf(stopping: AbortSignal | undefined): AbortSignal {
+  const cancellation = Context.current().cancellationSignal;
+  return stopping ? AbortSignal.any([cancellation, stopping]) : cancellation;
+}
+
+function workerStopping(): ApplicationFailure {
+  const failure = ApplicationFailure.create({ type: WORKER_STOPPING, message: 'the worker is stopping; another worker goes on awaiting the operation', category: ApplicationFailureCategory.BENIGN });
+  failure.stack = `${failure.name}: ${failure.message}`;
+  return failure;
+}
+
+/** Polls a job waits between two polls of its operation: its interval, growing by POLL_BACKOFF up to its maximum. */
+const POLL_BACKOFF = 1.5;
+const DEFAULT_POLL_INTERVAL_MS = 5_000;
+
 /** The same failure, made final: the job fails with it instead of retrying. */
 const finalFailure = (failure: ApplicationFailure) =>
   ApplicationFailure.create({ type: failure.type ?? 'ProviderError', message: failure.message, nonRetryable: true, details: failure.details ?? [] });
@@ -137,6 +213,9 @@ interface FailedOutput {
 }
 
 export function createVideoJobActivities(deps: VideoJobActivityDeps) {
+  const outputCopies = new Semaphore(MAX_CONCURRENT_OUTPUT_COPIES, MAX_WAITING_OUTPUT_COPIES);
+  const max_awaiting_in_process = deps.max_awaiting_in_process ?? DEFAULT_MAX_AWAITING_IN_PROCESS;
+  let awaiting_in_process = 0;
   const providerFor = (backend: string): VideoProvider => {
     const p = deps.videoProviders.get(backend);
     if (!p) {
@@ -155,8 +234,15 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
     }
   };
 
-  /** Copies output `index` into storage under a key derived from the job: a retry overwrites, never duplicates. */
-  const copyOne = async (provider: VideoProvider, job_id: string, operation_id: string, index: number, output: VideoOutputRef): Promise<StoredVideo> => {
+  /**
+   * Copies output `index` into storage under a key derived from the job: a retry overwrites, never duplicates.
+   * At most MAX_CONCURRENT_OUTPUT_COPIES at once in this process (each holds a video in memory), whatever the
+   * activity slots: those are many, since every job awaiting its provider holds one.
+   */
+  const copyOne = (provider: VideoProvider, job_id: string, operation_id: string, index: number, output: VideoOutputRef): Promise<StoredVideo> =>
+    withHeartbeat(index, () => outputCopies.with(() => copyOneNow(provider, job_id, operation_id, index, output)));
+
+  const copyOneNow = async (provider: VideoProvider, job_id: string, operation_id: string, index: number, output: VideoOutputRef): Promise<StoredVideo> => {
     let body: Buffer;
     try {
       body = await withHeartbeat(index, () => provider.fetchOutput(operation_id, output));
@@ -248,6 +334,55 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
     return status;
   };
 
+  /**
+   * Awaits the job's operation. An attempt scheduled with a heartbeat timeout (0.6.0 on) polls in this
+   * process until the operation ends (Temporal's frequent-polling pattern: a poll is a provider call, not
+   * a Temporal round trip; heartbeats, throttled by the SDK, tell Temporal the attempt is alive and bring
+   * back cancellation). A passing provider error is polled again after the interval (or its Retry-After)
+   * up to MAX_CONSECUTIVE_POLL_FAILURES in a row. An attempt scheduled without one (runs of 0.5.x and
+   * earlier), or one beyond this process's max_awaiting_in_process, polls once: its retries are the polling
+   * loop (Temporal's infrequent-polling pattern, as in 0.5).
+   */
+  const awaitOperation = async (a: Awaiting): Promise<VideoOperationStatus> => {
+    const ctx = Context.current();
+    if (!ctx.info.heartbeatTimeoutMs || awaiting_in_process >= max_awaiting_in_process) {
+      if (a.first_poll_after_ms > 0) throw operationRunning(`the video operation ${a.operation_id} was submitted`);
+      return pollOnce(a.backend, a.job_id, a.operation_id, a.known_failures);
+    }
+    awaiting_in_process++;
+    try {
+      return await pollUntilDone(a);
+    } finally {
+      awaiting_in_process--;
+    }
+  };
+
+  /** The in-process polling loop of awaitOperation. */
+  const pollUntilDone = async ({ backend, job_id, operation_id, pacing, known_failures, first_poll_after_ms }: Awaiting): Promise<VideoOperationStatus> => {
+    const ctx = Context.current();
+    const interval_ms = pacing.poll_interval_ms ?? DEFAULT_POLL_INTERVAL_MS;
+    const max_interval_ms = Math.max(pacing.poll_max_interval_ms ?? interval_ms, interval_ms);
+    // Past the job's deadline Temporal has timed the activity out: nothing would take the result.
+    const ends_at_ms = ctx.info.scheduleToCloseTimeoutMs > 0 ? ctx.info.scheduledTimestampMs + ctx.info.scheduleToCloseTimeoutMs : Infinity;
+    let wait_ms = first_poll_after_ms;
+    let next_interval_ms = interval_ms;
+    let failures = known_failures;
+    const signal = abortSignalOf(deps.stopping);
+    for (;;) {
+      if (wait_ms > 0) await pause(Math.min(wait_ms, Math.max(ends_at_ms - Date.now(), 0)), signal, deps.stopping);
+      if (Date.now() >= ends_at_ms) throw operationRunning(`the video operation ${operation_id} was still running at the job's deadline`);
+      try {
+        return await pollOnce(backend, job_id, operation_id, failures);
+      } catch (err) {
+        if (!(err instanceof ApplicationFailure) || err.nonRetryable) throw err;
+        const running = err.type === OPERATION_RUNNING;
+        failures = running ? 0 : undefined;
+        wait_ms = !running && typeof err.nextRetryDelay === 'number' ? err.nextRetryDelay : next_interval_ms;
+        next_interval_ms = Math.min(Math.ceil(next_interval_ms * POLL_BACKOFF), max_interval_ms);
+      }
+    }
+  };
+
   return {
     /** Prices the job from the catalog (never from the request) and charges it; see chargeVideoJob. */
     async chargeVideoJob(job: VideoJobCharge): Promise<ChargeResult> {
@@ -317,8 +452,8 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
      * provider calls passing is retried the same way (after its Retry-After when it gives one) until
      * MAX_CONSECUTIVE_POLL_FAILURES in a row; a final one fails the job.
      */
-    async awaitVideoGeneration(input: { backend: string; job_id: string; operation_id: string }): Promise<VideoOperationStatus> {
-      return pollOnce(input.backend, input.job_id, input.operation_id);
+    async awaitVideoGeneration(input: { backend: string; job_id: string; operation_id: string } & PollPacing): Promise<VideoOperationStatus> {
+      return awaitOperation({ backend: input.backend, job_id: input.job_id, operation_id: input.operation_id, pacing: input, known_failures: undefined, first_poll_after_ms: 0 });
     },
 
     /**
@@ -330,15 +465,17 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
      * A retryable submit failure is retried with the polls' policy up to MAX_SUBMIT_ATTEMPTS; a final one
      * fails the job with its code (as the submit activity did).
      */
-    async submitAndAwaitVideoGeneration(input: { backend: string; request: VideoGenerationRequest }): Promise<{ operation_id: string; status: VideoOperationStatus }> {
+    async submitAndAwaitVideoGeneration(input: { backend: string; request: VideoGenerationRequest } & PollPacing): Promise<{ operation_id: string; status: VideoOperationStatus }> {
       const job_id = input.request.request_id;
       const recorded = await videoJobProgress(deps.db, job_id);
       if (recorded?.operation_id) {
-        return { operation_id: recorded.operation_id, status: await pollOnce(input.backend, job_id, recorded.operation_id, recorded.poll_failures) };
+        const status = await awaitOperation({ backend: input.backend, job_id, operation_id: recorded.operation_id, pacing: input, known_failures: recorded.poll_failures, first_poll_after_ms: 0 });
+        return { operation_id: recorded.operation_id, status };
       }
       const { operation_id } = await submit(input.backend, input.request, Context.current().info.attempt >= MAX_SUBMIT_ATTEMPTS, recorded?.workspace_id);
-      // The operation has just started: the first poll comes after the policy's first interval.
-      throw operationRunning(`the video operation ${operation_id} was submitted`);
+      // The operation has just started: the first poll comes after the first interval.
+      const status = await awaitOperation({ backend: input.backend, job_id, operation_id, pacing: input, known_failures: 0, first_poll_after_ms: input.poll_interval_ms ?? DEFAULT_POLL_INTERVAL_MS });
+      return { operation_id, status };
     },
 
     /**

@@ -29,7 +29,7 @@ export function formatHeader(env: Environment, cfg: BenchConfig, product: Config
     `product     VIDEO_POLL_INTERVAL_MS=${product.video.pollIntervalMs} VIDEO_POLL_MAX_INTERVAL_MS=${product.video.pollMaxIntervalMs} ` +
       `VIDEO_JOB_TIMEOUT_MS=${product.video.jobTimeoutMs} DATABASE_POOL_MAX=${product.databasePoolMax} ` +
       `WORKER_MAX_CACHED_WORKFLOWS=${product.workerLimits.maxCachedWorkflows} WORKER_MAX_CONCURRENT_WORKFLOW_TASKS=${product.workerLimits.maxConcurrentWorkflowTaskExecutions} ` +
-      `WORKER_MAX_CONCURRENT_ACTIVITIES=${product.workerLimits.maxConcurrentActivityTaskExecutions} WORKER_MAX_CONCURRENT_LOCAL_ACTIVITIES=${product.workerLimits.maxConcurrentLocalActivityExecutions}`,
+      `WORKER_MAX_CONCURRENT_ACTIVITIES=${product.workerLimits.maxConcurrentActivityTaskExecutions} WORKER_MAX_CONCURRENT_LOCAL_ACTIVITIES=${product.workerLimits.maxConcurrentLocalActivityExecutions} WORKER_MAX_AWAITING_IN_PROCESS=${product.workerMaxAwaitingInProcess}`,
     '            (the service\'s defaults unless exported; the bench sets only RATE_LIMIT_PER_MINUTE=1000000, SIMULATOR=on, LOG_LEVEL=silent)',
     '',
   ].join('\n');

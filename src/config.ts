@@ -2,7 +2,7 @@
 // A bad value ends the process with one clear line (see ConfigError), never a stack trace.
 import path from 'node:path';
 import { z } from 'zod';
-import { DEFAULT_WORKER_LIMITS, type WorkerLimits } from './temporal/worker-limits.js';
+import { DEFAULT_MAX_AWAITING_IN_PROCESS, DEFAULT_WORKER_LIMITS, type WorkerLimits } from './temporal/worker-limits.js';
 import { checkElevenLabsBaseUrl, ELEVENLABS_DEFAULT_BASE_URL, ELEVENLABS_DEFAULT_MODEL_ID } from './providers/voice/elevenlabs.js';
 import { GCS_DEFAULT_API_ENDPOINT, parseGcsUri, VERTEX_DEFAULT_LOCATION, vertexDefaultApiEndpoint } from './providers/video/vertex-veo.js';
 import { ConfigError } from './config-error.js';
@@ -32,6 +32,7 @@ const EnvSchema = z.object({
   URL_SIGNING_SECRET: z.string().min(32, 'URL_SIGNING_SECRET must be at least 32 characters').optional(),
   VIDEO_POLL_INTERVAL_MS: intFrom(10, 600_000).default(5_000),
   VIDEO_POLL_MAX_INTERVAL_MS: intFrom(10, 3_600_000).optional(),
+  VIDEO_AWAIT_HEARTBEAT_TIMEOUT_MS: intFrom(2_000, 600_000).default(30_000),
   VIDEO_JOB_TIMEOUT_MS: intFrom(1_000, 7 * 24 * 3_600_000).default(30 * 60_000),
   VIDEO_CREATE_TIMEOUT_MS: intFrom(3_000, 120_000).default(30_000),
   RECONCILE_INTERVAL_MS: intFrom(1_000, 24 * 3_600_000).default(60_000),
@@ -39,7 +40,8 @@ const EnvSchema = z.object({
   WEBHOOK_MAX_ATTEMPTS_PER_SECOND: intFrom(1, 10_000).default(50),
   WORKER_MAX_CACHED_WORKFLOWS: intFrom(2, 100_000).default(DEFAULT_WORKER_LIMITS.maxCachedWorkflows),
   WORKER_MAX_CONCURRENT_WORKFLOW_TASKS: intFrom(2, 10_000).default(DEFAULT_WORKER_LIMITS.maxConcurrentWorkflowTaskExecutions),
-  WORKER_MAX_CONCURRENT_ACTIVITIES: intFrom(1, 10_000).default(DEFAULT_WORKER_LIMITS.maxConcurrentActivityTaskExecutions),
+  WORKER_MAX_CONCURRENT_ACTIVITIES: intFrom(1, 100_000).default(DEFAULT_WORKER_LIMITS.maxConcurrentActivityTaskExecutions),
+  WORKER_MAX_AWAITING_IN_PROCESS: intFrom(0, 100_000).default(DEFAULT_MAX_AWAITING_IN_PROCESS),
   WORKER_MAX_CONCURRENT_LOCAL_ACTIVITIES: intFrom(1, 10_000).default(DEFAULT_WORKER_LIMITS.maxConcurrentLocalActivityExecutions),
   SIGNED_URL_TTL_S: intFrom(10, 7 * 24 * 3600).default(3600),
   STORAGE_BACKEND: z.enum(['local', 's3']).default('local'),
@@ -99,6 +101,8 @@ export interface Config {
   video: {
     pollIntervalMs: number;
     pollMaxIntervalMs: number;
+    /** Without a heartbeat for this long, an attempt awaiting a provider operation is given to another worker. */
+    awaitHeartbeatTimeoutMs: number;
     jobTimeoutMs: number;
     /** How long a create waits for its charge step before answering 503 (nothing charged). */
     createTimeoutMs: number;
@@ -107,6 +111,8 @@ export interface Config {
   reconcileIntervalMs: number;
   /** Cache and slots of a worker: its memory is bounded by these, not by the number of pending jobs. */
   workerLimits: WorkerLimits;
+  /** Jobs a worker process awaits in process (polling their provider); beyond, one poll per activity attempt. */
+  workerMaxAwaitingInProcess: number;
   signedUrlTtlS: number;
   /** Where outputs are stored: DATA_DIR/storage (local) or an S3-compatible bucket. */
   storageBackend: 'local' | 's3';
@@ -241,6 +247,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (pollMaxIntervalMs < e.VIDEO_POLL_INTERVAL_MS) {
     throw new ConfigError('VIDEO_POLL_MAX_INTERVAL_MS must be >= VIDEO_POLL_INTERVAL_MS');
   }
+  if (e.WORKER_MAX_AWAITING_IN_PROCESS >= e.WORKER_MAX_CONCURRENT_ACTIVITIES) {
+    throw new ConfigError('WORKER_MAX_AWAITING_IN_PROCESS must be below WORKER_MAX_CONCURRENT_ACTIVITIES (jobs awaited in process hold activity slots; settlements and copies need some)');
+  }
   return {
     production,
     port: e.PORT,
@@ -263,6 +272,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     video: {
       pollIntervalMs: e.VIDEO_POLL_INTERVAL_MS,
       pollMaxIntervalMs,
+      awaitHeartbeatTimeoutMs: e.VIDEO_AWAIT_HEARTBEAT_TIMEOUT_MS,
       jobTimeoutMs: e.VIDEO_JOB_TIMEOUT_MS,
       createTimeoutMs: e.VIDEO_CREATE_TIMEOUT_MS,
     },
@@ -273,6 +283,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       maxConcurrentActivityTaskExecutions: e.WORKER_MAX_CONCURRENT_ACTIVITIES,
       maxConcurrentLocalActivityExecutions: e.WORKER_MAX_CONCURRENT_LOCAL_ACTIVITIES,
     },
+    workerMaxAwaitingInProcess: e.WORKER_MAX_AWAITING_IN_PROCESS,
     signedUrlTtlS: e.SIGNED_URL_TTL_S,
     storageBackend: e.STORAGE_BACKEND,
     s3: s3ConfigOf(e),

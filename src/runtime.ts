@@ -1,5 +1,6 @@
 // Builds the parts a process runs (API server, worker) from config and the infrastructure addresses.
 // Used by `npm start` (everything in one process tree) and by the scale-out entry points.
+import { setMaxListeners } from 'node:events';
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
@@ -196,7 +197,13 @@ export async function startWorker(opts: { config: Config; db: Db; temporalAddres
   const storage = createStorage(opts.config);
   await checkStorage(storage);
   const { downloadUrls } = createDownloads(storage, workerUrlSigningSecret(opts.config, storage, opts.urlSigningSecret), opts.config.signedUrlTtlS);
+  // Aborted first when the worker stops: activities awaiting provider operations hand them over at once.
+  const stopping = new AbortController();
+  // One listener per activity awaiting an operation, bounded by the activity slots.
+  setMaxListeners(opts.config.workerLimits.maxConcurrentActivityTaskExecutions + 10, stopping.signal);
   const activities = createActivities({
+    stopping: stopping.signal,
+    max_awaiting_in_process: opts.config.workerMaxAwaitingInProcess,
     db: opts.db,
     storage,
     videoProviders: createVideoProviders(opts.db, opts.config),
@@ -248,6 +255,7 @@ export async function startWorker(opts: { config: Config; db: Db; temporalAddres
   return {
     run,
     async shutdown() {
+      stopping.abort();
       for (const w of workers) if (w.getState() === 'RUNNING') w.shutdown();
       await run.catch(() => {});
     },
@@ -282,6 +290,7 @@ export async function startApi(opts: {
     vertex: config.vertex !== null,
     poll_interval_ms: config.video.pollIntervalMs,
     poll_max_interval_ms: config.video.pollMaxIntervalMs,
+    await_heartbeat_timeout_ms: config.video.awaitHeartbeatTimeoutMs,
     job_timeout_ms: config.video.jobTimeoutMs,
     ...(opts.maxPollsPerRun !== undefined ? { max_polls_per_run: opts.maxPollsPerRun } : {}),
     create_timeout_ms: config.video.createTimeoutMs,
@@ -294,6 +303,7 @@ export async function startApi(opts: {
       taskQueue: config.temporal.taskQueue,
       poll_interval_ms: config.video.pollIntervalMs,
       poll_max_interval_ms: config.video.pollMaxIntervalMs,
+      await_heartbeat_timeout_ms: config.video.awaitHeartbeatTimeoutMs,
       job_timeout_ms: config.video.jobTimeoutMs,
     },
   });

@@ -4,6 +4,7 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
 import { killAll, startEntryProcess } from './helpers/processes.js';
+import { videoJobWorkflowId } from '../workflows/messages.js';
 import { assertAuditHolds, balanceMicro, http, newCustomer, simJob, startStack, waitForJob, type Stack } from './helpers/stack.js';
 
 let stack: Stack;
@@ -57,5 +58,43 @@ test('SIGKILL of the worker mid-job: a new worker finishes the job and billing i
   ]);
   const ops = await stack.db.query('SELECT count(*)::int AS n FROM simulator.video_operations WHERE request_id = $1', [created.body.id]);
   assert.equal(ops.rows[0].n, 1, 'the provider saw one submission');
+  await assertAuditHolds(stack);
+});
+
+test('a worker stopped (SIGTERM) while awaiting a provider operation hands it over at once; another worker finishes the job', async () => {
+  // Only this test's workers: the one the test above started goes first.
+  const earlier = children.splice(0).filter((c) => c.exitCode === null && c.signalCode === null);
+  killAll(earlier);
+  await Promise.all(earlier.map((c) => new Promise((r) => c.once('exit', r))));
+  const first = await startEntryProcess(stack, 'worker', { track: children });
+  const c = await newCustomer(stack, 10);
+  const created = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: simJob({ delay_ms: 6_000, videos: 1 }) });
+  assert.equal(created.status, 202, JSON.stringify(created.body));
+  for (let i = 0; ; i++) {
+    const op = await stack.db.query('SELECT 1 FROM simulator.video_operations WHERE request_id = $1', [created.body.id]);
+    if (op.rowCount === 1) break;
+    assert.ok(i < 200, 'job was never submitted');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  const stopped_at = Date.now();
+  first.kill('SIGTERM');
+  await new Promise((r) => first.once('exit', r));
+  // The worker's shutdown grace is 20 s: an awaiting activity that held on until then would show here.
+  assert.ok(Date.now() - stopped_at < 10_000, `the worker took ${Date.now() - stopped_at} ms to stop`);
+  assert.equal(first.exitCode, 0);
+
+  await startEntryProcess(stack, 'worker', { track: children });
+  const job = await waitForJob(stack, c.key, created.body.id, 60_000);
+  assert.equal(job.status, 'succeeded');
+  assert.equal(job.videos.length, 1);
+  const ops = await stack.db.query('SELECT count(*)::int AS n FROM simulator.video_operations WHERE request_id = $1', [created.body.id]);
+  assert.equal(ops.rows[0].n, 1, 'the provider saw one submission');
+  // The stopped worker's attempt ended as "worker stopping" (retried at once), not by a heartbeat timeout.
+  const events = (await stack.api.temporal.workflow.getHandle(videoJobWorkflowId(created.body.id)).fetchHistory()).events!;
+  const started = events.find((e) => e.activityTaskStartedEventAttributes && e.activityTaskStartedEventAttributes.attempt! > 1);
+  const activityEvents = events.filter((e) => e.activityTaskStartedEventAttributes || e.activityTaskCompletedEventAttributes || e.activityTaskFailedEventAttributes);
+  assert.equal(started?.activityTaskStartedEventAttributes?.attempt, 2, JSON.stringify(activityEvents));
+  assert.equal(started?.activityTaskStartedEventAttributes?.lastFailure?.applicationFailureInfo?.type, 'WorkerStopping');
+  assert.equal(await balanceMicro(stack, c.workspaceId), 10_000_000 - 200_000);
   await assertAuditHolds(stack);
 });

@@ -3,7 +3,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { assertAuditHolds, balanceMicro, http, newCustomer, simJob, startStack, waitForJob, type Stack } from './helpers/stack.js';
-import { JOB_STATUS_SA, videoJobWorkflowId } from '../workflows/messages.js';
+import { JOB_STATUS_SA, OPERATION_RUNNING, videoJobWorkflowId } from '../workflows/messages.js';
 import { providerCalls } from '../src/providers/simulator-usage.js';
 import { startWorker, type RunningWorker } from '../src/runtime.js';
 import { createLogger } from '../src/logger.js';
@@ -68,8 +68,9 @@ describe('polling costs no history', () => {
     assert.equal(job.cost_in_euro, 0.2);
     assert.equal(job.refunded_in_euro, 0.2);
     const polls = (await providerCalls(stack.db, 'video_poll')) - polls_before;
-    // The server runs activity retries on its timer queue: about one a second at least, whatever the interval.
-    assert.ok(polls >= 4, `the provider was polled ${polls} times`);
+    // Polled in the worker every 50 ms: far more often than activity retries could (the server runs those
+    // on its timer queue, about one a second at best).
+    assert.ok(polls >= 20, `the provider was polled ${polls} times`);
 
     const quickEvents = await eventsOf(quick.body.id);
     const slowEvents = await eventsOf(slow.body.id);
@@ -81,9 +82,41 @@ describe('polling costs no history', () => {
     assert.ok(slowEvents.length <= 40, `${slowEvents.length} events`);
     assert.ok(!slowEvents.some((e) => e.workflowExecutionContinuedAsNewEventAttributes), 'no continue-as-new needed');
     assert.ok(slowEvents.some((e) => e.markerRecordedEventAttributes?.markerName === 'core_patch'), 'the new path is marked by its patch');
+    // One attempt of the awaiting activity did every poll: none was a Temporal retry.
+    const awaiting = slowEvents.find((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'submitAndAwaitVideoGeneration');
+    assert.ok(awaiting?.activityTaskScheduledEventAttributes?.heartbeatTimeout, 'the awaiting activity heartbeats');
+    const started = slowEvents.find((e) => e.activityTaskStartedEventAttributes?.scheduledEventId?.toString() === awaiting!.eventId!.toString());
+    assert.equal(started?.activityTaskStartedEventAttributes?.attempt, 1, `${polls} polls in one attempt`);
     assert.equal(await balanceMicro(stack, c.workspaceId), 5_000_000 - 2 * 200_000);
     const refunds = await stack.db.query("SELECT count(*)::int AS n FROM ledger_entries WHERE video_job_id = $1 AND kind = 'refund'", [slow.body.id]);
     assert.equal(refunds.rows[0].n, 1);
+    await assertAuditHolds(stack);
+  });
+});
+
+describe('beyond the jobs a worker awaits in process', () => {
+  let stack: Stack;
+  before(async () => {
+    stack = await startStack({ env: { VIDEO_POLL_INTERVAL_MS: '200', VIDEO_POLL_MAX_INTERVAL_MS: '200', WORKER_MAX_AWAITING_IN_PROCESS: '0' } });
+  });
+  after(async () => {
+    await stack.stop();
+  });
+
+  test('a job polls once per activity attempt (Temporal retries the attempt), with the same history and billing', async () => {
+    const c = await newCustomer(stack, 5);
+    const created = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: simJob({ delay_ms: 2_000, videos: 1 }) });
+    assert.equal(created.status, 202);
+    const job = await waitForJob(stack, c.key, created.body.id);
+    assert.equal(job.status, 'succeeded');
+    const handle = stack.api.temporal.workflow.getHandle(videoJobWorkflowId(created.body.id));
+    await handle.result();
+    const events = (await handle.fetchHistory()).events!;
+    const started = events.find((e) => e.activityTaskStartedEventAttributes && e.activityTaskStartedEventAttributes.attempt! > 1);
+    assert.ok(started, 'the awaiting activity was retried');
+    assert.equal(started.activityTaskStartedEventAttributes?.lastFailure?.applicationFailureInfo?.type, OPERATION_RUNNING);
+    assert.ok(events.length <= 40, `${events.length} events`);
+    assert.equal(await balanceMicro(stack, c.workspaceId), 5_000_000 - 200_000);
     await assertAuditHolds(stack);
   });
 });

@@ -46,6 +46,11 @@ export interface VideoJobInput {
   request_fingerprint: string;
   poll_interval_ms: number;
   poll_max_interval_ms: number;
+  /**
+   * How long the activity awaiting the provider may go without a heartbeat before Temporal gives its
+   * attempt to another worker (0.6.0 on; absent: AWAIT_HEARTBEAT_TIMEOUT_MS).
+   */
+  await_heartbeat_timeout_ms?: number;
   /** The job fails and is refunded when not finished by then. */
   deadline_at_ms: number;
   /** Polls per workflow run before continue-as-new keeps the history bounded (first release's polling loop). */

@@ -27,8 +27,14 @@
 //   own TemporalChangeVersion: one search attribute upsert (a history event and a visibility write) fewer
 //   per create. This patch also stands for PATCH_SUBMIT_WITHIN_AWAIT, whose behaviour it keeps: a second
 //   patch in the same task would add its own upsert back. Runs started "charging" keep upserting.
-// Changes that add no command (bounded acceptance, the cancelJob handler, arguments of activities) need
-// no patch: what a replay compares is the sequence of commands.
+// - 0.6.0, no patch: the awaiting activity is scheduled with a heartbeat timeout and a start-to-close timeout
+//   as long as its schedule-to-close one, and polls in the worker until the operation ends (Temporal's
+//   frequent-polling pattern): a poll costs a provider call instead of a Temporal round trip (timer,
+//   dispatch, a failed attempt), and a create no longer ends its first attempt as "still running". Its retries
+//   now only take over from a worker that died or stopped. The activity tells the two apart by its heartbeat
+//   timeout: attempts that runs of 0.5.x and earlier scheduled have none, and keep polling once per attempt.
+// Changes that add no command (bounded acceptance, the cancelJob handler, arguments and timeouts of
+// activities) need no patch: what a replay compares is the sequence of commands.
 import {
   ActivityFailure,
   ApplicationFailure,
@@ -388,24 +394,32 @@ function submission(input: VideoJobInput): VideoGenerationRequest {
   };
 }
 
+/** Without a heartbeat for this long, the awaiting activity's attempt is given to another worker (the default). */
+const AWAIT_HEARTBEAT_TIMEOUT_MS = 30_000;
+
 /**
- * The activity that awaits the job's operation until its deadline: its retries are the polls (a poll that
- * finds the operation running fails, benign, and is retried after the policy's interval).
+ * The activity that awaits the job's operation until its deadline, polling it in the worker. One attempt
+ * lasts until the operation ends; a retry (after the poll interval) takes over from a worker that died
+ * (no heartbeat) or stopped, and finds the operation recorded with the job.
  */
 function awaitingUntil(input: VideoJobInput, remaining_ms: number) {
   return proxyActivities<Pick<VideoJobActivities, 'awaitVideoGeneration' | 'submitAndAwaitVideoGeneration'>>({
-    startToCloseTimeout: '20 seconds',
     // The deadline: when it passes, the awaiting (and its retries) stop and the job fails, refunded.
     scheduleToCloseTimeout: remaining_ms,
+    startToCloseTimeout: remaining_ms,
+    heartbeatTimeout: input.await_heartbeat_timeout_ms ?? AWAIT_HEARTBEAT_TIMEOUT_MS,
     retry: { initialInterval: input.poll_interval_ms, backoffCoefficient: POLL_BACKOFF, maximumInterval: input.poll_max_interval_ms },
   });
 }
+
+/** How the awaiting activity paces its polls. */
+const pacing = (input: VideoJobInput) => ({ poll_interval_ms: input.poll_interval_ms, poll_max_interval_ms: input.poll_max_interval_ms });
 
 /** Submits and awaits the operation in one activity (its first attempt submits), then copies what it produced. */
 async function submitAwaitAndCopy(input: VideoJobInput, request: VideoGenerationRequest, progress: Progress): Promise<Outcome> {
   let result: { operation_id: string; status: VideoOperationStatus };
   try {
-    result = await awaitingUntil(input, input.deadline_at_ms - Date.now()).submitAndAwaitVideoGeneration({ backend: input.backend, request });
+    result = await awaitingUntil(input, input.deadline_at_ms - Date.now()).submitAndAwaitVideoGeneration({ backend: input.backend, request, ...pacing(input) });
   } catch (err) {
     if (isCancellation(err)) throw err;
     if (ranOutOfTime(err)) return DEADLINE_EXCEEDED;
@@ -421,7 +435,7 @@ async function awaitAndCopy(input: VideoJobInput, operation_id: string): Promise
   if (remaining_ms <= 0) return DEADLINE_EXCEEDED;
   let status: VideoOperationStatus;
   try {
-    status = await awaitingUntil(input, remaining_ms).awaitVideoGeneration({ backend: input.backend, job_id: input.job_id, operation_id });
+    status = await awaitingUntil(input, remaining_ms).awaitVideoGeneration({ backend: input.backend, job_id: input.job_id, operation_id, ...pacing(input) });
   } catch (err) {
     if (isCancellation(err)) throw err;
     if (ranOutOfTime(err)) return DEADLINE_EXCEEDED;

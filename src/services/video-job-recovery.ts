@@ -10,6 +10,7 @@ export interface RecoverySettings {
   taskQueue: string;
   poll_interval_ms: number;
   poll_max_interval_ms: number;
+  await_heartbeat_timeout_ms?: number;
   job_timeout_ms: number;
 }
 
@@ -28,6 +29,7 @@ export function recoveryInput(job: VideoJobRecord, s: RecoverySettings): VideoJo
     request_fingerprint: job.request_fingerprint,
     poll_interval_ms: s.poll_interval_ms,
     poll_max_interval_ms: s.poll_max_interval_ms,
+    ...(s.await_heartbeat_timeout_ms !== undefined ? { await_heartbeat_timeout_ms: s.await_heartbeat_timeout_ms } : {}),
     deadline_at_ms: job.deadline_at_ms ?? job.created_at_ms + s.job_timeout_ms,
     max_polls_per_run: 200,
     recovery: { operation_id: job.operation_id },

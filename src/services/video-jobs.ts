@@ -53,6 +53,7 @@ export interface VideoJobsDeps {
   vertex?: boolean;
   poll_interval_ms: number;
   poll_max_interval_ms: number;
+  await_heartbeat_timeout_ms?: number;
   job_timeout_ms: number;
   max_polls_per_run?: number;
   /** How long a create waits for the workflow's charge step before answering 503. */
@@ -164,6 +165,7 @@ export class VideoJobsService {
       request_fingerprint: fingerprint.current,
       poll_interval_ms: this.deps.poll_interval_ms,
       poll_max_interval_ms: this.deps.poll_max_interval_ms,
+      ...(this.deps.await_heartbeat_timeout_ms !== undefined ? { await_heartbeat_timeout_ms: this.deps.await_heartbeat_timeout_ms } : {}),
       deadline_at_ms: now_ms + this.deps.job_timeout_ms,
       max_polls_per_run: this.deps.max_polls_per_run ?? 200,
       attempt_id: randomUUID(),
