@@ -60,6 +60,7 @@ const REQUIRED: Record<string, string[]> = {
   '0.3.0': PATHS_SINCE_0_2_0,
   '0.4.0': [...PATHS_SINCE_0_2_0, 'video-job-late-run-charged'],
   '0.5.0': [...PATHS_SINCE_0_2_0, 'video-job-late-run-charged', 'video-job-started-charging'],
+  '0.6.0': [...PATHS_SINCE_0_2_0, 'video-job-late-run-charged', 'video-job-started-charging'],
 };
 
 /**

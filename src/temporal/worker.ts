@@ -1,13 +1,24 @@
 // The Temporal worker: runs the workflows (bundled from workflows/) and this process's activities.
 import fs from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { DefaultLogger, NativeConnection, Runtime, Worker, type LogLevel } from '@temporalio/worker';
+import { DefaultLogger, NativeConnection, Runtime, Worker, makeTelemetryFilterString, type LogLevel, type LogMetadata } from '@temporalio/worker';
 import { ConfigError } from '../config.js';
 import { DEFAULT_WORKER_LIMITS, type WorkerLimits } from './worker-limits.js';
 
 export { DEFAULT_WORKER_LIMITS, type WorkerLimits };
 
 let runtimeInstalled = false;
+
+/**
+ * The SDK's logger, quieter about one expected event: an awaiting activity that finishes its last poll after
+ * its job was cancelled (the workflow no longer waits for it) completes an activity the server no longer
+ * has. The SDK warns "Activity not found on completion"; here that is a debug line, not one warning per cancel.
+ */
+class SdkLogger extends DefaultLogger {
+  override log(level: LogLevel, message: string, meta?: LogMetadata): void {
+    super.log(level === 'WARN' && message.startsWith('Activity not found on completion') ? 'DEBUG' : level, message, meta);
+  }
+}
 
 /**
  * The SDK's own logs: warnings and errors only, unless asked for more. With `metricsBindAddress`
@@ -18,8 +29,12 @@ export function installTemporalRuntime(opts: { metricsBindAddress?: string | und
   if (runtimeInstalled) return;
   try {
     Runtime.install({
-      logger: new DefaultLogger(opts.level ?? 'WARN'),
-      ...(opts.metricsBindAddress ? { telemetryOptions: { metrics: { prometheus: { bindAddress: opts.metricsBindAddress } } } } : {}),
+      logger: new SdkLogger(opts.level ?? 'WARN'),
+      // The native side's logs go through that logger (not straight to the console).
+      telemetryOptions: {
+        logging: { filter: makeTelemetryFilterString({ core: opts.level ?? 'WARN' }), forward: {} },
+        ...(opts.metricsBindAddress ? { metrics: { prometheus: { bindAddress: opts.metricsBindAddress } } } : {}),
+      },
     });
   } catch (err) {
     if (opts.metricsBindAddress && /address already in use/i.test((err as Error).message)) {
