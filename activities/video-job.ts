@@ -163,23 +163,52 @@ function operationRunning(message: string): ApplicationFailure {
 const WORKER_STOPPING = 'WorkerStopping';
 
 /**
- * Waits `ms` in an attempt that heartbeats: a heartbeat at least every half heartbeat timeout (the SDK
- * throttles what it sends), so a long interval never looks like a dead worker. Ends early with the
- * activity's CancelledFailure when it is cancelled, with a retryable failure when the worker stops.
- * `signal`: the activity's cancellation signal, joined with the worker's stopping one (abortSignalOf).
- * (Context.sleep is not used: each call leaves a reaction on the activity's cancellation promise until
- * the activity ends, so a job awaited for 30 minutes would hold hundreds.)
+ * An awaiting attempt's heartbeats: one whenever half the heartbeat timeout has passed since the last (or
+ * since the attempt was scheduled), never at once. The SDK sends the first heartbeat it is given right
+ * away, so a heartbeat as the attempt starts would add a Temporal round trip to every create; a job's
+ * first heartbeat comes after half the timeout instead, and the SDK throttles the rest (at most one per
+ * 0.8 x the timeout).
  */
-async function pause(ms: number, signal: AbortSignal, stopping: AbortSignal | undefined): Promise<void> {
-  const ctx = Context.current();
-  const beat_ms = Math.max(Math.floor((ctx.info.heartbeatTimeoutMs ?? 0) / 2), 1_000);
-  for (let left_ms = ms; left_ms > 0; left_ms -= beat_ms) {
-    ctx.heartbeat();
+class Heartbeats {
+  private readonly every_ms: number;
+  private last_ms: number;
+
+  constructor(private readonly ctx: Context) {
+    this.every_ms = Math.max(Math.floor((ctx.info.heartbeatTimeoutMs ?? 0) / 2), 1_000);
+    this.last_ms = ctx.info.currentAttemptScheduledTimestampMs;
+  }
+
+  /** Milliseconds until the next heartbeat is due (at least 1). */
+  dueInMs(): number {
+    return Math.max(this.last_ms + this.every_ms - Date.now(), 1);
+  }
+
+  beatIfDue(): void {
+    if (Date.now() < this.last_ms + this.every_ms) return;
+    this.ctx.heartbeat();
+    this.last_ms = Date.now();
+  }
+}
+
+/**
+ * Waits `ms` in an awaiting attempt, heartbeating when due, so a long interval never looks like a dead
+ * worker. Ends early with the activity's CancelledFailure when it is cancelled, with a retryable failure
+ * when the worker stops. `signal`: the activity's cancellation signal joined with the worker's stopping
+ * one (abortSignalOf). (Context.sleep is not used: each call leaves a reaction on the activity's
+ * cancellation promise until the activity ends, so a job awaited for 30 minutes would hold hundreds.)
+ */
+async function pause(ms: number, beats: Heartbeats, signal: AbortSignal, stopping: AbortSignal | undefined): Promise<void> {
+  const ends_at_ms = Date.now() + ms;
+  for (;;) {
+    beats.beatIfDue();
+    const left_ms = ends_at_ms - Date.now();
+    if (left_ms <= 0) return;
     try {
-      await sleep(Math.min(left_ms, beat_ms), undefined, { signal });
+      await sleep(Math.min(left_ms, beats.dueInMs()), undefined, { signal });
     } catch (err) {
       if (stopping?.aborted) throw workerStopping();
-      if (ctx.cancellationSignal.aborted) throw ctx.cancellationSignal.reason;
+      const cancellation = Context.current().cancellationSignal;
+      if (cancellation.aborted) throw cancellation.reason;
       throw err;
     }
   }
@@ -368,8 +397,9 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
     let next_interval_ms = interval_ms;
     let failures = known_failures;
     const signal = abortSignalOf(deps.stopping);
+    const beats = new Heartbeats(ctx);
     for (;;) {
-      if (wait_ms > 0) await pause(Math.min(wait_ms, Math.max(ends_at_ms - Date.now(), 0)), signal, deps.stopping);
+      if (wait_ms > 0) await pause(Math.min(wait_ms, Math.max(ends_at_ms - Date.now(), 0)), beats, signal, deps.stopping);
       if (Date.now() >= ends_at_ms) throw operationRunning(`the video operation ${operation_id} was still running at the job's deadline`);
       try {
         return await pollOnce(backend, job_id, operation_id, failures);
