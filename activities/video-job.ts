@@ -52,7 +52,7 @@ export interface VideoJobActivityDeps {
    */
   stopping?: AbortSignal;
   /**
-   * Jobs this process awaits in process at most (each holds an activity slot and about 60 KiB). Beyond it a
+   * Jobs this process awaits in process at most (each holds an activity slot and about 35 KiB). Beyond it a
    * job's awaiting polls once per activity attempt, Temporal's retries being the loop. Default 500.
    */
   max_awaiting_in_process?: number;
@@ -226,7 +226,7 @@ function workerStopping(): ApplicationFailure {
   return failure;
 }
 
-/** Polls a job waits between two polls of its operation: its interval, growing by POLL_BACKOFF up to its maximum. */
+/** A job polled in process waits its poll interval between polls, growing x POLL_BACKOFF up to its maximum (as the retry policy's backoff did). */
 const POLL_BACKOFF = 1.5;
 const DEFAULT_POLL_INTERVAL_MS = 5_000;
 
@@ -477,10 +477,11 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
     },
 
     /**
-     * Polls the operation once. Still running: fails with a benign, retryable OPERATION_RUNNING, so the
-     * activity's retry policy is the polling loop and no poll adds a history event. A provider error the
-     * provider calls passing is retried the same way (after its Retry-After when it gives one) until
-     * MAX_CONSECUTIVE_POLL_FAILURES in a row; a final one fails the job.
+     * Awaits an operation submitted earlier (runs of 0.2.0, recovery runs): see awaitOperation. Polled in
+     * process when scheduled with a heartbeat timeout; otherwise once per attempt, "still running" being a
+     * benign, retryable OPERATION_RUNNING, so the activity's retry policy is the polling loop and no poll
+     * adds a history event. A provider error the provider calls passing is polled again (after its
+     * Retry-After when it gives one) until MAX_CONSECUTIVE_POLL_FAILURES in a row; a final one fails the job.
      */
     async awaitVideoGeneration(input: { backend: string; job_id: string; operation_id: string } & PollPacing): Promise<VideoOperationStatus> {
       return awaitOperation({ backend: input.backend, job_id: input.job_id, operation_id: input.operation_id, pacing: input, known_failures: undefined, first_poll_after_ms: 0 });
@@ -488,8 +489,9 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
 
     /**
      * Submits the job, then awaits its operation like awaitVideoGeneration: one activity whose first
-     * attempt submits and whose later attempts poll (one activity and one workflow task per job fewer
-     * than a submit activity followed by an awaiting one). Each attempt looks for the job's recorded
+     * attempt submits and then polls, in process, until the operation ends (0.6.0; in 0.5.x it ended
+     * "still running" and later attempts polled), one activity and one workflow task per job fewer than
+     * a submit activity followed by an awaiting one. Each attempt looks for the job's recorded
      * operation first: once the operation is recorded, a later attempt (a retry, a worker that took over
      * after a crash) polls it and never submits again.
      * A retryable submit failure is retried with the polls' policy up to MAX_SUBMIT_ATTEMPTS; a final one

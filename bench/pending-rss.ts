@@ -15,6 +15,8 @@ import type { Log } from './log.js';
 export interface PendingRss {
   pending: number;
   max_cached_workflows: number;
+  /** Jobs the worker awaits in process (the others poll through Temporal). */
+  max_awaiting_in_process: number;
   creates: LoadResult;
   before: SubjectMemory[];
   after: SubjectMemory[];
@@ -81,6 +83,7 @@ export async function benchPendingRss(infra: Infra, cfg: BenchConfig, log: Log):
     return {
       pending,
       max_cached_workflows: loadConfig(env).workerLimits.maxCachedWorkflows,
+      max_awaiting_in_process: loadConfig(env).workerMaxAwaitingInProcess,
       creates,
       before,
       after,

@@ -134,7 +134,7 @@ export function formatRss(r: PendingRss): string {
   const c = figuresOf(r.creates);
   const growth = r.steady_after_bytes - r.steady_before_bytes;
   return [
-    `4. RSS of the API + worker process with ${r.pending} pending jobs (WORKER_MAX_CACHED_WORKFLOWS=${r.max_cached_workflows}), after gc()`,
+    `4. RSS of the API + worker process with ${r.pending} pending jobs (WORKER_MAX_CACHED_WORKFLOWS=${r.max_cached_workflows}, WORKER_MAX_AWAITING_IN_PROCESS=${r.max_awaiting_in_process}), after gc()`,
     `  before: ${r.before.map((m) => mib(m.rss_bytes)).join(', ')} MiB (heap ${mib(r.before.at(-1)!.heap_used_bytes)} MiB) -> steady ${mib(r.steady_before_bytes)} MiB`,
     `  after:  ${r.after.map((m) => mib(m.rss_bytes)).join(', ')} MiB (heap ${mib(r.after.at(-1)!.heap_used_bytes)} MiB) -> steady ${mib(r.steady_after_bytes)} MiB`,
     `  growth: ${mib(growth)} MiB for ${r.pending} pending jobs (${(growth / 1024 / Math.max(r.pending, 1)).toFixed(1)} KiB per job; target <= ${RSS_GROWTH_TARGET_MIB_PER_2000} MiB for 2,000)`,

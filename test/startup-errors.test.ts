@@ -5,7 +5,7 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { initdbFailureMessage } from '../src/db/embedded.js';
 import { startupFailureLine } from '../src/process-lifecycle.js';
-import { ConfigError } from '../src/config.js';
+import { ConfigError, loadConfig } from '../src/config.js';
 
 const errno = (code: string, extra: Record<string, string> = {}) => Object.assign(new Error(`${code}: something`), { code, ...extra });
 const oneLine = (s: string) => assert.ok(!s.includes('\n'), `one line: ${s}`);
@@ -59,5 +59,18 @@ describe('startupFailureLine', () => {
     assert.equal(line, 'could not start because of an unexpected internal error; please report it with /tmp/details.txt');
     assert.match(written, /TypeError: Cannot read properties of null/);
     assert.equal(startupFailureLine('a string', () => null), 'could not start because of an unexpected internal error; please report it');
+  });
+});
+
+describe('worker limits in the configuration', () => {
+  test('jobs awaited in process must leave activity slots for the rest; the defaults do', () => {
+    assert.throws(() => loadConfig({ WORKER_MAX_AWAITING_IN_PROCESS: '600', WORKER_MAX_CONCURRENT_ACTIVITIES: '600' }), (err: unknown) => {
+      assert.ok(err instanceof ConfigError);
+      assert.match(err.message, /^WORKER_MAX_AWAITING_IN_PROCESS must be below WORKER_MAX_CONCURRENT_ACTIVITIES/);
+      return true;
+    });
+    const defaults = loadConfig({});
+    assert.ok(defaults.workerMaxAwaitingInProcess < defaults.workerLimits.maxConcurrentActivityTaskExecutions);
+    assert.equal(loadConfig({ WORKER_MAX_AWAITING_IN_PROCESS: '0' }).workerMaxAwaitingInProcess, 0);
   });
 });

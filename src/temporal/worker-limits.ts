@@ -19,7 +19,7 @@ export const DEFAULT_WORKER_LIMITS: WorkerLimits = {
 
 /**
  * Jobs a worker process awaits in process, polling their provider from one activity attempt each (about
- * 60 KiB and one activity slot a job); a job beyond it polls once per attempt, Temporal retrying the attempt
+ * 35 KiB and one activity slot a job); a job beyond it polls once per attempt, Temporal retrying the attempt
  * after the poll interval. Below the activity slots: settlements and copies need some.
  */
 export const DEFAULT_MAX_AWAITING_IN_PROCESS = 500;
