@@ -11,7 +11,8 @@ let stack: Stack;
 const children: ChildProcess[] = [];
 
 before(async () => {
-  stack = await startStack({ worker: false });
+  // A killed worker's job is taken over once its heartbeat timeout passes: short here, to keep the tests short.
+  stack = await startStack({ worker: false, env: { VIDEO_AWAIT_HEARTBEAT_TIMEOUT_MS: '10000' } });
 });
 after(async () => {
   killAll(children);
