@@ -33,7 +33,7 @@ import {
 } from '../src/providers/video/types.js';
 import { loadVideoJobInputs } from '../src/services/video-job-inputs.js';
 import { isPermanentStorageError, type Storage } from '../src/storage/local.js';
-import { OPERATION_RUNNING, videoJobWorkflowId, type StoredVideo } from '../workflows/messages.js';
+import { OPERATION_RUNNING, POLL_BACKOFF, videoJobWorkflowId, type StoredVideo } from '../workflows/messages.js';
 import type { JobEventContext } from '../src/webhooks/events.js';
 import { dispatchJobWebhooks } from '../src/webhooks/dispatch.js';
 import { Semaphore } from '../src/semaphore.js';
@@ -226,8 +226,7 @@ function workerStopping(): ApplicationFailure {
   return failure;
 }
 
-/** A job polled in process waits its poll interval between polls, growing x POLL_BACKOFF up to its maximum (as the retry policy's backoff did). */
-const POLL_BACKOFF = 1.5;
+/** The poll interval when the activity's input has none (scheduled by a 0.5 run: it then polls once per attempt anyway). */
 const DEFAULT_POLL_INTERVAL_MS = 5_000;
 
 /** The same failure, made final: the job fails with it instead of retrying. */

@@ -108,6 +108,12 @@ export interface VideoJobResume {
   polls_total: number;
 }
 
+/**
+ * How a job's poll interval grows from VIDEO_POLL_INTERVAL_MS up to VIDEO_POLL_MAX_INTERVAL_MS: the awaiting
+ * activity's retry backoff, and the pace of its polls in the worker (0.6.0), the same.
+ */
+export const POLL_BACKOFF = 1.5;
+
 /** The failure type of a poll that found the video operation still running (the awaiting activity's retries are the polls). */
 export const OPERATION_RUNNING = 'VideoOperationRunning';
 

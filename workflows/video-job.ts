@@ -68,6 +68,7 @@ import {
   KEY_SPEND_LIMIT_EXCEEDED,
   NOT_ACCEPTED_IN_TIME,
   OPERATION_RUNNING,
+  POLL_BACKOFF,
   STATUS_AT_START,
   type JobError,
   type StoredVideo,
@@ -133,7 +134,6 @@ const storage = proxyActivities<Pick<VideoJobActivities, 'storeVideoOutputs' | '
 
 /** Consecutive failed poll activities (each already retried) tolerated before the job fails (first release). */
 const MAX_CONSECUTIVE_POLL_FAILURES = 10;
-const POLL_BACKOFF = 1.5;
 
 function initialState(input: VideoJobInput): VideoJobState {
   return {
