@@ -63,8 +63,10 @@ export function createReconcilerActivities(deps: ReconcilerActivityDeps) {
         }
         await deps.db.query('UPDATE video_jobs SET reconciled_at = now() WHERE id = $1', [id]);
       }
+      ctx.heartbeat('speech holds');
       const released = await releaseExpiredSpeechHolds(deps.db, SPEECH_HOLD_TTL_MS, HOLDS_PER_RUN);
       if (released > 0) deps.logger.warn({ released }, 'speech holds of requests that died were released');
+      ctx.heartbeat('webhook deliveries');
       const deliveries = deps.webhookEvents
         ? await dispatchUndispatched({ client, db: deps.db, taskQueue: deps.taskQueue, retry_initial_ms: deps.webhookEvents.retry_initial_ms }, DELIVERIES_PER_RUN)
         : 0;

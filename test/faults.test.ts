@@ -185,6 +185,45 @@ describe('an operator terminates pending jobs in Temporal', () => {
   });
 });
 
+describe('a worker killed in the middle of a reconcile', () => {
+  test('the reconcile it was running is taken over within seconds, not after minutes of skipped runs', async () => {
+    const c = await customer(5);
+    const r = await create(c.key, simJob({ delay_ms: 8_000 }, { n: 1 }));
+    assert.equal(r.status, 202);
+    await until('the operation to be recorded', 10_000, () => operationOf(r.body.id));
+    // Hold the job's row: the reconciler's next run waits on it, in the middle of its work.
+    const lock = await db.connect();
+    await lock.query('BEGIN');
+    await lock.query('SELECT 1 FROM video_jobs WHERE id = $1 FOR UPDATE', [r.body.id]);
+    let settle_ms = 0;
+    try {
+      await until('a reconcile to wait on the job', 10_000, async () => {
+        const waiting = await db.query(
+          "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'UPDATE video_jobs SET reconciled_at%'",
+        );
+        return waiting.rowCount! > 0;
+      });
+      worker.kill('SIGKILL');
+      await client.workflow.getHandle(videoJobWorkflowId(r.body.id)).terminate('operator mistake');
+      await lock.query('ROLLBACK');
+      const t0 = Date.now();
+      worker = await startEntryProcess({ env }, 'worker', { track: children });
+      // Only a reconcile restarts the terminated job: the one the dead worker held must not block them.
+      const job = await finished(c.key, r.body.id, 45_000);
+      settle_ms = Date.now() - t0;
+      assert.equal(job.status, 'succeeded', JSON.stringify(job));
+      assert.equal(job.cost_in_euro, 0.2);
+      // Taken over after the activity's heartbeat timeout (10 s), not its old one (a minute: this test's wait).
+      assert.ok(settle_ms < 10_000 + 2 * RECONCILE_INTERVAL_MS + 15_000, `settled ${settle_ms} ms after a worker was back`);
+    } finally {
+      await lock.query('ROLLBACK').catch(() => {});
+      lock.release();
+    }
+    process.stderr.write(`faults: a reconcile held by a killed worker; the terminated job settled ${settle_ms} ms after a worker was back\n`);
+    await assertMoneyExact(c);
+  });
+});
+
 describe('no worker for longer than a create waits', () => {
   test('creates answer 503 and are never charged, also once a worker returns; a retry with the key is one paid job', async () => {
     const c = await customer(5);

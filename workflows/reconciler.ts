@@ -6,10 +6,14 @@
 import { proxyActivities } from '@temporalio/workflow';
 import type { ReconcilerActivities, ReconcileReport } from '../activities/reconciler.js';
 
+// The activity heartbeats at every job and step. A run the schedule started blocks the next ones (they are
+// skipped while it runs): an attempt whose worker died is given to another after the heartbeat timeout,
+// seconds, not minutes (a faults test kills a worker in the middle of a reconcile). An attempt slow for
+// longer is run again beside it: the reconciler is idempotent.
 const reconciling = proxyActivities<ReconcilerActivities>({
   startToCloseTimeout: '5 minutes',
-  heartbeatTimeout: '1 minute',
-  retry: { initialInterval: '5 seconds', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 3 },
+  heartbeatTimeout: '10 seconds',
+  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '10 seconds', maximumAttempts: 3 },
 });
 
 export async function reconcileWorkflow(): Promise<ReconcileReport> {
