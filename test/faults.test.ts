@@ -119,6 +119,23 @@ async function assertMoneyExact(c: { workspaceId: string; credits_micro_eur: num
   assert.equal(audit.body.ok, true, JSON.stringify(audit.body));
 }
 
+/** Waits until a statement waits on a lock this test holds (`waiters`: a query returning a row per waiter). */
+const untilWaiting = (what: string, waiters: string) =>
+  until(what, 10_000, async () => ((await db.query(waiters)).rowCount ?? 0) > 0);
+
+/**
+ * An operator's mistake while a worker waits on a lock the test holds: the worker is killed, the job's
+ * workflow terminated, the lock let go and a new worker started. Returns when it was started.
+ */
+async function killWorkerAndTerminate(lock: { query(sql: string): Promise<unknown> }, jobId: string): Promise<number> {
+  worker.kill('SIGKILL');
+  await client.workflow.getHandle(videoJobWorkflowId(jobId)).terminate('operator mistake');
+  await lock.query('ROLLBACK');
+  const started_at = Date.now();
+  worker = await startEntryProcess({ env }, 'worker', { track: children });
+  return started_at;
+}
+
 const operationOf = async (jobId: string) =>
   (await db.query<{ operation_id: string | null }>('SELECT operation_id FROM video_jobs WHERE id = $1', [jobId])).rows[0]?.operation_id ?? null;
 
@@ -158,17 +175,8 @@ describe('an operator terminates pending jobs in Temporal', () => {
       const r = await create(c.key, simJob({ delay_ms: 0 }, { n: 2 }));
       assert.equal(r.status, 202);
       // The provider has the submit: its statement waits for the table this test holds.
-      await until('the submit to reach the provider', 10_000, async () => {
-        const waiting = await db.query(
-          "SELECT 1 FROM pg_locks WHERE relation = 'simulator.video_operations'::regclass AND NOT granted",
-        );
-        return waiting.rowCount! > 0;
-      });
-      worker.kill('SIGKILL');
-      await client.workflow.getHandle(videoJobWorkflowId(r.body.id)).terminate('operator mistake');
-      await lock.query('ROLLBACK');
-      const t0 = Date.now();
-      worker = await startEntryProcess({ env }, 'worker', { track: children });
+      await untilWaiting('the submit to reach the provider', "SELECT 1 FROM pg_locks WHERE relation = 'simulator.video_operations'::regclass AND NOT granted");
+      const t0 = await killWorkerAndTerminate(lock, r.body.id);
       const job = await finished(c.key, r.body.id);
       settled_ms = Date.now() - t0;
       assert.equal(job.status, 'failed');
@@ -197,17 +205,8 @@ describe('a worker killed in the middle of a reconcile', () => {
     await lock.query('SELECT 1 FROM video_jobs WHERE id = $1 FOR UPDATE', [r.body.id]);
     let settle_ms = 0;
     try {
-      await until('a reconcile to wait on the job', 10_000, async () => {
-        const waiting = await db.query(
-          "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'UPDATE video_jobs SET reconciled_at%'",
-        );
-        return waiting.rowCount! > 0;
-      });
-      worker.kill('SIGKILL');
-      await client.workflow.getHandle(videoJobWorkflowId(r.body.id)).terminate('operator mistake');
-      await lock.query('ROLLBACK');
-      const t0 = Date.now();
-      worker = await startEntryProcess({ env }, 'worker', { track: children });
+      await untilWaiting('a reconcile to wait on the job', "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'UPDATE video_jobs SET reconciled_at%'");
+      const t0 = await killWorkerAndTerminate(lock, r.body.id);
       // Only a reconcile restarts the terminated job: the one the dead worker held must not block them.
       const job = await finished(c.key, r.body.id, 45_000);
       settle_ms = Date.now() - t0;
