@@ -22,6 +22,12 @@ const BenchEnv = z.object({
   BENCH_CONCURRENCY: intFrom(1, 500).default(20),
   /** Creates sent to each subject before measuring it. */
   BENCH_WARMUP: intFrom(0, 10_000).default(40),
+  /**
+   * Creates a subject gets at the start of each of its turns, not measured: every subject is measured
+   * warm. (A subject's first burst after the others' turns is slower: the floor measured twice in a row
+   * ran 3-12 % faster the second time, which favoured whichever subject followed itself.)
+   */
+  BENCH_PRIMER: intFrom(0, 10_000).default(40),
   /** Rounds of phase 1; the subjects take turns in each, so drift on a shared machine hits all three. */
   BENCH_ROUNDS: intFrom(1, 20).default(2),
   /** The long simulated generation of phase 2 (1800 = the 30 minutes of issue 9). */

@@ -59,28 +59,38 @@ export async function benchCreates(infra: Infra, cfg: BenchConfig, log: Log): Pr
     // Every subject gets the same request body: the product's.
     const body = (i: number) => simulatedJob(PENDING_DELAY_MS, String(i));
     const probe = cpuProbe(infra);
-    /** Runs `load` on `subject`, with the CPU every party spent meanwhile; `after` runs once that is measured. */
-    const turn = async (subject: SubjectProcess, load: () => Promise<LoadResult>, after?: () => Promise<void>): Promise<Turn> => {
+    /**
+     * Runs `load(n)` on `subject`, with the CPU every party spent meanwhile, right after an unmeasured
+     * `load(BENCH_PRIMER)`; `after` runs once that is measured.
+     */
+    const turn = async (subject: SubjectProcess, load: (n: number) => Promise<LoadResult>, n: number, after?: () => Promise<void>): Promise<Turn> => {
       // What the previous turn left to the servers (closing its workflows) is done before this one starts.
       const settled = await waitUntilQuiet(QUIET_MAX_MS);
       if (!settled.quiet) log(`phase 1: the machine stayed busy for ${settled.waited_ms} ms before a turn; its figures include that work`);
+      if (cfg.BENCH_PRIMER > 0) {
+        const primer = await load(cfg.BENCH_PRIMER);
+        if (primer.errors > 0) throw new Error(`phase 1: a primer create failed: ${primer.first_error}`);
+      }
       const before = probe?.sample(subject.pid);
-      const result = await load();
+      const result = await load(n);
       const cpu = probe && before ? cpuDelta(before, probe.sample(subject.pid)) : null;
       await after?.();
       return { load: result, cpu };
     };
     const post = (subject: SubjectProcess, path: string) => (n: number) =>
-      turn(subject, () =>
-        runLoad(n, cfg.BENCH_CONCURRENCY, async (i) => {
-          const r = await http(subject.url, 'POST', path, { json: body(i) });
-          return r.status === 202 ? null : `${r.status} ${JSON.stringify(r.body)}`;
-        }),
+      turn(
+        subject,
+        (k) =>
+          runLoad(k, cfg.BENCH_CONCURRENCY, async (i) => {
+            const r = await http(subject.url, 'POST', path, { json: body(i) });
+            return r.status === 202 ? null : `${r.status} ${JSON.stringify(r.body)}`;
+          }),
+        n,
       );
     const create = (idempotencyKey: boolean) => (n: number) => {
       const ids: string[] = [];
-      const load = () =>
-        runLoad(n, cfg.BENCH_CONCURRENCY, async (i) => {
+      const load = (k: number) =>
+        runLoad(k, cfg.BENCH_CONCURRENCY, async (i) => {
           const created = await createJob(customer, body(i), { idempotencyKey });
           if (created.id) ids.push(created.id);
           return created.error;
@@ -90,7 +100,7 @@ export async function benchCreates(infra: Infra, cfg: BenchConfig, log: Log): Pr
         await cancelJobs(customer, db, ids, cfg.BENCH_CONCURRENCY);
         await inPool(ids.length, cfg.BENCH_CONCURRENCY, (i) => temporal.workflow.getHandle(videoJobWorkflowId(ids[i]!)).result());
       };
-      return turn(product, load, cancel);
+      return turn(product, load, n, cancel);
     };
     const turns: Record<CreateSubject, (n: number) => Promise<Turn>> = {
       bare: post(bare, BARE_CREATE_PATH),
