@@ -36,6 +36,19 @@ export interface CreateThroughput {
   ledger_audit_ok: boolean;
 }
 
+/**
+ * The order of the subjects' turns in round `r` (from 1): bare Express first, then the three subjects
+ * that run on Temporal, rotated by one each round. A turn is measured right after another's, whose work
+ * the servers may still be finishing (the product's cancelled jobs close, their refunds run); in a fixed
+ * order the same subject always came after the same one, so every round had the same bias. Over three
+ * rounds each of them takes each place once.
+ */
+export function turnOrder(r: number): CreateSubject[] {
+  const onTemporal: CreateSubject[] = ['floor', 'product', 'product_keyed'];
+  const k = (r - 1) % onTemporal.length;
+  return ['bare', ...onTemporal.slice(k), ...onTemporal.slice(0, k)];
+}
+
 export async function benchCreates(infra: Infra, cfg: BenchConfig, log: Log): Promise<CreateThroughput> {
   const floorEnv = await subjectEnv(infra, 'floor');
   const productEnv = await subjectEnv(infra, 'product');
@@ -115,11 +128,10 @@ export async function benchCreates(infra: Infra, cfg: BenchConfig, log: Log): Pr
     const rounds: Record<CreateSubject, Turn>[] = [];
     for (let r = 1; r <= cfg.BENCH_ROUNDS; r++) {
       const round = {} as Record<CreateSubject, Turn>;
-      for (const [subject, run] of Object.entries(turns) as [CreateSubject, (n: number) => Promise<Turn>][]) {
-        round[subject] = await run(cfg.BENCH_JOBS);
-      }
+      const order = turnOrder(r);
+      for (const subject of order) round[subject] = await turns[subject](cfg.BENCH_JOBS);
       rounds.push(round);
-      log(`phase 1: round ${r} of ${cfg.BENCH_ROUNDS} done`);
+      log(`phase 1: round ${r} of ${cfg.BENCH_ROUNDS} done (${order.join(', ')})`);
     }
     const ledger_audit_ok = await ledgerAuditOk(customer);
     return { rounds, ledger_audit_ok };

@@ -83,7 +83,7 @@ function cpuLine(name: string, turns: Turn[], cpus: number): string | null {
 
 export function formatCreates(r: CreateThroughput, cfg: BenchConfig, cpus: number): string {
   const lines = [
-    `1. create throughput and latency: ${cfg.BENCH_JOBS} creates per subject and round, ${cfg.BENCH_CONCURRENCY} in flight, ${r.rounds.length} rounds (subjects take turns)`,
+    `1. create throughput and latency: ${cfg.BENCH_JOBS} creates per subject and round, ${cfg.BENCH_CONCURRENCY} in flight, ${r.rounds.length} rounds (subjects take turns: bare Express, then the three on Temporal in an order rotated every round)`,
     `  ${''.padEnd(NAME_WIDTH)} ${'jobs/s'.padStart(8)} ${'p50 ms'.padStart(8)} ${'p99 ms'.padStart(8)} ${'vs floor'.padStart(9)}`,
   ];
   r.rounds.forEach((round, i) => {
