@@ -2,6 +2,7 @@
 // N jobs are pending. Memory is read after a settled garbage collection, every few seconds until it
 // stops moving; the steady value is the median of the last readings. The jobs stay pending (a long simulated
 // generation) and go with the process when it stops.
+import os from 'node:os';
 import type { Infra } from '../test/helpers/infra.js';
 import { createPool } from '../src/db/pool.js';
 import { loadConfig } from '../src/config.js';
@@ -10,6 +11,7 @@ import { median, runLoad, type LoadResult } from './load.js';
 import { cancelJobs, createJob, pendingJobs, productCustomer, simulatedJob, submittedOperations } from './product-api.js';
 import { spawnSubject, type SubjectMemory, type SubjectProcess } from './subject.js';
 import { subjectEnv } from './subject-env.js';
+import { cpuDelta, cpuProbe, type CpuDelta } from './process-cpu.js';
 import type { Log } from './log.js';
 
 export interface PendingRss {
@@ -22,6 +24,18 @@ export interface PendingRss {
   after: SubjectMemory[];
   steady_before_bytes: number;
   steady_after_bytes: number;
+  /**
+   * CPU each party spent during the readings, idle (before) and with the jobs pending (after), and how
+   * long each window was: what pending jobs cost while nothing else happens (null where not measurable).
+   */
+  cpu_before: CpuWindow | null;
+  cpu_after: CpuWindow | null;
+  cpus: number;
+}
+
+export interface CpuWindow {
+  cpu: CpuDelta;
+  elapsed_ms: number;
 }
 
 /** Longer than the bench runs, within the simulator's maximum. */
@@ -39,14 +53,22 @@ const STEADY_OF_LAST = 3;
 const MAX_READINGS = 15;
 const SUBMIT_TIMEOUT_MS = 15 * 60_000;
 
-/** Memory readings a few seconds apart, until RSS stops moving (freed memory goes back to the system slowly). */
-async function readings(subject: SubjectProcess): Promise<SubjectMemory[]> {
+/**
+ * Memory readings a few seconds apart, until RSS stops moving (freed memory goes back to the system
+ * slowly), and the CPU every party spent from the first reading to the last.
+ */
+async function readings(subject: SubjectProcess, probe: ReturnType<typeof cpuProbe>): Promise<{ memory: SubjectMemory[]; cpu: CpuWindow | null }> {
   const out: SubjectMemory[] = [];
+  const started_ms = Date.now();
+  const first = probe?.sample(subject.pid);
   for (;;) {
     out.push(await subject.memory());
     const last = out.slice(-STEADY_OF_LAST).map((r) => r.rss_bytes);
     const settled = out.length >= MIN_READINGS && Math.max(...last) - Math.min(...last) <= STEADY_WITHIN * Math.max(...last);
-    if (settled || out.length >= MAX_READINGS) return out;
+    if (settled || out.length >= MAX_READINGS) {
+      const cpu = probe && first ? { cpu: cpuDelta(first, probe.sample(subject.pid)), elapsed_ms: Date.now() - started_ms } : null;
+      return { memory: out, cpu };
+    }
     await new Promise((r) => setTimeout(r, READING_EVERY_MS));
   }
 }
@@ -57,6 +79,7 @@ export async function benchPendingRss(infra: Infra, cfg: BenchConfig, log: Log):
   const { env, databaseUrl } = await subjectEnv(infra, 'product');
   const db = createPool(databaseUrl, 2);
   const product = await spawnSubject('product', env);
+  const probe = cpuProbe(infra);
   try {
     const customer = await productCustomer(product.url);
     // Warm: code loaded and compiled, pools and caches filled, the workflow path run end to end.
@@ -67,7 +90,7 @@ export async function benchPendingRss(infra: Infra, cfg: BenchConfig, log: Log):
     }
     await cancelJobs(customer, db, warm, cfg.BENCH_CONCURRENCY);
     log('phase 4: memory before');
-    const before = await readings(product);
+    const before = await readings(product, probe);
 
     log(`phase 4: creating ${cfg.BENCH_PENDING} pending jobs`);
     const creates = await runLoad(cfg.BENCH_PENDING, cfg.BENCH_CONCURRENCY, async (i) => (await createJob(customer, simulatedJob(PENDING_DELAY_MS, `pending ${i}`))).error);
@@ -78,17 +101,20 @@ export async function benchPendingRss(infra: Infra, cfg: BenchConfig, log: Log):
       await new Promise((r) => setTimeout(r, 1_000));
     }
     log('phase 4: memory after');
-    const after = await readings(product);
+    const after = await readings(product, probe);
     const pending = await pendingJobs(db);
     return {
       pending,
       max_cached_workflows: loadConfig(env).workerLimits.maxCachedWorkflows,
       max_awaiting_in_process: loadConfig(env).workerMaxAwaitingInProcess,
       creates,
-      before,
-      after,
-      steady_before_bytes: steady(before),
-      steady_after_bytes: steady(after),
+      before: before.memory,
+      after: after.memory,
+      steady_before_bytes: steady(before.memory),
+      steady_after_bytes: steady(after.memory),
+      cpu_before: before.cpu,
+      cpu_after: after.cpu,
+      cpus: os.cpus().length,
     };
   } finally {
     log('phase 4: stopping the product process (its jobs stay pending on this run\'s Temporal, which stops with the run)');

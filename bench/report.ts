@@ -6,7 +6,7 @@ import { figuresOf, pooled, type Figures } from './load.js';
 import type { CreateSubject, CreateThroughput, Turn } from './create-throughput.js';
 import type { HistoryEvents } from './history-events.js';
 import type { DoneToSeen } from './done-to-seen.js';
-import type { PendingRss } from './pending-rss.js';
+import type { CpuWindow, PendingRss } from './pending-rss.js';
 import { temporalDynamicConfig } from '../src/temporal/dynamic-config.js';
 
 const MIB = 2 ** 20;
@@ -139,8 +139,24 @@ export function formatRss(r: PendingRss): string {
     `  after:  ${r.after.map((m) => mib(m.rss_bytes)).join(', ')} MiB (heap ${mib(r.after.at(-1)!.heap_used_bytes)} MiB) -> steady ${mib(r.steady_after_bytes)} MiB`,
     `  growth: ${mib(growth)} MiB for ${r.pending} pending jobs (${(growth / 1024 / Math.max(r.pending, 1)).toFixed(1)} KiB per job; target <= ${RSS_GROWTH_TARGET_MIB_PER_2000} MiB for 2,000)`,
     `  creates meanwhile: ${c.jobs_per_s.toFixed(1)} jobs/s, p50 ${c.p50_ms.toFixed(1)} ms, p99 ${c.p99_ms.toFixed(1)} ms, ${r.creates.errors} errors${r.creates.first_error ? ` (${r.creates.first_error})` : ''}`,
+    ...pendingCpuLines(r),
     '',
   ].join('\n');
+}
+
+/** CPU per second of wall time during the readings, idle and with the jobs pending, and the difference per 1,000 jobs. */
+function pendingCpuLines(r: PendingRss): string[] {
+  if (!r.cpu_before || !r.cpu_after) return [];
+  const rate = (w: CpuWindow, k: 'subject_ms' | 'temporal_ms' | 'postgres_ms' | 'machine_busy_ms') => w.cpu[k] / (w.elapsed_ms / 1000);
+  const parts = ['subject_ms', 'temporal_ms', 'postgres_ms'] as const;
+  const line = (label: string, w: CpuWindow) =>
+    `  CPU ${label}: ${parts.map((k) => `${k.replace('_ms', '')} ${rate(w, k).toFixed(0)}`).join(', ')} ms/s; all CPUs ${pct(rate(w, 'machine_busy_ms') / 1000 / r.cpus)} busy (${s(w.elapsed_ms)} s)`;
+  const per1000 = parts.map((k) => (((rate(r.cpu_after!, k) - rate(r.cpu_before!, k)) * 1000) / Math.max(r.pending, 1)).toFixed(0));
+  return [
+    line('idle   ', r.cpu_before),
+    line(`pending`, r.cpu_after),
+    `  what 1,000 pending jobs cost: subject ${per1000[0]}, Temporal ${per1000[1]}, PostgreSQL ${per1000[2]} CPU ms per second (their polls, heartbeats and poll attempts through Temporal)`,
+  ];
 }
 
 export interface Summary {
