@@ -21,6 +21,8 @@ const RELEASED: Record<string, string> = {
   // 0.5.1, like 0.3.1, changed no workflow code and recorded nothing new.
   '0.5.1': 'd44fdfa7b2c4e8166b65a8daf43efb1272267511',
   '0.6.0': '1d3548ef0837e2cef3c28605364a85512daaf480',
+  // 0.6.1 (bench and docs) changed no workflow code and recorded nothing new.
+  '0.6.1': '72fcc575ac405a9ee0dbb0728d93f75d401b8a3c',
 };
 
 const git = (...args: string[]) => execFileSync('git', args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
