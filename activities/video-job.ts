@@ -2,7 +2,7 @@
 // so Temporal may retry any of them after a crash without double charging or double storing.
 // Metrics count only real ledger changes (never an idempotent replay); logs carry job_id and workspace_id.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Context } from '@temporalio/activity';
+import { CompleteAsyncError, Context } from '@temporalio/activity';
 import { ApplicationFailure, ApplicationFailureCategory } from '@temporalio/common';
 import type { Logger } from 'pino';
 import type { Db } from '../src/db/pool.js';
@@ -37,7 +37,7 @@ import { OPERATION_RUNNING, POLL_BACKOFF, videoJobWorkflowId, type StoredVideo }
 import type { JobEventContext } from '../src/webhooks/events.js';
 import { dispatchJobWebhooks } from '../src/webhooks/dispatch.js';
 import { Semaphore } from '../src/semaphore.js';
-import { DEFAULT_MAX_AWAITING_IN_PROCESS } from '../src/temporal/worker-limits.js';
+import { registerAwait } from '../src/temporal/awaits-store.js';
 
 export interface VideoJobActivityDeps {
   db: Db;
@@ -46,16 +46,6 @@ export interface VideoJobActivityDeps {
   logger: Logger;
   /** Webhooks (issue 10): how events present the job, and the first retry interval of deliveries. */
   webhookEvents?: { context: JobEventContext; retry_initial_ms: number };
-  /**
-   * Aborted when this worker starts stopping: an activity awaiting a provider operation then ends its
-   * attempt at once (retryable), and another worker's retry takes the awaiting over from the job's record.
-   */
-  stopping?: AbortSignal;
-  /**
-   * Jobs this process awaits in process at most (each holds an activity slot and about 35 KiB). Beyond it a
-   * job's awaiting polls once per activity attempt, Temporal's retries being the loop. Default 500.
-   */
-  max_awaiting_in_process?: number;
 }
 
 /** A job's operation being awaited; `known_failures`: its count of failed polls when known (spares resetting a 0). */
@@ -67,6 +57,8 @@ interface Awaiting {
   known_failures: number | undefined;
   /** The wait before the first poll: 0 for a retry taking over an operation submitted earlier. */
   first_poll_after_ms: number;
+  /** The attempt's result is { operation_id, status } (submitAndAwaitVideoGeneration), else the status. */
+  with_operation: boolean;
 }
 
 /** How an awaiting activity paces its polls (the job's poll settings; absent in activities of 0.5 runs). */
@@ -159,73 +151,6 @@ function operationRunning(message: string): ApplicationFailure {
   return failure;
 }
 
-/** The attempt of an awaiting activity ends because its worker stops: retried, by another worker. */
-const WORKER_STOPPING = 'WorkerStopping';
-
-/**
- * An awaiting attempt's heartbeats: one whenever half the heartbeat timeout has passed since the last (or
- * since the attempt was scheduled), never at once. The SDK sends the first heartbeat it is given right
- * away, so a heartbeat as the attempt starts would add a Temporal round trip to every create; a job's
- * first heartbeat comes after half the timeout instead, and the SDK throttles the rest (at most one per
- * 0.8 x the timeout).
- */
-class Heartbeats {
-  private readonly every_ms: number;
-  private last_ms: number;
-
-  constructor(private readonly ctx: Context) {
-    this.every_ms = Math.max(Math.floor((ctx.info.heartbeatTimeoutMs ?? 0) / 2), 1_000);
-    this.last_ms = ctx.info.currentAttemptScheduledTimestampMs;
-  }
-
-  /** Milliseconds until the next heartbeat is due (at least 1). */
-  dueInMs(): number {
-    return Math.max(this.last_ms + this.every_ms - Date.now(), 1);
-  }
-
-  beatIfDue(): void {
-    if (Date.now() < this.last_ms + this.every_ms) return;
-    this.ctx.heartbeat();
-    this.last_ms = Date.now();
-  }
-}
-
-/**
- * Waits `ms` in an awaiting attempt, heartbeating when due, so a long interval never looks like a dead
- * worker. Ends early with the activity's CancelledFailure when it is cancelled, with a retryable failure
- * when the worker stops. `signal`: the activity's cancellation signal joined with the worker's stopping
- * one (abortSignalOf). (Context.sleep is not used: each call leaves a reaction on the activity's
- * cancellation promise until the activity ends, so a job awaited for 30 minutes would hold hundreds.)
- */
-async function pause(ms: number, beats: Heartbeats, signal: AbortSignal, stopping: AbortSignal | undefined): Promise<void> {
-  const ends_at_ms = Date.now() + ms;
-  for (;;) {
-    beats.beatIfDue();
-    const left_ms = ends_at_ms - Date.now();
-    if (left_ms <= 0) return;
-    try {
-      await sleep(Math.min(left_ms, beats.dueInMs()), undefined, { signal });
-    } catch (err) {
-      if (stopping?.aborted) throw workerStopping();
-      const cancellation = Context.current().cancellationSignal;
-      if (cancellation.aborted) throw cancellation.reason;
-      throw err;
-    }
-  }
-}
-
-/** What ends an awaiting attempt's waits: its cancellation, or its worker stopping. */
-function abortSignalOf(stopping: AbortSignal | undefined): AbortSignal {
-  const cancellation = Context.current().cancellationSignal;
-  return stopping ? AbortSignal.any([cancellation, stopping]) : cancellation;
-}
-
-function workerStopping(): ApplicationFailure {
-  const failure = ApplicationFailure.create({ type: WORKER_STOPPING, message: 'the worker is stopping; another worker goes on awaiting the operation', category: ApplicationFailureCategory.BENIGN });
-  failure.stack = `${failure.name}: ${failure.message}`;
-  return failure;
-}
-
 /** The poll interval when the activity's input has none (scheduled by a 0.5 run: it then polls once per attempt anyway). */
 const DEFAULT_POLL_INTERVAL_MS = 5_000;
 
@@ -240,10 +165,10 @@ interface FailedOutput {
   retryable: boolean;
 }
 
-export function createVideoJobActivities(deps: VideoJobActivityDeps) {
-  const outputCopies = new Semaphore(MAX_CONCURRENT_OUTPUT_COPIES, MAX_WAITING_OUTPUT_COPIES);
-  const max_awaiting_in_process = deps.max_awaiting_in_process ?? DEFAULT_MAX_AWAITING_IN_PROCESS;
-  let awaiting_in_process = 0;
+/** What polls a job's provider operation: the awaiting activities (0.5 attempts) and the workers' pollers. */
+export type VideoOperationPollDeps = Pick<VideoJobActivityDeps, 'db' | 'videoProviders' | 'logger'>;
+
+export function createVideoOperationPoll(deps: VideoOperationPollDeps) {
   const providerFor = (backend: string): VideoProvider => {
     const p = deps.videoProviders.get(backend);
     if (!p) {
@@ -251,6 +176,44 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
     }
     return p;
   };
+
+  /**
+   * One poll of the job's operation: its final status, or a retryable failure (OPERATION_RUNNING while it
+   * runs). `poll_failures`, when the caller read it with the operation, spares resetting a count already 0.
+   */
+  const pollOnce = async (backend: string, job_id: string, operation_id: string, poll_failures?: number): Promise<VideoOperationStatus> => {
+    const started = process.hrtime.bigint();
+    const observe = (result: string) => {
+      const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+      videoProviderPollDuration.observe({ backend, result }, seconds);
+      deps.logger.debug({ job_id, backend, operation_id, result, duration_ms: seconds * 1000 }, 'video provider polled');
+    };
+    let status: VideoOperationStatus;
+    try {
+      status = await providerFor(backend).poll(operation_id);
+    } catch (err) {
+      observe('error');
+      const failure = toFailure(err, deps.logger);
+      if (failure instanceof ApplicationFailure && !failure.nonRetryable) {
+        const failures = await recordPollOutcome(deps.db, job_id, false);
+        if (failures >= MAX_CONSECUTIVE_POLL_FAILURES) throw finalFailure(failure);
+      }
+      throw failure;
+    }
+    observe(status.state);
+    if (poll_failures !== 0) await recordPollOutcome(deps.db, job_id, true);
+    if (status.state === 'running') {
+      throw operationRunning('the video operation is still running');
+    }
+    return status;
+  };
+
+  return { providerFor, pollOnce };
+}
+
+export function createVideoJobActivities(deps: VideoJobActivityDeps) {
+  const outputCopies = new Semaphore(MAX_CONCURRENT_OUTPUT_COPIES, MAX_WAITING_OUTPUT_COPIES);
+  const { providerFor, pollOnce } = createVideoOperationPoll(deps);
 
   /** The job's workspace, for logs only: a failed lookup never fails the activity. */
   const workspaceOf = async (jobId: string): Promise<string | undefined> => {
@@ -332,84 +295,36 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
   };
 
   /**
-   * One poll of the job's operation: its final status, or a retryable failure (OPERATION_RUNNING while it
-   * runs). `poll_failures`, when the caller read it with the operation, spares resetting a count already 0.
-   */
-  const pollOnce = async (backend: string, job_id: string, operation_id: string, poll_failures?: number): Promise<VideoOperationStatus> => {
-    const started = process.hrtime.bigint();
-    const observe = (result: string) => {
-      const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-      videoProviderPollDuration.observe({ backend, result }, seconds);
-      deps.logger.debug({ job_id, backend, operation_id, result, duration_ms: seconds * 1000, attempt: Context.current().info.attempt }, 'video provider polled');
-    };
-    let status: VideoOperationStatus;
-    try {
-      status = await providerFor(backend).poll(operation_id);
-    } catch (err) {
-      observe('error');
-      const failure = toFailure(err, deps.logger);
-      if (failure instanceof ApplicationFailure && !failure.nonRetryable) {
-        const failures = await recordPollOutcome(deps.db, job_id, false);
-        if (failures >= MAX_CONSECUTIVE_POLL_FAILURES) throw finalFailure(failure);
-      }
-      throw failure;
-    }
-    observe(status.state);
-    if (poll_failures !== 0) await recordPollOutcome(deps.db, job_id, true);
-    if (status.state === 'running') {
-      throw operationRunning('the video operation is still running');
-    }
-    return status;
-  };
-
-  /**
-   * Awaits the job's operation. An attempt scheduled with a heartbeat timeout (0.6.0 on) polls in this
-   * process until the operation ends (Temporal's frequent-polling pattern: a poll is a provider call, not
-   * a Temporal round trip; heartbeats, throttled by the SDK, tell Temporal the attempt is alive and bring
-   * back cancellation). A passing provider error is polled again after the interval (or its Retry-After)
-   * up to MAX_CONSECUTIVE_POLL_FAILURES in a row. An attempt scheduled without one (runs of 0.5.x and
-   * earlier), or one beyond this process's max_awaiting_in_process, polls once: its retries are the polling
-   * loop (Temporal's infrequent-polling pattern, as in 0.5).
+   * Awaits the job's operation. An attempt scheduled with a heartbeat timeout (0.6.0 on) records itself
+   * with the job (video_job_awaits: its task token, what to poll and when) and returns without completing
+   * (0.7.0): the workers' pollers (src/temporal/awaits-poller.ts) poll the operation and complete the
+   * attempt by its token when it ends, heartbeating it meanwhile; a pending job holds no activity slot and
+   * no state in any worker. An attempt scheduled without one (runs of 0.5.x and earlier) polls once: its
+   * retries are the polling loop (Temporal's infrequent-polling pattern, as in 0.5).
    */
   const awaitOperation = async (a: Awaiting): Promise<VideoOperationStatus> => {
     const ctx = Context.current();
-    if (!ctx.info.heartbeatTimeoutMs || awaiting_in_process >= max_awaiting_in_process) {
+    if (!ctx.info.heartbeatTimeoutMs) {
       if (a.first_poll_after_ms > 0) throw operationRunning(`the video operation ${a.operation_id} was submitted`);
       return pollOnce(a.backend, a.job_id, a.operation_id, a.known_failures);
     }
-    awaiting_in_process++;
-    try {
-      return await pollUntilDone(a);
-    } finally {
-      awaiting_in_process--;
-    }
-  };
-
-  /** The in-process polling loop of awaitOperation. */
-  const pollUntilDone = async ({ backend, job_id, operation_id, pacing, known_failures, first_poll_after_ms }: Awaiting): Promise<VideoOperationStatus> => {
-    const ctx = Context.current();
-    const interval_ms = pacing.poll_interval_ms ?? DEFAULT_POLL_INTERVAL_MS;
-    const max_interval_ms = Math.max(pacing.poll_max_interval_ms ?? interval_ms, interval_ms);
-    // Past the job's deadline Temporal has timed the activity out: nothing would take the result.
-    const ends_at_ms = ctx.info.scheduleToCloseTimeoutMs > 0 ? ctx.info.scheduledTimestampMs + ctx.info.scheduleToCloseTimeoutMs : Infinity;
-    let wait_ms = first_poll_after_ms;
-    let next_interval_ms = interval_ms;
-    let failures = known_failures;
-    const signal = abortSignalOf(deps.stopping);
-    const beats = new Heartbeats(ctx);
-    for (;;) {
-      if (wait_ms > 0) await pause(Math.min(wait_ms, Math.max(ends_at_ms - Date.now(), 0)), beats, signal, deps.stopping);
-      if (Date.now() >= ends_at_ms) throw operationRunning(`the video operation ${operation_id} was still running at the job's deadline`);
-      try {
-        return await pollOnce(backend, job_id, operation_id, failures);
-      } catch (err) {
-        if (!(err instanceof ApplicationFailure) || err.nonRetryable) throw err;
-        const running = err.type === OPERATION_RUNNING;
-        failures = running ? 0 : undefined;
-        wait_ms = !running && typeof err.nextRetryDelay === 'number' ? err.nextRetryDelay : next_interval_ms;
-        next_interval_ms = Math.min(Math.ceil(next_interval_ms * POLL_BACKOFF), max_interval_ms);
-      }
-    }
+    const interval_ms = a.pacing.poll_interval_ms ?? DEFAULT_POLL_INTERVAL_MS;
+    const heartbeat_every_ms = Math.max(Math.floor(ctx.info.heartbeatTimeoutMs / 2), 1_000);
+    await registerAwait(deps.db, {
+      job_id: a.job_id,
+      task_token: ctx.info.taskToken,
+      backend: a.backend,
+      operation_id: a.operation_id,
+      with_operation: a.with_operation,
+      poll_interval_ms: interval_ms,
+      poll_max_interval_ms: Math.max(a.pacing.poll_max_interval_ms ?? interval_ms, interval_ms),
+      first_poll_after_ms: a.first_poll_after_ms,
+      heartbeat_every_ms,
+      first_heartbeat_at_ms: ctx.info.currentAttemptScheduledTimestampMs + heartbeat_every_ms,
+      ends_at_ms: ctx.info.scheduleToCloseTimeoutMs > 0 ? ctx.info.scheduledTimestampMs + ctx.info.scheduleToCloseTimeoutMs : null,
+      failures_known_zero: a.known_failures === 0,
+    });
+    throw new CompleteAsyncError();
   };
 
   return {
@@ -483,16 +398,16 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
      * Retry-After when it gives one) until MAX_CONSECUTIVE_POLL_FAILURES in a row; a final one fails the job.
      */
     async awaitVideoGeneration(input: { backend: string; job_id: string; operation_id: string } & PollPacing): Promise<VideoOperationStatus> {
-      return awaitOperation({ backend: input.backend, job_id: input.job_id, operation_id: input.operation_id, pacing: input, known_failures: undefined, first_poll_after_ms: 0 });
+      return awaitOperation({ backend: input.backend, job_id: input.job_id, operation_id: input.operation_id, pacing: input, known_failures: undefined, first_poll_after_ms: 0, with_operation: false });
     },
 
     /**
      * Submits the job, then awaits its operation like awaitVideoGeneration: one activity whose first
-     * attempt submits and then polls, in process, until the operation ends (0.6.0; in 0.5.x it ended
-     * "still running" and later attempts polled), one activity and one workflow task per job fewer than
-     * a submit activity followed by an awaiting one. Each attempt looks for the job's recorded
-     * operation first: once the operation is recorded, a later attempt (a retry, a worker that took over
-     * after a crash) polls it and never submits again.
+     * attempt submits and then awaits the operation (0.6.0 polled in process, 0.7.0 hands it to the
+     * workers' pollers; in 0.5.x it ended "still running" and later attempts polled), one activity and
+     * one workflow task per job fewer than a submit activity followed by an awaiting one. Each attempt
+     * looks for the job's recorded operation first: once the operation is recorded, a later attempt (a
+     * retry after a crash or a timed-out heartbeat) awaits it and never submits again.
      * A retryable submit failure is retried with the polls' policy up to MAX_SUBMIT_ATTEMPTS; a final one
      * fails the job with its code (as the submit activity did).
      */
@@ -500,12 +415,12 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
       const job_id = input.request.request_id;
       const recorded = await videoJobProgress(deps.db, job_id);
       if (recorded?.operation_id) {
-        const status = await awaitOperation({ backend: input.backend, job_id, operation_id: recorded.operation_id, pacing: input, known_failures: recorded.poll_failures, first_poll_after_ms: 0 });
+        const status = await awaitOperation({ backend: input.backend, job_id, operation_id: recorded.operation_id, pacing: input, known_failures: recorded.poll_failures, first_poll_after_ms: 0, with_operation: true });
         return { operation_id: recorded.operation_id, status };
       }
       const { operation_id } = await submit(input.backend, input.request, Context.current().info.attempt >= MAX_SUBMIT_ATTEMPTS, recorded?.workspace_id);
       // The operation has just started: the first poll comes after the first interval.
-      const status = await awaitOperation({ backend: input.backend, job_id, operation_id, pacing: input, known_failures: 0, first_poll_after_ms: input.poll_interval_ms ?? DEFAULT_POLL_INTERVAL_MS });
+      const status = await awaitOperation({ backend: input.backend, job_id, operation_id, pacing: input, known_failures: 0, first_poll_after_ms: input.poll_interval_ms ?? DEFAULT_POLL_INTERVAL_MS, with_operation: true });
       return { operation_id, status };
     },
 

@@ -2,7 +2,7 @@
 // A bad value ends the process with one clear line (see ConfigError), never a stack trace.
 import path from 'node:path';
 import { z } from 'zod';
-import { DEFAULT_MAX_AWAITING_IN_PROCESS, DEFAULT_WORKER_LIMITS, type WorkerLimits } from './temporal/worker-limits.js';
+import { DEFAULT_MAX_CONCURRENT_POLLS, DEFAULT_WORKER_LIMITS, type WorkerLimits } from './temporal/worker-limits.js';
 import { checkElevenLabsBaseUrl, ELEVENLABS_DEFAULT_BASE_URL, ELEVENLABS_DEFAULT_MODEL_ID } from './providers/voice/elevenlabs.js';
 import { GCS_DEFAULT_API_ENDPOINT, parseGcsUri, VERTEX_DEFAULT_LOCATION, vertexDefaultApiEndpoint } from './providers/video/vertex-veo.js';
 import { ConfigError } from './config-error.js';
@@ -41,7 +41,7 @@ const EnvSchema = z.object({
   WORKER_MAX_CACHED_WORKFLOWS: intFrom(2, 100_000).default(DEFAULT_WORKER_LIMITS.maxCachedWorkflows),
   WORKER_MAX_CONCURRENT_WORKFLOW_TASKS: intFrom(2, 10_000).default(DEFAULT_WORKER_LIMITS.maxConcurrentWorkflowTaskExecutions),
   WORKER_MAX_CONCURRENT_ACTIVITIES: intFrom(1, 100_000).default(DEFAULT_WORKER_LIMITS.maxConcurrentActivityTaskExecutions),
-  WORKER_MAX_AWAITING_IN_PROCESS: intFrom(0, 100_000).default(DEFAULT_MAX_AWAITING_IN_PROCESS),
+  WORKER_MAX_CONCURRENT_POLLS: intFrom(1, 1_000).default(DEFAULT_MAX_CONCURRENT_POLLS),
   WORKER_MAX_CONCURRENT_LOCAL_ACTIVITIES: intFrom(1, 10_000).default(DEFAULT_WORKER_LIMITS.maxConcurrentLocalActivityExecutions),
   SIGNED_URL_TTL_S: intFrom(10, 7 * 24 * 3600).default(3600),
   STORAGE_BACKEND: z.enum(['local', 's3']).default('local'),
@@ -112,7 +112,7 @@ export interface Config {
   /** Cache and slots of a worker: its memory is bounded by these, not by the number of pending jobs. */
   workerLimits: WorkerLimits;
   /** Jobs a worker process awaits in process (polling their provider); beyond, one poll per activity attempt. */
-  workerMaxAwaitingInProcess: number;
+  workerMaxConcurrentPolls: number;
   signedUrlTtlS: number;
   /** Where outputs are stored: DATA_DIR/storage (local) or an S3-compatible bucket. */
   storageBackend: 'local' | 's3';
@@ -247,9 +247,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (pollMaxIntervalMs < e.VIDEO_POLL_INTERVAL_MS) {
     throw new ConfigError('VIDEO_POLL_MAX_INTERVAL_MS must be >= VIDEO_POLL_INTERVAL_MS');
   }
-  if (e.WORKER_MAX_AWAITING_IN_PROCESS >= e.WORKER_MAX_CONCURRENT_ACTIVITIES) {
-    throw new ConfigError('WORKER_MAX_AWAITING_IN_PROCESS must be below WORKER_MAX_CONCURRENT_ACTIVITIES (jobs awaited in process hold activity slots; settlements and copies need some)');
-  }
   return {
     production,
     port: e.PORT,
@@ -283,7 +280,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       maxConcurrentActivityTaskExecutions: e.WORKER_MAX_CONCURRENT_ACTIVITIES,
       maxConcurrentLocalActivityExecutions: e.WORKER_MAX_CONCURRENT_LOCAL_ACTIVITIES,
     },
-    workerMaxAwaitingInProcess: e.WORKER_MAX_AWAITING_IN_PROCESS,
+    workerMaxConcurrentPolls: e.WORKER_MAX_CONCURRENT_POLLS,
     signedUrlTtlS: e.SIGNED_URL_TTL_S,
     storageBackend: e.STORAGE_BACKEND,
     s3: s3ConfigOf(e),

@@ -1,6 +1,5 @@
 // Builds the parts a process runs (API server, worker) from config and the infrastructure addresses.
 // Used by `npm start` (everything in one process tree) and by the scale-out entry points.
-import { setMaxListeners } from 'node:events';
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
@@ -34,6 +33,8 @@ import { ensureReconcileSchedule } from './temporal/reconcile-schedule.js';
 import { webhookTaskQueue } from './webhooks/dispatch.js';
 import { checkSearchAttributes } from './temporal/search-attributes.js';
 import { createActivities } from '../activities/index.js';
+import { createVideoOperationPoll } from '../activities/video-job.js';
+import { AwaitsPoller } from './temporal/awaits-poller.js';
 
 export interface Secrets {
   adminToken: string;
@@ -193,20 +194,23 @@ export function apiBaseUrl(config: Config): string {
   return config.publicBaseUrl ?? `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${config.port}`;
 }
 
+/** How long a poller's claim of an awaited job lasts: a worker killed mid-poll leaves its claims for this long. */
+const AWAIT_CLAIM_LEASE_MS = 30_000;
+/**
+ * The poller's wait when no awaited job is due: a tenth of the poll interval, between 20 and 500 ms (a
+ * finished generation is seen within the poll interval plus this; each wait ends with one claim query).
+ */
+const pollerIdleMs = (poll_interval_ms: number) => Math.min(Math.max(Math.floor(poll_interval_ms / 10), 20), 500);
+
 export async function startWorker(opts: { config: Config; db: Db; temporalAddress: string; logger: Logger; urlSigningSecret?: string }): Promise<RunningWorker> {
   const storage = createStorage(opts.config);
   await checkStorage(storage);
   const { downloadUrls } = createDownloads(storage, workerUrlSigningSecret(opts.config, storage, opts.urlSigningSecret), opts.config.signedUrlTtlS);
-  // Aborted first when the worker stops: activities awaiting provider operations hand them over at once.
-  const stopping = new AbortController();
-  // One listener per activity awaiting an operation, bounded by the activity slots.
-  setMaxListeners(opts.config.workerLimits.maxConcurrentActivityTaskExecutions + 10, stopping.signal);
+  const videoProviders = createVideoProviders(opts.db, opts.config);
   const activities = createActivities({
-    stopping: stopping.signal,
-    max_awaiting_in_process: opts.config.workerMaxAwaitingInProcess,
     db: opts.db,
     storage,
-    videoProviders: createVideoProviders(opts.db, opts.config),
+    videoProviders,
     voiceProvider: createVoiceProvider(opts.db, opts.config),
     logger: opts.logger,
     taskQueue: opts.config.temporal.taskQueue,
@@ -239,15 +243,28 @@ export async function startWorker(opts: { config: Config; db: Db; temporalAddres
     maxTaskQueueActivitiesPerSecond: opts.config.webhooks.maxAttemptsPerSecond,
   });
   await checkSearchAttributes(connection.operatorService, opts.config.temporal.namespace);
+  const client = new Client({ connection, namespace: opts.config.temporal.namespace });
+  // Polls the jobs' provider operations and completes their awaiting attempts (a pending job is a row).
+  const poller = new AwaitsPoller({
+    db: opts.db,
+    completion: client.activity,
+    logger: opts.logger,
+    pollOnce: createVideoOperationPoll({ db: opts.db, videoProviders, logger: opts.logger }).pollOnce,
+    max_concurrent: opts.config.workerMaxConcurrentPolls,
+    lease_ms: AWAIT_CLAIM_LEASE_MS,
+    idle_ms: pollerIdleMs(opts.config.video.pollIntervalMs),
+  });
+  poller.start();
   // The reconciler's schedule, with this configuration's interval (every worker makes sure of it).
-  await ensureReconcileSchedule(new Client({ connection, namespace: opts.config.temporal.namespace }), {
+  await ensureReconcileSchedule(client, {
     taskQueue: opts.config.temporal.taskQueue,
     interval_ms: opts.config.reconcileIntervalMs,
   });
   const workers = [worker, webhookWorker];
   const run = Promise.all(workers.map((w) => w.run()))
     .then(() => undefined)
-    .finally(() => {
+    .finally(async () => {
+      await poller.shutdown();
       closeStorage(storage);
       return connection.close();
     });
@@ -255,7 +272,6 @@ export async function startWorker(opts: { config: Config; db: Db; temporalAddres
   return {
     run,
     async shutdown() {
-      stopping.abort();
       for (const w of workers) if (w.getState() === 'RUNNING') w.shutdown();
       await run.catch(() => {});
     },

@@ -63,14 +63,15 @@ describe('startupFailureLine', () => {
 });
 
 describe('worker limits in the configuration', () => {
-  test('jobs awaited in process must leave activity slots for the rest; the defaults do', () => {
-    assert.throws(() => loadConfig({ WORKER_MAX_AWAITING_IN_PROCESS: '600', WORKER_MAX_CONCURRENT_ACTIVITIES: '600' }), (err: unknown) => {
-      assert.ok(err instanceof ConfigError);
-      assert.match(err.message, /^WORKER_MAX_AWAITING_IN_PROCESS must be below WORKER_MAX_CONCURRENT_ACTIVITIES/);
-      return true;
-    });
-    const defaults = loadConfig({});
-    assert.ok(defaults.workerMaxAwaitingInProcess < defaults.workerLimits.maxConcurrentActivityTaskExecutions);
-    assert.equal(loadConfig({ WORKER_MAX_AWAITING_IN_PROCESS: '0' }).workerMaxAwaitingInProcess, 0);
+  test('the polls a worker runs at once are bounded: at least one, at most 1,000', () => {
+    assert.equal(loadConfig({}).workerMaxConcurrentPolls, 50);
+    assert.equal(loadConfig({ WORKER_MAX_CONCURRENT_POLLS: '1' }).workerMaxConcurrentPolls, 1);
+    for (const bad of ['0', '1001', 'many']) {
+      assert.throws(() => loadConfig({ WORKER_MAX_CONCURRENT_POLLS: bad }), (err: unknown) => {
+        assert.ok(err instanceof ConfigError);
+        assert.match(err.message, /WORKER_MAX_CONCURRENT_POLLS/);
+        return true;
+      });
+    }
   });
 });

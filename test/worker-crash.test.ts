@@ -62,7 +62,7 @@ test('SIGKILL of the worker mid-job: a new worker finishes the job and billing i
   await assertAuditHolds(stack);
 });
 
-test('a worker stopped (SIGTERM) while awaiting a provider operation hands it over at once; another worker finishes the job', async () => {
+test('a worker stopped (SIGTERM) while its poller awaits a provider operation stops at once; another worker\'s poller completes the same attempt', async () => {
   // Only this test's workers: the one the test above started goes first.
   const earlier = children.splice(0).filter((c) => c.exitCode === null && c.signalCode === null);
   killAll(earlier);
@@ -80,7 +80,7 @@ test('a worker stopped (SIGTERM) while awaiting a provider operation hands it ov
   const stopped_at = Date.now();
   first.kill('SIGTERM');
   await new Promise((r) => first.once('exit', r));
-  // The worker's shutdown grace is 20 s: an awaiting activity that held on until then would show here.
+  // The worker's shutdown grace is 20 s: a poller that held on until then would show here.
   assert.ok(Date.now() - stopped_at < 10_000, `the worker took ${Date.now() - stopped_at} ms to stop`);
   assert.equal(first.exitCode, 0);
 
@@ -90,12 +90,15 @@ test('a worker stopped (SIGTERM) while awaiting a provider operation hands it ov
   assert.equal(job.videos.length, 1);
   const ops = await stack.db.query('SELECT count(*)::int AS n FROM simulator.video_operations WHERE request_id = $1', [created.body.id]);
   assert.equal(ops.rows[0].n, 1, 'the provider saw one submission');
-  // The stopped worker's attempt ended as "worker stopping" (retried at once), not by a heartbeat timeout.
+  // The stopped worker held no state of the job: the new worker's poller completed the first attempt by its
+  // task token (no retry, no heartbeat timeout), and the job's row of video_job_awaits is gone.
   const events = (await stack.api.temporal.workflow.getHandle(videoJobWorkflowId(created.body.id)).fetchHistory()).events!;
-  const started = events.find((e) => e.activityTaskStartedEventAttributes && e.activityTaskStartedEventAttributes.attempt! > 1);
-  const activityEvents = events.filter((e) => e.activityTaskStartedEventAttributes || e.activityTaskCompletedEventAttributes || e.activityTaskFailedEventAttributes);
-  assert.equal(started?.activityTaskStartedEventAttributes?.attempt, 2, JSON.stringify(activityEvents));
-  assert.equal(started?.activityTaskStartedEventAttributes?.lastFailure?.applicationFailureInfo?.type, 'WorkerStopping');
+  const activityEvents = events.filter((e) => e.activityTaskStartedEventAttributes || e.activityTaskCompletedEventAttributes || e.activityTaskFailedEventAttributes || e.activityTaskTimedOutEventAttributes);
+  const retried = events.find((e) => e.activityTaskStartedEventAttributes && e.activityTaskStartedEventAttributes.attempt! > 1);
+  assert.equal(retried, undefined, JSON.stringify(activityEvents));
+  assert.ok(!events.some((e) => e.activityTaskTimedOutEventAttributes || e.activityTaskFailedEventAttributes), JSON.stringify(activityEvents));
+  const rows = await stack.db.query('SELECT count(*)::int AS n FROM video_job_awaits WHERE job_id = $1', [created.body.id]);
+  assert.equal(rows.rows[0].n, 0);
   assert.equal(await balanceMicro(stack, c.workspaceId), 10_000_000 - 200_000);
   await assertAuditHolds(stack);
 });

@@ -94,29 +94,42 @@ describe('polling costs no history', () => {
   });
 });
 
-describe('beyond the jobs a worker awaits in process', () => {
+describe('the workers\' poller', () => {
   let stack: Stack;
   before(async () => {
-    stack = await startStack({ env: { VIDEO_POLL_INTERVAL_MS: '200', VIDEO_POLL_MAX_INTERVAL_MS: '200', WORKER_MAX_AWAITING_IN_PROCESS: '0' } });
+    stack = await startStack({ env: { VIDEO_POLL_INTERVAL_MS: '200', VIDEO_POLL_MAX_INTERVAL_MS: '200', WORKER_MAX_CONCURRENT_POLLS: '1' } });
   });
   after(async () => {
     await stack.stop();
   });
 
-  test('a job polls once per activity attempt (Temporal retries the attempt), with the same history and billing', async () => {
+  test('one poll at a time awaits many jobs, each a row until its attempt is completed by its task token, never retried', async () => {
     const c = await newCustomer(stack, 5);
-    const created = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: simJob({ delay_ms: 2_000, videos: 1 }) });
-    assert.equal(created.status, 202);
-    const job = await waitForJob(stack, c.key, created.body.id);
-    assert.equal(job.status, 'succeeded');
-    const handle = stack.api.temporal.workflow.getHandle(videoJobWorkflowId(created.body.id));
-    await handle.result();
-    const events = (await handle.fetchHistory()).events!;
-    const started = events.find((e) => e.activityTaskStartedEventAttributes && e.activityTaskStartedEventAttributes.attempt! > 1);
-    assert.ok(started, 'the awaiting activity was retried');
-    assert.equal(started.activityTaskStartedEventAttributes?.lastFailure?.applicationFailureInfo?.type, OPERATION_RUNNING);
-    assert.ok(events.length <= 40, `${events.length} events`);
-    assert.equal(await balanceMicro(stack, c.workspaceId), 5_000_000 - 200_000);
+    const ids: string[] = [];
+    for (let i = 0; i < 6; i++) {
+      const created = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: simJob({ delay_ms: 1_500, videos: 1 }) });
+      assert.equal(created.status, 202, JSON.stringify(created.body));
+      ids.push(created.body.id);
+    }
+    // Pending, each job is a row of video_job_awaits (waiting for a poll slot, since there is one).
+    for (let i = 0; ; i++) {
+      const r = await stack.db.query('SELECT count(*)::int AS n FROM video_job_awaits WHERE job_id = ANY($1::uuid[])', [ids]);
+      if (r.rows[0].n > 0) break;
+      assert.ok(i < 100, 'no job was ever awaited by the poller');
+      await new Promise((res) => setTimeout(res, 20));
+    }
+    for (const id of ids) {
+      const job = await waitForJob(stack, c.key, id);
+      assert.equal(job.status, 'succeeded');
+      const handle = stack.api.temporal.workflow.getHandle(videoJobWorkflowId(id));
+      await handle.result();
+      const events = (await handle.fetchHistory()).events!;
+      assert.ok(!events.some((e) => e.activityTaskStartedEventAttributes && e.activityTaskStartedEventAttributes.attempt! > 1), 'no attempt was retried');
+      assert.ok(events.length <= 40, `${events.length} events`);
+    }
+    const left = await stack.db.query('SELECT count(*)::int AS n FROM video_job_awaits WHERE job_id = ANY($1::uuid[])', [ids]);
+    assert.equal(left.rows[0].n, 0, 'every row goes with its completed attempt');
+    assert.equal(await balanceMicro(stack, c.workspaceId), 5_000_000 - 6 * 200_000);
     await assertAuditHolds(stack);
   });
 });

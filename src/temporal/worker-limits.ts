@@ -18,8 +18,8 @@ export const DEFAULT_WORKER_LIMITS: WorkerLimits = {
 };
 
 /**
- * Jobs a worker process awaits in process, polling their provider from one activity attempt each (about
- * 35 KiB and one activity slot a job); a job beyond it polls once per attempt, Temporal retrying the attempt
- * after the poll interval. Below the activity slots: settlements and copies need some.
+ * Provider polls (and heartbeats of awaiting attempts) a worker process's poller runs at once. A pending
+ * job holds nothing between its polls (a row in video_job_awaits), so this bounds the polls in flight, not
+ * the jobs pending.
  */
-export const DEFAULT_MAX_AWAITING_IN_PROCESS = 500;
+export const DEFAULT_MAX_CONCURRENT_POLLS = 50;
