@@ -17,8 +17,8 @@ import type { Log } from './log.js';
 export interface PendingRss {
   pending: number;
   max_cached_workflows: number;
-  /** Jobs the worker awaits in process (the others poll through Temporal). */
-  max_awaiting_in_process: number;
+  /** Polls the worker's poller runs at once. */
+  max_concurrent_polls: number;
   creates: LoadResult;
   before: SubjectMemory[];
   after: SubjectMemory[];
@@ -106,7 +106,7 @@ export async function benchPendingRss(infra: Infra, cfg: BenchConfig, log: Log):
     return {
       pending,
       max_cached_workflows: loadConfig(env).workerLimits.maxCachedWorkflows,
-      max_awaiting_in_process: loadConfig(env).workerMaxAwaitingInProcess,
+      max_concurrent_polls: loadConfig(env).workerMaxConcurrentPolls,
       creates,
       before: before.memory,
       after: after.memory,

@@ -29,7 +29,7 @@ export function formatHeader(env: Environment, cfg: BenchConfig, product: Config
     `product     VIDEO_POLL_INTERVAL_MS=${product.video.pollIntervalMs} VIDEO_POLL_MAX_INTERVAL_MS=${product.video.pollMaxIntervalMs} ` +
       `VIDEO_JOB_TIMEOUT_MS=${product.video.jobTimeoutMs} DATABASE_POOL_MAX=${product.databasePoolMax} ` +
       `WORKER_MAX_CACHED_WORKFLOWS=${product.workerLimits.maxCachedWorkflows} WORKER_MAX_CONCURRENT_WORKFLOW_TASKS=${product.workerLimits.maxConcurrentWorkflowTaskExecutions} ` +
-      `WORKER_MAX_CONCURRENT_ACTIVITIES=${product.workerLimits.maxConcurrentActivityTaskExecutions} WORKER_MAX_CONCURRENT_LOCAL_ACTIVITIES=${product.workerLimits.maxConcurrentLocalActivityExecutions} WORKER_MAX_AWAITING_IN_PROCESS=${product.workerMaxAwaitingInProcess}`,
+      `WORKER_MAX_CONCURRENT_ACTIVITIES=${product.workerLimits.maxConcurrentActivityTaskExecutions} WORKER_MAX_CONCURRENT_LOCAL_ACTIVITIES=${product.workerLimits.maxConcurrentLocalActivityExecutions} WORKER_MAX_CONCURRENT_POLLS=${product.workerMaxConcurrentPolls}`,
     '            (the service\'s defaults unless exported; the bench sets only RATE_LIMIT_PER_MINUTE=1000000, SIMULATOR=on, LOG_LEVEL=silent)',
     '',
   ].join('\n');
@@ -134,7 +134,7 @@ export function formatRss(r: PendingRss): string {
   const c = figuresOf(r.creates);
   const growth = r.steady_after_bytes - r.steady_before_bytes;
   return [
-    `4. RSS of the API + worker process with ${r.pending} pending jobs (WORKER_MAX_CACHED_WORKFLOWS=${r.max_cached_workflows}, WORKER_MAX_AWAITING_IN_PROCESS=${r.max_awaiting_in_process}), after gc()`,
+    `4. RSS of the API + worker process with ${r.pending} pending jobs (WORKER_MAX_CACHED_WORKFLOWS=${r.max_cached_workflows}, WORKER_MAX_CONCURRENT_POLLS=${r.max_concurrent_polls}), after gc()`,
     `  before: ${r.before.map((m) => mib(m.rss_bytes)).join(', ')} MiB (heap ${mib(r.before.at(-1)!.heap_used_bytes)} MiB) -> steady ${mib(r.steady_before_bytes)} MiB`,
     `  after:  ${r.after.map((m) => mib(m.rss_bytes)).join(', ')} MiB (heap ${mib(r.after.at(-1)!.heap_used_bytes)} MiB) -> steady ${mib(r.steady_after_bytes)} MiB`,
     `  growth: ${mib(growth)} MiB for ${r.pending} pending jobs (${(growth / 1024 / Math.max(r.pending, 1)).toFixed(1)} KiB per job; target <= ${RSS_GROWTH_TARGET_MIB_PER_2000} MiB for 2,000)`,
@@ -155,7 +155,7 @@ function pendingCpuLines(r: PendingRss): string[] {
   return [
     line('idle   ', r.cpu_before),
     line(`pending`, r.cpu_after),
-    `  what 1,000 pending jobs cost: subject ${per1000[0]}, Temporal ${per1000[1]}, PostgreSQL ${per1000[2]} CPU ms per second (their polls, heartbeats and poll attempts through Temporal)`,
+    `  what 1,000 pending jobs cost: subject ${per1000[0]}, Temporal ${per1000[1]}, PostgreSQL ${per1000[2]} CPU ms per second (the pollers' claims, polls and heartbeats)`,
   ];
 }
 
