@@ -30,6 +30,8 @@ export interface AwaitsPollerDeps {
 
 /** A Temporal or database call that failed for a passing reason: the row is tried again after this long. */
 const RETRY_AFTER_ERROR_MS = 5_000;
+/** The wait after a claim query failed. */
+const CLAIM_RETRY_AFTER_ERROR_MS = 1_000;
 
 export class AwaitsPoller {
   readonly owner = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
@@ -60,14 +62,17 @@ export class AwaitsPoller {
     const { signal } = this.stop;
     while (!signal.aborted) {
       let claimed: ClaimedAwait[] = [];
+      let idle_ms = this.deps.idle_ms;
       try {
         claimed = await claimDueAwaits(this.deps.db, this.owner, this.deps.max_concurrent - this.in_flight, this.deps.lease_ms);
       } catch (err) {
+        // PostgreSQL down or restarting: one warning a second at most, and the rows wait for it.
+        idle_ms = Math.max(idle_ms, CLAIM_RETRY_AFTER_ERROR_MS);
         this.deps.logger.warn({ err_message: (err as Error).message }, 'awaits poller: could not claim due jobs; trying again');
       }
       for (const row of claimed) this.track(this.handle(row));
       // Full: wait for a slot; nothing due: wait a moment.
-      const wait = this.in_flight >= this.deps.max_concurrent ? Promise.race(this.settled) : claimed.length === 0 ? sleep(this.deps.idle_ms, undefined, { signal }).catch(() => {}) : undefined;
+      const wait = this.in_flight >= this.deps.max_concurrent ? Promise.race(this.settled) : claimed.length === 0 ? sleep(idle_ms, undefined, { signal }).catch(() => {}) : undefined;
       if (wait) await wait;
     }
   }
