@@ -5,9 +5,12 @@ import assert from 'node:assert/strict';
 import { assertAuditHolds, balanceMicro, http, newCustomer, simJob, startStack, waitForJob, type Stack } from './helpers/stack.js';
 import { JOB_STATUS_SA, OPERATION_RUNNING, videoJobWorkflowId } from '../workflows/messages.js';
 import { providerCalls } from '../src/providers/simulator-usage.js';
-import { startWorker, type RunningWorker } from '../src/runtime.js';
+import { createStorage, createVideoProviders, startWorker, type RunningWorker } from '../src/runtime.js';
 import { createLogger } from '../src/logger.js';
 import { randomUUID } from 'node:crypto';
+import { MockActivityEnvironment } from '@temporalio/testing';
+import { ApplicationFailure } from '@temporalio/common';
+import { createVideoJobActivities } from '../activities/video-job.js';
 import { jobIdForIdempotencyKey } from '../src/services/video-jobs.js';
 import { chargeDirect, directInput, startDirect } from './helpers/direct-start.js';
 import { PATCH_DECIDE_WHEN_LATE, PATCH_STATUS_AT_START, PATCH_SUBMIT_WITHIN_AWAIT } from '../workflows/video-job.js';
@@ -130,6 +133,37 @@ describe('the workers\' poller', () => {
     const left = await stack.db.query('SELECT count(*)::int AS n FROM video_job_awaits WHERE job_id = ANY($1::uuid[])', [ids]);
     assert.equal(left.rows[0].n, 0, 'every row goes with its completed attempt');
     assert.equal(await balanceMicro(stack, c.workspaceId), 5_000_000 - 6 * 200_000);
+    await assertAuditHolds(stack);
+  });
+
+  test('an awaiting attempt scheduled without a heartbeat timeout (by a 0.5.x run) polls once: "still running" while it runs, the status once done, no row', async () => {
+    const c = await newCustomer(stack, 5);
+    const created = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: simJob({ delay_ms: 3_000, videos: 1 }) });
+    assert.equal(created.status, 202);
+    const job_id: string = created.body.id;
+    let operation_id: string | null = null;
+    for (let i = 0; !operation_id; i++) {
+      assert.ok(i < 250, 'the job never recorded its operation');
+      await new Promise((res) => setTimeout(res, 20));
+      operation_id = (await stack.db.query('SELECT operation_id FROM video_jobs WHERE id = $1', [job_id])).rows[0]?.operation_id ?? null;
+    }
+    // The activity as 0.5.x runs scheduled it: no heartbeat timeout (MockActivityEnvironment's default info).
+    const activities = createVideoJobActivities({ db: stack.db, storage: createStorage(stack.config), videoProviders: createVideoProviders(stack.db, stack.config), logger: createLogger('silent', 'test') });
+    const env = new MockActivityEnvironment();
+    const input = { backend: 'simulator', job_id, operation_id, poll_interval_ms: 200, poll_max_interval_ms: 200 };
+    await assert.rejects(env.run(activities.awaitVideoGeneration, input), (err: unknown) => {
+      assert.ok(err instanceof ApplicationFailure, String(err));
+      assert.equal(err.type, OPERATION_RUNNING);
+      assert.equal(err.nonRetryable, false);
+      return true;
+    });
+    const job = await waitForJob(stack, c.key, job_id);
+    assert.equal(job.status, 'succeeded');
+    const status = (await env.run(activities.awaitVideoGeneration, input)) as { state: string };
+    assert.equal(status.state, 'succeeded');
+    const rows = await stack.db.query('SELECT count(*)::int AS n FROM video_job_awaits WHERE job_id = $1', [job_id]);
+    assert.equal(rows.rows[0].n, 0);
+    assert.equal(await balanceMicro(stack, c.workspaceId), 5_000_000 - 200_000);
     await assertAuditHolds(stack);
   });
 });
