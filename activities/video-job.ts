@@ -1,7 +1,6 @@
 // Activities of the video job workflow: the ledger, the provider and storage. Each is idempotent,
 // so Temporal may retry any of them after a crash without double charging or double storing.
 // Metrics count only real ledger changes (never an idempotent replay); logs carry job_id and workspace_id.
-import { setTimeout as sleep } from 'node:timers/promises';
 import { CompleteAsyncError, Context } from '@temporalio/activity';
 import { ApplicationFailure, ApplicationFailureCategory } from '@temporalio/common';
 import type { Logger } from 'pino';
@@ -33,7 +32,7 @@ import {
 } from '../src/providers/video/types.js';
 import { loadVideoJobInputs } from '../src/services/video-job-inputs.js';
 import { isPermanentStorageError, type Storage } from '../src/storage/local.js';
-import { OPERATION_RUNNING, POLL_BACKOFF, videoJobWorkflowId, type StoredVideo } from '../workflows/messages.js';
+import { OPERATION_RUNNING, videoJobWorkflowId, type StoredVideo } from '../workflows/messages.js';
 import type { JobEventContext } from '../src/webhooks/events.js';
 import { dispatchJobWebhooks } from '../src/webhooks/dispatch.js';
 import { Semaphore } from '../src/semaphore.js';

@@ -111,7 +111,7 @@ export interface Config {
   reconcileIntervalMs: number;
   /** Cache and slots of a worker: its memory is bounded by these, not by the number of pending jobs. */
   workerLimits: WorkerLimits;
-  /** Jobs a worker process awaits in process (polling their provider); beyond, one poll per activity attempt. */
+  /** Provider polls (and heartbeats) a worker's poller runs at once; pending jobs are rows, not bounded by it. */
   workerMaxConcurrentPolls: number;
   signedUrlTtlS: number;
   /** Where outputs are stored: DATA_DIR/storage (local) or an S3-compatible bucket. */

@@ -254,12 +254,13 @@ export async function startWorker(opts: { config: Config; db: Db; temporalAddres
     lease_ms: AWAIT_CLAIM_LEASE_MS,
     idle_ms: pollerIdleMs(opts.config.video.pollIntervalMs),
   });
-  poller.start();
   // The reconciler's schedule, with this configuration's interval (every worker makes sure of it).
   await ensureReconcileSchedule(client, {
     taskQueue: opts.config.temporal.taskQueue,
     interval_ms: opts.config.reconcileIntervalMs,
   });
+  // Started last: a start that fails above leaves no poller running.
+  poller.start();
   const workers = [worker, webhookWorker];
   const run = Promise.all(workers.map((w) => w.run()))
     .then(() => undefined)

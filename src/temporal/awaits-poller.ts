@@ -115,10 +115,14 @@ export class AwaitsPoller {
       const status = await this.deps.pollOnce(row.backend, row.job_id, row.operation_id, row.failures_known_zero ? 0 : undefined);
       outcome = { result: row.with_operation ? { operation_id: row.operation_id, status } : status };
     } catch (err) {
-      const failure = err instanceof ApplicationFailure ? err : ApplicationFailure.create({ type: 'ProviderError', message: 'the video provider call failed (internal_error)', details: [{ code: 'internal_error' }] });
-      if (!failure.nonRetryable) {
-        const running = failure.type === OPERATION_RUNNING;
-        const wait_ms = !running && typeof failure.nextRetryDelay === 'number' ? failure.nextRetryDelay : row.next_interval_ms;
+      if (!(err instanceof ApplicationFailure)) {
+        // Not the provider's answer (pollOnce classifies those): PostgreSQL, most likely. Polled again later.
+        this.deps.logger.warn({ job_id: row.job_id, err_message: (err as Error).message }, 'awaits poller: the poll failed; trying again');
+        return releaseAwait(db, row, this.owner, { next_poll_after_ms: RETRY_AFTER_ERROR_MS, next_interval_ms: row.next_interval_ms, next_heartbeat_after_ms, failures_known_zero: row.failures_known_zero });
+      }
+      if (!err.nonRetryable) {
+        const running = err.type === OPERATION_RUNNING;
+        const wait_ms = !running && typeof err.nextRetryDelay === 'number' ? err.nextRetryDelay : row.next_interval_ms;
         return releaseAwait(db, row, this.owner, {
           next_poll_after_ms: wait_ms,
           next_interval_ms: Math.min(Math.ceil(row.next_interval_ms * POLL_BACKOFF), row.poll_max_interval_ms),
@@ -126,7 +130,7 @@ export class AwaitsPoller {
           failures_known_zero: running,
         });
       }
-      outcome = { failure };
+      outcome = { failure: err };
     }
     try {
       if ('result' in outcome) await completion.complete(token, outcome.result);
