@@ -32,7 +32,7 @@ const EnvSchema = z.object({
   URL_SIGNING_SECRET: z.string().min(32, 'URL_SIGNING_SECRET must be at least 32 characters').optional(),
   VIDEO_POLL_INTERVAL_MS: intFrom(10, 600_000).default(5_000),
   VIDEO_POLL_MAX_INTERVAL_MS: intFrom(10, 3_600_000).optional(),
-  VIDEO_AWAIT_HEARTBEAT_TIMEOUT_MS: intFrom(2_000, 600_000).default(120_000),
+  VIDEO_AWAIT_HEARTBEAT_TIMEOUT_MS: intFrom(2_000, 600_000).default(30_000),
   VIDEO_JOB_TIMEOUT_MS: intFrom(1_000, 7 * 24 * 3_600_000).default(30 * 60_000),
   VIDEO_CREATE_TIMEOUT_MS: intFrom(3_000, 120_000).default(30_000),
   RECONCILE_INTERVAL_MS: intFrom(1_000, 24 * 3_600_000).default(60_000),
