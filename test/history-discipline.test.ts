@@ -23,6 +23,8 @@ const RELEASED: Record<string, string> = {
   '0.6.0': '1d3548ef0837e2cef3c28605364a85512daaf480',
   // 0.6.1 (bench and docs) changed no workflow code and recorded nothing new.
   '0.6.1': '72fcc575ac405a9ee0dbb0728d93f75d401b8a3c',
+  // 0.7.0 (the stateless poller of pending jobs) changed no workflow code and recorded nothing new.
+  '0.7.0': 'ee0125740ec871dc1b745fbe77081129a7491055',
 };
 
 const git = (...args: string[]) => execFileSync('git', args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
