@@ -13,6 +13,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { createVideoJobActivities } from '../activities/video-job.js';
 import { jobIdForIdempotencyKey } from '../src/services/video-jobs.js';
 import { chargeDirect, directInput, startDirect } from './helpers/direct-start.js';
+import { settleVideoJob } from '../src/billing/video-job-billing.js';
 import { PATCH_DECIDE_WHEN_LATE, PATCH_STATUS_AT_START, PATCH_SUBMIT_WITHIN_AWAIT } from '../workflows/video-job.js';
 
 describe('deadline', () => {
@@ -114,10 +115,16 @@ describe('the workers\' poller', () => {
       assert.equal(created.status, 202, JSON.stringify(created.body));
       ids.push(created.body.id);
     }
-    // Pending, each job is a row of video_job_awaits (waiting for a poll slot, since there is one).
+    // Pending, each job is a row of video_job_awaits (waiting for a poll slot, since there is one), written
+    // by the statement that records the job's operation: a row always names the job's recorded operation.
     for (let i = 0; ; i++) {
-      const r = await stack.db.query('SELECT count(*)::int AS n FROM video_job_awaits WHERE job_id = ANY($1::uuid[])', [ids]);
-      if (r.rows[0].n > 0) break;
+      const r = await stack.db.query<{ n: number; mismatched: number }>(
+        `SELECT count(*)::int AS n, count(*) FILTER (WHERE j.operation_id IS DISTINCT FROM a.operation_id)::int AS mismatched
+           FROM video_job_awaits a JOIN video_jobs j ON j.id = a.job_id WHERE a.job_id = ANY($1::uuid[])`,
+        [ids],
+      );
+      assert.equal(r.rows[0]!.mismatched, 0, 'a row names an operation the job did not record');
+      if (r.rows[0]!.n > 0) break;
       assert.ok(i < 100, 'no job was ever awaited by the poller');
       await new Promise((res) => setTimeout(res, 20));
     }
@@ -164,6 +171,49 @@ describe('the workers\' poller', () => {
     const rows = await stack.db.query('SELECT count(*)::int AS n FROM video_job_awaits WHERE job_id = $1', [job_id]);
     assert.equal(rows.rows[0].n, 0);
     assert.equal(await balanceMicro(stack, c.workspaceId), 5_000_000 - 200_000);
+    await assertAuditHolds(stack);
+  });
+});
+
+describe('the awaiting activity of 0.5.x runs, submitting', () => {
+  let stack: Stack;
+  before(async () => {
+    stack = await startStack();
+  });
+  after(async () => {
+    await stack.stop();
+  });
+
+  test('its first attempt submits and records the operation, no row, "still running"; a later attempt polls the recorded operation and never submits again', async () => {
+    const c = await newCustomer(stack, 5);
+    // A charged job whose run has not submitted yet (no workflow: the activity is run here, as a 0.5.x run
+    // schedules it, without a heartbeat timeout).
+    const input = directInput(c.workspaceId, randomUUID(), { accept_by_ms: Date.now() + 60_000 });
+    assert.equal((await chargeDirect(stack.db, input)).ok, true);
+    const activities = createVideoJobActivities({ db: stack.db, storage: createStorage(stack.config), videoProviders: createVideoProviders(stack.db, stack.config), logger: createLogger('silent', 'test') });
+    const request = { request_id: input.job_id, model: input.model, prompt: input.prompt, params: input.params, parameters: { simulate: { delay_ms: 60_000 } } };
+    const args = { backend: 'simulator', request, poll_interval_ms: 200, poll_max_interval_ms: 200 };
+    const stillRunning = (err: unknown) => {
+      assert.ok(err instanceof ApplicationFailure, String(err));
+      assert.equal(err.type, OPERATION_RUNNING);
+      return true;
+    };
+    const submits_before = await providerCalls(stack.db, 'video_submit');
+    await assert.rejects(new MockActivityEnvironment({ attempt: 1 }).run(activities.submitAndAwaitVideoGeneration, args), stillRunning);
+    assert.equal(await providerCalls(stack.db, 'video_submit'), submits_before + 1);
+    const job = await stack.db.query('SELECT operation_id FROM video_jobs WHERE id = $1', [input.job_id]);
+    assert.match(job.rows[0].operation_id ?? '', /^simop_/, 'the first attempt recorded the operation it submitted');
+    const rows = await stack.db.query('SELECT count(*)::int AS n FROM video_job_awaits WHERE job_id = $1', [input.job_id]);
+    assert.equal(rows.rows[0].n, 0);
+    const polls_before = await providerCalls(stack.db, 'video_poll');
+    await assert.rejects(new MockActivityEnvironment({ attempt: 2 }).run(activities.submitAndAwaitVideoGeneration, args), stillRunning);
+    assert.equal(await providerCalls(stack.db, 'video_submit'), submits_before + 1, 'a later attempt never submits again');
+    assert.equal(await providerCalls(stack.db, 'video_poll'), polls_before + 1);
+
+    // The job has no workflow to settle it: settled here (failed, refunded), so the ledger balances.
+    const settled = await settleVideoJob(stack.db, { jobId: input.job_id, outcome: 'failed', delivered: 0, videos: [], error: { code: 'test', message: 'settled by the test' }, completed_at_ms: Date.now() });
+    assert.equal(settled.refunded_micro_eur, 200_000);
+    assert.equal(await balanceMicro(stack, c.workspaceId), 5_000_000);
     await assertAuditHolds(stack);
   });
 });

@@ -19,11 +19,11 @@ export interface AwaitRegistration {
   /** The attempt's deadline, ms from the epoch, if it has one. */
   ends_at_ms: number | null;
   failures_known_zero: boolean;
+  /** Also record `operation_id` as the job's operation (just submitted), in the same statement. */
+  record_operation: boolean;
 }
 
-const REGISTER = prepared(
-  'video-job-await-register',
-  `INSERT INTO video_job_awaits (job_id, task_token, backend, operation_id, with_operation, poll_interval_ms, poll_max_interval_ms,
+const REGISTER_ROW = `INSERT INTO video_job_awaits (job_id, task_token, backend, operation_id, with_operation, poll_interval_ms, poll_max_interval_ms,
      next_interval_ms, next_poll_at, heartbeat_every_ms, next_heartbeat_at, ends_at, failures_known_zero)
    VALUES ($1, $2, $3, $4, $5, $6, $7, $6, now() + make_interval(secs => $8::float8 / 1000), $9, to_timestamp($10::float8 / 1000),
      to_timestamp($11::float8 / 1000), $12)
@@ -31,13 +31,18 @@ const REGISTER = prepared(
      with_operation = EXCLUDED.with_operation, poll_interval_ms = EXCLUDED.poll_interval_ms, poll_max_interval_ms = EXCLUDED.poll_max_interval_ms,
      next_interval_ms = EXCLUDED.next_interval_ms, next_poll_at = EXCLUDED.next_poll_at, heartbeat_every_ms = EXCLUDED.heartbeat_every_ms,
      next_heartbeat_at = EXCLUDED.next_heartbeat_at, ends_at = EXCLUDED.ends_at, failures_known_zero = EXCLUDED.failures_known_zero,
-     lease_owner = NULL, lease_until = NULL`,
+     lease_owner = NULL, lease_until = NULL`;
+const REGISTER = prepared('video-job-await-register', REGISTER_ROW);
+/** The row and the job's operation, atomically: a failure records neither, and the retry submits again (as when recording the operation alone failed). */
+const REGISTER_WITH_OPERATION = prepared(
+  'video-job-await-register-with-operation',
+  `WITH recorded AS (UPDATE video_jobs SET operation_id = $4 WHERE id = $1 AND operation_id IS DISTINCT FROM $4) ${REGISTER_ROW}`,
 );
 
 export async function registerAwait(db: Db, r: AwaitRegistration): Promise<void> {
   const max_interval_ms = Math.max(r.poll_max_interval_ms, r.poll_interval_ms);
   await db.query({
-    ...REGISTER,
+    ...(r.record_operation ? REGISTER_WITH_OPERATION : REGISTER),
     values: [
       r.job_id,
       Buffer.from(r.task_token),
