@@ -3,6 +3,7 @@
 //   the product's POST /v2/videos/generations (without and with an Idempotency-Key).
 // Each subject is warmed up, then the subjects take turns, round after round. The product's jobs stay
 // pending while creates are measured (a long simulated generation), and are cancelled after each turn.
+import path from 'node:path';
 import type { Infra } from '../test/helpers/infra.js';
 import { ADMIN_TOKEN, http } from '../test/helpers/stack.js';
 import { createPool } from '../src/db/pool.js';
@@ -62,10 +63,11 @@ export async function benchCreates(infra: Infra, cfg: BenchConfig, log: Log): Pr
       started.push(s);
       return s;
     };
+    const profDir = process.env['BENCH_CPU_PROF_DIR'];
     const [bare, floor, product] = await Promise.all([
       spawn('bare', process.env),
-      spawn('floor', floorEnv.env),
-      spawn('product', productEnv.env, { cpuProfDir: process.env['BENCH_CPU_PROF_DIR'] }),
+      spawn('floor', floorEnv.env, { cpuProfDir: profDir && path.join(profDir, 'floor') }),
+      spawn('product', productEnv.env, { cpuProfDir: profDir && path.join(profDir, 'product') }),
     ]);
     const customer = await productCustomer(product.url);
 
