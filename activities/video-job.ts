@@ -48,6 +48,20 @@ export interface VideoJobActivityDeps {
 }
 
 /** A job's operation being awaited; `known_failures`: its count of failed polls when known (spares resetting a 0). */
+/**
+ * The signal that an attempt completes asynchronously, without a stack: it is control flow, never shown, and
+ * the SDK reads its `stack` on every awaiting attempt (under tsx, source-mapped frame by frame, per create).
+ */
+function completeAsync(): CompleteAsyncError {
+  const limit = Error.stackTraceLimit;
+  Error.stackTraceLimit = 0;
+  try {
+    return new CompleteAsyncError();
+  } finally {
+    Error.stackTraceLimit = limit;
+  }
+}
+
 interface Awaiting {
   backend: string;
   job_id: string;
@@ -331,7 +345,7 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
       failures_known_zero: a.known_failures === 0,
       record_operation: a.record_operation,
     });
-    throw new CompleteAsyncError();
+    throw completeAsync();
   };
 
   return {
