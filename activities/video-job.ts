@@ -47,7 +47,6 @@ export interface VideoJobActivityDeps {
   webhookEvents?: { context: JobEventContext; retry_initial_ms: number };
 }
 
-/** A job's operation being awaited; `known_failures`: its count of failed polls when known (spares resetting a 0). */
 /**
  * The signal that an attempt completes asynchronously, without a stack: it is control flow, never shown, and
  * the SDK reads its `stack` on every awaiting attempt (under tsx, source-mapped frame by frame, per create).
@@ -62,6 +61,7 @@ function completeAsync(): CompleteAsyncError {
   }
 }
 
+/** A job's operation being awaited; `known_failures`: its count of failed polls when known (spares resetting a 0). */
 interface Awaiting {
   backend: string;
   job_id: string;
@@ -413,8 +413,8 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
 
     /**
      * Awaits an operation submitted earlier (runs of 0.2.0, recovery runs): see awaitOperation. Handed to
-     * the workers' pollers when scheduled with a heartbeat timeout; otherwise once per attempt, "still running" being a
-     * benign, retryable OPERATION_RUNNING, so the activity's retry policy is the polling loop and no poll
+     * the workers' pollers when scheduled with a heartbeat timeout; otherwise polled once per attempt,
+     * "still running" being a benign, retryable OPERATION_RUNNING, so the activity's retry policy is the polling loop and no poll
      * adds a history event. A provider error the provider calls passing is polled again (after its
      * Retry-After when it gives one) until MAX_CONSECUTIVE_POLL_FAILURES in a row; a final one fails the job.
      */
