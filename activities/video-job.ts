@@ -291,12 +291,12 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
   };
 
   /**
-   * Submits the job to its provider and records the operation with the job, so a lost workflow can be
-   * resumed and a retried attempt polls instead of submitting again. `last_attempt` makes a passing
-   * failure final (the caller's retry policy has no attempt bound of its own). With `record: false` the
-   * caller records the operation itself, at once (awaitOperation, with the attempt's row).
+   * Submits the job to its provider. The caller records the operation with the job at once (so a lost
+   * workflow can be resumed and a retried attempt polls instead of submitting again): alone, or with the
+   * awaiting attempt's row (awaitOperation). `last_attempt` makes a passing failure final (the caller's
+   * retry policy has no attempt bound of its own).
    */
-  const submit = async (backend: string, request: VideoGenerationRequest, last_attempt: boolean, record: boolean, workspace_id?: string): Promise<{ operation_id: string }> => {
+  const submit = async (backend: string, request: VideoGenerationRequest, last_attempt: boolean, workspace_id?: string): Promise<{ operation_id: string }> => {
     const job_id = request.request_id;
     const submission = await withStoredImages(request);
     let submitted: { operation_id: string };
@@ -308,7 +308,6 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
       if (last_attempt && failure instanceof ApplicationFailure && !failure.nonRetryable) throw finalFailure(failure);
       throw failure;
     }
-    if (record) await recordVideoOperation(deps.db, job_id, submitted.operation_id);
     deps.logger.info({ job_id, workspace_id: workspace_id ?? (await workspaceOf(job_id)), backend, model: request.model, operation_id: submitted.operation_id }, 'video job submitted');
     return submitted;
   };
@@ -408,15 +407,19 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
 
     /** Submits to the provider and records the operation with the job, so a lost workflow can be resumed (0.2.0 runs). */
     async submitVideoGeneration(input: { backend: string; request: VideoGenerationRequest }): Promise<{ operation_id: string }> {
-      return submit(input.backend, input.request, false, true);
+      // The job's workspace (for the log) is read first: nothing stands between the submit and its record.
+      const submitted = await submit(input.backend, input.request, false, await workspaceOf(input.request.request_id));
+      await recordVideoOperation(deps.db, input.request.request_id, submitted.operation_id);
+      return submitted;
     },
 
     /**
      * Awaits an operation submitted earlier (runs of 0.2.0, recovery runs): see awaitOperation. Handed to
      * the workers' pollers when scheduled with a heartbeat timeout; otherwise polled once per attempt,
-     * "still running" being a benign, retryable OPERATION_RUNNING, so the activity's retry policy is the polling loop and no poll
-     * adds a history event. A provider error the provider calls passing is polled again (after its
-     * Retry-After when it gives one) until MAX_CONSECUTIVE_POLL_FAILURES in a row; a final one fails the job.
+     * "still running" being a benign, retryable OPERATION_RUNNING, so the activity's retry policy is the
+     * polling loop and no poll adds a history event. A provider error the provider calls passing is polled
+     * again (after its Retry-After when it gives one) until MAX_CONSECUTIVE_POLL_FAILURES in a row; a final
+     * one fails the job.
      */
     async awaitVideoGeneration(input: { backend: string; job_id: string; operation_id: string } & PollPacing): Promise<VideoOperationStatus> {
       return awaitOperation({ backend: input.backend, job_id: input.job_id, operation_id: input.operation_id, pacing: input, known_failures: undefined, first_poll_after_ms: 0, with_operation: false, record_operation: false });
@@ -439,7 +442,7 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
         const status = await awaitOperation({ backend: input.backend, job_id, operation_id: recorded.operation_id, pacing: input, known_failures: recorded.poll_failures, first_poll_after_ms: 0, with_operation: true, record_operation: false });
         return { operation_id: recorded.operation_id, status };
       }
-      const { operation_id } = await submit(input.backend, input.request, Context.current().info.attempt >= MAX_SUBMIT_ATTEMPTS, false, recorded?.workspace_id);
+      const { operation_id } = await submit(input.backend, input.request, Context.current().info.attempt >= MAX_SUBMIT_ATTEMPTS, recorded?.workspace_id);
       // The operation has just started: the first poll comes after the first interval.
       const status = await awaitOperation({ backend: input.backend, job_id, operation_id, pacing: input, known_failures: 0, first_poll_after_ms: input.poll_interval_ms ?? DEFAULT_POLL_INTERVAL_MS, with_operation: true, record_operation: true });
       return { operation_id, status };

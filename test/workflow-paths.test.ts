@@ -175,7 +175,7 @@ describe('the workers\' poller', () => {
   });
 });
 
-describe('the awaiting activity of 0.5.x runs, submitting', () => {
+describe('the submitting activities of earlier releases\' runs', () => {
   let stack: Stack;
   before(async () => {
     stack = await startStack();
@@ -183,14 +183,36 @@ describe('the awaiting activity of 0.5.x runs, submitting', () => {
   after(async () => {
     await stack.stop();
   });
+  const activitiesOf = (s: Stack) =>
+    createVideoJobActivities({ db: s.db, storage: createStorage(s.config), videoProviders: createVideoProviders(s.db, s.config), logger: createLogger('silent', 'test') });
+  /** The job has no workflow to settle it: settled here (failed, refunded in full), so the ledger balances. */
+  const settleByHand = async (job_id: string, workspace_id: string) => {
+    const settled = await settleVideoJob(stack.db, { jobId: job_id, outcome: 'failed', delivered: 0, videos: [], error: { code: 'test', message: 'settled by the test' }, completed_at_ms: Date.now() });
+    assert.equal(settled.refunded_micro_eur, 200_000);
+    assert.equal(await balanceMicro(stack, workspace_id), 5_000_000);
+    await assertAuditHolds(stack);
+  };
 
-  test('its first attempt submits and records the operation, no row, "still running"; a later attempt polls the recorded operation and never submits again', async () => {
+  test('0.2.0\'s submit activity submits once and records the operation it returns', async () => {
+    const c = await newCustomer(stack, 5);
+    const input = directInput(c.workspaceId, randomUUID(), { accept_by_ms: Date.now() + 60_000 });
+    assert.equal((await chargeDirect(stack.db, input)).ok, true);
+    const request = { request_id: input.job_id, model: input.model, prompt: input.prompt, params: input.params, parameters: { simulate: { delay_ms: 60_000 } } };
+    const submits_before = await providerCalls(stack.db, 'video_submit');
+    const submitted = (await new MockActivityEnvironment().run(activitiesOf(stack).submitVideoGeneration, { backend: 'simulator', request })) as { operation_id: string };
+    assert.equal(await providerCalls(stack.db, 'video_submit'), submits_before + 1);
+    const job = await stack.db.query('SELECT operation_id FROM video_jobs WHERE id = $1', [input.job_id]);
+    assert.equal(job.rows[0].operation_id, submitted.operation_id);
+    await settleByHand(input.job_id, c.workspaceId);
+  });
+
+  test('0.5.x\'s awaiting activity: its first attempt submits and records the operation, no row, "still running"; a later attempt polls the recorded operation and never submits again', async () => {
     const c = await newCustomer(stack, 5);
     // A charged job whose run has not submitted yet (no workflow: the activity is run here, as a 0.5.x run
     // schedules it, without a heartbeat timeout).
     const input = directInput(c.workspaceId, randomUUID(), { accept_by_ms: Date.now() + 60_000 });
     assert.equal((await chargeDirect(stack.db, input)).ok, true);
-    const activities = createVideoJobActivities({ db: stack.db, storage: createStorage(stack.config), videoProviders: createVideoProviders(stack.db, stack.config), logger: createLogger('silent', 'test') });
+    const activities = activitiesOf(stack);
     const request = { request_id: input.job_id, model: input.model, prompt: input.prompt, params: input.params, parameters: { simulate: { delay_ms: 60_000 } } };
     const args = { backend: 'simulator', request, poll_interval_ms: 200, poll_max_interval_ms: 200 };
     const stillRunning = (err: unknown) => {
@@ -209,12 +231,7 @@ describe('the awaiting activity of 0.5.x runs, submitting', () => {
     await assert.rejects(new MockActivityEnvironment({ attempt: 2 }).run(activities.submitAndAwaitVideoGeneration, args), stillRunning);
     assert.equal(await providerCalls(stack.db, 'video_submit'), submits_before + 1, 'a later attempt never submits again');
     assert.equal(await providerCalls(stack.db, 'video_poll'), polls_before + 1);
-
-    // The job has no workflow to settle it: settled here (failed, refunded), so the ledger balances.
-    const settled = await settleVideoJob(stack.db, { jobId: input.job_id, outcome: 'failed', delivered: 0, videos: [], error: { code: 'test', message: 'settled by the test' }, completed_at_ms: Date.now() });
-    assert.equal(settled.refunded_micro_eur, 200_000);
-    assert.equal(await balanceMicro(stack, c.workspaceId), 5_000_000);
-    await assertAuditHolds(stack);
+    await settleByHand(input.job_id, c.workspaceId);
   });
 });
 
