@@ -25,6 +25,9 @@ const RELEASED: Record<string, string> = {
   '0.6.1': '72fcc575ac405a9ee0dbb0728d93f75d401b8a3c',
   // 0.7.0 (the stateless poller of pending jobs) changed no workflow code and recorded nothing new.
   '0.7.0': 'ee0125740ec871dc1b745fbe77081129a7491055',
+  // 0.7.1 (create path: one statement fewer, stackless async-completion error) changed no workflow code
+  // and recorded nothing new.
+  '0.7.1': 'f10438edcd324e19a0b473546a6baaa473f12b4a',
 };
 
 const git = (...args: string[]) => execFileSync('git', args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
