@@ -29,7 +29,7 @@ const BenchEnv = z.object({
    */
   BENCH_PRIMER: intFrom(0, 10_000).default(40),
   /** Rounds of phase 1; the subjects take turns in each, so drift on a shared machine hits all three. */
-  BENCH_ROUNDS: intFrom(1, 20).default(3),
+  BENCH_ROUNDS: intFrom(1, 20).default(6),
   /** The long simulated generation of phase 2 (1800 = the 30 minutes of issue 9). */
   BENCH_LONG_GENERATION_S: intFrom(2, 3_000).default(180),
   /** Simulated generation times of phase 3 (done -> seen). */

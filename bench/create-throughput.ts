@@ -18,13 +18,12 @@ import { spawnSubject, type SubjectProcess } from './subject.js';
 import { cpuDelta, cpuProbe, waitUntilQuiet, type CpuDelta } from './process-cpu.js';
 import { subjectEnv } from './subject-env.js';
 import type { Log } from './log.js';
+import { turnOrder, type CreateSubject } from './turn-order.js';
 
 /** Long enough that no job finishes while creates are measured. */
 const PENDING_DELAY_MS = 10 * 60_000;
 /** The longest wait for the machine to settle between turns. */
 const QUIET_MAX_MS = 30_000;
-
-export type CreateSubject = 'bare' | 'floor' | 'product' | 'product_keyed';
 
 /** One subject's turn: its creates, and the CPU each party spent meanwhile (null where not measurable). */
 export interface Turn {
@@ -35,19 +34,6 @@ export interface Turn {
 export interface CreateThroughput {
   rounds: Record<CreateSubject, Turn>[];
   ledger_audit_ok: boolean;
-}
-
-/**
- * The order of the subjects' turns in round `r` (from 1): bare Express first, then the three subjects
- * that run on Temporal, rotated by one each round. A turn is measured right after another's, whose work
- * the servers may still be finishing (the product's cancelled jobs close, their refunds run); in a fixed
- * order the same subject always came after the same one, so every round had the same bias. Over three
- * rounds each of them takes each place once.
- */
-export function turnOrder(r: number): CreateSubject[] {
-  const onTemporal: CreateSubject[] = ['floor', 'product', 'product_keyed'];
-  const k = (r - 1) % onTemporal.length;
-  return ['bare', ...onTemporal.slice(k), ...onTemporal.slice(0, k)];
 }
 
 export async function benchCreates(infra: Infra, cfg: BenchConfig, log: Log): Promise<CreateThroughput> {

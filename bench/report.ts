@@ -3,7 +3,8 @@ import type { Config } from '../src/config.js';
 import type { BenchConfig } from './bench-config.js';
 import type { Environment } from './environment.js';
 import { figuresOf, pooled, type Figures } from './load.js';
-import type { CreateSubject, CreateThroughput, Turn } from './create-throughput.js';
+import type { CreateThroughput, Turn } from './create-throughput.js';
+import { BALANCED_ROUNDS, type CreateSubject } from './turn-order.js';
 import type { HistoryEvents } from './history-events.js';
 import type { DoneToSeen } from './done-to-seen.js';
 import type { CpuWindow, PendingRss } from './pending-rss.js';
@@ -81,9 +82,17 @@ function cpuLine(name: string, turns: Turn[], cpus: number): string | null {
   return `  ${name.padEnd(NAME_WIDTH)}${[sum('subject_ms'), sum('temporal_ms'), sum('postgres_ms'), server, sum('client_ms'), others].map(per).join('')}${column(pct(sum('machine_busy_ms') / (elapsed_ms * cpus)))}`;
 }
 
+/** The median of the rounds' ratios of `subject` to the floor, and their range. */
+function roundRatios(r: CreateThroughput, subject: CreateSubject): string {
+  const ratios = r.rounds.map((round) => figuresOf(round[subject].load).jobs_per_s / figuresOf(round.floor.load).jobs_per_s).sort((a, b) => a - b);
+  const mid = ratios.length / 2;
+  const median = ratios.length % 2 ? ratios[Math.floor(mid)]! : (ratios[mid - 1]! + ratios[mid]!) / 2;
+  return `${pct(median)} (from ${pct(ratios[0]!)} to ${pct(ratios[ratios.length - 1]!)})`;
+}
+
 export function formatCreates(r: CreateThroughput, cfg: BenchConfig, cpus: number): string {
   const lines = [
-    `1. create throughput and latency: ${cfg.BENCH_JOBS} creates per subject and round, ${cfg.BENCH_CONCURRENCY} in flight, ${r.rounds.length} rounds (subjects take turns: bare Express, then the three on Temporal in an order rotated every round)`,
+    `1. create throughput and latency: ${cfg.BENCH_JOBS} creates per subject and round, ${cfg.BENCH_CONCURRENCY} in flight, ${r.rounds.length} rounds (subjects take turns: bare Express, then the three on Temporal, rotated in rounds 1-3 and in the orders of rounds 3-1 backwards in rounds 4-6${r.rounds.length % BALANCED_ROUNDS === 0 ? '' : `; balanced over a multiple of ${BALANCED_ROUNDS} rounds only`})`,
     `  ${''.padEnd(NAME_WIDTH)} ${'jobs/s'.padStart(8)} ${'p50 ms'.padStart(8)} ${'p99 ms'.padStart(8)} ${'vs floor'.padStart(9)}`,
   ];
   r.rounds.forEach((round, i) => {
@@ -94,6 +103,7 @@ export function formatCreates(r: CreateThroughput, cfg: BenchConfig, cpus: numbe
   });
   const all = createFigures(r);
   for (const subject of Object.keys(SUBJECT_NAMES) as CreateSubject[]) lines.push(figuresLine(`all rounds: ${SUBJECT_NAMES[subject]}`, all[subject], all.floor));
+  lines.push(`  ${'each round\'s ratio to the floor, median'.padEnd(NAME_WIDTH)} product ${roundRatios(r, 'product')}; keyed ${roundRatios(r, 'product_keyed')}`);
   const cpu = (Object.keys(SUBJECT_NAMES) as CreateSubject[]).map((subject) => cpuLine(SUBJECT_NAMES[subject], r.rounds.map((round) => round[subject]), cpus));
   if (cpu.every((l) => l !== null)) {
     lines.push(`  ${'CPU ms per create, all rounds'.padEnd(NAME_WIDTH)}${CPU_COLUMNS.map(column).join('')}`);
