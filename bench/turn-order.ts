@@ -16,7 +16,7 @@ export const BALANCED_ROUNDS = 2 * ON_TEMPORAL.length;
  * 1-3 rotate the three by one each round, so each takes each place once; rounds 4-6 run the orders of
  * rounds 3, 2 and 1 backwards (a Williams design). Over six rounds each subject takes each place twice and
  * follows each other subject twice; over three rounds alone the product followed the floor twice and the
- * floor never did.
+ * floor never followed the product.
  */
 export function turnOrder(r: number): CreateSubject[] {
   if (!Number.isInteger(r) || r < 1) throw new Error(`round ${r}: rounds count from 1`);
