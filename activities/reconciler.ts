@@ -34,12 +34,7 @@ const PENDING_PER_RUN = 500;
 const HOLDS_PER_RUN = 500;
 
 export function createReconcilerActivities(deps: ReconcilerActivityDeps) {
-  const settings = {
-    taskQueue: deps.taskQueue,
-    poll_interval_ms: deps.video.pollIntervalMs,
-    poll_max_interval_ms: deps.video.pollMaxIntervalMs,
-    job_timeout_ms: deps.video.jobTimeoutMs,
-  };
+  const settings = { taskQueue: deps.taskQueue, job_timeout_ms: deps.video.jobTimeoutMs };
 
   return {
     async reconcileMoney(): Promise<ReconcileReport> {

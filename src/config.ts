@@ -32,7 +32,6 @@ const EnvSchema = z.object({
   URL_SIGNING_SECRET: z.string().min(32, 'URL_SIGNING_SECRET must be at least 32 characters').optional(),
   VIDEO_POLL_INTERVAL_MS: intFrom(10, 600_000).default(5_000),
   VIDEO_POLL_MAX_INTERVAL_MS: intFrom(10, 3_600_000).optional(),
-  VIDEO_AWAIT_HEARTBEAT_TIMEOUT_MS: intFrom(2_000, 600_000).default(30_000),
   VIDEO_JOB_TIMEOUT_MS: intFrom(1_000, 7 * 24 * 3_600_000).default(30 * 60_000),
   VIDEO_CREATE_TIMEOUT_MS: intFrom(3_000, 120_000).default(30_000),
   RECONCILE_INTERVAL_MS: intFrom(1_000, 24 * 3_600_000).default(60_000),
@@ -101,8 +100,6 @@ export interface Config {
   video: {
     pollIntervalMs: number;
     pollMaxIntervalMs: number;
-    /** Without a heartbeat for this long, an attempt awaiting a provider operation is given to another worker. */
-    awaitHeartbeatTimeoutMs: number;
     jobTimeoutMs: number;
     /** How long a create waits for its charge step before answering 503 (nothing charged). */
     createTimeoutMs: number;
@@ -111,7 +108,7 @@ export interface Config {
   reconcileIntervalMs: number;
   /** Cache and slots of a worker: its memory is bounded by these, not by the number of pending jobs. */
   workerLimits: WorkerLimits;
-  /** Provider polls (and heartbeats) a worker's poller runs at once; pending jobs are rows, not bounded by it. */
+  /** Provider polls a worker's poller runs at once; pending jobs are rows, not bounded by it. */
   workerMaxConcurrentPolls: number;
   signedUrlTtlS: number;
   /** Where outputs are stored: DATA_DIR/storage (local) or an S3-compatible bucket. */
@@ -269,7 +266,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     video: {
       pollIntervalMs: e.VIDEO_POLL_INTERVAL_MS,
       pollMaxIntervalMs,
-      awaitHeartbeatTimeoutMs: e.VIDEO_AWAIT_HEARTBEAT_TIMEOUT_MS,
       jobTimeoutMs: e.VIDEO_JOB_TIMEOUT_MS,
       createTimeoutMs: e.VIDEO_CREATE_TIMEOUT_MS,
     },

@@ -33,8 +33,7 @@ import { ensureReconcileSchedule } from './temporal/reconcile-schedule.js';
 import { webhookTaskQueue } from './webhooks/dispatch.js';
 import { checkSearchAttributes } from './temporal/search-attributes.js';
 import { createActivities } from '../activities/index.js';
-import { createVideoOperationPoll } from '../activities/video-job.js';
-import { AwaitsPoller } from './temporal/awaits-poller.js';
+import { OperationPoller } from './video-jobs/operation-poller.js';
 
 export interface Secrets {
   adminToken: string;
@@ -194,13 +193,11 @@ export function apiBaseUrl(config: Config): string {
   return config.publicBaseUrl ?? `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${config.port}`;
 }
 
-/** How long a poller's claim of an awaited job lasts: a worker killed mid-poll leaves its claims for this long. */
-const AWAIT_CLAIM_LEASE_MS = 30_000;
 /**
- * The poller's wait when no awaited job is due: a tenth of the poll interval, between 20 and 500 ms (a
- * finished generation is seen within the poll interval plus this; each wait ends with one claim query).
+ * The poller's wait when no job is due: a tenth of the poll interval, between 20 and 200 ms (a job a
+ * provider's callback made due is polled within it; each wait ends with one claim query).
  */
-const pollerIdleMs = (poll_interval_ms: number) => Math.min(Math.max(Math.floor(poll_interval_ms / 10), 20), 500);
+const pollerIdleMs = (poll_interval_ms: number) => Math.min(Math.max(Math.floor(poll_interval_ms / 10), 20), 200);
 
 export async function startWorker(opts: { config: Config; db: Db; temporalAddress: string; logger: Logger; urlSigningSecret?: string }): Promise<RunningWorker> {
   const storage = createStorage(opts.config);
@@ -215,6 +212,7 @@ export async function startWorker(opts: { config: Config; db: Db; temporalAddres
     logger: opts.logger,
     taskQueue: opts.config.temporal.taskQueue,
     video: opts.config.video,
+    callbackBaseUrl: apiBaseUrl(opts.config),
     webhookEvents: { context: { downloadUrls, baseUrl: apiBaseUrl(opts.config) }, retry_initial_ms: opts.config.webhooks.retryInitialMs },
     webhookPolicy: { production: opts.config.production },
   });
@@ -244,14 +242,13 @@ export async function startWorker(opts: { config: Config; db: Db; temporalAddres
   });
   await checkSearchAttributes(connection.operatorService, opts.config.temporal.namespace);
   const client = new Client({ connection, namespace: opts.config.temporal.namespace });
-  // Polls the jobs' provider operations and completes their awaiting attempts (a pending job is a row).
-  const poller = new AwaitsPoller({
+  // Polls the jobs' provider operations and signals their workflows when they end (a pending job is a row).
+  const poller = new OperationPoller({
     db: opts.db,
-    completion: client.activity,
+    temporal: client,
+    providers: videoProviders,
     logger: opts.logger,
-    pollOnce: createVideoOperationPoll({ db: opts.db, videoProviders, logger: opts.logger }).pollOnce,
     max_concurrent: opts.config.workerMaxConcurrentPolls,
-    lease_ms: AWAIT_CLAIM_LEASE_MS,
     idle_ms: pollerIdleMs(opts.config.video.pollIntervalMs),
   });
   // The reconciler's schedule, with this configuration's interval (every worker makes sure of it).
@@ -291,7 +288,6 @@ export async function startApi(opts: {
   temporalAddress: string;
   secrets: Secrets;
   logger: Logger;
-  maxPollsPerRun?: number;
 }): Promise<RunningApi> {
   const { config } = opts;
   const storage = createStorage(config);
@@ -305,24 +301,14 @@ export async function startApi(opts: {
     taskQueue: config.temporal.taskQueue,
     simulator: config.simulator,
     vertex: config.vertex !== null,
-    poll_interval_ms: config.video.pollIntervalMs,
-    poll_max_interval_ms: config.video.pollMaxIntervalMs,
-    await_heartbeat_timeout_ms: config.video.awaitHeartbeatTimeoutMs,
     job_timeout_ms: config.video.jobTimeoutMs,
-    ...(opts.maxPollsPerRun !== undefined ? { max_polls_per_run: opts.maxPollsPerRun } : {}),
     create_timeout_ms: config.video.createTimeoutMs,
   });
   const lifecycle = new VideoJobLifecycle({
     db: opts.db,
     temporal,
     storage,
-    recovery: {
-      taskQueue: config.temporal.taskQueue,
-      poll_interval_ms: config.video.pollIntervalMs,
-      poll_max_interval_ms: config.video.pollMaxIntervalMs,
-      await_heartbeat_timeout_ms: config.video.awaitHeartbeatTimeoutMs,
-      job_timeout_ms: config.video.jobTimeoutMs,
-    },
+    recovery: { taskQueue: config.temporal.taskQueue, job_timeout_ms: config.video.jobTimeoutMs },
   });
   const voices = new VoicesService({
     db: opts.db,

@@ -43,7 +43,7 @@ describe('npm start', () => {
     const dataDir = fs.mkdtempSync(path.join(infra().tmp, 'start-'));
     fs.chmodSync(dataDir, 0o755);
     // A killed worker's job is taken over once its heartbeat timeout passes: short here, to keep the test short.
-    const env = { ...(await portsEnv(dataDir)), VIDEO_AWAIT_HEARTBEAT_TIMEOUT_MS: '10000' };
+    const env = await portsEnv(dataDir);
     const base = `http://127.0.0.1:${env.PORT}`;
 
     const first = spawnMain(env);

@@ -13,7 +13,7 @@ let stack: Stack;
 const children: ChildProcess[] = [];
 
 before(async () => {
-  stack = await startStack({ worker: false, env: { VIDEO_JOB_TIMEOUT_MS: '300000', VIDEO_AWAIT_HEARTBEAT_TIMEOUT_MS: '10000' } });
+  stack = await startStack({ worker: false, env: { VIDEO_JOB_TIMEOUT_MS: '300000' } });
 });
 after(async () => {
   killAll(children);

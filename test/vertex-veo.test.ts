@@ -15,7 +15,7 @@ import { projectPath } from '../src/paths.js';
 import { assertAuditHolds, balanceMicro, http as api, newCustomer, startStack, waitForJob, type Stack } from './helpers/stack.js';
 import { imageField, jpegImage, pngImage, WEBP_IMAGE } from './helpers/images.js';
 import { videoJobWorkflowId } from '../workflows/messages.js';
-import { MAX_SUBMIT_ATTEMPTS } from '../activities/video-job.js';
+import { SUBMIT_MAX_ATTEMPTS as MAX_SUBMIT_ATTEMPTS } from '../workflows/video-job.js';
 
 const TOKEN = 'test-token';
 const MODEL_PATH = '/v1/projects/test-project/locations/europe-west4/publishers/google/models/veo-3.1-fast-generate-001';

@@ -12,7 +12,7 @@ const children: ChildProcess[] = [];
 
 before(async () => {
   // A killed worker's job is taken over once its heartbeat timeout passes: short here, to keep the tests short.
-  stack = await startStack({ worker: false, env: { VIDEO_AWAIT_HEARTBEAT_TIMEOUT_MS: '10000' } });
+  stack = await startStack({ worker: false });
 });
 after(async () => {
   killAll(children);

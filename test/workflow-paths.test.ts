@@ -1,9 +1,10 @@
 // Workflow paths that need their own configuration: the job deadline, a history that stays the same size
-// however long the provider takes, and creates no worker confirms in time (bounded acceptance).
+// however long the provider takes, the poller and provider callbacks, submission and its fallback,
+// cancellation both ways, and creates no worker confirms in time (bounded acceptance).
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { assertAuditHolds, balanceMicro, http, newCustomer, simJob, startStack, waitForJob, type Stack } from './helpers/stack.js';
-import { JOB_STATUS_SA, OPERATION_RUNNING, videoJobWorkflowId } from '../workflows/messages.js';
+import { JOB_STATUS_SA, videoJobWorkflowId } from '../workflows/messages.js';
 import { providerCalls } from '../src/providers/simulator-usage.js';
 import { createStorage, createVideoProviders, startWorker, type RunningWorker } from '../src/runtime.js';
 import { createLogger } from '../src/logger.js';
@@ -14,7 +15,9 @@ import { createVideoJobActivities } from '../activities/video-job.js';
 import { jobIdForIdempotencyKey } from '../src/services/video-jobs.js';
 import { chargeDirect, directInput, startDirect } from './helpers/direct-start.js';
 import { settleVideoJob } from '../src/billing/video-job-billing.js';
-import { PATCH_DECIDE_WHEN_LATE, PATCH_STATUS_AT_START, PATCH_SUBMIT_WITHIN_AWAIT } from '../workflows/video-job.js';
+import { readVideoJob } from '../src/services/video-job-records.js';
+import { nudgePoll } from '../src/video-jobs/operation-polls.js';
+import { ProviderError, type VideoProvider } from '../src/providers/video/types.js';
 
 describe('deadline', () => {
   let stack: Stack;
@@ -40,7 +43,7 @@ describe('deadline', () => {
   });
 });
 
-describe('polling costs no history', () => {
+describe('waiting for the provider costs no history', () => {
   let stack: Stack;
   before(async () => {
     stack = await startStack({ env: { VIDEO_POLL_INTERVAL_MS: '50', VIDEO_POLL_MAX_INTERVAL_MS: '50' } });
@@ -49,48 +52,42 @@ describe('polling costs no history', () => {
     await stack.stop();
   });
 
-  /** The job's whole history: the record says succeeded once settled, its workflow closes a task later. */
+  /** The job's whole history, once its workflow has closed. */
   const eventsOf = async (jobId: string) => {
     const handle = stack.api.temporal.workflow.getHandle(videoJobWorkflowId(jobId));
     await handle.result();
     return (await handle.fetchHistory()).events!;
   };
 
-  test('a job polled many times has as many history events as one polled once; status answers meanwhile; billed once', async () => {
+  test('a job polled many times has the history of one polled once (at most 30 events); status answers meanwhile; billed once', async () => {
     const c = await newCustomer(stack, 5);
     const quick = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: simJob({ delay_ms: 0, videos: 1 }) });
     assert.equal(quick.status, 202);
     assert.equal((await waitForJob(stack, c.key, quick.body.id)).status, 'succeeded');
 
     const polls_before = await providerCalls(stack.db, 'video_poll');
-    const slow = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: simJob({ delay_ms: 5_000, videos: 1 }) });
+    const slow = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: simJob({ delay_ms: 3_000, videos: 1 }) });
     assert.equal(slow.status, 202);
     const mid = await http(stack.baseUrl, 'GET', `/v2/videos/generations/${slow.body.id}`, { token: c.key });
     assert.equal(mid.body.status, 'pending');
     const job = await waitForJob(stack, c.key, slow.body.id);
     assert.equal(job.status, 'succeeded');
+    assert.equal(job.backend, 'simulator');
     assert.equal(job.cost_in_euro, 0.2);
     assert.equal(job.refunded_in_euro, 0.2);
     const polls = (await providerCalls(stack.db, 'video_poll')) - polls_before;
-    // Polled in the worker every 50 ms: far more often than activity retries could (the server runs those
-    // on its timer queue, about one a second at best).
     assert.ok(polls >= 20, `the provider was polled ${polls} times`);
 
     const quickEvents = await eventsOf(quick.body.id);
     const slowEvents = await eventsOf(slow.body.id);
-    // Workflow tasks vary by timing (an activity finishing during a task makes one more); what a poll
-    // would add (activity and timer events) must not be there.
+    // Workflow tasks vary by timing; what a poll would add (activity or timer events) must not be there.
     const notWorkflowTasks = (events: typeof quickEvents) =>
       events.filter((e) => !e.workflowTaskScheduledEventAttributes && !e.workflowTaskStartedEventAttributes && !e.workflowTaskCompletedEventAttributes).length;
     assert.equal(notWorkflowTasks(slowEvents), notWorkflowTasks(quickEvents), `${slowEvents.length} events after ${polls} polls vs ${quickEvents.length}`);
-    assert.ok(slowEvents.length <= 40, `${slowEvents.length} events`);
-    assert.ok(!slowEvents.some((e) => e.workflowExecutionContinuedAsNewEventAttributes), 'no continue-as-new needed');
-    assert.ok(slowEvents.some((e) => e.markerRecordedEventAttributes?.markerName === 'core_patch'), 'the new path is marked by its patch');
-    // One attempt of the awaiting activity did every poll: none was a Temporal retry.
-    const awaiting = slowEvents.find((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'submitAndAwaitVideoGeneration');
-    assert.ok(awaiting?.activityTaskScheduledEventAttributes?.heartbeatTimeout, 'the awaiting activity heartbeats');
-    const started = slowEvents.find((e) => e.activityTaskStartedEventAttributes?.scheduledEventId?.toString() === awaiting!.eventId!.toString());
-    assert.equal(started?.activityTaskStartedEventAttributes?.attempt, 1, `${polls} polls in one attempt`);
+    assert.ok(slowEvents.length <= 30, `${slowEvents.length} events`);
+    assert.equal(slowEvents.filter((e) => e.workflowExecutionSignaledEventAttributes).length, 1, 'told once that the operation ended');
+    assert.ok(!slowEvents.some((e) => e.markerRecordedEventAttributes?.markerName === 'core_patch'), 'one path: no patch markers');
+    assert.ok(!slowEvents.some((e) => e.activityTaskStartedEventAttributes && e.activityTaskStartedEventAttributes.attempt! > 1), 'no activity was retried');
     assert.equal(await balanceMicro(stack, c.workspaceId), 5_000_000 - 2 * 200_000);
     const refunds = await stack.db.query("SELECT count(*)::int AS n FROM ledger_entries WHERE video_job_id = $1 AND kind = 'refund'", [slow.body.id]);
     assert.equal(refunds.rows[0].n, 1);
@@ -98,7 +95,7 @@ describe('polling costs no history', () => {
   });
 });
 
-describe('the workers\' poller', () => {
+describe("the workers' poller", () => {
   let stack: Stack;
   before(async () => {
     stack = await startStack({ env: { VIDEO_POLL_INTERVAL_MS: '200', VIDEO_POLL_MAX_INTERVAL_MS: '200', WORKER_MAX_CONCURRENT_POLLS: '1' } });
@@ -107,7 +104,7 @@ describe('the workers\' poller', () => {
     await stack.stop();
   });
 
-  test('one poll at a time awaits many jobs, each a row until its attempt is completed by its task token, never retried', async () => {
+  test('one poll at a time serves many jobs, each a row naming its recorded operation until it settles', async () => {
     const c = await newCustomer(stack, 5);
     const ids: string[] = [];
     for (let i = 0; i < 6; i++) {
@@ -115,67 +112,59 @@ describe('the workers\' poller', () => {
       assert.equal(created.status, 202, JSON.stringify(created.body));
       ids.push(created.body.id);
     }
-    // Pending, each job is a row of video_job_awaits (waiting for a poll slot, since there is one), written
-    // by the statement that records the job's operation: a row always names the job's recorded operation.
     for (let i = 0; ; i++) {
       const r = await stack.db.query<{ n: number; mismatched: number }>(
-        `SELECT count(*)::int AS n, count(*) FILTER (WHERE j.operation_id IS DISTINCT FROM a.operation_id)::int AS mismatched
-           FROM video_job_awaits a JOIN video_jobs j ON j.id = a.job_id WHERE a.job_id = ANY($1::uuid[])`,
+        `SELECT count(*)::int AS n, count(*) FILTER (WHERE j.operation_id IS DISTINCT FROM p.operation_id OR j.backend IS DISTINCT FROM p.backend)::int AS mismatched
+           FROM video_job_polls p JOIN video_jobs j ON j.id = p.job_id WHERE p.job_id = ANY($1::uuid[])`,
         [ids],
       );
       assert.equal(r.rows[0]!.mismatched, 0, 'a row names an operation the job did not record');
       if (r.rows[0]!.n > 0) break;
-      assert.ok(i < 100, 'no job was ever awaited by the poller');
+      assert.ok(i < 100, 'no job was ever a row of the poller');
       await new Promise((res) => setTimeout(res, 20));
     }
-    for (const id of ids) {
-      const job = await waitForJob(stack, c.key, id);
-      assert.equal(job.status, 'succeeded');
-      const handle = stack.api.temporal.workflow.getHandle(videoJobWorkflowId(id));
-      await handle.result();
-      const events = (await handle.fetchHistory()).events!;
-      assert.ok(!events.some((e) => e.activityTaskStartedEventAttributes && e.activityTaskStartedEventAttributes.attempt! > 1), 'no attempt was retried');
-      assert.ok(events.length <= 40, `${events.length} events`);
-    }
-    const left = await stack.db.query('SELECT count(*)::int AS n FROM video_job_awaits WHERE job_id = ANY($1::uuid[])', [ids]);
-    assert.equal(left.rows[0].n, 0, 'every row goes with its completed attempt');
+    for (const id of ids) assert.equal((await waitForJob(stack, c.key, id)).status, 'succeeded');
+    const left = await stack.db.query('SELECT count(*)::int AS n FROM video_job_polls WHERE job_id = ANY($1::uuid[])', [ids]);
+    assert.equal(left.rows[0].n, 0, 'every row goes with its settlement');
     assert.equal(await balanceMicro(stack, c.workspaceId), 5_000_000 - 6 * 200_000);
-    await assertAuditHolds(stack);
-  });
-
-  test('an awaiting attempt scheduled without a heartbeat timeout (by a 0.5.x run) polls once: "still running" while it runs, the status once done, no row', async () => {
-    const c = await newCustomer(stack, 5);
-    const created = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: simJob({ delay_ms: 3_000, videos: 1 }) });
-    assert.equal(created.status, 202);
-    const job_id: string = created.body.id;
-    let operation_id: string | null = null;
-    for (let i = 0; !operation_id; i++) {
-      assert.ok(i < 250, 'the job never recorded its operation');
-      await new Promise((res) => setTimeout(res, 20));
-      operation_id = (await stack.db.query('SELECT operation_id FROM video_jobs WHERE id = $1', [job_id])).rows[0]?.operation_id ?? null;
-    }
-    // The activity as 0.5.x runs scheduled it: no heartbeat timeout (MockActivityEnvironment's default info).
-    const activities = createVideoJobActivities({ db: stack.db, storage: createStorage(stack.config), videoProviders: createVideoProviders(stack.db, stack.config), logger: createLogger('silent', 'test') });
-    const env = new MockActivityEnvironment();
-    const input = { backend: 'simulator', job_id, operation_id, poll_interval_ms: 200, poll_max_interval_ms: 200 };
-    await assert.rejects(env.run(activities.awaitVideoGeneration, input), (err: unknown) => {
-      assert.ok(err instanceof ApplicationFailure, String(err));
-      assert.equal(err.type, OPERATION_RUNNING);
-      assert.equal(err.nonRetryable, false);
-      return true;
-    });
-    const job = await waitForJob(stack, c.key, job_id);
-    assert.equal(job.status, 'succeeded');
-    const status = (await env.run(activities.awaitVideoGeneration, input)) as { state: string };
-    assert.equal(status.state, 'succeeded');
-    const rows = await stack.db.query('SELECT count(*)::int AS n FROM video_job_awaits WHERE job_id = $1', [job_id]);
-    assert.equal(rows.rows[0].n, 0);
-    assert.equal(await balanceMicro(stack, c.workspaceId), 5_000_000 - 200_000);
     await assertAuditHolds(stack);
   });
 });
 
-describe('the submitting activities of earlier releases\' runs', () => {
+describe('a provider callback', () => {
+  let stack: Stack;
+  before(async () => {
+    // Polls so rare that only a callback can finish a job within the test.
+    stack = await startStack({ env: { VIDEO_POLL_INTERVAL_MS: '600000', VIDEO_POLL_MAX_INTERVAL_MS: '600000' } });
+  });
+  after(async () => {
+    await stack.stop();
+  });
+
+  test('makes its job polled at once; a callback for another backend or an unknown job changes nothing', async () => {
+    const c = await newCustomer(stack, 5);
+    const created = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: simJob({ delay_ms: 0, videos: 1 }) });
+    assert.equal(created.status, 202);
+    const id: string = created.body.id;
+    for (let i = 0; !(await readVideoJob(stack.db, id))?.operation_id; i++) {
+      assert.ok(i < 200, 'the job never recorded its operation');
+      await new Promise((res) => setTimeout(res, 20));
+    }
+    await new Promise((res) => setTimeout(res, 500));
+    assert.equal((await readVideoJob(stack.db, id))!.status, 'pending', 'not polled yet');
+    assert.equal(await nudgePoll(stack.db, id, 'vertex'), false, 'the job waits on another backend');
+    assert.equal(await nudgePoll(stack.db, randomUUID(), 'simulator'), false, 'no such job');
+    const nudged = Date.now();
+    assert.equal(await nudgePoll(stack.db, id, 'simulator'), true);
+    const job = await waitForJob(stack, c.key, id);
+    assert.equal(job.status, 'succeeded');
+    assert.ok(Date.now() - nudged < 3_000, `seen ${Date.now() - nudged} ms after the callback`);
+    assert.equal(await nudgePoll(stack.db, id, 'simulator'), false, 'a settled job changes nothing');
+    await assertAuditHolds(stack);
+  });
+});
+
+describe('submission', () => {
   let stack: Stack;
   before(async () => {
     stack = await startStack();
@@ -183,55 +172,130 @@ describe('the submitting activities of earlier releases\' runs', () => {
   after(async () => {
     await stack.stop();
   });
-  const activitiesOf = (s: Stack) =>
-    createVideoJobActivities({ db: s.db, storage: createStorage(s.config), videoProviders: createVideoProviders(s.db, s.config), logger: createLogger('silent', 'test') });
-  /** The job has no workflow to settle it: settled here (failed, refunded in full), so the ledger balances. */
-  const settleByHand = async (job_id: string, workspace_id: string) => {
-    const settled = await settleVideoJob(stack.db, { jobId: job_id, outcome: 'failed', delivered: 0, videos: [], error: { code: 'test', message: 'settled by the test' }, completed_at_ms: Date.now() });
-    assert.equal(settled.refunded_micro_eur, 200_000);
-    assert.equal(await balanceMicro(stack, workspace_id), 5_000_000);
-    await assertAuditHolds(stack);
+
+  /** A backend whose every submission is refused with the given error. */
+  const refusing = (err: ProviderError): VideoProvider => ({
+    name: 'refusing',
+    submit: async () => {
+      throw err;
+    },
+    poll: async () => ({ state: 'running' }),
+    fetchOutput: async () => Buffer.alloc(0),
+    cancel: async () => ({ billed: false, answer: 'n/a' }),
+  });
+  const activitiesWith = (extra: Record<string, VideoProvider>) =>
+    createVideoJobActivities({
+      db: stack.db,
+      storage: createStorage(stack.config),
+      videoProviders: new Map([...createVideoProviders(stack.db, stack.config), ...Object.entries(extra)]),
+      logger: createLogger('silent', 'test'),
+      video: { pollIntervalMs: 60_000, pollMaxIntervalMs: 60_000 },
+    });
+  const chargedJob = async (workspace_id: string) => {
+    const input = directInput(workspace_id, randomUUID(), { accept_by_ms: Date.now() + 60_000 });
+    assert.equal((await chargeDirect(stack.db, input)).ok, true);
+    const request = { request_id: input.job_id, model: input.model, prompt: input.prompt, params: input.params, parameters: { simulate: { delay_ms: 60_000 } } };
+    return { input, request };
+  };
+  const settleByHand = async (job_id: string) => {
+    await settleVideoJob(stack.db, { jobId: job_id, outcome: 'failed', delivered: 0, videos: [], error: { code: 'test', message: 'settled by the test' }, completed_at_ms: Date.now() });
   };
 
-  test('0.2.0\'s submit activity submits once and records the operation it returns', async () => {
+  test('submits once and records the operation with its poll row; a retried attempt finds it and never submits again', async () => {
     const c = await newCustomer(stack, 5);
-    const input = directInput(c.workspaceId, randomUUID(), { accept_by_ms: Date.now() + 60_000 });
-    assert.equal((await chargeDirect(stack.db, input)).ok, true);
-    const request = { request_id: input.job_id, model: input.model, prompt: input.prompt, params: input.params, parameters: { simulate: { delay_ms: 60_000 } } };
+    const { input, request } = await chargedJob(c.workspaceId);
+    const activities = activitiesWith({});
     const submits_before = await providerCalls(stack.db, 'video_submit');
-    const submitted = (await new MockActivityEnvironment().run(activitiesOf(stack).submitVideoGeneration, { backend: 'simulator', request })) as { operation_id: string };
-    assert.equal(await providerCalls(stack.db, 'video_submit'), submits_before + 1);
-    const job = await stack.db.query('SELECT operation_id FROM video_jobs WHERE id = $1', [input.job_id]);
-    assert.equal(job.rows[0].operation_id, submitted.operation_id);
-    await settleByHand(input.job_id, c.workspaceId);
+    const first = (await new MockActivityEnvironment({ attempt: 1 }).run(activities.submitVideoJob, { request, backends: ['simulator'], max_attempts: 5 })) as { operation_id: string; backend: string };
+    assert.equal(first.backend, 'simulator');
+    const again = (await new MockActivityEnvironment({ attempt: 2 }).run(activities.submitVideoJob, { request, backends: ['simulator'], max_attempts: 5 })) as { operation_id: string };
+    assert.equal(again.operation_id, first.operation_id);
+    assert.equal(await providerCalls(stack.db, 'video_submit'), submits_before + 1, 'submitted once');
+    const row = await stack.db.query('SELECT p.operation_id, j.operation_id AS recorded FROM video_job_polls p JOIN video_jobs j ON j.id = p.job_id WHERE p.job_id = $1', [input.job_id]);
+    assert.equal(row.rows[0].operation_id, first.operation_id);
+    assert.equal(row.rows[0].recorded, first.operation_id);
+    await settleByHand(input.job_id);
+    assert.equal((await stack.db.query('SELECT count(*)::int AS n FROM video_job_polls WHERE job_id = $1', [input.job_id])).rows[0].n, 0, 'settlement removes the row');
+    await assertAuditHolds(stack);
   });
 
-  test('0.5.x\'s awaiting activity: its first attempt submits and records the operation, no row, "still running"; a later attempt polls the recorded operation and never submits again', async () => {
+  test('a passing refusal of the first backend sends the job to the next; a final refusal fails it', async () => {
     const c = await newCustomer(stack, 5);
-    // A charged job whose run has not submitted yet (no workflow: the activity is run here, as a 0.5.x run
-    // schedules it, without a heartbeat timeout).
-    const input = directInput(c.workspaceId, randomUUID(), { accept_by_ms: Date.now() + 60_000 });
-    assert.equal((await chargeDirect(stack.db, input)).ok, true);
-    const activities = activitiesOf(stack);
-    const request = { request_id: input.job_id, model: input.model, prompt: input.prompt, params: input.params, parameters: { simulate: { delay_ms: 60_000 } } };
-    const args = { backend: 'simulator', request, poll_interval_ms: 200, poll_max_interval_ms: 200 };
-    const stillRunning = (err: unknown) => {
+    const busy = refusing(new ProviderError('rate limited', { code: 'rate_limited', retryable: true, retry_after_ms: 1_000 }));
+    const final = refusing(new ProviderError('the prompt is refused', { code: 'invalid_request', retryable: false }));
+    const activities = activitiesWith({ busy, final });
+    const passing = await chargedJob(c.workspaceId);
+    const moved = (await new MockActivityEnvironment().run(activities.submitVideoJob, { request: passing.request, backends: ['busy', 'simulator'], max_attempts: 5 })) as { backend: string };
+    assert.equal(moved.backend, 'simulator');
+    assert.equal((await readVideoJob(stack.db, passing.input.job_id))!.backend, 'simulator', 'the job says which backend ran it');
+    await settleByHand(passing.input.job_id);
+
+    const refused = await chargedJob(c.workspaceId);
+    await assert.rejects(new MockActivityEnvironment().run(activities.submitVideoJob, { request: refused.request, backends: ['final', 'simulator'], max_attempts: 5 }), (err: unknown) => {
       assert.ok(err instanceof ApplicationFailure, String(err));
-      assert.equal(err.type, OPERATION_RUNNING);
+      assert.equal(err.nonRetryable, true);
+      assert.equal(err.message, 'the prompt is refused');
       return true;
-    };
-    const submits_before = await providerCalls(stack.db, 'video_submit');
-    await assert.rejects(new MockActivityEnvironment({ attempt: 1 }).run(activities.submitAndAwaitVideoGeneration, args), stillRunning);
-    assert.equal(await providerCalls(stack.db, 'video_submit'), submits_before + 1);
-    const job = await stack.db.query('SELECT operation_id FROM video_jobs WHERE id = $1', [input.job_id]);
-    assert.match(job.rows[0].operation_id ?? '', /^simop_/, 'the first attempt recorded the operation it submitted');
-    const rows = await stack.db.query('SELECT count(*)::int AS n FROM video_job_awaits WHERE job_id = $1', [input.job_id]);
-    assert.equal(rows.rows[0].n, 0);
-    const polls_before = await providerCalls(stack.db, 'video_poll');
-    await assert.rejects(new MockActivityEnvironment({ attempt: 2 }).run(activities.submitAndAwaitVideoGeneration, args), stillRunning);
-    assert.equal(await providerCalls(stack.db, 'video_submit'), submits_before + 1, 'a later attempt never submits again');
-    assert.equal(await providerCalls(stack.db, 'video_poll'), polls_before + 1);
-    await settleByHand(input.job_id, c.workspaceId);
+    });
+    await assert.rejects(new MockActivityEnvironment().run(activities.submitVideoJob, { request: refused.request, backends: ['busy'], max_attempts: 5 }), (err: unknown) => {
+      assert.ok(err instanceof ApplicationFailure);
+      assert.equal(err.nonRetryable, false, 'retried by Temporal, after the Retry-After');
+      assert.equal(err.nextRetryDelay, 1_000);
+      return true;
+    });
+    await settleByHand(refused.input.job_id);
+    await assertAuditHolds(stack);
+  });
+});
+
+describe('cancellation', () => {
+  let stack: Stack;
+  before(async () => {
+    stack = await startStack();
+  });
+  after(async () => {
+    await stack.stop();
+  });
+
+  const submitted = async (key: string, simulate: Record<string, unknown>) => {
+    const created = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: key, json: simJob(simulate) });
+    assert.equal(created.status, 202);
+    for (let i = 0; !(await readVideoJob(stack.db, created.body.id))?.operation_id; i++) {
+      assert.ok(i < 200, 'the job never recorded its operation');
+      await new Promise((res) => setTimeout(res, 20));
+    }
+    return created.body.id as string;
+  };
+
+  test('a provider that does not bill the cancelled operation: refunded in full, its answer recorded', async () => {
+    const c = await newCustomer(stack, 5);
+    const id = await submitted(c.key, { delay_ms: 60_000 });
+    const r = await http(stack.baseUrl, 'POST', `/v2/videos/generations/${id}/cancel`, { token: c.key });
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    assert.equal(r.body.error.code, 'cancelled');
+    assert.equal(r.body.cost_in_euro, 0);
+    assert.equal(r.body.refunded_in_euro, 0.4);
+    const rec = await stack.db.query('SELECT cancel_billed, cancel_answer FROM video_jobs WHERE id = $1', [id]);
+    assert.equal(rec.rows[0].cancel_billed, false);
+    assert.match(rec.rows[0].cancel_answer, /cancelled before any generation was billed/);
+    assert.equal(await balanceMicro(stack, c.workspaceId), 5_000_000);
+    await assertAuditHolds(stack);
+  });
+
+  test('a provider that bills the operation it had started: the charge is kept, nothing delivered', async () => {
+    const c = await newCustomer(stack, 5);
+    const id = await submitted(c.key, { delay_ms: 60_000, billed_on_cancel: true });
+    const r = await http(stack.baseUrl, 'POST', `/v2/videos/generations/${id}/cancel`, { token: c.key });
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    assert.equal(r.body.status, 'failed');
+    assert.equal(r.body.error.code, 'cancelled');
+    assert.equal(r.body.cost_in_euro, 0.4);
+    assert.equal(r.body.refunded_in_euro, 0);
+    assert.deepEqual(r.body.videos, []);
+    const rec = await stack.db.query('SELECT cancel_billed, cancel_answer FROM video_jobs WHERE id = $1', [id]);
+    assert.equal(rec.rows[0].cancel_billed, true);
+    assert.equal(await balanceMicro(stack, c.workspaceId), 5_000_000 - 400_000);
+    await assertAuditHolds(stack);
   });
 });
 
@@ -305,10 +369,15 @@ describe('a run whose charge step starts late', () => {
     const done = (await late.result()) as { status: string };
     assert.equal(done.status, 'succeeded');
     const events = (await late.fetchHistory()).events!;
-    assert.ok(
-      events.some((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'decideVideoJobAcceptance'),
-      `the late run decided its attempt (patch ${PATCH_DECIDE_WHEN_LATE})`,
-    );
+    // Local activities are recorded as markers whose data names the activity type.
+    const localActivities = events
+      .filter((e) => e.markerRecordedEventAttributes?.markerName === 'core_local_activity')
+      .map((e) => {
+        const data = e.markerRecordedEventAttributes!.details!['data']!.payloads![0]!.data!;
+        return (JSON.parse(typeof data === 'string' ? Buffer.from(data, 'base64').toString() : Buffer.from(data).toString()) as { activityType: string }).activityType;
+      });
+    assert.ok(localActivities.includes('decideVideoJobAcceptance'), `the late run decided its attempt (${localActivities.join(', ')})`);
+    assert.ok(!localActivities.includes('chargeVideoJob'), 'and never charged');
 
     const never = directInput(c.workspaceId, randomUUID(), { accept_by_ms: Date.now() - 1 });
     const refused = (await (await startDirect(stack, never)).result()) as { status: string };
@@ -332,18 +401,8 @@ describe('the job status search attribute', () => {
   /** The search attributes each upsert of the history set, in order (their names). */
   const upserts = (events: Events) =>
     events.flatMap((e) => (e.upsertWorkflowSearchAttributesEventAttributes ? [Object.keys(e.upsertWorkflowSearchAttributesEventAttributes.searchAttributes?.indexedFields ?? {}).join(',')] : []));
-  /** The ids of the history's patch markers. */
-  const patchesOf = (events: Events) =>
-    events
-      .filter((e) => e.markerRecordedEventAttributes?.markerName === 'core_patch')
-      .map((e) => {
-        const data = e.markerRecordedEventAttributes!.details!['patch-data']!.payloads![0]!.data!;
-        return (JSON.parse(typeof data === 'string' ? Buffer.from(data, 'base64').toString() : Buffer.from(data).toString()) as { id: string }).id;
-      });
 
-  // 0.5.0: the API starts the run "pending"; an accepted job then upserts only its patch's version, and its
-  // final status when it settles (one history event and one visibility write fewer per create).
-  test('is "pending" from the start of an accepted job, which upserts none until it settles; a run started "charging" upserts "pending" as 0.4.0 did', async () => {
+  test('is "pending" from the start of an accepted job, which upserts only its final status; a refused attempt ends with its refusal', async () => {
     const c = await newCustomer(stack, 5);
     const created = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: simJob({ delay_ms: 3_000 }) });
     assert.equal(created.status, 202);
@@ -351,17 +410,8 @@ describe('the job status search attribute', () => {
     assert.equal((await handle.describe()).typedSearchAttributes.get(JOB_STATUS_SA), 'pending', 'while the job runs');
     await handle.result();
     const events = (await handle.fetchHistory()).events!;
-    assert.deepEqual(upserts(events), ['TemporalChangeVersion', 'VideoJobStatus'], 'the version on acceptance, the status once settled');
-    assert.deepEqual(patchesOf(events), [PATCH_STATUS_AT_START]);
+    assert.deepEqual(upserts(events), ['VideoJobStatus'], 'the status once settled, nothing else');
     assert.equal((await handle.describe()).typedSearchAttributes.get(JOB_STATUS_SA), 'succeeded');
-
-    // As 0.4.0's API started it: the run upserts "pending" once charged, and marks the submit's patch.
-    const old = directInput(c.workspaceId, randomUUID(), { accept_by_ms: Date.now() + 30_000 });
-    const oldRun = await startDirect(stack, old, undefined, 'charging');
-    assert.equal(((await oldRun.result()) as { status: string }).status, 'succeeded');
-    const oldEvents = (await oldRun.fetchHistory()).events!;
-    assert.deepEqual(upserts(oldEvents), ['VideoJobStatus', 'TemporalChangeVersion', 'VideoJobStatus']);
-    assert.deepEqual(patchesOf(oldEvents), [PATCH_SUBMIT_WITHIN_AWAIT]);
 
     // A refused attempt's run ends with its refusal as its status.
     const poor = await newCustomer(stack, 0.1);

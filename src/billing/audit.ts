@@ -67,12 +67,13 @@ export async function auditLedger(db: Db, opts: AuditOptions = {}): Promise<Audi
               (-COALESCE(SUM(l.amount_micro_eur), 0))::bigint AS ledger_net_charge_micro_eur
          FROM video_jobs j LEFT JOIN ledger_entries l ON l.video_job_id = j.id GROUP BY j.id
        UNION ALL
-       -- A finished job's cost is recomputed from what it delivered: (estimate / n) per stored video.
-       SELECT j.id, j.status || ':cost',
-              (j.estimated_cost_micro_eur / (j.params->>'n')::int) * jsonb_array_length(j.videos), j.cost_micro_eur
-         FROM video_jobs j
-        WHERE j.status <> 'pending'
-          AND j.cost_micro_eur <> (j.estimated_cost_micro_eur / (j.params->>'n')::int) * jsonb_array_length(j.videos)
+       -- A finished job's cost is recomputed from what it delivered: (estimate / n) per stored video; a job
+       -- cancelled after its provider started it, which the provider bills, keeps its whole charge.
+       SELECT j.id, j.status || ':cost', c.expected, j.cost_micro_eur
+         FROM video_jobs j,
+              LATERAL (SELECT CASE WHEN j.cancel_billed AND j.status = 'failed' AND jsonb_array_length(j.videos) = 0 THEN j.estimated_cost_micro_eur
+                                   ELSE (j.estimated_cost_micro_eur / (j.params->>'n')::int) * jsonb_array_length(j.videos) END AS expected) c
+        WHERE j.status <> 'pending' AND j.cost_micro_eur <> c.expected
        UNION ALL
        -- Every entry of a job is booked to the job's own workspace.
        SELECT j.id, j.status || ':workspace', 0, count(*)

@@ -61,7 +61,9 @@ export type ChargeResult =
   /** Too late (the acceptance deadline passed) or refused by the API: nothing charged, for good. */
   | { ok: false; reason: 'not_accepted_in_time' }
   /** The job was already charged by another attempt (an Idempotency-Key retry raced a run that accepted it). */
-  | { ok: false; reason: 'charged_by_another_attempt' };
+  | { ok: false; reason: 'charged_by_another_attempt' }
+  /** The workspace has its maximum of pending jobs. */
+  | { ok: false; reason: 'too_many_pending_jobs' };
 
 interface JobAttemptRow {
   attempt_id: string | null;
@@ -84,7 +86,7 @@ async function recordRefusal(tx: Tx, r: { jobId: string; attemptId: string; work
 
 /** A row of video_job_charge (src/db/migrations/008_video_job_charge.sql). */
 interface ChargeRow {
-  outcome: 'charged' | 'already_charged' | 'charged_by_another_attempt' | 'insufficient_credits' | 'key_spend_limit_exceeded' | 'not_accepted_in_time';
+  outcome: 'charged' | 'already_charged' | 'charged_by_another_attempt' | 'insufficient_credits' | 'key_spend_limit_exceeded' | 'not_accepted_in_time' | 'too_many_pending_jobs';
   before_micro_eur: number | null;
   after_micro_eur: number | null;
   charged_micro_eur: number | null;
@@ -138,6 +140,7 @@ export async function chargeVideoJob(db: Db, job: VideoJobCharge): Promise<Charg
     case 'charged_by_another_attempt':
     case 'key_spend_limit_exceeded':
     case 'not_accepted_in_time':
+    case 'too_many_pending_jobs':
       return { ok: false, reason: row.outcome };
     default:
       throw new Error(`invariant: unknown charge outcome ${String((row as { outcome: unknown }).outcome)}`);
@@ -189,41 +192,6 @@ export const stickyRefusalSql = (param: `$${number}`): string =>
   `(SELECT json_build_object('request_fingerprint', request_fingerprint, 'reason', reason) FROM video_job_refusals
      WHERE job_id = ${param} AND reason <> 'not_accepted_in_time' LIMIT 1)`;
 
-/** Remembers the provider's operation of a job, so the reconciler can resume it if the workflow is lost. */
-const RECORD_OPERATION = prepared('video-job-record-operation', 'UPDATE video_jobs SET operation_id = $2 WHERE id = $1 AND operation_id IS DISTINCT FROM $2');
-export async function recordVideoOperation(db: Db, jobId: string, operationId: string): Promise<void> {
-  await db.query({ ...RECORD_OPERATION, values: [jobId, operationId] });
-}
-
-/** The provider operation recorded with a job, if it was submitted. */
-export async function videoOperationOf(db: Db, jobId: string): Promise<string | null> {
-  return (await videoJobProgress(db, jobId))?.operation_id ?? null;
-}
-
-/** What an awaiting attempt needs of a job's record, in one read: its operation, its failed polls in a row, its workspace. */
-export interface VideoJobProgress {
-  operation_id: string | null;
-  poll_failures: number;
-  workspace_id: string;
-}
-
-const PROGRESS = prepared('video-job-progress', 'SELECT operation_id, poll_failures, workspace_id FROM video_jobs WHERE id = $1');
-export async function videoJobProgress(db: Db, jobId: string): Promise<VideoJobProgress | null> {
-  const r = await db.query<VideoJobProgress>({ ...PROGRESS, values: [jobId] });
-  return r.rows[0] ?? null;
-}
-
-/** Counts consecutive failed polls of a job's operation (0 after a successful one); returns the count. */
-export async function recordPollOutcome(db: Db, jobId: string, ok: boolean): Promise<number> {
-  const r = await db.query<{ poll_failures: number }>(
-    ok
-      ? 'UPDATE video_jobs SET poll_failures = 0 WHERE id = $1 AND poll_failures <> 0 RETURNING poll_failures'
-      : 'UPDATE video_jobs SET poll_failures = poll_failures + 1 WHERE id = $1 RETURNING poll_failures',
-    [jobId],
-  );
-  return r.rows[0]?.poll_failures ?? 0;
-}
-
 export interface StoredVideo {
   storage_key: string;
   content_type: string;
@@ -237,6 +205,8 @@ export interface Settlement {
   delivered: number;
   videos: StoredVideo[];
   error: { code: string; message: string } | null;
+  /** A cancelled job whose provider bills the operation it had started: the charge is kept, nothing delivered. */
+  billed_without_delivery?: boolean;
   completed_at_ms: number;
 }
 
@@ -283,7 +253,8 @@ export async function settleVideoJob(db: Db, s: Settlement, webhooks?: JobEventC
     }
     if (s.outcome === 'succeeded' && s.videos.length !== delivered) throw new Error('invariant: one stored video per delivered video');
     const unit = job.estimated_cost_micro_eur / n;
-    const cost = unit * delivered;
+    const billed = s.outcome === 'failed' && s.billed_without_delivery === true;
+    const cost = billed ? job.estimated_cost_micro_eur : unit * delivered;
     const refund = job.estimated_cost_micro_eur - cost;
     if (!(Number.isSafeInteger(unit) && cost >= 0 && refund >= 0 && cost + refund === job.estimated_cost_micro_eur)) {
       throw new Error('invariant: cost + refund = charge');
@@ -305,9 +276,11 @@ export async function settleVideoJob(db: Db, s: Settlement, webhooks?: JobEventC
     }
     await tx.query(
       `UPDATE video_jobs SET status = $2, cost_micro_eur = $3, refunded_micro_eur = $4, videos = $5, error = $6,
-         completed_at = to_timestamp($7 / 1000.0) WHERE id = $1`,
-      [s.jobId, status, cost, refund, JSON.stringify(status === 'succeeded' ? s.videos : []), error && JSON.stringify(error), s.completed_at_ms],
+         completed_at = to_timestamp($7 / 1000.0), cancel_billed = $8 WHERE id = $1`,
+      [s.jobId, status, cost, refund, JSON.stringify(status === 'succeeded' ? s.videos : []), error && JSON.stringify(error), s.completed_at_ms, billed],
     );
+    // Nothing is polled for a settled job.
+    await tx.query('DELETE FROM video_job_polls WHERE job_id = $1', [s.jobId]);
     if (webhooks) await recordJobEvent(tx, s.jobId, webhooks);
     return { status, cost_micro_eur: cost, refunded_micro_eur: refund, already_settled: false, error };
   });

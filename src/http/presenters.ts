@@ -37,6 +37,10 @@ export async function presentVideoJob(job: VideoJobState, urls: DownloadUrlSigne
     refunded_in_euro: microEurToEur(job.refunded_micro_eur),
     videos,
     error: status === 'failed' ? job.error : null,
+    // Which backend ran the job (null until one accepted it), and the provider's progress while it runs.
+    backend: job.backend ?? null,
+    progress: status === 'succeeded' ? 100 : (job.progress ?? null),
+    queue_position: status === 'pending' ? (job.queue_position ?? null) : null,
   };
 }
 

@@ -6,14 +6,13 @@ import { stickyRefusalSql, type StickyRefusal } from '../billing/video-job-billi
 
 export interface VideoJobRecord extends VideoJobState {
   deleted: boolean;
-  backend: string | null;
   prompt: string;
   operation_id: string | null;
   deadline_at_ms: number | null;
 }
 
 const COLUMNS = `id, workspace_id, status, model, params, request_fingerprint, estimated_cost_micro_eur, cost_micro_eur, refunded_micro_eur,
-  videos, error, backend, prompt, operation_id, deleted_at IS NOT NULL AS deleted,
+  videos, error, backend, prompt, operation_id, progress, queue_position, deleted_at IS NOT NULL AS deleted,
   (extract(epoch FROM created_at) * 1000)::bigint AS created_at_ms,
   (extract(epoch FROM completed_at) * 1000)::bigint AS completed_at_ms,
   (extract(epoch FROM deadline_at) * 1000)::bigint AS deadline_at_ms`;
@@ -33,6 +32,8 @@ interface Row {
   backend: string | null;
   prompt: string;
   operation_id: string | null;
+  progress: number | null;
+  queue_position: number | null;
   deleted: boolean;
   created_at_ms: number;
   completed_at_ms: number | null;
@@ -59,6 +60,8 @@ function toRecord(row: Row): VideoJobRecord {
     prompt: row.prompt,
     operation_id: row.operation_id,
     deadline_at_ms: row.deadline_at_ms,
+    progress: row.progress,
+    queue_position: row.queue_position,
   };
 }
 

@@ -3,35 +3,27 @@
 // the job, or, when none was recorded, fails the job with a full refund. Used by the reconciler, and by
 // a cancel that finds no workflow to cancel.
 import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
-import { videoJobWorkflowId, type VideoJobInput } from '../../workflows/messages.js';
+import { videoJobStartSearchAttributes, videoJobWorkflowId, type VideoJobInput } from '../../workflows/messages.js';
 import type { VideoJobRecord } from './video-job-records.js';
 
 export interface RecoverySettings {
   taskQueue: string;
-  poll_interval_ms: number;
-  poll_max_interval_ms: number;
-  await_heartbeat_timeout_ms?: number;
   job_timeout_ms: number;
 }
 
-export function recoveryInput(job: VideoJobRecord, s: RecoverySettings): VideoJobInput {
+export function recoveryInput(job: VideoJobRecord, s: Pick<RecoverySettings, 'job_timeout_ms'>): VideoJobInput {
   return {
     job_id: job.job_id,
     workspace_id: job.workspace_id,
     model: job.model,
-    // Jobs of the first release did not record their backend; they have no operation either, so the
-    // recovery run only refunds them and never reaches a provider.
-    backend: job.backend ?? 'simulator',
+    // The backend that accepted the operation; a job never submitted has none, and its run only refunds it.
+    backends: job.backend ? [job.backend] : [],
     prompt: job.prompt,
     params: job.params,
     estimated_cost_micro_eur: job.estimated_cost_micro_eur,
     created_at_ms: job.created_at_ms,
     request_fingerprint: job.request_fingerprint,
-    poll_interval_ms: s.poll_interval_ms,
-    poll_max_interval_ms: s.poll_max_interval_ms,
-    ...(s.await_heartbeat_timeout_ms !== undefined ? { await_heartbeat_timeout_ms: s.await_heartbeat_timeout_ms } : {}),
     deadline_at_ms: job.deadline_at_ms ?? job.created_at_ms + s.job_timeout_ms,
-    max_polls_per_run: 200,
     recovery: { operation_id: job.operation_id },
   };
 }
@@ -44,6 +36,8 @@ export async function restartVideoJob(client: Client, job: VideoJobRecord, s: Re
       taskQueue: s.taskQueue,
       args: [recoveryInput(job, s)],
       workflowIdReusePolicy: 'ALLOW_DUPLICATE',
+      // Found and shown in the Temporal UI like any job's run.
+      typedSearchAttributes: videoJobStartSearchAttributes(job.workspace_id, job.model),
     });
     return true;
   } catch (err) {

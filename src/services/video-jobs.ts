@@ -36,6 +36,7 @@ import {
   isRefusal,
   KEY_SPEND_LIMIT_EXCEEDED,
   NOT_ACCEPTED_IN_TIME,
+  TOO_MANY_PENDING_JOBS,
   jobStateQuery,
   videoJobStartSearchAttributes,
   videoJobWorkflowId,
@@ -51,11 +52,7 @@ export interface VideoJobsDeps {
   simulator: boolean;
   /** Vertex AI is configured: it serves the reference family. */
   vertex?: boolean;
-  poll_interval_ms: number;
-  poll_max_interval_ms: number;
-  await_heartbeat_timeout_ms?: number;
   job_timeout_ms: number;
-  max_polls_per_run?: number;
   /** How long a create waits for the workflow's charge step before answering 503. */
   create_timeout_ms?: number;
 }
@@ -151,7 +148,7 @@ export class VideoJobsService {
       job_id,
       workspace_id: principal.workspace_id,
       model: r.model.id,
-      backend: r.backend,
+      backends: [r.backend],
       prompt: body.prompt.trim(),
       params: r.params,
       ...(body.seed !== undefined ? { seed: body.seed } : {}),
@@ -163,11 +160,7 @@ export class VideoJobsService {
       estimated_cost_micro_eur: r.estimated_cost_micro_eur,
       created_at_ms: now_ms,
       request_fingerprint: fingerprint.current,
-      poll_interval_ms: this.deps.poll_interval_ms,
-      poll_max_interval_ms: this.deps.poll_max_interval_ms,
-      ...(this.deps.await_heartbeat_timeout_ms !== undefined ? { await_heartbeat_timeout_ms: this.deps.await_heartbeat_timeout_ms } : {}),
       deadline_at_ms: now_ms + this.deps.job_timeout_ms,
-      max_polls_per_run: this.deps.max_polls_per_run ?? 200,
       attempt_id: randomUUID(),
       accept_by_ms: now_ms + acceptWindowMs(timeout_ms),
       sticky_refusal: idempotencyKey !== undefined,
@@ -190,29 +183,32 @@ export class VideoJobsService {
     if (r.inputs.image) {
       await storeVideoJobInputs(this.deps.db, { job_id, workspace_id: principal.workspace_id }, { image: r.inputs.image, last_frame: r.inputs.last_frame });
     }
-    const startOp = new WithStartWorkflowOperation<typeof videoJobWorkflow>('videoJobWorkflow', {
-      workflowId: videoJobWorkflowId(job_id),
-      taskQueue: this.deps.taskQueue,
-      args: [input],
-      workflowIdConflictPolicy: 'USE_EXISTING',
-      // A closed run of this id was refused (an attempt not accepted in time): a retry with the same
-      // Idempotency-Key starts a new attempt. An accepted job never gets here (its record answers above),
-      // and a run that races one is refused by the charge as a duplicate.
-      workflowIdReusePolicy: 'ALLOW_DUPLICATE',
-      typedSearchAttributes: videoJobStartSearchAttributes(principal.workspace_id, r.model.id),
-    });
+    // One operation per try: the SDK runs a WithStartWorkflowOperation once.
+    const startOp = () =>
+      new WithStartWorkflowOperation<typeof videoJobWorkflow>('videoJobWorkflow', {
+        workflowId: videoJobWorkflowId(job_id),
+        taskQueue: this.deps.taskQueue,
+        args: [input],
+        workflowIdConflictPolicy: 'USE_EXISTING',
+        // A closed run of this id was refused (an attempt not accepted in time): a retry with the same
+        // Idempotency-Key starts a new attempt. An accepted job never gets here (its record answers above),
+        // and a run that races one is refused by the charge as a duplicate.
+        workflowIdReusePolicy: 'ALLOW_DUPLICATE',
+        typedSearchAttributes: videoJobStartSearchAttributes(principal.workspace_id, r.model.id),
+      });
     const deadline_ms = now_ms + timeout_ms;
     let state: VideoJobState;
     for (let tries = 1; ; tries++) {
       try {
         state = await this.deps.temporal.connection.withDeadline(deadline_ms, () =>
-          this.deps.temporal.workflow.executeUpdateWithStart(acceptJobUpdate, { startWorkflowOperation: startOp }),
+          this.deps.temporal.workflow.executeUpdateWithStart(acceptJobUpdate, { startWorkflowOperation: startOp() }),
         );
         break;
       } catch (err) {
         const failure = err instanceof WorkflowUpdateFailedError && err.cause instanceof ApplicationFailure ? err.cause : null;
         if (failure?.type === INSUFFICIENT_CREDITS) throw insufficientCredits();
         if (failure?.type === KEY_SPEND_LIMIT_EXCEEDED) throw keySpendLimitExceeded();
+        if (failure?.type === TOO_MANY_PENDING_JOBS) throw tooManyPendingJobs();
         if (failure?.type === CHARGED_BY_ANOTHER_ATTEMPT) return this.existingFor(principal.workspace_id, job_id, fingerprint);
         if (failure?.type === NOT_ACCEPTED_IN_TIME) {
           // A run of an earlier attempt with this key (refused: too late) answered. Once it has closed, this
@@ -291,7 +287,9 @@ export class VideoJobsService {
   /** A pending job as its workflow knows it (the record answers when the workflow cannot). */
   private async live(record: VideoJobState): Promise<VideoJobState> {
     const live = await this.queryWorkflow(record.job_id);
-    return live && live.workspace_id === record.workspace_id && live.status !== 'charging' && !isRefusal(live.status) ? live : record;
+    if (!live || live.workspace_id !== record.workspace_id || live.status === 'charging' || isRefusal(live.status)) return record;
+    // Progress is the poller's, kept with the record; the backend is known to both.
+    return { ...live, backend: live.backend ?? record.backend, progress: record.progress, queue_position: record.queue_position };
   }
 
   private async queryWorkflow(job_id: string): Promise<VideoJobState | null> {
@@ -324,6 +322,12 @@ function notAccepted(keyed: boolean, cause?: unknown): ApiError {
     null,
     { 'Retry-After': String(RETRY_AFTER_S) },
   );
+}
+
+function tooManyPendingJobs(): ApiError {
+  return new ApiError(429, 'rate_limit_error', 'too_many_pending_jobs', 'the workspace has its maximum of pending jobs; wait for one to finish (nothing was charged)', null, {
+    'Retry-After': String(RETRY_AFTER_S),
+  });
 }
 
 function insufficientCredits(): ApiError {

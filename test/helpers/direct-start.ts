@@ -1,7 +1,7 @@
 // A video-job workflow started directly, as the API would start it, for paths only a direct start reaches
 // (a second attempt of a job, a run that starts late, inputs the API refuses).
 import { randomUUID } from 'node:crypto';
-import { JOB_STATUS_SA, videoJobStartSearchAttributes, videoJobWorkflowId, type VideoJobInput, type VideoJobStatus, type VideoJobResume } from '../../workflows/messages.js';
+import { JOB_STATUS_SA, videoJobStartSearchAttributes, videoJobWorkflowId, type VideoJobInput, type VideoJobStatus } from '../../workflows/messages.js';
 import type { Db } from '../../src/db/pool.js';
 import { chargeVideoJob, type ChargeResult } from '../../src/billing/video-job-billing.js';
 import type { Stack } from './stack.js';
@@ -13,28 +13,25 @@ export function directInput(workspace_id: string, job_id: string, extra: Partial
     job_id,
     workspace_id,
     model: 'sim-video-1',
-    backend: 'simulator',
+    backends: ['simulator'],
     prompt: 'p',
     params: { durationSeconds: 4, resolution: '720p', aspectRatio: '16:9', n: 1 },
     estimated_cost_micro_eur: 200_000,
     created_at_ms: now,
     request_fingerprint: 'x',
-    poll_interval_ms: 100,
-    poll_max_interval_ms: 300,
     deadline_at_ms: now + 60_000,
-    max_polls_per_run: 200,
     attempt_id: randomUUID(),
     accept_by_ms: now + 2_000,
     ...extra,
   };
 }
 
-/** Starts the run with the API's search attributes; `status` overrides the status one (0.4.0's API started "charging"). */
-export async function startDirect(s: Stack, input: VideoJobInput, resume?: VideoJobResume, status?: VideoJobStatus) {
+/** Starts the run with the API's search attributes; `status` overrides the status one. */
+export async function startDirect(s: Stack, input: VideoJobInput, status?: VideoJobStatus) {
   return s.api.temporal.workflow.start('videoJobWorkflow', {
     workflowId: videoJobWorkflowId(input.job_id),
     taskQueue: s.config.temporal.taskQueue,
-    args: resume ? [input, resume] : [input],
+    args: [input],
     workflowIdReusePolicy: 'ALLOW_DUPLICATE',
     typedSearchAttributes: videoJobStartSearchAttributes(input.workspace_id, input.model).map((sa) =>
       status !== undefined && sa.key.name === JOB_STATUS_SA.name ? { ...sa, value: status } : sa,
@@ -57,7 +54,7 @@ export function chargeDirect(db: Db, input: VideoJobInput): Promise<ChargeResult
     created_at_ms: input.created_at_ms,
     request_fingerprint: input.request_fingerprint,
     accept_by_ms: input.accept_by_ms,
-    backend: input.backend,
+    backend: input.backends[0],
     deadline_at_ms: input.deadline_at_ms,
   });
 }

@@ -40,7 +40,6 @@ export async function createTestDatabase(): Promise<string> {
 export interface StackOptions {
   env?: Record<string, string>;
   worker?: boolean;
-  maxPollsPerRun?: number;
   /** Where the stack's logs go (default stdout); set LOG_LEVEL in `env` to see any. */
   logStream?: DestinationStream;
 }
@@ -84,7 +83,6 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
     temporalAddress,
     secrets: { adminToken: ADMIN_TOKEN, urlSigningSecret: config.urlSigningSecret!, adminTokenGenerated: false },
     logger,
-    ...(opts.maxPollsPerRun !== undefined ? { maxPollsPerRun: opts.maxPollsPerRun } : {}),
   });
   return {
     config,

@@ -12,7 +12,7 @@ import type { Db } from '../../db/pool.js';
 import { projectPath } from '../../paths.js';
 import { prepared } from '../../db/pool.js';
 import { COUNT_PROVIDER_CALL, countProviderCallSql } from '../simulator-usage.js';
-import { ProviderError, type InputImage, type VideoOperationStatus, type VideoOutputRef, type VideoProvider, type VideoSubmission } from './types.js';
+import { ProviderError, type CancelAnswer, type InputImage, type VideoOperationStatus, type VideoOutputRef, type VideoProvider, type VideoSubmission } from './types.js';
 
 export const SIMULATOR_DEFAULT_DELAY_MS = 2_000;
 export const SIMULATOR_MAX_DELAY_MS = 60 * 60_000;
@@ -25,6 +25,8 @@ export const SimulateSchema = z
     videos: z.number().int().min(0).max(4).optional(),
     delay_ms: z.number().int().min(0).max(SIMULATOR_MAX_DELAY_MS).default(SIMULATOR_DEFAULT_DELAY_MS),
     message: text({ max_chars: MESSAGE_MAX_CHARS }).optional(),
+    /** Whether the simulated provider bills an operation cancelled while it runs (it never bills one cancelled in time by default). */
+    billed_on_cancel: z.boolean().default(false),
   })
   .strict();
 export type Simulate = z.infer<typeof SimulateSchema>;
@@ -114,13 +116,17 @@ export class SimulatedVideoProvider implements VideoProvider {
     return { state: 'succeeded', outputs };
   }
 
-  /** Cancels a running operation: its polls then answer failed (code cancelled). A finished one stays finished. */
-  async cancel(operation_id: string): Promise<void> {
+  /**
+   * Cancels a running operation: its polls then answer failed (code cancelled), and it is not billed unless
+   * `simulate.billed_on_cancel`. A finished one stays finished, and is billed.
+   */
+  async cancel(operation_id: string): Promise<CancelAnswer> {
     await this.db.query({ ...COUNT_PROVIDER_CALL, values: ['video_cancel'] });
     const op = await this.load(operation_id);
-    if (op.elapsed_ms < op.request.simulate.delay_ms) {
-      await this.db.query('UPDATE simulator.video_operations SET cancelled_at = clock_timestamp() WHERE id = $1 AND cancelled_at IS NULL', [operation_id]);
-    }
+    if (op.elapsed_ms >= op.request.simulate.delay_ms) return { billed: true, answer: 'the operation had already finished' };
+    await this.db.query('UPDATE simulator.video_operations SET cancelled_at = clock_timestamp() WHERE id = $1 AND cancelled_at IS NULL', [operation_id]);
+    const billed = op.request.simulate.billed_on_cancel ?? false;
+    return { billed, answer: billed ? 'cancelled; the generation had started and is billed' : 'cancelled before any generation was billed' };
   }
 
   async fetchOutput(operation_id: string, output: VideoOutputRef): Promise<Buffer> {

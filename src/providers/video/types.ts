@@ -1,6 +1,9 @@
 // The video provider interface: what every adapter (simulator, Vertex AI Veo, ...) implements.
 // Adapters throw ProviderError; `retryable` tells the workflow's activities whether to try again.
 import type { ImageMimeType, VideoParams } from '../../catalog.js';
+import type { VideoOutputRef } from '../../../workflows/messages.js';
+
+export type { VideoOutputRef };
 
 /** What the workflow asks the submit activity for: small values only, never image bytes (workflow history). */
 export interface VideoGenerationRequest {
@@ -17,6 +20,8 @@ export interface VideoGenerationRequest {
   /** The job has a first frame (and a last frame) stored with it: the submit activity loads them by job id. */
   has_image?: boolean | undefined;
   has_last_frame?: boolean | undefined;
+  /** The job fails at this time (Unix ms): a provider that can stop work by itself then is told so. */
+  deadline_at_ms?: number | undefined;
 }
 
 export interface InputImage {
@@ -31,27 +36,35 @@ export interface VideoSubmission extends VideoGenerationRequest {
   last_frame?: InputImage | undefined;
 }
 
-export interface VideoOutputRef {
-  /** Opaque reference understood by the same adapter's fetchOutput. */
-  ref: string;
-  content_type: string;
-}
-
 export type VideoOperationStatus =
-  | { state: 'running' }
+  /** `progress` 0-100 and `queue_position`, where the provider reports them. */
+  | { state: 'running'; progress?: number | null | undefined; queue_position?: number | null | undefined }
   | { state: 'succeeded'; outputs: VideoOutputRef[] }
   | { state: 'failed'; code: string; message: string };
 
+/** What a provider answered to a cancel: whether it still bills the operation, and its answer for the record. */
+export interface CancelAnswer {
+  billed: boolean;
+  answer: string;
+}
+
+export interface SubmitOptions {
+  /** Where the provider may call back when the operation ends (a verified callback makes the job poll at once). */
+  callback_url?: string | undefined;
+}
+
 export interface VideoProvider {
   readonly name: string;
-  submit(req: VideoSubmission): Promise<{ operation_id: string }>;
+  /** `operation_id` is the adapter's own (at most 4096 characters), passed back to poll, fetchOutput and cancel. */
+  submit(req: VideoSubmission, opts?: SubmitOptions): Promise<{ operation_id: string }>;
   poll(operation_id: string): Promise<VideoOperationStatus>;
   fetchOutput(operation_id: string, output: VideoOutputRef): Promise<Buffer>;
   /**
-   * Asks the provider to stop the operation. Best effort: a provider may not support it, or the
-   * operation may finish anyway; callers never depend on it (a cancelled job is refunded regardless).
+   * Asks the provider to stop the operation, and says whether the provider still bills it (an operation
+   * that had already finished is billed). Throws when the provider could not be asked: the customer is
+   * then refunded in full.
    */
-  cancel(operation_id: string): Promise<void>;
+  cancel(operation_id: string): Promise<CancelAnswer>;
 }
 
 export class ProviderError extends Error {

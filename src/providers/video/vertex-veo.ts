@@ -20,6 +20,7 @@ import type { GoogleAuth } from 'google-auth-library';
 import {
   MAX_VIDEO_OUTPUT_BYTES,
   ProviderError,
+  type CancelAnswer,
   type InputImage,
   type VideoOperationStatus,
   type VideoOutputRef,
@@ -295,11 +296,16 @@ export class VertexVeoProvider implements VideoProvider {
 
   /**
    * google.longrunning CancelOperation (`POST {endpoint}/v1/{operation name}:cancel`, Vertex AI
-   * "Long-running operations"): best effort; on success the operation ends with code 1 (CANCELLED).
+   * "Long-running operations"): best effort; on success the operation ends with code 1 (CANCELLED). Veo is
+   * priced per second of video generated, so an operation cancelled before it finished is not billed; one
+   * that had finished (its cancel has no effect) is.
    */
-  async cancel(operation_id: string): Promise<void> {
+  async cancel(operation_id: string): Promise<CancelAnswer> {
     const op = parseOperationId(operation_id);
     await this.request('POST', `${this.apiEndpoint}/v1/${op.name}:cancel`, {}, 'Vertex AI cancel', this.requestTimeoutMs, MAX_JSON_BYTES, 'invalid_response');
+    const after = await this.fetchOperation(op);
+    if (after.done === true && !after.error) return { billed: true, answer: 'Vertex AI: the operation had already finished' };
+    return { billed: false, answer: 'Vertex AI: cancellation accepted before the operation finished' };
   }
 
   async fetchOutput(operation_id: string, output: VideoOutputRef): Promise<Buffer> {

@@ -1,0 +1,129 @@
+// The rows of video_job_polls (migration 010): one per submitted job until it settles. The submit
+// activity records a job's operation and its row in one statement; the workers' pollers claim due rows
+// by moving next_poll_at ahead (SKIP LOCKED: two pollers never take the same row), and set it again after
+// each poll; a verified provider callback makes a row due at once; settlement deletes it.
+import { prepared, type Db } from '../db/pool.js';
+
+/** How the poller paces a job's polls: the first after `interval_ms`, then growing by POLL_BACKOFF up to the max. */
+export interface PollPacing {
+  interval_ms: number;
+  max_interval_ms: number;
+}
+
+/** Each poll of a running operation waits this much longer than the one before (up to the max interval). */
+export const POLL_BACKOFF = 1.5;
+
+/**
+ * Records the job's operation and backend, and its poll row, atomically and only while the job is
+ * pending (a job settled meanwhile, by a cancel, gets no row). A row that exists is made due at once,
+ * its pacing kept: the recovery run of a job resumes its operation without waiting for the next poll.
+ */
+const RECORD = prepared(
+  'video-job-record-operation',
+  `WITH job AS (
+     UPDATE video_jobs SET operation_id = $2, backend = $3 WHERE id = $1 AND status = 'pending' RETURNING id)
+   INSERT INTO video_job_polls (job_id, backend, operation_id, interval_ms, max_interval_ms, next_poll_at)
+   SELECT id, $3, $2, $4, $5, now() + make_interval(secs => $6::float8 / 1000) FROM job
+   ON CONFLICT (job_id) DO UPDATE SET backend = EXCLUDED.backend, operation_id = EXCLUDED.operation_id, next_poll_at = EXCLUDED.next_poll_at`,
+);
+
+export async function recordOperation(db: Db, r: { job_id: string; backend: string; operation_id: string; pacing: PollPacing; first_poll_after_ms: number }): Promise<void> {
+  await db.query({ ...RECORD, values: [r.job_id, r.operation_id, r.backend, r.pacing.interval_ms, Math.max(r.pacing.max_interval_ms, r.pacing.interval_ms), r.first_poll_after_ms] });
+}
+
+/** The operation recorded with a job, if it was submitted, with its backend and workspace. */
+export interface RecordedOperation {
+  operation_id: string | null;
+  backend: string | null;
+  workspace_id: string;
+}
+
+const RECORDED = prepared('video-job-recorded-operation', 'SELECT operation_id, backend, workspace_id FROM video_jobs WHERE id = $1');
+
+export async function recordedOperation(db: Db, job_id: string): Promise<RecordedOperation | null> {
+  return (await db.query<RecordedOperation>({ ...RECORDED, values: [job_id] })).rows[0] ?? null;
+}
+
+/** A claimed row: what to poll. */
+export interface DuePoll {
+  job_id: string;
+  backend: string;
+  operation_id: string;
+  interval_ms: number;
+  max_interval_ms: number;
+  failures: number;
+  /** The workflow was already told the operation ended (this claim is a reminder). */
+  signalled: boolean;
+}
+
+const CLAIM = prepared(
+  'video-job-polls-claim',
+  `UPDATE video_job_polls p SET next_poll_at = now() + make_interval(secs => $2::float8 / 1000)
+   FROM (SELECT job_id FROM video_job_polls WHERE next_poll_at <= now() ORDER BY next_poll_at LIMIT $1 FOR UPDATE SKIP LOCKED) due
+   WHERE p.job_id = due.job_id
+   RETURNING p.job_id, p.backend, p.operation_id, p.interval_ms, p.max_interval_ms, p.failures, p.signalled_at IS NOT NULL AS signalled`,
+);
+
+/**
+ * Claims up to `limit` due rows: each is pushed `lease_ms` ahead, so no other poller takes it meanwhile,
+ * and a poller that dies mid-poll leaves it due again after that.
+ */
+export async function claimDuePolls(db: Db, limit: number, lease_ms: number): Promise<DuePoll[]> {
+  if (limit <= 0) return [];
+  return (await db.query<DuePoll>({ ...CLAIM, values: [limit, lease_ms] })).rows;
+}
+
+/**
+ * After a poll that found the operation running: the next poll after `wait_ms`, the interval grown, the
+ * failure count set, and the job's progress moved forward (never back) where the provider gave it.
+ */
+const RESCHEDULE = prepared(
+  'video-job-polls-reschedule',
+  `WITH progress AS (
+     UPDATE video_jobs SET progress = GREATEST(progress, $5::smallint), queue_position = LEAST(queue_position, $6::integer)
+      WHERE id = $1 AND ($5::smallint IS NOT NULL OR $6::integer IS NOT NULL)
+        AND (progress IS DISTINCT FROM GREATEST(progress, $5::smallint) OR queue_position IS DISTINCT FROM LEAST(queue_position, $6::integer)))
+   UPDATE video_job_polls SET next_poll_at = now() + make_interval(secs => $2::float8 / 1000), interval_ms = $3, failures = $4
+   WHERE job_id = $1`,
+);
+
+export async function reschedulePoll(
+  db: Db,
+  job_id: string,
+  r: { wait_ms: number; interval_ms: number; failures: number; progress?: number | null | undefined; queue_position?: number | null | undefined },
+): Promise<void> {
+  const progress = r.progress === null || r.progress === undefined ? null : Math.min(Math.max(Math.round(r.progress), 0), 100);
+  const queue_position = r.queue_position === null || r.queue_position === undefined ? null : Math.max(Math.round(r.queue_position), 0);
+  await db.query({ ...RESCHEDULE, values: [job_id, r.wait_ms, r.interval_ms, r.failures, progress, queue_position] });
+}
+
+const SIGNALLED = prepared(
+  'video-job-polls-signalled',
+  `UPDATE video_job_polls SET signalled_at = now(), next_poll_at = now() + make_interval(secs => $2::float8 / 1000) WHERE job_id = $1`,
+);
+
+/** The workflow was told; it is reminded after `remind_after_ms` if it has not settled by then. */
+export async function markSignalled(db: Db, job_id: string, remind_after_ms: number): Promise<void> {
+  await db.query({ ...SIGNALLED, values: [job_id, remind_after_ms] });
+}
+
+const REMOVE = prepared('video-job-polls-remove', 'DELETE FROM video_job_polls WHERE job_id = $1');
+
+/** The job has no running workflow to tell (it settled, or the reconciler will restart it): its row goes. */
+export async function removePoll(db: Db, job_id: string): Promise<void> {
+  await db.query({ ...REMOVE, values: [job_id] });
+}
+
+const NUDGE = prepared(
+  'video-job-polls-nudge',
+  'UPDATE video_job_polls SET next_poll_at = LEAST(next_poll_at, now()) WHERE job_id = $1 AND backend = $2 AND signalled_at IS NULL',
+);
+
+/**
+ * A provider said (by a verified callback) that the job's operation changed: it is polled at once.
+ * Whether the job was waiting on that backend (an unknown job, a settled one, or one whose workflow was
+ * already told changes nothing, however often the callback comes).
+ */
+export async function nudgePoll(db: Db, job_id: string, backend: string): Promise<boolean> {
+  return ((await db.query({ ...NUDGE, values: [job_id, backend] })).rowCount ?? 0) > 0;
+}
