@@ -1,7 +1,6 @@
-// Records the event histories of the webhook delivery workflow's paths into test/histories/, for the
-// replay test: delivered after two refused attempts, and given up once its retry window passed.
-// Run with `npm run record-histories` (with the other recorder) after a deliberate workflow change
-// made with patching, and commit new files beside the old ones, under new names.
+// Records the event histories of the webhook delivery workflow's paths into test/histories/<version>/,
+// for the replay test: delivered after two refused attempts, and given up once its retry window passed.
+// Run with `npm run record-histories` (with the video job recorder).
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { inTransaction } from '../src/db/pool.js';

@@ -1,18 +1,16 @@
-// Replays every recorded history of every release (test/histories/ for the first, 0.1.0, and
-// test/histories/<version>/ for each later one) with the current workflow code. A change that would
-// break a running job of any released version (non-determinism) fails here. Record a new path with
-// `npm run record-histories`; recordings are append-only (test/history-discipline.test.ts).
+// Replays every recorded history of every supported release (test/histories/<version>/) with the current
+// workflow code. A change that would break a running job of a supported release (non-determinism) fails
+// here. README, "Changing a workflow", says how a change ships.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import path from 'node:path';
 import { Worker } from '@temporalio/worker';
 import { historyFromJSON } from '@temporalio/common/lib/proto-utils.js';
 import { installTemporalRuntime, workflowsPath } from '../src/temporal/worker.js';
-import { HISTORIES_DIR, historyFiles } from './helpers/histories.js';
+import { historyFiles, releaseOf, SUPPORTED_RELEASES } from './helpers/histories.js';
 
-/** The paths 0.2.0 recorded; each later release records them all again under its own folder. */
-const PATHS_SINCE_0_2_0 = [
+/** Every path a release records (npm run record-histories): each outcome a job, a delivery or a reconciler run can have. */
+const PATHS_SINCE_1_0_0 = [
   'video-job-succeeded',
   'video-job-shortfall',
   'video-job-provider-failed',
@@ -24,61 +22,32 @@ const PATHS_SINCE_0_2_0 = [
   'video-job-insufficient-credits',
   'video-job-key-spend-limit',
   'video-job-not-accepted',
+  'video-job-late-run-charged',
   'video-job-duplicate-attempt',
   'video-job-submit-rejected',
   'video-job-cancelled',
+  'video-job-cancelled-billed',
   'video-job-workflow-cancelled',
   'video-job-recovered',
   'video-job-recovered-refunded',
-  'video-job-continued-from-first-release',
   'reconcile-run',
   'webhook-delivery-after-retries',
   'webhook-delivery-given-up',
 ];
 
-/** The paths each release must have recorded, by folder ('' = the first release's, directly in test/histories). */
-const REQUIRED: Record<string, string[]> = {
-  '': [
-    'video-job-succeeded',
-    'video-job-shortfall',
-    'video-job-provider-failed',
-    'video-job-no-videos',
-    'video-job-idempotent-retry',
-    'video-job-continued',
-    'video-job-continued.run1',
-    'video-job-deadline',
-    'video-job-cancelled',
-    'video-job-insufficient-credits',
-    'video-job-submit-rejected',
-    'voice-delete-succeeded',
-    'voice-delete-after-retries',
-    // Recorded before 0.2.0 (3ca7b49), before the release folders existed; kept where they were recorded.
-    'webhook-delivery-after-retries',
-    'webhook-delivery-given-up',
-  ],
-  '0.2.0': PATHS_SINCE_0_2_0,
-  '0.3.0': PATHS_SINCE_0_2_0,
-  '0.4.0': [...PATHS_SINCE_0_2_0, 'video-job-late-run-charged'],
-  '0.5.0': [...PATHS_SINCE_0_2_0, 'video-job-late-run-charged', 'video-job-started-charging'],
-  '0.6.0': [...PATHS_SINCE_0_2_0, 'video-job-late-run-charged', 'video-job-started-charging'],
-};
+const REQUIRED: Record<string, string[]> = { '1.0.0': PATHS_SINCE_1_0_0 };
 
-/**
- * Releases no run of which can still be open (checked with `temporal workflow list` before listing one
- * here), so that a patch they needed could be deprecated: their recordings stay, no longer replayed.
- */
-const RETIRED: string[] = [];
+const files = historyFiles();
 
-const files = historyFiles().filter((f) => !RETIRED.includes(path.relative(HISTORIES_DIR, path.dirname(f)) || '0.1.0'));
-
-test('a history is recorded for every workflow path of every release', () => {
-  const names = new Set(files.map((f) => path.relative(HISTORIES_DIR, f).replace(/\.json$/, '')));
-  for (const [release, paths] of Object.entries(REQUIRED)) {
-    for (const p of paths) assert.ok(names.has(path.join(release, p)), `missing ${path.join(HISTORIES_DIR, release, p)}.json`);
+test('the recorded releases are the supported ones, each with every path', () => {
+  assert.deepEqual([...new Set(files.map(releaseOf))].sort(), [...SUPPORTED_RELEASES].sort(), 'a release out of the window keeps no recordings');
+  const names = new Set(files.map((f) => `${releaseOf(f)}/${f.split('/').pop()!.replace(/\.json$/, '')}`));
+  for (const release of SUPPORTED_RELEASES) {
+    for (const p of REQUIRED[release] ?? assert.fail(`no required paths listed for ${release}`)) assert.ok(names.has(`${release}/${p}`), `missing test/histories/${release}/${p}.json`);
   }
 });
 
-test('every recorded history of every release replays with the current workflow code', async () => {
+test('every recorded history of every supported release replays with the current workflow code', async () => {
   installTemporalRuntime();
   const histories = files.map((f) => ({ workflowId: f, history: historyFromJSON(JSON.parse(fs.readFileSync(f, 'utf8'))) }));
   const failures: string[] = [];
@@ -88,5 +57,6 @@ test('every recorded history of every release replays with the current workflow 
     if (result.error) failures.push(`${result.workflowId}: ${result.error.message}`);
   }
   assert.equal(replayed, files.length);
+  assert.ok(replayed >= PATHS_SINCE_1_0_0.length);
   assert.deepEqual(failures, []);
 });

@@ -374,7 +374,7 @@ describe('a run whose charge step starts late', () => {
       .filter((e) => e.markerRecordedEventAttributes?.markerName === 'core_local_activity')
       .map((e) => {
         const data = e.markerRecordedEventAttributes!.details!['data']!.payloads![0]!.data!;
-        return (JSON.parse(typeof data === 'string' ? Buffer.from(data, 'base64').toString() : Buffer.from(data).toString()) as { activityType: string }).activityType;
+        return (JSON.parse(typeof data === 'string' ? Buffer.from(data, 'base64').toString() : Buffer.from(data).toString()) as { activity_type: string }).activity_type;
       });
     assert.ok(localActivities.includes('decideVideoJobAcceptance'), `the late run decided its attempt (${localActivities.join(', ')})`);
     assert.ok(!localActivities.includes('chargeVideoJob'), 'and never charged');
