@@ -199,7 +199,15 @@ export function apiBaseUrl(config: Config): string {
  */
 const pollerIdleMs = (poll_interval_ms: number) => Math.min(Math.max(Math.floor(poll_interval_ms / 10), 20), 200);
 
-export async function startWorker(opts: { config: Config; db: Db; temporalAddress: string; logger: Logger; urlSigningSecret?: string }): Promise<RunningWorker> {
+export async function startWorker(opts: {
+  config: Config;
+  db: Db;
+  temporalAddress: string;
+  logger: Logger;
+  urlSigningSecret?: string;
+  /** Workflow code bundled elsewhere (another release's, in the upgrade test); else this code's workflows. */
+  workflowBundle?: { code: string };
+}): Promise<RunningWorker> {
   const storage = createStorage(opts.config);
   await checkStorage(storage);
   const { downloadUrls } = createDownloads(storage, workerUrlSigningSecret(opts.config, storage, opts.urlSigningSecret), opts.config.signedUrlTtlS);
@@ -223,6 +231,7 @@ export async function startWorker(opts: { config: Config; db: Db; temporalAddres
     taskQueue: opts.config.temporal.taskQueue,
     activities,
     limits: opts.config.workerLimits,
+    ...(opts.workflowBundle ? { workflowBundle: opts.workflowBundle } : {}),
     metricsBindAddress: opts.config.workerMetricsPort ? `${host.includes(':') ? `[${host}]` : host}:${opts.config.workerMetricsPort}` : undefined,
   });
   // Webhook deliveries: their own task queue and worker (slots, a rate limit), sharing the connection.

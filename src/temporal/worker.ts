@@ -1,24 +1,13 @@
 // The Temporal worker: runs the workflows (bundled from workflows/) and this process's activities.
 import fs from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { DefaultLogger, NativeConnection, Runtime, Worker, makeTelemetryFilterString, type LogLevel, type LogMetadata } from '@temporalio/worker';
+import { DefaultLogger, NativeConnection, Runtime, Worker, makeTelemetryFilterString, type LogLevel } from '@temporalio/worker';
 import { ConfigError } from '../config.js';
 import { DEFAULT_WORKER_LIMITS, type WorkerLimits } from './worker-limits.js';
 
 export { DEFAULT_WORKER_LIMITS, type WorkerLimits };
 
 let runtimeInstalled = false;
-
-/**
- * The SDK's logger, quieter about one expected event: an awaiting activity that finishes its last poll after
- * its job was cancelled (the workflow no longer waits for it) completes an activity the server no longer
- * has. The SDK warns "Activity not found on completion"; here that is a debug line, not one warning per cancel.
- */
-class SdkLogger extends DefaultLogger {
-  override log(level: LogLevel, message: string, meta?: LogMetadata): void {
-    super.log(level === 'WARN' && message.startsWith('Activity not found on completion') ? 'DEBUG' : level, message, meta);
-  }
-}
 
 /**
  * The SDK's own logs: warnings and errors only, unless asked for more. With `metricsBindAddress`
@@ -29,7 +18,7 @@ export function installTemporalRuntime(opts: { metricsBindAddress?: string | und
   if (runtimeInstalled) return;
   try {
     Runtime.install({
-      logger: new SdkLogger(opts.level ?? 'WARN'),
+      logger: new DefaultLogger(opts.level ?? 'WARN'),
       // The native side's logs go through that logger (not straight to the console).
       telemetryOptions: {
         logging: { filter: makeTelemetryFilterString({ core: opts.level ?? 'WARN' }), forward: {} },
@@ -77,11 +66,17 @@ export async function createWorker(opts: {
   connection?: NativeConnection;
   /** `host:port` of the SDK's Prometheus exporter; unset = no exporter. */
   metricsBindAddress?: string | undefined;
+  /** Workflow code bundled elsewhere; else the built bundle, or this code's workflows bundled now. */
+  workflowBundle?: { code: string };
 }): Promise<{ worker: Worker; connection: NativeConnection }> {
   installTemporalRuntime({ metricsBindAddress: opts.metricsBindAddress });
   const connection = opts.connection ?? (await NativeConnection.connect({ address: opts.address }));
   const bundle = builtWorkflowBundlePath();
-  const workflows = bundle && fs.existsSync(bundle) ? { workflowBundle: { codePath: bundle } } : { workflowsPath: workflowsPath(), bundlerOptions: { ignoreModules: [] } };
+  const workflows = opts.workflowBundle
+    ? { workflowBundle: opts.workflowBundle }
+    : bundle && fs.existsSync(bundle)
+      ? { workflowBundle: { codePath: bundle } }
+      : { workflowsPath: workflowsPath(), bundlerOptions: { ignoreModules: [] } };
   const worker = await Worker.create({
     connection,
     namespace: opts.namespace,

@@ -1,0 +1,71 @@
+// A job started by the workers of the previous supported release and finished by this code's: the
+// rolling upgrade README's "Changing a workflow" describes. The previous release's workflow code is the
+// tree of the commit that recorded its histories (test/histories/<version>/); while this release is the
+// only one supported, that is this release's own recording commit.
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { bundleWorkflowCode } from '@temporalio/worker';
+import { assertAuditHolds, balanceMicro, http, newCustomer, simJob, startStack, waitForJob, type Stack } from './helpers/stack.js';
+import { HISTORIES_DIR, SUPPORTED_RELEASES } from './helpers/histories.js';
+import { startWorker, type RunningWorker } from '../src/runtime.js';
+import { createLogger } from '../src/logger.js';
+import { readVideoJob } from '../src/services/video-job-records.js';
+
+const git = (...args: string[]) => execFileSync('git', args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+const previous = SUPPORTED_RELEASES[0]!;
+/** The commit that added the previous release's recordings: its workflow code is that release's. */
+const releaseCommit = (() => {
+  try {
+    return git('log', '--diff-filter=A', '--format=%H', '--', path.join(HISTORIES_DIR, previous, 'video-job-succeeded.json')).split('\n').filter(Boolean).pop() ?? null;
+  } catch {
+    return null;
+  }
+})();
+
+let stack: Stack;
+let oldWorker: RunningWorker | null = null;
+let newWorker: RunningWorker | null = null;
+let extracted: string;
+
+before(async () => {
+  stack = await startStack({ worker: false });
+});
+after(async () => {
+  await oldWorker?.shutdown();
+  await newWorker?.shutdown();
+  await stack.stop();
+  if (extracted) fs.rmSync(extracted, { recursive: true, force: true });
+});
+
+test(`a job started on release ${previous}'s workflow code finishes on this code's, billed once`, { skip: releaseCommit === null && 'not a git checkout with history' }, async () => {
+  // The release's workflows/ folder, inside the project so its imports resolve to this node_modules.
+  fs.mkdirSync('.data', { recursive: true });
+  extracted = fs.mkdtempSync(path.join('.data', 'release-'));
+  execFileSync('sh', ['-c', `git archive ${releaseCommit} workflows | tar -x -C ${extracted}`]);
+  const { code } = await bundleWorkflowCode({ workflowsPath: path.resolve(extracted, 'workflows', 'index.ts'), ignoreModules: [] });
+  const logger = createLogger('silent', 'upgrade');
+  const workerOf = (workflowBundle?: { code: string }) =>
+    startWorker({ config: stack.config, db: stack.db, temporalAddress: stack.config.temporal.address!, logger, ...(workflowBundle ? { workflowBundle } : {}) });
+
+  oldWorker = await workerOf({ code });
+  const c = await newCustomer(stack, 5);
+  const created = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: simJob({ delay_ms: 4_000, videos: 1 }) });
+  assert.equal(created.status, 202, JSON.stringify(created.body));
+  for (let i = 0; !(await readVideoJob(stack.db, created.body.id))?.operation_id; i++) {
+    assert.ok(i < 250, 'the old release never submitted the job');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  // The old release's workers stop mid-job; this code's take over (replaying the history so far).
+  await oldWorker.shutdown();
+  oldWorker = null;
+  assert.equal((await readVideoJob(stack.db, created.body.id))!.status, 'pending');
+  newWorker = await workerOf();
+  const job = await waitForJob(stack, c.key, created.body.id, 60_000);
+  assert.equal(job.status, 'succeeded', JSON.stringify(job));
+  assert.equal(job.cost_in_euro, 0.2);
+  assert.equal(await balanceMicro(stack, c.workspaceId), 5_000_000 - 200_000);
+  await assertAuditHolds(stack);
+});
