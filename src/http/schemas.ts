@@ -211,6 +211,9 @@ export const VideoJob = z
       )
       .describe('Filled when succeeded; empty otherwise.'),
     error: z.strictObject({ code: z.string(), message: z.string() }).nullable().describe('Why the job failed; null unless failed.'),
+    backend: z.string().nullable().describe('The backend that ran the job (simulator, vertex, fal, replicate); null until one accepted it.'),
+    progress: z.int().min(0).max(100).nullable().describe('0-100 as the provider reports it (only moves forward); 100 once succeeded; null when the provider gives none.'),
+    queue_position: z.int().min(0).nullable().describe("The job's place in the provider's queue, where the provider says (only moves forward); null otherwise."),
   })
   .describe('A video generation job.');
 export const VideoJobList = z.strictObject({
