@@ -200,31 +200,34 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
      * fails the job; the last attempt's passing failure is final too.
      */
     async submitVideoJob(input: { request: VideoGenerationRequest; backends: string[]; max_attempts: number }): Promise<{ operation_id: string; backend: string }> {
-      const job_id = input.request.request_id;
-      const recorded = await recordedOperation(deps.db, job_id);
-      if (recorded?.operation_id && recorded.backend) {
-        await recordOperation(deps.db, { job_id, backend: recorded.backend, operation_id: recorded.operation_id, pacing, first_poll_after_ms: 0 });
-        return { operation_id: recorded.operation_id, backend: recorded.backend };
-      }
-      const submission = await withStoredImages(input.request);
-      const last_attempt = Context.current().info.attempt >= input.max_attempts;
-      let failure: ApplicationFailure | undefined;
-      for (const backend of input.backends) {
-        const fields = { job_id, workspace_id: recorded?.workspace_id, backend, model: input.request.model };
-        try {
-          const callback_url = deps.callbackBaseUrl ? `${deps.callbackBaseUrl}/v2/provider-callbacks/${backend}/${job_id}` : undefined;
-          const { operation_id } = await providerFor(backend).submit(submission, { callback_url });
-          await recordOperation(deps.db, { job_id, backend, operation_id, pacing, first_poll_after_ms: pacing.interval_ms });
-          deps.logger.info({ ...fields, operation_id }, 'video job submitted');
-          return { operation_id, backend };
-        } catch (err) {
-          if (err instanceof ApplicationFailure) throw err;
-          failure = providerFailure(err, deps.logger, fields, last_attempt);
-          deps.logger.warn({ ...fields, code: failure.details?.[0], final: failure.nonRetryable }, 'video job submission refused');
-          if (failure.nonRetryable && !last_attempt) throw failure;
+      // Heartbeats while it submits: a dead or lost attempt is retried within the heartbeat timeout.
+      return withHeartbeat('submitting', async () => {
+        const job_id = input.request.request_id;
+        const recorded = await recordedOperation(deps.db, job_id);
+        if (recorded?.operation_id && recorded.backend) {
+          await recordOperation(deps.db, { job_id, backend: recorded.backend, operation_id: recorded.operation_id, pacing, first_poll_after_ms: 0 });
+          return { operation_id: recorded.operation_id, backend: recorded.backend };
         }
-      }
-      throw failure ?? ApplicationFailure.create({ type: 'ProviderError', message: 'no video backend serves this job', nonRetryable: true, details: [{ code: 'provider_not_configured' }] });
+        const submission = await withStoredImages(input.request);
+        const last_attempt = Context.current().info.attempt >= input.max_attempts;
+        let failure: ApplicationFailure | undefined;
+        for (const backend of input.backends) {
+          const fields = { job_id, workspace_id: recorded?.workspace_id, backend, model: input.request.model };
+          try {
+            const callback_url = deps.callbackBaseUrl ? `${deps.callbackBaseUrl}/v2/provider-callbacks/${backend}/${job_id}` : undefined;
+            const { operation_id } = await providerFor(backend).submit(submission, { callback_url });
+            await recordOperation(deps.db, { job_id, backend, operation_id, pacing, first_poll_after_ms: pacing.interval_ms });
+            deps.logger.info({ ...fields, operation_id }, 'video job submitted');
+            return { operation_id, backend };
+          } catch (err) {
+            if (err instanceof ApplicationFailure) throw err;
+            failure = providerFailure(err, deps.logger, fields, last_attempt);
+            deps.logger.warn({ ...fields, code: failure.details?.[0], final: failure.nonRetryable }, 'video job submission refused');
+            if (failure.nonRetryable && !last_attempt) throw failure;
+          }
+        }
+        throw failure ?? ApplicationFailure.create({ type: 'ProviderError', message: 'no video backend serves this job', nonRetryable: true, details: [{ code: 'provider_not_configured' }] });
+      });
     },
 
     /**

@@ -65,12 +65,15 @@ const money = proxyLocalActivities<Pick<VideoJobActivities, 'settleVideoJob' | '
 
 /**
  * Submission: one provider request (per backend tried); bounded attempts, and never past the job's deadline.
- * A cancel waits for a submission in flight to end, so the operation it may have started is cancelled too.
+ * It heartbeats, so an attempt whose worker died, or whose result was lost in a Temporal outage, is retried
+ * within 15 s (the retry finds the recorded operation). A cancel waits for a submission in flight to end,
+ * so the operation it may have started is cancelled too.
  */
 export const SUBMIT_MAX_ATTEMPTS = 5;
 function submitting(remaining_ms: number) {
   return proxyActivities<Pick<VideoJobActivities, 'submitVideoJob'>>({
     cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+    heartbeatTimeout: '15 seconds',
     startToCloseTimeout: '2 minutes',
     scheduleToCloseTimeout: remaining_ms,
     retry: { initialInterval: '2 seconds', backoffCoefficient: 2, maximumInterval: '30 seconds', maximumAttempts: SUBMIT_MAX_ATTEMPTS },

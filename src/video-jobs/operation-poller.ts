@@ -121,7 +121,11 @@ export class OperationPoller {
    */
   private async poll(provider: VideoProvider, row: DuePoll): Promise<VideoOperationStatus | 'rescheduled'> {
     const started = process.hrtime.bigint();
-    const observe = (result: string) => videoProviderPollDuration.observe({ backend: row.backend, result }, Number(process.hrtime.bigint() - started) / 1e9);
+    const observe = (result: string) => {
+      const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+      videoProviderPollDuration.observe({ backend: row.backend, result }, seconds);
+      this.deps.logger.debug({ job_id: row.job_id, backend: row.backend, operation_id: row.operation_id, result, duration_ms: seconds * 1000 }, 'video provider polled');
+    };
     try {
       const status = await provider.poll(row.operation_id);
       observe(status.state);

@@ -117,16 +117,16 @@ export class SimulatedVideoProvider implements VideoProvider {
   }
 
   /**
-   * Cancels a running operation: its polls then answer failed (code cancelled), and it is not billed unless
-   * `simulate.billed_on_cancel`. A finished one stays finished, and is billed.
+   * Cancels a running operation: its polls then answer failed (code cancelled); a finished one stays
+   * finished. The simulated provider bills a cancelled operation only when `simulate.billed_on_cancel`.
    */
   async cancel(operation_id: string): Promise<CancelAnswer> {
     await this.db.query({ ...COUNT_PROVIDER_CALL, values: ['video_cancel'] });
     const op = await this.load(operation_id);
-    if (op.elapsed_ms >= op.request.simulate.delay_ms) return { billed: true, answer: 'the operation had already finished' };
-    await this.db.query('UPDATE simulator.video_operations SET cancelled_at = clock_timestamp() WHERE id = $1 AND cancelled_at IS NULL', [operation_id]);
+    const finished = op.elapsed_ms >= op.request.simulate.delay_ms;
+    if (!finished) await this.db.query('UPDATE simulator.video_operations SET cancelled_at = clock_timestamp() WHERE id = $1 AND cancelled_at IS NULL', [operation_id]);
     const billed = op.request.simulate.billed_on_cancel ?? false;
-    return { billed, answer: billed ? 'cancelled; the generation had started and is billed' : 'cancelled before any generation was billed' };
+    return { billed, answer: `${finished ? 'the operation had finished' : 'cancelled'}; ${billed ? 'billed' : 'not billed'} by the simulated provider` };
   }
 
   async fetchOutput(operation_id: string, output: VideoOutputRef): Promise<Buffer> {
