@@ -30,7 +30,7 @@ async function main() {
 
     await page.goto(`${stack.baseUrl}/console`);
     await page.getByLabel('API key', { exact: true }).fill(key);
-    await shot('sign-in');
+    await page.screenshot({ path: path.join(OUT_DIR, 'sign-in.png'), clip: { x: 0, y: 0, width: DESKTOP.width, height: 420 } });
     await signIn(page, stack.baseUrl, key);
 
     // Videos: a shortfall (2 asked, 1 delivered), then a job of two videos, one still running.
@@ -48,6 +48,8 @@ async function main() {
     await generate({ n: 1, duration: '6', simulate: '{"delay_ms": 600000}' });
     await page.getByText('Generating…').waitFor();
     await page.waitForFunction(() => [...document.querySelectorAll('video')].every((v) => v.readyState >= 2));
+    await page.mouse.move(0, 0);
+    await page.waitForTimeout(1000); // the players' loading indicators fade out
     await shot('videos');
 
     // Voices: one cloned from a file, then speech with it.
@@ -72,6 +74,7 @@ async function main() {
     // The Videos screen on a phone.
     await page.setViewportSize(PHONE);
     await page.getByRole('link', { name: 'Videos', exact: true }).click();
+    await page.getByLabel('Model', { exact: true }).selectOption('sim-video-1');
     await page.locator('li[data-job-id]').first().waitFor();
     await page.screenshot({ path: path.join(OUT_DIR, 'videos-phone.png'), fullPage: false });
 

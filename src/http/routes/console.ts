@@ -7,15 +7,14 @@
 // The bundle is built from the sources in memory by esbuild the first time a console asset is asked
 // for (so `npm ci && npm start` needs no build step, and processes that never serve the console, such
 // as most tests, never pay for it), then kept for the life of the process.
-import fs from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { Router, type Response } from 'express';
 import type { Logger } from 'pino';
 import { ApiError } from '../errors.js';
+import { projectPath } from '../../paths.js';
 
 /** The console's sources (console/src/main.tsx is the entry point). */
-export const CONSOLE_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../console');
+export const CONSOLE_DIR = projectPath('console');
 
 /** The bundle's files, by the name they are served under /console/. */
 export interface ConsoleBundle {
@@ -123,13 +122,14 @@ const LANDING_HTML = page(
 </main>`,
 );
 
-const FAVICON = fs.readFileSync(path.join(CONSOLE_DIR, 'favicon.svg'));
+// A play button: the console's tab icon (an own one, so the browser asks for no /favicon.ico).
+const FAVICON = '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32"><rect width="32" height="32" rx="6" fill="#0d6efd"/><path d="M12 9v14l11-7z" fill="#fff"/></svg>';
 
 export function consoleRoutes(deps: { logger: Logger }): Router {
   const r = Router();
   const html = (res: Response, text: string) => res.status(200).type('html').set(PAGE_HEADERS).send(text);
   r.get('/', (_req, res) => html(res, LANDING_HTML));
-  r.get(['/console', '/console/'], (_req, res) => html(res, CONSOLE_HTML));
+  for (const p of ['/console', '/console/']) r.get(p, (_req, res) => html(res, CONSOLE_HTML));
   r.get('/console/favicon.svg', (_req, res) => {
     res.status(200).set({ ...PAGE_HEADERS, 'Content-Type': CONSOLE_ASSET_TYPES['favicon.svg'], 'Cache-Control': 'public, max-age=86400' }).send(FAVICON);
   });
