@@ -11,7 +11,9 @@ import type { Browser, BrowserContext, Locator, Page } from 'playwright-core';
 import { CHROMIUM_PATH, chromiumInstalled, launchChromium, signIn } from './helpers/browser.js';
 import { assertAuditHolds, http, newCustomer, startStack, waitForJob, type Stack } from './helpers/stack.js';
 import { startReceiver, type Receiver } from './helpers/webhook-receiver.js';
+import { createHash } from 'node:crypto';
 import { encodeWav } from '../src/providers/voice/simulator.js';
+import { jpegImage, pngImage } from './helpers/images.js';
 
 const skip = chromiumInstalled()
   ? false
@@ -19,6 +21,7 @@ const skip = chromiumInstalled()
 if (skip) process.stderr.write(`console.test.ts skipped: ${skip}\n`);
 
 const HAVE_CURRENT_DATA = 2;
+const sha256 = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 const exact = { exact: true } as const;
 
 describe('web console', { skip }, () => {
@@ -167,8 +170,31 @@ describe('web console', { skip }, () => {
     assert.equal((await job(id)).status, 404);
   });
 
+  test('First frame, Last frame, Audio off and Negative prompt reach the provider as the API documents', async () => {
+    const first = pngImage(64, 36, 7);
+    const last = jpegImage(2);
+    await page.getByLabel('First frame', exact).setInputFiles({ name: 'first.png', mimeType: 'image/png', buffer: first });
+    await page.getByLabel('Last frame', exact).setInputFiles({ name: 'last.jpg', mimeType: 'image/jpeg', buffer: last });
+    await page.getByLabel('Audio', exact).uncheck();
+    await page.getByLabel('Negative prompt', exact).fill('text, people');
+    await page.getByLabel('Duration', exact).selectOption('4');
+    assert.equal(await page.getByLabel('Price', exact).textContent(), '€0.16'); // 0.04 EUR/s x 4 s, without audio
+    const { id, card } = await generate({ n: 1, duration: 4, simulate: '{"delay_ms": 0}' });
+    await card.locator('.status', { hasText: 'succeeded' }).waitFor({ timeout: 30_000 });
+    assert.equal((await job(id)).body.cost_in_euro, 0.16);
+    const seen = (await stack.db.query('SELECT request FROM simulator.video_operations WHERE request_id = $1', [id])).rows[0]?.request;
+    assert.equal(seen.generate_audio, false);
+    assert.equal(seen.negative_prompt, 'text, people');
+    assert.deepEqual(seen.image, { mime_type: 'image/png', bytes: first.length, sha256: sha256(first) });
+    assert.deepEqual(seen.last_frame, { mime_type: 'image/jpeg', bytes: last.length, sha256: sha256(last) });
+    await page.getByLabel('First frame', exact).setInputFiles([]);
+    await page.getByLabel('Last frame', exact).setInputFiles([]);
+    await page.getByLabel('Negative prompt', exact).fill('');
+    await page.getByLabel('Audio', exact).check();
+  });
+
   test('the list pages through all jobs and filters by status and model', async () => {
-    // 3 jobs so far; 9 more made through the API make 12, over two pages of 10.
+    // 3 succeeded jobs so far; 9 more made through the API make 12, over two pages of 10.
     for (let i = 0; i < 9; i++) {
       const r = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: customer.key, json: { prompt: `p${i}`, model: 'sim-video-1', durationSeconds: 4, generateAudio: false, parameters: { simulate: { delay_ms: 0 } } } });
       assert.equal(r.status, 202);
@@ -177,7 +203,7 @@ describe('web console', { skip }, () => {
     await page.getByLabel('Filter by status', exact).selectOption('succeeded');
     await page.waitForFunction(() => document.querySelectorAll('li[data-job-id]').length === 10, undefined, { timeout: 30_000 });
     await page.getByRole('button', { name: 'Next page', exact: true }).click();
-    await page.waitForFunction(() => document.querySelectorAll('li[data-job-id]').length === 1);
+    await page.waitForFunction(() => document.querySelectorAll('li[data-job-id]').length === 2);
     await page.getByRole('button', { name: 'Previous page', exact: true }).click();
     await page.waitForFunction(() => document.querySelectorAll('li[data-job-id]').length === 10);
     await page.getByLabel('Filter by status', exact).selectOption('failed');

@@ -126,41 +126,41 @@ export function Webhooks() {
 
   return (
     <Panel id="webhooks" title="Webhooks">
-        <Form onSubmit={submit} className="mb-3">
-          <Form.Group className="mb-2" controlId="webhook-url">
-            <Form.Label>Webhook URL</Form.Label>
-            <Form.Control type="url" required maxLength={2048} value={url} onChange={(e) => setUrl(e.target.value)} placeholder="https://example.com/hooks/video" />
+      <Form onSubmit={submit} className="mb-3">
+        <Form.Group className="mb-2" controlId="webhook-url">
+          <Form.Label>Webhook URL</Form.Label>
+          <Form.Control type="url" required maxLength={2048} value={url} onChange={(e) => setUrl(e.target.value)} placeholder="https://example.com/hooks/video" />
+        </Form.Group>
+        <Button type="submit" disabled={busy}>
+          Add webhook
+        </Button>
+      </Form>
+      {secret && (
+        <Alert variant="success" dismissible onClose={() => setSecret(null)}>
+          <p className="mb-2">
+            Endpoint added. Its signing secret is shown this once: keep it to verify deliveries.
+          </p>
+          <Form.Group controlId="webhook-secret">
+            <Form.Label className="small mb-1">Signing secret</Form.Label>
+            <InputGroup>
+              <Form.Control readOnly value={secret.secret} className="font-monospace" onFocus={(e) => e.target.select()} />
+              <Button variant="outline-secondary" onClick={copy}>
+                {copied ? 'Copied' : 'Copy secret'}
+              </Button>
+            </InputGroup>
           </Form.Group>
-          <Button type="submit" disabled={busy}>
-            Add webhook
-          </Button>
-        </Form>
-        {secret && (
-          <Alert variant="success" dismissible onClose={() => setSecret(null)}>
-            <p className="mb-2">
-              Endpoint added. Its signing secret is shown this once: keep it to verify deliveries.
-            </p>
-            <Form.Group controlId="webhook-secret">
-              <Form.Label className="small mb-1">Signing secret</Form.Label>
-              <InputGroup>
-                <Form.Control readOnly value={secret.secret} className="font-monospace" onFocus={(e) => e.target.select()} />
-                <Button variant="outline-secondary" onClick={copy}>
-                  {copied ? 'Copied' : 'Copy secret'}
-                </Button>
-              </InputGroup>
-            </Form.Group>
-          </Alert>
-        )}
-        <ErrorAlert error={error} />
-        {endpoints.length === 0 ? (
-          <p className="text-body-secondary mb-0">No webhook endpoints.</p>
-        ) : (
-          <ul className="list-unstyled mb-0" aria-label="Webhook endpoints">
-            {endpoints.map((e) => (
-              <Endpoint key={e.id} endpoint={e} onDeleted={load} onError={setError} />
-            ))}
-          </ul>
-        )}
+        </Alert>
+      )}
+      <ErrorAlert error={error} />
+      {endpoints.length === 0 ? (
+        <p className="text-body-secondary mb-0">No webhook endpoints.</p>
+      ) : (
+        <ul className="list-unstyled mb-0" aria-label="Webhook endpoints">
+          {endpoints.map((e) => (
+            <Endpoint key={e.id} endpoint={e} onDeleted={load} onError={setError} />
+          ))}
+        </ul>
+      )}
     </Panel>
   );
 }

@@ -102,115 +102,115 @@ export function CreateVideo({ models, onCreated }: { models: VideoModel[]; onCre
   const accept = model.image_mime_types.join(',');
   return (
     <Panel id="create" title="New video">
-        <Form onSubmit={submit}>
-          <Form.Group className="mb-3" controlId="prompt">
-            <Form.Label>Prompt</Form.Label>
-            <Form.Control as="textarea" rows={3} required maxLength={4000} value={prompt} onChange={(e) => setPrompt(e.target.value)} />
-          </Form.Group>
-          <Form.Group className="mb-3" controlId="model">
-            <Form.Label>Model</Form.Label>
-            <Form.Select value={model.id} onChange={(e) => setModelId(e.target.value)} aria-describedby="model-limits">
-              {models.map((m) => (
-                <option key={m.id} value={m.id}>
-                  {m.id}
-                  {m.simulated ? ' (simulated)' : ''}
+      <Form onSubmit={submit}>
+        <Form.Group className="mb-3" controlId="prompt">
+          <Form.Label>Prompt</Form.Label>
+          <Form.Control as="textarea" rows={3} required maxLength={4000} value={prompt} onChange={(e) => setPrompt(e.target.value)} />
+        </Form.Group>
+        <Form.Group className="mb-3" controlId="model">
+          <Form.Label>Model</Form.Label>
+          <Form.Select value={model.id} onChange={(e) => setModelId(e.target.value)} aria-describedby="model-limits">
+            {models.map((m) => (
+              <option key={m.id} value={m.id}>
+                {m.id}
+                {m.simulated ? ' (simulated)' : ''}
+              </option>
+            ))}
+          </Form.Select>
+          <Form.Text id="model-limits">Limits: {limitsOf(model)}</Form.Text>
+        </Form.Group>
+        <Row xs={2} className="g-2 mb-3">
+          <Form.Group as={Col} controlId="duration">
+            <Form.Label>Duration</Form.Label>
+            <Form.Select value={durationSeconds} onChange={(e) => setDuration(Number(e.target.value))}>
+              {model.durations_seconds.map((d) => (
+                <option key={d} value={d}>
+                  {d} s
                 </option>
               ))}
             </Form.Select>
-            <Form.Text id="model-limits">Limits: {limitsOf(model)}</Form.Text>
           </Form.Group>
-          <Row xs={2} className="g-2 mb-3">
-            <Form.Group as={Col} controlId="duration">
-              <Form.Label>Duration</Form.Label>
-              <Form.Select value={durationSeconds} onChange={(e) => setDuration(Number(e.target.value))}>
-                {model.durations_seconds.map((d) => (
-                  <option key={d} value={d}>
-                    {d} s
-                  </option>
-                ))}
-              </Form.Select>
-            </Form.Group>
-            <Form.Group as={Col} controlId="resolution">
-              <Form.Label>Resolution</Form.Label>
-              <Form.Select value={resolution} onChange={(e) => setResolution(e.target.value)}>
-                {model.resolutions.map((r) => (
-                  <option key={r}>{r}</option>
-                ))}
-              </Form.Select>
-            </Form.Group>
-            <Form.Group as={Col} controlId="aspect-ratio">
-              <Form.Label>Aspect ratio</Form.Label>
-              <Form.Select value={aspectRatio} onChange={(e) => setAspectRatio(e.target.value)}>
-                {model.aspect_ratios.map((a) => (
-                  <option key={a}>{a}</option>
-                ))}
-              </Form.Select>
-            </Form.Group>
-            <Form.Group as={Col} controlId="n">
-              <Form.Label>Number of videos</Form.Label>
-              <Form.Select value={n} onChange={(e) => setN(Number(e.target.value))}>
-                {Array.from({ length: model.max_n }, (_, i) => i + 1).map((k) => (
-                  <option key={k}>{k}</option>
-                ))}
-              </Form.Select>
-            </Form.Group>
+          <Form.Group as={Col} controlId="resolution">
+            <Form.Label>Resolution</Form.Label>
+            <Form.Select value={resolution} onChange={(e) => setResolution(e.target.value)}>
+              {model.resolutions.map((r) => (
+                <option key={r}>{r}</option>
+              ))}
+            </Form.Select>
+          </Form.Group>
+          <Form.Group as={Col} controlId="aspect-ratio">
+            <Form.Label>Aspect ratio</Form.Label>
+            <Form.Select value={aspectRatio} onChange={(e) => setAspectRatio(e.target.value)}>
+              {model.aspect_ratios.map((a) => (
+                <option key={a}>{a}</option>
+              ))}
+            </Form.Select>
+          </Form.Group>
+          <Form.Group as={Col} controlId="n">
+            <Form.Label>Number of videos</Form.Label>
+            <Form.Select value={n} onChange={(e) => setN(Number(e.target.value))}>
+              {Array.from({ length: model.max_n }, (_, i) => i + 1).map((k) => (
+                <option key={k}>{k}</option>
+              ))}
+            </Form.Select>
+          </Form.Group>
+        </Row>
+        {pricesAudio(model) && (
+          <Form.Group className="mb-3" controlId="audio">
+            <Form.Check type="switch" label="Audio" checked={audio} onChange={(e) => setAudio(e.target.checked)} />
+          </Form.Group>
+        )}
+        {(model.supports_image || model.supports_last_frame) && (
+          <Row xs={1} className="g-2 mb-3">
+            {model.supports_image && (
+              <Form.Group as={Col} controlId="first-frame">
+                <Form.Label>First frame</Form.Label>
+                <Form.Control type="file" accept={accept} onChange={(e) => setFirstFrame((e.target as HTMLInputElement).files?.[0] ?? null)} />
+              </Form.Group>
+            )}
+            {model.supports_last_frame && (
+              <Form.Group as={Col} controlId="last-frame">
+                <Form.Label>Last frame</Form.Label>
+                <Form.Control type="file" accept={accept} onChange={(e) => setLastFrame((e.target as HTMLInputElement).files?.[0] ?? null)} />
+              </Form.Group>
+            )}
           </Row>
-          {pricesAudio(model) && (
-            <Form.Group className="mb-3" controlId="audio">
-              <Form.Check type="switch" label="Audio" checked={audio} onChange={(e) => setAudio(e.target.checked)} />
-            </Form.Group>
-          )}
-          {(model.supports_image || model.supports_last_frame) && (
-            <Row xs={1} className="g-2 mb-3">
-              {model.supports_image && (
-                <Form.Group as={Col} controlId="first-frame">
-                  <Form.Label>First frame</Form.Label>
-                  <Form.Control type="file" accept={accept} onChange={(e) => setFirstFrame((e.target as HTMLInputElement).files?.[0] ?? null)} />
-                </Form.Group>
-              )}
-              {model.supports_last_frame && (
-                <Form.Group as={Col} controlId="last-frame">
-                  <Form.Label>Last frame</Form.Label>
-                  <Form.Control type="file" accept={accept} onChange={(e) => setLastFrame((e.target as HTMLInputElement).files?.[0] ?? null)} />
-                </Form.Group>
-              )}
-            </Row>
-          )}
-          {model.supports_negative_prompt && (
-            <Form.Group className="mb-3" controlId="negative-prompt">
-              <Form.Label>Negative prompt</Form.Label>
-              <Form.Control maxLength={1000} value={negativePrompt} onChange={(e) => setNegativePrompt(e.target.value)} placeholder="what the video should not show" />
-            </Form.Group>
-          )}
-          {model.family === 'simulator' && (
-            <Form.Group className="mb-3" controlId="simulate">
-              <Form.Label>Simulator parameters (JSON)</Form.Label>
-              <Form.Control value={simulate} onChange={(e) => setSimulate(e.target.value)} placeholder='optional, e.g. {"videos": 1} or {"outcome": "fail"}' aria-describedby="simulate-help" />
-              <Form.Text id="simulate-help">Sent as parameters.simulate: how the simulated provider behaves (videos delivered, outcome, delay_ms).</Form.Text>
-            </Form.Group>
-          )}
-          <div className="d-flex flex-wrap align-items-center gap-3">
-            <Button type="submit" disabled={busy}>
-              Generate
-            </Button>
-            <div>
-              <label htmlFor="price" className="me-2">
-                Price
-              </label>
-              <output id="price" htmlFor="model duration resolution n audio" className="fw-bold fs-5" aria-live="polite">
-                {price ? euros(fromMicroEur(price.total_micro_eur)) : '-'}
-              </output>
-              {price && (
-                <span className="ms-2 small text-body-secondary">
-                  ({euros(price.per_second_in_euro)}/s × {durationSeconds} s × {n})
-                </span>
-              )}
-            </div>
+        )}
+        {model.supports_negative_prompt && (
+          <Form.Group className="mb-3" controlId="negative-prompt">
+            <Form.Label>Negative prompt</Form.Label>
+            <Form.Control maxLength={1000} value={negativePrompt} onChange={(e) => setNegativePrompt(e.target.value)} placeholder="what the video should not show" />
+          </Form.Group>
+        )}
+        {model.family === 'simulator' && (
+          <Form.Group className="mb-3" controlId="simulate">
+            <Form.Label>Simulator parameters (JSON)</Form.Label>
+            <Form.Control value={simulate} onChange={(e) => setSimulate(e.target.value)} placeholder='optional, e.g. {"videos": 1} or {"outcome": "fail"}' aria-describedby="simulate-help" />
+            <Form.Text id="simulate-help">Sent as parameters.simulate: how the simulated provider behaves (videos delivered, outcome, delay_ms).</Form.Text>
+          </Form.Group>
+        )}
+        <div className="d-flex flex-wrap align-items-center gap-3">
+          <Button type="submit" disabled={busy}>
+            Generate
+          </Button>
+          <div>
+            <label htmlFor="price" className="me-2">
+              Price
+            </label>
+            <output id="price" htmlFor="model duration resolution n audio" className="fw-bold fs-5" aria-live="polite">
+              {price ? euros(fromMicroEur(price.total_micro_eur)) : '-'}
+            </output>
+            {price && (
+              <span className="ms-2 small text-body-secondary">
+                ({euros(price.per_second_in_euro)}/s × {durationSeconds} s × {n})
+              </span>
+            )}
           </div>
-          <div className="mt-3">
-            <ErrorAlert error={error} />
-          </div>
-        </Form>
+        </div>
+        <div className="mt-3">
+          <ErrorAlert error={error} />
+        </div>
+      </Form>
     </Panel>
   );
 }

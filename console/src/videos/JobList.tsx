@@ -123,18 +123,22 @@ export function JobList({ modelIds, refreshToken }: { modelIds: string[]; refres
   // about to expire), so that polling never reloads a playing video.
   const shownVideos = useRef(new Map<string, Videos>());
 
+  // Only the answer to the latest request is shown (filters may change while a poll is under way).
+  const latestRequest = useRef(0);
   const load = useCallback(async () => {
+    const request = ++latestRequest.current;
     const q = new URLSearchParams({ limit: String(PAGE_SIZE) });
     if (status) q.set('status', status);
     if (model) q.set('model', model);
     if (pages.after) q.set('after', pages.after);
     try {
       const page = await api<ListPage<VideoJob>>(`/v2/videos/generations?${q}`);
+      if (request !== latestRequest.current) return;
       setJobs(page.data);
       setHasMore(page.has_more ?? false);
       setError(null);
     } catch (err) {
-      setError(err);
+      if (request === latestRequest.current) setError(err);
     }
   }, [status, model, pages.after]);
 

@@ -39,34 +39,34 @@ function CloneVoice({ onCloned }: { onCloned: () => void }) {
 
   return (
     <Panel id="clone" title="Clone a voice" className="mb-4">
-        <Form onSubmit={submit}>
-          <Form.Group className="mb-3" controlId="voice-name">
-            <Form.Label>Voice name</Form.Label>
-            <Form.Control required maxLength={100} value={name} onChange={(e) => setName(e.target.value)} />
-          </Form.Group>
-          <Form.Group className="mb-3" controlId="voice-sample">
-            <Form.Label>Voice sample</Form.Label>
-            <Form.Control key={fileInputKey} type="file" accept="audio/*" onChange={(e) => setSample((e.target as HTMLInputElement).files?.[0] ?? null)} aria-describedby="voice-sample-help" />
-            <Form.Text id="voice-sample-help">A recording of the voice (WAV, MP3, FLAC, Ogg, M4A or WebM), up to 10 MiB.</Form.Text>
-          </Form.Group>
-          {canRecord() && (
-            <div className="mb-3 d-flex flex-wrap align-items-center gap-2">
-              <Recorder onRecorded={(file) => setRecording({ file, url: URL.createObjectURL(file) })} onError={setError} />
-              {recording && (
-                <>
-                  <audio controls src={recording.url} aria-label="Your recording" />
-                  <Button variant="link" size="sm" onClick={() => setRecording(null)}>
-                    Discard recording
-                  </Button>
-                </>
-              )}
-            </div>
-          )}
-          <ErrorAlert error={error} />
-          <Button type="submit" disabled={busy}>
-            Clone voice
-          </Button>
-        </Form>
+      <Form onSubmit={submit}>
+        <Form.Group className="mb-3" controlId="voice-name">
+          <Form.Label>Voice name</Form.Label>
+          <Form.Control required maxLength={100} value={name} onChange={(e) => setName(e.target.value)} />
+        </Form.Group>
+        <Form.Group className="mb-3" controlId="voice-sample">
+          <Form.Label>Voice sample</Form.Label>
+          <Form.Control key={fileInputKey} type="file" accept="audio/*" onChange={(e) => setSample((e.target as HTMLInputElement).files?.[0] ?? null)} aria-describedby="voice-sample-help" />
+          <Form.Text id="voice-sample-help">A recording of the voice (WAV, MP3, FLAC, Ogg, M4A or WebM), up to 10 MiB.</Form.Text>
+        </Form.Group>
+        {canRecord() && (
+          <div className="mb-3 d-flex flex-wrap align-items-center gap-2">
+            <Recorder onRecorded={(file) => setRecording({ file, url: URL.createObjectURL(file) })} onError={setError} />
+            {recording && (
+              <>
+                <audio controls src={recording.url} aria-label="Your recording" />
+                <Button variant="link" size="sm" onClick={() => setRecording(null)}>
+                  Discard recording
+                </Button>
+              </>
+            )}
+          </div>
+        )}
+        <ErrorAlert error={error} />
+        <Button type="submit" disabled={busy}>
+          Clone voice
+        </Button>
+      </Form>
     </Panel>
   );
 }
@@ -143,51 +143,51 @@ function Speak({ voices, model }: { voices: Voice[]; model: SpeechModel | undefi
 
   return (
     <Panel id="speak" title="Speak">
-        <Form onSubmit={submit}>
-          <Form.Group className="mb-3" controlId="speech-text">
-            <Form.Label>Text</Form.Label>
-            <Form.Control as="textarea" rows={3} required maxLength={model?.max_input_chars} value={text} onChange={(e) => setText(e.target.value)} aria-describedby="speech-price" />
-            {model && (
-              <Form.Text id="speech-price">
-                {euros(model.pricing.per_1000_characters_in_euro)} per 1,000 characters: this text costs{' '}
-                {euros((model.pricing.per_1000_characters_in_euro * [...text].length) / 1000)}, charged once the audio is delivered.
-              </Form.Text>
+      <Form onSubmit={submit}>
+        <Form.Group className="mb-3" controlId="speech-text">
+          <Form.Label>Text</Form.Label>
+          <Form.Control as="textarea" rows={3} required maxLength={model?.max_input_chars} value={text} onChange={(e) => setText(e.target.value)} aria-describedby="speech-price" />
+          {model && (
+            <Form.Text id="speech-price">
+              {euros(model.pricing.per_1000_characters_in_euro)} per 1,000 characters: this text costs{' '}
+              {euros((model.pricing.per_1000_characters_in_euro * [...text].length) / 1000)}, charged once the audio is delivered.
+            </Form.Text>
+          )}
+        </Form.Group>
+        <Form.Group className="mb-3" controlId="speech-voice">
+          <Form.Label>Voice</Form.Label>
+          <Form.Select value={chosen} onChange={(e) => setVoice(e.target.value)}>
+            {voices.length > 0 && (
+              <optgroup label="Your voices">
+                {voices.map((v) => (
+                  <option key={v.id} value={v.voice_id}>
+                    {v.name} ({v.voice_id})
+                  </option>
+                ))}
+              </optgroup>
             )}
-          </Form.Group>
-          <Form.Group className="mb-3" controlId="speech-voice">
-            <Form.Label>Voice</Form.Label>
-            <Form.Select value={chosen} onChange={(e) => setVoice(e.target.value)}>
-              {voices.length > 0 && (
-                <optgroup label="Your voices">
-                  {voices.map((v) => (
-                    <option key={v.id} value={v.voice_id}>
-                      {v.name} ({v.voice_id})
-                    </option>
-                  ))}
-                </optgroup>
-              )}
-              {presets.length > 0 && (
-                <optgroup label="Preset voices">
-                  {presets.map((p) => (
-                    <option key={p}>{p}</option>
-                  ))}
-                </optgroup>
-              )}
-            </Form.Select>
-          </Form.Group>
-          <ErrorAlert error={error} />
-          <Button type="submit" disabled={busy || chosen === ''}>
-            Speak
-          </Button>
-        </Form>
-        {result && (
-          <div className="mt-3">
-            <audio controls autoPlay src={result.url} className="w-100" aria-label="Speech" />
-            <p className="mb-0 small" role="status">
-              Cost: <strong className="speech-cost">{euros(result.cost_in_euro)}</strong> for {result.characters} characters.
-            </p>
-          </div>
-        )}
+            {presets.length > 0 && (
+              <optgroup label="Preset voices">
+                {presets.map((p) => (
+                  <option key={p}>{p}</option>
+                ))}
+              </optgroup>
+            )}
+          </Form.Select>
+        </Form.Group>
+        <ErrorAlert error={error} />
+        <Button type="submit" disabled={busy || chosen === ''}>
+          Speak
+        </Button>
+      </Form>
+      {result && (
+        <div className="mt-3">
+          <audio controls autoPlay src={result.url} className="w-100" aria-label="Speech" />
+          <p className="mb-0 small" role="status">
+            Cost: <strong className="speech-cost">{euros(result.cost_in_euro)}</strong> for {result.characters} characters.
+          </p>
+        </div>
+      )}
     </Panel>
   );
 }
