@@ -18,6 +18,8 @@ COPY --from=build /app/dist dist
 COPY src/db/migrations src/db/migrations
 COPY config config
 COPY assets assets
+# The console's sources: bundled by the API process (esbuild) the first time /console is opened.
+COPY console console
 RUN mkdir -p /data && chown node:node /data
 USER node
 EXPOSE 8080

@@ -58,6 +58,7 @@ runMain('video-voice-api', async () => {
       [
         '',
         `  API:          ${api.url}`,
+        `  Console:      ${api.url}/console   (sign in with an API key)`,
         `  Temporal UI:  ${temporalUi}`,
         `  ${postgresLine}`,
         `  ${adminHint}`,

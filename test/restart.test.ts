@@ -50,6 +50,11 @@ describe('npm start', () => {
     await untilStarted(first);
     assert.match(first.output(), new RegExp(`API: +${base}`));
     assert.match(first.output(), /Temporal UI: +http:\/\/127\.0\.0\.1:\d+/);
+    assert.match(first.output(), new RegExp(`Console: +${base}/console`));
+    const consolePage = await fetch(`${base}/console`);
+    assert.equal(consolePage.status, 200);
+    assert.match(consolePage.headers.get('content-security-policy') ?? '', /default-src 'self'/);
+    assert.equal((await fetch(`${base}/console/app.js`)).status, 200, 'the console is bundled by npm start, offline');
     const admin = JSON.parse(fs.readFileSync(path.join(dataDir, 'secrets.json'), 'utf8')).admin_token as string;
     assert.ok(first.output().includes(admin), 'prints how to get a first key (the admin token)');
 

@@ -23,6 +23,7 @@ import { speechRoutes } from './routes/speech.js';
 import { docsRoutes } from './routes/docs.js';
 import { webhookRoutes } from './routes/webhooks.js';
 import { statementRoutes } from './routes/statement.js';
+import { consoleRoutes } from './routes/console.js';
 import { buildOpenApiDocument } from './openapi.js';
 import { methodNotAllowed, optionsAllow } from './method-not-allowed.js';
 import { handleMetricsRequest, observeHttpRequest } from '../metrics.js';
@@ -102,6 +103,7 @@ export function createApp(deps: AppDeps): express.Express {
   if (deps.files) app.use(fileRoutes(deps.files));
   app.use(adminRoutes({ db: deps.db, admin: requireAdmin(deps.adminToken), audit: deps.audit }));
   app.use(docsRoutes(buildOpenApiDocument({ simulator: deps.simulator, vertex: deps.vertex ?? false, voiceProvider: deps.voiceProvider, production: deps.production ?? false })));
+  app.use(consoleRoutes({ logger: deps.logger }));
   app.use(methodNotAllowed(app));
   app.use(notFoundRoute);
   app.use(errorHandler(deps.logger));

@@ -5,6 +5,8 @@ import type { DownloadUrlSigner } from '../storage/signed-urls.js';
 import type { VideoJobState } from '../../workflows/messages.js';
 import type { PricePerSecond, SpeechModel, VideoBackend, VideoModel, VideoModelAlias } from '../catalog.js';
 import { IMAGE_MAX_BYTES } from './schemas.js';
+import { SIM_PRESET_VOICES } from '../providers/voice/simulator.js';
+import { ELEVENLABS_PRESET_VOICES } from '../providers/voice/elevenlabs.js';
 
 const seconds = (ms: number) => Math.floor(ms / 1000);
 
@@ -88,6 +90,9 @@ export function presentVideoModelAlias(alias: VideoModelAlias, replacement: Vide
   return { ...presentVideoModel(replacement, backend), id: alias.id, deprecated: true, replaced_by: replacement.id };
 }
 
+/** Each voice provider's preset voices: usable by every workspace as `voice` without cloning. */
+const PRESET_VOICES: Readonly<Record<string, readonly string[]>> = { simulator: SIM_PRESET_VOICES, elevenlabs: ELEVENLABS_PRESET_VOICES };
+
 export function presentSpeechModel(model: SpeechModel, configuredVoiceProvider: string) {
   const available = model.provider === configuredVoiceProvider;
   return {
@@ -101,6 +106,7 @@ export function presentSpeechModel(model: SpeechModel, configuredVoiceProvider: 
     available,
     max_input_chars: model.max_input_chars,
     response_formats: model.response_formats,
+    preset_voices: available ? [...(PRESET_VOICES[model.provider] ?? [])] : [],
     pricing: { currency: 'EUR', unit: '1000_characters', per_1000_characters_in_euro: microEurToEur(model.price_micro_eur_per_1000_chars) },
   };
 }

@@ -271,6 +271,7 @@ export const SpeechModel = z
     available: z.boolean(),
     max_input_chars: z.int().positive(),
     response_formats: z.array(SpeechResponseFormat),
+    preset_voices: z.array(z.string()).describe("The provider's preset voices: usable as `voice` by every workspace without cloning; empty when the model is not available."),
     pricing: z.strictObject({
       currency: z.literal('EUR'),
       unit: z.literal('1000_characters'),

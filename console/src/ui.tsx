@@ -1,0 +1,35 @@
+// Small pieces the screens share: a titled panel, and an action's busy and error state.
+import { useCallback, useState, type ReactNode } from 'react';
+import Card from 'react-bootstrap/Card';
+
+/** A card that is a labelled region, titled by its heading. */
+export function Panel({ id, title, className, children }: { id: string; title: string; className?: string; children: ReactNode }) {
+  return (
+    <Card as="section" aria-labelledby={`${id}-heading`} className={className}>
+      <Card.Body>
+        <h2 id={`${id}-heading`} className="h5">
+          {title}
+        </h2>
+        {children}
+      </Card.Body>
+    </Card>
+  );
+}
+
+/** Runs an action (a form's submission, a button's request): busy meanwhile, its error kept to be shown. */
+export function useAction() {
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<unknown>(null);
+  const run = useCallback(async (action: () => Promise<void>) => {
+    setError(null);
+    setBusy(true);
+    try {
+      await action();
+    } catch (err) {
+      setError(err);
+    } finally {
+      setBusy(false);
+    }
+  }, []);
+  return { busy, error, setError, run };
+}

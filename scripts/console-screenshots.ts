@@ -1,0 +1,99 @@
+// `npm run screenshots`: the README's pictures of the console, taken from the real pages. Starts the
+// whole service as the tests do (embedded PostgreSQL, a Temporal dev server, the worker and the API,
+// the simulator for videos and voices), makes a workspace with a few jobs, a voice, speech and a
+// webhook through the console itself, then photographs each screen into docs/screenshots/.
+// With --serve it keeps the service running afterwards and prints its URL and key (for a look by hand).
+import fs from 'node:fs';
+import path from 'node:path';
+import { startInfra } from '../test/helpers/infra.js';
+import { chromiumInstalled, CHROMIUM_PATH, launchChromium, signIn } from '../test/helpers/browser.js';
+import { encodeWav } from '../src/providers/voice/simulator.js';
+
+const OUT_DIR = path.resolve('docs', 'screenshots');
+const DESKTOP = { width: 1280, height: 900 };
+const PHONE = { width: 390, height: 844 };
+
+async function main() {
+  if (!chromiumInstalled()) throw new Error(`no Chromium at ${CHROMIUM_PATH} (apt-get install -y chromium, or set CHROMIUM_PATH)`);
+  const serve = process.argv.includes('--serve');
+  const infra = await startInfra('vva-screenshots-');
+  Object.assign(process.env, infra.env);
+  // test/helpers/stack.ts reads the infrastructure from the environment set just above.
+  const { startStack, newCustomer } = await import('../test/helpers/stack.js');
+  const stack = await startStack({ env: { RATE_LIMIT_PER_MINUTE: '1000' } });
+  const browser = await launchChromium();
+  try {
+    const { key } = await newCustomer(stack, 25);
+    fs.mkdirSync(OUT_DIR, { recursive: true });
+    const page = await browser.newPage({ viewport: DESKTOP });
+    const shot = (name: string) => page.screenshot({ path: path.join(OUT_DIR, `${name}.png`), fullPage: true });
+
+    await page.goto(`${stack.baseUrl}/console`);
+    await page.getByLabel('API key', { exact: true }).fill(key);
+    await page.screenshot({ path: path.join(OUT_DIR, 'sign-in.png'), clip: { x: 0, y: 0, width: DESKTOP.width, height: 420 } });
+    await signIn(page, stack.baseUrl, key);
+
+    // Videos: a shortfall (2 asked, 1 delivered), then a job of two videos, one still running.
+    const generate = async (opts: { n: number; duration: string; simulate?: string }) => {
+      await page.getByLabel('Number of videos', { exact: true }).selectOption(String(opts.n));
+      await page.getByLabel('Duration', { exact: true }).selectOption(opts.duration);
+      await page.getByLabel('Simulator parameters (JSON)', { exact: true }).fill(opts.simulate ?? '');
+      await page.getByRole('button', { name: 'Generate', exact: true }).click();
+    };
+    await page.getByLabel('Model', { exact: true }).selectOption('sim-video-1');
+    await generate({ n: 2, duration: '4', simulate: '{"videos": 1, "delay_ms": 500}' });
+    await page.getByText('Refunded €0.20').waitFor({ timeout: 30_000 });
+    await generate({ n: 2, duration: '8', simulate: '{"delay_ms": 500}' });
+    await page.locator('li[data-job-id] video').nth(2).waitFor({ timeout: 30_000 });
+    await generate({ n: 1, duration: '6', simulate: '{"delay_ms": 600000}' });
+    await page.getByText('Generating…').waitFor();
+    await page.waitForFunction(() => [...document.querySelectorAll('video')].every((v) => v.readyState >= 2));
+    await page.mouse.move(0, 0);
+    await page.waitForTimeout(1000); // the players' loading indicators fade out
+    await shot('videos');
+
+    // Voices: one cloned from a file, then speech with it.
+    await page.getByRole('link', { name: 'Voices', exact: true }).click();
+    const wav = encodeWav(Int16Array.from({ length: 22_050 }, (_, i) => Math.round(8000 * Math.sin(i / 8))), 22_050);
+    await page.getByLabel('Voice name', { exact: true }).fill('Narrator (me)');
+    await page.getByLabel('Voice sample', { exact: true }).setInputFiles({ name: 'me.wav', mimeType: 'audio/wav', buffer: wav });
+    await page.getByRole('button', { name: 'Clone voice', exact: true }).click();
+    await page.getByRole('cell', { name: 'Narrator (me)' }).waitFor();
+    await page.getByRole('button', { name: 'Speak', exact: true }).click();
+    await page.getByText('Cost:').waitFor();
+    await shot('voices');
+
+    // Account: a webhook endpoint just added (its secret shown once).
+    await page.getByRole('link', { name: 'Account', exact: true }).click();
+    await page.getByLabel('Webhook URL', { exact: true }).fill('https://example.com/hooks/video');
+    await page.getByRole('button', { name: 'Add webhook', exact: true }).click();
+    await page.getByLabel('Signing secret', { exact: true }).waitFor();
+    await page.getByRole('cell', { name: 'top-up' }).waitFor();
+    await shot('account');
+
+    // The Videos screen on a phone.
+    await page.setViewportSize(PHONE);
+    await page.getByRole('link', { name: 'Videos', exact: true }).click();
+    await page.getByLabel('Model', { exact: true }).selectOption('sim-video-1');
+    await page.locator('li[data-job-id]').first().waitFor();
+    await page.screenshot({ path: path.join(OUT_DIR, 'videos-phone.png'), fullPage: false });
+
+    process.stdout.write(`screenshots in ${OUT_DIR}: ${fs.readdirSync(OUT_DIR).join(', ')}\n`);
+    if (serve) {
+      process.stdout.write(`serving: ${stack.baseUrl}/console  key: ${key}  (Ctrl-C to stop)\n`);
+      await new Promise<void>((resolve) => process.once('SIGINT', resolve).once('SIGTERM', resolve));
+    }
+  } finally {
+    await browser.close();
+    await stack.stop();
+    await infra.stop();
+  }
+}
+
+main().then(
+  () => process.exit(0),
+  (err) => {
+    process.stderr.write(`screenshots failed: ${(err as Error).stack ?? err}\n`);
+    process.exit(1);
+  },
+);
