@@ -11,7 +11,6 @@ let stack: Stack;
 const children: ChildProcess[] = [];
 
 before(async () => {
-  // A killed worker's job is taken over once its heartbeat timeout passes: short here, to keep the tests short.
   stack = await startStack({ worker: false });
 });
 after(async () => {
@@ -62,7 +61,7 @@ test('SIGKILL of the worker mid-job: a new worker finishes the job and billing i
   await assertAuditHolds(stack);
 });
 
-test('a worker stopped (SIGTERM) while its poller awaits a provider operation stops at once; another worker\'s poller completes the same attempt', async () => {
+test('a worker stopped (SIGTERM) while its job waits for the provider stops at once; another worker\'s poller tells the same run', async () => {
   // Only this test's workers: the one the test above started goes first.
   const earlier = children.splice(0).filter((c) => c.exitCode === null && c.signalCode === null);
   killAll(earlier);
@@ -90,14 +89,14 @@ test('a worker stopped (SIGTERM) while its poller awaits a provider operation st
   assert.equal(job.videos.length, 1);
   const ops = await stack.db.query('SELECT count(*)::int AS n FROM simulator.video_operations WHERE request_id = $1', [created.body.id]);
   assert.equal(ops.rows[0].n, 1, 'the provider saw one submission');
-  // The stopped worker held no state of the job: the new worker's poller completed the first attempt by its
-  // task token (no retry, no heartbeat timeout), and the job's row of video_job_awaits is gone.
+  // The stopped worker held no state of the job: the new worker's poller signalled the same run (no activity
+  // retried or timed out), and the job's row of video_job_polls went with its settlement.
   const events = (await stack.api.temporal.workflow.getHandle(videoJobWorkflowId(created.body.id)).fetchHistory()).events!;
   const activityEvents = events.filter((e) => e.activityTaskStartedEventAttributes || e.activityTaskCompletedEventAttributes || e.activityTaskFailedEventAttributes || e.activityTaskTimedOutEventAttributes);
   const retried = events.find((e) => e.activityTaskStartedEventAttributes && e.activityTaskStartedEventAttributes.attempt! > 1);
   assert.equal(retried, undefined, JSON.stringify(activityEvents));
   assert.ok(!events.some((e) => e.activityTaskTimedOutEventAttributes || e.activityTaskFailedEventAttributes), JSON.stringify(activityEvents));
-  const rows = await stack.db.query('SELECT count(*)::int AS n FROM video_job_awaits WHERE job_id = $1', [created.body.id]);
+  const rows = await stack.db.query('SELECT count(*)::int AS n FROM video_job_polls WHERE job_id = $1', [created.body.id]);
   assert.equal(rows.rows[0].n, 0);
   assert.equal(await balanceMicro(stack, c.workspaceId), 10_000_000 - 200_000);
   await assertAuditHolds(stack);
