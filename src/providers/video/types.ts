@@ -1,5 +1,6 @@
-// The video provider interface: what every adapter (simulator, Vertex AI Veo, ...) implements.
+// The video provider interface: what every adapter (simulator, Vertex AI Veo, fal, Replicate) implements.
 // Adapters throw ProviderError; `retryable` tells the workflow's activities whether to try again.
+import type { IncomingHttpHeaders } from 'node:http';
 import type { ImageMimeType, VideoParams } from '../../catalog.js';
 
 /** What the workflow asks the submit activity for: small values only, never image bytes (workflow history). */
@@ -17,6 +18,11 @@ export interface VideoGenerationRequest {
   /** The job has a first frame (and a last frame) stored with it: the submit activity loads them by job id. */
   has_image?: boolean | undefined;
   has_last_frame?: boolean | undefined;
+  /**
+   * When the job gives up, ms from the epoch. Adapters whose provider can cancel by itself at a deadline
+   * (Replicate's Cancel-After) send it, so an operation nobody waits for any more stops costing.
+   */
+  deadline_at_ms?: number | undefined;
 }
 
 export interface InputImage {
@@ -38,13 +44,41 @@ export interface VideoOutputRef {
 }
 
 export type VideoOperationStatus =
-  | { state: 'running' }
+  | {
+      state: 'running';
+      /** 0-100 when the provider reports how far along it is; null or absent when it does not. */
+      progress?: number | null;
+      /** Requests ahead of this one in the provider's queue (fal's queue_position); null or absent when not queued. */
+      queue_position?: number | null;
+    }
   | { state: 'succeeded'; outputs: VideoOutputRef[] }
   | { state: 'failed'; code: string; message: string };
 
+export interface SubmitOptions {
+  /**
+   * Where the provider should call back when the operation ends (fal's fal_webhook, Replicate's webhook).
+   * A callback is only a nudge to poll: adapters whose provider does not call back ignore it.
+   */
+  callback_url?: string | undefined;
+}
+
+/** A provider's callback as it arrived: its headers and its body byte for byte (signatures cover the raw bytes). */
+export interface ProviderCallback {
+  headers: IncomingHttpHeaders;
+  raw_body: Buffer;
+}
+
+/** Longest operation id an adapter returns (it is stored with the job and travels in workflow history). */
+export const MAX_OPERATION_ID_CHARS = 4096;
+
 export interface VideoProvider {
   readonly name: string;
-  submit(req: VideoSubmission): Promise<{ operation_id: string }>;
+  /**
+   * Starts the generation of `req.params.n` videos. A provider that makes one video per request gets n
+   * requests, all or nothing: when one is refused, those already made are cancelled (best effort) and the
+   * refusal is thrown.
+   */
+  submit(req: VideoSubmission, opts?: SubmitOptions): Promise<{ operation_id: string }>;
   poll(operation_id: string): Promise<VideoOperationStatus>;
   fetchOutput(operation_id: string, output: VideoOutputRef): Promise<Buffer>;
   /**
@@ -52,6 +86,16 @@ export interface VideoProvider {
    * operation may finish anyway; callers never depend on it (a cancelled job is refunded regardless).
    */
   cancel(operation_id: string): Promise<void>;
+  /**
+   * Checks that a callback comes from the provider (its signature, its timestamp); throws CallbackRejected
+   * when it does not. Absent for providers that never call back.
+   */
+  verifyCallback?(callback: ProviderCallback): Promise<void>;
+}
+
+/** A provider callback that failed verification: it changes nothing and is answered 401. */
+export class CallbackRejected extends Error {
+  override name = 'CallbackRejected';
 }
 
 export class ProviderError extends Error {
