@@ -235,8 +235,13 @@ export function modelBackend(model: VideoModel, backend: VideoBackend): VideoMod
  * replacement; undefined when the model is not one the backend serves.
  */
 export function providerModelIdFor(id: string, backend: VideoBackend): string | undefined {
+  return videoModelBackendFor(id, backend)?.provider_model_id;
+}
+
+/** The catalog's entry of a backend for a model id (a retired id resolving to its replacement); undefined when the model does not list it. */
+export function videoModelBackendFor(id: string, backend: VideoBackend): VideoModelBackend | undefined {
   const m = findVideoModel(id);
-  return m ? modelBackend(m, backend)?.provider_model_id : undefined;
+  return m ? modelBackend(m, backend) : undefined;
 }
 
 /** Price of speaking `characters` characters, rounded up to a whole micro-euro. */

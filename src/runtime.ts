@@ -22,7 +22,9 @@ import type { VoiceProvider } from './providers/voice/types.js';
 import { VoicesService } from './services/voices.js';
 import { SpeechService } from './services/speech.js';
 import { WebhooksService } from './services/webhooks.js';
-import { findVideoModel, providerModelIdFor } from './catalog.js';
+import { findVideoModel, providerModelIdFor, videoModelBackendFor } from './catalog.js';
+import { FalVideoProvider } from './providers/video/fal.js';
+import { ReplicateVideoProvider } from './providers/video/replicate.js';
 import { VideoJobsService } from './services/video-jobs.js';
 import { VideoJobLifecycle } from './services/video-job-lifecycle.js';
 import { createApp } from './http/app.js';
@@ -155,7 +157,28 @@ export function createVideoProviders(db: Db, config: Config): Map<string, VideoP
       }),
     );
   }
+  if (config.fal) {
+    const { key, queueUrl, jwksUrl } = config.fal;
+    providers.set('fal', new FalVideoProvider({ key, queueUrl, jwksUrl, backendFor: (id) => videoModelBackendFor(id, 'fal') }));
+  }
+  if (config.replicate) {
+    const { token, apiUrl, webhookSecret } = config.replicate;
+    providers.set(
+      'replicate',
+      new ReplicateVideoProvider({ token, apiUrl, ...(webhookSecret ? { webhookSecret } : {}), backendFor: (id) => videoModelBackendFor(id, 'replicate') }),
+    );
+  }
   return providers;
+}
+
+/**
+ * What a verified provider callback does: the job's awaited operation is due for a poll now (the poller
+ * then polls it; the poll decides). Unknown or finished jobs have no row: nothing changes.
+ */
+export function nudgeAwaitedJob(db: Db): (job_id: string, backend: string) => Promise<void> {
+  return async (job_id, backend) => {
+    await db.query('UPDATE video_job_awaits SET next_poll_at = now() WHERE job_id = $1 AND backend = $2 AND next_poll_at > now()', [job_id, backend]);
+  };
 }
 
 /** The voice provider of VOICE_PROVIDER (ElevenLabs: its key, base URL and model from ELEVENLABS_*). */
@@ -297,6 +320,8 @@ export async function startApi(opts: {
   const storage = createStorage(config);
   await checkStorage(storage);
   const voiceProvider = createVoiceProvider(opts.db, config);
+  // The adapters verify their providers' callbacks (POST /v2/provider-callbacks/...).
+  const callbackProviders = createVideoProviders(opts.db, config);
   const temporal = await connectClient({ address: opts.temporalAddress, namespace: config.temporal.namespace });
   await checkSearchAttributes(temporal.connection.operatorService, config.temporal.namespace);
   const jobs = new VideoJobsService({
@@ -343,6 +368,9 @@ export async function startApi(opts: {
     adminToken: opts.secrets.adminToken,
     simulator: config.simulator,
     vertex: config.vertex !== null,
+    fal: config.fal !== null,
+    replicate: config.replicate !== null,
+    providerCallbacks: { providerFor: (backend) => callbackProviders.get(backend), nudgeJob: nudgeAwaitedJob(opts.db) },
     voiceProvider: config.voiceProvider,
     publicBaseUrl: config.publicBaseUrl,
     rateLimitPerMinute: config.rateLimitPerMinute,
