@@ -190,7 +190,7 @@ function checkBackends(m: VideoModelEntry, at: (string | number)[], problem: Pro
     if (seen.has(b.backend)) problem([...where, 'backend'], `"${b.backend}" is listed twice`);
     seen.add(b.backend);
     for (const r of b.resolutions ?? []) if (!m.resolutions.includes(r)) problem([...where, 'resolutions'], `${r} is not one of the model's resolutions`);
-    if ((b.videos_per_request ?? 1) > m.max_n) problem([...where, 'videos_per_request'], `must be at most max_n (${m.max_n})`);
+    if (b.videos_per_request !== undefined && b.videos_per_request > m.max_n) problem([...where, 'videos_per_request'], `must be at most max_n (${m.max_n})`);
     if (b.version !== undefined && b.backend !== 'replicate') problem([...where, 'version'], 'only a replicate backend has a version');
     if ((b.image_endpoint ?? b.first_last_frame_endpoint) !== undefined && b.backend !== 'fal') problem([...where, 'image_endpoint'], 'only a fal backend has endpoints per input');
     if (!MAPPED_BACKENDS.has(b.backend)) {
