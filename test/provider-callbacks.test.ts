@@ -167,7 +167,7 @@ describe('the service with fal and Replicate configured (against their fakes)', 
   before(async () => {
     stack = await startStack({
       worker: false,
-      env: { FAL_KEY: fal.key, FAL_QUEUE_URL: fal.url, FAL_JWKS_URL: fal.jwksUrl, REPLICATE_API_TOKEN: replicate.token, REPLICATE_API_URL: replicate.url },
+      env: { ...fal.env(), ...replicate.env() },
     });
   });
   after(async () => {

@@ -21,7 +21,10 @@
 // callbacks with its own ED25519 key, served as its JWKS. For tests: requests follow a plan (polls in
 // queue, polls in progress, or completion after a delay; success or the model's error), `finish` ends a
 // request now, `dropCallbacks` stops deliveries, `redeliver` sends the last callback again, `fault`
-// scripts failures per route, `expire` makes results and files disappear.
+// scripts failures per route, `expire` makes results and files disappear. An end-to-end test starts it
+// on loopback, gives the service `env()`, and then: `defaultPlan = { complete_after_ms }` completes by
+// callback alone; `dropCallbacks = true` leaves completion to polling; `fault({ route: 'submit', status:
+// 503, times })` makes fal refuse for a passing reason (a fallback to the next backend).
 import { createHash, generateKeyPairSync, randomUUID, sign, type KeyObject } from 'node:crypto';
 import fs from 'node:fs';
 import { projectPath } from '../../src/paths.js';
@@ -157,6 +160,11 @@ export class FalFake extends FakeHttpServer<FalRoute> {
 
   get jwksUrl(): string {
     return `${this.url}/.well-known/jwks.json`;
+  }
+
+  /** The service's environment that points it at this fake (for startStack({ env })). */
+  env(): Record<string, string> {
+    return { FAL_KEY: this.key, FAL_QUEUE_URL: this.url, FAL_JWKS_URL: this.jwksUrl };
   }
 
   reset(): void {

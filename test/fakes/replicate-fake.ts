@@ -24,7 +24,9 @@
 // unreadable Cancel-After (400). For tests: predictions follow a plan (polls starting, polls processing
 // with progress-bar logs, or completion after a delay; succeeded or failed), `finish` ends one now,
 // `dropCallbacks` stops deliveries, `redeliver` replays the last one, `fault` scripts failures per route,
-// `expire` removes outputs (data_removed).
+// `expire` removes outputs (data_removed). An end-to-end test starts it on loopback and gives the service
+// `env()`; `defaultPlan = { complete_after_ms }` completes by callback alone, `dropCallbacks` leaves it
+// to polling, `fault({ route: 'create', status: 503 })` refuses for a passing reason.
 import { createHash, randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import { Webhook } from 'standardwebhooks';
@@ -139,6 +141,11 @@ export class ReplicateFake extends FakeHttpServer<ReplicateRoute> {
   readonly callbacks: ReplicateCallbackDelivery[] = [];
   readonly predictions = new Map<string, Prediction>();
   private expired = false;
+
+  /** The service's environment that points it at this fake (the signing secret is fetched from it). */
+  env(): Record<string, string> {
+    return { REPLICATE_API_TOKEN: this.token, REPLICATE_API_URL: this.url };
+  }
 
   reset(): void {
     this.resetHttp();
