@@ -297,7 +297,7 @@ export class FalFake extends FakeHttpServer<FalRoute> {
     this.submitted.set(id, r);
     if (plan.complete_after_ms !== undefined) r.timer = setTimeout(() => void this.complete(r), plan.complete_after_ms);
     const base = `${this.url}/${app}/requests/${id}`;
-    this.json(res, 200, { request_id: id, gateway_request_id: id, response_url: base, status_url: `${base}/status`, cancel_url: `${base}/cancel`, queue_position: plan.queue_polls ?? 1 });
+    this.json(res, 200, { status: 'IN_QUEUE', request_id: id, gateway_request_id: id, response_url: base, status_url: `${base}/status`, cancel_url: `${base}/cancel`, queue_position: plan.queue_polls ?? 1 });
   }
 
   private async status(res: FakeRequest<FalRoute>['res'], r: FalRequestState): Promise<void> {
