@@ -18,6 +18,7 @@ import { errorHandler } from '../src/http/errors.js';
 import { PROVIDER_CALLBACK_MAX_BODY_BYTES, providerCallbackRoutes, providerCallbackUrl } from '../src/http/routes/provider-callbacks.js';
 import type { VideoProvider, VideoSubmission } from '../src/providers/video/types.js';
 import { http as api, newCustomer, startStack, type Stack } from './helpers/stack.js';
+import { ConfigError, loadConfig } from '../src/config.js';
 
 const JOB_ID = '5b1c0c9e-3f7a-4c1e-9a55-0d6f4f1d2e77';
 const request: VideoSubmission = {
@@ -60,6 +61,25 @@ async function replicateCallback(base: string, job_id = JOB_ID) {
   await replicate.finishAll();
   return replicate.callbacks.at(-1)!;
 }
+
+describe('configuration', () => {
+  test('FAL_KEY and REPLICATE_API_TOKEN enable them with the documented defaults; the secrets are never enumerable; credentials only over TLS (or to a local fake)', () => {
+    const none = loadConfig({});
+    assert.equal(none.fal, null);
+    assert.equal(none.replicate, null);
+    const c = loadConfig({ FAL_KEY: 'fal-secret-key', REPLICATE_API_TOKEN: 'r8_secret', REPLICATE_WEBHOOK_SECRET: `whsec_${Buffer.from('0123456789abcdef0123').toString('base64')}` });
+    assert.deepEqual({ ...c.fal }, { queueUrl: 'https://queue.fal.run', jwksUrl: 'https://rest.fal.ai/.well-known/jwks.json' });
+    assert.equal(c.fal!.key, 'fal-secret-key');
+    assert.deepEqual({ ...c.replicate }, { apiUrl: 'https://api.replicate.com' });
+    assert.equal(c.replicate!.token, 'r8_secret');
+    assert.ok(!JSON.stringify(c).includes('secret'), 'no secret in the serialised config');
+    assert.throws(() => loadConfig({ FAL_KEY: 'k', FAL_QUEUE_URL: 'http://queue.example' }), (e: Error) => e instanceof ConfigError && /FAL_QUEUE_URL: must be an https/.test(e.message));
+    assert.throws(() => loadConfig({ REPLICATE_API_TOKEN: 't', REPLICATE_API_URL: 'http://api.example' }), ConfigError);
+    assert.throws(() => loadConfig({ REPLICATE_API_TOKEN: 't', REPLICATE_WEBHOOK_SECRET: 'not-a-secret' }), /REPLICATE_WEBHOOK_SECRET/);
+    assert.throws(() => loadConfig({ FAL_KEY: 'a key with spaces' }), /FAL_KEY/);
+    assert.equal(loadConfig({ FAL_KEY: 'k', FAL_QUEUE_URL: 'http://127.0.0.1:9999' }).fal!.queueUrl, 'http://127.0.0.1:9999');
+  });
+});
 
 describe('the route on its own', () => {
   let server: http.Server;

@@ -11,6 +11,7 @@ import { cancelAfterValue, progressFromLogs, ReplicateVideoProvider, type Replic
 import { videoModelBackendFor, videoModels } from '../src/catalog.js';
 import { CallbackRejected, ProviderError, type VideoOperationStatus, type VideoSubmission } from '../src/providers/video/types.js';
 import { pngImage } from './helpers/images.js';
+import { combineStatuses } from '../src/providers/video/mapped-input.js';
 
 let fake: ReplicateFake;
 before(async () => {
@@ -159,6 +160,15 @@ describe('poll, output, download', () => {
     const bytes = await p.fetchOutput(operation_id, outputs[0]!);
     assert.equal(bytes.subarray(4, 8).toString('latin1'), 'ftyp');
     assert.equal(fake.requestsTo('file')[0]!.headers['authorization'], undefined);
+  });
+
+  test("a job's status from its requests': progress the mean (an ended request 100) when all running report one, the largest queue position, outputs of those that succeeded", () => {
+    const video = (ref: string) => ({ ref, content_type: 'video/mp4' });
+    assert.deepEqual(combineStatuses([{ state: 'running', progress: 50 }, { state: 'succeeded', outputs: [video('a')] }]), { state: 'running', progress: 75, queue_position: null });
+    assert.deepEqual(combineStatuses([{ state: 'running', progress: null }, { state: 'running', progress: 20 }]), { state: 'running', progress: null, queue_position: null });
+    assert.deepEqual(combineStatuses([{ state: 'running', queue_position: 3 }, { state: 'running', queue_position: 7 }, { state: 'failed', code: 'x', message: 'm' }]), { state: 'running', progress: null, queue_position: 7 });
+    assert.deepEqual(combineStatuses([{ state: 'succeeded', outputs: [video('a')] }, { state: 'failed', code: 'x', message: 'm' }, { state: 'succeeded', outputs: [video('b')] }]), { state: 'succeeded', outputs: [video('a'), video('b')] });
+    assert.deepEqual(combineStatuses([{ state: 'failed', code: 'first', message: 'm1' }, { state: 'failed', code: 'second', message: 'm2' }]), { state: 'failed', code: 'first', message: 'm1' });
   });
 
   test('progress from logs: the last progress bar, null without one', () => {
