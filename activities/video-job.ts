@@ -26,6 +26,7 @@ import type { JobEventContext } from '../src/webhooks/events.js';
 import { dispatchJobWebhooks } from '../src/webhooks/dispatch.js';
 import { Semaphore } from '../src/semaphore.js';
 import { recordedOperation, recordOperation, type PollPacing } from '../src/video-jobs/operation-polls.js';
+import { providerCallbackUrl } from '../src/http/routes/provider-callbacks.js';
 
 export interface VideoJobActivityDeps {
   db: Db;
@@ -214,7 +215,7 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
         for (const backend of input.backends) {
           const fields = { job_id, workspace_id: recorded?.workspace_id, backend, model: input.request.model };
           try {
-            const callback_url = deps.callbackBaseUrl ? `${deps.callbackBaseUrl}/v2/provider-callbacks/${backend}/${job_id}` : undefined;
+            const callback_url = deps.callbackBaseUrl ? providerCallbackUrl(deps.callbackBaseUrl, backend, job_id) : undefined;
             const { operation_id } = await providerFor(backend).submit(submission, { callback_url });
             await recordOperation(deps.db, { job_id, backend, operation_id, pacing, first_poll_after_ms: pacing.interval_ms });
             deps.logger.info({ ...fields, operation_id }, 'video job submitted');

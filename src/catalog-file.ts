@@ -6,7 +6,7 @@ import { parseDocument } from 'yaml';
 import { z } from 'zod';
 import { ConfigError } from './config-error.js';
 import { eurToMicroEur } from './money.js';
-import type { Catalog, PricePerSecond, Resolution, SpeechModel, VideoModel } from './catalog.js';
+import type { Catalog, PricePerSecond, Resolution, SpeechModel, VideoModel, VideoModelBackend } from './catalog.js';
 
 /** Limits on the file itself. */
 const MAX_FILE_BYTES = 1024 * 1024;
@@ -32,14 +32,55 @@ const distinct = <T extends z.ZodType>(item: T, max: number) =>
     .max(max)
     .refine((a) => new Set(a).size === a.length, 'must not repeat a value');
 
+/** A provider's model or endpoint id: `veo-3.1-generate-001`, `fal-ai/veo3.1/fast`, `google/veo-3.1`. */
+const ProviderModelId = z
+  .string()
+  .regex(/^[A-Za-z0-9][A-Za-z0-9._-]*(?:\/[A-Za-z0-9][A-Za-z0-9._-]*){0,7}$/, 'must be path segments of letters, digits, ".", "_" or "-" separated by "/"')
+  .max(200);
+/** A provider's input field name. */
+const Field = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,63}$/, 'must be a field name (letters, digits, "_")');
+const BackendName = z.enum(['simulator', 'vertex', 'fal', 'replicate']);
+
+const InputMapEntry = z.strictObject({
+  prompt: Field,
+  duration: z.strictObject({ field: Field, format: z.enum(['integer', 'string', 'seconds_suffix']) }).optional(),
+  resolution: Field.optional(),
+  aspect_ratio: Field.optional(),
+  image: Field.optional(),
+  last_frame: Field.optional(),
+  image_with_last_frame: Field.optional(),
+  generate_audio: Field.optional(),
+  negative_prompt: Field.optional(),
+  seed: Field.optional(),
+  fixed: z
+    .record(Field, z.union([z.string().max(200), z.number(), z.boolean()]))
+    .refine((r) => Object.keys(r).length <= 20, 'at most 20 fields')
+    .optional(),
+});
+
+const BackendEntry = z.strictObject({
+  backend: BackendName,
+  region: Label,
+  provider_model_id: ProviderModelId,
+  version: z.string().regex(/^[a-f0-9]{64}$/, 'must be a Replicate version id (64 hex digits)').optional(),
+  image_endpoint: ProviderModelId.optional(),
+  first_last_frame_endpoint: ProviderModelId.optional(),
+  videos_per_request: z.int().min(1).max(16).optional(),
+  resolutions: distinct(Resolution, 3).optional(),
+  input: InputMapEntry.optional(),
+});
+type BackendEntry = z.infer<typeof BackendEntry>;
+
 const VideoModelEntry = z.strictObject({
   id: Id,
   family: Label,
   variant: z.enum(['standard', 'fast', 'simulated']),
   owned_by: Label,
-  region: Label,
-  backend: z.enum(['simulator', 'vertex']),
-  provider_model_id: Id,
+  // One backend (backend, provider_model_id, region), or an ordered list of them (backends).
+  region: Label.optional(),
+  backend: BackendName.optional(),
+  provider_model_id: ProviderModelId.optional(),
+  backends: z.array(BackendEntry).min(1).max(8).optional(),
   durations_seconds: distinct(z.int().min(1).max(60), 20),
   resolutions: distinct(Resolution, 3),
   aspect_ratios: distinct(AspectRatio, 2),
@@ -99,7 +140,10 @@ const CatalogFile = z
     }
   });
 
-function checkVideoModel(m: VideoModelEntry, at: (string | number)[], problem: (path: (string | number)[], message: string) => void): void {
+type Problem = (path: (string | number)[], message: string) => void;
+
+function checkVideoModel(m: VideoModelEntry, at: (string | number)[], problem: Problem): void {
+  checkBackends(m, at, problem);
   const d = m.default_params;
   if (!m.durations_seconds.includes(d.durationSeconds)) problem([...at, 'default_params', 'durationSeconds'], `must be one of durations_seconds (${m.durations_seconds.join(', ')})`);
   if (!m.resolutions.includes(d.resolution)) problem([...at, 'default_params', 'resolution'], `must be one of resolutions (${m.resolutions.join(', ')})`);
@@ -122,20 +166,88 @@ function checkVideoModel(m: VideoModelEntry, at: (string | number)[], problem: (
   }
 }
 
+/** The model's backends: the `backends` list, or the one of `backend`/`provider_model_id`/`region`. */
+function backendEntries(m: VideoModelEntry): BackendEntry[] {
+  if (m.backends) return m.backends;
+  return [{ backend: m.backend ?? 'simulator', provider_model_id: m.provider_model_id ?? m.id, region: m.region ?? 'local' }];
+}
+
+/** Aggregators take a mapped input; Vertex AI and the simulator take the job as it is. */
+const MAPPED_BACKENDS = new Set(['fal', 'replicate']);
+
+function checkBackends(m: VideoModelEntry, at: (string | number)[], problem: Problem): void {
+  if (m.backends) {
+    for (const key of ['backend', 'provider_model_id', 'region'] as const) {
+      if (m[key] !== undefined) problem([...at, key], 'must be absent when backends is given (each backend names its own)');
+    }
+  } else {
+    for (const key of ['backend', 'provider_model_id', 'region'] as const) if (m[key] === undefined) problem([...at, key], 'required (or give backends)');
+    return;
+  }
+  const seen = new Set<string>();
+  m.backends.forEach((b, i) => {
+    const where = [...at, 'backends', i];
+    if (seen.has(b.backend)) problem([...where, 'backend'], `"${b.backend}" is listed twice`);
+    seen.add(b.backend);
+    for (const r of b.resolutions ?? []) if (!m.resolutions.includes(r)) problem([...where, 'resolutions'], `${r} is not one of the model's resolutions`);
+    if (b.videos_per_request !== undefined && b.videos_per_request > m.max_n) problem([...where, 'videos_per_request'], `must be at most max_n (${m.max_n})`);
+    if (b.version !== undefined && b.backend !== 'replicate') problem([...where, 'version'], 'only a replicate backend has a version');
+    if ((b.image_endpoint ?? b.first_last_frame_endpoint) !== undefined && b.backend !== 'fal') problem([...where, 'image_endpoint'], 'only a fal backend has endpoints per input');
+    if (!MAPPED_BACKENDS.has(b.backend)) {
+      if (b.input) problem([...where, 'input'], `must be absent for ${b.backend} (it takes the job's fields as they are)`);
+      return;
+    }
+    if (!b.input) {
+      problem([...where, 'input'], `required for ${b.backend}: how the job's fields map to the model's input`);
+      return;
+    }
+    // Whatever the model offers must reach the provider: a field it cannot send is a mistake in the file.
+    const needs: [keyof NonNullable<BackendEntry['input']>, boolean, string][] = [
+      ['duration', m.durations_seconds.length > 1, 'the model has several durations'],
+      ['resolution', (b.resolutions ?? m.resolutions).length > 1, 'the backend serves several resolutions'],
+      ['aspect_ratio', m.aspect_ratios.length > 1, 'the model has several aspect ratios'],
+      ['image', m.inputs.image, 'inputs.image is true'],
+      ['last_frame', m.inputs.last_frame, 'inputs.last_frame is true'],
+      ['generate_audio', m.audio.supported, 'audio.supported is true'],
+      ['negative_prompt', m.inputs.negative_prompt, 'inputs.negative_prompt is true'],
+      ['seed', m.supports_seed, 'supports_seed is true'],
+    ];
+    for (const [field, needed, why] of needs) if (needed && b.input[field] === undefined) problem([...where, 'input', field], `required: ${why}`);
+  });
+}
+
+function toBackend(m: VideoModelEntry, b: BackendEntry): VideoModelBackend {
+  return {
+    backend: b.backend,
+    region: b.region,
+    provider_model_id: b.provider_model_id,
+    ...(b.version !== undefined ? { version: b.version } : {}),
+    ...(b.image_endpoint !== undefined ? { image_endpoint: b.image_endpoint } : {}),
+    ...(b.first_last_frame_endpoint !== undefined ? { first_last_frame_endpoint: b.first_last_frame_endpoint } : {}),
+    // Vertex AI and the simulator make up to max_n videos per request; the aggregators' models one unless told.
+    videos_per_request: b.videos_per_request ?? (MAPPED_BACKENDS.has(b.backend) ? 1 : m.max_n),
+    resolutions: b.resolutions ?? m.resolutions,
+    ...(b.input ? { input: b.input } : {}),
+  };
+}
+
 function microTable(table: PricePerSecond): PricePerSecond {
   return Object.fromEntries(Object.entries(table).map(([r, eur]) => [r, eurToMicroEur(eur)!]));
 }
 
 function toCatalog(file: string, parsed: z.infer<typeof CatalogFile>): Catalog {
-  const video_models: VideoModel[] = parsed.video_models.map((m) => ({
+  const video_models: VideoModel[] = parsed.video_models.map((m) => {
+    const backends = backendEntries(m).map((b) => toBackend(m, b));
+    return {
     id: m.id,
     kind: 'video',
     family: m.family,
     variant: m.variant,
     owned_by: m.owned_by,
-    region: m.region,
-    backend: m.backend,
-    provider_model_id: m.provider_model_id,
+    region: backends[0]!.region,
+    backend: backends[0]!.backend,
+    provider_model_id: backends[0]!.provider_model_id,
+    backends,
     durations_s: m.durations_seconds,
     resolutions: m.resolutions,
     aspect_ratios: m.aspect_ratios,
@@ -149,7 +261,8 @@ function toCatalog(file: string, parsed: z.infer<typeof CatalogFile>): Catalog {
       without_audio: microTable(m.price_eur_per_second.without_audio),
     },
     default_params: m.default_params,
-  }));
+    } satisfies VideoModel;
+  });
   const speech_models: SpeechModel[] = parsed.speech_models.map((m) => ({
     id: m.id,
     kind: 'speech',

@@ -9,7 +9,9 @@ import { projectPath } from './paths.js';
 export type Resolution = '720p' | '1080p' | '4k';
 export type AspectRatio = '16:9' | '9:16';
 export type ImageMimeType = 'image/png' | 'image/jpeg' | 'image/webp';
-export type VideoBackend = 'simulator' | 'vertex';
+export type VideoBackend = 'simulator' | 'vertex' | 'fal' | 'replicate';
+/** The backends a model can name in the catalog (the simulator stands in for any of them when none is configured). */
+export const VIDEO_BACKENDS: readonly VideoBackend[] = ['simulator', 'vertex', 'fal', 'replicate'];
 
 export const RESOLUTIONS: readonly Resolution[] = ['720p', '1080p', '4k'];
 export const ASPECT_RATIOS: readonly AspectRatio[] = ['16:9', '9:16'];
@@ -18,17 +20,61 @@ export const IMAGE_MIME_TYPES: readonly ImageMimeType[] = ['image/png', 'image/j
 /** Price of one second of video by resolution, in micro-euros. */
 export type PricePerSecond = Partial<Record<Resolution, number>>;
 
+/**
+ * How a job's fields become an aggregator's input (fal, Replicate): the provider's field name for each of
+ * our fields; a field left out is not sent. Images are sent as data: URIs (both providers take them).
+ */
+export interface VideoInputMap {
+  prompt: string;
+  /** `integer` 5, `string` "5", `seconds_suffix` "5s". */
+  duration?: { field: string; format: 'integer' | 'string' | 'seconds_suffix' } | undefined;
+  resolution?: string | undefined;
+  aspect_ratio?: string | undefined;
+  image?: string | undefined;
+  last_frame?: string | undefined;
+  /** The first frame's field when a last frame is given too (fal's first-last-frame endpoints name it differently). */
+  image_with_last_frame?: string | undefined;
+  generate_audio?: string | undefined;
+  negative_prompt?: string | undefined;
+  seed?: string | undefined;
+  /** Constant fields sent with every request. */
+  fixed?: Readonly<Record<string, string | number | boolean>> | undefined;
+}
+
+/** One backend that can serve a model, in the model's order of preference. */
+export interface VideoModelBackend {
+  backend: VideoBackend;
+  /** Where the backend runs the model (`europe-west4` for Vertex; fal and Replicate document none). */
+  region: string;
+  /** The id the backend knows: the Vertex AI publisher model, fal's endpoint id, Replicate's owner/name. */
+  provider_model_id: string;
+  /** Replicate: run this version (POST /v1/predictions) instead of the model's latest. */
+  version?: string | undefined;
+  /** fal: the endpoint for a job with a first frame, and with a first and a last frame, when not provider_model_id. */
+  image_endpoint?: string | undefined;
+  first_last_frame_endpoint?: string | undefined;
+  /** Videos one provider request makes: n above it means n provider requests, settled per video. */
+  videos_per_request: number;
+  /** Resolutions this backend serves; the model's when it serves them all. */
+  resolutions: readonly Resolution[];
+  /** fal and Replicate only. */
+  input?: VideoInputMap | undefined;
+}
+
 export interface VideoModel {
   id: string;
   kind: 'video';
   family: string;
   variant: 'standard' | 'fast' | 'simulated';
   owned_by: string;
+  /** The first backend's region. */
   region: string;
-  /** The adapter that serves it: `vertex` when Vertex AI is configured (else the simulator), or `simulator` only. */
+  /** The first backend (what callers that know one backend read). */
   backend: VideoBackend;
-  /** The model id the backend knows (the Vertex AI publisher model). */
+  /** The first backend's model id. */
   provider_model_id: string;
+  /** Every backend that can serve it, in order: when the first refuses a submission for a passing reason, the next is tried. */
+  backends: readonly VideoModelBackend[];
   durations_s: readonly number[];
   resolutions: readonly Resolution[];
   aspect_ratios: readonly AspectRatio[];
@@ -155,13 +201,33 @@ export function estimateCostMicroEur(model: VideoModel, params: VideoParams, opt
   return unitPriceMicroEur(model, params, options) * params.n;
 }
 
+/** Which real backends this process has credentials for (VERTEX_PROJECT_ID, FAL_KEY, REPLICATE_API_TOKEN), and SIMULATOR. */
+export interface ConfiguredBackends {
+  simulator: boolean;
+  vertex?: boolean | undefined;
+  fal?: boolean | undefined;
+  replicate?: boolean | undefined;
+}
+
 /**
- * Which backend serves a model. A `vertex` model goes to Vertex AI when it is configured; until then
- * it is served by the simulator when that is on (contract.md 5); with neither, nothing.
+ * The backends that can serve a job of this model, in the model's order: those configured (and, given
+ * `params`, serving its resolution). When none of the model's backends is configured, the simulator
+ * serves it if it is on; otherwise nothing does (an empty list).
  */
-export function videoBackendFor(model: VideoModel, opts: { simulator: boolean; vertex: boolean }): VideoBackend | null {
-  if (model.backend === 'vertex' && opts.vertex) return 'vertex';
-  return opts.simulator ? 'simulator' : null;
+export function videoBackendsFor(model: VideoModel, configured: ConfiguredBackends, params?: Pick<VideoParams, 'resolution'>): VideoBackend[] {
+  const real = model.backends.filter((b) => b.backend !== 'simulator' && configured[b.backend] === true);
+  if (real.length > 0) return real.filter((b) => !params || b.resolutions.includes(params.resolution)).map((b) => b.backend);
+  return configured.simulator ? ['simulator'] : [];
+}
+
+/** The first backend of videoBackendsFor, or null when nothing serves the model. */
+export function videoBackendFor(model: VideoModel, configured: ConfiguredBackends): VideoBackend | null {
+  return videoBackendsFor(model, configured)[0] ?? null;
+}
+
+/** The model's entry for a backend; undefined when the model does not list it. */
+export function modelBackend(model: VideoModel, backend: VideoBackend): VideoModelBackend | undefined {
+  return model.backends.find((b) => b.backend === backend);
 }
 
 /**
@@ -169,8 +235,13 @@ export function videoBackendFor(model: VideoModel, opts: { simulator: boolean; v
  * replacement; undefined when the model is not one the backend serves.
  */
 export function providerModelIdFor(id: string, backend: VideoBackend): string | undefined {
+  return videoModelBackendFor(id, backend)?.provider_model_id;
+}
+
+/** The catalog's entry of a backend for a model id (a retired id resolving to its replacement); undefined when the model does not list it. */
+export function videoModelBackendFor(id: string, backend: VideoBackend): VideoModelBackend | undefined {
   const m = findVideoModel(id);
-  return m?.backend === backend ? m.provider_model_id : undefined;
+  return m ? modelBackend(m, backend) : undefined;
 }
 
 /** Price of speaking `characters` characters, rounded up to a whole micro-euro. */

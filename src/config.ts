@@ -5,6 +5,8 @@ import { z } from 'zod';
 import { DEFAULT_MAX_CONCURRENT_POLLS, DEFAULT_WORKER_LIMITS, type WorkerLimits } from './temporal/worker-limits.js';
 import { checkElevenLabsBaseUrl, ELEVENLABS_DEFAULT_BASE_URL, ELEVENLABS_DEFAULT_MODEL_ID } from './providers/voice/elevenlabs.js';
 import { GCS_DEFAULT_API_ENDPOINT, parseGcsUri, VERTEX_DEFAULT_LOCATION, vertexDefaultApiEndpoint } from './providers/video/vertex-veo.js';
+import { FAL_DEFAULT_JWKS_URL, FAL_DEFAULT_QUEUE_URL } from './providers/video/fal.js';
+import { REPLICATE_DEFAULT_API_URL } from './providers/video/replicate.js';
 import { ConfigError } from './config-error.js';
 import { useCatalogFile } from './catalog.js';
 
@@ -65,6 +67,15 @@ const EnvSchema = z.object({
   VERTEX_OUTPUT_GCS_URI: z.string().refine((v) => parseGcsUri(v) !== null, 'must be gs://<bucket>[/<folder>/]').optional(),
   GCS_API_ENDPOINT: z.string().url().default(GCS_DEFAULT_API_ENDPOINT),
   VERTEX_ACCESS_TOKEN: z.string().regex(/^[\x21-\x7e]+$/, 'must be printable characters without spaces (check for a stray newline)').optional(),
+  // fal (queue API): enabled by FAL_KEY; callbacks verified with the keys of FAL_JWKS_URL.
+  FAL_KEY: z.string().regex(/^[\x21-\x7e]+$/, 'must be printable characters without spaces (check for a stray newline)').optional(),
+  FAL_QUEUE_URL: z.string().url().default(FAL_DEFAULT_QUEUE_URL),
+  FAL_JWKS_URL: z.string().url().default(FAL_DEFAULT_JWKS_URL),
+  // Replicate (predictions API): enabled by REPLICATE_API_TOKEN; callbacks verified with
+  // REPLICATE_WEBHOOK_SECRET, else the account's secret fetched from Replicate.
+  REPLICATE_API_TOKEN: z.string().regex(/^[\x21-\x7e]+$/, 'must be printable characters without spaces (check for a stray newline)').optional(),
+  REPLICATE_API_URL: z.string().url().default(REPLICATE_DEFAULT_API_URL),
+  REPLICATE_WEBHOOK_SECRET: z.string().regex(/^whsec_[A-Za-z0-9+/=]{16,200}$/, 'must be the signing secret Replicate gives (whsec_ then base64)').optional(),
   // The operator's model catalog (YAML or JSON), replacing the built-in config/models.yaml.
   MODELS_FILE: z.string().optional(),
   RATE_LIMIT_PER_MINUTE: intFrom(1, 1_000_000).default(120),
@@ -121,6 +132,10 @@ export interface Config {
   elevenlabs: ElevenLabsConfig;
   /** Vertex AI Veo, when VERTEX_PROJECT_ID is set: it then serves the reference (Veo) family. */
   vertex: VertexConfig | null;
+  /** fal, when FAL_KEY is set: it serves the models whose catalog entry lists a fal backend. */
+  fal: FalConfig | null;
+  /** Replicate, when REPLICATE_API_TOKEN is set. */
+  replicate: ReplicateConfig | null;
   /** The model catalog in use (MODELS_FILE, else the built-in config/models.yaml), validated and installed by loadConfig. */
   modelsFile: string;
   rateLimitPerMinute: number;
@@ -201,7 +216,7 @@ export interface VertexConfig {
   accessToken: string | undefined;
 }
 
-/** Bearer tokens only travel over TLS, except to a local fake. */
+/** Credentials only travel over TLS, except to a local fake (Google's, fal's and Replicate's endpoints). */
 function checkGoogleEndpoint(name: string, url: string): string {
   const u = new URL(url);
   const loopback = ['localhost', '127.0.0.1', '[::1]'].includes(u.hostname);
@@ -209,6 +224,36 @@ function checkGoogleEndpoint(name: string, url: string): string {
     throw new ConfigError(`invalid environment variable ${name}: must be an https:// URL (http:// only to localhost)`);
   }
   return url.replace(/\/+$/, '');
+}
+
+export interface FalConfig {
+  /** FAL_KEY. Not enumerable: never serialised or logged. */
+  key: string;
+  queueUrl: string;
+  jwksUrl: string;
+}
+
+function falConfigOf(e: z.infer<typeof EnvSchema>): FalConfig | null {
+  if (!e.FAL_KEY) return null;
+  const config = { key: '', queueUrl: checkGoogleEndpoint('FAL_QUEUE_URL', e.FAL_QUEUE_URL), jwksUrl: checkGoogleEndpoint('FAL_JWKS_URL', e.FAL_JWKS_URL) };
+  Object.defineProperty(config, 'key', { value: e.FAL_KEY, enumerable: false });
+  return config;
+}
+
+export interface ReplicateConfig {
+  /** REPLICATE_API_TOKEN. Not enumerable: never serialised or logged. */
+  token: string;
+  apiUrl: string;
+  /** REPLICATE_WEBHOOK_SECRET; unset = fetched from Replicate. Not enumerable. */
+  webhookSecret: string | undefined;
+}
+
+function replicateConfigOf(e: z.infer<typeof EnvSchema>): ReplicateConfig | null {
+  if (!e.REPLICATE_API_TOKEN) return null;
+  const config = { token: '', apiUrl: checkGoogleEndpoint('REPLICATE_API_URL', e.REPLICATE_API_URL), webhookSecret: undefined as string | undefined };
+  Object.defineProperty(config, 'token', { value: e.REPLICATE_API_TOKEN, enumerable: false });
+  Object.defineProperty(config, 'webhookSecret', { value: e.REPLICATE_WEBHOOK_SECRET, enumerable: false });
+  return config;
 }
 
 function vertexConfigOf(e: z.infer<typeof EnvSchema>): VertexConfig | null {
@@ -284,6 +329,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     voiceProvider: e.VOICE_PROVIDER ?? (simulator ? 'simulator' : 'none'),
     elevenlabs: elevenLabsConfigOf(e, e.VOICE_PROVIDER === 'elevenlabs'),
     vertex: vertexConfigOf(e),
+    fal: falConfigOf(e),
+    replicate: replicateConfigOf(e),
     modelsFile: useCatalogFile(e.MODELS_FILE).file,
     rateLimitPerMinute: e.RATE_LIMIT_PER_MINUTE,
     webhooks: {

@@ -22,7 +22,9 @@ import type { VoiceProvider } from './providers/voice/types.js';
 import { VoicesService } from './services/voices.js';
 import { SpeechService } from './services/speech.js';
 import { WebhooksService } from './services/webhooks.js';
-import { findVideoModel, providerModelIdFor } from './catalog.js';
+import { findVideoModel, providerModelIdFor, videoModelBackendFor } from './catalog.js';
+import { FalVideoProvider } from './providers/video/fal.js';
+import { ReplicateVideoProvider } from './providers/video/replicate.js';
 import { VideoJobsService } from './services/video-jobs.js';
 import { VideoJobLifecycle } from './services/video-job-lifecycle.js';
 import { createApp } from './http/app.js';
@@ -34,6 +36,7 @@ import { webhookTaskQueue } from './webhooks/dispatch.js';
 import { checkSearchAttributes } from './temporal/search-attributes.js';
 import { createActivities } from '../activities/index.js';
 import { OperationPoller } from './video-jobs/operation-poller.js';
+import { nudgePoll } from './video-jobs/operation-polls.js';
 
 export interface Secrets {
   adminToken: string;
@@ -152,6 +155,17 @@ export function createVideoProviders(db: Db, config: Config): Map<string, VideoP
         ...(v.outputGcsUri !== undefined ? { outputGcsUri: v.outputGcsUri } : {}),
         tokenSource: v.accessToken ? staticTokenSource(v.accessToken) : googleAuthTokenSource(),
       }),
+    );
+  }
+  if (config.fal) {
+    const { key, queueUrl, jwksUrl } = config.fal;
+    providers.set('fal', new FalVideoProvider({ key, queueUrl, jwksUrl, backendFor: (id) => videoModelBackendFor(id, 'fal') }));
+  }
+  if (config.replicate) {
+    const { token, apiUrl, webhookSecret } = config.replicate;
+    providers.set(
+      'replicate',
+      new ReplicateVideoProvider({ token, apiUrl, ...(webhookSecret ? { webhookSecret } : {}), backendFor: (id) => videoModelBackendFor(id, 'replicate') }),
     );
   }
   return providers;
@@ -302,6 +316,8 @@ export async function startApi(opts: {
   const storage = createStorage(config);
   await checkStorage(storage);
   const voiceProvider = createVoiceProvider(opts.db, config);
+  // The adapters verify their providers' callbacks (POST /v2/provider-callbacks/...).
+  const callbackProviders = createVideoProviders(opts.db, config);
   const temporal = await connectClient({ address: opts.temporalAddress, namespace: config.temporal.namespace });
   await checkSearchAttributes(temporal.connection.operatorService, config.temporal.namespace);
   const jobs = new VideoJobsService({
@@ -310,6 +326,8 @@ export async function startApi(opts: {
     taskQueue: config.temporal.taskQueue,
     simulator: config.simulator,
     vertex: config.vertex !== null,
+    fal: config.fal !== null,
+    replicate: config.replicate !== null,
     job_timeout_ms: config.video.jobTimeoutMs,
     create_timeout_ms: config.video.createTimeoutMs,
   });
@@ -338,6 +356,9 @@ export async function startApi(opts: {
     adminToken: opts.secrets.adminToken,
     simulator: config.simulator,
     vertex: config.vertex !== null,
+    fal: config.fal !== null,
+    replicate: config.replicate !== null,
+    providerCallbacks: { providerFor: (backend) => callbackProviders.get(backend), nudgeJob: async (job_id, backend) => void (await nudgePoll(opts.db, job_id, backend)) },
     voiceProvider: config.voiceProvider,
     publicBaseUrl: config.publicBaseUrl,
     rateLimitPerMinute: config.rateLimitPerMinute,

@@ -206,12 +206,16 @@ describe('models', () => {
     const ids = r.body.data.map((m: any) => m.id);
     assert.deepEqual(ids.sort(), [
       'eleven-multilingual-v2',
+      'hailuo-02-pro',
+      'kling-v2.5-turbo-pro',
+      'seedance-1-pro',
       'sim-speech-1',
       'sim-video-1',
       'veo-3.0-fast-generate-001',
       'veo-3.0-generate-001',
       'veo-3.1-fast-generate-001',
       'veo-3.1-generate-001',
+      'wan-2.5',
     ]);
     const speech = r.body.data.find((m: any) => m.id === 'sim-speech-1');
     assert.equal(speech.kind, 'speech');

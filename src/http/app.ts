@@ -24,6 +24,7 @@ import { docsRoutes } from './routes/docs.js';
 import { webhookRoutes } from './routes/webhooks.js';
 import { statementRoutes } from './routes/statement.js';
 import { consoleRoutes } from './routes/console.js';
+import { providerCallbackRoutes, type ProviderCallbackDeps } from './routes/provider-callbacks.js';
 import { buildOpenApiDocument } from './openapi.js';
 import { methodNotAllowed, optionsAllow } from './method-not-allowed.js';
 import { handleMetricsRequest, observeHttpRequest } from '../metrics.js';
@@ -44,6 +45,11 @@ export interface AppDeps {
   simulator: boolean;
   /** Vertex AI is configured (it serves the reference family). */
   vertex?: boolean;
+  /** fal and Replicate are configured (FAL_KEY, REPLICATE_API_TOKEN). */
+  fal?: boolean;
+  replicate?: boolean;
+  /** POST /v2/provider-callbacks/...: the adapters that verify callbacks and what a verified one does; unset = not mounted. */
+  providerCallbacks?: ProviderCallbackDeps;
   /** The configured voice provider (VOICE_PROVIDER). */
   voiceProvider: string;
   publicBaseUrl: string | undefined;
@@ -95,7 +101,8 @@ export function createApp(deps: AppDeps): express.Express {
   const auth = requireApiKey(deps.db);
   const limit = rateLimit(deps.rateLimitPerMinute);
   app.use(videoRoutes({ auth, limit, jobs: deps.jobs, lifecycle: deps.lifecycle, downloadUrls: deps.downloadUrls, publicBaseUrl: deps.publicBaseUrl }));
-  app.use(modelRoutes({ auth, simulator: deps.simulator, vertex: deps.vertex ?? false, voiceProvider: deps.voiceProvider }));
+  app.use(modelRoutes({ auth, simulator: deps.simulator, vertex: deps.vertex ?? false, fal: deps.fal, replicate: deps.replicate, voiceProvider: deps.voiceProvider }));
+  if (deps.providerCallbacks) app.use(providerCallbackRoutes(deps.providerCallbacks));
   app.use(voiceRoutes({ auth, limit, voices: deps.voices }));
   app.use(speechRoutes({ auth, limit, speech: deps.speech }));
   app.use(webhookRoutes({ auth, limit, webhooks: deps.webhooks }));

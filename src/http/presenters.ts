@@ -48,7 +48,8 @@ export async function presentVideoJob(job: VideoJobState, urls: DownloadUrlSigne
 
 const eurTable = (table: PricePerSecond) => Object.fromEntries(Object.entries(table).map(([res, micro]) => [res, microEurToEur(micro)]));
 
-export function presentVideoModel(model: VideoModel, backend: VideoBackend | null) {
+/** `usable`: the model's backends configured here, in order (videoBackendsFor); `backend` is the first, or the simulator standing in. */
+export function presentVideoModel(model: VideoModel, backend: VideoBackend | null, usable: readonly VideoBackend[] = backend ? [backend] : []) {
   const prices = model.price_micro_eur_per_second;
   return {
     id: model.id,
@@ -57,8 +58,9 @@ export function presentVideoModel(model: VideoModel, backend: VideoBackend | nul
     owned_by: model.owned_by,
     family: model.family,
     variant: model.variant,
-    region: model.region,
+    region: model.backends.find((b) => b.backend === backend)?.region ?? model.region,
     backend,
+    backends: model.backends.map((b) => ({ backend: b.backend, region: b.region, available: usable.includes(b.backend) })),
     simulated: backend === 'simulator',
     available: backend !== null,
     deprecated: false,
@@ -86,8 +88,8 @@ export function presentVideoModel(model: VideoModel, backend: VideoBackend | nul
 }
 
 /** A retired id: everything as its replacement (what a job naming it gets), marked deprecated. */
-export function presentVideoModelAlias(alias: VideoModelAlias, replacement: VideoModel, backend: VideoBackend | null) {
-  return { ...presentVideoModel(replacement, backend), id: alias.id, deprecated: true, replaced_by: replacement.id };
+export function presentVideoModelAlias(alias: VideoModelAlias, replacement: VideoModel, backend: VideoBackend | null, usable?: readonly VideoBackend[]) {
+  return { ...presentVideoModel(replacement, backend, usable), id: alias.id, deprecated: true, replaced_by: replacement.id };
 }
 
 /** Each voice provider's preset voices: usable by every workspace as `voice` without cloning. */

@@ -2,7 +2,7 @@
 import type { Request } from 'express';
 import { z } from 'zod';
 import { fromZodError } from './errors.js';
-import { ASPECT_RATIOS, IMAGE_MIME_TYPES, RESOLUTIONS } from '../catalog.js';
+import { ASPECT_RATIOS, IMAGE_MIME_TYPES, RESOLUTIONS, VIDEO_BACKENDS } from '../catalog.js';
 import { WEBHOOK_EVENT_TYPES } from '../webhooks/event-types.js';
 import { WEBHOOK_URL_MAX_CHARS } from '../webhooks/target-policy.js';
 import { text } from '../zod-text.js';
@@ -232,7 +232,16 @@ export const VideoModel = z
     family: z.string(),
     variant: z.enum(['standard', 'fast', 'simulated']),
     region: z.string().describe('Where the model is hosted.'),
-    backend: z.enum(['simulator', 'vertex']).nullable().describe('What serves the model here; null when nothing does (not available).'),
+    backend: z.enum(VIDEO_BACKENDS).nullable().describe('What serves the model here (the first of `backends` configured); null when nothing does (not available).'),
+    backends: z
+      .array(
+        z.strictObject({
+          backend: z.enum(VIDEO_BACKENDS),
+          region: z.string().describe('Where this backend runs the model; fal and Replicate document no region ("global").'),
+          available: z.boolean().describe('Whether this backend is configured here.'),
+        }),
+      )
+      .describe('Every backend that can serve the model, in order: a job refused by one for a passing reason goes to the next, at the same price.'),
     simulated: z.boolean(),
     available: z.boolean(),
     deprecated: z.boolean().describe('A retired id, still accepted: a job naming it runs, is priced and is reported as `replaced_by`.'),

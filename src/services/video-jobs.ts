@@ -14,7 +14,7 @@ import {
   defaultVideoModelId,
   estimateCostMicroEur,
   findVideoModel,
-  videoBackendFor,
+  videoBackendsFor,
   type AspectRatio,
   type Resolution,
   type VideoParams,
@@ -52,6 +52,9 @@ export interface VideoJobsDeps {
   simulator: boolean;
   /** Vertex AI is configured: it serves the reference family. */
   vertex?: boolean;
+  /** fal and Replicate are configured (FAL_KEY, REPLICATE_API_TOKEN): they serve the models that list them. */
+  fal?: boolean;
+  replicate?: boolean;
   job_timeout_ms: number;
   /** How long a create waits for the workflow's charge step before answering 503. */
   create_timeout_ms?: number;
@@ -114,10 +117,16 @@ export class VideoJobsService {
     }
     if (params.n > model.max_n) throw invalidParam('n', `n must be between 1 and ${model.max_n} for model ${model.id}`);
     if (body.seed !== undefined && !model.supports_seed) throw invalidParam('seed', `model ${model.id} does not support seed`);
-    const backend = videoBackendFor(model, { simulator: this.deps.simulator, vertex: this.deps.vertex ?? false });
-    if (!backend) {
+    const configured = { simulator: this.deps.simulator, vertex: this.deps.vertex ?? false, fal: this.deps.fal ?? false, replicate: this.deps.replicate ?? false };
+    const backends = videoBackendsFor(model, configured, params);
+    if (backends.length === 0) {
+      if (videoBackendsFor(model, configured).length > 0) {
+        throw invalidParam('resolution', `no configured backend of model ${model.id} serves resolution ${params.resolution}`);
+      }
       throw new ApiError(503, 'provider_error', 'provider_not_configured', `no video provider is configured for model ${model.id}`);
     }
+    // The backends that may run the job, in order; the simulator only ever alone.
+    const backend = backends[0]!;
     const parameters = model.accepts_parameters ? body.parameters : undefined;
     if (backend === 'simulator' && model.accepts_parameters && parameters?.['simulate'] !== undefined) {
       const sim = SimulateSchema.safeParse(parameters['simulate']);
@@ -128,7 +137,7 @@ export class VideoJobsService {
     }
     const inputs = resolveVideoRequestInputs(model, body);
     const estimated_cost_micro_eur = estimateCostMicroEur(model, params, { generateAudio: inputs.generate_audio });
-    return { model, params, backend, parameters, inputs, estimated_cost_micro_eur };
+    return { model, params, backend, backends, parameters, inputs, estimated_cost_micro_eur };
   }
 
   async create(principal: ApiKeyPrincipal, body: CreateVideoBody, idempotencyKey: string | undefined): Promise<VideoJobState> {
@@ -148,7 +157,7 @@ export class VideoJobsService {
       job_id,
       workspace_id: principal.workspace_id,
       model: r.model.id,
-      backends: [r.backend],
+      backends: r.backends,
       prompt: body.prompt.trim(),
       params: r.params,
       ...(body.seed !== undefined ? { seed: body.seed } : {}),

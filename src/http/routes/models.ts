@@ -1,20 +1,26 @@
 // GET /v2/models (the models this key may use, where a backend serves them) and GET /v2/models/all
-// (the whole catalog, saying which backend serves each model, and the retired ids still accepted).
+// (the whole catalog, saying which backend serves each model and which backends can, in order, and the
+// retired ids still accepted).
 import { Router, type RequestHandler } from 'express';
-import { findVideoModel, speechModels, videoBackendFor, videoModelAliases, videoModels, type VideoModel } from '../../catalog.js';
+import { findVideoModel, speechModels, videoBackendsFor, videoModelAliases, videoModels, type ConfiguredBackends, type VideoModel } from '../../catalog.js';
 import { keyAllowsModel } from '../../services/workspaces.js';
 import { principalOf } from '../auth.js';
 import { notFound } from '../errors.js';
 import { presentSpeechModel, presentVideoModel, presentVideoModelAlias } from '../presenters.js';
 
-export function modelRoutes(deps: { auth: RequestHandler; simulator: boolean; vertex?: boolean; voiceProvider: string }): Router {
+export function modelRoutes(deps: { auth: RequestHandler; simulator: boolean; vertex?: boolean; fal?: boolean; replicate?: boolean; voiceProvider: string }): Router {
   const r = Router();
-  const backendOf = (m: VideoModel) => videoBackendFor(m, { simulator: deps.simulator, vertex: deps.vertex ?? false });
+  const configured: ConfiguredBackends = { simulator: deps.simulator, vertex: deps.vertex, fal: deps.fal, replicate: deps.replicate };
+  const usableOf = (m: VideoModel) => videoBackendsFor(m, configured);
   const all = () => [
-    ...videoModels().map((m) => presentVideoModel(m, backendOf(m))),
+    ...videoModels().map((m) => {
+      const usable = usableOf(m);
+      return presentVideoModel(m, usable[0] ?? null, usable);
+    }),
     ...videoModelAliases().map((a) => {
       const replacement = findVideoModel(a.replaced_by)!;
-      return presentVideoModelAlias(a, replacement, backendOf(replacement));
+      const usable = usableOf(replacement);
+      return presentVideoModelAlias(a, replacement, usable[0] ?? null, usable);
     }),
     ...speechModels().map((m) => presentSpeechModel(m, deps.voiceProvider)),
   ];

@@ -1,5 +1,6 @@
-// The video provider interface: what every adapter (simulator, Vertex AI Veo, ...) implements.
+// The video provider interface: what every adapter (simulator, Vertex AI Veo, fal, Replicate) implements.
 // Adapters throw ProviderError; `retryable` tells the workflow's activities whether to try again.
+import type { IncomingHttpHeaders } from 'node:http';
 import type { ImageMimeType, VideoParams } from '../../catalog.js';
 import type { VideoOutputRef } from '../../../workflows/messages.js';
 
@@ -20,7 +21,10 @@ export interface VideoGenerationRequest {
   /** The job has a first frame (and a last frame) stored with it: the submit activity loads them by job id. */
   has_image?: boolean | undefined;
   has_last_frame?: boolean | undefined;
-  /** The job fails at this time (Unix ms): a provider that can stop work by itself then is told so. */
+  /**
+   * When the job gives up, ms from the epoch. Adapters whose provider can cancel by itself at a deadline
+   * (Replicate's Cancel-After) send it, so an operation nobody waits for any more stops costing.
+   */
   deadline_at_ms?: number | undefined;
 }
 
@@ -37,8 +41,13 @@ export interface VideoSubmission extends VideoGenerationRequest {
 }
 
 export type VideoOperationStatus =
-  /** `progress` 0-100 and `queue_position`, where the provider reports them. */
-  | { state: 'running'; progress?: number | null | undefined; queue_position?: number | null | undefined }
+  | {
+      state: 'running';
+      /** 0-100 when the provider reports how far along it is; null or absent when it does not. */
+      progress?: number | null | undefined;
+      /** Requests ahead of this one in the provider's queue (fal's queue_position); null or absent when not queued. */
+      queue_position?: number | null | undefined;
+    }
   | { state: 'succeeded'; outputs: VideoOutputRef[] }
   | { state: 'failed'; code: string; message: string };
 
@@ -49,13 +58,29 @@ export interface CancelAnswer {
 }
 
 export interface SubmitOptions {
-  /** Where the provider may call back when the operation ends (a verified callback makes the job poll at once). */
+  /**
+   * Where the provider should call back when the operation ends (fal's fal_webhook, Replicate's webhook).
+   * A callback is only a nudge to poll: adapters whose provider does not call back ignore it.
+   */
   callback_url?: string | undefined;
 }
 
+/** A provider's callback as it arrived: its headers and its body byte for byte (signatures cover the raw bytes). */
+export interface ProviderCallback {
+  headers: IncomingHttpHeaders;
+  raw_body: Buffer;
+}
+
+/** Longest operation id an adapter returns (it is stored with the job and travels in workflow history). */
+export const MAX_OPERATION_ID_CHARS = 4096;
+
 export interface VideoProvider {
   readonly name: string;
-  /** `operation_id` is the adapter's own (at most 4096 characters), passed back to poll, fetchOutput and cancel. */
+  /**
+   * Starts the generation of `req.params.n` videos; `operation_id` is the adapter's own, passed back to
+   * poll, fetchOutput and cancel. A provider that makes one video per request gets n requests, all or
+   * nothing: when one is refused, those already made are cancelled (best effort) and the refusal is thrown.
+   */
   submit(req: VideoSubmission, opts?: SubmitOptions): Promise<{ operation_id: string }>;
   poll(operation_id: string): Promise<VideoOperationStatus>;
   fetchOutput(operation_id: string, output: VideoOutputRef): Promise<Buffer>;
@@ -65,6 +90,16 @@ export interface VideoProvider {
    * then refunded in full.
    */
   cancel(operation_id: string): Promise<CancelAnswer>;
+  /**
+   * Checks that a callback comes from the provider (its signature, its timestamp); throws CallbackRejected
+   * when it does not. Absent for providers that never call back.
+   */
+  verifyCallback?(callback: ProviderCallback): Promise<void>;
+}
+
+/** A provider callback that failed verification: it changes nothing and is answered 401. */
+export class CallbackRejected extends Error {
+  override name = 'CallbackRejected';
 }
 
 export class ProviderError extends Error {

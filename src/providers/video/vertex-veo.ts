@@ -27,6 +27,9 @@ import {
   type VideoProvider,
   type VideoSubmission,
 } from './types.js';
+import { isPassingStatus, passingRefusal, readCapped, readErrorDetail, transportError, truncate } from './http.js';
+
+export { parseRetryAfter } from './http.js';
 
 export const VERTEX_DEFAULT_LOCATION = 'europe-west4';
 export const GCS_DEFAULT_API_ENDPOINT = 'https://storage.googleapis.com';
@@ -37,8 +40,6 @@ export const VERTEX_REQUEST_TIMEOUT_MS = 15_000;
 export const GCS_DOWNLOAD_TIMEOUT_MS = 25_000;
 /** Largest JSON answer read (an operation carrying its videos inline, base64). */
 const MAX_JSON_BYTES = 256 * 1024 * 1024;
-const MAX_ERROR_BODY_BYTES = 64 * 1024;
-const MESSAGE_MAX_CHARS = 500;
 
 export function vertexDefaultApiEndpoint(location: string): string {
   return `https://${location}-aiplatform.googleapis.com`;
@@ -423,79 +424,16 @@ export function parseGcsUri(uri: string): { bucket: string; object: string } | n
   return m ? { bucket: m[1]!, object: m[2] ?? '' } : null;
 }
 
-async function readCapped(res: Response, maxBytes: number, what: string, tooLargeCode: string): Promise<Buffer> {
-  const tooLarge = (n: number) =>
-    new ProviderError(`${what}: the answer is larger than the ${maxBytes} bytes accepted (${n}+ bytes)`, { code: tooLargeCode, retryable: false });
-  const declared = Number(res.headers.get('content-length') ?? NaN);
-  if (Number.isFinite(declared) && declared > maxBytes) {
-    await res.body?.cancel().catch(() => {});
-    throw tooLarge(declared);
-  }
-  if (!res.body) return Buffer.alloc(0);
-  const reader = res.body.getReader();
-  const chunks: Buffer[] = [];
-  let total = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    total += value.byteLength;
-    if (total > maxBytes) {
-      await reader.cancel().catch(() => {});
-      throw tooLarge(total);
-    }
-    chunks.push(Buffer.from(value.buffer, value.byteOffset, value.byteLength));
-  }
-  return Buffer.concat(chunks, total);
-}
-
 /** A non-2xx answer: 408, 429 and 5xx are transient; every other status fails fast with the provider's message. */
 async function httpError(res: Response, what: string): Promise<ProviderError> {
-  let detail = '';
-  try {
-    const text = (await readCapped(res, MAX_ERROR_BODY_BYTES, what, 'invalid_response')).toString('utf8');
-    try {
-      const parsed = JSON.parse(text) as { error?: { message?: unknown; status?: unknown } };
-      const message = parsed?.error?.message;
-      const status = parsed?.error?.status;
-      detail = [typeof status === 'string' ? status : '', typeof message === 'string' ? message : ''].filter(Boolean).join(': ');
-    } catch {
-      detail = ''; // not JSON (a proxy's HTML page): the status says enough
-    }
-  } catch {
-    detail = '';
-  }
+  const detail = await readErrorDetail(res, what, (body) => {
+    const error = (body as { error?: { message?: unknown; status?: unknown } } | null)?.error;
+    return [typeof error?.status === 'string' ? error.status : '', typeof error?.message === 'string' ? error.message : ''].filter(Boolean).join(': ');
+  });
   const s = res.status;
   const described = `${what} answered HTTP ${s}${detail ? ` (${detail})` : ''}`;
-  if (s === 429 || s === 408 || s >= 500) {
-    const retry_after_ms = parseRetryAfter(res.headers.get('retry-after'));
-    const suffix = retry_after_ms !== undefined ? `; retry after ${Math.ceil(retry_after_ms / 1000)} s` : '';
-    const code = s === 429 ? 'rate_limited' : s === 408 ? 'provider_timeout' : 'provider_unavailable';
-    return new ProviderError(truncate(described + suffix), { code, retryable: true, ...(retry_after_ms !== undefined ? { retry_after_ms } : {}) });
-  }
+  if (isPassingStatus(s)) return passingRefusal(s, described, res.headers.get('retry-after'));
   const code =
     s === 400 ? 'invalid_request' : s === 401 ? 'provider_unauthenticated' : s === 403 ? 'provider_permission_denied' : s === 404 ? 'not_found' : 'provider_rejected';
   return new ProviderError(truncate(described), { code, retryable: false });
-}
-
-/** Retry-After: delay-seconds or an HTTP-date (RFC 9110 10.2.3). */
-export function parseRetryAfter(value: string | null, now_ms = Date.now()): number | undefined {
-  if (!value) return undefined;
-  const v = value.trim();
-  if (/^[0-9]+$/.test(v)) return Number(v) * 1000;
-  const at = Date.parse(v);
-  return Number.isFinite(at) ? Math.max(0, at - now_ms) : undefined;
-}
-
-function transportError(err: unknown, what: string, timeoutMs: number): ProviderError {
-  const name = (err as { name?: string } | null)?.name;
-  if (name === 'TimeoutError' || name === 'AbortError') {
-    return new ProviderError(`${what} did not answer within ${timeoutMs} ms`, { code: 'provider_timeout', retryable: true });
-  }
-  const cause = (err as { cause?: { code?: string; message?: string } } | null)?.cause;
-  const reason = cause?.code ?? cause?.message ?? (err as Error)?.message ?? 'network error';
-  return new ProviderError(`${what} could not be reached (${truncate(String(reason), 200)})`, { code: 'provider_unreachable', retryable: true });
-}
-
-function truncate(s: string, max = MESSAGE_MAX_CHARS): string {
-  return s.length <= max ? s : `${s.slice(0, max - 1)}…`;
 }

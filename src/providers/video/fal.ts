@@ -1,0 +1,352 @@
+// The fal adapter (video provider interface), over fal's queue API (fal.ai/docs/api-reference/inference-api,
+// .../documentation/model-apis/inference/queue, .../documentation/model-apis/inference/webhooks):
+//
+//   submit   POST {FAL_QUEUE_URL}/{endpoint}?fal_webhook=<callback>  Authorization: Key <FAL_KEY>, body the
+//            model's input  ->  {"request_id", "status_url", "response_url", "cancel_url", ...}
+//   poll     GET status_url  ->  202 {"status": "IN_QUEUE", "queue_position"} | {"status": "IN_PROGRESS"},
+//            200 {"status": "COMPLETED", "error"?, "error_type"?}; then GET response_url -> the model's output
+//            ({"video": {"url", "content_type"}} or {"videos": [...]}), or the model's error as it returned it
+//   cancel   PUT cancel_url -> 202 CANCELLATION_REQUESTED | 400 ALREADY_COMPLETED | 404 NOT_FOUND
+//   callback POST to fal_webhook when a request ends, signed with ED25519 (verifyCallback)
+//
+// fal documents that the status, result and cancel URLs must be taken from the submit answer, not built:
+// the operation id keeps them (JSON, one entry per request). They are only used when they are on the
+// queue host (FAL_QUEUE_URL's origin), so the key never travels elsewhere. fal makes one video per
+// request: a job of n videos is n requests (./mapped-input.ts). Generated videos are downloaded from the
+// URL in the output, without the key. FAL_KEY is never logged nor put in messages.
+import { createHash, createPublicKey, verify as verifySignature, type KeyObject } from 'node:crypto';
+import type { VideoModelBackend } from '../../catalog.js';
+import { downloadOutput, isFetchableUrl, requestJson, truncate, unreadable, type ErrorDescriber } from './http.js';
+import { backendEntry, combineStatuses, mappedInput, submitEach } from './mapped-input.js';
+import {
+  CallbackRejected,
+  MAX_OPERATION_ID_CHARS,
+  MAX_VIDEO_OUTPUT_BYTES,
+  ProviderError,
+  type CancelAnswer,
+  type ProviderCallback,
+  type SubmitOptions,
+  type VideoOperationStatus,
+  type VideoOutputRef,
+  type VideoProvider,
+  type VideoSubmission,
+} from './types.js';
+
+export const FAL_DEFAULT_QUEUE_URL = 'https://queue.fal.run';
+/** fal's webhooks page: the public keys that verify its callbacks. */
+export const FAL_DEFAULT_JWKS_URL = 'https://rest.fal.ai/.well-known/jwks.json';
+/** Below the provider activities' 20 s start-to-close timeout. */
+export const FAL_REQUEST_TIMEOUT_MS = 15_000;
+export const FAL_DOWNLOAD_TIMEOUT_MS = 25_000;
+/** fal's webhooks page: reject a callback whose timestamp is more than 5 minutes from now. */
+export const FAL_CALLBACK_TOLERANCE_S = 300;
+/** fal allows caching its keys up to 24 hours; half that bounds how long a revoked key is still trusted. */
+export const FAL_JWKS_CACHE_MS = 12 * 3_600_000;
+/** A callback no cached key verifies fetches the keys again (rotation), at most this often (forged callbacks cannot hammer fal). */
+export const FAL_JWKS_MIN_REFRESH_MS = 60_000;
+const MAX_JSON_BYTES = 4 * 1024 * 1024;
+const MAX_JWKS_BYTES = 64 * 1024;
+const MAX_JWKS_KEYS = 20;
+
+export interface FalOptions {
+  key: string;
+  /** Our model id -> the catalog's fal entry of it; undefined = not a fal model. */
+  backendFor: (model: string) => VideoModelBackend | undefined;
+  queueUrl?: string;
+  jwksUrl?: string;
+  requestTimeoutMs?: number;
+  downloadTimeoutMs?: number;
+  maxOutputBytes?: number;
+  callbackToleranceS?: number;
+  jwksCacheMs?: number;
+  jwksMinRefreshMs?: number;
+  /** The clock callbacks' timestamps are checked against (tests). */
+  now_ms?: () => number;
+}
+
+/** One fal request of a job, as its submit answer named it. */
+interface FalRequest {
+  request_id: string;
+  status_url: string;
+  response_url: string;
+  cancel_url: string;
+}
+
+interface FalOperation {
+  fal: FalRequest[];
+}
+
+const REQUEST_ID = /^[A-Za-z0-9-]{1,100}$/;
+
+/** fal's error bodies: {"detail": "message"} (request errors) or {"detail": [{"loc", "msg", "type"}]} (model errors). */
+export const describeFalError: ErrorDescriber = (body) => {
+  const b = body as { detail?: unknown; error?: unknown; error_type?: unknown } | null;
+  const detail = b?.detail;
+  if (typeof detail === 'string') return detail;
+  if (Array.isArray(detail)) {
+    return detail
+      .slice(0, 5)
+      .map((d: { loc?: unknown; msg?: unknown }) => {
+        const loc = Array.isArray(d?.loc) ? d.loc.filter((x) => x !== 'body').join('.') : '';
+        return `${loc ? `${loc}: ` : ''}${typeof d?.msg === 'string' ? d.msg : 'invalid'}`;
+      })
+      .join('; ');
+  }
+  if (typeof b?.error === 'string') return b.error;
+  return '';
+};
+
+export class FalVideoProvider implements VideoProvider {
+  readonly name = 'fal';
+  readonly #key: string;
+  private readonly backendFor: (model: string) => VideoModelBackend | undefined;
+  private readonly queueUrl: string;
+  private readonly queueOrigin: string;
+  private readonly jwksUrl: string;
+  private readonly requestTimeoutMs: number;
+  private readonly downloadTimeoutMs: number;
+  private readonly maxOutputBytes: number;
+  private readonly toleranceS: number;
+  private readonly jwksCacheMs: number;
+  private readonly jwksMinRefreshMs: number;
+  private readonly now_ms: () => number;
+  private jwks: { keys: KeyObject[]; fetched_at_ms: number } | undefined;
+  private jwksFetch: Promise<KeyObject[]> | undefined;
+
+  constructor(opts: FalOptions) {
+    this.#key = opts.key;
+    this.backendFor = opts.backendFor;
+    this.queueUrl = (opts.queueUrl ?? FAL_DEFAULT_QUEUE_URL).replace(/\/+$/, '');
+    this.queueOrigin = new URL(this.queueUrl).origin;
+    this.jwksUrl = opts.jwksUrl ?? FAL_DEFAULT_JWKS_URL;
+    this.requestTimeoutMs = opts.requestTimeoutMs ?? FAL_REQUEST_TIMEOUT_MS;
+    this.downloadTimeoutMs = opts.downloadTimeoutMs ?? FAL_DOWNLOAD_TIMEOUT_MS;
+    this.maxOutputBytes = opts.maxOutputBytes ?? MAX_VIDEO_OUTPUT_BYTES;
+    this.toleranceS = opts.callbackToleranceS ?? FAL_CALLBACK_TOLERANCE_S;
+    this.jwksCacheMs = opts.jwksCacheMs ?? FAL_JWKS_CACHE_MS;
+    this.jwksMinRefreshMs = opts.jwksMinRefreshMs ?? FAL_JWKS_MIN_REFRESH_MS;
+    this.now_ms = opts.now_ms ?? Date.now;
+  }
+
+  /** The endpoint a request goes to: fal has one per kind of input (text, first frame, first and last frame). */
+  endpointFor(req: VideoSubmission, entry: VideoModelBackend): string {
+    if (req.last_frame) return entry.first_last_frame_endpoint ?? entry.image_endpoint ?? entry.provider_model_id;
+    if (req.image) return entry.image_endpoint ?? entry.provider_model_id;
+    return entry.provider_model_id;
+  }
+
+  /** The body of each request of a job (exported for the contract tests). */
+  buildInput(req: VideoSubmission): { endpoint: string; input: Record<string, unknown> } {
+    const entry = backendEntry(this.backendFor, req.model, 'fal');
+    return { endpoint: this.endpointFor(req, entry), input: mappedInput(req, entry.input, `fal model ${entry.provider_model_id}`) };
+  }
+
+  // fal's queue has no idempotency key: a submit retried after a lost answer may start a second
+  // (unbilled to the customer) generation, as with Vertex AI.
+  async submit(req: VideoSubmission, opts: SubmitOptions = {}): Promise<{ operation_id: string }> {
+    const { endpoint, input } = this.buildInput(req);
+    const url = `${this.queueUrl}/${endpoint}${opts.callback_url ? `?fal_webhook=${encodeURIComponent(opts.callback_url)}` : ''}`;
+    const requests = await submitEach(
+      req.params.n,
+      async () => {
+        const { body } = await this.call('POST', url, input, 'fal submit');
+        return this.submitted(body);
+      },
+      (made) => this.cancelOne(made).catch(() => {}),
+    );
+    const operation_id = JSON.stringify({ fal: requests } satisfies FalOperation);
+    if (operation_id.length > MAX_OPERATION_ID_CHARS) {
+      await Promise.allSettled(requests.map((r) => this.cancelOne(r)));
+      throw new ProviderError(`fal's request URLs make an operation id longer than ${MAX_OPERATION_ID_CHARS} characters`, { code: 'invalid_response', retryable: false });
+    }
+    return { operation_id };
+  }
+
+  async poll(operation_id: string): Promise<VideoOperationStatus> {
+    const op = this.parseOperationId(operation_id);
+    return combineStatuses(await Promise.all(op.fal.map((r) => this.pollOne(r))));
+  }
+
+  async fetchOutput(_operation_id: string, output: VideoOutputRef): Promise<Buffer> {
+    return downloadOutput(output.ref, 'fal video download', this.downloadTimeoutMs, this.maxOutputBytes);
+  }
+
+  /**
+   * Cancels every request of the job; one that already ended (400 ALREADY_COMPLETED, 404) is fine. fal
+   * bills the compute a request used: one cancelled while still in the queue (IN_QUEUE) costs nothing, one
+   * that had started (IN_PROGRESS or COMPLETED) is billed.
+   */
+  async cancel(operation_id: string): Promise<CancelAnswer> {
+    const op = this.parseOperationId(operation_id);
+    const results = await Promise.allSettled(op.fal.map((r) => this.cancelOne(r)));
+    const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed) throw failed.reason;
+    const started = results.filter((r) => r.status === 'fulfilled' && r.value).length;
+    return started > 0
+      ? { billed: true, answer: `fal: ${started} of ${op.fal.length} requests had started (IN_PROGRESS or COMPLETED) and are billed` }
+      : { billed: false, answer: `fal: cancelled while in the queue (IN_QUEUE); not billed` };
+  }
+
+  /**
+   * fal's documented verification: the headers X-Fal-Webhook-Request-Id, -User-Id, -Timestamp (Unix
+   * seconds, within 5 minutes of now) and -Signature (hex); the message is request id, user id,
+   * timestamp and the hex SHA-256 of the raw body, joined by "\n"; it must verify with ED25519 under one
+   * of the keys of fal's JWKS. Throws CallbackRejected when it does not; a JWKS that cannot be fetched
+   * is a ProviderError (retryable: the callback is answered 503 and fal delivers it again).
+   */
+  async verifyCallback(callback: ProviderCallback): Promise<void> {
+    const header = (name: string) => {
+      const v = callback.headers[name];
+      return typeof v === 'string' ? v : undefined;
+    };
+    const request_id = header('x-fal-webhook-request-id');
+    const user_id = header('x-fal-webhook-user-id');
+    const timestamp = header('x-fal-webhook-timestamp');
+    const signatureHex = header('x-fal-webhook-signature');
+    if (!request_id || !user_id || !timestamp || !signatureHex) throw new CallbackRejected('the fal webhook headers are missing');
+    if (!/^[0-9]{1,12}$/.test(timestamp)) throw new CallbackRejected('the fal webhook timestamp is not Unix seconds');
+    if (Math.abs(this.now_ms() / 1000 - Number(timestamp)) > this.toleranceS) {
+      throw new CallbackRejected(`the fal webhook timestamp is more than ${this.toleranceS} s away from now`);
+    }
+    if (!/^[0-9a-fA-F]{128}$/.test(signatureHex)) throw new CallbackRejected('the fal webhook signature is not 64 bytes of hex');
+    const message = Buffer.from(`${request_id}\n${user_id}\n${timestamp}\n${createHash('sha256').update(callback.raw_body).digest('hex')}`, 'utf8');
+    const signature = Buffer.from(signatureHex, 'hex');
+    const verifiedBy = (keys: KeyObject[]) => keys.some((key) => verifySignature(null, message, key, signature));
+    if (verifiedBy(await this.publicKeys(false))) return;
+    // Perhaps fal rotated its keys since they were cached: fetch them again (rate-bounded) and retry.
+    if (verifiedBy(await this.publicKeys(true))) return;
+    throw new CallbackRejected('the fal webhook signature does not verify with any of fal\'s keys');
+  }
+
+  private async pollOne(r: FalRequest): Promise<VideoOperationStatus> {
+    const { body } = await this.call('GET', r.status_url, undefined, 'fal status');
+    const s = body as { status?: unknown; queue_position?: unknown; error?: unknown; error_type?: unknown } | null;
+    switch (s?.status) {
+      case 'IN_QUEUE':
+        return { state: 'running', progress: null, queue_position: typeof s.queue_position === 'number' && s.queue_position >= 0 ? Math.floor(s.queue_position) : null };
+      case 'IN_PROGRESS':
+        return { state: 'running', progress: null, queue_position: null };
+      case 'COMPLETED':
+        if (typeof s.error === 'string' && s.error) {
+          return { state: 'failed', code: typeof s.error_type === 'string' && s.error_type ? s.error_type : 'generation_failed', message: truncate(s.error) };
+        }
+        return this.result(r);
+      default:
+        throw unreadable('fal status', `an unknown status ${truncate(JSON.stringify(s?.status ?? null), 50)}`);
+    }
+  }
+
+  /** The output of a completed request: its videos, or the model's error as a failed status. */
+  private async result(r: FalRequest): Promise<VideoOperationStatus> {
+    let body: unknown;
+    try {
+      ({ body } = await this.call('GET', r.response_url, undefined, 'fal result'));
+    } catch (err) {
+      // The result answers with the model's own error (a 422 about the input, a content policy refusal):
+      // that request failed for good. A passing error is thrown, and the poll retried.
+      if (err instanceof ProviderError && !err.opts.retryable) return { state: 'failed', code: err.opts.code, message: err.message };
+      throw err;
+    }
+    const b = body as { video?: unknown; videos?: unknown } | null;
+    const candidates: unknown[] = Array.isArray(b?.videos) ? b.videos : b?.video ? [b.video] : [];
+    const outputs: VideoOutputRef[] = [];
+    for (const v of candidates) {
+      const file = v as { url?: unknown; content_type?: unknown } | null;
+      if (typeof file?.url !== 'string' || !isFetchableUrl(file.url)) continue;
+      const content_type = typeof file.content_type === 'string' && file.content_type.startsWith('video/') ? file.content_type : 'video/mp4';
+      outputs.push({ ref: file.url, content_type });
+    }
+    if (outputs.length === 0) throw unreadable('fal result', 'no video file in the output');
+    return { state: 'succeeded', outputs };
+  }
+
+  /** Cancels one request; whether it had started (left the queue) when asked. */
+  private async cancelOne(r: FalRequest): Promise<boolean> {
+    const { body } = await this.call('GET', r.status_url, undefined, 'fal status');
+    const started = (body as { status?: unknown } | null)?.status !== 'IN_QUEUE';
+    try {
+      await this.call('PUT', r.cancel_url, undefined, 'fal cancel');
+    } catch (err) {
+      // 400 ALREADY_COMPLETED and 404 NOT_FOUND: nothing left to cancel.
+      if (!(err instanceof ProviderError && (err.opts.code === 'invalid_request' || err.opts.code === 'not_found'))) throw err;
+    }
+    return started;
+  }
+
+  private submitted(body: unknown): FalRequest {
+    const b = body as Partial<Record<keyof FalRequest, unknown>> | null;
+    const r = { request_id: b?.request_id, status_url: b?.status_url, response_url: b?.response_url, cancel_url: b?.cancel_url };
+    if (!this.isRequest(r)) throw unreadable('fal submit', 'no request_id and queue URLs on the queue host');
+    return r;
+  }
+
+  private isRequest(r: Partial<Record<keyof FalRequest, unknown>>): r is FalRequest {
+    const onQueueHost = (u: unknown) => typeof u === 'string' && isFetchableUrl(u) && new URL(u).origin === this.queueOrigin;
+    return typeof r.request_id === 'string' && REQUEST_ID.test(r.request_id) && onQueueHost(r.status_url) && onQueueHost(r.response_url) && onQueueHost(r.cancel_url);
+  }
+
+  private parseOperationId(operation_id: string): FalOperation {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(operation_id);
+    } catch {
+      parsed = undefined;
+    }
+    const requests = (parsed as Partial<FalOperation> | undefined)?.fal;
+    if (!Array.isArray(requests) || requests.length === 0 || !requests.every((r) => this.isRequest(r ?? {}))) {
+      throw new ProviderError(`"${truncate(operation_id, 200)}" is not a fal operation id`, { code: 'not_found', retryable: false });
+    }
+    return { fal: requests };
+  }
+
+  private call(method: 'GET' | 'POST' | 'PUT', url: string, json: unknown, what: string) {
+    return requestJson({
+      method,
+      url,
+      headers: { authorization: `Key ${this.#key}` },
+      json,
+      what,
+      timeoutMs: this.requestTimeoutMs,
+      maxBytes: MAX_JSON_BYTES,
+      describe: describeFalError,
+    });
+  }
+
+  /** fal's public keys: cached for jwksCacheMs; `refresh` fetches again unless they were fetched within jwksMinRefreshMs. */
+  private async publicKeys(refresh: boolean): Promise<KeyObject[]> {
+    const age_ms = this.jwks ? Date.now() - this.jwks.fetched_at_ms : Infinity;
+    if (this.jwks && age_ms < this.jwksCacheMs && !(refresh && age_ms >= this.jwksMinRefreshMs)) return this.jwks.keys;
+    this.jwksFetch ??= this.fetchKeys().finally(() => {
+      this.jwksFetch = undefined;
+    });
+    return this.jwksFetch;
+  }
+
+  private async fetchKeys(): Promise<KeyObject[]> {
+    const { body } = await requestJson({
+      method: 'GET',
+      url: this.jwksUrl,
+      headers: {},
+      what: 'fal JWKS',
+      timeoutMs: this.requestTimeoutMs,
+      maxBytes: MAX_JWKS_BYTES,
+      describe: describeFalError,
+    });
+    const entries = (body as { keys?: unknown } | null)?.keys;
+    if (!Array.isArray(entries)) throw unreadable('fal JWKS', 'no keys');
+    const keys: KeyObject[] = [];
+    for (const jwk of entries.slice(0, MAX_JWKS_KEYS)) {
+      const k = jwk as { kty?: unknown; crv?: unknown; x?: unknown } | null;
+      if (k?.kty !== 'OKP' || k.crv !== 'Ed25519' || typeof k.x !== 'string') continue;
+      try {
+        // fal's JWKS has been seen padding x; a JWK's base64url has no padding.
+        keys.push(createPublicKey({ key: { kty: 'OKP', crv: 'Ed25519', x: k.x.replace(/=+$/, '') }, format: 'jwk' }));
+      } catch {
+        // not a usable key: skipped
+      }
+    }
+    if (keys.length === 0) throw unreadable('fal JWKS', 'no Ed25519 key');
+    this.jwks = { keys, fetched_at_ms: Date.now() };
+    return keys;
+  }
+}

@@ -1,0 +1,183 @@
+// HTTP plumbing shared by the video adapters: one request with a timeout and a cap on the bytes read,
+// Retry-After, transport failures, and (for the aggregators, fal and Replicate) the mapping of an HTTP
+// refusal to a ProviderError:
+//   - 400 and 422: the provider refused the input (the customer's): final, code invalid_request, with the
+//     provider's own message;
+//   - 401, 403, 404 and any other 4xx: final (our key, our endpoint, our account: retrying cannot help);
+//   - 408, 429 and 5xx: passing, retryable, with the provider's Retry-After when it sent one;
+//   - a 2xx answer that is not the JSON documented: code invalid_response, retryable (the core bounds
+//     the retries; a provider's glitch usually passes).
+// Credentials travel in the headers the caller gives and are never put in messages.
+import { ProviderError } from './types.js';
+
+const MESSAGE_MAX_CHARS = 500;
+const MAX_ERROR_BODY_BYTES = 64 * 1024;
+
+export function truncate(s: string, max = MESSAGE_MAX_CHARS): string {
+  return s.length <= max ? s : `${s.slice(0, max - 1)}…`;
+}
+
+/** Reads a whole answer body, at most maxBytes of it (a declared larger length is refused before reading). */
+export async function readCapped(res: Response, maxBytes: number, what: string, tooLargeCode: string): Promise<Buffer> {
+  const tooLarge = (n: number) =>
+    new ProviderError(`${what}: the answer is larger than the ${maxBytes} bytes accepted (${n}+ bytes)`, { code: tooLargeCode, retryable: false });
+  const declared = Number(res.headers.get('content-length') ?? NaN);
+  if (Number.isFinite(declared) && declared > maxBytes) {
+    await res.body?.cancel().catch(() => {});
+    throw tooLarge(declared);
+  }
+  if (!res.body) return Buffer.alloc(0);
+  const reader = res.body.getReader();
+  const chunks: Buffer[] = [];
+  let total = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    total += value.byteLength;
+    if (total > maxBytes) {
+      await reader.cancel().catch(() => {});
+      throw tooLarge(total);
+    }
+    chunks.push(Buffer.from(value.buffer, value.byteOffset, value.byteLength));
+  }
+  return Buffer.concat(chunks, total);
+}
+
+/** Retry-After: delay-seconds or an HTTP-date (RFC 9110 10.2.3). */
+export function parseRetryAfter(value: string | null, now_ms = Date.now()): number | undefined {
+  if (!value) return undefined;
+  const v = value.trim();
+  if (/^[0-9]+$/.test(v)) return Number(v) * 1000;
+  const at = Date.parse(v);
+  return Number.isFinite(at) ? Math.max(0, at - now_ms) : undefined;
+}
+
+/** A request that never got an answer: a timeout or a network error, both passing. */
+export function transportError(err: unknown, what: string, timeoutMs: number): ProviderError {
+  const name = (err as { name?: string } | null)?.name;
+  if (name === 'TimeoutError' || name === 'AbortError') {
+    return new ProviderError(`${what} did not answer within ${timeoutMs} ms`, { code: 'provider_timeout', retryable: true });
+  }
+  const cause = (err as { cause?: { code?: string; message?: string } } | null)?.cause;
+  const reason = cause?.code ?? cause?.message ?? (err as Error)?.message ?? 'network error';
+  return new ProviderError(`${what} could not be reached (${truncate(String(reason), 200)})`, { code: 'provider_unreachable', retryable: true });
+}
+
+/** The retryable error of a passing refusal (408, 429, 5xx), carrying the provider's Retry-After. */
+export function passingRefusal(status: number, described: string, retryAfter: string | null): ProviderError {
+  const retry_after_ms = parseRetryAfter(retryAfter);
+  const suffix = retry_after_ms !== undefined ? `; retry after ${Math.ceil(retry_after_ms / 1000)} s` : '';
+  const code = status === 429 ? 'rate_limited' : status === 408 ? 'provider_timeout' : 'provider_unavailable';
+  return new ProviderError(truncate(described + suffix), { code, retryable: true, ...(retry_after_ms !== undefined ? { retry_after_ms } : {}) });
+}
+
+export const isPassingStatus = (status: number) => status === 408 || status === 429 || status >= 500;
+
+/** How an aggregator's error body reads: its message, or '' when it has none we can read. */
+export type ErrorDescriber = (body: unknown) => string;
+
+/** The provider's message in an error answer's body; '' when the body is not JSON (a proxy's HTML page) or says nothing readable. */
+export async function readErrorDetail(res: Response, what: string, describe: ErrorDescriber): Promise<string> {
+  try {
+    const text = (await readCapped(res, MAX_ERROR_BODY_BYTES, what, 'invalid_response')).toString('utf8');
+    return describe(JSON.parse(text));
+  } catch {
+    return '';
+  }
+}
+
+/** A non-2xx answer of fal or Replicate as a ProviderError (the rules at the top of this file). */
+export async function aggregatorRefusal(res: Response, what: string, describe: ErrorDescriber): Promise<ProviderError> {
+  const detail = await readErrorDetail(res, what, describe);
+  const s = res.status;
+  if (isPassingStatus(s)) return passingRefusal(s, `${what} answered HTTP ${s}${detail ? ` (${detail})` : ''}`, res.headers.get('retry-after'));
+  if (s === 400 || s === 422) {
+    // The provider's words about the input, as the job's error message.
+    return new ProviderError(truncate(detail || `${what} refused the input (HTTP ${s})`), { code: 'invalid_request', retryable: false });
+  }
+  const code = s === 401 ? 'provider_unauthenticated' : s === 402 ? 'provider_payment_required' : s === 403 ? 'provider_permission_denied' : s === 404 ? 'not_found' : 'provider_rejected';
+  return new ProviderError(truncate(`${what} answered HTTP ${s}${detail ? ` (${detail})` : ''}`), { code, retryable: false });
+}
+
+export interface JsonRequest {
+  method: 'GET' | 'POST' | 'PUT';
+  url: string;
+  headers: Record<string, string>;
+  json?: unknown;
+  /** Names the call in messages ("fal submit"). */
+  what: string;
+  timeoutMs: number;
+  maxBytes: number;
+  describe: ErrorDescriber;
+}
+
+/** One JSON request to an aggregator: its parsed answer, or a ProviderError by the rules above. */
+export async function requestJson(r: JsonRequest): Promise<{ status: number; body: unknown }> {
+  const headers: Record<string, string> = { accept: 'application/json', ...r.headers };
+  if (r.json !== undefined) headers['content-type'] = 'application/json';
+  let raw: Buffer;
+  let status: number;
+  try {
+    const res = await fetch(r.url, {
+      method: r.method,
+      headers,
+      body: r.json !== undefined ? JSON.stringify(r.json) : undefined,
+      signal: AbortSignal.timeout(r.timeoutMs),
+      redirect: 'error',
+    });
+    if (!res.ok) throw await aggregatorRefusal(res, r.what, r.describe);
+    status = res.status;
+    raw = await readCapped(res, r.maxBytes, r.what, 'invalid_response');
+  } catch (err) {
+    if (err instanceof ProviderError) throw err;
+    throw transportError(err, r.what, r.timeoutMs);
+  }
+  try {
+    return { status, body: raw.length === 0 ? null : JSON.parse(raw.toString('utf8')) };
+  } catch {
+    throw unreadable(r.what, 'malformed JSON');
+  }
+}
+
+/** A 2xx answer that is not what the provider documents: retryable, bounded by the core. */
+export function unreadable(what: string, why: string): ProviderError {
+  return new ProviderError(truncate(`${what} answered with ${why}`), { code: 'invalid_response', retryable: true });
+}
+
+/**
+ * Whether a URL a provider handed back may be fetched: https, or http to a loopback host (a local fake).
+ * Output URLs are fetched without credentials.
+ */
+export function isFetchableUrl(url: string): boolean {
+  try {
+    const u = new URL(url);
+    if (u.username || u.password) return false;
+    if (u.protocol === 'https:') return true;
+    return u.protocol === 'http:' && ['localhost', '127.0.0.1', '[::1]'].includes(u.hostname);
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Downloads a generated video from the URL the provider gave (fal's CDN, replicate.delivery): no
+ * credentials are sent there; at most maxBytes are read. A 404/410 is final (the provider deleted it:
+ * Replicate keeps outputs an hour); other failures pass.
+ */
+export async function downloadOutput(url: string, what: string, timeoutMs: number, maxBytes: number): Promise<Buffer> {
+  if (!isFetchableUrl(url)) throw new ProviderError(`${what}: refusing to download ${truncate(url, 200)} (not https)`, { code: 'invalid_response', retryable: false });
+  try {
+    const res = await fetch(url, { signal: AbortSignal.timeout(timeoutMs) });
+    if (!res.ok) {
+      await res.body?.cancel().catch(() => {});
+      if (isPassingStatus(res.status)) throw passingRefusal(res.status, `${what} answered HTTP ${res.status}`, res.headers.get('retry-after'));
+      throw new ProviderError(`${what} answered HTTP ${res.status}`, { code: res.status === 404 || res.status === 410 ? 'output_expired' : 'provider_rejected', retryable: false });
+    }
+    const bytes = await readCapped(res, maxBytes, what, 'output_too_large');
+    if (bytes.length === 0) throw new ProviderError(`${what}: the video is empty`, { code: 'invalid_output', retryable: false });
+    return bytes;
+  } catch (err) {
+    if (err instanceof ProviderError) throw err;
+    throw transportError(err, what, timeoutMs);
+  }
+}

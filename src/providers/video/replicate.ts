@@ -1,0 +1,290 @@
+// The Replicate adapter (video provider interface), over Replicate's HTTP API
+// (replicate.com/docs/reference/http, .../docs/topics/webhooks, .../docs/topics/webhooks/verify-webhook):
+//
+//   submit   POST {REPLICATE_API_URL}/v1/models/{owner}/{name}/predictions (or POST /v1/predictions with
+//            "version"), Authorization: Bearer <token>, Cancel-After: <the job's remaining time>,
+//            {"input", "webhook"?, "webhook_events_filter": ["completed"]}  ->  201 the prediction {"id", "status", ...}
+//   poll     GET /v1/predictions/{id}  ->  {"status": "starting" | "processing" | "succeeded" | "failed" |
+//            "canceled" | "aborted", "output", "error", "logs", "data_removed"}
+//   cancel   POST /v1/predictions/{id}/cancel
+//   callback POST to "webhook" when the prediction ends, signed the Standard Webhooks way (verifyCallback)
+//
+// Replicate deletes outputs an hour after a prediction ends (data_removed): the core copies them as soon
+// as the job succeeds. One prediction makes one video: a job of n videos is n predictions
+// (./mapped-input.ts); the operation id is their ids, comma-separated. The token is never logged.
+import { Webhook, WebhookVerificationError } from 'standardwebhooks';
+import type { VideoModelBackend } from '../../catalog.js';
+import { downloadOutput, isFetchableUrl, requestJson, truncate, unreadable, type ErrorDescriber } from './http.js';
+import { backendEntry, combineStatuses, mappedInput, submitEach } from './mapped-input.js';
+import {
+  CallbackRejected,
+  MAX_VIDEO_OUTPUT_BYTES,
+  ProviderError,
+  type CancelAnswer,
+  type ProviderCallback,
+  type SubmitOptions,
+  type VideoOperationStatus,
+  type VideoOutputRef,
+  type VideoProvider,
+  type VideoSubmission,
+} from './types.js';
+
+export const REPLICATE_DEFAULT_API_URL = 'https://api.replicate.com';
+export const REPLICATE_REQUEST_TIMEOUT_MS = 15_000;
+export const REPLICATE_DOWNLOAD_TIMEOUT_MS = 25_000;
+/** How long a signing secret fetched from Replicate is used before it is fetched again. */
+export const REPLICATE_SECRET_CACHE_MS = 3_600_000;
+/** A callback the cached secret does not verify fetches it again (rotation), at most this often. */
+export const REPLICATE_SECRET_MIN_REFRESH_MS = 60_000;
+/** Replicate refuses a deadline shorter than a few seconds; a job this close to its end is given this much. */
+const MIN_CANCEL_AFTER_S = 5;
+const MAX_JSON_BYTES = 16 * 1024 * 1024;
+const PREDICTION_ID = /^[a-z0-9]{1,64}$/;
+
+export interface ReplicateOptions {
+  token: string;
+  /** Our model id -> the catalog's replicate entry of it; undefined = not a Replicate model. */
+  backendFor: (model: string) => VideoModelBackend | undefined;
+  apiUrl?: string;
+  /** REPLICATE_WEBHOOK_SECRET (`whsec_...`); unset = fetched from GET /v1/webhooks/default/secret. */
+  webhookSecret?: string;
+  requestTimeoutMs?: number;
+  downloadTimeoutMs?: number;
+  maxOutputBytes?: number;
+  secretCacheMs?: number;
+  secretMinRefreshMs?: number;
+  now_ms?: () => number;
+}
+
+/** Replicate's error bodies (RFC 7807 problem details): {"title", "detail", "status", "invalid_fields"?}. */
+export const describeReplicateError: ErrorDescriber = (body) => {
+  const b = body as { title?: unknown; detail?: unknown; invalid_fields?: unknown } | null;
+  const parts = [typeof b?.detail === 'string' ? b.detail : typeof b?.title === 'string' ? b.title : ''];
+  if (Array.isArray(b?.invalid_fields)) {
+    for (const f of b.invalid_fields.slice(0, 5)) {
+      const field = f as { field?: unknown; description?: unknown } | null;
+      if (typeof field?.description === 'string') parts.push(`${typeof field.field === 'string' ? `${field.field}: ` : ''}${field.description}`);
+    }
+  }
+  return parts.filter(Boolean).join('; ');
+};
+
+/** Cancel-After's duration ("1h2m3s"), Replicate's format for a prediction deadline. */
+export function cancelAfterValue(remaining_ms: number): string {
+  let s = Math.max(MIN_CANCEL_AFTER_S, Math.ceil(remaining_ms / 1000));
+  const h = Math.floor(s / 3600);
+  s -= h * 3600;
+  const m = Math.floor(s / 60);
+  s -= m * 60;
+  return `${h ? `${h}h` : ''}${m ? `${m}m` : ''}${s || (!h && !m) ? `${s}s` : ''}`;
+}
+
+/**
+ * Progress from a prediction's logs, as Replicate's own client reads it: the last progress bar line
+ * (`45%|████      | 45/100 [...]`), as current/total x 100. Null when the logs have none.
+ */
+export function progressFromLogs(logs: unknown): number | null {
+  if (typeof logs !== 'string' || logs.length === 0) return null;
+  const lines = logs.slice(-64 * 1024).split(/\r?\n|\r/).reverse();
+  for (const line of lines) {
+    const m = /^\s*(\d+)%\s*\|.+?\|\s*(\d+)\/(\d+)/.exec(line);
+    if (m && Number(m[3]) > 0) return Math.min(100, Math.floor((Number(m[2]) / Number(m[3])) * 100));
+  }
+  return null;
+}
+
+export class ReplicateVideoProvider implements VideoProvider {
+  readonly name = 'replicate';
+  readonly #token: string;
+  readonly #configuredSecret: string | undefined;
+  private readonly backendFor: (model: string) => VideoModelBackend | undefined;
+  private readonly apiUrl: string;
+  private readonly requestTimeoutMs: number;
+  private readonly downloadTimeoutMs: number;
+  private readonly maxOutputBytes: number;
+  private readonly secretCacheMs: number;
+  private readonly secretMinRefreshMs: number;
+  private readonly now_ms: () => number;
+  #secret: { webhook: Webhook; fetched_at_ms: number } | undefined;
+  private secretFetch: Promise<Webhook> | undefined;
+
+  constructor(opts: ReplicateOptions) {
+    this.#token = opts.token;
+    this.#configuredSecret = opts.webhookSecret;
+    this.backendFor = opts.backendFor;
+    this.apiUrl = (opts.apiUrl ?? REPLICATE_DEFAULT_API_URL).replace(/\/+$/, '');
+    this.requestTimeoutMs = opts.requestTimeoutMs ?? REPLICATE_REQUEST_TIMEOUT_MS;
+    this.downloadTimeoutMs = opts.downloadTimeoutMs ?? REPLICATE_DOWNLOAD_TIMEOUT_MS;
+    this.maxOutputBytes = opts.maxOutputBytes ?? MAX_VIDEO_OUTPUT_BYTES;
+    this.secretCacheMs = opts.secretCacheMs ?? REPLICATE_SECRET_CACHE_MS;
+    this.secretMinRefreshMs = opts.secretMinRefreshMs ?? REPLICATE_SECRET_MIN_REFRESH_MS;
+    this.now_ms = opts.now_ms ?? Date.now;
+    // A configured secret is checked now: a mistake stops the process at startup, not every callback.
+    if (this.#configuredSecret !== undefined) new Webhook(this.#configuredSecret);
+  }
+
+  /** Where a prediction is created and its body (exported for the contract tests). */
+  buildRequest(req: VideoSubmission, opts: SubmitOptions = {}): { url: string; body: Record<string, unknown> } {
+    const entry = backendEntry(this.backendFor, req.model, 'replicate');
+    const input = mappedInput(req, entry.input, `Replicate model ${entry.provider_model_id}`);
+    const body: Record<string, unknown> = entry.version ? { version: entry.version, input } : { input };
+    if (opts.callback_url) Object.assign(body, { webhook: opts.callback_url, webhook_events_filter: ['completed'] });
+    const [owner, name] = entry.provider_model_id.split('/');
+    const url = entry.version
+      ? `${this.apiUrl}/v1/predictions`
+      : `${this.apiUrl}/v1/models/${encodeURIComponent(owner ?? '')}/${encodeURIComponent(name ?? '')}/predictions`;
+    return { url, body };
+  }
+
+  // No idempotency key at Replicate: a submit retried after a lost answer may start a second
+  // (unbilled to the customer) prediction, as with Vertex AI.
+  async submit(req: VideoSubmission, opts: SubmitOptions = {}): Promise<{ operation_id: string }> {
+    const { url, body } = this.buildRequest(req, opts);
+    // The job's deadline is the prediction's: Replicate cancels it then (aborted if it never started, not billed).
+    const headers: Record<string, string> = req.deadline_at_ms !== undefined ? { 'cancel-after': cancelAfterValue(req.deadline_at_ms - Date.now()) } : {};
+    const ids = await submitEach(
+      req.params.n,
+      async () => {
+        const { body: prediction } = await this.call('POST', url, body, 'Replicate create prediction', headers);
+        const id = (prediction as { id?: unknown } | null)?.id;
+        if (typeof id !== 'string' || !PREDICTION_ID.test(id)) throw unreadable('Replicate create prediction', 'no prediction id');
+        return id;
+      },
+      (id) => this.cancelOne(id).catch(() => {}),
+    );
+    return { operation_id: ids.join(',') };
+  }
+
+  async poll(operation_id: string): Promise<VideoOperationStatus> {
+    return combineStatuses(await Promise.all(parseOperationId(operation_id).map((id) => this.pollOne(id))));
+  }
+
+  async fetchOutput(_operation_id: string, output: VideoOutputRef): Promise<Buffer> {
+    return downloadOutput(output.ref, 'Replicate output download', this.downloadTimeoutMs, this.maxOutputBytes);
+  }
+
+  /**
+   * Cancels every prediction of the job (an ended one stays as it is: Replicate answers it unchanged).
+   * Replicate bills the time a prediction ran: one cancelled while `starting` costs nothing, one that was
+   * `processing` or had ended is billed.
+   */
+  async cancel(operation_id: string): Promise<CancelAnswer> {
+    const ids = parseOperationId(operation_id);
+    const results = await Promise.allSettled(ids.map((id) => this.cancelOne(id)));
+    const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed) throw failed.reason;
+    const started = results.filter((r) => r.status === 'fulfilled' && r.value).length;
+    return started > 0
+      ? { billed: true, answer: `Replicate: ${started} of ${ids.length} predictions had started processing and are billed` }
+      : { billed: false, answer: 'Replicate: cancelled while starting; not billed' };
+  }
+
+  /**
+   * Replicate's documented verification (Standard Webhooks): webhook-id, webhook-timestamp (within 5
+   * minutes) and webhook-signature (space-separated `v1,<base64 HMAC-SHA256>` of "id.timestamp.body"
+   * under the signing secret). Throws CallbackRejected when no signature matches; a secret that cannot
+   * be fetched is a ProviderError (the callback is answered 503 and Replicate delivers it again).
+   */
+  async verifyCallback(callback: ProviderCallback): Promise<void> {
+    const headers: Record<string, string> = {};
+    for (const name of ['webhook-id', 'webhook-timestamp', 'webhook-signature']) {
+      const v = callback.headers[name];
+      if (typeof v !== 'string' || v.length === 0 || v.length > 4096) throw new CallbackRejected(`the Replicate webhook header ${name} is missing`);
+      headers[name] = v;
+    }
+    // The library checks the timestamp against the real clock; a test clock is checked here first.
+    if (Math.abs(this.now_ms() / 1000 - Number(headers['webhook-timestamp'])) > 300) throw new CallbackRejected('the Replicate webhook timestamp is more than 300 s away from now');
+    const verifies = (webhook: Webhook) => {
+      try {
+        webhook.verify(callback.raw_body, headers);
+        return true;
+      } catch (err) {
+        if (err instanceof WebhookVerificationError) return false;
+        throw err;
+      }
+    };
+    if (verifies(await this.signingSecret(false))) return;
+    if (this.#configuredSecret === undefined && verifies(await this.signingSecret(true))) return;
+    throw new CallbackRejected('the Replicate webhook signature does not verify with the signing secret');
+  }
+
+  private async pollOne(id: string): Promise<VideoOperationStatus> {
+    const { body } = await this.call('GET', `${this.apiUrl}/v1/predictions/${id}`, undefined, 'Replicate get prediction');
+    const p = body as { status?: unknown; output?: unknown; error?: unknown; logs?: unknown; data_removed?: unknown } | null;
+    const error = typeof p?.error === 'string' && p.error ? truncate(p.error) : typeof p?.error === 'object' && p.error ? truncate(JSON.stringify(p.error)) : undefined;
+    switch (p?.status) {
+      case 'starting':
+        return { state: 'running', progress: null, queue_position: null };
+      case 'processing':
+        return { state: 'running', progress: progressFromLogs(p.logs), queue_position: null };
+      case 'succeeded': {
+        const urls = (Array.isArray(p.output) ? p.output : [p.output]).filter((u): u is string => typeof u === 'string' && isFetchableUrl(u));
+        if (urls.length === 0) {
+          if (p.data_removed === true) return { state: 'failed', code: 'output_expired', message: 'Replicate deleted the outputs of this prediction (an hour after it ended)' };
+          throw unreadable('Replicate get prediction', 'no video URL in the output');
+        }
+        return { state: 'succeeded', outputs: urls.map((ref) => ({ ref, content_type: 'video/mp4' })) };
+      }
+      case 'failed':
+        return { state: 'failed', code: 'generation_failed', message: error ?? 'the prediction failed' };
+      case 'canceled':
+        return { state: 'failed', code: 'cancelled', message: 'the prediction was cancelled' };
+      case 'aborted':
+        return { state: 'failed', code: 'deadline_exceeded', message: 'the prediction was aborted before it started (its deadline passed)' };
+      default:
+        throw unreadable('Replicate get prediction', `an unknown status ${truncate(JSON.stringify(p?.status ?? null), 50)}`);
+    }
+  }
+
+  /** Cancels one prediction; whether it had started processing when asked. */
+  private async cancelOne(id: string): Promise<boolean> {
+    const { body } = await this.call('GET', `${this.apiUrl}/v1/predictions/${id}`, undefined, 'Replicate get prediction');
+    const started = (body as { status?: unknown } | null)?.status !== 'starting';
+    await this.call('POST', `${this.apiUrl}/v1/predictions/${id}/cancel`, undefined, 'Replicate cancel prediction');
+    return started;
+  }
+
+  private call(method: 'GET' | 'POST', url: string, json: unknown, what: string, headers: Record<string, string> = {}) {
+    return requestJson({
+      method,
+      url,
+      headers: { authorization: `Bearer ${this.#token}`, ...headers },
+      json,
+      what,
+      timeoutMs: this.requestTimeoutMs,
+      maxBytes: MAX_JSON_BYTES,
+      describe: describeReplicateError,
+    });
+  }
+
+  /** REPLICATE_WEBHOOK_SECRET, else the account's secret from Replicate, cached (`refresh`: fetch again unless just fetched). */
+  private async signingSecret(refresh: boolean): Promise<Webhook> {
+    if (this.#configuredSecret !== undefined) return new Webhook(this.#configuredSecret);
+    const age_ms = this.#secret ? Date.now() - this.#secret.fetched_at_ms : Infinity;
+    if (this.#secret && age_ms < this.secretCacheMs && !(refresh && age_ms >= this.secretMinRefreshMs)) return this.#secret.webhook;
+    this.secretFetch ??= (async () => {
+      const { body } = await this.call('GET', `${this.apiUrl}/v1/webhooks/default/secret`, undefined, 'Replicate webhook secret');
+      const key = (body as { key?: unknown } | null)?.key;
+      let webhook: Webhook;
+      try {
+        if (typeof key !== 'string') throw new Error('no key');
+        webhook = new Webhook(key);
+      } catch {
+        throw unreadable('Replicate webhook secret', 'no usable signing key');
+      }
+      this.#secret = { webhook, fetched_at_ms: Date.now() };
+      return webhook;
+    })().finally(() => {
+      this.secretFetch = undefined;
+    });
+    return this.secretFetch;
+  }
+}
+
+function parseOperationId(operation_id: string): string[] {
+  const ids = operation_id.split(',');
+  if (ids.length === 0 || ids.length > 16 || !ids.every((id) => PREDICTION_ID.test(id))) {
+    throw new ProviderError(`"${truncate(operation_id, 200)}" is not a Replicate operation id`, { code: 'not_found', retryable: false });
+  }
+  return ids;
+}

@@ -1,0 +1,354 @@
+// A local fake of fal's queue API, written from fal's public documentation:
+//   - Inference API, https://fal.ai/docs/api-reference/inference-api ("Model IDs and paths": submit to the
+//     full endpoint id; status, result and cancel URLs use only owner/app and must be taken from the submit
+//     answer; status answers 202 while queued or running and 200 once COMPLETED; `Authorization: Key ...`)
+//   - Queue operations, https://fal.ai/docs/inference-api/queue/status, .../queue/result ("If the model
+//     returned an error, this operation returns the same error"), .../queue/cancel (202
+//     CANCELLATION_REQUESTED, 400 ALREADY_COMPLETED, 404 NOT_FOUND)
+//   - Asynchronous inference, https://docs.fal.ai/documentation/model-apis/inference/queue (IN_QUEUE with
+//     queue_position, IN_PROGRESS, COMPLETED)
+//   - Webhooks, https://docs.fal.ai/documentation/model-apis/inference/webhooks (?fal_webhook=; the POST
+//     body {"request_id", "gateway_request_id", "status": "OK" | "ERROR", "payload", "error"?}; headers
+//     X-Fal-Webhook-Request-Id, -User-Id, -Timestamp, -Signature = hex ED25519 signature of
+//     "request_id\nuser_id\ntimestamp\nsha256hex(body)"; the keys at /.well-known/jwks.json as OKP Ed25519 JWKs)
+//   - Model errors, https://fal.ai/docs/documentation/model-apis/errors (422 {"detail": [{"loc", "msg",
+//     "type"}]}); request errors, https://fal.ai/docs/documentation/model-apis/request-errors
+//     ({"detail": "...", "error_type"})
+//   - Model input schemas: the API pages of the endpoints in FAL_ENDPOINTS (fal.ai/models/<endpoint>/api).
+//
+// It refuses what fal refuses: a missing or wrong key (401), an endpoint it does not serve (404), an input
+// its schema refuses (422, fields it does not document are ignored, as pydantic models do). It signs
+// callbacks with its own ED25519 key, served as its JWKS. For tests: requests follow a plan (polls in
+// queue, polls in progress, or completion after a delay; success or the model's error), `finish` ends a
+// request now, `dropCallbacks` stops deliveries, `redeliver` sends the last callback again, `fault`
+// scripts failures per route, `expire` makes results and files disappear. An end-to-end test starts it
+// on loopback, gives the service `env()`, and then: `defaultPlan = { complete_after_ms }` completes by
+// callback alone; `dropCallbacks = true` leaves completion to polling; `fault({ route: 'submit', status:
+// 503, times })` makes fal refuse for a passing reason (a fallback to the next backend).
+import { createHash, generateKeyPairSync, randomUUID, sign, type KeyObject } from 'node:crypto';
+import fs from 'node:fs';
+import { projectPath } from '../../src/paths.js';
+import { checkInput, deliverCallback, FakeHttpServer, type FakeRequest, type FieldSpec } from './fake-http.js';
+
+export type FalRoute = 'submit' | 'status' | 'result' | 'cancel' | 'jwks' | 'file';
+
+const DURATIONS_S = ['4s', '6s', '8s'];
+const VEO_RESOLUTIONS = ['720p', '1080p'];
+const VEO_COMMON: Record<string, FieldSpec> = {
+  prompt: { type: 'string', required: true },
+  duration: { type: 'string', values: DURATIONS_S },
+  resolution: { type: 'string', values: VEO_RESOLUTIONS },
+  generate_audio: { type: 'boolean' },
+  negative_prompt: { type: 'string' },
+  seed: { type: 'integer' },
+};
+const veo: Record<string, Record<string, FieldSpec>> = {
+  '': { ...VEO_COMMON, aspect_ratio: { type: 'string', values: ['16:9', '9:16'] } },
+  '/image-to-video': { ...VEO_COMMON, aspect_ratio: { type: 'string', values: ['auto', '16:9', '9:16'] }, image_url: { type: 'uri', required: true } },
+  '/first-last-frame-to-video': {
+    ...VEO_COMMON,
+    aspect_ratio: { type: 'string', values: ['auto', '16:9', '9:16'] },
+    first_frame_url: { type: 'uri', required: true },
+    last_frame_url: { type: 'uri', required: true },
+  },
+};
+const KLING_T2V: Record<string, FieldSpec> = {
+  prompt: { type: 'string', required: true },
+  duration: { type: 'string', values: ['5', '10'] },
+  aspect_ratio: { type: 'string', values: ['16:9', '9:16', '1:1'] },
+  negative_prompt: { type: 'string' },
+  cfg_scale: { type: 'number' },
+};
+const SEEDANCE_T2V: Record<string, FieldSpec> = {
+  prompt: { type: 'string', required: true },
+  duration: { type: 'string', values: ['2', '3', '4', '5', '6', '7', '8', '9', '10', '11', '12'] },
+  resolution: { type: 'string', values: ['480p', '720p', '1080p'] },
+  aspect_ratio: { type: 'string', values: ['21:9', '16:9', '4:3', '1:1', '3:4', '9:16'] },
+  seed: { type: 'integer' },
+  camera_fixed: { type: 'boolean' },
+};
+const WAN_T2V: Record<string, FieldSpec> = {
+  prompt: { type: 'string', required: true },
+  duration: { type: 'string', values: ['5', '10'] },
+  resolution: { type: 'string', values: ['480p', '720p', '1080p'] },
+  aspect_ratio: { type: 'string', values: ['16:9', '9:16', '1:1'] },
+  negative_prompt: { type: 'string' },
+  seed: { type: 'integer' },
+};
+const { aspect_ratio: _wanAspect, ...WAN_I2V_BASE } = WAN_T2V;
+const HAILUO: Record<string, FieldSpec> = { prompt: { type: 'string', required: true }, prompt_optimizer: { type: 'boolean' } };
+
+/** The endpoints the fake serves, with their documented inputs. */
+export const FAL_ENDPOINTS: Readonly<Record<string, Readonly<Record<string, FieldSpec>>>> = {
+  ...Object.fromEntries(Object.entries(veo).flatMap(([suffix, spec]) => [[`fal-ai/veo3.1${suffix}`, spec], [`fal-ai/veo3.1/fast${suffix}`, spec]])),
+  'fal-ai/kling-video/v2.5-turbo/pro/text-to-video': KLING_T2V,
+  'fal-ai/kling-video/v2.5-turbo/pro/image-to-video': {
+    prompt: { type: 'string', required: true },
+    duration: { type: 'string', values: ['5', '10'] },
+    negative_prompt: { type: 'string' },
+    cfg_scale: { type: 'number' },
+    image_url: { type: 'uri', required: true },
+    tail_image_url: { type: 'uri' },
+  },
+  'fal-ai/bytedance/seedance/v1/pro/text-to-video': SEEDANCE_T2V,
+  'fal-ai/bytedance/seedance/v1/pro/image-to-video': { ...SEEDANCE_T2V, image_url: { type: 'uri', required: true }, end_image_url: { type: 'uri' } },
+  'fal-ai/wan-25-preview/text-to-video': WAN_T2V,
+  'fal-ai/wan-25-preview/image-to-video': { ...WAN_I2V_BASE, image_url: { type: 'uri', required: true } },
+  'fal-ai/minimax/hailuo-02/pro/text-to-video': HAILUO,
+  'fal-ai/minimax/hailuo-02/pro/image-to-video': { ...HAILUO, image_url: { type: 'uri', required: true } },
+};
+
+/** How a submitted request goes. */
+export interface FalPlan {
+  /** Status polls answered IN_QUEUE (queue_position counting down to 0) before it runs. Default 1. */
+  queue_polls?: number;
+  /** Then status polls answered IN_PROGRESS before it completes. Default 1. */
+  progress_polls?: number;
+  /** Instead of polls, it completes by itself this long after submission (callback completion). */
+  complete_after_ms?: number;
+  /** `error`: the model fails it (its result answers 422 with the model's error; the callback says ERROR). */
+  outcome?: 'ok' | 'error';
+  error_message?: string;
+}
+
+interface FalRequestState {
+  id: string;
+  endpoint: string;
+  /** owner/app: the prefix of its status, result and cancel URLs. */
+  app: string;
+  input: Record<string, unknown>;
+  webhook: string | undefined;
+  plan: FalPlan;
+  state: 'IN_QUEUE' | 'IN_PROGRESS' | 'COMPLETED';
+  polls: number;
+  cancelled: boolean;
+  timer: NodeJS.Timeout | undefined;
+}
+
+export interface FalCallbackDelivery {
+  request_id: string;
+  url: string;
+  headers: Record<string, string>;
+  body: Buffer;
+  /** The receiver's HTTP status; 0 when unreachable; undefined when the delivery was dropped. */
+  answered: number | undefined;
+}
+
+const VIDEO = fs.readFileSync(projectPath('assets', 'sim-video', '16x9-4s.mp4'));
+export const FAL_USER_ID = 'fake-user-1';
+
+export class FalFake extends FakeHttpServer<FalRoute> {
+  /** The key every queue request must carry (`Authorization: Key <key>`). */
+  key = 'fal-test-key';
+  /** Plans of the next submitted requests, in order; then `defaultPlan`. */
+  plans: FalPlan[] = [];
+  defaultPlan: FalPlan = {};
+  /** Completions are not called back (tests of the polling fallback). */
+  dropCallbacks = false;
+  readonly callbacks: FalCallbackDelivery[] = [];
+  readonly submitted = new Map<string, FalRequestState>();
+  private signingKey: KeyObject;
+  private publicKeys: KeyObject[];
+  private expired = false;
+
+  constructor() {
+    super();
+    const { privateKey, publicKey } = generateKeyPairSync('ed25519');
+    this.signingKey = privateKey;
+    this.publicKeys = [publicKey];
+  }
+
+  get jwksUrl(): string {
+    return `${this.url}/.well-known/jwks.json`;
+  }
+
+  /** The service's environment that points it at this fake (for startStack({ env })). */
+  env(): Record<string, string> {
+    return { FAL_KEY: this.key, FAL_QUEUE_URL: this.url, FAL_JWKS_URL: this.jwksUrl };
+  }
+
+  reset(): void {
+    this.resetHttp();
+    for (const r of this.submitted.values()) clearTimeout(r.timer);
+    this.submitted.clear();
+    this.callbacks.length = 0;
+    this.plans = [];
+    this.defaultPlan = {};
+    this.dropCallbacks = false;
+    this.expired = false;
+  }
+
+  override async stop(): Promise<void> {
+    for (const r of this.submitted.values()) clearTimeout(r.timer);
+    await super.stop();
+  }
+
+  /** A new signing key; the JWKS then serves both (keep_old) or only the new one. */
+  rotateKey(keep_old = true): void {
+    const { privateKey, publicKey } = generateKeyPairSync('ed25519');
+    this.signingKey = privateKey;
+    this.publicKeys = keep_old ? [...this.publicKeys, publicKey] : [publicKey];
+  }
+
+  /** Results and files are gone (fal keeps results an hour, files a while). */
+  expire(): void {
+    this.expired = true;
+  }
+
+  /** Completes a request now (its callback is delivered unless dropped). */
+  async finish(request_id: string, outcome?: 'ok' | 'error'): Promise<void> {
+    const r = this.submitted.get(request_id);
+    if (!r || r.state === 'COMPLETED') return;
+    if (outcome) r.plan = { ...r.plan, outcome };
+    await this.complete(r);
+  }
+
+  /** Completes every request not completed yet. */
+  async finishAll(outcome?: 'ok' | 'error'): Promise<void> {
+    await Promise.all([...this.submitted.keys()].map((id) => this.finish(id, outcome)));
+  }
+
+  /** Delivers a request's last callback again, byte for byte (a replay). */
+  async redeliver(request_id: string): Promise<number> {
+    const last = this.callbacks.filter((c) => c.request_id === request_id).at(-1);
+    if (!last) throw new Error(`no callback for ${request_id}`);
+    return deliverCallback(last.url, last.headers, last.body);
+  }
+
+  /** The headers fal signs a callback body with; `key` and `timestamp_s` forge or age it. */
+  signCallback(request_id: string, body: Buffer, opts: { key?: KeyObject; timestamp_s?: number } = {}): Record<string, string> {
+    const timestamp = String(opts.timestamp_s ?? Math.floor(Date.now() / 1000));
+    const message = `${request_id}\n${FAL_USER_ID}\n${timestamp}\n${createHash('sha256').update(body).digest('hex')}`;
+    return {
+      'x-fal-webhook-request-id': request_id,
+      'x-fal-webhook-user-id': FAL_USER_ID,
+      'x-fal-webhook-timestamp': timestamp,
+      'x-fal-webhook-signature': sign(null, Buffer.from(message, 'utf8'), opts.key ?? this.signingKey).toString('hex'),
+    };
+  }
+
+  /** The callback body fal sends when a request ends. */
+  callbackBody(request_id: string): Buffer {
+    const r = this.submitted.get(request_id);
+    if (!r) throw new Error(`no request ${request_id}`);
+    const ok = (r.plan.outcome ?? 'ok') === 'ok' && !r.cancelled;
+    return Buffer.from(
+      JSON.stringify(
+        ok
+          ? { request_id: r.id, gateway_request_id: r.id, status: 'OK', payload: this.output(r) }
+          : { request_id: r.id, gateway_request_id: r.id, status: 'ERROR', error: 'Invalid status code: 422', payload: this.modelError(r) },
+      ),
+    );
+  }
+
+  protected routeOf(method: string, url: URL): FalRoute | 'unknown' {
+    const p = url.pathname;
+    if (method === 'GET' && p === '/.well-known/jwks.json') return 'jwks';
+    if (method === 'GET' && p.startsWith('/files/')) return 'file';
+    if (/^\/[^/]+\/[^/]+\/requests\/[^/]+\/status$/.test(p)) return method === 'GET' ? 'status' : 'unknown';
+    if (/^\/[^/]+\/[^/]+\/requests\/[^/]+\/cancel$/.test(p)) return method === 'PUT' ? 'cancel' : 'unknown';
+    if (/^\/[^/]+\/[^/]+\/requests\/[^/]+$/.test(p)) return method === 'GET' ? 'result' : 'unknown';
+    return method === 'POST' ? 'submit' : 'unknown';
+  }
+
+  protected notFound({ res, url }: FakeRequest<FalRoute>): void {
+    this.json(res, 404, { detail: `Not Found: ${url.pathname}` });
+  }
+
+  protected async serve({ req, res, url, recorded }: FakeRequest<FalRoute>): Promise<void> {
+    const route = recorded.route as FalRoute;
+    if (route === 'jwks') {
+      return this.json(res, 200, { keys: this.publicKeys.map((k) => ({ ...k.export({ format: 'jwk' }), kid: createHash('sha256').update(k.export({ format: 'der', type: 'spki' })).digest('hex').slice(0, 16) })) });
+    }
+    if (route === 'file') {
+      if (this.expired) return this.json(res, 404, { detail: 'Not Found' });
+      res.writeHead(200, { 'content-type': 'video/mp4', 'content-length': String(VIDEO.length) });
+      res.end(VIDEO);
+      return;
+    }
+    if (req.headers['authorization'] !== `Key ${this.key}`) {
+      return this.json(res, 401, { detail: 'Authentication is required to perform this action: the Authorization header must be "Key <your key>"' });
+    }
+    if (route === 'submit') return this.submit(res, url, recorded.json);
+    const [, owner, app, , id] = url.pathname.split('/');
+    const r = this.submitted.get(id ?? '');
+    if (!r || r.app !== `${owner}/${app}`) {
+      return route === 'cancel' ? this.json(res, 404, { status: 'NOT_FOUND' }) : this.json(res, 404, { detail: `Request ${id} not found` });
+    }
+    if (route === 'status') return this.status(res, r);
+    if (route === 'result') return this.result(res, r);
+    return this.cancelRequest(res, r);
+  }
+
+  private submit(res: FakeRequest<FalRoute>['res'], url: URL, body: unknown): void {
+    const endpoint = url.pathname.slice(1);
+    const fields = FAL_ENDPOINTS[endpoint];
+    if (!fields) return this.json(res, 404, { detail: `Application '${endpoint}' not found` });
+    const problems = checkInput(body, fields);
+    if (problems.length > 0) {
+      return this.json(res, 422, { detail: problems.map(([field, msg]) => ({ loc: ['body', field], msg, type: 'value_error' })) });
+    }
+    const webhook = url.searchParams.get('fal_webhook') ?? undefined;
+    if (webhook !== undefined && !/^https?:\/\//.test(webhook)) return this.json(res, 422, { detail: [{ loc: ['query', 'fal_webhook'], msg: 'invalid URL', type: 'value_error.url' }] });
+    const id = randomUUID();
+    const app = endpoint.split('/').slice(0, 2).join('/');
+    const plan = this.plans.shift() ?? this.defaultPlan;
+    const r: FalRequestState = { id, endpoint, app, input: body as Record<string, unknown>, webhook, plan, state: 'IN_QUEUE', polls: 0, cancelled: false, timer: undefined };
+    this.submitted.set(id, r);
+    if (plan.complete_after_ms !== undefined) r.timer = setTimeout(() => void this.complete(r), plan.complete_after_ms);
+    const base = `${this.url}/${app}/requests/${id}`;
+    this.json(res, 200, { status: 'IN_QUEUE', request_id: id, gateway_request_id: id, response_url: base, status_url: `${base}/status`, cancel_url: `${base}/cancel`, queue_position: plan.queue_polls ?? 1 });
+  }
+
+  private async status(res: FakeRequest<FalRoute>['res'], r: FalRequestState): Promise<void> {
+    if (r.state !== 'COMPLETED' && r.plan.complete_after_ms === undefined) {
+      r.polls += 1;
+      const queued = r.plan.queue_polls ?? 1;
+      const progressing = r.plan.progress_polls ?? 1;
+      if (r.polls > queued + progressing) await this.complete(r);
+      else if (r.polls > queued) r.state = 'IN_PROGRESS';
+    }
+    const base = `${this.url}/${r.app}/requests/${r.id}`;
+    const urls = { response_url: base, status_url: `${base}/status`, cancel_url: `${base}/cancel` };
+    if (r.state === 'IN_QUEUE') return this.json(res, 202, { status: 'IN_QUEUE', queue_position: Math.max(0, (r.plan.queue_polls ?? 1) - r.polls), ...urls });
+    if (r.state === 'IN_PROGRESS') return this.json(res, 202, { status: 'IN_PROGRESS', logs: null, ...urls });
+    this.json(res, 200, { status: 'COMPLETED', logs: null, metrics: { inference_time: 1.5 }, ...urls });
+  }
+
+  private result(res: FakeRequest<FalRoute>['res'], r: FalRequestState): void {
+    if (r.state !== 'COMPLETED') return this.json(res, 400, { detail: 'Request is still in progress' });
+    if (this.expired) return this.json(res, 404, { detail: `Request ${r.id} not found` });
+    if (r.cancelled) return this.json(res, 400, { detail: 'Request was cancelled', error_type: 'request_cancelled' });
+    if ((r.plan.outcome ?? 'ok') === 'error') return this.json(res, 422, this.modelError(r), { 'x-fal-retryable': 'false' });
+    this.json(res, 200, this.output(r));
+  }
+
+  private async cancelRequest(res: FakeRequest<FalRoute>['res'], r: FalRequestState): Promise<void> {
+    if (r.state === 'COMPLETED') return this.json(res, 400, { status: 'ALREADY_COMPLETED' });
+    r.cancelled = true;
+    await this.complete(r);
+    this.json(res, 202, { status: 'CANCELLATION_REQUESTED' });
+  }
+
+  private output(r: FalRequestState) {
+    return {
+      video: { url: `${this.url}/files/${r.id}/output.mp4`, content_type: 'video/mp4', file_name: 'output.mp4', file_size: VIDEO.length },
+      seed: typeof r.input['seed'] === 'number' ? r.input['seed'] : 42,
+    };
+  }
+
+  private modelError(r: FalRequestState) {
+    return { detail: [{ loc: ['body', 'prompt'], msg: r.plan.error_message ?? 'The content could not be processed because it contained material flagged by a content checker.', type: 'content_policy_violation' }] };
+  }
+
+  private async complete(r: FalRequestState): Promise<void> {
+    if (r.state === 'COMPLETED') return;
+    clearTimeout(r.timer);
+    r.state = 'COMPLETED';
+    if (!r.webhook) return;
+    const body = this.callbackBody(r.id);
+    const delivery: FalCallbackDelivery = { request_id: r.id, url: r.webhook, headers: this.signCallback(r.id, body), body, answered: undefined };
+    this.callbacks.push(delivery);
+    if (!this.dropCallbacks) delivery.answered = await deliverCallback(r.webhook, delivery.headers, body);
+  }
+}

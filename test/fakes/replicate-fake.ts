@@ -1,0 +1,338 @@
+// A local fake of Replicate's HTTP API, written from Replicate's public documentation:
+//   - HTTP API reference, https://replicate.com/docs/reference/http (models.predictions.create
+//     `POST /v1/models/{owner}/{name}/predictions`, predictions.create `POST /v1/predictions` with
+//     "version", predictions.get `GET /v1/predictions/{id}`, predictions.cancel
+//     `POST /v1/predictions/{id}/cancel`, webhooks.default.secret.get `GET /v1/webhooks/default/secret`
+//     -> {"key": "whsec_..."}; `Authorization: Bearer <token>`; the prediction object {"id", "model",
+//     "version", "input", "logs", "output", "data_removed", "error", "status", "created_at",
+//     "started_at", "completed_at", "urls"}; statuses starting, processing, succeeded, failed, canceled,
+//     aborted; errors as problem details {"title", "detail", "status"}, 422 with "invalid_fields")
+//   - Prediction deadlines, https://replicate.com/changelog/2025-10-16-prediction-deadlines (the
+//     Cancel-After header, "1m"-style durations; at the deadline: aborted if it never started,
+//     canceled if it was running)
+//   - Webhooks, https://replicate.com/docs/topics/webhooks (the body is the prediction;
+//     webhook_events_filter start | output | logs | completed) and
+//     https://replicate.com/docs/topics/webhooks/verify-webhook (webhook-id, webhook-timestamp,
+//     webhook-signature: Standard Webhooks, https://www.standardwebhooks.com/, signed with the account's
+//     whsec_ secret)
+//   - Output files, https://replicate.com/docs/topics/predictions/data-retention (outputs deleted an
+//     hour after the prediction ends: data_removed)
+//   - Model inputs: the API pages of the models in REPLICATE_MODELS (replicate.com/<owner>/<name>/api).
+//
+// It refuses what Replicate refuses: a missing or wrong token (401), a model it does not serve (404), an
+// input its schema refuses (422 with invalid_fields; undocumented fields ignored, as Cog does), an
+// unreadable Cancel-After (400). For tests: predictions follow a plan (polls starting, polls processing
+// with progress-bar logs, or completion after a delay; succeeded or failed), `finish` ends one now,
+// `dropCallbacks` stops deliveries, `redeliver` replays the last one, `fault` scripts failures per route,
+// `expire` removes outputs (data_removed). An end-to-end test starts it on loopback and gives the service
+// `env()`; `defaultPlan = { complete_after_ms }` completes by callback alone, `dropCallbacks` leaves it
+// to polling, `fault({ route: 'create', status: 503 })` refuses for a passing reason.
+import { createHash, randomUUID } from 'node:crypto';
+import fs from 'node:fs';
+import { Webhook } from 'standardwebhooks';
+import { projectPath } from '../../src/paths.js';
+import { checkInput, deliverCallback, FakeHttpServer, type FakeRequest, type FieldSpec } from './fake-http.js';
+
+export type ReplicateRoute = 'create' | 'get' | 'cancel' | 'secret' | 'file';
+
+const VEO: Record<string, FieldSpec> = {
+  prompt: { type: 'string', required: true },
+  duration: { type: 'integer', values: [4, 6, 8] },
+  resolution: { type: 'string', values: ['720p', '1080p'] },
+  aspect_ratio: { type: 'string', values: ['16:9', '9:16'] },
+  image: { type: 'uri' },
+  last_frame: { type: 'uri' },
+  generate_audio: { type: 'boolean' },
+  negative_prompt: { type: 'string' },
+  seed: { type: 'integer' },
+};
+
+/** The models the fake serves, with their documented inputs. */
+export const REPLICATE_MODELS: Readonly<Record<string, Readonly<Record<string, FieldSpec>>>> = {
+  'google/veo-3.1': VEO,
+  'google/veo-3.1-fast': VEO,
+  'kwaivgi/kling-v2.5-turbo-pro': {
+    prompt: { type: 'string', required: true },
+    duration: { type: 'integer', values: [5, 10] },
+    aspect_ratio: { type: 'string', values: ['16:9', '9:16', '1:1'] },
+    start_image: { type: 'uri' },
+    negative_prompt: { type: 'string' },
+  },
+  'bytedance/seedance-1-pro': {
+    prompt: { type: 'string', required: true },
+    duration: { type: 'integer', values: [2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12] },
+    resolution: { type: 'string', values: ['480p', '720p', '1080p'] },
+    aspect_ratio: { type: 'string', values: ['16:9', '4:3', '1:1', '3:4', '9:16', '21:9', '9:21'] },
+    seed: { type: 'integer' },
+    image: { type: 'uri' },
+    last_frame_image: { type: 'uri' },
+    camera_fixed: { type: 'boolean' },
+  },
+  'minimax/hailuo-02': {
+    prompt: { type: 'string', required: true },
+    duration: { type: 'integer', values: [6, 10] },
+    resolution: { type: 'string', values: ['512p', '768p', '1080p'] },
+    first_frame_image: { type: 'uri' },
+    prompt_optimizer: { type: 'boolean' },
+  },
+};
+
+/** A pinned version of each model (POST /v1/predictions {"version"}). */
+export const REPLICATE_VERSIONS: Readonly<Record<string, string>> = Object.fromEntries(
+  Object.keys(REPLICATE_MODELS).map((m) => [createHash('sha256').update(m).digest('hex'), m]),
+);
+
+export interface ReplicatePlan {
+  /** Polls answered "starting" before it runs. Default 1. */
+  starting_polls?: number;
+  /** Then polls answered "processing" (with progress-bar logs) before it ends. Default 2. */
+  processing_polls?: number;
+  /** Instead of polls, it ends by itself this long after creation (callback completion). */
+  complete_after_ms?: number;
+  /** `failed`: the model fails it with `error`. */
+  outcome?: 'succeeded' | 'failed';
+  error?: string;
+}
+
+interface Prediction {
+  id: string;
+  model: string;
+  version: string;
+  input: Record<string, unknown>;
+  webhook: string | undefined;
+  events: string[];
+  plan: ReplicatePlan;
+  status: 'starting' | 'processing' | 'succeeded' | 'failed' | 'canceled' | 'aborted';
+  polls: number;
+  logs: string;
+  created_at: string;
+  started_at: string | null;
+  completed_at: string | null;
+  timers: NodeJS.Timeout[];
+  /** The Cancel-After it was created with, seconds. */
+  cancel_after_s: number | undefined;
+}
+
+export interface ReplicateCallbackDelivery {
+  prediction_id: string;
+  url: string;
+  headers: Record<string, string>;
+  body: Buffer;
+  answered: number | undefined;
+}
+
+const VIDEO = fs.readFileSync(projectPath('assets', 'sim-video', '16x9-4s.mp4'));
+const TERMINAL = new Set(['succeeded', 'failed', 'canceled', 'aborted']);
+
+/** Cancel-After: a Go-style duration ("90s", "5m", "1h30m"); undefined when unreadable. */
+export function parseCancelAfter(value: string): number | undefined {
+  const m = /^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+(?:\.\d+)?)s)?$/.exec(value.trim());
+  if (!m || value.trim() === '') return undefined;
+  return Number(m[1] ?? 0) * 3600 + Number(m[2] ?? 0) * 60 + Number(m[3] ?? 0);
+}
+
+export class ReplicateFake extends FakeHttpServer<ReplicateRoute> {
+  token = 'r8_test_token';
+  /** The account's signing secret (GET /v1/webhooks/default/secret). */
+  secret = `whsec_${Buffer.from('replicate-fake-signing-secret-0001').toString('base64')}`;
+  plans: ReplicatePlan[] = [];
+  defaultPlan: ReplicatePlan = {};
+  dropCallbacks = false;
+  readonly callbacks: ReplicateCallbackDelivery[] = [];
+  readonly predictions = new Map<string, Prediction>();
+  private expired = false;
+
+  /** The service's environment that points it at this fake (the signing secret is fetched from it). */
+  env(): Record<string, string> {
+    return { REPLICATE_API_TOKEN: this.token, REPLICATE_API_URL: this.url };
+  }
+
+  reset(): void {
+    this.resetHttp();
+    for (const p of this.predictions.values()) p.timers.forEach(clearTimeout);
+    this.predictions.clear();
+    this.callbacks.length = 0;
+    this.plans = [];
+    this.defaultPlan = {};
+    this.dropCallbacks = false;
+    this.expired = false;
+  }
+
+  override async stop(): Promise<void> {
+    for (const p of this.predictions.values()) p.timers.forEach(clearTimeout);
+    await super.stop();
+  }
+
+  /** Outputs are deleted (Replicate: an hour after the prediction ended). */
+  expire(): void {
+    this.expired = true;
+  }
+
+  async finish(id: string, outcome?: 'succeeded' | 'failed'): Promise<void> {
+    const p = this.predictions.get(id);
+    if (!p || TERMINAL.has(p.status)) return;
+    await this.end(p, outcome ?? p.plan.outcome ?? 'succeeded');
+  }
+
+  async finishAll(outcome?: 'succeeded' | 'failed'): Promise<void> {
+    await Promise.all([...this.predictions.keys()].map((id) => this.finish(id, outcome)));
+  }
+
+  async redeliver(prediction_id: string): Promise<number> {
+    const last = this.callbacks.filter((c) => c.prediction_id === prediction_id).at(-1);
+    if (!last) throw new Error(`no callback for ${prediction_id}`);
+    return deliverCallback(last.url, last.headers, last.body);
+  }
+
+  /** Standard Webhooks headers for a body, signed with `secret` (default the account's) at `at`. */
+  signCallback(body: Buffer, opts: { secret?: string; at?: Date; id?: string } = {}): Record<string, string> {
+    const id = opts.id ?? `msg_${randomUUID().replace(/-/g, '')}`;
+    const at = opts.at ?? new Date();
+    return {
+      'webhook-id': id,
+      'webhook-timestamp': String(Math.floor(at.getTime() / 1000)),
+      'webhook-signature': new Webhook(opts.secret ?? this.secret).sign(id, at, body),
+    };
+  }
+
+  predictionBody(id: string): Buffer {
+    const p = this.predictions.get(id);
+    if (!p) throw new Error(`no prediction ${id}`);
+    return Buffer.from(JSON.stringify(this.present(p)));
+  }
+
+  protected routeOf(method: string, url: URL): ReplicateRoute | 'unknown' {
+    const p = url.pathname;
+    if (method === 'GET' && p.startsWith('/files/')) return 'file';
+    if (method === 'GET' && p === '/v1/webhooks/default/secret') return 'secret';
+    if (method === 'POST' && (p === '/v1/predictions' || /^\/v1\/models\/[^/]+\/[^/]+\/predictions$/.test(p))) return 'create';
+    if (method === 'POST' && /^\/v1\/predictions\/[^/]+\/cancel$/.test(p)) return 'cancel';
+    if (method === 'GET' && /^\/v1\/predictions\/[^/]+$/.test(p)) return 'get';
+    return 'unknown';
+  }
+
+  protected notFound({ res }: FakeRequest<ReplicateRoute>): void {
+    this.json(res, 404, { title: 'Not found', detail: 'The requested resource could not be found.', status: 404 });
+  }
+
+  protected async serve(r: FakeRequest<ReplicateRoute>): Promise<void> {
+    const { req, res, url, recorded } = r;
+    const route = recorded.route as ReplicateRoute;
+    if (route === 'file') {
+      if (this.expired) return this.json(res, 404, { detail: 'Not found' });
+      res.writeHead(200, { 'content-type': 'video/mp4', 'content-length': String(VIDEO.length) });
+      res.end(VIDEO);
+      return;
+    }
+    if (req.headers['authorization'] !== `Bearer ${this.token}`) {
+      return this.json(res, 401, { title: 'Unauthenticated', detail: 'You did not pass a valid authentication token', status: 401 });
+    }
+    if (route === 'secret') return this.json(res, 200, { key: this.secret });
+    if (route === 'create') return this.create(r);
+    const id = url.pathname.split('/')[3] ?? '';
+    const p = this.predictions.get(id);
+    if (!p) return this.notFound(r);
+    if (route === 'get') return this.get(res, p);
+    if (!TERMINAL.has(p.status)) await this.end(p, 'canceled');
+    this.json(res, 200, this.present(p));
+  }
+
+  private async create({ req, res, url, recorded }: FakeRequest<ReplicateRoute>): Promise<void> {
+    const body = (recorded.json ?? {}) as { input?: unknown; version?: unknown; webhook?: unknown; webhook_events_filter?: unknown };
+    const model = url.pathname === '/v1/predictions' ? REPLICATE_VERSIONS[String(body.version)] : url.pathname.split('/').slice(3, 5).join('/');
+    const fields = model ? REPLICATE_MODELS[model] : undefined;
+    if (!model || !fields) return this.json(res, 404, { title: 'Not found', detail: 'The requested resource could not be found.', status: 404 });
+    const header = req.headers['cancel-after'];
+    const cancel_after_s = typeof header === 'string' ? parseCancelAfter(header) : undefined;
+    if (typeof header === 'string' && (cancel_after_s === undefined || cancel_after_s < 5)) {
+      return this.json(res, 400, { title: 'Invalid Cancel-After header', detail: `Cancel-After must be a duration of at least 5s, like "30s" or "1h30m", not ${JSON.stringify(header)}`, status: 400 });
+    }
+    const problems = checkInput(body.input, fields);
+    if (problems.length > 0) {
+      return this.json(res, 422, {
+        title: 'Input validation failed',
+        detail: problems.map(([f, m]) => `- ${f}: ${m}`).join('\n'),
+        status: 422,
+        invalid_fields: problems.map(([field, description]) => ({ type: 'invalid', field, description: `${field} ${description}` })),
+      });
+    }
+    if (body.webhook !== undefined && (typeof body.webhook !== 'string' || !/^https?:\/\//.test(body.webhook))) {
+      return this.json(res, 422, { title: 'Invalid webhook', detail: 'webhook must be an HTTP(S) URL', status: 422 });
+    }
+    const events = Array.isArray(body.webhook_events_filter) ? body.webhook_events_filter.map(String) : ['start', 'output', 'logs', 'completed'];
+    const plan = this.plans.shift() ?? this.defaultPlan;
+    const p: Prediction = {
+      id: randomUUID().replace(/-/g, '').slice(0, 26),
+      model,
+      version: Object.entries(REPLICATE_VERSIONS).find(([, m]) => m === model)![0],
+      input: body.input as Record<string, unknown>,
+      webhook: body.webhook as string | undefined,
+      events,
+      plan,
+      status: 'starting',
+      polls: 0,
+      logs: '',
+      created_at: new Date().toISOString(),
+      started_at: null,
+      completed_at: null,
+      timers: [],
+      cancel_after_s,
+    };
+    this.predictions.set(p.id, p);
+    if (plan.complete_after_ms !== undefined) p.timers.push(setTimeout(() => void this.end(p, plan.outcome ?? 'succeeded'), plan.complete_after_ms));
+    if (cancel_after_s !== undefined) {
+      p.timers.push(setTimeout(() => void this.end(p, p.status === 'starting' ? 'aborted' : 'canceled'), cancel_after_s * 1000));
+    }
+    this.json(res, 201, this.present(p));
+  }
+
+  private async get(res: FakeRequest<ReplicateRoute>['res'], p: Prediction): Promise<void> {
+    if (!TERMINAL.has(p.status) && p.plan.complete_after_ms === undefined) {
+      p.polls += 1;
+      const starting = p.plan.starting_polls ?? 1;
+      const processing = p.plan.processing_polls ?? 2;
+      if (p.polls > starting + processing) await this.end(p, p.plan.outcome ?? 'succeeded');
+      else if (p.polls > starting) {
+        p.status = 'processing';
+        p.started_at ??= new Date().toISOString();
+        const step = p.polls - starting;
+        const total = processing + 1;
+        p.logs += `${Math.floor((step / total) * 100)}%|${'█'.repeat(step)}${' '.repeat(total - step)}| ${step}/${total} [00:0${step}<00:0${total - step}, 1.00it/s]\n`;
+      }
+    }
+    this.json(res, 200, this.present(p));
+  }
+
+  private present(p: Prediction) {
+    const base = `${this.url}/v1/predictions/${p.id}`;
+    const removed = this.expired && TERMINAL.has(p.status);
+    return {
+      id: p.id,
+      model: p.model,
+      version: p.version,
+      input: removed ? {} : p.input,
+      logs: p.logs,
+      output: p.status === 'succeeded' && !removed ? `${this.url}/files/${p.id}/output.mp4` : null,
+      data_removed: removed,
+      error: p.status === 'failed' ? (p.plan.error ?? 'The model failed to generate the video') : null,
+      status: p.status,
+      created_at: p.created_at,
+      started_at: p.started_at,
+      completed_at: p.completed_at,
+      urls: { get: base, cancel: `${base}/cancel`, web: `https://replicate.com/p/${p.id}` },
+      metrics: p.status === 'succeeded' ? { predict_time: 1.5 } : {},
+    };
+  }
+
+  private async end(p: Prediction, status: Prediction['status']): Promise<void> {
+    if (TERMINAL.has(p.status)) return;
+    p.timers.forEach(clearTimeout);
+    p.status = status;
+    p.completed_at = new Date().toISOString();
+    if (!p.webhook || !p.events.includes('completed')) return;
+    const body = this.predictionBody(p.id);
+    const delivery: ReplicateCallbackDelivery = { prediction_id: p.id, url: p.webhook, headers: this.signCallback(body), body, answered: undefined };
+    this.callbacks.push(delivery);
+    if (!this.dropCallbacks) delivery.answered = await deliverCallback(p.webhook, delivery.headers, body);
+  }
+}

@@ -1,0 +1,228 @@
+// POST /v2/provider-callbacks/{backend}/{job_id}: a callback verified by its backend's adapter nudges the
+// job (once per delivery; the poll that follows is the source of truth), one that fails verification is
+// a 401 in the error shape and nudges nothing. First the route on its own with a recording nudge, then
+// the service with fal and Replicate configured against their fakes: /v2/models names the backends, and
+// the fakes' own signed deliveries reach the service's route.
+import { after, before, beforeEach, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import express from 'express';
+import pino from 'pino';
+import { FalFake } from './fakes/fal-fake.js';
+import { ReplicateFake } from './fakes/replicate-fake.js';
+import { FalVideoProvider } from '../src/providers/video/fal.js';
+import { ReplicateVideoProvider } from '../src/providers/video/replicate.js';
+import { videoModelBackendFor } from '../src/catalog.js';
+import { errorHandler } from '../src/http/errors.js';
+import { PROVIDER_CALLBACK_MAX_BODY_BYTES, providerCallbackRoutes, providerCallbackUrl } from '../src/http/routes/provider-callbacks.js';
+import type { VideoProvider, VideoSubmission } from '../src/providers/video/types.js';
+import { http as api, newCustomer, startStack, type Stack } from './helpers/stack.js';
+import { ConfigError, loadConfig } from '../src/config.js';
+
+const JOB_ID = '5b1c0c9e-3f7a-4c1e-9a55-0d6f4f1d2e77';
+const request: VideoSubmission = {
+  request_id: JOB_ID,
+  model: 'veo-3.1-fast-generate-001',
+  prompt: 'a lighthouse',
+  params: { durationSeconds: 4, resolution: '720p', aspectRatio: '16:9', n: 1 },
+  generate_audio: true,
+};
+
+let fal: FalFake;
+let replicate: ReplicateFake;
+before(async () => {
+  fal = await new FalFake().start();
+  replicate = await new ReplicateFake().start();
+});
+after(async () => {
+  await fal.stop();
+  await replicate.stop();
+});
+beforeEach(() => {
+  fal.reset();
+  replicate.reset();
+  fal.defaultPlan = { queue_polls: 0, progress_polls: 0 };
+  replicate.defaultPlan = { starting_polls: 0, processing_polls: 0 };
+});
+
+const falProvider = () => new FalVideoProvider({ key: fal.key, queueUrl: fal.url, jwksUrl: fal.jwksUrl, backendFor: (id) => videoModelBackendFor(id, 'fal') });
+const replicateProvider = () => new ReplicateVideoProvider({ token: replicate.token, apiUrl: replicate.url, backendFor: (id) => videoModelBackendFor(id, 'replicate') });
+
+/** Submits through the adapter with the callback URL of `base`, ends the request at the fake, returns the fake's delivery. */
+async function falCallback(base: string, job_id = JOB_ID) {
+  await falProvider().submit(request, { callback_url: providerCallbackUrl(base, 'fal', job_id) });
+  await fal.finishAll();
+  return fal.callbacks.at(-1)!;
+}
+
+async function replicateCallback(base: string, job_id = JOB_ID) {
+  await replicateProvider().submit(request, { callback_url: providerCallbackUrl(base, 'replicate', job_id) });
+  await replicate.finishAll();
+  return replicate.callbacks.at(-1)!;
+}
+
+describe('configuration', () => {
+  test('FAL_KEY and REPLICATE_API_TOKEN enable them with the documented defaults; the secrets are never enumerable; credentials only over TLS (or to a local fake)', () => {
+    const none = loadConfig({});
+    assert.equal(none.fal, null);
+    assert.equal(none.replicate, null);
+    const c = loadConfig({ FAL_KEY: 'fal-secret-key', REPLICATE_API_TOKEN: 'r8_secret', REPLICATE_WEBHOOK_SECRET: `whsec_${Buffer.from('0123456789abcdef0123').toString('base64')}` });
+    assert.deepEqual({ ...c.fal }, { queueUrl: 'https://queue.fal.run', jwksUrl: 'https://rest.fal.ai/.well-known/jwks.json' });
+    assert.equal(c.fal!.key, 'fal-secret-key');
+    assert.deepEqual({ ...c.replicate }, { apiUrl: 'https://api.replicate.com' });
+    assert.equal(c.replicate!.token, 'r8_secret');
+    assert.ok(!JSON.stringify(c).includes('secret'), 'no secret in the serialised config');
+    assert.throws(() => loadConfig({ FAL_KEY: 'k', FAL_QUEUE_URL: 'http://queue.example' }), (e: Error) => e instanceof ConfigError && /FAL_QUEUE_URL: must be an https/.test(e.message));
+    assert.throws(() => loadConfig({ REPLICATE_API_TOKEN: 't', REPLICATE_API_URL: 'http://api.example' }), ConfigError);
+    assert.throws(() => loadConfig({ REPLICATE_API_TOKEN: 't', REPLICATE_WEBHOOK_SECRET: 'not-a-secret' }), /REPLICATE_WEBHOOK_SECRET/);
+    assert.throws(() => loadConfig({ FAL_KEY: 'a key with spaces' }), /FAL_KEY/);
+    assert.equal(loadConfig({ FAL_KEY: 'k', FAL_QUEUE_URL: 'http://127.0.0.1:9999' }).fal!.queueUrl, 'http://127.0.0.1:9999');
+  });
+});
+
+describe('the route on its own', () => {
+  let server: http.Server;
+  let base = '';
+  const nudges: [string, string][] = [];
+  before(async () => {
+    const providers = new Map<string, VideoProvider>([
+      ['fal', falProvider()],
+      ['replicate', replicateProvider()],
+      ['vertex', { name: 'vertex' } as VideoProvider],
+    ]);
+    const app = express();
+    app.use(providerCallbackRoutes({ providerFor: (b) => providers.get(b), nudgeJob: async (job_id, backend) => void nudges.push([job_id, backend]) }));
+    app.use(errorHandler(pino({ level: 'silent' })));
+    server = http.createServer(app);
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+  after(async () => {
+    server.closeAllConnections();
+    await new Promise<void>((r) => server.close(() => r()));
+  });
+  beforeEach(() => (nudges.length = 0));
+
+  test('fal and Replicate deliveries, signed as they sign them: 200 {"received": true}, the job nudged once per delivery', async () => {
+    const f = await falCallback(base);
+    assert.equal(f.answered, 200);
+    const r = await replicateCallback(base);
+    assert.equal(r.answered, 200);
+    assert.deepEqual(nudges, [
+      [JOB_ID, 'fal'],
+      [JOB_ID, 'replicate'],
+    ]);
+    const res = await api(base, 'POST', `/v2/provider-callbacks/fal/${JOB_ID}`, { headers: f.headers, rawBody: f.body });
+    assert.deepEqual([res.status, res.body], [200, { received: true }]);
+  });
+
+  test('a replay within the tolerance is acknowledged and only nudges a poll again (the poll decides, so nothing changes twice)', async () => {
+    const f = await falCallback(base);
+    assert.equal(await fal.redeliver(f.request_id), 200);
+    assert.deepEqual(nudges, [
+      [JOB_ID, 'fal'],
+      [JOB_ID, 'fal'],
+    ]);
+  });
+
+  test('forged or stale: 401 invalid_signature in the error shape, nothing nudged', async () => {
+    const f = await falCallback(base);
+    const r = await replicateCallback(base);
+    nudges.length = 0;
+    const forged = [
+      { backend: 'fal', headers: { ...f.headers, 'x-fal-webhook-signature': 'ab'.repeat(64) }, body: f.body },
+      { backend: 'fal', headers: f.headers, body: Buffer.from(f.body.toString().replace('OK', 'KO')) },
+      { backend: 'fal', headers: fal.signCallback(f.request_id, f.body, { timestamp_s: Math.floor(Date.now() / 1000) - 600 }), body: f.body },
+      { backend: 'fal', headers: {}, body: f.body },
+      { backend: 'replicate', headers: { ...r.headers, 'webhook-signature': 'v1,bm90IGEgc2lnbmF0dXJl' }, body: r.body },
+      { backend: 'replicate', headers: r.headers, body: Buffer.from(r.body.toString().replace('succeeded', 'failed')) },
+      { backend: 'replicate', headers: replicate.signCallback(r.body, { at: new Date(Date.now() - 600_000) }), body: r.body },
+      { backend: 'fal', headers: r.headers, body: r.body },
+    ];
+    for (const c of forged) {
+      const res = await api(base, 'POST', `/v2/provider-callbacks/${c.backend}/${JOB_ID}`, { headers: c.headers, rawBody: c.body });
+      assert.equal(res.status, 401, JSON.stringify(res.body));
+      assert.equal(res.body.error.type, 'authentication_error');
+      assert.equal(res.body.error.code, 'invalid_signature');
+      assert.equal(typeof res.body.error.message, 'string');
+      assert.ok('param' in res.body.error);
+    }
+    assert.deepEqual(nudges, []);
+  });
+
+  test('a backend that is not here or never calls back: 404; a body above the limit: 413; keys unreachable: 503 (delivered again later)', async () => {
+    for (const backend of ['runway', 'vertex']) {
+      const res = await api(base, 'POST', `/v2/provider-callbacks/${backend}/${JOB_ID}`, { json: {} });
+      assert.equal(res.status, 404);
+      assert.equal(res.body.error.code, 'provider_not_found');
+    }
+    const big = await api(base, 'POST', `/v2/provider-callbacks/fal/${JOB_ID}`, { rawBody: Buffer.alloc(PROVIDER_CALLBACK_MAX_BODY_BYTES + 1, 0x20) });
+    assert.equal(big.status, 413);
+    const f = await falCallback(base);
+    fal.fault({ route: 'jwks', status: 500, body: {} });
+    // a new adapter (nothing cached) behind a new router: the JWKS answers 500
+    const app = express();
+    app.use(providerCallbackRoutes({ providerFor: () => falProvider(), nudgeJob: async () => assert.fail('not nudged') }));
+    app.use(errorHandler(pino({ level: 'silent' })));
+    const s = http.createServer(app);
+    await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+    const res = await api(`http://127.0.0.1:${(s.address() as AddressInfo).port}`, 'POST', `/v2/provider-callbacks/fal/${JOB_ID}`, { headers: f.headers, rawBody: f.body });
+    s.closeAllConnections();
+    s.close();
+    assert.equal(res.status, 503);
+    assert.equal(res.body.error.code, 'service_unavailable');
+    assert.ok(res.headers.get('retry-after'));
+  });
+
+  test('a verified callback naming no job of ours (not a job id) is acknowledged and nudges nothing', async () => {
+    const f = await falCallback(base, 'not-a-job');
+    assert.equal(f.answered, 200);
+    assert.deepEqual(nudges, []);
+  });
+});
+
+describe('the service with fal and Replicate configured (against their fakes)', () => {
+  let stack: Stack;
+  before(async () => {
+    stack = await startStack({
+      worker: false,
+      env: { ...fal.env(), ...replicate.env() },
+    });
+  });
+  after(async () => {
+    await stack?.stop();
+  });
+
+  test('/v2/models/all names each model\'s backends in order, their regions and which are configured; the first configured serves', async () => {
+    const c = await newCustomer(stack, 1);
+    const r = await api(stack.baseUrl, 'GET', '/v2/models/all', { token: c.key });
+    assert.equal(r.status, 200);
+    const byId = new Map<string, any>(r.body.data.map((m: any) => [m.id, m]));
+    const fast = byId.get('veo-3.1-fast-generate-001');
+    assert.equal(fast.backend, 'fal', 'Vertex AI is not configured: fal serves it');
+    assert.equal(fast.region, 'global');
+    assert.equal(fast.simulated, false);
+    assert.deepEqual(fast.backends, [
+      { backend: 'vertex', region: 'europe-west4', available: false },
+      { backend: 'fal', region: 'global', available: true },
+      { backend: 'replicate', region: 'global', available: true },
+    ]);
+    assert.equal(byId.get('veo-3.0-fast-generate-001').backend, 'fal', 'an alias as its replacement');
+    assert.equal(byId.get('wan-2.5').backend, 'fal');
+    assert.deepEqual(byId.get('kling-v2.5-turbo-pro').backends.map((b: any) => b.backend), ['fal', 'replicate']);
+    assert.equal(byId.get('sim-video-1').backend, 'simulator');
+  });
+
+  test('the fakes\' signed deliveries reach the service: 200 (an unknown job changes nothing); forged: 401', async () => {
+    const f = await falCallback(stack.baseUrl);
+    assert.equal(f.answered, 200);
+    const r = await replicateCallback(stack.baseUrl);
+    assert.equal(r.answered, 200);
+    const forged = await api(stack.baseUrl, 'POST', `/v2/provider-callbacks/replicate/${JOB_ID}`, { headers: { ...r.headers, 'webhook-id': 'msg_forged' }, rawBody: r.body });
+    assert.equal(forged.status, 401);
+    assert.equal(forged.body.error.code, 'invalid_signature');
+    const none = await api(stack.baseUrl, 'POST', `/v2/provider-callbacks/vertex/${JOB_ID}`, { json: {} });
+    assert.equal(none.status, 404);
+  });
+});
