@@ -1,5 +1,5 @@
 // The chaos loop: at random, SIGKILL one piece of the service (an API process, a worker process,
-// PostgreSQL or Temporal), leave it down for a few seconds to ~20 s, start it again, wait a few seconds
+// PostgreSQL or Temporal; the kinds in rounds of a random order, the process of a kind at random), leave it down for a few seconds to ~20 s, start it again, wait a few seconds
 // of calm, repeat. One piece down at a time; bounded by its deadline and a count.
 import type { Target } from './cluster.js';
 import type { Fault } from './report.js';
@@ -27,6 +27,15 @@ export interface Chaos {
 
 const RESTART_TRIES = 3;
 
+function shuffled<T>(items: readonly T[], rng: Rng): T[] {
+  const out = [...items];
+  for (let i = out.length - 1; i > 0; i--) {
+    const j = rng.int(0, i);
+    [out[i], out[j]] = [out[j]!, out[i]!];
+  }
+  return out;
+}
+
 export function startChaos(targets: readonly Target[], rng: Rng, opts: ChaosOptions): Chaos {
   const faults: Fault[] = [];
   const problems: string[] = [];
@@ -34,11 +43,15 @@ export function startChaos(targets: readonly Target[], rng: Rng, opts: ChaosOpti
   // Each kind of target is equally likely, whatever the number of API or worker processes.
   const kinds = [...new Set(targets.map((t) => t.name.replace(/-\d+$/, '')))];
 
+  let round: string[] = [];
+
   async function loop(): Promise<void> {
     while (!stopped && faults.length < opts.max_faults) {
       await sleep(rng.int(opts.calm_ms.min, opts.calm_ms.max));
       if (stopped || Date.now() >= opts.until_ms) return;
-      const kind = rng.pick(kinds);
+      // Kinds in rounds, each round in a random order: every kind is hit within any 2 x kinds faults.
+      if (round.length === 0) round = shuffled(kinds, rng);
+      const kind = round.shift()!;
       const target = rng.pick(targets.filter((t) => t.name.replace(/-\d+$/, '') === kind));
       const down_ms = rng.int(opts.down_ms.min, opts.down_ms.max);
       opts.log(`chaos: SIGKILL ${target.name}, down for ${(down_ms / 1000).toFixed(1)} s`);

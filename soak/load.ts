@@ -33,6 +33,8 @@ export interface LoadFindings {
   problems: string[];
   /** Fuzz cases answered 2xx although malformed. */
   fuzzAccepted: string[];
+  /** Fuzz cases answered 5xx other than 503, by kind of malformation. */
+  fuzzServerErrors: Map<string, number>;
   fuzzSent: number;
 }
 
@@ -265,6 +267,7 @@ export async function sendFuzzCase(client: Client, w: Workspace, c: FuzzCase, fi
   const headers = { ...c.headers };
   const a = await client.send({ method: c.method, route: c.route, path: c.path, ...(c.noAuth ? {} : { token: w.key }), headers, ...(c.body !== undefined ? { raw: c.body } : {}) });
   findings.fuzzSent++;
+  if (typeof a.status === 'number' && a.status >= 500 && a.status !== 503) findings.fuzzServerErrors.set(c.kind, (findings.fuzzServerErrors.get(c.kind) ?? 0) + 1);
   if (isOk(a)) {
     if (c.method === 'POST' && c.path === '/v2/videos/generations') w.jobs.set(a.body.id, { pending: a.body.status === 'pending' });
     if (c.expect === 'reject') findings.fuzzAccepted.push(`${c.kind} ${c.method} ${c.path.slice(0, 60)} -> ${a.status}`);

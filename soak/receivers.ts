@@ -16,6 +16,8 @@ export interface Receivers {
   /** The secret the prompt receiver verifies a workspace's deliveries with. */
   setSecret(workspace: string, secret: string): void;
   stats: { prompt: number; slow: number; badSignatures: string[]; eventIds: Set<string> };
+  /** The ids of the jobs whose events reached the prompt receiver, verified, by workspace. */
+  jobsNotified(workspace: string): Set<string>;
   close(): Promise<void>;
 }
 
@@ -37,6 +39,7 @@ function readBody(req: http.IncomingMessage): Promise<Buffer> {
 export async function startReceivers(rng: Rng): Promise<Receivers> {
   const secrets = new Map<string, string>();
   const stats: Receivers['stats'] = { prompt: 0, slow: 0, badSignatures: [], eventIds: new Set() };
+  const notified = new Map<string, Set<string>>();
   const prompt = await listen(async (req, res) => {
     const body = await readBody(req);
     stats.prompt++;
@@ -45,8 +48,12 @@ export async function startReceivers(rng: Rng): Promise<Receivers> {
     const headers = Object.fromEntries(Object.entries(req.headers).map(([k, v]) => [k, String(v)]));
     try {
       if (!secret) throw new Error('no endpoint registered for this path');
-      new Webhook(secret).verify(body, headers);
+      const event = new Webhook(secret).verify(body, headers) as { data?: { id?: string } };
       stats.eventIds.add(headers['webhook-id']!);
+      if (event.data?.id) {
+        if (!notified.has(workspace)) notified.set(workspace, new Set());
+        notified.get(workspace)!.add(event.data.id);
+      }
     } catch (err) {
       stats.badSignatures.push(`${workspace}: ${(err as Error).message}`);
     }
@@ -68,6 +75,7 @@ export async function startReceivers(rng: Rng): Promise<Receivers> {
     slowUrl: `http://127.0.0.1:${slow.port}/slow`,
     deadUrl: `http://127.0.0.1:${deadPort}/dead`,
     setSecret: (workspace, secret) => secrets.set(workspace, secret),
+    jobsNotified: (workspace) => notified.get(workspace) ?? new Set(),
     stats,
     async close() {
       for (const t of slowTimers) clearTimeout(t);

@@ -12,7 +12,7 @@ import { startCluster, SOAK_ADMIN_TOKEN, type Cluster } from './cluster.js';
 import { startChaos } from './chaos.js';
 import { generateCorpus } from './fuzz-corpus.js';
 import { CustomerLoop, paced, sendFuzzCase, setUpWorkspace, topUp, type LoadFindings, type Workspace } from './load.js';
-import { startReceivers } from './receivers.js';
+import { startReceivers, type Receivers } from './receivers.js';
 import { formatReport, moneyProblems, RequestLog, verdictLine, type WorkspaceMoney } from './report.js';
 import { Rng } from './rng.js';
 
@@ -101,6 +101,24 @@ async function moneyOf(client: Client, w: Workspace): Promise<WorkspaceMoney | s
 /** The soak's data and the processes' logs: kept when it fails (or with SOAK_DIR / SOAK_KEEP_DATA). */
 const root = process.env['SOAK_DIR'] ?? fs.mkdtempSync(path.join(os.tmpdir(), 'soak-'));
 
+/** How long the end waits for the events of every finished job to reach the prompt receivers. */
+const WEBHOOK_WAIT_MS = 90_000;
+
+/** `workspace/job` of each finished job whose event has not reached its workspace's prompt receiver (waits, bounded). */
+async function webhooksMissing(client: Client, workspaces: Workspace[], receivers: Receivers): Promise<string[]> {
+  const finished = new Map<Workspace, string[]>();
+  for (const w of workspaces) {
+    const jobs = (await listJobs(client, w)) ?? [];
+    finished.set(w, [...new Set([...jobs.filter((j) => j.status !== 'pending').map((j) => j.id as string), ...w.costAtDelete.keys()])]);
+  }
+  const deadline = Date.now() + WEBHOOK_WAIT_MS;
+  for (;;) {
+    const missing = workspaces.flatMap((w) => finished.get(w)!.filter((id) => !receivers.jobsNotified(w.name).has(id)).map((id) => `${w.name}/${id}`));
+    if (missing.length === 0 || Date.now() > deadline) return missing;
+    await sleep(2_000);
+  }
+}
+
 async function main(): Promise<string[]> {
   const rng = new Rng(SEED);
   log(`soak: ${MINUTES} min, seed ${SEED}, ${APIS} API and ${WORKERS} worker process(es), ${WORKSPACES} workspaces; data and logs in ${root}`);
@@ -142,7 +160,7 @@ async function main(): Promise<string[]> {
     const corpus = generateCorpus(SEED);
     log(`fuzz corpus: ${corpus.length} cases from seed ${SEED}`);
 
-    const findings: LoadFindings = { problems: [], fuzzAccepted: [], fuzzSent: 0 };
+    const findings: LoadFindings = { problems: [], fuzzAccepted: [], fuzzServerErrors: new Map(), fuzzSent: 0 };
     const loadUntil = Date.now() + MINUTES * 60_000;
     const chaos = startChaos(cluster.targets, rng, { until_ms: loadUntil, down_ms: { min: 2_000, max: 15_000 }, calm_ms: { min: 5_000, max: 15_000 }, max_faults: 10_000, log });
     const progress = setInterval(() => log(`progress: ${requests.total()} requests, ${chaos.faults.length} faults`), 30_000);
@@ -189,9 +207,15 @@ async function main(): Promise<string[]> {
       reasons.push(...moneyProblems(m));
     }
     if (requests.serverErrors.length > 0) {
-      const first = requests.serverErrors[0]!;
-      reasons.push(`${requests.serverErrors.length} answer(s) 5xx other than 503 (first: ${first.route} ${first.status} ${first.body.slice(0, 200)})`);
+      const byRoute = new Map<string, number>();
+      for (const e of requests.serverErrors) byRoute.set(`${e.route} ${e.status}`, (byRoute.get(`${e.route} ${e.status}`) ?? 0) + 1);
+      const fuzzKinds = [...findings.fuzzServerErrors.entries()].map(([k, n]) => `${k} x${n}`).join(', ');
+      reasons.push(
+        `${requests.serverErrors.length} answer(s) 5xx other than 503: ${[...byRoute.entries()].map(([r, n]) => `${r} x${n}`).join(', ')}${fuzzKinds ? ` (fuzz cases: ${fuzzKinds})` : ''}; first body: ${requests.serverErrors[0]!.body.slice(0, 160)}`,
+      );
     }
+    const unnotified = await webhooksMissing(client, workspaces, receivers);
+    if (unnotified.length > 0) reasons.push(`${unnotified.length} finished job(s) whose event never reached their workspace's receiver within ${WEBHOOK_WAIT_MS / 1000} s (first: ${unnotified[0]})`);
     if (cluster.crashes.length > 0) reasons.push(`processes crashed: ${cluster.crashes.slice(0, 5).join(', ')}`);
     reasons.push(...chaos.problems, ...findings.problems.slice(0, 5));
     if (findings.fuzzAccepted.length > 0) reasons.push(`${findings.fuzzAccepted.length} malformed request(s) accepted (first: ${findings.fuzzAccepted[0]})`);
