@@ -14,6 +14,8 @@ export interface ChaosOptions {
   /** Hard bound on the number of faults. */
   max_faults: number;
   log: (line: string) => void;
+  /** Wait between restart attempts (default 2 s). */
+  retry_wait_ms?: number;
 }
 
 export interface Chaos {
@@ -66,7 +68,7 @@ export function startChaos(targets: readonly Target[], rng: Rng, opts: ChaosOpti
           restarted = true;
         } catch (err) {
           opts.log(`chaos: restart of ${target.name} failed (attempt ${attempt}): ${(err as Error).message.slice(0, 300)}`);
-          await sleep(2_000);
+          await sleep(opts.retry_wait_ms ?? 2_000);
         }
       }
       const restart_ms = Date.now() - restart_at;

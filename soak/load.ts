@@ -9,6 +9,7 @@ import { pngImage, jpegImage, imageField } from '../test/helpers/images.js';
 import { isOk, microOf, retryAfterMs, sleep, type Answer, type Client } from './client.js';
 import { SOAK_ADMIN_TOKEN } from './cluster.js';
 import type { FuzzCase } from './fuzz-corpus.js';
+import type { RequestLog } from './report.js';
 import type { Rng } from './rng.js';
 
 export interface Workspace {
@@ -35,6 +36,8 @@ export interface LoadFindings {
   fuzzAccepted: string[];
   /** Fuzz cases answered 5xx other than 503, by kind of malformation. */
   fuzzServerErrors: Map<string, number>;
+  /** The fuzz cases' answers by kind of malformation (its own log: counted once in the main one). */
+  fuzzByKind: RequestLog;
   fuzzSent: number;
 }
 
@@ -265,7 +268,9 @@ export class CustomerLoop {
 /** Sends fuzz cases in turn (the corpus over and over), each with the workspace's key unless it brings its own. */
 export async function sendFuzzCase(client: Client, w: Workspace, c: FuzzCase, findings: LoadFindings): Promise<void> {
   const headers = { ...c.headers };
+  const started = performance.now();
   const a = await client.send({ method: c.method, route: c.route, path: c.path, ...(c.noAuth ? {} : { token: w.key }), headers, ...(c.body !== undefined ? { raw: c.body } : {}) });
+  findings.fuzzByKind.record(c.kind, a.status, performance.now() - started);
   findings.fuzzSent++;
   if (typeof a.status === 'number' && a.status >= 500 && a.status !== 503) findings.fuzzServerErrors.set(c.kind, (findings.fuzzServerErrors.get(c.kind) ?? 0) + 1);
   if (isOk(a)) {

@@ -123,13 +123,17 @@ function table(header: string[], rows: string[][]): string {
   return [line(header), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line)].join('\n');
 }
 
+/** A log's table: a row per route (or whatever it was keyed by, named in `first`). */
+export function requestTable(log: RequestLog, first = 'route'): string {
+  return table(
+    [first, 'requests', ...STATUS_COLUMNS, 'p50 ms', 'p99 ms'],
+    log.rows().map((r) => [r.route, String(r.count), ...STATUS_COLUMNS.map((c) => String(r.byClass[c])), ms(r.p50_ms), ms(r.p99_ms)]),
+  );
+}
+
 /** The printed report: requests per route, faults per target, then the given summary lines. */
 export function formatReport(log: RequestLog, faults: readonly Fault[], summary: readonly string[]): string {
-  const rows = log.rows();
-  const requests = table(
-    ['route', 'requests', ...STATUS_COLUMNS, 'p50 ms', 'p99 ms'],
-    rows.map((r) => [r.route, String(r.count), ...STATUS_COLUMNS.map((c) => String(r.byClass[c])), ms(r.p50_ms), ms(r.p99_ms)]),
-  );
+  const requests = requestTable(log);
   const targets = [...new Set(faults.map((f) => f.target))].sort();
   const faultTable = table(
     ['fault (SIGKILL, restart)', 'count', 'down s total', 'longest down s', 'restart p50 ms', 'restart max ms'],

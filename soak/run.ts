@@ -13,7 +13,7 @@ import { startChaos } from './chaos.js';
 import { generateCorpus } from './fuzz-corpus.js';
 import { CustomerLoop, paced, sendFuzzCase, setUpWorkspace, topUp, type LoadFindings, type Workspace } from './load.js';
 import { startReceivers, type Receivers } from './receivers.js';
-import { formatReport, moneyProblems, RequestLog, verdictLine, type WorkspaceMoney } from './report.js';
+import { formatReport, moneyProblems, RequestLog, requestTable, verdictLine, type WorkspaceMoney } from './report.js';
 import { Rng } from './rng.js';
 
 function intEnv(name: string, fallback: number, min: number, max: number): number {
@@ -151,7 +151,7 @@ async function main(): Promise<string[]> {
     for (let i = 0; i < WORKSPACES; i++) workspaces.push(await setUpWorkspace(client, `soak-${i + 1}`, CREDITS_IN_EURO));
     const fuzzWs = await setUpWorkspace(client, 'soak-fuzz', CREDITS_IN_EURO);
     for (const w of workspaces) {
-      for (const url of [receivers.promptUrl(w.name), receivers.slowUrl, receivers.deadUrl]) {
+      for (const url of [receivers.promptUrl(w.name), receivers.slowUrl, receivers.failingUrl, receivers.deadUrl]) {
         const a = await client.sendUntilOk({ method: 'POST', route: 'POST /v2/webhooks', path: '/v2/webhooks', token: w.key, json: { url } });
         if (!isOk(a)) throw new Error(`could not register a webhook for ${w.name}: ${a.status} ${JSON.stringify(a.body)}`);
         if (url === receivers.promptUrl(w.name)) receivers.setSecret(w.name, a.body.secret);
@@ -160,7 +160,7 @@ async function main(): Promise<string[]> {
     const corpus = generateCorpus(SEED);
     log(`fuzz corpus: ${corpus.length} cases from seed ${SEED}`);
 
-    const findings: LoadFindings = { problems: [], fuzzAccepted: [], fuzzServerErrors: new Map(), fuzzSent: 0 };
+    const findings: LoadFindings = { problems: [], fuzzAccepted: [], fuzzServerErrors: new Map(), fuzzByKind: new RequestLog(), fuzzSent: 0 };
     const loadUntil = Date.now() + MINUTES * 60_000;
     const chaos = startChaos(cluster.targets, rng, { until_ms: loadUntil, down_ms: { min: 2_000, max: 15_000 }, calm_ms: { min: 5_000, max: 15_000 }, max_faults: 10_000, log });
     const progress = setInterval(() => log(`progress: ${requests.total()} requests, ${chaos.faults.length} faults`), 30_000);
@@ -189,6 +189,8 @@ async function main(): Promise<string[]> {
       for (const [key, amount] of [...w.topups.entries()]) await topUp(client, w, Math.abs(amount) / 1e6, key);
     }
     const reasons: string[] = [];
+    const unconfirmed = all.flatMap((w) => [...w.topups.entries()].filter(([, amount]) => amount < 0).map(([key]) => `${w.name}/${key}`));
+    if (unconfirmed.length > 0) reasons.push(`${unconfirmed.length} top-up(s) never confirmed (first: ${unconfirmed[0]})`);
     if (pending > 0) reasons.push(`${pending === Infinity ? 'some' : pending} job(s) still pending ${DRAIN_TIMEOUT_MS / 1000} s after the load`);
     const audit = await client.sendUntilOk({ method: 'GET', route: 'GET /admin/v1/ledger/audit', path: '/admin/v1/ledger/audit', token: SOAK_ADMIN_TOKEN });
     if (!isOk(audit)) reasons.push(`ledger audit not answered (${audit.status})`);
@@ -223,8 +225,10 @@ async function main(): Promise<string[]> {
     if (chaos.faults.length === 0) reasons.push('no fault was injected (SOAK_MINUTES too short?)');
 
     summary.push(
-      `fuzz: ${findings.fuzzSent} malformed requests sent from a corpus of ${corpus.length}`,
-      `webhooks: ${receivers.stats.prompt} deliveries to the prompt receivers (${receivers.stats.eventIds.size} distinct events, all verified: ${receivers.stats.badSignatures.length === 0}), ${receivers.stats.slow} attempts to the slow one, the dead one refused every attempt`,
+      `fuzz: ${findings.fuzzSent} malformed requests sent from a corpus of ${corpus.length}, by kind:`,
+      requestTable(findings.fuzzByKind, 'fuzz kind'),
+      '',
+      `webhooks: ${receivers.stats.prompt} deliveries to the prompt receivers (${receivers.stats.eventIds.size} distinct events, all verified: ${receivers.stats.badSignatures.length === 0}), ${receivers.stats.slow} attempts to the slow one, ${receivers.stats.failing} to the failing one (500 each), the dead one refused every attempt`,
       `answers 5xx other than 503: ${requests.serverErrors.length}; crashes: ${cluster.crashes.length}; audit ok: ${isOk(audit) && audit.body.ok === true}`,
       `duration: load ${MINUTES} min, total ${((Date.now() - started) / 60_000).toFixed(1)} min`,
     );

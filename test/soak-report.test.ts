@@ -1,10 +1,13 @@
-// The soak's own pure parts (soak/report.ts, soak/fuzz-corpus.ts): the money invariant flags what is
-// wrong, 5xx other than 503 are counted as defects, the verdict line, the quantiles of the table, and
-// the fuzz corpus is the same for the same seed. No servers.
+// The soak's own parts that need no service (soak/report.ts, soak/fuzz-corpus.ts, soak/chaos.ts): the
+// money invariant flags what is wrong, 5xx other than 503 are counted as defects, the verdict line, the
+// quantiles of the table, the fuzz corpus is the same for the same seed, and the chaos loop (on fake
+// targets) takes one down at a time and stops. No servers.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { formatReport, moneyProblems, quantile, RequestLog, verdictLine, type WorkspaceMoney } from '../soak/report.js';
 import { generateCorpus, nested } from '../soak/fuzz-corpus.js';
+import { startChaos } from '../soak/chaos.js';
+import { Rng } from '../soak/rng.js';
 
 const exact: WorkspaceMoney = {
   name: 'ws',
@@ -72,4 +75,39 @@ test('the fuzz corpus is the same for the same seed and another for another seed
   assert.notDeepEqual(digest(1), digest(2));
   assert.equal(nested(3, 'array'), '[[[1]]]');
   assert.equal(JSON.parse(nested(3, 'object')).a.a.a, 1);
+});
+
+test('the chaos loop takes down one target at a time, every kind in each round, and stops at its deadline', async () => {
+  let down = 0;
+  let most_down = 0;
+  const killed: string[] = [];
+  const targets = ['api-1', 'api-2', 'worker-1', 'postgres', 'temporal'].map((name) => ({
+    name,
+    async kill() {
+      down++;
+      most_down = Math.max(most_down, down);
+      killed.push(name);
+    },
+    async restart() {
+      down--;
+    },
+  }));
+  const until_ms = Date.now() + 400;
+  const chaos = startChaos(targets, new Rng(1), { until_ms, down_ms: { min: 1, max: 5 }, calm_ms: { min: 1, max: 5 }, max_faults: 1_000, log: () => {} });
+  await chaos.done;
+  assert.ok(Date.now() - until_ms < 200, 'ended at its deadline');
+  assert.equal(most_down, 1);
+  assert.equal(down, 0, 'everything it killed is back');
+  assert.ok(chaos.faults.length >= 8, `${chaos.faults.length} faults`);
+  const kinds = chaos.faults.map((f) => f.target);
+  for (let round = 0; round + 4 <= kinds.length; round += 4) assert.deepEqual([...kinds.slice(round, round + 4)].sort(), ['api', 'postgres', 'temporal', 'worker']);
+  assert.deepEqual(chaos.problems, []);
+});
+
+test('the chaos loop stops at a target it cannot restart, saying so', async () => {
+  const targets = [{ name: 'postgres', kill: async () => {}, restart: async () => Promise.reject(new Error('port taken')) }];
+  const chaos = startChaos(targets, new Rng(1), { until_ms: Date.now() + 60_000, down_ms: { min: 1, max: 1 }, calm_ms: { min: 1, max: 1 }, max_faults: 5, log: () => {}, retry_wait_ms: 1 });
+  await chaos.done;
+  assert.equal(chaos.faults.length, 1);
+  assert.deepEqual(chaos.problems, ['postgres could not be restarted after 3 tries']);
 });
