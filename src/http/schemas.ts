@@ -211,6 +211,9 @@ export const VideoJob = z
       )
       .describe('Filled when succeeded; empty otherwise.'),
     error: z.strictObject({ code: z.string(), message: z.string() }).nullable().describe('Why the job failed; null unless failed.'),
+    backend: z.string().nullable().describe('The backend that runs the job (e.g. simulator, vertex); null until one has accepted it.'),
+    progress: z.int().min(0).max(100).nullable().describe("Percent done, where the provider reports it (100 once succeeded); null otherwise."),
+    queue_position: z.int().nonnegative().nullable().describe("The job's place in the provider's queue while pending, where the provider reports it; null otherwise."),
   })
   .describe('A video generation job.');
 export const VideoJobList = z.strictObject({
@@ -294,7 +297,7 @@ export const VoiceDeleted = z.strictObject({ id: Uuid, object: z.literal('voice'
 
 export const Health = z.strictObject({ ok: z.boolean() });
 
-// Admin API (contract.md 3)
+// Admin API
 export const Workspace = z.strictObject({ id: Uuid, object: z.literal('workspace'), name: z.string(), balance_in_euro: Euros });
 export const WorkspaceCredits = z.strictObject({
   id: Uuid,
@@ -341,7 +344,7 @@ export const LedgerAudit = z
 
 export const ApiKeyRevoked = z.strictObject({ id: Uuid, object: z.literal('api_key'), revoked: z.literal(true) });
 
-// Balance and ledger statement (contract.md 7)
+// Balance and ledger statement
 export const Balance = z.strictObject({ object: z.literal('balance'), balance_in_euro: Euros }).describe("The caller's workspace balance.");
 export const LedgerEntry = z
   .strictObject({
@@ -357,7 +360,7 @@ export const LedgerEntry = z
   .describe('One entry of the append-only ledger.');
 export const LedgerEntryList = z.strictObject({ object: z.literal('list'), data: z.array(LedgerEntry).describe('Newest first.'), has_more: z.boolean() });
 
-// Webhooks (contract.md 8)
+// Webhooks
 export const WebhookEndpoint = z
   .strictObject({
     id: Uuid,
