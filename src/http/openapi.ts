@@ -5,7 +5,8 @@
 // parameters, request body, responses and the errors it can answer, security) is plain data right
 // above the Express handlers that implement it, and `api.route` mounts those handlers on exactly that
 // method and path. createApp (./app.ts) mounts the routers and builds this document from the
-// contracts of what it mounted, so a route cannot exist undocumented, nor a documented one be missing.
+// contracts of what it mounted, so the document lists exactly the operations served (a handler
+// mounted on `api.router` directly, like the docs page's assets, is not an operation of the API).
 //
 //   api.route(
 //     { method: 'get', path: '/v2/things/{id}', operationId: 'getThing', tag: 'Things', summary: 'Get a thing',
