@@ -23,14 +23,15 @@
 // component named after its export, any other is inlined. A contract's tag must be one of TAGS.
 // Request bodies whose limits depend on the model (./openapi-catalog.ts) or on the mode are given by
 // the contract's `body.override`, which the builder applies to the generated schema; every JSON body
-// then refuses NUL (./openapi-no-nul.ts).
+// then refuses NUL (./openapi-no-nul.ts), and its 413 and 415 answers are documented by the builder.
 //
 // Library: zod-openapi rather than @asteasolutions/zod-to-openapi. zod-openapi renders schemas with
 // z.toJSONSchema itself, so a component is exactly what zod says of the schema that validates (the
 // NUL rule, per-model variants and test/openapi.test.ts build on that output); it reads zod 4's own
 // .meta() without patching zod (no extendZodWithOpenApi), and takes operations as plain OpenAPI
 // objects whose schemas may be zod, which is what a contract is. zod-to-openapi converts each zod
-// type with its own transformers (its output differs from z.toJSONSchema's) and needs zod extended.
+// type with its own transformers (its output differs from z.toJSONSchema's) and needs zod extended
+// (extendZodWithOpenApi) for parameter metadata.
 import fs from 'node:fs';
 import { Router, type RequestHandler } from 'express';
 import { z } from 'zod';
