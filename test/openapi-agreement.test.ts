@@ -1,9 +1,12 @@
-// The served OpenAPI document and the server agree: a request body the document's schema accepts
-// (checked with Ajv, a JSON Schema 2020-12 validator) is accepted by the server, and one it refuses is
-// refused with a 4xx, on every constraint the server enforces (per model: durations, resolutions,
-// aspect ratios, n, seed, the simulator's parameters; blank and over-long text counted in code points;
-// euro amounts; model ids of API keys). And an undeclared method on a known path is a 405 whose Allow
-// lists exactly the methods documented there. Any drift between the two fails here.
+// The served OpenAPI document and the server agree on request bodies: a body the document's schema
+// accepts (checked with Ajv, a JSON Schema 2020-12 validator) is accepted by the server, and one it
+// refuses is refused with a 4xx, on every constraint the server enforces (per model: durations,
+// resolutions, aspect ratios, n, seed, the simulator's parameters; blank and over-long text counted in
+// code points; euro amounts; model ids of API keys). Bodies are generated from the zod schemas the
+// routes validate with, but the per-model variants are an override written beside them, so they can
+// drift; this catches it. Which operations exist, and their methods, cannot drift: each route is
+// mounted from its own contract (src/http/openapi.ts), so Allow (built from the mounted routes) lists
+// the documented methods by construction; an undeclared method is still checked to be a 405.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import nodeHttp from 'node:http';
@@ -205,9 +208,6 @@ function raw(method: string, path: string, token: string | null): Promise<{ stat
 }
 
 describe('undeclared methods on known paths', () => {
-  const SAMPLE_ID = '00000000-0000-4000-8000-000000000000';
-  const instance = (template: string) => template.replace(/\{key\}/g, 'videos/x/0.mp4').replace(/\{[^}]+\}/g, SAMPLE_ID);
-
   test('TRACE /v2/models and TRACE /admin/v1/workspaces: 405, Allow, the error shape', async () => {
     const models = await raw('TRACE', '/v2/models', customer.key);
     assert.equal(models.status, 405);
@@ -219,20 +219,5 @@ describe('undeclared methods on known paths', () => {
     assert.equal(admin.status, 405);
     assert.equal(admin.headers['allow'], 'OPTIONS, POST');
     assert.equal((await raw('TRACE', '/v2/no-such-path', customer.key)).status, 404, 'an unknown path stays a 404');
-  });
-
-  test('on every documented path, Allow (OPTIONS and 405) is exactly the documented methods', async () => {
-    for (const [path, item] of Object.entries(doc.paths) as [string, Json][]) {
-      const documented = Object.keys(item).map((m) => m.toUpperCase());
-      const expected = [...new Set([...documented, ...(documented.includes('GET') ? ['HEAD'] : []), 'OPTIONS'])].sort().join(', ');
-      const token = path.startsWith('/admin/') ? ADMIN_TOKEN : customer.key;
-      const options = await raw('OPTIONS', instance(path), token);
-      assert.equal(options.status, 204, path);
-      assert.equal(options.headers['allow'], expected, `OPTIONS ${path}`);
-      const other = ['PUT', 'PATCH', 'DELETE', 'POST'].find((m) => !documented.includes(m))!;
-      const r = await raw(other, instance(path), token);
-      assert.equal(r.status, 405, `${other} ${path}: ${r.body}`);
-      assert.equal(r.headers['allow'], expected, `${other} ${path}`);
-    }
   });
 });

@@ -1,5 +1,6 @@
 // The OpenAPI document (GET /v2/openapi.json) and the docs page (GET /docs): the document is
-// structurally valid OpenAPI 3.1; it documents exactly the routes the Express app registers; its
+// structurally valid OpenAPI 3.1; it documents exactly the routes the Express app registers (each
+// route is mounted from its contract, so this guards against a route mounted around one); its
 // schemas are z.toJSONSchema of the zod schemas the API validates with (request bodies) and of the
 // response schemas of src/http/schemas.ts; and real responses of the running API, looked up by the
 // operation and status that answered them, parse with the schema documented there. The page is
@@ -11,7 +12,7 @@ import path from 'node:path';
 import { createRequire } from 'node:module';
 import { z } from 'zod';
 import * as S from '../src/http/schemas.js';
-import { buildOpenApiDocument, CreateVoiceForm, REQUEST_SCHEMAS, RESPONSE_SCHEMAS, type OpenApiDocument } from '../src/http/openapi.js';
+import { RESPONSE_SCHEMAS, type OpenApiDocument } from '../src/http/openapi.js';
 import { createApp, type AppDeps } from '../src/http/app.js';
 import type { ErrorType } from '../src/http/errors.js';
 import type { errorBody } from '../src/http/errors.js';
@@ -21,7 +22,7 @@ import type { presentLedgerEntry } from '../src/http/routes/statement.js';
 import type { AuditReport } from '../src/billing/audit.js';
 import type { AspectRatio, Resolution, SpeechModel, SpeechResponseFormat, VideoBackend } from '../src/catalog.js';
 import { defaultVideoModelId, videoModels, videoBackendFor } from '../src/catalog.js';
-import { VOICE_UPLOAD_LIMITS } from '../src/http/routes/voices.js';
+import { CreateVoiceForm, VOICE_UPLOAD_LIMITS } from '../src/http/routes/voices.js';
 import { DOCS_ASSETS, DOCS_INIT_SCRIPT } from '../src/http/routes/docs.js';
 import { JSON_VALUE_COMPONENT, NO_NUL_PATTERN, refuseNul } from '../src/http/openapi-no-nul.js';
 import { encodeWav } from '../src/providers/voice/simulator.js';
@@ -95,6 +96,28 @@ function inlined(o: Json): Json {
   return Object.fromEntries(Object.entries(o).map(([k, v]) => [k, inlined(v)]));
 }
 
+/**
+ * The schema without OpenAPI's `discriminator`, which zod-openapi adds (with `type: object`) to a
+ * discriminated union, after checking it names a property every variant has.
+ */
+function withoutDiscriminators(o: Json): Json {
+  if (Array.isArray(o)) return o.map(withoutDiscriminators);
+  if (o === null || typeof o !== 'object') return o;
+  const { discriminator, ...rest } = o;
+  if (discriminator) {
+    assert.equal(rest.type, 'object');
+    delete rest.type;
+    for (const v of rest.oneOf ?? rest.anyOf) assert.ok(deref(v).required.includes(discriminator.propertyName), discriminator.propertyName);
+  }
+  return Object.fromEntries(Object.entries(rest).map(([k, v]) => [k, withoutDiscriminators(v)]));
+}
+
+/** The request body components: those a request body of an operation refers to. */
+function requestComponents(): string[] {
+  const refs = operations().flatMap(({ op }) => Object.values(op.requestBody?.content ?? {}).map((m: Json) => m.schema?.$ref as string | undefined));
+  return [...new Set(refs.filter((r) => r !== undefined).map((r) => r.split('/').pop()!))].sort();
+}
+
 function operations(): { path: string; method: string; op: Json }[] {
   return Object.entries(doc.paths).flatMap(([path, item]: [string, Json]) =>
     METHODS.filter((m) => item[m]).map((method) => ({ path, method, op: item[method] })),
@@ -129,10 +152,11 @@ function assertDocumented(method: string, path: string, r: HttpResult): void {
 }
 
 describe('document structure (OpenAPI 3.1)', () => {
-  test('served as JSON, the same document the code builds', async () => {
+  test('served as JSON, to any origin', async () => {
     const r = await http(stack.baseUrl, 'GET', '/v2/openapi.json');
     assert.match(r.headers.get('content-type') ?? '', /^application\/json/);
-    assert.deepEqual(r.body, JSON.parse(JSON.stringify(buildOpenApiDocument(availability()))));
+    assert.equal(r.headers.get('access-control-allow-origin'), '*');
+    assert.deepEqual(r.body, doc);
   });
 
   test('root: openapi 3.1, info, paths, components, security schemes', () => {
@@ -286,7 +310,7 @@ describe('schemas are generated from zod', () => {
       CreateWebhookBody: S.CreateWebhookBody,
       CreateVoiceForm, // documentation of the multipart form (multipart is not parsed by zod)
     };
-    assert.deepEqual(Object.keys(REQUEST_SCHEMAS).sort(), Object.keys(validators).sort());
+    assert.deepEqual(requestComponents(), Object.keys(validators).sort());
     // Per-model bodies: each variant keeps the zod properties it does not narrow for its model.
     const narrowed: Record<string, string[]> = {
       // image / lastFrame: narrowed to the model's image types, each tied to the leading bytes of its files.
@@ -320,11 +344,11 @@ describe('schemas are generated from zod', () => {
 
   test('every response component is z.toJSONSchema (io output) of the response schema of that name in schemas.ts', () => {
     const names = Object.keys(RESPONSE_SCHEMAS);
-    assert.deepEqual(Object.keys(doc.components.schemas).sort(), [...Object.keys(REQUEST_SCHEMAS), JSON_VALUE_COMPONENT, ...names].sort());
+    assert.deepEqual(Object.keys(doc.components.schemas).sort(), [...requestComponents(), JSON_VALUE_COMPONENT, ...names].sort());
     for (const name of names) {
       const schema = (S as Record<string, unknown>)[name];
       assert.ok(schema instanceof z.ZodType, `${name} is not exported by src/http/schemas.ts`);
-      assert.deepEqual(inlined(doc.components.schemas[name]), jsonSchemaOf(schema, 'output'), name);
+      assert.deepEqual(withoutDiscriminators(inlined(doc.components.schemas[name])), jsonSchemaOf(schema, 'output'), name);
     }
   });
 });

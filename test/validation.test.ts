@@ -1,4 +1,4 @@
-// Every validation rule of seed-api.md 4.1 and 7, authentication, permissions and malformed input:
+// Every validation rule of a create and of the ledger statement, authentication, permissions and malformed input:
 // each answers the contract's error shape with the right status, never a 500, and charges nothing.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -227,7 +227,7 @@ describe('models', () => {
     assert.deepEqual(fast.resolutions, ['720p', '1080p', '4k']);
     assert.deepEqual(fast.aspect_ratios, ['16:9', '9:16']);
     assert.equal(fast.max_n, 4);
-    assert.equal(fast.backend, 'simulator'); // no real provider configured: contract.md 5
+    assert.equal(fast.backend, 'simulator'); // no real provider configured: the simulator serves it
     assert.equal(fast.simulated, true);
     assert.equal(fast.deprecated, false);
     assert.equal(fast.supports_image, true);

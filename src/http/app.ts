@@ -25,7 +25,8 @@ import { webhookRoutes } from './routes/webhooks.js';
 import { statementRoutes } from './routes/statement.js';
 import { consoleRoutes } from './routes/console.js';
 import { providerCallbackRoutes, type ProviderCallbackDeps } from './routes/provider-callbacks.js';
-import { buildOpenApiDocument } from './openapi.js';
+import { healthRoutes } from './routes/health.js';
+import { buildOpenApiDocument, type ApiRouter, type OpenApiDocument } from './openapi.js';
 import { methodNotAllowed, optionsAllow } from './method-not-allowed.js';
 import { handleMetricsRequest, observeHttpRequest } from '../metrics.js';
 
@@ -85,13 +86,8 @@ export function createApp(deps: AppDeps): express.Express {
   });
 
   app.use(optionsAllow(app));
-  app.get('/healthz', (_req, res) => {
-    res.json({ ok: true });
-  });
-  app.get('/readyz', async (_req, res) => {
-    const ok = await deps.ready().catch(() => false);
-    res.status(ok ? 200 : 503).json({ ok });
-  });
+  const health = healthRoutes({ ready: deps.ready });
+  app.use(health.router);
   app.get('/metrics', (req, res, next) => {
     // In production the business figures are not public: served only behind METRICS_TOKEN.
     if (deps.production && !deps.metricsToken) return next();
@@ -100,17 +96,24 @@ export function createApp(deps: AppDeps): express.Express {
 
   const auth = requireApiKey(deps.db);
   const limit = rateLimit(deps.rateLimitPerMinute);
-  app.use(videoRoutes({ auth, limit, jobs: deps.jobs, lifecycle: deps.lifecycle, downloadUrls: deps.downloadUrls, publicBaseUrl: deps.publicBaseUrl }));
-  app.use(modelRoutes({ auth, simulator: deps.simulator, vertex: deps.vertex ?? false, fal: deps.fal, replicate: deps.replicate, voiceProvider: deps.voiceProvider }));
+  // The OpenAPI document is built from the contracts of the routers mounted here (./openapi.ts).
+  const routers: ApiRouter[] = [
+    videoRoutes({ auth, limit, jobs: deps.jobs, lifecycle: deps.lifecycle, downloadUrls: deps.downloadUrls, publicBaseUrl: deps.publicBaseUrl }),
+    modelRoutes({ auth, simulator: deps.simulator, vertex: deps.vertex ?? false, fal: deps.fal, replicate: deps.replicate, voiceProvider: deps.voiceProvider }),
+    voiceRoutes({ auth, limit, voices: deps.voices }),
+    speechRoutes({ auth, limit, speech: deps.speech }),
+    webhookRoutes({ auth, limit, webhooks: deps.webhooks }),
+    statementRoutes({ auth, db: deps.db }),
+    ...(deps.files ? [fileRoutes(deps.files)] : []),
+    adminRoutes({ db: deps.db, admin: requireAdmin(deps.adminToken), audit: deps.audit }),
+    docsRoutes(() => document),
+  ];
+  // Provider callbacks are the providers' (verified by their signatures), not the customers' API: undocumented.
   if (deps.providerCallbacks) app.use(providerCallbackRoutes(deps.providerCallbacks));
-  app.use(voiceRoutes({ auth, limit, voices: deps.voices }));
-  app.use(speechRoutes({ auth, limit, speech: deps.speech }));
-  app.use(webhookRoutes({ auth, limit, webhooks: deps.webhooks }));
-  app.use(statementRoutes({ auth, db: deps.db }));
-  if (deps.files) app.use(fileRoutes(deps.files));
-  app.use(adminRoutes({ db: deps.db, admin: requireAdmin(deps.adminToken), audit: deps.audit }));
-  app.use(docsRoutes(buildOpenApiDocument({ simulator: deps.simulator, vertex: deps.vertex ?? false, voiceProvider: deps.voiceProvider, production: deps.production ?? false })));
+  for (const r of routers) app.use(r.router);
   app.use(consoleRoutes({ logger: deps.logger }));
+  const documentContext = { simulator: deps.simulator, vertex: deps.vertex ?? false, voiceProvider: deps.voiceProvider, production: deps.production ?? false };
+  const document: OpenApiDocument = buildOpenApiDocument(documentContext, [...routers, health].flatMap((r) => r.contracts));
   app.use(methodNotAllowed(app));
   app.use(notFoundRoute);
   app.use(errorHandler(deps.logger));

@@ -35,7 +35,7 @@ function variant(title: string, properties: Record<string, JsonSchema>, required
   return { title, type: 'object', properties, required: [...new Set(required)], additionalProperties: false, ...extra };
 }
 
-/** The inputs beyond seed-api.md's fields a model takes: its images, audio switch, negative prompt. */
+/** The inputs a model may take beyond the common fields: its images, audio switch, negative prompt. */
 function inputProperties(p: Record<string, JsonSchema>, m: VideoModel): Record<string, JsonSchema> {
   const frame = (what: string, description: JsonSchema | undefined) =>
     imageInputSchema(m.inputs.image_mime_types, IMAGE_MAX_BYTES, `${what} (${m.inputs.image_mime_types.join(', ')}). ${String(description?.['description'] ?? '')}`.trim());

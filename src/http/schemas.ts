@@ -307,7 +307,7 @@ export const VoiceDeleted = z.strictObject({ id: Uuid, object: z.literal('voice'
 
 export const Health = z.strictObject({ ok: z.boolean() });
 
-// Admin API (contract.md 3)
+// Admin API
 export const Workspace = z.strictObject({ id: Uuid, object: z.literal('workspace'), name: z.string(), balance_in_euro: Euros });
 export const WorkspaceCredits = z.strictObject({
   id: Uuid,
@@ -354,7 +354,7 @@ export const LedgerAudit = z
 
 export const ApiKeyRevoked = z.strictObject({ id: Uuid, object: z.literal('api_key'), revoked: z.literal(true) });
 
-// Balance and ledger statement (contract.md 7)
+// Balance and ledger statement
 export const Balance = z.strictObject({ object: z.literal('balance'), balance_in_euro: Euros }).describe("The caller's workspace balance.");
 export const LedgerEntry = z
   .strictObject({
@@ -370,7 +370,7 @@ export const LedgerEntry = z
   .describe('One entry of the append-only ledger.');
 export const LedgerEntryList = z.strictObject({ object: z.literal('list'), data: z.array(LedgerEntry).describe('Newest first.'), has_more: z.boolean() });
 
-// Webhooks (contract.md 8)
+// Webhooks
 export const WebhookEndpoint = z
   .strictObject({
     id: Uuid,

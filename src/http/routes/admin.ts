@@ -1,7 +1,11 @@
-// Admin API (contract.md 3, 9): workspaces, credits, API keys (and their revocation), ledger audit. Behind ADMIN_TOKEN.
-import { Router, type RequestHandler } from 'express';
+// Admin API: workspaces, credits, API keys (and their revocation), ledger audit. Behind ADMIN_TOKEN.
+// Each operation's contract, then its handler.
+import type { RequestHandler } from 'express';
+import { z } from 'zod';
 import type { Db } from '../../db/pool.js';
-import { AddCreditsBody, CreateApiKeyBody, CreateWorkspaceBody, idempotencyKeyOf } from '../schemas.js';
+import { AddCreditsBody, ApiKey, ApiKeyRevoked, CreateApiKeyBody, CreateWorkspaceBody, idempotencyKeyOf, LedgerAudit, Workspace, WorkspaceCredits } from '../schemas.js';
+import { ApiRouter, json } from '../openapi.js';
+import { apiKeyBodySchema } from '../openapi-catalog.js';
 import { jsonBody } from '../json-body.js';
 import { invalidParam, notFound } from '../errors.js';
 import { eurToMicroEurRounded, microEurToEur } from '../../money.js';
@@ -18,9 +22,11 @@ function euroParam(name: string, amount_eur: number): number {
   return micro;
 }
 
-export function adminRoutes(deps: { db: Db; admin: RequestHandler; audit: AuditOptions }): Router {
-  const r = Router();
-  r.use('/admin', deps.admin);
+const WORKSPACE_ID = z.object({ id: z.string().describe('The workspace id.') });
+
+export function adminRoutes(deps: { db: Db; admin: RequestHandler; audit: AuditOptions }): ApiRouter {
+  const api = new ApiRouter();
+  api.router.use('/admin', deps.admin);
 
   const workspaceId = (raw: unknown): string => {
     const id = String(raw);
@@ -34,58 +40,145 @@ export function adminRoutes(deps: { db: Db; admin: RequestHandler; audit: AuditO
     balance_in_euro: microEurToEur(w.balance_micro_eur),
   });
 
-  r.post('/admin/v1/workspaces', jsonBody, async (req, res) => {
-    const body = CreateWorkspaceBody.parse(req.body);
-    const credits = body.credits_in_euro === undefined ? 0 : euroParam('credits_in_euro', body.credits_in_euro);
-    const w = await createWorkspace(deps.db, { name: body.name, credits_micro_eur: credits });
-    res.status(201).json(presentWorkspace(w));
-  });
+  api.route(
+    {
+      method: 'post',
+      path: '/admin/v1/workspaces',
+      operationId: 'adminCreateWorkspace',
+      tag: 'Admin',
+      summary: 'Create a workspace',
+      security: 'admin',
+      body: { component: 'CreateWorkspaceBody', schema: CreateWorkspaceBody, example: { name: 'demo', credits_in_euro: 10 } },
+      responses: { '201': json(Workspace, 'The new workspace.') },
+      errors: { 400: undefined, 401: undefined },
+    },
+    jsonBody,
+    async (req, res) => {
+      const body = CreateWorkspaceBody.parse(req.body);
+      const credits = body.credits_in_euro === undefined ? 0 : euroParam('credits_in_euro', body.credits_in_euro);
+      const w = await createWorkspace(deps.db, { name: body.name, credits_micro_eur: credits });
+      res.status(201).json(presentWorkspace(w));
+    },
+  );
 
-  r.get('/admin/v1/workspaces/:id', async (req, res) => {
-    res.json(presentWorkspace(await getWorkspace(deps.db, workspaceId(req.params['id']))));
-  });
+  api.route(
+    {
+      method: 'get',
+      path: '/admin/v1/workspaces/{id}',
+      operationId: 'adminGetWorkspace',
+      tag: 'Admin',
+      summary: 'Get a workspace and its balance',
+      security: 'admin',
+      requestParams: { path: WORKSPACE_ID },
+      responses: { '200': json(Workspace, 'The workspace.') },
+      errors: { 401: undefined, 404: 'No such workspace.' },
+    },
+    async (req, res) => {
+      res.json(presentWorkspace(await getWorkspace(deps.db, workspaceId(req.params['id']))));
+    },
+  );
 
-  r.post('/admin/v1/workspaces/:id/credits', jsonBody, async (req, res) => {
-    const id = workspaceId(req.params['id']);
-    const body = AddCreditsBody.parse(req.body);
-    const idempotencyKey = idempotencyKeyOf(req);
-    const amount = euroParam('amount_in_euro', body.amount_in_euro);
-    const result = await addCredits(deps.db, { workspaceId: id, amount_micro_eur: amount, idempotencyKey });
-    res.json({ id, object: 'workspace', balance_in_euro: microEurToEur(result.balance_micro_eur), topup_id: result.topup_id });
-  });
+  api.route(
+    {
+      method: 'post',
+      path: '/admin/v1/workspaces/{id}/credits',
+      operationId: 'adminAddCredits',
+      tag: 'Admin',
+      summary: 'Add credits to a workspace',
+      description: 'With an `Idempotency-Key`, a retry adds the credits once and answers the same top-up.',
+      security: 'admin',
+      requestParams: { path: WORKSPACE_ID },
+      idempotent: true,
+      body: { component: 'AddCreditsBody', schema: AddCreditsBody, example: { amount_in_euro: 25 } },
+      responses: { '200': json(WorkspaceCredits, 'Added.') },
+      errors: { 400: 'Invalid request, e.g. an amount below 0.000001 or above 1000000.', 401: undefined, 404: 'No such workspace.' },
+    },
+    jsonBody,
+    async (req, res) => {
+      const id = workspaceId(req.params['id']);
+      const body = AddCreditsBody.parse(req.body);
+      const idempotencyKey = idempotencyKeyOf(req);
+      const amount = euroParam('amount_in_euro', body.amount_in_euro);
+      const result = await addCredits(deps.db, { workspaceId: id, amount_micro_eur: amount, idempotencyKey });
+      res.json({ id, object: 'workspace', balance_in_euro: microEurToEur(result.balance_micro_eur), topup_id: result.topup_id });
+    },
+  );
 
-  r.post('/admin/v1/workspaces/:id/api-keys', jsonBody, async (req, res) => {
-    const id = workspaceId(req.params['id']);
-    const body = CreateApiKeyBody.parse(req.body);
-    for (const [i, m] of (body.models ?? []).entries()) {
-      if (!findVideoModel(m) && !findSpeechModel(m)) throw invalidParam(`models.${i}`, `unknown model "${m}"`);
-    }
-    const spend_limit_micro_eur = body.spend_limit_in_euro === undefined ? null : euroParam('spend_limit_in_euro', body.spend_limit_in_euro);
-    const key = await createApiKey(deps.db, { workspaceId: id, models: body.models ? [...new Set(body.models)] : null, spend_limit_micro_eur });
-    res.status(201).json({
-      id: key.id,
-      object: 'api_key',
-      key: key.key,
-      models: key.models,
-      spend_limit_in_euro: key.spend_limit_micro_eur === null ? null : microEurToEur(key.spend_limit_micro_eur),
-    });
-  });
+  api.route(
+    {
+      method: 'post',
+      path: '/admin/v1/workspaces/{id}/api-keys',
+      operationId: 'adminCreateApiKey',
+      tag: 'Admin',
+      summary: 'Create an API key',
+      description: 'The key is shown once, in this answer. Without `models` it may use every model.',
+      security: 'admin',
+      requestParams: { path: WORKSPACE_ID },
+      // `models` names models of the catalog.
+      body: { component: 'CreateApiKeyBody', schema: CreateApiKeyBody, example: { models: ['sim-video-1'] }, override: apiKeyBodySchema },
+      responses: { '201': json(ApiKey, 'The new key.') },
+      errors: { 400: 'Invalid request, e.g. an unknown model (`param: models.{i}`).', 401: undefined, 404: 'No such workspace.' },
+    },
+    jsonBody,
+    async (req, res) => {
+      const id = workspaceId(req.params['id']);
+      const body = CreateApiKeyBody.parse(req.body);
+      for (const [i, m] of (body.models ?? []).entries()) {
+        if (!findVideoModel(m) && !findSpeechModel(m)) throw invalidParam(`models.${i}`, `unknown model "${m}"`);
+      }
+      const spend_limit_micro_eur = body.spend_limit_in_euro === undefined ? null : euroParam('spend_limit_in_euro', body.spend_limit_in_euro);
+      const key = await createApiKey(deps.db, { workspaceId: id, models: body.models ? [...new Set(body.models)] : null, spend_limit_micro_eur });
+      res.status(201).json({
+        id: key.id,
+        object: 'api_key',
+        key: key.key,
+        models: key.models,
+        spend_limit_in_euro: key.spend_limit_micro_eur === null ? null : microEurToEur(key.spend_limit_micro_eur),
+      });
+    },
+  );
 
-  r.delete('/admin/v1/api-keys/:id', async (req, res) => {
-    const id = String(req.params['id']);
-    const unknownKey = () => notFound('api_key_not_found', `no API key ${id}`, 'id');
-    if (!isUuid(id)) throw unknownKey();
-    try {
-      await revokeApiKey(deps.db, id);
-    } catch (err) {
-      throw err instanceof NotFoundError ? unknownKey() : err;
-    }
-    res.json({ id, object: 'api_key', revoked: true });
-  });
+  api.route(
+    {
+      method: 'delete',
+      path: '/admin/v1/api-keys/{id}',
+      operationId: 'adminRevokeApiKey',
+      tag: 'Admin',
+      summary: 'Revoke an API key',
+      description: 'The key is refused (401) from the next request on, by every API process. Revoking a revoked key answers the same.',
+      security: 'admin',
+      requestParams: { path: z.object({ id: z.string().describe('The API key id (`id` of the key, not the key itself).') }) },
+      responses: { '200': json(ApiKeyRevoked, 'Revoked.') },
+      errors: { 401: undefined, 404: 'No such API key (api_key_not_found).' },
+    },
+    async (req, res) => {
+      const id = String(req.params['id']);
+      const unknownKey = () => notFound('api_key_not_found', `no API key ${id}`, 'id');
+      if (!isUuid(id)) throw unknownKey();
+      try {
+        await revokeApiKey(deps.db, id);
+      } catch (err) {
+        throw err instanceof NotFoundError ? unknownKey() : err;
+      }
+      res.json({ id, object: 'api_key', revoked: true });
+    },
+  );
 
-  r.get('/admin/v1/ledger/audit', async (_req, res) => {
-    res.json(await auditLedger(deps.db, deps.audit));
-  });
+  api.route(
+    {
+      method: 'get',
+      path: '/admin/v1/ledger/audit',
+      operationId: 'adminLedgerAudit',
+      tag: 'Admin',
+      summary: 'Audit the ledger',
+      security: 'admin',
+      responses: { '200': json(LedgerAudit, 'The audit (ok or not).') },
+      errors: { 401: undefined },
+    },
+    async (_req, res) => {
+      res.json(await auditLedger(deps.db, deps.audit));
+    },
+  );
 
-  return r;
+  return api;
 }

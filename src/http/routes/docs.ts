@@ -4,8 +4,7 @@
 // nothing but this origin.
 import { createRequire } from 'node:module';
 import path from 'node:path';
-import { Router } from 'express';
-import type { OpenApiDocument } from '../openapi.js';
+import { ApiRouter, type OpenApiDocument } from '../openapi.js';
 
 const SWAGGER_UI_DIR = path.dirname(createRequire(import.meta.url).resolve('swagger-ui-dist/package.json'));
 
@@ -63,24 +62,53 @@ const CSP = [
 ].join('; ');
 const PAGE_HEADERS = { 'Content-Security-Policy': CSP, 'X-Content-Type-Options': 'nosniff' };
 
-export function docsRoutes(document: OpenApiDocument): Router {
-  const r = Router();
-  const json = JSON.stringify(document);
-  r.get('/v2/openapi.json', (_req, res) => {
-    res.status(200).type('application/json').set('Access-Control-Allow-Origin', '*').send(json);
-  });
-  r.get('/docs', (_req, res) => {
-    res.status(200).type('html').set(PAGE_HEADERS).send(HTML);
-  });
-  r.get('/docs/init.js', (_req, res) => {
+/** `document`: the app's document, built once its routers (this one included) are all mounted. */
+export function docsRoutes(document: () => OpenApiDocument): ApiRouter {
+  const api = new ApiRouter();
+  let json: string | undefined;
+
+  api.route(
+    {
+      method: 'get',
+      path: '/v2/openapi.json',
+      operationId: 'getOpenApiDocument',
+      tag: 'Service',
+      summary: 'This OpenAPI document',
+      security: 'none',
+      responses: { '200': { description: 'The OpenAPI 3.1 document.', content: { 'application/json': { schema: { type: 'object' } } } } },
+    },
+    (_req, res) => {
+      json ??= JSON.stringify(document());
+      res.status(200).type('application/json').set('Access-Control-Allow-Origin', '*').send(json);
+    },
+  );
+
+  api.route(
+    {
+      method: 'get',
+      path: '/docs',
+      operationId: 'getDocsPage',
+      tag: 'Service',
+      summary: 'API documentation page',
+      description: 'This document rendered by Swagger UI, with "Try it out"; everything served from this origin.',
+      security: 'none',
+      responses: { '200': { description: 'The page.', content: { 'text/html': { schema: { type: 'string' } } } } },
+    },
+    (_req, res) => {
+      res.status(200).type('html').set(PAGE_HEADERS).send(HTML);
+    },
+  );
+
+  // The page's script and the package's files: parts of the page, not operations of the API.
+  api.router.get('/docs/init.js', (_req, res) => {
     res.status(200).type('text/javascript; charset=utf-8').set(PAGE_HEADERS).send(DOCS_INIT_SCRIPT);
   });
   for (const [name, type] of Object.entries(DOCS_ASSETS)) {
-    r.get(`/docs/${name}`, (_req, res, next) => {
+    api.router.get(`/docs/${name}`, (_req, res, next) => {
       res.sendFile(path.join(SWAGGER_UI_DIR, name), { headers: { 'Content-Type': type, 'Cache-Control': 'public, max-age=3600', ...PAGE_HEADERS } }, (err) => {
         if (err) next(err);
       });
     });
   }
-  return r;
+  return api;
 }

@@ -1,15 +1,18 @@
 // GET /v2/models (the models this key may use, where a backend serves them) and GET /v2/models/all
 // (the whole catalog, saying which backend serves each model and which backends can, in order, and the
 // retired ids still accepted).
-import { Router, type RequestHandler } from 'express';
+import type { RequestHandler } from 'express';
+import { z } from 'zod';
 import { findVideoModel, speechModels, videoBackendsFor, videoModelAliases, videoModels, type ConfiguredBackends, type VideoModel } from '../../catalog.js';
 import { keyAllowsModel } from '../../services/workspaces.js';
 import { principalOf } from '../auth.js';
 import { notFound } from '../errors.js';
 import { presentSpeechModel, presentVideoModel, presentVideoModelAlias } from '../presenters.js';
+import { ApiRouter, json } from '../openapi.js';
+import { Model, ModelList } from '../schemas.js';
 
-export function modelRoutes(deps: { auth: RequestHandler; simulator: boolean; vertex?: boolean; fal?: boolean; replicate?: boolean; voiceProvider: string }): Router {
-  const r = Router();
+export function modelRoutes(deps: { auth: RequestHandler; simulator: boolean; vertex?: boolean; fal?: boolean; replicate?: boolean; voiceProvider: string }): ApiRouter {
+  const api = new ApiRouter();
   const configured: ConfiguredBackends = { simulator: deps.simulator, vertex: deps.vertex, fal: deps.fal, replicate: deps.replicate };
   const usableOf = (m: VideoModel) => videoBackendsFor(m, configured);
   const all = () => [
@@ -25,19 +28,64 @@ export function modelRoutes(deps: { auth: RequestHandler; simulator: boolean; ve
     ...speechModels().map((m) => presentSpeechModel(m, deps.voiceProvider)),
   ];
 
-  r.get('/v2/models', deps.auth, (_req, res) => {
-    const principal = principalOf(res);
-    // Retired ids are not offered: they are listed (deprecated) in /v2/models/all only.
-    const usable = all().filter((m) => m.available && !('deprecated' in m && m.deprecated) && keyAllowsModel(principal, m.id));
-    res.json({ object: 'list', data: usable });
-  });
-  r.get('/v2/models/all', deps.auth, (_req, res) => {
-    res.json({ object: 'list', data: all() });
-  });
-  r.get('/v2/models/:id', deps.auth, (req, res) => {
-    const m = all().find((x) => x.id === req.params['id']);
-    if (!m) throw notFound('model_not_found', `model "${req.params['id']}" does not exist`, 'id');
-    res.json(m);
-  });
-  return r;
+  api.route(
+    {
+      method: 'get',
+      path: '/v2/models',
+      operationId: 'listModels',
+      tag: 'Models',
+      summary: 'List the models this key may use',
+      description: 'The models this API key is permitted to use and that are available here.',
+      security: 'apiKey',
+      responses: { '200': json(ModelList, 'The models.') },
+      errors: { 401: undefined },
+    },
+    deps.auth,
+    (_req, res) => {
+      const principal = principalOf(res);
+      // Retired ids are not offered: they are listed (deprecated) in /v2/models/all only.
+      const usable = all().filter((m) => m.available && !('deprecated' in m && m.deprecated) && keyAllowsModel(principal, m.id));
+      res.json({ object: 'list', data: usable });
+    },
+  );
+
+  api.route(
+    {
+      method: 'get',
+      path: '/v2/models/all',
+      operationId: 'listAllModels',
+      tag: 'Models',
+      summary: 'List every model of the catalog',
+      description: 'The whole catalog, each model saying which backend serves it (null: not available here).',
+      security: 'apiKey',
+      responses: { '200': json(ModelList, 'The models.') },
+      errors: { 401: undefined },
+    },
+    deps.auth,
+    (_req, res) => {
+      res.json({ object: 'list', data: all() });
+    },
+  );
+
+  api.route(
+    {
+      method: 'get',
+      path: '/v2/models/{id}',
+      operationId: 'getModel',
+      tag: 'Models',
+      summary: 'Get a model',
+      security: 'apiKey',
+      requestParams: { path: z.object({ id: z.string().describe('The model id, e.g. sim-video-1.') }) },
+      responses: { '200': json(Model, 'The model.') },
+      errors: { 401: undefined, 404: 'Unknown model (model_not_found).' },
+    },
+    deps.auth,
+    (req, res) => {
+      const m = all().find((x) => x.id === req.params['id']);
+      if (!m) throw notFound('model_not_found', `model "${req.params['id']}" does not exist`, 'id');
+      res.json(m);
+    },
+  );
+
+  return api;
 }

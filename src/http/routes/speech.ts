@@ -1,37 +1,87 @@
 // POST /v2/audio/speech: JSON in, audio bytes out (charged once delivered; see services/speech.ts).
-import { Router, type RequestHandler } from 'express';
+import type { RequestHandler } from 'express';
 import { CreateSpeechBody, idempotencyKeyOf } from '../schemas.js';
+import { ApiRouter, header } from '../openapi.js';
+import { speechBodyExample, speechBodySchema } from '../openapi-catalog.js';
 import { jsonBody } from '../json-body.js';
 import { principalOf } from '../auth.js';
 import { microEurToEur } from '../../money.js';
 import type { SpeechService } from '../../services/speech.js';
 
-
-export function speechRoutes(deps: { auth: RequestHandler; limit: RequestHandler; speech: SpeechService }): Router {
-  const r = Router();
+export function speechRoutes(deps: { auth: RequestHandler; limit: RequestHandler; speech: SpeechService }): ApiRouter {
+  const api = new ApiRouter();
   // With no voice provider every request is a 503, whatever its body.
   const configured: RequestHandler = (_req, _res, next) => {
     deps.speech.assertConfigured();
     next();
   };
 
-  r.post('/v2/audio/speech', deps.auth, deps.limit, configured, jsonBody, async (req, res) => {
-    const body = CreateSpeechBody.parse(req.body);
-    const idempotencyKey = idempotencyKeyOf(req);
-    const speech = await deps.speech.speak(principalOf(res), body, idempotencyKey);
-    res
-      .status(200)
-      .set({
-        'Content-Type': speech.content_type,
-        'Content-Disposition': `inline; filename="speech.${body.response_format ?? 'wav'}"`,
-        'X-Speech-Request-Id': speech.speech_request_id,
-        'X-Model': speech.model,
-        'X-Characters': String(speech.characters),
-        'X-Cost-In-Euro': String(microEurToEur(speech.cost_micro_eur)),
-        ...(speech.replayed ? { 'Idempotent-Replayed': 'true' } : {}),
-      })
-      .send(speech.audio);
-  });
+  api.route(
+    {
+      method: 'post',
+      path: '/v2/audio/speech',
+      operationId: 'createSpeech',
+      tag: 'Speech',
+      summary: 'Text to speech',
+      description:
+        'Speaks `input` with `voice` and answers the audio. Charged per character, once the audio is produced; a provider failure charges nothing. ' +
+        'With an `Idempotency-Key`, a retry with the same body answers again without a second charge.',
+      security: 'apiKey',
+      idempotent: true,
+      // One variant per speech model of the configured voice provider, with its limits.
+      body: { component: 'CreateSpeechBody', schema: CreateSpeechBody, example: speechBodyExample, override: speechBodySchema },
+      responses: {
+        '200': {
+          description:
+            'The audio. response_format wav: `audio/wav`. pcm: `audio/pcm` with its parameters, e.g. `audio/pcm;rate=24000;channels=1;encoding=s16le`.',
+          headers: {
+            'Content-Disposition': header('`inline; filename="speech.wav"` (or .pcm).'),
+            'X-Speech-Request-Id': header('The speech request id (derived from the Idempotency-Key when given).', { type: 'string', format: 'uuid' }),
+            'X-Model': header('The model that spoke.'),
+            'X-Characters': header('Characters billed (Unicode code points).', { type: 'integer', minimum: 1 }),
+            'X-Cost-In-Euro': header('The charge, in euros.', { type: 'number' }),
+            'Idempotent-Replayed': header('`true` when this answers an Idempotency-Key retry (not charged again).', { type: 'string', const: 'true' }),
+          },
+          content: {
+            'audio/wav': { schema: { type: 'string', format: 'binary', contentMediaType: 'audio/wav' } },
+            'audio/pcm': { schema: { type: 'string', format: 'binary', contentMediaType: 'audio/pcm' } },
+          },
+        },
+      },
+      errors: {
+        400: 'Invalid request, e.g. blank or too long `input`, or a response_format the model does not offer.',
+        401: undefined,
+        402: undefined,
+        403: undefined,
+        404: 'Unknown model (model_not_found, `param: model`) or voice (voice_not_found, `param: voice`).',
+        409: undefined,
+        429: undefined,
+        502: undefined,
+        503: 'No voice provider is configured, or it could not be reached.',
+      },
+    },
+    deps.auth,
+    deps.limit,
+    configured,
+    jsonBody,
+    async (req, res) => {
+      const body = CreateSpeechBody.parse(req.body);
+      const idempotencyKey = idempotencyKeyOf(req);
+      const speech = await deps.speech.speak(principalOf(res), body, idempotencyKey);
+      res
+        .status(200)
+        .set({
+          'Content-Type': speech.content_type,
+          'Content-Disposition': `inline; filename="speech.${body.response_format ?? 'wav'}"`,
+          'X-Speech-Request-Id': speech.speech_request_id,
+          'X-Model': speech.model,
+          'X-Characters': String(speech.characters),
+          'X-Cost-In-Euro': String(microEurToEur(speech.cost_micro_eur)),
+          ...(speech.replayed ? { 'Idempotent-Replayed': 'true' } : {}),
+        })
+        .send(speech.audio);
+    },
+  );
 
-  return r;
+  return api;
 }

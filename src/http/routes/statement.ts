@@ -1,9 +1,10 @@
 // GET /v2/balance and GET /v2/ledger: the caller's workspace balance and ledger statement.
-import { Router, type RequestHandler } from 'express';
+import type { RequestHandler } from 'express';
 import type { Db } from '../../db/pool.js';
 import { principalOf } from '../auth.js';
 import { pageQueryOf } from '../page-query.js';
-import { LedgerPageQuery } from '../schemas.js';
+import { Balance, LedgerEntryList, LedgerPageQuery } from '../schemas.js';
+import { ApiRouter, json, PAGE_400 } from '../openapi.js';
 import { microEurToEur } from '../../money.js';
 import { balanceOf, LEDGER_ENTRY_ID_PREFIX, listLedgerEntries, type LedgerEntryRecord } from '../../services/statement.js';
 
@@ -22,18 +23,46 @@ export function presentLedgerEntry(e: LedgerEntryRecord) {
   };
 }
 
-export function statementRoutes(deps: { auth: RequestHandler; db: Db }): Router {
-  const r = Router();
+export function statementRoutes(deps: { auth: RequestHandler; db: Db }): ApiRouter {
+  const api = new ApiRouter();
 
-  r.get('/v2/balance', deps.auth, async (_req, res) => {
-    const balance = await balanceOf(deps.db, principalOf(res).workspace_id);
-    res.json({ object: 'balance', balance_in_euro: microEurToEur(balance) });
-  });
+  api.route(
+    {
+      method: 'get',
+      path: '/v2/balance',
+      operationId: 'getBalance',
+      tag: 'Billing',
+      summary: "This workspace's balance",
+      security: 'apiKey',
+      responses: { '200': json(Balance, 'The balance.') },
+      errors: { 401: undefined },
+    },
+    deps.auth,
+    async (_req, res) => {
+      const balance = await balanceOf(deps.db, principalOf(res).workspace_id);
+      res.json({ object: 'balance', balance_in_euro: microEurToEur(balance) });
+    },
+  );
 
-  r.get('/v2/ledger', deps.auth, async (req, res) => {
-    const page = await listLedgerEntries(deps.db, principalOf(res).workspace_id, pageQueryOf(req, LedgerPageQuery));
-    res.json({ object: 'list', data: page.data.map(presentLedgerEntry), has_more: page.has_more });
-  });
+  api.route(
+    {
+      method: 'get',
+      path: '/v2/ledger',
+      operationId: 'listLedgerEntries',
+      tag: 'Billing',
+      summary: "This workspace's ledger statement",
+      description: 'Every credit, charge and refund of the workspace, newest first, each with the balance it left.',
+      security: 'apiKey',
+      requestParams: { query: LedgerPageQuery },
+      responses: { '200': json(LedgerEntryList, 'A page of entries.') },
+      errors: { 400: PAGE_400, 401: undefined },
+    },
+    deps.auth,
+    async (req, res) => {
+      const page = await listLedgerEntries(deps.db, principalOf(res).workspace_id, pageQueryOf(req, LedgerPageQuery));
+      res.json({ object: 'list', data: page.data.map(presentLedgerEntry), has_more: page.has_more });
+    },
+  );
 
-  return r;
+  return api;
 }
