@@ -1,4 +1,4 @@
-// API key revocation (contract.md 9): DELETE /admin/v1/api-keys/{id} and the CLI's `key revoke`.
+// API key revocation: DELETE /admin/v1/api-keys/{id} and the CLI's `key revoke`.
 // A revoked key gets 401 at once, on this API process and on another one (a real `npm run api`
 // process on the same database); revoking is idempotent; other keys keep working.
 import { after, before, test } from 'node:test';

@@ -1,4 +1,4 @@
-// The fault suite (contract.md 6): the scale-out topology (`npm run api` and `npm run worker` as real
+// The fault suite: the scale-out topology (`npm run api` and `npm run worker` as real
 // processes) on a PostgreSQL and a Temporal server of this file's own, which it kills with SIGKILL and
 // starts again. Each fault is one an operator or an outage causes: a workflow terminated by hand, no
 // worker for longer than a create waits, PostgreSQL or Temporal dying with jobs pending, a worker that
@@ -323,7 +323,7 @@ describe('a worker stalls in the middle of a charge', () => {
       await until('the charge to commit', 5_000, async () => (await db.query('SELECT 1 FROM video_jobs WHERE id = $1', [jobId])).rowCount);
       // Frozen until the API has stopped waiting for the update (it then decides the attempt: charged), and
       // no longer: a worker frozen past its workflow task's timeout (10 s) is left out (see the note of
-      // issue 9: its run finds itself late and refuses unseen; the reconciler then refunds the job in full).
+      // its run finds itself late and refuses unseen; the reconciler then refunds the job in full).
       await new Promise((r) => setTimeout(r, Math.max(0, sent_at_ms + CREATE_TIMEOUT_MS + 500 - Date.now())));
       worker.kill('SIGCONT');
       answered = await pending;

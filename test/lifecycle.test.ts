@@ -1,4 +1,4 @@
-// The job lifecycle (contract.md 7) and per-key spend limits (contract.md 9), end to end on the real
+// The job lifecycle and per-key spend limits, end to end on the real
 // stack: list with cursor pagination and filters, cancel (also racing completion), delete, and 50
 // creates racing against a key's limit. The ledger audit after each.
 import { after, before, describe, test } from 'node:test';

@@ -507,7 +507,7 @@ describe('Vertex AI Veo adapter: every documented answer', () => {
 });
 
 describe('Vertex AI Veo: config and routing', () => {
-  test('routing: with Vertex configured the reference family goes to Vertex, each with a Vertex model id; else contract.md 5', () => {
+  test('routing: with Vertex configured the reference family goes to Vertex, each with a Vertex model id; else the simulator', () => {
     for (const m of videoModels()) {
       const withVertex = videoBackendFor(m, { simulator: true, vertex: true });
       // sim-video-1, and the models only fal or Replicate serve (neither configured here): the simulator

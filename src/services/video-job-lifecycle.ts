@@ -1,4 +1,4 @@
-// The job lifecycle beyond create and status (contract.md 7): list, cancel, delete. Only the caller's
+// The job lifecycle beyond create and status: list, cancel, delete. Only the caller's
 // workspace: another workspace's job is a 404, as an id that never existed.
 //
 // Cancel goes through the job's workflow (the cancelJob update): the generation stops, the provider's

@@ -1,6 +1,6 @@
 // The search attributes this service writes (workflows/messages.ts) must exist in the namespace: on an
 // external Temporal the operator registers them. A process that finds one missing stops at startup with
-// one line saying which and how to add it (contract.md 6), instead of failing every create later.
+// one line saying which and how to add it, instead of failing every create later.
 import { ConfigError } from '../config.js';
 import { SEARCH_ATTRIBUTES } from '../../workflows/messages.js';
 

@@ -1,4 +1,4 @@
--- Money under faults (contract.md 6): bounded acceptance, the reconciler, speech holds.
+-- Money under faults: bounded acceptance, the reconciler, speech holds.
 
 -- Bounded acceptance. Every create is one attempt (a fresh attempt_id, also for an Idempotency-Key
 -- retry). An attempt is either charged (video_jobs.attempt_id names it) or refused, never both: the

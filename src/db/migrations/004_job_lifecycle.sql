@@ -1,4 +1,4 @@
--- The job lifecycle (contract.md 7) and per-key spend limits (contract.md 9).
+-- The job lifecycle and per-key spend limits.
 
 -- DELETE /v2/videos/generations/{id}: the job's stored videos are removed and the job disappears from
 -- the API; the row stays (the ledger's entries refer to it, and the audit still accounts for it).

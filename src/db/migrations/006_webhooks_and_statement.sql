@@ -1,4 +1,4 @@
--- Issue 10: the customer's ledger statement (balance after each entry) and signed webhooks.
+-- The customer's ledger statement (balance after each entry) and signed webhooks.
 
 -- The balance after each entry, written by applyEntry in the same transaction (under the workspace
 -- row lock, so entries of one workspace are numbered in the order they were applied). Existing rows

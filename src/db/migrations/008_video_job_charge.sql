@@ -1,4 +1,4 @@
--- A video job's charge in one statement (issue 9: the cost of a create). The charge was a transaction
+-- A video job's charge in one statement (the cost of a create). The charge was a transaction
 -- of seven round trips (BEGIN with its limits, the job's lock, what decides the attempt, the workspace's
 -- lock, the job with its key's spend, the ledger entry, COMMIT) and held the workspace row's lock
 -- across three of them, so concurrent creates of one workspace queued on it. It is now this function,

@@ -1,4 +1,4 @@
--- Jobs whose provider operation the workers' pollers await (issue 9: a pending job costs a row, not
+-- Jobs whose provider operation the workers' pollers await (a pending job costs a row, not
 -- a running activity). The awaiting activity's attempt records itself here (its task token, what to poll,
 -- how often) and returns without completing; any worker's poller claims the rows that are due, polls
 -- the provider, and completes, fails or heartbeats the attempt with its task token. A worker that dies

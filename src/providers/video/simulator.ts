@@ -1,4 +1,4 @@
-// The simulated video provider (contract.md 5). It behaves as a remote provider would: accepted
+// The simulated video provider, so the service runs and is tested with no provider account. It behaves as a remote provider would: accepted
 // operations are stored in Postgres (its own schema), so they survive a crash and restart of the
 // service, and an operation's delay runs from its submission, not from the last restart. It accepts every
 // input a job can carry and records it in the operation (audio, negative prompt, each image's type, size
