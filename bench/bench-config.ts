@@ -1,5 +1,5 @@
 // The benchmark's own settings (BENCH_*), validated like the service's configuration: bounded, with
-// units in the names. The service under test keeps its defaults (see bench/product-env.ts).
+// units in the names. The service under test keeps its defaults (see bench/subject-env.ts).
 import { z } from 'zod';
 import { ConfigError } from '../src/config-error.js';
 

@@ -66,7 +66,7 @@ export async function benchCreates(infra: Infra, cfg: BenchConfig, log: Log): Pr
   const db = createPool(productEnv.databaseUrl, 4);
   const temporal = await connectClient({ address: infra.temporalAddress, namespace: 'default' });
   try {
-    log(`phases ${[phase1 && 1, phase5 && 5].filter(Boolean).join(' and ')}: starting ${phase1 ? 'bare Express, ' : ''}the floor and the product (each builds its workflow bundle)`);
+    log(`${phase1 && phase5 ? 'phases 1 and 5' : `phase ${phase1 ? 1 : 5}`}: starting ${phase1 ? 'bare Express, ' : ''}the floor and the product (each builds its workflow bundle)`);
     const spawn = async (...args: Parameters<typeof spawnSubject>) => {
       const s = await spawnSubject(...args);
       started.push(s);

@@ -69,11 +69,14 @@ export async function benchDoneToSeen(infra: Infra, cfg: BenchConfig, log: Log):
  */
 async function callBackWhenDone(db: Db, job_id: string, timeout_ms: number): Promise<boolean> {
   const deadline = Date.now() + timeout_ms;
-  let backend: string | null = null;
-  while (!(backend = (await recordedOperation(db, job_id))?.backend ?? null)) {
+  // The backend is the job's from its charge on; the operation is recorded once submitted.
+  let recorded = await recordedOperation(db, job_id);
+  while (!recorded?.operation_id || !recorded.backend) {
     if (Date.now() > deadline) throw new Error(`job ${job_id} was not submitted in time`);
     await sleep(SUBMITTED_EVERY_MS);
+    recorded = await recordedOperation(db, job_id);
   }
+  const backend = recorded.backend;
   await sleep(Math.max((await operationDoneAtMs(db, job_id)) + CALLBACK_AFTER_DONE_MS - Date.now(), 0));
   return nudgePoll(db, job_id, backend);
 }
