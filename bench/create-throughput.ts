@@ -126,7 +126,10 @@ export async function benchCreates(infra: Infra, cfg: BenchConfig, log: Log): Pr
         last = [];
         return runLoad(k, cfg.BENCH_CONCURRENCY, async (i) => {
           const created = await createJob(customer, opts.whole ? simulatedJob(0, String(i)) : body(i), { idempotencyKey: opts.idempotencyKey });
-          if (created.id) ids.push(created.id), last.push(created.id);
+          if (created.id) {
+            ids.push(created.id);
+            last.push(created.id);
+          }
           return created.error;
         });
       };
@@ -134,7 +137,11 @@ export async function benchCreates(infra: Infra, cfg: BenchConfig, log: Log): Pr
       const closed = () => inPool(ids.length, cfg.BENCH_CONCURRENCY, (i) => temporal.workflow.getHandle(videoJobWorkflowId(ids[i]!)).result()).then(() => undefined);
       if (opts.whole) return turn(product, load, n, { until: () => settledJobs(db, last, SETTLED_EVERY_MS, SETTLE_TIMEOUT_MS), after: closed });
       // Cancelled before the next turn starts.
-      return turn(product, load, n, { after: async () => (await cancelJobs(customer, db, ids, cfg.BENCH_CONCURRENCY), closed()) });
+      const cancelled = async () => {
+        await cancelJobs(customer, db, ids, cfg.BENCH_CONCURRENCY);
+        await closed();
+      };
+      return turn(product, load, n, { after: cancelled });
     };
     const floorTurn = post(floor, FLOOR_CREATE_PATH);
 
