@@ -49,9 +49,11 @@ export async function benchDoneToSeen(infra: Infra, cfg: BenchConfig, log: Log):
         cfg.BENCH_SEEN_DELAYS_S.map(async (generation_s) => {
           const created = await createJob(customer, simulatedJob(generation_s * 1000, `seen ${path} ${generation_s}s`));
           if (!created.id) throw new Error(`create: ${created.error}`);
-          const callback = path === 'callback' ? callBackWhenDone(db, created.id, generation_s * 1000 + OUTCOME_MARGIN_MS) : null;
-          const outcome = await awaitOutcome(customer, created.id, GET_EVERY_MS, generation_s * 1000 + OUTCOME_MARGIN_MS);
-          const nudged = await callback;
+          // Side by side, so a failed callback fails the phase at once (and the run stops its servers).
+          const [outcome, nudged] = await Promise.all([
+            awaitOutcome(customer, created.id, GET_EVERY_MS, generation_s * 1000 + OUTCOME_MARGIN_MS),
+            path === 'callback' ? callBackWhenDone(db, created.id, generation_s * 1000 + OUTCOME_MARGIN_MS) : null,
+          ]);
           const done_at_ms = await operationDoneAtMs(db, created.id);
           return { path, generation_s, status: outcome.status, done_to_seen_ms: outcome.seen_at_ms - done_at_ms, ...(nudged === null ? {} : { nudged }) };
         }),
