@@ -1,5 +1,5 @@
 // The benchmark's own settings (BENCH_*), validated like the service's configuration: bounded, with
-// units in the names. The service under test keeps its defaults (see bench/product-env.ts).
+// units in the names. The service under test keeps its defaults (see bench/subject-env.ts).
 import { z } from 'zod';
 import { ConfigError } from '../src/config-error.js';
 
@@ -15,8 +15,11 @@ const secondsList = z
     return list;
   });
 
+/** 1 creates with jobs left pending, 2 history events, 3 done -> seen, 4 pending jobs' memory and CPU, 5 whole jobs. */
+const PHASES = [1, 2, 3, 4, 5];
+
 const BenchEnv = z.object({
-  /** Creates measured per subject and round (phase 1). */
+  /** Creates (phase 1) or whole jobs (phase 5) measured per subject and round. */
   BENCH_JOBS: intFrom(10, 100_000).default(200),
   /** Requests in flight at once (phases 1 and 4). */
   BENCH_CONCURRENCY: intFrom(1, 500).default(20),
@@ -28,19 +31,26 @@ const BenchEnv = z.object({
    * ran 3-12 % faster the second time, which favoured whichever subject followed itself.)
    */
   BENCH_PRIMER: intFrom(0, 10_000).default(40),
-  /** Rounds of phase 1; the subjects take turns in each, so drift on a shared machine hits all three. */
+  /** Rounds of phases 1 and 5; the subjects take turns in each, so drift on a shared machine hits them all. */
   BENCH_ROUNDS: intFrom(1, 20).default(6),
-  /** The long simulated generation of phase 2 (1800 = the 30 minutes of issue 9). */
+  /** The long simulated generation of phase 2 (1800 = 30 minutes). */
   BENCH_LONG_GENERATION_S: intFrom(2, 3_000).default(180),
   /** Simulated generation times of phase 3 (done -> seen). */
   BENCH_SEEN_DELAYS_S: secondsList.default([7, 23, 61, 180]),
   /** Pending jobs of phase 4 (RSS). */
   BENCH_PENDING: intFrom(10, 100_000).default(2_000),
-  /** Phases to run, for a partial run: any of 1,2,3,4. */
+  /** Phases to run, for a partial run: any of 1,2,3,4,5. */
   BENCH_PHASES: z
     .string()
-    .default('1,2,3,4')
-    .transform((s) => new Set(s.split(',').map((x) => Number(x.trim())))),
+    .default('1,2,3,4,5')
+    .transform((s, ctx) => {
+      const phases = s.split(',').map((x) => Number(x.trim()));
+      if (phases.some((n) => !PHASES.includes(n))) {
+        ctx.addIssue({ code: 'custom', message: `a comma-separated list of phases among ${PHASES.join(',')}` });
+        return z.NEVER;
+      }
+      return new Set(phases);
+    }),
 });
 
 export type BenchConfig = z.infer<typeof BenchEnv>;

@@ -1,7 +1,7 @@
-// Phase 2: history events of one job (all runs of its workflow) for a 1 s generation and a long one,
-// with the product's default poll settings, and the provider polls each job made. The jobs run one
-// after the other on a product process and database of their own, so the simulator's call counter
-// (simulator.provider_calls) tells each job's polls.
+// Phase 2: history events of one job's workflow for a 1 s generation and a long one, with the product's
+// default poll settings, and the provider polls each job made. The jobs run one after the other on a
+// product process and database of their own, so the simulator's call counter (simulator.provider_calls)
+// tells each job's polls.
 import type { Infra } from '../test/helpers/infra.js';
 import { createPool } from '../src/db/pool.js';
 import { loadConfig } from '../src/config.js';

@@ -41,12 +41,6 @@ export interface Figures {
   p99_ms: number;
 }
 
-export const figuresOf = (r: LoadResult): Figures => ({
-  jobs_per_s: r.ok / (r.elapsed_ms / 1000),
-  p50_ms: percentile(r.latencies_ms, 50),
-  p99_ms: percentile(r.latencies_ms, 99),
-});
-
 /** Several runs as one: their requests, latencies and time added up. */
 export function pooled(results: LoadResult[]): LoadResult {
   return {

@@ -8,7 +8,7 @@ import { createPool } from '../src/db/pool.js';
 import { loadConfig } from '../src/config.js';
 import type { BenchConfig } from './bench-config.js';
 import { median, runLoad, type LoadResult } from './load.js';
-import { cancelJobs, createJob, pendingJobs, productCustomer, simulatedJob, submittedOperations } from './product-api.js';
+import { cancelJobs, createJob, pendingJobs, polledJobs, productCustomer, simulatedJob } from './product-api.js';
 import { spawnSubject, type SubjectMemory, type SubjectProcess } from './subject.js';
 import { subjectEnv } from './subject-env.js';
 import { cpuDelta, cpuProbe, type CpuDelta } from './process-cpu.js';
@@ -94,9 +94,10 @@ export async function benchPendingRss(infra: Infra, cfg: BenchConfig, log: Log):
 
     log(`phase 4: creating ${cfg.BENCH_PENDING} pending jobs`);
     const creates = await runLoad(cfg.BENCH_PENDING, cfg.BENCH_CONCURRENCY, async (i) => (await createJob(customer, simulatedJob(PENDING_DELAY_MS, `pending ${i}`))).error);
-    // Pending means submitted to the provider and awaited: wait until every job got there.
+    // Pending means submitted to the provider, its operation waiting for the poller (a row of
+    // video_job_polls): wait until every job got there. The cancelled warm-up jobs have no row left.
     const deadline = Date.now() + SUBMIT_TIMEOUT_MS;
-    while ((await submittedOperations(db)) < WARMUP_JOBS + creates.ok) {
+    while ((await polledJobs(db)) < creates.ok) {
       if (Date.now() > deadline) throw new Error('pending jobs not all submitted in time');
       await new Promise((r) => setTimeout(r, 1_000));
     }

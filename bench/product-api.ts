@@ -69,9 +69,9 @@ export async function pendingJobs(db: Db): Promise<number> {
   return r.rows[0]!.n;
 }
 
-/** Operations the simulated provider has accepted. */
-export async function submittedOperations(db: Db): Promise<number> {
-  const r = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM simulator.video_operations');
+/** Jobs whose submitted operation waits for the poller (their rows of video_job_polls). */
+export async function polledJobs(db: Db): Promise<number> {
+  const r = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM video_job_polls');
   return r.rows[0]!.n;
 }
 
@@ -95,4 +95,27 @@ export async function awaitOutcome(c: Customer, id: string, every_ms: number, ti
     if (Date.now() > deadline) throw new Error(`job ${id} still pending after ${timeout_ms} ms`);
     await sleep(every_ms);
   }
+}
+
+/**
+ * Waits until none of the jobs is pending (read every `every_ms`), then tells how they ended and each
+ * one's time from its charge to its settlement (created_at to completed_at, on the database clock), sorted.
+ */
+export async function settledJobs(db: Db, ids: string[], every_ms: number, timeout_ms: number): Promise<{ charge_to_settled_ms: number[]; succeeded: number; failed: number }> {
+  const deadline = Date.now() + timeout_ms;
+  for (;;) {
+    const r = await db.query<{ n: number }>("SELECT count(*)::int AS n FROM video_jobs WHERE id = ANY($1::uuid[]) AND status = 'pending'", [ids]);
+    if (r.rows[0]!.n === 0) break;
+    if (Date.now() > deadline) throw new Error(`${r.rows[0]!.n} jobs still pending ${timeout_ms} ms after their creates`);
+    await sleep(every_ms);
+  }
+  const jobs = await db.query<{ status: string; ms: number }>(
+    'SELECT status, (extract(epoch FROM completed_at - created_at) * 1000)::float8 AS ms FROM video_jobs WHERE id = ANY($1::uuid[])',
+    [ids],
+  );
+  return {
+    charge_to_settled_ms: jobs.rows.map((j) => j.ms).sort((a, b) => a - b),
+    succeeded: jobs.rows.filter((j) => j.status === 'succeeded').length,
+    failed: jobs.rows.filter((j) => j.status !== 'succeeded').length,
+  };
 }

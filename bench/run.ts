@@ -1,6 +1,6 @@
 // `npm run bench`: one run against one PostgreSQL and one Temporal dev server it starts itself (as the
-// tests do), printing issue 9's figures side by side. Figures are printed, never asserted. See
-// bench/README.md for what each figure means and how to run the long variants.
+// tests do), printing the project's performance figures side by side with their targets. Figures are
+// printed, never asserted. See bench/README.md for what each figure means and how to run the long variants.
 import { startInfra } from '../test/helpers/infra.js';
 import { loadConfig } from '../src/config.js';
 import { loadBenchConfig } from './bench-config.js';
@@ -9,7 +9,8 @@ import { benchCreates } from './create-throughput.js';
 import { benchHistoryEvents } from './history-events.js';
 import { benchDoneToSeen } from './done-to-seen.js';
 import { benchPendingRss } from './pending-rss.js';
-import { formatCreates, formatHeader, formatHistory, formatRss, formatSeen, formatSummary, type Summary } from './report.js';
+import { formatCreates, formatHeader, formatHistory, formatRss, formatSeen, formatSummary, formatWholeJobs, type Summary } from './report.js';
+import { codeLines } from './code-size.js';
 import { progressLog } from './log.js';
 
 async function main() {
@@ -23,9 +24,11 @@ async function main() {
   try {
     const environment = await describeEnvironment(infra);
     print(formatHeader(environment, cfg, loadConfig(process.env)));
-    if (cfg.BENCH_PHASES.has(1)) {
+    // Phases 1 and 5 share their subject processes: they run one after the other.
+    if (cfg.BENCH_PHASES.has(1) || cfg.BENCH_PHASES.has(5)) {
       all.creates = await benchCreates(infra, cfg, log);
-      print(formatCreates(all.creates, cfg, environment.cpus));
+      if (all.creates.rounds) print(formatCreates(all.creates, cfg, environment.cpus));
+      if (all.creates.whole_rounds) print(formatWholeJobs(all.creates, cfg, environment.cpus));
     }
     // Phases 2 and 3 mostly wait for simulated generations: they run side by side, each on a product
     // process and database of its own.
@@ -39,6 +42,7 @@ async function main() {
       all.rss = await benchPendingRss(infra, cfg, log);
       print(formatRss(all.rss));
     }
+    all.code_lines = codeLines();
     print(formatSummary(all));
   } finally {
     log('stopping PostgreSQL and Temporal');
