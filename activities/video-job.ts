@@ -41,6 +41,9 @@ export interface VideoJobActivityDeps {
   webhookEvents?: { context: JobEventContext; retry_initial_ms: number };
 }
 
+/** The longest wait between two fallback polls of a job whose backend calls back. */
+export const CALLBACK_FALLBACK_MAX_POLL_INTERVAL_MS = 30_000;
+
 /** Videos copied from a provider into storage at once by one worker process (each is held in memory), and copies left waiting. */
 export const MAX_CONCURRENT_OUTPUT_COPIES = 8;
 const MAX_WAITING_OUTPUT_COPIES = 10_000;
@@ -74,6 +77,9 @@ async function withHeartbeat<T>(detail: unknown, work: () => Promise<T>): Promis
 export function createVideoJobActivities(deps: VideoJobActivityDeps) {
   const outputCopies = new Semaphore(MAX_CONCURRENT_OUTPUT_COPIES, MAX_WAITING_OUTPUT_COPIES);
   const pacing: PollPacing = { interval_ms: deps.video.pollIntervalMs, max_interval_ms: deps.video.pollMaxIntervalMs };
+  /** A backend that calls back when an operation ends is polled only as a fallback: its polls back off further. */
+  const pacingOf = (provider: VideoProvider): PollPacing =>
+    provider.verifyCallback ? { ...pacing, max_interval_ms: Math.max(pacing.max_interval_ms, CALLBACK_FALLBACK_MAX_POLL_INTERVAL_MS) } : pacing;
 
   const providerFor = (backend: string): VideoProvider => {
     const p = deps.videoProviders.get(backend);
@@ -216,8 +222,9 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
           const fields = { job_id, workspace_id: recorded?.workspace_id, backend, model: input.request.model };
           try {
             const callback_url = deps.callbackBaseUrl ? providerCallbackUrl(deps.callbackBaseUrl, backend, job_id) : undefined;
-            const { operation_id } = await providerFor(backend).submit(submission, { callback_url });
-            await recordOperation(deps.db, { job_id, backend, operation_id, pacing, first_poll_after_ms: pacing.interval_ms });
+            const provider = providerFor(backend);
+            const { operation_id } = await provider.submit(submission, { callback_url });
+            await recordOperation(deps.db, { job_id, backend, operation_id, pacing: pacingOf(provider), first_poll_after_ms: pacing.interval_ms });
             deps.logger.info({ ...fields, operation_id }, 'video job submitted');
             return { operation_id, backend };
           } catch (err) {

@@ -32,7 +32,7 @@ const EnvSchema = z.object({
   TEMPORAL_UI_PORT: intFrom(1024, 65535).default(8233),
   ADMIN_TOKEN: z.string().min(16, 'ADMIN_TOKEN must be at least 16 characters').optional(),
   URL_SIGNING_SECRET: z.string().min(32, 'URL_SIGNING_SECRET must be at least 32 characters').optional(),
-  VIDEO_POLL_INTERVAL_MS: intFrom(10, 600_000).default(5_000),
+  VIDEO_POLL_INTERVAL_MS: intFrom(10, 600_000).default(1_000),
   VIDEO_POLL_MAX_INTERVAL_MS: intFrom(10, 3_600_000).optional(),
   VIDEO_JOB_TIMEOUT_MS: intFrom(1_000, 7 * 24 * 3_600_000).default(30 * 60_000),
   VIDEO_CREATE_TIMEOUT_MS: intFrom(3_000, 120_000).default(30_000),
@@ -285,7 +285,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     // Download URLs are built from it; from a request's Host header they could point anywhere.
     throw new ConfigError('PUBLIC_BASE_URL must be set when NODE_ENV=production (the base of the URLs handed to customers)');
   }
-  const pollMaxIntervalMs = e.VIDEO_POLL_MAX_INTERVAL_MS ?? e.VIDEO_POLL_INTERVAL_MS;
+  const pollMaxIntervalMs = e.VIDEO_POLL_MAX_INTERVAL_MS ?? Math.max(DEFAULT_POLL_MAX_INTERVAL_MS, e.VIDEO_POLL_INTERVAL_MS);
   if (pollMaxIntervalMs < e.VIDEO_POLL_INTERVAL_MS) {
     throw new ConfigError('VIDEO_POLL_MAX_INTERVAL_MS must be >= VIDEO_POLL_INTERVAL_MS');
   }
