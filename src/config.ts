@@ -15,6 +15,9 @@ export { ConfigError };
 const boolish = z.enum(['on', 'off', 'true', 'false', '1', '0']).transform((v) => v === 'on' || v === 'true' || v === '1');
 const intFrom = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
 
+/** Polls of a running job back off x1.5 from VIDEO_POLL_INTERVAL_MS up to this, by default. */
+const DEFAULT_POLL_MAX_INTERVAL_MS = 5_000;
+
 const EnvSchema = z.object({
   NODE_ENV: z.string().optional(),
   PORT: intFrom(0, 65535).default(8080),
