@@ -349,6 +349,7 @@ export async function startApi(opts: {
     metricsToken: config.metricsToken,
     production: config.production,
     audit: { workflowStates: videoJobWorkflowStates(temporal) },
+    storage,
     ready: async () => {
       await opts.db.query('SELECT 1');
       await temporal.connection.withDeadline(Date.now() + 2_000, () =>

@@ -26,6 +26,8 @@ import { statementRoutes } from './routes/statement.js';
 import { buildOpenApiDocument } from './openapi.js';
 import { methodNotAllowed, optionsAllow } from './method-not-allowed.js';
 import { handleMetricsRequest, observeHttpRequest } from '../metrics.js';
+import { ThumbnailMaker } from '../media/thumbnail.js';
+import { openAiRoutes } from './openai/index.js';
 
 export interface AppDeps {
   db: Db;
@@ -53,6 +55,8 @@ export interface AppDeps {
   production?: boolean;
   /** How the ledger audit looks up job workflows in Temporal. */
   audit: AuditOptions;
+  /** Where videos and speech are kept (the OpenAI-compatible API streams them from here). */
+  storage?: Storage;
   /** Whether the process is ready (Postgres and Temporal reachable). */
   ready: () => Promise<boolean>;
 }
@@ -100,6 +104,10 @@ export function createApp(deps: AppDeps): express.Express {
   app.use(webhookRoutes({ auth, limit, webhooks: deps.webhooks }));
   app.use(statementRoutes({ auth, db: deps.db }));
   if (deps.files) app.use(fileRoutes(deps.files));
+  if (deps.storage) {
+    const { storage } = deps;
+    app.use(openAiRoutes({ ...deps, auth, limit, storage, thumbnails: new ThumbnailMaker(), vertex: deps.vertex ?? false }));
+  }
   app.use(adminRoutes({ db: deps.db, admin: requireAdmin(deps.adminToken), audit: deps.audit }));
   app.use(docsRoutes(buildOpenApiDocument({ simulator: deps.simulator, vertex: deps.vertex ?? false, voiceProvider: deps.voiceProvider, production: deps.production ?? false })));
   app.use(methodNotAllowed(app));
