@@ -26,6 +26,7 @@ import { findVideoModel, providerModelIdFor } from './catalog.js';
 import { VideoJobsService } from './services/video-jobs.js';
 import { VideoJobLifecycle } from './services/video-job-lifecycle.js';
 import { createApp } from './http/app.js';
+import { FfmpegWasm } from './media/ffmpeg-wasm.js';
 import { connectClient } from './temporal/client.js';
 import { createWorker } from './temporal/worker.js';
 import { videoJobWorkflowStates } from './temporal/workflow-states.js';
@@ -331,13 +332,16 @@ export async function startApi(opts: {
     taskQueue: config.temporal.taskQueue,
     logger: opts.logger,
   });
+  // FFmpeg (WebAssembly, one worker thread): thumbnails and compressed speech formats.
+  const ffmpeg = new FfmpegWasm();
   const app = createApp({
     db: opts.db,
     ...createDownloads(storage, opts.secrets.urlSigningSecret, config.signedUrlTtlS),
     jobs,
     lifecycle,
     voices,
-    speech: new SpeechService({ db: opts.db, voices, storage }),
+    speech: new SpeechService({ db: opts.db, voices, storage, ffmpeg }),
+    ffmpeg,
     webhooks: new WebhooksService({ db: opts.db, policy: { production: config.production } }),
     logger: opts.logger,
     adminToken: opts.secrets.adminToken,

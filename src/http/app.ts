@@ -26,8 +26,9 @@ import { statementRoutes } from './routes/statement.js';
 import { buildOpenApiDocument } from './openapi.js';
 import { methodNotAllowed, optionsAllow } from './method-not-allowed.js';
 import { handleMetricsRequest, observeHttpRequest } from '../metrics.js';
-import { ThumbnailMaker } from '../media/thumbnail.js';
+import { FfmpegWasm } from '../media/ffmpeg-wasm.js';
 import { openAiRoutes } from './openai/index.js';
+import { openAiSpeechRoutes } from './openai/speech.js';
 
 export interface AppDeps {
   db: Db;
@@ -57,6 +58,8 @@ export interface AppDeps {
   audit: AuditOptions;
   /** Where videos and speech are kept (the OpenAI-compatible API streams them from here). */
   storage?: Storage;
+  /** FFmpeg (WebAssembly) for thumbnails; one is made when not given. */
+  ffmpeg?: FfmpegWasm;
   /** Whether the process is ready (Postgres and Temporal reachable). */
   ready: () => Promise<boolean>;
 }
@@ -106,7 +109,17 @@ export function createApp(deps: AppDeps): express.Express {
   if (deps.files) app.use(fileRoutes(deps.files));
   if (deps.storage) {
     const { storage } = deps;
-    app.use(openAiRoutes({ ...deps, auth, limit, storage, thumbnails: new ThumbnailMaker(), vertex: deps.vertex ?? false }));
+    app.use(
+      openAiRoutes({
+        ...deps,
+        auth,
+        limit,
+        storage,
+        thumbnails: deps.ffmpeg ?? new FfmpegWasm(),
+        vertex: deps.vertex ?? false,
+        more: [openAiSpeechRoutes({ auth, limit, speech: deps.speech })],
+      }),
+    );
   }
   app.use(adminRoutes({ db: deps.db, admin: requireAdmin(deps.adminToken), audit: deps.audit }));
   app.use(docsRoutes(buildOpenApiDocument({ simulator: deps.simulator, vertex: deps.vertex ?? false, voiceProvider: deps.voiceProvider, production: deps.production ?? false })));

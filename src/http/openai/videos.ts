@@ -18,7 +18,7 @@ import { CreateVideoBody, IMAGE_MAX_BYTES, idempotencyKeyOf, LIST_LIMIT_MAX, PRO
 import { jsonBodyParser } from '../json-body.js';
 import { multipartForm, multipartOf } from '../multipart.js';
 import { sniffImage } from '../../media/image-sniff.js';
-import type { ThumbnailMaker } from '../../media/thumbnail.js';
+import type { FfmpegWasm } from '../../media/ffmpeg-wasm.js';
 import type { Storage } from '../../storage/local.js';
 import type { VideoJobsService } from '../../services/video-jobs.js';
 import type { VideoJobLifecycle } from '../../services/video-job-lifecycle.js';
@@ -150,7 +150,7 @@ export function openAiVideoRoutes(deps: {
   jobs: VideoJobsService;
   lifecycle: VideoJobLifecycle;
   storage: Storage;
-  thumbnails: ThumbnailMaker;
+  thumbnails: FfmpegWasm;
 }): Router {
   const r = Router();
   const json = jsonBodyParser({ limit_bytes: VIDEO_CREATE_BODY_LIMIT_BYTES, max_concurrent_large_bodies: VIDEO_CREATE_MAX_CONCURRENT_LARGE_BODIES });

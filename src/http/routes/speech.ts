@@ -5,6 +5,7 @@ import { jsonBody } from '../json-body.js';
 import { principalOf } from '../auth.js';
 import { microEurToEur } from '../../money.js';
 import type { SpeechService } from '../../services/speech.js';
+import { sendSpeechStream } from '../speech-stream.js';
 
 
 export function speechRoutes(deps: { auth: RequestHandler; limit: RequestHandler; speech: SpeechService }): Router {
@@ -18,6 +19,17 @@ export function speechRoutes(deps: { auth: RequestHandler; limit: RequestHandler
   r.post('/v2/audio/speech', deps.auth, deps.limit, configured, jsonBody, async (req, res) => {
     const body = CreateSpeechBody.parse(req.body);
     const idempotencyKey = idempotencyKeyOf(req);
+    if (body.stream_format !== undefined) {
+      const stream = await deps.speech.speakStream(principalOf(res), body, idempotencyKey);
+      sendSpeechStream(res, stream, body.stream_format, {
+        'X-Speech-Request-Id': stream.speech_request_id,
+        'X-Model': stream.model,
+        'X-Characters': String(stream.characters),
+        'X-Cost-In-Euro': String(microEurToEur(stream.cost_micro_eur)),
+        ...(stream.replayed ? { 'Idempotent-Replayed': 'true' } : {}),
+      });
+      return;
+    }
     const speech = await deps.speech.speak(principalOf(res), body, idempotencyKey);
     res
       .status(200)

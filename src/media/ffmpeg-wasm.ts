@@ -1,4 +1,5 @@
-// The first frame of a stored MP4 as a JPEG (GET /v1/videos/{id}/content?variant=thumbnail).
+// FFmpeg as WebAssembly, for the first frame of a stored MP4 as a JPEG (GET /v1/videos/{id}/content?
+// variant=thumbnail) and the compressed speech formats (src/media/audio-encode.ts).
 //
 // Decoding is FFmpeg's own H.264 decoder (any profile: the simulator's Main-profile clips and the High
 // profile real providers deliver) from @ffmpeg/core, FFmpeg compiled to WebAssembly and shipped inside
@@ -25,25 +26,25 @@ const fs = require('node:fs');
 globalThis.self = { location: { href: workerData.coreDirUrl } };
 const ready = import(workerData.coreEntryUrl).then((m) =>
   m.default({ wasmBinary: fs.readFileSync(workerData.wasmPath), print() {}, printErr() {} }));
-parentPort.on('message', async ({ id, mp4, timeout_ms }) => {
+parentPort.on('message', async ({ id, input, input_name, args, output_name, timeout_ms }) => {
   try {
     const core = await ready;
     core.reset();
     core.setTimeout(timeout_ms);
-    core.FS.writeFile('in.mp4', new Uint8Array(mp4));
-    const rc = core.exec('-i', 'in.mp4', '-frames:v', '1', '-f', 'image2', '-c:v', 'mjpeg', '-q:v', '3', 'out.jpg');
-    let jpeg = null;
-    try { jpeg = rc === 0 ? core.FS.readFile('out.jpg') : null; } catch {}
-    for (const f of ['in.mp4', 'out.jpg']) { try { core.FS.unlink(f); } catch {} }
-    parentPort.postMessage({ id, jpeg: jpeg && jpeg.length > 0 ? jpeg : null, rc });
+    core.FS.writeFile(input_name, new Uint8Array(input));
+    const rc = core.exec('-i', input_name, ...args, output_name);
+    let out = null;
+    try { out = rc === 0 ? core.FS.readFile(output_name) : null; } catch {}
+    for (const f of [input_name, output_name]) { try { core.FS.unlink(f); } catch {} }
+    parentPort.postMessage({ id, output: out && out.length > 0 ? out : null, rc });
   } catch (err) {
-    parentPort.postMessage({ id, jpeg: null, rc: -1, error: String(err && err.message || err) });
+    parentPort.postMessage({ id, output: null, rc: -1, error: String(err && err.message || err) });
   }
 });
 `;
 
 interface Pending {
-  resolve(jpeg: Buffer): void;
+  resolve(output: Buffer | null): void;
   reject(err: Error): void;
 }
 
@@ -58,23 +59,31 @@ function coreFiles() {
   };
 }
 
-const unavailable = (message: string) => new ApiError(503, 'api_error', 'thumbnail_unavailable', message, null, { 'Retry-After': '5' });
+const unavailable = (message: string) => new ApiError(503, 'api_error', 'media_worker_unavailable', message, null, { 'Retry-After': '5' });
 
-export class ThumbnailMaker {
+/** One FFmpeg (WebAssembly) in a worker thread, running one command at a time on in-memory files. */
+export class FfmpegWasm {
   private worker: Worker | null = null;
   private readonly pending = new Map<number, Pending>();
   private nextId = 1;
 
+  /** `ffmpeg -i <input_name> ...args <output_name>`: the output's bytes, or null when FFmpeg failed. */
+  async run(input: Buffer, input_name: string, args: readonly string[], output_name: string): Promise<Buffer | null> {
+    if (this.pending.size >= THUMBNAIL_MAX_QUEUED) throw unavailable('too many media conversions are running right now; retry in a moment');
+    const worker = this.ensureWorker();
+    const id = this.nextId++;
+    return new Promise<Buffer | null>((resolve, reject) => {
+      this.pending.set(id, { resolve, reject });
+      worker.postMessage({ id, input, input_name, args, output_name, timeout_ms: THUMBNAIL_TIMEOUT_MS });
+    });
+  }
+
   /** The first frame of `mp4` as a JPEG; a 422 when the file cannot be decoded. */
   async firstFrameJpeg(mp4: Buffer): Promise<Buffer> {
     if (mp4.length > THUMBNAIL_MAX_VIDEO_BYTES) throw new ApiError(422, 'invalid_request_error', 'video_too_large', 'the video is too large to make a thumbnail of');
-    if (this.pending.size >= THUMBNAIL_MAX_QUEUED) throw unavailable('too many thumbnails are being made right now; retry in a moment');
-    const worker = this.ensureWorker();
-    const id = this.nextId++;
-    return new Promise<Buffer>((resolve, reject) => {
-      this.pending.set(id, { resolve, reject });
-      worker.postMessage({ id, mp4, timeout_ms: THUMBNAIL_TIMEOUT_MS });
-    });
+    const jpeg = await this.run(mp4, 'in.mp4', ['-frames:v', '1', '-f', 'image2', '-c:v', 'mjpeg', '-q:v', '3'], 'out.jpg');
+    if (!jpeg) throw new ApiError(422, 'invalid_request_error', 'video_not_decodable', 'the first frame of this video could not be decoded');
+    return jpeg;
   }
 
   async close(): Promise<void> {
@@ -87,19 +96,18 @@ export class ThumbnailMaker {
     if (this.worker) return this.worker;
     const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: coreFiles() });
     worker.unref();
-    worker.on('message', (m: { id: number; jpeg: Uint8Array | null; rc: number; error?: string }) => {
+    worker.on('message', (m: { id: number; output: Uint8Array | null; rc: number; error?: string }) => {
       const p = this.pending.get(m.id);
       if (!p) return;
       this.pending.delete(m.id);
-      if (m.jpeg) p.resolve(Buffer.from(m.jpeg.buffer, m.jpeg.byteOffset, m.jpeg.byteLength));
-      else if (m.error) p.reject(unavailable(`the thumbnail could not be made (${m.error})`));
-      else p.reject(new ApiError(422, 'invalid_request_error', 'video_not_decodable', 'the first frame of this video could not be decoded'));
+      if (m.error) p.reject(unavailable(`the media worker failed (${m.error})`));
+      else p.resolve(m.output ? Buffer.from(m.output.buffer, m.output.byteOffset, m.output.byteLength) : null);
     });
     const fail = (err: Error) => {
       if (this.worker === worker) this.worker = null;
       for (const [id, p] of this.pending) {
         this.pending.delete(id);
-        p.reject(unavailable(`the thumbnail worker stopped (${err.message})`));
+        p.reject(unavailable(`the media worker stopped (${err.message})`));
       }
     };
     worker.on('error', fail);
