@@ -27,6 +27,7 @@ import { VideoJobsService } from './services/video-jobs.js';
 import { VideoJobLifecycle } from './services/video-job-lifecycle.js';
 import { createApp } from './http/app.js';
 import { FfmpegWasm } from './media/ffmpeg-wasm.js';
+import { VoiceConsentsService } from './services/voice-consents.js';
 import { connectClient } from './temporal/client.js';
 import { createWorker } from './temporal/worker.js';
 import { videoJobWorkflowStates } from './temporal/workflow-states.js';
@@ -354,6 +355,7 @@ export async function startApi(opts: {
     production: config.production,
     audit: { workflowStates: videoJobWorkflowStates(temporal) },
     storage,
+    voiceConsents: new VoiceConsentsService({ db: opts.db, storage, required: config.voiceConsentRequired }),
     ready: async () => {
       await opts.db.query('SELECT 1');
       await temporal.connection.withDeadline(Date.now() + 2_000, () =>

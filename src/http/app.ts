@@ -29,6 +29,8 @@ import { handleMetricsRequest, observeHttpRequest } from '../metrics.js';
 import { FfmpegWasm } from '../media/ffmpeg-wasm.js';
 import { openAiRoutes } from './openai/index.js';
 import { openAiSpeechRoutes } from './openai/speech.js';
+import { openAiVoiceRoutes } from './openai/voices.js';
+import type { VoiceConsentsService } from '../services/voice-consents.js';
 
 export interface AppDeps {
   db: Db;
@@ -58,6 +60,8 @@ export interface AppDeps {
   audit: AuditOptions;
   /** Where videos and speech are kept (the OpenAI-compatible API streams them from here). */
   storage?: Storage;
+  /** Voice consents (the /v1 consent routes, and the `consent` part of /v2 clones). */
+  voiceConsents?: VoiceConsentsService;
   /** FFmpeg (WebAssembly) for thumbnails; one is made when not given. */
   ffmpeg?: FfmpegWasm;
   /** Whether the process is ready (Postgres and Temporal reachable). */
@@ -102,7 +106,7 @@ export function createApp(deps: AppDeps): express.Express {
   const limit = rateLimit(deps.rateLimitPerMinute);
   app.use(videoRoutes({ auth, limit, jobs: deps.jobs, lifecycle: deps.lifecycle, downloadUrls: deps.downloadUrls, publicBaseUrl: deps.publicBaseUrl }));
   app.use(modelRoutes({ auth, simulator: deps.simulator, vertex: deps.vertex ?? false, voiceProvider: deps.voiceProvider }));
-  app.use(voiceRoutes({ auth, limit, voices: deps.voices }));
+  app.use(voiceRoutes({ auth, limit, voices: deps.voices, ...(deps.voiceConsents ? { consents: deps.voiceConsents } : {}) }));
   app.use(speechRoutes({ auth, limit, speech: deps.speech }));
   app.use(webhookRoutes({ auth, limit, webhooks: deps.webhooks }));
   app.use(statementRoutes({ auth, db: deps.db }));
@@ -117,7 +121,10 @@ export function createApp(deps: AppDeps): express.Express {
         storage,
         thumbnails: deps.ffmpeg ?? new FfmpegWasm(),
         vertex: deps.vertex ?? false,
-        more: [openAiSpeechRoutes({ auth, limit, speech: deps.speech })],
+        more: [
+          openAiSpeechRoutes({ auth, limit, speech: deps.speech }),
+          ...(deps.voiceConsents ? [openAiVoiceRoutes({ auth, limit, voices: deps.voices, consents: deps.voiceConsents })] : []),
+        ],
       }),
     );
   }

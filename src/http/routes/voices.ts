@@ -8,6 +8,7 @@ import { multipartForm, multipartOf, type MultipartLimits } from '../multipart.j
 import { text } from '../../zod-text.js';
 import { AUDIO_CONTENT_TYPES, SNIFF_BYTES, sniffAudio, type AudioFormat } from '../../media/audio-sniff.js';
 import type { VoiceRecord, VoicesService } from '../../services/voices.js';
+import type { VoiceConsentsService } from '../../services/voice-consents.js';
 
 const MiB = 1024 * 1024;
 
@@ -56,7 +57,7 @@ function parseName(raw: string): string {
   return name.data;
 }
 
-export function voiceRoutes(deps: { auth: RequestHandler; limit: RequestHandler; voices: VoicesService }): Router {
+export function voiceRoutes(deps: { auth: RequestHandler; limit: RequestHandler; voices: VoicesService; consents?: VoiceConsentsService }): Router {
   const r = Router();
   // Checked before the body is read: with no provider, an upload is refused unread.
   const configured: RequestHandler = (_req, _res, next) => {
@@ -66,7 +67,7 @@ export function voiceRoutes(deps: { auth: RequestHandler; limit: RequestHandler;
   const upload = multipartForm({
     limits: VOICE_UPLOAD_LIMITS,
     fileParts: ['file'],
-    fieldParts: ['name'],
+    fieldParts: ['name', 'consent'],
     fileType: { headBytes: SNIFF_BYTES, detect: sniffAudio, expected: 'an audio file (WAV, MP3, AAC, FLAC, Ogg, M4A or WebM)' },
   });
 
@@ -80,7 +81,9 @@ export function voiceRoutes(deps: { auth: RequestHandler; limit: RequestHandler;
       const format = f.type as AudioFormat;
       return { filename: f.filename, format, content_type: AUDIO_CONTENT_TYPES[format], data: f.buffer };
     });
-    const voice = await deps.voices.create(principalOf(res), { name, samples });
+    // `consent`: the id of a voice consent of this workspace (POST /v1/audio/voice_consents).
+    const consent_id = deps.consents ? await deps.consents.forClone(principalOf(res), form.fields.get('consent')) : null;
+    const voice = await deps.voices.create(principalOf(res), { name, samples, consent_id });
     res.json(presentVoice(voice));
   });
 
