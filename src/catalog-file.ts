@@ -108,7 +108,7 @@ const SpeechModelEntry = z.strictObject({
   region: Label,
   price_eur_per_1000_chars: euros(1_000),
   max_input_chars: z.int().min(1).max(100_000),
-  response_formats: distinct(z.enum(['wav', 'pcm']), 2),
+  response_formats: distinct(z.enum(['mp3', 'opus', 'aac', 'flac', 'wav', 'pcm']), 6),
 });
 
 const CatalogFile = z

@@ -103,7 +103,7 @@ export interface VideoModelAlias {
   replaced_by: string;
 }
 
-export type SpeechResponseFormat = 'wav' | 'pcm';
+export type SpeechResponseFormat = 'mp3' | 'opus' | 'aac' | 'flac' | 'wav' | 'pcm';
 
 export interface SpeechModel {
   id: string;

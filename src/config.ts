@@ -59,6 +59,7 @@ const EnvSchema = z.object({
   AWS_SECRET_ACCESS_KEY: z.string().optional(),
   AWS_SESSION_TOKEN: z.string().optional(),
   SIMULATOR: boolish.optional(),
+  VOICE_CONSENT_REQUIRED: boolish.optional(),
   VOICE_PROVIDER: z.enum(['simulator', 'elevenlabs', 'none']).optional(),
   ELEVENLABS_API_KEY: z.string().regex(/^[\x21-\x7e]+$/, 'must be printable characters without spaces (check for a stray newline)').optional(),
   ELEVENLABS_BASE_URL: z.string().default(ELEVENLABS_DEFAULT_BASE_URL),
@@ -131,6 +132,8 @@ export interface Config {
   s3: S3Config | null;
   simulator: boolean;
   voiceProvider: 'simulator' | 'elevenlabs' | 'none';
+  /** VOICE_CONSENT_REQUIRED (default: on in production): a clone must name a voice consent. */
+  voiceConsentRequired: boolean;
   /** The ElevenLabs voice provider (used when voiceProvider is elevenlabs). */
   elevenlabs: ElevenLabsConfig;
   /** Vertex AI Veo, when VERTEX_PROJECT_ID is set: it then serves the reference (Veo) family. */
@@ -330,6 +333,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     s3: s3ConfigOf(e),
     simulator,
     voiceProvider: e.VOICE_PROVIDER ?? (simulator ? 'simulator' : 'none'),
+    voiceConsentRequired: e.VOICE_CONSENT_REQUIRED ?? production,
     elevenlabs: elevenLabsConfigOf(e, e.VOICE_PROVIDER === 'elevenlabs'),
     vertex: vertexConfigOf(e),
     fal: falConfigOf(e),

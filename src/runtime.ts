@@ -28,6 +28,8 @@ import { ReplicateVideoProvider } from './providers/video/replicate.js';
 import { VideoJobsService } from './services/video-jobs.js';
 import { VideoJobLifecycle } from './services/video-job-lifecycle.js';
 import { createApp } from './http/app.js';
+import { FfmpegWasm } from './media/ffmpeg-wasm.js';
+import { VoiceConsentsService } from './services/voice-consents.js';
 import { connectClient } from './temporal/client.js';
 import { createWorker } from './temporal/worker.js';
 import { videoJobWorkflowStates } from './temporal/workflow-states.js';
@@ -344,13 +346,16 @@ export async function startApi(opts: {
     taskQueue: config.temporal.taskQueue,
     logger: opts.logger,
   });
+  // FFmpeg (WebAssembly, one worker thread): thumbnails and compressed speech formats.
+  const ffmpeg = new FfmpegWasm();
   const app = createApp({
     db: opts.db,
     ...createDownloads(storage, opts.secrets.urlSigningSecret, config.signedUrlTtlS),
     jobs,
     lifecycle,
     voices,
-    speech: new SpeechService({ db: opts.db, voices, storage }),
+    speech: new SpeechService({ db: opts.db, voices, storage, ffmpeg }),
+    ffmpeg,
     webhooks: new WebhooksService({ db: opts.db, policy: { production: config.production } }),
     logger: opts.logger,
     adminToken: opts.secrets.adminToken,
@@ -365,6 +370,8 @@ export async function startApi(opts: {
     metricsToken: config.metricsToken,
     production: config.production,
     audit: { workflowStates: videoJobWorkflowStates(temporal) },
+    storage,
+    voiceConsents: new VoiceConsentsService({ db: opts.db, storage, required: config.voiceConsentRequired }),
     ready: async () => {
       await opts.db.query('SELECT 1');
       await temporal.connection.withDeadline(Date.now() + 2_000, () =>

@@ -156,7 +156,7 @@ describe('POST /v2/audio/voices', () => {
     assert.equal(v.object, 'voice');
     assert.match(v.voice_id, /^simvoice_[0-9a-f]{20}$/);
     assert.equal(v.name, 'Zoë the narrator 🎙');
-    assert.equal(v.requires_verification, false);
+    assert.equal(v.requires_verification, true, 'cloned without a consent: it needs verification');
     assert.ok(Number.isInteger(v.created) && Math.abs(v.created - Date.now() / 1000) < 60);
     // registered for this workspace, and held by the provider with every sample
     const row = await stack.db.query('SELECT workspace_id, provider, voice_id FROM voices WHERE id = $1', [v.id]);

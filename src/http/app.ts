@@ -29,6 +29,11 @@ import { healthRoutes } from './routes/health.js';
 import { buildOpenApiDocument, type ApiRouter, type OpenApiDocument } from './openapi.js';
 import { methodNotAllowed, optionsAllow } from './method-not-allowed.js';
 import { handleMetricsRequest, observeHttpRequest } from '../metrics.js';
+import { FfmpegWasm } from '../media/ffmpeg-wasm.js';
+import { openAiRoutes } from './openai/index.js';
+import { openAiSpeechRoutes } from './openai/speech.js';
+import { openAiVoiceRoutes } from './openai/voices.js';
+import type { VoiceConsentsService } from '../services/voice-consents.js';
 
 export interface AppDeps {
   db: Db;
@@ -61,6 +66,12 @@ export interface AppDeps {
   production?: boolean;
   /** How the ledger audit looks up job workflows in Temporal. */
   audit: AuditOptions;
+  /** Where videos and speech are kept (the OpenAI-compatible API streams them from here). */
+  storage?: Storage;
+  /** Voice consents (the /v1 consent routes, and the `consent` part of /v2 clones). */
+  voiceConsents?: VoiceConsentsService;
+  /** FFmpeg (WebAssembly) for thumbnails; one is made when not given. */
+  ffmpeg?: FfmpegWasm;
   /** Whether the process is ready (Postgres and Temporal reachable). */
   ready: () => Promise<boolean>;
 }
@@ -100,7 +111,7 @@ export function createApp(deps: AppDeps): express.Express {
   const routers: ApiRouter[] = [
     videoRoutes({ auth, limit, jobs: deps.jobs, lifecycle: deps.lifecycle, downloadUrls: deps.downloadUrls, publicBaseUrl: deps.publicBaseUrl }),
     modelRoutes({ auth, simulator: deps.simulator, vertex: deps.vertex ?? false, fal: deps.fal, replicate: deps.replicate, voiceProvider: deps.voiceProvider }),
-    voiceRoutes({ auth, limit, voices: deps.voices }),
+    voiceRoutes({ auth, limit, voices: deps.voices, ...(deps.voiceConsents ? { consents: deps.voiceConsents } : {}) }),
     speechRoutes({ auth, limit, speech: deps.speech }),
     webhookRoutes({ auth, limit, webhooks: deps.webhooks }),
     statementRoutes({ auth, db: deps.db }),
@@ -111,6 +122,24 @@ export function createApp(deps: AppDeps): express.Express {
   // Provider callbacks are the providers' (verified by their signatures), not the customers' API: undocumented.
   if (deps.providerCallbacks) app.use(providerCallbackRoutes(deps.providerCallbacks));
   for (const r of routers) app.use(r.router);
+  // The OpenAI-compatible surface (/v1): the same services, OpenAI's shapes and error format.
+  if (deps.storage) {
+    const { storage } = deps;
+    app.use(
+      openAiRoutes({
+        ...deps,
+        auth,
+        limit,
+        storage,
+        thumbnails: deps.ffmpeg ?? new FfmpegWasm(),
+        vertex: deps.vertex ?? false,
+        more: [
+          openAiSpeechRoutes({ auth, limit, speech: deps.speech }),
+          ...(deps.voiceConsents ? [openAiVoiceRoutes({ auth, limit, voices: deps.voices, consents: deps.voiceConsents })] : []),
+        ],
+      }),
+    );
+  }
   app.use(consoleRoutes({ logger: deps.logger }));
   const documentContext = { simulator: deps.simulator, vertex: deps.vertex ?? false, voiceProvider: deps.voiceProvider, production: deps.production ?? false };
   const document: OpenApiDocument = buildOpenApiDocument(documentContext, [...routers, health].flatMap((r) => r.contracts));

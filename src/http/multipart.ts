@@ -66,6 +66,8 @@ export interface MultipartOptions {
   /** Parts that carry one text value each. */
   fieldParts: readonly string[];
   fileType: FileTypeCheck;
+  /** Text parts named `part[key]` (one level, as the openai SDKs send objects), listed in fieldParts by that name. */
+  nestedFieldParts?: boolean;
 }
 
 /** Multipart framing (boundaries, part headers) allowed on top of the files' bytes. */
@@ -213,7 +215,7 @@ export function multipartForm(opts: MultipartOptions): RequestHandler {
       parts: limits.maxParts,
       fieldSize: limits.maxFieldBytes,
       fieldNameSize: limits.maxPartNameBytes,
-      fieldNestingDepth: 0,
+      fieldNestingDepth: opts.nestedFieldParts ? 1 : 0,
       headerPairs: 16,
     },
     fileFilter(_req, file, cb) {
@@ -259,7 +261,12 @@ export function multipartForm(opts: MultipartOptions): RequestHandler {
 
 function collect(req: Request, opts: MultipartOptions): MultipartForm {
   const fields = new Map<string, string>();
-  for (const [part, value] of Object.entries((req.body ?? {}) as Record<string, unknown>)) {
+  const entries = Object.entries((req.body ?? {}) as Record<string, unknown>).flatMap(([part, value]): [string, unknown][] =>
+    opts.nestedFieldParts && typeof value === 'object' && value !== null && !Array.isArray(value)
+      ? Object.entries(value).map(([k, v]): [string, unknown] => [`${part}[${k}]`, v])
+      : [[part, value]],
+  );
+  for (const [part, value] of entries) {
     if (opts.fileParts.includes(part)) throw invalid('invalid_parameter', `part "${part}" must be a file upload (with a filename)`, part);
     if (!opts.fieldParts.includes(part)) throw invalid('unknown_parameter', `unknown part: ${part}`, part);
     if (typeof value !== 'string') throw invalid('invalid_parameter', `part "${part}" must be given once, as text`, part);

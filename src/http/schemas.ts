@@ -79,7 +79,15 @@ export const CreateSpeechBody = z
     model: z.string().min(1).max(100).optional().describe('A speech model id (GET /v2/models); default: the first model of the configured voice provider.'),
     input: text({ notBlank: true }).describe("The text to speak: not blank, at most the model's max_input_chars characters (Unicode code points), which are billed."),
     voice: text({ max_chars: 200, min_chars: 1 }).describe("A voice_id of this workspace's cloned voices (GET /v2/audio/voices) or a preset voice of the provider."),
-    response_format: z.enum(['wav', 'pcm'], { error: 'must be one of wav, pcm' }).optional().describe('wav (default): a RIFF WAVE file; pcm: raw signed 16-bit little-endian mono samples.'),
+    response_format: z
+      .enum(['mp3', 'opus', 'aac', 'flac', 'wav', 'pcm'], { error: 'must be one of mp3, opus, aac, flac, wav, pcm' })
+      .optional()
+      .describe('wav (default): a RIFF WAVE file; pcm: raw signed 16-bit little-endian mono samples; mp3; opus (in Ogg); aac (ADTS); flac.'),
+    speed: z.number().min(0.25).max(4).optional().describe('Speaking rate, 1 = normal (default), 0.25 to 4; providers that cannot change it speak at 1.'),
+    stream_format: z
+      .enum(['audio', 'sse'], { error: 'must be one of audio, sse' })
+      .optional()
+      .describe('audio: the bytes are streamed as they are made (mp3, wav and pcm before the synthesis ends; opus, aac and flac when it has); sse: server-sent events speech.audio.delta (base64 audio) and speech.audio.done. Absent: one complete file.'),
   })
   .strict();
 
@@ -159,7 +167,7 @@ const Euros = z.number().describe('An amount in euros.');
 export const VideoResolution = z.enum(RESOLUTIONS);
 export const VideoAspectRatio = z.enum(ASPECT_RATIOS);
 const PerSecondByResolution = z.partialRecord(VideoResolution, z.number().nonnegative());
-export const SpeechResponseFormat = z.enum(['wav', 'pcm']);
+export const SpeechResponseFormat = z.enum(['mp3', 'opus', 'aac', 'flac', 'wav', 'pcm']);
 /** The `type` of an error; matches ErrorType in ./errors.ts (checked by test/openapi.test.ts). */
 export const ApiErrorType = z.enum([
   'invalid_request_error',

@@ -93,10 +93,12 @@ export interface JobListQuery {
   after?: string | undefined;
   status?: 'pending' | 'succeeded' | 'failed' | undefined;
   model?: string | undefined;
+  /** desc (default): newest first; asc: oldest first. */
+  order?: 'asc' | 'desc' | undefined;
 }
 
 /**
- * A page of the workspace's jobs (not deleted), newest first. `after` must be a job of the workspace
+ * A page of the workspace's jobs (not deleted), newest first (or oldest first with order asc). `after` must be a job of the workspace
  * (null is answered when it is not). One more row than asked says whether there is a next page.
  */
 export async function listVideoJobs(db: Db, workspace_id: string, q: JobListQuery): Promise<{ jobs: VideoJobRecord[]; has_more: boolean } | null> {
@@ -106,7 +108,7 @@ export async function listVideoJobs(db: Db, workspace_id: string, q: JobListQuer
     const cursor = await db.query<{ created_at: Date }>('SELECT created_at FROM video_jobs WHERE id = $1 AND workspace_id = $2', [q.after, workspace_id]);
     if (!cursor.rows[0]) return null;
     args.push(cursor.rows[0].created_at, q.after);
-    where.push(`(created_at, id) < ($${args.length - 1}, $${args.length})`);
+    where.push(`(created_at, id) ${q.order === 'asc' ? '>' : '<'} ($${args.length - 1}, $${args.length})`);
   }
   if (q.status !== undefined) {
     args.push(q.status);
@@ -117,7 +119,7 @@ export async function listVideoJobs(db: Db, workspace_id: string, q: JobListQuer
     where.push(`model = $${args.length}`);
   }
   args.push(q.limit + 1);
-  const r = await db.query<Row>(`SELECT ${COLUMNS} FROM video_jobs WHERE ${where.join(' AND ')} ORDER BY created_at DESC, id DESC LIMIT $${args.length}`, args);
+  const r = await db.query<Row>(`SELECT ${COLUMNS} FROM video_jobs WHERE ${where.join(' AND ')} ORDER BY created_at ${q.order === 'asc' ? 'ASC' : 'DESC'}, id ${q.order === 'asc' ? 'ASC' : 'DESC'} LIMIT $${args.length}`, args);
   return { jobs: r.rows.slice(0, q.limit).map(toRecord), has_more: r.rows.length > q.limit };
 }
 

@@ -63,7 +63,8 @@ export class VoicesService {
     }
   }
 
-  async create(principal: ApiKeyPrincipal, input: { name: string; samples: VoiceSample[] }): Promise<VoiceRecord> {
+  /** `consent_id`: the consent the clone was made with (src/services/voice-consents.ts); none marks the voice requires_verification. */
+  async create(principal: ApiKeyPrincipal, input: { name: string; samples: VoiceSample[]; consent_id?: string | null }): Promise<VoiceRecord> {
     this.assertConfigured();
     const workspace_id = principal.workspace_id;
     if ((await this.countLive(this.deps.db, workspace_id)) >= MAX_VOICES_PER_WORKSPACE) throw voiceLimitReached();
@@ -80,9 +81,9 @@ export class VoicesService {
         await tx.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [VOICE_LOCK_CLASS, workspace_id]);
         if ((await this.countLive(tx, workspace_id)) >= MAX_VOICES_PER_WORKSPACE) throw voiceLimitReached();
         const r = await tx.query<VoiceRecord>(
-          `INSERT INTO voices (id, workspace_id, provider, voice_id, name, requires_verification) VALUES ($1, $2, $3, $4, $5, $6)
+          `INSERT INTO voices (id, workspace_id, provider, voice_id, name, requires_verification, consent_id) VALUES ($1, $2, $3, $4, $5, $6, $7)
            RETURNING id, workspace_id, provider, voice_id, name, requires_verification, (extract(epoch FROM created_at) * 1000)::bigint AS created_at_ms`,
-          [id, workspace_id, provider, cloned.voice_id, input.name, cloned.requires_verification],
+          [id, workspace_id, provider, cloned.voice_id, input.name, cloned.requires_verification || !input.consent_id, input.consent_id ?? null],
         );
         return r.rows[0]!;
       });

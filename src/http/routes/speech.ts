@@ -7,6 +7,7 @@ import { jsonBody } from '../json-body.js';
 import { principalOf } from '../auth.js';
 import { microEurToEur } from '../../money.js';
 import type { SpeechService } from '../../services/speech.js';
+import { sendSpeechStream } from '../speech-stream.js';
 
 export function speechRoutes(deps: { auth: RequestHandler; limit: RequestHandler; speech: SpeechService }): ApiRouter {
   const api = new ApiRouter();
@@ -33,7 +34,8 @@ export function speechRoutes(deps: { auth: RequestHandler; limit: RequestHandler
       responses: {
         '200': {
           description:
-            'The audio. response_format wav: `audio/wav`. pcm: `audio/pcm` with its parameters, e.g. `audio/pcm;rate=24000;channels=1;encoding=s16le`.',
+            'The audio, in `response_format` (wav, pcm, mp3, opus, aac or flac, as the model offers). With `stream_format: "audio"` the bytes are streamed while ' +
+            'they are made; with `"sse"`, as `speech.audio.delta` and `speech.audio.done` server-sent events.',
           headers: {
             'Content-Disposition': header('`inline; filename="speech.wav"` (or .pcm).'),
             'X-Speech-Request-Id': header('The speech request id (derived from the Idempotency-Key when given).', { type: 'string', format: 'uuid' }),
@@ -45,6 +47,11 @@ export function speechRoutes(deps: { auth: RequestHandler; limit: RequestHandler
           content: {
             'audio/wav': { schema: { type: 'string', format: 'binary', contentMediaType: 'audio/wav' } },
             'audio/pcm': { schema: { type: 'string', format: 'binary', contentMediaType: 'audio/pcm' } },
+            'audio/mpeg': { schema: { type: 'string', format: 'binary', contentMediaType: 'audio/mpeg' } },
+            'audio/ogg': { schema: { type: 'string', format: 'binary', contentMediaType: 'audio/ogg' } },
+            'audio/aac': { schema: { type: 'string', format: 'binary', contentMediaType: 'audio/aac' } },
+            'audio/flac': { schema: { type: 'string', format: 'binary', contentMediaType: 'audio/flac' } },
+            'text/event-stream': { schema: { type: 'string' } },
           },
         },
       },
@@ -67,6 +74,17 @@ export function speechRoutes(deps: { auth: RequestHandler; limit: RequestHandler
     async (req, res) => {
       const body = CreateSpeechBody.parse(req.body);
       const idempotencyKey = idempotencyKeyOf(req);
+      if (body.stream_format !== undefined) {
+        const stream = await deps.speech.speakStream(principalOf(res), body, idempotencyKey);
+        sendSpeechStream(res, stream, body.stream_format, {
+          'X-Speech-Request-Id': stream.speech_request_id,
+          'X-Model': stream.model,
+          'X-Characters': String(stream.characters),
+          'X-Cost-In-Euro': String(microEurToEur(stream.cost_micro_eur)),
+          ...(stream.replayed ? { 'Idempotent-Replayed': 'true' } : {}),
+        });
+        return;
+      }
       const speech = await deps.speech.speak(principalOf(res), body, idempotencyKey);
       res
         .status(200)

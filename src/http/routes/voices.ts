@@ -11,6 +11,7 @@ import { AUDIO_CONTENT_TYPES, SNIFF_BYTES, sniffAudio, type AudioFormat } from '
 import type { VoiceRecord, VoicesService } from '../../services/voices.js';
 import { ApiRouter, bytesText, json } from '../openapi.js';
 import { Voice, VoiceDeleted, VoiceList } from '../schemas.js';
+import type { VoiceConsentsService } from '../../services/voice-consents.js';
 
 const MiB = 1024 * 1024;
 
@@ -69,8 +70,13 @@ export const CreateVoiceForm = z
           `${bytesText(VOICE_UPLOAD_LIMITS.maxFileBytes)}, together at most ${bytesText(VOICE_UPLOAD_LIMITS.maxTotalFileBytes)}. ` +
           `Recognised by content (the part's Content-Type is not trusted): ${Object.values(AUDIO_CONTENT_TYPES).join(', ')}.`,
       ),
+    consent: z
+      .string()
+      .max(64)
+      .optional()
+      .describe('The id of a voice consent of this workspace (POST /v1/audio/voice_consents); required when the operator sets VOICE_CONSENT_REQUIRED.'),
   })
-  .describe('multipart/form-data: one "name" part and one or more "file" parts; no other parts.');
+  .describe('multipart/form-data: one "name" part, one or more "file" parts and an optional "consent" part; no other parts.');
 
 function parseName(raw: string): string {
   const name = VoiceName.safeParse(raw);
@@ -82,7 +88,7 @@ const VOICE_503 =
   'No voice provider is configured (provider_not_configured), the provider could not be reached (provider_unavailable), or too many uploads are in progress (server_busy).';
 const NO_VOICE = 'No such voice in this workspace (voice_not_found).';
 
-export function voiceRoutes(deps: { auth: RequestHandler; limit: RequestHandler; voices: VoicesService }): ApiRouter {
+export function voiceRoutes(deps: { auth: RequestHandler; limit: RequestHandler; voices: VoicesService; consents?: VoiceConsentsService }): ApiRouter {
   const api = new ApiRouter();
   // Checked before the body is read: with no provider, an upload is refused unread.
   const configured: RequestHandler = (_req, _res, next) => {
@@ -92,7 +98,7 @@ export function voiceRoutes(deps: { auth: RequestHandler; limit: RequestHandler;
   const upload = multipartForm({
     limits: VOICE_UPLOAD_LIMITS,
     fileParts: ['file'],
-    fieldParts: ['name'],
+    fieldParts: ['name', 'consent'],
     fileType: { headBytes: SNIFF_BYTES, detect: sniffAudio, expected: 'an audio file (WAV, MP3, AAC, FLAC, Ogg, M4A or WebM)' },
   });
 
@@ -136,7 +142,9 @@ export function voiceRoutes(deps: { auth: RequestHandler; limit: RequestHandler;
         const format = f.type as AudioFormat;
         return { filename: f.filename, format, content_type: AUDIO_CONTENT_TYPES[format], data: f.buffer };
       });
-      const voice = await deps.voices.create(principalOf(res), { name, samples });
+      // `consent`: the id of a voice consent of this workspace (POST /v1/audio/voice_consents).
+      const consent_id = deps.consents ? await deps.consents.forClone(principalOf(res), form.fields.get('consent')) : null;
+      const voice = await deps.voices.create(principalOf(res), { name, samples, consent_id });
       res.json(presentVoice(voice));
     },
   );

@@ -26,6 +26,9 @@ export const SIM_SAMPLE_RATE_HZ = 22_050;
 export const SIM_SAMPLES_PER_CHAR = 1_102;
 export const SIM_PRESET_VOICES = ['sim-narrator', 'sim-bright', 'sim-deep'] as const;
 export const SIM_PCM_CONTENT_TYPE = `audio/pcm;rate=${SIM_SAMPLE_RATE_HZ};channels=1;encoding=s16le`;
+/** A streamed synthesis hands out this many characters of speech at a time, one chunk per SIM_STREAM_CHUNK_MS (like a remote provider, the whole takes time). */
+export const SIM_STREAM_CHUNK_CHARS = 20;
+export const SIM_STREAM_CHUNK_MS = 20;
 
 export type SimulatedVoiceOperation = 'clone' | 'delete' | 'speech';
 
@@ -51,20 +54,21 @@ export function encodeWav(samples: Int16Array, sampleRateHz: number): Buffer {
 }
 
 /** The synthetic speech of `text` in `voice_id`: SIM_SAMPLES_PER_CHAR samples per code point. */
-export function synthesizeTones(voice_id: string, text: string): Int16Array {
+export function synthesizeTones(voice_id: string, text: string, speed = 1): Int16Array {
   const chars = [...text];
-  const samples = new Int16Array(chars.length * SIM_SAMPLES_PER_CHAR);
+  const perChar = Math.max(1, Math.round(SIM_SAMPLES_PER_CHAR / speed));
+  const samples = new Int16Array(chars.length * perChar);
   const h = createHash('sha256').update(voice_id).digest();
   const baseHz = 110 + (h.readUInt16BE(0) % 220); // 110..329 Hz: the voice's "register"
-  const ramp = Math.floor(SIM_SAMPLE_RATE_HZ * 0.005); // 5 ms fade in/out: no clicks
+  const ramp = Math.min(Math.floor(SIM_SAMPLE_RATE_HZ * 0.005), Math.floor(perChar / 2)); // 5 ms fade in/out: no clicks
   const amplitude = 0.3 * 32767;
   for (const [i, ch] of chars.entries()) {
     if (/[\s\p{P}]/u.test(ch)) continue; // silence
     const semitones = ch.codePointAt(0)! % 24;
     const hz = baseHz * 2 ** (semitones / 12);
-    const offset = i * SIM_SAMPLES_PER_CHAR;
-    for (let n = 0; n < SIM_SAMPLES_PER_CHAR; n++) {
-      const envelope = Math.min(1, n / ramp, (SIM_SAMPLES_PER_CHAR - 1 - n) / ramp);
+    const offset = i * perChar;
+    for (let n = 0; n < perChar; n++) {
+      const envelope = Math.min(1, n / ramp, (perChar - 1 - n) / ramp);
       samples[offset + n] = Math.round(amplitude * envelope * Math.sin((2 * Math.PI * hz * n) / SIM_SAMPLE_RATE_HZ));
     }
   }
@@ -74,6 +78,7 @@ export function synthesizeTones(voice_id: string, text: string): Int16Array {
 export class SimulatedVoiceProvider implements VoiceProvider {
   readonly name = 'simulator';
   readonly configured = true;
+  readonly pcm_rate_hz = SIM_SAMPLE_RATE_HZ;
 
   constructor(private readonly db: Db) {}
 
@@ -107,11 +112,24 @@ export class SimulatedVoiceProvider implements VoiceProvider {
       throw new VoiceProviderError('rejected', `voice "${req.voice_id}" does not exist`);
     }
     if (req.text.length === 0) throw new VoiceProviderError('rejected', 'text must not be empty');
-    const samples = synthesizeTones(req.voice_id, req.text);
+    const samples = synthesizeTones(req.voice_id, req.text, req.speed);
     if (req.format === 'pcm') {
       return { audio: Buffer.from(samples.buffer, samples.byteOffset, samples.byteLength), content_type: SIM_PCM_CONTENT_TYPE };
     }
     return { audio: encodeWav(samples, SIM_SAMPLE_RATE_HZ), content_type: 'audio/wav' };
+  }
+
+  /** The same speech as `synthesize` in PCM, SIM_STREAM_CHUNK_CHARS characters per chunk, paced. */
+  async *synthesizeStream(req: Omit<SpeechRequest, 'format'>): AsyncIterable<Buffer> {
+    const chars = [...req.text];
+    // Checks and faults as a whole synthesis has them, before the first byte.
+    const first = await this.synthesize({ ...req, text: chars.slice(0, SIM_STREAM_CHUNK_CHARS).join(''), format: 'pcm' });
+    yield first.audio;
+    for (let i = SIM_STREAM_CHUNK_CHARS; i < chars.length; i += SIM_STREAM_CHUNK_CHARS) {
+      await new Promise((resolve) => setTimeout(resolve, SIM_STREAM_CHUNK_MS));
+      const samples = synthesizeTones(req.voice_id, chars.slice(i, i + SIM_STREAM_CHUNK_CHARS).join(''), req.speed);
+      yield Buffer.from(samples.buffer, samples.byteOffset, samples.byteLength);
+    }
   }
 
   async hasVoice(voice_id: string): Promise<boolean> {

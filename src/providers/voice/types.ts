@@ -28,6 +28,8 @@ export interface SpeechRequest {
   voice_id: string;
   text: string;
   format: SpeechFormat;
+  /** Speaking rate, 1 = normal (0.25 to 4); providers that cannot change it speak at 1. */
+  speed?: number | undefined;
 }
 
 export interface SynthesizedSpeech {
@@ -46,6 +48,13 @@ export interface VoiceProvider {
   /** Idempotent: deleting a voice the provider no longer has succeeds. */
   deleteVoice(voice_id: string): Promise<void>;
   synthesize(req: SpeechRequest): Promise<SynthesizedSpeech>;
+  /**
+   * The speech as raw PCM (s16le mono at `pcm_rate_hz`), chunk by chunk as the provider makes it, for
+   * answers streamed while they are made. Providers without it are asked for the whole PCM instead.
+   */
+  synthesizeStream?(req: Omit<SpeechRequest, 'format'>): AsyncIterable<Buffer>;
+  /** The sample rate of this provider's PCM. */
+  readonly pcm_rate_hz?: number;
 }
 
 export class VoiceProviderError extends Error {

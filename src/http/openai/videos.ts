@@ -1,0 +1,269 @@
+// OpenAI's Videos API over this service's video jobs (client.videos.* of the openai SDKs):
+//
+//   POST   /v1/videos                 JSON or multipart: prompt, model, seconds, size, input_reference -> video
+//   GET    /v1/videos                 cursor list (after, limit, order)        -> {object: "list", data, first_id, last_id, has_more}
+//   GET    /v1/videos/{id}            -> video
+//   DELETE /v1/videos/{id}            -> {id, object: "video.deleted", deleted: true}
+//   GET    /v1/videos/{id}/content    variant=video (the MP4) | thumbnail (JPEG of the first frame)
+//   remix, edits, extensions, characters, spritesheet: 400 unsupported_feature
+//
+// Only shapes are translated: a video is a job of /v2/videos/generations (same id, same charge and
+// refunds), created, read, listed and deleted by the same services.
+import { Router, type RequestHandler } from 'express';
+import { z } from 'zod';
+import { defaultVideoModelId, findVideoModel, type AspectRatio, type Resolution } from '../../catalog.js';
+import { ApiError, fromZodError, invalidParam } from '../errors.js';
+import { principalOf } from '../auth.js';
+import { CreateVideoBody, IMAGE_MAX_BYTES, idempotencyKeyOf, LIST_LIMIT_MAX, PROMPT_MAX_CHARS } from '../schemas.js';
+import { jsonBodyParser } from '../json-body.js';
+import { multipartForm, multipartOf } from '../multipart.js';
+import { sniffImage } from '../../media/image-sniff.js';
+import type { FfmpegWasm } from '../../media/ffmpeg-wasm.js';
+import type { Storage } from '../../storage/local.js';
+import type { VideoJobsService } from '../../services/video-jobs.js';
+import type { VideoJobLifecycle } from '../../services/video-job-lifecycle.js';
+import type { VideoJobState } from '../../../workflows/messages.js';
+import { VIDEO_CREATE_BODY_LIMIT_BYTES, VIDEO_CREATE_MAX_CONCURRENT_LARGE_BODIES } from '../routes/videos.js';
+import { notOffered } from './errors.js';
+
+/** OpenAI's `size` values and what they mean here. */
+export const OPENAI_VIDEO_SIZES: Readonly<Record<string, { resolution: Resolution; aspectRatio: AspectRatio }>> = {
+  '1280x720': { resolution: '720p', aspectRatio: '16:9' },
+  '720x1280': { resolution: '720p', aspectRatio: '9:16' },
+  '1920x1080': { resolution: '1080p', aspectRatio: '16:9' },
+  '1080x1920': { resolution: '1080p', aspectRatio: '9:16' },
+  '3840x2160': { resolution: '4k', aspectRatio: '16:9' },
+  '2160x3840': { resolution: '4k', aspectRatio: '9:16' },
+};
+
+export function openAiSizeOf(resolution: string, aspectRatio: string): string {
+  const hit = Object.entries(OPENAI_VIDEO_SIZES).find(([, v]) => v.resolution === resolution && v.aspectRatio === aspectRatio);
+  return hit ? hit[0] : `${resolution}@${aspectRatio}`;
+}
+
+const STATUS: Record<string, 'queued' | 'in_progress' | 'completed' | 'failed'> = {
+  charging: 'queued',
+  pending: 'in_progress',
+  succeeded: 'completed',
+  failed: 'failed',
+};
+
+/** A job as OpenAI's `video` object. */
+export function presentOpenAiVideo(job: VideoJobState) {
+  const status = STATUS[job.status] ?? 'failed';
+  return {
+    id: job.job_id,
+    object: 'video' as const,
+    model: job.model,
+    status,
+    // The provider reports no fraction done: queued 0, running 50, finished 100.
+    progress: status === 'queued' ? 0 : status === 'in_progress' ? 50 : 100,
+    created_at: Math.floor(job.created_at_ms / 1000),
+    completed_at: job.completed_at_ms === null ? null : Math.floor(job.completed_at_ms / 1000),
+    // Stored videos are kept until the video is deleted.
+    expires_at: null,
+    prompt: null,
+    seconds: String(job.params.durationSeconds),
+    size: openAiSizeOf(job.params.resolution, job.params.aspectRatio),
+    error: status === 'failed' && job.error ? { code: job.error.code, message: job.error.message } : null,
+    remixed_from_video_id: null,
+  };
+}
+
+const Seconds = z.union([z.string().regex(/^[1-9][0-9]{0,2}$/, 'must be a whole number of seconds, such as "8"'), z.number().int().min(1).max(999)]);
+const Size = z.enum(Object.keys(OPENAI_VIDEO_SIZES) as [string, ...string[]], { error: `must be one of ${Object.keys(OPENAI_VIDEO_SIZES).join(', ')}` });
+const DATA_URL = /^data:(image\/[a-z+.-]+);base64,([A-Za-z0-9+/=\s]+)$/;
+
+export const OpenAiCreateVideoBody = z
+  .object({
+    prompt: z.string().max(PROMPT_MAX_CHARS).describe('What to generate.'),
+    model: z.string().min(1).max(100).optional().describe("A video model id of GET /v1/models; absent: the service's default model."),
+    seconds: Seconds.optional().describe("Seconds of video, as a string (\"4\", \"8\") or a number: one of the model's durations."),
+    size: Size.optional().describe('Width x height: the resolution and aspect ratio (the model must offer both).'),
+    input_reference: z
+      .strictObject({ image_url: z.string().max(12 * 1024 * 1024).optional(), file_id: z.string().max(200).optional() })
+      .optional()
+      .describe('The first frame: {"image_url": "data:image/png;base64,..."} in JSON, or an image file in multipart (PNG, JPEG or WebP).'),
+  })
+  .strict();
+type OpenAiCreateVideo = z.infer<typeof OpenAiCreateVideoBody>;
+
+export const OpenAiListVideosQuery = z.strictObject({
+  after: z.string().max(100).optional(),
+  limit: z.coerce.number().int().min(1).max(LIST_LIMIT_MAX).default(20),
+  order: z.enum(['asc', 'desc']).default('desc'),
+});
+
+/** Renames the /v2 parameter an error names to the /v1 one the client sent. */
+const V1_PARAMS: Record<string, string> = {
+  durationSeconds: 'seconds',
+  resolution: 'size',
+  aspectRatio: 'size',
+  image: 'input_reference',
+  'image.bytesBase64Encoded': 'input_reference',
+  'image.mimeType': 'input_reference',
+};
+function asV1Param(err: unknown): unknown {
+  if (!(err instanceof ApiError) || err.param === null || !(err.param in V1_PARAMS)) return err;
+  const param = V1_PARAMS[err.param]!;
+  return new ApiError(err.status, err.type, err.code, err.message.replaceAll(err.param, param), param, err.headers);
+}
+
+function imageFromDataUrl(url: string): NonNullable<CreateVideoBody['image']> {
+  const m = DATA_URL.exec(url);
+  if (!m) throw invalidParam('input_reference', 'input_reference.image_url must be a data: URL of a base64 image (data:image/png;base64,...); other URLs are not fetched');
+  const bytes = Buffer.from(m[2]!.replace(/\s+/g, ''), 'base64');
+  if (bytes.length > IMAGE_MAX_BYTES) throw new ApiError(413, 'invalid_request_error', 'image_too_large', `input_reference exceeds ${IMAGE_MAX_BYTES} bytes`, 'input_reference');
+  const type = sniffImage(bytes);
+  if (!type) throw invalidParam('input_reference', 'input_reference must be a PNG, JPEG or WebP image');
+  return { bytesBase64Encoded: bytes.toString('base64'), mimeType: type };
+}
+
+/** The /v2 create body of a /v1 request (the model's limits are checked by the create itself). */
+function toCreateBody(body: OpenAiCreateVideo, uploaded: { buffer: Buffer; type: string } | undefined): CreateVideoBody {
+  const out: CreateVideoBody = { prompt: body.prompt, n: 1 };
+  if (body.model !== undefined) out.model = body.model;
+  if (body.seconds !== undefined) out.durationSeconds = Number(body.seconds);
+  if (body.size !== undefined) {
+    const { resolution, aspectRatio } = OPENAI_VIDEO_SIZES[body.size]!;
+    const model = findVideoModel(body.model ?? defaultVideoModelId());
+    if (model && (!model.resolutions.includes(resolution) || !model.aspect_ratios.includes(aspectRatio))) {
+      const offered = Object.entries(OPENAI_VIDEO_SIZES)
+        .filter(([, v]) => model.resolutions.includes(v.resolution) && model.aspect_ratios.includes(v.aspectRatio))
+        .map(([k]) => k);
+      throw invalidParam('size', `model ${model.id} does not offer size ${body.size}; it offers ${offered.join(', ')}`, 'unsupported_parameter');
+    }
+    out.resolution = resolution;
+    out.aspectRatio = aspectRatio;
+  }
+  if (uploaded) out.image = { bytesBase64Encoded: uploaded.buffer.toString('base64'), mimeType: uploaded.type as NonNullable<CreateVideoBody['image']>['mimeType'] };
+  else if (body.input_reference?.file_id !== undefined) throw invalidParam('input_reference', 'input_reference.file_id is not offered: send the image itself (a file part, or image_url as a data: URL)', 'unsupported_parameter');
+  else if (body.input_reference?.image_url !== undefined) out.image = imageFromDataUrl(body.input_reference.image_url);
+  return out;
+}
+
+const MULTIPART_FIELDS = ['prompt', 'model', 'seconds', 'size', 'input_reference[image_url]', 'input_reference[file_id]'] as const;
+
+export function openAiVideoRoutes(deps: {
+  auth: RequestHandler;
+  limit: RequestHandler;
+  jobs: VideoJobsService;
+  lifecycle: VideoJobLifecycle;
+  storage: Storage;
+  thumbnails: FfmpegWasm;
+}): Router {
+  const r = Router();
+  const json = jsonBodyParser({ limit_bytes: VIDEO_CREATE_BODY_LIMIT_BYTES, max_concurrent_large_bodies: VIDEO_CREATE_MAX_CONCURRENT_LARGE_BODIES });
+  const upload = multipartForm({
+    limits: {
+      maxFiles: 1,
+      maxFileBytes: IMAGE_MAX_BYTES,
+      maxTotalFileBytes: IMAGE_MAX_BYTES,
+      maxFields: MULTIPART_FIELDS.length,
+      maxParts: MULTIPART_FIELDS.length + 1,
+      maxFieldBytes: 4 * PROMPT_MAX_CHARS,
+      maxPartNameBytes: 100,
+      maxConcurrentRequests: VIDEO_CREATE_MAX_CONCURRENT_LARGE_BODIES,
+    },
+    fileParts: ['input_reference'],
+    fieldParts: MULTIPART_FIELDS,
+    nestedFieldParts: true,
+    fileType: { headBytes: 16, detect: async (head) => sniffImage(head), expected: 'a PNG, JPEG or WebP image' },
+  });
+  // The openai SDKs always send multipart; JSON is accepted too.
+  const body: RequestHandler = (req, res, next) => (req.is('multipart/form-data') ? upload(req, res, next) : json(req, res, next));
+
+  r.post('/videos', deps.auth, deps.limit, body, async (req, res) => {
+    let parsed: { body: OpenAiCreateVideo; uploaded?: { buffer: Buffer; type: string } };
+    if (req.is('multipart/form-data')) {
+      const form = multipartOf(res);
+      const f = form.fields;
+      const raw: Record<string, unknown> = {};
+      for (const k of ['prompt', 'model', 'seconds', 'size'] as const) if (f.has(k)) raw[k] = f.get(k);
+      const ref: Record<string, string> = {};
+      if (f.has('input_reference[image_url]')) ref['image_url'] = f.get('input_reference[image_url]')!;
+      if (f.has('input_reference[file_id]')) ref['file_id'] = f.get('input_reference[file_id]')!;
+      if (Object.keys(ref).length > 0) raw['input_reference'] = ref;
+      const p = OpenAiCreateVideoBody.safeParse(raw);
+      if (!p.success) throw fromZodError(p.error);
+      const file = form.files[0];
+      parsed = { body: p.data, ...(file ? { uploaded: { buffer: file.buffer, type: file.type } } : {}) };
+    } else {
+      const p = OpenAiCreateVideoBody.safeParse(req.body ?? {});
+      if (!p.success) throw fromZodError(p.error);
+      parsed = { body: p.data };
+    }
+    let created: VideoJobState;
+    try {
+      const createBody = CreateVideoBody.parse(toCreateBody(parsed.body, parsed.uploaded));
+      created = await deps.jobs.create(principalOf(res), createBody, idempotencyKeyOf(req));
+    } catch (err) {
+      throw asV1Param(err);
+    }
+    res.locals['jobId'] = created.job_id;
+    res.json(presentOpenAiVideo(created));
+  });
+
+  // Not offered: answered before /videos/:id can take "characters" or "edits" for an id.
+  r.post('/videos/edits', deps.auth, notOffered('Editing videos (POST /v1/videos/edits)'));
+  r.post('/videos/extensions', deps.auth, notOffered('Extending videos (POST /v1/videos/extensions)'));
+  r.post('/videos/characters', deps.auth, notOffered('Characters (POST /v1/videos/characters)'));
+  r.get('/videos/characters/:id', deps.auth, notOffered('Characters (GET /v1/videos/characters/{id})'));
+  r.post('/videos/:id/remix', deps.auth, notOffered('Remixing videos (POST /v1/videos/{id}/remix)'));
+
+  r.get('/videos', deps.auth, async (req, res) => {
+    const q = OpenAiListVideosQuery.safeParse(req.query);
+    if (!q.success) throw fromZodError(q.error);
+    if (q.data.after !== undefined && !/^[0-9a-f-]{36}$/i.test(q.data.after)) throw invalidParam('after', 'after must be the id of a video of this list');
+    const page = await deps.lifecycle.list(principalOf(res), { limit: q.data.limit, after: q.data.after, order: q.data.order });
+    const data = page.jobs.map(presentOpenAiVideo);
+    res.json({ object: 'list', data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: page.has_more });
+  });
+
+  r.get('/videos/:id', deps.auth, async (req, res) => {
+    const job = await deps.jobs.get(principalOf(res), String(req.params['id']));
+    res.locals['jobId'] = job.job_id;
+    res.json(presentOpenAiVideo(job));
+  });
+
+  r.delete('/videos/:id', deps.auth, deps.limit, async (req, res) => {
+    const id = String(req.params['id']);
+    res.locals['jobId'] = id;
+    try {
+      await deps.lifecycle.delete(principalOf(res), id);
+    } catch (err) {
+      // OpenAI answers a video still being made with a 400; the SDKs would retry a 409.
+      if (err instanceof ApiError && err.code === 'job_pending') {
+        throw new ApiError(400, 'invalid_request_error', 'video_not_finished', 'the video is still being generated; it can be deleted once completed or failed', 'video_id');
+      }
+      throw err;
+    }
+    res.json({ id, object: 'video.deleted', deleted: true });
+  });
+
+  r.get('/videos/:id/content', deps.auth, async (req, res) => {
+    const variant = req.query['variant'] ?? 'video';
+    if (variant === 'spritesheet') throw new ApiError(400, 'invalid_request_error', 'unsupported_feature', 'variant=spritesheet is not offered by this service; use video or thumbnail', 'variant');
+    if (variant !== 'video' && variant !== 'thumbnail') throw invalidParam('variant', 'variant must be one of video, thumbnail, spritesheet');
+    const job = await deps.jobs.get(principalOf(res), String(req.params['id']));
+    res.locals['jobId'] = job.job_id;
+    const video = job.status === 'succeeded' ? job.videos[0] : undefined;
+    if (!video) {
+      throw new ApiError(400, 'invalid_request_error', 'video_not_ready', `the video is ${STATUS[job.status] ?? job.status}; its content can be downloaded once completed`, 'video_id');
+    }
+    const stored = await deps.storage.open(video.storage_key);
+    if (!stored) throw new ApiError(404, 'not_found_error', 'video_content_gone', 'the content of this video is no longer stored', 'video_id');
+    if (variant === 'video') {
+      res.status(200).set({ 'Content-Type': 'video/mp4', 'Content-Length': String(stored.bytes), 'Content-Disposition': `attachment; filename="${job.job_id}.mp4"` });
+      stored.stream.on('error', (err) => res.destroy(err));
+      stored.stream.pipe(res);
+      return;
+    }
+    const chunks: Buffer[] = [];
+    for await (const c of stored.stream) chunks.push(c as Buffer);
+    const jpeg = await deps.thumbnails.firstFrameJpeg(Buffer.concat(chunks));
+    res.status(200).set({ 'Content-Type': 'image/jpeg', 'Content-Disposition': `inline; filename="${job.job_id}.jpg"` }).send(jpeg);
+  });
+
+  return r;
+}
