@@ -32,7 +32,8 @@ export function webhookEventId(workspaceId: string, jobId: string, type: Webhook
 export async function recordJobEvent(tx: Tx, jobId: string, ctx: JobEventContext): Promise<string[]> {
   const r = await tx.query<VideoJobState>(
     `SELECT id AS job_id, workspace_id, status, model, params, request_fingerprint, estimated_cost_micro_eur, cost_micro_eur,
-            refunded_micro_eur, videos, error, (extract(epoch FROM created_at) * 1000)::bigint AS created_at_ms,
+            refunded_micro_eur, videos, error, backend, progress, queue_position,
+            (extract(epoch FROM created_at) * 1000)::bigint AS created_at_ms,
             (extract(epoch FROM completed_at) * 1000)::bigint AS completed_at_ms
        FROM video_jobs WHERE id = $1`,
     [jobId],
