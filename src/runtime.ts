@@ -38,7 +38,7 @@ import { webhookTaskQueue } from './webhooks/dispatch.js';
 import { checkSearchAttributes } from './temporal/search-attributes.js';
 import { createActivities } from '../activities/index.js';
 import { OperationPoller } from './video-jobs/operation-poller.js';
-import { nudgePoll } from './video-jobs/operation-polls.js';
+import { nudgePollForCallback } from './video-jobs/operation-polls.js';
 
 export interface Secrets {
   adminToken: string;
@@ -363,7 +363,7 @@ export async function startApi(opts: {
     vertex: config.vertex !== null,
     fal: config.fal !== null,
     replicate: config.replicate !== null,
-    providerCallbacks: { providerFor: (backend) => callbackProviders.get(backend), nudgeJob: async (job_id, backend) => void (await nudgePoll(opts.db, job_id, backend)) },
+    providerCallbacks: { providerFor: (backend) => callbackProviders.get(backend), nudgeJob: async (job_id, backend) => void (await nudgePollForCallback(opts.db, job_id, backend)) },
     voiceProvider: config.voiceProvider,
     publicBaseUrl: config.publicBaseUrl,
     rateLimitPerMinute: config.rateLimitPerMinute,

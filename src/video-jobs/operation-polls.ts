@@ -2,6 +2,7 @@
 // activity records a job's operation and its row in one statement; the workers' pollers claim due rows
 // by moving next_poll_at ahead (SKIP LOCKED: two pollers never take the same row), and set it again after
 // each poll; a verified provider callback makes a row due at once; settlement deletes it.
+import { setTimeout as sleep } from 'node:timers/promises';
 import { prepared, type Db } from '../db/pool.js';
 
 /** How the poller paces a job's polls: the first after `interval_ms`, then growing by POLL_BACKOFF up to the max. */
@@ -126,4 +127,26 @@ const NUDGE = prepared(
  */
 export async function nudgePoll(db: Db, job_id: string, backend: string): Promise<boolean> {
   return ((await db.query({ ...NUDGE, values: [job_id, backend] })).rowCount ?? 0) > 0;
+}
+
+const SUBMITTING = prepared('video-job-submitting', "SELECT 1 FROM video_jobs WHERE id = $1 AND status = 'pending' AND operation_id IS NULL");
+
+/** How long a callback waits for its job's submission to be recorded, and how often it looks. */
+export const CALLBACK_RECORD_WAIT_MS = 5_000;
+const CALLBACK_RECORD_CHECK_MS = 50;
+
+/**
+ * nudgePoll for a provider's callback. A provider may call back before the submission that started the
+ * operation has recorded it (an operation that ends at once: the callback races the provider's answer
+ * to the submit): while the job is pending with no operation recorded, the nudge is tried again until it
+ * is recorded (at most `wait_ms`), so the callback is not lost until the next poll.
+ */
+export async function nudgePollForCallback(db: Db, job_id: string, backend: string, wait_ms = CALLBACK_RECORD_WAIT_MS): Promise<boolean> {
+  const until = Date.now() + wait_ms;
+  for (;;) {
+    if (await nudgePoll(db, job_id, backend)) return true;
+    const submitting = ((await db.query({ ...SUBMITTING, values: [job_id] })).rowCount ?? 0) > 0;
+    if (!submitting || Date.now() >= until) return false;
+    await sleep(CALLBACK_RECORD_CHECK_MS);
+  }
 }
