@@ -71,7 +71,7 @@ export function loadSecrets(config: Config): Secrets {
 }
 
 export async function openDatabase(url: string, config: Config): Promise<Db> {
-  const db = createPool(url, config.databasePoolMax);
+  const db = createPool(url, config.databasePoolMax, { 'video_api.max_pending_jobs': config.maxPendingJobsPerWorkspace });
   try {
     await db.query('SELECT 1');
   } catch (err) {
@@ -346,6 +346,7 @@ export async function startApi(opts: {
     voiceProvider: config.voiceProvider,
     publicBaseUrl: config.publicBaseUrl,
     rateLimitPerMinute: config.rateLimitPerMinute,
+    rateLimitReadsPerMinute: config.rateLimitReadsPerMinute,
     metricsToken: config.metricsToken,
     production: config.production,
     audit: { workflowStates: videoJobWorkflowStates(temporal) },

@@ -61,7 +61,9 @@ export type ChargeResult =
   /** Too late (the acceptance deadline passed) or refused by the API: nothing charged, for good. */
   | { ok: false; reason: 'not_accepted_in_time' }
   /** The job was already charged by another attempt (an Idempotency-Key retry raced a run that accepted it). */
-  | { ok: false; reason: 'charged_by_another_attempt' };
+  | { ok: false; reason: 'charged_by_another_attempt' }
+  /** The workspace already has its limit of pending jobs: nothing charged or recorded (a later retry may pass). */
+  | { ok: false; reason: 'too_many_pending_jobs' };
 
 interface JobAttemptRow {
   attempt_id: string | null;
@@ -82,9 +84,9 @@ async function recordRefusal(tx: Tx, r: { jobId: string; attemptId: string; work
   await tx.query('SELECT video_job_record_refusal($1, $2, $3, $4, $5)', [r.jobId, r.attemptId, r.workspaceId, r.reason, r.fingerprint]);
 }
 
-/** A row of video_job_charge (src/db/migrations/008_video_job_charge.sql). */
+/** A row of video_job_charge (src/db/migrations/008_video_job_charge.sql, replaced by 011_abuse_limits.sql). */
 interface ChargeRow {
-  outcome: 'charged' | 'already_charged' | 'charged_by_another_attempt' | 'insufficient_credits' | 'key_spend_limit_exceeded' | 'not_accepted_in_time';
+  outcome: 'charged' | 'already_charged' | 'charged_by_another_attempt' | 'insufficient_credits' | 'key_spend_limit_exceeded' | 'not_accepted_in_time' | 'too_many_pending_jobs';
   before_micro_eur: number | null;
   after_micro_eur: number | null;
   charged_micro_eur: number | null;
@@ -138,6 +140,7 @@ export async function chargeVideoJob(db: Db, job: VideoJobCharge): Promise<Charg
     case 'charged_by_another_attempt':
     case 'key_spend_limit_exceeded':
     case 'not_accepted_in_time':
+    case 'too_many_pending_jobs':
       return { ok: false, reason: row.outcome };
     default:
       throw new Error(`invariant: unknown charge outcome ${String((row as { outcome: unknown }).outcome)}`);

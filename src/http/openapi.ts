@@ -48,6 +48,7 @@ export const REQUEST_SCHEMAS = {
   CreateSpeechBody: S.CreateSpeechBody,
   CreateVoiceForm,
   CreateWorkspaceBody: S.CreateWorkspaceBody,
+  SetWorkspaceLimitsBody: S.SetWorkspaceLimitsBody,
   AddCreditsBody: S.AddCreditsBody,
   CreateApiKeyBody: S.CreateApiKeyBody,
   CreateWebhookBody: S.CreateWebhookBody,
@@ -214,7 +215,7 @@ const OPERATIONS: Op[] = [
       409: undefined,
       413: `The JSON body exceeds ${bytesText(VIDEO_CREATE_BODY_LIMIT_BYTES)} (request_too_large), or an image exceeds ${bytesText(S.IMAGE_MAX_BYTES)} decoded (image_too_large, \`param\` naming it).`,
       415: JSON_415,
-      429: undefined,
+      429: 'Rate limited (per API key; rate_limited), this key already has 2 requests with images in progress (too_many_concurrent_uploads), or the workspace already has its limit of pending jobs (too_many_pending_jobs; nothing charged).',
       503: 'No video provider is configured for the model (provider_not_configured), or too many requests with images are in progress (server_busy).',
     },
   },
@@ -578,6 +579,19 @@ const OPERATIONS: Op[] = [
   },
   {
     method: 'post',
+    path: '/admin/v1/workspaces/{id}/limits',
+    operationId: 'adminSetWorkspaceLimits',
+    tag: 'Admin',
+    summary: "Set a workspace's limits",
+    description: 'Applies to the next create: jobs already pending are never cancelled.',
+    security: 'admin',
+    parameters: [pathParam('id', 'The workspace id.')],
+    requestBody: jsonBody('SetWorkspaceLimitsBody', { max_pending_jobs: 200 }),
+    responses: { '200': json(ref('Workspace'), 'The workspace with its limits.') },
+    errors: { 400: undefined, 401: undefined, 404: 'No such workspace.', 413: JSON_413, 415: JSON_415 },
+  },
+  {
+    method: 'post',
     path: '/admin/v1/workspaces/{id}/api-keys',
     operationId: 'adminCreateApiKey',
     tag: 'Admin',
@@ -664,7 +678,9 @@ const SECURITY: Record<Security, Obj[]> = { apiKey: [{ ApiKeyAuth: [] }], admin:
 
 function operationObject(op: Op, avail: ModelAvailability): Obj {
   const responses: Obj = { ...op.responses };
-  for (const [status, note] of Object.entries(op.errors ?? {}) as [string, string | undefined][]) {
+  // Every read with an API key is rate limited per key (RATE_LIMIT_READS_PER_MINUTE).
+  const errors = op.security === 'apiKey' && op.method === 'get' ? { 429: 'Too many reads (per API key); retry after `Retry-After` seconds.', ...op.errors } : op.errors;
+  for (const [status, note] of Object.entries(errors ?? {}) as [string, string | undefined][]) {
     responses[status] = errorResponse(Number(status) as Status, note);
   }
   responses['default'] = {

@@ -28,7 +28,7 @@ import { readKeyedVideoJob, readVideoJob } from './video-job-records.js';
 import type { CreateVideoBody } from '../http/schemas.js';
 import { keyAllowsModel, type ApiKeyPrincipal } from './workspaces.js';
 import { inputsFingerprint, resolveVideoRequestInputs } from './video-request-inputs.js';
-import { storeVideoJobInputs } from './video-job-inputs.js';
+import { discardVideoJobInputs, storeVideoJobInputs } from './video-job-inputs.js';
 import {
   acceptJobUpdate,
   CHARGED_BY_ANOTHER_ATTEMPT,
@@ -62,6 +62,12 @@ export interface VideoJobsDeps {
 
 /** Time a status request waits for the workflow's answer before reading the job from Postgres. */
 const QUERY_TIMEOUT_MS = 5_000;
+/**
+ * Workflow queries (each a workflow task on a worker) this process runs at once for status requests;
+ * beyond, a pending job is answered from its record, so a flood of reads never queues on the workers
+ * that run every tenant's creates.
+ */
+export const MAX_CONCURRENT_STATE_QUERIES = 32;
 /** A create waits this long for the charge step (a worker must be running) before answering 503. */
 const CREATE_TIMEOUT_MS = 30_000;
 /** Clock difference between this process and PostgreSQL tolerated by the fallback of giveUp(). */
@@ -186,24 +192,38 @@ export class VideoJobsService {
         throw refused.reason === 'key_spend_limit_exceeded' ? keySpendLimitExceeded() : insufficientCredits();
       }
     }
-    // The images stay with the job, out of workflow history: the submit activity reads them by job id.
-    if (r.inputs.image) {
-      await storeVideoJobInputs(this.deps.db, { job_id, workspace_id: principal.workspace_id }, { image: r.inputs.image, last_frame: r.inputs.last_frame });
+    // The images stay with the attempt, out of workflow history: the submit activity reads those of the
+    // attempt that charged the job. Unless this attempt charged it, its images go when it answers.
+    if (!r.inputs.image) return this.startAttempt(principal, r.model.id, input, fingerprint, idempotencyKey !== undefined);
+    const attempt = { job_id, attempt_id: input.attempt_id! };
+    await storeVideoJobInputs(this.deps.db, { ...attempt, workspace_id: principal.workspace_id }, { image: r.inputs.image, last_frame: r.inputs.last_frame });
+    try {
+      return await this.startAttempt(principal, r.model.id, input, fingerprint, idempotencyKey !== undefined);
+    } finally {
+      // Kept when this attempt charged the job (the statement checks): refused (402, 429, 503), joined to
+      // another attempt's job, or failed, they go. A failure to delete is left to the reconciler's sweep.
+      await discardVideoJobInputs(this.deps.db, attempt).catch(() => {});
     }
-    const startOp = new WithStartWorkflowOperation<typeof videoJobWorkflow>('videoJobWorkflow', {
-      workflowId: videoJobWorkflowId(job_id),
-      taskQueue: this.deps.taskQueue,
-      args: [input],
-      workflowIdConflictPolicy: 'USE_EXISTING',
-      // A closed run of this id was refused (an attempt not accepted in time): a retry with the same
-      // Idempotency-Key starts a new attempt. An accepted job never gets here (its record answers above),
-      // and a run that races one is refused by the charge as a duplicate.
-      workflowIdReusePolicy: 'ALLOW_DUPLICATE',
-      typedSearchAttributes: videoJobStartSearchAttributes(principal.workspace_id, r.model.id),
-    });
-    const deadline_ms = now_ms + timeout_ms;
+  }
+
+  /** Starts (or joins) the job's workflow for this attempt and waits for its charge step's answer. */
+  private async startAttempt(principal: ApiKeyPrincipal, model: string, input: VideoJobInput, fingerprint: Fingerprint, keyed: boolean): Promise<VideoJobState> {
+    const job_id = input.job_id;
+    const deadline_ms = input.created_at_ms + (this.deps.create_timeout_ms ?? CREATE_TIMEOUT_MS);
     let state: VideoJobState;
     for (let tries = 1; ; tries++) {
+      // A new operation per try: the SDK runs a WithStartWorkflowOperation once, and refuses it again.
+      const startOp = new WithStartWorkflowOperation<typeof videoJobWorkflow>('videoJobWorkflow', {
+        workflowId: videoJobWorkflowId(job_id),
+        taskQueue: this.deps.taskQueue,
+        args: [input],
+        workflowIdConflictPolicy: 'USE_EXISTING',
+        // A closed run of this id was refused (an attempt not accepted in time): a retry with the same
+        // Idempotency-Key starts a new attempt. An accepted job never gets here (its record answers above),
+        // and a run that races one is refused by the charge as a duplicate.
+        workflowIdReusePolicy: 'ALLOW_DUPLICATE',
+        typedSearchAttributes: videoJobStartSearchAttributes(principal.workspace_id, model),
+      });
       try {
         state = await this.deps.temporal.connection.withDeadline(deadline_ms, () =>
           this.deps.temporal.workflow.executeUpdateWithStart(acceptJobUpdate, { startWorkflowOperation: startOp }),
@@ -211,6 +231,7 @@ export class VideoJobsService {
         break;
       } catch (err) {
         const failure = err instanceof WorkflowUpdateFailedError && err.cause instanceof ApplicationFailure ? err.cause : null;
+        if (failure?.type === TOO_MANY_PENDING_JOBS) throw tooManyPendingJobs();
         if (failure?.type === INSUFFICIENT_CREDITS) throw insufficientCredits();
         if (failure?.type === KEY_SPEND_LIMIT_EXCEEDED) throw keySpendLimitExceeded();
         if (failure?.type === CHARGED_BY_ANOTHER_ATTEMPT) return this.existingFor(principal.workspace_id, job_id, fingerprint);
@@ -219,12 +240,12 @@ export class VideoJobsService {
           // attempt gets a run of its own: try once more within the time left.
           const refused_attempt = (failure.details?.[0] as { attempt_id?: string | null } | undefined)?.attempt_id;
           if (tries === 1 && refused_attempt && refused_attempt !== input.attempt_id && (await this.closed(job_id, deadline_ms))) continue;
-          throw notAccepted(idempotencyKey !== undefined);
+          throw notAccepted(keyed);
         }
         // No answer (no worker in time, Temporal unreachable, anything else): this attempt's fate is
         // unknown, so decide it now, for good, before answering. Our own deadline passing is "not
         // confirmed in time"; failing before it is a dependency down.
-        return this.giveUp(input, fingerprint, idempotencyKey !== undefined, Date.now() < deadline_ms - 100 ? err : undefined);
+        return this.giveUp(input, fingerprint, keyed, Date.now() < deadline_ms - 100 ? err : undefined);
       }
     }
     return this.checkedReplay(state, fingerprint);
@@ -294,12 +315,18 @@ export class VideoJobsService {
     return live && live.workspace_id === record.workspace_id && live.status !== 'charging' && !isRefusal(live.status) ? live : record;
   }
 
+  private statesQuerying = 0;
+
   private async queryWorkflow(job_id: string): Promise<VideoJobState | null> {
+    if (this.statesQuerying >= MAX_CONCURRENT_STATE_QUERIES) return null;
+    this.statesQuerying++;
     try {
       const handle = this.deps.temporal.workflow.getHandle(videoJobWorkflowId(job_id));
       return await this.deps.temporal.connection.withDeadline(Date.now() + QUERY_TIMEOUT_MS, () => handle.query(jobStateQuery));
     } catch {
       return null; // gone (retention), worker down or slow: the caller falls back to the record
+    } finally {
+      this.statesQuerying--;
     }
   }
 
@@ -323,6 +350,25 @@ function notAccepted(keyed: boolean, cause?: unknown): ApiError {
     `the job could not be accepted in time${down ? ' (a service it needs is unreachable)' : ''}; nothing was charged for it, now or later: ${retry}`,
     null,
     { 'Retry-After': String(RETRY_AFTER_S) },
+  );
+}
+
+/**
+ * The failure type of the accept update for an attempt refused because the workspace already has its
+ * limit of pending jobs (the charge's outcome too_many_pending_jobs; the workflow raises it).
+ */
+export const TOO_MANY_PENDING_JOBS = 'TooManyPendingJobs';
+/** A job takes seconds to minutes: the Retry-After of a create refused for the pending limit. */
+const PENDING_JOBS_RETRY_AFTER_S = 10;
+
+function tooManyPendingJobs(): ApiError {
+  return new ApiError(
+    429,
+    'rate_limit_error',
+    'too_many_pending_jobs',
+    'this workspace already has the most pending video jobs it may have at once; nothing was charged: retry when one has finished',
+    null,
+    { 'Retry-After': String(PENDING_JOBS_RETRY_AFTER_S) },
   );
 }
 

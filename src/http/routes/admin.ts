@@ -1,13 +1,13 @@
 // Admin API (contract.md 3, 9): workspaces, credits, API keys (and their revocation), ledger audit. Behind ADMIN_TOKEN.
 import { Router, type RequestHandler } from 'express';
 import type { Db } from '../../db/pool.js';
-import { AddCreditsBody, CreateApiKeyBody, CreateWorkspaceBody, idempotencyKeyOf } from '../schemas.js';
+import { AddCreditsBody, CreateApiKeyBody, CreateWorkspaceBody, idempotencyKeyOf, SetWorkspaceLimitsBody } from '../schemas.js';
 import { jsonBody } from '../json-body.js';
 import { invalidParam, notFound } from '../errors.js';
 import { eurToMicroEurRounded, microEurToEur } from '../../money.js';
 import { addCredits, NotFoundError } from '../../billing/ledger.js';
 import { auditLedger, type AuditOptions } from '../../billing/audit.js';
-import { createApiKey, createWorkspace, getWorkspace, revokeApiKey } from '../../services/workspaces.js';
+import { createApiKey, createWorkspace, getWorkspace, revokeApiKey, setWorkspaceLimits, type Workspace } from '../../services/workspaces.js';
 import { findSpeechModel, findVideoModel } from '../../catalog.js';
 import { isUuid } from '../../services/video-jobs.js';
 
@@ -27,11 +27,12 @@ export function adminRoutes(deps: { db: Db; admin: RequestHandler; audit: AuditO
     if (!isUuid(id)) throw notFound('workspace_not_found', `no workspace ${id}`, 'id');
     return id;
   };
-  const presentWorkspace = (w: { id: string; name: string; balance_micro_eur: number }) => ({
+  const presentWorkspace = (w: Workspace) => ({
     id: w.id,
     object: 'workspace',
     name: w.name,
     balance_in_euro: microEurToEur(w.balance_micro_eur),
+    max_pending_jobs: w.max_pending_jobs,
   });
 
   r.post('/admin/v1/workspaces', jsonBody, async (req, res) => {
@@ -43,6 +44,12 @@ export function adminRoutes(deps: { db: Db; admin: RequestHandler; audit: AuditO
 
   r.get('/admin/v1/workspaces/:id', async (req, res) => {
     res.json(presentWorkspace(await getWorkspace(deps.db, workspaceId(req.params['id']))));
+  });
+
+  r.post('/admin/v1/workspaces/:id/limits', jsonBody, async (req, res) => {
+    const id = workspaceId(req.params['id']);
+    const body = SetWorkspaceLimitsBody.parse(req.body);
+    res.json(presentWorkspace(await setWorkspaceLimits(deps.db, id, body)));
   });
 
   r.post('/admin/v1/workspaces/:id/credits', jsonBody, async (req, res) => {
