@@ -4,6 +4,7 @@
 // A pending job whose workflow is closed (an operator's terminate, a run that failed) or gone (deleted,
 // a lost namespace) is restarted as a recovery run (src/services/video-job-recovery.ts).
 import { Context } from '@temporalio/activity';
+import type { Client } from '@temporalio/client';
 import type { Logger } from 'pino';
 import type { Db } from '../src/db/pool.js';
 import { releaseExpiredSpeechHolds, SPEECH_HOLD_TTL_MS } from '../src/billing/speech-billing.js';
@@ -11,6 +12,7 @@ import { videoJobWorkflowState } from '../src/temporal/workflow-states.js';
 import { dispatchUndispatched } from '../src/webhooks/dispatch.js';
 import { readVideoJob } from '../src/services/video-job-records.js';
 import { restartVideoJob } from '../src/services/video-job-recovery.js';
+import { discardOrphanVideoJobInputs } from '../src/services/video-job-inputs.js';
 
 export interface ReconcilerActivityDeps {
   db: Db;
@@ -26,12 +28,17 @@ export interface ReconcileReport {
   jobs_restarted: string[];
   speech_holds_released: number;
   webhook_deliveries_started: number;
+  /** Images of create attempts that did not charge their job (refused, superseded, or left by a crash), deleted. */
+  orphan_inputs_deleted: number;
 }
 
 const DELIVERIES_PER_RUN = 500;
-/** Pending jobs looked at per run, least recently checked first. */
-const PENDING_PER_RUN = 500;
+/** Pending jobs read per page; a run pages through all of them, least recently checked first. */
+export const PENDING_PAGE_SIZE = 500;
 const HOLDS_PER_RUN = 500;
+/** Images of attempts that did not charge their job are deleted once this old (an attempt is decided within minutes). */
+const ORPHAN_INPUTS_MIN_AGE_MS = 60 * 60_000;
+const ORPHAN_INPUTS_PER_RUN = 1_000;
 
 export function createReconcilerActivities(deps: ReconcilerActivityDeps) {
   const settings = {
@@ -41,27 +48,42 @@ export function createReconcilerActivities(deps: ReconcilerActivityDeps) {
     job_timeout_ms: deps.video.jobTimeoutMs,
   };
 
+  /** Restarts one pending job whose workflow is not running; marks it visited either way. */
+  async function reconcileJob(client: Client, id: string, restarted: string[]): Promise<void> {
+    const state = await videoJobWorkflowState(client, id);
+    const job = state === 'running' ? null : await readVideoJob(deps.db, id);
+    if (job && job.status === 'pending' && (await restartVideoJob(client, job, settings))) {
+      restarted.push(id);
+      deps.logger.warn(
+        { job_id: id, workspace_id: job.workspace_id, workflow: state, operation_id: job.operation_id },
+        job.operation_id ? 'video job restarted: resuming its provider operation' : 'video job restarted: no provider operation known, refunding in full',
+      );
+    }
+    await deps.db.query('UPDATE video_jobs SET reconciled_at = now() WHERE id = $1', [id]);
+  }
+
   return {
     async reconcileMoney(): Promise<ReconcileReport> {
       const ctx = Context.current();
       const client = ctx.client;
-      const pending = await deps.db.query<{ id: string }>(
-        "SELECT id FROM video_jobs WHERE status = 'pending' ORDER BY reconciled_at NULLS FIRST, created_at LIMIT $1",
-        [PENDING_PER_RUN],
-      );
       const restarted: string[] = [];
-      for (const { id } of pending.rows) {
-        ctx.heartbeat(id);
-        const state = await videoJobWorkflowState(client, id);
-        const job = state === 'running' ? null : await readVideoJob(deps.db, id);
-        if (job && job.status === 'pending' && (await restartVideoJob(client, job, settings))) {
-          restarted.push(id);
-          deps.logger.warn(
-            { job_id: id, workspace_id: job.workspace_id, workflow: state, operation_id: job.operation_id },
-            job.operation_id ? 'video job restarted: resuming its provider operation' : 'video job restarted: no provider operation known, refunding in full',
-          );
+      // Every pending job, page by page: each one visited is marked after the run's start, so the next page
+      // starts after it, and the run ends when no pending job is left that it has not seen.
+      const started = await deps.db.query<{ at: Date }>('SELECT clock_timestamp() AS at');
+      const run_started = started.rows[0]!.at;
+      let checked = 0;
+      for (;;) {
+        const page = await deps.db.query<{ id: string }>(
+          `SELECT id FROM video_jobs WHERE status = 'pending' AND (reconciled_at IS NULL OR reconciled_at < $1)
+            ORDER BY reconciled_at NULLS FIRST, created_at LIMIT $2`,
+          [run_started, PENDING_PAGE_SIZE],
+        );
+        if (page.rows.length === 0) break;
+        checked += page.rows.length;
+        for (const { id } of page.rows) {
+          ctx.heartbeat(id);
+          await reconcileJob(client, id, restarted);
         }
-        await deps.db.query('UPDATE video_jobs SET reconciled_at = now() WHERE id = $1', [id]);
       }
       ctx.heartbeat('speech holds');
       const released = await releaseExpiredSpeechHolds(deps.db, SPEECH_HOLD_TTL_MS, HOLDS_PER_RUN);
@@ -70,7 +92,16 @@ export function createReconcilerActivities(deps: ReconcilerActivityDeps) {
       const deliveries = deps.webhookEvents
         ? await dispatchUndispatched({ client, db: deps.db, taskQueue: deps.taskQueue, retry_initial_ms: deps.webhookEvents.retry_initial_ms }, DELIVERIES_PER_RUN)
         : 0;
-      return { pending_checked: pending.rows.length, jobs_restarted: restarted, speech_holds_released: released, webhook_deliveries_started: deliveries };
+      ctx.heartbeat('orphan inputs');
+      const orphans = await discardOrphanVideoJobInputs(deps.db, ORPHAN_INPUTS_MIN_AGE_MS, ORPHAN_INPUTS_PER_RUN);
+      if (orphans > 0) deps.logger.info({ deleted: orphans }, 'images of create attempts that did not charge their job were deleted');
+      return {
+        pending_checked: checked,
+        jobs_restarted: restarted,
+        speech_holds_released: released,
+        webhook_deliveries_started: deliveries,
+        orphan_inputs_deleted: orphans,
+      };
     },
   };
 }

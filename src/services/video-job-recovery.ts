@@ -3,7 +3,7 @@
 // the job, or, when none was recorded, fails the job with a full refund. Used by the reconciler, and by
 // a cancel that finds no workflow to cancel.
 import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
-import { videoJobWorkflowId, type VideoJobInput } from '../../workflows/messages.js';
+import { videoJobStartSearchAttributes, videoJobWorkflowId, type VideoJobInput } from '../../workflows/messages.js';
 import type { VideoJobRecord } from './video-job-records.js';
 
 export interface RecoverySettings {
@@ -44,6 +44,9 @@ export async function restartVideoJob(client: Client, job: VideoJobRecord, s: Re
       taskQueue: s.taskQueue,
       args: [recoveryInput(job, s)],
       workflowIdReusePolicy: 'ALLOW_DUPLICATE',
+      // The same search attributes as the job's first run: listing a workspace's or a model's runs, and
+      // the status the workflow keeps up to date, include recovery runs.
+      typedSearchAttributes: videoJobStartSearchAttributes(job.workspace_id, job.model),
     });
     return true;
   } catch (err) {
