@@ -13,6 +13,7 @@ import { dispatchUndispatched } from '../src/webhooks/dispatch.js';
 import { readVideoJob } from '../src/services/video-job-records.js';
 import { restartVideoJob } from '../src/services/video-job-recovery.js';
 import { discardOrphanVideoJobInputs } from '../src/services/video-job-inputs.js';
+import { startPendingVoiceDeletions } from '../src/services/voices.js';
 
 export interface ReconcilerActivityDeps {
   db: Db;
@@ -30,6 +31,8 @@ export interface ReconcileReport {
   webhook_deliveries_started: number;
   /** Images of create attempts that did not charge their job (refused, superseded, or left by a crash), deleted. */
   orphan_inputs_deleted: number;
+  /** Provider-side voice deletions started here (the API could not start them). */
+  voice_deletions_started: number;
 }
 
 const DELIVERIES_PER_RUN = 500;
@@ -39,6 +42,9 @@ const HOLDS_PER_RUN = 500;
 /** Images of attempts that did not charge their job are deleted once this old (an attempt is decided within minutes). */
 const ORPHAN_INPUTS_MIN_AGE_MS = 60 * 60_000;
 const ORPHAN_INPUTS_PER_RUN = 1_000;
+/** A voice deleted this long ago whose provider deletion has not finished gets its workflow started (again). */
+const VOICE_DELETION_GRACE_MS = 30_000;
+const VOICE_DELETIONS_PER_RUN = 500;
 
 export function createReconcilerActivities(deps: ReconcilerActivityDeps) {
   const settings = {
@@ -95,7 +101,10 @@ export function createReconcilerActivities(deps: ReconcilerActivityDeps) {
       ctx.heartbeat('orphan inputs');
       const orphans = await discardOrphanVideoJobInputs(deps.db, ORPHAN_INPUTS_MIN_AGE_MS, ORPHAN_INPUTS_PER_RUN);
       if (orphans > 0) deps.logger.info({ deleted: orphans }, 'images of create attempts that did not charge their job were deleted');
+      ctx.heartbeat('voice deletions');
+      const voiceDeletions = await startPendingVoiceDeletions(deps.db, client, deps.taskQueue, VOICE_DELETION_GRACE_MS, VOICE_DELETIONS_PER_RUN);
       return {
+        voice_deletions_started: voiceDeletions,
         pending_checked: checked,
         jobs_restarted: restarted,
         speech_holds_released: released,

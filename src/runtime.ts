@@ -330,6 +330,7 @@ export async function startApi(opts: {
     temporal,
     taskQueue: config.temporal.taskQueue,
     logger: opts.logger,
+    max_voices_per_workspace: config.voiceClonesPerWorkspace,
   });
   const app = createApp({
     db: opts.db,

@@ -15,7 +15,7 @@ import { ApiError, invalidParam, keySpendLimitExceeded, notFound } from '../http
 import { microEurToEur } from '../money.js';
 import { creditsCharged } from '../metrics.js';
 import { keyAllowsModel, type ApiKeyPrincipal } from './workspaces.js';
-import { providerFailure, type VoicesService } from './voices.js';
+import type { VoicesService } from './voices.js';
 
 export interface SpeechInput {
   model?: string | undefined;
@@ -147,7 +147,7 @@ export class SpeechService {
       try {
         speech = await this.deps.voices.provider.synthesize({ model: model.id, voice_id: voice.voice_id, text: body.input, format });
       } catch (err) {
-        throw providerFailure(err);
+        throw this.deps.voices.failure(err);
       }
       if (speech.audio.length === 0) {
         throw new ApiError(502, 'provider_error', 'provider_invalid_response', 'the voice provider returned no audio; nothing was charged');

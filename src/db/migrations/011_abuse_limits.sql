@@ -13,7 +13,12 @@ CREATE INDEX video_job_inputs_created ON video_job_inputs (created_at);
 ALTER TABLE workspaces ADD COLUMN max_pending_jobs integer CHECK (max_pending_jobs > 0);
 CREATE INDEX video_jobs_workspace_pending ON video_jobs (workspace_id) WHERE status = 'pending';
 
--- 3. The charge refuses a job beyond the workspace's pending limit, atomically with everything else it
+-- 3. Voices deleted from the registry whose provider-side deletion has not finished: the reconciler
+--    starts the deletion of those the API could not start (the API no longer waits on Temporal inside
+--    a transaction).
+CREATE INDEX voices_provider_deletion_pending ON voices (deleted_at) WHERE deleted_at IS NOT NULL AND provider_deleted_at IS NULL;
+
+-- 4. The charge refuses a job beyond the workspace's pending limit, atomically with everything else it
 --    decides. A new outcome (src/billing/video-job-billing.ts maps it to a ChargeResult):
 --      too_many_pending_jobs   nothing recorded or charged; after = balance
 --    Otherwise exactly 008's function.
