@@ -17,7 +17,7 @@ import { unreachableDependency } from '../src/http/dependency-errors.js';
 import { createPool, withClient, type Db } from '../src/db/pool.js';
 import { migrate } from '../src/db/migrate.js';
 import { auditLedger, type WorkflowState } from '../src/billing/audit.js';
-import { chargeVideoJob, type VideoJobCharge } from '../src/billing/video-job-billing.js';
+import { chargeVideoJob, settleVideoJob, type VideoJobCharge } from '../src/billing/video-job-billing.js';
 import { createWorkspace } from '../src/services/workspaces.js';
 import { jobIdForIdempotencyKey } from '../src/services/video-jobs.js';
 import { createReconcilerActivities, PENDING_PAGE_SIZE, type ReconcileReport } from '../activities/reconciler.js';
@@ -360,6 +360,58 @@ describe('database errors that are the server\'s state', () => {
       await holder.query('ROLLBACK');
     });
     assert.deepEqual(codes, { '57014': 'postgres', '25006': 'postgres', '55P03': 'postgres' });
+  });
+});
+
+describe('no network call under the workspace lock', () => {
+  test("settlement signs the webhook event's download URLs before it locks the workspace: a slow signer holds no workspace lock", async () => {
+    const db = await scratchDatabase();
+    try {
+      const ws = await createWorkspace(db, { name: 'settle', credits_micro_eur: 1_000_000 });
+      const charge = chargeOf(ws.id);
+      assert.equal((await chargeVideoJob(db, charge)).ok, true);
+      await db.query(
+        "INSERT INTO webhook_endpoints (id, workspace_id, url, events, secret) VALUES (gen_random_uuid(), $1, 'https://hooks.example.com/x', ARRAY['video.generation.succeeded'], 'whsec_test')",
+        [ws.id],
+      );
+      // A signer that takes as long as the test says (an S3 credential refresh, say).
+      let release!: () => void;
+      const gate = new Promise<void>((r) => (release = r));
+      let signing = false;
+      const downloadUrls = {
+        async downloadUrl(key: string) {
+          signing = true;
+          await gate;
+          return { url: `https://files.example.com/${key}`, expires_at: 2_000_000_000 };
+        },
+      };
+      const settling = settleVideoJob(
+        db,
+        { jobId: charge.jobId, outcome: 'succeeded', delivered: 1, videos: [{ storage_key: 'videos/x/0.mp4', content_type: 'video/mp4', bytes: 10 }], error: null, completed_at_ms: Date.now() },
+        { downloadUrls, baseUrl: 'https://api.example.com' },
+      );
+      for (let i = 0; !signing; i++) {
+        assert.ok(i < 100, 'the signer was called');
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      // While a URL is being signed, the workspace row is free: another charge or top-up is not kept waiting.
+      await withClient(db, async (c) => {
+        await c.query('BEGIN');
+        await c.query('SELECT 1 FROM workspaces WHERE id = $1 FOR UPDATE NOWAIT', [ws.id]);
+        await c.query('ROLLBACK');
+      });
+      release();
+      const settled = await settling;
+      assert.equal(settled.status, 'succeeded');
+      const event = await db.query('SELECT payload FROM webhook_events WHERE video_job_id = $1', [charge.jobId]);
+      const data = JSON.parse(event.rows[0].payload).data;
+      assert.equal(data.status, 'succeeded');
+      assert.equal(data.videos[0].url, 'https://files.example.com/videos/x/0.mp4');
+      assert.equal((await db.query('SELECT count(*)::int AS n FROM webhook_deliveries')).rows[0].n, 1);
+      assert.equal((await auditLedger(db)).ok, true);
+    } finally {
+      await db.end();
+    }
   });
 });
 
