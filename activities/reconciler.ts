@@ -14,6 +14,8 @@ import { readVideoJob } from '../src/services/video-job-records.js';
 import { restartVideoJob } from '../src/services/video-job-recovery.js';
 import { discardOrphanVideoJobInputs } from '../src/services/video-job-inputs.js';
 import { startPendingVoiceDeletions } from '../src/services/voices.js';
+import { expireSpeechAudio, sweepFinishedJobFiles } from '../src/storage/retention.js';
+import type { Storage } from '../src/storage/local.js';
 
 export interface ReconcilerActivityDeps {
   db: Db;
@@ -22,6 +24,9 @@ export interface ReconcilerActivityDeps {
   video: { pollIntervalMs: number; pollMaxIntervalMs: number; jobTimeoutMs: number };
   /** Webhook deliveries: recorded but not started ones (a crash between commit and start) are started here. */
   webhookEvents?: { retry_initial_ms: number };
+  /** Where outputs and speech audio are kept: files nobody lists are deleted, audio after its retention. */
+  storage?: Storage;
+  retention?: { speech_audio_ms: number };
 }
 
 export interface ReconcileReport {
@@ -33,6 +38,10 @@ export interface ReconcileReport {
   orphan_inputs_deleted: number;
   /** Provider-side voice deletions started here (the API could not start them). */
   voice_deletions_started: number;
+  /** Stored videos of finished jobs that the jobs do not list (a copy that finished after a cancel), deleted. */
+  orphan_files_deleted: number;
+  /** Speech audio past its retention, deleted. */
+  speech_audio_expired: number;
 }
 
 const DELIVERIES_PER_RUN = 500;
@@ -45,6 +54,10 @@ const ORPHAN_INPUTS_PER_RUN = 1_000;
 /** A voice deleted this long ago whose provider deletion has not finished gets its workflow started (again). */
 const VOICE_DELETION_GRACE_MS = 30_000;
 const VOICE_DELETIONS_PER_RUN = 500;
+/** A finished job's files are swept once it has been finished this long (longer than any copy attempt runs). */
+const FILE_SWEEP_GRACE_MS = 15 * 60_000;
+const FILE_SWEEP_JOBS_PER_RUN = 500;
+const SPEECH_AUDIO_PER_RUN = 1_000;
 
 export function createReconcilerActivities(deps: ReconcilerActivityDeps) {
   const settings = {
@@ -103,7 +116,13 @@ export function createReconcilerActivities(deps: ReconcilerActivityDeps) {
       if (orphans > 0) deps.logger.info({ deleted: orphans }, 'images of create attempts that did not charge their job were deleted');
       ctx.heartbeat('voice deletions');
       const voiceDeletions = await startPendingVoiceDeletions(deps.db, client, deps.taskQueue, VOICE_DELETION_GRACE_MS, VOICE_DELETIONS_PER_RUN);
+      ctx.heartbeat('storage');
+      const orphanFiles = deps.storage ? await sweepFinishedJobFiles(deps.db, deps.storage, FILE_SWEEP_GRACE_MS, FILE_SWEEP_JOBS_PER_RUN) : 0;
+      const audioExpired =
+        deps.storage && deps.retention ? await expireSpeechAudio(deps.db, deps.storage, deps.retention.speech_audio_ms, SPEECH_AUDIO_PER_RUN) : 0;
       return {
+        orphan_files_deleted: orphanFiles,
+        speech_audio_expired: audioExpired,
         voice_deletions_started: voiceDeletions,
         pending_checked: checked,
         jobs_restarted: restarted,

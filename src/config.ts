@@ -73,6 +73,7 @@ const EnvSchema = z.object({
   MAX_PENDING_JOBS_PER_WORKSPACE: intFrom(1, 1_000_000).default(50),
   VOICE_CLONES_PER_WORKSPACE: intFrom(1, 10_000).default(10),
   WEBHOOK_MAX_CONCURRENT_ATTEMPTS_PER_WORKSPACE: intFrom(1, 1_000).default(2),
+  SPEECH_AUDIO_RETENTION_MS: intFrom(60_000, 365 * 24 * 3_600_000).default(24 * 3_600_000),
   WEBHOOK_RETRY_INITIAL_MS: intFrom(10, 3_600_000).default(5_000),
   LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error', 'silent']).default('info'),
   METRICS_TOKEN: z.string().min(16, 'METRICS_TOKEN must be at least 16 characters').optional(),
@@ -138,6 +139,8 @@ export interface Config {
   maxPendingJobsPerWorkspace: number;
   /** Cloned voices a workspace may hold at once (each takes a slot of the shared provider account). */
   voiceClonesPerWorkspace: number;
+  /** How long delivered speech audio is kept for replays of its Idempotency-Key (then 410). */
+  speechAudioRetentionMs: number;
   webhooks: {
     /** Delivery attempts of one workspace in progress at once across the task queue's workers. */
     maxConcurrentAttemptsPerWorkspace: number;
@@ -357,6 +360,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     rateLimitReadsPerMinute: e.RATE_LIMIT_READS_PER_MINUTE,
     maxPendingJobsPerWorkspace: e.MAX_PENDING_JOBS_PER_WORKSPACE,
     voiceClonesPerWorkspace: e.VOICE_CLONES_PER_WORKSPACE,
+    speechAudioRetentionMs: e.SPEECH_AUDIO_RETENTION_MS,
     webhooks: {
       maxConcurrentAttemptsPerWorkspace: e.WEBHOOK_MAX_CONCURRENT_ATTEMPTS_PER_WORKSPACE,
       retryInitialMs: e.WEBHOOK_RETRY_INITIAL_MS,

@@ -217,6 +217,7 @@ export async function startWorker(opts: { config: Config; db: Db; temporalAddres
     video: opts.config.video,
     webhookEvents: { context: { downloadUrls, baseUrl: apiBaseUrl(opts.config) }, retry_initial_ms: opts.config.webhooks.retryInitialMs },
     webhookPolicy: { production: opts.config.production },
+    retention: { speech_audio_ms: opts.config.speechAudioRetentionMs },
   });
   const { host } = opts.config;
   const { worker, connection } = await createWorker({

@@ -37,6 +37,9 @@ import {
   type Stack,
 } from './helpers/stack.js';
 import { imageField, pngImage } from './helpers/images.js';
+import path from 'node:path';
+import { LocalStorage } from '../src/storage/local.js';
+import { videoOutputKey } from '../src/storage/retention.js';
 
 let stack: Stack;
 before(async () => {
@@ -360,6 +363,64 @@ describe('database errors that are the server\'s state', () => {
       await holder.query('ROLLBACK');
     });
     assert.deepEqual(codes, { '57014': 'postgres', '25006': 'postgres', '55P03': 'postgres' });
+  });
+});
+
+describe('storage retention', () => {
+  const reconcile = async () => {
+    const activities = createReconcilerActivities({
+      db: stack.db,
+      logger: createLogger('silent', 'test'),
+      taskQueue: `nowhere-${randomUUID()}`,
+      video: { pollIntervalMs: 100, pollMaxIntervalMs: 300, jobTimeoutMs: 60_000 },
+      storage: new LocalStorage(path.join(stack.config.dataDir, 'storage')),
+      retention: { speech_audio_ms: stack.config.speechAudioRetentionMs },
+    });
+    return (await new MockActivityEnvironment(undefined, { client: stack.api.temporal }).run(activities.reconcileMoney)) as ReconcileReport;
+  };
+  const storage = () => new LocalStorage(path.join(stack.config.dataDir, 'storage'));
+
+  test("a copy that finishes after its job was settled without it (a cancel's clean-up ran first) leaves no file behind", async () => {
+    const c = await newCustomer(stack, 10);
+    const created = await create(stack, c.key, simJob({ videos: 1 }));
+    assert.equal(created.status, 202);
+    const job = await waitForJob(stack, c.key, created.body.id);
+    assert.equal(job.videos.length, 1);
+    // The late copy of the video the job does not list, and of a cancelled job's video.
+    await storage().put(videoOutputKey(created.body.id, 1), Buffer.from('late copy'));
+    const cancelled = await create(stack, c.key, simJob({ delay_ms: 10_000 }));
+    const cancel = await api(stack.baseUrl, 'POST', `/v2/videos/generations/${cancelled.body.id}/cancel`, { token: c.key });
+    assert.equal(cancel.status, 200, JSON.stringify(cancel.body));
+    await storage().put(videoOutputKey(cancelled.body.id, 0), Buffer.from('late copy'));
+    await stack.db.query("UPDATE video_jobs SET completed_at = now() - interval '1 hour' WHERE id = ANY($1::uuid[])", [[created.body.id, cancelled.body.id]]);
+    const report = await reconcile();
+    assert.ok(report.orphan_files_deleted >= 2, JSON.stringify(report));
+    assert.equal(await storage().open(videoOutputKey(created.body.id, 1)), null);
+    assert.equal(await storage().open(videoOutputKey(cancelled.body.id, 0)), null);
+    const kept = await storage().open(videoOutputKey(created.body.id, 0));
+    assert.ok(kept, 'the delivered video stays');
+    kept.stream.destroy();
+    await assertAuditHolds(stack);
+  });
+
+  test('speech audio is kept for replays only for SPEECH_AUDIO_RETENTION_MS; a replay after that answers 410', async () => {
+    const c = await newCustomer(stack, 1);
+    const headers = { 'idempotency-key': `speech-${randomUUID()}` };
+    const first = await api(stack.baseUrl, 'POST', '/v2/audio/speech', { token: c.key, json: { input: 'hello there', voice: 'sim-narrator' }, headers });
+    assert.equal(first.status, 200);
+    const replay = await api(stack.baseUrl, 'POST', '/v2/audio/speech', { token: c.key, json: { input: 'hello there', voice: 'sim-narrator' }, headers });
+    assert.equal(replay.status, 200);
+    const row = await stack.db.query('SELECT id, audio_storage_key FROM speech_requests WHERE workspace_id = $1', [c.workspaceId]);
+    const key = row.rows[0].audio_storage_key as string;
+    assert.ok(key);
+    await stack.db.query("UPDATE speech_requests SET created_at = now() - interval '2 days' WHERE id = $1", [row.rows[0].id]);
+    const report = await reconcile();
+    assert.ok(report.speech_audio_expired >= 1, JSON.stringify(report));
+    assert.equal(await storage().open(key), null, 'the audio is deleted');
+    const late = await api(stack.baseUrl, 'POST', '/v2/audio/speech', { token: c.key, json: { input: 'hello there', voice: 'sim-narrator' }, headers });
+    assert.equal(late.status, 410, JSON.stringify(late.body));
+    assert.equal(late.body.error.code, 'speech_no_longer_available');
+    await assertAuditHolds(stack);
   });
 });
 

@@ -18,7 +18,14 @@ CREATE INDEX video_jobs_workspace_pending ON video_jobs (workspace_id) WHERE sta
 --    a transaction).
 CREATE INDEX voices_provider_deletion_pending ON voices (deleted_at) WHERE deleted_at IS NOT NULL AND provider_deleted_at IS NULL;
 
--- 4. The charge refuses a job beyond the workspace's pending limit, atomically with everything else it
+-- 4. Storage retention (src/storage/retention.ts): a finished job's files it does not list (a copy that
+--    finished after a cancel's clean-up) are deleted once, then the job is marked swept; delivered speech
+--    audio is deleted after SPEECH_AUDIO_RETENTION_MS (a replay then answers 410).
+ALTER TABLE video_jobs ADD COLUMN storage_swept_at timestamptz;
+CREATE INDEX video_jobs_storage_unswept ON video_jobs (completed_at) WHERE storage_swept_at IS NULL AND status <> 'pending';
+CREATE INDEX speech_requests_audio_kept ON speech_requests (created_at) WHERE audio_storage_key IS NOT NULL;
+
+-- 5. The charge refuses a job beyond the workspace's pending limit, atomically with everything else it
 --    decides. A new outcome (src/billing/video-job-billing.ts maps it to a ChargeResult):
 --      too_many_pending_jobs   nothing recorded or charged; after = balance
 --    Otherwise exactly 008's function.
