@@ -218,6 +218,7 @@ export async function startWorker(opts: { config: Config; db: Db; temporalAddres
     webhookEvents: { context: { downloadUrls, baseUrl: apiBaseUrl(opts.config) }, retry_initial_ms: opts.config.webhooks.retryInitialMs },
     webhookPolicy: { production: opts.config.production },
     retention: { speech_audio_ms: opts.config.speechAudioRetentionMs },
+    webhookAttemptsPerWorkspace: opts.config.webhooks.maxConcurrentAttemptsPerWorkspace,
   });
   const { host } = opts.config;
   const { worker, connection } = await createWorker({

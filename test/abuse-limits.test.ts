@@ -40,6 +40,7 @@ import { imageField, pngImage } from './helpers/images.js';
 import path from 'node:path';
 import { LocalStorage } from '../src/storage/local.js';
 import { videoOutputKey } from '../src/storage/retention.js';
+import { startReceiver } from './helpers/webhook-receiver.js';
 
 let stack: Stack;
 before(async () => {
@@ -575,5 +576,43 @@ describe('a create retried right after a 503', () => {
     assert.equal(seen.rows[0].request.image.sha256, sha256(mine));
     assert.equal(await inputsOf(s7.db, { workspace_id: c.workspaceId }), 1, "only the accepted attempt's images are kept");
     await assertAuditHolds(s7);
+  });
+});
+
+describe('webhook deliveries are fair per workspace', () => {
+  let sw: Stack;
+  before(async () => {
+    // Four delivery slots per worker, two per workspace.
+    sw = await startStack({ env: { WEBHOOK_MAX_CONCURRENT_ATTEMPTS: '4', WEBHOOK_MAX_CONCURRENT_ATTEMPTS_PER_WORKSPACE: '2', WEBHOOK_RETRY_INITIAL_MS: '60000' } });
+  });
+  after(async () => {
+    await sw.stop();
+  });
+
+  test("one workspace's dead endpoints never delay another workspace's deliveries: it holds at most its share of the attempts", async () => {
+    const dead = await startReceiver({ fallback: 'hang' });
+    const alive = await startReceiver();
+    try {
+      const a = await newCustomer(sw, 10);
+      const b = await newCustomer(sw, 10);
+      for (const [c, r] of [[a, dead], [b, alive]] as const) {
+        const hook = await api(sw.baseUrl, 'POST', '/v2/webhooks', { token: c.key, json: { url: r.url } });
+        assert.equal(hook.status, 201, JSON.stringify(hook.body));
+      }
+      // Eight jobs of A whose deliveries hang (each attempt waits out the sender's 10 s timeout).
+      const jobs = await Promise.all(Array.from({ length: 8 }, () => create(sw, a.key, simJob({ delay_ms: 0 }))));
+      for (const j of jobs) await waitForJob(sw, a.key, j.body.id);
+      await dead.waitFor(2, 10_000);
+      await new Promise((r) => setTimeout(r, 1_000));
+      assert.equal(dead.received.length, 2, "A's attempts in progress at once: its share, not every slot");
+      const bJob = await create(sw, b.key, simJob({ delay_ms: 0 }));
+      const done = await waitForJob(sw, b.key, bJob.body.id);
+      const finished_ms = done.completed * 1000;
+      const [got] = await alive.waitFor(1, 8_000);
+      assert.ok(got!.at_ms - finished_ms < 5_000, `B's delivery waited ${got!.at_ms - finished_ms} ms behind A's`);
+    } finally {
+      await dead.close();
+      await alive.close();
+    }
   });
 });

@@ -25,7 +25,19 @@ ALTER TABLE video_jobs ADD COLUMN storage_swept_at timestamptz;
 CREATE INDEX video_jobs_storage_unswept ON video_jobs (completed_at) WHERE storage_swept_at IS NULL AND status <> 'pending';
 CREATE INDEX speech_requests_audio_kept ON speech_requests (created_at) WHERE audio_storage_key IS NOT NULL;
 
--- 5. The charge refuses a job beyond the workspace's pending limit, atomically with everything else it
+-- 5. Webhook delivery attempts of one workspace in progress at once, across every worker: a slot per
+--    attempt, leased until its attempt ends (or held_until passes, if its worker died). A workspace whose
+--    slots are all held has its next attempts deferred without an HTTP request, so one tenant's slow or
+--    dead endpoints never hold the delivery workers that every tenant shares.
+CREATE TABLE webhook_attempt_slots (
+  workspace_id  uuid NOT NULL REFERENCES workspaces(id),
+  slot          integer NOT NULL CHECK (slot >= 0),
+  delivery_id   uuid NOT NULL,
+  held_until    timestamptz NOT NULL,
+  PRIMARY KEY (workspace_id, slot)
+);
+
+-- 6. The charge refuses a job beyond the workspace's pending limit, atomically with everything else it
 --    decides. A new outcome (src/billing/video-job-billing.ts maps it to a ChargeResult):
 --      too_many_pending_jobs   nothing recorded or charged; after = balance
 --    Otherwise exactly 008's function.
