@@ -457,12 +457,18 @@ describe('no network call under the workspace lock', () => {
         await new Promise((r) => setTimeout(r, 20));
       }
       // While a URL is being signed, the workspace row is free: another charge or top-up is not kept waiting.
-      await withClient(db, async (c) => {
-        await c.query('BEGIN');
-        await c.query('SELECT 1 FROM workspaces WHERE id = $1 FOR UPDATE NOWAIT', [ws.id]);
-        await c.query('ROLLBACK');
-      });
-      release();
+      try {
+        await withClient(db, async (c) => {
+          await c.query('BEGIN');
+          try {
+            await c.query('SELECT 1 FROM workspaces WHERE id = $1 FOR UPDATE NOWAIT', [ws.id]);
+          } finally {
+            await c.query('ROLLBACK');
+          }
+        });
+      } finally {
+        release();
+      }
       const settled = await settling;
       assert.equal(settled.status, 'succeeded');
       const event = await db.query('SELECT payload FROM webhook_events WHERE video_job_id = $1', [charge.jobId]);
