@@ -4,6 +4,7 @@
 // A pending job whose workflow is closed (an operator's terminate, a run that failed) or gone (deleted,
 // a lost namespace) is restarted as a recovery run (src/services/video-job-recovery.ts).
 import { Context } from '@temporalio/activity';
+import type { Client } from '@temporalio/client';
 import type { Logger } from 'pino';
 import type { Db } from '../src/db/pool.js';
 import { releaseExpiredSpeechHolds, SPEECH_HOLD_TTL_MS } from '../src/billing/speech-billing.js';
@@ -11,6 +12,10 @@ import { videoJobWorkflowState } from '../src/temporal/workflow-states.js';
 import { dispatchUndispatched } from '../src/webhooks/dispatch.js';
 import { readVideoJob } from '../src/services/video-job-records.js';
 import { restartVideoJob } from '../src/services/video-job-recovery.js';
+import { discardOrphanVideoJobInputs } from '../src/services/video-job-inputs.js';
+import { startPendingVoiceDeletions } from '../src/services/voices.js';
+import { expireSpeechAudio, sweepFinishedJobFiles } from '../src/storage/retention.js';
+import type { Storage } from '../src/storage/local.js';
 
 export interface ReconcilerActivityDeps {
   db: Db;
@@ -19,6 +24,9 @@ export interface ReconcilerActivityDeps {
   video: { pollIntervalMs: number; pollMaxIntervalMs: number; jobTimeoutMs: number };
   /** Webhook deliveries: recorded but not started ones (a crash between commit and start) are started here. */
   webhookEvents?: { retry_initial_ms: number };
+  /** Where outputs and speech audio are kept: files nobody lists are deleted, audio after its retention. */
+  storage?: Storage;
+  retention?: { speech_audio_ms: number };
 }
 
 export interface ReconcileReport {
@@ -26,37 +34,70 @@ export interface ReconcileReport {
   jobs_restarted: string[];
   speech_holds_released: number;
   webhook_deliveries_started: number;
+  /** Images of create attempts that did not charge their job (refused, superseded, or left by a crash), deleted. */
+  orphan_inputs_deleted: number;
+  /** Provider-side voice deletions started here (the API could not start them). */
+  voice_deletions_started: number;
+  /** Stored videos of finished jobs that the jobs do not list (a copy that finished after a cancel), deleted. */
+  orphan_files_deleted: number;
+  /** Speech audio past its retention, deleted. */
+  speech_audio_expired: number;
 }
 
 const DELIVERIES_PER_RUN = 500;
-/** Pending jobs looked at per run, least recently checked first. */
-const PENDING_PER_RUN = 500;
+/** Pending jobs read per page; a run pages through all of them, least recently checked first. */
+export const PENDING_PAGE_SIZE = 500;
 const HOLDS_PER_RUN = 500;
+/** Images of attempts that did not charge their job are deleted once this old (an attempt is decided within minutes). */
+const ORPHAN_INPUTS_MIN_AGE_MS = 60 * 60_000;
+const ORPHAN_INPUTS_PER_RUN = 1_000;
+/** A voice deleted this long ago whose provider deletion has not finished gets its workflow started (again). */
+const VOICE_DELETION_GRACE_MS = 30_000;
+const VOICE_DELETIONS_PER_RUN = 500;
+/** A finished job's files are swept once it has been finished this long (longer than any copy attempt runs). */
+const FILE_SWEEP_GRACE_MS = 15 * 60_000;
+const FILE_SWEEP_JOBS_PER_RUN = 500;
+const SPEECH_AUDIO_PER_RUN = 1_000;
 
 export function createReconcilerActivities(deps: ReconcilerActivityDeps) {
   const settings = { taskQueue: deps.taskQueue, job_timeout_ms: deps.video.jobTimeoutMs };
+
+  /** Restarts one pending job whose workflow is not running; marks it visited either way. */
+  async function reconcileJob(client: Client, id: string, restarted: string[]): Promise<void> {
+    const state = await videoJobWorkflowState(client, id);
+    const job = state === 'running' ? null : await readVideoJob(deps.db, id);
+    if (job && job.status === 'pending' && (await restartVideoJob(client, job, settings))) {
+      restarted.push(id);
+      deps.logger.warn(
+        { job_id: id, workspace_id: job.workspace_id, workflow: state, operation_id: job.operation_id },
+        job.operation_id ? 'video job restarted: resuming its provider operation' : 'video job restarted: no provider operation known, refunding in full',
+      );
+    }
+    await deps.db.query('UPDATE video_jobs SET reconciled_at = now() WHERE id = $1', [id]);
+  }
 
   return {
     async reconcileMoney(): Promise<ReconcileReport> {
       const ctx = Context.current();
       const client = ctx.client;
-      const pending = await deps.db.query<{ id: string }>(
-        "SELECT id FROM video_jobs WHERE status = 'pending' ORDER BY reconciled_at NULLS FIRST, created_at LIMIT $1",
-        [PENDING_PER_RUN],
-      );
       const restarted: string[] = [];
-      for (const { id } of pending.rows) {
-        ctx.heartbeat(id);
-        const state = await videoJobWorkflowState(client, id);
-        const job = state === 'running' ? null : await readVideoJob(deps.db, id);
-        if (job && job.status === 'pending' && (await restartVideoJob(client, job, settings))) {
-          restarted.push(id);
-          deps.logger.warn(
-            { job_id: id, workspace_id: job.workspace_id, workflow: state, operation_id: job.operation_id },
-            job.operation_id ? 'video job restarted: resuming its provider operation' : 'video job restarted: no provider operation known, refunding in full',
-          );
+      // Every pending job, page by page: each one visited is marked after the run's start, so the next page
+      // starts after it, and the run ends when no pending job is left that it has not seen.
+      const started = await deps.db.query<{ at: Date }>('SELECT clock_timestamp() AS at');
+      const run_started = started.rows[0]!.at;
+      let checked = 0;
+      for (;;) {
+        const page = await deps.db.query<{ id: string }>(
+          `SELECT id FROM video_jobs WHERE status = 'pending' AND (reconciled_at IS NULL OR reconciled_at < $1)
+            ORDER BY reconciled_at NULLS FIRST, created_at LIMIT $2`,
+          [run_started, PENDING_PAGE_SIZE],
+        );
+        if (page.rows.length === 0) break;
+        checked += page.rows.length;
+        for (const { id } of page.rows) {
+          ctx.heartbeat(id);
+          await reconcileJob(client, id, restarted);
         }
-        await deps.db.query('UPDATE video_jobs SET reconciled_at = now() WHERE id = $1', [id]);
       }
       ctx.heartbeat('speech holds');
       const released = await releaseExpiredSpeechHolds(deps.db, SPEECH_HOLD_TTL_MS, HOLDS_PER_RUN);
@@ -65,7 +106,25 @@ export function createReconcilerActivities(deps: ReconcilerActivityDeps) {
       const deliveries = deps.webhookEvents
         ? await dispatchUndispatched({ client, db: deps.db, taskQueue: deps.taskQueue, retry_initial_ms: deps.webhookEvents.retry_initial_ms }, DELIVERIES_PER_RUN)
         : 0;
-      return { pending_checked: pending.rows.length, jobs_restarted: restarted, speech_holds_released: released, webhook_deliveries_started: deliveries };
+      ctx.heartbeat('orphan inputs');
+      const orphans = await discardOrphanVideoJobInputs(deps.db, ORPHAN_INPUTS_MIN_AGE_MS, ORPHAN_INPUTS_PER_RUN);
+      if (orphans > 0) deps.logger.info({ deleted: orphans }, 'images of create attempts that did not charge their job were deleted');
+      ctx.heartbeat('voice deletions');
+      const voiceDeletions = await startPendingVoiceDeletions(deps.db, client, deps.taskQueue, VOICE_DELETION_GRACE_MS, VOICE_DELETIONS_PER_RUN);
+      ctx.heartbeat('storage');
+      const orphanFiles = deps.storage ? await sweepFinishedJobFiles(deps.db, deps.storage, FILE_SWEEP_GRACE_MS, FILE_SWEEP_JOBS_PER_RUN) : 0;
+      const audioExpired =
+        deps.storage && deps.retention ? await expireSpeechAudio(deps.db, deps.storage, deps.retention.speech_audio_ms, SPEECH_AUDIO_PER_RUN) : 0;
+      return {
+        orphan_files_deleted: orphanFiles,
+        speech_audio_expired: audioExpired,
+        voice_deletions_started: voiceDeletions,
+        pending_checked: checked,
+        jobs_restarted: restarted,
+        speech_holds_released: released,
+        webhook_deliveries_started: deliveries,
+        orphan_inputs_deleted: orphans,
+      };
     },
   };
 }

@@ -25,6 +25,7 @@ import type { StoredVideo } from '../workflows/messages.js';
 import type { JobEventContext } from '../src/webhooks/events.js';
 import { dispatchJobWebhooks } from '../src/webhooks/dispatch.js';
 import { Semaphore } from '../src/semaphore.js';
+import { videoOutputKey } from '../src/storage/retention.js';
 import { recordedOperation, recordOperation, type PollPacing } from '../src/video-jobs/operation-polls.js';
 import { providerCallbackUrl } from '../src/http/routes/provider-callbacks.js';
 
@@ -125,7 +126,7 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
         if (body.length === 0 || body.length > MAX_VIDEO_OUTPUT_BYTES) {
           throw ApplicationFailure.create({ type: 'ProviderError', message: `output ${index} has ${body.length} bytes`, nonRetryable: true, details: [{ code: 'invalid_output' }] });
         }
-        const storage_key = `videos/${job_id}/${index}.mp4`;
+        const storage_key = videoOutputKey(job_id, index);
         try {
           await deps.storage.put(storage_key, body, output.content_type);
         } catch (err) {
@@ -280,7 +281,7 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
         deps.logger.info({ job_id: input.job_id, backend, operation_id, billed: answer.billed, answer: answer.answer }, 'video provider operation cancelled');
       }
       await deps.db.query('UPDATE video_jobs SET cancel_answer = $2 WHERE id = $1', [input.job_id, answer.answer.slice(0, 1000)]);
-      for (let i = 0; i < input.n; i++) await deps.storage.delete(`videos/${input.job_id}/${i}.mp4`);
+      for (let i = 0; i < input.n; i++) await deps.storage.delete(videoOutputKey(input.job_id, i));
       return answer;
     },
   };

@@ -2,7 +2,6 @@
 // Idempotent: a delivery that already succeeded or failed is not sent again, and an attempt is
 // recorded once under its Temporal attempt number.
 import { ApplicationFailure, ApplicationFailureCategory } from '@temporalio/common';
-import { Context } from '@temporalio/activity';
 import type { Logger } from 'pino';
 import { inTransaction, type Db } from '../src/db/pool.js';
 import { signWebhook } from '../src/webhooks/signature.js';
@@ -16,11 +15,20 @@ export interface WebhookActivityDeps {
   /** DNS for delivery targets; the system's by default. */
   webhookResolver?: Resolver;
   logger?: Logger;
+  /** Attempts of one workspace in progress at once across all workers (WEBHOOK_MAX_CONCURRENT_ATTEMPTS_PER_WORKSPACE); unset = 2. */
+  webhookAttemptsPerWorkspace?: number;
+  /** WEBHOOK_RETRY_INITIAL_MS: the first wait after a failed attempt, doubled per attempt up to an hour. */
+  webhookEvents?: { retry_initial_ms: number };
 }
 
 type DeliveryStatus = 'succeeded' | 'failed';
 
 const ERROR_MAX_CHARS = 500;
+/** A slot outlives its attempt by at most this (the attempt's own bound is 30 s): a dead worker's slot comes back. */
+const SLOT_LEASE_S = 45;
+/** How long an attempt deferred for its workspace's slots waits before trying again (plus up to as much jitter). */
+const DEFER_MS = 1_000;
+const RETRY_MAX_INTERVAL_MS = 3_600_000;
 
 export function createWebhookActivities(deps: WebhookActivityDeps) {
   const markFailed = (delivery_id: string, reason: string) =>
@@ -47,6 +55,24 @@ export function createWebhookActivities(deps: WebhookActivityDeps) {
     });
   }
 
+  /** Leases one of the workspace's attempt slots for this delivery; null when all are held by others. */
+  async function leaseSlot(workspace_id: string, delivery_id: string): Promise<number | null> {
+    const r = await deps.db.query<{ slot: number }>(
+      `WITH free AS (
+         SELECT s FROM generate_series(0, $3::int - 1) s
+          WHERE NOT EXISTS (SELECT 1 FROM webhook_attempt_slots t
+                             WHERE t.workspace_id = $1 AND t.slot = s AND t.held_until > now() AND t.delivery_id <> $2)
+          ORDER BY s LIMIT 1)
+       INSERT INTO webhook_attempt_slots (workspace_id, slot, delivery_id, held_until)
+       SELECT $1, s, $2, now() + make_interval(secs => $4) FROM free
+       ON CONFLICT (workspace_id, slot) DO UPDATE SET delivery_id = EXCLUDED.delivery_id, held_until = EXCLUDED.held_until
+        WHERE webhook_attempt_slots.held_until <= now() OR webhook_attempt_slots.delivery_id = EXCLUDED.delivery_id
+       RETURNING slot`,
+      [workspace_id, delivery_id, deps.webhookAttemptsPerWorkspace ?? 2, SLOT_LEASE_S],
+    );
+    return r.rows[0]?.slot ?? null;
+  }
+
   return {
     /**
      * Sends the delivery's event to its endpoint once, signed for this attempt (Standard Webhooks:
@@ -57,13 +83,15 @@ export function createWebhookActivities(deps: WebhookActivityDeps) {
       const r = await deps.db.query<{
         status: 'pending' | DeliveryStatus;
         endpoint_id: string;
+        workspace_id: string;
+        attempts: number;
         url: string;
         secret: string;
         endpoint_deleted: boolean;
         event_id: string;
         payload: string;
       }>(
-        `SELECT d.status, d.endpoint_id, ep.url, ep.secret, ep.deleted_at IS NOT NULL AS endpoint_deleted, ev.id AS event_id, ev.payload
+        `SELECT d.status, d.endpoint_id, d.workspace_id, d.attempts, ep.url, ep.secret, ep.deleted_at IS NOT NULL AS endpoint_deleted, ev.id AS event_id, ev.payload
            FROM webhook_deliveries d JOIN webhook_endpoints ep ON ep.id = d.endpoint_id JOIN webhook_events ev ON ev.id = d.event_id
           WHERE d.id = $1`,
         [input.delivery_id],
@@ -75,21 +103,41 @@ export function createWebhookActivities(deps: WebhookActivityDeps) {
         await markFailed(input.delivery_id, 'the endpoint was deleted');
         return 'failed';
       }
-      const attempt = Context.current().info.attempt;
+      // Fair per workspace: without one of its slots, this run sends nothing and comes back shortly (not
+      // an attempt: nothing is recorded, and the customer's attempt numbers have no gaps).
+      const slot = await leaseSlot(d.workspace_id, input.delivery_id);
+      if (slot === null) {
+        throw ApplicationFailure.create({
+          message: "the workspace's other deliveries hold all its attempt slots; deferred",
+          type: 'WebhookWorkspaceBusy',
+          category: ApplicationFailureCategory.BENIGN,
+          nextRetryDelay: DEFER_MS + Math.floor(Math.random() * DEFER_MS),
+        });
+      }
+      // The attempt's number: the ones recorded so far plus one (a run that died before recording its
+      // attempt is numbered again by the next).
+      const attempt = d.attempts + 1;
       const attempted_at_ms = Date.now();
       const timestamp_s = Math.floor(attempted_at_ms / 1000);
-      const result = await sendWebhook({
-        url: d.url,
-        headers: {
-          'webhook-id': d.event_id,
-          'webhook-timestamp': String(timestamp_s),
-          'webhook-signature': signWebhook(d.secret, d.event_id, timestamp_s, d.payload),
-        },
-        body: d.payload,
-        policy: deps.webhookPolicy,
-        ...(deps.webhookResolver ? { resolver: deps.webhookResolver } : {}),
-      });
-      await record(input.delivery_id, d.endpoint_id, attempt, attempted_at_ms, result);
+      let result: WebhookAttemptResult;
+      try {
+        result = await sendWebhook({
+          url: d.url,
+          headers: {
+            'webhook-id': d.event_id,
+            'webhook-timestamp': String(timestamp_s),
+            'webhook-signature': signWebhook(d.secret, d.event_id, timestamp_s, d.payload),
+          },
+          body: d.payload,
+          policy: deps.webhookPolicy,
+          ...(deps.webhookResolver ? { resolver: deps.webhookResolver } : {}),
+        });
+        await record(input.delivery_id, d.endpoint_id, attempt, attempted_at_ms, result);
+      } finally {
+        await deps.db
+          .query('DELETE FROM webhook_attempt_slots WHERE workspace_id = $1 AND slot = $2 AND delivery_id = $3', [d.workspace_id, slot, input.delivery_id])
+          .catch(() => {}); // the lease runs out by itself
+      }
       deps.logger?.info(
         { delivery_id: input.delivery_id, event_id: d.event_id, attempt, http_status: result.http_status, error: result.error, duration_ms: result.duration_ms },
         'webhook attempt',
@@ -97,7 +145,11 @@ export function createWebhookActivities(deps: WebhookActivityDeps) {
       if (result.succeeded) return 'succeeded';
       // An endpoint not accepting is an expected outcome, recorded above: BENIGN keeps it out of the
       // worker's warning logs and failure metrics. Temporal's retry policy schedules the next attempt.
-      throw ApplicationFailure.create({ message: `attempt ${attempt}: ${result.error}`, type: 'WebhookAttemptFailed', category: ApplicationFailureCategory.BENIGN });
+      // The delivery schedule: WEBHOOK_RETRY_INITIAL_MS doubled per recorded attempt, up to an hour (set
+      // here, so deferred runs do not stretch it).
+      const initial_ms = deps.webhookEvents?.retry_initial_ms ?? 5_000;
+      const nextRetryDelay = Math.min(initial_ms * 2 ** Math.min(attempt - 1, 30), Math.max(initial_ms, RETRY_MAX_INTERVAL_MS));
+      throw ApplicationFailure.create({ message: `attempt ${attempt}: ${result.error}`, type: 'WebhookAttemptFailed', category: ApplicationFailureCategory.BENIGN, nextRetryDelay });
     },
 
     /** Gives the delivery up (its retry window has passed). */

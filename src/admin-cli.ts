@@ -8,6 +8,7 @@ import { parseArgs } from 'node:util';
 const USAGE = `usage: npm run --silent admin -- <command>
   workspace create --name N [--credits EUR]
   workspace show --id W
+  workspace limits --id W --max-pending-jobs N|default            (jobs the workspace may have pending at once)
   credits add --workspace W --amount EUR [--idempotency-key K]   (the same K applies once)
   key create --workspace W [--models a,b] [--spend-limit EUR]
   key revoke --id K                                              (the key is refused from then on)
@@ -48,6 +49,7 @@ async function main(): Promise<void> {
       amount: { type: 'string' },
       models: { type: 'string' },
       'spend-limit': { type: 'string' },
+      'max-pending-jobs': { type: 'string' },
       'idempotency-key': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
@@ -74,6 +76,15 @@ async function main(): Promise<void> {
     case 'workspace show':
       route = `/admin/v1/workspaces/${encodeURIComponent(need('id'))}`;
       break;
+    case 'workspace limits': {
+      method = 'POST';
+      route = `/admin/v1/workspaces/${encodeURIComponent(need('id'))}/limits`;
+      const raw = need('max-pending-jobs');
+      const n = Number(raw);
+      if (raw !== 'default' && !(Number.isInteger(n) && n >= 1)) fail('--max-pending-jobs must be a whole number of at least 1, or "default"');
+      body = { max_pending_jobs: raw === 'default' ? null : n };
+      break;
+    }
     case 'credits add':
       method = 'POST';
       route = `/admin/v1/workspaces/${encodeURIComponent(need('workspace'))}/credits`;

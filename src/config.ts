@@ -83,6 +83,11 @@ const EnvSchema = z.object({
   // The operator's model catalog (YAML or JSON), replacing the built-in config/models.yaml.
   MODELS_FILE: z.string().optional(),
   RATE_LIMIT_PER_MINUTE: intFrom(1, 1_000_000).default(120),
+  RATE_LIMIT_READS_PER_MINUTE: intFrom(1, 10_000_000).default(600),
+  MAX_PENDING_JOBS_PER_WORKSPACE: intFrom(1, 1_000_000).default(50),
+  VOICE_CLONES_PER_WORKSPACE: intFrom(1, 10_000).default(10),
+  WEBHOOK_MAX_CONCURRENT_ATTEMPTS_PER_WORKSPACE: intFrom(1, 1_000).default(2),
+  SPEECH_AUDIO_RETENTION_MS: intFrom(60_000, 365 * 24 * 3_600_000).default(24 * 3_600_000),
   WEBHOOK_RETRY_INITIAL_MS: intFrom(10, 3_600_000).default(5_000),
   LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error', 'silent']).default('info'),
   METRICS_TOKEN: z.string().min(16, 'METRICS_TOKEN must be at least 16 characters').optional(),
@@ -144,8 +149,19 @@ export interface Config {
   replicate: ReplicateConfig | null;
   /** The model catalog in use (MODELS_FILE, else the built-in config/models.yaml), validated and installed by loadConfig. */
   modelsFile: string;
+  /** Requests that change something (creates, cancels, deletes), per API key and minute. */
   rateLimitPerMinute: number;
+  /** Reads (GET), per API key and minute: a separate budget, so polling never blocks a create. */
+  rateLimitReadsPerMinute: number;
+  /** Jobs a workspace may have pending at once unless the admin API sets its own figure (429 beyond). */
+  maxPendingJobsPerWorkspace: number;
+  /** Cloned voices a workspace may hold at once (each takes a slot of the shared provider account). */
+  voiceClonesPerWorkspace: number;
+  /** How long delivered speech audio is kept for replays of its Idempotency-Key (then 410). */
+  speechAudioRetentionMs: number;
   webhooks: {
+    /** Delivery attempts of one workspace in progress at once across the task queue's workers. */
+    maxConcurrentAttemptsPerWorkspace: number;
     /** First retry interval of a failed webhook delivery (then doubled per attempt, for 24 hours). */
     retryInitialMs: number;
     /** Delivery attempts a worker process runs at once, and the whole task queue starts per second. */
@@ -276,6 +292,56 @@ function vertexConfigOf(e: z.infer<typeof EnvSchema>): VertexConfig | null {
   return config;
 }
 
+/** Shortest secret (token, signing key, storage secret) a production process accepts. */
+export const PRODUCTION_SECRET_MIN_CHARS = 32;
+/** Shortest database password a production process accepts (when the URL has one). */
+export const PRODUCTION_DB_PASSWORD_MIN_CHARS = 16;
+/** Passwords every PostgreSQL tutorial and image uses, and the ones this repository's examples used. */
+const WELL_KNOWN_DB_PASSWORDS = new Set(['postgres', 'password', 'videoapi', 'temporal', 'admin', 'secret', 'root']);
+/** Words of placeholders (".env.example", documentation), never of a generated secret. */
+const PLACEHOLDER = /change[-_ ]?me|placeholder|example|default|your[-_]|replace|xxxx/i;
+
+/** Why a secret is unsafe for production, or null: short, a placeholder, or too few distinct characters. */
+export function unsafeSecret(value: string, min_chars: number): string | null {
+  if (value.length < min_chars) return `is shorter than ${min_chars} characters`;
+  if (PLACEHOLDER.test(value)) return 'is a placeholder';
+  if (new Set(value).size < 10) return 'has fewer than 10 distinct characters';
+  return null;
+}
+
+/**
+ * With NODE_ENV=production, every secret that is set must be one an operator generated: long, not a
+ * placeholder from an example file, not a well-known password. The process stops with one line
+ * naming the variable (never its value) and how to make one.
+ */
+function checkProductionSecrets(e: z.infer<typeof EnvSchema>): void {
+  const fix = 'generate one, e.g. `openssl rand -base64 48`, and set it in .env';
+  const secrets: [string, string | undefined][] = [
+    ['ADMIN_TOKEN', e.ADMIN_TOKEN],
+    ['URL_SIGNING_SECRET', e.URL_SIGNING_SECRET],
+    ['METRICS_TOKEN', e.METRICS_TOKEN],
+    ['AWS_SECRET_ACCESS_KEY', e.AWS_SECRET_ACCESS_KEY],
+  ];
+  for (const [name, value] of secrets) {
+    const why = value === undefined ? null : unsafeSecret(value, PRODUCTION_SECRET_MIN_CHARS);
+    if (why) throw new ConfigError(`${name} ${why}; NODE_ENV=production refuses to start with it: ${fix}`);
+  }
+  if (e.DATABASE_URL) {
+    let password = '';
+    try {
+      password = decodeURIComponent(new URL(e.DATABASE_URL).password);
+    } catch {
+      password = new URL(e.DATABASE_URL).password;
+    }
+    const why = !password
+      ? null
+      : WELL_KNOWN_DB_PASSWORDS.has(password.toLowerCase())
+        ? 'is a well-known default'
+        : unsafeSecret(password, PRODUCTION_DB_PASSWORD_MIN_CHARS);
+    if (why) throw new ConfigError(`the password in DATABASE_URL ${why}; NODE_ENV=production refuses to start with it: ${fix.replace('base64 48', 'hex 24')}`);
+  }
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const cleaned: Record<string, string> = {};
   for (const [k, v] of Object.entries(env)) if (v !== undefined && v !== '') cleaned[k] = v;
@@ -291,6 +357,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     // Download URLs are built from it; from a request's Host header they could point anywhere.
     throw new ConfigError('PUBLIC_BASE_URL must be set when NODE_ENV=production (the base of the URLs handed to customers)');
   }
+  if (production) checkProductionSecrets(e);
   const pollMaxIntervalMs = e.VIDEO_POLL_MAX_INTERVAL_MS ?? Math.max(DEFAULT_POLL_MAX_INTERVAL_MS, e.VIDEO_POLL_INTERVAL_MS);
   if (pollMaxIntervalMs < e.VIDEO_POLL_INTERVAL_MS) {
     throw new ConfigError('VIDEO_POLL_MAX_INTERVAL_MS must be >= VIDEO_POLL_INTERVAL_MS');
@@ -340,7 +407,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     replicate: replicateConfigOf(e),
     modelsFile: useCatalogFile(e.MODELS_FILE).file,
     rateLimitPerMinute: e.RATE_LIMIT_PER_MINUTE,
+    rateLimitReadsPerMinute: e.RATE_LIMIT_READS_PER_MINUTE,
+    maxPendingJobsPerWorkspace: e.MAX_PENDING_JOBS_PER_WORKSPACE,
+    voiceClonesPerWorkspace: e.VOICE_CLONES_PER_WORKSPACE,
+    speechAudioRetentionMs: e.SPEECH_AUDIO_RETENTION_MS,
     webhooks: {
+      maxConcurrentAttemptsPerWorkspace: e.WEBHOOK_MAX_CONCURRENT_ATTEMPTS_PER_WORKSPACE,
       retryInitialMs: e.WEBHOOK_RETRY_INITIAL_MS,
       maxConcurrentAttempts: e.WEBHOOK_MAX_CONCURRENT_ATTEMPTS,
       maxAttemptsPerSecond: e.WEBHOOK_MAX_ATTEMPTS_PER_SECOND,

@@ -75,7 +75,7 @@ export function loadSecrets(config: Config): Secrets {
 }
 
 export async function openDatabase(url: string, config: Config): Promise<Db> {
-  const db = createPool(url, config.databasePoolMax);
+  const db = createPool(url, config.databasePoolMax, { 'video_api.max_pending_jobs': config.maxPendingJobsPerWorkspace });
   try {
     await db.query('SELECT 1');
   } catch (err) {
@@ -239,6 +239,8 @@ export async function startWorker(opts: {
     callbackBaseUrl: apiBaseUrl(opts.config),
     webhookEvents: { context: { downloadUrls, baseUrl: apiBaseUrl(opts.config) }, retry_initial_ms: opts.config.webhooks.retryInitialMs },
     webhookPolicy: { production: opts.config.production },
+    retention: { speech_audio_ms: opts.config.speechAudioRetentionMs },
+    webhookAttemptsPerWorkspace: opts.config.webhooks.maxConcurrentAttemptsPerWorkspace,
   });
   const { host } = opts.config;
   const { worker, connection } = await createWorker({
@@ -345,6 +347,7 @@ export async function startApi(opts: {
     temporal,
     taskQueue: config.temporal.taskQueue,
     logger: opts.logger,
+    max_voices_per_workspace: config.voiceClonesPerWorkspace,
   });
   // FFmpeg (WebAssembly, one worker thread): thumbnails and compressed speech formats.
   const ffmpeg = new FfmpegWasm();
@@ -367,6 +370,7 @@ export async function startApi(opts: {
     voiceProvider: config.voiceProvider,
     publicBaseUrl: config.publicBaseUrl,
     rateLimitPerMinute: config.rateLimitPerMinute,
+    rateLimitReadsPerMinute: config.rateLimitReadsPerMinute,
     metricsToken: config.metricsToken,
     production: config.production,
     audit: { workflowStates: videoJobWorkflowStates(temporal) },

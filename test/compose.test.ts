@@ -7,23 +7,36 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { randomBytes } from 'node:crypto';
 import { parse } from 'yaml';
-import { ENV_VARS, loadConfig } from '../src/config.js';
+import { ConfigError, ENV_VARS, loadConfig } from '../src/config.js';
 import { SEARCH_ATTRIBUTES } from '../workflows/messages.js';
 import { TEMPORAL_DYNAMIC_CONFIG_FILE, temporalDynamicConfig } from '../src/temporal/dynamic-config.js';
 
 const compose = parse(fs.readFileSync('docker-compose.yml', 'utf8'), { merge: true });
 const services = compose.services as Record<string, any>;
 
-/** Compose's ${VAR:-default} interpolation, with nothing set: the defaults. */
-function interpolate(v: unknown): string {
-  return String(v).replace(/\$\{[A-Z][A-Z0-9_]*:-([^}]*)\}/g, '$1');
+const composeText = fs.readFileSync('docker-compose.yml', 'utf8');
+/** The variables compose requires (${VAR:?message}): the secrets an operator writes into .env. */
+const REQUIRED = [...new Set([...composeText.matchAll(/\$\{([A-Z][A-Z0-9_]*):\?[^}]*\}/g)].map((m) => m[1]!))];
+/** A .env as the README tells operators to write it: every secret freshly generated. */
+const DOT_ENV: Record<string, string> = Object.fromEntries(
+  REQUIRED.map((k) => [k, k === 'POSTGRES_PASSWORD' ? randomBytes(24).toString('hex') : randomBytes(48).toString('base64')]),
+);
+
+/** Compose's ${VAR:-default} and ${VAR:?message} interpolation, with `dotEnv` set: its values, else the defaults. */
+function interpolate(v: unknown, dotEnv: Record<string, string> = DOT_ENV): string {
+  return String(v).replace(/\$\{([A-Z][A-Z0-9_]*)(?::-([^}]*)|:\?([^}]*))\}/g, (_m, name: string, fallback: string | undefined, required: string | undefined) => {
+    if (dotEnv[name] !== undefined) return dotEnv[name]!;
+    if (required !== undefined) throw new Error(`compose stops: ${required}`);
+    return fallback ?? '';
+  });
 }
-const envOf = (name: string): Record<string, string> =>
-  Object.fromEntries(Object.entries(services[name].environment ?? {}).map(([k, v]) => [k, interpolate(v)]));
+const envOf = (name: string, dotEnv: Record<string, string> = DOT_ENV): Record<string, string> =>
+  Object.fromEntries(Object.entries(services[name].environment ?? {}).map(([k, v]) => [k, interpolate(v, dotEnv)]));
 
 test('the stack has every part, each image pinned', () => {
-  for (const name of ['postgres', 'temporal', 'temporal-setup', 'temporal-ui', 'minio', 'minio-setup', 'api', 'worker']) assert.ok(services[name], `service ${name}`);
+  for (const name of ['postgres', 'temporal-schema', 'temporal', 'temporal-setup', 'temporal-ui', 'minio', 'minio-setup', 'api', 'worker']) assert.ok(services[name], `service ${name}`);
   for (const [name, svc] of Object.entries(services)) {
     assert.ok(svc.image || svc.build, `${name} has an image`);
     // versions like 17.6, or MinIO's RELEASE.<timestamp> tags
@@ -146,4 +159,68 @@ test('the commands run files the build produces, and the Dockerfile builds them'
     assert.ok(fs.existsSync(source), `${entry} is built from ${source}`);
   }
   for (const dir of ['src/db/migrations', 'assets', 'config']) assert.match(dockerfile, new RegExp(`COPY ${dir}`), `image ships ${dir}`);
+});
+
+test("Temporal runs on its server image, its schema set up by Temporal's admin tools; never auto-setup", () => {
+  assert.doesNotMatch(composeText, /auto-setup/);
+  assert.match(services['temporal'].image, /^temporalio\/server:/);
+  const schema = services['temporal-schema'];
+  assert.match(schema.image, /^temporalio\/admin-tools:/);
+  assert.equal(schema.image.split(':')[1], services['temporal'].image.split(':')[1], 'the schema is the server version\'s');
+  const script = (schema.command as string[]).join('\n');
+  for (const db of ['temporal', 'temporal_visibility']) assert.match(script, new RegExp(`for db in [^;]*\\b${db}\\b`), `${db} is set up`);
+  for (const step of ['create', 'setup-schema -v 0.0', 'update-schema -d "/etc/temporal/schema/postgresql/v12/']) assert.ok(script.includes(`--db "$$db" ${step}`), step);
+  assert.equal(services['temporal'].depends_on['temporal-schema'].condition, 'service_completed_successfully');
+  assert.equal(envOf('temporal-schema')['SQL_PASSWORD'], envOf('postgres')['POSTGRES_PASSWORD']);
+  assert.equal(envOf('temporal')['POSTGRES_PWD'], envOf('postgres')['POSTGRES_PASSWORD']);
+  // the namespace the services use is created (auto-setup did it before)
+  const setup = JSON.stringify(services['temporal-setup'].command);
+  assert.ok(setup.includes(`namespace create --address temporal:7233 --namespace ${envOf('api')['TEMPORAL_NAMESPACE']}`));
+});
+
+test('PostgreSQL and Temporal publish no port; the Temporal UI only on demand and on loopback', () => {
+  for (const name of ['postgres', 'temporal-schema', 'temporal', 'temporal-setup']) assert.equal(services[name].ports, undefined, `${name} publishes nothing`);
+  assert.deepEqual(services['temporal-ui'].profiles, ['ui'], 'the UI starts only with --profile ui');
+  for (const name of Object.keys(services)) {
+    for (const p of (services[name].ports ?? []) as string[]) {
+      const parts = p.split(':');
+      const public_ = parts.length === 2;
+      if (public_) assert.ok(['api', 'minio'].includes(name) && ['8080', '9000'].includes(parts[1]!), `${name} publishes ${p} on every interface`);
+      else assert.equal(parts[0], '127.0.0.1', `${name}: ${p}`);
+    }
+  }
+});
+
+test('every secret comes from .env: compose needs each one, .env.example lists them, git and the image ignore .env', () => {
+  assert.deepEqual(REQUIRED.sort(), ['ADMIN_TOKEN', 'METRICS_TOKEN', 'MINIO_ROOT_PASSWORD', 'POSTGRES_PASSWORD', 'S3_APP_SECRET_KEY', 'URL_SIGNING_SECRET']);
+  const example = fs.readFileSync('.env.example', 'utf8');
+  for (const k of REQUIRED) assert.match(example, new RegExp(`^${k}=$`, 'm'), `.env.example lists ${k}, empty`);
+  assert.throws(() => envOf('api', {}), /compose stops: set [A-Z_]+ in \.env/, 'without .env compose does not start');
+  assert.match(fs.readFileSync('.gitignore', 'utf8'), /^\.env$/m);
+  assert.match(fs.readFileSync('.dockerignore', 'utf8'), /^\.env$/m);
+  assert.match(fs.readFileSync('README.md', 'utf8'), /cp \.env\.example \.env/, 'the README tells operators to write .env');
+});
+
+test('production refuses placeholder, short and well-known secrets with one line naming the variable', () => {
+  const good = envOf('api');
+  const cases: [Record<string, string>, RegExp][] = [
+    [{ ADMIN_TOKEN: 'a1B2c3D4e5F6g7H8i9J0k' }, /^ADMIN_TOKEN is shorter than 32 characters/],
+    [{ ADMIN_TOKEN: 'change-me-admin-token-0123456789abcdef' }, /^ADMIN_TOKEN is a placeholder/],
+    [{ URL_SIGNING_SECRET: 'ab'.repeat(20) }, /^URL_SIGNING_SECRET has fewer than 10 distinct characters/],
+    [{ METRICS_TOKEN: 'short-metrics-token-0123456789' }, /^METRICS_TOKEN is shorter than 32 characters/],
+    [{ AWS_SECRET_ACCESS_KEY: 'change-me-s3-app-secret-0123456789' }, /^AWS_SECRET_ACCESS_KEY is a placeholder/],
+    [{ DATABASE_URL: 'postgres://videoapi:videoapi@postgres:5432/videoapi' }, /^the password in DATABASE_URL is a well-known default/],
+    [{ DATABASE_URL: 'postgres://videoapi:abc123@postgres:5432/videoapi' }, /^the password in DATABASE_URL is shorter than 16 characters/],
+  ];
+  for (const [change, expected] of cases) {
+    const env = { ...good, ...change };
+    assert.throws(() => loadConfig(env), (err: unknown) => {
+      assert.ok(err instanceof ConfigError);
+      assert.match(err.message, expected);
+      assert.doesNotMatch(err.message, /\n/, 'one line');
+      for (const v of Object.values(change)) assert.ok(!err.message.includes(v), 'the value is never printed');
+      return true;
+    });
+    assert.doesNotThrow(() => loadConfig({ ...env, NODE_ENV: 'development' }), 'development takes it');
+  }
 });

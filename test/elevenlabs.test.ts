@@ -226,6 +226,7 @@ describe('ElevenLabs adapter contract', () => {
   });
 
   test('401: our key is wrong: `unavailable` with a generic message, no provider text, never the key', async () => {
+    let err401Account: string | undefined;
     const wrongKey = 'xi-wrong-key-SECRET-9876543210';
     const wrong = new ElevenLabsVoiceProvider({ apiKey: wrongKey, baseUrl: fake.url });
     for (const op of ['clone', 'delete', 'speech'] as const) {
@@ -234,10 +235,27 @@ describe('ElevenLabs adapter contract', () => {
       assert.equal(err.message, "the voice provider refused the service's credentials (HTTP 401); an operator must check ELEVENLABS_API_KEY");
       assert.deepEqual(err.details, { status: 401, code: 'invalid_api_key' });
       assert.equal(lastRequest().headers['xi-api-key'], wrongKey);
+      err401Account = err.account;
     }
-    // quota_exceeded (documented as a 400/401) is the provider's message as it is
+    // quota_exceeded (documented as a 400/401) is the operator's account, not the customer's request
     fake.fail('speech', { status: 401, body: { detail: { status: 'quota_exceeded', message: 'This request exceeds your quota.' } } });
-    assert.equal((await providerError(call.speech(), 'rejected')).message, 'This request exceeds your quota.');
+    const quota = await providerError(call.speech(), 'unavailable');
+    assert.equal(quota.account, 'quota_exhausted');
+    assert.equal(err401Account, 'credentials');
+  });
+
+  test("clone beyond the account's voice slots (400 voice_limit_reached) is `unavailable`, the account's voice slots full", async () => {
+    const small = await startElevenLabsFake({ apiKey: KEY, voiceSlots: 1 });
+    try {
+      const p = new ElevenLabsVoiceProvider({ apiKey: KEY, baseUrl: small.url });
+      await p.cloneVoice({ name: 'first', samples: [wavSample()] });
+      const err = await providerError(p.cloneVoice({ name: 'second', samples: [wavSample()] }), 'unavailable');
+      assert.equal(err.account, 'voice_slots_full');
+      assert.deepEqual(err.details, { status: 400, code: 'voice_limit_reached' });
+      assert.equal(small.voices.size, 1);
+    } finally {
+      await small.close();
+    }
   });
 
   test('429 is `unavailable`, with Retry-After in seconds when sent (delta or date), without when not', async () => {
@@ -536,6 +554,49 @@ describe('ElevenLabs end to end: the HTTP API, the ledger and the deletion workf
     assert.equal(r.body.error.code, 'provider_unavailable');
     assert.ok(r.headers.get('retry-after'));
     assert.equal(await balanceMicro(stack, c.workspaceId), 1_000_000);
+    await assertAuditHolds(stack);
+  });
+
+  /** Log lines of level error (pino: 50) since `from`. */
+  const errorsLogged = (from: number) => logLines.slice(from).filter((l) => JSON.parse(l).level === 50).map((l) => JSON.parse(l));
+
+  test("a wrong ELEVENLABS_API_KEY is the operator's problem: 503 without provider text, and an error logged that names the key to check", async () => {
+    const c = await newCustomer(stack, 1);
+    const from = logLines.length;
+    fake.fail('speech', { status: 401, body: { detail: { status: 'invalid_api_key', message: 'Invalid API key' } } });
+    const r = await speak(c.key, { input: 'hello', voice: 'JBFqnCBsd6RMkjVDRZzb' });
+    assert.equal(r.status, 503, JSON.stringify(r.body));
+    assert.equal(r.body.error.code, 'provider_unavailable');
+    assert.doesNotMatch(r.body.error.message, /could not be reached|Invalid API key/);
+    const logged = errorsLogged(from);
+    assert.equal(logged.length, 1, JSON.stringify(logged));
+    assert.equal(logged[0].provider_problem, 'credentials');
+    assert.match(logged[0].provider_message, /ELEVENLABS_API_KEY/);
+    assert.equal(await balanceMicro(stack, c.workspaceId), 1_000_000);
+  });
+
+  test("an exhausted ElevenLabs account (quota_exceeded) or its full voice slots (voice_limit_reached) answer 503 saying so, never the operator's plan details; logged for the operator", async () => {
+    const c = await newCustomer(stack, 1);
+    const from = logLines.length;
+    const plan = 'This request exceeds your quota of 10000. You have 0 credits remaining, while 91 credits are required for this request.';
+    fake.fail('speech', { status: 401, body: { detail: { status: 'quota_exceeded', message: plan } } });
+    const quota = await speak(c.key, { input: 'hello', voice: 'JBFqnCBsd6RMkjVDRZzb' });
+    assert.equal(quota.status, 503, JSON.stringify(quota.body));
+    assert.equal(quota.body.error.code, 'provider_quota_exhausted');
+    assert.doesNotMatch(JSON.stringify(quota.body), /10000|credits remaining/);
+    assert.ok(Number(quota.headers.get('retry-after')) > 0);
+    assert.equal(await balanceMicro(stack, c.workspaceId), 1_000_000, 'nothing charged');
+
+    const slots = 'You have reached your maximum amount of custom voices (30 / 30). You can upgrade your subscription to increase your custom voice limit.';
+    fake.fail('clone', { status: 400, body: { detail: { status: 'voice_limit_reached', message: slots } } });
+    const full = await cloneThroughApi(c.key, 'v', wavBytes());
+    assert.equal(full.status, 503, JSON.stringify(full.body));
+    assert.equal(full.body.error.code, 'provider_voice_slots_full');
+    assert.doesNotMatch(JSON.stringify(full.body), /30 \/ 30|upgrade your subscription/);
+    assert.equal((await stack.db.query('SELECT count(*)::int AS n FROM voices WHERE workspace_id = $1', [c.workspaceId])).rows[0].n, 0);
+    const logged = errorsLogged(from);
+    assert.deepEqual(logged.map((l) => l.provider_problem), ['quota_exhausted', 'voice_slots_full']);
+    assert.ok(logged[0].provider_message.includes('10000'), 'the operator sees the plan figures');
     await assertAuditHolds(stack);
   });
 

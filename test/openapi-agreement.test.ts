@@ -189,7 +189,7 @@ describe('examples', () => {
         assert.ok(r.status >= 200 && r.status < 300, `${method.toUpperCase()} ${path}: ${r.status} ${JSON.stringify(r.body).slice(0, 300)}`);
       }
     }
-    assert.equal(seen, 6);
+    assert.equal(seen, 7);
   });
 });
 

@@ -305,6 +305,7 @@ describe('schemas are generated from zod', () => {
       CreateVideoBody: S.CreateVideoBody,
       CreateSpeechBody: S.CreateSpeechBody,
       CreateWorkspaceBody: S.CreateWorkspaceBody,
+      SetWorkspaceLimitsBody: S.SetWorkspaceLimitsBody,
       AddCreditsBody: S.AddCreditsBody,
       CreateApiKeyBody: S.CreateApiKeyBody,
       CreateWebhookBody: S.CreateWebhookBody,

@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { googleError, VERTEX_MODELS, VertexVeoFake } from './fakes/vertex-veo-fake.js';
-import { mergeVertexParameters, parseRetryAfter, staticTokenSource, VertexVeoProvider, type VertexVeoOptions } from '../src/providers/video/vertex-veo.js';
+import { LARGE_OPERATION_BYTES, MAX_CONCURRENT_LARGE_OPERATION_READS, mergeVertexParameters, parseRetryAfter, staticTokenSource, VertexVeoProvider, type VertexVeoOptions } from '../src/providers/video/vertex-veo.js';
 import { findVideoModel, providerModelIdFor, videoBackendFor, videoModelAliases, videoModels } from '../src/catalog.js';
 import { ProviderError, type VideoSubmission } from '../src/providers/video/types.js';
 import { loadConfig } from '../src/config.js';
@@ -295,8 +295,14 @@ describe('Vertex AI Veo adapter: every documented answer', () => {
     const before = fake.requestsTo('fetchPredictOperation').length;
     assert.deepEqual(await p.fetchOutput(operation_id, { ref: 'inline:1', content_type: 'video/mp4' }), PAYLOADS[1]);
     assert.deepEqual(await p.fetchOutput(operation_id, { ref: 'inline:0', content_type: 'video/mp4' }), PAYLOADS[0]);
-    // the operation result is the source of truth: each output re-reads it
-    assert.equal(fake.requestsTo('fetchPredictOperation').length, before + 2);
+    // the finished operation is read once: its outputs, and a poll again (a completion lost in a Temporal outage), reuse it
+    assert.deepEqual(await p.poll(operation_id), status);
+    assert.equal(fake.requestsTo('fetchPredictOperation').length, before, 'a finished inline operation is not read again per output or per poll');
+    // another process (nothing cached) reads the operation once for all its outputs
+    const other = provider();
+    assert.deepEqual(await other.fetchOutput(operation_id, { ref: 'inline:0', content_type: 'video/mp4' }), PAYLOADS[0]);
+    assert.deepEqual(await other.fetchOutput(operation_id, { ref: 'inline:1', content_type: 'video/mp4' }), PAYLOADS[1]);
+    assert.equal(fake.requestsTo('fetchPredictOperation').length, before + 1);
     await rejectsWith(p.fetchOutput(operation_id, { ref: 'inline:2', content_type: 'video/mp4' }), { code: 'not_found', retryable: false });
   });
 
@@ -381,6 +387,25 @@ describe('Vertex AI Veo adapter: every documented answer', () => {
       retryable: false,
     });
     assert.equal(fake.requestsTo('download').length, 0);
+  });
+
+  test(`finished operations with large inline videos are read at most ${MAX_CONCURRENT_LARGE_OPERATION_READS} at once per process; small answers never wait`, async () => {
+    const big = Buffer.concat([PAYLOADS[0]!, Buffer.alloc(LARGE_OPERATION_BYTES)]);
+    fake.scenario = { pollsUntilDone: 0, payloads: [big] };
+    const p = provider();
+    const ops = [];
+    for (let i = 0; i < 6; i++) ops.push((await p.submit(request({ request_id: `7d0f2a8e-0000-4000-8000-00000000010${i}`, params: { durationSeconds: 4, resolution: '720p', aspectRatio: '16:9', n: 1 } }))).operation_id);
+    const statuses = await Promise.all(ops.map((id) => p.poll(id)));
+    for (const st of statuses) assert.equal(st.state, 'succeeded');
+    assert.equal(p.largeReadStats.max_in_flight, MAX_CONCURRENT_LARGE_OPERATION_READS, 'large answers queued for a slot');
+    assert.equal(p.largeReadStats.in_flight, 0, 'every slot given back');
+    const copies = await Promise.all(ops.map((id) => p.fetchOutput(id, { ref: 'inline:0', content_type: 'video/mp4' })));
+    for (const c of copies) assert.ok(c.equals(big));
+    fake.scenario = { pollsUntilDone: 5 };
+    const running = await p.submit(request());
+    const before = p.largeReadStats.max_in_flight;
+    await Promise.all(Array.from({ length: 5 }, () => p.poll(running.operation_id)));
+    assert.equal(p.largeReadStats.max_in_flight, before, 'a running operation is a small answer');
   });
 
   test('outputs larger than the limit are refused while reading (download and inline)', async () => {

@@ -8,6 +8,7 @@ import { createHash } from 'node:crypto';
 import http from 'node:http';
 import { IMAGE_MAX_BYTES, NEGATIVE_PROMPT_MAX_CHARS } from '../src/http/schemas.js';
 import { VIDEO_CREATE_MAX_CONCURRENT_LARGE_BODIES } from '../src/http/routes/videos.js';
+import { MAX_LARGE_BODIES_PER_KEY } from '../src/http/in-flight.js';
 import { assertAuditHolds, balanceMicro, http as api, newCustomer, simJob, startStack, waitForJob, type Stack } from './helpers/stack.js';
 import { imageField, jpegImage, pngImage, WEBP_IMAGE } from './helpers/images.js';
 
@@ -170,16 +171,18 @@ describe('refused inputs: a 4xx naming the field, nothing charged or stored', ()
 test('large bodies in progress at once are limited per process: beyond, 503 server_busy; the slots come back', async () => {
   const c = await newCustomer(stack, 10);
   const url = new URL(`${stack.baseUrl}/v2/videos/generations`);
-  // Requests that declare a large body and send only its start: each holds a slot while in progress.
-  const pending = Array.from({ length: VIDEO_CREATE_MAX_CONCURRENT_LARGE_BODIES }, () => {
+  // Requests that declare a large body and send only its start: each holds a slot while in progress
+  // (one key holds at most MAX_LARGE_BODIES_PER_KEY of them, so several keys fill the process's slots).
+  const holders = await Promise.all(Array.from({ length: VIDEO_CREATE_MAX_CONCURRENT_LARGE_BODIES / MAX_LARGE_BODIES_PER_KEY }, () => newCustomer(stack, 1)));
+  const pending = holders.flatMap((h) => Array.from({ length: MAX_LARGE_BODIES_PER_KEY }, () => {
     const req = http.request(url, {
       method: 'POST',
-      headers: { authorization: `Bearer ${c.key}`, 'content-type': 'application/json', 'content-length': String(1024 * 1024) },
+      headers: { authorization: `Bearer ${h.key}`, 'content-type': 'application/json', 'content-length': String(1024 * 1024) },
     });
     req.on('error', () => {});
     req.write('{"prompt": "p", "image": {"bytesBase64Encoded": "');
     return req;
-  });
+  }));
   try {
     await new Promise((r) => setTimeout(r, 500));
     const busy = await create(c.key, { ...simJob(), image: imageField(Buffer.concat([pngImage(), Buffer.alloc(100_000)]), 'image/png') });

@@ -9,6 +9,14 @@ import { http, newCustomer, startStack, type Stack } from './helpers/stack.js';
 import { encodeWav, SimulatedVoiceProvider } from '../src/providers/voice/simulator.js';
 import { sniffAudio } from '../src/media/audio-sniff.js';
 import { voiceDeletionWorkflowId } from '../workflows/voice-deletion.js';
+import { DEFAULT_VOICE_CLONES_PER_WORKSPACE, VoicesService } from '../src/services/voices.js';
+import { MAX_LARGE_BODIES_PER_KEY } from '../src/http/in-flight.js';
+import net from 'node:net';
+import { Client, Connection } from '@temporalio/client';
+import { MockActivityEnvironment } from '@temporalio/testing';
+import { createPool } from '../src/db/pool.js';
+import { createLogger } from '../src/logger.js';
+import { createReconcilerActivities, type ReconcileReport } from '../activities/reconciler.js';
 
 let stack: Stack;
 let sim: SimulatedVoiceProvider;
@@ -98,6 +106,18 @@ const sample = (filename = 'sample.wav', seconds = 0.5): Part => ({ name: 'file'
 async function registryCount(workspaceId: string): Promise<number> {
   const r = await stack.db.query('SELECT 1 FROM voices WHERE workspace_id = $1', [workspaceId]);
   return r.rowCount ?? 0;
+}
+
+/** A raw multipart upload of `body` (declared in full) to POST /v2/audio/voices; the caller sends what it wants of it. */
+function uploadRequest(key: string, body: Buffer): nodeHttp.ClientRequest {
+  const url = new URL(stack.baseUrl);
+  return nodeHttp.request({
+    host: url.hostname,
+    port: url.port,
+    method: 'POST',
+    path: '/v2/audio/voices',
+    headers: { authorization: `Bearer ${key}`, 'content-type': multipartType, 'content-length': String(body.length) },
+  });
 }
 
 function assertError(res: { status: number; body: any }, status: number, code: string, param: string | null) {
@@ -313,16 +333,9 @@ describe('POST /v2/audio/voices', () => {
 
   test('a client that aborts mid-upload does not hurt the server', async () => {
     const c = await newCustomer(stack, 5);
-    const url = new URL(stack.baseUrl);
     const body = rawMultipart([{ name: 'name', value: 'v' }, { name: 'file', file: wavOfSize(2 * MiB), filename: 'a.wav' }]);
     await new Promise<void>((resolve) => {
-      const req = nodeHttp.request({
-        host: url.hostname,
-        port: url.port,
-        method: 'POST',
-        path: '/v2/audio/voices',
-        headers: { authorization: `Bearer ${c.key}`, 'content-type': multipartType, 'content-length': String(body.length) },
-      });
+      const req = uploadRequest(c.key, body);
       req.on('error', () => resolve());
       req.on('close', () => resolve());
       req.write(body.subarray(0, MiB), () => setTimeout(() => req.destroy(), 100));
@@ -334,23 +347,19 @@ describe('POST /v2/audio/voices', () => {
 
   test('at most 8 uploads are held in memory at once: the 9th is a 503 server_busy, and the slots come back', async () => {
     const c = await newCustomer(stack, 5);
-    const url = new URL(stack.baseUrl);
+    // One key holds at most MAX_LARGE_BODIES_PER_KEY uploads at once: the hanging ones come from several keys.
+    const holders = await Promise.all(Array.from({ length: 8 / MAX_LARGE_BODIES_PER_KEY }, () => newCustomer(stack, 5)));
+    let opened = 0;
     const body = rawMultipart([{ name: 'name', value: 'v' }, { name: 'file', file: wavOfSize(MiB), filename: 'a.wav' }]);
     const hanging: nodeHttp.ClientRequest[] = [];
     // An upload that never finishes sending holds its slot. One that was itself refused (a probe below
     // can overtake it) is replaced, so that eventually 8 hang.
     const openHanging = () => {
-      const req = nodeHttp.request({
-        host: url.hostname,
-        port: url.port,
-        method: 'POST',
-        path: '/v2/audio/voices',
-        headers: { authorization: `Bearer ${c.key}`, 'content-type': multipartType, 'content-length': String(body.length) },
-      });
+      const req = uploadRequest(holders[opened++ % holders.length]!.key, body);
       req.on('error', () => {});
       req.on('response', (r) => {
         r.resume();
-        if (r.statusCode === 503 && hanging.length < 40) openHanging();
+        if ((r.statusCode === 503 || r.statusCode === 429) && hanging.length < 40) openHanging();
       });
       req.write(body.subarray(0, 64 * 1024)); // and never the rest
       hanging.push(req);
@@ -378,24 +387,35 @@ describe('POST /v2/audio/voices', () => {
     }
   });
 
-  test('a workspace holds at most 500 voices: the next clone is a 400 and reaches no provider', async () => {
+  test(`voice clones are counted against the workspace's quota (${DEFAULT_VOICE_CLONES_PER_WORKSPACE}): the next clone is a 409 and reaches no provider; a deletion frees a slot`, async () => {
     const c = await newCustomer(stack, 5);
     await stack.db.query(
       `INSERT INTO voices (id, workspace_id, provider, voice_id, name)
-       SELECT gen_random_uuid(), $1::uuid, 'simulator', 'simvoice_fill_' || $1::text || '_' || i, 'filler ' || i FROM generate_series(1, 500) i`,
-      [c.workspaceId],
+       SELECT gen_random_uuid(), $1::uuid, 'simulator', 'simvoice_fill_' || $1::text || '_' || i, 'filler ' || i FROM generate_series(1, $2::int) i`,
+      [c.workspaceId, DEFAULT_VOICE_CLONES_PER_WORKSPACE],
     );
     const before = await stack.db.query('SELECT count(*)::int AS n FROM simulator.voices');
     const full = await postForm(c.key, formOf([{ name: 'name', value: 'one too many' }, sample()]));
     assertError(full, 409, 'voice_limit_reached', null);
+    assert.match(full.body.error.message, new RegExp(`already has ${DEFAULT_VOICE_CLONES_PER_WORKSPACE} cloned voices`));
     const afterFull = await stack.db.query('SELECT count(*)::int AS n FROM simulator.voices');
     assert.equal(afterFull.rows[0].n, before.rows[0].n);
     const list = await http(stack.baseUrl, 'GET', '/v2/audio/voices', { token: c.key });
-    assert.equal(list.body.data.length, 500);
+    assert.equal(list.body.data.length, DEFAULT_VOICE_CLONES_PER_WORKSPACE);
     const del = await http(stack.baseUrl, 'DELETE', `/v2/audio/voices/${list.body.data[0].id}`, { token: c.key });
     assert.equal(del.status, 200);
     const ok = await postForm(c.key, formOf([{ name: 'name', value: 'room again' }, sample()]));
     assert.equal(ok.status, 200, JSON.stringify(ok.body));
+  });
+
+  test('a workspace without credit clones no voice (402): it cannot take the shared provider account\'s voice slots', async () => {
+    const c = await newCustomer(stack, 0);
+    const before = await stack.db.query('SELECT count(*)::int AS n FROM simulator.voices');
+    const r = await postForm(c.key, formOf([{ name: 'name', value: 'free ride' }, sample()]));
+    assertError(r, 402, 'insufficient_credits', null);
+    const after = await stack.db.query('SELECT count(*)::int AS n FROM simulator.voices');
+    assert.equal(after.rows[0].n, before.rows[0].n, 'the provider was not asked');
+    assert.equal((await stack.db.query('SELECT count(*)::int AS n FROM voices WHERE workspace_id = $1', [c.workspaceId])).rows[0].n, 0);
   });
 
   test('401 without a valid key, before anything is read', async () => {
@@ -574,5 +594,75 @@ describe('VOICE_PROVIDER=none', () => {
     // authentication still comes first
     const anon = await http(none.baseUrl, 'GET', '/v2/audio/voices');
     assert.equal(anon.status, 401);
+  });
+});
+
+describe('voice deletion while Temporal does not answer', () => {
+  test('deletes neither wait on Temporal inside a transaction nor hold the pool: answered within the deadline, started later by the reconciler', async () => {
+    const c = await newCustomer(stack, 5);
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const r = await postForm(c.key, formOf([{ name: 'name', value: `doomed ${i}` }, sample()]));
+      assert.equal(r.status, 200, JSON.stringify(r.body));
+      ids.push(r.body.id);
+    }
+    // A Temporal frontend that accepts connections and never answers (an outage behind a load balancer).
+    const sockets = new Set<net.Socket>();
+    const blackhole = net.createServer((sock) => void sockets.add(sock));
+    await new Promise<void>((r) => blackhole.listen(0, '127.0.0.1', r));
+    const port = (blackhole.address() as net.AddressInfo).port;
+    const dead = new Client({ connection: Connection.lazy({ address: `127.0.0.1:${port}` }) });
+    const pool = createPool(stack.env['DATABASE_URL']!, 2);
+    try {
+      const voices = new VoicesService({ db: pool, provider: sim, temporal: dead, taskQueue: stack.config.temporal.taskQueue, logger: createLogger('silent', 'test') });
+      const principal = { key_id: randomUUID(), workspace_id: c.workspaceId, models: null };
+      const started = Date.now();
+      const deleting = Promise.all(ids.map((id) => voices.delete(principal, id)));
+      await new Promise((r) => setTimeout(r, 500));
+      // Meanwhile the pool serves other requests at once (no connection waits inside a transaction).
+      const probe = Date.now();
+      await pool.query('SELECT 1');
+      assert.ok(Date.now() - probe < 1_000, `the pool waited ${Date.now() - probe} ms`);
+      assert.deepEqual(await deleting, ids.map((id) => ({ id })));
+      assert.ok(Date.now() - started < 12_000, `deletes took ${Date.now() - started} ms`);
+    } finally {
+      await pool.end();
+      for (const s of sockets) s.destroy();
+      blackhole.close();
+      await dead.connection.close().catch(() => {});
+    }
+    const marked = await stack.db.query('SELECT count(*)::int AS n FROM voices WHERE id = ANY($1::uuid[]) AND deleted_at IS NOT NULL AND provider_deleted_at IS NULL', [ids]);
+    assert.equal(marked.rows[0].n, 3, 'gone from the registry, not yet from the provider');
+    // The reconciler starts the deletions that could not be started.
+    await stack.db.query("UPDATE voices SET deleted_at = deleted_at - interval '1 minute' WHERE id = ANY($1::uuid[])", [ids]);
+    const activities = createReconcilerActivities({ db: stack.db, logger: createLogger('silent', 'test'), taskQueue: stack.config.temporal.taskQueue, video: { pollIntervalMs: 100, pollMaxIntervalMs: 300, jobTimeoutMs: 60_000 } });
+    const report = (await new MockActivityEnvironment(undefined, { client: stack.api.temporal }).run(activities.reconcileMoney)) as ReconcileReport;
+    assert.ok(report.voice_deletions_started >= 3, JSON.stringify(report));
+    for (const id of ids) await stack.api.temporal.workflow.getHandle(voiceDeletionWorkflowId(id)).result();
+    const done = await stack.db.query('SELECT count(*)::int AS n FROM voices WHERE id = ANY($1::uuid[]) AND provider_deleted_at IS NOT NULL', [ids]);
+    assert.equal(done.rows[0].n, 3);
+  });
+});
+
+describe('uploads per key', () => {
+  test('one API key holds at most its share of the upload slots (429 too_many_concurrent_uploads): other keys still upload', async () => {
+    const hog = await newCustomer(stack, 5);
+    const body = rawMultipart([{ name: 'name', value: 'v' }, { name: 'file', file: wavOfSize(MiB), filename: 'a.wav' }]);
+    const hanging = Array.from({ length: MAX_LARGE_BODIES_PER_KEY }, () => {
+      const req = uploadRequest(hog.key, body);
+      req.on('error', () => {});
+      req.write(body.subarray(0, 64 * 1024)); // and never the rest
+      return req;
+    });
+    try {
+      await new Promise((res) => setTimeout(res, 300));
+      const more = await postForm(hog.key, formOf([{ name: 'name', value: 'third' }, sample()]));
+      assertError(more, 429, 'too_many_concurrent_uploads', null);
+      const other = await newCustomer(stack, 5);
+      const ok = await postForm(other.key, formOf([{ name: 'name', value: 'mine' }, sample()]));
+      assert.equal(ok.status, 200, JSON.stringify(ok.body));
+    } finally {
+      for (const req of hanging) req.destroy();
+    }
   });
 });

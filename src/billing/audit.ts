@@ -1,8 +1,11 @@
 // The ledger audit (GET /admin/v1/ledger/audit): every balance equals the sum of its entries, every
 // hold is backed by a request in flight, every API key's spend is what its requests charged, every job and speech request is charged exactly its cost, and
-// nothing is charged that the service cannot account for: a pending job whose workflow is not running,
-// a job pending long past its deadline, a charge for an attempt the API refused.
+// nothing is charged that the service cannot account for: a pending job whose workflow is not running
+// (every pending job is looked up, however many), a job pending long past its deadline, a charge for an
+// attempt the API refused, a speech hold that outlived its request (the reconciler releases those), and a
+// top-up that is not exactly one ledger entry of its own workspace and amount.
 import { inTransaction, type Db } from '../db/pool.js';
+import { SPEECH_HOLD_TTL_MS } from './speech-billing.js';
 
 /** How a job's workflow stands in Temporal. */
 export type WorkflowState = 'running' | 'closed' | 'not_found';
@@ -24,6 +27,11 @@ export interface AuditReport {
   job_mismatches: { job_id: string; status: string; expected_net_charge_micro_eur: number; ledger_net_charge_micro_eur: number }[];
   speech_requests_checked: number;
   speech_mismatches: { speech_request_id: string; cost_micro_eur: number; ledger_net_charge_micro_eur: number }[];
+  /** Held speech requests older than the hold's lifetime plus the audit's margin: the reconciler did not release them. */
+  stale_speech_holds: { speech_request_id: string; held_since: string }[];
+  topups_checked: number;
+  /** Top-ups whose ledger entries are not exactly one entry of the top-up's workspace and amount. */
+  topup_mismatches: { topup_id: string; amount_micro_eur: number; ledger_sum_micro_eur: number; entries: number }[];
   pending_jobs_checked: number;
   unaccounted_jobs: UnaccountedJob[];
 }
@@ -31,13 +39,11 @@ export interface AuditReport {
 export interface AuditOptions {
   /** The Temporal state of each job's workflow; unset = not checked (tests of the ledger alone). */
   workflowStates?: (jobIds: string[]) => Promise<Map<string, WorkflowState>>;
-  /** A pending job this long past its deadline is reported. */
+  /** A pending job this long past its deadline is reported; a speech hold this long past its lifetime too. */
   deadline_margin_ms?: number;
 }
 
 const MISMATCH_LIMIT = 100;
-/** Pending jobs whose workflow the audit looks up, oldest first. */
-const PENDING_CHECK_LIMIT = 2_000;
 export const DEFAULT_AUDIT_DEADLINE_MARGIN_MS = 15 * 60_000;
 
 export async function auditLedger(db: Db, opts: AuditOptions = {}): Promise<AuditReport> {
@@ -96,8 +102,22 @@ export async function auditLedger(db: Db, opts: AuditOptions = {}): Promise<Audi
         ORDER BY deadline_at LIMIT ${MISMATCH_LIMIT}`,
       [margin_ms],
     );
-    const pending = await tx.query<{ job_id: string }>(
-      `SELECT id AS job_id FROM video_jobs WHERE status = 'pending' ORDER BY created_at LIMIT ${PENDING_CHECK_LIMIT}`,
+    // Every pending job (they are bounded per workspace), oldest first.
+    const pending = await tx.query<{ job_id: string }>(`SELECT id AS job_id FROM video_jobs WHERE status = 'pending' ORDER BY created_at`);
+    const staleHolds = await tx.query<{ speech_request_id: string; held_at: Date }>(
+      `SELECT id AS speech_request_id, held_at FROM speech_requests
+        WHERE status = 'held' AND held_at < now() - make_interval(secs => ($1::float8 + $2::float8) / 1000.0)
+        ORDER BY held_at LIMIT ${MISMATCH_LIMIT}`,
+      [SPEECH_HOLD_TTL_MS, margin_ms],
+    );
+    // A top-up is one ledger entry, of its workspace and amount; an entry of kind topup always names one.
+    const topups = await tx.query<{ topup_id: string; amount_micro_eur: number; ledger_sum_micro_eur: number; entries: number }>(
+      `SELECT t.id AS topup_id, t.amount_micro_eur, COALESCE(SUM(l.amount_micro_eur), 0)::bigint AS ledger_sum_micro_eur, count(l.id)::int AS entries
+         FROM topups t LEFT JOIN ledger_entries l ON l.topup_id = t.id AND l.workspace_id = t.workspace_id AND l.kind = 'topup'
+        GROUP BY t.id
+       UNION ALL
+       SELECT l.topup_id, 0, l.amount_micro_eur, -1 FROM ledger_entries l
+        WHERE l.kind = 'topup' AND NOT EXISTS (SELECT 1 FROM topups t WHERE t.id = l.topup_id AND t.workspace_id = l.workspace_id)`,
     );
     const entries = await tx.query<{ n: number }>('SELECT count(*)::bigint AS n FROM ledger_entries');
     const unaccounted: UnaccountedJob[] = [
@@ -112,7 +132,15 @@ export async function auditLedger(db: Db, opts: AuditOptions = {}): Promise<Audi
       speech: speech.rows.filter((r) => r.cost_micro_eur !== r.ledger_net_charge_micro_eur),
       unaccounted,
       pending: pending.rows.map((r) => r.job_id),
-      counts: { workspaces: balances.rowCount ?? 0, jobs: jobs.rowCount ?? 0, speech: speech.rowCount ?? 0, entries: entries.rows[0]!.n },
+      staleHolds: staleHolds.rows.map((r) => ({ speech_request_id: r.speech_request_id, held_since: r.held_at.toISOString() })),
+      topups: topups.rows.filter((r) => r.entries !== 1 || r.ledger_sum_micro_eur !== r.amount_micro_eur),
+      counts: {
+        workspaces: balances.rowCount ?? 0,
+        jobs: jobs.rowCount ?? 0,
+        speech: speech.rowCount ?? 0,
+        entries: entries.rows[0]!.n,
+        topups: topups.rows.filter((r) => r.entries !== -1).length,
+      },
     };
   });
 
@@ -129,7 +157,14 @@ export async function auditLedger(db: Db, opts: AuditOptions = {}): Promise<Audi
   }
 
   const ok =
-    report.balances.length === 0 && report.holds.length === 0 && report.keys.length === 0 && report.jobs.length === 0 && report.speech.length === 0 && report.unaccounted.length === 0;
+    report.balances.length === 0 &&
+    report.holds.length === 0 &&
+    report.keys.length === 0 &&
+    report.jobs.length === 0 &&
+    report.speech.length === 0 &&
+    report.unaccounted.length === 0 &&
+    report.staleHolds.length === 0 &&
+    report.topups.length === 0;
   return {
     ok,
     workspaces_checked: report.counts.workspaces,
@@ -141,6 +176,9 @@ export async function auditLedger(db: Db, opts: AuditOptions = {}): Promise<Audi
     job_mismatches: report.jobs.slice(0, MISMATCH_LIMIT),
     speech_requests_checked: report.counts.speech,
     speech_mismatches: report.speech.slice(0, MISMATCH_LIMIT),
+    stale_speech_holds: report.staleHolds,
+    topups_checked: report.counts.topups,
+    topup_mismatches: report.topups.slice(0, MISMATCH_LIMIT),
     pending_jobs_checked: report.pending.length,
     unaccounted_jobs: report.unaccounted.slice(0, MISMATCH_LIMIT),
   };

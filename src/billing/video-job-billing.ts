@@ -11,7 +11,7 @@ import { inTransaction, prepared, type Db, type Tx } from '../db/pool.js';
 import { assertMicroEur } from '../money.js';
 import type { VideoParams } from '../catalog.js';
 import { applyEntry, lockWorkspaceBalance, NotFoundError, spendFromKey } from './ledger.js';
-import { recordJobEvent, type JobEventContext } from '../webhooks/events.js';
+import { insertJobEvent, prepareJobEvent, type JobEventContext } from '../webhooks/events.js';
 
 // A job's charge entry is keyed `video_job:<id>:charge` (written by video_job_charge, 008_video_job_charge.sql).
 export const refundKey = (jobId: string) => `video_job:${jobId}:refund`;
@@ -62,7 +62,7 @@ export type ChargeResult =
   | { ok: false; reason: 'not_accepted_in_time' }
   /** The job was already charged by another attempt (an Idempotency-Key retry raced a run that accepted it). */
   | { ok: false; reason: 'charged_by_another_attempt' }
-  /** The workspace has its maximum of pending jobs. */
+  /** The workspace already has its limit of pending jobs: nothing charged or recorded (a later retry may pass). */
   | { ok: false; reason: 'too_many_pending_jobs' };
 
 interface JobAttemptRow {
@@ -84,7 +84,7 @@ async function recordRefusal(tx: Tx, r: { jobId: string; attemptId: string; work
   await tx.query('SELECT video_job_record_refusal($1, $2, $3, $4, $5)', [r.jobId, r.attemptId, r.workspaceId, r.reason, r.fingerprint]);
 }
 
-/** A row of video_job_charge (src/db/migrations/008_video_job_charge.sql). */
+/** A row of video_job_charge (src/db/migrations/008_video_job_charge.sql, replaced by 011_abuse_limits.sql). */
 interface ChargeRow {
   outcome: 'charged' | 'already_charged' | 'charged_by_another_attempt' | 'insufficient_credits' | 'key_spend_limit_exceeded' | 'not_accepted_in_time' | 'too_many_pending_jobs';
   before_micro_eur: number | null;
@@ -262,6 +262,11 @@ export async function settleVideoJob(db: Db, s: Settlement, webhooks?: JobEventC
     // A job that delivers nothing has failed, whatever the provider said.
     const status = delivered === 0 ? 'failed' : 'succeeded';
     const error = status === 'failed' ? (s.error ?? { code: 'no_videos', message: 'the provider returned no videos' }) : null;
+    const videos = status === 'succeeded' ? s.videos : [];
+    // The webhook event's body (download URLs signed: possibly a network call) before the workspace lock.
+    const event = webhooks
+      ? await prepareJobEvent(tx, s.jobId, { status, cost_micro_eur: cost, refunded_micro_eur: refund, videos, error, completed_at_ms: s.completed_at_ms }, webhooks)
+      : null;
     await lockWorkspaceBalance(tx, job.workspace_id);
     if (refund > 0) {
       await applyEntry(tx, {
@@ -277,11 +282,11 @@ export async function settleVideoJob(db: Db, s: Settlement, webhooks?: JobEventC
     await tx.query(
       `UPDATE video_jobs SET status = $2, cost_micro_eur = $3, refunded_micro_eur = $4, videos = $5, error = $6,
          completed_at = to_timestamp($7 / 1000.0), cancel_billed = $8 WHERE id = $1`,
-      [s.jobId, status, cost, refund, JSON.stringify(status === 'succeeded' ? s.videos : []), error && JSON.stringify(error), s.completed_at_ms, billed],
+      [s.jobId, status, cost, refund, JSON.stringify(videos), error && JSON.stringify(error), s.completed_at_ms, billed],
     );
     // Nothing is polled for a settled job.
     await tx.query('DELETE FROM video_job_polls WHERE job_id = $1', [s.jobId]);
-    if (webhooks) await recordJobEvent(tx, s.jobId, webhooks);
+    if (event) await insertJobEvent(tx, event);
     return { status, cost_micro_eur: cost, refunded_micro_eur: refund, already_settled: false, error };
   });
 }

@@ -22,10 +22,18 @@ export interface PreparedStatement {
 export const prepared = (name: string, text: string): PreparedStatement => ({ name, text });
 export type Tx = pg.PoolClient;
 
-export function createPool(connectionString: string, max: number): Db {
+/**
+ * Settings every session of the pool starts with (custom settings, read by database functions with
+ * current_setting): e.g. `video_api.max_pending_jobs`, the pending-job limit the charge applies.
+ */
+export type SessionSettings = Record<`video_api.${string}`, string | number>;
+
+export function createPool(connectionString: string, max: number, settings: SessionSettings = {}): Db {
+  const options = Object.entries(settings).map(([k, v]) => `-c ${k}=${String(v)}`).join(' ');
   const pool = new pg.Pool({
     connectionString,
     max,
+    ...(options ? { options } : {}),
     connectionTimeoutMillis: 10_000,
     idleTimeoutMillis: 30_000,
     statement_timeout: 30_000,

@@ -60,6 +60,8 @@ export interface AppDeps {
   voiceProvider: string;
   publicBaseUrl: string | undefined;
   rateLimitPerMinute: number;
+  /** Reads (GET, HEAD) per API key and minute, a budget apart from rateLimitPerMinute; unset = 600. */
+  rateLimitReadsPerMinute?: number;
   /** Bearer token GET /metrics requires (METRICS_TOKEN); unset = open, like /healthz. */
   metricsToken?: string | undefined;
   /** NODE_ENV=production. */
@@ -74,6 +76,15 @@ export interface AppDeps {
   ffmpeg?: FfmpegWasm;
   /** Whether the process is ready (Postgres and Temporal reachable). */
   ready: () => Promise<boolean>;
+}
+
+/** `auth`, then for GET and HEAD requests the read limit. */
+function withReadLimit(auth: express.RequestHandler, readLimit: express.RequestHandler): express.RequestHandler {
+  return (req, res, next) =>
+    auth(req, res, (err?: unknown) => {
+      if (err !== undefined || (req.method !== 'GET' && req.method !== 'HEAD')) return next(err as Error | undefined);
+      readLimit(req, res, next);
+    });
 }
 
 export function createApp(deps: AppDeps): express.Express {
@@ -105,7 +116,9 @@ export function createApp(deps: AppDeps): express.Express {
     handleMetricsRequest(req, res, deps.metricsToken).catch(next);
   });
 
-  const auth = requireApiKey(deps.db);
+  // Every authenticated read is rate limited per key after authentication (its own budget: a client
+  // polling its jobs never uses up its creates); writes take `limit` in their routes.
+  const auth = withReadLimit(requireApiKey(deps.db), rateLimit(deps.rateLimitReadsPerMinute ?? 600));
   const limit = rateLimit(deps.rateLimitPerMinute);
   // The OpenAPI document is built from the contracts of the routers mounted here (./openapi.ts).
   const routers: ApiRouter[] = [

@@ -7,8 +7,11 @@ import { ServiceError } from '@temporalio/client';
 export const RETRY_AFTER_S = 5;
 
 const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN']);
-// SQLSTATE: class 08 (connection exception), admin/crash shutdown, cannot connect now, too many connections.
-const PG_UNAVAILABLE_STATES = new Set(['57P01', '57P02', '57P03', '53300']);
+// SQLSTATE: class 08 (connection exception), admin/crash shutdown, cannot connect now, too many connections;
+// and a server too busy or not writable right now: a statement cancelled by statement_timeout (57014), a
+// lock not granted within lock_timeout (55P03), a read-only transaction (25006: a standby, or a primary
+// during failover). None of them is the request's fault: a retry later can succeed.
+const PG_UNAVAILABLE_STATES = new Set(['57P01', '57P02', '57P03', '53300', '57014', '55P03', '25006']);
 const PG_UNAVAILABLE_MESSAGES = [
   'Connection terminated',
   'timeout exceeded when trying to connect',

@@ -21,14 +21,19 @@ export function jsonBodyParser(limits: JsonBodyLimits): RequestHandler {
       return next(new ApiError(415, 'invalid_request_error', 'unsupported_media_type', 'send the request body as application/json'));
     }
     const declared = req.get('content-length');
+    // A compressed body is large whatever it declares: it is inflated (up to `limit_bytes`) before parsing.
+    const encoded = (req.get('content-encoding') ?? 'identity').trim().toLowerCase() !== 'identity';
     try {
-      if (large && (declared === undefined || Number(declared) > JSON_BODY_LIMIT_BYTES)) large.acquire(res);
+      if (large && (encoded || declared === undefined || Number(declared) > JSON_BODY_LIMIT_BYTES)) large.acquire(res, keyOf(res));
     } catch (err) {
       return next(err);
     }
     parse(parser, req, res, next);
   };
 }
+
+/** The API key a request authenticated with, if any (admin routes have none). */
+export const keyOf = (res: Response): string | undefined => (res.locals['principal'] as { key_id?: string } | undefined)?.key_id;
 
 export const jsonBody: RequestHandler = jsonBodyParser({ limit_bytes: JSON_BODY_LIMIT_BYTES });
 

@@ -17,6 +17,7 @@ import multer from 'multer';
 import type { Request, RequestHandler, Response } from 'express';
 import { ApiError } from './errors.js';
 import { inFlightLimit } from './in-flight.js';
+import { keyOf } from './json-body.js';
 
 export interface MultipartLimits {
   maxFiles: number;
@@ -241,7 +242,7 @@ export function multipartForm(opts: MultipartOptions): RequestHandler {
     }
     // Held from here until the response is finished or the connection is gone: the buffers live that long.
     try {
-      inFlight.acquire(res);
+      inFlight.acquire(res, keyOf(res));
     } catch (err) {
       return next(err);
     }

@@ -213,7 +213,9 @@ function operation(c: RouteContract, ctx: DocumentContext): ZodOpenApiOperationO
           413: `The JSON body exceeds ${bytesText(body.limit_bytes ?? JSON_BODY_LIMIT_BYTES)} (request_too_large).`,
           415: 'The body is not application/json (unsupported_media_type).',
         } : {};
-  const errorResponses = Object.entries({ ...bodyErrors, ...errors }).map(([status, note]) => [status, errorResponse(Number(status) as ErrorStatus, note)]);
+  // Every read with an API key is rate limited per key (RATE_LIMIT_READS_PER_MINUTE).
+  const readLimit = security === 'apiKey' && c.method === 'get' ? { 429: 'Too many reads (per API key); retry after `Retry-After` seconds.' } : {};
+  const errorResponses = Object.entries({ ...bodyErrors, ...readLimit, ...errors }).map(([status, note]) => [status, errorResponse(Number(status) as ErrorStatus, note)]);
   return {
     ...rest,
     tags: [tag],

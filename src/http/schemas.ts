@@ -12,6 +12,34 @@ export const NEGATIVE_PROMPT_MAX_CHARS = 1_000;
 export const IDEMPOTENCY_KEY_MAX_CHARS = 255;
 /** Largest `image` / `lastFrame` accepted, decoded (413 beyond). */
 export const IMAGE_MAX_BYTES = 8 * 1024 * 1024;
+/** Nesting of `parameters`: objects and arrays at most this deep (the object itself is level 1). */
+export const PARAMETERS_MAX_DEPTH = 8;
+/** `parameters` as JSON: at most this many bytes (UTF-8), whatever the body limit allows. */
+export const PARAMETERS_MAX_BYTES = 16 * 1024;
+
+/**
+ * Whether `value` nests objects or arrays deeper than `max` levels. Recursion stops at `max`, so the
+ * check itself is bounded; the fingerprint's canonical JSON (recursive) then never meets deep input.
+ */
+export function nestsDeeperThan(value: unknown, max: number): boolean {
+  if (typeof value !== 'object' || value === null) return false;
+  if (max <= 0) return true;
+  for (const v of Object.values(value)) if (nestsDeeperThan(v, max - 1)) return true;
+  return false;
+}
+
+const Parameters = z
+  .record(z.string(), z.unknown())
+  .check((ctx) => {
+    if (nestsDeeperThan(ctx.value, PARAMETERS_MAX_DEPTH)) {
+      ctx.issues.push({ code: 'custom', input: ctx.value, message: `must not nest objects or arrays more than ${PARAMETERS_MAX_DEPTH} levels deep` });
+    } else if (Buffer.byteLength(JSON.stringify(ctx.value)) > PARAMETERS_MAX_BYTES) {
+      ctx.issues.push({ code: 'custom', input: ctx.value, message: `must be at most ${PARAMETERS_MAX_BYTES} bytes as JSON` });
+    }
+  })
+  .describe(
+    `Model-specific options, passed to models that read them (sim-video-1 reads parameters.simulate); ignored by the others. At most ${PARAMETERS_MAX_DEPTH} levels of nesting and ${PARAMETERS_MAX_BYTES} bytes as JSON.`,
+  );
 
 // Per-model limits and capabilities live in the catalog (GET /v2/models), which the operator may
 // replace; the descriptions (OpenAPI only, not validation) say where to look.
@@ -44,7 +72,7 @@ export const CreateVideoBody = z
       .trim()
       .optional()
       .describe(`What the video should not show, for models with supports_negative_prompt: at most ${NEGATIVE_PROMPT_MAX_CHARS} characters, not blank.`),
-    parameters: z.record(z.string(), z.unknown()).optional().describe('Model-specific options, passed to models that read them (sim-video-1 reads parameters.simulate); ignored by the others.'),
+    parameters: Parameters.optional(),
   })
   .strict();
 export type CreateVideoBody = z.infer<typeof CreateVideoBody>;
@@ -69,6 +97,18 @@ export const CreateApiKeyBody = z
       .max(1_000_000)
       .optional()
       .describe(`Most the key's jobs and speech together may charge, net of refunds; absent = no limit. ${EUROS_ROUNDED}`),
+  })
+  .strict();
+
+export const SetWorkspaceLimitsBody = z
+  .object({
+    max_pending_jobs: z
+      .number()
+      .int()
+      .min(1)
+      .max(1_000_000)
+      .nullable()
+      .describe("Video jobs the workspace may have pending at once (beyond: 429 too_many_pending_jobs, nothing charged); null = the service's default."),
   })
   .strict();
 
@@ -316,7 +356,13 @@ export const VoiceDeleted = z.strictObject({ id: Uuid, object: z.literal('voice'
 export const Health = z.strictObject({ ok: z.boolean() });
 
 // Admin API
-export const Workspace = z.strictObject({ id: Uuid, object: z.literal('workspace'), name: z.string(), balance_in_euro: Euros });
+export const Workspace = z.strictObject({
+  id: Uuid,
+  object: z.literal('workspace'),
+  name: z.string(),
+  balance_in_euro: Euros,
+  max_pending_jobs: z.number().int().nullable().describe("Video jobs the workspace may have pending at once; null = the service's default (MAX_PENDING_JOBS_PER_WORKSPACE)."),
+});
 export const WorkspaceCredits = z.strictObject({
   id: Uuid,
   object: z.literal('workspace'),
@@ -345,6 +391,13 @@ export const LedgerAudit = z
     key_spend_mismatches: z.array(z.strictObject({ api_key_id: Uuid, spent_micro_eur: MicroEuros, charged_micro_eur: MicroEuros })),
     speech_requests_checked: z.int().nonnegative(),
     speech_mismatches: z.array(z.strictObject({ speech_request_id: Uuid, cost_micro_eur: MicroEuros, ledger_net_charge_micro_eur: MicroEuros })),
+    stale_speech_holds: z
+      .array(z.strictObject({ speech_request_id: Uuid, held_since: z.string() }))
+      .describe('Speech requests still holding credits long after the hold should have been released (the reconciler releases them within two intervals).'),
+    topups_checked: z.int().nonnegative(),
+    topup_mismatches: z
+      .array(z.strictObject({ topup_id: Uuid, amount_micro_eur: MicroEuros, ledger_sum_micro_eur: MicroEuros, entries: z.int() }))
+      .describe('Top-ups that are not exactly one ledger entry of their workspace and amount (entries -1: a top-up entry naming no top-up of its workspace).'),
     pending_jobs_checked: z.int().nonnegative().describe('Pending jobs whose workflow was looked up in Temporal.'),
     unaccounted_jobs: z
       .array(

@@ -23,7 +23,7 @@ import { ApiError, invalidParam, keySpendLimitExceeded, notFound } from '../http
 import { microEurToEur } from '../money.js';
 import { creditsCharged } from '../metrics.js';
 import { keyAllowsModel, type ApiKeyPrincipal } from './workspaces.js';
-import { providerFailure, type VoicesService } from './voices.js';
+import type { VoicesService } from './voices.js';
 import { audioEncoder, pcmRateOf, type SpeechFormat } from '../media/audio-encode.js';
 import type { FfmpegWasm } from '../media/ffmpeg-wasm.js';
 import { SIM_SAMPLE_RATE_HZ } from '../providers/voice/simulator.js';
@@ -186,7 +186,7 @@ export class SpeechService {
       try {
         pcm = await this.deps.voices.provider.synthesize({ model: model.id, voice_id: prepared.voice_id, text: prepared.text, format: 'pcm', speed: prepared.speed });
       } catch (err) {
-        throw providerFailure(err);
+        throw this.deps.voices.failure(err);
       }
       if (pcm.audio.length === 0) {
         throw new ApiError(502, 'provider_error', 'provider_invalid_response', 'the voice provider returned no audio; nothing was charged');
@@ -241,7 +241,7 @@ export class SpeechService {
       if (first.done || first.value.length === 0) throw new ApiError(502, 'provider_error', 'provider_invalid_response', 'the voice provider returned no audio; nothing was charged');
     } catch (err) {
       await release();
-      throw providerFailure(err);
+      throw this.deps.voices.failure(err);
     }
     const encoder = audioEncoder(format, rate_hz, this.deps.ffmpeg, true);
     const out = new PassThrough();

@@ -36,7 +36,8 @@ export async function restartVideoJob(client: Client, job: VideoJobRecord, s: Re
       taskQueue: s.taskQueue,
       args: [recoveryInput(job, s)],
       workflowIdReusePolicy: 'ALLOW_DUPLICATE',
-      // Found and shown in the Temporal UI like any job's run.
+      // The same search attributes as the job's first run: listing a workspace's or a model's runs, and
+      // the status the workflow keeps up to date, include recovery runs.
       typedSearchAttributes: videoJobStartSearchAttributes(job.workspace_id, job.model),
     });
     return true;

@@ -28,7 +28,7 @@ import { readKeyedVideoJob, readVideoJob } from './video-job-records.js';
 import type { CreateVideoBody } from '../http/schemas.js';
 import { keyAllowsModel, type ApiKeyPrincipal } from './workspaces.js';
 import { inputsFingerprint, resolveVideoRequestInputs } from './video-request-inputs.js';
-import { storeVideoJobInputs } from './video-job-inputs.js';
+import { discardVideoJobInputs, storeVideoJobInputs } from './video-job-inputs.js';
 import {
   acceptJobUpdate,
   CHARGED_BY_ANOTHER_ATTEMPT,
@@ -62,6 +62,12 @@ export interface VideoJobsDeps {
 
 /** Time a status request waits for the workflow's answer before reading the job from Postgres. */
 const QUERY_TIMEOUT_MS = 5_000;
+/**
+ * Workflow queries (each a workflow task on a worker) this process runs at once for status requests;
+ * beyond, a pending job is answered from its record, so a flood of reads never queues on the workers
+ * that run every tenant's creates.
+ */
+export const MAX_CONCURRENT_STATE_QUERIES = 32;
 /** A create waits this long for the charge step (a worker must be running) before answering 503. */
 const CREATE_TIMEOUT_MS = 30_000;
 /** Clock difference between this process and PostgreSQL tolerated by the fallback of giveUp(). */
@@ -188,13 +194,28 @@ export class VideoJobsService {
         throw refused.reason === 'key_spend_limit_exceeded' ? keySpendLimitExceeded() : insufficientCredits();
       }
     }
-    // The images stay with the job, out of workflow history: the submit activity reads them by job id.
-    if (r.inputs.image) {
-      await storeVideoJobInputs(this.deps.db, { job_id, workspace_id: principal.workspace_id }, { image: r.inputs.image, last_frame: r.inputs.last_frame });
+    // The images stay with the attempt, out of workflow history: the submit activity reads those of the
+    // attempt that charged the job. Unless this attempt charged it, its images go when it answers.
+    if (!r.inputs.image) return this.startAttempt(principal, r.model.id, input, fingerprint, idempotencyKey !== undefined);
+    const attempt = { job_id, attempt_id: input.attempt_id! };
+    await storeVideoJobInputs(this.deps.db, { ...attempt, workspace_id: principal.workspace_id }, { image: r.inputs.image, last_frame: r.inputs.last_frame });
+    try {
+      return await this.startAttempt(principal, r.model.id, input, fingerprint, idempotencyKey !== undefined);
+    } finally {
+      // Kept when this attempt charged the job (the statement checks): refused (402, 429, 503), joined to
+      // another attempt's job, or failed, they go. A failure to delete is left to the reconciler's sweep.
+      await discardVideoJobInputs(this.deps.db, attempt).catch(() => {});
     }
-    // One operation per try: the SDK runs a WithStartWorkflowOperation once.
-    const startOp = () =>
-      new WithStartWorkflowOperation<typeof videoJobWorkflow>('videoJobWorkflow', {
+  }
+
+  /** Starts (or joins) the job's workflow for this attempt and waits for its charge step's answer. */
+  private async startAttempt(principal: ApiKeyPrincipal, model: string, input: VideoJobInput, fingerprint: Fingerprint, keyed: boolean): Promise<VideoJobState> {
+    const job_id = input.job_id;
+    const deadline_ms = input.created_at_ms + (this.deps.create_timeout_ms ?? CREATE_TIMEOUT_MS);
+    let state: VideoJobState;
+    for (let tries = 1; ; tries++) {
+      // A new operation per try: the SDK runs a WithStartWorkflowOperation once, and refuses it again.
+      const startOp = new WithStartWorkflowOperation<typeof videoJobWorkflow>('videoJobWorkflow', {
         workflowId: videoJobWorkflowId(job_id),
         taskQueue: this.deps.taskQueue,
         args: [input],
@@ -203,14 +224,11 @@ export class VideoJobsService {
         // Idempotency-Key starts a new attempt. An accepted job never gets here (its record answers above),
         // and a run that races one is refused by the charge as a duplicate.
         workflowIdReusePolicy: 'ALLOW_DUPLICATE',
-        typedSearchAttributes: videoJobStartSearchAttributes(principal.workspace_id, r.model.id),
+        typedSearchAttributes: videoJobStartSearchAttributes(principal.workspace_id, model),
       });
-    const deadline_ms = now_ms + timeout_ms;
-    let state: VideoJobState;
-    for (let tries = 1; ; tries++) {
       try {
         state = await this.deps.temporal.connection.withDeadline(deadline_ms, () =>
-          this.deps.temporal.workflow.executeUpdateWithStart(acceptJobUpdate, { startWorkflowOperation: startOp() }),
+          this.deps.temporal.workflow.executeUpdateWithStart(acceptJobUpdate, { startWorkflowOperation: startOp }),
         );
         break;
       } catch (err) {
@@ -224,12 +242,12 @@ export class VideoJobsService {
           // attempt gets a run of its own: try once more within the time left.
           const refused_attempt = (failure.details?.[0] as { attempt_id?: string | null } | undefined)?.attempt_id;
           if (tries === 1 && refused_attempt && refused_attempt !== input.attempt_id && (await this.closed(job_id, deadline_ms))) continue;
-          throw notAccepted(idempotencyKey !== undefined);
+          throw notAccepted(keyed);
         }
         // No answer (no worker in time, Temporal unreachable, anything else): this attempt's fate is
         // unknown, so decide it now, for good, before answering. Our own deadline passing is "not
         // confirmed in time"; failing before it is a dependency down.
-        return this.giveUp(input, fingerprint, idempotencyKey !== undefined, Date.now() < deadline_ms - 100 ? err : undefined);
+        return this.giveUp(input, fingerprint, keyed, Date.now() < deadline_ms - 100 ? err : undefined);
       }
     }
     return this.checkedReplay(state, fingerprint);
@@ -301,12 +319,18 @@ export class VideoJobsService {
     return { ...live, backend: live.backend ?? record.backend, progress: record.progress, queue_position: record.queue_position };
   }
 
+  private statesQuerying = 0;
+
   private async queryWorkflow(job_id: string): Promise<VideoJobState | null> {
+    if (this.statesQuerying >= MAX_CONCURRENT_STATE_QUERIES) return null;
+    this.statesQuerying++;
     try {
       const handle = this.deps.temporal.workflow.getHandle(videoJobWorkflowId(job_id));
       return await this.deps.temporal.connection.withDeadline(Date.now() + QUERY_TIMEOUT_MS, () => handle.query(jobStateQuery));
     } catch {
       return null; // gone (retention), worker down or slow: the caller falls back to the record
+    } finally {
+      this.statesQuerying--;
     }
   }
 
@@ -333,10 +357,18 @@ function notAccepted(keyed: boolean, cause?: unknown): ApiError {
   );
 }
 
+/** A job takes seconds to minutes: the Retry-After of a create refused for the pending limit. */
+const PENDING_JOBS_RETRY_AFTER_S = 10;
+
 function tooManyPendingJobs(): ApiError {
-  return new ApiError(429, 'rate_limit_error', 'too_many_pending_jobs', 'the workspace has its maximum of pending jobs; wait for one to finish (nothing was charged)', null, {
-    'Retry-After': String(RETRY_AFTER_S),
-  });
+  return new ApiError(
+    429,
+    'rate_limit_error',
+    'too_many_pending_jobs',
+    'this workspace already has the most pending video jobs it may have at once; nothing was charged: retry when one has finished',
+    null,
+    { 'Retry-After': String(PENDING_JOBS_RETRY_AFTER_S) },
+  );
 }
 
 function insufficientCredits(): ApiError {

@@ -9,6 +9,8 @@ export interface Workspace {
   id: string;
   name: string;
   balance_micro_eur: number;
+  /** null = the service's default (MAX_PENDING_JOBS_PER_WORKSPACE). */
+  max_pending_jobs: number | null;
 }
 
 export interface ApiKeyPrincipal {
@@ -37,9 +39,16 @@ export async function createWorkspace(db: Db, input: { name: string; credits_mic
 }
 
 export async function getWorkspace(db: Db, id: string): Promise<Workspace> {
-  const r = await db.query<Workspace>('SELECT id, name, balance_micro_eur FROM workspaces WHERE id = $1', [id]);
+  const r = await db.query<Workspace>('SELECT id, name, balance_micro_eur, max_pending_jobs FROM workspaces WHERE id = $1', [id]);
   if (!r.rows[0]) throw new NotFoundError(`workspace ${id} not found`);
   return r.rows[0];
+}
+
+/** Sets a workspace's own limit of pending jobs (null: the service's default); the charge reads it. */
+export async function setWorkspaceLimits(db: Db, id: string, limits: { max_pending_jobs: number | null }): Promise<Workspace> {
+  const r = await db.query('UPDATE workspaces SET max_pending_jobs = $2 WHERE id = $1', [id, limits.max_pending_jobs]);
+  if (r.rowCount === 0) throw new NotFoundError(`workspace ${id} not found`);
+  return getWorkspace(db, id);
 }
 
 export async function createApiKey(

@@ -146,7 +146,9 @@ export async function resolveWebhookTarget(url: URL, policy: TargetPolicy, resol
   }
   for (const a of addresses) {
     if (!addressAllowed(addressKind(a.address), url.protocol, policy)) {
-      throw new WebhookTargetError('url_not_allowed', `url resolves to ${a.address}, which is not a permitted target; ${describe(policy)}`);
+      // The address is not named: the message is stored and listed with the delivery, and naming what an
+      // internal name resolves to would make the deliveries list a DNS oracle of the operator's network.
+      throw new WebhookTargetError('url_not_allowed', `the host of url resolves to an address that is not a permitted target; ${describe(policy)}`);
     }
   }
   return addresses[0]!;

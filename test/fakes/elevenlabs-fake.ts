@@ -9,6 +9,9 @@
 //                                         JSON {"text" (required), "model_id", "voice_settings", ...}
 //                                         -> 200 audio bytes (pcm_*: real 16-bit mono PCM at that rate)
 //
+// An account holds a limited number of cloned voices (its plan's voice slots, help.elevenlabs.io "How many
+// voice slots do I get per tier"): a clone beyond them is refused with 400 `voice_limit_reached`, "You have
+// reached your maximum amount of custom voices (N / N). ..." (`voiceSlots`, unlimited by default).
 // Every request needs the account key in `xi-api-key` (else 401 invalid_api_key). Errors use the API's
 // envelopes: `{"detail": {"status", "message"}}`, and 422 `{"detail": [{"loc", "msg", "type"}]}` for a
 // request that fails validation (FastAPI's shape). The default ("premade") voices exist for speech.
@@ -112,7 +115,7 @@ export interface ElevenLabsFake {
   close(): Promise<void>;
 }
 
-export async function startElevenLabsFake(opts: { apiKey?: string } = {}): Promise<ElevenLabsFake> {
+export async function startElevenLabsFake(opts: { apiKey?: string; voiceSlots?: number } = {}): Promise<ElevenLabsFake> {
   const apiKey = opts.apiKey ?? 'test-key';
   const requests: RecordedRequest[] = [];
   const voices = new Map<string, FakeVoice>();
@@ -191,6 +194,12 @@ export async function startElevenLabsFake(opts: { apiKey?: string } = {}): Promi
     if (name === undefined) return void res.status(422).json(validation(['body', 'name'], 'Field required', 'missing'));
     const samples = files.filter((f) => f.field === 'files');
     if (samples.length === 0) return void res.status(422).json(validation(['body', 'files'], 'Field required', 'missing'));
+    if (opts.voiceSlots !== undefined && voices.size >= opts.voiceSlots) {
+      const n = opts.voiceSlots;
+      return void res
+        .status(400)
+        .json(problem('voice_limit_reached', `You have reached your maximum amount of custom voices (${n} / ${n}). You can upgrade your subscription to increase your custom voice limit.`));
+    }
     const voice_id = randomBytes(15).toString('base64url').replace(/[-_]/g, 'x').slice(0, 20);
     voices.set(voice_id, { voice_id, name, files: samples, requires_verification: state.requiresVerification });
     res.json({ voice_id, requires_verification: state.requiresVerification });

@@ -71,6 +71,7 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
     SIMULATOR: 'on',
     LOG_LEVEL: 'silent',
     RATE_LIMIT_PER_MINUTE: '100000',
+    RATE_LIMIT_READS_PER_MINUTE: '1000000',
     ...opts.env,
   };
   const config = loadConfig(env);

@@ -3,7 +3,7 @@
 import type { RequestHandler } from 'express';
 import { z } from 'zod';
 import type { Db } from '../../db/pool.js';
-import { AddCreditsBody, ApiKey, ApiKeyRevoked, CreateApiKeyBody, CreateWorkspaceBody, idempotencyKeyOf, LedgerAudit, Workspace, WorkspaceCredits } from '../schemas.js';
+import { AddCreditsBody, ApiKey, ApiKeyRevoked, CreateApiKeyBody, CreateWorkspaceBody, idempotencyKeyOf, LedgerAudit, SetWorkspaceLimitsBody, Workspace, WorkspaceCredits } from '../schemas.js';
 import { ApiRouter, json } from '../openapi.js';
 import { apiKeyBodySchema } from '../openapi-catalog.js';
 import { jsonBody } from '../json-body.js';
@@ -11,7 +11,7 @@ import { invalidParam, notFound } from '../errors.js';
 import { eurToMicroEurRounded, microEurToEur } from '../../money.js';
 import { addCredits, NotFoundError } from '../../billing/ledger.js';
 import { auditLedger, type AuditOptions } from '../../billing/audit.js';
-import { createApiKey, createWorkspace, getWorkspace, revokeApiKey } from '../../services/workspaces.js';
+import { createApiKey, createWorkspace, getWorkspace, revokeApiKey, setWorkspaceLimits, type Workspace as WorkspaceRecord } from '../../services/workspaces.js';
 import { findSpeechModel, findVideoModel } from '../../catalog.js';
 import { isUuid } from '../../services/video-jobs.js';
 
@@ -33,11 +33,12 @@ export function adminRoutes(deps: { db: Db; admin: RequestHandler; audit: AuditO
     if (!isUuid(id)) throw notFound('workspace_not_found', `no workspace ${id}`, 'id');
     return id;
   };
-  const presentWorkspace = (w: { id: string; name: string; balance_micro_eur: number }) => ({
+  const presentWorkspace = (w: WorkspaceRecord) => ({
     id: w.id,
     object: 'workspace',
     name: w.name,
     balance_in_euro: microEurToEur(w.balance_micro_eur),
+    max_pending_jobs: w.max_pending_jobs,
   });
 
   api.route(
@@ -75,6 +76,28 @@ export function adminRoutes(deps: { db: Db; admin: RequestHandler; audit: AuditO
     },
     async (req, res) => {
       res.json(presentWorkspace(await getWorkspace(deps.db, workspaceId(req.params['id']))));
+    },
+  );
+
+  api.route(
+    {
+      method: 'post',
+      path: '/admin/v1/workspaces/{id}/limits',
+      operationId: 'adminSetWorkspaceLimits',
+      tag: 'Admin',
+      summary: "Set a workspace's limits",
+      description: 'Applies to the next create: jobs already pending are never cancelled. `max_pending_jobs: null` restores the default (MAX_PENDING_JOBS_PER_WORKSPACE).',
+      security: 'admin',
+      requestParams: { path: WORKSPACE_ID },
+      body: { component: 'SetWorkspaceLimitsBody', schema: SetWorkspaceLimitsBody, example: { max_pending_jobs: 200 } },
+      responses: { '200': json(Workspace, 'The workspace with its limits.') },
+      errors: { 400: undefined, 401: undefined, 404: 'No such workspace.' },
+    },
+    jsonBody,
+    async (req, res) => {
+      const id = workspaceId(req.params['id']);
+      const body = SetWorkspaceLimitsBody.parse(req.body);
+      res.json(presentWorkspace(await setWorkspaceLimits(deps.db, id, body)));
     },
   );
 

@@ -68,7 +68,7 @@ export function videoRoutes(deps: {
         404: 'Unknown model (model_not_found, `param: model`).',
         409: undefined,
         413: `The JSON body exceeds ${bytesText(VIDEO_CREATE_BODY_LIMIT_BYTES)} (request_too_large), or an image exceeds ${bytesText(IMAGE_MAX_BYTES)} decoded (image_too_large, \`param\` naming it).`,
-        429: undefined,
+        429: 'Rate limited (per API key; rate_limited), this key already has 2 requests with images in progress (too_many_concurrent_uploads), or the workspace already has its limit of pending jobs (too_many_pending_jobs; nothing charged).',
         503: 'No video provider is configured for the model (provider_not_configured), or too many requests with images are in progress (server_busy).',
       },
     },

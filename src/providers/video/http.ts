@@ -17,8 +17,18 @@ export function truncate(s: string, max = MESSAGE_MAX_CHARS): string {
   return s.length <= max ? s : `${s.slice(0, max - 1)}…`;
 }
 
-/** Reads a whole answer body, at most maxBytes of it (a declared larger length is refused before reading). */
-export async function readCapped(res: Response, maxBytes: number, what: string, tooLargeCode: string): Promise<Buffer> {
+/** Past `threshold_bytes` (declared or read), the rest of a body is read only after `take()` has resolved. */
+export interface LargeRead {
+  threshold_bytes: number;
+  take: () => Promise<void>;
+}
+
+/**
+ * Reads a whole answer body, at most maxBytes of it (a declared larger length is refused before reading).
+ * With `large`, a body past its threshold waits for `take()` before reading on (a bound on the large
+ * answers read at once).
+ */
+export async function readCapped(res: Response, maxBytes: number, what: string, tooLargeCode: string, large?: LargeRead): Promise<Buffer> {
   const tooLarge = (n: number) =>
     new ProviderError(`${what}: the answer is larger than the ${maxBytes} bytes accepted (${n}+ bytes)`, { code: tooLargeCode, retryable: false });
   const declared = Number(res.headers.get('content-length') ?? NaN);
@@ -27,6 +37,11 @@ export async function readCapped(res: Response, maxBytes: number, what: string, 
     throw tooLarge(declared);
   }
   if (!res.body) return Buffer.alloc(0);
+  let taken = false;
+  if (large && Number.isFinite(declared) && declared > large.threshold_bytes) {
+    taken = true;
+    await large.take();
+  }
   const reader = res.body.getReader();
   const chunks: Buffer[] = [];
   let total = 0;
@@ -34,6 +49,10 @@ export async function readCapped(res: Response, maxBytes: number, what: string, 
     const { done, value } = await reader.read();
     if (done) break;
     total += value.byteLength;
+    if (large && !taken && total > large.threshold_bytes) {
+      taken = true;
+      await large.take();
+    }
     if (total > maxBytes) {
       await reader.cancel().catch(() => {});
       throw tooLarge(total);

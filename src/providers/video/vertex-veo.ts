@@ -7,15 +7,20 @@
 //   poll         POST {endpoint}/v1/projects/{p}/locations/{l}/publishers/google/models/{model}:fetchPredictOperation
 //                  {"operationName"}  ->  Operation {"name", "done"?, "error"?: Status, "response"?: {"videos": [
 //                  {"bytesBase64Encoded" | "gcsUri", "mimeType"}], "raiMediaFilteredCount"?, "raiMediaFilteredReasons"?}}
-//   fetchOutput  inline video: the operation again (its result is the source of truth; nothing is kept in
-//                memory between activities); Cloud Storage video: GET {gcs}/storage/v1/b/{bucket}/o/{object}?alt=media,
-//                only under VERTEX_OUTPUT_GCS_URI (a bucket the service owns).
+//   fetchOutput  inline video: from the finished operation as poll decoded it (kept in a bounded cache, so an
+//                operation is read once, not once per poll and again per output), else the operation again;
+//                Cloud Storage video: GET {gcs}/storage/v1/b/{bucket}/o/{object}?alt=media, only under
+//                VERTEX_OUTPUT_GCS_URI (a bucket the service owns).
+//
+// A finished operation with inline videos can be a 256 MiB answer: past LARGE_OPERATION_BYTES, only
+// MAX_CONCURRENT_LARGE_OPERATION_READS of them are read at once per process.
 //
 // Every call is one HTTP request with a timeout; the adapter never loops: Temporal's activity retry policy
 // does the backoff. Transient failures (408, 429, 5xx, timeouts, network errors) are retryable ProviderErrors
 // (with the provider's Retry-After when it sent one); everything else fails fast. Videos filtered by
 // Responsible AI are simply absent from the outputs: the workflow bills what is delivered and refunds the rest.
 // Access tokens are never logged nor put in error messages.
+import { Semaphore } from '../../semaphore.js';
 import type { GoogleAuth } from 'google-auth-library';
 import {
   MAX_VIDEO_OUTPUT_BYTES,
@@ -27,7 +32,7 @@ import {
   type VideoProvider,
   type VideoSubmission,
 } from './types.js';
-import { isPassingStatus, passingRefusal, readCapped, readErrorDetail, transportError, truncate } from './http.js';
+import { isPassingStatus, passingRefusal, readCapped, readErrorDetail, transportError, truncate, type LargeRead } from './http.js';
 
 export { parseRetryAfter } from './http.js';
 
@@ -40,6 +45,20 @@ export const VERTEX_REQUEST_TIMEOUT_MS = 15_000;
 export const GCS_DOWNLOAD_TIMEOUT_MS = 25_000;
 /** Largest JSON answer read (an operation carrying its videos inline, base64). */
 const MAX_JSON_BYTES = 256 * 1024 * 1024;
+/**
+ * An operation answer longer than this is a finished one carrying its videos inline: reading more of it
+ * takes one of MAX_CONCURRENT_LARGE_OPERATION_READS slots of this process (others wait, holding at most
+ * this much each), so a batch of finished jobs, or re-polls during a Temporal outage, never hold dozens of
+ * 256 MiB answers at once.
+ */
+export const LARGE_OPERATION_BYTES = 1024 * 1024;
+export const MAX_CONCURRENT_LARGE_OPERATION_READS = 2;
+/**
+ * Finished operations' inline videos, decoded once and kept (least recently used first out, at most
+ * this many bytes) for the copies of their outputs and any re-poll: each is then read from Vertex once,
+ * not once per poll and again per output.
+ */
+export const INLINE_VIDEO_CACHE_MAX_BYTES = 512 * 1024 * 1024;
 
 export function vertexDefaultApiEndpoint(location: string): string {
   return `https://${location}-aiplatform.googleapis.com`;
@@ -206,6 +225,18 @@ const RPC_CODES: Record<number, string> = {
 
 const INLINE_REF = /^inline:(0|[1-9][0-9]{0,3})$/;
 
+/** A finished operation as poll reported it, with its inline videos decoded (or why one cannot be delivered). */
+interface FinishedOperation {
+  status: VideoOperationStatus;
+  videos: (Buffer | ProviderError | null)[];
+  bytes: number;
+}
+
+/** A slot taken while reading: `release` gives it back (a no-op until one was taken). */
+interface ReadLease {
+  release: () => void;
+}
+
 export class VertexVeoProvider implements VideoProvider {
   readonly name = 'vertex';
   private readonly projectId: string;
@@ -219,6 +250,11 @@ export class VertexVeoProvider implements VideoProvider {
   private readonly requestTimeoutMs: number;
   private readonly downloadTimeoutMs: number;
   private readonly maxOutputBytes: number;
+  private readonly largeReads = new Semaphore(MAX_CONCURRENT_LARGE_OPERATION_READS, 10_000);
+  private readonly finished = new Map<string, FinishedOperation>();
+  private finishedBytes = 0;
+  /** Large operation answers being read at once now, and the most ever (observability, tests). */
+  readonly largeReadStats = { in_flight: 0, max_in_flight: 0 };
 
   constructor(opts: VertexVeoOptions) {
     this.projectId = opts.projectId;
@@ -270,29 +306,74 @@ export class VertexVeoProvider implements VideoProvider {
 
   async poll(operation_id: string): Promise<VideoOperationStatus> {
     const op = parseOperationId(operation_id);
-    const operation = await this.fetchOperation(op);
-    if (operation.done !== true) return { state: 'running' };
-    if (operation.error) return failedStatus(operation.error);
+    const known = this.cached(op.name);
+    if (known) return known.status;
+    return this.withOperation(op, (operation) => {
+      if (operation.done !== true) return { state: 'running' } as const;
+      if (operation.error) return failedStatus(operation.error);
+      return this.remember(op, operation).status;
+    });
+  }
+
+  /** A finished, successful operation: its status (outputs capped at n) and its inline videos decoded, kept in the cache. */
+  private remember(op: ParsedOperationId, operation: VeoOperation): FinishedOperation {
     const response = operation.response ?? {};
     const videos: unknown[] = Array.isArray(response.videos) ? response.videos : [];
     const outputs: VideoOutputRef[] = [];
+    const decoded: (Buffer | ProviderError | null)[] = [];
     for (const [i, v] of videos.entries()) {
       const video = (v ?? {}) as VeoVideo;
       const content_type = typeof video.mimeType === 'string' && video.mimeType.startsWith('video/') ? video.mimeType : 'video/mp4';
-      if (typeof video.bytesBase64Encoded === 'string' && video.bytesBase64Encoded.length > 0) outputs.push({ ref: `inline:${i}`, content_type });
+      const inline = typeof video.bytesBase64Encoded === 'string' && video.bytesBase64Encoded.length > 0;
+      if (inline) outputs.push({ ref: `inline:${i}`, content_type });
       else if (typeof video.gcsUri === 'string' && video.gcsUri.length > 0) outputs.push({ ref: video.gcsUri, content_type });
       // an entry with neither is not a video: it is not delivered (a shortfall, refunded)
+      decoded.push(inline ? this.decodeInline(video.bytesBase64Encoded as string, i) : null);
     }
     const filtered = typeof response.raiMediaFilteredCount === 'number' ? response.raiMediaFilteredCount : 0;
+    let status: VideoOperationStatus;
     if (outputs.length === 0 && filtered > 0) {
       const reasons = Array.isArray(response.raiMediaFilteredReasons) ? response.raiMediaFilteredReasons.filter((r): r is string => typeof r === 'string') : [];
-      return {
+      status = {
         state: 'failed',
         code: 'content_filtered',
         message: truncate(`all ${filtered} videos were filtered by the provider's Responsible AI policies${reasons.length ? `: ${reasons.join('; ')}` : ''}`),
       };
+    } else {
+      status = { state: 'succeeded', outputs: op.n !== undefined ? outputs.slice(0, op.n) : outputs };
     }
-    return { state: 'succeeded', outputs: op.n !== undefined ? outputs.slice(0, op.n) : outputs };
+    const entry: FinishedOperation = { status, videos: decoded, bytes: decoded.reduce((n, b) => n + (b instanceof Buffer ? b.length : 0), 0) };
+    if (entry.bytes <= INLINE_VIDEO_CACHE_MAX_BYTES) {
+      this.finished.set(op.name, entry);
+      this.finishedBytes += entry.bytes;
+      for (const [name, e] of this.finished) {
+        if (this.finishedBytes <= INLINE_VIDEO_CACHE_MAX_BYTES) break;
+        this.finished.delete(name);
+        this.finishedBytes -= e.bytes;
+      }
+    }
+    return entry;
+  }
+
+  /** The cached finished operation of this name (now the most recently used), if any. */
+  private cached(name: string): FinishedOperation | undefined {
+    const entry = this.finished.get(name);
+    if (entry) {
+      this.finished.delete(name);
+      this.finished.set(name, entry);
+    }
+    return entry;
+  }
+
+  private decodeInline(b64: string, index: number): Buffer | ProviderError {
+    if (Math.floor((b64.length * 3) / 4) > this.maxOutputBytes + 2) {
+      return new ProviderError(`inline video ${index} is larger than the ${this.maxOutputBytes} bytes accepted`, { code: 'output_too_large', retryable: false });
+    }
+    const bytes = Buffer.from(b64, 'base64');
+    if (bytes.length === 0 || bytes.length > this.maxOutputBytes) {
+      return new ProviderError(`inline video ${index} has ${bytes.length} bytes`, { code: 'invalid_output', retryable: false });
+    }
+    return bytes;
   }
 
   /**
@@ -304,8 +385,8 @@ export class VertexVeoProvider implements VideoProvider {
   async cancel(operation_id: string): Promise<CancelAnswer> {
     const op = parseOperationId(operation_id);
     await this.request('POST', `${this.apiEndpoint}/v1/${op.name}:cancel`, {}, 'Vertex AI cancel', this.requestTimeoutMs, MAX_JSON_BYTES, 'invalid_response');
-    const after = await this.fetchOperation(op);
-    if (after.done === true && !after.error) return { billed: true, answer: 'Vertex AI: the operation had already finished' };
+    const finished = await this.withOperation(op, (after) => after.done === true && !after.error);
+    if (finished) return { billed: true, answer: 'Vertex AI: the operation had already finished' };
     return { billed: false, answer: 'Vertex AI: cancellation accepted before the operation finished' };
   }
 
@@ -317,24 +398,18 @@ export class VertexVeoProvider implements VideoProvider {
   }
 
   private async fetchInline(op: ParsedOperationId, index: number): Promise<Buffer> {
-    const operation = await this.fetchOperation(op);
-    if (operation.done !== true || operation.error) {
-      throw new ProviderError(`operation ${op.name} has no result to read output ${index} from`, { code: 'invalid_response', retryable: false });
-    }
-    const videos = operation.response?.videos;
-    const video = (Array.isArray(videos) ? videos[index] : undefined) as VeoVideo | undefined;
-    const b64 = video?.bytesBase64Encoded;
-    if (typeof b64 !== 'string' || b64.length === 0) {
-      throw new ProviderError(`operation ${op.name} has no inline video ${index}`, { code: 'not_found', retryable: false });
-    }
-    if (Math.floor((b64.length * 3) / 4) > this.maxOutputBytes + 2) {
-      throw new ProviderError(`inline video ${index} is larger than the ${this.maxOutputBytes} bytes accepted`, { code: 'output_too_large', retryable: false });
-    }
-    const bytes = Buffer.from(b64, 'base64');
-    if (bytes.length === 0 || bytes.length > this.maxOutputBytes) {
-      throw new ProviderError(`inline video ${index} has ${bytes.length} bytes`, { code: 'invalid_output', retryable: false });
-    }
-    return bytes;
+    const entry =
+      this.cached(op.name) ??
+      (await this.withOperation(op, (operation) => {
+        if (operation.done !== true || operation.error) {
+          throw new ProviderError(`operation ${op.name} has no result to read output ${index} from`, { code: 'invalid_response', retryable: false });
+        }
+        return this.remember(op, operation);
+      }));
+    const video = entry.videos[index];
+    if (video instanceof ProviderError) throw video;
+    if (!video) throw new ProviderError(`operation ${op.name} has no inline video ${index}`, { code: 'not_found', retryable: false });
+    return video;
   }
 
   private async download(uri: string): Promise<Buffer> {
@@ -350,12 +425,37 @@ export class VertexVeoProvider implements VideoProvider {
     return this.request('GET', url, undefined, 'Cloud Storage download', this.downloadTimeoutMs, this.maxOutputBytes, 'output_too_large');
   }
 
-  private async fetchOperation(op: ParsedOperationId): Promise<VeoOperation> {
-    const body = await this.postJson(this.modelUrl(op.model, 'fetchPredictOperation'), { operationName: op.name }, 'fetchPredictOperation');
-    if (!body || typeof body !== 'object' || Array.isArray(body)) {
-      throw new ProviderError('Vertex AI fetchPredictOperation answered with something other than an operation', { code: 'invalid_response', retryable: false });
+  /**
+   * Reads the operation and runs `use` on it; a large answer (videos inline) holds one of the process's
+   * large-read slots from the moment it grows past LARGE_OPERATION_BYTES until `use` has finished.
+   */
+  private async withOperation<T>(op: ParsedOperationId, use: (operation: VeoOperation) => T): Promise<T> {
+    const lease: ReadLease = { release: () => {} };
+    try {
+      const body = await this.postJson(this.modelUrl(op.model, 'fetchPredictOperation'), { operationName: op.name }, 'fetchPredictOperation', lease);
+      if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+        throw new ProviderError('Vertex AI fetchPredictOperation answered with something other than an operation', { code: 'invalid_response', retryable: false });
+      }
+      return use(body as VeoOperation);
+    } finally {
+      lease.release();
     }
-    return body as VeoOperation;
+  }
+
+  /** Takes a large-read slot for `lease` (waiting for one), counted in largeReadStats. */
+  private async takeLargeRead(lease: ReadLease): Promise<void> {
+    const release = await new Promise<() => void>((held, refused) => {
+      this.largeReads.with(() => new Promise<void>((done) => held(done))).catch(refused);
+    });
+    this.largeReadStats.in_flight++;
+    this.largeReadStats.max_in_flight = Math.max(this.largeReadStats.max_in_flight, this.largeReadStats.in_flight);
+    let released = false;
+    lease.release = () => {
+      if (released) return;
+      released = true;
+      this.largeReadStats.in_flight--;
+      release();
+    };
   }
 
   private modelUrl(model: string, method: 'predictLongRunning' | 'fetchPredictOperation'): string {
@@ -364,8 +464,9 @@ export class VertexVeoProvider implements VideoProvider {
     return `${this.apiEndpoint}/v1/projects/${p}/locations/${l}/publishers/google/models/${encodeURIComponent(model)}:${method}`;
   }
 
-  private async postJson(url: string, json: unknown, what: string): Promise<unknown> {
-    const raw = await this.request('POST', url, json, `Vertex AI ${what}`, this.requestTimeoutMs, MAX_JSON_BYTES, 'invalid_response');
+  private async postJson(url: string, json: unknown, what: string, lease?: ReadLease): Promise<unknown> {
+    const large = lease ? { threshold_bytes: LARGE_OPERATION_BYTES, take: () => this.takeLargeRead(lease) } : undefined;
+    const raw = await this.request('POST', url, json, `Vertex AI ${what}`, this.requestTimeoutMs, MAX_JSON_BYTES, 'invalid_response', large);
     try {
       return JSON.parse(raw.toString('utf8'));
     } catch {
@@ -383,6 +484,7 @@ export class VertexVeoProvider implements VideoProvider {
     timeoutMs: number,
     maxBytes: number,
     tooLargeCode: string,
+    large?: LargeRead,
   ): Promise<Buffer> {
     const token = await this.accessToken();
     const headers: Record<string, string> = { authorization: `Bearer ${token}` };
@@ -391,7 +493,7 @@ export class VertexVeoProvider implements VideoProvider {
     try {
       const res = await fetch(url, { method, headers, body: json !== undefined ? JSON.stringify(json) : undefined, signal });
       if (!res.ok) throw await httpError(res, what);
-      return await readCapped(res, maxBytes, what, tooLargeCode);
+      return await readCapped(res, maxBytes, what, tooLargeCode, large);
     } catch (err) {
       if (err instanceof ProviderError) throw err;
       throw transportError(err, what, timeoutMs);

@@ -16,9 +16,13 @@
 //                                        (malformed JSON, fields missing) is `unavailable`
 //   400, 404, 422, other 4xx             `rejected` with the provider's message (our 400)
 //   401, 403                             about OUR key or account, not the customer's request:
-//                                        `unavailable` (our 503) with a generic message (no provider
-//                                        text, never the key); a 401/403 `quota_exceeded` stays
-//                                        `rejected` with the provider's message
+//                                        `unavailable`, account `credentials` (our 503) with a generic
+//                                        message (no provider text, never the key)
+//   `quota_exceeded` (a 401 or 400)      the account's character quota is used up: `unavailable`,
+//                                        account `quota_exhausted` (our 503; the plan's figures are
+//                                        the operator's, logged, never shown to the customer)
+//   400 `voice_limit_reached`            the account's voice slots are all taken: `unavailable`,
+//                                        account `voice_slots_full` (our 503, logged)
 //   408, 429, 5xx, 3xx                   `unavailable` (our 503; deletions retry), with the provider's
 //                                        code and message and, when sent, Retry-After in seconds
 //   timeout, network failure             `unavailable`
@@ -34,6 +38,7 @@
 import type { AudioFormat } from '../../media/audio-sniff.js';
 import {
   VoiceProviderError,
+  type ProviderAccountProblem,
   type ClonedVoice,
   type SpeechRequest,
   type SynthesizedSpeech,
@@ -93,8 +98,9 @@ export class ElevenLabsError extends VoiceProviderError {
     kind: 'rejected' | 'unavailable',
     message: string,
     readonly details: { status?: number; code?: string; retryAfterSeconds?: number } = {},
+    account?: ProviderAccountProblem,
   ) {
-    super(kind, message);
+    super(kind, message, account);
   }
 }
 
@@ -249,12 +255,19 @@ export class ElevenLabsVoiceProvider implements VoiceProvider {
     const code = said.code;
     const retryAfterSeconds = parseRetryAfter(res.headers.get('retry-after'));
     const details = { status, ...(code ? { code } : {}), ...(retryAfterSeconds !== undefined ? { retryAfterSeconds } : {}) };
-    if ((status === 401 || status === 403) && code !== 'quota_exceeded') {
+    if (code === 'quota_exceeded' || code === 'voice_limit_reached') {
+      // The operator's plan is used up (characters) or full (voice slots): not the customer's request.
+      const account = code === 'quota_exceeded' ? 'quota_exhausted' : 'voice_slots_full';
+      const message = `ElevenLabs refused the ${OPERATION_LABELS[op]}: the account's ${code === 'quota_exceeded' ? 'quota is used up' : 'voice slots are all taken'} (HTTP ${status} ${code})${said.message ? `: ${said.message}` : ''}`;
+      return new ElevenLabsError('unavailable', this.scrub(message), details, account);
+    }
+    if (status === 401 || status === 403) {
       // Our key or account, not the customer's request: the service is misconfigured. No provider text.
       return new ElevenLabsError(
         'unavailable',
         `the voice provider refused the service's credentials (HTTP ${status}); an operator must check ELEVENLABS_API_KEY`,
         details,
+        'credentials',
       );
     }
     const rejected = status >= 400 && status < 500 && status !== 408 && status !== 429;

@@ -1,7 +1,8 @@
 // The voice provider interface: what every adapter (simulator, none, ElevenLabs, ...) implements.
 // Adapters throw VoiceProviderError: `rejected` when the provider refused the request (its message
 // is shown to the client as a 400), `unavailable` when it could not be reached or failed on its side
-// (a 503; deletions retry it).
+// (a 503; deletions retry it), or when the operator's account is the problem (`account`: a 503 whose
+// details go to the operator's log only).
 import type { AudioFormat } from '../../media/audio-sniff.js';
 
 export interface VoiceSample {
@@ -57,11 +58,19 @@ export interface VoiceProvider {
   readonly pcm_rate_hz?: number;
 }
 
+/**
+ * A failure that is the operator's account at the provider, not the customer's request: credentials
+ * refused, its quota used up, its voice slots all taken. The customer gets a 503 that says so without
+ * the account's details; the operator gets a log line with them.
+ */
+export type ProviderAccountProblem = 'credentials' | 'quota_exhausted' | 'voice_slots_full';
+
 export class VoiceProviderError extends Error {
   override name = 'VoiceProviderError';
   constructor(
     readonly kind: 'rejected' | 'unavailable',
     message: string,
+    readonly account?: ProviderAccountProblem,
   ) {
     super(message);
   }
