@@ -316,8 +316,7 @@ describe('pending jobs per workspace', () => {
     assert.equal(missing.status, 404);
   });
 
-  const wired = 'TOO_MANY_PENDING_JOBS' in messages;
-  test('a create beyond the workspace limit answers 429 too_many_pending_jobs and charges nothing', { skip: wired ? false : 'the workflow does not map the charge outcome yet' }, async () => {
+  test('a create beyond the workspace limit answers 429 too_many_pending_jobs and charges nothing', async () => {
     const c = await newCustomer(stack, 10);
     await api(stack.baseUrl, 'POST', `/admin/v1/workspaces/${c.workspaceId}/limits`, { token: ADMIN_TOKEN, json: { max_pending_jobs: 1 } });
     const first = await create(stack, c.key, simJob({ delay_ms: 3_000 }));

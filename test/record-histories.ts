@@ -93,6 +93,19 @@ test('insufficient credits', async () => {
   await save(stack, 'video-job-insufficient-credits', jobId);
 });
 
+test("the workspace's limit of pending jobs", async () => {
+  const c = await newCustomer(stack, 10);
+  await http(stack.baseUrl, 'POST', `/admin/v1/workspaces/${c.workspaceId}/limits`, { token: ADMIN_TOKEN, json: { max_pending_jobs: 1 } });
+  const first = await create(stack, c.key, simJob({ delay_ms: 2_000 }));
+  assert.equal(first.status, 202);
+  const r = await create(stack, c.key, simJob(), { 'Idempotency-Key': 'over-the-limit' });
+  assert.equal(r.status, 429, JSON.stringify(r.body));
+  const jobId = jobIdForIdempotencyKey(c.workspaceId, 'over-the-limit');
+  await stack.api.temporal.workflow.getHandle(videoJobWorkflowId(jobId)).result();
+  await save(stack, 'video-job-too-many-pending', jobId);
+  await waitForJob(stack, c.key, first.body.id);
+});
+
 test("the API key's spend limit", async () => {
   const c = await newCustomer(stack, 10);
   const key = await http(stack.baseUrl, 'POST', `/admin/v1/workspaces/${c.workspaceId}/api-keys`, { token: ADMIN_TOKEN, json: { spend_limit_in_euro: 0.1 } });

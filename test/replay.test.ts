@@ -21,6 +21,7 @@ const PATHS_SINCE_1_0_0 = [
   'video-job-partial-storage',
   'video-job-insufficient-credits',
   'video-job-key-spend-limit',
+  'video-job-too-many-pending',
   'video-job-not-accepted',
   'video-job-late-run-charged',
   'video-job-duplicate-attempt',
