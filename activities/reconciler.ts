@@ -2,7 +2,7 @@
 // settles nothing twice (a restarted job's workflow id is the job's, and settlement is once per job).
 //
 // A pending job whose workflow is closed (an operator's terminate, a run that failed) or gone (deleted,
-// a lost namespace) is restarted as a recovery run (src/services/video-job-recovery.ts).
+// a lost namespace) is restarted as a recovery run (src/video-jobs/recovery.ts).
 import { Context } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
 import type { Logger } from 'pino';
@@ -10,9 +10,9 @@ import type { Db } from '../src/db/pool.js';
 import { releaseExpiredSpeechHolds, SPEECH_HOLD_TTL_MS } from '../src/billing/speech-billing.js';
 import { videoJobWorkflowState } from '../src/temporal/workflow-states.js';
 import { dispatchUndispatched } from '../src/webhooks/dispatch.js';
-import { readVideoJob } from '../src/services/video-job-records.js';
-import { restartVideoJob } from '../src/services/video-job-recovery.js';
-import { discardOrphanVideoJobInputs } from '../src/services/video-job-inputs.js';
+import { readVideoJob } from '../src/video-jobs/records.js';
+import { restartVideoJob } from '../src/video-jobs/recovery.js';
+import { discardOrphanVideoJobInputs } from '../src/video-jobs/images.js';
 import { startPendingVoiceDeletions } from '../src/services/voices.js';
 import { expireSpeechAudio, sweepFinishedJobFiles } from '../src/storage/retention.js';
 import type { Storage } from '../src/storage/local.js';

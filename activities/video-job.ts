@@ -19,7 +19,7 @@ import {
 import { estimateCostMicroEur, findVideoModel } from '../src/catalog.js';
 import { MAX_VIDEO_OUTPUT_BYTES, type CancelAnswer, type VideoGenerationRequest, type VideoOutputRef, type VideoProvider, type VideoSubmission } from '../src/providers/video/types.js';
 import { describeAnyProviderError } from '../src/providers/video/provider-errors.js';
-import { loadVideoJobInputs } from '../src/services/video-job-inputs.js';
+import { loadVideoJobInputs } from '../src/video-jobs/images.js';
 import { isPermanentStorageError, type Storage } from '../src/storage/local.js';
 import type { StoredVideo } from '../workflows/messages.js';
 import type { JobEventContext } from '../src/webhooks/events.js';

@@ -19,7 +19,7 @@ import { migrate } from '../src/db/migrate.js';
 import { auditLedger, type WorkflowState } from '../src/billing/audit.js';
 import { chargeVideoJob, settleVideoJob, type VideoJobCharge } from '../src/billing/video-job-billing.js';
 import { createWorkspace } from '../src/services/workspaces.js';
-import { jobIdForIdempotencyKey } from '../src/services/video-jobs.js';
+import { jobIdForIdempotencyKey } from '../src/video-jobs/service.js';
 import { createReconcilerActivities, PENDING_PAGE_SIZE, type ReconcileReport } from '../activities/reconciler.js';
 import { createLogger } from '../src/logger.js';
 import { startApi, startWorker, type RunningApi, type RunningWorker } from '../src/runtime.js';

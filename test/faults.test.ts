@@ -15,7 +15,7 @@ import type { ChildProcess } from 'node:child_process';
 import { Client, Connection } from '@temporalio/client';
 import { createPool, type Db } from '../src/db/pool.js';
 import { providerCalls } from '../src/providers/simulator-usage.js';
-import { jobIdForIdempotencyKey } from '../src/services/video-jobs.js';
+import { jobIdForIdempotencyKey } from '../src/video-jobs/service.js';
 import { videoJobWorkflowId } from '../workflows/messages.js';
 import { killAll, startEntryProcess } from './helpers/processes.js';
 import { freePort } from './helpers/infra.js';

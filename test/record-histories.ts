@@ -12,9 +12,9 @@ import { saveHistory } from './helpers/histories.js';
 import { imageField, jpegImage, pngImage } from './helpers/images.js';
 import { videoJobWorkflowId } from '../workflows/messages.js';
 import { chargeDirect, directInput, startDirect } from './helpers/direct-start.js';
-import { jobIdForIdempotencyKey } from '../src/services/video-jobs.js';
-import { readVideoJob } from '../src/services/video-job-records.js';
-import { recoveryInput } from '../src/services/video-job-recovery.js';
+import { jobIdForIdempotencyKey } from '../src/video-jobs/service.js';
+import { readVideoJob } from '../src/video-jobs/records.js';
+import { recoveryInput } from '../src/video-jobs/recovery.js';
 import { startWorker, type RunningWorker } from '../src/runtime.js';
 import { createLogger } from '../src/logger.js';
 

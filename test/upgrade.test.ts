@@ -12,7 +12,7 @@ import { assertAuditHolds, balanceMicro, http, newCustomer, simJob, startStack, 
 import { HISTORIES_DIR, SUPPORTED_RELEASES } from './helpers/histories.js';
 import { startWorker, type RunningWorker } from '../src/runtime.js';
 import { createLogger } from '../src/logger.js';
-import { readVideoJob } from '../src/services/video-job-records.js';
+import { readVideoJob } from '../src/video-jobs/records.js';
 
 const git = (...args: string[]) => execFileSync('git', args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
 const previous = SUPPORTED_RELEASES[0]!;

@@ -12,10 +12,10 @@ import { randomUUID } from 'node:crypto';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { ApplicationFailure } from '@temporalio/common';
 import { createVideoJobActivities } from '../activities/video-job.js';
-import { jobIdForIdempotencyKey } from '../src/services/video-jobs.js';
+import { jobIdForIdempotencyKey } from '../src/video-jobs/service.js';
 import { chargeDirect, directInput, startDirect } from './helpers/direct-start.js';
 import { settleVideoJob } from '../src/billing/video-job-billing.js';
-import { readVideoJob } from '../src/services/video-job-records.js';
+import { readVideoJob } from '../src/video-jobs/records.js';
 import { nudgePoll } from '../src/video-jobs/operation-polls.js';
 import { ProviderError, type VideoProvider } from '../src/providers/video/types.js';
 

@@ -10,7 +10,7 @@ import { generateWebhookSecret } from '../webhooks/signature.js';
 import { WEBHOOK_EVENT_TYPES, type WebhookEventType } from '../webhooks/events.js';
 import { parseWebhookUrl, WebhookTargetError, type TargetPolicy } from '../webhooks/target-policy.js';
 import type { ApiKeyPrincipal } from './workspaces.js';
-import { isUuid } from './video-jobs.js';
+import { isUuid } from '../video-jobs/service.js';
 import { cursorOf, pageOf, type Page } from './pagination.js';
 
 /** Live endpoints a workspace may have: keeps the (unpaginated) listing and the fan-out per event bounded. */

@@ -6,7 +6,7 @@ import { freePort } from './infra.js';
 import { http, startStack, type Stack } from './stack.js';
 import { startReceiver, type Receiver } from './webhook-receiver.js';
 import { videoJobWorkflowId } from '../../workflows/messages.js';
-import { readVideoJob } from '../../src/services/video-job-records.js';
+import { readVideoJob } from '../../src/video-jobs/records.js';
 
 /** A model of one video per request on fal and then Replicate: 1080p, 5 s at EUR 0.10/s. */
 export const KLING = 'kling-v2.5-turbo-pro';

@@ -13,7 +13,7 @@ import { addCredits, NotFoundError } from '../../billing/ledger.js';
 import { auditLedger, type AuditOptions } from '../../billing/audit.js';
 import { createApiKey, createWorkspace, getWorkspace, revokeApiKey, setWorkspaceLimits, type Workspace as WorkspaceRecord } from '../../services/workspaces.js';
 import { findSpeechModel, findVideoModel } from '../../catalog.js';
-import { isUuid } from '../../services/video-jobs.js';
+import { isUuid } from '../../video-jobs/service.js';
 
 /** A euro amount of a request (bounded by its schema), rounded to the nearest micro-euro. */
 function euroParam(name: string, amount_eur: number): number {

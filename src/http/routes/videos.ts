@@ -7,11 +7,11 @@ import { ApiRouter, bareJsonSchema, bytesText, header, json } from '../openapi.j
 import { videoBodyExample, videoBodySchema } from '../openapi-catalog.js';
 import { SimulateSchema } from '../../providers/video/simulator.js';
 import { fromZodError } from '../errors.js';
-import type { VideoJobLifecycle } from '../../services/video-job-lifecycle.js';
+import type { VideoJobLifecycle } from '../../video-jobs/lifecycle.js';
 import { JSON_BODY_LIMIT_BYTES, jsonBodyParser } from '../json-body.js';
 import { principalOf } from '../auth.js';
 import { presentVideoJob } from '../presenters.js';
-import type { VideoJobsService } from '../../services/video-jobs.js';
+import type { VideoJobsService } from '../../video-jobs/service.js';
 import type { DownloadUrlSigner } from '../../storage/signed-urls.js';
 import { baseUrlOf } from '../base-url.js';
 

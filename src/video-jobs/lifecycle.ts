@@ -14,10 +14,10 @@ import { ApiError, notFound } from '../http/errors.js';
 import { findVideoModel } from '../catalog.js';
 import { videoJobWorkflowState } from '../temporal/workflow-states.js';
 import { cancelJobUpdate, JOB_NOT_CANCELLABLE, videoJobWorkflowId, type VideoJobState } from '../../workflows/messages.js';
-import { listVideoJobs, markVideoJobDeleted, readVideoJob, type JobListQuery, type VideoJobRecord } from './video-job-records.js';
-import { restartVideoJob, type RecoverySettings } from './video-job-recovery.js';
-import { isUuid } from './video-jobs.js';
-import type { ApiKeyPrincipal } from './workspaces.js';
+import { listVideoJobs, markVideoJobDeleted, readVideoJob, type JobListQuery, type VideoJobRecord } from './records.js';
+import { restartVideoJob, type RecoverySettings } from './recovery.js';
+import { isUuid } from './service.js';
+import type { ApiKeyPrincipal } from '../services/workspaces.js';
 
 /** A cancel waits this long for the job to settle before answering 503 (the cancel still happens). */
 const CANCEL_TIMEOUT_MS = 30_000;

@@ -4,7 +4,7 @@
 // a cancel that finds no workflow to cancel.
 import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
 import { videoJobStartSearchAttributes, videoJobWorkflowId, type VideoJobInput } from '../../workflows/messages.js';
-import type { VideoJobRecord } from './video-job-records.js';
+import type { VideoJobRecord } from './records.js';
 
 export interface RecoverySettings {
   taskQueue: string;

@@ -23,12 +23,12 @@ import { SimulateSchema } from '../providers/video/simulator.js';
 import { ApiError, fromZodError, invalidParam, keySpendLimitExceeded, notFound } from '../http/errors.js';
 import { isDependencyDown, RETRY_AFTER_S } from '../http/dependency-errors.js';
 import { decideAcceptance } from '../billing/video-job-billing.js';
-import { requestFingerprint, type Fingerprint } from './request-fingerprint.js';
-import { readKeyedVideoJob, readVideoJob } from './video-job-records.js';
+import { requestFingerprint, type Fingerprint } from '../services/request-fingerprint.js';
+import { readKeyedVideoJob, readVideoJob } from './records.js';
 import type { CreateVideoBody } from '../http/schemas.js';
-import { keyAllowsModel, type ApiKeyPrincipal } from './workspaces.js';
-import { inputsFingerprint, resolveVideoRequestInputs } from './video-request-inputs.js';
-import { discardVideoJobInputs, storeVideoJobInputs } from './video-job-inputs.js';
+import { keyAllowsModel, type ApiKeyPrincipal } from '../services/workspaces.js';
+import { inputsFingerprint, resolveVideoRequestInputs } from './request-inputs.js';
+import { discardVideoJobInputs, storeVideoJobInputs } from './images.js';
 import {
   acceptJobUpdate,
   CHARGED_BY_ANOTHER_ATTEMPT,
