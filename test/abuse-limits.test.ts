@@ -13,7 +13,7 @@ import * as messages from '../workflows/messages.js';
 import { PARAMETERS_MAX_BYTES, PARAMETERS_MAX_DEPTH } from '../src/http/schemas.js';
 import { MAX_LARGE_BODIES_PER_KEY } from '../src/http/in-flight.js';
 import { VIDEO_CREATE_MAX_CONCURRENT_LARGE_BODIES } from '../src/http/routes/videos.js';
-import { unreachableDependency } from '../src/http/dependency-errors.js';
+import { unreachableDependency } from '../src/dependency-errors.js';
 import { createPool, withClient, type Db } from '../src/db/pool.js';
 import { migrate } from '../src/db/migrate.js';
 import { auditLedger, type WorkflowState } from '../src/billing/audit.js';

@@ -14,7 +14,7 @@ import { z } from 'zod';
 import * as S from '../src/http/schemas.js';
 import { RESPONSE_SCHEMAS, type OpenApiDocument } from '../src/http/openapi.js';
 import { createApp, type AppDeps } from '../src/http/app.js';
-import type { ErrorType } from '../src/http/errors.js';
+import type { ErrorType } from '../src/errors.js';
 import type { errorBody } from '../src/http/errors.js';
 import type { presentVoice } from '../src/http/routes/voices.js';
 import type { presentDeliveryAttempt, presentWebhookEndpoint } from '../src/http/routes/webhooks.js';

@@ -3,7 +3,7 @@ import { timingSafeEqual, createHash } from 'node:crypto';
 import type { Request, RequestHandler, Response } from 'express';
 import type { Db } from '../db/pool.js';
 import { authenticateApiKey, type ApiKeyPrincipal } from '../services/workspaces.js';
-import { ApiError } from './errors.js';
+import { ApiError } from '../errors.js';
 
 function bearer(req: Request): string | null {
   const h = req.get('authorization');

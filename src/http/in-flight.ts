@@ -4,7 +4,7 @@
 // refused with 503 server_busy and Retry-After. One API key holds at most `max_per_key` of the slots
 // (beyond: 429), so a client trickling large bodies cannot take every slot and starve other tenants.
 import type { Response } from 'express';
-import { ApiError } from './errors.js';
+import { ApiError } from '../errors.js';
 
 export interface InFlightLimit {
   /** Takes a slot for the request of `res` (on behalf of `key`, when known); throws the 503 or 429 when none is free. */

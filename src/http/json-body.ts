@@ -1,7 +1,7 @@
 // JSON bodies: application/json only (415 otherwise), at most JSON_BODY_LIMIT_BYTES (413), or a larger
 // limit for a route that takes files inline (base64), whose large bodies are also limited in number.
 import express, { type NextFunction, type Request, type RequestHandler, type Response } from 'express';
-import { ApiError } from './errors.js';
+import { ApiError } from '../errors.js';
 import { inFlightLimit } from './in-flight.js';
 
 export const JSON_BODY_LIMIT_BYTES = 64 * 1024;

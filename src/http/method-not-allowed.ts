@@ -3,7 +3,7 @@
 // list only their own methods). The methods are read from the app's own router (every route layer
 // whose path matches, in the routers mounted in it), never from a list.
 import type { Express, RequestHandler } from 'express';
-import { ApiError } from './errors.js';
+import { ApiError } from '../errors.js';
 
 interface RouterLayer {
   route?: { methods: Record<string, boolean> };

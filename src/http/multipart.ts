@@ -15,7 +15,7 @@
 // file type, recognised from the file's first bytes (the client's Content-Type is not trusted).
 import multer from 'multer';
 import type { Request, RequestHandler, Response } from 'express';
-import { ApiError } from './errors.js';
+import { ApiError } from '../errors.js';
 import { inFlightLimit } from './in-flight.js';
 import { keyOf } from './json-body.js';
 

@@ -1,7 +1,7 @@
 // Per-API-key token bucket (in process memory; each API process limits on its own).
 // Bounded: at most MAX_TRACKED_KEYS buckets, the least recently used evicted first.
 import type { RequestHandler } from 'express';
-import { ApiError } from './errors.js';
+import { ApiError } from '../errors.js';
 import { principalOf } from './auth.js';
 
 const MAX_TRACKED_KEYS = 100_000;

@@ -1,7 +1,7 @@
 // Request schemas: the single source for validation, request types and (later) the OpenAPI document.
 import type { Request } from 'express';
 import { z } from 'zod';
-import { fromZodError } from './errors.js';
+import { fromZodError } from '../errors.js';
 import { ASPECT_RATIOS, IMAGE_MIME_TYPES, RESOLUTIONS, VIDEO_BACKENDS } from '../catalog.js';
 import { WEBHOOK_EVENT_TYPES } from '../webhooks/event-types.js';
 import { WEBHOOK_URL_MAX_CHARS } from '../webhooks/target-policy.js';

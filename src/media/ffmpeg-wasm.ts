@@ -11,7 +11,7 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
-import { ApiError } from '../http/errors.js';
+import { ApiError } from '../errors.js';
 
 /** Largest MP4 decoded for a thumbnail (the whole file is copied into the worker's memory). */
 export const THUMBNAIL_MAX_VIDEO_BYTES = 512 * 1024 * 1024;

@@ -1,6 +1,6 @@
 // Keyset pagination of the lists (newest first): an item's public id is a prefix and its serial
 // number, and `after` = the id of the last item of the previous page names where the next starts.
-import { invalidParam } from '../http/errors.js';
+import { invalidParam } from '../errors.js';
 import type { PageQuery } from '../http/schemas.js';
 
 export interface Page<T> {

@@ -19,7 +19,7 @@ import { uuidForKey } from '../ids.js';
 import { captureSpeech, holdSpeech, releaseSpeech } from '../billing/speech-billing.js';
 import type { Storage } from '../storage/local.js';
 import { defaultSpeechModelFor, findSpeechModel, speechCostMicroEur, type SpeechModel, type SpeechResponseFormat } from '../catalog.js';
-import { ApiError, invalidParam, keySpendLimitExceeded, notFound } from '../http/errors.js';
+import { ApiError, invalidParam, keySpendLimitExceeded, notFound } from '../errors.js';
 import { microEurToEur } from '../money.js';
 import { creditsCharged } from '../metrics.js';
 import { keyAllowsModel, type ApiKeyPrincipal } from './workspaces.js';

@@ -5,7 +5,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Db } from '../db/pool.js';
 import type { Storage } from '../storage/local.js';
-import { ApiError, notFound } from '../http/errors.js';
+import { ApiError, notFound } from '../errors.js';
 import type { ApiKeyPrincipal } from './workspaces.js';
 
 /** Consents a workspace may hold at once. */

@@ -13,7 +13,7 @@ import { randomUUID } from 'node:crypto';
 import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
 import type { Logger } from 'pino';
 import { inTransaction, type Db, type Tx } from '../db/pool.js';
-import { ApiError, notFound } from '../http/errors.js';
+import { ApiError, notFound } from '../errors.js';
 import { VoiceProviderError, type ProviderAccountProblem, type VoiceProvider, type VoiceSample } from '../providers/voice/types.js';
 import { NOT_CONFIGURED_MESSAGE } from '../providers/voice/none.js';
 import type { ApiKeyPrincipal } from './workspaces.js';

@@ -4,7 +4,7 @@
 // checked (./../webhooks/target-policy.ts) when registered, and again at every delivery.
 import { randomUUID } from 'node:crypto';
 import { inTransaction, type Db } from '../db/pool.js';
-import { ApiError, invalidParam, notFound } from '../http/errors.js';
+import { ApiError, invalidParam, notFound } from '../errors.js';
 import { DELIVERY_ATTEMPT_ID_PREFIX, type PageQuery } from '../http/schemas.js';
 import { generateWebhookSecret } from '../webhooks/signature.js';
 import { WEBHOOK_EVENT_TYPES, type WebhookEventType } from '../webhooks/events.js';

@@ -10,7 +10,7 @@ import { WorkflowUpdateFailedError, type Client } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import type { Db } from '../db/pool.js';
 import type { Storage } from '../storage/local.js';
-import { ApiError, notFound } from '../http/errors.js';
+import { ApiError, notFound } from '../errors.js';
 import { findVideoModel } from '../catalog.js';
 import { videoJobWorkflowState } from '../temporal/workflow-states.js';
 import { cancelJobUpdate, JOB_NOT_CANCELLABLE, videoJobWorkflowId, type VideoJobState } from '../../workflows/messages.js';

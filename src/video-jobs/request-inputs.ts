@@ -4,7 +4,7 @@
 // model takes, or not the declared type) and is at most IMAGE_MAX_BYTES decoded (413 beyond).
 import { createHash } from 'node:crypto';
 import type { VideoModel } from '../catalog.js';
-import { ApiError, invalidParam } from '../http/errors.js';
+import { ApiError, invalidParam } from '../errors.js';
 import { IMAGE_MAX_BYTES, type CreateVideoBody } from '../http/schemas.js';
 import { sniffImage } from '../media/image-sniff.js';
 import type { InputImage } from '../providers/video/types.js';

@@ -20,8 +20,8 @@ import {
   type VideoParams,
 } from '../catalog.js';
 import { SimulateSchema } from '../providers/video/simulator.js';
-import { ApiError, fromZodError, invalidParam, keySpendLimitExceeded, notFound } from '../http/errors.js';
-import { isDependencyDown, RETRY_AFTER_S } from '../http/dependency-errors.js';
+import { ApiError, fromZodError, invalidParam, keySpendLimitExceeded, notFound } from '../errors.js';
+import { isDependencyDown, RETRY_AFTER_S } from '../dependency-errors.js';
 import { decideAcceptance } from '../billing/video-job-billing.js';
 import { requestFingerprint, type Fingerprint } from '../services/request-fingerprint.js';
 import { readKeyedVideoJob, readVideoJob } from './records.js';

@@ -5,7 +5,8 @@
 // The same ApiError the /v2 routes throw is mapped here, so a job or a voice fails the same way on both.
 import type { ErrorRequestHandler, RequestHandler } from 'express';
 import type { Logger } from 'pino';
-import { ApiError, errorHandler, notFound } from '../errors.js';
+import { errorHandler } from '../errors.js';
+import { ApiError, notFound } from '../../errors.js';
 
 /** OpenAI's error types where ours differ (the SDKs read status, code and param; type is informative). */
 const OPENAI_TYPES: Partial<Record<ApiError['type'], string>> = {

@@ -5,7 +5,7 @@ import { Router, type RequestHandler } from 'express';
 import { speechModels, videoBackendFor, videoModels } from '../../catalog.js';
 import { keyAllowsModel, type ApiKeyPrincipal } from '../../services/workspaces.js';
 import { principalOf } from '../auth.js';
-import { notFound } from '../errors.js';
+import { notFound } from '../../errors.js';
 
 /** The catalog has no dates: every model is reported as created at this service's first release. */
 const CATALOG_CREATED_S = 1_735_689_600; // 2025-01-01T00:00:00Z

@@ -7,7 +7,7 @@
 import { Router, type RequestHandler } from 'express';
 import { z } from 'zod';
 import { CreateSpeechBody, idempotencyKeyOf } from '../schemas.js';
-import { fromZodError } from '../errors.js';
+import { fromZodError } from '../../errors.js';
 import { jsonBody } from '../json-body.js';
 import { principalOf } from '../auth.js';
 import type { SpeechService } from '../../services/speech.js';

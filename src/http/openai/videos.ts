@@ -12,7 +12,7 @@
 import { Router, type RequestHandler } from 'express';
 import { z } from 'zod';
 import { defaultVideoModelId, findVideoModel, type AspectRatio, type Resolution } from '../../catalog.js';
-import { ApiError, fromZodError, invalidParam } from '../errors.js';
+import { ApiError, fromZodError, invalidParam } from '../../errors.js';
 import { principalOf } from '../auth.js';
 import { CreateVideoBody, IMAGE_MAX_BYTES, idempotencyKeyOf, LIST_LIMIT_MAX, PROMPT_MAX_CHARS } from '../schemas.js';
 import { jsonBodyParser } from '../json-body.js';

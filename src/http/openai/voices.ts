@@ -14,7 +14,7 @@
 import { Router, type RequestHandler } from 'express';
 import { z } from 'zod';
 import { principalOf } from '../auth.js';
-import { ApiError, fromZodError, invalidParam } from '../errors.js';
+import { ApiError, fromZodError, invalidParam } from '../../errors.js';
 import { jsonBody } from '../json-body.js';
 import { multipartForm, multipartOf } from '../multipart.js';
 import { LIST_LIMIT_MAX } from '../schemas.js';

@@ -7,7 +7,7 @@ import { AddCreditsBody, ApiKey, ApiKeyRevoked, CreateApiKeyBody, CreateWorkspac
 import { ApiRouter, json } from '../openapi.js';
 import { apiKeyBodySchema } from '../openapi-catalog.js';
 import { jsonBody } from '../json-body.js';
-import { invalidParam, notFound } from '../errors.js';
+import { invalidParam, notFound } from '../../errors.js';
 import { eurToMicroEurRounded, microEurToEur } from '../../money.js';
 import { addCredits, NotFoundError } from '../../billing/ledger.js';
 import { auditLedger, type AuditOptions } from '../../billing/audit.js';

@@ -10,7 +10,7 @@
 import path from 'node:path';
 import { Router, type Response } from 'express';
 import type { Logger } from 'pino';
-import { ApiError } from '../errors.js';
+import { ApiError } from '../../errors.js';
 import { projectPath } from '../../paths.js';
 
 /** The console's sources (console/src/main.tsx is the entry point). */

@@ -1,7 +1,7 @@
 // GET /v2/files/{key}?expires=&signature=: stored outputs behind signed, expiring URLs. Mounted with
 // local storage only: with S3, customers download from the bucket through presigned URLs.
 import { pipeline } from 'node:stream/promises';
-import { ApiError, notFound } from '../errors.js';
+import { ApiError, notFound } from '../../errors.js';
 import { contentTypeOfKey, type Storage } from '../../storage/local.js';
 import type { UrlSigner } from '../../storage/signed-urls.js';
 import { ApiRouter, header } from '../openapi.js';

@@ -6,7 +6,7 @@ import { z } from 'zod';
 import { findVideoModel, speechModels, videoBackendsFor, videoModelAliases, videoModels, type ConfiguredBackends, type VideoModel } from '../../catalog.js';
 import { keyAllowsModel } from '../../services/workspaces.js';
 import { principalOf } from '../auth.js';
-import { notFound } from '../errors.js';
+import { notFound } from '../../errors.js';
 import { presentSpeechModel, presentVideoModel, presentVideoModelAlias } from '../presenters.js';
 import { ApiRouter, json } from '../openapi.js';
 import { Model, ModelList } from '../schemas.js';

@@ -11,7 +11,7 @@
 //   503                      the provider's keys (fal's JWKS, Replicate's secret) or the database are
 //                            unreachable: the provider delivers the callback again later
 import express, { Router } from 'express';
-import { ApiError, notFound } from '../errors.js';
+import { ApiError, notFound } from '../../errors.js';
 import { IMAGE_MAX_BYTES } from '../schemas.js';
 import { CallbackRejected, ProviderError, type VideoProvider } from '../../providers/video/types.js';
 

@@ -6,7 +6,7 @@ import { CreateVideoBody, IMAGE_MAX_BYTES, idempotencyKeyOf, ListVideoJobsQuery,
 import { ApiRouter, bareJsonSchema, bytesText, header, json } from '../openapi.js';
 import { videoBodyExample, videoBodySchema } from '../openapi-catalog.js';
 import { SimulateSchema } from '../../providers/video/simulator.js';
-import { fromZodError } from '../errors.js';
+import { fromZodError } from '../../errors.js';
 import type { VideoJobLifecycle } from '../../video-jobs/lifecycle.js';
 import { JSON_BODY_LIMIT_BYTES, jsonBodyParser } from '../json-body.js';
 import { principalOf } from '../auth.js';

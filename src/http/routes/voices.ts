@@ -4,7 +4,7 @@
 import type { RequestHandler } from 'express';
 import { z } from 'zod';
 import { principalOf } from '../auth.js';
-import { ApiError, invalidParam } from '../errors.js';
+import { ApiError, invalidParam } from '../../errors.js';
 import { multipartForm, multipartOf, type MultipartLimits } from '../multipart.js';
 import { text } from '../../zod-text.js';
 import { AUDIO_CONTENT_TYPES, SNIFF_BYTES, sniffAudio, type AudioFormat } from '../../media/audio-sniff.js';

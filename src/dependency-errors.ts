@@ -1,5 +1,5 @@
 // What a request that needs PostgreSQL or Temporal answers while either is unreachable: 503 with the
-// error shape and Retry-After (contract.md 6), never a 500. Recognises the errors pg and the Temporal
+// error shape and Retry-After, never a 500. Recognises the errors pg and the Temporal
 // client raise when the server is down, restarting or unreachable.
 import { ServiceError } from '@temporalio/client';
 
