@@ -1,50 +1,10 @@
-// API representations: internal records (micro-euros, storage keys) to the public JSON of contract.md 4.
-// Video URLs are signed here, when the API answers, by whichever DownloadUrlSigner the storage has.
+// API representations of the catalog: models, their prices and limits, as /v2/models answers them. (A
+// job's representation is src/video-jobs/present.ts: webhook events carry it too.)
 import { microEurToEur } from '../money.js';
-import type { DownloadUrlSigner } from '../storage/signed-urls.js';
-import type { VideoJobState } from '../../workflows/messages.js';
 import type { PricePerSecond, SpeechModel, VideoBackend, VideoModel, VideoModelAlias } from '../catalog.js';
 import { IMAGE_MAX_BYTES } from './schemas.js';
 import { SIM_PRESET_VOICES } from '../providers/voice/simulator.js';
 import { ELEVENLABS_PRESET_VOICES } from '../providers/voice/elevenlabs.js';
-
-const seconds = (ms: number) => Math.floor(ms / 1000);
-
-export async function presentVideoJob(job: VideoJobState, urls: DownloadUrlSigner, baseUrl: string) {
-  const status = job.status === 'succeeded' || job.status === 'failed' ? job.status : 'pending';
-  const videos =
-    status === 'succeeded'
-      ? await Promise.all(
-          job.videos.map(async (v) => {
-            const signed = await urls.downloadUrl(v.storage_key, baseUrl);
-            return { url: signed.url, expires_at: signed.expires_at, content_type: v.content_type };
-          }),
-        )
-      : [];
-  return {
-    id: job.job_id,
-    object: 'video.generation_job' as const,
-    status,
-    model: job.model,
-    created: seconds(job.created_at_ms),
-    completed: job.completed_at_ms === null ? null : seconds(job.completed_at_ms),
-    params: {
-      durationSeconds: job.params.durationSeconds,
-      resolution: job.params.resolution,
-      aspectRatio: job.params.aspectRatio,
-      n: job.params.n,
-    },
-    estimated_cost_in_euro: microEurToEur(job.estimated_cost_micro_eur),
-    cost_in_euro: job.cost_micro_eur === null ? null : microEurToEur(job.cost_micro_eur),
-    refunded_in_euro: microEurToEur(job.refunded_micro_eur),
-    videos,
-    error: status === 'failed' ? job.error : null,
-    // Which backend ran the job (null until one accepted it), and the provider's progress while it runs.
-    backend: job.backend ?? null,
-    progress: status === 'succeeded' ? 100 : (job.progress ?? null),
-    queue_position: status === 'pending' ? (job.queue_position ?? null) : null,
-  };
-}
 
 const eurTable = (table: PricePerSecond) => Object.fromEntries(Object.entries(table).map(([res, micro]) => [res, microEurToEur(micro)]));
 

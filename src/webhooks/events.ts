@@ -5,7 +5,7 @@
 // deliveries are started after the commit (./dispatch.ts).
 import type { Tx } from '../db/pool.js';
 import { uuidForKey } from '../ids.js';
-import { presentVideoJob } from '../http/presenters.js';
+import { presentVideoJob } from '../video-jobs/present.js';
 import type { DownloadUrlSigner } from '../storage/signed-urls.js';
 import type { VideoJobState } from '../../workflows/messages.js';
 import { WEBHOOK_EVENT_TYPES, type WebhookEventType } from './event-types.js';

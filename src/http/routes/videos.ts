@@ -10,7 +10,7 @@ import { fromZodError } from '../../errors.js';
 import type { VideoJobLifecycle } from '../../video-jobs/lifecycle.js';
 import { JSON_BODY_LIMIT_BYTES, jsonBodyParser } from '../json-body.js';
 import { principalOf } from '../auth.js';
-import { presentVideoJob } from '../presenters.js';
+import { presentVideoJob } from '../../video-jobs/present.js';
 import type { VideoJobsService } from '../../video-jobs/service.js';
 import type { DownloadUrlSigner } from '../../storage/signed-urls.js';
 import { baseUrlOf } from '../base-url.js';
