@@ -3,7 +3,10 @@
 // and TEMPORAL_ADDRESS name running servers (src/main.ts).
 import { loadConfig } from '../src/config.js';
 import { createLogger } from '../src/logger.js';
-import { loadSecrets, openDatabase, startApi, startWorker } from '../src/runtime.js';
+import { loadSecrets } from '../src/runtime/secrets.js';
+import { openDatabase } from '../src/runtime/database.js';
+import { startApi } from '../src/runtime/api.js';
+import { startWorker } from '../src/runtime/worker.js';
 import { deleteReconcileSchedule } from '../src/temporal/reconcile-schedule.js';
 import type { RunningSubject } from './subject.js';
 

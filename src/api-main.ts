@@ -2,7 +2,9 @@
 // (TEMPORAL_ADDRESS) and PostgreSQL (DATABASE_URL).
 import { ConfigError, loadConfig } from './config.js';
 import { createLogger } from './logger.js';
-import { loadSecrets, openDatabase, startApi } from './runtime.js';
+import { loadSecrets } from './runtime/secrets.js';
+import { openDatabase } from './runtime/database.js';
+import { startApi } from './runtime/api.js';
 import { runMain } from './process-lifecycle.js';
 
 runMain('api', async () => {

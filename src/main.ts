@@ -7,7 +7,10 @@ import { loadConfig } from './config.js';
 import { createLogger } from './logger.js';
 import { startEmbeddedPostgres } from './db/embedded.js';
 import { resolveTemporalCli, startDevServer } from './temporal/dev-server.js';
-import { loadSecrets, openDatabase, redactUrl, startApi, startWorker } from './runtime.js';
+import { loadSecrets } from './runtime/secrets.js';
+import { openDatabase, redactUrl } from './runtime/database.js';
+import { startApi } from './runtime/api.js';
+import { startWorker } from './runtime/worker.js';
 import { runMain } from './process-lifecycle.js';
 
 runMain('video-voice-api', async () => {

@@ -2,7 +2,8 @@
 // Temporal (TEMPORAL_ADDRESS) and PostgreSQL (DATABASE_URL).
 import { ConfigError, loadConfig } from './config.js';
 import { createLogger } from './logger.js';
-import { openDatabase, startWorker } from './runtime.js';
+import { openDatabase } from './runtime/database.js';
+import { startWorker } from './runtime/worker.js';
 import { runMain } from './process-lifecycle.js';
 import { startMetricsServer } from './metrics.js';
 

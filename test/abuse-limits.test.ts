@@ -22,7 +22,8 @@ import { createWorkspace } from '../src/services/workspaces.js';
 import { jobIdForIdempotencyKey } from '../src/video-jobs/service.js';
 import { createReconcilerActivities, PENDING_PAGE_SIZE, type ReconcileReport } from '../activities/reconciler.js';
 import { createLogger } from '../src/logger.js';
-import { startApi, startWorker, type RunningApi, type RunningWorker } from '../src/runtime.js';
+import { startApi, type RunningApi } from '../src/runtime/api.js';
+import { startWorker, type RunningWorker } from '../src/runtime/worker.js';
 import {
   ADMIN_TOKEN,
   assertAuditHolds,

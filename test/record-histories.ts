@@ -15,7 +15,7 @@ import { chargeDirect, directInput, startDirect } from './helpers/direct-start.j
 import { jobIdForIdempotencyKey } from '../src/video-jobs/service.js';
 import { readVideoJob } from '../src/video-jobs/records.js';
 import { recoveryInput } from '../src/video-jobs/recovery.js';
-import { startWorker, type RunningWorker } from '../src/runtime.js';
+import { startWorker, type RunningWorker } from '../src/runtime/worker.js';
 import { createLogger } from '../src/logger.js';
 
 let stack: Stack;

@@ -14,7 +14,7 @@ import type { Readable } from 'node:stream';
 import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
 import { ConfigError, loadConfig } from '../src/config.js';
 import { S3Storage } from '../src/storage/s3.js';
-import { checkStorage } from '../src/runtime.js';
+import { checkStorage } from '../src/runtime/storage.js';
 import { inspectMp4 } from './helpers/mp4.js';
 import { freePort } from './helpers/infra.js';
 import { assertAuditHolds, http as api, infra, newCustomer, simJob, startStack, waitForJob, type Stack } from './helpers/stack.js';

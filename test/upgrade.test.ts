@@ -10,7 +10,7 @@ import path from 'node:path';
 import { bundleWorkflowCode } from '@temporalio/worker';
 import { assertAuditHolds, balanceMicro, http, newCustomer, simJob, startStack, waitForJob, type Stack } from './helpers/stack.js';
 import { HISTORIES_DIR, SUPPORTED_RELEASES } from './helpers/histories.js';
-import { startWorker, type RunningWorker } from '../src/runtime.js';
+import { startWorker, type RunningWorker } from '../src/runtime/worker.js';
 import { createLogger } from '../src/logger.js';
 import { readVideoJob } from '../src/video-jobs/records.js';
 

@@ -19,7 +19,7 @@ export function contentTypeOfKey(key: string): string {
 
 /**
  * Where outputs are kept: LocalStorage (this file) or S3Storage (./s3.ts), chosen by STORAGE_BACKEND
- * in src/runtime.ts. Customers never see keys: the API hands out expiring URLs through a
+ * in src/runtime/storage.ts. Customers never see keys: the API hands out expiring URLs through a
  * DownloadUrlSigner (./signed-urls.ts), which for S3 is the S3Storage itself (presigned GET URLs).
  */
 /**

@@ -1,0 +1,129 @@
+// An API process's parts: the services behind the HTTP API and the server itself.
+import http from 'node:http';
+import type { Logger } from 'pino';
+import { Client } from '@temporalio/client';
+import { ConfigError, type Config } from '../config.js';
+import type { Db } from '../db/pool.js';
+import { VoicesService } from '../services/voices.js';
+import { SpeechService } from '../services/speech.js';
+import { WebhooksService } from '../services/webhooks.js';
+import { VideoJobsService } from '../video-jobs/service.js';
+import { VideoJobLifecycle } from '../video-jobs/lifecycle.js';
+import { createApp } from '../http/app.js';
+import { FfmpegWasm } from '../media/ffmpeg-wasm.js';
+import { VoiceConsentsService } from '../services/voice-consents.js';
+import { connectClient } from '../temporal/client.js';
+import { videoJobWorkflowStates } from '../temporal/workflow-states.js';
+import { checkSearchAttributes } from '../temporal/search-attributes.js';
+import { nudgePollForCallback } from '../video-jobs/operation-polls.js';
+import { Secrets } from './secrets.js';
+import { createStorage, checkStorage, closeStorage, createDownloads } from './storage.js';
+import { createVideoProviders, createVoiceProvider } from './providers.js';
+
+export interface RunningApi {
+  url: string;
+  temporal: Client;
+  close(): Promise<void>;
+}
+
+export async function startApi(opts: {
+  config: Config;
+  db: Db;
+  temporalAddress: string;
+  secrets: Secrets;
+  logger: Logger;
+}): Promise<RunningApi> {
+  const { config } = opts;
+  const storage = createStorage(config);
+  await checkStorage(storage);
+  const voiceProvider = createVoiceProvider(opts.db, config);
+  // The adapters verify their providers' callbacks (POST /v2/provider-callbacks/...).
+  const callbackProviders = createVideoProviders(opts.db, config);
+  const temporal = await connectClient({ address: opts.temporalAddress, namespace: config.temporal.namespace });
+  await checkSearchAttributes(temporal.connection.operatorService, config.temporal.namespace);
+  const jobs = new VideoJobsService({
+    db: opts.db,
+    temporal,
+    taskQueue: config.temporal.taskQueue,
+    simulator: config.simulator,
+    vertex: config.vertex !== null,
+    fal: config.fal !== null,
+    replicate: config.replicate !== null,
+    job_timeout_ms: config.video.jobTimeoutMs,
+    create_timeout_ms: config.video.createTimeoutMs,
+  });
+  const lifecycle = new VideoJobLifecycle({
+    db: opts.db,
+    temporal,
+    storage,
+    recovery: { taskQueue: config.temporal.taskQueue, job_timeout_ms: config.video.jobTimeoutMs },
+  });
+  const voices = new VoicesService({
+    db: opts.db,
+    provider: voiceProvider,
+    temporal,
+    taskQueue: config.temporal.taskQueue,
+    logger: opts.logger,
+    max_voices_per_workspace: config.voiceClonesPerWorkspace,
+  });
+  // FFmpeg (WebAssembly, one worker thread): thumbnails and compressed speech formats.
+  const ffmpeg = new FfmpegWasm();
+  const app = createApp({
+    db: opts.db,
+    ...createDownloads(storage, opts.secrets.urlSigningSecret, config.signedUrlTtlS),
+    jobs,
+    lifecycle,
+    voices,
+    speech: new SpeechService({ db: opts.db, voices, storage, ffmpeg }),
+    ffmpeg,
+    webhooks: new WebhooksService({ db: opts.db, policy: { production: config.production } }),
+    logger: opts.logger,
+    adminToken: opts.secrets.adminToken,
+    simulator: config.simulator,
+    vertex: config.vertex !== null,
+    fal: config.fal !== null,
+    replicate: config.replicate !== null,
+    providerCallbacks: { providerFor: (backend) => callbackProviders.get(backend), nudgeJob: async (job_id, backend) => void (await nudgePollForCallback(opts.db, job_id, backend)) },
+    voiceProvider: config.voiceProvider,
+    publicBaseUrl: config.publicBaseUrl,
+    rateLimitPerMinute: config.rateLimitPerMinute,
+    rateLimitReadsPerMinute: config.rateLimitReadsPerMinute,
+    metricsToken: config.metricsToken,
+    production: config.production,
+    audit: { workflowStates: videoJobWorkflowStates(temporal) },
+    storage,
+    voiceConsents: new VoiceConsentsService({ db: opts.db, storage, required: config.voiceConsentRequired }),
+    ready: async () => {
+      await opts.db.query('SELECT 1');
+      await temporal.connection.withDeadline(Date.now() + 2_000, () =>
+        temporal.workflowService.describeNamespace({ namespace: config.temporal.namespace }),
+      );
+      return true;
+    },
+  });
+  const server = http.createServer(app);
+  // Limits on slow clients: headers within 10 s, a whole request within 60 s.
+  server.headersTimeout = 10_000;
+  server.requestTimeout = 60_000;
+  server.keepAliveTimeout = 5_000;
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', (err: NodeJS.ErrnoException) =>
+      reject(err.code === 'EADDRINUSE' ? new ConfigError(`port ${config.port} is already in use; set PORT to a free port`) : err),
+    );
+    server.listen(config.port, config.host, () => resolve());
+  });
+  const address = server.address();
+  const port = typeof address === 'object' && address ? address.port : config.port;
+  return {
+    url: `http://${config.host}:${port}`,
+    temporal,
+    async close() {
+      await new Promise<void>((r) => {
+        server.close(() => r());
+        server.closeIdleConnections();
+      });
+      await temporal.connection.close();
+      closeStorage(storage);
+    },
+  };
+}
