@@ -123,6 +123,7 @@ export async function startApi(opts: {
         server.closeIdleConnections();
       });
       await temporal.connection.close();
+      await ffmpeg.close();
       closeStorage(storage);
     },
   };
