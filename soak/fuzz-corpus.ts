@@ -121,7 +121,7 @@ export function generateCorpus(seed: number): FuzzCase[] {
     json('unknown_field', CREATE, JSON.stringify({ ...validCreate(), [k]: 1 }));
   }
   json('unknown_field', CREATE, '{"prompt":"p","model":"sim-video-1","__proto__":{"admin":true}}');
-  json('unknown_field', SPEECH, JSON.stringify({ input: 'hello', voice: 'sim-narrator', speed: 2 }));
+  json('unknown_field', SPEECH, JSON.stringify({ input: 'hello', voice: 'sim-narrator', pitch: 2 }));
   json('unknown_field', WEBHOOK, JSON.stringify({ url: 'http://127.0.0.1:1/', secret: 'mine' }));
 
   // Bad base64 images and images that are not what they say.

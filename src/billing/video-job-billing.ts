@@ -1,6 +1,6 @@
 // Video jobs' money: one charge when a create is accepted, at most one refund at settlement.
 //
-// Bounded acceptance (contract.md 6: a create answered with anything but 2xx has charged nothing, now
+// Bounded acceptance (a create answered with anything but 2xx has charged nothing, now
 // or later). Every create is one attempt. The workflow's charge and the API's refusal of an attempt it
 // gave up on both run under the job's advisory lock, and each looks for the other first, so an attempt
 // ends charged or refused, never both. The charge also refuses itself once the attempt's acceptance

@@ -1,4 +1,4 @@
-// The simulated voice provider (contract.md 5): clones instantly and speaks with a real, synthetic
+// The simulated voice provider (what serves voices when no ElevenLabs key is set): clones instantly and speaks with a real, synthetic
 // WAV (or raw PCM) file. Like a remote provider, its state is not in our process: voices live in
 // Postgres (schema `simulator`, which nothing else reads), so they survive a restart of the service.
 //
