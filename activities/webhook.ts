@@ -15,7 +15,7 @@ export interface WebhookActivityDeps {
   /** DNS for delivery targets; the system's by default. */
   webhookResolver?: Resolver;
   logger?: Logger;
-  /** Attempts of one workspace in progress at once across all workers (WEBHOOK_MAX_CONCURRENT_ATTEMPTS_PER_WORKSPACE); unset = 2. */
+  /** Attempts of one workspace in progress at once across all workers (WEBHOOK_MAX_CONCURRENT_ATTEMPTS_PER_WORKSPACE), one per endpoint. */
   webhookAttemptsPerWorkspace?: number;
   /** WEBHOOK_RETRY_INITIAL_MS: the first wait after a failed attempt, doubled per attempt up to an hour. */
   webhookEvents?: { retry_initial_ms: number };
@@ -24,8 +24,13 @@ export interface WebhookActivityDeps {
 type DeliveryStatus = 'succeeded' | 'failed';
 
 const ERROR_MAX_CHARS = 500;
-/** A slot outlives its attempt by at most this (the attempt's own bound is 30 s): a dead worker's slot comes back. */
-const SLOT_LEASE_S = 45;
+/**
+ * A slot outlives its attempt's HTTP request (10 s at most) by at most this much more: a dead worker's
+ * slot comes back within it.
+ */
+const SLOT_LEASE_S = 20;
+/** Attempts of one workspace in progress at once, by default (WEBHOOK_MAX_CONCURRENT_ATTEMPTS_PER_WORKSPACE). */
+export const DEFAULT_ATTEMPTS_PER_WORKSPACE = 4;
 /** How long an attempt deferred for its workspace's slots waits before trying again (plus up to as much jitter). */
 const DEFER_MS = 1_000;
 const RETRY_MAX_INTERVAL_MS = 3_600_000;
@@ -55,22 +60,31 @@ export function createWebhookActivities(deps: WebhookActivityDeps) {
     });
   }
 
-  /** Leases one of the workspace's attempt slots for this delivery; null when all are held by others. */
-  async function leaseSlot(workspace_id: string, delivery_id: string): Promise<number | null> {
-    const r = await deps.db.query<{ slot: number }>(
-      `WITH free AS (
-         SELECT s FROM generate_series(0, $3::int - 1) s
-          WHERE NOT EXISTS (SELECT 1 FROM webhook_attempt_slots t
-                             WHERE t.workspace_id = $1 AND t.slot = s AND t.held_until > now() AND t.delivery_id <> $2)
-          ORDER BY s LIMIT 1)
-       INSERT INTO webhook_attempt_slots (workspace_id, slot, delivery_id, held_until)
-       SELECT $1, s, $2, now() + make_interval(secs => $4) FROM free
-       ON CONFLICT (workspace_id, slot) DO UPDATE SET delivery_id = EXCLUDED.delivery_id, held_until = EXCLUDED.held_until
-        WHERE webhook_attempt_slots.held_until <= now() OR webhook_attempt_slots.delivery_id = EXCLUDED.delivery_id
-       RETURNING slot`,
-      [workspace_id, delivery_id, deps.webhookAttemptsPerWorkspace ?? 2, SLOT_LEASE_S],
-    );
-    return r.rows[0]?.slot ?? null;
+  /**
+   * Leases one of the workspace's attempt slots for this delivery; null when all are held by others, or
+   * when another delivery to the same endpoint holds one (an endpoint takes one slot at a time). Leases of
+   * one workspace are decided one at a time (its advisory lock), so neither bound is passed by a race.
+   */
+  async function leaseSlot(workspace_id: string, endpoint_id: string, delivery_id: string): Promise<number | null> {
+    return inTransaction(deps.db, async (tx) => {
+      await tx.query("SELECT pg_advisory_xact_lock(hashtextextended('webhook_slots:' || $1, 0))", [workspace_id]);
+      const r = await tx.query<{ slot: number }>(
+        `WITH free AS (
+           SELECT s FROM generate_series(0, $3::int - 1) s
+            WHERE NOT EXISTS (SELECT 1 FROM webhook_attempt_slots t
+                               WHERE t.workspace_id = $1 AND t.slot = s AND t.held_until > now() AND t.delivery_id <> $2)
+              AND NOT EXISTS (SELECT 1 FROM webhook_attempt_slots t
+                               WHERE t.workspace_id = $1 AND t.endpoint_id = $5 AND t.held_until > now() AND t.delivery_id <> $2)
+            ORDER BY s LIMIT 1)
+         INSERT INTO webhook_attempt_slots (workspace_id, slot, delivery_id, held_until, endpoint_id)
+         SELECT $1, s, $2, now() + make_interval(secs => $4), $5 FROM free
+         ON CONFLICT (workspace_id, slot) DO UPDATE SET delivery_id = EXCLUDED.delivery_id, held_until = EXCLUDED.held_until, endpoint_id = EXCLUDED.endpoint_id
+          WHERE webhook_attempt_slots.held_until <= now() OR webhook_attempt_slots.delivery_id = EXCLUDED.delivery_id
+         RETURNING slot`,
+        [workspace_id, delivery_id, deps.webhookAttemptsPerWorkspace ?? DEFAULT_ATTEMPTS_PER_WORKSPACE, SLOT_LEASE_S, endpoint_id],
+      );
+      return r.rows[0]?.slot ?? null;
+    });
   }
 
   return {
@@ -103,9 +117,9 @@ export function createWebhookActivities(deps: WebhookActivityDeps) {
         await markFailed(input.delivery_id, 'the endpoint was deleted');
         return 'failed';
       }
-      // Fair per workspace: without one of its slots, this run sends nothing and comes back shortly (not
+      // Fair per workspace and per endpoint: without a slot, this run sends nothing and comes back shortly (not
       // an attempt: nothing is recorded, and the customer's attempt numbers have no gaps).
-      const slot = await leaseSlot(d.workspace_id, input.delivery_id);
+      const slot = await leaseSlot(d.workspace_id, d.endpoint_id, input.delivery_id);
       if (slot === null) {
         throw ApplicationFailure.create({
           message: "the workspace's other deliveries hold all its attempt slots; deferred",

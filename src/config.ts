@@ -86,7 +86,7 @@ const EnvSchema = z.object({
   RATE_LIMIT_READS_PER_MINUTE: intFrom(1, 10_000_000).default(600),
   MAX_PENDING_JOBS_PER_WORKSPACE: intFrom(1, 1_000_000).default(50),
   VOICE_CLONES_PER_WORKSPACE: intFrom(1, 10_000).default(10),
-  WEBHOOK_MAX_CONCURRENT_ATTEMPTS_PER_WORKSPACE: intFrom(1, 1_000).default(2),
+  WEBHOOK_MAX_CONCURRENT_ATTEMPTS_PER_WORKSPACE: intFrom(1, 1_000).default(4),
   SPEECH_AUDIO_RETENTION_MS: intFrom(60_000, 365 * 24 * 3_600_000).default(24 * 3_600_000),
   WEBHOOK_RETRY_INITIAL_MS: intFrom(10, 3_600_000).default(5_000),
   LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error', 'silent']).default('info'),

@@ -601,11 +601,12 @@ describe('webhook deliveries are fair per workspace', () => {
     try {
       const a = await newCustomer(sw, 10);
       const b = await newCustomer(sw, 10);
-      for (const [c, r] of [[a, dead], [b, alive]] as const) {
+      // A: three endpoints that hang (one attempt at a time each); B: one that answers.
+      for (const [c, r] of [[a, dead], [a, dead], [a, dead], [b, alive]] as const) {
         const hook = await api(sw.baseUrl, 'POST', '/v2/webhooks', { token: c.key, json: { url: r.url } });
         assert.equal(hook.status, 201, JSON.stringify(hook.body));
       }
-      // Eight jobs of A whose deliveries hang (each attempt waits out the sender's 10 s timeout).
+      // Eight jobs of A whose 24 deliveries hang (each attempt waits out the sender's 10 s timeout).
       const jobs = await Promise.all(Array.from({ length: 8 }, () => create(sw, a.key, simJob({ delay_ms: 0 }))));
       for (const j of jobs) await waitForJob(sw, a.key, j.body.id);
       await dead.waitFor(2, 10_000);
@@ -616,6 +617,29 @@ describe('webhook deliveries are fair per workspace', () => {
       const finished_ms = done.completed * 1000;
       const [got] = await alive.waitFor(1, 8_000);
       assert.ok(got!.at_ms - finished_ms < 5_000, `B's delivery waited ${got!.at_ms - finished_ms} ms behind A's`);
+    } finally {
+      await dead.close();
+      await alive.close();
+    }
+  });
+
+  test("a workspace's hanging endpoint never delays its other endpoints: an endpoint holds one of its slots at a time", async () => {
+    const dead = await startReceiver({ fallback: 'hang' });
+    const alive = await startReceiver();
+    try {
+      const c = await newCustomer(sw, 10);
+      for (const r of [dead, alive]) {
+        const hook = await api(sw.baseUrl, 'POST', '/v2/webhooks', { token: c.key, json: { url: r.url } });
+        assert.equal(hook.status, 201, JSON.stringify(hook.body));
+      }
+      const jobs = await Promise.all(Array.from({ length: 4 }, () => create(sw, c.key, simJob({ delay_ms: 0 }))));
+      const finished = await Promise.all(jobs.map((j) => waitForJob(sw, c.key, j.body.id)));
+      const received = await alive.waitFor(4, 12_000);
+      const last_ms = Math.max(...received.map((r) => r.at_ms));
+      const first_done_ms = Math.min(...finished.map((j) => j.completed * 1000));
+      assert.ok(last_ms - first_done_ms < 8_000, `the healthy endpoint got its 4 events ${last_ms - first_done_ms} ms after the first job finished`);
+      await new Promise((r) => setTimeout(r, 500));
+      assert.equal(dead.received.length, 1, 'the hanging endpoint holds one attempt at a time');
     } finally {
       await dead.close();
       await alive.close();
