@@ -2,6 +2,7 @@
 // N jobs are pending. Memory is read after a settled garbage collection, every few seconds until it
 // stops moving; the steady value is the median of the last readings. The jobs stay pending (a long simulated
 // generation) and go with the process when it stops.
+import path from 'node:path';
 import os from 'node:os';
 import type { Infra } from '../test/helpers/infra.js';
 import { createPool } from '../src/db/pool.js';
@@ -11,7 +12,7 @@ import { median, runLoad, type LoadResult } from './load.js';
 import { cancelJobs, createJob, pendingJobs, polledJobs, productCustomer, simulatedJob } from './product-api.js';
 import { spawnSubject, type SubjectMemory, type SubjectProcess } from './subject.js';
 import { subjectEnv } from './subject-env.js';
-import { cpuDelta, cpuProbe, type CpuDelta } from './process-cpu.js';
+import { cpuDelta, cpuProbe, waitUntilQuiet, type CpuDelta } from './process-cpu.js';
 import type { Log } from './log.js';
 
 export interface PendingRss {
@@ -52,25 +53,39 @@ const STEADY_WITHIN = 0.03;
 const STEADY_OF_LAST = 3;
 const MAX_READINGS = 15;
 const SUBMIT_TIMEOUT_MS = 15 * 60_000;
+/** The CPU windows, idle and with the jobs pending. */
+const CPU_WINDOW_MS = 30_000;
+/** The longest wait for a quiet machine before a CPU window (pending jobs' own polls keep it a little busy). */
+const QUIET_MAX_MS = 60_000;
 
 /**
  * Memory readings a few seconds apart, until RSS stops moving (freed memory goes back to the system
- * slowly), and the CPU every party spent from the first reading to the last.
+ * slowly); then the CPU every party spends in a window of its own.
  */
 async function readings(subject: SubjectProcess, probe: ReturnType<typeof cpuProbe>): Promise<{ memory: SubjectMemory[]; cpu: CpuWindow | null }> {
   const out: SubjectMemory[] = [];
-  const started_ms = Date.now();
-  const first = probe?.sample(subject.pid);
   for (;;) {
     out.push(await subject.memory());
     const last = out.slice(-STEADY_OF_LAST).map((r) => r.rss_bytes);
     const settled = out.length >= MIN_READINGS && Math.max(...last) - Math.min(...last) <= STEADY_WITHIN * Math.max(...last);
-    if (settled || out.length >= MAX_READINGS) {
-      const cpu = probe && first ? { cpu: cpuDelta(first, probe.sample(subject.pid)), elapsed_ms: Date.now() - started_ms } : null;
-      return { memory: out, cpu };
-    }
+    if (settled || out.length >= MAX_READINGS) return { memory: out, cpu: await cpuWindow(subject, probe) };
     await new Promise((r) => setTimeout(r, READING_EVERY_MS));
   }
+}
+
+/**
+ * The CPU every party spends in CPU_WINDOW_MS, taken apart from the memory readings (each of which
+ * forces garbage collections, work no pending job causes) and once the machine is quiet, or after
+ * QUIET_MAX_MS (work the previous step left behind, such as the warm-up jobs' cancellations or the
+ * creates' last workflow tasks, is not billed to the jobs that wait).
+ */
+async function cpuWindow(subject: SubjectProcess, probe: ReturnType<typeof cpuProbe>): Promise<CpuWindow | null> {
+  if (!probe) return null;
+  await waitUntilQuiet(QUIET_MAX_MS);
+  const started_ms = Date.now();
+  const first = probe.sample(subject.pid);
+  await new Promise((r) => setTimeout(r, CPU_WINDOW_MS));
+  return { cpu: cpuDelta(first, probe.sample(subject.pid)), elapsed_ms: Date.now() - started_ms };
 }
 
 const steady = (rs: SubjectMemory[]) => median(rs.slice(-STEADY_OF_LAST).map((r) => r.rss_bytes));
@@ -78,7 +93,7 @@ const steady = (rs: SubjectMemory[]) => median(rs.slice(-STEADY_OF_LAST).map((r)
 export async function benchPendingRss(infra: Infra, cfg: BenchConfig, log: Log): Promise<PendingRss> {
   const { env, databaseUrl } = await subjectEnv(infra, 'product');
   const db = createPool(databaseUrl, 2);
-  const product = await spawnSubject('product', env);
+  const product = await spawnSubject('product', env, { cpuProfDir: process.env['BENCH_CPU_PROF_DIR'] && path.join(process.env['BENCH_CPU_PROF_DIR'], 'pending') });
   const probe = cpuProbe(infra);
   try {
     const customer = await productCustomer(product.url);

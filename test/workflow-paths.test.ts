@@ -18,7 +18,7 @@ import { jobIdForIdempotencyKey } from '../src/video-jobs/service.js';
 import { chargeDirect, directInput, startDirect } from './helpers/direct-start.js';
 import { settleVideoJob } from '../src/billing/video-job-billing.js';
 import { readVideoJob } from '../src/video-jobs/records.js';
-import { nudgePoll } from '../src/video-jobs/operation-polls.js';
+import { nudgePoll, reschedulePolls } from '../src/video-jobs/operation-polls.js';
 import { ProviderError, type VideoProvider } from '../src/providers/video/types.js';
 
 describe('deadline', () => {
@@ -129,6 +129,49 @@ describe("the workers' poller", () => {
     const left = await stack.db.query('SELECT count(*)::int AS n FROM video_job_polls WHERE job_id = ANY($1::uuid[])', [ids]);
     assert.equal(left.rows[0].n, 0, 'every row goes with its settlement');
     assert.equal(await balanceMicro(stack, c.workspaceId), 5_000_000 - 6 * 200_000);
+    await assertAuditHolds(stack);
+  });
+
+  test("polls rescheduled together in one statement each move their own job's progress, never back", async () => {
+    const c = await newCustomer(stack, 5);
+    const ids: string[] = [];
+    for (let i = 0; i < 2; i++) {
+      const created = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: simJob({ delay_ms: 60_000, videos: 1 }) });
+      assert.equal(created.status, 202, JSON.stringify(created.body));
+      ids.push(created.body.id);
+    }
+    const [a, b] = ids as [string, string];
+    for (let i = 0; ; i++) {
+      const r = await stack.db.query('SELECT count(*)::int AS n FROM video_job_polls WHERE job_id = ANY($1::uuid[])', [ids]);
+      if (r.rows[0].n === 2) break;
+      assert.ok(i < 250, 'the jobs never became rows of the poller');
+      await new Promise((res) => setTimeout(res, 20));
+    }
+    const read = async () =>
+      (await stack.db.query<{ id: string; progress: number | null; queue_position: number | null }>('SELECT id, progress, queue_position FROM video_jobs WHERE id = ANY($1::uuid[])', [ids])).rows.reduce(
+        (m, r) => m.set(r.id, { progress: r.progress, queue_position: r.queue_position }),
+        new Map<string, { progress: number | null; queue_position: number | null }>(),
+      );
+    await reschedulePolls(stack.db, [
+      { job_id: a, wait_ms: 200, interval_ms: 200, failures: 0, progress: 40, queue_position: null },
+      { job_id: b, wait_ms: 200, interval_ms: 200, failures: 0, progress: null, queue_position: 7 },
+    ]);
+    let now = await read();
+    assert.deepEqual(now.get(a), { progress: 40, queue_position: null });
+    assert.deepEqual(now.get(b), { progress: null, queue_position: 7 });
+    await reschedulePolls(stack.db, [
+      { job_id: a, wait_ms: 200, interval_ms: 200, failures: 0, progress: 25, queue_position: null },
+      { job_id: b, wait_ms: 200, interval_ms: 200, failures: 0, progress: 10, queue_position: 3 },
+    ]);
+    now = await read();
+    assert.deepEqual(now.get(a), { progress: 40, queue_position: null }, 'progress never goes back');
+    assert.deepEqual(now.get(b), { progress: 10, queue_position: 3 });
+    for (const id of ids) {
+      const cancelled = await http(stack.baseUrl, 'POST', `/v2/videos/generations/${id}/cancel`, { token: c.key });
+      assert.equal(cancelled.status, 200, JSON.stringify(cancelled.body));
+    }
+    for (const id of ids) assert.equal((await waitForJob(stack, c.key, id)).status, 'failed');
+    assert.equal(await balanceMicro(stack, c.workspaceId), 5_000_000);
     await assertAuditHolds(stack);
   });
 });

@@ -5,10 +5,13 @@ import { prepared, type Db } from '../db/pool.js';
 /** Rows each operation's count is spread over, so concurrent calls do not queue on one row's lock (at most 64). */
 export const PROVIDER_CALL_SHARDS = 16;
 
-/** Counts one call of the operation in parameter `param` (such as "$1"), on a shard picked by the database. */
-export const countProviderCallSql = (param: `$${number}`): string =>
-  `INSERT INTO simulator.provider_calls (operation, shard, calls) VALUES (${param}, floor(random() * ${PROVIDER_CALL_SHARDS})::smallint, 1)
-   ON CONFLICT (operation, shard) DO UPDATE SET calls = simulator.provider_calls.calls + 1`;
+/**
+ * Counts calls of the operation in parameter `param` (such as "$1"), on a shard picked by the database:
+ * one call, or as many as parameter `calls` holds.
+ */
+export const countProviderCallSql = (param: `$${number}`, calls: `$${number}` | 1 = 1): string =>
+  `INSERT INTO simulator.provider_calls (operation, shard, calls) VALUES (${param}, floor(random() * ${PROVIDER_CALL_SHARDS})::smallint, ${calls === 1 ? '1' : `${calls}::bigint`})
+   ON CONFLICT (operation, shard) DO UPDATE SET calls = simulator.provider_calls.calls + EXCLUDED.calls`;
 
 /** Counts one call of `operation` ($1). */
 export const COUNT_PROVIDER_CALL = prepared('simulator-count-call', countProviderCallSql('$1'));

@@ -74,28 +74,54 @@ export async function claimDuePolls(db: Db, limit: number, lease_ms: number): Pr
   return (await db.query<DuePoll>({ ...CLAIM, values: [limit, lease_ms] })).rows;
 }
 
+/** A row's next poll after one that found the operation running (or failed in passing). */
+export interface PollReschedule {
+  job_id: string;
+  /** The next poll is due after this long. */
+  wait_ms: number;
+  interval_ms: number;
+  failures: number;
+  progress?: number | null | undefined;
+  queue_position?: number | null | undefined;
+}
+
 /**
- * After a poll that found the operation running: the next poll after `wait_ms`, the interval grown, the
- * failure count set, and the job's progress moved forward (never back) where the provider gave it.
+ * Reschedules many rows in one statement: each row's next poll after its `wait_ms`, its interval and
+ * failure count set, and its job's progress moved forward (never back) where the provider gave it.
  */
 const RESCHEDULE = prepared(
   'video-job-polls-reschedule',
-  `WITH progress AS (
-     UPDATE video_jobs SET progress = GREATEST(progress, $5::smallint), queue_position = LEAST(queue_position, $6::integer)
-      WHERE id = $1 AND ($5::smallint IS NOT NULL OR $6::integer IS NOT NULL)
-        AND (progress IS DISTINCT FROM GREATEST(progress, $5::smallint) OR queue_position IS DISTINCT FROM LEAST(queue_position, $6::integer)))
-   UPDATE video_job_polls SET next_poll_at = now() + make_interval(secs => $2::float8 / 1000), interval_ms = $3, failures = $4
-   WHERE job_id = $1`,
+  `WITH v AS (
+     SELECT * FROM unnest($1::uuid[], $2::float8[], $3::integer[], $4::integer[], $5::smallint[], $6::integer[])
+       AS v(job_id, wait_ms, interval_ms, failures, progress, queue_position)),
+   progress AS (
+     UPDATE video_jobs j SET progress = GREATEST(j.progress, v.progress), queue_position = LEAST(j.queue_position, v.queue_position)
+       FROM v
+      WHERE j.id = v.job_id AND (v.progress IS NOT NULL OR v.queue_position IS NOT NULL)
+        AND (j.progress IS DISTINCT FROM GREATEST(j.progress, v.progress) OR j.queue_position IS DISTINCT FROM LEAST(j.queue_position, v.queue_position)))
+   UPDATE video_job_polls p SET next_poll_at = now() + make_interval(secs => v.wait_ms / 1000), interval_ms = v.interval_ms, failures = v.failures
+     FROM v WHERE p.job_id = v.job_id`,
 );
 
-export async function reschedulePoll(
-  db: Db,
-  job_id: string,
-  r: { wait_ms: number; interval_ms: number; failures: number; progress?: number | null | undefined; queue_position?: number | null | undefined },
-): Promise<void> {
-  const progress = r.progress === null || r.progress === undefined ? null : Math.min(Math.max(Math.round(r.progress), 0), 100);
-  const queue_position = r.queue_position === null || r.queue_position === undefined ? null : Math.max(Math.round(r.queue_position), 0);
-  await db.query({ ...RESCHEDULE, values: [job_id, r.wait_ms, r.interval_ms, r.failures, progress, queue_position] });
+/** The most rows one reschedule statement carries. */
+export const RESCHEDULE_MAX_ROWS = 500;
+
+export async function reschedulePolls(db: Db, rows: readonly PollReschedule[]): Promise<void> {
+  if (rows.length === 0) return;
+  if (rows.length > RESCHEDULE_MAX_ROWS) throw new Error(`at most ${RESCHEDULE_MAX_ROWS} rows per reschedule, got ${rows.length}`);
+  const progress = (p: number | null | undefined) => (p === null || p === undefined ? null : Math.min(Math.max(Math.round(p), 0), 100));
+  const position = (q: number | null | undefined) => (q === null || q === undefined ? null : Math.max(Math.round(q), 0));
+  await db.query({
+    ...RESCHEDULE,
+    values: [
+      rows.map((r) => r.job_id),
+      rows.map((r) => r.wait_ms),
+      rows.map((r) => r.interval_ms),
+      rows.map((r) => r.failures),
+      rows.map((r) => progress(r.progress)),
+      rows.map((r) => position(r.queue_position)),
+    ],
+  });
 }
 
 const SIGNALLED = prepared(

@@ -6,6 +6,7 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { createHash, randomUUID } from 'node:crypto';
+import DataLoader from 'dataloader';
 import { z } from 'zod';
 import { text } from '../../zod-text.js';
 import type { Db } from '../../db/pool.js';
@@ -68,19 +69,46 @@ const INSERT_OPERATION_COUNTED = prepared(
    INSERT INTO simulator.video_operations (id, request_id, model, request) VALUES ($1, $2, $3, $4)
    ON CONFLICT (request_id) DO UPDATE SET request_id = EXCLUDED.request_id RETURNING id`,
 );
-const SELECT_OPERATION = `SELECT request, (extract(epoch FROM clock_timestamp() - submitted_at) * 1000)::float8 AS elapsed_ms, cancelled_at IS NOT NULL AS cancelled
-  FROM simulator.video_operations WHERE id = $1`;
-const LOAD = prepared('simulator-load-operation', SELECT_OPERATION);
-/** LOAD, counting the call ($2) in the same statement. */
-const LOAD_COUNTED = prepared('simulator-load-operation-counted', `WITH counted AS (${countProviderCallSql('$2')}) ${SELECT_OPERATION}`);
+const OPERATION_COLUMNS = `id, request, (extract(epoch FROM clock_timestamp() - submitted_at) * 1000)::float8 AS elapsed_ms, cancelled_at IS NOT NULL AS cancelled`;
+const LOAD = prepared('simulator-load-operation', `SELECT ${OPERATION_COLUMNS} FROM simulator.video_operations WHERE id = $1`);
+/** The operations of many polls ($1), each counted as a call (of operation $2) in the same statement. */
+const LOAD_POLLED = prepared(
+  'simulator-load-polled-operations',
+  `WITH counted AS (${countProviderCallSql('$2', '$3')})
+   SELECT ${OPERATION_COLUMNS} FROM simulator.video_operations WHERE id = ANY($1::text[])`,
+);
+/** The most polls answered by one query. */
+const POLL_BATCH_MAX = 500;
+
+interface StoredOperation {
+  id: string;
+  request: StoredRequest;
+  elapsed_ms: number;
+  cancelled: boolean;
+}
 
 export class SimulatedVideoProvider implements VideoProvider {
   readonly name = 'simulator';
+  /**
+   * Polls made together (a poller's claim of due jobs) are answered by one query, as a provider's batch
+   * endpoint would: many pending jobs cost a query per round of polls, not one each.
+   */
+  private readonly polled: DataLoader<string, StoredOperation | undefined>;
+
   constructor(
     private readonly db: Db,
     /** Whether the model's requests may steer the outcome (sim-video-1); reference models always succeed. */
     private readonly honoursSimulate: (model: string) => boolean,
-  ) {}
+  ) {
+    this.polled = new DataLoader(
+      async (ids) => {
+        const r = await db.query<StoredOperation>({ ...LOAD_POLLED, values: [ids, 'video_poll', ids.length] });
+        const byId = new Map(r.rows.map((row) => [row.id, row]));
+        return ids.map((id) => byId.get(id));
+      },
+      { cache: false, maxBatchSize: POLL_BATCH_MAX },
+    );
+  }
 
   async submit(req: VideoSubmission): Promise<{ operation_id: string }> {
     // Every call received is counted: a refused one on its own, an accepted one with its operation.
@@ -106,7 +134,8 @@ export class SimulatedVideoProvider implements VideoProvider {
   }
 
   async poll(operation_id: string): Promise<VideoOperationStatus> {
-    const op = await this.load(operation_id, 'video_poll');
+    const op = await this.polled.load(operation_id);
+    if (!op) throw new ProviderError(`operation ${operation_id} not found`, { code: 'not_found', retryable: false });
     const s = op.request.simulate;
     if (op.cancelled) return { state: 'failed', code: 'cancelled', message: 'the operation was cancelled' };
     if (op.elapsed_ms < s.delay_ms) return { state: 'running' };
@@ -137,11 +166,8 @@ export class SimulatedVideoProvider implements VideoProvider {
     return fs.readFile(path.join(ASSETS_DIR, `${aspect}-${clipSecondsFor(op.request.durationSeconds)}s.mp4`));
   }
 
-  /** The stored operation; `counted`, when given, is counted as a call in the same statement. */
-  private async load(operation_id: string, counted?: 'video_poll'): Promise<{ request: StoredRequest; elapsed_ms: number; cancelled: boolean }> {
-    const r = await this.db.query<{ request: StoredRequest; elapsed_ms: number; cancelled: boolean }>(
-      counted ? { ...LOAD_COUNTED, values: [operation_id, counted] } : { ...LOAD, values: [operation_id] },
-    );
+  private async load(operation_id: string): Promise<StoredOperation> {
+    const r = await this.db.query<StoredOperation>({ ...LOAD, values: [operation_id] });
     if (!r.rows[0]) throw new ProviderError(`operation ${operation_id} not found`, { code: 'not_found', retryable: false });
     return r.rows[0];
   }
