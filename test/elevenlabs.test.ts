@@ -2,10 +2,13 @@
 // API (test/fakes/elevenlabs-fake.ts), which reproduces its documented wire format:
 //   - contract: what the adapter sends for each request (method, path, query, headers, key, body or
 //     multipart parts) and how it handles every documented answer: success, 4xx, 429 with and
-//     without Retry-After, 5xx, timeouts, malformed JSON, resets, redirects;
+//     without Retry-After, 5xx, timeouts, malformed JSON, resets, redirects; the streamed speech's
+//     chunks, and its body cut or stalled midway;
 //   - configuration: the key is required with VOICE_PROVIDER=elevenlabs and never serialised;
 //   - end to end: a voice cloned, spoken with and deleted through the HTTP API, the ledger and the
-//     durable deletion workflow (which retries a failed DELETE), with the key in no log line.
+//     durable deletion workflow (which retries a failed DELETE), with the key in no log line; speech
+//     streamed from the stream endpoint, refused before its first byte, and cut midway, and the money
+//     of each.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ConfigError, loadConfig } from '../src/config.js';
@@ -13,13 +16,14 @@ import { createVoiceProvider } from '../src/runtime/providers.js';
 import { encodeWav, SIM_PCM_CONTENT_TYPE } from '../src/providers/voice/simulator.js';
 import {
   ELEVENLABS_PRESET_VOICES,
+  ELEVENLABS_SAMPLE_RATE_HZ,
   ElevenLabsError,
   ElevenLabsVoiceProvider,
   parseRetryAfter,
   type ElevenLabsOperation,
 } from '../src/providers/voice/elevenlabs.js';
 import { VoiceProviderError, type VoiceSample } from '../src/providers/voice/types.js';
-import { fakeSpeechPcm, startElevenLabsFake, type ElevenLabsFake, type FakeRoute } from './fakes/elevenlabs-fake.js';
+import { fakeSpeechPcm, startElevenLabsFake, STREAM_CHUNK_BYTES, type ElevenLabsFake, type FakeRoute } from './fakes/elevenlabs-fake.js';
 import { assertAuditHolds, balanceMicro, http, newCustomer, startStack, type Stack } from './helpers/stack.js';
 import { voiceDeletionWorkflowId } from '../workflows/voice-deletion.js';
 
@@ -53,6 +57,13 @@ async function providerError(p: Promise<unknown>, kind: 'rejected' | 'unavailabl
   return err;
 }
 
+/** Every chunk of a streamed synthesis, in order. */
+async function drain(chunks: AsyncIterable<Buffer>): Promise<Buffer[]> {
+  const out: Buffer[] = [];
+  for await (const chunk of chunks) out.push(chunk);
+  return out;
+}
+
 function parseWav(b: Buffer) {
   assert.equal(b.toString('ascii', 0, 4), 'RIFF');
   assert.equal(b.readUInt32LE(4), b.length - 8);
@@ -81,15 +92,18 @@ describe('ElevenLabs adapter contract', () => {
 
   const lastRequest = () => fake.requests.at(-1)!;
   const clone = () => el.cloneVoice({ name: 'contract voice', samples: [wavSample()] });
-  const call: Record<ElevenLabsOperation, () => Promise<unknown>> = {
+  // `stream`: the streamed synthesis, which answers every failure before its first chunk as `speech` does.
+  const call: Record<ElevenLabsOperation | 'stream', () => Promise<unknown>> = {
     clone,
     delete: () => el.deleteVoice('someVoiceId000000000'),
     speech: () => el.synthesize({ model: 'eleven-multilingual-v2', voice_id: ELEVENLABS_PRESET_VOICES[0], text: 'hello', format: 'wav' }),
+    stream: () => drain(el.synthesizeStream({ model: 'eleven-multilingual-v2', voice_id: ELEVENLABS_PRESET_VOICES[0], text: 'hello' })),
   };
-  const ROUTES: [ElevenLabsOperation, FakeRoute][] = [
+  const ROUTES: [ElevenLabsOperation | 'stream', FakeRoute][] = [
     ['clone', 'clone'],
     ['delete', 'delete'],
     ['speech', 'speech'],
+    ['stream', 'stream'],
   ];
 
   test('name and provider identity; preset voices are the default voices', () => {
@@ -190,6 +204,51 @@ describe('ElevenLabs adapter contract', () => {
     assert.ok(preset.audio.equals(fakeSpeechPcm('JBFqnCBsd6RMkjVDRZzb', 'hi', 22_050)));
   });
 
+  test('stream: POST /v1/text-to-speech/{id}/stream?output_format=pcm_22050, the same JSON; the PCM in chunks of whole samples as they come', async () => {
+    assert.equal(el.pcm_rate_hz, ELEVENLABS_SAMPLE_RATE_HZ);
+    const { voice_id } = await clone();
+    const text = 'Streamed while it is made: ünïcödé 🎙.'.repeat(3);
+    const chunks = await drain(el.synthesizeStream({ model: 'eleven-multilingual-v2', voice_id, text }));
+    const r = lastRequest();
+    assert.equal(r.route, 'stream');
+    assert.equal(r.method, 'POST');
+    assert.equal(r.path, `/v1/text-to-speech/${voice_id}/stream`);
+    assert.deepEqual(r.query, { output_format: 'pcm_22050' });
+    assert.equal(r.headers['xi-api-key'], KEY);
+    assert.equal(r.headers['content-type'], 'application/json');
+    assert.deepEqual(r.json, { text, model_id: 'eleven_multilingual_v2' });
+    const pcm = fakeSpeechPcm(voice_id, text, 22_050);
+    assert.ok(pcm.length > 4 * STREAM_CHUNK_BYTES);
+    assert.ok(chunks.length > 4, `${chunks.length} chunks`);
+    // The fake's chunks split samples (an odd size); the adapter's never do.
+    assert.deepEqual(chunks.filter((c) => c.length === 0 || c.length % 2 !== 0), []);
+    assert.ok(Buffer.concat(chunks).equals(pcm), 'the provider PCM, unchanged');
+  });
+
+  test('stream: a body cut midway or stalled past the time limit is `unavailable`, after the chunks already handed out', async () => {
+    const text = 'A long sentence that will not be heard to its end.';
+    const pcm = fakeSpeechPcm(ELEVENLABS_PRESET_VOICES[0], text, 22_050);
+    for (const fault of [{ cutAfterBytes: 2 * STREAM_CHUNK_BYTES + 1 }, { stallAfterBytes: 2 * STREAM_CHUNK_BYTES + 1 }]) {
+      fake.fail('stream', fault);
+      const got: Buffer[] = [];
+      const started = Date.now();
+      const err = await providerError(
+        (async () => {
+          for await (const chunk of el.synthesizeStream({ model: 'm', voice_id: ELEVENLABS_PRESET_VOICES[0], text })) got.push(chunk);
+        })(),
+        'unavailable',
+      );
+      if ('cutAfterBytes' in fault) assert.match(err.message, /^ElevenLabs broke off the text to speech stream after \d+ bytes: /);
+      else {
+        assert.match(err.message, /did not complete the text to speech within 1 s$/);
+        assert.ok(Date.now() - started < TIMEOUT_MS * 2.5, 'abandoned on time');
+      }
+      const heard = Buffer.concat(got);
+      assert.ok(heard.length > 0 && heard.length <= 2 * STREAM_CHUNK_BYTES + 1, `${heard.length} bytes handed out`);
+      assert.ok(pcm.subarray(0, heard.length).equals(heard), 'what was handed out is the start of the speech');
+    }
+  });
+
   test('speech: the voice id is one path segment, escaped; an unknown voice is the provider 404, rejected with its message', async () => {
     const err = await providerError(el.synthesize({ model: 'm', voice_id: 'a/b c?d', text: 'hi', format: 'wav' }), 'rejected');
     assert.equal(lastRequest().path, '/v1/text-to-speech/a%2Fb%20c%3Fd');
@@ -229,8 +288,12 @@ describe('ElevenLabs adapter contract', () => {
     let err401Account: string | undefined;
     const wrongKey = 'xi-wrong-key-SECRET-9876543210';
     const wrong = new ElevenLabsVoiceProvider({ apiKey: wrongKey, baseUrl: fake.url });
-    for (const op of ['clone', 'delete', 'speech'] as const) {
-      const p = op === 'clone' ? wrong.cloneVoice({ name: 'v', samples: [wavSample()] }) : op === 'delete' ? wrong.deleteVoice('x') : wrong.synthesize({ model: 'm', voice_id: 'JBFqnCBsd6RMkjVDRZzb', text: 'hi', format: 'wav' });
+    for (const op of ['clone', 'delete', 'speech', 'stream'] as const) {
+      const p =
+        op === 'clone' ? wrong.cloneVoice({ name: 'v', samples: [wavSample()] })
+        : op === 'delete' ? wrong.deleteVoice('x')
+        : op === 'speech' ? wrong.synthesize({ model: 'm', voice_id: 'JBFqnCBsd6RMkjVDRZzb', text: 'hi', format: 'wav' })
+        : drain(wrong.synthesizeStream({ model: 'm', voice_id: 'JBFqnCBsd6RMkjVDRZzb', text: 'hi' }));
       const err = await providerError(p, 'unavailable', wrongKey);
       assert.equal(err.message, "the voice provider refused the service's credentials (HTTP 401); an operator must check ELEVENLABS_API_KEY");
       assert.deepEqual(err.details, { status: 401, code: 'invalid_api_key' });
@@ -322,6 +385,8 @@ describe('ElevenLabs adapter contract', () => {
     assert.match((await providerError(call.delete(), 'unavailable')).message, /voice deletion .*unexpected body/);
     fake.fail('speech', { status: 200, body: { detail: { status: 'ok' } } });
     assert.match((await providerError(call.speech(), 'unavailable')).message, /JSON instead of audio/);
+    fake.fail('stream', { status: 200, body: { detail: { status: 'ok' } } });
+    assert.match((await providerError(call.stream(), 'unavailable')).message, /JSON instead of audio/);
   });
 
   test('a reset connection, a closed port and a redirect are `unavailable`; a redirect is not followed', async () => {
@@ -554,6 +619,153 @@ describe('ElevenLabs end to end: the HTTP API, the ledger and the deletion workf
     assert.equal(r.body.error.code, 'provider_unavailable');
     assert.ok(r.headers.get('retry-after'));
     assert.equal(await balanceMicro(stack, c.workspaceId), 1_000_000);
+    await assertAuditHolds(stack);
+  });
+
+  /** A streamed speech request: its bytes as they arrived, and the error that cut the body, if any. */
+  async function speakStreamed(key: string, path: '/v2/audio/speech' | '/v1/audio/speech', json: unknown) {
+    const res = await fetch(`${stack.baseUrl}${path}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify(json),
+    });
+    const parts: Buffer[] = [];
+    let cut: unknown = null;
+    const reader = res.body!.getReader();
+    try {
+      for (let r = await reader.read(); !r.done; r = await reader.read()) parts.push(Buffer.from(r.value));
+    } catch (err) {
+      cut = err;
+    }
+    const bytes = Buffer.concat(parts);
+    const isJson = (res.headers.get('content-type') ?? '').includes('application/json');
+    return { status: res.status, headers: res.headers, parts, bytes, cut, body: isJson ? JSON.parse(bytes.toString()) : null };
+  }
+
+  const sseEvents = (bytes: Buffer) =>
+    bytes
+      .toString()
+      .split('\n\n')
+      .filter(Boolean)
+      .map((e) => JSON.parse(e.replace(/^data: /, '')));
+
+  const speechStatuses = async (workspaceId: string) =>
+    (await stack.db.query<{ status: string }>('SELECT status FROM speech_requests WHERE workspace_id = $1 ORDER BY created_at', [workspaceId])).rows.map((r) => r.status);
+
+  async function waitFor(check: () => Promise<boolean>, timeout_ms = 10_000) {
+    const until = Date.now() + timeout_ms;
+    while (!(await check())) {
+      if (Date.now() > until) throw new Error('timed out waiting');
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+
+  test("streamed speech comes from ElevenLabs' stream endpoint chunk by chunk: the provider's audio, charged once when it finished", async () => {
+    const c = await newCustomer(stack, 5);
+    const voice = 'JBFqnCBsd6RMkjVDRZzb';
+    const input = 'Streamed from ElevenLabs while it speaks. '.repeat(8); // 336 characters, ~185 chunks of the fake
+    const pcm = fakeSpeechPcm(voice, input, 22_050);
+    const speechCalls = fake.requestsTo('speech').length;
+
+    // /v2, the audio bytes themselves: the first arrive while ElevenLabs still speaks, the money still held.
+    const res = await fetch(`${stack.baseUrl}/v2/audio/speech`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${c.key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ input, voice, response_format: 'pcm', stream_format: 'audio' }),
+    });
+    assert.equal(res.status, 200);
+    assert.equal(res.headers.get('content-type'), SIM_PCM_CONTENT_TYPE);
+    const cost = input.length * 300; // 0.30 EUR per 1,000 characters
+    assert.equal(res.headers.get('x-cost-in-euro'), String(cost / 1e6));
+    const reader = res.body!.getReader();
+    const first = await reader.read();
+    assert.ok(!first.done && first.value.length > 0);
+    assert.deepEqual(await speechStatuses(c.workspaceId), ['held']);
+    const parts = [Buffer.from(first.value)];
+    for (let r = await reader.read(); !r.done; r = await reader.read()) parts.push(Buffer.from(r.value));
+    assert.ok(parts.length > 1, `arrived in ${parts.length} parts`);
+    assert.ok(Buffer.concat(parts).equals(pcm), "the fake's audio, byte for byte");
+    const request = fake.requestsTo('stream').at(-1)!;
+    assert.equal(request.path, `/v1/text-to-speech/${voice}/stream`);
+    assert.deepEqual(request.query, { output_format: 'pcm_22050' });
+    assert.deepEqual(request.json, { text: input, model_id: 'eleven_multilingual_v2' });
+    assert.equal(request.headers['xi-api-key'], E2E_KEY);
+    assert.equal(fake.requestsTo('speech').length, speechCalls, 'not the whole-file endpoint');
+    await waitFor(async () => (await speechStatuses(c.workspaceId)).join() === 'delivered');
+    assert.equal(await balanceMicro(stack, c.workspaceId), 5_000_000 - cost);
+
+    // /v1, server-sent events: the deltas are the fake's audio; charged once more, for this request.
+    const sse = await speakStreamed(c.key, '/v1/audio/speech', { model: 'eleven-multilingual-v2', input, voice, response_format: 'pcm', stream_format: 'sse' });
+    assert.equal(sse.status, 200);
+    assert.equal(sse.cut, null);
+    const events = sseEvents(sse.bytes);
+    const deltas = events.filter((e) => e.type === 'speech.audio.delta');
+    assert.ok(deltas.length > 1, `${deltas.length} deltas`);
+    assert.ok(Buffer.concat(deltas.map((d) => Buffer.from(d.audio, 'base64'))).equals(pcm));
+    assert.deepEqual(events.at(-1), { type: 'speech.audio.done', usage: { input_tokens: input.length, output_tokens: 0, total_tokens: input.length } });
+    await waitFor(async () => (await speechStatuses(c.workspaceId)).join() === 'delivered,delivered');
+    assert.equal(await balanceMicro(stack, c.workspaceId), 5_000_000 - 2 * cost);
+    await assertAuditHolds(stack);
+  });
+
+  test('ElevenLabs refusing a stream before its first byte: the error in our shape, nothing charged', async () => {
+    const c = await newCustomer(stack, 1);
+    const body = { input: 'never spoken', voice: 'JBFqnCBsd6RMkjVDRZzb', response_format: 'pcm', stream_format: 'audio' };
+
+    fake.fail('stream', { status: 429, headers: { 'retry-after': '3' }, body: { detail: { status: 'too_many_concurrent_requests', message: 'Too many concurrent requests.' } } });
+    const limited = await speakStreamed(c.key, '/v2/audio/speech', body);
+    assert.equal(limited.status, 503, limited.bytes.toString());
+    assert.deepEqual(limited.body, {
+      error: { type: 'provider_error', code: 'provider_unavailable', message: 'the voice provider could not be reached; try again later', param: null },
+    });
+    assert.ok(limited.headers.get('retry-after'));
+
+    fake.fail('stream', { status: 422, body: { detail: [{ loc: ['body', 'text'], msg: 'String should have at most 5000 characters', type: 'string_too_long' }] } });
+    const invalid = await speakStreamed(c.key, '/v1/audio/speech', { ...body, stream_format: 'sse' });
+    assert.equal(invalid.status, 400, invalid.bytes.toString());
+    assert.deepEqual(invalid.body, {
+      error: { type: 'invalid_request_error', code: 'provider_rejected', message: 'body.text: String should have at most 5000 characters', param: null },
+    });
+
+    fake.fail('stream', { status: 401, body: { detail: { status: 'invalid_api_key', message: 'Invalid API key' } } });
+    const unauthorized = await speakStreamed(c.key, '/v2/audio/speech', body);
+    assert.equal(unauthorized.status, 503);
+    assert.equal(unauthorized.body.error.code, 'provider_unavailable');
+    assert.doesNotMatch(unauthorized.body.error.message, /Invalid API key/);
+
+    assert.equal(fake.pendingFaults('stream'), 0, 'each reached ElevenLabs');
+    assert.deepEqual(await speechStatuses(c.workspaceId), ['released', 'released', 'released']);
+    assert.equal(await balanceMicro(stack, c.workspaceId), 1_000_000, 'nothing charged');
+    await assertAuditHolds(stack);
+  });
+
+  test('a stream ElevenLabs cuts midway: the audio body breaks off, SSE ends with an error event; nothing charged', async () => {
+    const c = await newCustomer(stack, 1);
+    const voice = 'JBFqnCBsd6RMkjVDRZzb';
+    const input = 'This sentence is cut off before its end. '.repeat(3);
+    const pcm = fakeSpeechPcm(voice, input, 22_050);
+    const cutAfterBytes = 3 * STREAM_CHUNK_BYTES + 1;
+
+    fake.fail('stream', { cutAfterBytes });
+    const audio = await speakStreamed(c.key, '/v2/audio/speech', { input, voice, response_format: 'pcm', stream_format: 'audio' });
+    assert.equal(audio.status, 200);
+    assert.ok(audio.cut, 'the body broke off');
+    assert.ok(audio.bytes.length > 0 && audio.bytes.length <= cutAfterBytes, `${audio.bytes.length} bytes arrived`);
+    assert.ok(pcm.subarray(0, audio.bytes.length).equals(audio.bytes), 'what arrived is the start of the speech');
+
+    fake.fail('stream', { cutAfterBytes });
+    const sse = await speakStreamed(c.key, '/v1/audio/speech', { model: 'eleven-multilingual-v2', input, voice, response_format: 'pcm', stream_format: 'sse' });
+    assert.equal(sse.status, 200);
+    const events = sseEvents(sse.bytes);
+    assert.ok(events.some((e) => e.type === 'speech.audio.delta'));
+    assert.equal(events.some((e) => e.type === 'speech.audio.done'), false);
+    assert.deepEqual(events.at(-1), {
+      type: 'error',
+      error: { type: 'server_error', code: 'provider_failed', message: 'the voice provider failed mid-stream; nothing was charged', param: null },
+    });
+
+    await waitFor(async () => (await speechStatuses(c.workspaceId)).join() === 'released,released');
+    assert.equal(await balanceMicro(stack, c.workspaceId), 1_000_000, 'nothing charged');
     await assertAuditHolds(stack);
   });
 

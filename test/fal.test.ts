@@ -152,7 +152,7 @@ describe('submit', () => {
 });
 
 describe('poll, result, download', () => {
-  test('IN_QUEUE with its queue position, IN_PROGRESS, then COMPLETED: the video from the response URL, downloaded without the key', async () => {
+  test('IN_QUEUE with its queue position, IN_PROGRESS (position 0: no longer queued), then COMPLETED: the video from the response URL, downloaded without the key', async () => {
     fake.defaultPlan = { queue_polls: 3, progress_polls: 2 };
     const p = provider();
     const { operation_id } = await p.submit(request());
@@ -163,8 +163,8 @@ describe('poll, result, download', () => {
         { state: 'running', progress: null, queue_position: 2 },
         { state: 'running', progress: null, queue_position: 1 },
         { state: 'running', progress: null, queue_position: 0 },
-        { state: 'running', progress: null, queue_position: null },
-        { state: 'running', progress: null, queue_position: null },
+        { state: 'running', progress: null, queue_position: 0 },
+        { state: 'running', progress: null, queue_position: 0 },
       ],
     );
     assert.equal(status.state, 'succeeded');

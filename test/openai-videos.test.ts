@@ -82,6 +82,39 @@ describe('videos through the openai SDK', () => {
     await assertAuditHolds(stack);
   });
 
+  test("progress: 0 queued, the job's progress while it runs (0 until the provider reports one), 100 completed", async () => {
+    const c = await newCustomer(stack, 10);
+    const openai = client(c.key);
+    // A job that runs a minute (created on /v2, where the simulator's delay can be set), cancelled at the end.
+    const created = await http(stack.baseUrl, 'POST', '/v2/videos/generations', {
+      token: c.key,
+      json: { prompt: 'slow', model: 'sim-video-1', durationSeconds: 4, parameters: { simulate: { delay_ms: 60_000 } } },
+    });
+    assert.equal(created.status, 202, JSON.stringify(created.body));
+    const id: string = created.body.id;
+    const until = Date.now() + 10_000;
+    let running = await openai.videos.retrieve(id);
+    while (running.status !== 'in_progress') {
+      assert.equal(running.status, 'queued');
+      assert.equal(running.progress, 0);
+      if (Date.now() > until) throw new Error(`video ${id} still ${running.status}`);
+      await new Promise((r) => setTimeout(r, 100));
+      running = await openai.videos.retrieve(id);
+    }
+    assert.equal(running.progress, 0, 'no progress reported yet');
+    // The progress the operation poller keeps for the job, as a provider reporting one makes it.
+    await stack.db.query('UPDATE video_jobs SET progress = 37 WHERE id = $1', [id]);
+    assert.equal((await openai.videos.retrieve(id)).progress, 37);
+    const listed = [];
+    for await (const v of openai.videos.list()) listed.push(v);
+    assert.deepEqual(listed.map((v) => [v.id, v.status, v.progress]), [[id, 'in_progress', 37]]);
+    const v2 = await http(stack.baseUrl, 'GET', `/v2/videos/generations/${id}`, { token: c.key });
+    assert.equal(v2.body.progress, 37, 'the figure /v2 shows');
+    const cancelled = await http(stack.baseUrl, 'POST', `/v2/videos/generations/${id}/cancel`, { token: c.key });
+    assert.equal(cancelled.status, 200, JSON.stringify(cancelled.body));
+    await assertAuditHolds(stack);
+  });
+
   test('an uploaded first frame and a data: URL reach the job as its image', async () => {
     const c = await newCustomer(stack, 10);
     const openai = client(c.key);

@@ -1,4 +1,4 @@
-// A local stand-in for the ElevenLabs API, reproducing the documented wire format of the three
+// A local stand-in for the ElevenLabs API, reproducing the documented wire format of the four
 // endpoints the adapter uses (src/providers/voice/elevenlabs.ts), for contract and end-to-end tests:
 //
 //   POST   /v1/voices/add                 multipart/form-data: `name` (required), `files` (one part per
@@ -8,6 +8,17 @@
 //   POST   /v1/text-to-speech/{voice_id}  ?output_format=<codec_rate[_bitrate]> (default mp3_44100_128),
 //                                         JSON {"text" (required), "model_id", "voice_settings", ...}
 //                                         -> 200 audio bytes (pcm_*: real 16-bit mono PCM at that rate)
+//   POST   /v1/text-to-speech/{voice_id}/stream
+//                                         the same query, body, key and refusals -> 200 the same audio
+//                                         bytes as a chunked body (no Content-Length), a chunk written
+//                                         at a time while "made": STREAM_CHUNK_BYTES, an odd number, so
+//                                         chunks split samples as network chunks may; one every
+//                                         STREAM_CHUNK_INTERVAL_MS
+//
+// The stream endpoint as https://elevenlabs.io/docs/api-reference/text-to-speech/stream documents it
+// (query `output_format`, JSON `text`, `model_id`, `voice_settings`; answered with an audio stream, or
+// the errors of the other endpoints), sending raw audio bytes with chunked transfer encoding as
+// https://elevenlabs.io/docs/api-reference/streaming describes.
 //
 // An account holds a limited number of cloned voices (its plan's voice slots, help.elevenlabs.io "How many
 // voice slots do I get per tier"): a clone beyond them is refused with 400 `voice_limit_reached`, "You have
@@ -17,7 +28,8 @@
 // request that fails validation (FastAPI's shape). The default ("premade") voices exist for speech.
 //
 // Tests script faults per endpoint (`fail`): a status with a body (JSON or raw, e.g. malformed JSON on a
-// 200), extra headers (Retry-After), a delay (beyond the client's time limit), or a connection reset.
+// 200), extra headers (Retry-After), a delay (beyond the client's time limit), or a connection reset;
+// on the stream, the connection cut or the body stalled once some audio has gone out.
 // Every request is recorded (method, path, query, headers, JSON body or multipart parts).
 import http from 'node:http';
 import { createHash, randomBytes } from 'node:crypto';
@@ -26,7 +38,7 @@ import express, { type NextFunction, type Request, type Response } from 'express
 import multer from 'multer';
 import { ELEVENLABS_PRESET_VOICES } from '../../src/providers/voice/elevenlabs.js';
 
-export type FakeRoute = 'clone' | 'delete' | 'speech';
+export type FakeRoute = 'clone' | 'delete' | 'speech' | 'stream';
 
 export interface RecordedFile {
   field: string;
@@ -65,9 +77,15 @@ export interface Fault {
   delayMs?: number;
   /** Destroy the connection without answering. */
   reset?: boolean;
+  /** The stream: answer normally, but destroy the connection once this many bytes of audio went out. */
+  cutAfterBytes?: number;
+  /** The stream: answer normally, but send nothing more once this many bytes of audio went out. */
+  stallAfterBytes?: number;
 }
 
 export const FAKE_PCM_SAMPLES_PER_CHAR_AT_22050 = 1_102;
+export const STREAM_CHUNK_BYTES = 4_001;
+export const STREAM_CHUNK_INTERVAL_MS = 5;
 
 /** Output formats the API documents for POST /v1/text-to-speech/{voice_id}. */
 export const OUTPUT_FORMATS = [
@@ -119,7 +137,7 @@ export async function startElevenLabsFake(opts: { apiKey?: string; voiceSlots?: 
   const apiKey = opts.apiKey ?? 'test-key';
   const requests: RecordedRequest[] = [];
   const voices = new Map<string, FakeVoice>();
-  const faults: Record<FakeRoute, { fault: Fault; remaining: number }[]> = { clone: [], delete: [], speech: [] };
+  const faults: Record<FakeRoute, { fault: Fault; remaining: number }[]> = { clone: [], delete: [], speech: [], stream: [] };
   const timers = new Set<NodeJS.Timeout>();
   const state = { requiresVerification: false };
 
@@ -140,20 +158,23 @@ export async function startElevenLabsFake(opts: { apiKey?: string; voiceSlots?: 
     requests.push({ route, method: req.method, path: req.path, query, headers, ...extra });
   };
 
-  /** The scripted fault for this request, if any: true when it answered (or dropped) the request. */
-  const applyFault = async (route: FakeRoute, req: Request, res: Response): Promise<boolean> => {
+  /**
+   * The scripted fault for this request, if any: `answered` when it answered (or dropped) the request;
+   * otherwise the request is handled, and the fault met (if any) is for that handling to apply.
+   */
+  const applyFault = async (route: FakeRoute, req: Request, res: Response): Promise<{ answered: boolean; fault?: Fault }> => {
     const queue = faults[route];
     const next = queue[0];
-    if (!next) return false;
+    if (!next) return { answered: false };
     if (--next.remaining <= 0) queue.shift();
     const { fault } = next;
     if (fault.delayMs) await sleep(fault.delayMs);
-    if (res.destroyed || req.socket.destroyed) return true; // the client gave up
+    if (res.destroyed || req.socket.destroyed) return { answered: true }; // the client gave up
     if (fault.reset) {
       req.socket.destroy();
-      return true;
+      return { answered: true };
     }
-    if (fault.status === undefined) return false;
+    if (fault.status === undefined) return { answered: false, fault };
     res.status(fault.status).set(fault.headers ?? {});
     if (typeof fault.body === 'string') {
       if (!res.get('content-type')) res.type('application/json');
@@ -163,7 +184,7 @@ export async function startElevenLabsFake(opts: { apiKey?: string; voiceSlots?: 
     } else {
       res.json(fault.body);
     }
-    return true;
+    return { answered: true };
   };
 
   const authorized = (req: Request, res: Response): boolean => {
@@ -188,7 +209,7 @@ export async function startElevenLabsFake(opts: { apiKey?: string; voiceSlots?: 
       data: f.buffer,
     }));
     record('clone', req, { fields, files });
-    if (await applyFault('clone', req, res)) return;
+    if ((await applyFault('clone', req, res)).answered) return;
     if (!authorized(req, res)) return;
     const name = fields.find(([k]) => k === 'name')?.[1];
     if (name === undefined) return void res.status(422).json(validation(['body', 'name'], 'Field required', 'missing'));
@@ -207,48 +228,82 @@ export async function startElevenLabsFake(opts: { apiKey?: string; voiceSlots?: 
 
   app.delete('/v1/voices/:voice_id', async (req, res) => {
     record('delete', req);
-    if (await applyFault('delete', req, res)) return;
+    if ((await applyFault('delete', req, res)).answered) return;
     if (!authorized(req, res)) return;
     const id = String(req.params['voice_id']);
     if (!voices.delete(id)) return void res.status(404).json(problem('voice_not_found', `A voice with the voice_id ${id} was not found.`));
     res.json({ status: 'ok' });
   });
 
-  app.post('/v1/text-to-speech/:voice_id', express.json({ limit: '1mb' }), async (req, res) => {
-    record('speech', req, { json: req.body });
-    if (await applyFault('speech', req, res)) return;
-    if (!authorized(req, res)) return;
+  /** The audio a speech request asks for, or null when it was refused (answered here). */
+  const speechAudio = (req: Request, res: Response): { type: string; bytes: Buffer } | null => {
+    const refuse = (status: number, body: unknown) => {
+      res.status(status).json(body);
+      return null;
+    };
     const format = typeof req.query['output_format'] === 'string' ? req.query['output_format'] : 'mp3_44100_128';
     if (!(OUTPUT_FORMATS as readonly string[]).includes(format)) {
-      return void res
-        .status(422)
-        .json(validation(['query', 'output_format'], `Input should be ${OUTPUT_FORMATS.map((f) => `'${f}'`).join(', ')}`, 'enum'));
+      return refuse(422, validation(['query', 'output_format'], `Input should be ${OUTPUT_FORMATS.map((f) => `'${f}'`).join(', ')}`, 'enum'));
     }
     const body = req.body as Record<string, unknown> | undefined;
-    if (!body || typeof body !== 'object' || Array.isArray(body)) return void res.status(422).json(validation(['body'], 'Field required', 'missing'));
-    if (typeof body['text'] !== 'string') return void res.status(422).json(validation(['body', 'text'], 'Field required', 'missing'));
+    if (!body || typeof body !== 'object' || Array.isArray(body)) return refuse(422, validation(['body'], 'Field required', 'missing'));
+    if (typeof body['text'] !== 'string') return refuse(422, validation(['body', 'text'], 'Field required', 'missing'));
     if (body['model_id'] !== undefined && typeof body['model_id'] !== 'string') {
-      return void res.status(422).json(validation(['body', 'model_id'], 'Input should be a valid string', 'string_type'));
+      return refuse(422, validation(['body', 'model_id'], 'Input should be a valid string', 'string_type'));
     }
     const id = String(req.params['voice_id']);
     if (!voices.has(id) && !(ELEVENLABS_PRESET_VOICES as readonly string[]).includes(id)) {
-      return void res.status(404).json(problem('voice_not_found', `A voice with the voice_id ${id} was not found.`));
+      return refuse(404, problem('voice_not_found', `A voice with the voice_id ${id} was not found.`));
     }
     const [codec, rate] = format.split('_');
-    if (codec === 'pcm') return void res.type('audio/pcm').send(fakeSpeechPcm(id, body['text'], Number(rate)));
+    if (codec === 'pcm') return { type: 'audio/pcm', bytes: fakeSpeechPcm(id, body['text'], Number(rate)) };
     if (codec === 'mp3') {
       // MPEG-1 Layer III frames (128 kbit/s, 44.1 kHz) of silence: one per 10 characters.
       const frame = Buffer.alloc(417);
       Buffer.from([0xff, 0xfb, 0x90, 0x64]).copy(frame);
-      return void res.type('audio/mpeg').send(Buffer.concat(Array.from({ length: Math.max(1, Math.ceil(body['text'].length / 10)) }, () => frame)));
+      return { type: 'audio/mpeg', bytes: Buffer.concat(Array.from({ length: Math.max(1, Math.ceil(body['text'].length / 10)) }, () => frame)) };
     }
-    res.type('application/octet-stream').send(Buffer.alloc(Math.max(1, body['text'].length) * 400));
+    return { type: 'application/octet-stream', bytes: Buffer.alloc(Math.max(1, body['text'].length) * 400) };
+  };
+
+  app.post('/v1/text-to-speech/:voice_id', express.json({ limit: '1mb' }), async (req, res) => {
+    record('speech', req, { json: req.body });
+    if ((await applyFault('speech', req, res)).answered) return;
+    if (!authorized(req, res)) return;
+    const audio = speechAudio(req, res);
+    if (audio) res.type(audio.type).send(audio.bytes);
+  });
+
+  app.post('/v1/text-to-speech/:voice_id/stream', express.json({ limit: '1mb' }), async (req, res) => {
+    record('stream', req, { json: req.body });
+    const { answered, fault } = await applyFault('stream', req, res);
+    if (answered || !authorized(req, res)) return;
+    const audio = speechAudio(req, res);
+    if (!audio) return;
+    // No Content-Length: Node sends the body chunked, a chunk per write.
+    res.status(200).type(audio.type);
+    res.flushHeaders();
+    const limit = fault?.cutAfterBytes ?? fault?.stallAfterBytes;
+    for (let at = 0; at < audio.bytes.length; at += STREAM_CHUNK_BYTES) {
+      if (res.destroyed) return; // the client went away
+      const chunk = audio.bytes.subarray(at, at + STREAM_CHUNK_BYTES);
+      if (limit !== undefined && at + chunk.length > limit) {
+        res.write(chunk.subarray(0, Math.max(0, limit - at)));
+        if (fault?.cutAfterBytes === undefined) return; // stalled: left open until the client gives up
+        await sleep(STREAM_CHUNK_INTERVAL_MS); // what was written reaches the client first
+        req.socket.destroy();
+        return;
+      }
+      res.write(chunk);
+      await sleep(STREAM_CHUNK_INTERVAL_MS);
+    }
+    res.end();
   });
 
   // Unparseable JSON, as FastAPI reports it.
   app.use((err: unknown, req: Request, res: Response, next: NextFunction) => {
     if ((err as { type?: string }).type === 'entity.parse.failed') {
-      record('speech', req);
+      record(req.path.endsWith('/stream') ? 'stream' : 'speech', req);
       return void res.status(422).json(validation(['body', 0], 'JSON decode error', 'json_invalid'));
     }
     next(err);

@@ -56,8 +56,9 @@ export function presentOpenAiVideo(job: VideoJobState) {
     object: 'video' as const,
     model: job.model,
     status,
-    // The provider reports no fraction done: queued 0, running 50, finished 100.
-    progress: status === 'queued' ? 0 : status === 'in_progress' ? 50 : 100,
+    // Queued 0, finished 100; running, the provider's progress as the job keeps it (it only moves
+    // forward), 0 until the provider reports one, so the figure never goes back.
+    progress: status === 'queued' ? 0 : status === 'in_progress' ? (job.progress ?? 0) : 100,
     created_at: Math.floor(job.created_at_ms / 1000),
     completed_at: job.completed_at_ms === null ? null : Math.floor(job.completed_at_ms / 1000),
     // Stored videos are kept until the video is deleted.

@@ -225,7 +225,9 @@ export class FalVideoProvider implements VideoProvider {
       case 'IN_QUEUE':
         return { state: 'running', progress: null, queue_position: typeof s.queue_position === 'number' && s.queue_position >= 0 ? Math.floor(s.queue_position) : null };
       case 'IN_PROGRESS':
-        return { state: 'running', progress: null, queue_position: null };
+        // Out of the queue: position 0, which also replaces the last position kept for the job (a null
+        // would leave it, as the job's queue position only moves down).
+        return { state: 'running', progress: null, queue_position: 0 };
       case 'COMPLETED':
         if (typeof s.error === 'string' && s.error) {
           return { state: 'failed', code: typeof s.error_type === 'string' && s.error_type ? s.error_type : 'generation_failed', message: truncate(s.error) };

@@ -45,7 +45,7 @@ export type VideoOperationStatus =
       state: 'running';
       /** 0-100 when the provider reports how far along it is; null or absent when it does not. */
       progress?: number | null | undefined;
-      /** Requests ahead of this one in the provider's queue (fal's queue_position); null or absent when not queued. */
+      /** Requests ahead of this one in the provider's queue (fal's queue_position; 0 once it runs); null or absent when the provider does not say. */
       queue_position?: number | null | undefined;
     }
   | { state: 'succeeded'; outputs: VideoOutputRef[] }

@@ -6,6 +6,9 @@
 //   delete  DELETE /v1/voices/{voice_id}          -> 200 {"status": "ok"}
 //   speech  POST   /v1/text-to-speech/{voice_id}?output_format=pcm_22050
 //                                                 JSON {"text", "model_id"} -> 200 audio bytes
+//   stream  POST   /v1/text-to-speech/{voice_id}/stream?output_format=pcm_22050
+//                                                 the same JSON -> 200 audio bytes in a chunked body,
+//                                                 sent while they are made; errors as speech's
 //
 // Every request carries the account's key in the `xi-api-key` header. Errors come back as JSON:
 // `{"detail": {"status": "<code>", "message": "..."}}` (400/401/403/404/429/5xx) or, for a request
@@ -33,6 +36,12 @@
 // `pcm` hands it out as is, `wav` wraps it in a RIFF/WAVE header here. Content types are the
 // simulator's, so a client sees the same thing from either provider.
 //
+// A streamed synthesis (`synthesizeStream`) answers a refusal or failure before any audio exactly as
+// `synthesize` does, thrown before the first chunk. Once audio flows, a body that breaks off, stalls past
+// the speech time limit (the whole exchange's) or grows beyond ELEVENLABS_MAX_SPEECH_BYTES is
+// `unavailable`, thrown after the chunks already handed out. Network chunks may split a 16-bit sample;
+// chunks are handed out whole samples only.
+//
 // The API key lives in a private field: it is sent in the header and nowhere else, is never part of
 // an error message (any message is scrubbed of it, to be sure) and is never logged.
 import type { AudioFormat } from '../../media/audio-sniff.js';
@@ -51,6 +60,10 @@ export const ELEVENLABS_DEFAULT_MODEL_ID = 'eleven_multilingual_v2';
 export const ELEVENLABS_SAMPLE_RATE_HZ = 22_050;
 export const ELEVENLABS_OUTPUT_FORMAT = `pcm_${ELEVENLABS_SAMPLE_RATE_HZ}`;
 export const ELEVENLABS_PCM_CONTENT_TYPE = `audio/pcm;rate=${ELEVENLABS_SAMPLE_RATE_HZ};channels=1;encoding=s16le`;
+/** The most audio a streamed synthesis takes: 30 minutes of PCM, far beyond what the longest input speaks. */
+export const ELEVENLABS_MAX_SPEECH_BYTES = 30 * 60 * ELEVENLABS_SAMPLE_RATE_HZ * 2;
+/** The most of an error answer that is read: enough for any message the API sends. */
+const ERROR_BODY_MAX_BYTES = 64 * 1024;
 
 /** ElevenLabs' current default ("premade") voices, usable by every account without cloning. */
 export const ELEVENLABS_PRESET_VOICES = [
@@ -145,6 +158,7 @@ export function checkElevenLabsBaseUrl(raw: string): { url: string } | { error: 
 export class ElevenLabsVoiceProvider implements VoiceProvider {
   readonly name = 'elevenlabs';
   readonly configured = true;
+  readonly pcm_rate_hz = ELEVENLABS_SAMPLE_RATE_HZ;
   readonly baseUrl: string;
   readonly modelId: string;
   readonly timeoutsMs: Readonly<Record<ElevenLabsOperation, number>>;
@@ -219,6 +233,54 @@ export class ElevenLabsVoiceProvider implements VoiceProvider {
     return { audio: pcmToWav(pcm, ELEVENLABS_SAMPLE_RATE_HZ), content_type: 'audio/wav' };
   }
 
+  /**
+   * The speech as PCM while ElevenLabs makes it, chunk by chunk, each a whole number of samples. Ends
+   * the request when the caller stops reading early.
+   */
+  async *synthesizeStream(req: Omit<SpeechRequest, 'format'>): AsyncIterable<Buffer> {
+    const path = `/v1/text-to-speech/${encodeURIComponent(req.voice_id)}/stream?output_format=${ELEVENLABS_OUTPUT_FORMAT}`;
+    const timeout = AbortSignal.timeout(this.timeoutsMs.speech);
+    const stopped = new AbortController();
+    const init = { body: JSON.stringify({ text: req.text, model_id: this.modelId }), headers: { 'content-type': 'application/json' } };
+    let res: Response;
+    try {
+      res = await this.send('POST', path, init, AbortSignal.any([timeout, stopped.signal]));
+    } catch (err) {
+      throw this.transportFailure('speech', timeout, err);
+    }
+    const reader = res.body?.getReader();
+    try {
+      if (!res.ok) throw this.failure('speech', res, reader ? await readAtMost(reader, ERROR_BODY_MAX_BYTES) : Buffer.alloc(0));
+      if ((res.headers.get('content-type') ?? '').includes('json')) {
+        throw new ElevenLabsError('unavailable', malformed('speech', res.status, 'JSON instead of audio'), { status: res.status });
+      }
+      if (!reader) return;
+      let received_bytes = 0;
+      let odd: Buffer | null = null; // the first byte of a sample whose second byte is in the next chunk
+      for (;;) {
+        let next: ReadableStreamReadResult<Uint8Array>;
+        try {
+          next = await reader.read();
+        } catch (err) {
+          throw this.transportFailure('speech', timeout, err, `broke off the text to speech stream after ${received_bytes} bytes`);
+        }
+        if (next.done) return; // an odd byte left at the end is not a sample
+        received_bytes += next.value.byteLength;
+        if (received_bytes > ELEVENLABS_MAX_SPEECH_BYTES) {
+          throw new ElevenLabsError('unavailable', `ElevenLabs streamed more than ${ELEVENLABS_MAX_SPEECH_BYTES} bytes of speech; the stream was abandoned`, { status: res.status });
+        }
+        const chunk: Buffer = odd ? Buffer.concat([odd, next.value]) : Buffer.from(next.value.buffer, next.value.byteOffset, next.value.byteLength);
+        const whole = chunk.length - (chunk.length % 2);
+        odd = whole < chunk.length ? Buffer.from(chunk.subarray(whole)) : null;
+        if (whole > 0) yield chunk.subarray(0, whole);
+      }
+    } finally {
+      // Stopped early (the caller's choice, or a failure above): the request is ended, not left running.
+      stopped.abort();
+      await reader?.cancel().catch(() => {});
+    }
+  }
+
   /** One request and its whole body, within the operation's time limit. Transport failures are `unavailable`. */
   private async exchange(
     op: ElevenLabsOperation,
@@ -226,26 +288,35 @@ export class ElevenLabsVoiceProvider implements VoiceProvider {
     path: string,
     init: { body?: FormData | string; headers?: Record<string, string> },
   ): Promise<{ res: Response; body: Buffer }> {
-    const timeoutMs = this.timeoutsMs[op];
-    const signal = AbortSignal.timeout(timeoutMs);
+    const signal = AbortSignal.timeout(this.timeoutsMs[op]);
     try {
-      const res = await fetch(this.baseUrl + path, {
-        method,
-        headers: { 'xi-api-key': this.#apiKey, 'user-agent': 'video-voice-api', ...init.headers },
-        ...(init.body !== undefined ? { body: init.body } : {}),
-        // A redirect would carry the key to wherever it points: not followed (answered as unavailable).
-        redirect: 'manual',
-        signal,
-      });
+      const res = await this.send(method, path, init, signal);
       return { res, body: Buffer.from(await res.arrayBuffer()) };
     } catch (err) {
-      if (signal.aborted) {
-        throw new ElevenLabsError('unavailable', `ElevenLabs did not complete the ${OPERATION_LABELS[op]} within ${timeoutMs / 1000} s`);
-      }
-      const cause = (err as { cause?: { code?: unknown; message?: unknown } }).cause;
-      const reason = typeof cause?.code === 'string' ? cause.code : typeof cause?.message === 'string' ? cause.message : (err as Error).message;
-      throw new ElevenLabsError('unavailable', this.scrub(`ElevenLabs could not be reached for ${OPERATION_LABELS[op]}: ${reason}`));
+      throw this.transportFailure(op, signal, err);
     }
+  }
+
+  /** The request, answered up to its headers. */
+  private send(method: string, path: string, init: { body?: FormData | string; headers?: Record<string, string> }, signal: AbortSignal): Promise<Response> {
+    return fetch(this.baseUrl + path, {
+      method,
+      headers: { 'xi-api-key': this.#apiKey, 'user-agent': 'video-voice-api', ...init.headers },
+      ...(init.body !== undefined ? { body: init.body } : {}),
+      // A redirect would carry the key to wherever it points: not followed (answered as unavailable).
+      redirect: 'manual',
+      signal,
+    });
+  }
+
+  /** A request or body that failed in transport: past its time limit (`timeout` fired), or the network's failure. */
+  private transportFailure(op: ElevenLabsOperation, timeout: AbortSignal, err: unknown, what = `could not be reached for ${OPERATION_LABELS[op]}`): ElevenLabsError {
+    if (timeout.aborted) {
+      return new ElevenLabsError('unavailable', `ElevenLabs did not complete the ${OPERATION_LABELS[op]} within ${this.timeoutsMs[op] / 1000} s`);
+    }
+    const cause = (err as { cause?: { code?: unknown; message?: unknown } }).cause;
+    const reason = typeof cause?.code === 'string' ? cause.code : typeof cause?.message === 'string' ? cause.message : (err as Error).message;
+    return new ElevenLabsError('unavailable', this.scrub(`ElevenLabs ${what}: ${reason}`));
   }
 
   /** The error for a non-2xx answer (see the table at the top). */
@@ -308,6 +379,23 @@ export function pcmToWav(pcm: Buffer, sampleRateHz: number): Buffer {
   header.write('data', 36, 'ascii');
   header.writeUInt32LE(pcm.length, 40);
   return Buffer.concat([header, pcm]);
+}
+
+/** Up to `max_bytes` of a body (the rest is not read). */
+async function readAtMost(reader: ReadableStreamDefaultReader<Uint8Array>, max_bytes: number): Promise<Buffer> {
+  const parts: Buffer[] = [];
+  let bytes = 0;
+  try {
+    while (bytes < max_bytes) {
+      const next = await reader.read();
+      if (next.done) break;
+      parts.push(Buffer.from(next.value));
+      bytes += next.value.byteLength;
+    }
+  } catch {
+    // What arrived is what there is to read.
+  }
+  return Buffer.concat(parts).subarray(0, max_bytes);
 }
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
