@@ -44,7 +44,7 @@ export function formatHeader(env: Environment, cfg: BenchConfig, product: Config
       `VIDEO_JOB_TIMEOUT_MS=${product.video.jobTimeoutMs} DATABASE_POOL_MAX=${product.databasePoolMax} ` +
       `WORKER_MAX_CACHED_WORKFLOWS=${product.workerLimits.maxCachedWorkflows} WORKER_MAX_CONCURRENT_WORKFLOW_TASKS=${product.workerLimits.maxConcurrentWorkflowTaskExecutions} ` +
       `WORKER_MAX_CONCURRENT_ACTIVITIES=${product.workerLimits.maxConcurrentActivityTaskExecutions} WORKER_MAX_CONCURRENT_LOCAL_ACTIVITIES=${product.workerLimits.maxConcurrentLocalActivityExecutions} WORKER_MAX_CONCURRENT_POLLS=${product.workerMaxConcurrentPolls}`,
-    '            (the service\'s defaults unless exported; the bench sets only RATE_LIMIT_PER_MINUTE=1000000, MAX_PENDING_JOBS_PER_WORKSPACE=1000000, SIMULATOR=on, LOG_LEVEL=silent)',
+    '            (the service\'s defaults unless exported; the bench sets only RATE_LIMIT_PER_MINUTE=1000000, RATE_LIMIT_READS_PER_MINUTE=1000000, MAX_PENDING_JOBS_PER_WORKSPACE=1000000, SIMULATOR=on, LOG_LEVEL=silent)',
     '',
   ].join('\n');
 }

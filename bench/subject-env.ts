@@ -32,6 +32,7 @@ export async function subjectEnv(infra: Infra, kind: SubjectKind, overrides: Rec
     LOG_LEVEL: process.env['BENCH_LOG_LEVEL'] ?? 'silent',
     // One API key sends every request of the benchmark: its rate limit must not be what is measured.
     RATE_LIMIT_PER_MINUTE: '1000000',
+    RATE_LIMIT_READS_PER_MINUTE: '1000000',
     // ... and one workspace holds every pending job of phases 1 and 4: nor is its pending-job limit.
     MAX_PENDING_JOBS_PER_WORKSPACE: '1000000',
     ...overrides,
