@@ -261,9 +261,9 @@ describe('document structure (OpenAPI 3.1)', () => {
     for (const s of [400, 401, 413, 415, 429, 503]) assert.ok(post.responses[String(s)], `no ${s}`);
   });
 
-  test('speech answers audio bytes, audio/wav or audio/pcm', () => {
+  test('speech answers the audio of each response_format, or server-sent events', () => {
     const ok = doc.paths['/v2/audio/speech'].post.responses['200'];
-    assert.deepEqual(Object.keys(ok.content).sort(), ['audio/pcm', 'audio/wav']);
+    assert.deepEqual(Object.keys(ok.content).sort(), ['audio/aac', 'audio/flac', 'audio/mpeg', 'audio/ogg', 'audio/pcm', 'audio/wav', 'text/event-stream']);
     for (const s of [400, 401, 402, 403, 404, 409, 413, 415, 429, 503]) assert.ok(doc.paths['/v2/audio/speech'].post.responses[String(s)], `no ${s}`);
   });
 });
