@@ -2,8 +2,8 @@
 // accepts (checked with Ajv, a JSON Schema 2020-12 validator) is accepted by the server, and one it
 // refuses is refused with a 4xx, on every constraint the server enforces (per model: durations,
 // resolutions, aspect ratios, n, seed, the simulator's parameters; blank and over-long text counted in
-// code points; euro amounts; model ids of API keys); every JSON body example, /v1's included, is
-// accepted. Bodies are generated from the zod schemas the
+// code points; euro amounts; model ids of API keys), on /v2 and on the OpenAI-compatible speech of /v1;
+// every JSON body example, /v1's included, is accepted. Bodies are generated from the zod schemas the
 // routes validate with, but the per-model variants are an override written beside them, so they can
 // drift; this catches it. Which operations exist, and their methods, cannot drift: each route is
 // mounted from its own contract (src/http/openapi.ts), so Allow (built from the mounted routes) lists
@@ -132,22 +132,32 @@ describe('request bodies: the document and the server agree', () => {
     await agree('post', '/v2/videos/generations', customer.key, cases);
   });
 
-  test('POST /v2/audio/speech: blank and over-long input (code points), per-model formats', async () => {
-    const model = speechModels().find((m) => m.provider === stack.config.voiceProvider)!;
-    const base = { voice: voiceId };
-    await agree('post', '/v2/audio/speech', customer.key, [
-      ['minimal', { ...base, input: 'Hello.' }],
-      ['empty input', { ...base, input: '' }],
-      ['blank input', { ...base, input: ' \u3000\n' }],
-      ['input at the model limit in astral characters', { ...base, model: model.id, input: emoji(model.max_input_chars) }],
-      ['input over the model limit', { ...base, model: model.id, input: 'x'.repeat(model.max_input_chars + 1) }],
-      ['unknown format', { ...base, input: 'Hello.', response_format: 'mp3' }],
-      ['every format of the model', { ...base, model: model.id, input: 'Hello.', response_format: model.response_formats.at(-1) }],
-      ['empty voice', { voice: '', input: 'Hello.' }],
-      ['NUL in the voice', { voice: `${voiceId}\u0000`, input: 'Hello.' }],
-      ['unknown field', { ...base, input: 'Hello.', speed: 2 }],
-    ]);
-  });
+  // /v1 takes the same speech body, with voice also as {"id"} and instructions.
+  for (const path of ['/v2/audio/speech', '/v1/audio/speech']) {
+    test(`POST ${path}: blank and over-long input (code points), per-model formats`, async () => {
+      const model = speechModels().find((m) => m.provider === stack.config.voiceProvider)!;
+      const base = { voice: voiceId };
+      const openAiOnly: [string, unknown][] = [
+        ['voice as {id}', { voice: { id: voiceId }, input: 'Hello.' }],
+        ['voice as {id} with another field', { voice: { id: voiceId, name: 'x' }, input: 'Hello.' }],
+        ['instructions', { ...base, input: 'Hello.', instructions: 'cheerful' }],
+        ['instructions over the limit', { ...base, input: 'Hello.', instructions: 'x'.repeat(4097) }],
+      ];
+      await agree('post', path, customer.key, [
+        ...(path.startsWith('/v1/') ? openAiOnly : []),
+        ['minimal', { ...base, input: 'Hello.' }],
+        ['empty input', { ...base, input: '' }],
+        ['blank input', { ...base, input: ' \u3000\n' }],
+        ['input at the model limit in astral characters', { ...base, model: model.id, input: emoji(model.max_input_chars) }],
+        ['input over the model limit', { ...base, model: model.id, input: 'x'.repeat(model.max_input_chars + 1) }],
+        ['unknown format', { ...base, input: 'Hello.', response_format: 'mp3' }],
+        ['every format of the model', { ...base, model: model.id, input: 'Hello.', response_format: model.response_formats.at(-1) }],
+        ['empty voice', { voice: '', input: 'Hello.' }],
+        ['NUL in the voice', { voice: `${voiceId}\u0000`, input: 'Hello.' }],
+        ['unknown field', { ...base, input: 'Hello.', speed: 2 }],
+      ]);
+    });
+  }
 
   test('admin: workspace names, euro amounts (rounded to micro-euros), API key models', async () => {
     await agree('post', '/admin/v1/workspaces', ADMIN_TOKEN, [
