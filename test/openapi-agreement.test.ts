@@ -2,7 +2,8 @@
 // accepts (checked with Ajv, a JSON Schema 2020-12 validator) is accepted by the server, and one it
 // refuses is refused with a 4xx, on every constraint the server enforces (per model: durations,
 // resolutions, aspect ratios, n, seed, the simulator's parameters; blank and over-long text counted in
-// code points; euro amounts; model ids of API keys). Bodies are generated from the zod schemas the
+// code points; euro amounts; model ids of API keys), on /v2 and on the OpenAI-compatible speech of /v1;
+// every JSON body example, /v1's included, is accepted. Bodies are generated from the zod schemas the
 // routes validate with, but the per-model variants are an override written beside them, so they can
 // drift; this catches it. Which operations exist, and their methods, cannot drift: each route is
 // mounted from its own contract (src/http/openapi.ts), so Allow (built from the mounted routes) lists
@@ -21,6 +22,7 @@ let stack: Stack;
 let doc: Json;
 let customer: { workspaceId: string; key: string };
 let voiceId: string;
+let consentId: string;
 const ajv = new Ajv2020({ strict: false, validateFormats: false, validateSchema: false });
 
 before(async () => {
@@ -34,6 +36,13 @@ before(async () => {
   const voice = await fetch(`${stack.baseUrl}/v2/audio/voices`, { method: 'POST', headers: { authorization: `Bearer ${customer.key}` }, body: form });
   assert.equal(voice.status, 200);
   voiceId = ((await voice.json()) as { voice_id: string }).voice_id;
+  const consentForm = new FormData();
+  consentForm.append('name', 'agreement');
+  consentForm.append('language', 'en');
+  consentForm.append('recording', new Blob([new Uint8Array(encodeWav(new Int16Array(8000), 8000))], { type: 'audio/wav' }), 'consent.wav');
+  const consent = await fetch(`${stack.baseUrl}/v1/audio/voice_consents`, { method: 'POST', headers: { authorization: `Bearer ${customer.key}` }, body: consentForm });
+  assert.equal(consent.status, 200);
+  consentId = ((await consent.json()) as { id: string }).id;
 });
 after(async () => {
   await assertAuditHolds(stack);
@@ -123,22 +132,32 @@ describe('request bodies: the document and the server agree', () => {
     await agree('post', '/v2/videos/generations', customer.key, cases);
   });
 
-  test('POST /v2/audio/speech: blank and over-long input (code points), per-model formats', async () => {
-    const model = speechModels().find((m) => m.provider === stack.config.voiceProvider)!;
-    const base = { voice: voiceId };
-    await agree('post', '/v2/audio/speech', customer.key, [
-      ['minimal', { ...base, input: 'Hello.' }],
-      ['empty input', { ...base, input: '' }],
-      ['blank input', { ...base, input: ' \u3000\n' }],
-      ['input at the model limit in astral characters', { ...base, model: model.id, input: emoji(model.max_input_chars) }],
-      ['input over the model limit', { ...base, model: model.id, input: 'x'.repeat(model.max_input_chars + 1) }],
-      ['unknown format', { ...base, input: 'Hello.', response_format: 'mp3' }],
-      ['every format of the model', { ...base, model: model.id, input: 'Hello.', response_format: model.response_formats.at(-1) }],
-      ['empty voice', { voice: '', input: 'Hello.' }],
-      ['NUL in the voice', { voice: `${voiceId}\u0000`, input: 'Hello.' }],
-      ['unknown field', { ...base, input: 'Hello.', speed: 2 }],
-    ]);
-  });
+  // /v1 takes the same speech body, with voice also as {"id"} and instructions.
+  for (const path of ['/v2/audio/speech', '/v1/audio/speech']) {
+    test(`POST ${path}: blank and over-long input (code points), per-model formats`, async () => {
+      const model = speechModels().find((m) => m.provider === stack.config.voiceProvider)!;
+      const base = { voice: voiceId };
+      const openAiOnly: [string, unknown][] = [
+        ['voice as {id}', { voice: { id: voiceId }, input: 'Hello.' }],
+        ['voice as {id} with another field', { voice: { id: voiceId, name: 'x' }, input: 'Hello.' }],
+        ['instructions', { ...base, input: 'Hello.', instructions: 'cheerful' }],
+        ['instructions over the limit', { ...base, input: 'Hello.', instructions: 'x'.repeat(4097) }],
+      ];
+      await agree('post', path, customer.key, [
+        ...(path.startsWith('/v1/') ? openAiOnly : []),
+        ['minimal', { ...base, input: 'Hello.' }],
+        ['empty input', { ...base, input: '' }],
+        ['blank input', { ...base, input: ' \u3000\n' }],
+        ['input at the model limit in astral characters', { ...base, model: model.id, input: emoji(model.max_input_chars) }],
+        ['input over the model limit', { ...base, model: model.id, input: 'x'.repeat(model.max_input_chars + 1) }],
+        ['unknown format', { ...base, input: 'Hello.', response_format: 'mp3' }],
+        ['every format of the model', { ...base, model: model.id, input: 'Hello.', response_format: model.response_formats.at(-1) }],
+        ['empty voice', { voice: '', input: 'Hello.' }],
+        ['NUL in the voice', { voice: `${voiceId}\u0000`, input: 'Hello.' }],
+        ['unknown field', { ...base, input: 'Hello.', speed: 2 }],
+      ]);
+    });
+  }
 
   test('admin: workspace names, euro amounts (rounded to micro-euros), API key models', async () => {
     await agree('post', '/admin/v1/workspaces', ADMIN_TOKEN, [
@@ -185,11 +204,12 @@ describe('examples', () => {
         const validate = bodyValidator(method, path);
         assert.ok(validate(media.example), `${method.toUpperCase()} ${path}: ${ajv.errorsText(validate.errors)}`);
         const token = path.startsWith('/admin/') ? ADMIN_TOKEN : customer.key;
-        const r = await http(stack.baseUrl, method.toUpperCase(), path.replace('{id}', ws.body.id), { token, json: media.example });
+        const id = path.startsWith('/v1/audio/voice_consents/') ? consentId : ws.body.id;
+        const r = await http(stack.baseUrl, method.toUpperCase(), path.replace('{id}', id), { token, json: media.example });
         assert.ok(r.status >= 200 && r.status < 300, `${method.toUpperCase()} ${path}: ${r.status} ${JSON.stringify(r.body).slice(0, 300)}`);
       }
     }
-    assert.equal(seen, 7);
+    assert.equal(seen, 10);
   });
 });
 

@@ -1,10 +1,13 @@
 // The OpenAPI document (GET /v2/openapi.json) and the docs page (GET /docs): the document is
-// structurally valid OpenAPI 3.1; it documents exactly the routes the Express app registers (each
-// route is mounted from its contract, so this guards against a route mounted around one); its
-// schemas are z.toJSONSchema of the zod schemas the API validates with (request bodies) and of the
-// response schemas of src/http/schemas.ts; and real responses of the running API, looked up by the
-// operation and status that answered them, parse with the schema documented there. The page is
-// Swagger UI from its npm package, everything served from this origin.
+// structurally valid OpenAPI 3.1; it documents exactly the routes the Express app registers, the
+// OpenAI-compatible /v1 ones included (each route is mounted from its contract, so this guards
+// against a route mounted around one; the /v1 routes of features not offered are the listed
+// exception, each answering 400 unsupported_feature); its schemas are z.toJSONSchema of the zod
+// schemas the API validates with (request bodies) and of the response schemas of
+// src/http/schemas.ts and src/http/openai/schemas.ts; every error answer is its surface's one shape
+// (OpenAI's under /v1); and real responses of the running API, looked up by the operation and status
+// that answered them, parse with the schema documented there. The page is Swagger UI from its npm
+// package, everything served from this origin.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -12,22 +15,29 @@ import path from 'node:path';
 import { createRequire } from 'node:module';
 import { z } from 'zod';
 import * as S from '../src/http/schemas.js';
+import * as OS from '../src/http/openai/schemas.js';
 import { RESPONSE_SCHEMAS, type OpenApiDocument } from '../src/http/openapi.js';
 import { createApp, type AppDeps } from '../src/http/app.js';
-import type { ErrorType } from '../src/errors.js';
+import { ApiError, type ErrorType } from '../src/errors.js';
 import type { errorBody } from '../src/http/errors.js';
 import type { presentVoice } from '../src/http/routes/voices.js';
 import type { presentDeliveryAttempt, presentWebhookEndpoint } from '../src/http/routes/webhooks.js';
 import type { presentLedgerEntry } from '../src/http/routes/statement.js';
+import type { presentOpenAiVideo } from '../src/http/openai/videos.js';
+import type { presentConsent } from '../src/http/openai/voices.js';
+import { openAiErrorBody } from '../src/http/openai/errors.js';
 import type { AuditReport } from '../src/billing/audit.js';
 import type { AspectRatio, Resolution, SpeechModel, SpeechResponseFormat, VideoBackend } from '../src/catalog.js';
 import { defaultVideoModelId, videoModels, videoBackendFor } from '../src/catalog.js';
 import { CreateVoiceForm, VOICE_UPLOAD_LIMITS } from '../src/http/routes/voices.js';
+import { OpenAiCreateVideoBody, OpenAiCreateVideoForm } from '../src/http/openai/videos.js';
+import { OpenAiSpeechBody } from '../src/http/openai/speech.js';
+import { CreateOpenAiVoiceForm, CreateVoiceConsentForm, UpdateVoiceConsentBody } from '../src/http/openai/voices.js';
 import { DOCS_ASSETS, DOCS_INIT_SCRIPT } from '../src/http/routes/docs.js';
 import { JSON_VALUE_COMPONENT, NO_NUL_PATTERN, refuseNul } from '../src/http/openapi-no-nul.js';
 import { encodeWav } from '../src/providers/voice/simulator.js';
 import { ADMIN_TOKEN, http, newCustomer, simJob, startStack, waitForJob, type HttpResult, type Stack } from './helpers/stack.js';
-import { pngOfSize } from './helpers/images.js';
+import { pngImage, pngOfSize } from './helpers/images.js';
 import { startReceiver } from './helpers/webhook-receiver.js';
 
 // ---------------------------------------------------------------------------------------------
@@ -48,12 +58,23 @@ export type PresentersMatchSchemas = [
   (x: ReturnType<typeof presentWebhookEndpoint>) => z.infer<typeof S.WebhookEndpoint>,
   (x: ReturnType<typeof presentDeliveryAttempt>) => z.infer<typeof S.WebhookDeliveryAttempt>,
   (x: ReturnType<typeof presentLedgerEntry>) => z.infer<typeof S.LedgerEntry>,
+  (x: ReturnType<typeof presentOpenAiVideo>) => z.infer<typeof OS.OpenAiVideo>,
+  (x: ReturnType<typeof presentConsent>) => z.infer<typeof OS.VoiceConsent>,
 ];
-export const presentersMatchSchemas: PresentersMatchSchemas = [(x) => x, (x) => x, (x) => x, (x) => x, (x) => x, (x) => x];
+export const presentersMatchSchemas: PresentersMatchSchemas = [(x) => x, (x) => x, (x) => x, (x) => x, (x) => x, (x) => x, (x) => x, (x) => x];
 
 // ---------------------------------------------------------------------------------------------
 
 type Json = any;
+/** The response schemas, by the name their component has: /v2's and /v1's. */
+const SCHEMAS: Record<string, unknown> = { ...S, ...OS };
+/** Request bodies that are multipart forms (documentation only: no NUL rule, which is the JSON body parser's). */
+const MULTIPART_FORMS = ['CreateVoiceForm', 'OpenAiCreateVideoForm', 'CreateVoiceConsentForm', 'CreateOpenAiVoiceForm'];
+/**
+ * The /v1 routes of OpenAI's API this service does not offer: mounted only to answer 400
+ * unsupported_feature (which the SDKs raise as BadRequestError), so not operations of the document.
+ */
+const V1_NOT_OFFERED = ['post /v1/videos/edits', 'post /v1/videos/extensions', 'post /v1/videos/characters', 'get /v1/videos/characters/:id', 'post /v1/videos/:id/remix'];
 const METHODS = ['get', 'put', 'post', 'patch', 'delete', 'head', 'options', 'trace'] as const;
 const SAMPLE_ID = '00000000-0000-4000-8000-000000000000';
 
@@ -138,8 +159,8 @@ function documented(method: string, path: string, status: number, contentType: s
   const ref: string | undefined = content[base].schema?.$ref;
   if (!ref) return null;
   const name = ref.split('/').pop()!;
-  const schema = (S as Record<string, unknown>)[name];
-  assert.ok(schema instanceof z.ZodType, `${name} is not a zod schema exported by src/http/schemas.ts`);
+  const schema = SCHEMAS[name];
+  assert.ok(schema instanceof z.ZodType, `${name} is not a zod schema exported by src/http/schemas.ts or src/http/openai/schemas.ts`);
   return { name, schema };
 }
 
@@ -208,13 +229,13 @@ describe('document structure (OpenAPI 3.1)', () => {
     }
   });
 
-  test('authentication: /v2 routes take an API key, /admin the admin token, files the signature; 401 documented wherever a token is', () => {
+  test('authentication: /v2 and /v1 routes take an API key, /admin the admin token, files the signature; 401 documented wherever a token is', () => {
     for (const { path, method, op } of operations()) {
       const where = `${method.toUpperCase()} ${path}`;
       const schemes = (op.security as Json[]).flatMap((r) => Object.keys(r));
       if (path.startsWith('/admin/')) assert.deepEqual(schemes, ['AdminToken'], where);
       else if (path === '/v2/files/{key}' || path === '/v2/openapi.json') assert.deepEqual(schemes, [], where);
-      else if (path.startsWith('/v2/')) assert.deepEqual(schemes, ['ApiKeyAuth'], where);
+      else if (path.startsWith('/v2/') || path.startsWith('/v1/')) assert.deepEqual(schemes, ['ApiKeyAuth'], where);
       else assert.deepEqual(schemes, [], where);
       if (schemes.length > 0) assert.ok(op.responses['401'], `${where}: 401 not documented`);
     }
@@ -224,15 +245,28 @@ describe('document structure (OpenAPI 3.1)', () => {
     assert.deepEqual(Object.keys(file.responses).filter((s) => s !== 'default').sort(), ['200', '403', '404']);
   });
 
-  test('every error answer is the one error shape; 429 documents Retry-After', () => {
+  test("every error answer is its surface's one error shape (OpenAI's under /v1); 429 documents Retry-After", () => {
+    let v1Errors = 0;
     for (const { path, method, op } of operations()) {
+      const component = path.startsWith('/v1/') ? 'OpenAiErrorResponse' : 'ErrorResponse';
       for (const [status, resp0] of Object.entries(op.responses) as [string, Json][]) {
         if (/^2/.test(status)) continue;
         if (path === '/readyz' && status === '503') continue; // {"ok": false}, not an error
         const resp = deref(resp0);
-        assert.equal(resp.content?.['application/json']?.schema?.$ref, '#/components/schemas/ErrorResponse', `${method.toUpperCase()} ${path} ${status}`);
+        assert.deepEqual(Object.keys(resp.content ?? {}), ['application/json'], `${method.toUpperCase()} ${path} ${status}`);
+        assert.equal(resp.content['application/json'].schema?.$ref, `#/components/schemas/${component}`, `${method.toUpperCase()} ${path} ${status}`);
         if (status === '429') assert.ok(resp.headers?.['Retry-After'], `${method.toUpperCase()} ${path} 429 without Retry-After`);
+        if (component === 'OpenAiErrorResponse') v1Errors++;
       }
+    }
+    assert.ok(v1Errors > 0, 'the /v1 operations document their errors');
+  });
+
+  test("OpenAiErrorResponse holds every error the service can throw, as /v1's error handler renders it", () => {
+    for (const type of S.ApiErrorType.options) {
+      const body = openAiErrorBody(new ApiError(400, type, 'some_code', 'a message', null));
+      const parsed = OS.OpenAiErrorResponse.safeParse(body);
+      assert.ok(parsed.success, `${type}: ${JSON.stringify(parsed.error?.issues)}`);
     }
   });
 
@@ -261,10 +295,24 @@ describe('document structure (OpenAPI 3.1)', () => {
     for (const s of [400, 401, 413, 415, 429, 503]) assert.ok(post.responses[String(s)], `no ${s}`);
   });
 
-  test('speech answers audio bytes, audio/wav or audio/pcm', () => {
-    const ok = doc.paths['/v2/audio/speech'].post.responses['200'];
-    assert.deepEqual(Object.keys(ok.content).sort(), ['audio/pcm', 'audio/wav']);
-    for (const s of [400, 401, 402, 403, 404, 409, 413, 415, 429, 503]) assert.ok(doc.paths['/v2/audio/speech'].post.responses[String(s)], `no ${s}`);
+  test('speech answers the audio of each response_format, or server-sent events', () => {
+    for (const path of ['/v2/audio/speech', '/v1/audio/speech']) {
+      const ok = doc.paths[path].post.responses['200'];
+      assert.deepEqual(Object.keys(ok.content).sort(), ['audio/aac', 'audio/flac', 'audio/mpeg', 'audio/ogg', 'audio/pcm', 'audio/wav', 'text/event-stream'], path);
+      for (const s of [400, 401, 402, 403, 404, 409, 413, 415, 429, 503]) assert.ok(doc.paths[path].post.responses[String(s)], `${path}: no ${s}`);
+    }
+  });
+
+  test('POST /v1/videos takes JSON or multipart (what the SDKs send); content answers video/mp4 or image/jpeg', () => {
+    const body = doc.paths['/v1/videos'].post.requestBody;
+    assert.deepEqual(Object.keys(body.content), ['application/json', 'multipart/form-data']);
+    assert.equal(body.content['application/json'].schema.$ref, '#/components/schemas/OpenAiCreateVideoBody');
+    const form = deref(body.content['multipart/form-data'].schema);
+    assert.deepEqual(form.required, ['prompt']);
+    assert.equal(form.properties.input_reference.format, 'binary');
+    assert.equal(form.properties.input_reference.maxLength, S.IMAGE_MAX_BYTES);
+    const content = doc.paths['/v1/videos/{id}/content'].get.responses['200'].content;
+    assert.deepEqual(Object.keys(content).sort(), ['image/jpeg', 'video/mp4']);
   });
 });
 
@@ -310,6 +358,12 @@ describe('schemas are generated from zod', () => {
       CreateApiKeyBody: S.CreateApiKeyBody,
       CreateWebhookBody: S.CreateWebhookBody,
       CreateVoiceForm, // documentation of the multipart form (multipart is not parsed by zod)
+      OpenAiCreateVideoBody,
+      OpenAiCreateVideoForm,
+      OpenAiSpeechBody,
+      CreateVoiceConsentForm,
+      UpdateVoiceConsentBody,
+      CreateOpenAiVoiceForm,
     };
     assert.deepEqual(requestComponents(), Object.keys(validators).sort());
     // Per-model bodies: each variant keeps the zod properties it does not narrow for its model.
@@ -317,13 +371,14 @@ describe('schemas are generated from zod', () => {
       // image / lastFrame: narrowed to the model's image types, each tied to the leading bytes of its files.
       CreateVideoBody: ['model', 'n', 'durationSeconds', 'resolution', 'aspectRatio', 'parameters', 'image', 'lastFrame', 'generateAudio'],
       CreateSpeechBody: ['model', 'input', 'response_format'],
+      OpenAiSpeechBody: ['model', 'input', 'response_format'],
       CreateApiKeyBody: ['models'],
       // the URL rule of this mode (production or not), as the service checks it
       CreateWebhookBody: ['url'],
     };
     for (const [name, schema] of Object.entries(validators)) {
       // JSON bodies: with NUL refused in every string and key (the JSON body parser refuses it).
-      const generated = name === 'CreateVoiceForm' ? jsonSchemaOf(schema, 'input') : (refuseNul(jsonSchemaOf(schema, 'input')) as Json);
+      const generated = MULTIPART_FORMS.includes(name) ? jsonSchemaOf(schema, 'input') : (refuseNul(jsonSchemaOf(schema, 'input')) as Json);
       const component = doc.components.schemas[name];
       if (!narrowed[name]) {
         assert.deepEqual(component, generated, name);
@@ -343,12 +398,12 @@ describe('schemas are generated from zod', () => {
     }
   });
 
-  test('every response component is z.toJSONSchema (io output) of the response schema of that name in schemas.ts', () => {
+  test('every response component is z.toJSONSchema (io output) of the response schema of that name in schemas.ts (openai/schemas.ts for /v1)', () => {
     const names = Object.keys(RESPONSE_SCHEMAS);
     assert.deepEqual(Object.keys(doc.components.schemas).sort(), [...requestComponents(), JSON_VALUE_COMPONENT, ...names].sort());
     for (const name of names) {
-      const schema = (S as Record<string, unknown>)[name];
-      assert.ok(schema instanceof z.ZodType, `${name} is not exported by src/http/schemas.ts`);
+      const schema = SCHEMAS[name];
+      assert.ok(schema instanceof z.ZodType, `${name} is not exported by src/http/schemas.ts or src/http/openai/schemas.ts`);
       assert.deepEqual(withoutDiscriminators(inlined(doc.components.schemas[name])), jsonSchemaOf(schema, 'output'), name);
     }
   });
@@ -362,8 +417,9 @@ describe('the document covers exactly the routes the app registers', () => {
   }
   /** Every route of the real app (createApp), by walking its router and the routers mounted in it. */
   function registeredRoutes(): { method: string; path: string | RegExp; layer: RouteLayer }[] {
-    // Construction only captures its dependencies; `files` set: /v2/files is mounted with local storage.
-    const deps = { adminToken: 'x'.repeat(32), rateLimitPerMinute: 60, simulator: true, voiceProvider: 'simulator', files: {} } as unknown as AppDeps;
+    // Construction only captures its dependencies; `files` set: /v2/files is mounted with local storage;
+    // `storage` and `voiceConsents` set: /v1 is mounted, with its voice routes.
+    const deps = { adminToken: 'x'.repeat(32), rateLimitPerMinute: 60, simulator: true, voiceProvider: 'simulator', files: {}, storage: {}, voiceConsents: {}, ffmpeg: {} } as unknown as AppDeps;
     const app = createApp(deps) as unknown as { router: { stack: RouteLayer[] } };
     const out: { method: string; path: string | RegExp; layer: RouteLayer }[] = [];
     const walk = (stack: RouteLayer[]) => {
@@ -377,11 +433,17 @@ describe('the document covers exactly the routes the app registers', () => {
     return out;
   }
 
-  test('every /v2 and /admin route, and /healthz, /readyz, /docs, is documented with its method', () => {
+  test('every /v2, /v1 and /admin route, and /healthz, /readyz, /docs, is documented with its method (but the /v1 features not offered)', () => {
     const routes = registeredRoutes();
+    const v1 = routes.filter((r) => typeof r.path === 'string' && r.path.startsWith('/v1/'));
+    assert.ok(v1.length > V1_NOT_OFFERED.length, `the /v1 routes are mounted: ${v1.map((r) => `${r.method} ${r.path}`).join(', ')}`);
+    for (const route of V1_NOT_OFFERED) assert.ok(v1.some((r) => `${r.method} ${r.path}` === route), `${route} is not registered`);
     // Path patterns (RegExp routes, e.g. /v2/files/...) are always in scope.
     const inScope = routes.filter(
-      (r) => typeof r.path !== 'string' || r.path.startsWith('/v2/') || r.path.startsWith('/admin/') || ['/healthz', '/readyz', '/docs'].includes(r.path),
+      (r) =>
+        typeof r.path !== 'string' ||
+        ((r.path.startsWith('/v2/') || r.path.startsWith('/v1/') || r.path.startsWith('/admin/') || ['/healthz', '/readyz', '/docs'].includes(r.path)) &&
+          !V1_NOT_OFFERED.includes(`${r.method} ${r.path}`)),
     );
     assert.equal(inScope.length, operations().length, `registered: ${inScope.map((r) => `${r.method} ${r.path}`).join(', ')}`);
     for (const r of inScope) {
@@ -420,7 +482,43 @@ describe('the document covers exactly the routes the app registers', () => {
       assertDocumented(method, path, r);
     }
   });
+
+  test('each /v1 route left out of the document answers 400 unsupported_feature in OpenAI\'s error shape', async () => {
+    for (const route of V1_NOT_OFFERED) {
+      const [method, path] = route.split(' ') as [string, string];
+      const r = await http(stack.baseUrl, method.toUpperCase(), path.replace(/:\w+/g, 'x'), { token: customer.key, ...(method === 'post' ? { json: {} } : {}) });
+      assert.equal(r.status, 400, `${route}: ${JSON.stringify(r.body)}`);
+      assert.equal(r.body.error.code, 'unsupported_feature', route);
+      assert.ok(OS.OpenAiErrorResponse.safeParse(r.body).success, `${route}: ${JSON.stringify(r.body)}`);
+    }
+  });
 });
+
+/** Half a second of a 330 Hz tone, as a WAV file: what a voice upload takes. */
+function voiceSample(): Blob {
+  const samples = new Int16Array(11_025);
+  for (let i = 0; i < samples.length; i++) samples[i] = Math.round(8000 * Math.sin((2 * Math.PI * 330 * i) / 22_050));
+  return new Blob([new Uint8Array(encodeWav(samples, 22_050))], { type: 'audio/wav' });
+}
+
+/** A multipart POST, as the openai SDKs send their uploads. */
+async function postForm(path: string, token: string, parts: Record<string, string | [Blob, string]>): Promise<HttpResult> {
+  const fd = new FormData();
+  for (const [name, v] of Object.entries(parts)) {
+    if (typeof v === 'string') fd.append(name, v);
+    else fd.append(name, v[0], v[1]);
+  }
+  const res = await fetch(`${stack.baseUrl}${path}`, { method: 'POST', headers: { authorization: `Bearer ${token}` }, body: fd });
+  return { status: res.status, headers: res.headers, body: await res.json() };
+}
+
+/** A binary answer: documented for its operation, status and media type; its bytes read. */
+async function assertBinaryDocumented(method: string, path: string, url: string, init: RequestInit): Promise<Buffer> {
+  const res = await fetch(`${stack.baseUrl}${url}`, init);
+  assert.equal(res.status, 200, `${method.toUpperCase()} ${url}: ${res.status}`);
+  documented(method, path, 200, res.headers.get('content-type'));
+  return Buffer.from(await res.arrayBuffer());
+}
 
 describe('real responses parse with the documented schemas', () => {
   test('video jobs: create (202), status while pending, succeeded with videos, failed with an error', async () => {
@@ -466,11 +564,9 @@ describe('real responses parse with the documented schemas', () => {
   });
 
   test('voices and speech: clone, list, get, speak (wav and pcm), delete', async () => {
-    const samples = new Int16Array(11_025);
-    for (let i = 0; i < samples.length; i++) samples[i] = Math.round(8000 * Math.sin((2 * Math.PI * 330 * i) / 22_050));
     const fd = new FormData();
     fd.append('name', 'documented voice');
-    fd.append('file', new Blob([new Uint8Array(encodeWav(samples, 22_050))], { type: 'audio/wav' }), 'sample.wav');
+    fd.append('file', voiceSample(), 'sample.wav');
     const res = await fetch(`${stack.baseUrl}/v2/audio/voices`, { method: 'POST', headers: { authorization: `Bearer ${customer.key}` }, body: fd });
     const created: HttpResult = { status: res.status, headers: res.headers, body: await res.json() };
     assert.equal(created.status, 200, JSON.stringify(created.body));
@@ -521,6 +617,66 @@ describe('real responses parse with the documented schemas', () => {
     check(await http(stack.baseUrl, 'GET', '/v2/models/nope', { token: customer.key }), 'get', '/v2/models/{id}');
     check(await http(stack.baseUrl, 'GET', '/admin/v1/ledger/audit', { token: customer.key }), 'get', '/admin/v1/ledger/audit');
     assert.deepEqual([...seen].sort(), [400, 401, 402, 403, 404, 409, 413, 415]);
+  });
+
+  test('OpenAI-compatible (/v1): videos (JSON and multipart), content, list, delete, models, speech, consents, voices, errors', async () => {
+    const c = await newCustomer(stack, 10);
+    const v1 = (method: string, p: string, json?: unknown) => http(stack.baseUrl, method, p, { token: c.key, ...(json !== undefined ? { json } : {}) });
+    const auth = { authorization: `Bearer ${c.key}` };
+    const answered = (status: number, r: HttpResult) => {
+      assert.equal(r.status, status, JSON.stringify(r.body));
+      return r;
+    };
+
+    const created = await v1('POST', '/v1/videos', { prompt: 'a lighthouse', model: 'sim-video-1', seconds: '4', size: '1280x720' });
+    assert.equal(created.status, 200, JSON.stringify(created.body));
+    assertDocumented('post', '/v1/videos', created);
+    const uploaded = await postForm('/v1/videos', c.key, { prompt: 'from a frame', model: 'sim-video-1', seconds: '4', input_reference: [new Blob([new Uint8Array(pngImage())], { type: 'image/png' }), 'frame.png'] });
+    assert.equal(uploaded.status, 200, JSON.stringify(uploaded.body));
+    assertDocumented('post', '/v1/videos', uploaded);
+    for (const id of [created.body.id, uploaded.body.id]) {
+      await waitForJob(stack, c.key, id);
+      assertDocumented('get', '/v1/videos/{id}', await v1('GET', `/v1/videos/${id}`));
+    }
+    const page = await v1('GET', '/v1/videos?limit=1');
+    assert.equal(page.body.has_more, true);
+    assertDocumented('get', '/v1/videos', page);
+    assertDocumented('get', '/v1/videos', answered(400, await v1('GET', '/v1/videos?order=sideways')));
+    const mp4 = await assertBinaryDocumented('get', '/v1/videos/{id}/content', `/v1/videos/${created.body.id}/content`, { headers: auth });
+    assert.equal(mp4.subarray(4, 8).toString('latin1'), 'ftyp');
+    const jpeg = await assertBinaryDocumented('get', '/v1/videos/{id}/content', `/v1/videos/${created.body.id}/content?variant=thumbnail`, { headers: auth });
+    assert.deepEqual([...jpeg.subarray(0, 2)], [0xff, 0xd8]);
+    assertDocumented('get', '/v1/videos/{id}/content', answered(400, await v1('GET', `/v1/videos/${created.body.id}/content?variant=spritesheet`)));
+    assertDocumented('delete', '/v1/videos/{id}', await v1('DELETE', `/v1/videos/${created.body.id}`));
+    assertDocumented('get', '/v1/videos/{id}', answered(404, await v1('GET', `/v1/videos/${created.body.id}`)));
+
+    assertDocumented('get', '/v1/models', await v1('GET', '/v1/models'));
+    assertDocumented('get', '/v1/models/{id}', await v1('GET', '/v1/models/sim-speech-1'));
+
+    const speech = { model: 'sim-speech-1', voice: 'sim-narrator', input: 'Hello there.' };
+    for (const extra of [{}, { response_format: 'opus' }, { response_format: 'pcm', stream_format: 'sse' }]) {
+      const init = { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ ...speech, ...extra }) };
+      assert.ok((await assertBinaryDocumented('post', '/v1/audio/speech', '/v1/audio/speech', init)).length > 0);
+    }
+    assertDocumented('post', '/v1/audio/speech', answered(404, await v1('POST', '/v1/audio/speech', { ...speech, voice: 'nobody' })));
+
+    const consent = await postForm('/v1/audio/voice_consents', c.key, { name: 'Ada', language: 'en-GB', recording: [voiceSample(), 'consent.wav'] });
+    assert.equal(consent.status, 200, JSON.stringify(consent.body));
+    assertDocumented('post', '/v1/audio/voice_consents', consent);
+    assertDocumented('get', '/v1/audio/voice_consents', await v1('GET', '/v1/audio/voice_consents'));
+    assertDocumented('get', '/v1/audio/voice_consents/{id}', await v1('GET', `/v1/audio/voice_consents/${consent.body.id}`));
+    assertDocumented('post', '/v1/audio/voice_consents/{id}', await v1('POST', `/v1/audio/voice_consents/${consent.body.id}`, { name: 'Ada Lovelace' }));
+    const voice = await postForm('/v1/audio/voices', c.key, { name: 'ada', consent: consent.body.id, audio_sample: [voiceSample(), 'sample.wav'] });
+    assert.equal(voice.status, 200, JSON.stringify(voice.body));
+    assertDocumented('post', '/v1/audio/voices', voice);
+    assertDocumented('post', '/v1/audio/voices', answered(400, await postForm('/v1/audio/voices', c.key, { name: 'ada', audio_sample: [voiceSample(), 'sample.wav'] })));
+    assertDocumented('delete', '/v1/audio/voices/{id}', await v1('DELETE', `/v1/audio/voices/${voice.body.id}`));
+    assertDocumented('delete', '/v1/audio/voices/{id}', answered(404, await v1('DELETE', `/v1/audio/voices/${voice.body.id}`)));
+    assertDocumented('delete', '/v1/audio/voice_consents/{id}', await v1('DELETE', `/v1/audio/voice_consents/${consent.body.id}`));
+
+    assertDocumented('get', '/v1/videos', answered(401, await http(stack.baseUrl, 'GET', '/v1/videos', { token: 'vva_sk_nope' })));
+    const poor = await newCustomer(stack, 0);
+    assertDocumented('post', '/v1/videos', answered(402, await http(stack.baseUrl, 'POST', '/v1/videos', { token: poor.key, json: { prompt: 'x', model: 'sim-video-1', seconds: '4' } })));
   });
 
   test('admin API, health and readiness', async () => {

@@ -120,6 +120,20 @@ export function createApp(deps: AppDeps): express.Express {
   // polling its jobs never uses up its creates); writes take `limit` in their routes.
   const auth = withReadLimit(requireApiKey(deps.db), rateLimit(deps.rateLimitReadsPerMinute ?? 600));
   const limit = rateLimit(deps.rateLimitPerMinute);
+  // The OpenAI-compatible surface (/v1): the same services, OpenAI's shapes and error format.
+  const openAi = (storage: Storage) =>
+    openAiRoutes({
+      ...deps,
+      auth,
+      limit,
+      storage,
+      thumbnails: deps.ffmpeg ?? new FfmpegWasm(),
+      vertex: deps.vertex ?? false,
+      more: [
+        openAiSpeechRoutes({ auth, limit, speech: deps.speech }),
+        ...(deps.voiceConsents ? [openAiVoiceRoutes({ auth, limit, voices: deps.voices, consents: deps.voiceConsents })] : []),
+      ],
+    });
   // The OpenAPI document is built from the contracts of the routers mounted here (./openapi.ts).
   const routers: ApiRouter[] = [
     videoRoutes({ auth, limit, jobs: deps.jobs, lifecycle: deps.lifecycle, downloadUrls: deps.downloadUrls, publicBaseUrl: deps.publicBaseUrl }),
@@ -131,28 +145,11 @@ export function createApp(deps: AppDeps): express.Express {
     ...(deps.files ? [fileRoutes(deps.files)] : []),
     adminRoutes({ db: deps.db, admin: requireAdmin(deps.adminToken), audit: deps.audit }),
     docsRoutes(() => document),
+    ...(deps.storage ? [openAi(deps.storage)] : []),
   ];
   // Provider callbacks are the providers' (verified by their signatures), not the customers' API: undocumented.
   if (deps.providerCallbacks) app.use(providerCallbackRoutes(deps.providerCallbacks));
   for (const r of routers) app.use(r.router);
-  // The OpenAI-compatible surface (/v1): the same services, OpenAI's shapes and error format.
-  if (deps.storage) {
-    const { storage } = deps;
-    app.use(
-      openAiRoutes({
-        ...deps,
-        auth,
-        limit,
-        storage,
-        thumbnails: deps.ffmpeg ?? new FfmpegWasm(),
-        vertex: deps.vertex ?? false,
-        more: [
-          openAiSpeechRoutes({ auth, limit, speech: deps.speech }),
-          ...(deps.voiceConsents ? [openAiVoiceRoutes({ auth, limit, voices: deps.voices, consents: deps.voiceConsents })] : []),
-        ],
-      }),
-    );
-  }
   app.use(consoleRoutes({ logger: deps.logger }));
   const documentContext = { simulator: deps.simulator, vertex: deps.vertex ?? false, voiceProvider: deps.voiceProvider, production: deps.production ?? false };
   const document: OpenApiDocument = buildOpenApiDocument(documentContext, [...routers, health].flatMap((r) => r.contracts));

@@ -21,6 +21,9 @@
 // z.toJSONSchema: io 'input' for requests, 'output' for responses). A request body is a component
 // named by its contract (`body.component`); a response schema listed in RESPONSE_SCHEMAS below is a
 // component named after its export, any other is inlined. A contract's tag must be one of TAGS.
+// A body taken in several media types (JSON or multipart) is a list of bodies, one component each.
+// Errors have one shape per surface: ErrorResponse, or OpenAI's (OpenAiErrorResponse) for a contract
+// of the OpenAI-compatible /v1 routes (`errorShape: 'openai'`).
 // Request bodies whose limits depend on the model (./openapi-catalog.ts) or on the mode are given by
 // the contract's `body.override`, which the builder applies to the generated schema; every JSON body
 // then refuses NUL (./openapi-no-nul.ts), and its 413 and 415 answers are documented by the builder.
@@ -37,6 +40,7 @@ import { Router, type RequestHandler } from 'express';
 import { z } from 'zod';
 import { createDocument, type ZodOpenApiOperationObject, type ZodOpenApiPathsObject, type ZodOpenApiResponseObject } from 'zod-openapi';
 import * as S from './schemas.js';
+import * as OpenAi from './openai/schemas.js';
 import { JSON_BODY_LIMIT_BYTES } from './json-body.js';
 import type { ModelAvailability } from './openapi-catalog.js';
 import { JSON_VALUE_COMPONENT, JSON_VALUE_SCHEMA, refuseNul } from './openapi-no-nul.js';
@@ -81,6 +85,17 @@ export const RESPONSE_SCHEMAS = {
   WebhookDeliveryAttempt: S.WebhookDeliveryAttempt,
   WebhookDeliveryAttemptList: S.WebhookDeliveryAttemptList,
   WebhookEvent: S.WebhookEvent,
+  OpenAiErrorResponse: OpenAi.OpenAiErrorResponse,
+  OpenAiVideo: OpenAi.OpenAiVideo,
+  OpenAiVideoList: OpenAi.OpenAiVideoList,
+  OpenAiVideoDeleted: OpenAi.OpenAiVideoDeleted,
+  OpenAiModel: OpenAi.OpenAiModel,
+  OpenAiModelList: OpenAi.OpenAiModelList,
+  VoiceConsent: OpenAi.VoiceConsent,
+  VoiceConsentList: OpenAi.VoiceConsentList,
+  VoiceConsentDeleted: OpenAi.VoiceConsentDeleted,
+  OpenAiVoice: OpenAi.OpenAiVoice,
+  OpenAiVoiceDeleted: OpenAi.OpenAiVoiceDeleted,
 } satisfies Record<string, z.ZodType>;
 
 const TAGS = [
@@ -100,13 +115,20 @@ const TAGS = [
   { name: 'Files', description: 'Generated files behind signed, expiring URLs.' },
   { name: 'Admin', description: 'Operators only: workspaces, credits, API keys, ledger audit. Bearer ADMIN_TOKEN.' },
   { name: 'Service', description: 'Health, readiness and this documentation.' },
+  {
+    name: 'OpenAI-compatible',
+    description:
+      "OpenAI's Videos, Audio (speech, voices, voice consents) and Models APIs under /v1, for the official openai SDKs with their base URL set to <service>/v1 " +
+      'and an API key of this service: the same workspaces, jobs, voices and money as /v2. Errors have OpenAI\'s shape (OpenAiErrorResponse). ' +
+      'Remix, edits, extensions and characters of videos are not offered: they answer 400 `unsupported_feature` and are not listed here.',
+  },
 ] as const;
 type Tag = (typeof TAGS)[number]['name'];
 
 // ---------------------------------------------------------------------------------------------
 // Contracts
 
-/** Error statuses a route may document; each answers ErrorResponse. */
+/** Error statuses a route may document; each answers its surface's error shape. */
 export type ErrorStatus = 400 | 401 | 402 | 403 | 404 | 409 | 413 | 415 | 429 | 502 | 503;
 
 /** The request body of an operation: the zod schema its handler validates with, as a named component. */
@@ -114,7 +136,7 @@ export interface BodyContract {
   /** Its name under components/schemas. */
   component: string;
   schema: z.ZodType;
-  /** Default application/json (the body's description then states the size limit and unknown fields). */
+  /** Default application/json (the body's description then states the size limit and unknown fields); each media type once per operation. */
   mediaType?: 'application/json' | 'multipart/form-data';
   description?: string;
   limit_bytes?: number;
@@ -138,9 +160,12 @@ export interface RouteContract extends Omit<ZodOpenApiOperationObject, 'tags' | 
   security: 'apiKey' | 'admin' | 'none';
   /** Takes the optional Idempotency-Key header. */
   idempotent?: true;
-  body?: BodyContract;
+  /** The request body; a list when the route takes it in several media types. */
+  body?: BodyContract | BodyContract[];
   /** Error statuses the route can answer, with an optional note replacing the generic text. */
   errors?: Partial<Record<ErrorStatus, string | undefined>>;
+  /** 'openai': the errors have OpenAI's shape (OpenAiErrorResponse), as every answer under /v1; absent, ErrorResponse. */
+  errorShape?: 'openai';
 }
 
 /** An Express router whose every route is mounted from its contract: `api.route(contract, ...handlers)`. */
@@ -151,6 +176,12 @@ export class ApiRouter {
   route(contract: RouteContract, ...handlers: RequestHandler[]): void {
     this.contracts.push(contract);
     this.router[contract.method](contract.expressPath ?? contract.path.replace(/\{(\w+)\}/g, ':$1'), ...handlers);
+  }
+
+  /** Mounts another ApiRouter's routes on this one's router, its contracts with them. */
+  include(other: ApiRouter): void {
+    this.contracts.push(...other.contracts);
+    this.router.use(other.router);
   }
 }
 
@@ -184,48 +215,58 @@ const ERROR_TEXT: Record<ErrorStatus, string> = {
 };
 const RETRY_AFTER = header('Seconds to wait before retrying.', { type: 'integer', minimum: 0 });
 
-function errorResponse(status: ErrorStatus, note: string | undefined): ZodOpenApiResponseObject {
+function errorResponse(status: ErrorStatus, note: string | undefined, errorSchema: z.ZodType): ZodOpenApiResponseObject {
   const headers: Record<string, Obj> = {};
   if (status === 401) headers['WWW-Authenticate'] = header('`Bearer`');
   if (status === 429) headers['Retry-After'] = RETRY_AFTER;
   if (status === 503) headers['Retry-After'] = { ...RETRY_AFTER, description: 'When retrying later may succeed: seconds to wait.' };
-  return json(S.ErrorResponse, note ?? ERROR_TEXT[status], Object.keys(headers).length ? headers : undefined);
+  return json(errorSchema, note ?? ERROR_TEXT[status], Object.keys(headers).length ? headers : undefined);
 }
 
 const SECURITY = { apiKey: [{ ApiKeyAuth: [] }], admin: [{ AdminToken: [] }], none: [] };
 const IDEMPOTENCY_REF = { $ref: '#/components/parameters/IdempotencyKey' };
 
-function requestBody(body: BodyContract, ctx: DocumentContext): NonNullable<ZodOpenApiOperationObject['requestBody']> {
-  const mediaType = body.mediaType ?? 'application/json';
-  const example = typeof body.example === 'function' ? body.example(ctx) : body.example;
+const mediaTypeOf = (body: BodyContract) => body.mediaType ?? 'application/json';
+const bodiesOf = (c: RouteContract): BodyContract[] => (c.body === undefined ? [] : Array.isArray(c.body) ? c.body : [c.body]);
+
+function requestBody(bodies: BodyContract[], ctx: DocumentContext): NonNullable<ZodOpenApiOperationObject['requestBody']> {
+  const content = bodies.map((body) => {
+    const example = typeof body.example === 'function' ? body.example(ctx) : body.example;
+    return [mediaTypeOf(body), { schema: body.schema, ...(example ? { example } : {}), ...(body.encoding ? { encoding: body.encoding } : {}) }] as const;
+  });
   return {
     required: true,
-    description: body.description ?? `application/json, at most ${bytesText(body.limit_bytes ?? JSON_BODY_LIMIT_BYTES)}; unknown fields are refused (400).`,
-    content: { [mediaType]: { schema: body.schema, ...(example ? { example } : {}), ...(body.encoding ? { encoding: body.encoding } : {}) } },
+    description: bodies
+      .map((body) => body.description ?? `application/json, at most ${bytesText(body.limit_bytes ?? JSON_BODY_LIMIT_BYTES)}; unknown fields are refused (400).`)
+      .join(' Or: '),
+    content: Object.fromEntries(content),
   };
 }
 
 function operation(c: RouteContract, ctx: DocumentContext): ZodOpenApiOperationObject {
-  const { method: _m, path: _p, expressPath: _e, tag, security, idempotent, body, errors, responses, parameters, ...rest } = c;
+  const { method: _m, path: _p, expressPath: _e, tag, security, idempotent, body: _b, errors, errorShape, responses, parameters, ...rest } = c;
   const params = [...(parameters ?? []), ...(idempotent ? [IDEMPOTENCY_REF] : [])];
-  // A JSON body can be too large (413) or not JSON (415): said once here for every such route.
-  const bodyErrors = body && (body.mediaType ?? 'application/json') === 'application/json' ? {
-          413: `The JSON body exceeds ${bytesText(body.limit_bytes ?? JSON_BODY_LIMIT_BYTES)} (request_too_large).`,
-          415: 'The body is not application/json (unsupported_media_type).',
+  const bodies = bodiesOf(c);
+  const jsonBody = bodies.find((b) => mediaTypeOf(b) === 'application/json');
+  // A JSON body can be too large (413) or not of a media type the route takes (415): said once here for every such route.
+  const bodyErrors = jsonBody ? {
+          413: `The JSON body exceeds ${bytesText(jsonBody.limit_bytes ?? JSON_BODY_LIMIT_BYTES)} (request_too_large).`,
+          415: `The body is not ${bodies.map(mediaTypeOf).join(' or ')} (unsupported_media_type).`,
         } : {};
   // Every read with an API key is rate limited per key (RATE_LIMIT_READS_PER_MINUTE).
   const readLimit = security === 'apiKey' && c.method === 'get' ? { 429: 'Too many reads (per API key); retry after `Retry-After` seconds.' } : {};
-  const errorResponses = Object.entries({ ...bodyErrors, ...readLimit, ...errors }).map(([status, note]) => [status, errorResponse(Number(status) as ErrorStatus, note)]);
+  const errorSchema = errorShape === 'openai' ? OpenAi.OpenAiErrorResponse : S.ErrorResponse;
+  const errorResponses = Object.entries({ ...bodyErrors, ...readLimit, ...errors }).map(([status, note]) => [status, errorResponse(Number(status) as ErrorStatus, note, errorSchema)]);
   return {
     ...rest,
     tags: [tag],
     security: SECURITY[security],
     ...(params.length ? { parameters: params } : {}),
-    ...(body ? { requestBody: requestBody(body, ctx) } : {}),
+    ...(bodies.length ? { requestBody: requestBody(bodies, ctx) } : {}),
     responses: {
       ...responses,
       ...Object.fromEntries(errorResponses),
-      default: json(S.ErrorResponse, 'An unexpected server error (500 internal_error); the same error shape.'),
+      default: json(errorSchema, 'An unexpected server error (500 internal_error); the same error shape.'),
     },
   };
 }
@@ -276,7 +317,7 @@ export function buildOpenApiDocument(ctx: DocumentContext, contracts: readonly R
   const bodies = new Map<string, BodyContract>();
   for (const c of contracts) {
     (paths[c.path] ??= {})[c.method] = operation(c, ctx);
-    if (c.body) bodies.set(c.body.component, c.body);
+    for (const b of bodiesOf(c)) bodies.set(b.component, b);
   }
   const doc = createDocument({
     openapi: '3.1.0',
@@ -285,7 +326,7 @@ export function buildOpenApiDocument(ctx: DocumentContext, contracts: readonly R
       version: packageVersion(),
       description:
         'Paid video generation and voice cloning. Authenticate with `Authorization: Bearer <API key>`. ' +
-        'Money is in euros, as JSON numbers. Every error answers `{"error": {"type", "code", "message", "param"}}`, ' +
+        'Money is in euros, as JSON numbers. Every error answers `{"error": {"type", "code", "message", "param"}}` (under /v1 with OpenAI\'s error types: OpenAiErrorResponse), ' +
         'and every response carries an `X-Request-Id` header. Schemas are generated from the zod schemas the API validates with.',
     },
     tags: TAGS.map((t) => ({ ...t })),
@@ -313,7 +354,7 @@ export function buildOpenApiDocument(ctx: DocumentContext, contracts: readonly R
   for (const [name, b] of bodies) {
     const generated = schemas[name] as ObjectSchema;
     const stated = b.override ? b.override(generated, ctx) : generated;
-    schemas[name] = (b.mediaType ?? 'application/json') === 'application/json' ? refuseNul(stated) : stated;
+    schemas[name] = mediaTypeOf(b) === 'application/json' ? refuseNul(stated) : stated;
   }
   if (bodies.size > 0) schemas[JSON_VALUE_COMPONENT] = JSON_VALUE_SCHEMA;
   return doc;

@@ -36,6 +36,12 @@ export function openAiErrorHandler(logger: Logger): ErrorRequestHandler {
   };
 }
 
+/** What every /v1 operation's contract (../openapi.ts) says alike: its tag, an API key, and errors in OpenAI's shape. */
+export const OPENAI_OPERATION = { tag: 'OpenAI-compatible', security: 'apiKey', errorShape: 'openai' } as const;
+
+/** The 402 of an operation that charges, as the SDKs see it. */
+export const INSUFFICIENT_CREDITS_402 = 'Insufficient credits (insufficient_credits; the SDKs raise their generic APIError with status 402). Nothing was charged.';
+
 export const openAiNotFoundRoute: RequestHandler = (req) => {
   throw notFound('route_not_found', `no route for ${req.method} ${req.originalUrl.split('?')[0]} in the OpenAI-compatible API`);
 };

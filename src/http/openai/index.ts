@@ -1,8 +1,9 @@
 // The OpenAI-compatible API under /v1: the openai SDKs work against this service by setting their base
 // URL to <service>/v1 and their API key to one of ours. Same keys, workspaces, jobs, voices and money as
-// /v2; OpenAI's shapes and error format (./errors.ts) on every answer under /v1, errors included.
-import { Router } from 'express';
+// /v2; OpenAI's shapes and error format (./errors.ts) on every answer under /v1, errors included. Its
+// routes are mounted from their contracts (../openapi.ts), so the OpenAPI document lists them.
 import type { Logger } from 'pino';
+import { ApiRouter } from '../openapi.js';
 import { openAiErrorHandler, openAiNotFoundRoute } from './errors.js';
 import { openAiVideoRoutes } from './videos.js';
 import { openAiModelRoutes } from './models.js';
@@ -11,17 +12,14 @@ export type OpenAiDeps = Parameters<typeof openAiVideoRoutes>[0] &
   Parameters<typeof openAiModelRoutes>[0] & {
     logger: Logger;
     /** Further /v1 routers (speech, voices), mounted before the 404. */
-    more?: Router[];
+    more?: ApiRouter[];
   };
 
-export function openAiRoutes(deps: OpenAiDeps): Router {
-  const v1 = Router();
-  v1.use(openAiVideoRoutes(deps));
-  v1.use(openAiModelRoutes(deps));
-  for (const r of deps.more ?? []) v1.use(r);
-  v1.use(openAiNotFoundRoute);
-  v1.use(openAiErrorHandler(deps.logger));
-  const r = Router();
-  r.use('/v1', v1);
-  return r;
+export function openAiRoutes(deps: OpenAiDeps): ApiRouter {
+  const v1 = new ApiRouter();
+  for (const api of [openAiVideoRoutes(deps), openAiModelRoutes(deps), ...(deps.more ?? [])]) v1.include(api);
+  // Under /v1 only: a path no route answered is a 404, and every error is in OpenAI's shape.
+  v1.router.use('/v1', openAiNotFoundRoute);
+  v1.router.use('/v1', openAiErrorHandler(deps.logger));
+  return v1;
 }

@@ -8,14 +8,19 @@
 //   remix, edits, extensions, characters, spritesheet: 400 unsupported_feature
 //
 // Only shapes are translated: a video is a job of /v2/videos/generations (same id, same charge and
-// refunds), created, read, listed and deleted by the same services.
-import { Router, type RequestHandler } from 'express';
+// refunds), created, read, listed and deleted by the same services. Each operation's contract sits
+// above its handlers (../openapi.ts); the routes that only answer 400 unsupported_feature are mounted
+// without one, so the OpenAPI document lists only what is offered (its tag says what is not).
+import type { RequestHandler } from 'express';
 import { z } from 'zod';
 import { defaultVideoModelId, findVideoModel, type AspectRatio, type Resolution } from '../../catalog.js';
 import { ApiError, fromZodError, invalidParam } from '../../errors.js';
 import { principalOf } from '../auth.js';
 import { CreateVideoBody, IMAGE_MAX_BYTES, idempotencyKeyOf, LIST_LIMIT_MAX, PROMPT_MAX_CHARS } from '../schemas.js';
 import { jsonBodyParser } from '../json-body.js';
+import { ApiRouter, bytesText, header, json } from '../openapi.js';
+import { videoBodyExample } from '../openapi-catalog.js';
+import { OpenAiVideo, OpenAiVideoDeleted, OpenAiVideoList } from './schemas.js';
 import { multipartForm, multipartOf } from '../multipart.js';
 import { sniffImage } from '../../media/image-sniff.js';
 import type { FfmpegWasm } from '../../media/ffmpeg-wasm.js';
@@ -24,7 +29,7 @@ import type { VideoJobsService } from '../../video-jobs/service.js';
 import type { VideoJobLifecycle } from '../../video-jobs/lifecycle.js';
 import type { VideoJobState } from '../../../workflows/messages.js';
 import { VIDEO_CREATE_BODY_LIMIT_BYTES, VIDEO_CREATE_MAX_CONCURRENT_LARGE_BODIES } from '../routes/videos.js';
-import { notOffered } from './errors.js';
+import { INSUFFICIENT_CREDITS_402, notOffered, OPENAI_OPERATION } from './errors.js';
 
 /** OpenAI's `size` values and what they mean here. */
 export const OPENAI_VIDEO_SIZES: Readonly<Record<string, { resolution: Resolution; aspectRatio: AspectRatio }>> = {
@@ -71,16 +76,19 @@ export function presentOpenAiVideo(job: VideoJobState) {
   };
 }
 
-const Seconds = z.union([z.string().regex(/^[1-9][0-9]{0,2}$/, 'must be a whole number of seconds, such as "8"'), z.number().int().min(1).max(999)]);
+const SecondsText = z.string().regex(/^[1-9][0-9]{0,2}$/, 'must be a whole number of seconds, such as "8"');
+const Seconds = z.union([SecondsText, z.number().int().min(1).max(999)]);
+const SECONDS_TEXT = "Seconds of video: one of the model's durations (GET /v2/models).";
 const Size = z.enum(Object.keys(OPENAI_VIDEO_SIZES) as [string, ...string[]], { error: `must be one of ${Object.keys(OPENAI_VIDEO_SIZES).join(', ')}` });
+const SIZE_TEXT = 'Width x height: the resolution and aspect ratio (the model must offer both).';
 const DATA_URL = /^data:(image\/[a-z+.-]+);base64,([A-Za-z0-9+/=\s]+)$/;
 
 export const OpenAiCreateVideoBody = z
   .object({
     prompt: z.string().max(PROMPT_MAX_CHARS).describe('What to generate.'),
     model: z.string().min(1).max(100).optional().describe("A video model id of GET /v1/models; absent: the service's default model."),
-    seconds: Seconds.optional().describe("Seconds of video, as a string (\"4\", \"8\") or a number: one of the model's durations."),
-    size: Size.optional().describe('Width x height: the resolution and aspect ratio (the model must offer both).'),
+    seconds: Seconds.optional().describe(`${SECONDS_TEXT} A string ("4", "8") or a number.`),
+    size: Size.optional().describe(SIZE_TEXT),
     input_reference: z
       .strictObject({ image_url: z.string().max(12 * 1024 * 1024).optional(), file_id: z.string().max(200).optional() })
       .optional()
@@ -88,6 +96,39 @@ export const OpenAiCreateVideoBody = z
   })
   .strict();
 type OpenAiCreateVideo = z.infer<typeof OpenAiCreateVideoBody>;
+
+const MULTIPART_FIELDS = ['prompt', 'model', 'seconds', 'size', 'input_reference[image_url]', 'input_reference[file_id]'] as const;
+const MULTIPART_LIMITS = {
+  maxFiles: 1,
+  maxFileBytes: IMAGE_MAX_BYTES,
+  maxTotalFileBytes: IMAGE_MAX_BYTES,
+  maxFields: MULTIPART_FIELDS.length,
+  maxParts: MULTIPART_FIELDS.length + 1,
+  maxFieldBytes: 4 * PROMPT_MAX_CHARS,
+  maxPartNameBytes: 100,
+  maxConcurrentRequests: VIDEO_CREATE_MAX_CONCURRENT_LARGE_BODIES,
+};
+const IMAGE_TYPES = 'image/png, image/jpeg, image/webp';
+
+/**
+ * The multipart form of POST /v1/videos, as the openai SDKs send it. Documentation only: multipart
+ * bodies are parsed by ../multipart.ts, whose fields the handler then validates with OpenAiCreateVideoBody.
+ */
+export const OpenAiCreateVideoForm = z
+  .strictObject({
+    prompt: OpenAiCreateVideoBody.shape.prompt,
+    model: OpenAiCreateVideoBody.shape.model,
+    seconds: SecondsText.optional().describe(`${SECONDS_TEXT} E.g. "4".`),
+    size: Size.optional().describe(SIZE_TEXT),
+    input_reference: z
+      .file()
+      .min(1)
+      .max(IMAGE_MAX_BYTES)
+      .optional()
+      .describe(`The first frame: a PNG, JPEG or WebP file of at most ${bytesText(IMAGE_MAX_BYTES)}, recognised by its content (the part's Content-Type is not trusted).`),
+    'input_reference[image_url]': z.string().max(MULTIPART_LIMITS.maxFieldBytes).optional().describe('Or the first frame as a data: URL (data:image/png;base64,...); other URLs are not fetched.'),
+  })
+  .describe('multipart/form-data: text parts prompt, model, seconds and size, and the first frame as the file part input_reference or the text part input_reference[image_url]; no other parts.');
 
 export const OpenAiListVideosQuery = z.strictObject({
   after: z.string().max(100).optional(),
@@ -143,7 +184,8 @@ function toCreateBody(body: OpenAiCreateVideo, uploaded: { buffer: Buffer; type:
   return out;
 }
 
-const MULTIPART_FIELDS = ['prompt', 'model', 'seconds', 'size', 'input_reference[image_url]', 'input_reference[file_id]'] as const;
+const VIDEO_ID = z.object({ id: z.string().describe('The video id (the id of its /v2 job).') });
+const NO_VIDEO = 'No such video in this workspace (job_not_found).';
 
 export function openAiVideoRoutes(deps: {
   auth: RequestHandler;
@@ -152,119 +194,240 @@ export function openAiVideoRoutes(deps: {
   lifecycle: VideoJobLifecycle;
   storage: Storage;
   thumbnails: FfmpegWasm;
-}): Router {
-  const r = Router();
-  const json = jsonBodyParser({ limit_bytes: VIDEO_CREATE_BODY_LIMIT_BYTES, max_concurrent_large_bodies: VIDEO_CREATE_MAX_CONCURRENT_LARGE_BODIES });
+}): ApiRouter {
+  const api = new ApiRouter();
+  const jsonParser = jsonBodyParser({ limit_bytes: VIDEO_CREATE_BODY_LIMIT_BYTES, max_concurrent_large_bodies: VIDEO_CREATE_MAX_CONCURRENT_LARGE_BODIES });
   const upload = multipartForm({
-    limits: {
-      maxFiles: 1,
-      maxFileBytes: IMAGE_MAX_BYTES,
-      maxTotalFileBytes: IMAGE_MAX_BYTES,
-      maxFields: MULTIPART_FIELDS.length,
-      maxParts: MULTIPART_FIELDS.length + 1,
-      maxFieldBytes: 4 * PROMPT_MAX_CHARS,
-      maxPartNameBytes: 100,
-      maxConcurrentRequests: VIDEO_CREATE_MAX_CONCURRENT_LARGE_BODIES,
-    },
+    limits: MULTIPART_LIMITS,
     fileParts: ['input_reference'],
     fieldParts: MULTIPART_FIELDS,
     nestedFieldParts: true,
     fileType: { headBytes: 16, detect: async (head) => sniffImage(head), expected: 'a PNG, JPEG or WebP image' },
   });
   // The openai SDKs always send multipart; JSON is accepted too.
-  const body: RequestHandler = (req, res, next) => (req.is('multipart/form-data') ? upload(req, res, next) : json(req, res, next));
+  const body: RequestHandler = (req, res, next) => (req.is('multipart/form-data') ? upload(req, res, next) : jsonParser(req, res, next));
 
-  r.post('/videos', deps.auth, deps.limit, body, async (req, res) => {
-    let parsed: { body: OpenAiCreateVideo; uploaded?: { buffer: Buffer; type: string } };
-    if (req.is('multipart/form-data')) {
-      const form = multipartOf(res);
-      const f = form.fields;
-      const raw: Record<string, unknown> = {};
-      for (const k of ['prompt', 'model', 'seconds', 'size'] as const) if (f.has(k)) raw[k] = f.get(k);
-      const ref: Record<string, string> = {};
-      if (f.has('input_reference[image_url]')) ref['image_url'] = f.get('input_reference[image_url]')!;
-      if (f.has('input_reference[file_id]')) ref['file_id'] = f.get('input_reference[file_id]')!;
-      if (Object.keys(ref).length > 0) raw['input_reference'] = ref;
-      const p = OpenAiCreateVideoBody.safeParse(raw);
-      if (!p.success) throw fromZodError(p.error);
-      const file = form.files[0];
-      parsed = { body: p.data, ...(file ? { uploaded: { buffer: file.buffer, type: file.type } } : {}) };
-    } else {
-      const p = OpenAiCreateVideoBody.safeParse(req.body ?? {});
-      if (!p.success) throw fromZodError(p.error);
-      parsed = { body: p.data };
-    }
-    let created: VideoJobState;
-    try {
-      const createBody = CreateVideoBody.parse(toCreateBody(parsed.body, parsed.uploaded));
-      created = await deps.jobs.create(principalOf(res), createBody, idempotencyKeyOf(req));
-    } catch (err) {
-      throw asV1Param(err);
-    }
-    res.locals['jobId'] = created.job_id;
-    res.json(presentOpenAiVideo(created));
-  });
-
-  // Not offered: answered before /videos/:id can take "characters" or "edits" for an id.
-  r.post('/videos/edits', deps.auth, notOffered('Editing videos (POST /v1/videos/edits)'));
-  r.post('/videos/extensions', deps.auth, notOffered('Extending videos (POST /v1/videos/extensions)'));
-  r.post('/videos/characters', deps.auth, notOffered('Characters (POST /v1/videos/characters)'));
-  r.get('/videos/characters/:id', deps.auth, notOffered('Characters (GET /v1/videos/characters/{id})'));
-  r.post('/videos/:id/remix', deps.auth, notOffered('Remixing videos (POST /v1/videos/{id}/remix)'));
-
-  r.get('/videos', deps.auth, async (req, res) => {
-    const q = OpenAiListVideosQuery.safeParse(req.query);
-    if (!q.success) throw fromZodError(q.error);
-    if (q.data.after !== undefined && !/^[0-9a-f-]{36}$/i.test(q.data.after)) throw invalidParam('after', 'after must be the id of a video of this list');
-    const page = await deps.lifecycle.list(principalOf(res), { limit: q.data.limit, after: q.data.after, order: q.data.order });
-    const data = page.jobs.map(presentOpenAiVideo);
-    res.json({ object: 'list', data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: page.has_more });
-  });
-
-  r.get('/videos/:id', deps.auth, async (req, res) => {
-    const job = await deps.jobs.get(principalOf(res), String(req.params['id']));
-    res.locals['jobId'] = job.job_id;
-    res.json(presentOpenAiVideo(job));
-  });
-
-  r.delete('/videos/:id', deps.auth, deps.limit, async (req, res) => {
-    const id = String(req.params['id']);
-    res.locals['jobId'] = id;
-    try {
-      await deps.lifecycle.delete(principalOf(res), id);
-    } catch (err) {
-      // OpenAI answers a video still being made with a 400; the SDKs would retry a 409.
-      if (err instanceof ApiError && err.code === 'job_pending') {
-        throw new ApiError(400, 'invalid_request_error', 'video_not_finished', 'the video is still being generated; it can be deleted once completed or failed', 'video_id');
+  api.route(
+    {
+      method: 'post',
+      path: '/v1/videos',
+      operationId: 'openaiCreateVideo',
+      summary: 'Create a video (client.videos.create)',
+      description:
+        'Starts a video generation job, exactly as POST /v2/videos/generations with n = 1: validated against the model, charged its estimate when accepted, refunded if it fails. ' +
+        '`size` and `seconds` become the resolution, aspect ratio and duration; a size the model does not offer is a 400 with `param: "size"`. ' +
+        'Poll GET /v1/videos/{id} until `completed` or `failed`. With an `Idempotency-Key` (the SDKs send one), a retry returns the same video and charges once.',
+      ...OPENAI_OPERATION,
+      idempotent: true,
+      body: [
+        {
+          component: 'OpenAiCreateVideoBody',
+          schema: OpenAiCreateVideoBody,
+          limit_bytes: VIDEO_CREATE_BODY_LIMIT_BYTES,
+          example: (ctx) => {
+            const example = videoBodyExample(ctx);
+            return example && { prompt: example['prompt'], model: example['model'], seconds: String(example['durationSeconds']) };
+          },
+        },
+        {
+          component: 'OpenAiCreateVideoForm',
+          schema: OpenAiCreateVideoForm,
+          mediaType: 'multipart/form-data',
+          description: `multipart/form-data with a boundary (what the openai SDKs send); at most ${MULTIPART_LIMITS.maxParts} parts.`,
+          encoding: { input_reference: { contentType: IMAGE_TYPES } },
+        },
+      ],
+      responses: { '200': json(OpenAiVideo, 'The video, queued or in progress.') },
+      errors: {
+        400: 'Invalid request, e.g. a size or seconds the model does not offer, or an input_reference that is not a data: URL of an image; `error.param` names it.',
+        401: undefined,
+        402: INSUFFICIENT_CREDITS_402,
+        403: undefined,
+        404: 'Unknown model (model_not_found, `param: model`).',
+        409: undefined,
+        413: `The JSON body exceeds ${bytesText(VIDEO_CREATE_BODY_LIMIT_BYTES)} (request_too_large), or the first frame exceeds ${bytesText(IMAGE_MAX_BYTES)} (image_too_large, file_too_large; \`param: input_reference\`).`,
+        415: 'The body is neither application/json nor multipart/form-data (unsupported_media_type), or the input_reference file is not a PNG, JPEG or WebP image (unsupported_file_type).',
+        429: 'Rate limited (per API key; rate_limited), or the workspace already has its limit of pending jobs (too_many_pending_jobs; nothing charged).',
+        503: 'No video provider is configured for the model (provider_not_configured), or too many requests with images are in progress (server_busy).',
+      },
+    },
+    deps.auth,
+    deps.limit,
+    body,
+    async (req, res) => {
+      let parsed: { body: OpenAiCreateVideo; uploaded?: { buffer: Buffer; type: string } };
+      if (req.is('multipart/form-data')) {
+        const form = multipartOf(res);
+        const f = form.fields;
+        const raw: Record<string, unknown> = {};
+        for (const k of ['prompt', 'model', 'seconds', 'size'] as const) if (f.has(k)) raw[k] = f.get(k);
+        const ref: Record<string, string> = {};
+        if (f.has('input_reference[image_url]')) ref['image_url'] = f.get('input_reference[image_url]')!;
+        if (f.has('input_reference[file_id]')) ref['file_id'] = f.get('input_reference[file_id]')!;
+        if (Object.keys(ref).length > 0) raw['input_reference'] = ref;
+        const p = OpenAiCreateVideoBody.safeParse(raw);
+        if (!p.success) throw fromZodError(p.error);
+        const file = form.files[0];
+        parsed = { body: p.data, ...(file ? { uploaded: { buffer: file.buffer, type: file.type } } : {}) };
+      } else {
+        const p = OpenAiCreateVideoBody.safeParse(req.body ?? {});
+        if (!p.success) throw fromZodError(p.error);
+        parsed = { body: p.data };
       }
-      throw err;
-    }
-    res.json({ id, object: 'video.deleted', deleted: true });
-  });
+      let created: VideoJobState;
+      try {
+        const createBody = CreateVideoBody.parse(toCreateBody(parsed.body, parsed.uploaded));
+        created = await deps.jobs.create(principalOf(res), createBody, idempotencyKeyOf(req));
+      } catch (err) {
+        throw asV1Param(err);
+      }
+      res.locals['jobId'] = created.job_id;
+      res.json(presentOpenAiVideo(created));
+    },
+  );
 
-  r.get('/videos/:id/content', deps.auth, async (req, res) => {
-    const variant = req.query['variant'] ?? 'video';
-    if (variant === 'spritesheet') throw new ApiError(400, 'invalid_request_error', 'unsupported_feature', 'variant=spritesheet is not offered by this service; use video or thumbnail', 'variant');
-    if (variant !== 'video' && variant !== 'thumbnail') throw invalidParam('variant', 'variant must be one of video, thumbnail, spritesheet');
-    const job = await deps.jobs.get(principalOf(res), String(req.params['id']));
-    res.locals['jobId'] = job.job_id;
-    const video = job.status === 'succeeded' ? job.videos[0] : undefined;
-    if (!video) {
-      throw new ApiError(400, 'invalid_request_error', 'video_not_ready', `the video is ${STATUS[job.status] ?? job.status}; its content can be downloaded once completed`, 'video_id');
-    }
-    const stored = await deps.storage.open(video.storage_key);
-    if (!stored) throw new ApiError(404, 'not_found_error', 'video_content_gone', 'the content of this video is no longer stored', 'video_id');
-    if (variant === 'video') {
-      res.status(200).set({ 'Content-Type': 'video/mp4', 'Content-Length': String(stored.bytes), 'Content-Disposition': `attachment; filename="${job.job_id}.mp4"` });
-      stored.stream.on('error', (err) => res.destroy(err));
-      stored.stream.pipe(res);
-      return;
-    }
-    const chunks: Buffer[] = [];
-    for await (const c of stored.stream) chunks.push(c as Buffer);
-    const jpeg = await deps.thumbnails.firstFrameJpeg(Buffer.concat(chunks));
-    res.status(200).set({ 'Content-Type': 'image/jpeg', 'Content-Disposition': `inline; filename="${job.job_id}.jpg"` }).send(jpeg);
-  });
+  // Not offered, and so not operations of the document: answered before /v1/videos/{id} can take
+  // "characters" or "edits" for an id.
+  api.router.post('/v1/videos/edits', deps.auth, notOffered('Editing videos (POST /v1/videos/edits)'));
+  api.router.post('/v1/videos/extensions', deps.auth, notOffered('Extending videos (POST /v1/videos/extensions)'));
+  api.router.post('/v1/videos/characters', deps.auth, notOffered('Characters (POST /v1/videos/characters)'));
+  api.router.get('/v1/videos/characters/:id', deps.auth, notOffered('Characters (GET /v1/videos/characters/{id})'));
+  api.router.post('/v1/videos/:id/remix', deps.auth, notOffered('Remixing videos (POST /v1/videos/{id}/remix)'));
 
-  return r;
+  api.route(
+    {
+      method: 'get',
+      path: '/v1/videos',
+      operationId: 'openaiListVideos',
+      summary: "List this workspace's videos (client.videos.list)",
+      description: 'A page at a time (the SDKs\' auto-paging iterator follows `last_id` while `has_more`). Deleted videos are not listed.',
+      ...OPENAI_OPERATION,
+      requestParams: { query: OpenAiListVideosQuery },
+      responses: { '200': json(OpenAiVideoList, 'A page of videos.') },
+      errors: {
+        400: 'Invalid `limit` (1 to 100), `order` or `after` (not a video id), or an unknown parameter; `error.param` names it.',
+        401: undefined,
+        404: '`after` names no video of this workspace (job_not_found, `param: after`).',
+      },
+    },
+    deps.auth,
+    async (req, res) => {
+      const q = OpenAiListVideosQuery.safeParse(req.query);
+      if (!q.success) throw fromZodError(q.error);
+      if (q.data.after !== undefined && !/^[0-9a-f-]{36}$/i.test(q.data.after)) throw invalidParam('after', 'after must be the id of a video of this list');
+      const page = await deps.lifecycle.list(principalOf(res), { limit: q.data.limit, after: q.data.after, order: q.data.order });
+      const data = page.jobs.map(presentOpenAiVideo);
+      res.json({ object: 'list', data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: page.has_more });
+    },
+  );
+
+  api.route(
+    {
+      method: 'get',
+      path: '/v1/videos/{id}',
+      operationId: 'openaiRetrieveVideo',
+      summary: 'Retrieve a video (client.videos.retrieve)',
+      ...OPENAI_OPERATION,
+      requestParams: { path: VIDEO_ID },
+      responses: { '200': json(OpenAiVideo, 'The video.') },
+      errors: { 401: undefined, 404: NO_VIDEO },
+    },
+    deps.auth,
+    async (req, res) => {
+      const job = await deps.jobs.get(principalOf(res), String(req.params['id']));
+      res.locals['jobId'] = job.job_id;
+      res.json(presentOpenAiVideo(job));
+    },
+  );
+
+  api.route(
+    {
+      method: 'delete',
+      path: '/v1/videos/{id}',
+      operationId: 'openaiDeleteVideo',
+      summary: 'Delete a finished video (client.videos.delete)',
+      description: 'Deletes the stored video and its job (as DELETE /v2/videos/generations/{id}); it is a 404 from then on. The ledger keeps its entries.',
+      ...OPENAI_OPERATION,
+      requestParams: { path: VIDEO_ID },
+      responses: { '200': json(OpenAiVideoDeleted, 'Deleted.') },
+      errors: {
+        400: 'The video is still being generated (video_not_finished, `param: video_id`).',
+        401: undefined,
+        404: NO_VIDEO,
+        429: undefined,
+      },
+    },
+    deps.auth,
+    deps.limit,
+    async (req, res) => {
+      const id = String(req.params['id']);
+      res.locals['jobId'] = id;
+      try {
+        await deps.lifecycle.delete(principalOf(res), id);
+      } catch (err) {
+        // OpenAI answers a video still being made with a 400; the SDKs would retry a 409.
+        if (err instanceof ApiError && err.code === 'job_pending') {
+          throw new ApiError(400, 'invalid_request_error', 'video_not_finished', 'the video is still being generated; it can be deleted once completed or failed', 'video_id');
+        }
+        throw err;
+      }
+      res.json({ id, object: 'video.deleted', deleted: true });
+    },
+  );
+
+  api.route(
+    {
+      method: 'get',
+      path: '/v1/videos/{id}/content',
+      operationId: 'openaiDownloadVideoContent',
+      summary: 'Download a video or its thumbnail (client.videos.downloadContent)',
+      description: 'The MP4 of a completed video, or a JPEG of its first frame. `variant=spritesheet` is not offered (400 unsupported_feature).',
+      ...OPENAI_OPERATION,
+      requestParams: {
+        path: VIDEO_ID,
+        query: z.object({ variant: z.enum(['video', 'thumbnail']).optional().describe('video (default): the MP4; thumbnail: a JPEG of the first frame.') }),
+      },
+      responses: {
+        '200': {
+          description: 'The MP4 (variant video, with its Content-Length) or the JPEG (variant thumbnail).',
+          headers: { 'Content-Disposition': header('`attachment; filename="<id>.mp4"` or `inline; filename="<id>.jpg"`.') },
+          content: {
+            'video/mp4': { schema: { type: 'string', format: 'binary', contentMediaType: 'video/mp4' } },
+            'image/jpeg': { schema: { type: 'string', format: 'binary', contentMediaType: 'image/jpeg' } },
+          },
+        },
+      },
+      errors: {
+        400: 'The video is not completed (video_not_ready, `param: video_id`), or `variant` is not video or thumbnail (spritesheet: unsupported_feature).',
+        401: undefined,
+        404: 'No such video in this workspace (job_not_found), or its content is no longer stored (video_content_gone).',
+      },
+    },
+    deps.auth,
+    async (req, res) => {
+      const variant = req.query['variant'] ?? 'video';
+      if (variant === 'spritesheet') throw new ApiError(400, 'invalid_request_error', 'unsupported_feature', 'variant=spritesheet is not offered by this service; use video or thumbnail', 'variant');
+      if (variant !== 'video' && variant !== 'thumbnail') throw invalidParam('variant', 'variant must be one of video, thumbnail, spritesheet');
+      const job = await deps.jobs.get(principalOf(res), String(req.params['id']));
+      res.locals['jobId'] = job.job_id;
+      const video = job.status === 'succeeded' ? job.videos[0] : undefined;
+      if (!video) {
+        throw new ApiError(400, 'invalid_request_error', 'video_not_ready', `the video is ${STATUS[job.status] ?? job.status}; its content can be downloaded once completed`, 'video_id');
+      }
+      const stored = await deps.storage.open(video.storage_key);
+      if (!stored) throw new ApiError(404, 'not_found_error', 'video_content_gone', 'the content of this video is no longer stored', 'video_id');
+      if (variant === 'video') {
+        res.status(200).set({ 'Content-Type': 'video/mp4', 'Content-Length': String(stored.bytes), 'Content-Disposition': `attachment; filename="${job.job_id}.mp4"` });
+        stored.stream.on('error', (err) => res.destroy(err));
+        stored.stream.pipe(res);
+        return;
+      }
+      const chunks: Buffer[] = [];
+      for await (const c of stored.stream) chunks.push(c as Buffer);
+      const jpeg = await deps.thumbnails.firstFrameJpeg(Buffer.concat(chunks));
+      res.status(200).set({ 'Content-Type': 'image/jpeg', 'Content-Disposition': `inline; filename="${job.job_id}.jpg"` }).send(jpeg);
+    },
+  );
+
+  return api;
 }

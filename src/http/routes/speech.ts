@@ -1,13 +1,32 @@
 // POST /v2/audio/speech: JSON in, audio bytes out (charged once delivered; see services/speech.ts).
 import type { RequestHandler } from 'express';
 import { CreateSpeechBody, idempotencyKeyOf } from '../schemas.js';
-import { ApiRouter, header } from '../openapi.js';
+import { ApiRouter, header, type RouteContract } from '../openapi.js';
 import { speechBodyExample, speechBodySchema } from '../openapi-catalog.js';
 import { jsonBody } from '../json-body.js';
 import { principalOf } from '../auth.js';
 import { microEurToEur } from '../../money.js';
 import type { SpeechService } from '../../services/speech.js';
 import { sendSpeechStream } from '../speech-stream.js';
+
+/** What speech answers, by media type: the audio of each response_format, or server-sent events (stream_format "sse"). */
+export const SPEECH_CONTENT = Object.fromEntries([
+  ...['audio/wav', 'audio/pcm', 'audio/mpeg', 'audio/ogg', 'audio/aac', 'audio/flac'].map((t) => [t, { schema: { type: 'string', format: 'binary', contentMediaType: t } }] as const),
+  ['text/event-stream', { schema: { type: 'string' } }] as const,
+]);
+
+/** The errors speech can answer. */
+export const SPEECH_ERRORS: RouteContract['errors'] = {
+  400: 'Invalid request, e.g. blank or too long `input`, or a response_format the model does not offer.',
+  401: undefined,
+  402: undefined,
+  403: undefined,
+  404: 'Unknown model (model_not_found, `param: model`) or voice (voice_not_found, `param: voice`).',
+  409: undefined,
+  429: undefined,
+  502: undefined,
+  503: 'No voice provider is configured, or it could not be reached.',
+};
 
 export function speechRoutes(deps: { auth: RequestHandler; limit: RequestHandler; speech: SpeechService }): ApiRouter {
   const api = new ApiRouter();
@@ -44,28 +63,10 @@ export function speechRoutes(deps: { auth: RequestHandler; limit: RequestHandler
             'X-Cost-In-Euro': header('The charge, in euros.', { type: 'number' }),
             'Idempotent-Replayed': header('`true` when this answers an Idempotency-Key retry (not charged again).', { type: 'string', const: 'true' }),
           },
-          content: {
-            'audio/wav': { schema: { type: 'string', format: 'binary', contentMediaType: 'audio/wav' } },
-            'audio/pcm': { schema: { type: 'string', format: 'binary', contentMediaType: 'audio/pcm' } },
-            'audio/mpeg': { schema: { type: 'string', format: 'binary', contentMediaType: 'audio/mpeg' } },
-            'audio/ogg': { schema: { type: 'string', format: 'binary', contentMediaType: 'audio/ogg' } },
-            'audio/aac': { schema: { type: 'string', format: 'binary', contentMediaType: 'audio/aac' } },
-            'audio/flac': { schema: { type: 'string', format: 'binary', contentMediaType: 'audio/flac' } },
-            'text/event-stream': { schema: { type: 'string' } },
-          },
+          content: SPEECH_CONTENT,
         },
       },
-      errors: {
-        400: 'Invalid request, e.g. blank or too long `input`, or a response_format the model does not offer.',
-        401: undefined,
-        402: undefined,
-        403: undefined,
-        404: 'Unknown model (model_not_found, `param: model`) or voice (voice_not_found, `param: voice`).',
-        409: undefined,
-        429: undefined,
-        502: undefined,
-        503: 'No voice provider is configured, or it could not be reached.',
-      },
+      errors: SPEECH_ERRORS,
     },
     deps.auth,
     deps.limit,

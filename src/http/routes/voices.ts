@@ -84,7 +84,7 @@ function parseName(raw: string): string {
   return name.data;
 }
 
-const VOICE_503 =
+export const VOICE_503 =
   'No voice provider is configured (provider_not_configured), the provider could not be reached (provider_unavailable), or too many uploads are in progress (server_busy).';
 const NO_VOICE = 'No such voice in this workspace (voice_not_found).';
 
