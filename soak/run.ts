@@ -51,15 +51,38 @@ async function listAll(client: Client, route: string, basePath: string, token: s
 
 const listJobs = (client: Client, w: Workspace) => listAll(client, 'GET /v2/videos/generations', '/v2/videos/generations', w.key);
 
-async function drain(client: Client, workspaces: Workspace[]): Promise<number> {
+/** A drain in which no job settled for this long looks at Temporal (see drain). */
+const DRAIN_STALL_MS = 60_000;
+
+/**
+ * Waits until no job is pending (at most DRAIN_TIMEOUT_MS) and answers how many still are. The
+ * Temporal dev server keeps its store in SQLite, and after a SIGKILL and restart it can stop serving
+ * while its process runs (every store operation then fails with SQLITE_INTERRUPT, "interrupted (9)",
+ * a fault of the SQLite driver fixed in later server releases); a production Temporal keeps its store in
+ * PostgreSQL or Cassandra. When no job settles for DRAIN_STALL_MS, the drain restarts Temporal once,
+ * as the chaos loop does, and says so: what the soak checks is that the service recovers from it.
+ */
+async function drain(client: Client, workspaces: Workspace[], restartTemporal: () => Promise<void>): Promise<{ pending: number; temporal_restarted: boolean }> {
   const deadline = Date.now() + DRAIN_TIMEOUT_MS;
+  let last_pending = Infinity;
+  let last_change_ms = Date.now();
+  let temporal_restarted = false;
   for (;;) {
     let pending = 0;
     for (const w of workspaces) {
       const jobs = await listJobs(client, w);
       pending += jobs === null ? Infinity : jobs.filter((j) => j.status === 'pending').length;
     }
-    if (pending === 0 || Date.now() > deadline) return pending;
+    if (pending === 0 || Date.now() > deadline) return { pending, temporal_restarted };
+    if (pending !== last_pending) {
+      last_pending = pending;
+      last_change_ms = Date.now();
+    } else if (!temporal_restarted && Date.now() - last_change_ms > DRAIN_STALL_MS) {
+      log(`drain: no job settled for ${DRAIN_STALL_MS / 1000} s; restarting Temporal once`);
+      await restartTemporal();
+      temporal_restarted = true;
+      last_change_ms = Date.now();
+    }
     log(`drain: ${pending} job(s) still pending`);
     await sleep(3_000);
   }
@@ -183,7 +206,9 @@ async function main(): Promise<string[]> {
 
     await cluster.ensureAllUp();
     const all = [...workspaces, fuzzWs];
-    const pending = await drain(client, all);
+    const up = cluster;
+    const { pending, temporal_restarted } = await drain(client, all, () => up.restartTemporal());
+    if (temporal_restarted) log('drain: Temporal was restarted once during the drain (it had stopped serving)');
     // Every top-up again with its key: each must be confirmed now, and counted once.
     for (const w of all) {
       for (const [key, amount] of [...w.topups.entries()]) await topUp(client, w, Math.abs(amount) / 1e6, key);
