@@ -172,7 +172,10 @@ export async function nudgePollForCallback(db: Db, job_id: string, backend: stri
   for (;;) {
     if (await nudgePoll(db, job_id, backend)) return true;
     const submitting = ((await db.query({ ...SUBMITTING, values: [job_id] })).rowCount ?? 0) > 0;
-    if (!submitting || Date.now() >= until) return false;
+    // Not submitting any more: the operation may have been recorded between the nudge and this read
+    // (its row and the job's operation are written together), so the nudge is tried once more.
+    if (!submitting) return nudgePoll(db, job_id, backend);
+    if (Date.now() >= until) return false;
     await sleep(CALLBACK_RECORD_CHECK_MS);
   }
 }
