@@ -44,6 +44,7 @@
 //
 // The API key lives in a private field: it is sent in the header and nowhere else, is never part of
 // an error message (any message is scrubbed of it, to be sure) and is never logged.
+import { readCapped } from '../video/http.js';
 import type { AudioFormat } from '../../media/audio-sniff.js';
 import {
   VoiceProviderError,
@@ -281,7 +282,10 @@ export class ElevenLabsVoiceProvider implements VoiceProvider {
     }
   }
 
-  /** One request and its whole body, within the operation's time limit. Transport failures are `unavailable`. */
+  /**
+   * One request and its whole body (at most ELEVENLABS_MAX_SPEECH_BYTES, the longest speech), within the
+   * operation's time limit. Transport failures, and a larger body, are `unavailable`.
+   */
   private async exchange(
     op: ElevenLabsOperation,
     method: string,
@@ -291,7 +295,7 @@ export class ElevenLabsVoiceProvider implements VoiceProvider {
     const signal = AbortSignal.timeout(this.timeoutsMs[op]);
     try {
       const res = await this.send(method, path, init, signal);
-      return { res, body: Buffer.from(await res.arrayBuffer()) };
+      return { res, body: await readCapped(res, ELEVENLABS_MAX_SPEECH_BYTES, `ElevenLabs ${OPERATION_LABELS[op]}`, 'invalid_response') };
     } catch (err) {
       throw this.transportFailure(op, signal, err);
     }
