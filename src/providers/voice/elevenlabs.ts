@@ -61,7 +61,7 @@ export const ELEVENLABS_DEFAULT_MODEL_ID = 'eleven_multilingual_v2';
 export const ELEVENLABS_SAMPLE_RATE_HZ = 22_050;
 export const ELEVENLABS_OUTPUT_FORMAT = `pcm_${ELEVENLABS_SAMPLE_RATE_HZ}`;
 export const ELEVENLABS_PCM_CONTENT_TYPE = `audio/pcm;rate=${ELEVENLABS_SAMPLE_RATE_HZ};channels=1;encoding=s16le`;
-/** The most audio a streamed synthesis takes: 30 minutes of PCM, far beyond what the longest input speaks. */
+/** The most audio a synthesis takes (and the most of any answer body read): 30 minutes of PCM, far beyond what the longest input speaks. */
 export const ELEVENLABS_MAX_SPEECH_BYTES = 30 * 60 * ELEVENLABS_SAMPLE_RATE_HZ * 2;
 /** The most of an error answer that is read: enough for any message the API sends. */
 const ERROR_BODY_MAX_BYTES = 64 * 1024;
