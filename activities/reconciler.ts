@@ -8,7 +8,7 @@ import type { Client } from '@temporalio/client';
 import type { Logger } from 'pino';
 import type { Db } from '../src/db/pool.js';
 import { releaseExpiredSpeechHolds, SPEECH_HOLD_TTL_MS } from '../src/billing/speech-billing.js';
-import { videoJobWorkflowState } from '../src/temporal/workflow-states.js';
+import { runningVideoJobIds, videoJobWorkflowState } from '../src/temporal/workflow-states.js';
 import { dispatchUndispatched } from '../src/webhooks/dispatch.js';
 import { readVideoJob } from '../src/video-jobs/records.js';
 import { restartVideoJob } from '../src/video-jobs/recovery.js';
@@ -31,6 +31,8 @@ export interface ReconcilerActivityDeps {
 
 export interface ReconcileReport {
   pending_checked: number;
+  /** Pending jobs Temporal did not list as running, each then looked up on its own. */
+  jobs_looked_up: number;
   jobs_restarted: string[];
   speech_holds_released: number;
   webhook_deliveries_started: number;
@@ -45,7 +47,7 @@ export interface ReconcileReport {
 }
 
 const DELIVERIES_PER_RUN = 500;
-/** Pending jobs read per page; a run pages through all of them, least recently checked first. */
+/** Pending jobs read per page; a run pages through all of them, oldest first. */
 export const PENDING_PAGE_SIZE = 500;
 const HOLDS_PER_RUN = 500;
 /** Images of attempts that did not charge their job are deleted once this old (an attempt is decided within minutes). */
@@ -62,7 +64,7 @@ const SPEECH_AUDIO_PER_RUN = 1_000;
 export function createReconcilerActivities(deps: ReconcilerActivityDeps) {
   const settings = { taskQueue: deps.taskQueue, job_timeout_ms: deps.video.jobTimeoutMs };
 
-  /** Restarts one pending job whose workflow is not running; marks it visited either way. */
+  /** Restarts one pending job whose workflow is not running (after a look of its own: visibility trails). */
   async function reconcileJob(client: Client, id: string, restarted: string[]): Promise<void> {
     const state = await videoJobWorkflowState(client, id);
     const job = state === 'running' ? null : await readVideoJob(deps.db, id);
@@ -73,7 +75,6 @@ export function createReconcilerActivities(deps: ReconcilerActivityDeps) {
         job.operation_id ? 'video job restarted: resuming its provider operation' : 'video job restarted: no provider operation known, refunding in full',
       );
     }
-    await deps.db.query('UPDATE video_jobs SET reconciled_at = now() WHERE id = $1', [id]);
   }
 
   return {
@@ -81,20 +82,29 @@ export function createReconcilerActivities(deps: ReconcilerActivityDeps) {
       const ctx = Context.current();
       const client = ctx.client;
       const restarted: string[] = [];
-      // Every pending job, page by page: each one visited is marked after the run's start, so the next page
-      // starts after it, and the run ends when no pending job is left that it has not seen.
+      // The jobs pending since before Temporal listed its running job workflows, page by page (oldest
+      // first): one not listed is looked at on its own. A pending job costs Temporal nothing per run.
       const started = await deps.db.query<{ at: Date }>('SELECT clock_timestamp() AS at');
       const run_started = started.rows[0]!.at;
+      ctx.heartbeat('listing running jobs');
+      const running = await runningVideoJobIds(client, deps.taskQueue, () => ctx.heartbeat('listing running jobs'));
       let checked = 0;
+      let looked_up = 0;
+      let after: { created_at: Date; id: string } | null = null;
       for (;;) {
-        const page = await deps.db.query<{ id: string }>(
-          `SELECT id FROM video_jobs WHERE status = 'pending' AND (reconciled_at IS NULL OR reconciled_at < $1)
-            ORDER BY reconciled_at NULLS FIRST, created_at LIMIT $2`,
-          [run_started, PENDING_PAGE_SIZE],
+        const page: { rows: { id: string; created_at: Date }[] } = await deps.db.query<{ id: string; created_at: Date }>(
+          `SELECT id, created_at FROM video_jobs
+            WHERE status = 'pending' AND created_at < $1 AND ($2::timestamptz IS NULL OR (created_at, id) > ($2::timestamptz, $3::uuid))
+            ORDER BY created_at, id LIMIT $4`,
+          [run_started, after?.created_at ?? null, after?.id ?? null, PENDING_PAGE_SIZE],
         );
         if (page.rows.length === 0) break;
         checked += page.rows.length;
+        after = page.rows.at(-1)!;
+        ctx.heartbeat(after.id);
         for (const { id } of page.rows) {
+          if (running.has(id)) continue;
+          looked_up++;
           ctx.heartbeat(id);
           await reconcileJob(client, id, restarted);
         }
@@ -120,6 +130,7 @@ export function createReconcilerActivities(deps: ReconcilerActivityDeps) {
         speech_audio_expired: audioExpired,
         voice_deletions_started: voiceDeletions,
         pending_checked: checked,
+        jobs_looked_up: looked_up,
         jobs_restarted: restarted,
         speech_holds_released: released,
         webhook_deliveries_started: deliveries,

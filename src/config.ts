@@ -13,6 +13,9 @@ import { useCatalogFile } from './catalog.js';
 export { ConfigError };
 
 const boolish = z.enum(['on', 'off', 'true', 'false', '1', '0']).transform((v) => v === 'on' || v === 'true' || v === '1');
+/** A task queue's name; it is written into the reconciler's visibility query, so plain characters only. */
+export const TASK_QUEUE_NAME = /^[A-Za-z0-9._:-]{1,200}$/;
+
 const intFrom = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
 
 /** Polls of a running job back off x1.5 from VIDEO_POLL_INTERVAL_MS up to this, by default. */
@@ -29,7 +32,7 @@ const EnvSchema = z.object({
   DATABASE_POOL_MAX: intFrom(1, 200).default(10),
   TEMPORAL_ADDRESS: z.string().optional(),
   TEMPORAL_NAMESPACE: z.string().default('default'),
-  TEMPORAL_TASK_QUEUE: z.string().default('video-voice-api'),
+  TEMPORAL_TASK_QUEUE: z.string().regex(TASK_QUEUE_NAME, 'letters, digits and . _ : - only (1-200)').default('video-voice-api'),
   TEMPORAL_CLI_PATH: z.string().optional(),
   TEMPORAL_DEV_PORT: intFrom(1024, 65535).default(7233),
   TEMPORAL_UI_PORT: intFrom(1024, 65535).default(8233),

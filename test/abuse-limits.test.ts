@@ -21,6 +21,7 @@ import { chargeVideoJob, settleVideoJob, type VideoJobCharge } from '../src/bill
 import { createWorkspace } from '../src/services/workspaces.js';
 import { jobIdForIdempotencyKey } from '../src/video-jobs/service.js';
 import { createReconcilerActivities, PENDING_PAGE_SIZE, type ReconcileReport } from '../activities/reconciler.js';
+import { runningVideoJobIds } from '../src/temporal/workflow-states.js';
 import { createLogger } from '../src/logger.js';
 import { startApi, type RunningApi } from '../src/runtime/api.js';
 import { startWorker, type RunningWorker } from '../src/runtime/worker.js';
@@ -501,6 +502,50 @@ describe('the reconciler and the audit see every pending job', () => {
       for (const id of report.jobs_restarted) await stack.api.temporal.workflow.getHandle(`video-job-${id}`).terminate('test over').catch(() => {});
     } finally {
       await db.end();
+    }
+  });
+
+  test('the reconciler asks Temporal nothing per running job: one listing, and a look of its own only for a job it does not list', async () => {
+    // The stack's own scheduled reconcile would restart the terminated job first: it runs only by hand here.
+    const s = await startStack({ env: { RECONCILE_INTERVAL_MS: String(24 * 3_600_000) } });
+    try {
+      const c = await newCustomer(s, 10);
+      const ids: string[] = [];
+      for (let i = 0; i < 3; i++) {
+        const r = await api(s.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: simJob({ delay_ms: 600_000 }, { n: 1 }) });
+        assert.equal(r.status, 202, JSON.stringify(r.body));
+        ids.push(r.body.id);
+      }
+      const taskQueue = s.config.temporal.taskQueue;
+      const reconcile = async () => {
+        const activities = createReconcilerActivities({ db: s.db, logger: createLogger('silent', 'test'), taskQueue, video: { pollIntervalMs: 100, pollMaxIntervalMs: 300, jobTimeoutMs: 60_000 } });
+        return (await new MockActivityEnvironment(undefined, { client: s.api.temporal }).run(activities.reconcileMoney)) as ReconcileReport;
+      };
+      const listed = async (want: (running: Set<string>) => boolean) => {
+        for (let i = 0; i < 100; i++) {
+          if (want(await runningVideoJobIds(s.api.temporal, taskQueue))) return;
+          await new Promise((r) => setTimeout(r, 100));
+        }
+        assert.fail('visibility never caught up');
+      };
+      await listed((running) => ids.every((id) => running.has(id)));
+      const quiet = await reconcile();
+      assert.equal(quiet.pending_checked, 3);
+      assert.equal(quiet.jobs_looked_up, 0, 'running jobs are not looked up one by one');
+      assert.deepEqual(quiet.jobs_restarted, []);
+
+      await s.api.temporal.workflow.getHandle(messages.videoJobWorkflowId(ids[0]!)).terminate('operator mistake');
+      await listed((running) => !running.has(ids[0]!));
+      const resumed = await reconcile();
+      assert.equal(resumed.pending_checked, 3);
+      assert.equal(resumed.jobs_looked_up, 1);
+      assert.deepEqual(resumed.jobs_restarted, [ids[0]]);
+
+      for (const id of ids) assert.equal((await api(s.baseUrl, 'POST', `/v2/videos/generations/${id}/cancel`, { token: c.key })).status, 200);
+      for (const id of ids) assert.equal((await waitForJob(s, c.key, id)).status, 'failed');
+      await assertAuditHolds(s);
+    } finally {
+      await s.stop();
     }
   });
 

@@ -207,13 +207,14 @@ describe('a worker killed in the middle of a reconcile', () => {
     const r = await create(c.key, simJob({ delay_ms: 8_000 }, { n: 1 }));
     assert.equal(r.status, 202);
     await until('the operation to be recorded', 10_000, () => operationOf(r.body.id));
-    // Hold the job's row: the reconciler's next run waits on it, in the middle of its work.
+    // Hold the jobs' table: the reconciler's next run waits on it, in the middle of its work (after
+    // Temporal listed the running jobs, before it read the pending ones).
     const lock = await db.connect();
     await lock.query('BEGIN');
-    await lock.query('SELECT 1 FROM video_jobs WHERE id = $1 FOR UPDATE', [r.body.id]);
+    await lock.query('LOCK TABLE video_jobs IN ACCESS EXCLUSIVE MODE');
     let settle_ms = 0;
     try {
-      await untilWaiting('a reconcile to wait on the job', "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'UPDATE video_jobs SET reconciled_at%'");
+      await untilWaiting('a reconcile to wait on the jobs', "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'SELECT id, created_at FROM video_jobs%'");
       const t0 = await killWorkerAndTerminate(lock, r.body.id);
       // Only a reconcile restarts the terminated job: the one the dead worker held must not block them.
       const job = await finished(c.key, r.body.id, 45_000);

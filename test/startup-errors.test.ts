@@ -75,3 +75,16 @@ describe('worker limits in the configuration', () => {
     }
   });
 });
+
+describe('the task queue in the configuration', () => {
+  test("is named in a visibility query, so only plain characters are taken: a quote is refused at startup", () => {
+    assert.equal(loadConfig({ TEMPORAL_TASK_QUEUE: 'video-voice-api.eu:2' }).temporal.taskQueue, 'video-voice-api.eu:2');
+    for (const bad of ["q' OR 'x' = 'x", 'a b', 'x'.repeat(201)]) {
+      assert.throws(() => loadConfig({ TEMPORAL_TASK_QUEUE: bad }), (err: unknown) => {
+        assert.ok(err instanceof ConfigError);
+        assert.match(err.message, /TEMPORAL_TASK_QUEUE/);
+        return true;
+      });
+    }
+  });
+});
