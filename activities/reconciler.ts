@@ -87,7 +87,12 @@ export function createReconcilerActivities(deps: ReconcilerActivityDeps) {
       const started = await deps.db.query<{ at: Date }>('SELECT clock_timestamp() AS at');
       const run_started = started.rows[0]!.at;
       ctx.heartbeat('listing running jobs');
-      const running = await runningVideoJobIds(client, deps.taskQueue, () => ctx.heartbeat('listing running jobs'));
+      const running = await runningVideoJobIds(client, deps.taskQueue, () => ctx.heartbeat('listing running jobs')).catch((err: Error) => {
+        // A visibility store that cannot list (down, or slow past the listing's deadline) does not stop the
+        // run: every pending job is then looked up on its own, as slowly as that is.
+        deps.logger.warn({ err_message: err.message }, 'reconcile: Temporal could not list the running jobs; each pending job is looked up on its own');
+        return new Set<string>();
+      });
       let checked = 0;
       let looked_up = 0;
       let after: { created_at: Date; id: string } | null = null;

@@ -53,8 +53,11 @@ const STEADY_WITHIN = 0.03;
 const STEADY_OF_LAST = 3;
 const MAX_READINGS = 15;
 const SUBMIT_TIMEOUT_MS = 15 * 60_000;
-/** The CPU windows, idle and with the jobs pending. */
-const CPU_WINDOW_MS = 30_000;
+/**
+ * The CPU windows, idle and with the jobs pending: the reconciler's default interval (RECONCILE_INTERVAL_MS),
+ * so each window holds one of its runs, never none or two.
+ */
+const CPU_WINDOW_MS = 60_000;
 /** The longest wait for a quiet machine before a CPU window (pending jobs' own polls keep it a little busy). */
 const QUIET_MAX_MS = 60_000;
 

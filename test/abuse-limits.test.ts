@@ -505,7 +505,7 @@ describe('the reconciler and the audit see every pending job', () => {
     }
   });
 
-  test('the reconciler asks Temporal nothing per running job: one listing, and a look of its own only for a job it does not list', async () => {
+  test('the reconciler asks Temporal nothing per running job: one listing, and a look of its own only for a job it does not list (every job when the listing fails)', async () => {
     // The stack's own scheduled reconcile would restart the terminated job first: it runs only by hand here.
     const s = await startStack({ env: { RECONCILE_INTERVAL_MS: String(24 * 3_600_000) } });
     try {
@@ -517,9 +517,9 @@ describe('the reconciler and the audit see every pending job', () => {
         ids.push(r.body.id);
       }
       const taskQueue = s.config.temporal.taskQueue;
-      const reconcile = async () => {
+      const reconcile = async (client = s.api.temporal) => {
         const activities = createReconcilerActivities({ db: s.db, logger: createLogger('silent', 'test'), taskQueue, video: { pollIntervalMs: 100, pollMaxIntervalMs: 300, jobTimeoutMs: 60_000 } });
-        return (await new MockActivityEnvironment(undefined, { client: s.api.temporal }).run(activities.reconcileMoney)) as ReconcileReport;
+        return (await new MockActivityEnvironment(undefined, { client }).run(activities.reconcileMoney)) as ReconcileReport;
       };
       const listed = async (want: (running: Set<string>) => boolean) => {
         for (let i = 0; i < 100; i++) {
@@ -533,6 +533,11 @@ describe('the reconciler and the audit see every pending job', () => {
       assert.equal(quiet.pending_checked, 3);
       assert.equal(quiet.jobs_looked_up, 0, 'running jobs are not looked up one by one');
       assert.deepEqual(quiet.jobs_restarted, []);
+      // A visibility store that cannot list: the run goes on, looking up every pending job on its own.
+      const workflow = Object.create(s.api.temporal.workflow, { list: { value: () => { throw new Error('visibility is down'); } } });
+      const unlisted = await reconcile(Object.create(s.api.temporal, { workflow: { value: workflow } }));
+      assert.equal(unlisted.jobs_looked_up, 3);
+      assert.deepEqual(unlisted.jobs_restarted, [], 'each looked up, found running');
 
       await s.api.temporal.workflow.getHandle(messages.videoJobWorkflowId(ids[0]!)).terminate('operator mistake');
       await listed((running) => !running.has(ids[0]!));

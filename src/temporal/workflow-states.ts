@@ -44,7 +44,10 @@ export async function videoJobWorkflowState(client: Client, jobId: string): Prom
   }
 }
 
-/** The state of each job's workflow; an unreachable Temporal is an error (never "not running"). */
+/**
+ * The state of each job's workflow, each looked up on its own (exact at the moment of asking, unlike a
+ * listing, which trails): for the audit. An unreachable Temporal is an error (never "not running").
+ */
 export function videoJobWorkflowStates(client: Client): (jobIds: string[]) => Promise<Map<string, WorkflowState>> {
   return async (jobIds) => {
     const states = new Map<string, WorkflowState>();
