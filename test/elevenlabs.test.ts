@@ -19,6 +19,7 @@ import {
   ELEVENLABS_SAMPLE_RATE_HZ,
   ElevenLabsError,
   ElevenLabsVoiceProvider,
+  ELEVENLABS_MAX_SPEECH_BYTES,
   parseRetryAfter,
   type ElevenLabsOperation,
 } from '../src/providers/voice/elevenlabs.js';
@@ -387,6 +388,14 @@ describe('ElevenLabs adapter contract', () => {
     assert.match((await providerError(call.speech(), 'unavailable')).message, /JSON instead of audio/);
     fake.fail('stream', { status: 200, body: { detail: { status: 'ok' } } });
     assert.match((await providerError(call.stream(), 'unavailable')).message, /JSON instead of audio/);
+  });
+
+  test('an answer body longer than the longest speech is refused unread, on every call: `unavailable`', async () => {
+    const huge = 'x'.repeat(ELEVENLABS_MAX_SPEECH_BYTES + 1);
+    fake.fail('speech', { status: 200, headers: { 'content-type': 'audio/pcm' }, body: huge });
+    assert.match((await providerError(call.speech(), 'unavailable')).message, /larger than the \d+ bytes accepted/);
+    fake.fail('clone', { status: 200, body: huge });
+    assert.match((await providerError(clone(), 'unavailable')).message, /larger than the \d+ bytes accepted/);
   });
 
   test('a reset connection, a closed port and a redirect are `unavailable`; a redirect is not followed', async () => {
