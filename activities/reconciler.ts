@@ -83,7 +83,7 @@ export function createReconcilerActivities(deps: ReconcilerActivityDeps) {
       const client = ctx.client;
       const restarted: string[] = [];
       // The jobs pending since before Temporal listed its running job workflows, page by page (oldest
-      // first): one not listed is looked at on its own. A pending job costs Temporal nothing per run.
+      // first): one not listed is looked at on its own. Temporal is asked once per run, not once per job.
       const started = await deps.db.query<{ at: Date }>('SELECT clock_timestamp() AS at');
       const run_started = started.rows[0]!.at;
       ctx.heartbeat('listing running jobs');

@@ -7,7 +7,7 @@ import { TASK_QUEUE_NAME } from '../config.js';
 
 /** Job workflows listed per page, and at most in one listing (the ids of 200,000 jobs are about 15 MiB). */
 const LIST_PAGE_SIZE = 1_000;
-export const MAX_LISTED_RUNNING = 200_000;
+const MAX_LISTED_RUNNING = 200_000;
 const LIST_TIMEOUT_MS = 60_000;
 const WORKFLOW_ID_PREFIX = videoJobWorkflowId('');
 
