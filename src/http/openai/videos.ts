@@ -30,6 +30,7 @@ import type { VideoJobLifecycle } from '../../video-jobs/lifecycle.js';
 import type { VideoJobState } from '../../../workflows/messages.js';
 import { VIDEO_CREATE_BODY_LIMIT_BYTES, VIDEO_CREATE_MAX_CONCURRENT_LARGE_BODIES } from '../routes/videos.js';
 import { INSUFFICIENT_CREDITS_402, notOffered, OPENAI_OPERATION } from './errors.js';
+import { openAiPage } from './page.js';
 
 /** OpenAI's `size` values and what they mean here. */
 export const OPENAI_VIDEO_SIZES: Readonly<Record<string, { resolution: Resolution; aspectRatio: AspectRatio }>> = {
@@ -317,7 +318,7 @@ export function openAiVideoRoutes(deps: {
       if (q.data.after !== undefined && !/^[0-9a-f-]{36}$/i.test(q.data.after)) throw invalidParam('after', 'after must be the id of a video of this list');
       const page = await deps.lifecycle.list(principalOf(res), { limit: q.data.limit, after: q.data.after, order: q.data.order });
       const data = page.jobs.map(presentOpenAiVideo);
-      res.json({ object: 'list', data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: page.has_more });
+      res.json(openAiPage(data, page.has_more));
     },
   );
 

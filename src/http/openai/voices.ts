@@ -25,6 +25,7 @@ import { VOICE_503, VOICE_UPLOAD_LIMITS, VoiceName } from '../routes/voices.js';
 import { ApiRouter, bytesText, json, type BodyContract } from '../openapi.js';
 import { OPENAI_OPERATION } from './errors.js';
 import { OpenAiVoice, OpenAiVoiceDeleted, VoiceConsent, VoiceConsentDeleted, VoiceConsentList } from './schemas.js';
+import { openAiPage } from './page.js';
 
 /** A BCP 47 language tag, as far as its shape goes: "en", "en-US", "zh-Hant-TW". */
 export const LanguageTag = z.string().regex(/^[A-Za-z]{2,3}(-[A-Za-z0-9]{1,8}){0,4}$/, 'must be a BCP 47 language tag such as en or en-US').max(35);
@@ -147,7 +148,7 @@ export function openAiVoiceRoutes(deps: { auth: RequestHandler; limit: RequestHa
       if (!q.success) throw fromZodError(q.error);
       const page = await deps.consents.list(principalOf(res), q.data);
       const data = page.data.map(presentConsent);
-      res.json({ object: 'list', data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: page.has_more });
+      res.json(openAiPage(data, page.has_more));
     },
   );
 
