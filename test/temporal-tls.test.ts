@@ -13,6 +13,7 @@ import { createTestCa, type TestCa } from './helpers/tls-certs.js';
 import { startGrpcTlsProxy, type GrpcTlsProxy } from './helpers/grpc-tls-proxy.js';
 import { assertAuditHolds, balanceMicro, createTestDatabase, http, infra, newCustomer, simJob, startStack, waitForJob } from './helpers/stack.js';
 import { connectClient } from '../src/temporal/client.js';
+import { describeSecurity } from '../src/temporal/connection-config.js';
 import { loadConfig, ConfigError } from '../src/config.js';
 import { msToTs } from '@temporalio/common/lib/time.js';
 
@@ -227,6 +228,73 @@ describe('a secured Temporal: mTLS and an API key from a Temporal profile file',
       }
     } finally {
       await stack.stop();
+    }
+  });
+});
+
+describe("Temporal's client configuration, as Temporal's CLI and SDKs read it", () => {
+  test('Temporal Cloud with an API key: the endpoint, the namespace and the key, nothing else; the key implies TLS', () => {
+    const config = loadConfig({ TEMPORAL_ADDRESS: 'eu-west-1.aws.api.temporal.io:7233', TEMPORAL_NAMESPACE: 'prod.a1b2c', TEMPORAL_API_KEY: 'key-123' });
+    assert.equal(config.temporal.address, 'eu-west-1.aws.api.temporal.io:7233');
+    assert.equal(config.temporal.namespace, 'prod.a1b2c');
+    assert.deepEqual(config.temporal.connection.connect, { address: 'eu-west-1.aws.api.temporal.io:7233', apiKey: 'key-123', tls: true });
+    assert.equal(describeSecurity(config.temporal.connection.connect), 'TLS + API key');
+    // TEMPORAL_TLS=false turns it off even with a key (Temporal's rule), TEMPORAL_TLS=true on without one.
+    assert.equal(loadConfig({ TEMPORAL_ADDRESS: 'h:7233', TEMPORAL_API_KEY: 'k', TEMPORAL_TLS: 'false' }).temporal.connection.connect.tls, false);
+    const plainTls = loadConfig({ TEMPORAL_ADDRESS: 'h:7233', TEMPORAL_TLS: 'true' }).temporal.connection.connect.tls;
+    assert.ok(typeof plainTls === 'object' && !plainTls.clientCertPair && !plainTls.serverRootCACertificate, 'TLS with the system CAs');
+    assert.equal(loadConfig({}).temporal.address, undefined, 'nothing set: npm start runs its dev server');
+    assert.equal(loadConfig({}).temporal.namespace, 'default');
+  });
+
+  test('a profile file gives the address, namespace, key and TLS files; the environment overrides it; its files are watched', () => {
+    const client = ca.client('profile');
+    const toml = path.join(dir, 'profiles.toml');
+    fs.writeFileSync(
+      toml,
+      [
+        '[profile.default]',
+        'address = "default.example:7233"',
+        '[profile.prod]',
+        'address = "prod.example:7233"',
+        'namespace = "prod"',
+        'api_key = "from-file"',
+        '[profile.prod.tls]',
+        `client_cert_path = "${client.certPath}"`,
+        `client_key_path = "${client.keyPath}"`,
+        `server_ca_cert_path = "${ca.certPath}"`,
+        'server_name = "temporal.internal"',
+        '',
+      ].join('\n'),
+    );
+    const prod = loadConfig({ TEMPORAL_CONFIG_FILE: toml, TEMPORAL_PROFILE: 'prod' }).temporal;
+    assert.equal(prod.address, 'prod.example:7233');
+    assert.equal(prod.namespace, 'prod');
+    assert.equal(prod.connection.connect.apiKey, 'from-file');
+    const tls = prod.connection.connect.tls as Exclude<typeof prod.connection.connect.tls, boolean | undefined>;
+    assert.equal(tls.serverNameOverride, 'temporal.internal');
+    assert.equal(Buffer.from(tls.clientCertPair!.crt).toString(), client.cert);
+    assert.deepEqual(prod.connection.files.sort(), [toml, client.certPath, client.keyPath, ca.certPath].sort());
+    assert.equal(loadConfig({ TEMPORAL_CONFIG_FILE: toml }).temporal.address, 'default.example:7233');
+    const overridden = loadConfig({ TEMPORAL_CONFIG_FILE: toml, TEMPORAL_PROFILE: 'prod', TEMPORAL_NAMESPACE: 'other', TEMPORAL_API_KEY: 'from-env' }).temporal;
+    assert.equal(overridden.namespace, 'other');
+    assert.equal(overridden.connection.connect.apiKey, 'from-env');
+  });
+
+  test('refused at startup, naming the variable: a certificate without its key, a missing file, host verification off', () => {
+    const client = ca.client('half');
+    const refusals: [Record<string, string>, RegExp][] = [
+      [{ TEMPORAL_ADDRESS: 'h:7233', TEMPORAL_TLS_CLIENT_CERT_PATH: client.certPath }, /client certificate is set without its key; set TEMPORAL_TLS_CLIENT_KEY_PATH/],
+      [{ TEMPORAL_ADDRESS: 'h:7233', TEMPORAL_TLS_CLIENT_CERT_PATH: '/nonexistent/c.pem', TEMPORAL_TLS_CLIENT_KEY_PATH: client.keyPath }, /cannot read the Temporal client configuration file \/nonexistent\/c\.pem \(ENOENT\)/],
+      [{ TEMPORAL_ADDRESS: 'h:7233', TEMPORAL_TLS_DISABLE_HOST_VERIFICATION: 'true' }, /TEMPORAL_TLS_DISABLE_HOST_VERIFICATION is not supported .* set TEMPORAL_TLS_SERVER_NAME/],
+    ];
+    for (const [env, pattern] of refusals) {
+      assert.throws(() => loadConfig(env), (err: unknown) => {
+        assert.ok(err instanceof ConfigError);
+        assert.match(err.message, pattern);
+        assert.ok(!err.message.includes(client.key.split('\n')[1]!));
+        return true;
+      });
     }
   });
 });
