@@ -139,6 +139,31 @@ describe('startup refusals: one line, which and how to fix, non-zero exit', () =
   });
 });
 
+/** Replaces a file as a secret manager does: a new file renamed over the old one. */
+function replace(file: string, text: string): void {
+  fs.writeFileSync(`${file}.new`, text);
+  fs.renameSync(`${file}.new`, file);
+}
+
+/** A log destination kept in memory, and a wait for lines matching a pattern. */
+function captureLogs() {
+  let logs = '';
+  const logStream = new Writable({
+    write(chunk, _enc, cb) {
+      logs += chunk.toString();
+      cb();
+    },
+  });
+  const waitForLog = async (pattern: RegExp, count: number) => {
+    const deadline = Date.now() + 30_000;
+    while ((logs.match(new RegExp(pattern.source, 'g')) ?? []).length < count) {
+      assert.ok(Date.now() < deadline, `no ${count} x ${pattern} in the logs: ${logs}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  };
+  return { logStream, waitForLog, text: () => logs };
+}
+
 describe('a secured Temporal: mTLS and an API key from a Temporal profile file', () => {
   test('the API key and the client certificate rotate while jobs run: no job lost, billing exact, no credential in the logs', async () => {
     const certDir = path.join(dir, 'rotating');
@@ -146,11 +171,6 @@ describe('a secured Temporal: mTLS and an API key from a Temporal profile file',
     const certPath = path.join(certDir, 'client.crt');
     const keyPath = path.join(certDir, 'client.key');
     const toml = path.join(certDir, 'temporal.toml');
-    /** Replaces a file as a secret manager does: a new file renamed over the old one. */
-    const replace = (file: string, text: string) => {
-      fs.writeFileSync(`${file}.new`, text);
-      fs.renameSync(`${file}.new`, file);
-    };
     const first = ca.client('service-v1');
     replace(certPath, first.cert);
     replace(keyPath, first.key);
@@ -158,20 +178,7 @@ describe('a secured Temporal: mTLS and an API key from a Temporal profile file',
     proxy.clientNames = new Set(['service-v1']);
     proxy.seenClientNames.length = 0;
 
-    let logs = '';
-    const logStream = new Writable({
-      write(chunk, _enc, cb) {
-        logs += chunk.toString();
-        cb();
-      },
-    });
-    const waitForLog = async (pattern: RegExp, count: number) => {
-      const deadline = Date.now() + 30_000;
-      while ((logs.match(new RegExp(pattern.source, 'g')) ?? []).length < count) {
-        assert.ok(Date.now() < deadline, `no ${count} x ${pattern} in the logs: ${logs}`);
-        await new Promise((r) => setTimeout(r, 50));
-      }
-    };
+    const { logStream, waitForLog, text: logs } = captureLogs();
     const stack = await startStack({
       logStream,
       env: {
@@ -221,11 +228,42 @@ describe('a secured Temporal: mTLS and an API key from a Temporal profile file',
       assert.equal(proxy.refused, refusedBefore, 'no call was made with a revoked credential after the rotation');
       assert.equal(await balanceMicro(stack, customer.workspaceId), 20_000_000 - jobs.length * 400_000);
       await assertAuditHolds(stack);
-      assert.match(logs, /Temporal credentials rotated/);
+      assert.match(logs(), /Temporal credentials rotated/);
       for (const secret of [API_KEY, secondKey, first.key, second.key, first.cert, second.cert]) {
         const sample = secret.includes('\n') ? secret.split('\n')[1]! : secret;
-        assert.ok(!logs.includes(sample), 'a credential appears in the logs');
+        assert.ok(!logs().includes(sample), 'a credential appears in the logs');
       }
+    } finally {
+      await stack.stop();
+    }
+  });
+
+  test('SIGHUP alone applies a new API key (the file check is hours away); the old key is then refused and nothing fails', async () => {
+    const keyDir = path.join(dir, 'sighup');
+    fs.mkdirSync(keyDir);
+    const toml = path.join(keyDir, 'temporal.toml');
+    const client = ca.client('sighup');
+    const keys = ['tk-sighup-a-0123456789abcdefghijklm', 'tk-sighup-b-0123456789abcdefghijklm'];
+    replace(toml, `[profile.default]\napi_key = "${keys[0]}"\n`);
+    proxy.apiKeys = new Set([keys[0]!]);
+    proxy.clientNames = null;
+    const { logStream, waitForLog } = captureLogs();
+    const stack = await startStack({
+      logStream,
+      env: { LOG_LEVEL: 'info', ...mtlsEnv(client), TEMPORAL_CONFIG_FILE: toml, TEMPORAL_CREDENTIALS_CHECK_INTERVAL_MS: '3600000' },
+    });
+    try {
+      proxy.apiKeys.add(keys[1]!);
+      replace(toml, `[profile.default]\napi_key = "${keys[1]}"\n`);
+      process.kill(process.pid, 'SIGHUP');
+      await waitForLog(/"reason":"SIGHUP".*"api_key_changed":true.*Temporal credentials rotated/, 2);
+      proxy.apiKeys.delete(keys[0]!);
+      const refusedBefore = proxy.refused;
+      const customer = await newCustomer(stack, 5);
+      const r = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: customer.key, json: simJob() });
+      assert.equal(r.status, 202, JSON.stringify(r.body));
+      assert.equal((await waitForJob(stack, customer.key, r.body.id, 60_000)).status, 'succeeded');
+      assert.equal(proxy.refused, refusedBefore);
     } finally {
       await stack.stop();
     }
