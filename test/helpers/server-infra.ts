@@ -48,7 +48,7 @@ export interface ServerCerts {
 export interface JwtAuthorization {
   jwksUrl: string;
   permissionsClaimName: string;
-  /** A token with `system:admin`, for registering the namespace and its search attributes. */
+  /** A token with `temporal-system:admin` (the claim mapper's system scope), for registering the namespace and its search attributes. */
   adminApiKey: string;
 }
 
