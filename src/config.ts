@@ -9,6 +9,7 @@ import { FAL_DEFAULT_JWKS_URL, FAL_DEFAULT_QUEUE_URL } from './providers/video/f
 import { REPLICATE_DEFAULT_API_URL } from './providers/video/replicate.js';
 import { ConfigError } from './config-error.js';
 import { useCatalogFile } from './catalog.js';
+import { loadTemporalSettings, temporalEnv, type TemporalSettings } from './temporal/connection-config.js';
 
 export { ConfigError };
 
@@ -30,8 +31,22 @@ const EnvSchema = z.object({
   DATABASE_URL: z.string().url().optional(),
   EMBEDDED_PG_PORT: intFrom(1024, 65535).default(54329),
   DATABASE_POOL_MAX: intFrom(1, 200).default(10),
+  // Temporal's own client configuration (read by @temporalio/envconfig: src/temporal/connection-config.ts).
   TEMPORAL_ADDRESS: z.string().optional(),
-  TEMPORAL_NAMESPACE: z.string().default('default'),
+  TEMPORAL_NAMESPACE: z.string().optional(),
+  TEMPORAL_API_KEY: z.string().optional(),
+  TEMPORAL_TLS: z.string().optional(),
+  TEMPORAL_TLS_CLIENT_CERT_PATH: z.string().optional(),
+  TEMPORAL_TLS_CLIENT_CERT_DATA: z.string().optional(),
+  TEMPORAL_TLS_CLIENT_KEY_PATH: z.string().optional(),
+  TEMPORAL_TLS_CLIENT_KEY_DATA: z.string().optional(),
+  TEMPORAL_TLS_SERVER_CA_CERT_PATH: z.string().optional(),
+  TEMPORAL_TLS_SERVER_CA_CERT_DATA: z.string().optional(),
+  TEMPORAL_TLS_SERVER_NAME: z.string().optional(),
+  TEMPORAL_TLS_DISABLE_HOST_VERIFICATION: z.string().optional(),
+  TEMPORAL_CONFIG_FILE: z.string().optional(),
+  TEMPORAL_PROFILE: z.string().optional(),
+  TEMPORAL_CREDENTIALS_CHECK_INTERVAL_MS: intFrom(100, 3_600_000).default(5_000),
   TEMPORAL_TASK_QUEUE: z.string().regex(TASK_QUEUE_NAME, 'letters, digits and . _ : - only (1-200)').default('video-voice-api'),
   TEMPORAL_CLI_PATH: z.string().optional(),
   TEMPORAL_DEV_PORT: intFrom(1024, 65535).default(7233),
@@ -111,8 +126,15 @@ export interface Config {
   embeddedPgPort: number;
   databasePoolMax: number;
   temporal: {
+    /** From Temporal's client configuration; unset = `npm start` runs a dev server. */
     address: string | undefined;
     namespace: string;
+    /** Temporal's client configuration (secrets included: never log it). */
+    connection: TemporalSettings;
+    /** The variables it was read from: read again when credentials rotate. */
+    env: Record<string, string>;
+    /** How often the credential files are checked for a change. */
+    credentialsCheckIntervalMs: number;
     taskQueue: string;
     cliPath: string | undefined;
     devPort: number;
@@ -361,6 +383,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError('PUBLIC_BASE_URL must be set when NODE_ENV=production (the base of the URLs handed to customers)');
   }
   if (production) checkProductionSecrets(e);
+  const temporalClientEnv = temporalEnv(cleaned);
+  const temporalSettings = loadTemporalSettings(temporalClientEnv);
   const pollMaxIntervalMs = e.VIDEO_POLL_MAX_INTERVAL_MS ?? Math.max(DEFAULT_POLL_MAX_INTERVAL_MS, e.VIDEO_POLL_INTERVAL_MS);
   if (pollMaxIntervalMs < e.VIDEO_POLL_INTERVAL_MS) {
     throw new ConfigError('VIDEO_POLL_MAX_INTERVAL_MS must be >= VIDEO_POLL_INTERVAL_MS');
@@ -375,8 +399,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     embeddedPgPort: e.EMBEDDED_PG_PORT,
     databasePoolMax: e.DATABASE_POOL_MAX,
     temporal: {
-      address: e.TEMPORAL_ADDRESS,
-      namespace: e.TEMPORAL_NAMESPACE,
+      address: temporalSettings.address,
+      namespace: temporalSettings.namespace,
+      connection: temporalSettings,
+      env: temporalClientEnv,
+      credentialsCheckIntervalMs: e.TEMPORAL_CREDENTIALS_CHECK_INTERVAL_MS,
       taskQueue: e.TEMPORAL_TASK_QUEUE,
       cliPath: e.TEMPORAL_CLI_PATH,
       devPort: e.TEMPORAL_DEV_PORT,

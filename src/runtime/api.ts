@@ -1,7 +1,7 @@
 // An API process's parts: the services behind the HTTP API and the server itself.
 import http from 'node:http';
 import type { Logger } from 'pino';
-import { Client } from '@temporalio/client';
+import { Client, type Connection, type ConnectionLike } from '@temporalio/client';
 import { ConfigError, type Config } from '../config.js';
 import type { Db } from '../db/pool.js';
 import { VoicesService } from '../services/voices.js';
@@ -12,13 +12,19 @@ import { VideoJobLifecycle } from '../video-jobs/lifecycle.js';
 import { createApp } from '../http/app.js';
 import { FfmpegWasm } from '../media/ffmpeg-wasm.js';
 import { VoiceConsentsService } from '../services/voice-consents.js';
-import { connectClient } from '../temporal/client.js';
+import { openConnection, SwappableClient } from '../temporal/client.js';
+import { temporalConnectOptions } from '../temporal/connection-config.js';
+import { CredentialWatcher } from '../temporal/credentials.js';
+import { checkNamespace } from '../temporal/startup-errors.js';
 import { videoJobWorkflowStates } from '../temporal/workflow-states.js';
 import { checkSearchAttributes } from '../temporal/search-attributes.js';
 import { nudgePollForCallback } from '../video-jobs/operation-polls.js';
 import { Secrets } from './secrets.js';
 import { createStorage, checkStorage, closeStorage, createDownloads } from './storage.js';
 import { createVideoProviders, createVoiceProvider } from './providers.js';
+
+/** How long a connection replaced by a certificate rotation stays open for the calls begun on it. */
+const RETIRED_CONNECTION_GRACE_MS = 60_000;
 
 export interface RunningApi {
   url: string;
@@ -39,8 +45,39 @@ export async function startApi(opts: {
   const voiceProvider = createVoiceProvider(opts.db, config);
   // The adapters verify their providers' callbacks (POST /v2/provider-callbacks/...).
   const callbackProviders = createVideoProviders(opts.db, config);
-  const temporal = await connectClient({ address: opts.temporalAddress, namespace: config.temporal.namespace });
-  await checkSearchAttributes(temporal.connection.operatorService, config.temporal.namespace);
+  const connect = temporalConnectOptions(config, opts.temporalAddress);
+  const namespace = config.temporal.namespace;
+  const swappable = new SwappableClient(new Client({ connection: await openConnection(connect), namespace }));
+  const temporal = swappable.client;
+  // The connections a certificate rotation replaced: closed once calls begun on them have ended.
+  const retired = new Set<ConnectionLike>();
+  const retire = (connection: ConnectionLike) => {
+    retired.add(connection);
+    setTimeout(() => {
+      if (retired.delete(connection)) void connection.close().catch(() => {});
+    }, RETIRED_CONNECTION_GRACE_MS).unref();
+  };
+  const credentials = new CredentialWatcher({
+    env: config.temporal.env,
+    settings: config.temporal.connection,
+    intervalMs: config.temporal.credentialsCheckIntervalMs,
+    logger: opts.logger,
+    apply: async (change) => {
+      if (!change.tls && change.next.connect.apiKey !== undefined) {
+        (swappable.connection as Connection).setApiKey(change.next.connect.apiKey);
+        return;
+      }
+      retire(swappable.swap(new Client({ connection: await openConnection({ ...change.next.connect, address: connect.address }), namespace })));
+    },
+  });
+  try {
+    await checkNamespace(temporal.workflowService, connect, namespace);
+    await checkSearchAttributes(temporal.connection.operatorService, namespace, connect);
+  } catch (err) {
+    await temporal.connection.close().catch(() => {});
+    throw err;
+  }
+  if (connect === config.temporal.connection.connect) credentials.start();
   const jobs = new VideoJobsService({
     db: opts.db,
     temporal,
@@ -122,6 +159,8 @@ export async function startApi(opts: {
         server.close(() => r());
         server.closeIdleConnections();
       });
+      credentials.stop();
+      for (const c of retired) await c.close().catch(() => {});
       await temporal.connection.close();
       await ffmpeg.close();
       closeStorage(storage);

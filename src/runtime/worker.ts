@@ -6,7 +6,11 @@ import { ConfigError, type Config } from '../config.js';
 import type { Db } from '../db/pool.js';
 import type { Storage } from '../storage/local.js';
 import { S3Storage } from '../storage/s3.js';
-import { createWorker } from '../temporal/worker.js';
+import { createWorker, installTemporalRuntime, openNativeConnection } from '../temporal/worker.js';
+import { SwappableClient } from '../temporal/client.js';
+import { temporalConnectOptions } from '../temporal/connection-config.js';
+import { CredentialWatcher } from '../temporal/credentials.js';
+import { checkNamespace } from '../temporal/startup-errors.js';
 import { ensureReconcileSchedule } from '../temporal/reconcile-schedule.js';
 import { webhookTaskQueue } from '../webhooks/dispatch.js';
 import { checkSearchAttributes } from '../temporal/search-attributes.js';
@@ -67,19 +71,32 @@ export async function startWorker(opts: {
     webhookAttemptsPerWorkspace: opts.config.webhooks.maxConcurrentAttemptsPerWorkspace,
   });
   const { host } = opts.config;
-  const { worker, connection } = await createWorker({
-    address: opts.temporalAddress,
-    namespace: opts.config.temporal.namespace,
+  const connect = temporalConnectOptions(opts.config, opts.temporalAddress);
+  const namespace = opts.config.temporal.namespace;
+  const metricsBindAddress = opts.config.workerMetricsPort ? `${host.includes(':') ? `[${host}]` : host}:${opts.config.workerMetricsPort}` : undefined;
+  installTemporalRuntime({ metricsBindAddress }); // before any connection: the first one would install a default runtime
+  let connection = await openNativeConnection(connect);
+  try {
+    await checkNamespace(connection.workflowService, connect, namespace);
+    await checkSearchAttributes(connection.operatorService, namespace, connect);
+  } catch (err) {
+    await connection.close().catch(() => {});
+    throw err;
+  }
+  const { worker } = await createWorker({
+    connect,
+    connection,
+    namespace,
     taskQueue: opts.config.temporal.taskQueue,
     activities,
     limits: opts.config.workerLimits,
     ...(opts.workflowBundle ? { workflowBundle: opts.workflowBundle } : {}),
-    metricsBindAddress: opts.config.workerMetricsPort ? `${host.includes(':') ? `[${host}]` : host}:${opts.config.workerMetricsPort}` : undefined,
+    metricsBindAddress,
   });
   // Webhook deliveries: their own task queue and worker (slots, a rate limit), sharing the connection.
   const { worker: webhookWorker } = await createWorker({
-    address: opts.temporalAddress,
-    namespace: opts.config.temporal.namespace,
+    connect,
+    namespace,
     taskQueue: webhookTaskQueue(opts.config.temporal.taskQueue),
     activities,
     connection,
@@ -91,8 +108,31 @@ export async function startWorker(opts: {
     },
     maxTaskQueueActivitiesPerSecond: opts.config.webhooks.maxAttemptsPerSecond,
   });
-  await checkSearchAttributes(connection.operatorService, opts.config.temporal.namespace);
-  const client = new Client({ connection, namespace: opts.config.temporal.namespace });
+  const workers = [worker, webhookWorker];
+  const swappable = new SwappableClient(new Client({ connection, namespace }));
+  const client = swappable.client;
+  // Rotation: a new API key is set on the connection; a new certificate opens a new connection that
+  // both workers switch to while running (Worker.connection: polls and completions go to it from then
+  // on, nothing is dropped), then the old one is closed.
+  const credentials = new CredentialWatcher({
+    env: opts.config.temporal.env,
+    settings: opts.config.temporal.connection,
+    intervalMs: opts.config.temporal.credentialsCheckIntervalMs,
+    logger: opts.logger,
+    apply: async (change) => {
+      if (!change.tls && change.next.connect.apiKey !== undefined) {
+        await connection.setApiKey(change.next.connect.apiKey);
+        return;
+      }
+      const next = await openNativeConnection({ ...change.next.connect, address: connect.address });
+      for (const w of workers) w.connection = next;
+      swappable.swap(new Client({ connection: next, namespace }));
+      const previous = connection;
+      connection = next;
+      await previous.close().catch((err) => opts.logger.warn({ error: (err as Error).message }, 'closing the replaced Temporal connection failed'));
+    },
+  });
+  if (connect === opts.config.temporal.connection.connect) credentials.start();
   // Polls the jobs' provider operations and signals their workflows when they end (a pending job is a row).
   const poller = new OperationPoller({
     db: opts.db,
@@ -109,10 +149,10 @@ export async function startWorker(opts: {
   });
   // Started last: a start that fails above leaves no poller running.
   poller.start();
-  const workers = [worker, webhookWorker];
   const run = Promise.all(workers.map((w) => w.run()))
     .then(() => undefined)
     .finally(async () => {
+      credentials.stop();
       await poller.shutdown();
       closeStorage(storage);
       return connection.close();

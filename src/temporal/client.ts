@@ -1,5 +1,8 @@
-// The Temporal client used by the API to start, update and query workflows.
-import { Client, Connection } from '@temporalio/client';
+// The Temporal client used by the API to start, update and query workflows, and the one a worker
+// process uses (the poller, the reconciler's schedule) on its workers' connection.
+import { Client, Connection, type ConnectionLike } from '@temporalio/client';
+import type { TemporalConnectOptions } from './connection-config.js';
+import { diagnoseConnectFailure } from './startup-errors.js';
 
 /**
  * gRPC reconnects with exponential backoff, by default up to 120 s: after a Temporal outage the API
@@ -7,7 +10,47 @@ import { Client, Connection } from '@temporalio/client';
  */
 const RECONNECT_BACKOFF = { 'grpc.initial_reconnect_backoff_ms': 500, 'grpc.max_reconnect_backoff_ms': 2_000 };
 
-export async function connectClient(opts: { address: string; namespace: string }): Promise<Client> {
-  const connection = await Connection.connect({ address: opts.address, connectTimeout: 10_000, channelArgs: RECONNECT_BACKOFF });
-  return new Client({ connection, namespace: opts.namespace });
+/** Opens a connection (TLS, client certificate, API key as configured); a refusal becomes one clear line. */
+export async function openConnection(opts: TemporalConnectOptions): Promise<Connection> {
+  try {
+    return await Connection.connect({ ...opts, connectTimeout: 10_000, channelArgs: RECONNECT_BACKOFF });
+  } catch (err) {
+    throw await diagnoseConnectFailure(err, opts);
+  }
+}
+
+export async function connectClient(opts: TemporalConnectOptions & { namespace: string }): Promise<Client> {
+  const { namespace, ...connect } = opts;
+  return new Client({ connection: await openConnection(connect), namespace });
+}
+
+/**
+ * A Client whose connection can be replaced while it is in use (a rotated client certificate needs a
+ * new TLS connection): every property read goes to the current Client, so whoever holds it (services,
+ * readiness, the poller) uses the new connection from its next call on.
+ */
+export class SwappableClient {
+  readonly client: Client;
+  private current: Client;
+
+  constructor(initial: Client) {
+    this.current = initial;
+    this.client = new Proxy(initial, {
+      get: (_target, prop) => {
+        const value: unknown = Reflect.get(this.current, prop, this.current);
+        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(this.current) : value;
+      },
+    });
+  }
+
+  get connection(): ConnectionLike {
+    return this.current.connection;
+  }
+
+  /** Makes `next` the client; returns the previous one's connection (for the caller to close). */
+  swap(next: Client): ConnectionLike {
+    const previous = this.current.connection;
+    this.current = next;
+    return previous;
+  }
 }

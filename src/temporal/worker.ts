@@ -4,6 +4,8 @@ import { fileURLToPath } from 'node:url';
 import { DefaultLogger, NativeConnection, Runtime, Worker, makeTelemetryFilterString, type LogLevel } from '@temporalio/worker';
 import { ConfigError } from '../config.js';
 import { DEFAULT_WORKER_LIMITS, type WorkerLimits } from './worker-limits.js';
+import type { TemporalConnectOptions } from './connection-config.js';
+import { diagnoseConnectFailure } from './startup-errors.js';
 
 export { DEFAULT_WORKER_LIMITS, type WorkerLimits };
 
@@ -54,8 +56,18 @@ export function builtWorkflowBundlePath(): string | null {
 }
 
 
+/** Opens a worker connection (TLS, client certificate, API key as configured); a refusal becomes one clear line. */
+export async function openNativeConnection(connect: TemporalConnectOptions): Promise<NativeConnection> {
+  try {
+    return await NativeConnection.connect(connect);
+  } catch (err) {
+    throw await diagnoseConnectFailure(err, connect);
+  }
+}
+
 export async function createWorker(opts: {
-  address: string;
+  /** How to reach Temporal; unused when `connection` is given. */
+  connect: TemporalConnectOptions;
   namespace: string;
   taskQueue: string;
   activities: object;
@@ -70,7 +82,7 @@ export async function createWorker(opts: {
   workflowBundle?: { code: string };
 }): Promise<{ worker: Worker; connection: NativeConnection }> {
   installTemporalRuntime({ metricsBindAddress: opts.metricsBindAddress });
-  const connection = opts.connection ?? (await NativeConnection.connect({ address: opts.address }));
+  const connection = opts.connection ?? (await openNativeConnection(opts.connect));
   const bundle = builtWorkflowBundlePath();
   const workflows = opts.workflowBundle
     ? { workflowBundle: opts.workflowBundle }

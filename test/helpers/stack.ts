@@ -57,13 +57,13 @@ export interface Stack {
 }
 
 export async function startStack(opts: StackOptions = {}): Promise<Stack> {
-  const { temporalAddress, tmp } = infra();
+  const { temporalAddress: runTemporalAddress, tmp } = infra();
   const databaseUrl = await createTestDatabase();
   const env: Record<string, string> = {
     PORT: '0',
     DATA_DIR: fs.mkdtempSync(path.join(tmp, 'data-')),
     DATABASE_URL: databaseUrl,
-    TEMPORAL_ADDRESS: temporalAddress,
+    TEMPORAL_ADDRESS: runTemporalAddress,
     TEMPORAL_TASK_QUEUE: `test-${randomUUID()}`,
     ADMIN_TOKEN,
     URL_SIGNING_SECRET: 'test-url-signing-secret-0123456789abcdef',
@@ -79,6 +79,8 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
   const config = loadConfig(env);
   const logger = createLogger(config.logLevel, 'test', opts.logStream);
   const db = await openDatabase(databaseUrl, config);
+  // The configured Temporal (a test may point TEMPORAL_ADDRESS elsewhere: a TLS front), else the run's.
+  const temporalAddress = config.temporal.address ?? infra().temporalAddress;
   const worker = opts.worker === false ? null : await startWorker({ config, db, temporalAddress, logger });
   const api = await startApi({
     config,

@@ -1,0 +1,232 @@
+// Reaching a secured Temporal with Temporal's own client configuration (TEMPORAL_ADDRESS, TEMPORAL_TLS_*,
+// TEMPORAL_API_KEY, TEMPORAL_CONFIG_FILE): the dev server behind a TLS front that requires a client
+// certificate signed by its CA (mTLS) and an API key in the `authorization` metadata (test/helpers/
+// grpc-tls-proxy.ts). Every refusal stops `npm run api` / `npm run worker` with one line saying which
+// and how to fix it; the API key and the client certificate rotate while jobs run, and no job is lost.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { Writable } from 'node:stream';
+import { createTestCa, type TestCa } from './helpers/tls-certs.js';
+import { startGrpcTlsProxy, type GrpcTlsProxy } from './helpers/grpc-tls-proxy.js';
+import { assertAuditHolds, balanceMicro, createTestDatabase, http, infra, newCustomer, simJob, startStack, waitForJob } from './helpers/stack.js';
+import { connectClient } from '../src/temporal/client.js';
+import { loadConfig, ConfigError } from '../src/config.js';
+import { msToTs } from '@temporalio/common/lib/time.js';
+
+let dir: string;
+let ca: TestCa;
+let otherCa: TestCa;
+let proxy: GrpcTlsProxy;
+const API_KEY = 'tk-first-0123456789abcdefghijklmnop';
+
+before(async () => {
+  dir = fs.mkdtempSync(path.join(infra().tmp, 'temporal-tls-'));
+  ca = createTestCa(path.join(dir, 'ca'));
+  otherCa = createTestCa(path.join(dir, 'other-ca'), 'some other CA');
+  const server = ca.server('localhost');
+  proxy = await startGrpcTlsProxy({ upstream: infra().temporalAddress, cert: server.cert, key: server.key, clientCa: ca.cert, apiKeys: [API_KEY] });
+});
+after(async () => {
+  await proxy?.close();
+});
+
+/** Temporal's variables for a client certificate, trusting `serverCa` for the server's. */
+const mtlsEnv = (pair: { certPath: string; keyPath: string }, serverCa: TestCa = ca) => ({
+  TEMPORAL_ADDRESS: proxy.address,
+  TEMPORAL_TLS_SERVER_CA_CERT_PATH: serverCa.certPath,
+  TEMPORAL_TLS_CLIENT_CERT_PATH: pair.certPath,
+  TEMPORAL_TLS_CLIENT_KEY_PATH: pair.keyPath,
+});
+
+/** Runs an entry point to its exit; its stderr and exit code. */
+async function runEntry(entry: 'api' | 'worker', env: Record<string, string>): Promise<{ code: number | null; stderr: string; stdout: string }> {
+  const base: Record<string, string> = {};
+  // Only this test's Temporal variables: none inherited from the shell running the tests.
+  for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !k.startsWith('TEMPORAL_') && !k.startsWith('TEST_')) base[k] = v;
+  const child = spawn(process.execPath, ['--import', 'tsx', `src/${entry}-main.ts`], {
+    env: {
+      ...base,
+      DATABASE_URL: await createTestDatabase(),
+      DATA_DIR: fs.mkdtempSync(path.join(dir, 'data-')),
+      PORT: '0',
+      LOG_LEVEL: 'info',
+      TEMPORAL_TASK_QUEUE: `tls-${Math.random().toString(36).slice(2)}`,
+      ...env,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stderr = '';
+  let stdout = '';
+  child.stderr.on('data', (d) => (stderr += d));
+  child.stdout.on('data', (d) => (stdout += d));
+  const timer = setTimeout(() => child.kill('SIGKILL'), 90_000);
+  const code = await new Promise<number | null>((r) => child.on('exit', (c) => r(c)));
+  clearTimeout(timer);
+  return { code, stderr, stdout };
+}
+
+function assertRefusal(r: { code: number | null; stderr: string; stdout: string }, entry: string, pattern: RegExp, secrets: string[] = []): void {
+  assert.notEqual(r.code, 0, `${entry} should have refused to start: ${r.stderr}${r.stdout}`);
+  const lines = r.stderr.trim().split('\n');
+  assert.equal(lines.length, 1, `one line: ${r.stderr}`);
+  assert.match(lines[0]!, new RegExp(`^${entry}: `));
+  assert.match(lines[0]!, pattern);
+  assert.doesNotMatch(r.stderr + r.stdout, /\n\s+at |Error:/, 'no stack trace');
+  for (const s of secrets) assert.ok(!(r.stderr + r.stdout).includes(s.trim().split('\n')[1] ?? s), 'no secret in the output');
+}
+
+describe('startup refusals: one line, which and how to fix, non-zero exit', () => {
+  test('a server that requires a client certificate, reached without one (API and worker)', async () => {
+    for (const entry of ['api', 'worker'] as const) {
+      const r = await runEntry(entry, { TEMPORAL_ADDRESS: proxy.address, TEMPORAL_TLS_SERVER_CA_CERT_PATH: ca.certPath, TEMPORAL_API_KEY: API_KEY });
+      assertRefusal(r, entry, /requires a client certificate \(mTLS\): set TEMPORAL_TLS_CLIENT_CERT_PATH and TEMPORAL_TLS_CLIENT_KEY_PATH/, [API_KEY]);
+    }
+  });
+
+  test("a client certificate from a CA the server does not trust; a server certificate from a CA we do not trust; an expired client certificate", async () => {
+    const foreign = otherCa.client('foreign');
+    const r1 = await runEntry('api', mtlsEnv(foreign));
+    assertRefusal(r1, 'api', /refused the client certificate \(not signed by a CA it trusts, or revoked\)/, [foreign.key]);
+
+    const good = ca.client('good');
+    const r2 = await runEntry('worker', mtlsEnv(good, otherCa));
+    assertRefusal(r2, 'worker', /presents a certificate signed by an unknown CA .*set TEMPORAL_TLS_SERVER_CA_CERT_PATH/, [good.key]);
+
+    const expired = ca.client('expired', { days: -1 });
+    const r3 = await runEntry('api', mtlsEnv(expired));
+    assertRefusal(r3, 'api', /the Temporal client certificate expired on .*; the server refuses it: renew it \(TEMPORAL_TLS_CLIENT_CERT_PATH\)/, [expired.key]);
+  });
+
+  test('a wrong API key (API and worker); an unknown namespace', async () => {
+    const good = ca.client('good-2');
+    const tlsEnv = mtlsEnv(good);
+    const wrongKey = 'tk-wrong-0123456789abcdefghijklmnop';
+    for (const entry of ['api', 'worker'] as const) {
+      const r = await runEntry(entry, { ...tlsEnv, TEMPORAL_API_KEY: wrongKey });
+      assertRefusal(r, entry, /refused this process's credentials \(UNAUTHENTICATED: invalid API key\); check TEMPORAL_API_KEY/, [wrongKey]);
+      assert.ok(!(r.stderr + r.stdout).includes(wrongKey));
+    }
+    const r = await runEntry('api', { ...tlsEnv, TEMPORAL_API_KEY: API_KEY, TEMPORAL_NAMESPACE: 'no-such-namespace' });
+    assertRefusal(r, 'api', /the Temporal namespace "no-such-namespace" does not exist at .*; set TEMPORAL_NAMESPACE to an existing one, or create it/);
+  });
+
+  test('a plaintext connection to a TLS server; TLS to a plaintext server; a profile that does not exist', async () => {
+    const r1 = await runEntry('api', { TEMPORAL_ADDRESS: proxy.address });
+    assertRefusal(r1, 'api', /does not answer gRPC in plaintext; if it requires TLS, set TEMPORAL_TLS=true/);
+    const r2 = await runEntry('worker', { TEMPORAL_ADDRESS: infra().temporalAddress, TEMPORAL_TLS: 'true' });
+    assertRefusal(r2, 'worker', /did not answer TLS .*set TEMPORAL_TLS=false/);
+    const toml = path.join(dir, 'temporal.toml');
+    fs.writeFileSync(toml, '[profile.default]\naddress = "127.0.0.1:1"\n');
+    assert.throws(() => loadConfig({ TEMPORAL_CONFIG_FILE: toml, TEMPORAL_PROFILE: 'prod' }), (err: unknown) => {
+      assert.ok(err instanceof ConfigError);
+      assert.match(err.message, /Temporal profile "prod" \(TEMPORAL_PROFILE\) is not in .*temporal\.toml/);
+      return true;
+    });
+  });
+
+  test('missing search attributes in the namespace', async () => {
+    const good = ca.client('good-3');
+    const client = await connectClient({ address: infra().temporalAddress, namespace: 'default' });
+    const ns = `bare-${Math.random().toString(36).slice(2, 8)}`;
+    await client.workflowService.registerNamespace({ namespace: ns, workflowExecutionRetentionPeriod: msToTs(86_400_000) });
+    await client.connection.close();
+    const r = await runEntry('worker', { ...mtlsEnv(good), TEMPORAL_NAMESPACE: ns, TEMPORAL_API_KEY: API_KEY });
+    assertRefusal(r, 'worker', new RegExp(`Temporal namespace "${ns}" lacks the Keyword search attribute\\(s\\) .*temporal operator search-attribute create`));
+  });
+});
+
+describe('a secured Temporal: mTLS and an API key from a Temporal profile file', () => {
+  test('the API key and the client certificate rotate while jobs run: no job lost, billing exact, no credential in the logs', async () => {
+    const certDir = path.join(dir, 'rotating');
+    fs.mkdirSync(certDir);
+    const certPath = path.join(certDir, 'client.crt');
+    const keyPath = path.join(certDir, 'client.key');
+    const toml = path.join(certDir, 'temporal.toml');
+    /** Replaces a file as a secret manager does: a new file renamed over the old one. */
+    const replace = (file: string, text: string) => {
+      fs.writeFileSync(`${file}.new`, text);
+      fs.renameSync(`${file}.new`, file);
+    };
+    const first = ca.client('service-v1');
+    replace(certPath, first.cert);
+    replace(keyPath, first.key);
+    replace(toml, `[profile.default]\napi_key = "${API_KEY}"\n`);
+    proxy.clientNames = new Set(['service-v1']);
+    proxy.seenClientNames.length = 0;
+
+    let logs = '';
+    const logStream = new Writable({
+      write(chunk, _enc, cb) {
+        logs += chunk.toString();
+        cb();
+      },
+    });
+    const waitForLog = async (pattern: RegExp, count: number) => {
+      const deadline = Date.now() + 30_000;
+      while ((logs.match(new RegExp(pattern.source, 'g')) ?? []).length < count) {
+        assert.ok(Date.now() < deadline, `no ${count} x ${pattern} in the logs: ${logs}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    };
+    const stack = await startStack({
+      logStream,
+      env: {
+        LOG_LEVEL: 'info',
+        TEMPORAL_ADDRESS: proxy.address,
+        TEMPORAL_CONFIG_FILE: toml,
+        TEMPORAL_TLS_SERVER_CA_CERT_PATH: ca.certPath,
+        TEMPORAL_TLS_CLIENT_CERT_PATH: certPath,
+        TEMPORAL_TLS_CLIENT_KEY_PATH: keyPath,
+        TEMPORAL_CREDENTIALS_CHECK_INTERVAL_MS: '200',
+      },
+    });
+    try {
+      const customer = await newCustomer(stack, 20);
+      const create = async (i: number) => {
+        const r = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: customer.key, json: simJob({ delay_ms: 4_000 }, { prompt: `rotation ${i}` }) });
+        assert.equal(r.status, 202, JSON.stringify(r.body));
+        return r.body.id as string;
+      };
+      const jobs = await Promise.all(Array.from({ length: 6 }, (_, i) => create(i)));
+
+      // The API key: the profile file gets a new one; the server accepts both for the switch, then only the new.
+      const secondKey = 'tk-second-0123456789abcdefghijklmno';
+      proxy.apiKeys.add(secondKey);
+      replace(toml, `[profile.default]\napi_key = "${secondKey}"\n`);
+      await waitForLog(/Temporal credentials rotated/, 2); // the API's client and the worker's connection
+      proxy.apiKeys.delete(API_KEY);
+      const refusedBefore = proxy.refused;
+      jobs.push(...(await Promise.all([6, 7].map(create))));
+
+      // The client certificate: new files; the server then accepts only the new certificate.
+      const second = ca.client('service-v2');
+      proxy.clientNames.add('service-v2');
+      replace(keyPath, second.key);
+      replace(certPath, second.cert);
+      await waitForLog(/"tls_changed":true/, 2);
+      proxy.clientNames = new Set(['service-v2']);
+      jobs.push(...(await Promise.all([8, 9].map(create))));
+      // SIGHUP re-reads too (nothing changed: no rotation logged, nothing breaks).
+      process.kill(process.pid, 'SIGHUP');
+
+      for (const id of jobs) {
+        const job = await waitForJob(stack, customer.key, id, 60_000);
+        assert.equal(job.status, 'succeeded', JSON.stringify(job));
+      }
+      assert.deepEqual(proxy.seenClientNames, ['service-v1', 'service-v2']);
+      assert.equal(proxy.refused, refusedBefore, 'no call was made with a revoked credential after the rotation');
+      assert.equal(await balanceMicro(stack, customer.workspaceId), 20_000_000 - jobs.length * 400_000);
+      await assertAuditHolds(stack);
+      assert.match(logs, /Temporal credentials rotated/);
+      for (const secret of [API_KEY, secondKey, first.key, second.key, first.cert, second.cert]) {
+        const sample = secret.includes('\n') ? secret.split('\n')[1]! : secret;
+        assert.ok(!logs.includes(sample), 'a credential appears in the logs');
+      }
+    } finally {
+      await stack.stop();
+    }
+  });
+});
