@@ -79,20 +79,26 @@ export interface TemporalServerOptions {
   authorization?: JwtAuthorization;
 }
 
+/** temporal-sql-tool's plugin, and its steps for each database (test/compose.test.ts checks compose runs the same). */
+export const SQL_PLUGIN = 'postgres12';
+export const schemaSteps = (versionedDir: string): string[][] => [['create'], ['setup-schema', '-v', '0.0'], ['update-schema', '-d', versionedDir]];
+/** The namespace's retention, as compose's temporal-setup creates it. */
+export const NAMESPACE_RETENTION = '72h';
+
 /**
  * The schema steps of docker-compose.yml's temporal-schema, for both databases: create (an existing one
  * is fine), setup-schema -v 0.0, update-schema to the server version's schema.
  */
 export async function setUpTemporalSchema(dir: string, postgres: URL, databasePrefix: string): Promise<void> {
   const sqlTool = path.join(dir, 'temporal-sql-tool');
-  const common = ['--plugin', 'postgres12', '--ep', postgres.hostname, '-p', postgres.port || '5432', '-u', decodeURIComponent(postgres.username)];
+  const common = ['--plugin', SQL_PLUGIN, '--ep', postgres.hostname, '-p', postgres.port || '5432', '-u', decodeURIComponent(postgres.username)];
   const env = { ...process.env, SQL_PASSWORD: decodeURIComponent(postgres.password) };
   for (const [db, schemaDir] of [[databasePrefix, 'temporal'], [`${databasePrefix}_visibility`, 'visibility']] as const) {
-    await run(sqlTool, [...common, '--db', db, 'create'], { env }).catch((err: { stderr?: string }) => {
+    const [create, ...rest] = schemaSteps(path.join(dir, 'schema', 'postgresql', 'v12', schemaDir, 'versioned'));
+    await run(sqlTool, [...common, '--db', db, ...create!], { env }).catch((err: { stderr?: string }) => {
       if (!/already exists/.test(err.stderr ?? '')) throw new Error(`temporal-sql-tool create ${db}: ${err.stderr}`);
     });
-    await run(sqlTool, [...common, '--db', db, 'setup-schema', '-v', '0.0'], { env });
-    await run(sqlTool, [...common, '--db', db, 'update-schema', '-d', path.join(dir, 'schema', 'postgresql', 'v12', schemaDir, 'versioned')], { env });
+    for (const step of rest) await run(sqlTool, [...common, '--db', db, ...step], { env });
   }
 }
 
@@ -344,7 +350,7 @@ export async function registerNamespace(cliArgs: string[], namespace: string, ex
   const cli = resolveTemporalCli(process.env['TEMPORAL_CLI_PATH']);
   const temporal = (...args: string[]) => run(cli, [...args, ...cliArgs, ...extraArgs], { encoding: 'utf8' });
   await temporal('operator', 'namespace', 'describe', '--namespace', namespace).catch(() =>
-    temporal('operator', 'namespace', 'create', '--namespace', namespace, '--retention', '72h'),
+    temporal('operator', 'namespace', 'create', '--namespace', namespace, '--retention', NAMESPACE_RETENTION),
   );
   const deadline = Date.now() + 60_000;
   for (const sa of SEARCH_ATTRIBUTES) {
