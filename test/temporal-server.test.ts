@@ -24,6 +24,7 @@ import { createPool, type Db } from '../src/db/pool.js';
 import { startWorker, type RunningWorker } from '../src/runtime/worker.js';
 import { readVideoJob } from '../src/video-jobs/records.js';
 import { videoJobWorkflowId } from '../workflows/messages.js';
+import { resolveTemporalCli } from '../src/temporal/dev-server.js';
 
 const run = promisify(execFile);
 const missing = serverTopologyMissing() ?? (s3ServerCmd() ? null : 'MinIO is not built (bash scripts/install-s3-server.sh builds it once)');
@@ -239,7 +240,7 @@ describe('the production topology: temporal-server on PostgreSQL with mTLS', { s
     assert.equal(lines.length, 1, failed);
     assert.match(lines[0]!, /requires a client certificate \(mTLS\): set TEMPORAL_TLS_CLIENT_CERT_PATH and TEMPORAL_TLS_CLIENT_KEY_PATH/);
     // The server's side: the CLI without a certificate is refused, with one it is served.
-    const cli = process.env['TEMPORAL_CLI_PATH']!;
+    const cli = resolveTemporalCli(process.env['TEMPORAL_CLI_PATH']);
     const args = cluster.temporalServer!.cliArgs;
     const withoutCert = args.filter((a, i) => !['--tls-cert-path', '--tls-key-path'].includes(a) && !['--tls-cert-path', '--tls-key-path'].includes(args[i - 1]!));
     await assert.rejects(run(cli, ['operator', 'namespace', 'describe', '--namespace', 'default', ...withoutCert]));
