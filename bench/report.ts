@@ -349,9 +349,9 @@ export function formatEngines(dev: Summary, server: Summary): string {
   const whole = (x: Summary) => {
     if (!x.creates?.whole_rounds) return '-';
     const f = figuresOverRounds(x.creates.whole_rounds, WHOLE_JOB_SUBJECTS);
-    return `${f.product.jobs_per_s.toFixed(1)} vs bare engine ${f.floor.jobs_per_s.toFixed(1)} = ${pct(f.product.jobs_per_s / f.floor.jobs_per_s)}`;
+    return `${f.product.jobs_per_s.toFixed(1)} vs floor ${f.floor.jobs_per_s.toFixed(1)} = ${pct(f.product.jobs_per_s / f.floor.jobs_per_s)}`;
   };
-  rows.push(['whole jobs/s, product vs the bare engine (same job shape)', whole(dev), whole(server)]);
+  rows.push(['whole jobs/s, product vs the engine floor (phase 5)', whole(dev), whole(server)]);
   const creates = (x: Summary) => {
     if (!x.creates?.rounds) return '-';
     const f = figuresOverRounds(x.creates.rounds, CREATE_SUBJECTS);
