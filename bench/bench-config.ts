@@ -39,6 +39,12 @@ const BenchEnv = z.object({
   BENCH_SEEN_DELAYS_S: secondsList.default([7, 23, 61, 180]),
   /** Pending jobs of phase 4 (RSS). */
   BENCH_PENDING: intFrom(10, 100_000).default(2_000),
+  /**
+   * `on`: phases 1, 3 and 5 run a second time on the production topology (temporal-server with its
+   * stores on the run's PostgreSQL, frontend mTLS), printed beside the dev server's; skipped, saying so,
+   * when temporal-server is not built. `off`: the dev server only.
+   */
+  BENCH_TEMPORAL_SERVER: z.enum(['on', 'off']).default('on'),
   /** Phases to run, for a partial run: any of 1,2,3,4,5. */
   BENCH_PHASES: z
     .string()

@@ -12,6 +12,7 @@ import type { Infra } from '../test/helpers/infra.js';
 import { ADMIN_TOKEN, http } from '../test/helpers/stack.js';
 import { createPool } from '../src/db/pool.js';
 import { connectClient } from '../src/temporal/client.js';
+import { benchConnectOptions } from './temporal-connect.js';
 import { videoJobWorkflowId } from '../workflows/messages.js';
 import type { BenchConfig } from './bench-config.js';
 import { inPool, runLoad, type LoadResult } from './load.js';
@@ -64,7 +65,7 @@ export async function benchCreates(infra: Infra, cfg: BenchConfig, log: Log): Pr
   const productEnv = await subjectEnv(infra, 'product');
   const started: SubjectProcess[] = [];
   const db = createPool(productEnv.databaseUrl, 4);
-  const temporal = await connectClient({ address: infra.temporalAddress, namespace: 'default' });
+  const temporal = await connectClient({ ...benchConnectOptions(infra), namespace: 'default' });
   try {
     log(`${phase1 && phase5 ? 'phases 1 and 5' : `phase ${phase1 ? 1 : 5}`}: starting ${phase1 ? 'bare Express, ' : ''}the floor and the product (each builds its workflow bundle)`);
     const spawn = async (...args: Parameters<typeof spawnSubject>) => {

@@ -6,11 +6,12 @@ import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import express from 'express';
 import { WithStartWorkflowOperation } from '@temporalio/client';
-import { NativeConnection, Worker } from '@temporalio/worker';
+import { Worker } from '@temporalio/worker';
 import { loadConfig } from '../src/config.js';
 import { createPool } from '../src/db/pool.js';
 import { connectClient } from '../src/temporal/client.js';
-import { installTemporalRuntime } from '../src/temporal/worker.js';
+import { installTemporalRuntime, openNativeConnection } from '../src/temporal/worker.js';
+import { temporalConnectOptions } from '../src/temporal/connection-config.js';
 import { createFloorActivities, createFloorWorkspace } from './floor-charge.js';
 import { acceptFloorJob, type floorJobWorkflow } from './floor-workflow.js';
 import { listen } from './listen.js';
@@ -26,7 +27,9 @@ export async function startFloor(env: NodeJS.ProcessEnv): Promise<RunningSubject
   await createFloorWorkspace(db, workspace_id, 1_000_000_000_000_000);
 
   installTemporalRuntime();
-  const connection = await NativeConnection.connect({ address: config.temporal.address! });
+  // The product's connection settings (TLS, a client certificate, an API key: Temporal's variables).
+  const connect = temporalConnectOptions(config, config.temporal.address!);
+  const connection = await openNativeConnection(connect);
   const taskQueue = config.temporal.taskQueue;
   const worker = await Worker.create({
     connection,
@@ -37,7 +40,7 @@ export async function startFloor(env: NodeJS.ProcessEnv): Promise<RunningSubject
     ...config.workerLimits,
   });
   const running = worker.run();
-  const client = await connectClient({ address: config.temporal.address!, namespace: config.temporal.namespace });
+  const client = await connectClient({ ...connect, namespace: config.temporal.namespace });
 
   const app = express();
   app.disable('x-powered-by');

@@ -342,3 +342,31 @@ export function formatSummary(all: Summary): string {
     '',
   ].join('\n');
 }
+
+/** The targets' figures of the dev server's run and temporal-server's, side by side. */
+export function formatEngines(dev: Summary, server: Summary): string {
+  const rows: [string, string, string][] = [];
+  const whole = (x: Summary) => {
+    if (!x.creates?.whole_rounds) return '-';
+    const f = figuresOverRounds(x.creates.whole_rounds, WHOLE_JOB_SUBJECTS);
+    return `${f.product.jobs_per_s.toFixed(1)} vs floor ${f.floor.jobs_per_s.toFixed(1)} = ${pct(f.product.jobs_per_s / f.floor.jobs_per_s)}`;
+  };
+  rows.push(['whole jobs/s, product vs the engine floor (phase 5)', whole(dev), whole(server)]);
+  const creates = (x: Summary) => {
+    if (!x.creates?.rounds) return '-';
+    const f = figuresOverRounds(x.creates.rounds, CREATE_SUBJECTS);
+    return `${ms(f.product.p50_ms)} / ${ms(f.product.p99_ms)} ms (floor ${ms(f.floor.p50_ms)} / ${ms(f.floor.p99_ms)})`;
+  };
+  rows.push(['create p50 / p99, jobs left pending', creates(dev), creates(server)]);
+  const seen = (x: Summary, path: CompletionPath) => (x.seen ? `${s(maxSeenMs(x.seen, path))} s (max)` : '-');
+  rows.push(['done -> seen, polled provider', seen(dev, 'polled'), seen(server, 'polled')]);
+  rows.push(['done -> seen, provider callback', seen(dev, 'callback'), seen(server, 'callback')]);
+  const w0 = Math.max(...rows.map((r) => r[0].length));
+  const w1 = Math.max(...rows.map((r) => r[1].length), 'dev server (SQLite)'.length);
+  return [
+    'the engines side by side (printed, never asserted)',
+    `  ${'measure'.padEnd(w0)}  ${'dev server (SQLite)'.padEnd(w1)}  temporal-server (PostgreSQL, mTLS)`,
+    ...rows.map(([a, b, c]) => `  ${a.padEnd(w0)}  ${b.padEnd(w1)}  ${c}`),
+    '',
+  ].join('\n');
+}

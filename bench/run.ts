@@ -9,7 +9,12 @@ import { benchCreates } from './create-throughput.js';
 import { benchHistoryEvents } from './history-events.js';
 import { benchDoneToSeen } from './done-to-seen.js';
 import { benchPendingRss } from './pending-rss.js';
-import { formatCreates, formatHeader, formatHistory, formatRss, formatSeen, formatSummary, formatWholeJobs, type Summary } from './report.js';
+import { formatCreates, formatEngines, formatHeader, formatHistory, formatRss, formatSeen, formatSummary, formatWholeJobs, type Summary } from './report.js';
+import { startTemporalServer, temporalServerDir } from '../test/helpers/server-infra.js';
+import type { Infra } from '../test/helpers/infra.js';
+import type { BenchConfig } from './bench-config.js';
+import type { Environment } from './environment.js';
+import type { Log } from './log.js';
 import { codeLines } from './code-size.js';
 import { progressLog } from './log.js';
 
@@ -44,9 +49,44 @@ async function main() {
     }
     all.code_lines = codeLines();
     print(formatSummary(all));
+    const onServer = await onTemporalServer(infra, cfg, environment, log, print);
+    if (onServer) print(formatEngines(all, onServer));
   } finally {
     log('stopping PostgreSQL and Temporal');
     await infra.stop();
+  }
+}
+
+/**
+ * Phases 1, 5 and 3 again on the production topology: temporal-server (PostgreSQL stores on the run's
+ * PostgreSQL, the frontend requiring mTLS), the subjects configured by Temporal's client variables.
+ */
+async function onTemporalServer(infra: Infra, cfg: BenchConfig, environment: Environment, log: Log, print: (text: string) => void): Promise<Summary | null> {
+  const phases = [1, 3, 5].filter((p) => cfg.BENCH_PHASES.has(p));
+  if (cfg.BENCH_TEMPORAL_SERVER === 'off' || phases.length === 0) return null;
+  if (!temporalServerDir()) {
+    print('on temporal-server: skipped, temporal-server is not built (bash scripts/install-temporal-server.sh)\n');
+    return null;
+  }
+  log('starting temporal-server (PostgreSQL stores, frontend mTLS) on the same PostgreSQL');
+  const server = await startTemporalServer({ root: infra.root, postgresUrl: infra.databaseUrl, databasePrefix: 'temporal_bench' });
+  const serverInfra: Infra = { ...infra, temporalAddress: server.address, temporalEnv: server.clientEnv };
+  const summary: Summary = {};
+  try {
+    print(`== the same phases on temporal-server 1.29 (PostgreSQL stores, frontend mTLS; ${server.address}) ==\n`);
+    const serverCfg = { ...cfg, BENCH_PHASES: new Set(phases) };
+    if (phases.includes(1) || phases.includes(5)) {
+      summary.creates = await benchCreates(serverInfra, serverCfg, log);
+      if (summary.creates.rounds) print(formatCreates(summary.creates, serverCfg, environment.cpus));
+      if (summary.creates.whole_rounds) print(formatWholeJobs(summary.creates, serverCfg, environment.cpus));
+    }
+    if (phases.includes(3)) {
+      summary.seen = await benchDoneToSeen(serverInfra, serverCfg, log);
+      print(formatSeen(summary.seen));
+    }
+    return summary;
+  } finally {
+    await server.stop();
   }
 }
 

@@ -25,6 +25,7 @@ export async function subjectEnv(infra: Infra, kind: SubjectKind, overrides: Rec
     DATA_DIR: fs.mkdtempSync(path.join(infra.root, `${kind}-`)),
     DATABASE_URL: databaseUrl,
     TEMPORAL_ADDRESS: infra.temporalAddress,
+    ...infra.temporalEnv,
     TEMPORAL_TASK_QUEUE: `bench-${kind}-${randomUUID()}`,
     ADMIN_TOKEN,
     URL_SIGNING_SECRET: 'bench-url-signing-secret-0123456789abcdef',

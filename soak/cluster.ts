@@ -1,6 +1,9 @@
-// The service under soak, as the scale-out mode runs it: a PostgreSQL and a Temporal dev server of the
-// soak's own (killable with SIGKILL and started again on the same data and port), and API and worker
-// processes (`src/api-main.ts`, `src/worker-main.ts`, as `npm run api` / `npm run worker` run them).
+// The service under soak, as the scale-out mode runs it: a PostgreSQL and a Temporal of the soak's own
+// (killable with SIGKILL and started again on the same data and port), and API and worker processes
+// (`src/api-main.ts`, `src/worker-main.ts`, as `npm run api` / `npm run worker` run them). Temporal is
+// the CLI's dev server (SQLite), or with `temporal: 'server'` the production topology: temporal-server
+// on the same PostgreSQL with its frontend requiring mTLS, the processes configured by Temporal's
+// standard client variables, the videos on MinIO (test/helpers/server-infra.ts).
 // Every piece can be killed and restarted by the chaos loop; a process that exits without being
 // killed is a crash, recorded, and started again.
 import fs from 'node:fs';
@@ -9,6 +12,8 @@ import type { ChildProcess } from 'node:child_process';
 import { startKillablePostgres, startKillableTemporal, type KillableServer } from '../test/helpers/killable-infra.js';
 import { freePort } from '../test/helpers/infra.js';
 import { killAll, startEntryProcess } from '../test/helpers/processes.js';
+import { startTemporalServer, type TemporalServer } from '../test/helpers/server-infra.js';
+import { createBucket, ACCESS_KEY, REGION, SECRET_KEY, s3ServerCmd, startS3Server, type S3Server } from '../test/helpers/s3-server.js';
 
 export const SOAK_ADMIN_TOKEN = 'soak-admin-token-0123456789abcdef';
 
@@ -21,6 +26,12 @@ export interface Target {
 
 export interface Cluster {
   apiBases: string[];
+  /** The environment every API and worker process runs with. */
+  env: Record<string, string>;
+  /** temporal-server, when the cluster runs on it. */
+  temporalServer: TemporalServer | null;
+  /** Milliseconds each piece took to start. */
+  timings_ms: Record<string, number>;
   targets: Target[];
   /** Processes that exited without being killed (crashes), with how they ended. */
   crashes: string[];
@@ -105,7 +116,37 @@ class ServerSlot implements Target {
   }
 }
 
-export async function startCluster(opts: { root: string; apis: number; workers: number }): Promise<Cluster> {
+export interface ClusterOptions {
+  root: string;
+  apis: number;
+  workers: number;
+  /** `dev`: the CLI's dev server (default); `server`: temporal-server on PostgreSQL with mTLS, videos on MinIO. */
+  temporal?: 'dev' | 'server';
+  /** Variables for every API and worker process, over the cluster's own. */
+  env?: Record<string, string>;
+}
+
+/** MinIO with the bucket `videos`, and the variables that store the videos there. */
+async function startVideoBucket(root: string): Promise<{ server: S3Server; env: Record<string, string> }> {
+  const cmd = s3ServerCmd();
+  if (!cmd) throw new Error('MinIO is not built (bash scripts/install-s3-server.sh builds it once)');
+  const server = await startS3Server(cmd, root);
+  await createBucket(server.endpoint, 'videos');
+  return {
+    server,
+    env: {
+      STORAGE_BACKEND: 's3',
+      S3_ENDPOINT: server.endpoint,
+      S3_BUCKET: 'videos',
+      S3_REGION: REGION,
+      S3_FORCE_PATH_STYLE: 'true',
+      AWS_ACCESS_KEY_ID: ACCESS_KEY,
+      AWS_SECRET_ACCESS_KEY: SECRET_KEY,
+    },
+  };
+}
+
+export async function startCluster(opts: ClusterOptions): Promise<Cluster> {
   fs.mkdirSync(opts.root, { recursive: true });
   fs.chmodSync(opts.root, 0o755); // the embedded PostgreSQL runs as another user when we are root
   // The processes' logs go beside the data (startEntryProcess writes them to TEST_TMP_DIR).
@@ -113,13 +154,23 @@ export async function startCluster(opts: { root: string; apis: number; workers: 
   fs.mkdirSync(logs, { recursive: true });
   process.env['TEST_TMP_DIR'] = logs;
 
+  const timings_ms: Record<string, number> = {};
+  let t = Date.now();
   const pgServer = await startKillablePostgres(opts.root);
+  timings_ms['postgres'] = Date.now() - t;
   const pg = new ServerSlot('postgres', pgServer);
-  const temporalServer = await startKillableTemporal(opts.root);
+  t = Date.now();
+  const server = opts.temporal === 'server' ? await startTemporalServer({ root: opts.root, postgresUrl: pgServer.url }) : null;
+  const temporalServer = server ?? (await startKillableTemporal(opts.root));
+  timings_ms['temporal'] = Date.now() - t;
   const temporal = new ServerSlot('temporal', temporalServer);
+  t = Date.now();
+  const bucket = server ? await startVideoBucket(opts.root) : null;
+  if (bucket) timings_ms['minio'] = Date.now() - t;
   const env: Record<string, string> = {
     DATABASE_URL: pgServer.url,
-    TEMPORAL_ADDRESS: temporalServer.address,
+    ...(server ? server.clientEnv : { TEMPORAL_ADDRESS: temporalServer.address }),
+    ...bucket?.env,
     TEMPORAL_TASK_QUEUE: 'soak',
     ADMIN_TOKEN: SOAK_ADMIN_TOKEN,
     URL_SIGNING_SECRET: 'soak-url-signing-secret-0123456789abcdef',
@@ -135,6 +186,7 @@ export async function startCluster(opts: { root: string; apis: number; workers: 
     RECONCILE_INTERVAL_MS: '5000',
     WEBHOOK_RETRY_INITIAL_MS: '1000',
     DATABASE_POOL_MAX: '5',
+    ...opts.env,
   };
   const crashes: string[] = [];
   const apiSlots: EntrySlot[] = [];
@@ -146,12 +198,17 @@ export async function startCluster(opts: { root: string; apis: number; workers: 
   }
   const workerSlots = Array.from({ length: opts.workers }, (_, i) => new EntrySlot(`worker-${i + 1}`, 'worker', env, crashes));
   // Workers first: the first of them sets up the schema and the reconciler's schedule.
+  t = Date.now();
   for (const w of workerSlots) await w.restart();
   await Promise.all(apiSlots.map((a) => a.restart()));
+  timings_ms['processes'] = Date.now() - t;
   const entries = [...apiSlots, ...workerSlots];
 
   return {
     apiBases,
+    env,
+    temporalServer: server,
+    timings_ms,
     targets: [...entries, pg, temporal],
     crashes,
     async ensureAllUp() {
@@ -166,6 +223,7 @@ export async function startCluster(opts: { root: string; apis: number; workers: 
     async stop() {
       for (const e of entries) killAll(e.children);
       await temporal.stop().catch(() => {});
+      await bucket?.server.stop().catch(() => {});
       await pg.stop().catch(() => {});
     },
   };

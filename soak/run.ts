@@ -1,5 +1,6 @@
 // `npm run soak`: SOAK_MINUTES (default 10) of mixed load against the service running as separate
-// processes (PostgreSQL, a Temporal dev server, API and worker processes), while a chaos loop kills
+// processes (PostgreSQL, Temporal, API and worker processes; SOAK_TEMPORAL: `dev` for the CLI's dev
+// server, `server` for temporal-server on PostgreSQL with mTLS and the videos on MinIO), while a chaos loop kills
 // them with SIGKILL and starts them again. Then the chaos stops, every job must end, and the money must
 // be exact: the ledger audit ok, each workspace's balance = what was credited - the costs the API
 // reports, no 5xx other than 503. Prints a table of requests, faults and latencies; the last line is
@@ -28,6 +29,11 @@ const SEED = intEnv('SOAK_SEED', 27, 0, 2 ** 31);
 const APIS = intEnv('SOAK_APIS', 2, 1, 4);
 const WORKERS = intEnv('SOAK_WORKERS', 2, 1, 4);
 const WORKSPACES = intEnv('SOAK_WORKSPACES', 3, 1, 10);
+const TEMPORAL = (() => {
+  const v = process.env['SOAK_TEMPORAL'] || 'dev';
+  if (v !== 'dev' && v !== 'server') throw new Error(`SOAK_TEMPORAL must be dev or server, not ${v}`);
+  return v;
+})();
 /** How long the end waits for every job to be terminal (jobs time out after 2 minutes). */
 const DRAIN_TIMEOUT_MS = 240_000;
 /** Everything (start-up, load, drain, checks) must be over by then, or the soak fails. */
@@ -144,7 +150,7 @@ async function webhooksMissing(client: Client, workspaces: Workspace[], receiver
 
 async function main(): Promise<string[]> {
   const rng = new Rng(SEED);
-  log(`soak: ${MINUTES} min, seed ${SEED}, ${APIS} API and ${WORKERS} worker process(es), ${WORKSPACES} workspaces; data and logs in ${root}`);
+  log(`soak: ${MINUTES} min, seed ${SEED}, ${APIS} API and ${WORKERS} worker process(es), ${WORKSPACES} workspaces, Temporal: ${TEMPORAL === 'server' ? 'temporal-server (PostgreSQL, mTLS), videos on MinIO' : 'dev server'}; data and logs in ${root}`);
   const requests = new RequestLog();
   let cluster: Cluster | null = null;
   const receivers = await startReceivers(rng);
@@ -166,8 +172,8 @@ async function main(): Promise<string[]> {
 
   try {
     const started = Date.now();
-    cluster = await startCluster({ root, apis: APIS, workers: WORKERS });
-    log(`service up in ${Date.now() - started} ms: API ${cluster.apiBases.join(', ')}`);
+    cluster = await startCluster({ root, apis: APIS, workers: WORKERS, temporal: TEMPORAL });
+    log(`service up in ${Date.now() - started} ms (${Object.entries(cluster.timings_ms).map(([k, v]) => `${k} ${v} ms`).join(', ')}): API ${cluster.apiBases.join(', ')}`);
     const client = new Client(cluster.apiBases, requests);
 
     const workspaces: Workspace[] = [];

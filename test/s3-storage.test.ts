@@ -4,101 +4,18 @@
 // expiry, tampering; then one video job end to end through the workflow with STORAGE_BACKEND=s3.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import http from 'node:http';
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { Readable } from 'node:stream';
-import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
+import { S3Client } from '@aws-sdk/client-s3';
 import { ConfigError, loadConfig } from '../src/config.js';
 import { S3Storage } from '../src/storage/s3.js';
 import { checkStorage } from '../src/runtime/storage.js';
 import { inspectMp4 } from './helpers/mp4.js';
-import { freePort } from './helpers/infra.js';
+import { ACCESS_KEY, REGION, SECRET_KEY, createBucket, s3ServerCmd, startS3Server, type S3Server } from './helpers/s3-server.js';
 import { assertAuditHolds, http as api, infra, newCustomer, simJob, startStack, waitForJob, type Stack } from './helpers/stack.js';
-
-const ACCESS_KEY = 'vva-test-access';
-const SECRET_KEY = 'vva-test-secret-0123456789';
-const REGION = 'us-east-1';
-
-/**
- * The MinIO executable: S3_SERVER_CMD (which must exist: CI sets it), else the one
- * scripts/install-s3-server.sh cached; null = not installed.
- */
-function s3ServerCmd(): string | null {
-  const fromEnv = process.env['S3_SERVER_CMD'];
-  if (fromEnv) return fromEnv;
-  const script = fs.readFileSync('scripts/install-s3-server.sh', 'utf8');
-  const version = /^version=(\S+)$/m.exec(script)?.[1];
-  const cacheHome = process.env['XDG_CACHE_HOME'] ?? path.join(os.homedir(), '.cache');
-  const dir = process.env['S3_SERVER_CACHE_DIR'] ?? path.join(cacheHome, 'video-api', `minio-${version}`);
-  const cached = path.join(dir, 'minio');
-  return version && fs.existsSync(cached) ? cached : null;
-}
-
-interface S3Server {
-  endpoint: string;
-  port: number;
-  stop(): Promise<void>;
-}
-
-async function startS3Server(cmd: string): Promise<S3Server> {
-  if (!fs.existsSync(cmd)) throw new Error(`S3_SERVER_CMD=${cmd} does not exist; run scripts/install-s3-server.sh or unset it`);
-  const root = fs.mkdtempSync(path.join(infra().tmp, 's3-'));
-  const [port, consolePort] = [await freePort(), await freePort()];
-  const logFile = path.join(root, 'minio.log');
-  const logFd = fs.openSync(logFile, 'a');
-  const child: ChildProcess = spawn(
-    cmd,
-    ['server', '--quiet', '--address', `127.0.0.1:${port}`, '--console-address', `127.0.0.1:${consolePort}`, path.join(root, 'data')],
-    {
-      stdio: ['ignore', logFd, logFd],
-      env: { ...process.env, MINIO_ROOT_USER: ACCESS_KEY, MINIO_ROOT_PASSWORD: SECRET_KEY, MINIO_BROWSER: 'off', MINIO_UPDATE: 'off' },
-    },
-  );
-  fs.closeSync(logFd);
-  let exited: string | null = null;
-  child.once('exit', (code, signal) => {
-    exited = `S3 server exited (${signal ?? code})`;
-  });
-  const endpoint = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + 60_000;
-  for (;;) {
-    if (exited) throw new Error(`${exited} at start: ${fs.readFileSync(logFile, 'utf8').slice(-2000)}`);
-    const ready = await fetch(`${endpoint}/minio/health/ready`).then((r) => r.ok, () => false);
-    if (ready) break;
-    if (Date.now() > deadline) {
-      child.kill('SIGKILL');
-      throw new Error(`S3 server not ready on ${endpoint} within 60 s: ${fs.readFileSync(logFile, 'utf8').slice(-2000)}`);
-    }
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  return {
-    endpoint,
-    port,
-    async stop() {
-      if (!exited) {
-        const done = new Promise<void>((r) => child.once('exit', () => r()));
-        child.kill('SIGTERM');
-        const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
-        await done;
-        clearTimeout(timer);
-      }
-      fs.rmSync(root, { recursive: true, force: true });
-    },
-  };
-}
-
-async function createBucket(endpoint: string, bucket: string): Promise<void> {
-  const client = new S3Client({ region: REGION, endpoint, forcePathStyle: true, credentials: { accessKeyId: ACCESS_KEY, secretAccessKey: SECRET_KEY } });
-  try {
-    await client.send(new CreateBucketCommand({ Bucket: bucket }));
-  } finally {
-    client.destroy();
-  }
-}
 
 async function readAll(stream: Readable): Promise<Buffer> {
   const chunks: Buffer[] = [];
@@ -141,7 +58,7 @@ describe('S3 storage against a real S3 server', { skip: serverCmd ? false : notI
   let bucket: string;
   let storage: S3Storage;
   before(async () => {
-    server = await startS3Server(serverCmd!);
+    server = await startS3Server(serverCmd!, infra().tmp);
     bucket = `vva-${randomUUID().slice(0, 8)}`;
     await createBucket(server.endpoint, bucket);
     storage = new S3Storage({

@@ -4,31 +4,16 @@
 // only one supported, that is this release's own recording commit.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
-import fs from 'node:fs';
-import path from 'node:path';
-import { bundleWorkflowCode } from '@temporalio/worker';
 import { assertAuditHolds, balanceMicro, http, newCustomer, simJob, startStack, waitForJob, type Stack } from './helpers/stack.js';
-import { HISTORIES_DIR, SUPPORTED_RELEASES } from './helpers/histories.js';
+import { bundlePreviousRelease, PREVIOUS_RELEASE as previous, previousReleaseCommit as releaseCommit } from './helpers/previous-release.js';
 import { startWorker, type RunningWorker } from '../src/runtime/worker.js';
 import { createLogger } from '../src/logger.js';
 import { readVideoJob } from '../src/video-jobs/records.js';
 
-const git = (...args: string[]) => execFileSync('git', args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
-const previous = SUPPORTED_RELEASES[0]!;
-/** The commit that added the previous release's recordings: its workflow code is that release's. */
-const releaseCommit = (() => {
-  try {
-    return git('log', '--diff-filter=A', '--format=%H', '--', path.join(HISTORIES_DIR, previous, 'video-job-succeeded.json')).split('\n').filter(Boolean).pop() ?? null;
-  } catch {
-    return null;
-  }
-})();
-
 let stack: Stack;
 let oldWorker: RunningWorker | null = null;
 let newWorker: RunningWorker | null = null;
-let extracted: string;
+let release: { code: string; cleanup(): void } | null = null;
 
 before(async () => {
   stack = await startStack({ worker: false });
@@ -37,15 +22,12 @@ after(async () => {
   await oldWorker?.shutdown();
   await newWorker?.shutdown();
   await stack.stop();
-  if (extracted) fs.rmSync(extracted, { recursive: true, force: true });
+  release?.cleanup();
 });
 
 test(`a job started on release ${previous}'s workflow code finishes on this code's, billed once`, { skip: releaseCommit === null && 'not a git checkout with history' }, async () => {
-  // The release's workflows/ folder, inside the project so its imports resolve to this node_modules.
-  fs.mkdirSync('.data', { recursive: true });
-  extracted = fs.mkdtempSync(path.join('.data', 'release-'));
-  execFileSync('sh', ['-c', `git archive ${releaseCommit} workflows | tar -x -C ${extracted}`]);
-  const { code } = await bundleWorkflowCode({ workflowsPath: path.resolve(extracted, 'workflows', 'index.ts'), ignoreModules: [] });
+  release = await bundlePreviousRelease();
+  const { code } = release;
   const logger = createLogger('silent', 'upgrade');
   const workerOf = (workflowBundle?: { code: string }) =>
     startWorker({ config: stack.config, db: stack.db, temporalAddress: stack.config.temporal.address!, logger, ...(workflowBundle ? { workflowBundle } : {}) });

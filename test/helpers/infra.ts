@@ -44,6 +44,11 @@ export interface Infra {
   temporalMetricsUrl: string;
   /** Environment for processes using this infrastructure (read by test/helpers/stack.ts). */
   env: Record<string, string>;
+  /**
+   * Temporal's client variables for a process on this Temporal (TEMPORAL_ADDRESS, TEMPORAL_TLS_*) when
+   * more than an address is needed; absent for the dev server.
+   */
+  temporalEnv?: Record<string, string>;
   stop(): Promise<void>;
 }
 
