@@ -20,7 +20,9 @@ import { errorHandler } from '../src/http/errors.js';
 import { providerCallbackRoutes, providerCallbackUrl, type CallbackForJob, type ProviderCallbackDeps } from '../src/http/routes/provider-callbacks.js';
 import { FAL_CALLBACK_BODY_BYTES_MAX } from '../src/providers/video/fal.js';
 import type { VideoProvider, VideoSubmission } from '../src/providers/video/types.js';
-import { http as api, newCustomer, startStack, type Stack } from './helpers/stack.js';
+import { assertAuditHolds, http as api, newCustomer, startStack, waitForJob, type Stack } from './helpers/stack.js';
+import { readVideoJob } from '../src/video-jobs/records.js';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { ConfigError, loadConfig } from '../src/config.js';
 
 const JOB_ID = '5b1c0c9e-3f7a-4c1e-9a55-0d6f4f1d2e77';
@@ -487,5 +489,78 @@ describe("the providers' keys when their endpoint fails", () => {
     } finally {
       await s.close();
     }
+  });
+});
+
+describe('a fal job and its callbacks: only its own requests count, a delivery counts once, a nudge keeps the pacing', () => {
+  let stack: Stack;
+  before(async () => {
+    // A first poll 3 s after submission; the nudge may not make polls closer than that.
+    stack = await startStack({ env: { ...fal.env(), FAL_USER_ID, VIDEO_POLL_INTERVAL_MS: '3000', VIDEO_POLL_MAX_INTERVAL_MS: '3000' } });
+  });
+  after(async () => {
+    await stack?.stop();
+  });
+
+  test('another request id or another fal account: 401; a replayed delivery polls nothing more; after a 429 with Retry-After no callback brings the next poll forward', async () => {
+    fal.defaultPlan = { queue_polls: 100_000 };
+    const c = await newCustomer(stack, 10);
+    const created = await api(stack.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: { prompt: 'a lighthouse', model: 'veo-3.1-fast-generate-001', durationSeconds: 4 } });
+    assert.equal(created.status, 202, JSON.stringify(created.body));
+    const id: string = created.body.id;
+    for (let i = 0; !(await readVideoJob(stack.db, id))?.operation_id; i++) {
+      assert.ok(i < 400, 'the job never recorded its operation');
+      await sleep(25);
+    }
+    const request_id = [...fal.submitted.keys()][0]!;
+    const body = fal.callbackBody(request_id);
+    const path = `/v2/provider-callbacks/fal/${id}`;
+    const post = (headers: Record<string, string>) => api(stack.baseUrl, 'POST', path, { headers, rawBody: body });
+    const polls = () => fal.requestsTo('status').length;
+    const deliveries = async () => (await stack.db.query<{ n: number }>('SELECT cardinality(callback_deliveries) AS n FROM video_job_polls WHERE job_id = $1', [id])).rows[0]?.n;
+
+    // fal signs every account's callbacks alike: a genuine delivery for a request that is not this job's changes nothing.
+    const foreign = await post(fal.signCallback(randomUUID(), body));
+    assert.equal(foreign.status, 401);
+    assert.equal(foreign.body.error.code, 'invalid_signature');
+    assert.equal((await post(fal.signCallback(request_id, body, { user_id: 'another-fal-user' }))).status, 401);
+    assert.equal(await deliveries(), 0);
+
+    // One genuine delivery, replayed 30 times over 3 s: one nudge; at most the nudged poll and the paced one.
+    const genuine = fal.signCallback(request_id, body);
+    const before = polls();
+    for (let i = 0; i < 30; i++) {
+      assert.equal((await post(genuine)).status, 200);
+      await sleep(100);
+    }
+    const polled = polls() - before;
+    assert.ok(polled <= 3, `${polled} status polls during the replays`);
+    assert.equal(await deliveries(), 1, 'the delivery is kept once');
+
+    // fal answers a poll 429 with Retry-After: 8; fresh deliveries during that wait poll nothing.
+    fal.fault({ route: 'status', status: 429, headers: { 'retry-after': '8' }, body: { detail: 'rate limited' } });
+    const atFault = polls();
+    for (let i = 0; polls() === atFault; i++) {
+      assert.ok(i < 400, 'never polled');
+      await sleep(25);
+    }
+    const refused = polls();
+    const refusedAt = Date.now();
+    for (let k = 1; Date.now() - refusedAt < 6_000; k++) {
+      assert.equal((await post(fal.signCallback(request_id, body, { timestamp_s: Math.floor(Date.now() / 1000) - k }))).status, 200);
+      await sleep(300);
+    }
+    assert.equal(polls(), refused, 'no poll within the Retry-After');
+    assert.ok((await deliveries())! > 5);
+    for (let i = 0; polls() === refused; i++) {
+      assert.ok(i < 400, 'not polled again after the Retry-After');
+      await sleep(25);
+    }
+    assert.ok(Date.now() - refusedAt >= 7_500, `polled again ${Date.now() - refusedAt} ms after the 429`);
+
+    const cancelled = await api(stack.baseUrl, 'POST', `/v2/videos/generations/${id}/cancel`, { token: c.key });
+    assert.ok([200, 202].includes(cancelled.status), JSON.stringify(cancelled.body));
+    await waitForJob(stack, c.key, id);
+    await assertAuditHolds(stack);
   });
 });
