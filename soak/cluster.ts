@@ -105,7 +105,8 @@ class ServerSlot implements Target {
   }
 }
 
-export async function startCluster(opts: { root: string; apis: number; workers: number }): Promise<Cluster> {
+/** `env`: more of the processes' environment (the provider fakes the callback abuse needs). */
+export async function startCluster(opts: { root: string; apis: number; workers: number; env?: Record<string, string> }): Promise<Cluster> {
   fs.mkdirSync(opts.root, { recursive: true });
   fs.chmodSync(opts.root, 0o755); // the embedded PostgreSQL runs as another user when we are root
   // The processes' logs go beside the data (startEntryProcess writes them to TEST_TMP_DIR).
@@ -135,6 +136,7 @@ export async function startCluster(opts: { root: string; apis: number; workers: 
     RECONCILE_INTERVAL_MS: '5000',
     WEBHOOK_RETRY_INITIAL_MS: '1000',
     DATABASE_POOL_MAX: '5',
+    ...opts.env,
   };
   const crashes: string[] = [];
   const apiSlots: EntrySlot[] = [];
