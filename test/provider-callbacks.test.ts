@@ -495,7 +495,7 @@ describe("the providers' keys when their endpoint fails", () => {
 describe('a fal job and its callbacks: only its own requests count, a delivery counts once, a nudge keeps the pacing', () => {
   let stack: Stack;
   before(async () => {
-    // A first poll 3 s after submission; the nudge may not make polls closer than that.
+    // Polls every 3 s at first: within a few seconds, any other poll is a nudged one.
     stack = await startStack({ env: { ...fal.env(), FAL_USER_ID, VIDEO_POLL_INTERVAL_MS: '3000', VIDEO_POLL_MAX_INTERVAL_MS: '3000' } });
   });
   after(async () => {

@@ -24,10 +24,9 @@ const RECORD = prepared(
   'video-job-record-operation',
   `WITH job AS (
      UPDATE video_jobs SET operation_id = $2, backend = $3 WHERE id = $1 AND status = 'pending' RETURNING id)
-   INSERT INTO video_job_polls (job_id, backend, operation_id, interval_ms, max_interval_ms, next_poll_at, min_interval_ms)
-   SELECT id, $3, $2, $4, $5, now() + make_interval(secs => $6::float8 / 1000), $4 FROM job
-   ON CONFLICT (job_id) DO UPDATE SET backend = EXCLUDED.backend, operation_id = EXCLUDED.operation_id, next_poll_at = EXCLUDED.next_poll_at,
-     min_interval_ms = COALESCE(video_job_polls.min_interval_ms, EXCLUDED.min_interval_ms)`,
+   INSERT INTO video_job_polls (job_id, backend, operation_id, interval_ms, max_interval_ms, next_poll_at)
+   SELECT id, $3, $2, $4, $5, now() + make_interval(secs => $6::float8 / 1000) FROM job
+   ON CONFLICT (job_id) DO UPDATE SET backend = EXCLUDED.backend, operation_id = EXCLUDED.operation_id, next_poll_at = EXCLUDED.next_poll_at`,
 );
 
 export async function recordOperation(db: Db, r: { job_id: string; backend: string; operation_id: string; pacing: PollPacing; first_poll_after_ms: number }): Promise<void> {
@@ -59,11 +58,18 @@ export interface DuePoll {
   signalled: boolean;
 }
 
-// A claimed row's poll starts now: no nudge makes the next one due before the backend's first interval.
+/**
+ * The least time between the start of a poll and one a provider's callback brings forward (the row's
+ * interval when that is shorter): distinct deliveries arriving together (one per request of a job) poll
+ * the provider once, not once each.
+ */
+export const NUDGE_MIN_GAP_MS = 1_000;
+
+// A claimed row's poll starts now: no nudge makes the next one due before NUDGE_MIN_GAP_MS.
 const CLAIM = prepared(
   'video-job-polls-claim',
   `UPDATE video_job_polls p SET next_poll_at = now() + make_interval(secs => $2::float8 / 1000),
-     nudge_not_before = GREATEST(p.nudge_not_before, now() + make_interval(secs => COALESCE(p.min_interval_ms, p.interval_ms)::float8 / 1000))
+     nudge_not_before = GREATEST(p.nudge_not_before, now() + make_interval(secs => LEAST(p.interval_ms, ${NUDGE_MIN_GAP_MS})::float8 / 1000))
    FROM (SELECT job_id FROM video_job_polls WHERE next_poll_at <= now() ORDER BY next_poll_at LIMIT $1 FOR UPDATE SKIP LOCKED) due
    WHERE p.job_id = due.job_id
    RETURNING p.job_id, p.backend, p.operation_id, p.interval_ms, p.max_interval_ms, p.failures, p.signalled_at IS NOT NULL AS signalled`,
@@ -160,8 +166,8 @@ const NUDGE = prepared(
 
 /**
  * A provider said (by a verified callback, `delivery_id`) that the job's operation changed: it is polled
- * as soon as its pacing allows (not before the backend's first interval since the last poll started, nor
- * before the wait a failed poll was given). Whether it was nudged: an unknown job, a settled one, one
+ * as soon as its pacing allows (not within NUDGE_MIN_GAP_MS of the start of the last poll, nor before
+ * the wait a failed poll was given: its backoff, or the provider's Retry-After). Whether it was nudged: an unknown job, a settled one, one
  * waiting on another backend, one whose workflow was already told, or a delivery that already nudged it
  * changes nothing, however often it comes.
  */
