@@ -22,6 +22,10 @@ import { FAL_CALLBACK_BODY_BYTES_MAX } from '../src/providers/video/fal.js';
 import type { VideoProvider, VideoSubmission } from '../src/providers/video/types.js';
 import { assertAuditHolds, http as api, newCustomer, startStack, waitForJob, type Stack } from './helpers/stack.js';
 import { readVideoJob } from '../src/video-jobs/records.js';
+import { CallbackAbuse, type CallbackAbuseFindings } from '../soak/callback-abuse.js';
+import { Client } from '../soak/client.js';
+import { RequestLog } from '../soak/report.js';
+import { Rng } from '../soak/rng.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ConfigError, loadConfig } from '../src/config.js';
 
@@ -262,6 +266,16 @@ describe('the service with fal and Replicate configured (against their fakes)', 
     assert.equal(forged.body.error.code, 'invalid_signature');
     const none = await api(stack.baseUrl, 'POST', `/v2/provider-callbacks/vertex/${JOB_ID}`, { json: {} });
     assert.equal(none.status, 404);
+  });
+  test("the soak's callback abuse actor gets the answers it expects (415 for gzip bombs, 401 for unsigned floods, 200 for replays)", async () => {
+    const requests = new RequestLog();
+    const findings: CallbackAbuseFindings = { byKind: new RequestLog(), sent: 0, unexpected: [] };
+    const abuser = new CallbackAbuse(new Client([stack.baseUrl], requests), new Rng(7), { fal, replicate }, () => [JOB_ID], findings);
+    for (let i = 0; i < 12; i++) await abuser.step();
+    assert.deepEqual(findings.unexpected, []);
+    const rows = new Map(findings.byKind.rows().map((r) => [r.route, r]));
+    assert.deepEqual([...rows.keys()].sort(), ['gzip bomb', 'replay', 'unsigned flood']);
+    assert.ok(findings.sent > 12);
   });
 });
 
