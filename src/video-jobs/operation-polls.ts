@@ -167,9 +167,9 @@ const NUDGE = prepared(
 /**
  * A provider said (by a verified callback, `delivery_id`) that the job's operation changed: it is polled
  * as soon as its pacing allows (not within NUDGE_MIN_GAP_MS of the start of the last poll, nor before
- * the wait a failed poll was given: its backoff, or the provider's Retry-After). Whether it was nudged: an unknown job, a settled one, one
- * waiting on another backend, one whose workflow was already told, or a delivery that already nudged it
- * changes nothing, however often it comes.
+ * the wait a failed poll was given: its backoff, or the provider's Retry-After). Whether it was nudged:
+ * an unknown job, a settled one, one waiting on another backend, one whose workflow was already told, or
+ * a delivery that already nudged it changes nothing, however often it comes.
  */
 export async function nudgePoll(db: Db, job_id: string, backend: string, delivery_id?: string): Promise<boolean> {
   return ((await db.query({ ...NUDGE, values: [job_id, backend, delivery_id ?? null] })).rowCount ?? 0) > 0;
