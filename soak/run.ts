@@ -16,6 +16,9 @@ import { CustomerLoop, paced, sendFuzzCase, setUpWorkspace, topUp, type LoadFind
 import { startReceivers, type Receivers } from './receivers.js';
 import { formatReport, moneyProblems, RequestLog, requestTable, verdictLine, type WorkspaceMoney } from './report.js';
 import { Rng } from './rng.js';
+import { CallbackAbuse, type CallbackAbuseFindings } from './callback-abuse.js';
+import { FalFake } from '../test/fakes/fal-fake.js';
+import { ReplicateFake } from '../test/fakes/replicate-fake.js';
 
 function intEnv(name: string, fallback: number, min: number, max: number): number {
   const raw = process.env[name];
@@ -154,9 +157,15 @@ async function main(): Promise<string[]> {
   const requests = new RequestLog();
   let cluster: Cluster | null = null;
   const receivers = await startReceivers(rng);
+  // fal and Replicate configured against their fakes: their callback routes are live (the load's jobs
+  // use the simulator; the callback abuse signs its captured deliveries with the fakes' keys).
+  const fal = await new FalFake().start();
+  const replicate = await new ReplicateFake().start();
   const stopAll = async () => {
     await receivers.close();
     await cluster?.stop();
+    await fal.stop();
+    await replicate.stop();
   };
   const watchdog = setTimeout(() => {
     process.stdout.write(`${verdictLine([`the soak did not finish within ${HARD_LIMIT_MS / 60_000} minutes`])}\n`);
@@ -172,7 +181,7 @@ async function main(): Promise<string[]> {
 
   try {
     const started = Date.now();
-    cluster = await startCluster({ root, apis: APIS, workers: WORKERS, temporal: TEMPORAL });
+    cluster = await startCluster({ root, apis: APIS, workers: WORKERS, temporal: TEMPORAL, env: { ...fal.env(), ...replicate.env() } });
     log(`service up in ${Date.now() - started} ms (${Object.entries(cluster.timings_ms).map(([k, v]) => `${k} ${v} ms`).join(', ')}): API ${cluster.apiBases.join(', ')}`);
     const client = new Client(cluster.apiBases, requests);
 
@@ -190,6 +199,8 @@ async function main(): Promise<string[]> {
     log(`fuzz corpus: ${corpus.length} cases from seed ${SEED}`);
 
     const findings: LoadFindings = { problems: [], fuzzAccepted: [], fuzzServerErrors: new Map(), fuzzByKind: new RequestLog(), fuzzSent: 0 };
+    const abuse: CallbackAbuseFindings = { byKind: new RequestLog(), sent: 0, unexpected: [] };
+    const abuser = new CallbackAbuse(client, rng, { fal, replicate }, () => workspaces.flatMap((w) => [...w.jobs.keys()]), abuse);
     const loadUntil = Date.now() + MINUTES * 60_000;
     const chaos = startChaos(cluster.targets, rng, { until_ms: loadUntil, down_ms: { min: 2_000, max: 15_000 }, calm_ms: { min: 5_000, max: 15_000 }, max_faults: 10_000, log });
     const progress = setInterval(() => log(`progress: ${requests.total()} requests, ${chaos.faults.length} faults`), 30_000);
@@ -203,6 +214,7 @@ async function main(): Promise<string[]> {
         let i = 0;
         await paced(rng, loadUntil, 800, 100_000, () => sendFuzzCase(client, fuzzWs, corpus[i++ % corpus.length]!, findings));
       })(),
+      paced(rng, loadUntil, 1_500, 100_000, () => abuser.step()),
     ];
     await Promise.all(loops);
     chaos.stop();
@@ -251,6 +263,7 @@ async function main(): Promise<string[]> {
     if (unnotified.length > 0) reasons.push(`${unnotified.length} finished job(s) whose event never reached their workspace's receiver within ${WEBHOOK_WAIT_MS / 1000} s (first: ${unnotified[0]})`);
     if (cluster.crashes.length > 0) reasons.push(`processes crashed: ${cluster.crashes.slice(0, 5).join(', ')}`);
     reasons.push(...chaos.problems, ...findings.problems.slice(0, 5));
+    if (abuse.unexpected.length > 0) reasons.push(`${abuse.unexpected.length} callback abuse request(s) answered what the route does not document for them (first: ${abuse.unexpected[0]})`);
     if (findings.fuzzAccepted.length > 0) reasons.push(`${findings.fuzzAccepted.length} malformed request(s) accepted (first: ${findings.fuzzAccepted[0]})`);
     if (receivers.stats.badSignatures.length > 0) reasons.push(`${receivers.stats.badSignatures.length} webhook(s) failed verification (first: ${receivers.stats.badSignatures[0]})`);
     if (chaos.faults.length === 0) reasons.push('no fault was injected (SOAK_MINUTES too short?)');
@@ -258,6 +271,9 @@ async function main(): Promise<string[]> {
     summary.push(
       `fuzz: ${findings.fuzzSent} malformed requests sent from a corpus of ${corpus.length}, by kind:`,
       requestTable(findings.fuzzByKind, 'fuzz kind'),
+      '',
+      `callback abuse: ${abuse.sent} requests to the provider callback routes (gzip bombs, unsigned floods, replays of a captured valid delivery), by kind:`,
+      requestTable(abuse.byKind, 'abuse kind'),
       '',
       `webhooks: ${receivers.stats.prompt} deliveries to the prompt receivers (${receivers.stats.eventIds.size} distinct events, all verified: ${receivers.stats.badSignatures.length === 0}), ${receivers.stats.slow} attempts to the slow one, ${receivers.stats.failing} to the failing one (500 each), the dead one refused every attempt`,
       `answers 5xx other than 503: ${requests.serverErrors.length}; crashes: ${cluster.crashes.length}; audit ok: ${isOk(audit) && audit.body.ok === true}`,

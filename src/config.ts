@@ -7,6 +7,7 @@ import { checkElevenLabsBaseUrl, ELEVENLABS_DEFAULT_BASE_URL, ELEVENLABS_DEFAULT
 import { GCS_DEFAULT_API_ENDPOINT, parseGcsUri, VERTEX_DEFAULT_LOCATION, vertexDefaultApiEndpoint } from './providers/video/vertex-veo.js';
 import { FAL_DEFAULT_JWKS_URL, FAL_DEFAULT_QUEUE_URL } from './providers/video/fal.js';
 import { REPLICATE_DEFAULT_API_URL } from './providers/video/replicate.js';
+import { PROVIDER_CALLBACK_LIMITS } from './http/routes/provider-callbacks.js';
 import { ConfigError } from './config-error.js';
 import { useCatalogFile } from './catalog.js';
 import { loadTemporalSettings, temporalEnv, type TemporalSettings } from './temporal/connection-config.js';
@@ -93,6 +94,10 @@ const EnvSchema = z.object({
   FAL_KEY: z.string().regex(/^[\x21-\x7e]+$/, 'must be printable characters without spaces (check for a stray newline)').optional(),
   FAL_QUEUE_URL: z.string().url().default(FAL_DEFAULT_QUEUE_URL),
   FAL_JWKS_URL: z.string().url().default(FAL_DEFAULT_JWKS_URL),
+  // This service's fal user id: fal signs every account's callbacks with the same keys, so a callback
+  // naming another user is refused before its body is read. Unset: any user id (the request id still
+  // has to be one of the job's).
+  FAL_USER_ID: z.string().regex(/^[\x21-\x7e]{1,200}$/, 'must be printable characters without spaces').optional(),
   // Replicate (predictions API): enabled by REPLICATE_API_TOKEN; callbacks verified with
   // REPLICATE_WEBHOOK_SECRET, else the account's secret fetched from Replicate.
   REPLICATE_API_TOKEN: z.string().regex(/^[\x21-\x7e]+$/, 'must be printable characters without spaces (check for a stray newline)').optional(),
@@ -102,6 +107,10 @@ const EnvSchema = z.object({
   MODELS_FILE: z.string().optional(),
   RATE_LIMIT_PER_MINUTE: intFrom(1, 1_000_000).default(120),
   RATE_LIMIT_READS_PER_MINUTE: intFrom(1, 10_000_000).default(600),
+  // Provider callbacks (no API key): requests per minute from one source address, and bodies read at
+  // once per API process.
+  PROVIDER_CALLBACKS_PER_SOURCE_PER_MINUTE: intFrom(1, 1_000_000).default(PROVIDER_CALLBACK_LIMITS.per_source_per_minute),
+  PROVIDER_CALLBACK_READS_MAX: intFrom(1, 1_000).default(PROVIDER_CALLBACK_LIMITS.reads_max),
   MAX_PENDING_JOBS_PER_WORKSPACE: intFrom(1, 1_000_000).default(50),
   VOICE_CLONES_PER_WORKSPACE: intFrom(1, 10_000).default(10),
   WEBHOOK_MAX_CONCURRENT_ATTEMPTS_PER_WORKSPACE: intFrom(1, 1_000).default(4),
@@ -178,6 +187,8 @@ export interface Config {
   rateLimitPerMinute: number;
   /** Reads (GET), per API key and minute: a separate budget, so polling never blocks a create. */
   rateLimitReadsPerMinute: number;
+  /** PROVIDER_CALLBACKS_PER_SOURCE_PER_MINUTE and PROVIDER_CALLBACK_READS_MAX. */
+  providerCallbackLimits: { per_source_per_minute: number; reads_max: number };
   /** Jobs a workspace may have pending at once unless the admin API sets its own figure (429 beyond). */
   maxPendingJobsPerWorkspace: number;
   /** Cloned voices a workspace may hold at once (each takes a slot of the shared provider account). */
@@ -278,11 +289,18 @@ export interface FalConfig {
   key: string;
   queueUrl: string;
   jwksUrl: string;
+  /** FAL_USER_ID, when set. */
+  userId?: string;
 }
 
 function falConfigOf(e: z.infer<typeof EnvSchema>): FalConfig | null {
   if (!e.FAL_KEY) return null;
-  const config = { key: '', queueUrl: checkGoogleEndpoint('FAL_QUEUE_URL', e.FAL_QUEUE_URL), jwksUrl: checkGoogleEndpoint('FAL_JWKS_URL', e.FAL_JWKS_URL) };
+  const config: FalConfig = {
+    key: '',
+    queueUrl: checkGoogleEndpoint('FAL_QUEUE_URL', e.FAL_QUEUE_URL),
+    jwksUrl: checkGoogleEndpoint('FAL_JWKS_URL', e.FAL_JWKS_URL),
+    ...(e.FAL_USER_ID ? { userId: e.FAL_USER_ID } : {}),
+  };
   Object.defineProperty(config, 'key', { value: e.FAL_KEY, enumerable: false });
   return config;
 }
@@ -438,6 +456,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     modelsFile: useCatalogFile(e.MODELS_FILE).file,
     rateLimitPerMinute: e.RATE_LIMIT_PER_MINUTE,
     rateLimitReadsPerMinute: e.RATE_LIMIT_READS_PER_MINUTE,
+    providerCallbackLimits: { per_source_per_minute: e.PROVIDER_CALLBACKS_PER_SOURCE_PER_MINUTE, reads_max: e.PROVIDER_CALLBACK_READS_MAX },
     maxPendingJobsPerWorkspace: e.MAX_PENDING_JOBS_PER_WORKSPACE,
     voiceClonesPerWorkspace: e.VOICE_CLONES_PER_WORKSPACE,
     speechAudioRetentionMs: e.SPEECH_AUDIO_RETENTION_MS,

@@ -14,7 +14,8 @@ export interface InFlightLimit {
 /** Slots of one limit that one API key may hold at once. */
 export const MAX_LARGE_BODIES_PER_KEY = 2;
 
-export function inFlightLimit(max: number, what: string, max_per_key = MAX_LARGE_BODIES_PER_KEY): InFlightLimit {
+/** `holder` names what `key` is in the 429's message (an API key, or a provider callback's source address). */
+export function inFlightLimit(max: number, what: string, max_per_key = MAX_LARGE_BODIES_PER_KEY, holder = 'this API key'): InFlightLimit {
   let inFlight = 0;
   const perKey = new Map<string, number>();
   return {
@@ -24,7 +25,7 @@ export function inFlightLimit(max: number, what: string, max_per_key = MAX_LARGE
           429,
           'rate_limit_error',
           'too_many_concurrent_uploads',
-          `this API key already has ${max_per_key} ${what} in progress, the most it may have at once; retry when one has finished`,
+          `${holder} already has ${max_per_key} ${what} in progress, the most it may have at once; retry when one has finished`,
           null,
           { 'Retry-After': '1', Connection: 'close' },
         );

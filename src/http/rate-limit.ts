@@ -1,16 +1,21 @@
-// Per-API-key token bucket (in process memory; each API process limits on its own).
+// Per-API-key token bucket (in process memory; each API process limits on its own), or per whatever
+// `keyOf` names (the provider callbacks' source address).
 // Bounded: at most MAX_TRACKED_KEYS buckets, the least recently used evicted first.
-import type { RequestHandler } from 'express';
+import type { Request, RequestHandler, Response } from 'express';
 import { ApiError } from '../errors.js';
 import { principalOf } from './auth.js';
 
 const MAX_TRACKED_KEYS = 100_000;
 
-export function rateLimit(perMinute: number, now: () => number = Date.now): RequestHandler {
+export function rateLimit(
+  perMinute: number,
+  now: () => number = Date.now,
+  keyOf: (req: Request, res: Response) => string = (_req, res) => principalOf(res).key_id,
+): RequestHandler {
   const buckets = new Map<string, { tokens: number; at_ms: number }>();
   const refill_per_ms = perMinute / 60_000;
-  return (_req, res, next) => {
-    const key = principalOf(res).key_id;
+  return (req, res, next) => {
+    const key = keyOf(req, res);
     const t = now();
     const b = buckets.get(key) ?? { tokens: perMinute, at_ms: t };
     buckets.delete(key);

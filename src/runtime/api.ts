@@ -120,7 +120,11 @@ export async function startApi(opts: {
     vertex: config.vertex !== null,
     fal: config.fal !== null,
     replicate: config.replicate !== null,
-    providerCallbacks: { providerFor: (backend) => callbackProviders.get(backend), nudgeJob: async (job_id, backend) => void (await nudgePollForCallback(opts.db, job_id, backend)) },
+    providerCallbacks: {
+      providerFor: (backend) => callbackProviders.get(backend),
+      nudgeJob: (c) => nudgePollForCallback(opts.db, { job_id: c.job_id, backend: c.backend, delivery_id: c.delivery.delivery_id, concerns: c.concerns }),
+      limits: config.providerCallbackLimits,
+    },
     voiceProvider: config.voiceProvider,
     publicBaseUrl: config.publicBaseUrl,
     rateLimitPerMinute: config.rateLimitPerMinute,

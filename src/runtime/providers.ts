@@ -34,8 +34,8 @@ export function createVideoProviders(db: Db, config: Config): Map<string, VideoP
     );
   }
   if (config.fal) {
-    const { key, queueUrl, jwksUrl } = config.fal;
-    providers.set('fal', new FalVideoProvider({ key, queueUrl, jwksUrl, backendFor: (id) => videoModelBackendFor(id, 'fal') }));
+    const { key, queueUrl, jwksUrl, userId } = config.fal;
+    providers.set('fal', new FalVideoProvider({ key, queueUrl, jwksUrl, userId, backendFor: (id) => videoModelBackendFor(id, 'fal') }));
   }
   if (config.replicate) {
     const { token, apiUrl, webhookSecret } = config.replicate;

@@ -1,7 +1,8 @@
 // The rows of video_job_polls (migration 010): one per submitted job until it settles. The submit
 // activity records a job's operation and its row in one statement; the workers' pollers claim due rows
 // by moving next_poll_at ahead (SKIP LOCKED: two pollers never take the same row), and set it again after
-// each poll; a verified provider callback makes a row due at once; settlement deletes it.
+// each poll; a verified provider callback makes a row due as soon as its pacing allows (once per
+// delivery: the row keeps the deliveries that nudged it); settlement deletes it.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { prepared, type Db } from '../db/pool.js';
 
@@ -57,9 +58,18 @@ export interface DuePoll {
   signalled: boolean;
 }
 
+/**
+ * The least time between the start of a poll and one a provider's callback brings forward (the row's
+ * interval when that is shorter): distinct deliveries arriving together (one per request of a job) poll
+ * the provider once, not once each.
+ */
+export const NUDGE_MIN_GAP_MS = 1_000;
+
+// A claimed row's poll starts now: no nudge makes the next one due before NUDGE_MIN_GAP_MS.
 const CLAIM = prepared(
   'video-job-polls-claim',
-  `UPDATE video_job_polls p SET next_poll_at = now() + make_interval(secs => $2::float8 / 1000)
+  `UPDATE video_job_polls p SET next_poll_at = now() + make_interval(secs => $2::float8 / 1000),
+     nudge_not_before = GREATEST(p.nudge_not_before, now() + make_interval(secs => LEAST(p.interval_ms, ${NUDGE_MIN_GAP_MS})::float8 / 1000))
    FROM (SELECT job_id FROM video_job_polls WHERE next_poll_at <= now() ORDER BY next_poll_at LIMIT $1 FOR UPDATE SKIP LOCKED) due
    WHERE p.job_id = due.job_id
    RETURNING p.job_id, p.backend, p.operation_id, p.interval_ms, p.max_interval_ms, p.failures, p.signalled_at IS NOT NULL AS signalled`,
@@ -87,7 +97,9 @@ export interface PollReschedule {
 
 /**
  * Reschedules many rows in one statement: each row's next poll after its `wait_ms`, its interval and
- * failure count set, and its job's progress moved forward (never back) where the provider gave it.
+ * failure count set, and its job's progress moved forward (never back) where the provider gave it. After
+ * a failed poll (failures > 0) its wait (the backoff, or the provider's Retry-After) also holds against
+ * nudges.
  */
 const RESCHEDULE = prepared(
   'video-job-polls-reschedule',
@@ -99,7 +111,8 @@ const RESCHEDULE = prepared(
        FROM v
       WHERE j.id = v.job_id AND (v.progress IS NOT NULL OR v.queue_position IS NOT NULL)
         AND (j.progress IS DISTINCT FROM GREATEST(j.progress, v.progress) OR j.queue_position IS DISTINCT FROM LEAST(j.queue_position, v.queue_position)))
-   UPDATE video_job_polls p SET next_poll_at = now() + make_interval(secs => v.wait_ms / 1000), interval_ms = v.interval_ms, failures = v.failures
+   UPDATE video_job_polls p SET next_poll_at = now() + make_interval(secs => v.wait_ms / 1000), interval_ms = v.interval_ms, failures = v.failures,
+     nudge_not_before = CASE WHEN v.failures > 0 THEN GREATEST(p.nudge_not_before, now() + make_interval(secs => v.wait_ms / 1000)) ELSE p.nudge_not_before END
      FROM v WHERE p.job_id = v.job_id`,
 );
 
@@ -141,19 +154,28 @@ export async function removePoll(db: Db, job_id: string): Promise<void> {
   await db.query({ ...REMOVE, values: [job_id] });
 }
 
+/** The deliveries a row keeps (the newest): a job's provider delivers far fewer within its 5-minute tolerance. */
+export const CALLBACK_DELIVERIES_KEPT = 32;
+
 const NUDGE = prepared(
   'video-job-polls-nudge',
-  'UPDATE video_job_polls SET next_poll_at = LEAST(next_poll_at, now()) WHERE job_id = $1 AND backend = $2 AND signalled_at IS NULL',
+  `UPDATE video_job_polls SET next_poll_at = LEAST(next_poll_at, GREATEST(now(), nudge_not_before)),
+     callback_deliveries = CASE WHEN $3::text IS NULL THEN callback_deliveries ELSE (ARRAY[$3::text] || callback_deliveries)[1:${CALLBACK_DELIVERIES_KEPT}] END
+   WHERE job_id = $1 AND backend = $2 AND signalled_at IS NULL AND ($3::text IS NULL OR NOT ($3::text = ANY (callback_deliveries)))`,
 );
 
 /**
- * A provider said (by a verified callback) that the job's operation changed: it is polled at once.
- * Whether the job was waiting on that backend (an unknown job, a settled one, or one whose workflow was
- * already told changes nothing, however often the callback comes).
+ * A provider said (by a verified callback, `delivery_id`) that the job's operation changed: it is polled
+ * as soon as its pacing allows (not within NUDGE_MIN_GAP_MS of the start of the last poll, nor before
+ * the wait a failed poll was given: its backoff, or the provider's Retry-After). Whether it was nudged:
+ * an unknown job, a settled one, one waiting on another backend, one whose workflow was already told, or
+ * a delivery that already nudged it changes nothing, however often it comes.
  */
-export async function nudgePoll(db: Db, job_id: string, backend: string): Promise<boolean> {
-  return ((await db.query({ ...NUDGE, values: [job_id, backend] })).rowCount ?? 0) > 0;
+export async function nudgePoll(db: Db, job_id: string, backend: string, delivery_id?: string): Promise<boolean> {
+  return ((await db.query({ ...NUDGE, values: [job_id, backend, delivery_id ?? null] })).rowCount ?? 0) > 0;
 }
+
+const WAITING = prepared('video-job-polls-waiting', 'SELECT operation_id FROM video_job_polls WHERE job_id = $1 AND backend = $2 AND signalled_at IS NULL');
 
 const SUBMITTING = prepared('video-job-submitting', "SELECT 1 FROM video_jobs WHERE id = $1 AND status = 'pending' AND operation_id IS NULL");
 
@@ -161,21 +183,42 @@ const SUBMITTING = prepared('video-job-submitting', "SELECT 1 FROM video_jobs WH
 export const CALLBACK_RECORD_WAIT_MS = 5_000;
 const CALLBACK_RECORD_CHECK_MS = 50;
 
+/** A verified provider callback for a job, with what tells whether it is about the job's operation. */
+export interface JobCallback {
+  job_id: string;
+  backend: string;
+  delivery_id: string;
+  concerns: (operation_id: string) => boolean;
+}
+
 /**
- * nudgePoll for a provider's callback. A provider may call back before the submission that started the
- * operation has recorded it (an operation that ends at once: the callback races the provider's answer
- * to the submit): while the job is pending with no operation recorded, the nudge is tried again until it
- * is recorded (at most `wait_ms`), so the callback is not lost until the next poll.
+ * nudgePoll for a provider's callback, once the callback is found to be about one of the requests of
+ * the job's recorded operation ('not_this_job' otherwise: a provider signing every account's callbacks
+ * alike makes another job's, or another customer's, delivery verify too). A provider may call back
+ * before the submission that started the operation has recorded it (an operation that ends at once:
+ * the callback races the provider's answer to the submit): while the job is pending with no operation
+ * recorded, it looks again until it is recorded (at most `wait_ms`), so the callback is not lost until
+ * the next poll.
  */
-export async function nudgePollForCallback(db: Db, job_id: string, backend: string, wait_ms = CALLBACK_RECORD_WAIT_MS): Promise<boolean> {
+export async function nudgePollForCallback(db: Db, c: JobCallback, wait_ms = CALLBACK_RECORD_WAIT_MS): Promise<'nudged' | 'unchanged' | 'not_this_job'> {
   const until = Date.now() + wait_ms;
+  const attempt = async (): Promise<'nudged' | 'unchanged' | 'not_this_job' | 'none'> => {
+    const row = (await db.query<{ operation_id: string }>({ ...WAITING, values: [c.job_id, c.backend] })).rows[0];
+    if (!row) return 'none';
+    if (!c.concerns(row.operation_id)) return 'not_this_job';
+    return (await nudgePoll(db, c.job_id, c.backend, c.delivery_id)) ? 'nudged' : 'unchanged';
+  };
   for (;;) {
-    if (await nudgePoll(db, job_id, backend)) return true;
-    const submitting = ((await db.query({ ...SUBMITTING, values: [job_id] })).rowCount ?? 0) > 0;
-    // Not submitting any more: the operation may have been recorded between the nudge and this read
-    // (its row and the job's operation are written together), so the nudge is tried once more.
-    if (!submitting) return nudgePoll(db, job_id, backend);
-    if (Date.now() >= until) return false;
+    const done = await attempt();
+    if (done !== 'none') return done;
+    const submitting = ((await db.query({ ...SUBMITTING, values: [c.job_id] })).rowCount ?? 0) > 0;
+    // Not submitting any more: the operation may have been recorded between the look and this read
+    // (its row and the job's operation are written together), so it looks once more.
+    if (!submitting) {
+      const last = await attempt();
+      return last === 'none' ? 'unchanged' : last;
+    }
+    if (Date.now() >= until) return 'unchanged';
     await sleep(CALLBACK_RECORD_CHECK_MS);
   }
 }

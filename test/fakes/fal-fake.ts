@@ -7,7 +7,8 @@
 //     CANCELLATION_REQUESTED, 400 ALREADY_COMPLETED, 404 NOT_FOUND)
 //   - Asynchronous inference, https://docs.fal.ai/documentation/model-apis/inference/queue (IN_QUEUE with
 //     queue_position, IN_PROGRESS, COMPLETED)
-//   - Webhooks, https://docs.fal.ai/documentation/model-apis/inference/webhooks (?fal_webhook=; the POST
+//   - Webhooks, https://docs.fal.ai/documentation/model-apis/inference/webhooks and
+//     https://docs.fal.ai/model-endpoints/webhooks (?fal_webhook=; the POST
 //     body {"request_id", "gateway_request_id", "status": "OK" | "ERROR", "payload", "error"?}; headers
 //     X-Fal-Webhook-Request-Id, -User-Id, -Timestamp, -Signature = hex ED25519 signature of
 //     "request_id\nuser_id\ntimestamp\nsha256hex(body)"; the keys at /.well-known/jwks.json as OKP Ed25519 JWKs)
@@ -215,13 +216,17 @@ export class FalFake extends FakeHttpServer<FalRoute> {
     return deliverCallback(last.url, last.headers, last.body);
   }
 
-  /** The headers fal signs a callback body with; `key` and `timestamp_s` forge or age it. */
-  signCallback(request_id: string, body: Buffer, opts: { key?: KeyObject; timestamp_s?: number } = {}): Record<string, string> {
+  /**
+   * The headers fal signs a callback body with; `key` and `timestamp_s` forge or age it; `user_id` signs
+   * it as another fal account (fal signs every account's callbacks with the same keys).
+   */
+  signCallback(request_id: string, body: Buffer, opts: { key?: KeyObject; timestamp_s?: number; user_id?: string } = {}): Record<string, string> {
     const timestamp = String(opts.timestamp_s ?? Math.floor(Date.now() / 1000));
-    const message = `${request_id}\n${FAL_USER_ID}\n${timestamp}\n${createHash('sha256').update(body).digest('hex')}`;
+    const user_id = opts.user_id ?? FAL_USER_ID;
+    const message = `${request_id}\n${user_id}\n${timestamp}\n${createHash('sha256').update(body).digest('hex')}`;
     return {
       'x-fal-webhook-request-id': request_id,
-      'x-fal-webhook-user-id': FAL_USER_ID,
+      'x-fal-webhook-user-id': user_id,
       'x-fal-webhook-timestamp': timestamp,
       'x-fal-webhook-signature': sign(null, Buffer.from(message, 'utf8'), opts.key ?? this.signingKey).toString('hex'),
     };

@@ -10,8 +10,10 @@
 //   - Prediction deadlines, https://replicate.com/changelog/2025-10-16-prediction-deadlines (the
 //     Cancel-After header, "1m"-style durations; at the deadline: aborted if it never started,
 //     canceled if it was running)
-//   - Webhooks, https://replicate.com/docs/topics/webhooks (the body is the prediction;
-//     webhook_events_filter start | output | logs | completed) and
+//   - Webhooks, https://replicate.com/docs/topics/webhooks and
+//     https://replicate.com/docs/topics/webhooks/receive-webhook (the body is the prediction object, as
+//     the get-a-prediction API answers it; webhook_events_filter start | output | logs | completed; a
+//     delivery not answered 2xx within a few seconds may be retried) and
 //     https://replicate.com/docs/topics/webhooks/verify-webhook (webhook-id, webhook-timestamp,
 //     webhook-signature: Standard Webhooks, https://www.standardwebhooks.com/, signed with the account's
 //     whsec_ secret)

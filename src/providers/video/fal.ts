@@ -16,15 +16,19 @@
 // URL in the output, without the key. FAL_KEY is never logged nor put in messages.
 import { createHash, createPublicKey, verify as verifySignature, type KeyObject } from 'node:crypto';
 import type { VideoModelBackend } from '../../catalog.js';
+import type { IncomingHttpHeaders } from 'node:http';
 import { downloadOutput, isFetchableUrl, requestJson, truncate, unreadable, type ErrorDescriber } from './http.js';
+import { KEY_FETCH_BACKOFF_MAX_MS, KEY_FETCH_BACKOFF_MS, KeyCache } from './key-cache.js';
 import { backendEntry, combineStatuses, mappedInput, submitEach } from './mapped-input.js';
 import {
   CallbackRejected,
   MAX_OPERATION_ID_CHARS,
   MAX_VIDEO_OUTPUT_BYTES,
   ProviderError,
+  type CallbackReception,
   type CancelAnswer,
   type ProviderCallback,
+  type VerifiedCallback,
   type SubmitOptions,
   type VideoOperationStatus,
   type VideoOutputRef,
@@ -44,6 +48,13 @@ export const FAL_CALLBACK_TOLERANCE_S = 300;
 export const FAL_JWKS_CACHE_MS = 12 * 3_600_000;
 /** A callback no cached key verifies fetches the keys again (rotation), at most this often (forged callbacks cannot hammer fal). */
 export const FAL_JWKS_MIN_REFRESH_MS = 60_000;
+/**
+ * The largest callback body read. fal's webhooks page: a callback is {"request_id", "gateway_request_id",
+ * "status", "payload", "error"?, "payload_error"?}, the payload being the model's output; a video model's
+ * output is a file reference ({"video": {"url", "content_type", "file_name", "file_size"}, "seed"}: a few
+ * hundred bytes) and a model's error a short list of messages. 64 KiB is over a hundred times either.
+ */
+export const FAL_CALLBACK_BODY_BYTES_MAX = 64 * 1024;
 const MAX_JSON_BYTES = 4 * 1024 * 1024;
 const MAX_JWKS_BYTES = 64 * 1024;
 const MAX_JWKS_KEYS = 20;
@@ -60,6 +71,11 @@ export interface FalOptions {
   callbackToleranceS?: number;
   jwksCacheMs?: number;
   jwksMinRefreshMs?: number;
+  /** First wait after a failed JWKS fetch (doubling, up to jwksFetchBackoffMaxMs): no other fetch before it. */
+  jwksFetchBackoffMs?: number;
+  jwksFetchBackoffMaxMs?: number;
+  /** FAL_USER_ID: this service's fal account; a callback naming another user is refused before its body is read. */
+  userId?: string | undefined;
   /** The clock callbacks' timestamps are checked against (tests). */
   now_ms?: () => number;
 }
@@ -107,11 +123,10 @@ export class FalVideoProvider implements VideoProvider {
   private readonly downloadTimeoutMs: number;
   private readonly maxOutputBytes: number;
   private readonly toleranceS: number;
-  private readonly jwksCacheMs: number;
-  private readonly jwksMinRefreshMs: number;
+  private readonly userId: string | undefined;
   private readonly now_ms: () => number;
-  private jwks: { keys: KeyObject[]; fetched_at_ms: number } | undefined;
-  private jwksFetch: Promise<KeyObject[]> | undefined;
+  private readonly jwks: KeyCache<KeyObject[]>;
+  readonly callbackReception: CallbackReception;
 
   constructor(opts: FalOptions) {
     this.#key = opts.key;
@@ -123,9 +138,16 @@ export class FalVideoProvider implements VideoProvider {
     this.downloadTimeoutMs = opts.downloadTimeoutMs ?? FAL_DOWNLOAD_TIMEOUT_MS;
     this.maxOutputBytes = opts.maxOutputBytes ?? MAX_VIDEO_OUTPUT_BYTES;
     this.toleranceS = opts.callbackToleranceS ?? FAL_CALLBACK_TOLERANCE_S;
-    this.jwksCacheMs = opts.jwksCacheMs ?? FAL_JWKS_CACHE_MS;
-    this.jwksMinRefreshMs = opts.jwksMinRefreshMs ?? FAL_JWKS_MIN_REFRESH_MS;
+    this.userId = opts.userId;
     this.now_ms = opts.now_ms ?? Date.now;
+    this.jwks = new KeyCache(() => this.fetchKeys(), {
+      cache_ms: opts.jwksCacheMs ?? FAL_JWKS_CACHE_MS,
+      min_refresh_ms: opts.jwksMinRefreshMs ?? FAL_JWKS_MIN_REFRESH_MS,
+      failure_backoff_ms: opts.jwksFetchBackoffMs ?? KEY_FETCH_BACKOFF_MS,
+      failure_backoff_max_ms: opts.jwksFetchBackoffMaxMs ?? KEY_FETCH_BACKOFF_MAX_MS,
+      now_ms: this.now_ms,
+    });
+    this.callbackReception = { body_bytes_max: FAL_CALLBACK_BODY_BYTES_MAX, checkHeaders: (headers) => void this.callbackHeaders(headers) };
   }
 
   /** The endpoint a request goes to: fal has one per kind of input (text, first frame, first and last frame). */
@@ -188,15 +210,14 @@ export class FalVideoProvider implements VideoProvider {
   }
 
   /**
-   * fal's documented verification: the headers X-Fal-Webhook-Request-Id, -User-Id, -Timestamp (Unix
-   * seconds, within 5 minutes of now) and -Signature (hex); the message is request id, user id,
-   * timestamp and the hex SHA-256 of the raw body, joined by "\n"; it must verify with ED25519 under one
-   * of the keys of fal's JWKS. Throws CallbackRejected when it does not; a JWKS that cannot be fetched
-   * is a ProviderError (retryable: the callback is answered 503 and fal delivers it again).
+   * The checks made on a fal callback's headers before its body is read: X-Fal-Webhook-Request-Id,
+   * -User-Id, -Timestamp (Unix seconds, within 5 minutes of now) and -Signature (hex) present and well
+   * formed, and the user id this service's (FAL_USER_ID) when it is configured: fal signs every
+   * account's callbacks with the same keys, so only the user id tells ours from another customer's.
    */
-  async verifyCallback(callback: ProviderCallback): Promise<void> {
+  private callbackHeaders(headers: IncomingHttpHeaders) {
     const header = (name: string) => {
-      const v = callback.headers[name];
+      const v = headers[name];
       return typeof v === 'string' ? v : undefined;
     };
     const request_id = header('x-fal-webhook-request-id');
@@ -204,18 +225,43 @@ export class FalVideoProvider implements VideoProvider {
     const timestamp = header('x-fal-webhook-timestamp');
     const signatureHex = header('x-fal-webhook-signature');
     if (!request_id || !user_id || !timestamp || !signatureHex) throw new CallbackRejected('the fal webhook headers are missing');
+    if (!REQUEST_ID.test(request_id) || user_id.length > 200) throw new CallbackRejected('the fal webhook request id or user id is malformed');
+    if (this.userId !== undefined && user_id !== this.userId) throw new CallbackRejected('the fal webhook is from another fal account');
     if (!/^[0-9]{1,12}$/.test(timestamp)) throw new CallbackRejected('the fal webhook timestamp is not Unix seconds');
     if (Math.abs(this.now_ms() / 1000 - Number(timestamp)) > this.toleranceS) {
       throw new CallbackRejected(`the fal webhook timestamp is more than ${this.toleranceS} s away from now`);
     }
     if (!/^[0-9a-fA-F]{128}$/.test(signatureHex)) throw new CallbackRejected('the fal webhook signature is not 64 bytes of hex');
+    return { request_id, user_id, timestamp, signatureHex };
+  }
+
+  /**
+   * fal's documented verification: the headers as callbackHeaders checks them; the message is request
+   * id, user id, timestamp and the hex SHA-256 of the raw body, joined by "\n"; it must verify with
+   * ED25519 under one of the keys of fal's JWKS. Throws CallbackRejected when it does not; a JWKS that
+   * cannot be fetched (and none held) is a ProviderError (retryable: the callback is answered 503 and fal
+   * delivers it again). The delivery is its request id and timestamp: a replay repeats both, and fal's
+   * own retries of a delivery are signed anew.
+   */
+  async verifyCallback(callback: ProviderCallback): Promise<VerifiedCallback> {
+    const { request_id, user_id, timestamp, signatureHex } = this.callbackHeaders(callback.headers);
     const message = Buffer.from(`${request_id}\n${user_id}\n${timestamp}\n${createHash('sha256').update(callback.raw_body).digest('hex')}`, 'utf8');
     const signature = Buffer.from(signatureHex, 'hex');
     const verifiedBy = (keys: KeyObject[]) => keys.some((key) => verifySignature(null, message, key, signature));
-    if (verifiedBy(await this.publicKeys(false))) return;
+    const verified = { delivery_id: `fal:${request_id}:${timestamp}`, request_ref: request_id };
+    if (verifiedBy(await this.jwks.get(false))) return verified;
     // Perhaps fal rotated its keys since they were cached: fetch them again (rate-bounded) and retry.
-    if (verifiedBy(await this.publicKeys(true))) return;
+    if (verifiedBy(await this.jwks.get(true))) return verified;
     throw new CallbackRejected('the fal webhook signature does not verify with any of fal\'s keys');
+  }
+
+  /** A fal callback concerns a job only if its request id is one of the job's requests. */
+  callbackConcerns(operation_id: string, callback: VerifiedCallback): boolean {
+    try {
+      return this.parseOperationId(operation_id).fal.some((r) => r.request_id === callback.request_ref);
+    } catch {
+      return false;
+    }
   }
 
   private async pollOne(r: FalRequest): Promise<VideoOperationStatus> {
@@ -314,16 +360,6 @@ export class FalVideoProvider implements VideoProvider {
     });
   }
 
-  /** fal's public keys: cached for jwksCacheMs; `refresh` fetches again unless they were fetched within jwksMinRefreshMs. */
-  private async publicKeys(refresh: boolean): Promise<KeyObject[]> {
-    const age_ms = this.jwks ? Date.now() - this.jwks.fetched_at_ms : Infinity;
-    if (this.jwks && age_ms < this.jwksCacheMs && !(refresh && age_ms >= this.jwksMinRefreshMs)) return this.jwks.keys;
-    this.jwksFetch ??= this.fetchKeys().finally(() => {
-      this.jwksFetch = undefined;
-    });
-    return this.jwksFetch;
-  }
-
   private async fetchKeys(): Promise<KeyObject[]> {
     const { body } = await requestJson({
       method: 'GET',
@@ -348,7 +384,6 @@ export class FalVideoProvider implements VideoProvider {
       }
     }
     if (keys.length === 0) throw unreadable('fal JWKS', 'no Ed25519 key');
-    this.jwks = { keys, fetched_at_ms: Date.now() };
     return keys;
   }
 }

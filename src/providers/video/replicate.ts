@@ -14,14 +14,18 @@
 // (./mapped-input.ts); the operation id is their ids, comma-separated. The token is never logged.
 import { Webhook, WebhookVerificationError } from 'standardwebhooks';
 import type { VideoModelBackend } from '../../catalog.js';
+import type { IncomingHttpHeaders } from 'node:http';
 import { downloadOutput, isFetchableUrl, requestJson, truncate, unreadable, type ErrorDescriber } from './http.js';
+import { KEY_FETCH_BACKOFF_MAX_MS, KEY_FETCH_BACKOFF_MS, KeyCache } from './key-cache.js';
 import { backendEntry, combineStatuses, mappedInput, submitEach } from './mapped-input.js';
 import {
   CallbackRejected,
   MAX_VIDEO_OUTPUT_BYTES,
   ProviderError,
+  type CallbackReception,
   type CancelAnswer,
   type ProviderCallback,
+  type VerifiedCallback,
   type SubmitOptions,
   type VideoOperationStatus,
   type VideoOutputRef,
@@ -36,6 +40,18 @@ export const REPLICATE_DOWNLOAD_TIMEOUT_MS = 25_000;
 export const REPLICATE_SECRET_CACHE_MS = 3_600_000;
 /** A callback the cached secret does not verify fetches it again (rotation), at most this often. */
 export const REPLICATE_SECRET_MIN_REFRESH_MS = 60_000;
+/** Replicate's webhooks page: reject a callback whose timestamp is more than 5 minutes from now. */
+export const REPLICATE_CALLBACK_TOLERANCE_S = 300;
+/**
+ * The largest callback body read. Replicate's webhooks page: the body is the prediction as its API
+ * answers it: ids, status, timestamps, URLs and metrics (about 1 KiB), the input as it was sent (the
+ * prompt, the negative prompt and the parameters, each bounded by this API well below 64 KiB; images
+ * given as file URLs), the logs (a video model's progress lines: tens of KiB) and the output (video
+ * URLs). 1 MiB leaves room for ten times the logs. A prediction whose input carried its images inline
+ * (data: URIs of up to 8 MiB each) is larger: its callback is refused unread (413) and its job
+ * completes by polling, the fallback every callback has.
+ */
+export const REPLICATE_CALLBACK_BODY_BYTES_MAX = 1024 * 1024;
 /** Replicate refuses a deadline shorter than a few seconds; a job this close to its end is given this much. */
 const MIN_CANCEL_AFTER_S = 5;
 const MAX_JSON_BYTES = 16 * 1024 * 1024;
@@ -53,6 +69,9 @@ export interface ReplicateOptions {
   maxOutputBytes?: number;
   secretCacheMs?: number;
   secretMinRefreshMs?: number;
+  /** First wait after a failed fetch of the secret (doubling, up to secretFetchBackoffMaxMs): no other fetch before it. */
+  secretFetchBackoffMs?: number;
+  secretFetchBackoffMaxMs?: number;
   now_ms?: () => number;
 }
 
@@ -102,11 +121,9 @@ export class ReplicateVideoProvider implements VideoProvider {
   private readonly requestTimeoutMs: number;
   private readonly downloadTimeoutMs: number;
   private readonly maxOutputBytes: number;
-  private readonly secretCacheMs: number;
-  private readonly secretMinRefreshMs: number;
   private readonly now_ms: () => number;
-  #secret: { webhook: Webhook; fetched_at_ms: number } | undefined;
-  private secretFetch: Promise<Webhook> | undefined;
+  readonly #secret: KeyCache<Webhook>;
+  readonly callbackReception: CallbackReception;
 
   constructor(opts: ReplicateOptions) {
     this.#token = opts.token;
@@ -116,9 +133,15 @@ export class ReplicateVideoProvider implements VideoProvider {
     this.requestTimeoutMs = opts.requestTimeoutMs ?? REPLICATE_REQUEST_TIMEOUT_MS;
     this.downloadTimeoutMs = opts.downloadTimeoutMs ?? REPLICATE_DOWNLOAD_TIMEOUT_MS;
     this.maxOutputBytes = opts.maxOutputBytes ?? MAX_VIDEO_OUTPUT_BYTES;
-    this.secretCacheMs = opts.secretCacheMs ?? REPLICATE_SECRET_CACHE_MS;
-    this.secretMinRefreshMs = opts.secretMinRefreshMs ?? REPLICATE_SECRET_MIN_REFRESH_MS;
     this.now_ms = opts.now_ms ?? Date.now;
+    this.#secret = new KeyCache(() => this.fetchSecret(), {
+      cache_ms: opts.secretCacheMs ?? REPLICATE_SECRET_CACHE_MS,
+      min_refresh_ms: opts.secretMinRefreshMs ?? REPLICATE_SECRET_MIN_REFRESH_MS,
+      failure_backoff_ms: opts.secretFetchBackoffMs ?? KEY_FETCH_BACKOFF_MS,
+      failure_backoff_max_ms: opts.secretFetchBackoffMaxMs ?? KEY_FETCH_BACKOFF_MAX_MS,
+      now_ms: this.now_ms,
+    });
+    this.callbackReception = { body_bytes_max: REPLICATE_CALLBACK_BODY_BYTES_MAX, checkHeaders: (headers) => void this.callbackHeaders(headers) };
     // A configured secret is checked now: a mistake stops the process at startup, not every callback.
     if (this.#configuredSecret !== undefined) new Webhook(this.#configuredSecret);
   }
@@ -180,20 +203,36 @@ export class ReplicateVideoProvider implements VideoProvider {
   }
 
   /**
-   * Replicate's documented verification (Standard Webhooks): webhook-id, webhook-timestamp (within 5
-   * minutes) and webhook-signature (space-separated `v1,<base64 HMAC-SHA256>` of "id.timestamp.body"
-   * under the signing secret). Throws CallbackRejected when no signature matches; a secret that cannot
-   * be fetched is a ProviderError (the callback is answered 503 and Replicate delivers it again).
+   * The checks made on a Replicate callback's headers before its body is read (Standard Webhooks):
+   * webhook-id, webhook-timestamp (Unix seconds, within 5 minutes of now) and webhook-signature
+   * (space-separated `v1,<base64>`) present and well formed.
    */
-  async verifyCallback(callback: ProviderCallback): Promise<void> {
+  private callbackHeaders(given: IncomingHttpHeaders): Record<string, string> {
     const headers: Record<string, string> = {};
     for (const name of ['webhook-id', 'webhook-timestamp', 'webhook-signature']) {
-      const v = callback.headers[name];
+      const v = given[name];
       if (typeof v !== 'string' || v.length === 0 || v.length > 4096) throw new CallbackRejected(`the Replicate webhook header ${name} is missing`);
       headers[name] = v;
     }
+    if (headers['webhook-id']!.length > 256) throw new CallbackRejected('the Replicate webhook id is longer than 256 characters');
+    if (!/^[0-9]{1,12}$/.test(headers['webhook-timestamp']!)) throw new CallbackRejected('the Replicate webhook timestamp is not Unix seconds');
     // The library checks the timestamp against the real clock; a test clock is checked here first.
-    if (Math.abs(this.now_ms() / 1000 - Number(headers['webhook-timestamp'])) > 300) throw new CallbackRejected('the Replicate webhook timestamp is more than 300 s away from now');
+    if (Math.abs(this.now_ms() / 1000 - Number(headers['webhook-timestamp'])) > REPLICATE_CALLBACK_TOLERANCE_S) {
+      throw new CallbackRejected(`the Replicate webhook timestamp is more than ${REPLICATE_CALLBACK_TOLERANCE_S} s away from now`);
+    }
+    if (!/^v1,[A-Za-z0-9+/=]+( |$)/.test(headers['webhook-signature']!)) throw new CallbackRejected('the Replicate webhook signature is not a v1 signature');
+    return headers;
+  }
+
+  /**
+   * Replicate's documented verification (Standard Webhooks): the headers as callbackHeaders checks them,
+   * and one of the signatures the base64 HMAC-SHA256 of "id.timestamp.body" under the signing secret.
+   * Throws CallbackRejected when none matches; a secret that cannot be fetched (and none held) is a
+   * ProviderError (the callback is answered 503 and Replicate delivers it again). The delivery is its
+   * webhook-id, which Replicate keeps across its retries of one event.
+   */
+  async verifyCallback(callback: ProviderCallback): Promise<VerifiedCallback> {
+    const headers = this.callbackHeaders(callback.headers);
     const verifies = (webhook: Webhook) => {
       try {
         webhook.verify(callback.raw_body, headers);
@@ -203,9 +242,25 @@ export class ReplicateVideoProvider implements VideoProvider {
         throw err;
       }
     };
-    if (verifies(await this.signingSecret(false))) return;
-    if (this.#configuredSecret === undefined && verifies(await this.signingSecret(true))) return;
-    throw new CallbackRejected('the Replicate webhook signature does not verify with the signing secret');
+    if (!verifies(await this.signingSecret(false)) && !(this.#configuredSecret === undefined && verifies(await this.signingSecret(true)))) {
+      throw new CallbackRejected('the Replicate webhook signature does not verify with the signing secret');
+    }
+    let id: unknown;
+    try {
+      id = (JSON.parse(callback.raw_body.toString('utf8')) as { id?: unknown } | null)?.id;
+    } catch {
+      id = undefined;
+    }
+    return { delivery_id: `replicate:${headers['webhook-id']}`, request_ref: typeof id === 'string' ? id : null };
+  }
+
+  /** A Replicate callback concerns a job only if its prediction is one of the job's. */
+  callbackConcerns(operation_id: string, callback: VerifiedCallback): boolean {
+    try {
+      return callback.request_ref !== null && parseOperationId(operation_id).includes(callback.request_ref);
+    } catch {
+      return false;
+    }
   }
 
   private async pollOne(id: string): Promise<VideoOperationStatus> {
@@ -257,27 +312,21 @@ export class ReplicateVideoProvider implements VideoProvider {
     });
   }
 
-  /** REPLICATE_WEBHOOK_SECRET, else the account's secret from Replicate, cached (`refresh`: fetch again unless just fetched). */
+  /** REPLICATE_WEBHOOK_SECRET, else the account's secret from Replicate, cached (`refresh`: the held one did not verify). */
   private async signingSecret(refresh: boolean): Promise<Webhook> {
     if (this.#configuredSecret !== undefined) return new Webhook(this.#configuredSecret);
-    const age_ms = this.#secret ? Date.now() - this.#secret.fetched_at_ms : Infinity;
-    if (this.#secret && age_ms < this.secretCacheMs && !(refresh && age_ms >= this.secretMinRefreshMs)) return this.#secret.webhook;
-    this.secretFetch ??= (async () => {
-      const { body } = await this.call('GET', `${this.apiUrl}/v1/webhooks/default/secret`, undefined, 'Replicate webhook secret');
-      const key = (body as { key?: unknown } | null)?.key;
-      let webhook: Webhook;
-      try {
-        if (typeof key !== 'string') throw new Error('no key');
-        webhook = new Webhook(key);
-      } catch {
-        throw unreadable('Replicate webhook secret', 'no usable signing key');
-      }
-      this.#secret = { webhook, fetched_at_ms: Date.now() };
-      return webhook;
-    })().finally(() => {
-      this.secretFetch = undefined;
-    });
-    return this.secretFetch;
+    return this.#secret.get(refresh);
+  }
+
+  private async fetchSecret(): Promise<Webhook> {
+    const { body } = await this.call('GET', `${this.apiUrl}/v1/webhooks/default/secret`, undefined, 'Replicate webhook secret');
+    const key = (body as { key?: unknown } | null)?.key;
+    try {
+      if (typeof key !== 'string') throw new Error('no key');
+      return new Webhook(key);
+    } catch {
+      throw unreadable('Replicate webhook secret', 'no usable signing key');
+    }
   }
 }
 

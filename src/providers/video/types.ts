@@ -71,6 +71,28 @@ export interface ProviderCallback {
   raw_body: Buffer;
 }
 
+/**
+ * A callback that verified: which delivery it is (the same for a replay of it, so a repeated delivery
+ * changes nothing) and which of the provider's requests it is about (fal's request id, Replicate's
+ * prediction id), to be matched against the job's recorded operation.
+ */
+export interface VerifiedCallback {
+  delivery_id: string;
+  request_ref: string | null;
+}
+
+/** What a provider's callbacks are checked against before their body is read. */
+export interface CallbackReception {
+  /** The largest body this provider's callbacks carry, with margin; larger is refused unread (413). */
+  body_bytes_max: number;
+  /**
+   * Throws CallbackRejected when the headers cannot be a delivery of this provider (signature headers
+   * missing or malformed, a timestamp outside the tolerance, another account's user id): the body is then
+   * never read.
+   */
+  checkHeaders(headers: IncomingHttpHeaders): void;
+}
+
 /** Longest operation id an adapter returns (it is stored with the job and travels in workflow history). */
 export const MAX_OPERATION_ID_CHARS = 4096;
 
@@ -94,7 +116,11 @@ export interface VideoProvider {
    * Checks that a callback comes from the provider (its signature, its timestamp); throws CallbackRejected
    * when it does not. Absent for providers that never call back.
    */
-  verifyCallback?(callback: ProviderCallback): Promise<void>;
+  verifyCallback?(callback: ProviderCallback): Promise<VerifiedCallback>;
+  /** Present with verifyCallback: the checks made before a callback's body is read, and its size bound. */
+  readonly callbackReception?: CallbackReception;
+  /** Whether a verified callback is about one of the requests of `operation_id` (the job's recorded operation). */
+  callbackConcerns?(operation_id: string, callback: VerifiedCallback): boolean;
 }
 
 /** A provider callback that failed verification: it changes nothing and is answered 401. */
