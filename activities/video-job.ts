@@ -49,6 +49,10 @@ export const CALLBACK_FALLBACK_MAX_POLL_INTERVAL_MS = 30_000;
 export const MAX_CONCURRENT_OUTPUT_COPIES = 8;
 const MAX_WAITING_OUTPUT_COPIES = 10_000;
 const HEARTBEAT_EVERY_MS = 5_000;
+/** The error code of a job that did not finish within its deadline (workflows/video-job.ts). */
+const DEADLINE_EXCEEDED_CODE = 'deadline_exceeded';
+/** How long a settlement waits for the provider to confirm the cancel of a job past its deadline. */
+const DEADLINE_CANCEL_WAIT_MS = 10_000;
 
 /** The provider error as the activity's failure: its code in details, the provider's Retry-After as the next retry's delay. */
 function providerFailure(err: unknown, logger: Logger, fields: Record<string, unknown>, final = false): ApplicationFailure {
@@ -141,6 +145,42 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
       }),
     );
 
+  /**
+   * Asks the provider to stop the job's operation. What the workflow does not know (a submission
+   * cancelled in flight that recorded its operation; a recovery run, which starts with the operation but
+   * not its backend) is read from the job's record, so the cancel always reaches the provider that runs it.
+   */
+  const cancelRecordedOperation = async (input: { backend: string | null; job_id: string; operation_id: string | null }): Promise<CancelAnswer> => {
+    const recorded = input.operation_id === null || input.backend === null ? await recordedOperation(deps.db, input.job_id) : null;
+    const operation_id = input.operation_id ?? recorded?.operation_id ?? null;
+    const backend = input.backend ?? recorded?.backend ?? null;
+    if (operation_id === null || backend === null) return { billed: false, answer: 'cancelled before the provider accepted the job' };
+    const answer = await providerFor(backend).cancel(operation_id);
+    deps.logger.info({ job_id: input.job_id, backend, operation_id, billed: answer.billed, answer: answer.answer }, 'video provider operation cancelled');
+    return answer;
+  };
+
+  /**
+   * A job past its deadline was refunded in full: its provider operation, which nobody waits for any
+   * more, is asked to stop, as a customer's cancel does (fal has no deadline of its own). Best effort and
+   * bounded in time: the settlement never waits long on a provider, and a failure is only logged.
+   */
+  const cancelAtDeadline = async (job_id: string): Promise<void> => {
+    const cancelling = cancelRecordedOperation({ backend: null, job_id, operation_id: null }).then(
+      (answer) => deps.db.query('UPDATE video_jobs SET cancel_answer = $2 WHERE id = $1', [job_id, answer.answer.slice(0, 1000)]),
+    );
+    let timer: NodeJS.Timeout | undefined;
+    const gaveUp = new Promise<'gave_up'>((resolve) => (timer = setTimeout(() => resolve('gave_up'), DEADLINE_CANCEL_WAIT_MS)));
+    try {
+      if ((await Promise.race([cancelling, gaveUp])) === 'gave_up') deps.logger.warn({ job_id }, 'the provider did not confirm the cancel of a job past its deadline in time');
+    } catch (err) {
+      deps.logger.warn({ job_id, err: (err as Error).message }, 'the operation of a job past its deadline could not be cancelled');
+    } finally {
+      clearTimeout(timer);
+    }
+    cancelling.catch(() => {});
+  };
+
   return {
     /** Prices the job from the catalog (never from the request) and charges it; see chargeVideoJob. */
     async chargeVideoJob(job: VideoJobCharge): Promise<ChargeResult> {
@@ -175,6 +215,7 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
      */
     async settleVideoJob(settlement: Settlement): Promise<SettlementResult> {
       const result = await settleVideoJob(deps.db, settlement, deps.webhookEvents?.context);
+      if (settlement.outcome === 'failed' && settlement.error?.code === DEADLINE_EXCEEDED_CODE) await cancelAtDeadline(settlement.jobId);
       if (deps.webhookEvents) {
         const { client, info } = Context.current();
         await dispatchJobWebhooks({ client, db: deps.db, taskQueue: info.taskQueue, retry_initial_ms: deps.webhookEvents.retry_initial_ms }, settlement.jobId);
@@ -271,15 +312,7 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
      * whether it bills the operation, and is recorded with the job.
      */
     async cancelVideoOperation(input: { backend: string | null; job_id: string; operation_id: string | null; n: number }): Promise<CancelAnswer> {
-      // A submission cancelled in flight may have recorded its operation: the job's record knows.
-      const recorded = input.operation_id === null ? await recordedOperation(deps.db, input.job_id) : null;
-      const operation_id = input.operation_id ?? recorded?.operation_id ?? null;
-      const backend = input.backend ?? recorded?.backend ?? null;
-      let answer: CancelAnswer = { billed: false, answer: 'cancelled before the provider accepted the job' };
-      if (operation_id !== null && backend !== null) {
-        answer = await providerFor(backend).cancel(operation_id);
-        deps.logger.info({ job_id: input.job_id, backend, operation_id, billed: answer.billed, answer: answer.answer }, 'video provider operation cancelled');
-      }
+      const answer = await cancelRecordedOperation(input);
       await deps.db.query('UPDATE video_jobs SET cancel_answer = $2 WHERE id = $1', [input.job_id, answer.answer.slice(0, 1000)]);
       for (let i = 0; i < input.n; i++) await deps.storage.delete(videoOutputKey(input.job_id, i));
       return answer;

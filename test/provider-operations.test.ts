@@ -1,0 +1,76 @@
+// A provider operation that may have been created is never left running with nobody waiting for it:
+// a job past its deadline asks the provider to cancel (fal has no deadline of its own), and a job whose
+// workflow was lost and restarted (a recovery run, which starts with the operation but not its backend)
+// is cancelled at the provider like any other. Against the fal fake, with real PostgreSQL and Temporal;
+// the provider's requests are counted against the job's charge, and the ledger audit holds after each.
+import { after, afterEach, before, beforeEach, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { FalFake } from './fakes/fal-fake.js';
+import { assertAuditHolds, balanceMicro, http, newCustomer, type Stack } from './helpers/stack.js';
+import { createJob, KLING_VIDEO_MICRO_EUR, klingJob, ledgerOf, providerStack, waitSubmitted, watchJob } from './helpers/provider-jobs.js';
+import { videoJobWorkflowId } from '../workflows/messages.js';
+
+const NEVER = 1_000_000;
+const POLLED_MS = 200;
+const JOB_TIMEOUT_MS = 6_000;
+
+const fal = new FalFake();
+let stack: Stack;
+
+before(async () => {
+  await fal.start();
+  stack = await providerStack({ ...fal.env(), VIDEO_JOB_TIMEOUT_MS: String(JOB_TIMEOUT_MS) }, POLLED_MS);
+});
+after(async () => {
+  await stack?.stop();
+  await fal.stop();
+});
+beforeEach(() => fal.reset());
+afterEach(async () => {
+  await assertAuditHolds(stack);
+});
+
+/** The fal requests of a job's operation that were asked to cancel. */
+const cancelledAtFal = (operation_id: string) => {
+  const ids = (JSON.parse(operation_id) as { fal: { request_id: string }[] }).fal.map((r) => r.request_id);
+  return fal.requestsTo('cancel').filter((r) => ids.some((id) => r.path.includes(id))).length;
+};
+
+describe('a job past its deadline', () => {
+  test('is refunded in full and its fal requests, queued forever, are cancelled at fal', async () => {
+    const c = await newCustomer(stack, 5);
+    fal.plans = [{ queue_polls: NEVER }, { queue_polls: NEVER }];
+    const id = await createJob(stack, c.key, klingJob({ n: 2 }));
+    const op = await waitSubmitted(stack, id);
+    assert.equal(op.backend, 'fal');
+    assert.equal(fal.requestsTo('submit').length, 2);
+    const { job } = await watchJob(stack, c.key, id, JOB_TIMEOUT_MS + 15_000, 200);
+    assert.equal(job.status, 'failed', JSON.stringify(job));
+    assert.equal(job.error.code, 'deadline_exceeded');
+    assert.equal(job.refunded_in_euro, 1);
+    assert.equal(cancelledAtFal(op.operation_id), 2, 'both requests asked to cancel');
+    const rec = await stack.db.query('SELECT cancel_answer FROM video_jobs WHERE id = $1', [id]);
+    assert.match(rec.rows[0].cancel_answer, /^fal: /);
+    assert.deepEqual(await ledgerOf(stack, id), [['charge', -2 * KLING_VIDEO_MICRO_EUR], ['refund', 2 * KLING_VIDEO_MICRO_EUR]]);
+    assert.equal(await balanceMicro(stack, c.workspaceId), 5_000_000);
+  });
+});
+
+describe('a job whose workflow was terminated', () => {
+  test("cancelled by its customer: the recovery run's cancel reaches fal, and the job is refunded", async () => {
+    const c = await newCustomer(stack, 5);
+    fal.plans = [{ queue_polls: NEVER }];
+    const id = await createJob(stack, c.key, klingJob());
+    const op = await waitSubmitted(stack, id);
+    await stack.api.temporal.workflow.getHandle(videoJobWorkflowId(id)).terminate('operator mistake');
+    const r = await http(stack.baseUrl, 'POST', `/v2/videos/generations/${id}/cancel`, { token: c.key });
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    assert.equal(r.body.error.code, 'cancelled');
+    assert.equal(r.body.refunded_in_euro, 0.5);
+    assert.equal(fal.requestsTo('submit').length, 1, 'the recovery run did not submit again');
+    assert.equal(cancelledAtFal(op.operation_id), 1, "the cancel reached fal's request");
+    const rec = await stack.db.query('SELECT cancel_answer FROM video_jobs WHERE id = $1', [id]);
+    assert.match(rec.rows[0].cancel_answer, /^fal: cancelled while in the queue/);
+    assert.equal(await balanceMicro(stack, c.workspaceId), 5_000_000);
+  });
+});
