@@ -118,7 +118,7 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
   /** The request with the job's images, read from where the API kept them (never from workflow history). */
   const withStoredImages = async (request: VideoGenerationRequest): Promise<VideoSubmission> => {
     if (!request.has_image) return request;
-    const inputs = await loadVideoJobInputs(deps.db, request.request_id);
+    const inputs = await loadVideoJobInputs(deps.db, deps.storage, request.request_id);
     if (!inputs || (request.has_last_frame && !inputs.last_frame)) {
       throw ApplicationFailure.create({ type: 'ProviderError', message: 'the images of this job are missing', nonRetryable: true, details: [{ code: 'inputs_missing' }] });
     }

@@ -30,6 +30,16 @@ afterEach(async () => {
   await assertAuditHolds(stack);
 });
 
+async function until<T>(what: string, timeout_ms: number, probe: () => Promise<T | null | undefined>): Promise<T> {
+  const deadline = Date.now() + timeout_ms;
+  for (;;) {
+    const v = await probe();
+    if (v !== null && v !== undefined) return v;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeout_ms} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
 /** The fal requests of a job's operation that were asked to cancel. */
 const cancelledAtFal = (operation_id: string) => {
   const ids = (JSON.parse(operation_id) as { fal: { request_id: string }[] }).fal.map((r) => r.request_id);
@@ -48,9 +58,10 @@ describe('a job past its deadline', () => {
     assert.equal(job.status, 'failed', JSON.stringify(job));
     assert.equal(job.error.code, 'deadline_exceeded');
     assert.equal(job.refunded_in_euro, 1);
+    // The settlement asks fal once the refund is committed: its answer is recorded a moment later.
+    const answer = await until('the cancel answer', 10_000, async () => (await stack.db.query('SELECT cancel_answer FROM video_jobs WHERE id = $1', [id])).rows[0].cancel_answer);
+    assert.match(answer, /^fal: /);
     assert.equal(cancelledAtFal(op.operation_id), 2, 'both requests asked to cancel');
-    const rec = await stack.db.query('SELECT cancel_answer FROM video_jobs WHERE id = $1', [id]);
-    assert.match(rec.rows[0].cancel_answer, /^fal: /);
     assert.deepEqual(await ledgerOf(stack, id), [['charge', -2 * KLING_VIDEO_MICRO_EUR], ['refund', 2 * KLING_VIDEO_MICRO_EUR]]);
     assert.equal(await balanceMicro(stack, c.workspaceId), 5_000_000);
   });

@@ -43,6 +43,7 @@ export async function startApi(opts: {
   await checkSearchAttributes(temporal.connection.operatorService, config.temporal.namespace);
   const jobs = new VideoJobsService({
     db: opts.db,
+    storage,
     temporal,
     taskQueue: config.temporal.taskQueue,
     simulator: config.simulator,
