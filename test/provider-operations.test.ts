@@ -1,11 +1,14 @@
 // A provider operation that may have been created is never left running with nobody waiting for it:
 // a job past its deadline asks the provider to cancel (fal has no deadline of its own), and a job whose
 // workflow was lost and restarted (a recovery run, which starts with the operation but not its backend)
-// is cancelled at the provider like any other. Against the fal fake, with real PostgreSQL and Temporal;
+// is cancelled at the provider like any other; a Replicate job whose frames make its answers large
+// records every prediction it made. Against the fal and Replicate fakes, with real PostgreSQL and Temporal;
 // the provider's requests are counted against the job's charge, and the ledger audit holds after each.
 import { after, afterEach, before, beforeEach, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { FalFake } from './fakes/fal-fake.js';
+import { ReplicateFake } from './fakes/replicate-fake.js';
+import { imageField, pngOfSize } from './helpers/images.js';
 import { assertAuditHolds, balanceMicro, http, newCustomer, type Stack } from './helpers/stack.js';
 import { createJob, KLING_VIDEO_MICRO_EUR, klingJob, ledgerOf, providerStack, waitSubmitted, watchJob } from './helpers/provider-jobs.js';
 import { videoJobWorkflowId } from '../workflows/messages.js';
@@ -83,5 +86,46 @@ describe('a job whose workflow was terminated', () => {
     const rec = await stack.db.query('SELECT cancel_answer FROM video_jobs WHERE id = $1', [id]);
     assert.match(rec.rows[0].cancel_answer, /^fal: cancelled while in the queue/);
     assert.equal(await balanceMicro(stack, c.workspaceId), 5_000_000);
+  });
+});
+
+describe('Replicate: a job with a first and a last frame of 7.5 MB each', () => {
+  const replicate = new ReplicateFake();
+  let rstack: Stack;
+  before(async () => {
+    await replicate.start();
+    rstack = await providerStack(replicate.env(), POLLED_MS);
+  });
+  after(async () => {
+    await rstack?.stop();
+    await replicate.stop();
+  });
+
+  test('two videos: the frames are uploaded once each, both predictions are recorded and delivered, charged once; none runs unrecorded', async () => {
+    const c = await newCustomer(rstack, 10);
+    replicate.dropCallbacks = true;
+    replicate.defaultPlan = { starting_polls: 1, processing_polls: 1 };
+    const first = pngOfSize(7_500_000);
+    const last = pngOfSize(7_400_000);
+    const id = await createJob(rstack, c.key, {
+      prompt: 'the lighthouse lights up as night falls',
+      model: 'veo-3.1-fast-generate-001',
+      durationSeconds: 4,
+      resolution: '720p',
+      n: 2,
+      generateAudio: false,
+      image: imageField(first, 'image/png'),
+      lastFrame: imageField(last, 'image/png'),
+    });
+    const op = await waitSubmitted(rstack, id);
+    assert.equal(op.backend, 'replicate');
+    const { job } = await watchJob(rstack, c.key, id, 30_000, 200);
+    assert.equal(job.status, 'succeeded', JSON.stringify(job));
+    assert.equal(job.videos.length, 2);
+    assert.deepEqual(op.operation_id.split(',').sort(), [...replicate.predictions.keys()].sort(), 'every prediction Replicate made is the job\'s');
+    assert.equal(replicate.requestsTo('create').length, 2);
+    assert.deepEqual([...replicate.files.values()].map((f) => f.bytes.length).sort(), [first.length, last.length].sort());
+    assert.deepEqual(await ledgerOf(rstack, id), [['charge', -Math.round(job.cost_in_euro * 1e6)]]);
+    await assertAuditHolds(rstack);
   });
 });
