@@ -122,7 +122,7 @@ export function createReconcilerActivities(deps: ReconcilerActivityDeps) {
         ? await dispatchUndispatched({ client, db: deps.db, taskQueue: deps.taskQueue, retry_initial_ms: deps.webhookEvents.retry_initial_ms }, DELIVERIES_PER_RUN)
         : 0;
       ctx.heartbeat('orphan inputs');
-      const orphans = await discardOrphanVideoJobInputs(deps.db, ORPHAN_INPUTS_MIN_AGE_MS, ORPHAN_INPUTS_PER_RUN);
+      const orphans = await discardOrphanVideoJobInputs(deps.db, deps.storage, ORPHAN_INPUTS_MIN_AGE_MS, ORPHAN_INPUTS_PER_RUN);
       if (orphans > 0) deps.logger.info({ deleted: orphans }, 'images of create attempts that did not charge their job were deleted');
       ctx.heartbeat('voice deletions');
       const voiceDeletions = await startPendingVoiceDeletions(deps.db, client, deps.taskQueue, VOICE_DELETION_GRACE_MS, VOICE_DELETIONS_PER_RUN);

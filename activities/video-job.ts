@@ -1,6 +1,7 @@
 // Activities of the video job workflow: the ledger, the provider and storage. Each is idempotent, so
 // Temporal may retry any of them after a crash without double charging, submitting or storing.
 // Metrics count only real ledger changes (never an idempotent replay); logs carry job_id and workspace_id.
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import type { Logger } from 'pino';
@@ -49,6 +50,20 @@ export const CALLBACK_FALLBACK_MAX_POLL_INTERVAL_MS = 30_000;
 export const MAX_CONCURRENT_OUTPUT_COPIES = 8;
 const MAX_WAITING_OUTPUT_COPIES = 10_000;
 const HEARTBEAT_EVERY_MS = 5_000;
+/** An accepted operation's record is tried this many times, RECORD_RETRY_MS apart and doubling (about 8 s in all), before it is cancelled. */
+const RECORD_ATTEMPTS = 5;
+const RECORD_RETRY_MS = 500;
+
+/** What a submit attempt has done, in its heartbeat: the operation a provider accepted, and whether it was cancelled since. */
+interface SubmitProgress {
+  accepted: { backend: string; operation_id: string } | null;
+  cancelled?: boolean;
+}
+
+/** The error code of a job that did not finish within its deadline (workflows/video-job.ts). */
+const DEADLINE_EXCEEDED_CODE = 'deadline_exceeded';
+/** How long a settlement waits for the provider to confirm the cancel of a job past its deadline. */
+const DEADLINE_CANCEL_WAIT_MS = 10_000;
 
 /** The provider error as the activity's failure: its code in details, the provider's Retry-After as the next retry's delay. */
 function providerFailure(err: unknown, logger: Logger, fields: Record<string, unknown>, final = false): ApplicationFailure {
@@ -103,7 +118,7 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
   /** The request with the job's images, read from where the API kept them (never from workflow history). */
   const withStoredImages = async (request: VideoGenerationRequest): Promise<VideoSubmission> => {
     if (!request.has_image) return request;
-    const inputs = await loadVideoJobInputs(deps.db, request.request_id);
+    const inputs = await loadVideoJobInputs(deps.db, deps.storage, request.request_id);
     if (!inputs || (request.has_last_frame && !inputs.last_frame)) {
       throw ApplicationFailure.create({ type: 'ProviderError', message: 'the images of this job are missing', nonRetryable: true, details: [{ code: 'inputs_missing' }] });
     }
@@ -141,6 +156,87 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
       }),
     );
 
+  /**
+   * Records an operation the provider just accepted, trying again for a while (PostgreSQL restarting);
+   * when it still cannot be recorded, the operation is cancelled at the provider (nobody would poll or
+   * cancel it otherwise) and the attempt fails, to be retried: a new submission then replaces it. An
+   * operation that could be neither recorded nor cancelled stays in the attempt's heartbeat for the retry.
+   */
+  const recordOrCancel = async (op: { job_id: string; backend: string; operation_id: string }, cancelled: () => void): Promise<void> => {
+    const provider = providerFor(op.backend);
+    let failure: unknown;
+    for (let i = 0; i < RECORD_ATTEMPTS; i++) {
+      try {
+        await recordOperation(deps.db, { ...op, pacing: pacingOf(provider), first_poll_after_ms: pacing.interval_ms });
+        return;
+      } catch (err) {
+        failure = err;
+        deps.logger.warn({ ...op, err: (err as Error).message, try: i + 1 }, 'an accepted video operation could not be recorded yet');
+        if (i + 1 < RECORD_ATTEMPTS) await sleep(RECORD_RETRY_MS * 2 ** i);
+      }
+    }
+    try {
+      const answer = await provider.cancel(op.operation_id);
+      cancelled();
+      deps.logger.error({ ...op, answer: answer.answer }, 'an accepted video operation could not be recorded: cancelled at the provider; the submission is retried');
+    } catch (err) {
+      deps.logger.error({ ...op, err: (err as Error).message }, 'an accepted video operation could be neither recorded nor cancelled; the retry looks for it in the heartbeat');
+    }
+    throw ApplicationFailure.create({ type: 'RecordFailed', message: `the operation could not be recorded: ${(failure as Error)?.message ?? failure}`, nonRetryable: false, details: [{ code: 'record_failed' }] });
+  };
+
+  /**
+   * The operation an earlier attempt of this submission had accepted but not recorded (it died, or could
+   * not reach PostgreSQL), from that attempt's last heartbeat: recorded now, unless it was cancelled or
+   * has ended (then a new submission replaces it).
+   */
+  const acceptedByEarlierAttempt = async (job_id: string, earlier: SubmitProgress | undefined): Promise<{ operation_id: string; backend: string } | null> => {
+    const accepted = earlier?.accepted;
+    if (!accepted || earlier?.cancelled || !deps.videoProviders.has(accepted.backend)) return null;
+    const provider = providerFor(accepted.backend);
+    const status = await provider.poll(accepted.operation_id).catch(() => null);
+    if (status?.state === 'failed') return null;
+    await recordOrCancel({ job_id, ...accepted }, () => {});
+    deps.logger.info({ job_id, ...accepted }, 'video operation accepted by an earlier attempt found and recorded; not submitted again');
+    return accepted;
+  };
+
+  /**
+   * Asks the provider to stop the job's operation. What the workflow does not know (a submission
+   * cancelled in flight that recorded its operation; a recovery run, which starts with the operation but
+   * not its backend) is read from the job's record, so the cancel always reaches the provider that runs it.
+   */
+  const cancelRecordedOperation = async (input: { backend: string | null; job_id: string; operation_id: string | null }): Promise<CancelAnswer> => {
+    const recorded = input.operation_id === null || input.backend === null ? await recordedOperation(deps.db, input.job_id) : null;
+    const operation_id = input.operation_id ?? recorded?.operation_id ?? null;
+    const backend = input.backend ?? recorded?.backend ?? null;
+    if (operation_id === null || backend === null) return { billed: false, answer: 'cancelled before the provider accepted the job' };
+    const answer = await providerFor(backend).cancel(operation_id);
+    deps.logger.info({ job_id: input.job_id, backend, operation_id, billed: answer.billed, answer: answer.answer }, 'video provider operation cancelled');
+    return answer;
+  };
+
+  /**
+   * A job past its deadline was refunded in full: its provider operation, which nobody waits for any
+   * more, is asked to stop, as a customer's cancel does (fal has no deadline of its own). Best effort and
+   * bounded in time: the settlement never waits long on a provider, and a failure is only logged.
+   */
+  const cancelAtDeadline = async (job_id: string): Promise<void> => {
+    const cancelling = cancelRecordedOperation({ backend: null, job_id, operation_id: null }).then(
+      (answer) => deps.db.query('UPDATE video_jobs SET cancel_answer = $2 WHERE id = $1', [job_id, answer.answer.slice(0, 1000)]),
+    );
+    let timer: NodeJS.Timeout | undefined;
+    const gaveUp = new Promise<'gave_up'>((resolve) => (timer = setTimeout(() => resolve('gave_up'), DEADLINE_CANCEL_WAIT_MS)));
+    try {
+      if ((await Promise.race([cancelling, gaveUp])) === 'gave_up') deps.logger.warn({ job_id }, 'the provider did not confirm the cancel of a job past its deadline in time');
+    } catch (err) {
+      deps.logger.warn({ job_id, err: (err as Error).message }, 'the operation of a job past its deadline could not be cancelled');
+    } finally {
+      clearTimeout(timer);
+    }
+    cancelling.catch(() => {});
+  };
+
   return {
     /** Prices the job from the catalog (never from the request) and charges it; see chargeVideoJob. */
     async chargeVideoJob(job: VideoJobCharge): Promise<ChargeResult> {
@@ -175,6 +271,7 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
      */
     async settleVideoJob(settlement: Settlement): Promise<SettlementResult> {
       const result = await settleVideoJob(deps.db, settlement, deps.webhookEvents?.context);
+      if (settlement.outcome === 'failed' && settlement.error?.code === DEADLINE_EXCEEDED_CODE) await cancelAtDeadline(settlement.jobId);
       if (deps.webhookEvents) {
         const { client, info } = Context.current();
         await dispatchJobWebhooks({ client, db: deps.db, taskQueue: info.taskQueue, retry_initial_ms: deps.webhookEvents.retry_initial_ms }, settlement.jobId);
@@ -206,37 +303,57 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
      * crash, a recovery run) is not submitted again: its recorded operation is returned and polled at once.
      * A passing refusal (429, 5xx, unreachable) moves on to the next backend at the same price; a final one
      * fails the job; the last attempt's passing failure is final too.
+     *
+     * An operation the provider accepted is recorded, or cancelled: it never runs on unseen. It is kept in
+     * the attempt's heartbeat the moment it is accepted, so a retry after this worker died before recording
+     * it finds it there (unless it has ended) and records it instead of submitting again; recording that
+     * keeps failing (PostgreSQL unreachable) cancels it at the provider before the attempt fails.
      */
     async submitVideoJob(input: { request: VideoGenerationRequest; backends: string[]; max_attempts: number }): Promise<{ operation_id: string; backend: string }> {
-      // Heartbeats while it submits: a dead or lost attempt is retried within the heartbeat timeout.
-      return withHeartbeat('submitting', async () => {
-        const job_id = input.request.request_id;
+      const ctx = Context.current();
+      const job_id = input.request.request_id;
+      // The attempt's heartbeat: what it has submitted (sent every few seconds, so a dead or lost attempt is
+      // retried within the heartbeat timeout). Its first beat is the accepted operation's, sent at once.
+      let progress: SubmitProgress = { accepted: null };
+      const timer = setInterval(() => ctx.heartbeat(progress), HEARTBEAT_EVERY_MS);
+      try {
         const recorded = await recordedOperation(deps.db, job_id);
         if (recorded?.operation_id && recorded.backend) {
           await recordOperation(deps.db, { job_id, backend: recorded.backend, operation_id: recorded.operation_id, pacing, first_poll_after_ms: 0 });
           return { operation_id: recorded.operation_id, backend: recorded.backend };
         }
+        const found = await acceptedByEarlierAttempt(job_id, ctx.info.heartbeatDetails as SubmitProgress | undefined);
+        if (found) return found;
         const submission = await withStoredImages(input.request);
-        const last_attempt = Context.current().info.attempt >= input.max_attempts;
+        const last_attempt = ctx.info.attempt >= input.max_attempts;
         let failure: ApplicationFailure | undefined;
         for (const backend of input.backends) {
           const fields = { job_id, workspace_id: recorded?.workspace_id, backend, model: input.request.model };
+          let accepted: { operation_id: string } | undefined;
           try {
             const callback_url = deps.callbackBaseUrl ? providerCallbackUrl(deps.callbackBaseUrl, backend, job_id) : undefined;
             const provider = providerFor(backend);
-            const { operation_id } = await provider.submit(submission, { callback_url });
-            await recordOperation(deps.db, { job_id, backend, operation_id, pacing: pacingOf(provider), first_poll_after_ms: pacing.interval_ms });
-            deps.logger.info({ ...fields, operation_id }, 'video job submitted');
-            return { operation_id, backend };
+            accepted = await provider.submit(submission, { callback_url });
           } catch (err) {
             if (err instanceof ApplicationFailure) throw err;
             failure = providerFailure(err, deps.logger, fields, last_attempt);
             deps.logger.warn({ ...fields, code: failure.details?.[0], final: failure.nonRetryable }, 'video job submission refused');
             if (failure.nonRetryable && !last_attempt) throw failure;
+            continue;
           }
+          progress = { accepted: { backend, operation_id: accepted.operation_id } };
+          ctx.heartbeat(progress);
+          await recordOrCancel({ job_id, backend, operation_id: accepted.operation_id }, () => {
+            progress = { ...progress, cancelled: true };
+            ctx.heartbeat(progress);
+          });
+          deps.logger.info({ ...fields, operation_id: accepted.operation_id }, 'video job submitted');
+          return { operation_id: accepted.operation_id, backend };
         }
         throw failure ?? ApplicationFailure.create({ type: 'ProviderError', message: 'no video backend serves this job', nonRetryable: true, details: [{ code: 'provider_not_configured' }] });
-      });
+      } finally {
+        clearInterval(timer);
+      }
     },
 
     /**
@@ -271,15 +388,7 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
      * whether it bills the operation, and is recorded with the job.
      */
     async cancelVideoOperation(input: { backend: string | null; job_id: string; operation_id: string | null; n: number }): Promise<CancelAnswer> {
-      // A submission cancelled in flight may have recorded its operation: the job's record knows.
-      const recorded = input.operation_id === null ? await recordedOperation(deps.db, input.job_id) : null;
-      const operation_id = input.operation_id ?? recorded?.operation_id ?? null;
-      const backend = input.backend ?? recorded?.backend ?? null;
-      let answer: CancelAnswer = { billed: false, answer: 'cancelled before the provider accepted the job' };
-      if (operation_id !== null && backend !== null) {
-        answer = await providerFor(backend).cancel(operation_id);
-        deps.logger.info({ job_id: input.job_id, backend, operation_id, billed: answer.billed, answer: answer.answer }, 'video provider operation cancelled');
-      }
+      const answer = await cancelRecordedOperation(input);
       await deps.db.query('UPDATE video_jobs SET cancel_answer = $2 WHERE id = $1', [input.job_id, answer.answer.slice(0, 1000)]);
       for (let i = 0; i < input.n; i++) await deps.storage.delete(videoOutputKey(input.job_id, i));
       return answer;

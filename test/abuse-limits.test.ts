@@ -38,7 +38,8 @@ import {
   waitForJob,
   type Stack,
 } from './helpers/stack.js';
-import { imageField, pngImage } from './helpers/images.js';
+import { imageField, pngImage, pngOfSize } from './helpers/images.js';
+import fs from 'node:fs';
 import path from 'node:path';
 import { LocalStorage } from '../src/storage/local.js';
 import { videoOutputKey } from '../src/storage/retention.js';
@@ -91,6 +92,64 @@ function chargeOf(workspaceId: string, cost = 100_000): VideoJobCharge {
 }
 
 describe('images of refused creates', () => {
+  test('a create its charge would refuse (no credit, the key\'s spend limit, the pending cap) writes nothing: no image, no workflow', async () => {
+    // Every row ever written to video_job_inputs, counted by a trigger of this file's database.
+    await stack.db.query(`CREATE TABLE IF NOT EXISTS test_input_writes (workspace_id uuid NOT NULL)`);
+    await stack.db.query(`CREATE OR REPLACE FUNCTION test_count_input_write() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN INSERT INTO test_input_writes VALUES (NEW.workspace_id); RETURN NEW; END $$`);
+    await stack.db.query('DROP TRIGGER IF EXISTS test_count_input_writes ON video_job_inputs');
+    await stack.db.query('CREATE TRIGGER test_count_input_writes AFTER INSERT ON video_job_inputs FOR EACH ROW EXECUTE FUNCTION test_count_input_write()');
+    const writes = async (workspaceId: string) => (await stack.db.query('SELECT count(*)::int AS n FROM test_input_writes WHERE workspace_id = $1', [workspaceId])).rows[0].n;
+    const large = { ...simJob(), image: imageField(pngOfSize(1_750_000), 'image/png'), lastFrame: imageField(pngOfSize(1_750_000), 'image/png') };
+
+    const broke = await newCustomer(stack, 0);
+    for (let i = 0; i < 12; i++) {
+      const r = await create(stack, broke.key, large, i % 2 ? { 'idempotency-key': `broke-${i}` } : undefined);
+      assert.equal(r.status, 402, JSON.stringify(r.body));
+      assert.equal(r.body.error.code, 'insufficient_credits');
+    }
+    assert.equal(await writes(broke.workspaceId), 0, 'no image of a refused create was written');
+    const refusedJob = jobIdForIdempotencyKey(broke.workspaceId, 'broke-1');
+    await assert.rejects(stack.api.temporal.workflow.getHandle(messages.videoJobWorkflowId(refusedJob)).describe(), /not found/i, 'no workflow was started');
+    // Refused for good, as the charge refuses a key: after a top-up the same key is still a 402.
+    await api(stack.baseUrl, 'POST', `/admin/v1/workspaces/${broke.workspaceId}/credits`, { token: ADMIN_TOKEN, json: { amount_in_euro: 5 } });
+    assert.equal((await create(stack, broke.key, large, { 'idempotency-key': 'broke-1' })).status, 402);
+    assert.equal(await writes(broke.workspaceId), 0);
+
+    const limited = await newCustomer(stack, 5);
+    const key = await api(stack.baseUrl, 'POST', `/admin/v1/workspaces/${limited.workspaceId}/api-keys`, { token: ADMIN_TOKEN, json: { spend_limit_in_euro: 0.01 } });
+    const over = await create(stack, key.body.key, large);
+    assert.equal(over.status, 402);
+    assert.equal(over.body.error.code, 'key_spend_limit_exceeded');
+    await api(stack.baseUrl, 'POST', `/admin/v1/workspaces/${limited.workspaceId}/limits`, { token: ADMIN_TOKEN, json: { max_pending_jobs: 1 } });
+    const pending = await create(stack, limited.key, simJob({ delay_ms: 3_000 }));
+    assert.equal(pending.status, 202);
+    const capped = await create(stack, limited.key, large);
+    assert.equal(capped.status, 429, JSON.stringify(capped.body));
+    assert.equal(capped.body.error.code, 'too_many_pending_jobs');
+    assert.equal(await writes(limited.workspaceId), 0);
+    await waitForJob(stack, limited.key, pending.body.id);
+    assert.equal(await balanceMicro(stack, broke.workspaceId), 5_000_000);
+    await assertAuditHolds(stack);
+  });
+
+  test("an accepted create's images live in storage, not in the row; deleting the job removes them", async () => {
+    const c = await newCustomer(stack, 5);
+    const first = pngImage(64, 36, 303);
+    const r = await create(stack, c.key, { ...simJob({ delay_ms: 0 }), image: imageField(first, 'image/png') });
+    assert.equal(r.status, 202);
+    await waitForJob(stack, c.key, r.body.id);
+    const row = (await stack.db.query('SELECT image, image_key FROM video_job_inputs WHERE job_id = $1', [r.body.id])).rows[0];
+    assert.equal(row.image, null, 'no image bytes in PostgreSQL');
+    const file = path.join(stack.env['DATA_DIR']!, 'storage', ...String(row.image_key).split('/'));
+    assert.deepEqual(fs.readFileSync(file), first);
+    const seen = await stack.db.query('SELECT request FROM simulator.video_operations WHERE request_id = $1', [r.body.id]);
+    assert.equal(seen.rows[0].request.image.sha256, sha256(first), 'the provider got the stored image');
+    assert.equal((await api(stack.baseUrl, 'DELETE', `/v2/videos/generations/${r.body.id}`, { token: c.key })).status, 200);
+    assert.equal(await inputsOf(stack.db, { job_id: r.body.id }), 0);
+    assert.equal(fs.existsSync(file), false, 'the image file is gone with the job');
+  });
+
   test('a refused create (402) keeps none of its images: a workspace without credit cannot fill the database', async () => {
     const c = await newCustomer(stack, 0);
     for (let i = 0; i < 5; i++) {

@@ -3,8 +3,10 @@
 // starts again. Each fault is one an operator or an outage causes: a workflow terminated by hand, no
 // worker for longer than a create waits, PostgreSQL or Temporal dying with jobs pending, a worker that
 // stalls in the middle of a charge, a storage write that fails for one of n videos, and speech racing a
-// small balance. After each: every job terminal, balance = credits - what was delivered, the ledger
-// audit (which looks up every pending job's workflow) ok, and provider calls counted where they matter.
+// small balance, and a provider's accepted operation that cannot be recorded (PostgreSQL killed, or the
+// worker killed, between the provider's answer and the record). After each: every job terminal, balance =
+// credits - what was delivered, the ledger audit (which looks up every pending job's workflow) ok, and
+// provider calls (or the Replicate fake's predictions) counted where they matter.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -21,6 +23,8 @@ import { killAll, startEntryProcess } from './helpers/processes.js';
 import { freePort } from './helpers/infra.js';
 import { startKillablePostgres, startKillableTemporal } from './helpers/killable-infra.js';
 import { ADMIN_TOKEN, http, simJob } from './helpers/stack.js';
+import { ReplicateFake } from './fakes/replicate-fake.js';
+import { KLING_VIDEO_MICRO_EUR, klingJob } from './helpers/provider-jobs.js';
 
 const RECONCILE_INTERVAL_MS = 2_000;
 const CREATE_TIMEOUT_MS = 6_000;
@@ -34,12 +38,14 @@ let env: Record<string, string>;
 let api: string;
 const children: ChildProcess[] = [];
 let worker: ChildProcess;
+const replicate = new ReplicateFake();
 
 before(async () => {
   root = fs.mkdtempSync(path.join(process.env['TEST_TMP_DIR'] ?? os.tmpdir(), 'faults-'));
   fs.chmodSync(root, 0o755);
   pg = await startKillablePostgres(root);
   temporal = await startKillableTemporal(root);
+  await replicate.start();
   const port = await freePort();
   env = {
     DATABASE_URL: pg.url,
@@ -56,6 +62,8 @@ before(async () => {
     RECONCILE_INTERVAL_MS: String(RECONCILE_INTERVAL_MS),
     SIMULATOR: 'on',
     RATE_LIMIT_PER_MINUTE: '100000',
+    // Replicate (its fake) serves the Kling model of the record faults; the simulator's jobs stay its own.
+    ...replicate.env(),
   };
   api = `http://127.0.0.1:${port}`;
   worker = await startEntryProcess({ env }, 'worker', { track: children });
@@ -70,6 +78,7 @@ after(async () => {
   await db?.end();
   await temporal?.stop();
   await pg?.stop();
+  await replicate.stop();
   if (!process.env['KEEP_TEST_DATA']) fs.rmSync(root, { recursive: true, force: true });
 });
 
@@ -442,6 +451,74 @@ describe('Temporal dies with jobs pending', () => {
     const retried = await create(c.key, simJob({ delay_ms: 0 }), 'during-temporal-outage');
     assert.equal(retried.status, 202, JSON.stringify(retried.body));
     await finished(c.key, retried.body.id);
+    await assertMoneyExact(c);
+  });
+});
+
+describe('a provider accepted an operation the worker could not record', () => {
+  /** Every prediction at Replicate for the job: recorded with it, or cancelled (aborted: cancelled before it started). */
+  async function assertEveryPredictionRecordedOrCancelled(jobId: string) {
+    const recorded = (await operationOf(jobId))?.split(',') ?? [];
+    const predictions = [...replicate.predictions.values()];
+    for (const p of predictions) {
+      assert.ok(recorded.includes(p.id) || p.status === 'canceled' || p.status === 'aborted', `prediction ${p.id} (${p.status}) is neither recorded nor cancelled`);
+    }
+    return { predictions: predictions.length, recorded: recorded.length };
+  }
+
+  test('PostgreSQL killed between the answer and the record: the operation is recorded once it is back, or cancelled; the job is charged once', async () => {
+    const c = await customer(5);
+    replicate.reset();
+    replicate.dropCallbacks = true;
+    replicate.defaultPlan = { starting_polls: 1, processing_polls: 1 };
+    // The prediction is made after 3 s: PostgreSQL is down by then, and for 8 s more.
+    replicate.fault({ route: 'create', delay_ms: 3_000 });
+    const r = await create(c.key, klingJob());
+    assert.equal(r.status, 202, JSON.stringify(r.body));
+    await until('the create to reach Replicate', 10_000, async () => replicate.requestsTo('create').length === 1);
+    await pg.kill();
+    await new Promise((res) => setTimeout(res, 11_000));
+    await pg.restart();
+    const job = await finished(c.key, r.body.id, 90_000);
+    assert.equal(job.status, 'succeeded', JSON.stringify(job));
+    assert.equal(job.cost_in_euro, KLING_VIDEO_MICRO_EUR / 1e6);
+    const counted = await assertEveryPredictionRecordedOrCancelled(r.body.id);
+    assert.equal(counted.recorded, 1);
+    assert.ok(counted.predictions <= 2, `${counted.predictions} predictions for one video`);
+    process.stderr.write(`faults: PostgreSQL killed between accept and record: ${counted.predictions} prediction(s), ${counted.predictions - 1} cancelled\n`);
+    await assertMoneyExact(c);
+  });
+
+  test('the worker killed while its record waits: the retry finds the accepted prediction and records it; one prediction in all', async () => {
+    const c = await customer(5);
+    replicate.reset();
+    replicate.dropCallbacks = true;
+    replicate.defaultPlan = { starting_polls: 1, processing_polls: 1 };
+    const lock = await db.connect();
+    await lock.query('BEGIN');
+    await lock.query('LOCK TABLE video_job_polls IN SHARE MODE');
+    let r;
+    try {
+      r = await create(c.key, klingJob());
+      assert.equal(r.status, 202, JSON.stringify(r.body));
+      await untilWaiting('the record to wait for the poll rows', "SELECT 1 FROM pg_locks WHERE relation = 'video_job_polls'::regclass AND NOT granted");
+      assert.equal(replicate.predictions.size, 1, 'Replicate accepted the prediction');
+      // The attempt's heartbeat (the accepted prediction) reaches Temporal; then the worker dies, and its
+      // connections with it.
+      await new Promise((res) => setTimeout(res, 1_000));
+      worker.kill('SIGKILL');
+      await db.query("SELECT pg_terminate_backend(pid) FROM pg_locks WHERE relation = 'video_job_polls'::regclass AND NOT granted");
+      await lock.query('ROLLBACK');
+      worker = await startEntryProcess({ env }, 'worker', { track: children });
+    } finally {
+      await lock.query('ROLLBACK').catch(() => {});
+      lock.release();
+    }
+    const job = await finished(c.key, r.body.id, 90_000);
+    assert.equal(job.status, 'succeeded', JSON.stringify(job));
+    const counted = await assertEveryPredictionRecordedOrCancelled(r.body.id);
+    assert.deepEqual(counted, { predictions: 1, recorded: 1 }, 'the retry did not create another prediction');
+    assert.equal(replicate.requestsTo('create').length, 1);
     await assertMoneyExact(c);
   });
 });

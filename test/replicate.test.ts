@@ -10,7 +10,7 @@ import { checkInput } from './fakes/fake-http.js';
 import { cancelAfterValue, progressFromLogs, ReplicateVideoProvider, type ReplicateOptions } from '../src/providers/video/replicate.js';
 import { videoModelBackendFor, videoModels } from '../src/catalog.js';
 import { CallbackRejected, ProviderError, type VideoOperationStatus, type VideoSubmission } from '../src/providers/video/types.js';
-import { pngImage } from './helpers/images.js';
+import { pngImage, pngOfSize } from './helpers/images.js';
 import { combineStatuses } from '../src/providers/video/mapped-input.js';
 
 let fake: ReplicateFake;
@@ -88,6 +88,44 @@ describe('create', () => {
       webhook_events_filter: ['completed'],
     });
     assert.equal(operation_id, [...fake.predictions.keys()][0]);
+  });
+
+  test('frames above 256 KB go as files (POST /v1/files, once per submission), their URLs in the input; every prediction created is in the operation', async () => {
+    const p = provider();
+    const big = { bytes: pngOfSize(7_500_000), mime_type: 'image/png' as const };
+    const last = { bytes: pngOfSize(7_400_000), mime_type: 'image/png' as const };
+    const { operation_id } = await p.submit(request({ ...N(2), image: big, last_frame: last, request_id: '7d0f2a8e-0000-4000-8000-0000000000aa' }));
+    const uploads = fake.requestsTo('upload');
+    assert.equal(uploads.length, 2, 'each frame uploaded once, whatever n');
+    const files = [...fake.files.values()];
+    assert.deepEqual(files.map((f) => [f.bytes.length, f.content_type, f.metadata]).sort(), [
+      [last.bytes.length, 'image/png', { job_id: '7d0f2a8e-0000-4000-8000-0000000000aa', input: 'last_frame' }],
+      [big.bytes.length, 'image/png', { job_id: '7d0f2a8e-0000-4000-8000-0000000000aa', input: 'image' }],
+    ]);
+    const creates = fake.requestsTo('create');
+    assert.equal(creates.length, 2);
+    for (const c of creates) {
+      const input = (c.json as any).input;
+      assert.equal(input.image, `${fake.url}/v1/files/${files.find((f) => (f.metadata as any).input === 'image')!.id}`);
+      assert.equal(input.last_frame, `${fake.url}/v1/files/${files.find((f) => (f.metadata as any).input === 'last_frame')!.id}`);
+      assert.ok(c.raw.length < 10_000, `a create of ${c.raw.length} bytes carries no image`);
+    }
+    assert.deepEqual(operation_id.split(',').sort(), [...fake.predictions.keys()].sort(), 'every prediction Replicate created is in the operation');
+    // A frame of at most 256 KB stays a data URL (Replicate's advice), as the first test shows.
+    fake.reset();
+    await p.submit(request({ image: { bytes: pngOfSize(200_000), mime_type: 'image/png' } }));
+    assert.equal(fake.requestsTo('upload').length, 0);
+    assert.match((fake.requestsTo('create')[0]!.json as any).input.image, /^data:image\/png;base64,/);
+  });
+
+  test('a create answer larger than any cap (the input echoed, before or after the id) still names its prediction', async () => {
+    const p = provider();
+    const echoed = { image: `data:image/png;base64,${'A'.repeat(20 * 1024 * 1024)}`, prompt: 'a "quoted" prompt } with { braces ]' };
+    const id = 'q9ykd2m1hxrj00cqnx8r3sk4dw';
+    fake.fault({ route: 'create', status: 201, body: { id, model: 'google/veo-3.1-fast', input: echoed, status: 'starting' } });
+    assert.equal((await p.submit(request())).operation_id, id);
+    fake.fault({ route: 'create', status: 201, body: { input: echoed, logs: '', status: 'starting', urls: { get: 'x', id: 'not-this-one' }, id } });
+    assert.equal((await p.submit(request())).operation_id, id);
   });
 
   test('Cancel-After durations: at least 5 s, in hours, minutes and seconds', () => {

@@ -16,6 +16,9 @@ import { assertAuditHolds, balanceMicro, http as api, newCustomer, startStack, w
 import { imageField, jpegImage, pngImage, WEBP_IMAGE } from './helpers/images.js';
 import { videoJobWorkflowId } from '../workflows/messages.js';
 import { SUBMIT_MAX_ATTEMPTS as MAX_SUBMIT_ATTEMPTS } from '../workflows/video-job.js';
+import { loadVideoJobInputs } from '../src/video-jobs/images.js';
+import { LocalStorage } from '../src/storage/local.js';
+import path from 'node:path';
 
 const TOKEN = 'test-token';
 const MODEL_PATH = '/v1/projects/test-project/locations/europe-west4/publishers/google/models/veo-3.1-fast-generate-001';
@@ -686,10 +689,10 @@ describe('Vertex AI Veo: a job end to end through the workflow', () => {
       assert.equal(body.parameters.negativePrompt, 'people, text');
     }
 
-    // The images are kept with the job (PostgreSQL), and the workflow history carries only a flag.
-    const kept = await stack.db.query('SELECT image, image_mime_type, last_frame, last_frame_mime_type FROM video_job_inputs WHERE job_id = $1', [created.body.id]);
-    assert.deepEqual(kept.rows[0].image, first);
-    assert.equal(kept.rows[0].last_frame_mime_type, 'image/jpeg');
+    // The images are kept with the job (in storage, named by its row), and the workflow history carries only a flag.
+    const kept = await loadVideoJobInputs(stack.db, new LocalStorage(path.join(stack.env['DATA_DIR']!, 'storage')), created.body.id);
+    assert.deepEqual(kept?.image.bytes, first);
+    assert.equal(kept?.last_frame?.mime_type, 'image/jpeg');
     const history = JSON.stringify(await stack.api.temporal.workflow.getHandle(videoJobWorkflowId(created.body.id)).fetchHistory());
     assert.ok(!history.includes(first.toString('base64').slice(0, 64)), 'no image bytes in the workflow history');
     assert.ok(history.length < 64 * 1024, `history of ${history.length} bytes`);

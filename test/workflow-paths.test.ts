@@ -458,11 +458,11 @@ describe('the job status search attribute', () => {
     assert.deepEqual(upserts(events), ['VideoJobStatus'], 'the status once settled, nothing else');
     assert.equal((await handle.describe()).typedSearchAttributes.get(JOB_STATUS_SA), 'succeeded');
 
-    // A refused attempt's run ends with its refusal as its status.
+    // A refused attempt's run ends with its refusal as its status. (The API refuses a create it can see
+    // the charge would refuse before starting any run: a run refused by its charge is one that raced
+    // another create, started here directly.)
     const poor = await newCustomer(stack, 0.1);
-    const refused = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: poor.key, json: simJob(), headers: { 'Idempotency-Key': 'poor-1' } });
-    assert.equal(refused.status, 402, JSON.stringify(refused.body));
-    const refusedRun = stack.api.temporal.workflow.getHandle(videoJobWorkflowId(jobIdForIdempotencyKey(poor.workspaceId, 'poor-1')));
+    const refusedRun = await startDirect(stack, directInput(poor.workspaceId, jobIdForIdempotencyKey(poor.workspaceId, 'poor-1'), { sticky_refusal: true }));
     assert.equal(((await refusedRun.result()) as { status: string }).status, 'rejected');
     assert.equal((await refusedRun.describe()).typedSearchAttributes.get(JOB_STATUS_SA), 'rejected');
     await assertAuditHolds(stack);

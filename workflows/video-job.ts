@@ -264,7 +264,8 @@ function initialState(input: VideoJobInput): VideoJobState {
     videos: [],
     error: null,
     request_fingerprint: input.request_fingerprint,
-    backend: null,
+    // A recovery run resumes the operation of the backend that accepted it (its only backend).
+    backend: input.recovery ? (input.backends[0] ?? null) : null,
     progress: null,
     queue_position: null,
   };

@@ -181,6 +181,53 @@ export async function decideAcceptance(
   );
 }
 
+/** What a new job's charge refuses, in the order it checks them. */
+export type ForeseenRefusal = 'too_many_pending_jobs' | 'insufficient_credits' | 'key_spend_limit_exceeded';
+
+/**
+ * What the charge of a new job would refuse if it ran now (the workspace's pending jobs, its balance net of
+ * holds, the key's spend limit: video_job_charge's checks, in its order), read without a lock or a write.
+ * A create refused here writes nothing: no images, no workflow. The charge still decides every create it
+ * lets through (a race with another create can still refuse it there).
+ */
+export async function foreseeRefusal(db: Db, a: { workspaceId: string; apiKeyId: string | undefined; estimated_cost_micro_eur: number }): Promise<ForeseenRefusal | null> {
+  const r = await db.query<{ available: string; pending: number; max_pending: number; key_left: string | null }>(
+    `SELECT w.balance_micro_eur - w.held_micro_eur AS available,
+            (SELECT count(*) FROM video_jobs j WHERE j.workspace_id = w.id AND j.status = 'pending')::int AS pending,
+            COALESCE(w.max_pending_jobs, NULLIF(current_setting('video_api.max_pending_jobs', true), '')::integer, 50) AS max_pending,
+            (SELECT k.spend_limit_micro_eur - k.spent_micro_eur FROM api_keys k WHERE k.id = $2::uuid) AS key_left
+       FROM workspaces w WHERE w.id = $1`,
+    [a.workspaceId, a.apiKeyId ?? null],
+  );
+  const row = r.rows[0];
+  if (!row) return null;
+  if (row.pending >= row.max_pending) return 'too_many_pending_jobs';
+  if (Number(row.available) < a.estimated_cost_micro_eur) return 'insufficient_credits';
+  if (row.key_left !== null && Number(row.key_left) < a.estimated_cost_micro_eur) return 'key_spend_limit_exceeded';
+  return null;
+}
+
+/**
+ * Records, for good, the refusal of a create with an Idempotency-Key that was refused before its workflow
+ * started (see foreseeRefusal), as its charge would have: the key then stays refused. Under the job's
+ * lock; false (nothing recorded) when another attempt of the key has charged the job meanwhile.
+ */
+export async function recordForeseenRefusal(
+  db: Db,
+  a: { jobId: string; attemptId: string; workspaceId: string; fingerprint: string; reason: 'insufficient_credits' | 'key_spend_limit_exceeded' },
+): Promise<boolean> {
+  return inTransaction(
+    db,
+    async (tx) => {
+      await lockJob(tx, a.jobId);
+      if (await chargedAttempt(tx, a.jobId)) return false;
+      await recordRefusal(tx, a);
+      return true;
+    },
+    { settings: `SET LOCAL lock_timeout = '${REFUSAL_LOCK_TIMEOUT_MS}ms'; SET LOCAL statement_timeout = '${REFUSAL_LOCK_TIMEOUT_MS + 5_000}ms'` },
+  );
+}
+
 /** Why a job with this Idempotency-Key is refused for good (402). */
 export interface StickyRefusal {
   request_fingerprint: string;

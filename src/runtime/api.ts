@@ -80,6 +80,7 @@ export async function startApi(opts: {
   if (connect === config.temporal.connection.connect) credentials.start();
   const jobs = new VideoJobsService({
     db: opts.db,
+    storage,
     temporal,
     taskQueue: config.temporal.taskQueue,
     simulator: config.simulator,

@@ -4,9 +4,11 @@
 // A job's videos are stored as videos/<job id>/<index>.mp4 (activities/video-job.ts), index < n. A copy
 // that finishes after the job was settled without it (a cancel's clean-up ran first, or the copy was
 // abandoned and retried) leaves a file the job does not list: once the job has been finished longer
-// than any copy can take, every such key of the job is deleted, and the job is marked swept.
+// than any copy can take, every such key of the job is deleted, with the images it was created with
+// (src/video-jobs/images.ts), and the job is marked swept.
 import type { Db } from '../db/pool.js';
 import type { Storage } from './local.js';
+import { deleteVideoJobInputs } from '../video-jobs/images.js';
 
 /** The key of a job's index-th video, as the copy writes it. */
 export const videoOutputKey = (job_id: string, index: number) => `videos/${job_id}/${index}.mp4`;
@@ -32,6 +34,8 @@ export async function sweepFinishedJobFiles(db: Db, storage: Storage, grace_ms: 
       await storage.delete(key);
       deleted++;
     }
+    // The job is never submitted again: its images go too.
+    await deleteVideoJobInputs(db, storage, job.id);
     await db.query('UPDATE video_jobs SET storage_swept_at = now() WHERE id = $1', [job.id]);
   }
   return deleted;

@@ -16,6 +16,7 @@ import { videoJobWorkflowState } from '../temporal/workflow-states.js';
 import { cancelJobUpdate, JOB_NOT_CANCELLABLE, videoJobWorkflowId, type VideoJobState } from '../../workflows/messages.js';
 import { listVideoJobs, markVideoJobDeleted, readVideoJob, type JobListQuery, type VideoJobRecord } from './records.js';
 import { restartVideoJob, type RecoverySettings } from './recovery.js';
+import { deleteVideoJobInputs } from './images.js';
 import { isUuid } from './service.js';
 import type { ApiKeyPrincipal } from '../services/workspaces.js';
 
@@ -85,6 +86,7 @@ export class VideoJobLifecycle {
     }
     for (const video of job.videos) await this.deps.storage.delete(video.storage_key);
     await markVideoJobDeleted(this.deps.db, job_id);
+    await deleteVideoJobInputs(this.deps.db, this.deps.storage, job_id);
     return { id: job_id, object: 'video.generation_job', deleted: true };
   }
 }

@@ -123,9 +123,8 @@ export async function listVideoJobs(db: Db, workspace_id: string, q: JobListQuer
   return { jobs: r.rows.slice(0, q.limit).map(toRecord), has_more: r.rows.length > q.limit };
 }
 
-/** Marks a finished job deleted (its ledger entries stay); whether this call deleted it. */
+/** Marks a finished job deleted (its ledger entries stay); whether this call deleted it. Its images go with it (deleteVideoJobInputs). */
 export async function markVideoJobDeleted(db: Db, job_id: string): Promise<boolean> {
   const r = await db.query("UPDATE video_jobs SET deleted_at = now() WHERE id = $1 AND deleted_at IS NULL AND status <> 'pending'", [job_id]);
-  await db.query('DELETE FROM video_job_inputs WHERE job_id = $1', [job_id]);
   return r.rowCount === 1;
 }

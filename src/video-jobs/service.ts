@@ -9,6 +9,7 @@ import {
 } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import type { Db } from '../db/pool.js';
+import type { Storage } from '../storage/local.js';
 import { uuidForKey } from '../ids.js';
 import {
   defaultVideoModelId,
@@ -22,7 +23,7 @@ import {
 import { SimulateSchema } from '../providers/video/simulator.js';
 import { ApiError, fromZodError, invalidParam, keySpendLimitExceeded, notFound } from '../errors.js';
 import { isDependencyDown, RETRY_AFTER_S } from '../dependency-errors.js';
-import { decideAcceptance } from '../billing/video-job-billing.js';
+import { decideAcceptance, foreseeRefusal, recordForeseenRefusal, type ForeseenRefusal } from '../billing/video-job-billing.js';
 import { requestFingerprint, type Fingerprint } from '../services/request-fingerprint.js';
 import { readKeyedVideoJob, readVideoJob } from './records.js';
 import type { CreateVideoBody } from '../http/schemas.js';
@@ -47,6 +48,8 @@ import type { videoJobWorkflow } from '../../workflows/video-job.js';
 
 export interface VideoJobsDeps {
   db: Db;
+  /** Where a create's images are kept until its job is submitted (the storage of the videos). */
+  storage: Storage;
   temporal: Client;
   taskQueue: string;
   simulator: boolean;
@@ -194,18 +197,38 @@ export class VideoJobsService {
         throw refused.reason === 'key_spend_limit_exceeded' ? keySpendLimitExceeded() : insufficientCredits();
       }
     }
+    // A create its charge would refuse now is refused before anything is written (no images, no workflow).
+    const foreseen = await foreseeRefusal(this.deps.db, { workspaceId: principal.workspace_id, apiKeyId: principal.key_id, estimated_cost_micro_eur: r.estimated_cost_micro_eur });
+    if (foreseen) return this.refuseForeseen(foreseen, { job_id, attempt_id: input.attempt_id!, workspace_id: principal.workspace_id, fingerprint, keyed: idempotencyKey !== undefined });
     // The images stay with the attempt, out of workflow history: the submit activity reads those of the
     // attempt that charged the job. Unless this attempt charged it, its images go when it answers.
     if (!r.inputs.image) return this.startAttempt(principal, r.model.id, input, fingerprint, idempotencyKey !== undefined);
     const attempt = { job_id, attempt_id: input.attempt_id! };
-    await storeVideoJobInputs(this.deps.db, { ...attempt, workspace_id: principal.workspace_id }, { image: r.inputs.image, last_frame: r.inputs.last_frame });
+    await storeVideoJobInputs(this.deps.db, this.deps.storage, { ...attempt, workspace_id: principal.workspace_id }, { image: r.inputs.image, last_frame: r.inputs.last_frame });
     try {
       return await this.startAttempt(principal, r.model.id, input, fingerprint, idempotencyKey !== undefined);
     } finally {
       // Kept when this attempt charged the job (the statement checks): refused (402, 429, 503), joined to
       // another attempt's job, or failed, they go. A failure to delete is left to the reconciler's sweep.
-      await discardVideoJobInputs(this.deps.db, attempt).catch(() => {});
+      await discardVideoJobInputs(this.deps.db, this.deps.storage, attempt).catch(() => {});
     }
+  }
+
+  /**
+   * The answer to a create refused before its workflow started. With an Idempotency-Key, a refusal for
+   * credits or the key's spend limit is recorded for good, as the charge records it (the key stays
+   * refused), unless another attempt of the key charged the job meanwhile: that job is the answer.
+   */
+  private async refuseForeseen(
+    reason: ForeseenRefusal,
+    a: { job_id: string; attempt_id: string; workspace_id: string; fingerprint: Fingerprint; keyed: boolean },
+  ): Promise<VideoJobState> {
+    if (reason === 'too_many_pending_jobs') throw tooManyPendingJobs();
+    if (a.keyed) {
+      const recorded = await recordForeseenRefusal(this.deps.db, { jobId: a.job_id, attemptId: a.attempt_id, workspaceId: a.workspace_id, fingerprint: a.fingerprint.current, reason });
+      if (!recorded) return this.existingFor(a.workspace_id, a.job_id, a.fingerprint);
+    }
+    throw reason === 'key_spend_limit_exceeded' ? keySpendLimitExceeded() : insufficientCredits();
   }
 
   /** Starts (or joins) the job's workflow for this attempt and waits for its charge step's answer. */

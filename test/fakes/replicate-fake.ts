@@ -20,6 +20,13 @@
 //   - Output files, https://replicate.com/docs/topics/predictions/data-retention (outputs deleted an
 //     hour after the prediction ends: data_removed)
 //   - Model inputs: the API pages of the models in REPLICATE_MODELS (replicate.com/<owner>/<name>/api).
+//   - Create a prediction, https://replicate.com/docs/reference/http#predictions.create: the answer is
+//     the prediction, its "input" as given (file inputs included); "Files should be passed as HTTP URLs
+//     or data URLs": a data URL for a file of at most 256 KB, an HTTP URL for a larger one.
+//   - Files, https://replicate.com/docs/reference/http#files.create: `POST /v1/files` as
+//     multipart/form-data with "content" (the file), "filename", "type" and "metadata" (JSON) -> 201
+//     {"id", "name", "content_type", "size", "etag", "checksums": {"sha256"}, "metadata", "created_at",
+//     "expires_at", "urls": {"get"}}; files.get `GET /v1/files/{id}`; files.delete `DELETE /v1/files/{id}` -> 204.
 //
 // It refuses what Replicate refuses: a missing or wrong token (401), a model it does not serve (404), an
 // input its schema refuses (422 with invalid_fields; undocumented fields ignored, as Cog does), an
@@ -35,7 +42,7 @@ import { Webhook } from 'standardwebhooks';
 import { projectPath } from '../../src/paths.js';
 import { checkInput, deliverCallback, FakeHttpServer, type FakeRequest, type FieldSpec } from './fake-http.js';
 
-export type ReplicateRoute = 'create' | 'get' | 'cancel' | 'secret' | 'file';
+export type ReplicateRoute = 'create' | 'get' | 'cancel' | 'secret' | 'file' | 'upload' | 'uploaded' | 'delete_file';
 
 const VEO: Record<string, FieldSpec> = {
   prompt: { type: 'string', required: true },
@@ -115,6 +122,15 @@ interface Prediction {
   cancel_after_s: number | undefined;
 }
 
+interface UploadedFile {
+  id: string;
+  name: string;
+  content_type: string;
+  bytes: Buffer;
+  metadata: unknown;
+  created_at: string;
+}
+
 export interface ReplicateCallbackDelivery {
   prediction_id: string;
   url: string;
@@ -142,6 +158,8 @@ export class ReplicateFake extends FakeHttpServer<ReplicateRoute> {
   dropCallbacks = false;
   readonly callbacks: ReplicateCallbackDelivery[] = [];
   readonly predictions = new Map<string, Prediction>();
+  /** Files uploaded with the files API, by id. */
+  readonly files = new Map<string, UploadedFile>();
   private expired = false;
 
   /** The service's environment that points it at this fake (the signing secret is fetched from it). */
@@ -153,6 +171,7 @@ export class ReplicateFake extends FakeHttpServer<ReplicateRoute> {
     this.resetHttp();
     for (const p of this.predictions.values()) p.timers.forEach(clearTimeout);
     this.predictions.clear();
+    this.files.clear();
     this.callbacks.length = 0;
     this.plans = [];
     this.defaultPlan = {};
@@ -207,6 +226,9 @@ export class ReplicateFake extends FakeHttpServer<ReplicateRoute> {
     const p = url.pathname;
     if (method === 'GET' && p.startsWith('/files/')) return 'file';
     if (method === 'GET' && p === '/v1/webhooks/default/secret') return 'secret';
+    if (method === 'POST' && p === '/v1/files') return 'upload';
+    if (method === 'GET' && /^\/v1\/files\/[^/]+$/.test(p)) return 'uploaded';
+    if (method === 'DELETE' && /^\/v1\/files\/[^/]+$/.test(p)) return 'delete_file';
     if (method === 'POST' && (p === '/v1/predictions' || /^\/v1\/models\/[^/]+\/[^/]+\/predictions$/.test(p))) return 'create';
     if (method === 'POST' && /^\/v1\/predictions\/[^/]+\/cancel$/.test(p)) return 'cancel';
     if (method === 'GET' && /^\/v1\/predictions\/[^/]+$/.test(p)) return 'get';
@@ -231,6 +253,15 @@ export class ReplicateFake extends FakeHttpServer<ReplicateRoute> {
     }
     if (route === 'secret') return this.json(res, 200, { key: this.secret });
     if (route === 'create') return this.create(r);
+    if (route === 'upload') return this.upload(r);
+    if (route === 'uploaded' || route === 'delete_file') {
+      const file = this.files.get(url.pathname.split('/')[3] ?? '');
+      if (!file) return this.notFound(r);
+      if (route === 'uploaded') return this.json(res, 200, this.presentFile(file));
+      this.files.delete(file.id);
+      res.writeHead(204).end();
+      return;
+    }
     const id = url.pathname.split('/')[3] ?? '';
     const p = this.predictions.get(id);
     if (!p) return this.notFound(r);
@@ -250,6 +281,10 @@ export class ReplicateFake extends FakeHttpServer<ReplicateRoute> {
       return this.json(res, 400, { title: 'Invalid Cancel-After header', detail: `Cancel-After must be a duration of at least 5s, like "30s" or "1h30m", not ${JSON.stringify(header)}`, status: 400 });
     }
     const problems = checkInput(body.input, fields);
+    // A URL of this account's files must name a file that exists.
+    for (const [field, v] of Object.entries((body.input ?? {}) as Record<string, unknown>)) {
+      if (typeof v === 'string' && v.startsWith(`${this.url}/v1/files/`) && !this.files.has(v.slice(`${this.url}/v1/files/`.length))) problems.push([field, 'names a file that does not exist']);
+    }
     if (problems.length > 0) {
       return this.json(res, 422, {
         title: 'Input validation failed',
@@ -286,6 +321,53 @@ export class ReplicateFake extends FakeHttpServer<ReplicateRoute> {
       p.timers.push(setTimeout(() => void this.end(p, p.status === 'starting' ? 'aborted' : 'canceled'), cancel_after_s * 1000));
     }
     this.json(res, 201, this.present(p));
+  }
+
+  /** files.create: a multipart upload; the file's URL is what a prediction's input names. */
+  private async upload({ req, res, recorded }: FakeRequest<ReplicateRoute>): Promise<void> {
+    let form: FormData;
+    try {
+      form = await new Request('http://fake/v1/files', { method: 'POST', headers: { 'content-type': String(req.headers['content-type'] ?? '') }, body: new Uint8Array(recorded.raw) }).formData();
+    } catch {
+      return this.json(res, 400, { title: 'Bad request', detail: 'The request must be multipart/form-data', status: 400 });
+    }
+    const content = form.get('content');
+    if (!(content instanceof Blob)) return this.json(res, 400, { title: 'Bad request', detail: 'content is required', status: 400 });
+    const bytes = Buffer.from(await content.arrayBuffer());
+    let metadata: unknown = {};
+    try {
+      metadata = JSON.parse(String(form.get('metadata') ?? '{}'));
+    } catch {
+      return this.json(res, 400, { title: 'Bad request', detail: 'metadata must be JSON', status: 400 });
+    }
+    const id = randomUUID().replace(/-/g, '').slice(0, 24);
+    const filename = typeof form.get('filename') === 'string' ? String(form.get('filename')) : content instanceof File ? content.name : 'file';
+    const file: UploadedFile = {
+      id,
+      name: filename,
+      content_type: String(form.get('type') ?? content.type ?? 'application/octet-stream'),
+      bytes,
+      metadata,
+      created_at: new Date().toISOString(),
+    };
+    this.files.set(id, file);
+    this.json(res, 201, this.presentFile(file));
+  }
+
+  private presentFile(f: UploadedFile) {
+    const sha256 = createHash('sha256').update(f.bytes).digest('hex');
+    return {
+      id: f.id,
+      name: f.name,
+      content_type: f.content_type,
+      size: f.bytes.length,
+      etag: sha256.slice(0, 32),
+      checksums: { sha256 },
+      metadata: f.metadata,
+      created_at: f.created_at,
+      expires_at: new Date(Date.parse(f.created_at) + 24 * 3_600_000).toISOString(),
+      urls: { get: `${this.url}/v1/files/${f.id}` },
+    };
   }
 
   private async get(res: FakeRequest<ReplicateRoute>['res'], p: Prediction): Promise<void> {

@@ -130,32 +130,128 @@ export interface JsonRequest {
   describe: ErrorDescriber;
 }
 
-/** One JSON request to an aggregator: its parsed answer, or a ProviderError by the rules above. */
-export async function requestJson(r: JsonRequest): Promise<{ status: number; body: unknown }> {
+/** One request to an aggregator whose 2xx answer `read` reads; a refusal or a failure is a ProviderError by the rules above. */
+async function requestAnswer<T>(r: JsonRequest & { form?: FormData }, read: (res: Response) => Promise<T>): Promise<{ status: number; answer: T }> {
   const headers: Record<string, string> = { accept: 'application/json', ...r.headers };
   if (r.json !== undefined) headers['content-type'] = 'application/json';
-  let raw: Buffer;
-  let status: number;
   try {
     const res = await fetch(r.url, {
       method: r.method,
       headers,
-      body: r.json !== undefined ? JSON.stringify(r.json) : undefined,
+      body: r.form ?? (r.json !== undefined ? JSON.stringify(r.json) : undefined),
       signal: AbortSignal.timeout(r.timeoutMs),
       redirect: 'error',
     });
     if (!res.ok) throw await aggregatorRefusal(res, r.what, r.describe);
-    status = res.status;
-    raw = await readCapped(res, r.maxBytes, r.what, 'invalid_response');
+    return { status: res.status, answer: await read(res) };
   } catch (err) {
     if (err instanceof ProviderError) throw err;
     throw transportError(err, r.what, r.timeoutMs);
   }
+}
+
+/** One JSON request to an aggregator (a JSON body, or a multipart `form`): its parsed answer, or a ProviderError by the rules above. */
+export async function requestJson(r: JsonRequest & { form?: FormData }): Promise<{ status: number; body: unknown }> {
+  const { status, answer: raw } = await requestAnswer(r, (res) => readCapped(res, r.maxBytes, r.what, 'invalid_response'));
   try {
     return { status, body: raw.length === 0 ? null : JSON.parse(raw.toString('utf8')) };
   } catch {
     throw unreadable(r.what, 'malformed JSON');
   }
+}
+
+/**
+ * One JSON request whose answer may be far larger than what is needed of it (a provider that echoes
+ * the request's input): only the string values of the `fields` named at the top level of the answer's
+ * object are kept (see scanTopLevelStrings); the rest is read and dropped, never held.
+ */
+export async function requestJsonFields(r: JsonRequest & { fields: readonly string[] }): Promise<{ status: number; fields: Record<string, string> }> {
+  const { status, answer } = await requestAnswer(r, (res) => scanTopLevelStrings(res, r.fields, r.maxBytes, r.what));
+  return { status, fields: answer };
+}
+
+/** The longest value scanTopLevelStrings keeps (an id, a status). */
+const SCANNED_VALUE_MAX_BYTES = 4096;
+
+/**
+ * Reads a JSON object answer as a stream, keeping only the string values of the top-level fields
+ * named (each at most a few KiB); nested values, and strings of other fields, are scanned and dropped as
+ * they arrive. Stops reading once every field named was found. At most `maxBytes` are read; a body that
+ * is not a JSON object is `invalid_response`.
+ */
+export async function scanTopLevelStrings(res: Response, names: readonly string[], maxBytes: number, what: string): Promise<Record<string, string>> {
+  const wanted = new Set(names);
+  const found: Record<string, string> = {};
+  if (!res.body) throw unreadable(what, 'an empty body');
+  const reader = res.body.getReader();
+  let depth = 0;
+  let started = false;
+  let inString = false;
+  let escaped = false;
+  let expectKey = false;
+  /** The key whose value comes next at the top level. */
+  let key: string | undefined;
+  /** The bytes of the top-level string being kept (a key, or a wanted value), or undefined. */
+  let kept: number[] | undefined;
+  let keptIsKey = false;
+  let total = 0;
+  const decode = (bytes: number[]) => JSON.parse(`"${Buffer.from(bytes).toString('utf8')}"`) as string;
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      total += value.byteLength;
+      if (total > maxBytes) throw new ProviderError(`${what}: the answer is larger than the ${maxBytes} bytes read`, { code: 'invalid_response', retryable: false });
+      for (const c of value) {
+        if (inString) {
+          // Kept as written (escapes included), decoded once the string ends; too long, it is dropped.
+          if (kept && (escaped || c !== 0x22)) {
+            if (kept.length >= SCANNED_VALUE_MAX_BYTES) kept = undefined;
+            else kept.push(c);
+          }
+          if (escaped) escaped = false;
+          else if (c === 0x5c) escaped = true;
+          else if (c === 0x22) {
+            inString = false;
+            if (kept) {
+              const text = decode(kept);
+              if (keptIsKey) key = text;
+              else if (key !== undefined) found[key] = text;
+            }
+            kept = undefined;
+          }
+          continue;
+        }
+        if (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) continue;
+        if (!started) {
+          if (c !== 0x7b) throw unreadable(what, 'an answer that is not a JSON object');
+          started = true;
+        }
+        if (c === 0x22) {
+          inString = true;
+          keptIsKey = depth === 1 && expectKey;
+          kept = keptIsKey || (depth === 1 && key !== undefined && wanted.has(key) && !(key in found)) ? [] : undefined;
+          continue;
+        }
+        if (c === 0x7b || c === 0x5b) {
+          depth++;
+          if (depth === 1) expectKey = true;
+        } else if (c === 0x7d || c === 0x5d) {
+          depth--;
+          if (depth === 0) return found;
+        } else if (depth === 1 && c === 0x3a) expectKey = false;
+        else if (depth === 1 && c === 0x2c) {
+          expectKey = true;
+          key = undefined;
+        }
+      }
+      if (names.every((n) => n in found)) return found;
+    }
+  } finally {
+    await reader.cancel().catch(() => {});
+  }
+  if (!started || depth !== 0) throw unreadable(what, 'malformed JSON');
+  return found;
 }
 
 /** A 2xx answer that is not what the provider documents: retryable, bounded by the core. */

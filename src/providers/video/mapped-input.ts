@@ -11,12 +11,18 @@ function durationValue(seconds: number, format: NonNullable<VideoInputMap['durat
   return format === 'integer' ? seconds : format === 'string' ? String(seconds) : `${seconds}s`;
 }
 
+/** URLs where the provider reads the job's images (uploaded to it beforehand), instead of `data:` URIs. */
+export interface ImageRefs {
+  image?: string | undefined;
+  last_frame?: string | undefined;
+}
+
 /**
  * The model's input for one request of a job: the fixed fields, then each of the job's fields under the
  * provider's name for it. A field the job has but the map cannot send is refused (final): the catalog
  * says the model takes it, so the file and the backend disagree, and guessing would bill a different video.
  */
-export function mappedInput(req: VideoSubmission, map: VideoInputMap, what: string): Record<string, unknown> {
+export function mappedInput(req: VideoSubmission, map: VideoInputMap, what: string, imageRefs: ImageRefs = {}): Record<string, unknown> {
   const input: Record<string, unknown> = { ...map.fixed };
   const set = (field: string | undefined, value: unknown, name: string) => {
     if (value === undefined) return;
@@ -28,8 +34,8 @@ export function mappedInput(req: VideoSubmission, map: VideoInputMap, what: stri
   if (map.resolution) input[map.resolution] = req.params.resolution;
   if (map.aspect_ratio) input[map.aspect_ratio] = req.params.aspectRatio;
   if (req.last_frame && !req.image) throw new ProviderError('a last frame needs a first frame', { code: 'invalid_request', retryable: false });
-  set(req.last_frame ? (map.image_with_last_frame ?? map.image) : map.image, req.image ? dataUri(req.image) : undefined, 'a first frame');
-  set(map.last_frame, req.last_frame ? dataUri(req.last_frame) : undefined, 'a last frame');
+  set(req.last_frame ? (map.image_with_last_frame ?? map.image) : map.image, req.image ? (imageRefs.image ?? dataUri(req.image)) : undefined, 'a first frame');
+  set(map.last_frame, req.last_frame ? (imageRefs.last_frame ?? dataUri(req.last_frame)) : undefined, 'a last frame');
   set(map.generate_audio, req.generate_audio, 'generateAudio');
   set(map.negative_prompt, req.negative_prompt, 'a negative prompt');
   set(map.seed, req.seed, 'a seed');

@@ -1,9 +1,13 @@
 // The Replicate adapter (video provider interface), over Replicate's HTTP API
 // (replicate.com/docs/reference/http, .../docs/topics/webhooks, .../docs/topics/webhooks/verify-webhook):
 //
+//   files    POST {REPLICATE_API_URL}/v1/files, multipart (content, filename, type, metadata)  ->  201
+//            {"id", "urls": {"get"}, ...}: an image larger than Replicate's data-URL advice (256 KB) is
+//            uploaded once per submission and the model's input names its URL
 //   submit   POST {REPLICATE_API_URL}/v1/models/{owner}/{name}/predictions (or POST /v1/predictions with
 //            "version"), Authorization: Bearer <token>, Cancel-After: <the job's remaining time>,
-//            {"input", "webhook"?, "webhook_events_filter": ["completed"]}  ->  201 the prediction {"id", "status", ...}
+//            {"input", "webhook"?, "webhook_events_filter": ["completed"]}  ->  201 the prediction {"id", "status", ...};
+//            the answer echoes the input, so only its top-level "id" is kept, read as the answer streams in
 //   poll     GET /v1/predictions/{id}  ->  {"status": "starting" | "processing" | "succeeded" | "failed" |
 //            "canceled" | "aborted", "output", "error", "logs", "data_removed"}
 //   cancel   POST /v1/predictions/{id}/cancel
@@ -15,15 +19,16 @@
 import { Webhook, WebhookVerificationError } from 'standardwebhooks';
 import type { VideoModelBackend } from '../../catalog.js';
 import type { IncomingHttpHeaders } from 'node:http';
-import { downloadOutput, isFetchableUrl, requestJson, truncate, unreadable, type ErrorDescriber } from './http.js';
+import { downloadOutput, isFetchableUrl, requestJson, requestJsonFields, truncate, unreadable, type ErrorDescriber } from './http.js';
 import { KEY_FETCH_BACKOFF_MAX_MS, KEY_FETCH_BACKOFF_MS, KeyCache } from './key-cache.js';
-import { backendEntry, combineStatuses, mappedInput, submitEach } from './mapped-input.js';
+import { backendEntry, combineStatuses, mappedInput, submitEach, type ImageRefs } from './mapped-input.js';
 import {
   CallbackRejected,
   MAX_VIDEO_OUTPUT_BYTES,
   ProviderError,
   type CallbackReception,
   type CancelAnswer,
+  type InputImage,
   type ProviderCallback,
   type VerifiedCallback,
   type SubmitOptions,
@@ -55,6 +60,14 @@ export const REPLICATE_CALLBACK_BODY_BYTES_MAX = 1024 * 1024;
 /** Replicate refuses a deadline shorter than a few seconds; a job this close to its end is given this much. */
 const MIN_CANCEL_AFTER_S = 5;
 const MAX_JSON_BYTES = 16 * 1024 * 1024;
+/** How much of a create answer is read at most while looking for the prediction's id (it echoes the input). */
+const MAX_CREATE_ANSWER_BYTES = 256 * 1024 * 1024;
+/**
+ * Replicate's advice for file inputs (HTTP API reference, predictions.create "input"): a data URL for a
+ * file of at most 256 KB, an uploaded file's URL for a larger one. Larger images are uploaded.
+ */
+export const REPLICATE_DATA_URL_MAX_BYTES = 256 * 1000;
+const FILE_EXTENSIONS: Record<InputImage['mime_type'], string> = { 'image/png': 'png', 'image/jpeg': 'jpg', 'image/webp': 'webp' };
 const PREDICTION_ID = /^[a-z0-9]{1,64}$/;
 
 export interface ReplicateOptions {
@@ -147,9 +160,9 @@ export class ReplicateVideoProvider implements VideoProvider {
   }
 
   /** Where a prediction is created and its body (exported for the contract tests). */
-  buildRequest(req: VideoSubmission, opts: SubmitOptions = {}): { url: string; body: Record<string, unknown> } {
+  buildRequest(req: VideoSubmission, opts: SubmitOptions = {}, imageRefs: ImageRefs = {}): { url: string; body: Record<string, unknown> } {
     const entry = backendEntry(this.backendFor, req.model, 'replicate');
-    const input = mappedInput(req, entry.input, `Replicate model ${entry.provider_model_id}`);
+    const input = mappedInput(req, entry.input, `Replicate model ${entry.provider_model_id}`, imageRefs);
     const body: Record<string, unknown> = entry.version ? { version: entry.version, input } : { input };
     if (opts.callback_url) Object.assign(body, { webhook: opts.callback_url, webhook_events_filter: ['completed'] });
     const [owner, name] = entry.provider_model_id.split('/');
@@ -160,17 +173,35 @@ export class ReplicateVideoProvider implements VideoProvider {
   }
 
   // No idempotency key at Replicate: a submit retried after a lost answer may start a second
-  // (unbilled to the customer) prediction, as with Vertex AI.
+  // (unbilled to the customer) prediction, as with Vertex AI. An answer read in full is never lost to
+  // its size: the prediction's id is kept however much input it echoes.
   async submit(req: VideoSubmission, opts: SubmitOptions = {}): Promise<{ operation_id: string }> {
-    const { url, body } = this.buildRequest(req, opts);
+    backendEntry(this.backendFor, req.model, 'replicate');
+    // Uploaded before any prediction is created: a refused upload leaves nothing running.
+    const imageRefs: ImageRefs = {
+      image: req.image ? await this.uploadedUrl(req.image, req.request_id, 'image') : undefined,
+      last_frame: req.last_frame ? await this.uploadedUrl(req.last_frame, req.request_id, 'last_frame') : undefined,
+    };
+    const { url, body } = this.buildRequest(req, opts, imageRefs);
     // The job's deadline is the prediction's: Replicate cancels it then (aborted if it never started, not billed).
     const headers: Record<string, string> = req.deadline_at_ms !== undefined ? { 'cancel-after': cancelAfterValue(req.deadline_at_ms - Date.now()) } : {};
     const ids = await submitEach(
       req.params.n,
       async () => {
-        const { body: prediction } = await this.call('POST', url, body, 'Replicate create prediction', headers);
-        const id = (prediction as { id?: unknown } | null)?.id;
-        if (typeof id !== 'string' || !PREDICTION_ID.test(id)) throw unreadable('Replicate create prediction', 'no prediction id');
+        // The answer is the prediction with its input echoed, however large: only its id is kept.
+        const { fields } = await requestJsonFields({
+          method: 'POST',
+          url,
+          headers: { authorization: `Bearer ${this.#token}`, ...headers },
+          json: body,
+          what: 'Replicate create prediction',
+          timeoutMs: this.requestTimeoutMs,
+          maxBytes: MAX_CREATE_ANSWER_BYTES,
+          describe: describeReplicateError,
+          fields: ['id'],
+        });
+        const id = fields['id'];
+        if (id === undefined || !PREDICTION_ID.test(id)) throw unreadable('Replicate create prediction', 'no prediction id');
         return id;
       },
       (id) => this.cancelOne(id).catch(() => {}),
@@ -289,6 +320,32 @@ export class ReplicateVideoProvider implements VideoProvider {
       default:
         throw unreadable('Replicate get prediction', `an unknown status ${truncate(JSON.stringify(p?.status ?? null), 50)}`);
     }
+  }
+
+  /**
+   * An image as the model's input names it: a data URL when it is small, else uploaded with Replicate's
+   * files API (its metadata names the job) and given by the URL Replicate answers.
+   */
+  private async uploadedUrl(image: InputImage, request_id: string, which: 'image' | 'last_frame'): Promise<string | undefined> {
+    if (image.bytes.length <= REPLICATE_DATA_URL_MAX_BYTES) return undefined;
+    const form = new FormData();
+    form.append('content', new Blob([new Uint8Array(image.bytes)], { type: image.mime_type }), `${which}.${FILE_EXTENSIONS[image.mime_type]}`);
+    form.append('filename', `${which}.${FILE_EXTENSIONS[image.mime_type]}`);
+    form.append('type', image.mime_type);
+    form.append('metadata', JSON.stringify({ job_id: request_id, input: which }));
+    const { body } = await requestJson({
+      method: 'POST',
+      url: `${this.apiUrl}/v1/files`,
+      headers: { authorization: `Bearer ${this.#token}` },
+      form,
+      what: 'Replicate create file',
+      timeoutMs: this.requestTimeoutMs,
+      maxBytes: MAX_JSON_BYTES,
+      describe: describeReplicateError,
+    });
+    const get = (body as { urls?: { get?: unknown } } | null)?.urls?.get;
+    if (typeof get !== 'string' || !/^https?:\/\//.test(get)) throw unreadable('Replicate create file', 'no file URL');
+    return get;
   }
 
   /** Cancels one prediction; whether it had started processing when asked. */
