@@ -23,7 +23,7 @@ import { videoBodyExample } from '../openapi-catalog.js';
 import { OpenAiVideo, OpenAiVideoDeleted, OpenAiVideoList } from './schemas.js';
 import { multipartForm, multipartOf } from '../multipart.js';
 import { sniffImage } from '../../media/image-sniff.js';
-import type { FfmpegWasm } from '../../media/ffmpeg-wasm.js';
+import { videoContentGone, type Thumbnails } from '../../media/thumbnails.js';
 import type { Storage } from '../../storage/local.js';
 import type { VideoJobsService } from '../../video-jobs/service.js';
 import type { VideoJobLifecycle } from '../../video-jobs/lifecycle.js';
@@ -194,7 +194,7 @@ export function openAiVideoRoutes(deps: {
   jobs: VideoJobsService;
   lifecycle: VideoJobLifecycle;
   storage: Storage;
-  thumbnails: FfmpegWasm;
+  thumbnails: Thumbnails;
 }): ApiRouter {
   const api = new ApiRouter();
   const jsonParser = jsonBodyParser({ limit_bytes: VIDEO_CREATE_BODY_LIMIT_BYTES, max_concurrent_large_bodies: VIDEO_CREATE_MAX_CONCURRENT_LARGE_BODIES });
@@ -402,6 +402,8 @@ export function openAiVideoRoutes(deps: {
         400: 'The video is not completed (video_not_ready, `param: video_id`), or `variant` is not video or thumbnail (spritesheet: unsupported_feature).',
         401: undefined,
         404: 'No such video in this workspace (job_not_found), or its content is no longer stored (video_content_gone).',
+        422: 'The thumbnail cannot be made: the video is too large (video_too_large) or its first frame cannot be decoded (video_not_decodable).',
+        503: 'Too many thumbnails are being made right now (media_worker_unavailable, with Retry-After). A thumbnail is made once per video and kept.',
       },
     },
     deps.auth,
@@ -415,17 +417,15 @@ export function openAiVideoRoutes(deps: {
       if (!video) {
         throw new ApiError(400, 'invalid_request_error', 'video_not_ready', `the video is ${STATUS[job.status] ?? job.status}; its content can be downloaded once completed`, 'video_id');
       }
-      const stored = await deps.storage.open(video.storage_key);
-      if (!stored) throw new ApiError(404, 'not_found_error', 'video_content_gone', 'the content of this video is no longer stored', 'video_id');
       if (variant === 'video') {
+        const stored = await deps.storage.open(video.storage_key);
+        if (!stored) throw videoContentGone();
         res.status(200).set({ 'Content-Type': 'video/mp4', 'Content-Length': String(stored.bytes), 'Content-Disposition': `attachment; filename="${job.job_id}.mp4"` });
         stored.stream.on('error', (err) => res.destroy(err));
         stored.stream.pipe(res);
         return;
       }
-      const chunks: Buffer[] = [];
-      for await (const c of stored.stream) chunks.push(c as Buffer);
-      const jpeg = await deps.thumbnails.firstFrameJpeg(Buffer.concat(chunks));
+      const jpeg = await deps.thumbnails.of(job.job_id, video.storage_key);
       res.status(200).set({ 'Content-Type': 'image/jpeg', 'Content-Disposition': `inline; filename="${job.job_id}.jpg"` }).send(jpeg);
     },
   );
