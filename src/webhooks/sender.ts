@@ -32,7 +32,7 @@ export interface WebhookRequest {
 }
 
 /** A `lookup` that answers the address already checked, in whichever form the caller asks for. */
-function pinnedLookup(target: ResolvedAddress): LookupFunction {
+export function pinnedLookup(target: ResolvedAddress): LookupFunction {
   return ((_hostname: string, options: { all?: boolean }, callback: (...args: unknown[]) => void) => {
     if (options?.all) callback(null, [{ address: target.address, family: target.family }]);
     else callback(null, target.address, target.family);
