@@ -8,12 +8,11 @@
 //   - a 2xx answer that is not the JSON documented: code invalid_response, retryable (the core bounds
 //     the retries; a provider's glitch usually passes).
 // Credentials travel in the headers the caller gives and are never put in messages.
-import http from 'node:http';
-import https from 'node:https';
+import type http from 'node:http';
 import { Readable } from 'node:stream';
 import { ProviderError } from './types.js';
-import { hostOf, resolveWebhookTarget, systemResolver, WebhookTargetError, type Resolver, type TargetPolicy } from '../../webhooks/target-policy.js';
-import { pinnedLookup } from '../../webhooks/sender.js';
+import { resolveWebhookTarget, systemResolver, WebhookTargetError, type Resolver, type TargetPolicy } from '../../webhooks/target-policy.js';
+import { pinnedRequest } from '../../webhooks/sender.js';
 
 const MESSAGE_MAX_CHARS = 500;
 const MAX_ERROR_BODY_BYTES = 64 * 1024;
@@ -195,19 +194,8 @@ const outputPolicyOfEnv = (): OutputPolicy => ({ production: process.env['NODE_E
 
 /** One GET to the address already checked for `url` (its name still in Host and SNI), without credentials. */
 function getPinned(url: URL, target: { address: string; family: 4 | 6 }, signal: AbortSignal): Promise<http.IncomingMessage> {
-  const send = url.protocol === 'https:' ? https.request : http.request;
   return new Promise((resolve, reject) => {
-    const req = send({
-      protocol: url.protocol,
-      host: hostOf(url),
-      port: url.port || undefined,
-      path: url.pathname + url.search,
-      method: 'GET',
-      headers: { accept: '*/*' },
-      lookup: pinnedLookup(target),
-      agent: false,
-      signal,
-    });
+    const req = pinnedRequest(url, target, 'GET', { accept: '*/*' }, signal);
     req.on('response', resolve);
     req.on('error', reject);
     req.end();
