@@ -83,6 +83,8 @@ const SECONDS_TEXT = "Seconds of video: one of the model's durations (GET /v2/mo
 const Size = z.enum(Object.keys(OPENAI_VIDEO_SIZES) as [string, ...string[]], { error: `must be one of ${Object.keys(OPENAI_VIDEO_SIZES).join(', ')}` });
 const SIZE_TEXT = 'Width x height: the resolution and aspect ratio (the model must offer both).';
 const DATA_URL = /^data:(image\/[a-z+.-]+);base64,([A-Za-z0-9+/=\s]+)$/;
+/** A first frame as a data: URL: the base64 of an image of at most IMAGE_MAX_BYTES, its prefix, and room for line breaks. */
+export const IMAGE_DATA_URL_MAX_CHARS = 4 * Math.ceil(IMAGE_MAX_BYTES / 3) + 64 * 1024;
 
 export const OpenAiCreateVideoBody = z
   .object({
@@ -91,7 +93,7 @@ export const OpenAiCreateVideoBody = z
     seconds: Seconds.optional().describe(`${SECONDS_TEXT} A string ("4", "8") or a number.`),
     size: Size.optional().describe(SIZE_TEXT),
     input_reference: z
-      .strictObject({ image_url: z.string().max(12 * 1024 * 1024).optional(), file_id: z.string().max(200).optional() })
+      .strictObject({ image_url: z.string().max(IMAGE_DATA_URL_MAX_CHARS).optional(), file_id: z.string().max(200).optional() })
       .optional()
       .describe('The first frame: {"image_url": "data:image/png;base64,..."} in JSON, or an image file in multipart (PNG, JPEG or WebP).'),
   })
@@ -127,7 +129,11 @@ export const OpenAiCreateVideoForm = z
       .max(IMAGE_MAX_BYTES)
       .optional()
       .describe(`The first frame: a PNG, JPEG or WebP file of at most ${bytesText(IMAGE_MAX_BYTES)}, recognised by its content (the part's Content-Type is not trusted).`),
-    'input_reference[image_url]': z.string().max(MULTIPART_LIMITS.maxFieldBytes).optional().describe('Or the first frame as a data: URL (data:image/png;base64,...); other URLs are not fetched.'),
+    'input_reference[image_url]': z
+      .string()
+      .max(IMAGE_DATA_URL_MAX_CHARS)
+      .optional()
+      .describe(`Or the first frame as a data: URL (data:image/png;base64,...; what the openai SDKs send for input_reference: {image_url}), an image of at most ${bytesText(IMAGE_MAX_BYTES)} once decoded; other URLs are not fetched.`),
   })
   .describe('multipart/form-data: text parts prompt, model, seconds and size, and the first frame as the file part input_reference or the text part input_reference[image_url]; no other parts.');
 
@@ -179,6 +185,7 @@ function toCreateBody(body: OpenAiCreateVideo, uploaded: { buffer: Buffer; type:
     out.resolution = resolution;
     out.aspectRatio = aspectRatio;
   }
+  if (uploaded && body.input_reference !== undefined) throw invalidParam('input_reference', 'give the first frame once: a file part input_reference, or input_reference[image_url]');
   if (uploaded) out.image = { bytesBase64Encoded: uploaded.buffer.toString('base64'), mimeType: uploaded.type as NonNullable<CreateVideoBody['image']>['mimeType'] };
   else if (body.input_reference?.file_id !== undefined) throw invalidParam('input_reference', 'input_reference.file_id is not offered: send the image itself (a file part, or image_url as a data: URL)', 'unsupported_parameter');
   else if (body.input_reference?.image_url !== undefined) out.image = imageFromDataUrl(body.input_reference.image_url);
@@ -203,6 +210,7 @@ export function openAiVideoRoutes(deps: {
     fileParts: ['input_reference'],
     fieldParts: MULTIPART_FIELDS,
     nestedFieldParts: true,
+    largeFields: { 'input_reference[image_url]': IMAGE_DATA_URL_MAX_CHARS },
     fileType: { headBytes: 16, detect: async (head) => sniffImage(head), expected: 'a PNG, JPEG or WebP image' },
   });
   // The openai SDKs always send multipart; JSON is accepted too.
