@@ -129,6 +129,7 @@ export function createApp(deps: AppDeps): express.Express {
       limit,
       storage,
       thumbnails: new Thumbnails({ storage, ffmpeg: deps.ffmpeg ?? new FfmpegWasm() }),
+      methodNotAllowed: methodNotAllowed(app),
       vertex: deps.vertex ?? false,
       more: [
         openAiSpeechRoutes({ auth, limit, speech: deps.speech }),

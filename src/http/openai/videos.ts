@@ -14,7 +14,7 @@
 import type { RequestHandler } from 'express';
 import { z } from 'zod';
 import { defaultVideoModelId, findVideoModel, type AspectRatio, type Resolution } from '../../catalog.js';
-import { ApiError, fromZodError, invalidParam } from '../../errors.js';
+import { ApiError, fromZodError, invalidParam, notFound } from '../../errors.js';
 import { principalOf } from '../auth.js';
 import { CreateVideoBody, IMAGE_MAX_BYTES, idempotencyKeyOf, LIST_LIMIT_MAX, PROMPT_MAX_CHARS } from '../schemas.js';
 import { jsonBodyParser } from '../json-body.js';
@@ -25,7 +25,7 @@ import { multipartForm, multipartOf } from '../multipart.js';
 import { sniffImage } from '../../media/image-sniff.js';
 import { videoContentGone, type Thumbnails } from '../../media/thumbnails.js';
 import type { Storage } from '../../storage/local.js';
-import type { VideoJobsService } from '../../video-jobs/service.js';
+import { isUuid, type VideoJobsService } from '../../video-jobs/service.js';
 import type { VideoJobLifecycle } from '../../video-jobs/lifecycle.js';
 import type { VideoJobState } from '../../../workflows/messages.js';
 import { VIDEO_CREATE_BODY_LIMIT_BYTES, VIDEO_CREATE_MAX_CONCURRENT_LARGE_BODIES } from '../routes/videos.js';
@@ -314,7 +314,7 @@ export function openAiVideoRoutes(deps: {
       requestParams: { query: OpenAiListVideosQuery },
       responses: { '200': json(OpenAiVideoList, 'A page of videos.') },
       errors: {
-        400: 'Invalid `limit` (1 to 100), `order` or `after` (not a video id), or an unknown parameter; `error.param` names it.',
+        400: 'Invalid `limit` (1 to 100) or `order`, or an unknown parameter; `error.param` names it.',
         401: undefined,
         404: '`after` names no video of this workspace (job_not_found, `param: after`).',
       },
@@ -323,7 +323,10 @@ export function openAiVideoRoutes(deps: {
     async (req, res) => {
       const q = OpenAiListVideosQuery.safeParse(req.query);
       if (!q.success) throw fromZodError(q.error);
-      if (q.data.after !== undefined && !/^[0-9a-f-]{36}$/i.test(q.data.after)) throw invalidParam('after', 'after must be the id of a video of this list');
+      // Any string is a valid `after` (as the document says); one that names no video of this list is a 404.
+      if (q.data.after !== undefined && !isUuid(q.data.after)) {
+        throw notFound('job_not_found', 'after names no video of this workspace (give the id of the last video of the previous page)', 'after');
+      }
       const page = await deps.lifecycle.list(principalOf(res), { limit: q.data.limit, after: q.data.after, order: q.data.order });
       const data = page.jobs.map(presentOpenAiVideo);
       res.json(openAiPage(data, page.has_more));
