@@ -15,6 +15,7 @@ import { restartVideoJob } from '../src/video-jobs/recovery.js';
 import { discardOrphanVideoJobInputs } from '../src/video-jobs/images.js';
 import { startPendingVoiceDeletions } from '../src/services/voices.js';
 import { expireSpeechAudio, sweepFinishedJobFiles } from '../src/storage/retention.js';
+import { sweepConsentRecordings } from '../src/services/voice-consents.js';
 import type { Storage } from '../src/storage/local.js';
 
 export interface ReconcilerActivityDeps {
@@ -24,7 +25,7 @@ export interface ReconcilerActivityDeps {
   video: { pollIntervalMs: number; pollMaxIntervalMs: number; jobTimeoutMs: number };
   /** Webhook deliveries: recorded but not started ones (a crash between commit and start) are started here. */
   webhookEvents?: { retry_initial_ms: number };
-  /** Where outputs and speech audio are kept: files nobody lists are deleted, audio after its retention. */
+  /** Where outputs, speech audio and consent recordings are kept: files nobody lists are deleted, audio after its retention. */
   storage?: Storage;
   retention?: { speech_audio_ms: number };
 }
@@ -44,6 +45,8 @@ export interface ReconcileReport {
   orphan_files_deleted: number;
   /** Speech audio past its retention, deleted. */
   speech_audio_expired: number;
+  /** Consent recordings removed from storage: of deleted consents, and of uploads that never finished. */
+  consent_recordings_removed: number;
 }
 
 const DELIVERIES_PER_RUN = 500;
@@ -58,6 +61,8 @@ const VOICE_DELETION_GRACE_MS = 30_000;
 const VOICE_DELETIONS_PER_RUN = 500;
 /** A finished job's files are swept once it has been finished this long (longer than any copy attempt runs). */
 const FILE_SWEEP_GRACE_MS = 15 * 60_000;
+/** Consent recordings removed per run: those of deleted consents, and uploads that never finished (older than FILE_SWEEP_GRACE_MS). */
+const CONSENT_RECORDINGS_PER_RUN = 500;
 const FILE_SWEEP_JOBS_PER_RUN = 500;
 const SPEECH_AUDIO_PER_RUN = 1_000;
 
@@ -130,7 +135,9 @@ export function createReconcilerActivities(deps: ReconcilerActivityDeps) {
       const orphanFiles = deps.storage ? await sweepFinishedJobFiles(deps.db, deps.storage, FILE_SWEEP_GRACE_MS, FILE_SWEEP_JOBS_PER_RUN) : 0;
       const audioExpired =
         deps.storage && deps.retention ? await expireSpeechAudio(deps.db, deps.storage, deps.retention.speech_audio_ms, SPEECH_AUDIO_PER_RUN) : 0;
+      const consentRecordings = deps.storage ? await sweepConsentRecordings(deps.db, deps.storage, FILE_SWEEP_GRACE_MS, CONSENT_RECORDINGS_PER_RUN) : 0;
       return {
+        consent_recordings_removed: consentRecordings,
         orphan_files_deleted: orphanFiles,
         speech_audio_expired: audioExpired,
         voice_deletions_started: voiceDeletions,

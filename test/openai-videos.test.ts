@@ -7,7 +7,8 @@ import assert from 'node:assert/strict';
 import OpenAI, { toFile } from 'openai';
 import { assertAuditHolds, balanceMicro, http, newCustomer, startStack, type Stack } from './helpers/stack.js';
 import { inspectMp4 } from './helpers/mp4.js';
-import { pngImage } from './helpers/images.js';
+import { pngImage, pngOfSize } from './helpers/images.js';
+import { IMAGE_MAX_BYTES } from '../src/http/schemas.js';
 
 let stack: Stack;
 before(async () => {
@@ -129,6 +130,52 @@ describe('videos through the openai SDK', () => {
       openai.videos.create({ prompt: 'x', model: 'sim-video-1', input_reference: { image_url: 'https://example.com/a.png' } }),
       (err: any) => err instanceof OpenAI.BadRequestError && err.param === 'input_reference',
     );
+    await assertAuditHolds(stack);
+  });
+
+  test('a first frame of megabytes as a data: URL, the SDK\'s way (multipart input_reference[image_url]): accepted as in JSON, bounded by the image limit once decoded', async () => {
+    const c = await newCustomer(stack, 10);
+    const openai = client(c.key);
+    const png = pngOfSize(3 * 1024 * 1024);
+    const dataUrl = `data:image/png;base64,${png.toString('base64')}`;
+    const made = await openai.videos.create({ prompt: 'from a large data url', model: 'sim-video-1', seconds: '4', input_reference: { image_url: dataUrl } });
+    const inputs = await stack.db.query('SELECT 1 FROM video_job_inputs WHERE job_id = $1', [made.id]);
+    assert.equal(inputs.rowCount, 1, 'the image was stored with the job');
+    assert.equal((await pollUntilDone(openai, made.id)).status, 'completed');
+    // Past the image limit once decoded: 413 naming input_reference, nothing charged.
+    const before_micro = await balanceMicro(stack, c.workspaceId);
+    const tooBig = `data:image/png;base64,${pngOfSize(IMAGE_MAX_BYTES + 1).toString('base64')}`;
+    await assert.rejects(
+      openai.videos.create({ prompt: 'too large', model: 'sim-video-1', seconds: '4', input_reference: { image_url: tooBig } }),
+      (err: any) => err instanceof OpenAI.APIError && err.status === 413 && (err.error as any)?.param === 'input_reference',
+    );
+    // Other text parts keep their small bound.
+    const fd = new FormData();
+    fd.append('prompt', 'x'.repeat(20_000));
+    const long = await fetch(`${stack.baseUrl}/v1/videos`, { method: 'POST', headers: { authorization: `Bearer ${c.key}` }, body: fd });
+    assert.equal(long.status, 400);
+    assert.equal(((await long.json()) as any).error.param, 'prompt');
+    // A body without a Content-Length whose text parts together pass the request's limit (each within
+    // the large part's bound) is refused as it arrives, not buffered whole.
+    const boundary = 'b0undary';
+    const part = (name: string) => `--${boundary}\r\nContent-Disposition: form-data; name="${name}"\r\n\r\n${'x'.repeat(6 * 1024 * 1024)}\r\n`;
+    const chunks = ['prompt', 'model', 'seconds', 'size'].map((n) => new TextEncoder().encode(part(n)));
+    const stream = new ReadableStream<Uint8Array>({
+      pull(controller) {
+        const next = chunks.shift();
+        if (next) controller.enqueue(next);
+        else controller.close();
+      },
+    });
+    const chunked = await fetch(`${stack.baseUrl}/v1/videos`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${c.key}`, 'content-type': `multipart/form-data; boundary=${boundary}` },
+      body: stream,
+      duplex: 'half',
+    } as RequestInit);
+    assert.equal(chunked.status, 413);
+    assert.equal(((await chunked.json()) as any).error.code, 'request_too_large');
+    assert.equal(await balanceMicro(stack, c.workspaceId), before_micro);
     await assertAuditHolds(stack);
   });
 

@@ -240,4 +240,66 @@ describe('undeclared methods on known paths', () => {
     assert.equal(admin.headers['allow'], 'OPTIONS, POST');
     assert.equal((await raw('TRACE', '/v2/no-such-path', customer.key)).status, 404, 'an unknown path stays a 404');
   });
+
+  test('TRACE and PUT on /v1 paths: 405, Allow, in OpenAI\'s error shape; an unknown /v1 path stays a 404', async () => {
+    for (const [method, path, allow] of [
+      ['TRACE', '/v1/videos', 'GET, HEAD, OPTIONS, POST'],
+      ['PUT', '/v1/videos/00000000-0000-0000-0000-000000000000', 'DELETE, GET, HEAD, OPTIONS'],
+      ['TRACE', '/v1/audio/speech', 'OPTIONS, POST'],
+    ] as const) {
+      const r = await raw(method, path, customer.key);
+      assert.equal(r.status, 405, `${method} ${path}`);
+      assert.equal(r.headers['allow'], allow, `${method} ${path}`);
+      const body = JSON.parse(r.body);
+      assert.deepEqual(Object.keys(body.error).sort(), ['code', 'message', 'param', 'type']);
+      assert.equal(body.error.code, 'method_not_allowed');
+    }
+    assert.equal((await raw('TRACE', '/v1/no-such-path', customer.key)).status, 404);
+  });
+});
+
+describe('answers the document describes', () => {
+  test('GET /v1/videos with an `after` that names no video (any string, as documented): the documented 404', async () => {
+    const op = doc.paths['/v1/videos'].get;
+    const afterParam = op.parameters.find((p: Json) => p.name === 'after');
+    assert.equal(afterParam.schema.type, 'string');
+    for (const after of ['nope', '00000000-0000-0000-0000-000000000000', 'x'.repeat(100)]) {
+      const r = await http(stack.baseUrl, 'GET', `/v1/videos?after=${after}`, { token: customer.key });
+      assert.equal(r.status, 404, after);
+      assert.ok(op.responses['404'], 'the document lists the 404');
+      assert.equal(r.body.error.param, 'after');
+    }
+  });
+
+  test('each server-sent event of a streamed speech is an event the document describes, its data too', async () => {
+    const schema = doc.paths['/v2/audio/speech'].post.responses['200'].content['text/event-stream'].schema;
+    const validateEvent = ajv.compile(schema);
+    const validateData = ajv.compile(schema.properties.data.contentSchema);
+    const res = await fetch(`${stack.baseUrl}/v2/audio/speech`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${customer.key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ input: 'Events, each described. '.repeat(3), voice: 'sim-bright', response_format: 'mp3', stream_format: 'sse' }),
+    });
+    assert.equal(res.status, 200);
+    // Parsed as the HTML standard's event stream parses it: no `event` field is the event "message".
+    const events = (await res.text())
+      .split('\n\n')
+      .filter(Boolean)
+      .map((block) => {
+        const fields: Record<string, string> = { event: 'message' };
+        for (const line of block.split('\n')) {
+          const i = line.indexOf(':');
+          const name = line.slice(0, i);
+          const value = line.slice(i + 1).replace(/^ /, '');
+          fields[name] = name === 'data' && fields['data'] !== undefined ? `${fields['data']}\n${value}` : value;
+        }
+        return fields;
+      });
+    assert.ok(events.length > 2);
+    for (const e of events) {
+      assert.ok(validateEvent(e), JSON.stringify(validateEvent.errors));
+      assert.ok(validateData(JSON.parse(e['data']!)), JSON.stringify(validateData.errors));
+    }
+    assert.equal(JSON.parse(events.at(-1)!['data']!).type, 'speech.audio.done');
+  });
 });

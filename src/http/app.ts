@@ -30,6 +30,7 @@ import { buildOpenApiDocument, type ApiRouter, type OpenApiDocument } from './op
 import { methodNotAllowed, optionsAllow } from './method-not-allowed.js';
 import { handleMetricsRequest, observeHttpRequest } from '../metrics.js';
 import { FfmpegWasm } from '../media/ffmpeg-wasm.js';
+import { Thumbnails } from '../media/thumbnails.js';
 import { openAiRoutes } from './openai/index.js';
 import { openAiSpeechRoutes } from './openai/speech.js';
 import { openAiVoiceRoutes } from './openai/voices.js';
@@ -127,7 +128,8 @@ export function createApp(deps: AppDeps): express.Express {
       auth,
       limit,
       storage,
-      thumbnails: deps.ffmpeg ?? new FfmpegWasm(),
+      thumbnails: new Thumbnails({ storage, ffmpeg: deps.ffmpeg ?? new FfmpegWasm() }),
+      methodNotAllowed: methodNotAllowed(app),
       vertex: deps.vertex ?? false,
       more: [
         openAiSpeechRoutes({ auth, limit, speech: deps.speech }),

@@ -40,12 +40,16 @@ export function optionsAllow(app: Express): RequestHandler {
   };
 }
 
-/** Mounted after every route, before the 404: answers what no route of a known path did. */
+/**
+ * Mounted after every route, before the 404 (the app's, and the one of /v1, whose errors have their own
+ * shape): answers what no route of a known path did.
+ */
 export function methodNotAllowed(app: Express): RequestHandler {
   return (req, _res, next) => {
-    const allowed = allowedMethods(app, req.path);
+    const path = req.baseUrl + req.path;
+    const allowed = allowedMethods(app, path);
     if (allowed.length === 0 || allowed.includes(req.method)) return next();
     const allow = allowed.join(', ');
-    throw new ApiError(405, 'invalid_request_error', 'method_not_allowed', `${req.method} is not allowed on ${req.path}; allowed: ${allow}`, null, { Allow: allow });
+    throw new ApiError(405, 'invalid_request_error', 'method_not_allowed', `${req.method} is not allowed on ${path}; allowed: ${allow}`, null, { Allow: allow });
   };
 }

@@ -3,6 +3,7 @@
 // be wrong ends in a 4xx ApiError naming the part when it is known, never a 500:
 //
 //   declared Content-Length above the request limit  413 request_too_large (nothing is read)
+//   more bytes received than the request limit        413 request_too_large (a body without a length)
 //   a file above maxFileBytes                        413 file_too_large        (param: its part)
 //   files together above maxTotalFileBytes           413 upload_too_large      (param: its part)
 //   a file whose content is not of the accepted type 415 unsupported_file_type (param: its part)
@@ -69,6 +70,8 @@ export interface MultipartOptions {
   fileType: FileTypeCheck;
   /** Text parts named `part[key]` (one level, as the openai SDKs send objects), listed in fieldParts by that name. */
   nestedFieldParts?: boolean;
+  /** Text parts allowed more than maxFieldBytes, each with its own bound (a file sent as a data: URL); the request limit grows by theirs. */
+  largeFields?: Readonly<Record<string, number>>;
 }
 
 /** Multipart framing (boundaries, part headers) allowed on top of the files' bytes. */
@@ -151,6 +154,10 @@ function memoryEngine(opts: MultipartOptions, states: WeakMap<Request, RequestSt
   };
 }
 
+/** The bound of text part `part`: its own when it is a large field, else maxFieldBytes. */
+const fieldBytesMax = (part: string | null, opts: MultipartOptions) => (part !== null ? opts.largeFields?.[part] : undefined) ?? opts.limits.maxFieldBytes;
+const fieldTooLong = (part: string | null, opts: MultipartOptions) => invalid('invalid_parameter', `part "${part}" is too long: at most ${fieldBytesMax(part, opts)} bytes`, part);
+
 /** Turns anything multer or busboy reports into a 4xx ApiError. */
 function toApiError(err: unknown, opts: MultipartOptions, state: RequestState): ApiError {
   if (err instanceof ApiError) return err;
@@ -170,7 +177,7 @@ function toApiError(err: unknown, opts: MultipartOptions, state: RequestState): 
       case 'LIMIT_PART_COUNT':
         return invalid('too_many_parts', `too many parts: at most ${limits.maxParts}`);
       case 'LIMIT_FIELD_VALUE':
-        return invalid('invalid_parameter', `part "${part}" is too long: at most ${limits.maxFieldBytes} bytes`, part);
+        return fieldTooLong(part, opts);
       case 'LIMIT_FIELD_KEY':
         return invalid('invalid_part_name', `a part name is longer than ${limits.maxPartNameBytes} bytes`);
       case 'MISSING_FIELD_NAME':
@@ -204,9 +211,13 @@ function toApiError(err: unknown, opts: MultipartOptions, state: RequestState): 
 export function multipartForm(opts: MultipartOptions): RequestHandler {
   const { limits } = opts;
   const states = new WeakMap<Request, RequestState>();
-  const maxRequestBytes = limits.maxTotalFileBytes + FRAMING_ALLOWANCE_BYTES;
+  const large = Object.values(opts.largeFields ?? {});
+  const maxRequestBytes = limits.maxTotalFileBytes + large.reduce((a, b) => a + b, 0) + FRAMING_ALLOWANCE_BYTES;
+  const tooLarge = (bytes: string) =>
+    new ApiError(413, 'invalid_request_error', 'request_too_large', `request body of ${bytes} bytes exceeds ${bytesText(maxRequestBytes)}`, null, { Connection: 'close' });
   const inFlight = inFlightLimit(limits.maxConcurrentRequests, 'uploads');
-  const upload = multer({
+  // multer 2.5's `streamHandler` (feeds busboy; not in @types/multer).
+  const options: multer.Options & { streamHandler(req: Request, busboy: NodeJS.WritableStream & { destroy(err: Error): void }): void } = {
     storage: memoryEngine(opts, states),
     defParamCharset: 'utf8',
     limits: {
@@ -214,10 +225,24 @@ export function multipartForm(opts: MultipartOptions): RequestHandler {
       fileSize: limits.maxFileBytes,
       fields: limits.maxFields,
       parts: limits.maxParts,
-      fieldSize: limits.maxFieldBytes,
+      fieldSize: Math.max(limits.maxFieldBytes, ...large),
       fieldNameSize: limits.maxPartNameBytes,
       fieldNestingDepth: opts.nestedFieldParts ? 1 : 0,
       headerPairs: 16,
+    },
+    // The bytes received are counted as they arrive: a body without a Content-Length stops at the limit.
+    streamHandler(req: Request, busboy: NodeJS.WritableStream & { destroy(err: Error): void }) {
+      let received = 0;
+      const count = (chunk: Buffer) => {
+        received += chunk.length;
+        if (received <= maxRequestBytes) return;
+        req.off('data', count);
+        req.unpipe(busboy);
+        req.resume(); // the rest is read and dropped, so the answer can be sent
+        busboy.destroy(tooLarge(`${received}+`));
+      };
+      req.on('data', count);
+      req.pipe(busboy);
     },
     fileFilter(_req, file, cb) {
       if (!opts.fileParts.includes(file.fieldname)) {
@@ -225,7 +250,8 @@ export function multipartForm(opts: MultipartOptions): RequestHandler {
       }
       cb(null, true);
     },
-  }).any();
+  };
+  const upload = multer(options).any();
 
   return (req, res, next) => {
     if (!req.is('multipart/form-data')) {
@@ -234,11 +260,7 @@ export function multipartForm(opts: MultipartOptions): RequestHandler {
     const declared = Number(req.get('content-length') ?? 0);
     if (declared > maxRequestBytes) {
       // Refused unread; the connection is closed after the answer rather than reading the body.
-      return next(
-        new ApiError(413, 'invalid_request_error', 'request_too_large', `request body of ${declared} bytes exceeds ${bytesText(maxRequestBytes)}`, null, {
-          Connection: 'close',
-        }),
-      );
+      return next(tooLarge(String(declared)));
     }
     // Held from here until the response is finished or the connection is gone: the buffers live that long.
     try {
@@ -271,6 +293,7 @@ function collect(req: Request, opts: MultipartOptions): MultipartForm {
     if (opts.fileParts.includes(part)) throw invalid('invalid_parameter', `part "${part}" must be a file upload (with a filename)`, part);
     if (!opts.fieldParts.includes(part)) throw invalid('unknown_parameter', `unknown part: ${part}`, part);
     if (typeof value !== 'string') throw invalid('invalid_parameter', `part "${part}" must be given once, as text`, part);
+    if (Buffer.byteLength(value) > fieldBytesMax(part, opts)) throw fieldTooLong(part, opts);
     fields.set(part, value);
   }
   const files = ((req.files ?? []) as Express.Multer.File[]).map(

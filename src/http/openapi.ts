@@ -129,7 +129,7 @@ type Tag = (typeof TAGS)[number]['name'];
 // Contracts
 
 /** Error statuses a route may document; each answers its surface's error shape. */
-export type ErrorStatus = 400 | 401 | 402 | 403 | 404 | 409 | 413 | 415 | 429 | 502 | 503;
+export type ErrorStatus = 400 | 401 | 402 | 403 | 404 | 409 | 413 | 415 | 422 | 429 | 502 | 503;
 
 /** The request body of an operation: the zod schema its handler validates with, as a named component. */
 export interface BodyContract {
@@ -209,6 +209,7 @@ const ERROR_TEXT: Record<ErrorStatus, string> = {
   409: 'This Idempotency-Key was already used with a different request.',
   413: 'Request too large.',
   415: 'Wrong media type.',
+  422: 'The request is valid but what it names cannot be processed.',
   429: 'Rate limited (per API key); retry after `Retry-After` seconds.',
   502: 'The provider answered unusably. Nothing was charged.',
   503: 'The provider is not configured (`provider_not_configured`) or is unavailable.',

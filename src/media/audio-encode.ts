@@ -10,9 +10,12 @@
 //
 // opus, aac and flac are encoded by FFmpeg compiled to WebAssembly (@ffmpeg/core, run in a worker by
 // ./ffmpeg-wasm.ts), which encodes a complete input: a stream in these formats sends its bytes when
-// the provider has finished. No encoder downloads anything at install or run time.
+// the provider has finished. Their encoder runs in a place of the worker's speech lane that the caller
+// reserved before the provider was called; a worker that stopped mid-encode is replaced and the encode
+// tried once more. No encoder downloads anything at install or run time.
 import { Mp3Encoder } from '@breezystack/lamejs';
-import type { FfmpegWasm } from './ffmpeg-wasm.js';
+import { ApiError } from '../errors.js';
+import type { MediaCommand } from './ffmpeg-wasm.js';
 import { pcmToWav } from '../providers/voice/elevenlabs.js';
 
 export const SPEECH_FORMATS = ['mp3', 'opus', 'aac', 'flac', 'wav', 'pcm'] as const;
@@ -39,6 +42,9 @@ export interface AudioEncoder {
   end(): Promise<Buffer>;
 }
 
+/** Whether `format` is encoded by FFmpeg (a place in its speech lane is reserved before the provider is called). */
+export const needsMediaWorker = (format: SpeechFormat): format is 'opus' | 'aac' | 'flac' => format === 'opus' || format === 'aac' || format === 'flac';
+
 /** The sample rate of a `audio/pcm;rate=N;...` content type. */
 export function pcmRateOf(content_type: string): number {
   const m = /rate=(\d+)/.exec(content_type);
@@ -64,9 +70,10 @@ const FFMPEG_ARGS: Record<'opus' | 'aac' | 'flac', { args: string[]; out: string
 
 /**
  * An encoder of `format` for PCM at `rate_hz`. `streaming`: bytes go out before the end (a WAV then has
- * unknown sizes); otherwise the output is one complete file.
+ * unknown sizes); otherwise the output is one complete file. `media` runs FFmpeg for the formats that
+ * need it (a reserved place; null for the others).
  */
-export function audioEncoder(format: SpeechFormat, rate_hz: number, ffmpeg: FfmpegWasm, streaming: boolean): AudioEncoder {
+export function audioEncoder(format: SpeechFormat, rate_hz: number, media: MediaCommand | null, streaming: boolean): AudioEncoder {
   const content_type = SPEECH_CONTENT_TYPES[format](rate_hz);
   switch (format) {
     case 'pcm':
@@ -105,8 +112,16 @@ export function audioEncoder(format: SpeechFormat, rate_hz: number, ffmpeg: Ffmp
     case 'aac':
     case 'flac': {
       const { args, out } = FFMPEG_ARGS[format];
+      if (!media) throw new Error(`invariant: ${format} is encoded with a place reserved in the media worker`);
       return wholeFile(content_type, async (pcm) => {
-        const encoded = await ffmpeg.run(pcmToWav(pcm, rate_hz), 'in.wav', args, out);
+        const wav = pcmToWav(pcm, rate_hz);
+        let encoded: Buffer | null;
+        try {
+          encoded = await media(wav, 'in.wav', args, out);
+        } catch (err) {
+          if (!(err instanceof ApiError && err.code === 'media_worker_unavailable')) throw err;
+          encoded = await media(wav, 'in.wav', args, out);
+        }
         if (!encoded) throw new Error(`FFmpeg could not encode ${format}`);
         return encoded;
       });

@@ -1,23 +1,28 @@
-// FFmpeg as WebAssembly, for the first frame of a stored MP4 as a JPEG (GET /v1/videos/{id}/content?
-// variant=thumbnail) and the compressed speech formats (src/media/audio-encode.ts).
+// FFmpeg as WebAssembly, for the first frame of a stored MP4 as a JPEG (./thumbnails.ts) and the
+// compressed speech formats (./audio-encode.ts).
 //
 // Decoding is FFmpeg's own H.264 decoder (any profile: the simulator's Main-profile clips and the High
 // profile real providers deliver) from @ffmpeg/core, FFmpeg compiled to WebAssembly and shipped inside
 // the npm package: nothing is downloaded at install or run time. @ffmpeg/core is built for web workers,
 // so it runs here in one Node worker thread (given the `self` its loader reads and the .wasm bytes from
-// disk): its ~0.5 s of CPU per frame never blocks the API's event loop. Requests are served one at a
-// time; at most THUMBNAIL_MAX_QUEUED wait, more are a 503 the client may retry.
+// disk): its ~0.5 s of CPU per frame never blocks the API's event loop.
+//
+// Work comes in two lanes, each with its own places (running or waiting): `speech` and `thumbnail`. A
+// place is reserved before the work is worth doing (a speech's encode before its provider is called, so
+// audio the provider made always finds its encoder), and a full lane is a 503 the client may retry.
+// Commands run one at a time, speech first: thumbnails can neither take speech's places nor delay an
+// encode by more than the one command running.
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { ApiError } from '../errors.js';
 
-/** Largest MP4 decoded for a thumbnail (the whole file is copied into the worker's memory). */
-export const THUMBNAIL_MAX_VIDEO_BYTES = 512 * 1024 * 1024;
-export const THUMBNAIL_MAX_QUEUED = 16;
-/** One frame, decode and encode, within this (FFmpeg's own timeout; the worker is replaced after). */
-export const THUMBNAIL_TIMEOUT_MS = 30_000;
+/** The lanes of work, and the places of each (running or waiting). */
+export type MediaLane = 'speech' | 'thumbnail';
+export const MEDIA_LANE_PLACES: Readonly<Record<MediaLane, number>> = { speech: 16, thumbnail: 4 };
+/** One command, decode and encode, within this (FFmpeg's own timeout). */
+export const MEDIA_COMMAND_TIMEOUT_MS = 30_000;
 
 // The worker's code: CommonJS, run with `eval` so it works the same under tsx and from dist/.
 const WORKER_SOURCE = `
@@ -43,7 +48,21 @@ parentPort.on('message', async ({ id, input, input_name, args, output_name, time
 });
 `;
 
-interface Pending {
+/** `ffmpeg -i <input_name> ...args <output_name>` on in-memory files: the output's bytes, or null when FFmpeg failed. */
+export type MediaCommand = (input: Buffer, input_name: string, args: readonly string[], output_name: string) => Promise<Buffer | null>;
+
+/** A place in a lane: its commands run without being refused until it is released. */
+export interface MediaReservation {
+  run: MediaCommand;
+  /** Gives the place back (again: nothing). */
+  release(): void;
+}
+
+interface Task {
+  id: number;
+  lane: MediaLane;
+  message: { input: Buffer; input_name: string; args: readonly string[]; output_name: string };
+  worker?: Worker;
   resolve(output: Buffer | null): void;
   reject(err: Error): void;
 }
@@ -59,37 +78,79 @@ function coreFiles() {
   };
 }
 
-const unavailable = (message: string) => new ApiError(503, 'api_error', 'media_worker_unavailable', message, null, { 'Retry-After': '5' });
+export const mediaUnavailable = (message: string) => new ApiError(503, 'api_error', 'media_worker_unavailable', message, null, { 'Retry-After': '5' });
+
+const LANE_FULL: Record<MediaLane, string> = {
+  speech: 'too many speeches in opus, aac or flac are being made right now; nothing was charged; retry in a moment',
+  thumbnail: 'too many thumbnails are being made right now; retry in a moment',
+};
 
 /** One FFmpeg (WebAssembly) in a worker thread, running one command at a time on in-memory files. */
 export class FfmpegWasm {
   private worker: Worker | null = null;
-  private readonly pending = new Map<number, Pending>();
+  private readonly held: Record<MediaLane, number> = { speech: 0, thumbnail: 0 };
+  private readonly waiting: Record<MediaLane, Task[]> = { speech: [], thumbnail: [] };
+  private running: Task | null = null;
   private nextId = 1;
 
-  /** `ffmpeg -i <input_name> ...args <output_name>`: the output's bytes, or null when FFmpeg failed. */
-  async run(input: Buffer, input_name: string, args: readonly string[], output_name: string): Promise<Buffer | null> {
-    if (this.pending.size >= THUMBNAIL_MAX_QUEUED) throw unavailable('too many media conversions are running right now; retry in a moment');
-    const worker = this.ensureWorker();
-    const id = this.nextId++;
-    return new Promise<Buffer | null>((resolve, reject) => {
-      this.pending.set(id, { resolve, reject });
-      worker.postMessage({ id, input, input_name, args, output_name, timeout_ms: THUMBNAIL_TIMEOUT_MS });
-    });
+  constructor(private readonly places: Readonly<Record<MediaLane, number>> = MEDIA_LANE_PLACES) {}
+
+  /** Reserves a place in `lane`, or throws a 503 (media_worker_unavailable) when the lane is full. */
+  reserve(lane: MediaLane): MediaReservation {
+    if (this.held[lane] >= this.places[lane]) throw mediaUnavailable(LANE_FULL[lane]);
+    this.held[lane]++;
+    let released = false;
+    return {
+      run: (input, input_name, args, output_name) => {
+        if (released) return Promise.reject(new Error('invariant: a media reservation runs nothing once released'));
+        return this.enqueue(lane, { input, input_name, args, output_name });
+      },
+      release: () => {
+        if (released) return;
+        released = true;
+        this.held[lane]--;
+      },
+    };
   }
 
-  /** The first frame of `mp4` as a JPEG; a 422 when the file cannot be decoded. */
-  async firstFrameJpeg(mp4: Buffer): Promise<Buffer> {
-    if (mp4.length > THUMBNAIL_MAX_VIDEO_BYTES) throw new ApiError(422, 'invalid_request_error', 'video_too_large', 'the video is too large to make a thumbnail of');
-    const jpeg = await this.run(mp4, 'in.mp4', ['-frames:v', '1', '-f', 'image2', '-c:v', 'mjpeg', '-q:v', '3'], 'out.jpg');
-    if (!jpeg) throw new ApiError(422, 'invalid_request_error', 'video_not_decodable', 'the first frame of this video could not be decoded');
-    return jpeg;
+  /** One command in `lane` with a place of its own (a 503 when the lane is full). */
+  async run(input: Buffer, input_name: string, args: readonly string[], output_name: string, lane: MediaLane = 'thumbnail'): Promise<Buffer | null> {
+    const place = this.reserve(lane);
+    try {
+      return await place.run(input, input_name, args, output_name);
+    } finally {
+      place.release();
+    }
+  }
+
+  /** Places taken in `lane` now (for tests and metrics). */
+  placesHeld(lane: MediaLane): number {
+    return this.held[lane];
   }
 
   async close(): Promise<void> {
     const w = this.worker;
     this.worker = null;
+    for (const lane of ['speech', 'thumbnail'] as const) for (const t of this.waiting[lane].splice(0)) t.reject(mediaUnavailable('the media worker stopped'));
     if (w) await w.terminate();
+  }
+
+  private enqueue(lane: MediaLane, message: Task['message']): Promise<Buffer | null> {
+    return new Promise<Buffer | null>((resolve, reject) => {
+      this.waiting[lane].push({ id: this.nextId++, lane, message, resolve, reject });
+      this.pump();
+    });
+  }
+
+  /** Hands the next command (speech first) to the worker when it is idle. */
+  private pump(): void {
+    if (this.running) return;
+    const task = this.waiting.speech.shift() ?? this.waiting.thumbnail.shift();
+    if (!task) return;
+    const worker = this.ensureWorker();
+    task.worker = worker;
+    this.running = task;
+    worker.postMessage({ id: task.id, ...task.message, timeout_ms: MEDIA_COMMAND_TIMEOUT_MS });
   }
 
   private ensureWorker(): Worker {
@@ -97,18 +158,22 @@ export class FfmpegWasm {
     const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: coreFiles() });
     worker.unref();
     worker.on('message', (m: { id: number; output: Uint8Array | null; rc: number; error?: string }) => {
-      const p = this.pending.get(m.id);
-      if (!p) return;
-      this.pending.delete(m.id);
-      if (m.error) p.reject(unavailable(`the media worker failed (${m.error})`));
-      else p.resolve(m.output ? Buffer.from(m.output.buffer, m.output.byteOffset, m.output.byteLength) : null);
+      const t = this.running;
+      if (!t || t.id !== m.id) return;
+      this.running = null;
+      if (m.error) t.reject(mediaUnavailable(`the media worker failed (${m.error})`));
+      else t.resolve(m.output ? Buffer.from(m.output.buffer, m.output.byteOffset, m.output.byteLength) : null);
+      this.pump();
     });
     const fail = (err: Error) => {
       if (this.worker === worker) this.worker = null;
-      for (const [id, p] of this.pending) {
-        this.pending.delete(id);
-        p.reject(unavailable(`the media worker stopped (${err.message})`));
+      const t = this.running;
+      if (t && t.worker === worker) {
+        this.running = null;
+        t.reject(mediaUnavailable(`the media worker stopped (${err.message})`));
       }
+      // The next command gets a new worker.
+      if (this.worker === null && !this.running) this.pump();
     };
     worker.on('error', fail);
     worker.on('exit', (code) => fail(new Error(`exit ${code}`)));

@@ -5,7 +5,10 @@
 // a replay of a delivered request is answered from the kept audio, never by the provider, never charged
 // again; while the first is in flight a replay is a 409; with another body it is a 409.
 //
-// The provider always makes PCM; ../media/audio-encode.ts turns it into the format asked for. A streamed
+// The provider always makes PCM; ../media/audio-encode.ts turns it into the format asked for. The formats
+// FFmpeg encodes (opus, aac, flac) take a place in the media worker's speech lane before the provider is
+// called, kept until the encode is done: audio the provider made (and billed us for) always finds its
+// encoder, and a full lane is a 503 with the hold released before any provider call. A streamed
 // answer (`speakStream`) is held the same way before the provider is called, and its first bytes go out
 // as soon as the provider's first chunk is encoded: if the provider fails before it made anything, the
 // hold is released and the request answered with the error; if it fails after, the hold is released
@@ -24,8 +27,8 @@ import { microEurToEur } from '../money.js';
 import { creditsCharged } from '../metrics.js';
 import { keyAllowsModel, type ApiKeyPrincipal } from './workspaces.js';
 import type { VoicesService } from './voices.js';
-import { audioEncoder, pcmRateOf, type SpeechFormat } from '../media/audio-encode.js';
-import type { FfmpegWasm } from '../media/ffmpeg-wasm.js';
+import { audioEncoder, needsMediaWorker, pcmRateOf, type SpeechFormat } from '../media/audio-encode.js';
+import type { FfmpegWasm, MediaReservation } from '../media/ffmpeg-wasm.js';
 import { SIM_SAMPLE_RATE_HZ } from '../providers/voice/simulator.js';
 
 export interface SpeechInput {
@@ -174,12 +177,27 @@ export class SpeechService {
     }
   }
 
+  /**
+   * The encoder's place for a format FFmpeg encodes (null for the others), reserved before the provider
+   * is called; a full lane releases the hold (nothing was called, nothing charged) and is the 503.
+   */
+  private async reserveEncoder(speechRequestId: string, format: SpeechFormat): Promise<MediaReservation | null> {
+    if (!needsMediaWorker(format)) return null;
+    try {
+      return this.deps.ffmpeg.reserve('speech');
+    } catch (err) {
+      await releaseSpeech(this.deps.db, speechRequestId).catch(() => {});
+      throw err;
+    }
+  }
+
   /** The whole speech as one file. */
   async speak(principal: ApiKeyPrincipal, body: SpeechInput, idempotencyKey: string | undefined): Promise<SpeechResult> {
     const prepared = await this.prepare(principal, body, idempotencyKey, false);
     if (prepared.kind === 'replay') return prepared.result;
     const { speechRequestId, model, format, characters } = prepared;
     const key = audioKey(speechRequestId, format);
+    const place = await this.reserveEncoder(speechRequestId, format);
     let speech: { audio: Buffer; content_type: string };
     try {
       let pcm;
@@ -191,7 +209,7 @@ export class SpeechService {
       if (pcm.audio.length === 0) {
         throw new ApiError(502, 'provider_error', 'provider_invalid_response', 'the voice provider returned no audio; nothing was charged');
       }
-      const encoder = audioEncoder(format, pcmRateOf(pcm.content_type), this.deps.ffmpeg, false);
+      const encoder = audioEncoder(format, pcmRateOf(pcm.content_type), place?.run ?? null, false);
       speech = { audio: Buffer.concat([encoder.push(pcm.audio), await encoder.end()]), content_type: encoder.content_type };
       // Kept for replays of this Idempotency-Key, so they never reach the provider.
       await this.deps.storage.put(key, speech.audio, speech.content_type).catch((err: Error) => {
@@ -201,6 +219,8 @@ export class SpeechService {
       // Nothing delivered: give the hold back (if this fails too, the reconciler releases it later).
       await releaseSpeech(this.deps.db, speechRequestId).catch(() => {});
       throw err;
+    } finally {
+      place?.release();
     }
     const captured = await captureSpeech(this.deps.db, {
       speechRequestId,
@@ -225,6 +245,7 @@ export class SpeechService {
       return { ...r, body: out, settled: Promise.resolve('captured') };
     }
     const { speechRequestId, model, format, characters } = prepared;
+    const place = await this.reserveEncoder(speechRequestId, format);
     const provider = this.deps.voices.provider;
     const request = { model: model.id, voice_id: prepared.voice_id, text: prepared.text, speed: prepared.speed };
     const rate_hz = provider.pcm_rate_hz ?? SIM_SAMPLE_RATE_HZ;
@@ -240,10 +261,11 @@ export class SpeechService {
       first = await chunks.next();
       if (first.done || first.value.length === 0) throw new ApiError(502, 'provider_error', 'provider_invalid_response', 'the voice provider returned no audio; nothing was charged');
     } catch (err) {
+      place?.release();
       await release();
       throw this.deps.voices.failure(err);
     }
-    const encoder = audioEncoder(format, rate_hz, this.deps.ffmpeg, true);
+    const encoder = audioEncoder(format, rate_hz, place?.run ?? null, true);
     const out = new PassThrough();
     const sent: Buffer[] = [];
     const send = (b: Buffer) => {
@@ -261,6 +283,8 @@ export class SpeechService {
         await release();
         out.destroy(err instanceof Error ? err : new Error(String(err)));
         return 'released';
+      } finally {
+        place?.release();
       }
       const audio = Buffer.concat(sent);
       const key = audioKey(speechRequestId, format);

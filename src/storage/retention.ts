@@ -5,13 +5,17 @@
 // that finishes after the job was settled without it (a cancel's clean-up ran first, or the copy was
 // abandoned and retried) leaves a file the job does not list: once the job has been finished longer
 // than any copy can take, every such key of the job is deleted, with the images it was created with
-// (src/video-jobs/images.ts), and the job is marked swept.
+// (src/video-jobs/images.ts), and the job is marked swept. A deleted job is swept again after its
+// deletion (its mark is cleared then), with its kept thumbnail, so a thumbnail written while the
+// deletion ran does not outlive it.
 import type { Db } from '../db/pool.js';
 import type { Storage } from './local.js';
 import { deleteVideoJobInputs } from '../video-jobs/images.js';
 
 /** The key of a job's index-th video, as the copy writes it. */
 export const videoOutputKey = (job_id: string, index: number) => `videos/${job_id}/${index}.mp4`;
+/** Where the thumbnail of a job's (first) video is kept once made (src/media/thumbnails.ts). */
+export const thumbnailKey = (job_id: string) => `thumbnails/${job_id}/0.jpg`;
 
 /**
  * Deletes the stored videos of up to `limit` jobs finished more than `grace_ms` ago that their record
@@ -32,6 +36,10 @@ export async function sweepFinishedJobFiles(db: Db, storage: Storage, grace_ms: 
       const key = videoOutputKey(job.id, i);
       if (!job.deleted && job.kept.includes(key)) continue;
       await storage.delete(key);
+      deleted++;
+    }
+    if (job.deleted) {
+      await storage.delete(thumbnailKey(job.id));
       deleted++;
     }
     // The job is never submitted again: its images go too.

@@ -10,6 +10,7 @@ import { WorkflowUpdateFailedError, type Client } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import type { Db } from '../db/pool.js';
 import type { Storage } from '../storage/local.js';
+import { thumbnailKey } from '../storage/retention.js';
 import { ApiError, notFound } from '../errors.js';
 import { findVideoModel } from '../catalog.js';
 import { videoJobWorkflowState } from '../temporal/workflow-states.js';
@@ -78,13 +79,14 @@ export class VideoJobLifecycle {
     }
   }
 
-  /** Deletes a finished job's stored videos (their URLs stop working) and the job from the API; its ledger entries stay. */
+  /** Deletes a finished job's stored videos and thumbnail (their URLs stop working) and the job from the API; its ledger entries stay. */
   async delete(principal: ApiKeyPrincipal, job_id: string): Promise<{ id: string; object: 'video.generation_job'; deleted: true }> {
     const job = await this.ownJob(principal, job_id);
     if (job.status === 'pending') {
       throw new ApiError(409, 'invalid_request_error', 'job_pending', 'the job is still pending: cancel it first (POST /v2/videos/generations/{id}/cancel)', 'id');
     }
     for (const video of job.videos) await this.deps.storage.delete(video.storage_key);
+    await this.deps.storage.delete(thumbnailKey(job_id));
     await markVideoJobDeleted(this.deps.db, job_id);
     await deleteVideoJobInputs(this.deps.db, this.deps.storage, job_id);
     return { id: job_id, object: 'video.generation_job', deleted: true };

@@ -125,6 +125,6 @@ export async function listVideoJobs(db: Db, workspace_id: string, q: JobListQuer
 
 /** Marks a finished job deleted (its ledger entries stay); whether this call deleted it. Its images go with it (deleteVideoJobInputs). */
 export async function markVideoJobDeleted(db: Db, job_id: string): Promise<boolean> {
-  const r = await db.query("UPDATE video_jobs SET deleted_at = now() WHERE id = $1 AND deleted_at IS NULL AND status <> 'pending'", [job_id]);
+  const r = await db.query("UPDATE video_jobs SET deleted_at = now(), storage_swept_at = NULL WHERE id = $1 AND deleted_at IS NULL AND status <> 'pending'", [job_id]);
   return r.rowCount === 1;
 }

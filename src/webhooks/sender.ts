@@ -31,6 +31,25 @@ export interface WebhookRequest {
   max_response_bytes?: number;
 }
 
+/**
+ * A request to `url` that connects to the address already checked (no second DNS answer), its name
+ * still in the Host header and, for https, in SNI and the certificate check; no connection reuse.
+ */
+export function pinnedRequest(url: URL, target: ResolvedAddress, method: string, headers: Record<string, string>, signal?: AbortSignal): http.ClientRequest {
+  const send = url.protocol === 'https:' ? https.request : http.request;
+  return send({
+    protocol: url.protocol,
+    host: hostOf(url),
+    port: url.port || undefined,
+    path: url.pathname + url.search,
+    method,
+    headers,
+    lookup: pinnedLookup(target),
+    agent: false,
+    ...(signal ? { signal } : {}),
+  });
+}
+
 /** A `lookup` that answers the address already checked, in whichever form the caller asks for. */
 function pinnedLookup(target: ResolvedAddress): LookupFunction {
   return ((_hostname: string, options: { all?: boolean }, callback: (...args: unknown[]) => void) => {
@@ -54,7 +73,6 @@ export async function sendWebhook(req: WebhookRequest): Promise<WebhookAttemptRe
     throw err;
   }
   const body = Buffer.from(req.body, 'utf8');
-  const send = url.protocol === 'https:' ? https.request : http.request;
   return new Promise<WebhookAttemptResult>((resolve) => {
     let settled = false;
     const finish = (r: Omit<WebhookAttemptResult, 'duration_ms'>) => {
@@ -64,16 +82,7 @@ export async function sendWebhook(req: WebhookRequest): Promise<WebhookAttemptRe
       request.destroy();
       resolve({ ...r, duration_ms: elapsed() });
     };
-    const request = send({
-      protocol: url.protocol,
-      host: hostOf(url),
-      port: url.port || undefined,
-      path: url.pathname + url.search,
-      method: 'POST',
-      headers: { ...req.headers, 'content-type': 'application/json', 'content-length': String(body.length), 'user-agent': USER_AGENT },
-      lookup: pinnedLookup(target),
-      agent: false,
-    });
+    const request = pinnedRequest(url, target, 'POST', { ...req.headers, 'content-type': 'application/json', 'content-length': String(body.length), 'user-agent': USER_AGENT });
     const timer = setTimeout(() => finish({ succeeded: false, http_status: null, error: `timeout: no answer within ${timeout_ms} ms` }), timeout_ms);
     request.on('error', (err: NodeJS.ErrnoException) => finish({ succeeded: false, http_status: null, error: `connection failed: ${err.code ?? err.message}` }));
     request.on('response', (res) => {

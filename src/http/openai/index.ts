@@ -2,6 +2,7 @@
 // URL to <service>/v1 and their API key to one of ours. Same keys, workspaces, jobs, voices and money as
 // /v2; OpenAI's shapes and error format (./errors.ts) on every answer under /v1, errors included. Its
 // routes are mounted from their contracts (../openapi.ts), so the OpenAPI document lists them.
+import type { RequestHandler } from 'express';
 import type { Logger } from 'pino';
 import { ApiRouter } from '../openapi.js';
 import { openAiErrorHandler, openAiNotFoundRoute } from './errors.js';
@@ -13,12 +14,16 @@ export type OpenAiDeps = Parameters<typeof openAiVideoRoutes>[0] &
     logger: Logger;
     /** Further /v1 routers (speech, voices), mounted before the 404. */
     more?: ApiRouter[];
+    /** The 405 of a known path asked with a method none of its routes has (../method-not-allowed.ts), before the 404. */
+    methodNotAllowed?: RequestHandler;
   };
 
 export function openAiRoutes(deps: OpenAiDeps): ApiRouter {
   const v1 = new ApiRouter();
   for (const api of [openAiVideoRoutes(deps), openAiModelRoutes(deps), ...(deps.more ?? [])]) v1.include(api);
-  // Under /v1 only: a path no route answered is a 404, and every error is in OpenAI's shape.
+  // Under /v1 only: a known path asked with another method is a 405, a path no route answered a 404,
+  // and every error is in OpenAI's shape.
+  if (deps.methodNotAllowed) v1.router.use('/v1', deps.methodNotAllowed);
   v1.router.use('/v1', openAiNotFoundRoute);
   v1.router.use('/v1', openAiErrorHandler(deps.logger));
   return v1;

@@ -14,7 +14,7 @@
 import type { RequestHandler } from 'express';
 import { z } from 'zod';
 import { defaultVideoModelId, findVideoModel, type AspectRatio, type Resolution } from '../../catalog.js';
-import { ApiError, fromZodError, invalidParam } from '../../errors.js';
+import { ApiError, fromZodError, invalidParam, notFound } from '../../errors.js';
 import { principalOf } from '../auth.js';
 import { CreateVideoBody, IMAGE_MAX_BYTES, idempotencyKeyOf, LIST_LIMIT_MAX, PROMPT_MAX_CHARS } from '../schemas.js';
 import { jsonBodyParser } from '../json-body.js';
@@ -23,9 +23,9 @@ import { videoBodyExample } from '../openapi-catalog.js';
 import { OpenAiVideo, OpenAiVideoDeleted, OpenAiVideoList } from './schemas.js';
 import { multipartForm, multipartOf } from '../multipart.js';
 import { sniffImage } from '../../media/image-sniff.js';
-import type { FfmpegWasm } from '../../media/ffmpeg-wasm.js';
+import { videoContentGone, type Thumbnails } from '../../media/thumbnails.js';
 import type { Storage } from '../../storage/local.js';
-import type { VideoJobsService } from '../../video-jobs/service.js';
+import { isUuid, type VideoJobsService } from '../../video-jobs/service.js';
 import type { VideoJobLifecycle } from '../../video-jobs/lifecycle.js';
 import type { VideoJobState } from '../../../workflows/messages.js';
 import { VIDEO_CREATE_BODY_LIMIT_BYTES, VIDEO_CREATE_MAX_CONCURRENT_LARGE_BODIES } from '../routes/videos.js';
@@ -83,6 +83,8 @@ const SECONDS_TEXT = "Seconds of video: one of the model's durations (GET /v2/mo
 const Size = z.enum(Object.keys(OPENAI_VIDEO_SIZES) as [string, ...string[]], { error: `must be one of ${Object.keys(OPENAI_VIDEO_SIZES).join(', ')}` });
 const SIZE_TEXT = 'Width x height: the resolution and aspect ratio (the model must offer both).';
 const DATA_URL = /^data:(image\/[a-z+.-]+);base64,([A-Za-z0-9+/=\s]+)$/;
+/** A first frame as a data: URL: the base64 of an image of at most IMAGE_MAX_BYTES, its prefix, and room for line breaks. */
+export const IMAGE_DATA_URL_MAX_CHARS = 4 * Math.ceil(IMAGE_MAX_BYTES / 3) + 64 * 1024;
 
 export const OpenAiCreateVideoBody = z
   .object({
@@ -91,7 +93,7 @@ export const OpenAiCreateVideoBody = z
     seconds: Seconds.optional().describe(`${SECONDS_TEXT} A string ("4", "8") or a number.`),
     size: Size.optional().describe(SIZE_TEXT),
     input_reference: z
-      .strictObject({ image_url: z.string().max(12 * 1024 * 1024).optional(), file_id: z.string().max(200).optional() })
+      .strictObject({ image_url: z.string().max(IMAGE_DATA_URL_MAX_CHARS).optional(), file_id: z.string().max(200).optional() })
       .optional()
       .describe('The first frame: {"image_url": "data:image/png;base64,..."} in JSON, or an image file in multipart (PNG, JPEG or WebP).'),
   })
@@ -127,7 +129,11 @@ export const OpenAiCreateVideoForm = z
       .max(IMAGE_MAX_BYTES)
       .optional()
       .describe(`The first frame: a PNG, JPEG or WebP file of at most ${bytesText(IMAGE_MAX_BYTES)}, recognised by its content (the part's Content-Type is not trusted).`),
-    'input_reference[image_url]': z.string().max(MULTIPART_LIMITS.maxFieldBytes).optional().describe('Or the first frame as a data: URL (data:image/png;base64,...); other URLs are not fetched.'),
+    'input_reference[image_url]': z
+      .string()
+      .max(IMAGE_DATA_URL_MAX_CHARS)
+      .optional()
+      .describe(`Or the first frame as a data: URL (data:image/png;base64,...; what the openai SDKs send for input_reference: {image_url}), an image of at most ${bytesText(IMAGE_MAX_BYTES)} once decoded; other URLs are not fetched.`),
   })
   .describe('multipart/form-data: text parts prompt, model, seconds and size, and the first frame as the file part input_reference or the text part input_reference[image_url]; no other parts.');
 
@@ -179,6 +185,7 @@ function toCreateBody(body: OpenAiCreateVideo, uploaded: { buffer: Buffer; type:
     out.resolution = resolution;
     out.aspectRatio = aspectRatio;
   }
+  if (uploaded && body.input_reference !== undefined) throw invalidParam('input_reference', 'give the first frame once: a file part input_reference, or input_reference[image_url]');
   if (uploaded) out.image = { bytesBase64Encoded: uploaded.buffer.toString('base64'), mimeType: uploaded.type as NonNullable<CreateVideoBody['image']>['mimeType'] };
   else if (body.input_reference?.file_id !== undefined) throw invalidParam('input_reference', 'input_reference.file_id is not offered: send the image itself (a file part, or image_url as a data: URL)', 'unsupported_parameter');
   else if (body.input_reference?.image_url !== undefined) out.image = imageFromDataUrl(body.input_reference.image_url);
@@ -194,7 +201,7 @@ export function openAiVideoRoutes(deps: {
   jobs: VideoJobsService;
   lifecycle: VideoJobLifecycle;
   storage: Storage;
-  thumbnails: FfmpegWasm;
+  thumbnails: Thumbnails;
 }): ApiRouter {
   const api = new ApiRouter();
   const jsonParser = jsonBodyParser({ limit_bytes: VIDEO_CREATE_BODY_LIMIT_BYTES, max_concurrent_large_bodies: VIDEO_CREATE_MAX_CONCURRENT_LARGE_BODIES });
@@ -203,6 +210,7 @@ export function openAiVideoRoutes(deps: {
     fileParts: ['input_reference'],
     fieldParts: MULTIPART_FIELDS,
     nestedFieldParts: true,
+    largeFields: { 'input_reference[image_url]': IMAGE_DATA_URL_MAX_CHARS },
     fileType: { headBytes: 16, detect: async (head) => sniffImage(head), expected: 'a PNG, JPEG or WebP image' },
   });
   // The openai SDKs always send multipart; JSON is accepted too.
@@ -306,7 +314,7 @@ export function openAiVideoRoutes(deps: {
       requestParams: { query: OpenAiListVideosQuery },
       responses: { '200': json(OpenAiVideoList, 'A page of videos.') },
       errors: {
-        400: 'Invalid `limit` (1 to 100), `order` or `after` (not a video id), or an unknown parameter; `error.param` names it.',
+        400: 'Invalid `limit` (1 to 100) or `order`, or an unknown parameter; `error.param` names it.',
         401: undefined,
         404: '`after` names no video of this workspace (job_not_found, `param: after`).',
       },
@@ -315,7 +323,10 @@ export function openAiVideoRoutes(deps: {
     async (req, res) => {
       const q = OpenAiListVideosQuery.safeParse(req.query);
       if (!q.success) throw fromZodError(q.error);
-      if (q.data.after !== undefined && !/^[0-9a-f-]{36}$/i.test(q.data.after)) throw invalidParam('after', 'after must be the id of a video of this list');
+      // Any string is a valid `after` (as the document says); one that names no video of this list is a 404.
+      if (q.data.after !== undefined && !isUuid(q.data.after)) {
+        throw notFound('job_not_found', 'after names no video of this workspace (give the id of the last video of the previous page)', 'after');
+      }
       const page = await deps.lifecycle.list(principalOf(res), { limit: q.data.limit, after: q.data.after, order: q.data.order });
       const data = page.jobs.map(presentOpenAiVideo);
       res.json(openAiPage(data, page.has_more));
@@ -402,6 +413,8 @@ export function openAiVideoRoutes(deps: {
         400: 'The video is not completed (video_not_ready, `param: video_id`), or `variant` is not video or thumbnail (spritesheet: unsupported_feature).',
         401: undefined,
         404: 'No such video in this workspace (job_not_found), or its content is no longer stored (video_content_gone).',
+        422: 'The thumbnail cannot be made: the video is too large (video_too_large) or its first frame cannot be decoded (video_not_decodable).',
+        503: 'Too many thumbnails are being made right now (media_worker_unavailable, with Retry-After). A thumbnail is made once per video and kept.',
       },
     },
     deps.auth,
@@ -415,17 +428,15 @@ export function openAiVideoRoutes(deps: {
       if (!video) {
         throw new ApiError(400, 'invalid_request_error', 'video_not_ready', `the video is ${STATUS[job.status] ?? job.status}; its content can be downloaded once completed`, 'video_id');
       }
-      const stored = await deps.storage.open(video.storage_key);
-      if (!stored) throw new ApiError(404, 'not_found_error', 'video_content_gone', 'the content of this video is no longer stored', 'video_id');
       if (variant === 'video') {
+        const stored = await deps.storage.open(video.storage_key);
+        if (!stored) throw videoContentGone();
         res.status(200).set({ 'Content-Type': 'video/mp4', 'Content-Length': String(stored.bytes), 'Content-Disposition': `attachment; filename="${job.job_id}.mp4"` });
         stored.stream.on('error', (err) => res.destroy(err));
         stored.stream.pipe(res);
         return;
       }
-      const chunks: Buffer[] = [];
-      for await (const c of stored.stream) chunks.push(c as Buffer);
-      const jpeg = await deps.thumbnails.firstFrameJpeg(Buffer.concat(chunks));
+      const jpeg = await deps.thumbnails.of(job.job_id, video.storage_key);
       res.status(200).set({ 'Content-Type': 'image/jpeg', 'Content-Disposition': `inline; filename="${job.job_id}.jpg"` }).send(jpeg);
     },
   );

@@ -9,10 +9,60 @@ import { microEurToEur } from '../../money.js';
 import type { SpeechService } from '../../services/speech.js';
 import { sendSpeechStream } from '../speech-stream.js';
 
+/** The JSON in the `data` of each server-sent event of a streamed speech (../speech-stream.ts). */
+const SPEECH_EVENT_DATA = {
+  oneOf: [
+    {
+      type: 'object',
+      description: 'The next bytes of the audio, in the response_format asked for.',
+      required: ['type', 'audio'],
+      properties: { type: { const: 'speech.audio.delta' }, audio: { type: 'string', contentEncoding: 'base64', description: 'Base64 of the next bytes.' } },
+    },
+    {
+      type: 'object',
+      description: 'The audio is complete (the last event); characters stand in for tokens.',
+      required: ['type', 'usage'],
+      properties: {
+        type: { const: 'speech.audio.done' },
+        usage: {
+          type: 'object',
+          required: ['input_tokens', 'output_tokens', 'total_tokens'],
+          properties: { input_tokens: { type: 'integer', minimum: 0 }, output_tokens: { type: 'integer', minimum: 0 }, total_tokens: { type: 'integer', minimum: 0 } },
+        },
+      },
+    },
+    {
+      type: 'object',
+      description: 'The provider failed mid-stream (the last event); nothing was charged.',
+      required: ['type', 'error'],
+      properties: {
+        type: { const: 'error' },
+        error: { type: 'object', required: ['type', 'code', 'message'], properties: { type: { type: 'string' }, code: { type: 'string' }, message: { type: 'string' }, param: { type: ['string', 'null'] } } },
+      },
+    },
+  ],
+};
+
+/**
+ * One server-sent event, as the HTML standard's event stream parses it (`event` is "message": none is
+ * named), its `data` one JSON object. In OpenAPI 3.1 the media type's schema describes each event.
+ */
+export const SPEECH_SSE_EVENT = {
+  type: 'object',
+  description: 'One event of the stream (stream_format "sse"): `data: <JSON>` lines, each a speech.audio.delta, then one speech.audio.done (or an error).',
+  required: ['data'],
+  properties: {
+    event: { type: 'string', const: 'message', description: 'No event name is sent: the default, "message".' },
+    data: { type: 'string', contentMediaType: 'application/json', contentSchema: SPEECH_EVENT_DATA },
+    id: { type: 'string' },
+    retry: { type: 'integer' },
+  },
+};
+
 /** What speech answers, by media type: the audio of each response_format, or server-sent events (stream_format "sse"). */
 export const SPEECH_CONTENT = Object.fromEntries([
   ...['audio/wav', 'audio/pcm', 'audio/mpeg', 'audio/ogg', 'audio/aac', 'audio/flac'].map((t) => [t, { schema: { type: 'string', format: 'binary', contentMediaType: t } }] as const),
-  ['text/event-stream', { schema: { type: 'string' } }] as const,
+  ['text/event-stream', { schema: SPEECH_SSE_EVENT }] as const,
 ]);
 
 /** The errors speech can answer. */

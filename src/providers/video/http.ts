@@ -8,7 +8,11 @@
 //   - a 2xx answer that is not the JSON documented: code invalid_response, retryable (the core bounds
 //     the retries; a provider's glitch usually passes).
 // Credentials travel in the headers the caller gives and are never put in messages.
+import type http from 'node:http';
+import { Readable } from 'node:stream';
 import { ProviderError } from './types.js';
+import { resolveWebhookTarget, systemResolver, WebhookTargetError, type Resolver, type TargetPolicy } from '../../webhooks/target-policy.js';
+import { pinnedRequest } from '../../webhooks/sender.js';
 
 const MESSAGE_MAX_CHARS = 500;
 const MAX_ERROR_BODY_BYTES = 64 * 1024;
@@ -274,23 +278,72 @@ export function isFetchableUrl(url: string): boolean {
   }
 }
 
+/** Redirects an output download follows (each hop checked as the first URL is). */
+export const OUTPUT_REDIRECTS_MAX = 5;
+
+/** Where output downloads may go: the webhook targets' address policy (production: public https only), and the resolver (a fake in tests). */
+export interface OutputPolicy extends TargetPolicy {
+  resolver?: Resolver;
+}
+
+const outputPolicyOfEnv = (): OutputPolicy => ({ production: process.env['NODE_ENV'] === 'production' });
+
+/** One GET to the address already checked for `url` (its name still in Host and SNI), without credentials. */
+function getPinned(url: URL, target: { address: string; family: 4 | 6 }, signal: AbortSignal): Promise<http.IncomingMessage> {
+  return new Promise((resolve, reject) => {
+    const req = pinnedRequest(url, target, 'GET', { accept: '*/*' }, signal);
+    req.on('response', resolve);
+    req.on('error', reject);
+    req.end();
+  });
+}
+
 /**
  * Downloads a generated video from the URL the provider gave (fal's CDN, replicate.delivery): no
- * credentials are sent there; at most maxBytes are read. A 404/410 is final (the provider deleted it:
- * Replicate keeps outputs an hour); other failures pass.
+ * credentials are sent there; at most maxBytes are read. The URL and every redirect (at most
+ * OUTPUT_REDIRECTS_MAX, followed here, not by the HTTP client) obey the address policy of webhook targets:
+ * each host is resolved, every address checked, and the request goes to the address checked (in
+ * production only public https addresses; in development loopback too, for local fakes). A 404/410 is
+ * final (the provider deleted it: Replicate keeps outputs an hour); other failures pass.
  */
-export async function downloadOutput(url: string, what: string, timeoutMs: number, maxBytes: number): Promise<Buffer> {
-  if (!isFetchableUrl(url)) throw new ProviderError(`${what}: refusing to download ${truncate(url, 200)} (not https)`, { code: 'invalid_response', retryable: false });
+export async function downloadOutput(url: string, what: string, timeoutMs: number, maxBytes: number, policy: OutputPolicy = outputPolicyOfEnv()): Promise<Buffer> {
+  const refused = (u: string, why: string) => new ProviderError(`${what}: refusing to download ${truncate(u, 200)} (${why})`, { code: 'invalid_response', retryable: false });
+  const signal = AbortSignal.timeout(timeoutMs);
+  let current = url;
   try {
-    const res = await fetch(url, { signal: AbortSignal.timeout(timeoutMs) });
-    if (!res.ok) {
-      await res.body?.cancel().catch(() => {});
-      if (isPassingStatus(res.status)) throw passingRefusal(res.status, `${what} answered HTTP ${res.status}`, res.headers.get('retry-after'));
-      throw new ProviderError(`${what} answered HTTP ${res.status}`, { code: res.status === 404 || res.status === 410 ? 'output_expired' : 'provider_rejected', retryable: false });
+    for (let hop = 0; ; hop++) {
+      if (!isFetchableUrl(current)) throw refused(current, 'not https');
+      const target = await resolveWebhookTarget(new URL(current), policy, policy.resolver ?? systemResolver).catch((err: unknown) => {
+        if (!(err instanceof WebhookTargetError)) throw err;
+        if (err.code === 'dns_unavailable') throw new ProviderError(`${what}: ${err.message}`, { code: 'provider_unreachable', retryable: true });
+        throw refused(current, err.message.replace(/^the host of url/, 'its host'));
+      });
+      const res = await getPinned(new URL(current), target, signal);
+      const status = res.statusCode ?? 0;
+      const location = res.headers.location;
+      if (status >= 300 && status < 400 && location) {
+        res.destroy();
+        if (hop >= OUTPUT_REDIRECTS_MAX) throw new ProviderError(`${what}: more than ${OUTPUT_REDIRECTS_MAX} redirects`, { code: 'invalid_response', retryable: false });
+        try {
+          current = new URL(location, current).toString();
+        } catch {
+          throw refused(location, 'not a URL');
+        }
+        continue;
+      }
+      const headers = new Headers();
+      if (res.headers['content-length'] !== undefined) headers.set('content-length', res.headers['content-length']);
+      if (typeof res.headers['retry-after'] === 'string') headers.set('retry-after', res.headers['retry-after']);
+      if (status < 200 || status >= 300) {
+        res.destroy();
+        if (isPassingStatus(status)) throw passingRefusal(status, `${what} answered HTTP ${status}`, headers.get('retry-after'));
+        throw new ProviderError(`${what} answered HTTP ${status}`, { code: status === 404 || status === 410 ? 'output_expired' : 'provider_rejected', retryable: false });
+      }
+      const body = new Response(Readable.toWeb(res) as ReadableStream<Uint8Array>, { status, headers });
+      const bytes = await readCapped(body, maxBytes, what, 'output_too_large');
+      if (bytes.length === 0) throw new ProviderError(`${what}: the video is empty`, { code: 'invalid_output', retryable: false });
+      return bytes;
     }
-    const bytes = await readCapped(res, maxBytes, what, 'output_too_large');
-    if (bytes.length === 0) throw new ProviderError(`${what}: the video is empty`, { code: 'invalid_output', retryable: false });
-    return bytes;
   } catch (err) {
     if (err instanceof ProviderError) throw err;
     throw transportError(err, what, timeoutMs);
