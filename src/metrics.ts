@@ -108,11 +108,30 @@ export async function handleMetricsRequest(req: http.IncomingMessage, res: http.
   res.end(body);
 }
 
-/** A small HTTP server answering GET /metrics only: the app's metrics of a worker-only process. */
-export async function startMetricsServer(opts: { port: number; host: string; token: string | undefined; portVariable: string }): Promise<{ url: string; close(): Promise<void> }> {
+/**
+ * A small HTTP server of a worker-only process: GET /metrics (the app's metrics), and, with `ready`, the
+ * probes GET /livez (the process answers: 200) and GET /readyz (200 when `ready` resolves true, else 503).
+ */
+export async function startMetricsServer(opts: {
+  port: number;
+  host: string;
+  token: string | undefined;
+  portVariable: string;
+  ready?: () => Promise<boolean>;
+}): Promise<{ url: string; close(): Promise<void> }> {
   const server = http.createServer((req, res) => {
     const path = (req.url ?? '').split('?')[0];
-    if (path !== '/metrics' || (req.method !== 'GET' && req.method !== 'HEAD')) {
+    const read = req.method === 'GET' || req.method === 'HEAD';
+    if (read && opts.ready && (path === '/livez' || path === '/readyz')) {
+      const answer = (ok: boolean) => {
+        res.writeHead(ok ? 200 : 503, { 'Content-Type': 'application/json; charset=utf-8', 'Cache-Control': 'no-store' });
+        res.end(JSON.stringify({ ok }));
+      };
+      if (path === '/livez') answer(true);
+      else opts.ready().then(answer, () => answer(false));
+      return;
+    }
+    if (path !== '/metrics' || !read) {
       res.writeHead(404, { 'Content-Type': 'application/json; charset=utf-8' });
       res.end(JSON.stringify({ error: { type: 'not_found_error', code: 'route_not_found', message: 'only GET /metrics is served here', param: null } }));
       return;
