@@ -16,6 +16,7 @@ import { discardOrphanVideoJobInputs } from '../src/video-jobs/images.js';
 import { startPendingVoiceDeletions } from '../src/services/voices.js';
 import { expireSpeechAudio, sweepFinishedJobFiles } from '../src/storage/retention.js';
 import type { Storage } from '../src/storage/local.js';
+import { reconcilerFindings, reconcilerRuns } from '../src/metrics.js';
 
 export interface ReconcilerActivityDeps {
   db: Db;
@@ -130,6 +131,11 @@ export function createReconcilerActivities(deps: ReconcilerActivityDeps) {
       const orphanFiles = deps.storage ? await sweepFinishedJobFiles(deps.db, deps.storage, FILE_SWEEP_GRACE_MS, FILE_SWEEP_JOBS_PER_RUN) : 0;
       const audioExpired =
         deps.storage && deps.retention ? await expireSpeechAudio(deps.db, deps.storage, deps.retention.speech_audio_ms, SPEECH_AUDIO_PER_RUN) : 0;
+      reconcilerRuns.inc();
+      reconcilerFindings.inc({ finding: 'job_restarted' }, restarted.length);
+      reconcilerFindings.inc({ finding: 'speech_hold_released' }, released);
+      reconcilerFindings.inc({ finding: 'webhook_delivery_started' }, deliveries);
+      reconcilerFindings.inc({ finding: 'voice_deletion_started' }, voiceDeletions);
       return {
         orphan_files_deleted: orphanFiles,
         speech_audio_expired: audioExpired,

@@ -2,6 +2,7 @@
 import { ConfigError, type Config } from '../config.js';
 import { createPool, type Db } from '../db/pool.js';
 import { migrate } from '../db/migrate.js';
+import { registerDatabaseGauges } from '../metrics.js';
 
 export async function openDatabase(url: string, config: Config): Promise<Db> {
   const db = createPool(url, config.databasePoolMax, { 'video_api.max_pending_jobs': config.maxPendingJobsPerWorkspace });
@@ -12,6 +13,7 @@ export async function openDatabase(url: string, config: Config): Promise<Db> {
     throw new ConfigError(`cannot reach PostgreSQL at ${redactUrl(url)}: ${(err as Error).message}`);
   }
   await migrate(db);
+  registerDatabaseGauges(db);
   return db;
 }
 
