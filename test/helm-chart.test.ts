@@ -12,6 +12,7 @@ import path from 'node:path';
 import { execFileSync } from 'node:child_process';
 import YAML from 'yaml';
 import { runTool, toolPath } from './helpers/tools.js';
+import { createTestDatabase } from './helpers/stack.js';
 
 const CHART = 'deploy/helm/video-voice-api';
 const VALUES = fs.readdirSync(path.join(CHART, 'ci')).filter((f) => f.endsWith('-values.yaml')).sort();
@@ -46,10 +47,15 @@ describe('helm lint', () => {
     });
   }
 
-  test('without the required values, fails naming them', () => {
-    const r = runTool(helm, ['lint', CHART]);
+  test('without the required values, rendering fails naming the first (lint only reports them)', () => {
+    const lint = runTool(helm, ['lint', CHART]);
+    assert.match(lint.output, /Missing required value: secrets\.existingSecret is required/);
+    const r = runTool(helm, ['template', 'video', CHART]);
     assert.notEqual(r.status, 0);
     assert.match(r.output, /secrets\.existingSecret is required/);
+    const noAddress = runTool(helm, ['template', 'video', CHART, '-f', path.join(CHART, 'ci', 'minimal-values.yaml'), '--set', 'temporal.address=']);
+    assert.notEqual(noAddress.status, 0);
+    assert.match(noAddress.output, /temporal\.address is required/);
   });
 });
 
@@ -238,7 +244,30 @@ describe('README "Running on Kubernetes"', () => {
     // The install command installs what was rendered: the same chart, release, namespace and values.
     const install = needCluster.find((c) => c.startsWith('helm upgrade --install '))!;
     const template = offline.find((c) => c.startsWith('helm template '))!;
-    const args = (c: string) => c.replace(/ > \S+$/, '').split(' ').filter((w) => !['helm', 'upgrade', '--install', 'template', '--wait'].includes(w) && !w.startsWith('--timeout'));
+    const args = (c: string) =>
+      c
+        .replace(/ > \S+$/, '')
+        .replace(/ --timeout \S+/, '')
+        .split(' ')
+        .filter((w) => !['helm', 'upgrade', '--install', 'template', '--wait'].includes(w));
     assert.deepEqual(args(install), args(template));
+  });
+});
+
+describe("the migration Job's command (src/migrate-main.ts)", () => {
+  test('applies every migration once, then finds the schema up to date; an unreachable database is one line, exit 1', async () => {
+    const url = await createTestDatabase();
+    const migrations = fs.readdirSync('src/db/migrations').filter((f) => f.endsWith('.sql')).sort();
+    const run = (databaseUrl: string) => runTool(process.execPath, ['--import', 'tsx', 'src/migrate-main.ts'], { env: { ...process.env, DATABASE_URL: databaseUrl } });
+    const first = run(url);
+    assert.equal(first.status, 0, first.output);
+    assert.equal(first.output, `migrate: applied ${migrations.join(', ')}\n`);
+    const again = run(url);
+    assert.equal(again.status, 0, again.output);
+    assert.equal(again.output, 'migrate: the schema is up to date\n');
+    const down = run('postgresql://nobody:secret-password@127.0.0.1:1/none');
+    assert.equal(down.status, 1);
+    assert.match(down.output, /^migrate: cannot reach PostgreSQL at postgresql:\/\/nobody:\*\*\*@127\.0\.0\.1:1\/none: .*\n$/);
+    assert.ok(!down.output.includes('secret-password'));
   });
 });
