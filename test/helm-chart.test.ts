@@ -169,6 +169,7 @@ describe('what the rendered objects say', () => {
       { endpoint: trigger.metadata.endpoint, namespace: trigger.metadata.namespace, taskQueue: trigger.metadata.taskQueue },
       { endpoint: 'video-prod.a1b2c.tmprl.cloud:7233', namespace: 'video-prod.a1b2c', taskQueue: 'video-voice-api' },
     );
+    assert.deepEqual(so.spec.triggers.map((t: any) => t.metadata.taskQueue), ['video-voice-api', 'video-voice-api-webhooks'], 'both queues a worker polls');
     const auth = find(objs, 'TriggerAuthentication', trigger.authenticationRef.name);
     assert.deepEqual(auth.spec.secretTargetRef.map((r: any) => `${r.parameter}=${r.name}/${r.key}`), ['cert=temporal-cloud-client/tls.crt', 'key=temporal-cloud-client/tls.key']);
   });
