@@ -247,13 +247,36 @@ export async function startMetricsServer(opts: {
   };
 }
 
+/** The database the gauges below read; the latest process pool opened (one per process outside tests). */
+let gaugeDb: Db | undefined;
+/** How long a scrape waits for a gauge's query; beyond it (or on an error) the gauge keeps its last value. */
+const GAUGE_QUERY_TIMEOUT_MS = 2_000;
+
+async function readForGauge<R extends Record<string, unknown>>(sql: string): Promise<R[] | undefined> {
+  const db = gaugeDb;
+  if (!db) return undefined;
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    const timeout = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), GAUGE_QUERY_TIMEOUT_MS)));
+    const result = await Promise.race([db.query<R>(sql).then((r) => r.rows), timeout]);
+    return result;
+  } catch {
+    // PostgreSQL unreachable: /readyz and the 503s say so; the scrape itself still answers.
+    return undefined;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /**
  * Gauges read from PostgreSQL when scraped (every process with a database serves the same values; take
  * max() across processes): pending jobs by model, those past their deadline by more than a minute (their
  * workflow's timer should have settled them), and webhook deliveries not finished with the age of the
- * oldest. Each gauge runs its own query: prom-client collects the metrics of a scrape concurrently.
+ * oldest. Each gauge runs its own query (prom-client collects the metrics of a scrape concurrently),
+ * bounded by GAUGE_QUERY_TIMEOUT_MS.
  */
 export function registerDatabaseGauges(db: Db): void {
+  gaugeDb = db;
   if (registry.getSingleMetric('video_jobs_pending')) return;
   new Gauge({
     name: 'video_jobs_pending',
@@ -261,9 +284,10 @@ export function registerDatabaseGauges(db: Db): void {
     labelNames: ['model'] as const,
     registers: [registry],
     async collect() {
-      const r = await db.query<{ model: string; n: number }>(`SELECT model, count(*)::int AS n FROM video_jobs WHERE status = 'pending' GROUP BY model`);
+      const rows = await readForGauge<{ model: string; n: number }>(`SELECT model, count(*)::int AS n FROM video_jobs WHERE status = 'pending' GROUP BY model`);
+      if (!rows) return;
       this.reset();
-      for (const row of r.rows) this.set({ model: row.model }, row.n);
+      for (const row of rows) this.set({ model: row.model }, row.n);
     },
   });
   new Gauge({
@@ -271,10 +295,8 @@ export function registerDatabaseGauges(db: Db): void {
     help: 'Video jobs still pending more than a minute after their deadline (VIDEO_JOB_TIMEOUT_MS after creation)',
     registers: [registry],
     async collect() {
-      const r = await db.query<{ n: number }>(
-        `SELECT count(*)::int AS n FROM video_jobs WHERE status = 'pending' AND deadline_at < now() - interval '1 minute'`,
-      );
-      this.set(r.rows[0]?.n ?? 0);
+      const rows = await readForGauge<{ n: number }>(`SELECT count(*)::int AS n FROM video_jobs WHERE status = 'pending' AND deadline_at < now() - interval '1 minute'`);
+      if (rows) this.set(rows[0]?.n ?? 0);
     },
   });
   new Gauge({
@@ -282,8 +304,8 @@ export function registerDatabaseGauges(db: Db): void {
     help: 'Webhook deliveries recorded and not yet succeeded or given up',
     registers: [registry],
     async collect() {
-      const r = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM webhook_deliveries WHERE status = 'pending'`);
-      this.set(r.rows[0]?.n ?? 0);
+      const rows = await readForGauge<{ n: number }>(`SELECT count(*)::int AS n FROM webhook_deliveries WHERE status = 'pending'`);
+      if (rows) this.set(rows[0]?.n ?? 0);
     },
   });
   new Gauge({
@@ -291,10 +313,8 @@ export function registerDatabaseGauges(db: Db): void {
     help: 'Age of the oldest webhook delivery not yet finished (0 when none)',
     registers: [registry],
     async collect() {
-      const r = await db.query<{ s: number | null }>(
-        `SELECT EXTRACT(EPOCH FROM now() - min(created_at))::float8 AS s FROM webhook_deliveries WHERE status = 'pending'`,
-      );
-      this.set(r.rows[0]?.s ?? 0);
+      const rows = await readForGauge<{ s: number | null }>(`SELECT EXTRACT(EPOCH FROM now() - min(created_at))::float8 AS s FROM webhook_deliveries WHERE status = 'pending'`);
+      if (rows) this.set(rows[0]?.s ?? 0);
     },
   });
 }

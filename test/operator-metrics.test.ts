@@ -11,7 +11,8 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import pg from 'pg';
 import YAML from 'yaml';
 import { ADMIN_TOKEN, http, newCustomer, simJob, startStack, waitForJob, type Stack } from './helpers/stack.js';
-import { observeProviderError, registry } from '../src/metrics.js';
+import { observeProviderError, registerDatabaseGauges, registry } from '../src/metrics.js';
+import { createPool } from '../src/db/pool.js';
 import { describeProviderError } from '../src/providers/video/provider-errors.js';
 import { passingRefusal } from '../src/providers/video/http.js';
 
@@ -202,6 +203,24 @@ describe('the series the alert rules and the dashboard use', () => {
     const queue = stack.config.temporal.taskQueue;
     for (const name of ['temporal_workflow_task_schedule_to_start_latency_bucket', 'temporal_activity_schedule_to_start_latency_bucket', 'temporal_worker_task_slots_available']) {
       assert.ok(samples(sources.sdk).some((s) => s.name === name && s.labels['task_queue'] === queue), `${name}{task_queue="${queue}"}`);
+    }
+  });
+});
+
+describe('gauges read from PostgreSQL', () => {
+  test('a scrape still answers, within a few seconds, while PostgreSQL is unreachable (the gauges keep their last values)', async () => {
+    const before = await registry.metrics();
+    const unreachable = createPool('postgresql://nobody@127.0.0.1:1/none', 1);
+    registerDatabaseGauges(unreachable);
+    try {
+      const started = Date.now();
+      const text = await registry.metrics();
+      assert.ok(Date.now() - started < 5_000, `${Date.now() - started} ms`);
+      assert.equal(valueOf(text, 'video_jobs_pending_past_deadline'), valueOf(before, 'video_jobs_pending_past_deadline'));
+      assert.match(text, /^# TYPE webhook_deliveries_pending gauge$/m);
+    } finally {
+      registerDatabaseGauges(stack.db);
+      await unreachable.end();
     }
   });
 });
