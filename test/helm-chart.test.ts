@@ -240,11 +240,19 @@ describe('README "Running on Kubernetes"', () => {
       }
     }
     const rendered = fs.readFileSync(path.join(dir, 'rendered.yaml'), 'utf8');
+    const template = offline.find((c) => c.startsWith('helm template '))!;
     const v = runTool(validate, [], { input: rendered });
     assert.equal(v.status, 0, v.output);
+    // The Secret the kubectl command creates holds every key the rendered objects take from it.
+    const secretCommand = needCluster.find((c) => c.includes(' create secret generic '))!;
+    const [, namespace, secretName] = /^kubectl -n (\S+) create secret generic (\S+) /.exec(secretCommand)!;
+    assert.ok(template.includes(`--namespace ${namespace} `), template);
+    const created = new Set([...secretCommand.matchAll(/--from-literal=([A-Z_]+)=/g)].map((m) => m[1]));
+    const referenced = new Set([...rendered.matchAll(/secretKeyRef:\s+name: (\S+)\s+key: (\S+)/g)].filter((m) => m[1] === secretName).map((m) => m[2]));
+    assert.deepEqual([...referenced].sort(), ['ADMIN_TOKEN', 'DATABASE_URL', 'URL_SIGNING_SECRET']);
+    for (const key of referenced) assert.ok(created.has(key), `${key} is not created by: ${secretCommand}`);
     // The install command installs what was rendered: the same chart, release, namespace and values.
     const install = needCluster.find((c) => c.startsWith('helm upgrade --install '))!;
-    const template = offline.find((c) => c.startsWith('helm template '))!;
     const args = (c: string) =>
       c
         .replace(/ > \S+$/, '')
