@@ -43,7 +43,7 @@ type ScaleTarget struct {
 type AdvancedConfig struct {
 	HorizontalPodAutoscalerConfig *struct {
 		Behavior *autoscalingv2.HorizontalPodAutoscalerBehavior `json:"behavior,omitempty"`
-		Name     string                                          `json:"name,omitempty"`
+		Name     string                                         `json:"name,omitempty"`
 	} `json:"horizontalPodAutoscalerConfig,omitempty"`
 	RestoreToOriginalReplicaCount bool `json:"restoreToOriginalReplicaCount,omitempty"`
 }
