@@ -13,6 +13,7 @@ import { execFileSync } from 'node:child_process';
 import YAML from 'yaml';
 import { runTool, toolPath } from './helpers/tools.js';
 import { createTestDatabase } from './helpers/stack.js';
+import { parseCatalog } from '../src/catalog-file.js';
 
 const CHART = 'deploy/helm/video-voice-api';
 const VALUES = fs.readdirSync(path.join(CHART, 'ci')).filter((f) => f.endsWith('-values.yaml')).sort();
@@ -119,7 +120,7 @@ describe('what the rendered objects say', () => {
   });
 
   test('Temporal Cloud with an API key: TEMPORAL_TLS, TEMPORAL_API_KEY by reference, provider keys, models.yaml as a ConfigMap', () => {
-    const objs = objects(render('temporal-cloud-api-key-values.yaml').stdout);
+    const objs = objects(render('temporal-cloud-api-key-values.yaml', ['--set-file', 'models.catalog=config/models.yaml']).stdout);
     const worker = find(objs, 'Deployment', 'video-video-voice-api-worker');
     const env = envOf(worker);
     assert.equal(env['TEMPORAL_ADDRESS'], 'eu-west-1.aws.api.temporal.io:7233');
@@ -131,8 +132,10 @@ describe('what the rendered objects say', () => {
     assert.deepEqual(env['METRICS_TOKEN'], { secretKeyRef: { name: 'video-voice-api', key: 'METRICS_TOKEN' } });
     assert.equal(env['VIDEO_JOB_TIMEOUT_MS'], '1800000', 'a whole number stays whole');
     assert.equal(env['MODELS_FILE'], '/etc/video-voice-api/models.yaml');
-    const cm = find(objs, 'ConfigMap', 'video-video-voice-api-models');
-    assert.match(cm.spec === undefined ? (cm as any).data['models.yaml'] : '', /video_models: \[\]/);
+    const cm = find(objs, 'ConfigMap', 'video-video-voice-api-models') as unknown as { metadata: { name: string }; data: Record<string, string> };
+    // The file as given, which the service's own catalog parser accepts.
+    assert.equal(cm.data['models.yaml']!.trimEnd(), fs.readFileSync('config/models.yaml', 'utf8').trimEnd());
+    assert.ok(parseCatalog(cm.data['models.yaml']!, '/etc/video-voice-api/models.yaml'));
     assert.ok(worker.spec.template.spec.volumes.some((v: any) => v.configMap?.name === cm.metadata.name));
     assert.match(worker.spec.template.metadata.annotations['checksum/models'], /^[0-9a-f]{64}$/);
   });
