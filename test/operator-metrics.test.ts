@@ -185,7 +185,8 @@ describe('the series the alert rules and the dashboard use', () => {
     const c = await newCustomer(stack, 5);
     const created = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: simJob({}, { n: 1 }) });
     assert.equal((await waitForJob(stack, c.key, created.body.id)).status, 'succeeded');
-    await http(stack.baseUrl, 'GET', '/admin/v1/ledger/audit', { token: ADMIN_TOKEN });
+    const audit = await http(stack.baseUrl, 'GET', '/admin/v1/ledger/audit', { token: ADMIN_TOKEN });
+    assert.equal(audit.body.ok, true, JSON.stringify(audit.body));
     const sources = {
       api: await scrape(`${stack.baseUrl}/metrics`),
       worker: await scrape(appUrl('/metrics')),
