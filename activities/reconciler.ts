@@ -17,6 +17,7 @@ import { startPendingVoiceDeletions } from '../src/services/voices.js';
 import { expireSpeechAudio, sweepFinishedJobFiles } from '../src/storage/retention.js';
 import { sweepConsentRecordings } from '../src/services/voice-consents.js';
 import type { Storage } from '../src/storage/local.js';
+import { reconcilerFindings, reconcilerRuns } from '../src/metrics.js';
 
 export interface ReconcilerActivityDeps {
   db: Db;
@@ -136,6 +137,11 @@ export function createReconcilerActivities(deps: ReconcilerActivityDeps) {
       const audioExpired =
         deps.storage && deps.retention ? await expireSpeechAudio(deps.db, deps.storage, deps.retention.speech_audio_ms, SPEECH_AUDIO_PER_RUN) : 0;
       const consentRecordings = deps.storage ? await sweepConsentRecordings(deps.db, deps.storage, FILE_SWEEP_GRACE_MS, CONSENT_RECORDINGS_PER_RUN) : 0;
+      reconcilerRuns.inc();
+      reconcilerFindings.inc({ finding: 'job_restarted' }, restarted.length);
+      reconcilerFindings.inc({ finding: 'speech_hold_released' }, released);
+      reconcilerFindings.inc({ finding: 'webhook_delivery_started' }, deliveries);
+      reconcilerFindings.inc({ finding: 'voice_deletion_started' }, voiceDeletions);
       return {
         consent_recordings_removed: consentRecordings,
         orphan_files_deleted: orphanFiles,

@@ -6,7 +6,7 @@ import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import type { Logger } from 'pino';
 import type { Db } from '../src/db/pool.js';
-import { creditsCharged, creditsRefunded, errorCodeLabel, videoJobsSettled } from '../src/metrics.js';
+import { creditsCharged, creditsRefunded, errorCodeLabel, observeProviderError, videoJobsRefunded, videoJobsSettled, videoJobsSettledByBackend } from '../src/metrics.js';
 import {
   chargeVideoJob,
   decideAcceptance,
@@ -106,10 +106,10 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
   };
 
   /** The job's workspace, for logs only: a failed lookup never fails the activity. */
-  const workspaceOf = async (jobId: string): Promise<string | undefined> => {
+  const jobOf = async (jobId: string): Promise<{ workspace_id: string; model: string; backend: string | null } | undefined> => {
     try {
-      const r = await deps.db.query<{ workspace_id: string }>('SELECT workspace_id FROM video_jobs WHERE id = $1', [jobId]);
-      return r.rows[0]?.workspace_id;
+      const r = await deps.db.query<{ workspace_id: string; model: string; backend: string | null }>('SELECT workspace_id, model, backend FROM video_jobs WHERE id = $1', [jobId]);
+      return r.rows[0];
     } catch {
       return undefined;
     }
@@ -277,14 +277,20 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
         await dispatchJobWebhooks({ client, db: deps.db, taskQueue: info.taskQueue, retry_initial_ms: deps.webhookEvents.retry_initial_ms }, settlement.jobId);
       }
       const error_code = result.status === 'failed' ? (result.error?.code ?? 'no_videos') : null;
+      const job = await jobOf(settlement.jobId);
       if (!result.already_settled) {
         videoJobsSettled.inc({ outcome: result.status, error_code: errorCodeLabel(error_code) });
-        if (result.refunded_micro_eur > 0) creditsRefunded.inc({ kind: 'video' }, result.refunded_micro_eur);
+        const by = { model: job?.model ?? 'unknown', backend: job?.backend ?? 'none' };
+        videoJobsSettledByBackend.inc({ outcome: result.status, ...by });
+        if (result.refunded_micro_eur > 0) {
+          creditsRefunded.inc({ kind: 'video' }, result.refunded_micro_eur);
+          videoJobsRefunded.inc(by);
+        }
       }
       deps.logger.info(
         {
           job_id: settlement.jobId,
-          workspace_id: await workspaceOf(settlement.jobId),
+          workspace_id: job?.workspace_id,
           outcome: result.status,
           error_code,
           delivered: settlement.outcome === 'succeeded' ? settlement.delivered : 0,
@@ -336,6 +342,7 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
             accepted = await provider.submit(submission, { callback_url });
           } catch (err) {
             if (err instanceof ApplicationFailure) throw err;
+            observeProviderError(backend, 'submit', describeAnyProviderError(err));
             failure = providerFailure(err, deps.logger, fields, last_attempt);
             deps.logger.warn({ ...fields, code: failure.details?.[0], final: failure.nonRetryable }, 'video job submission refused');
             if (failure.nonRetryable && !last_attempt) throw failure;

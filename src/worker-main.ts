@@ -15,11 +15,14 @@ runMain('worker', async () => {
   const db = await openDatabase(config.databaseUrl, config);
   // This process's own metrics (jobs settled, credits, provider polls): an API process serves them
   // on PORT, a worker-only process on APP_METRICS_PORT. The SDK's metrics are on WORKER_METRICS_PORT.
+  // The same server answers the probes: /livez at once, /readyz once the worker runs.
+  let ready: () => Promise<boolean> = async () => false;
   const metrics =
     config.appMetricsPort === undefined
       ? null
-      : await startMetricsServer({ port: config.appMetricsPort, host: config.host, token: config.metricsToken, portVariable: 'APP_METRICS_PORT' });
+      : await startMetricsServer({ port: config.appMetricsPort, host: config.host, token: config.metricsToken, portVariable: 'APP_METRICS_PORT', ready: () => ready() });
   const worker = await startWorker({ config, db, temporalAddress: config.temporal.address, logger });
+  ready = () => worker.ready();
   logger.info({ task_queue: config.temporal.taskQueue, pid: process.pid, metrics_url: metrics?.url }, 'worker running');
   return async () => {
     await worker.shutdown();

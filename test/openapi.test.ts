@@ -433,7 +433,7 @@ describe('the document covers exactly the routes the app registers', () => {
     return out;
   }
 
-  test('every /v2, /v1 and /admin route, and /healthz, /readyz, /docs, is documented with its method (but the /v1 features not offered)', () => {
+  test('every /v2, /v1 and /admin route, and /healthz, /livez, /readyz, /docs, is documented with its method (but the /v1 features not offered)', () => {
     const routes = registeredRoutes();
     const v1 = routes.filter((r) => typeof r.path === 'string' && r.path.startsWith('/v1/'));
     assert.ok(v1.length > V1_NOT_OFFERED.length, `the /v1 routes are mounted: ${v1.map((r) => `${r.method} ${r.path}`).join(', ')}`);
@@ -442,7 +442,7 @@ describe('the document covers exactly the routes the app registers', () => {
     const inScope = routes.filter(
       (r) =>
         typeof r.path !== 'string' ||
-        ((r.path.startsWith('/v2/') || r.path.startsWith('/v1/') || r.path.startsWith('/admin/') || ['/healthz', '/readyz', '/docs'].includes(r.path)) &&
+        ((r.path.startsWith('/v2/') || r.path.startsWith('/v1/') || r.path.startsWith('/admin/') || ['/healthz', '/livez', '/readyz', '/docs'].includes(r.path)) &&
           !V1_NOT_OFFERED.includes(`${r.method} ${r.path}`)),
     );
     assert.equal(inScope.length, operations().length, `registered: ${inScope.map((r) => `${r.method} ${r.path}`).join(', ')}`);

@@ -5,6 +5,7 @@
 import { ConfigError, type Config } from '../config.js';
 import { createPool, type Db } from '../db/pool.js';
 import { migrate } from '../db/migrate.js';
+import { registerDatabaseGauges } from '../metrics.js';
 
 export async function openDatabase(url: string, config: Config): Promise<Db> {
   const connectionString = withSystemRootCert(url);
@@ -21,6 +22,7 @@ export async function openDatabase(url: string, config: Config): Promise<Db> {
     throw new ConfigError(`cannot reach PostgreSQL at ${redactUrl(url)}: ${databaseFailure(err)}`);
   }
   await migrate(db);
+  registerDatabaseGauges(db);
   return db;
 }
 

@@ -23,6 +23,7 @@ import { apiBaseUrl } from './base-url.js';
 
 export interface RunningWorker {
   run: Promise<void>;
+  ready(): Promise<boolean>;
   shutdown(): Promise<void>;
 }
 
@@ -160,6 +161,13 @@ export async function startWorker(opts: {
   run.catch((err) => opts.logger.error({ err }, 'worker stopped with an error'));
   return {
     run,
+    /** Ready: every worker of the process is running, and PostgreSQL and Temporal answer (within 2 s). */
+    async ready(): Promise<boolean> {
+      if (!workers.every((w) => w.getState() === 'RUNNING')) return false;
+      await opts.db.query('SELECT 1');
+      await connection.withDeadline(Date.now() + 2_000, () => connection.workflowService.describeNamespace({ namespace: opts.config.temporal.namespace }));
+      return true;
+    },
     async shutdown() {
       for (const w of workers) if (w.getState() === 'RUNNING') w.shutdown();
       await run.catch(() => {});

@@ -7,7 +7,7 @@ import DataLoader from 'dataloader';
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import type { Logger } from 'pino';
 import type { Db } from '../db/pool.js';
-import { videoProviderPollDuration } from '../metrics.js';
+import { observeProviderError, videoProviderPollDuration } from '../metrics.js';
 import { describeAnyProviderError } from '../providers/video/provider-errors.js';
 import type { VideoOperationStatus, VideoProvider } from '../providers/video/types.js';
 import { operationEndedSignal, videoJobWorkflowId, type VideoOperationEnd } from '../../workflows/messages.js';
@@ -151,6 +151,7 @@ export class OperationPoller {
     } catch (err) {
       observe('error');
       const e = describeAnyProviderError(err);
+      observeProviderError(row.backend, 'poll', e);
       const failures = row.failures + 1;
       this.deps.logger.warn({ job_id: row.job_id, backend: row.backend, code: e.code, retryable: e.retryable, failures, provider_message: (err as Error).message }, 'video provider poll failed');
       if (e.retryable && failures < MAX_CONSECUTIVE_POLL_FAILURES) {

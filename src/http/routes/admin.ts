@@ -14,6 +14,7 @@ import { auditLedger, type AuditOptions } from '../../billing/audit.js';
 import { createApiKey, createWorkspace, getWorkspace, revokeApiKey, setWorkspaceLimits, type Workspace as WorkspaceRecord } from '../../services/workspaces.js';
 import { findSpeechModel, findVideoModel } from '../../catalog.js';
 import { isUuid } from '../../video-jobs/service.js';
+import { recordLedgerAudit } from '../../metrics.js';
 
 /** A euro amount of a request (bounded by its schema), rounded to the nearest micro-euro. */
 function euroParam(name: string, amount_eur: number): number {
@@ -199,7 +200,9 @@ export function adminRoutes(deps: { db: Db; admin: RequestHandler; audit: AuditO
       errors: { 401: undefined },
     },
     async (_req, res) => {
-      res.json(await auditLedger(deps.db, deps.audit));
+      const report = await auditLedger(deps.db, deps.audit);
+      recordLedgerAudit(report);
+      res.json(report);
     },
   );
 

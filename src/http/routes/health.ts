@@ -1,4 +1,4 @@
-// GET /healthz (the process is up) and GET /readyz (PostgreSQL and Temporal are reachable).
+// GET /healthz and GET /livez (the process is up) and GET /readyz (PostgreSQL and Temporal are reachable).
 import { Health } from '../schemas.js';
 import { ApiRouter, json } from '../openapi.js';
 
@@ -7,6 +7,13 @@ export function healthRoutes(deps: { ready: () => Promise<boolean> }): ApiRouter
 
   api.route(
     { method: 'get', path: '/healthz', operationId: 'healthz', tag: 'Service', summary: 'Liveness', security: 'none', responses: { '200': json(Health, 'The process is up.') } },
+    (_req, res) => {
+      res.json({ ok: true });
+    },
+  );
+
+  api.route(
+    { method: 'get', path: '/livez', operationId: 'livez', tag: 'Service', summary: 'Liveness (the probe of a Kubernetes liveness check; the same answer as /healthz)', security: 'none', responses: { '200': json(Health, 'The process is up.') } },
     (_req, res) => {
       res.json({ ok: true });
     },
