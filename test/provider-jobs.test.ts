@@ -9,6 +9,7 @@ import { generateKeyPairSync } from 'node:crypto';
 import { FalFake, type FalPlan } from './fakes/fal-fake.js';
 import { ReplicateFake, type ReplicatePlan } from './fakes/replicate-fake.js';
 import { assertAuditHolds, balanceMicro, http, newCustomer, type Stack } from './helpers/stack.js';
+import { registry } from '../src/metrics.js';
 import {
   assertOnlyForward,
   createJob,
@@ -427,6 +428,32 @@ describe('fallback: the first backend refuses the submission', () => {
     assert.equal(job.cost_in_euro, 0.5);
     assert.deepEqual(await ledgerOf(stack, id), [['charge', -KLING_VIDEO_MICRO_EUR]]);
     assert.equal(await balanceMicro(stack, c.workspaceId), 5_000_000 - KLING_VIDEO_MICRO_EUR);
+  });
+
+  test('fal answers 429 with Retry-After: counted by backend, operation and code with the wait it asked; the job settles on Replicate, counted by its model and backend', async () => {
+    // A sample's value by its exposed name (a histogram's _sum is a value of the histogram's metric).
+    const count = async (name: string, labels: Record<string, string>) =>
+      (await registry.getMetricsAsJSON())
+        .flatMap((m) => m.values.map((v) => ({ ...v, name: (v as { metricName?: string }).metricName ?? m.name })))
+        .filter((v) => v.name === name && Object.entries(labels).every(([k, x]) => v.labels[k] === x))
+        .reduce((sum, v) => sum + v.value, 0);
+    const refused = { backend: 'fal', operation: 'submit', code: 'rate_limited' };
+    const before = {
+      errors: await count('video_provider_errors_total', refused),
+      waits: await count('video_provider_retry_after_seconds_sum', { backend: 'fal', operation: 'submit' }),
+      settled: await count('video_jobs_settled_by_backend_total', { backend: 'replicate', outcome: 'succeeded', model: klingJob().model }),
+    };
+    const c = await newCustomer(stack, 5);
+    fal.fault({ route: 'submit', status: 429, body: { detail: 'Too many requests' }, headers: { 'retry-after': '7' } });
+    replicate.plans = [{ starting_polls: NEVER }];
+    const id = await createJob(stack, c.key, klingJob());
+    assert.equal((await waitSubmitted(stack, id)).backend, 'replicate');
+    assert.equal(await count('video_provider_errors_total', refused), before.errors + 1);
+    assert.equal(await count('video_provider_retry_after_seconds_sum', { backend: 'fal', operation: 'submit' }), before.waits + 7);
+    await replicate.finishAll();
+    const { job } = await watchJob(stack, c.key, id, 10_000);
+    assert.equal(job.status, 'succeeded', JSON.stringify(job));
+    assert.equal(await count('video_jobs_settled_by_backend_total', { backend: 'replicate', outcome: 'succeeded', model: klingJob().model }), before.settled + 1);
   });
 
   test('fal refuses the input (422): final, no fallback; refunded in full with fal\'s message', async () => {
