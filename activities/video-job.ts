@@ -165,10 +165,13 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
   const recordOrCancel = async (op: { job_id: string; backend: string; operation_id: string }, cancelled: () => void): Promise<void> => {
     const provider = providerFor(op.backend);
     let failure: unknown;
-    for (let i = 0; i < RECORD_ATTEMPTS; i++) {
+    let settled = false;
+    for (let i = 0; i < RECORD_ATTEMPTS && !settled; i++) {
       try {
-        await recordOperation(deps.db, { ...op, pacing: pacingOf(provider), first_poll_after_ms: pacing.interval_ms });
-        return;
+        if (await recordOperation(deps.db, { ...op, pacing: pacingOf(provider), first_poll_after_ms: pacing.interval_ms })) return;
+        // The job settled meanwhile (its run was terminated and the job refunded): nobody waits for this operation.
+        settled = true;
+        failure = new Error('the job is no longer pending');
       } catch (err) {
         failure = err;
         deps.logger.warn({ ...op, err: (err as Error).message, try: i + 1 }, 'an accepted video operation could not be recorded yet');
@@ -182,7 +185,7 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
     } catch (err) {
       deps.logger.error({ ...op, err: (err as Error).message }, 'an accepted video operation could be neither recorded nor cancelled; the retry looks for it in the heartbeat');
     }
-    throw ApplicationFailure.create({ type: 'RecordFailed', message: `the operation could not be recorded: ${(failure as Error)?.message ?? failure}`, nonRetryable: false, details: [{ code: 'record_failed' }] });
+    throw ApplicationFailure.create({ type: 'RecordFailed', message: `the operation could not be recorded: ${(failure as Error)?.message ?? failure}`, nonRetryable: settled, details: [{ code: 'record_failed' }] });
   };
 
   /**

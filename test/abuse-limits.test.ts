@@ -133,6 +133,25 @@ describe('images of refused creates', () => {
     await assertAuditHolds(stack);
   });
 
+  test('images storage cannot keep: 503 storage_unavailable, nothing charged or left; the same key retried is accepted', async () => {
+    const c = await newCustomer(stack, 5);
+    const jobId = jobIdForIdempotencyKey(c.workspaceId, 'storage-down');
+    // A file where the attempt's folder goes: the write of its images fails.
+    const blocker = path.join(stack.env['DATA_DIR']!, 'storage', 'inputs', jobId);
+    fs.mkdirSync(path.dirname(blocker), { recursive: true });
+    fs.writeFileSync(blocker, '');
+    const refused = await create(stack, c.key, withImage(404), { 'idempotency-key': 'storage-down' });
+    assert.equal(refused.status, 503, JSON.stringify(refused.body));
+    assert.equal(refused.body.error.code, 'storage_unavailable');
+    assert.equal(await inputsOf(stack.db, { job_id: jobId }), 0);
+    assert.equal(await balanceMicro(stack, c.workspaceId), 5_000_000);
+    fs.rmSync(blocker);
+    const retried = await create(stack, c.key, withImage(404), { 'idempotency-key': 'storage-down' });
+    assert.equal(retried.status, 202, JSON.stringify(retried.body));
+    await waitForJob(stack, c.key, jobId);
+    await assertAuditHolds(stack);
+  });
+
   test("an accepted create's images live in storage, not in the row; deleting the job removes them", async () => {
     const c = await newCustomer(stack, 5);
     const first = pngImage(64, 36, 303);

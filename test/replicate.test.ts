@@ -119,8 +119,8 @@ describe('create', () => {
   });
 
   test('a create answer larger than any cap (the input echoed, before or after the id) still names its prediction', async () => {
-    const p = provider();
-    const echoed = { image: `data:image/png;base64,${'A'.repeat(20 * 1024 * 1024)}`, prompt: 'a "quoted" prompt } with { braces ]' };
+    const p = provider({ requestTimeoutMs: 30_000 }); // 20 MiB through loopback on a busy machine
+    const echoed = { image: `data:image/png;base64,${'A'.repeat(20 * 1024 * 1024)}`, prompt: 'a "quoted" prompt } with { braces ] and \\ "id": "no"' };
     const id = 'q9ykd2m1hxrj00cqnx8r3sk4dw';
     fake.fault({ route: 'create', status: 201, body: { id, model: 'google/veo-3.1-fast', input: echoed, status: 'starting' } });
     assert.equal((await p.submit(request())).operation_id, id);

@@ -29,8 +29,10 @@ const RECORD = prepared(
    ON CONFLICT (job_id) DO UPDATE SET backend = EXCLUDED.backend, operation_id = EXCLUDED.operation_id, next_poll_at = EXCLUDED.next_poll_at`,
 );
 
-export async function recordOperation(db: Db, r: { job_id: string; backend: string; operation_id: string; pacing: PollPacing; first_poll_after_ms: number }): Promise<void> {
-  await db.query({ ...RECORD, values: [r.job_id, r.operation_id, r.backend, r.pacing.interval_ms, Math.max(r.pacing.max_interval_ms, r.pacing.interval_ms), r.first_poll_after_ms] });
+/** Whether it was recorded: false when the job is no longer pending (settled meanwhile). */
+export async function recordOperation(db: Db, r: { job_id: string; backend: string; operation_id: string; pacing: PollPacing; first_poll_after_ms: number }): Promise<boolean> {
+  const result = await db.query({ ...RECORD, values: [r.job_id, r.operation_id, r.backend, r.pacing.interval_ms, Math.max(r.pacing.max_interval_ms, r.pacing.interval_ms), r.first_poll_after_ms] });
+  return (result.rowCount ?? 0) > 0;
 }
 
 /** The operation recorded with a job, if it was submitted, with its backend and workspace. */

@@ -204,7 +204,14 @@ export class VideoJobsService {
     // attempt that charged the job. Unless this attempt charged it, its images go when it answers.
     if (!r.inputs.image) return this.startAttempt(principal, r.model.id, input, fingerprint, idempotencyKey !== undefined);
     const attempt = { job_id, attempt_id: input.attempt_id! };
-    await storeVideoJobInputs(this.deps.db, this.deps.storage, { ...attempt, workspace_id: principal.workspace_id }, { image: r.inputs.image, last_frame: r.inputs.last_frame });
+    try {
+      await storeVideoJobInputs(this.deps.db, this.deps.storage, { ...attempt, workspace_id: principal.workspace_id }, { image: r.inputs.image, last_frame: r.inputs.last_frame });
+    } catch (err) {
+      if (isDependencyDown(err)) throw err;
+      // Storage refused the images (full, unreachable): nothing was started or charged.
+      await discardVideoJobInputs(this.deps.db, this.deps.storage, attempt).catch(() => {});
+      throw new ApiError(503, 'api_error', 'storage_unavailable', `the images could not be kept (${(err as Error).message}); nothing was charged`, null, { 'Retry-After': String(RETRY_AFTER_S) });
+    }
     try {
       return await this.startAttempt(principal, r.model.id, input, fingerprint, idempotencyKey !== undefined);
     } finally {

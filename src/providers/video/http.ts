@@ -206,7 +206,16 @@ export async function scanTopLevelStrings(res: Response, names: readonly string[
       if (done) break;
       total += value.byteLength;
       if (total > maxBytes) throw new ProviderError(`${what}: the answer is larger than the ${maxBytes} bytes read`, { code: 'invalid_response', retryable: false });
-      for (const c of value) {
+      for (let i = 0; i < value.length; i++) {
+        if (inString && !kept && !escaped) {
+          // A string nothing keeps (an echoed image): skip to its next quote or backslash unseen.
+          const quote = value.indexOf(0x22, i);
+          const backslash = quote === -1 ? value.indexOf(0x5c, i) : value.subarray(i, quote).indexOf(0x5c);
+          const next = backslash !== -1 ? (quote === -1 ? backslash : i + backslash) : quote;
+          if (next === -1) break;
+          i = next;
+        }
+        const c = value[i]!;
         if (inString) {
           // Kept as written (escapes included), decoded once the string ends; too long, it is dropped.
           if (kept && (escaped || c !== 0x22)) {
