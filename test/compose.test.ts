@@ -2,7 +2,9 @@
 // images pinned, every app variable one the config reads and valid for production, addresses and
 // ports pointing at the services that serve them, search attributes the workflows use registered,
 // the S3 storage pointing at the MinIO service and the bucket and credentials its setup creates.
-import { test } from 'node:test';
+import { describe, test } from 'node:test';
+import { execFileSync } from 'node:child_process';
+import { connect as tlsConnect, createServer as tlsServer } from 'node:tls';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -13,6 +15,7 @@ import { ConfigError, ENV_VARS, loadConfig } from '../src/config.js';
 import { SEARCH_ATTRIBUTES } from '../workflows/messages.js';
 import { TEMPORAL_DYNAMIC_CONFIG_FILE, temporalDynamicConfig } from '../src/temporal/dynamic-config.js';
 import { NAMESPACE_RETENTION, SQL_PLUGIN, schemaSteps } from './helpers/server-infra.js';
+import { describeSecurity, loadTemporalSettings, temporalEnv } from '../src/temporal/connection-config.js';
 
 const compose = parse(fs.readFileSync('docker-compose.yml', 'utf8'), { merge: true });
 const services = compose.services as Record<string, any>;
@@ -235,4 +238,87 @@ test("the production-topology tests set temporal-server up with compose's comman
   const setup = JSON.stringify(services['temporal-setup'].command);
   assert.ok(setup.includes(`namespace create --address temporal:7233 --namespace default --retention ${NAMESPACE_RETENTION}`), 'the same namespace retention');
   assert.ok(setup.includes('search-attribute create --address temporal:7233 --namespace default --name $$sa --type Keyword'), 'the search attributes as Keyword');
+});
+
+describe('optional mTLS between the services and Temporal (docker-compose.mtls.yml)', () => {
+  const mtls = parse(fs.readFileSync('docker-compose.mtls.yml', 'utf8'), { merge: true }).services as Record<string, any>;
+  /** A service's environment with the override applied (compose merges the maps). */
+  const mergedEnv = (name: string): Record<string, string> => ({ ...envOf(name), ...Object.fromEntries(Object.entries(mtls[name]?.environment ?? {}).map(([k, v]) => [k, interpolate(v)])) });
+  /** Host directories of `name`'s bind mounts, by container path, the host side under `root` instead of ./certs/temporal. */
+  const mounts = (name: string, root: string): [string, string][] =>
+    ((mtls[name].volumes ?? []) as string[]).map((v) => {
+      const [host, container] = v.split(':');
+      return [container!, host!.replace(/^\.\/certs\/temporal/, root)];
+    });
+  const onHost = (name: string, root: string, file: string): string => {
+    const m = mounts(name, root).find(([container]) => file.startsWith(`${container}/`));
+    assert.ok(m, `${file} is under a mount of ${name}`);
+    return path.join(m[1], file.slice(m[0].length + 1));
+  };
+
+  test("the services' TLS settings are Temporal's variables, the server requires client certificates, the certificates the script makes connect, and a new client certificate is picked up", async () => {
+    const root = fs.mkdtempSync(path.join(os.tmpdir(), 'mtls-'));
+    execFileSync('scripts/temporal-mtls-certs.sh', [root], { stdio: 'ignore' });
+    const server = mergedEnv('temporal');
+    assert.equal(server['TEMPORAL_TLS_REQUIRE_CLIENT_AUTH'], 'true');
+    for (const name of ['api', 'worker']) {
+      const env = mergedEnv(name);
+      for (const key of Object.keys(env)) assert.ok(ENV_VARS.includes(key), `${name}: ${key} is not read by src/config.ts`);
+      for (const key of ['TEMPORAL_TLS_SERVER_CA_CERT_PATH', 'TEMPORAL_TLS_CLIENT_CERT_PATH', 'TEMPORAL_TLS_CLIENT_KEY_PATH']) env[key] = onHost(name, root, env[key]!);
+      const config = loadConfig(env);
+      const tls = config.temporal.connection.connect.tls;
+      assert.ok(tls && typeof tls === 'object' && tls.clientCertPair && tls.serverRootCACertificate, `${name}: mTLS configured`);
+      assert.equal(tls.serverNameOverride, 'temporal');
+      assert.equal(describeSecurity(config.temporal.connection.connect), 'mTLS (client certificate)');
+
+      // The handshake Temporal's frontend does: its certificate and key, client certificates from its CA required.
+      const srv = tlsServer({
+        cert: fs.readFileSync(onHost('temporal', root, server['TEMPORAL_TLS_FRONTEND_CERT']!)),
+        key: fs.readFileSync(onHost('temporal', root, server['TEMPORAL_TLS_FRONTEND_KEY']!)),
+        ca: fs.readFileSync(onHost('temporal', root, server['TEMPORAL_TLS_CLIENT1_CA_CERT']!)),
+        requestCert: true,
+        rejectUnauthorized: true,
+      });
+      const clientNames: string[] = [];
+      srv.on('secureConnection', (s) => {
+        clientNames.push(String(s.getPeerCertificate().subject.CN));
+        s.end();
+      });
+      await new Promise<void>((r) => srv.listen(0, '127.0.0.1', () => r()));
+      const handshake = (connect: typeof config.temporal.connection.connect) =>
+        new Promise<void>((resolve, reject) => {
+          const t = connect.tls as Exclude<typeof tls, boolean>;
+          const socket = tlsConnect({
+            host: '127.0.0.1',
+            port: (srv.address() as { port: number }).port,
+            servername: t.serverNameOverride!,
+            ca: Buffer.from(t.serverRootCACertificate!),
+            cert: Buffer.from(t.clientCertPair!.crt),
+            key: Buffer.from(t.clientCertPair!.key),
+          });
+          socket.once('secureConnect', () => {
+            socket.on('data', () => {});
+            socket.once('close', () => resolve());
+          });
+          socket.once('error', reject);
+        });
+      try {
+        await handshake(config.temporal.connection.connect);
+        // Rotation: a new client certificate from the same CA changes what the services read, and connects.
+        execFileSync('scripts/temporal-mtls-certs.sh', [root, '--client-only'], { stdio: 'ignore' });
+        const rotated = loadTemporalSettings(temporalEnv(env));
+        assert.notEqual(rotated.tlsDigest, config.temporal.connection.tlsDigest);
+        await handshake(rotated.connect);
+        assert.equal(clientNames.length, 2);
+        assert.match(clientNames[0]!, /^video-voice-api-/);
+      } finally {
+        srv.close();
+      }
+    }
+    // The CA's key is never mounted; the client's key never reaches the server, nor the server's the clients.
+    for (const name of Object.keys(mtls)) for (const [, host] of mounts(name, root)) assert.ok(!fs.existsSync(path.join(host, 'ca.key')), `${name} sees no CA key`);
+    assert.ok(!fs.existsSync(path.join(root, 'server', 'client.key')) && !fs.existsSync(path.join(root, 'client', 'server.key')));
+    assert.match(fs.readFileSync('.gitignore', 'utf8'), /^certs\/$/m, 'certificates and keys stay out of git');
+    assert.match(fs.readFileSync('.dockerignore', 'utf8'), /^certs\/$/m, 'and out of the image');
+  });
 });

@@ -13,6 +13,7 @@ import { createTestCa, type TestCa } from './helpers/tls-certs.js';
 import { startGrpcTlsProxy, type GrpcTlsProxy } from './helpers/grpc-tls-proxy.js';
 import { assertAuditHolds, balanceMicro, createTestDatabase, http, infra, newCustomer, simJob, startStack, waitForJob } from './helpers/stack.js';
 import { connectClient } from '../src/temporal/client.js';
+import { describeSecurity } from '../src/temporal/connection-config.js';
 import { loadConfig, ConfigError } from '../src/config.js';
 import { msToTs } from '@temporalio/common/lib/time.js';
 
@@ -138,6 +139,31 @@ describe('startup refusals: one line, which and how to fix, non-zero exit', () =
   });
 });
 
+/** Replaces a file as a secret manager does: a new file renamed over the old one. */
+function replace(file: string, text: string): void {
+  fs.writeFileSync(`${file}.new`, text);
+  fs.renameSync(`${file}.new`, file);
+}
+
+/** A log destination kept in memory, and a wait for lines matching a pattern. */
+function captureLogs() {
+  let logs = '';
+  const logStream = new Writable({
+    write(chunk, _enc, cb) {
+      logs += chunk.toString();
+      cb();
+    },
+  });
+  const waitForLog = async (pattern: RegExp, count: number) => {
+    const deadline = Date.now() + 30_000;
+    while ((logs.match(new RegExp(pattern.source, 'g')) ?? []).length < count) {
+      assert.ok(Date.now() < deadline, `no ${count} x ${pattern} in the logs: ${logs}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  };
+  return { logStream, waitForLog, text: () => logs };
+}
+
 describe('a secured Temporal: mTLS and an API key from a Temporal profile file', () => {
   test('the API key and the client certificate rotate while jobs run: no job lost, billing exact, no credential in the logs', async () => {
     const certDir = path.join(dir, 'rotating');
@@ -145,11 +171,6 @@ describe('a secured Temporal: mTLS and an API key from a Temporal profile file',
     const certPath = path.join(certDir, 'client.crt');
     const keyPath = path.join(certDir, 'client.key');
     const toml = path.join(certDir, 'temporal.toml');
-    /** Replaces a file as a secret manager does: a new file renamed over the old one. */
-    const replace = (file: string, text: string) => {
-      fs.writeFileSync(`${file}.new`, text);
-      fs.renameSync(`${file}.new`, file);
-    };
     const first = ca.client('service-v1');
     replace(certPath, first.cert);
     replace(keyPath, first.key);
@@ -157,20 +178,7 @@ describe('a secured Temporal: mTLS and an API key from a Temporal profile file',
     proxy.clientNames = new Set(['service-v1']);
     proxy.seenClientNames.length = 0;
 
-    let logs = '';
-    const logStream = new Writable({
-      write(chunk, _enc, cb) {
-        logs += chunk.toString();
-        cb();
-      },
-    });
-    const waitForLog = async (pattern: RegExp, count: number) => {
-      const deadline = Date.now() + 30_000;
-      while ((logs.match(new RegExp(pattern.source, 'g')) ?? []).length < count) {
-        assert.ok(Date.now() < deadline, `no ${count} x ${pattern} in the logs: ${logs}`);
-        await new Promise((r) => setTimeout(r, 50));
-      }
-    };
+    const { logStream, waitForLog, text: logs } = captureLogs();
     const stack = await startStack({
       logStream,
       env: {
@@ -220,13 +228,111 @@ describe('a secured Temporal: mTLS and an API key from a Temporal profile file',
       assert.equal(proxy.refused, refusedBefore, 'no call was made with a revoked credential after the rotation');
       assert.equal(await balanceMicro(stack, customer.workspaceId), 20_000_000 - jobs.length * 400_000);
       await assertAuditHolds(stack);
-      assert.match(logs, /Temporal credentials rotated/);
+      assert.match(logs(), /Temporal credentials rotated/);
       for (const secret of [API_KEY, secondKey, first.key, second.key, first.cert, second.cert]) {
         const sample = secret.includes('\n') ? secret.split('\n')[1]! : secret;
-        assert.ok(!logs.includes(sample), 'a credential appears in the logs');
+        assert.ok(!logs().includes(sample), 'a credential appears in the logs');
       }
     } finally {
       await stack.stop();
+    }
+  });
+
+  test('SIGHUP alone applies a new API key (the file check is hours away); the old key is then refused and nothing fails', async () => {
+    const keyDir = path.join(dir, 'sighup');
+    fs.mkdirSync(keyDir);
+    const toml = path.join(keyDir, 'temporal.toml');
+    const client = ca.client('sighup');
+    const keys = ['tk-sighup-a-0123456789abcdefghijklm', 'tk-sighup-b-0123456789abcdefghijklm'];
+    replace(toml, `[profile.default]\napi_key = "${keys[0]}"\n`);
+    proxy.apiKeys = new Set([keys[0]!]);
+    proxy.clientNames = null;
+    const { logStream, waitForLog } = captureLogs();
+    const stack = await startStack({
+      logStream,
+      env: { LOG_LEVEL: 'info', ...mtlsEnv(client), TEMPORAL_CONFIG_FILE: toml, TEMPORAL_CREDENTIALS_CHECK_INTERVAL_MS: '3600000' },
+    });
+    try {
+      proxy.apiKeys.add(keys[1]!);
+      replace(toml, `[profile.default]\napi_key = "${keys[1]}"\n`);
+      process.kill(process.pid, 'SIGHUP');
+      await waitForLog(/"reason":"SIGHUP".*"api_key_changed":true.*Temporal credentials rotated/, 2);
+      proxy.apiKeys.delete(keys[0]!);
+      const refusedBefore = proxy.refused;
+      const customer = await newCustomer(stack, 5);
+      const r = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: customer.key, json: simJob() });
+      assert.equal(r.status, 202, JSON.stringify(r.body));
+      assert.equal((await waitForJob(stack, customer.key, r.body.id, 60_000)).status, 'succeeded');
+      assert.equal(proxy.refused, refusedBefore);
+    } finally {
+      await stack.stop();
+    }
+  });
+});
+
+describe("Temporal's client configuration, as Temporal's CLI and SDKs read it", () => {
+  test('Temporal Cloud with an API key: the endpoint, the namespace and the key, nothing else; the key implies TLS', () => {
+    const config = loadConfig({ TEMPORAL_ADDRESS: 'eu-west-1.aws.api.temporal.io:7233', TEMPORAL_NAMESPACE: 'prod.a1b2c', TEMPORAL_API_KEY: 'key-123' });
+    assert.equal(config.temporal.address, 'eu-west-1.aws.api.temporal.io:7233');
+    assert.equal(config.temporal.namespace, 'prod.a1b2c');
+    assert.deepEqual(config.temporal.connection.connect, { address: 'eu-west-1.aws.api.temporal.io:7233', apiKey: 'key-123', tls: true });
+    assert.equal(describeSecurity(config.temporal.connection.connect), 'TLS + API key');
+    // TEMPORAL_TLS=false turns it off even with a key (Temporal's rule), TEMPORAL_TLS=true on without one.
+    assert.equal(loadConfig({ TEMPORAL_ADDRESS: 'h:7233', TEMPORAL_API_KEY: 'k', TEMPORAL_TLS: 'false' }).temporal.connection.connect.tls, false);
+    const plainTls = loadConfig({ TEMPORAL_ADDRESS: 'h:7233', TEMPORAL_TLS: 'true' }).temporal.connection.connect.tls;
+    assert.ok(typeof plainTls === 'object' && !plainTls.clientCertPair && !plainTls.serverRootCACertificate, 'TLS with the system CAs');
+    assert.equal(loadConfig({}).temporal.address, undefined, 'nothing set: npm start runs its dev server');
+    assert.equal(loadConfig({}).temporal.namespace, 'default');
+  });
+
+  test('a profile file gives the address, namespace, key and TLS files; the environment overrides it; its files are watched', () => {
+    const client = ca.client('profile');
+    const toml = path.join(dir, 'profiles.toml');
+    fs.writeFileSync(
+      toml,
+      [
+        '[profile.default]',
+        'address = "default.example:7233"',
+        '[profile.prod]',
+        'address = "prod.example:7233"',
+        'namespace = "prod"',
+        'api_key = "from-file"',
+        '[profile.prod.tls]',
+        `client_cert_path = "${client.certPath}"`,
+        `client_key_path = "${client.keyPath}"`,
+        `server_ca_cert_path = "${ca.certPath}"`,
+        'server_name = "temporal.internal"',
+        '',
+      ].join('\n'),
+    );
+    const prod = loadConfig({ TEMPORAL_CONFIG_FILE: toml, TEMPORAL_PROFILE: 'prod' }).temporal;
+    assert.equal(prod.address, 'prod.example:7233');
+    assert.equal(prod.namespace, 'prod');
+    assert.equal(prod.connection.connect.apiKey, 'from-file');
+    const tls = prod.connection.connect.tls as Exclude<typeof prod.connection.connect.tls, boolean | undefined>;
+    assert.equal(tls.serverNameOverride, 'temporal.internal');
+    assert.equal(Buffer.from(tls.clientCertPair!.crt).toString(), client.cert);
+    assert.deepEqual(prod.connection.files.sort(), [toml, client.certPath, client.keyPath, ca.certPath].sort());
+    assert.equal(loadConfig({ TEMPORAL_CONFIG_FILE: toml }).temporal.address, 'default.example:7233');
+    const overridden = loadConfig({ TEMPORAL_CONFIG_FILE: toml, TEMPORAL_PROFILE: 'prod', TEMPORAL_NAMESPACE: 'other', TEMPORAL_API_KEY: 'from-env' }).temporal;
+    assert.equal(overridden.namespace, 'other');
+    assert.equal(overridden.connection.connect.apiKey, 'from-env');
+  });
+
+  test('refused at startup, naming the variable: a certificate without its key, a missing file, host verification off', () => {
+    const client = ca.client('half');
+    const refusals: [Record<string, string>, RegExp][] = [
+      [{ TEMPORAL_ADDRESS: 'h:7233', TEMPORAL_TLS_CLIENT_CERT_PATH: client.certPath }, /client certificate is set without its key; set TEMPORAL_TLS_CLIENT_KEY_PATH/],
+      [{ TEMPORAL_ADDRESS: 'h:7233', TEMPORAL_TLS_CLIENT_CERT_PATH: '/nonexistent/c.pem', TEMPORAL_TLS_CLIENT_KEY_PATH: client.keyPath }, /cannot read the Temporal client configuration file \/nonexistent\/c\.pem \(ENOENT\)/],
+      [{ TEMPORAL_ADDRESS: 'h:7233', TEMPORAL_TLS_DISABLE_HOST_VERIFICATION: 'true' }, /TEMPORAL_TLS_DISABLE_HOST_VERIFICATION is not supported .* set TEMPORAL_TLS_SERVER_NAME/],
+    ];
+    for (const [env, pattern] of refusals) {
+      assert.throws(() => loadConfig(env), (err: unknown) => {
+        assert.ok(err instanceof ConfigError);
+        assert.match(err.message, pattern);
+        assert.ok(!err.message.includes(client.key.split('\n')[1]!));
+        return true;
+      });
     }
   });
 });

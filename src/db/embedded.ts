@@ -79,7 +79,13 @@ async function stopOrphan(pgdata: string): Promise<void> {
   }
 }
 
-export async function startEmbeddedPostgres(opts: { pgdata: string; port: number; logFile?: string }): Promise<EmbeddedPostgres> {
+export async function startEmbeddedPostgres(opts: {
+  pgdata: string;
+  port: number;
+  logFile?: string;
+  /** More server settings, as `-c name=value` arguments (e.g. ssl=on and its certificate files). */
+  extraArgs?: string[];
+}): Promise<EmbeddedPostgres> {
   const ids = postgresUserIds();
   const { bin, pgdata, moved } = placeForPostgresUser(await binaries(), opts.pgdata, ids);
   const spawnIds = ids ?? {};
@@ -98,7 +104,7 @@ export async function startEmbeddedPostgres(opts: { pgdata: string; port: number
   const logFd = opts.logFile ? fs.openSync(opts.logFile, 'a') : 'ignore';
   const child: ChildProcess = spawn(
     bin.postgres,
-    ['-D', pgdata, '-p', String(opts.port), '-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'max_connections=200'],
+    ['-D', pgdata, '-p', String(opts.port), '-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'max_connections=200', ...(opts.extraArgs ?? [])],
     { ...spawnIds, stdio: ['ignore', logFd, logFd], env: { ...process.env, LC_ALL: 'C' } },
   );
   let exited = false;
