@@ -14,6 +14,7 @@ import { startGrpcTlsProxy, type GrpcTlsProxy } from './helpers/grpc-tls-proxy.j
 import { assertAuditHolds, balanceMicro, createTestDatabase, http, infra, newCustomer, simJob, startStack, waitForJob } from './helpers/stack.js';
 import { connectClient } from '../src/temporal/client.js';
 import { describeSecurity } from '../src/temporal/connection-config.js';
+import { checkSearchAttributes } from '../src/temporal/search-attributes.js';
 import { loadConfig, ConfigError } from '../src/config.js';
 import { msToTs } from '@temporalio/common/lib/time.js';
 
@@ -134,8 +135,28 @@ describe('startup refusals: one line, which and how to fix, non-zero exit', () =
     const ns = `bare-${Math.random().toString(36).slice(2, 8)}`;
     await client.workflowService.registerNamespace({ namespace: ns, workflowExecutionRetentionPeriod: msToTs(86_400_000) });
     await client.connection.close();
+    const lacks = new RegExp(`Temporal namespace "${ns}" lacks the Keyword search attribute\\(s\\) WorkspaceId, VideoModel, VideoJobStatus; add them: temporal operator search-attribute create`);
     const r = await runEntry('worker', { ...mtlsEnv(good), TEMPORAL_NAMESPACE: ns, TEMPORAL_API_KEY: API_KEY });
-    assertRefusal(r, 'worker', new RegExp(`Temporal namespace "${ns}" lacks the Keyword search attribute\\(s\\) .*temporal operator search-attribute create`));
+    assertRefusal(r, 'worker', lacks);
+
+    // Where the operator service is refused (Temporal Cloud), the attributes are looked up by visibility
+    // queries instead: the same line for the worker's native connection and the API's client.
+    proxy.operatorService = false;
+    try {
+      const refusedBefore = proxy.refused;
+      assertRefusal(await runEntry('worker', { ...mtlsEnv(good), TEMPORAL_NAMESPACE: ns, TEMPORAL_API_KEY: API_KEY }), 'worker', lacks);
+      assert.ok(proxy.refused > refusedBefore, 'the operator service was asked and refused');
+      const settings = loadConfig({ ...mtlsEnv(good), TEMPORAL_API_KEY: API_KEY }).temporal.connection;
+      const secured = await connectClient({ ...settings.connect, namespace: 'default' });
+      try {
+        await checkSearchAttributes(secured.connection, 'default', settings.connect);
+        await assert.rejects(checkSearchAttributes(secured.connection, ns, settings.connect), lacks);
+      } finally {
+        await secured.connection.close();
+      }
+    } finally {
+      proxy.operatorService = true;
+    }
   });
 });
 

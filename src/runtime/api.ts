@@ -72,7 +72,7 @@ export async function startApi(opts: {
   });
   try {
     await checkNamespace(temporal.workflowService, connect, namespace);
-    await checkSearchAttributes(temporal.connection.operatorService, namespace, connect);
+    await checkSearchAttributes(temporal.connection, namespace, connect);
   } catch (err) {
     await temporal.connection.close().catch(() => {});
     throw err;

@@ -78,7 +78,7 @@ export async function startWorker(opts: {
   let connection = await openNativeConnection(connect);
   try {
     await checkNamespace(connection.workflowService, connect, namespace);
-    await checkSearchAttributes(connection.operatorService, namespace, connect);
+    await checkSearchAttributes(connection, namespace, connect);
   } catch (err) {
     await connection.close().catch(() => {});
     throw err;

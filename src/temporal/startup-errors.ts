@@ -9,7 +9,7 @@ import { ConfigError } from '../config-error.js';
 import type { TemporalConnectOptions } from './connection-config.js';
 
 /** gRPC status codes (https://grpc.github.io/grpc/core/md_doc_statuscodes.html). */
-const GRPC = { NOT_FOUND: 5, PERMISSION_DENIED: 7, UNIMPLEMENTED: 12, UNAVAILABLE: 14, UNAUTHENTICATED: 16 } as const;
+export const GRPC = { INVALID_ARGUMENT: 3, NOT_FOUND: 5, PERMISSION_DENIED: 7, UNIMPLEMENTED: 12, UNAVAILABLE: 14, UNAUTHENTICATED: 16 } as const;
 
 const PROBE_TIMEOUT_MS = 5_000;
 
@@ -122,7 +122,7 @@ function reachable(address: string): Promise<string | null> {
  * whose errors are text ("code: 'The request does not have valid authentication credentials', message: ..."),
  * the code that text describes.
  */
-function grpcCode(err: unknown): { code: number; details: string } | null {
+export function grpcCode(err: unknown): { code: number; details: string } | null {
   for (let e = err as { code?: unknown; details?: unknown; message?: unknown; cause?: unknown } | undefined; e; e = e.cause as typeof e) {
     if (typeof e.code === 'number') return { code: e.code, details: String(e.details ?? e.message ?? '') };
     const text = typeof e.message === 'string' ? e.message : '';
@@ -142,6 +142,7 @@ const NATIVE_CODES: [RegExp, number][] = [
   [/not found/i, GRPC.NOT_FOUND],
   [/unavailable/i, GRPC.UNAVAILABLE],
   [/not implemented/i, GRPC.UNIMPLEMENTED],
+  [/invalid argument/i, GRPC.INVALID_ARGUMENT],
 ];
 
 /** The line for credentials the server refuses (a gRPC UNAUTHENTICATED or PERMISSION_DENIED); null otherwise. */

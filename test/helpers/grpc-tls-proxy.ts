@@ -2,8 +2,9 @@
 // Temporal (a cluster with mTLS, Temporal Cloud with API keys) stands: it terminates TLS with a server
 // certificate, may require a client certificate signed by its CA (mTLS) and may require
 // `authorization: Bearer <key>` gRPC metadata from a set of keys it accepts (refused with gRPC status
-// UNAUTHENTICATED, as Temporal's authorizer does), and forwards every gRPC call to the dev server over
-// HTTP/2. It records the client certificates and keys it saw, for tests of rotation.
+// UNAUTHENTICATED, as Temporal's authorizer does), may refuse the operator service (PERMISSION_DENIED, as
+// Temporal Cloud does to an identity without that permission), and forwards every gRPC call to the dev
+// server over HTTP/2. It records the client certificates and keys it saw, for tests of rotation.
 import http2 from 'node:http2';
 import type tls from 'node:tls';
 
@@ -15,8 +16,10 @@ export interface GrpcTlsProxy {
   clientNames: Set<string> | null;
   /** Client certificate common names seen on accepted calls, in order of first use. */
   seenClientNames: string[];
-  /** Calls refused (a bad key, a certificate no longer accepted). */
+  /** Calls refused (a bad key, a certificate no longer accepted, the operator service when denied). */
   refused: number;
+  /** false: the operator service is refused with PERMISSION_DENIED, as for a Temporal Cloud identity. */
+  operatorService: boolean;
   /** Ends every open HTTP/2 session (clients reconnect, with a new handshake). */
   dropSessions(): void;
   close(): Promise<void>;
@@ -45,6 +48,7 @@ export async function startGrpcTlsProxy(opts: {
     clientNames: null,
     seenClientNames: [],
     refused: 0,
+    operatorService: true,
     dropSessions: () => {
       for (const s of sessions) s.destroy();
       sessions.clear();
@@ -78,6 +82,7 @@ export async function startGrpcTlsProxy(opts: {
       const key = typeof auth === 'string' && auth.startsWith('Bearer ') ? auth.slice(7) : null;
       if (!key || !state.apiKeys.has(key)) return refuse(stream, 16, 'invalid API key');
     }
+    if (!state.operatorService && String(headers[':path']).startsWith('/temporal.api.operatorservice.')) return refuse(stream, 7, 'Request unauthorized.');
     const forward: http2.OutgoingHttpHeaders = {};
     for (const [k, v] of Object.entries(headers)) if (!k.startsWith(':') || k === ':path' || k === ':method') forward[k] = v;
     delete forward['authorization'];
