@@ -159,13 +159,20 @@ export async function startCluster(opts: ClusterOptions): Promise<Cluster> {
   const pgServer = await startKillablePostgres(opts.root);
   timings_ms['postgres'] = Date.now() - t;
   const pg = new ServerSlot('postgres', pgServer);
+  // A piece that fails to start stops those started before it (nothing is left running).
+  const started: (() => Promise<void>)[] = [() => pgServer.stop()];
+  const undo = async (err: unknown): Promise<never> => {
+    for (const stop of started.reverse()) await stop().catch(() => {});
+    throw err;
+  };
   t = Date.now();
-  const server = opts.temporal === 'server' ? await startTemporalServer({ root: opts.root, postgresUrl: pgServer.url }) : null;
-  const temporalServer = server ?? (await startKillableTemporal(opts.root));
+  const server = opts.temporal === 'server' ? await startTemporalServer({ root: opts.root, postgresUrl: pgServer.url }).catch(undo) : null;
+  const temporalServer = server ?? (await startKillableTemporal(opts.root).catch(undo));
+  started.push(() => temporalServer.stop());
   timings_ms['temporal'] = Date.now() - t;
   const temporal = new ServerSlot('temporal', temporalServer);
   t = Date.now();
-  const bucket = server ? await startVideoBucket(opts.root) : null;
+  const bucket = server ? await startVideoBucket(opts.root).catch(undo) : null;
   if (bucket) timings_ms['minio'] = Date.now() - t;
   const env: Record<string, string> = {
     DATABASE_URL: pgServer.url,
@@ -197,10 +204,10 @@ export async function startCluster(opts: ClusterOptions): Promise<Cluster> {
     apiBases.push(`http://127.0.0.1:${port}`);
   }
   const workerSlots = Array.from({ length: opts.workers }, (_, i) => new EntrySlot(`worker-${i + 1}`, 'worker', env, crashes));
-  // Workers first: the first of them sets up the schema and the reconciler's schedule.
+  // The first worker alone: it sets up the schema and the reconciler's schedule; then the others at once.
   t = Date.now();
-  for (const w of workerSlots) await w.restart();
-  await Promise.all(apiSlots.map((a) => a.restart()));
+  await workerSlots[0]!.restart();
+  await Promise.all([...workerSlots.slice(1), ...apiSlots].map((e) => e.restart()));
   timings_ms['processes'] = Date.now() - t;
   const entries = [...apiSlots, ...workerSlots];
 

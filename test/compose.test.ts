@@ -14,8 +14,8 @@ import { parse } from 'yaml';
 import { ConfigError, ENV_VARS, loadConfig } from '../src/config.js';
 import { SEARCH_ATTRIBUTES } from '../workflows/messages.js';
 import { TEMPORAL_DYNAMIC_CONFIG_FILE, temporalDynamicConfig } from '../src/temporal/dynamic-config.js';
-import { describeSecurity, loadTemporalSettings, temporalEnv } from '../src/temporal/connection-config.js';
 import { NAMESPACE_RETENTION, SQL_PLUGIN, schemaSteps } from './helpers/server-infra.js';
+import { describeSecurity, loadTemporalSettings, temporalEnv } from '../src/temporal/connection-config.js';
 
 const compose = parse(fs.readFileSync('docker-compose.yml', 'utf8'), { merge: true });
 const services = compose.services as Record<string, any>;
@@ -229,6 +229,17 @@ test('production refuses placeholder, short and well-known secrets with one line
   }
 });
 
+test("the production-topology tests set temporal-server up with compose's commands (test/helpers/server-infra.ts)", () => {
+  const schema = (services['temporal-schema'].command as string[]).join('\n');
+  assert.equal(envOf('temporal')['DB'], SQL_PLUGIN, 'the server and the tests use the same SQL plugin');
+  for (const step of schemaSteps('"/etc/temporal/schema/postgresql/v12/$$dir/versioned"')) {
+    assert.ok(schema.includes(`temporal-sql-tool --plugin ${SQL_PLUGIN} --ep postgres -p 5432 -u videoapi --db "$$db" ${step.join(' ')}`), `compose runs ${step[0]} as the tests do`);
+  }
+  const setup = JSON.stringify(services['temporal-setup'].command);
+  assert.ok(setup.includes(`namespace create --address temporal:7233 --namespace default --retention ${NAMESPACE_RETENTION}`), 'the same namespace retention');
+  assert.ok(setup.includes('search-attribute create --address temporal:7233 --namespace default --name $$sa --type Keyword'), 'the search attributes as Keyword');
+});
+
 describe('optional mTLS between the services and Temporal (docker-compose.mtls.yml)', () => {
   const mtls = parse(fs.readFileSync('docker-compose.mtls.yml', 'utf8'), { merge: true }).services as Record<string, any>;
   /** A service's environment with the override applied (compose merges the maps). */
@@ -310,15 +321,4 @@ describe('optional mTLS between the services and Temporal (docker-compose.mtls.y
     assert.match(fs.readFileSync('.gitignore', 'utf8'), /^certs\/$/m, 'certificates and keys stay out of git');
     assert.match(fs.readFileSync('.dockerignore', 'utf8'), /^certs\/$/m, 'and out of the image');
   });
-});
-
-test("the production-topology tests set temporal-server up with compose's commands (test/helpers/server-infra.ts)", () => {
-  const schema = (services['temporal-schema'].command as string[]).join('\n');
-  assert.equal(envOf('temporal')['DB'], SQL_PLUGIN, 'the server and the tests use the same SQL plugin');
-  for (const step of schemaSteps('"/etc/temporal/schema/postgresql/v12/$$dir/versioned"')) {
-    assert.ok(schema.includes(`temporal-sql-tool --plugin ${SQL_PLUGIN} --ep postgres -p 5432 -u videoapi --db "$$db" ${step.join(' ')}`), `compose runs ${step[0]} as the tests do`);
-  }
-  const setup = JSON.stringify(services['temporal-setup'].command);
-  assert.ok(setup.includes(`namespace create --address temporal:7233 --namespace default --retention ${NAMESPACE_RETENTION}`), 'the same namespace retention');
-  assert.ok(setup.includes('search-attribute create --address temporal:7233 --namespace default --name $$sa --type Keyword'), 'the search attributes as Keyword');
 });

@@ -22,7 +22,7 @@ import type { KillableServer } from './killable-infra.js';
 
 const run = promisify(execFile);
 
-/** The directory of the temporal-server build: TEMPORAL_SERVER_DIR (CI sets it), else the cache; null = not built. */
+/** The directory of the temporal-server build: TEMPORAL_SERVER_DIR (which must hold it: CI sets it), else the cache; null = not built. */
 export function temporalServerDir(): string | null {
   const fromEnv = process.env['TEMPORAL_SERVER_DIR'];
   if (fromEnv) return fromEnv;
@@ -218,6 +218,9 @@ export function connectWithCert(address: string, certs: ServerCerts, apiKey?: st
 export async function startTemporalServer(opts: TemporalServerOptions): Promise<TemporalServer> {
   const dir = temporalServerDir();
   if (!dir) throw new Error(serverTopologyMissing()!);
+  for (const file of ['temporal-server', 'temporal-sql-tool']) {
+    if (!fs.existsSync(path.join(dir, file))) throw new Error(`no ${file} in ${dir} (TEMPORAL_SERVER_DIR); run scripts/install-temporal-server.sh, or unset it`);
+  }
   const timings_ms: Record<string, number> = {};
   const namespace = opts.namespace ?? 'default';
   const databasePrefix = opts.databasePrefix ?? 'temporal';
