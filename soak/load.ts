@@ -1,6 +1,7 @@
 // The mixed load: one customer loop per workspace (creates with and without an Idempotency-Key, with
 // images, replays, cancels, deletes, gets, lists, speech, voice clones and deletions, statement reads,
-// admin top-ups) and one loop sending the fuzz corpus. Each loop is paced (well under the per-key rate
+// admin top-ups; and two abuses: thumbnail floods during opus, aac or flac speech, and voice consent
+// upload-and-delete loops) and one loop sending the fuzz corpus. Each loop is paced (well under the per-key rate
 // limits), keeps its workspace under the pending-jobs limit, and records what the soak needs at the
 // end: the jobs it was told about, the cost of each job it deleted, and what it credited.
 import { randomUUID } from 'node:crypto';
@@ -9,7 +10,7 @@ import { pngImage, jpegImage, imageField } from '../test/helpers/images.js';
 import { isOk, microOf, retryAfterMs, sleep, type Answer, type Client } from './client.js';
 import { SOAK_ADMIN_TOKEN } from './cluster.js';
 import type { FuzzCase } from './fuzz-corpus.js';
-import type { RequestLog } from './report.js';
+import { RequestLog } from './report.js';
 import type { Rng } from './rng.js';
 
 export interface Workspace {
@@ -39,7 +40,21 @@ export interface LoadFindings {
   /** The fuzz cases' answers by kind of malformation (its own log: counted once in the main one). */
   fuzzByKind: RequestLog;
   fuzzSent: number;
+  /** Thumbnail floods sent during a compressed speech, and how that speech was answered (by status). */
+  mediaFloods: { floods: number; thumbnails: number; speechByStatus: Map<string, number> };
+  /** Voice consents uploaded and deleted by the loops (each deletion must remove its recording). */
+  consentChurn: { uploaded: number; deleted: number };
 }
+
+export const newFindings = (): LoadFindings => ({
+  problems: [],
+  fuzzAccepted: [],
+  fuzzServerErrors: new Map(),
+  fuzzByKind: new RequestLog(),
+  fuzzSent: 0,
+  mediaFloods: { floods: 0, thumbnails: 0, speechByStatus: new Map() },
+  consentChurn: { uploaded: 0, deleted: 0 },
+});
 
 const CREATE_ROUTE = 'POST /v2/videos/generations';
 const JOB_ROUTE = 'GET /v2/videos/generations/{id}';
@@ -73,7 +88,23 @@ export async function topUp(client: Client, w: Workspace, amount_in_euro: number
   return isOk(a);
 }
 
-type Action = 'create' | 'create_keyed' | 'create_image' | 'replay_keyed' | 'create_then_cancel' | 'cancel' | 'delete' | 'get' | 'list' | 'speech' | 'clone' | 'voice_delete' | 'read' | 'topup';
+type Action =
+  | 'create'
+  | 'create_keyed'
+  | 'create_image'
+  | 'replay_keyed'
+  | 'create_then_cancel'
+  | 'cancel'
+  | 'delete'
+  | 'get'
+  | 'list'
+  | 'speech'
+  | 'clone'
+  | 'voice_delete'
+  | 'read'
+  | 'topup'
+  | 'thumbnail_flood'
+  | 'consent_churn';
 
 const WEIGHTS: Record<Action, number> = {
   create: 16,
@@ -90,7 +121,14 @@ const WEIGHTS: Record<Action, number> = {
   voice_delete: 2,
   read: 7,
   topup: 1,
+  thumbnail_flood: 2,
+  consent_churn: 2,
 };
+
+/** Thumbnail requests sent at once by a flood (the read limit is per key and minute: well under it). */
+const FLOOD_THUMBNAILS = 12;
+/** Consents uploaded and deleted in turn by one churn step. */
+const CONSENT_CHURN_ROUNDS = 3;
 
 /** At most this many of a workspace's jobs pending at once (the service refuses beyond 50 a workspace). */
 const MAX_PENDING_PER_WORKSPACE = 25;
@@ -256,6 +294,61 @@ export class CustomerLoop {
       case 'topup':
         await topUp(this.client, w, this.rng.pick([1, 2.5, 0.000001]), undefined, 3);
         return;
+      case 'thumbnail_flood':
+        await this.thumbnailFlood();
+        return;
+      case 'consent_churn':
+        await this.consentChurn();
+        return;
+    }
+  }
+
+  /**
+   * A flood of thumbnail requests for a finished video while one speech in opus, aac or flac is made:
+   * the speech must never be refused for want of an encoder (thumbnails have their own lane), and it is
+   * charged what the API reports (the money check).
+   */
+  private async thumbnailFlood(): Promise<void> {
+    const w = this.w;
+    const id = this.knownJob(false);
+    if (!id) return;
+    const job = await this.getJob(id);
+    if (job.status !== 200 || job.body.status !== 'succeeded') return;
+    const flood = Array.from({ length: FLOOD_THUMBNAILS }, () =>
+      this.client.send({ method: 'GET', route: 'GET /v1/videos/{id}/content?variant=thumbnail', path: `/v1/videos/${id}/content?variant=thumbnail`, token: w.key }),
+    );
+    const format = this.rng.pick(['opus', 'aac', 'flac']);
+    const speech = await this.client.send({
+      method: 'POST',
+      route: 'POST /v2/audio/speech (during a thumbnail flood)',
+      path: '/v2/audio/speech',
+      token: w.key,
+      json: { input: `Soak speech during a flood ${randomUUID()}`, voice: 'sim-narrator', response_format: format },
+    });
+    await Promise.all(flood);
+    const f = this.findings.mediaFloods;
+    f.floods++;
+    f.thumbnails += FLOOD_THUMBNAILS;
+    f.speechByStatus.set(String(speech.status), (f.speechByStatus.get(String(speech.status)) ?? 0) + 1);
+    if (speech.status === 200) w.speechCosts.set(randomUUID(), microOf(Number(speech.headers!.get('x-cost-in-euro'))));
+    if (speech.status === 503 && speech.body?.error?.code === 'media_worker_unavailable') {
+      this.findings.problems.push(`${w.name}: a ${format} speech was refused for want of an encoder during a thumbnail flood`);
+    }
+  }
+
+  /** Voice consents uploaded and deleted in turn: each deletion removes its recording (checked on disk at the end). */
+  private async consentChurn(): Promise<void> {
+    const w = this.w;
+    for (let i = 0; i < CONSENT_CHURN_ROUNDS; i++) {
+      const form = new FormData();
+      form.append('name', 'soak consent');
+      form.append('language', 'en');
+      form.append('recording', new Blob([new Uint8Array(toneWav(this.rng.int(5, 30) / 10, this.rng.int(200, 900)))], { type: 'audio/wav' }), 'consent.wav');
+      const up = await this.client.send({ method: 'POST', route: 'POST /v1/audio/voice_consents', path: '/v1/audio/voice_consents', token: w.key, raw: form });
+      if (up.status !== 200) return;
+      this.findings.consentChurn.uploaded++;
+      const del = await this.client.send({ method: 'DELETE', route: 'DELETE /v1/audio/voice_consents/{id}', path: `/v1/audio/voice_consents/${up.body.id}`, token: w.key });
+      if (del.status === 200) this.findings.consentChurn.deleted++;
     }
   }
 

@@ -12,7 +12,7 @@ import { Client, isOk, microOf, sleep } from './client.js';
 import { startCluster, SOAK_ADMIN_TOKEN, type Cluster } from './cluster.js';
 import { startChaos } from './chaos.js';
 import { generateCorpus } from './fuzz-corpus.js';
-import { CustomerLoop, paced, sendFuzzCase, setUpWorkspace, topUp, type LoadFindings, type Workspace } from './load.js';
+import { CustomerLoop, newFindings, paced, sendFuzzCase, setUpWorkspace, topUp, type Workspace } from './load.js';
 import { startReceivers, type Receivers } from './receivers.js';
 import { formatReport, moneyProblems, RequestLog, requestTable, verdictLine, type WorkspaceMoney } from './report.js';
 import { Rng } from './rng.js';
@@ -130,6 +130,23 @@ async function moneyOf(client: Client, w: Workspace): Promise<WorkspaceMoney | s
   };
 }
 
+/**
+ * Consent recordings left on disk beyond the live consents' (the churn deletes each consent it uploads;
+ * a deletion removes its recording, the reconciler what a kill left): at most one per loop and kill of
+ * an API process or PostgreSQL, and none without kills.
+ */
+async function consentRecordingsLeft(client: Client, workspaces: Workspace[], storageDir: string): Promise<{ on_disk: number; live: number } | null> {
+  let live = 0;
+  for (const w of workspaces) {
+    const consents = await listAll(client, 'GET /v1/audio/voice_consents', '/v1/audio/voice_consents', w.key);
+    if (!consents) return null;
+    live += consents.length;
+  }
+  const dir = path.join(storageDir, 'consents');
+  const on_disk = fs.existsSync(dir) ? fs.readdirSync(dir).filter((f) => !f.endsWith('.tmp')).length : 0;
+  return { on_disk, live };
+}
+
 /** The soak's data and the processes' logs: kept when it fails (or with SOAK_DIR / SOAK_KEEP_DATA). */
 const root = process.env['SOAK_DIR'] ?? fs.mkdtempSync(path.join(os.tmpdir(), 'soak-'));
 
@@ -198,7 +215,7 @@ async function main(): Promise<string[]> {
     const corpus = generateCorpus(SEED);
     log(`fuzz corpus: ${corpus.length} cases from seed ${SEED}`);
 
-    const findings: LoadFindings = { problems: [], fuzzAccepted: [], fuzzServerErrors: new Map(), fuzzByKind: new RequestLog(), fuzzSent: 0 };
+    const findings = newFindings();
     const abuse: CallbackAbuseFindings = { byKind: new RequestLog(), sent: 0, unexpected: [] };
     const abuser = new CallbackAbuse(client, rng, { fal, replicate }, () => workspaces.flatMap((w) => [...w.jobs.keys()]), abuse);
     const loadUntil = Date.now() + MINUTES * 60_000;
@@ -267,6 +284,13 @@ async function main(): Promise<string[]> {
     if (findings.fuzzAccepted.length > 0) reasons.push(`${findings.fuzzAccepted.length} malformed request(s) accepted (first: ${findings.fuzzAccepted[0]})`);
     if (receivers.stats.badSignatures.length > 0) reasons.push(`${receivers.stats.badSignatures.length} webhook(s) failed verification (first: ${receivers.stats.badSignatures[0]})`);
     if (chaos.faults.length === 0) reasons.push('no fault was injected (SOAK_MINUTES too short?)');
+    const consents = await consentRecordingsLeft(client, all, path.join(root, 'data', 'storage'));
+    const kills = chaos.faults.filter((f) => f.target.startsWith('api') || f.target.startsWith('postgres')).length;
+    if (!consents) reasons.push('the voice consents could not be listed');
+    else if (consents.on_disk - consents.live > kills * all.length) {
+      reasons.push(`${consents.on_disk - consents.live} consent recording(s) left on disk beyond the ${consents.live} live consents (at most ${kills * all.length} after ${kills} kills)`);
+    }
+    const floods = findings.mediaFloods;
 
     summary.push(
       `fuzz: ${findings.fuzzSent} malformed requests sent from a corpus of ${corpus.length}, by kind:`,
@@ -276,6 +300,8 @@ async function main(): Promise<string[]> {
       requestTable(abuse.byKind, 'abuse kind'),
       '',
       `webhooks: ${receivers.stats.prompt} deliveries to the prompt receivers (${receivers.stats.eventIds.size} distinct events, all verified: ${receivers.stats.badSignatures.length === 0}), ${receivers.stats.slow} attempts to the slow one, ${receivers.stats.failing} to the failing one (500 each), the dead one refused every attempt`,
+      `thumbnail floods: ${floods.floods} (${floods.thumbnails} thumbnail requests), each during an opus, aac or flac speech answered ${[...floods.speechByStatus.entries()].map(([st, n]) => `${st} x${n}`).join(', ') || '-'} (charged as reported: the money check)`,
+      `consent churn: ${findings.consentChurn.uploaded} uploaded, ${findings.consentChurn.deleted} deleted; recordings on disk ${consents?.on_disk ?? '?'} for ${consents?.live ?? '?'} live consents`,
       `answers 5xx other than 503: ${requests.serverErrors.length}; crashes: ${cluster.crashes.length}; audit ok: ${isOk(audit) && audit.body.ok === true}`,
       `duration: load ${MINUTES} min, total ${((Date.now() - started) / 60_000).toFixed(1)} min`,
     );
