@@ -611,4 +611,41 @@ describe('a fal job and its callbacks: only its own requests count, a delivery c
     await waitForJob(stack, c.key, id);
     await assertAuditHolds(stack);
   });
+
+  test('a callback arriving while a poll is in progress is not undone by that poll: the next poll comes a second after it started, not a poll interval after it ended', async () => {
+    fal.defaultPlan = { queue_polls: 100_000 };
+    const c = await newCustomer(stack, 10);
+    const created = await api(stack.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: { prompt: 'a lighthouse', model: 'veo-3.1-fast-generate-001', durationSeconds: 4 } });
+    assert.equal(created.status, 202, JSON.stringify(created.body));
+    const id: string = created.body.id;
+    for (let i = 0; !(await readVideoJob(stack.db, id))?.operation_id; i++) {
+      assert.ok(i < 400, 'the job never recorded its operation');
+      await sleep(25);
+    }
+    const request_id = [...fal.submitted.keys()][0]!;
+    const body = fal.callbackBody(request_id);
+    const polls = () => fal.requestsTo('status').length;
+    // The next poll takes 600 ms (still in the queue); the callback arrives 200 ms into it.
+    fal.fault({ route: 'status', delay_ms: 600, body: { status: 'IN_QUEUE', queue_position: 5 } });
+    const before = polls();
+    for (let i = 0; polls() === before; i++) {
+      assert.ok(i < 400, 'never polled');
+      await sleep(10);
+    }
+    const startedAt = Date.now();
+    await sleep(200);
+    assert.equal((await api(stack.baseUrl, 'POST', `/v2/provider-callbacks/fal/${id}`, { headers: fal.signCallback(request_id, body), rawBody: body })).status, 200);
+    for (let i = 0; polls() === before + 1; i++) {
+      assert.ok(i < 800, 'not polled again');
+      await sleep(10);
+    }
+    const after_ms = Date.now() - startedAt;
+    // The poll interval is 3 s: polled again after it, the callback would have been lost to the slow poll.
+    assert.ok(after_ms >= 900 && after_ms < 2_500, `polled again ${after_ms} ms after the slow poll started`);
+
+    const cancelled = await api(stack.baseUrl, 'POST', `/v2/videos/generations/${id}/cancel`, { token: c.key });
+    assert.ok([200, 202].includes(cancelled.status), JSON.stringify(cancelled.body));
+    await waitForJob(stack, c.key, id);
+    await assertAuditHolds(stack);
+  });
 });
