@@ -550,7 +550,8 @@ describe('a fal job and its callbacks: only its own requests count, a delivery c
     await stack?.stop();
   });
 
-  test('another request id or another fal account: 401; a replayed delivery polls nothing more; after a 429 with Retry-After no callback brings the next poll forward', async () => {
+  /** A fal job that stays in fal's queue, once its operation is recorded; the body of its request's callback. */
+  async function queuedFalJob() {
     fal.defaultPlan = { queue_polls: 100_000 };
     const c = await newCustomer(stack, 10);
     const created = await api(stack.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: { prompt: 'a lighthouse', model: 'veo-3.1-fast-generate-001', durationSeconds: 4 } });
@@ -561,7 +562,11 @@ describe('a fal job and its callbacks: only its own requests count, a delivery c
       await sleep(25);
     }
     const request_id = [...fal.submitted.keys()][0]!;
-    const body = fal.callbackBody(request_id);
+    return { c, id, request_id, body: fal.callbackBody(request_id) };
+  }
+
+  test('another request id or another fal account: 401; a replayed delivery polls nothing more; after a 429 with Retry-After no callback brings the next poll forward', async () => {
+    const { c, id, request_id, body } = await queuedFalJob();
     const path = `/v2/provider-callbacks/fal/${id}`;
     const post = (headers: Record<string, string>) => api(stack.baseUrl, 'POST', path, { headers, rawBody: body });
     const polls = () => fal.requestsTo('status').length;
@@ -613,17 +618,7 @@ describe('a fal job and its callbacks: only its own requests count, a delivery c
   });
 
   test('a callback arriving while a poll is in progress is not undone by that poll: the next poll comes a second after it started, not a poll interval after it ended', async () => {
-    fal.defaultPlan = { queue_polls: 100_000 };
-    const c = await newCustomer(stack, 10);
-    const created = await api(stack.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: { prompt: 'a lighthouse', model: 'veo-3.1-fast-generate-001', durationSeconds: 4 } });
-    assert.equal(created.status, 202, JSON.stringify(created.body));
-    const id: string = created.body.id;
-    for (let i = 0; !(await readVideoJob(stack.db, id))?.operation_id; i++) {
-      assert.ok(i < 400, 'the job never recorded its operation');
-      await sleep(25);
-    }
-    const request_id = [...fal.submitted.keys()][0]!;
-    const body = fal.callbackBody(request_id);
+    const { c, id, request_id, body } = await queuedFalJob();
     const polls = () => fal.requestsTo('status').length;
     // The next poll takes 600 ms (still in the queue); the callback arrives 200 ms into it.
     fal.fault({ route: 'status', delay_ms: 600, body: { status: 'IN_QUEUE', queue_position: 5 } });
