@@ -17,7 +17,7 @@ import { REPLICATE_CALLBACK_BODY_BYTES_MAX, REPLICATE_JOB_CALLBACK_BODY_BYTES_MA
 import { KEY_FETCH_BACKOFF_MS } from '../src/providers/video/key-cache.js';
 import { videoModelBackendFor } from '../src/catalog.js';
 import { errorHandler } from '../src/http/errors.js';
-import { providerCallbackRoutes, providerCallbackUrl, type CallbackForJob, type ProviderCallbackDeps } from '../src/http/routes/provider-callbacks.js';
+import { callbackSourceOf, providerCallbackRoutes, providerCallbackUrl, type CallbackForJob, type ProviderCallbackDeps } from '../src/http/routes/provider-callbacks.js';
 import { FAL_CALLBACK_BODY_BYTES_MAX } from '../src/providers/video/fal.js';
 import type { VideoProvider, VideoSubmission } from '../src/providers/video/types.js';
 import { assertAuditHolds, http as api, newCustomer, startStack, waitForJob, type Stack } from './helpers/stack.js';
@@ -411,6 +411,16 @@ describe("what is checked before a callback's body is read", () => {
     } finally {
       await s.close();
     }
+  });
+
+  test('a source is an IPv4 address (also IPv4-mapped), or an IPv6 /64: a host cannot escape its limits by sending from each of its IPv6 addresses', () => {
+    assert.equal(callbackSourceOf('203.0.113.7'), '203.0.113.7');
+    assert.equal(callbackSourceOf('::ffff:203.0.113.7'), '203.0.113.7');
+    assert.notEqual(callbackSourceOf('203.0.113.7'), callbackSourceOf('203.0.113.8'));
+    const net64 = callbackSourceOf('2001:db8:1:2::1');
+    for (const a of ['2001:db8:1:2::2', '2001:0db8:0001:0002:ffff:ffff:ffff:ffff', '2001:db8:1:2:a:b:c:d', '2001:db8:1:2::10.0.0.1', '2001:db8:1:2::1%eth0']) assert.equal(callbackSourceOf(a), net64, a);
+    for (const a of ['2001:db8:1:3::1', '2001:db8::1:2:0:1', '::1']) assert.notEqual(callbackSourceOf(a), net64, a);
+    assert.equal(callbackSourceOf(undefined), 'unknown');
   });
 
   test('callbacks per source address are rate limited: 429 with Retry-After, before anything else', async () => {

@@ -93,8 +93,27 @@ export interface ProviderCallbackDeps {
   limits?: Partial<ProviderCallbackLimits>;
 }
 
-/** The address a callback came from (the connection's peer: behind a proxy, the proxy's). */
-const sourceOf = (req: Request): string => req.socket.remoteAddress ?? 'unknown';
+/**
+ * What a callback's source is counted as, from the connection's peer address (behind a proxy, the
+ * proxy's): an IPv4 address itself (also when IPv4-mapped), an IPv6 address by its /64, since one host
+ * is given a whole /64 and could otherwise send from a new address each time.
+ */
+export function callbackSourceOf(address: string | undefined): string {
+  if (!address) return 'unknown';
+  const mapped = /^::ffff:(\d{1,3}(?:\.\d{1,3}){3})$/i.exec(address);
+  if (mapped) return mapped[1]!;
+  if (!address.includes(':')) return address;
+  const [head = '', tail] = address.replace(/%.*$/, '').split('::');
+  const groupsOf = (part: string) => (part ? part.split(':').flatMap((g) => (g.includes('.') ? ['0', '0'] : [g])) : []);
+  const first = groupsOf(head);
+  const groups = tail === undefined ? first : [...first, ...Array<string>(Math.max(0, 8 - first.length - groupsOf(tail).length)).fill('0'), ...groupsOf(tail)];
+  return `${groups
+    .slice(0, 4)
+    .map((g) => (parseInt(g, 16) || 0).toString(16))
+    .join(':')}::/64`;
+}
+
+const sourceOf = (req: Request): string => callbackSourceOf(req.socket.remoteAddress);
 
 export function providerCallbackRoutes(deps: ProviderCallbackDeps): Router {
   const limits = { ...PROVIDER_CALLBACK_LIMITS, ...deps.limits };
