@@ -13,11 +13,11 @@ import pino from 'pino';
 import { FAL_USER_ID, FalFake } from './fakes/fal-fake.js';
 import { ReplicateFake } from './fakes/replicate-fake.js';
 import { FalVideoProvider } from '../src/providers/video/fal.js';
-import { REPLICATE_SECRET_MIN_REFRESH_MS, ReplicateVideoProvider } from '../src/providers/video/replicate.js';
+import { REPLICATE_CALLBACK_BODY_BYTES_MAX, REPLICATE_JOB_CALLBACK_BODY_BYTES_MAX, REPLICATE_SECRET_MIN_REFRESH_MS, ReplicateVideoProvider } from '../src/providers/video/replicate.js';
 import { KEY_FETCH_BACKOFF_MS } from '../src/providers/video/key-cache.js';
 import { videoModelBackendFor } from '../src/catalog.js';
 import { errorHandler } from '../src/http/errors.js';
-import { providerCallbackRoutes, providerCallbackUrl, type CallbackForJob, type ProviderCallbackDeps } from '../src/http/routes/provider-callbacks.js';
+import { callbackSourceOf, providerCallbackRoutes, providerCallbackUrl, type CallbackForJob, type ProviderCallbackDeps } from '../src/http/routes/provider-callbacks.js';
 import { FAL_CALLBACK_BODY_BYTES_MAX } from '../src/providers/video/fal.js';
 import type { VideoProvider, VideoSubmission } from '../src/providers/video/types.js';
 import { assertAuditHolds, http as api, newCustomer, startStack, waitForJob, type Stack } from './helpers/stack.js';
@@ -379,6 +379,50 @@ describe("what is checked before a callback's body is read", () => {
     }
   });
 
+  test("a Replicate callback carrying a job's frames (above 1 MiB) is read for a job waiting on Replicate, in large slots of their own; for any other job it is a 413", async () => {
+    const waiting = new Set<string>([`${JOB_ID}/replicate`]);
+    const s = await callbackServer({ awaitsCallback: async (job_id, backend) => waiting.has(`${job_id}/${backend}`), limits: { large_reads_max: 1, large_reads_per_source_max: 2 } });
+    try {
+      const frame = { bytes: Buffer.alloc(1536 * 1024, 7), mime_type: 'image/png' as const };
+      await replicateProvider().submit({ ...request, image: frame }, { callback_url: providerCallbackUrl(s.base, 'replicate', JOB_ID) });
+      await replicate.finishAll();
+      const r = replicate.callbacks.at(-1)!;
+      assert.ok(r.body.length > REPLICATE_CALLBACK_BODY_BYTES_MAX && r.body.length <= REPLICATE_JOB_CALLBACK_BODY_BYTES_MAX, `${r.body.length} bytes`);
+      assert.equal(r.answered, 200);
+      assert.deepEqual(
+        s.nudged.map((c) => c.job_id),
+        [JOB_ID],
+      );
+      // the same delivery for a job not waiting on Replicate, or above what a job's callback carries: refused unread
+      const other = await api(s.base, 'POST', `/v2/provider-callbacks/replicate/0c4d5e6f-0000-4000-8000-000000000000`, { headers: r.headers, rawBody: r.body });
+      assert.equal(other.status, 413);
+      const huge = partialRequest(s.port, `/v2/provider-callbacks/replicate/${JOB_ID}`, r.headers, REPLICATE_JOB_CALLBACK_BODY_BYTES_MAX + 1);
+      assert.equal((await huge.answered).status, 413);
+      huge.release();
+      // the large slots are their own: one held, the next large body is refused (503), a small one is read
+      const held = partialRequest(s.port, `/v2/provider-callbacks/replicate/${JOB_ID}`, r.headers, r.body.length, Buffer.alloc(10));
+      await sleep(200);
+      const busy = partialRequest(s.port, `/v2/provider-callbacks/replicate/${JOB_ID}`, r.headers, r.body.length);
+      assert.equal((await busy.answered).status, 503);
+      busy.release();
+      held.release();
+      assert.equal((await falCallback(s.base)).answered, 200);
+      assert.equal(s.nudged.length, 2);
+    } finally {
+      await s.close();
+    }
+  });
+
+  test('a source is an IPv4 address (also IPv4-mapped), or an IPv6 /64: a host cannot escape its limits by sending from each of its IPv6 addresses', () => {
+    assert.equal(callbackSourceOf('203.0.113.7'), '203.0.113.7');
+    assert.equal(callbackSourceOf('::ffff:203.0.113.7'), '203.0.113.7');
+    assert.notEqual(callbackSourceOf('203.0.113.7'), callbackSourceOf('203.0.113.8'));
+    const net64 = callbackSourceOf('2001:db8:1:2::1');
+    for (const a of ['2001:db8:1:2::2', '2001:0db8:0001:0002:ffff:ffff:ffff:ffff', '2001:db8:1:2:a:b:c:d', '2001:db8:1:2::10.0.0.1', '2001:db8:1:2::1%eth0']) assert.equal(callbackSourceOf(a), net64, a);
+    for (const a of ['2001:db8:1:3::1', '2001:db8::1:2:0:1', '::1']) assert.notEqual(callbackSourceOf(a), net64, a);
+    assert.equal(callbackSourceOf(undefined), 'unknown');
+  });
+
   test('callbacks per source address are rate limited: 429 with Retry-After, before anything else', async () => {
     const s = await callbackServer({ limits: { per_source_per_minute: 5 } });
     try {
@@ -516,7 +560,8 @@ describe('a fal job and its callbacks: only its own requests count, a delivery c
     await stack?.stop();
   });
 
-  test('another request id or another fal account: 401; a replayed delivery polls nothing more; after a 429 with Retry-After no callback brings the next poll forward', async () => {
+  /** A fal job that stays in fal's queue, once its operation is recorded; the body of its request's callback. */
+  async function queuedFalJob() {
     fal.defaultPlan = { queue_polls: 100_000 };
     const c = await newCustomer(stack, 10);
     const created = await api(stack.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: { prompt: 'a lighthouse', model: 'veo-3.1-fast-generate-001', durationSeconds: 4 } });
@@ -527,7 +572,11 @@ describe('a fal job and its callbacks: only its own requests count, a delivery c
       await sleep(25);
     }
     const request_id = [...fal.submitted.keys()][0]!;
-    const body = fal.callbackBody(request_id);
+    return { c, id, request_id, body: fal.callbackBody(request_id) };
+  }
+
+  test('another request id or another fal account: 401; a replayed delivery polls nothing more; after a 429 with Retry-After no callback brings the next poll forward', async () => {
+    const { c, id, request_id, body } = await queuedFalJob();
     const path = `/v2/provider-callbacks/fal/${id}`;
     const post = (headers: Record<string, string>) => api(stack.baseUrl, 'POST', path, { headers, rawBody: body });
     const polls = () => fal.requestsTo('status').length;
@@ -571,6 +620,33 @@ describe('a fal job and its callbacks: only its own requests count, a delivery c
       await sleep(25);
     }
     assert.ok(Date.now() - refusedAt >= 7_500, `polled again ${Date.now() - refusedAt} ms after the 429`);
+
+    const cancelled = await api(stack.baseUrl, 'POST', `/v2/videos/generations/${id}/cancel`, { token: c.key });
+    assert.ok([200, 202].includes(cancelled.status), JSON.stringify(cancelled.body));
+    await waitForJob(stack, c.key, id);
+    await assertAuditHolds(stack);
+  });
+
+  test('a callback arriving while a poll is in progress is not undone by that poll: the next poll comes a second after it started, not a poll interval after it ended', async () => {
+    const { c, id, request_id, body } = await queuedFalJob();
+    const polls = () => fal.requestsTo('status').length;
+    // The next poll takes 600 ms (still in the queue); the callback arrives 200 ms into it.
+    fal.fault({ route: 'status', delay_ms: 600, body: { status: 'IN_QUEUE', queue_position: 5 } });
+    const before = polls();
+    for (let i = 0; polls() === before; i++) {
+      assert.ok(i < 400, 'never polled');
+      await sleep(10);
+    }
+    const startedAt = Date.now();
+    await sleep(200);
+    assert.equal((await api(stack.baseUrl, 'POST', `/v2/provider-callbacks/fal/${id}`, { headers: fal.signCallback(request_id, body), rawBody: body })).status, 200);
+    for (let i = 0; polls() === before + 1; i++) {
+      assert.ok(i < 800, 'not polled again');
+      await sleep(10);
+    }
+    const after_ms = Date.now() - startedAt;
+    // The poll interval is 3 s: polled again after it, the callback would have been lost to the slow poll.
+    assert.ok(after_ms >= 900 && after_ms < 2_500, `polled again ${after_ms} ms after the slow poll started`);
 
     const cancelled = await api(stack.baseUrl, 'POST', `/v2/videos/generations/${id}/cancel`, { token: c.key });
     assert.ok([200, 202].includes(cancelled.status), JSON.stringify(cancelled.body));

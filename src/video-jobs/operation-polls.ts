@@ -67,10 +67,11 @@ export interface DuePoll {
  */
 export const NUDGE_MIN_GAP_MS = 1_000;
 
-// A claimed row's poll starts now: no nudge makes the next one due before NUDGE_MIN_GAP_MS.
+// A claimed row's poll starts now: no nudge makes the next one due before NUDGE_MIN_GAP_MS, and the
+// nudges before it are answered by it.
 const CLAIM = prepared(
   'video-job-polls-claim',
-  `UPDATE video_job_polls p SET next_poll_at = now() + make_interval(secs => $2::float8 / 1000),
+  `UPDATE video_job_polls p SET next_poll_at = now() + make_interval(secs => $2::float8 / 1000), nudge_pending = false,
      nudge_not_before = GREATEST(p.nudge_not_before, now() + make_interval(secs => LEAST(p.interval_ms, ${NUDGE_MIN_GAP_MS})::float8 / 1000))
    FROM (SELECT job_id FROM video_job_polls WHERE next_poll_at <= now() ORDER BY next_poll_at LIMIT $1 FOR UPDATE SKIP LOCKED) due
    WHERE p.job_id = due.job_id
@@ -101,7 +102,8 @@ export interface PollReschedule {
  * Reschedules many rows in one statement: each row's next poll after its `wait_ms`, its interval and
  * failure count set, and its job's progress moved forward (never back) where the provider gave it. After
  * a failed poll (failures > 0) its wait (the backoff, or the provider's Retry-After) also holds against
- * nudges.
+ * nudges. A row nudged while its poll was in progress stays due as the nudge made it (after a poll that
+ * did not fail): that poll may have read the provider before the change the callback announced.
  */
 const RESCHEDULE = prepared(
   'video-job-polls-reschedule',
@@ -113,7 +115,9 @@ const RESCHEDULE = prepared(
        FROM v
       WHERE j.id = v.job_id AND (v.progress IS NOT NULL OR v.queue_position IS NOT NULL)
         AND (j.progress IS DISTINCT FROM GREATEST(j.progress, v.progress) OR j.queue_position IS DISTINCT FROM LEAST(j.queue_position, v.queue_position)))
-   UPDATE video_job_polls p SET next_poll_at = now() + make_interval(secs => v.wait_ms / 1000), interval_ms = v.interval_ms, failures = v.failures,
+   UPDATE video_job_polls p SET interval_ms = v.interval_ms, failures = v.failures,
+     next_poll_at = CASE WHEN p.nudge_pending AND v.failures = 0 THEN LEAST(now() + make_interval(secs => v.wait_ms / 1000), GREATEST(now(), p.nudge_not_before))
+                         ELSE now() + make_interval(secs => v.wait_ms / 1000) END,
      nudge_not_before = CASE WHEN v.failures > 0 THEN GREATEST(p.nudge_not_before, now() + make_interval(secs => v.wait_ms / 1000)) ELSE p.nudge_not_before END
      FROM v WHERE p.job_id = v.job_id`,
 );
@@ -161,7 +165,7 @@ export const CALLBACK_DELIVERIES_KEPT = 32;
 
 const NUDGE = prepared(
   'video-job-polls-nudge',
-  `UPDATE video_job_polls SET next_poll_at = LEAST(next_poll_at, GREATEST(now(), nudge_not_before)),
+  `UPDATE video_job_polls SET next_poll_at = LEAST(next_poll_at, GREATEST(now(), nudge_not_before)), nudge_pending = true,
      callback_deliveries = CASE WHEN $3::text IS NULL THEN callback_deliveries ELSE (ARRAY[$3::text] || callback_deliveries)[1:${CALLBACK_DELIVERIES_KEPT}] END
    WHERE job_id = $1 AND backend = $2 AND signalled_at IS NULL AND ($3::text IS NULL OR NOT ($3::text = ANY (callback_deliveries)))`,
 );
@@ -178,6 +182,11 @@ export async function nudgePoll(db: Db, job_id: string, backend: string, deliver
 }
 
 const WAITING = prepared('video-job-polls-waiting', 'SELECT operation_id FROM video_job_polls WHERE job_id = $1 AND backend = $2 AND signalled_at IS NULL');
+
+/** Whether the job is waiting on `backend` (submitted there, not settled, its workflow not yet told). */
+export async function awaitsCallback(db: Db, job_id: string, backend: string): Promise<boolean> {
+  return ((await db.query({ ...WAITING, values: [job_id, backend] })).rowCount ?? 0) > 0;
+}
 
 const SUBMITTING = prepared('video-job-submitting', "SELECT 1 FROM video_jobs WHERE id = $1 AND status = 'pending' AND operation_id IS NULL");
 

@@ -5,3 +5,6 @@
 -- the last poll started, or the wait a failed poll was given (its backoff, or the provider's Retry-After).
 ALTER TABLE video_job_polls ADD COLUMN nudge_not_before timestamptz NOT NULL DEFAULT '-infinity';
 ALTER TABLE video_job_polls ADD COLUMN callback_deliveries text[] NOT NULL DEFAULT '{}' CHECK (cardinality(callback_deliveries) <= 32);
+-- A nudge that no poll has started since: one arriving while a poll is in progress keeps its effect when
+-- that poll reschedules the row (the poll may have read the provider before the change the nudge announced).
+ALTER TABLE video_job_polls ADD COLUMN nudge_pending boolean NOT NULL DEFAULT false;
