@@ -289,6 +289,37 @@ describe('a secured Temporal: mTLS and an API key from a Temporal profile file',
       await stack.stop();
     }
   });
+  test('a new API key Temporal refuses is not applied: the current key stays in use and jobs still run', async () => {
+    const keyDir = path.join(dir, 'refused-key');
+    fs.mkdirSync(keyDir);
+    const toml = path.join(keyDir, 'temporal.toml');
+    const client = ca.client('refused-key');
+    const goodKey = 'tk-good-0123456789abcdefghijklmnopq';
+    const mistypedKey = 'tk-mistyped-0123456789abcdefghijklm';
+    replace(toml, `[profile.default]\napi_key = "${goodKey}"\n`);
+    proxy.apiKeys = new Set([goodKey]);
+    proxy.clientNames = null;
+    const { logStream, waitForLog, text: logs } = captureLogs();
+    const stack = await startStack({
+      logStream,
+      env: { LOG_LEVEL: 'info', ...mtlsEnv(client), TEMPORAL_CONFIG_FILE: toml, TEMPORAL_CREDENTIALS_CHECK_INTERVAL_MS: '3600000' },
+    });
+    try {
+      replace(toml, `[profile.default]\napi_key = "${mistypedKey}"\n`);
+      process.kill(process.pid, 'SIGHUP');
+      await waitForLog(/Temporal credentials not rotated: Temporal refuses the new ones/, 2); // the API and the worker
+      assert.doesNotMatch(logs(), /Temporal credentials rotated/);
+      const refusedBefore = proxy.refused;
+      const customer = await newCustomer(stack, 5);
+      const r = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: customer.key, json: simJob() });
+      assert.equal(r.status, 202, JSON.stringify(r.body));
+      assert.equal((await waitForJob(stack, customer.key, r.body.id, 60_000)).status, 'succeeded');
+      assert.equal(proxy.refused, refusedBefore, 'no call made with the refused key');
+      assert.ok(!logs().includes(mistypedKey) && !logs().includes(goodKey), 'a key appears in the logs');
+    } finally {
+      await stack.stop();
+    }
+  });
 });
 
 describe("Temporal's client configuration, as Temporal's CLI and SDKs read it", () => {
