@@ -331,6 +331,8 @@ describe("Temporal's client configuration, as Temporal's CLI and SDKs read it", 
     assert.equal(describeSecurity(config.temporal.connection.connect), 'TLS + API key');
     // TEMPORAL_TLS=false turns it off even with a key (Temporal's rule), TEMPORAL_TLS=true on without one.
     assert.equal(loadConfig({ TEMPORAL_ADDRESS: 'h:7233', TEMPORAL_API_KEY: 'k', TEMPORAL_TLS: 'false' }).temporal.connection.connect.tls, false);
+    assert.equal(loadConfig({ TEMPORAL_ADDRESS: 'h:7233', TEMPORAL_API_KEY: 'k', TEMPORAL_TLS: '0' }).temporal.connection.connect.tls, false);
+    assert.ok(loadConfig({ TEMPORAL_ADDRESS: 'h:7233', TEMPORAL_TLS: '1' }).temporal.connection.connect.tls);
     const plainTls = loadConfig({ TEMPORAL_ADDRESS: 'h:7233', TEMPORAL_TLS: 'true' }).temporal.connection.connect.tls;
     assert.ok(typeof plainTls === 'object' && !plainTls.clientCertPair && !plainTls.serverRootCACertificate, 'TLS with the system CAs');
     assert.equal(loadConfig({}).temporal.address, undefined, 'nothing set: npm start runs its dev server');
@@ -371,12 +373,17 @@ describe("Temporal's client configuration, as Temporal's CLI and SDKs read it", 
     assert.equal(overridden.connection.connect.apiKey, 'from-env');
   });
 
-  test('refused at startup, naming the variable: a certificate without its key, a missing file, host verification off', () => {
+  test('refused at startup, naming the variable: a certificate without its key, a missing file, host verification off, a switch that is not a boolean', () => {
     const client = ca.client('half');
     const refusals: [Record<string, string>, RegExp][] = [
       [{ TEMPORAL_ADDRESS: 'h:7233', TEMPORAL_TLS_CLIENT_CERT_PATH: client.certPath }, /client certificate is set without its key; set TEMPORAL_TLS_CLIENT_KEY_PATH/],
       [{ TEMPORAL_ADDRESS: 'h:7233', TEMPORAL_TLS_CLIENT_CERT_PATH: '/nonexistent/c.pem', TEMPORAL_TLS_CLIENT_KEY_PATH: client.keyPath }, /cannot read the Temporal client configuration file \/nonexistent\/c\.pem \(ENOENT\)/],
       [{ TEMPORAL_ADDRESS: 'h:7233', TEMPORAL_TLS_DISABLE_HOST_VERIFICATION: 'true' }, /TEMPORAL_TLS_DISABLE_HOST_VERIFICATION is not supported .* set TEMPORAL_TLS_SERVER_NAME/],
+      // Temporal's TypeScript envconfig reads anything but "true" and "1" as false: TEMPORAL_TLS=TRUE would
+      // send the API key in plaintext. A value it would not read as the operator meant is refused.
+      [{ TEMPORAL_ADDRESS: 'h:7233', TEMPORAL_API_KEY: 'k', TEMPORAL_TLS: 'TRUE' }, /TEMPORAL_TLS must be true, 1, false or 0 \(it is "TRUE"\)/],
+      [{ TEMPORAL_ADDRESS: 'h:7233', TEMPORAL_API_KEY: 'k', TEMPORAL_TLS: 'yes' }, /TEMPORAL_TLS must be true, 1, false or 0 \(it is "yes"\)/],
+      [{ TEMPORAL_ADDRESS: 'h:7233', TEMPORAL_TLS_DISABLE_HOST_VERIFICATION: 'TRUE' }, /TEMPORAL_TLS_DISABLE_HOST_VERIFICATION must be true, 1, false or 0/],
     ];
     for (const [env, pattern] of refusals) {
       assert.throws(() => loadConfig(env), (err: unknown) => {

@@ -33,6 +33,8 @@ export interface TemporalSettings {
   tlsDigest: string;
 }
 
+const BOOLEAN_VALUES = ['true', '1', 'false', '0'];
+
 /** The environment variables envconfig reads (the rest of the environment is not kept). */
 const ENVCONFIG_VARIABLE = /^(TEMPORAL_|HOME$|XDG_CONFIG_HOME$|APPDATA$)/;
 
@@ -70,6 +72,12 @@ function profileError(err: unknown, env: Record<string, string>): ConfigError {
  * naming the variable or file at fault; never includes a key or certificate in its message.
  */
 export function loadTemporalSettings(env: Record<string, string>): TemporalSettings {
+  // envconfig reads any value but "true" and "1" as false (TEMPORAL_TLS=TRUE would send an API key in
+  // plaintext), where Temporal's CLI reads some as true: only the values both read alike are taken.
+  for (const name of ['TEMPORAL_TLS', 'TEMPORAL_TLS_DISABLE_HOST_VERIFICATION']) {
+    const value = env[name];
+    if (value !== undefined && !BOOLEAN_VALUES.includes(value)) throw new ConfigError(`${name} must be true, 1, false or 0 (it is "${value.slice(0, 40)}")`);
+  }
   let profile: ClientConfigProfile;
   try {
     profile = loadClientConfigProfile({ overrideEnvVars: env });
