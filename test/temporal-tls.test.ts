@@ -373,6 +373,20 @@ describe("Temporal's client configuration, as Temporal's CLI and SDKs read it", 
     assert.equal(overridden.connection.connect.apiKey, 'from-env');
   });
 
+  test("npm start keeps its dev server when only the Temporal CLI's own profile file (in the user's home) names an address", () => {
+    const home = fs.mkdtempSync(path.join(dir, 'home-'));
+    fs.mkdirSync(path.join(home, '.config', 'temporalio'), { recursive: true });
+    fs.writeFileSync(path.join(home, '.config', 'temporalio', 'temporal.toml'), '[profile.default]\naddress = "prod.example:7233"\nnamespace = "prod"\napi_key = "cli-key"\n');
+    // `temporal config set` writes that file: npm start without TEMPORAL_ADDRESS runs its dev server as before.
+    const start = loadConfig({ HOME: home }, { userTemporalProfile: false }).temporal;
+    assert.equal(start.address, undefined);
+    assert.equal(start.namespace, 'default');
+    assert.equal(start.connection.connect.apiKey, undefined);
+    // A profile named on purpose is used by npm start too; the API and the worker read the file as Temporal's CLI does.
+    assert.equal(loadConfig({ HOME: home, TEMPORAL_PROFILE: 'default' }, { userTemporalProfile: false }).temporal.address, 'prod.example:7233');
+    assert.equal(loadConfig({ HOME: home }).temporal.address, 'prod.example:7233');
+  });
+
   test('refused at startup, naming the variable: a certificate without its key, a missing file, host verification off, a switch that is not a boolean', () => {
     const client = ca.client('half');
     const refusals: [Record<string, string>, RegExp][] = [

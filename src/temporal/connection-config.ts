@@ -38,9 +38,21 @@ const BOOLEAN_VALUES = ['true', '1', 'false', '0'];
 /** The environment variables envconfig reads (the rest of the environment is not kept). */
 const ENVCONFIG_VARIABLE = /^(TEMPORAL_|HOME$|XDG_CONFIG_HOME$|APPDATA$)/;
 
-export function temporalEnv(env: NodeJS.ProcessEnv): Record<string, string> {
+/** Where envconfig finds the user's profile file (when TEMPORAL_CONFIG_FILE is unset). */
+const USER_CONFIG_DIR_VARIABLE = /^(HOME|XDG_CONFIG_HOME|APPDATA)$/;
+
+/**
+ * The variables envconfig is given. `userProfile: false` leaves out where the user's profile file is,
+ * unless TEMPORAL_PROFILE names a profile: then only TEMPORAL_CONFIG_FILE and the variables count.
+ */
+export function temporalEnv(env: NodeJS.ProcessEnv, opts: { userProfile: boolean } = { userProfile: true }): Record<string, string> {
   const kept: Record<string, string> = {};
-  for (const [k, v] of Object.entries(env)) if (v !== undefined && v !== '' && ENVCONFIG_VARIABLE.test(k)) kept[k] = v;
+  const userFile = opts.userProfile || Boolean(env['TEMPORAL_PROFILE']);
+  for (const [k, v] of Object.entries(env)) {
+    if (v === undefined || v === '' || !ENVCONFIG_VARIABLE.test(k)) continue;
+    if (!userFile && USER_CONFIG_DIR_VARIABLE.test(k)) continue;
+    kept[k] = v;
+  }
   return kept;
 }
 
