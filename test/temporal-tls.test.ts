@@ -320,6 +320,31 @@ describe('a secured Temporal: mTLS and an API key from a Temporal profile file',
       await stack.stop();
     }
   });
+  test('a Temporal credential refused while running (a key revoked or expired) answers 503, never a 500; back when it is accepted again', async () => {
+    const keyDir = path.join(dir, 'revoked-key');
+    fs.mkdirSync(keyDir);
+    const key = 'tk-revoked-0123456789abcdefghijklmn';
+    proxy.apiKeys = new Set([key]);
+    proxy.clientNames = null;
+    const stack = await startStack({ env: { ...mtlsEnv(ca.client('revoked')), TEMPORAL_API_KEY: key } });
+    try {
+      const customer = await newCustomer(stack, 5);
+      const created = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: customer.key, json: simJob({ delay_ms: 60_000 }) });
+      assert.equal(created.status, 202, JSON.stringify(created.body));
+      proxy.apiKeys = new Set(['tk-some-other-key-0123456789abcdef']);
+      const refused = await http(stack.baseUrl, 'POST', `/v2/videos/generations/${created.body.id}/cancel`, { token: customer.key });
+      proxy.apiKeys = new Set([key]);
+      assert.equal(refused.status, 503, JSON.stringify(refused.body));
+      assert.equal(refused.body.error.code, 'service_unavailable');
+      assert.ok(!JSON.stringify(refused.body).includes(key));
+      const cancelled = await http(stack.baseUrl, 'POST', `/v2/videos/generations/${created.body.id}/cancel`, { token: customer.key });
+      assert.equal(cancelled.status, 200, JSON.stringify(cancelled.body));
+      await waitForJob(stack, customer.key, created.body.id, 60_000);
+      await assertAuditHolds(stack);
+    } finally {
+      await stack.stop();
+    }
+  });
 });
 
 describe("Temporal's client configuration, as Temporal's CLI and SDKs read it", () => {
