@@ -385,7 +385,17 @@ function checkProductionSecrets(e: z.infer<typeof EnvSchema>): void {
   }
 }
 
-export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+export function loadConfig(
+  env: NodeJS.ProcessEnv = process.env,
+  options: {
+    /**
+     * false (`npm start`): the Temporal profile file in the user's home, which Temporal's CLI writes, is
+     * read only when TEMPORAL_PROFILE names a profile; else TEMPORAL_ADDRESS or TEMPORAL_CONFIG_FILE
+     * must say where Temporal is, and without them the dev server runs as it always did.
+     */
+    userTemporalProfile?: boolean;
+  } = {},
+): Config {
   const cleaned: Record<string, string> = {};
   for (const [k, v] of Object.entries(env)) if (v !== undefined && v !== '') cleaned[k] = v;
   const parsed = EnvSchema.safeParse(cleaned);
@@ -401,7 +411,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError('PUBLIC_BASE_URL must be set when NODE_ENV=production (the base of the URLs handed to customers)');
   }
   if (production) checkProductionSecrets(e);
-  const temporalClientEnv = temporalEnv(cleaned);
+  const temporalClientEnv = temporalEnv(cleaned, { userProfile: options.userTemporalProfile ?? true });
   const temporalSettings = loadTemporalSettings(temporalClientEnv);
   const pollMaxIntervalMs = e.VIDEO_POLL_MAX_INTERVAL_MS ?? Math.max(DEFAULT_POLL_MAX_INTERVAL_MS, e.VIDEO_POLL_INTERVAL_MS);
   if (pollMaxIntervalMs < e.VIDEO_POLL_INTERVAL_MS) {

@@ -19,8 +19,11 @@ const PG_UNAVAILABLE_MESSAGES = [
   'Connection terminated unexpectedly',
   'terminating connection',
 ];
-// gRPC status codes (grpc.io/docs/guides/status-codes): CANCELLED 1, DEADLINE_EXCEEDED 4, RESOURCE_EXHAUSTED 8, UNAVAILABLE 14.
-const GRPC_UNAVAILABLE = new Set<number>([1, 4, 8, 14]);
+// gRPC status codes (grpc.io/docs/guides/status-codes): CANCELLED 1, DEADLINE_EXCEEDED 4, RESOURCE_EXHAUSTED 8,
+// UNAVAILABLE 14; and PERMISSION_DENIED 7, UNAUTHENTICATED 16: Temporal refusing this process's credentials
+// (an API key revoked or expired, a client certificate no longer accepted), which the operator fixes, not
+// the request's sender.
+const GRPC_UNAVAILABLE = new Set<number>([1, 4, 7, 8, 14, 16]);
 
 export type Dependency = 'postgres' | 'temporal';
 

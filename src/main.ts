@@ -14,7 +14,9 @@ import { startWorker } from './runtime/worker.js';
 import { runMain } from './process-lifecycle.js';
 
 runMain('video-voice-api', async () => {
-  const config = loadConfig();
+  // The Temporal CLI's profile file in the user's home may name a production namespace: npm start leaves
+  // its dev server only for a Temporal named here (TEMPORAL_ADDRESS, TEMPORAL_CONFIG_FILE, TEMPORAL_PROFILE).
+  const config = loadConfig(process.env, { userTemporalProfile: false });
   const logger = createLogger(config.logLevel, 'video-voice-api');
   fs.mkdirSync(config.dataDir, { recursive: true });
   const logDir = path.join(config.dataDir, 'logs');

@@ -17,6 +17,8 @@ import { createTestCa, type TestCa } from './helpers/tls-certs.js';
 import { freePort } from './helpers/infra.js';
 import { killAll, startEntryProcess } from './helpers/processes.js';
 import { ADMIN_TOKEN, http, infra, simJob } from './helpers/stack.js';
+import { openDatabase } from '../src/runtime/database.js';
+import { ConfigError, loadConfig } from '../src/config.js';
 
 let dir: string;
 let ca: TestCa;
@@ -127,5 +129,21 @@ test('a certificate that does not name the host: refused at startup, one line, n
       lines[0]!,
       new RegExp(`^${entry}: cannot reach PostgreSQL at postgres://postgres@127\\.0\\.0\\.1:${port}/videoapi\\?sslmode=verify-full.*: its certificate does not name the host in DATABASE_URL \\(IP: 127\\.0\\.0\\.1 is not in the cert's list: \\); connect by a name in the certificate$`),
     );
+  }
+});
+
+test("a password in DATABASE_URL, in the user part or as libpq's password= / sslpassword= parameter, never appears in a refusal", async () => {
+  const closed = await freePort();
+  const config = loadConfig({});
+  for (const url of [
+    `postgres://svc:pw-in-userinfo@127.0.0.1:${closed}/db?sslmode=verify-full`,
+    `postgres://svc@127.0.0.1:${closed}/db?password=pw-in-query&sslmode=verify-full&sslpassword=pw-of-key`,
+  ]) {
+    await assert.rejects(openDatabase(url, config), (err: unknown) => {
+      assert.ok(err instanceof ConfigError, String(err));
+      assert.match(err.message, /cannot reach PostgreSQL at postgres:\/\/svc/);
+      assert.doesNotMatch(err.message, /pw-/, err.message);
+      return true;
+    });
   }
 });

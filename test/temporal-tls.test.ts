@@ -289,6 +289,62 @@ describe('a secured Temporal: mTLS and an API key from a Temporal profile file',
       await stack.stop();
     }
   });
+  test('a new API key Temporal refuses is not applied: the current key stays in use and jobs still run', async () => {
+    const keyDir = path.join(dir, 'refused-key');
+    fs.mkdirSync(keyDir);
+    const toml = path.join(keyDir, 'temporal.toml');
+    const client = ca.client('refused-key');
+    const goodKey = 'tk-good-0123456789abcdefghijklmnopq';
+    const mistypedKey = 'tk-mistyped-0123456789abcdefghijklm';
+    replace(toml, `[profile.default]\napi_key = "${goodKey}"\n`);
+    proxy.apiKeys = new Set([goodKey]);
+    proxy.clientNames = null;
+    const { logStream, waitForLog, text: logs } = captureLogs();
+    const stack = await startStack({
+      logStream,
+      env: { LOG_LEVEL: 'info', ...mtlsEnv(client), TEMPORAL_CONFIG_FILE: toml, TEMPORAL_CREDENTIALS_CHECK_INTERVAL_MS: '3600000' },
+    });
+    try {
+      replace(toml, `[profile.default]\napi_key = "${mistypedKey}"\n`);
+      process.kill(process.pid, 'SIGHUP');
+      await waitForLog(/Temporal credentials not rotated: Temporal refuses the new ones/, 2); // the API and the worker
+      assert.doesNotMatch(logs(), /Temporal credentials rotated/);
+      const refusedBefore = proxy.refused;
+      const customer = await newCustomer(stack, 5);
+      const r = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: customer.key, json: simJob() });
+      assert.equal(r.status, 202, JSON.stringify(r.body));
+      assert.equal((await waitForJob(stack, customer.key, r.body.id, 60_000)).status, 'succeeded');
+      assert.equal(proxy.refused, refusedBefore, 'no call made with the refused key');
+      assert.ok(!logs().includes(mistypedKey) && !logs().includes(goodKey), 'a key appears in the logs');
+    } finally {
+      await stack.stop();
+    }
+  });
+  test('a Temporal credential refused while running (a key revoked or expired) answers 503, never a 500; back when it is accepted again', async () => {
+    const keyDir = path.join(dir, 'revoked-key');
+    fs.mkdirSync(keyDir);
+    const key = 'tk-revoked-0123456789abcdefghijklmn';
+    proxy.apiKeys = new Set([key]);
+    proxy.clientNames = null;
+    const stack = await startStack({ env: { ...mtlsEnv(ca.client('revoked')), TEMPORAL_API_KEY: key } });
+    try {
+      const customer = await newCustomer(stack, 5);
+      const created = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: customer.key, json: simJob({ delay_ms: 60_000 }) });
+      assert.equal(created.status, 202, JSON.stringify(created.body));
+      proxy.apiKeys = new Set(['tk-some-other-key-0123456789abcdef']);
+      const refused = await http(stack.baseUrl, 'POST', `/v2/videos/generations/${created.body.id}/cancel`, { token: customer.key });
+      proxy.apiKeys = new Set([key]);
+      assert.equal(refused.status, 503, JSON.stringify(refused.body));
+      assert.equal(refused.body.error.code, 'service_unavailable');
+      assert.ok(!JSON.stringify(refused.body).includes(key));
+      const cancelled = await http(stack.baseUrl, 'POST', `/v2/videos/generations/${created.body.id}/cancel`, { token: customer.key });
+      assert.equal(cancelled.status, 200, JSON.stringify(cancelled.body));
+      await waitForJob(stack, customer.key, created.body.id, 60_000);
+      await assertAuditHolds(stack);
+    } finally {
+      await stack.stop();
+    }
+  });
 });
 
 describe("Temporal's client configuration, as Temporal's CLI and SDKs read it", () => {
@@ -300,6 +356,8 @@ describe("Temporal's client configuration, as Temporal's CLI and SDKs read it", 
     assert.equal(describeSecurity(config.temporal.connection.connect), 'TLS + API key');
     // TEMPORAL_TLS=false turns it off even with a key (Temporal's rule), TEMPORAL_TLS=true on without one.
     assert.equal(loadConfig({ TEMPORAL_ADDRESS: 'h:7233', TEMPORAL_API_KEY: 'k', TEMPORAL_TLS: 'false' }).temporal.connection.connect.tls, false);
+    assert.equal(loadConfig({ TEMPORAL_ADDRESS: 'h:7233', TEMPORAL_API_KEY: 'k', TEMPORAL_TLS: '0' }).temporal.connection.connect.tls, false);
+    assert.ok(loadConfig({ TEMPORAL_ADDRESS: 'h:7233', TEMPORAL_TLS: '1' }).temporal.connection.connect.tls);
     const plainTls = loadConfig({ TEMPORAL_ADDRESS: 'h:7233', TEMPORAL_TLS: 'true' }).temporal.connection.connect.tls;
     assert.ok(typeof plainTls === 'object' && !plainTls.clientCertPair && !plainTls.serverRootCACertificate, 'TLS with the system CAs');
     assert.equal(loadConfig({}).temporal.address, undefined, 'nothing set: npm start runs its dev server');
@@ -340,12 +398,31 @@ describe("Temporal's client configuration, as Temporal's CLI and SDKs read it", 
     assert.equal(overridden.connection.connect.apiKey, 'from-env');
   });
 
-  test('refused at startup, naming the variable: a certificate without its key, a missing file, host verification off', () => {
+  test("npm start keeps its dev server when only the Temporal CLI's own profile file (in the user's home) names an address", () => {
+    const home = fs.mkdtempSync(path.join(dir, 'home-'));
+    fs.mkdirSync(path.join(home, '.config', 'temporalio'), { recursive: true });
+    fs.writeFileSync(path.join(home, '.config', 'temporalio', 'temporal.toml'), '[profile.default]\naddress = "prod.example:7233"\nnamespace = "prod"\napi_key = "cli-key"\n');
+    // `temporal config set` writes that file: npm start without TEMPORAL_ADDRESS runs its dev server as before.
+    const start = loadConfig({ HOME: home }, { userTemporalProfile: false }).temporal;
+    assert.equal(start.address, undefined);
+    assert.equal(start.namespace, 'default');
+    assert.equal(start.connection.connect.apiKey, undefined);
+    // A profile named on purpose is used by npm start too; the API and the worker read the file as Temporal's CLI does.
+    assert.equal(loadConfig({ HOME: home, TEMPORAL_PROFILE: 'default' }, { userTemporalProfile: false }).temporal.address, 'prod.example:7233');
+    assert.equal(loadConfig({ HOME: home }).temporal.address, 'prod.example:7233');
+  });
+
+  test('refused at startup, naming the variable: a certificate without its key, a missing file, host verification off, a switch that is not a boolean', () => {
     const client = ca.client('half');
     const refusals: [Record<string, string>, RegExp][] = [
       [{ TEMPORAL_ADDRESS: 'h:7233', TEMPORAL_TLS_CLIENT_CERT_PATH: client.certPath }, /client certificate is set without its key; set TEMPORAL_TLS_CLIENT_KEY_PATH/],
       [{ TEMPORAL_ADDRESS: 'h:7233', TEMPORAL_TLS_CLIENT_CERT_PATH: '/nonexistent/c.pem', TEMPORAL_TLS_CLIENT_KEY_PATH: client.keyPath }, /cannot read the Temporal client configuration file \/nonexistent\/c\.pem \(ENOENT\)/],
       [{ TEMPORAL_ADDRESS: 'h:7233', TEMPORAL_TLS_DISABLE_HOST_VERIFICATION: 'true' }, /TEMPORAL_TLS_DISABLE_HOST_VERIFICATION is not supported .* set TEMPORAL_TLS_SERVER_NAME/],
+      // Temporal's TypeScript envconfig reads anything but "true" and "1" as false: TEMPORAL_TLS=TRUE would
+      // send the API key in plaintext. A value it would not read as the operator meant is refused.
+      [{ TEMPORAL_ADDRESS: 'h:7233', TEMPORAL_API_KEY: 'k', TEMPORAL_TLS: 'TRUE' }, /TEMPORAL_TLS must be true, 1, false or 0 \(it is "TRUE"\)/],
+      [{ TEMPORAL_ADDRESS: 'h:7233', TEMPORAL_API_KEY: 'k', TEMPORAL_TLS: 'yes' }, /TEMPORAL_TLS must be true, 1, false or 0 \(it is "yes"\)/],
+      [{ TEMPORAL_ADDRESS: 'h:7233', TEMPORAL_TLS_DISABLE_HOST_VERIFICATION: 'TRUE' }, /TEMPORAL_TLS_DISABLE_HOST_VERIFICATION must be true, 1, false or 0/],
     ];
     for (const [env, pattern] of refusals) {
       assert.throws(() => loadConfig(env), (err: unknown) => {

@@ -59,10 +59,14 @@ function databaseFailure(err: unknown): string {
   return message;
 }
 
+/** DATABASE_URL parameters that carry a secret (node-postgres takes any parameter as a setting). */
+const SECRET_PARAMETERS = new Set(['password', 'sslpassword']);
+
 export function redactUrl(url: string): string {
   try {
     const u = new URL(url);
     if (u.password) u.password = '***';
+    for (const name of [...u.searchParams.keys()]) if (SECRET_PARAMETERS.has(name.toLowerCase())) u.searchParams.set(name, '***');
     return u.toString();
   } catch {
     return '(unparseable URL)';

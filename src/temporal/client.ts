@@ -2,7 +2,7 @@
 // process uses (the poller, the reconciler's schedule) on its workers' connection.
 import { Client, Connection, type ConnectionLike } from '@temporalio/client';
 import type { TemporalConnectOptions } from './connection-config.js';
-import { diagnoseConnectFailure } from './startup-errors.js';
+import { checkNamespace, diagnoseConnectFailure } from './startup-errors.js';
 
 /**
  * gRPC reconnects with exponential backoff, by default up to 120 s: after a Temporal outage the API
@@ -16,6 +16,19 @@ export async function openConnection(opts: TemporalConnectOptions): Promise<Conn
     return await Connection.connect({ ...opts, connectTimeout: 10_000, channelArgs: RECONNECT_BACKOFF });
   } catch (err) {
     throw await diagnoseConnectFailure(err, opts);
+  }
+}
+
+/**
+ * Throws (one line, no secret) unless Temporal accepts these credentials on the namespace: checked on
+ * a connection of its own, closed after, so that no connection in use is touched.
+ */
+export async function verifyCredentials(connect: TemporalConnectOptions, namespace: string): Promise<void> {
+  const connection = await openConnection(connect);
+  try {
+    await checkNamespace(connection.workflowService, connect, namespace);
+  } finally {
+    await connection.close().catch(() => {});
   }
 }
 

@@ -33,12 +33,26 @@ export interface TemporalSettings {
   tlsDigest: string;
 }
 
+const BOOLEAN_VALUES = ['true', '1', 'false', '0'];
+
 /** The environment variables envconfig reads (the rest of the environment is not kept). */
 const ENVCONFIG_VARIABLE = /^(TEMPORAL_|HOME$|XDG_CONFIG_HOME$|APPDATA$)/;
 
-export function temporalEnv(env: NodeJS.ProcessEnv): Record<string, string> {
+/** Where envconfig finds the user's profile file (when TEMPORAL_CONFIG_FILE is unset). */
+const USER_CONFIG_DIR_VARIABLE = /^(HOME|XDG_CONFIG_HOME|APPDATA)$/;
+
+/**
+ * The variables envconfig is given. `userProfile: false` leaves out where the user's profile file is,
+ * unless TEMPORAL_PROFILE names a profile: then only TEMPORAL_CONFIG_FILE and the variables count.
+ */
+export function temporalEnv(env: NodeJS.ProcessEnv, opts: { userProfile: boolean } = { userProfile: true }): Record<string, string> {
   const kept: Record<string, string> = {};
-  for (const [k, v] of Object.entries(env)) if (v !== undefined && v !== '' && ENVCONFIG_VARIABLE.test(k)) kept[k] = v;
+  const userFile = opts.userProfile || Boolean(env['TEMPORAL_PROFILE']);
+  for (const [k, v] of Object.entries(env)) {
+    if (v === undefined || v === '' || !ENVCONFIG_VARIABLE.test(k)) continue;
+    if (!userFile && USER_CONFIG_DIR_VARIABLE.test(k)) continue;
+    kept[k] = v;
+  }
   return kept;
 }
 
@@ -70,6 +84,12 @@ function profileError(err: unknown, env: Record<string, string>): ConfigError {
  * naming the variable or file at fault; never includes a key or certificate in its message.
  */
 export function loadTemporalSettings(env: Record<string, string>): TemporalSettings {
+  // envconfig reads any value but "true" and "1" as false (TEMPORAL_TLS=TRUE would send an API key in
+  // plaintext), where Temporal's CLI reads some as true: only the values both read alike are taken.
+  for (const name of ['TEMPORAL_TLS', 'TEMPORAL_TLS_DISABLE_HOST_VERIFICATION']) {
+    const value = env[name];
+    if (value !== undefined && !BOOLEAN_VALUES.includes(value)) throw new ConfigError(`${name} must be true, 1, false or 0 (it is "${value.slice(0, 40)}")`);
+  }
   let profile: ClientConfigProfile;
   try {
     profile = loadClientConfigProfile({ overrideEnvVars: env });

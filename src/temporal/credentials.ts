@@ -3,11 +3,13 @@
 // the API key, and the certificate, key and CA files; checked every TEMPORAL_CREDENTIALS_CHECK_INTERVAL_MS
 // by their modification time and inode, which also sees a Kubernetes secret's symlink swap). A new
 // API key is applied to the open connections; a new certificate, key, CA or server name needs a new
-// connection, which the owner opens and swaps in. A configuration that cannot be read, or a
-// connection that cannot be opened with it, is logged and the current one kept.
+// connection, which the owner opens and swaps in. New credentials are first tried on a connection of
+// their own (the namespace described with them): a configuration that cannot be read, or credentials
+// Temporal refuses, are logged and the current ones kept, so a mistyped key never replaces a working one.
 import fs from 'node:fs';
 import type { Logger } from 'pino';
 import { loadTemporalSettings, type TemporalSettings } from './connection-config.js';
+import { verifyCredentials } from './client.js';
 
 export interface CredentialChange {
   next: TemporalSettings;
@@ -81,6 +83,12 @@ export class CredentialWatcher {
       this.opts.logger.warn({ reason }, 'Temporal address or namespace changed in the configuration: applied only by a restart');
     }
     if (!change.apiKey && !change.tls) return;
+    try {
+      await verifyCredentials({ ...next.connect, address: this.current.connect.address }, this.current.namespace);
+    } catch (err) {
+      this.opts.logger.error({ reason, error: (err as Error).message }, 'Temporal credentials not rotated: Temporal refuses the new ones; the current ones stay in use');
+      return;
+    }
     try {
       await this.opts.apply(change);
     } catch (err) {
