@@ -143,7 +143,7 @@ export function createApp(deps: AppDeps): express.Express {
     webhookRoutes({ auth, limit, webhooks: deps.webhooks }),
     statementRoutes({ auth, db: deps.db }),
     ...(deps.files ? [fileRoutes(deps.files)] : []),
-    adminRoutes({ db: deps.db, admin: requireAdmin(deps.adminToken), audit: deps.audit }),
+    adminRoutes({ db: deps.db, admin: requireAdmin(deps.adminToken), audit: deps.audit, jobs: deps.jobs, downloadUrls: deps.downloadUrls, publicBaseUrl: deps.publicBaseUrl }),
     docsRoutes(() => document),
     ...(deps.storage ? [openAi(deps.storage)] : []),
   ];

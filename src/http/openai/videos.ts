@@ -27,6 +27,7 @@ import type { FfmpegWasm } from '../../media/ffmpeg-wasm.js';
 import type { Storage } from '../../storage/local.js';
 import type { VideoJobsService } from '../../video-jobs/service.js';
 import type { VideoJobLifecycle } from '../../video-jobs/lifecycle.js';
+import { CONDITIONAL_HEADERS, IF_NONE_MATCH_PARAMETER, NOT_MODIFIED_RESPONSE, sendJsonConditionally } from '../conditional.js';
 import type { VideoJobState } from '../../../workflows/messages.js';
 import { VIDEO_CREATE_BODY_LIMIT_BYTES, VIDEO_CREATE_MAX_CONCURRENT_LARGE_BODIES } from '../routes/videos.js';
 import { INSUFFICIENT_CREDITS_402, notOffered, OPENAI_OPERATION } from './errors.js';
@@ -304,7 +305,8 @@ export function openAiVideoRoutes(deps: {
       description: 'A page at a time (the SDKs\' auto-paging iterator follows `last_id` while `has_more`). Deleted videos are not listed.',
       ...OPENAI_OPERATION,
       requestParams: { query: OpenAiListVideosQuery },
-      responses: { '200': json(OpenAiVideoList, 'A page of videos.') },
+      parameters: [IF_NONE_MATCH_PARAMETER],
+      responses: { '200': json(OpenAiVideoList, 'A page of videos.', CONDITIONAL_HEADERS), '304': NOT_MODIFIED_RESPONSE },
       errors: {
         400: 'Invalid `limit` (1 to 100), `order` or `after` (not a video id), or an unknown parameter; `error.param` names it.',
         401: undefined,
@@ -318,7 +320,7 @@ export function openAiVideoRoutes(deps: {
       if (q.data.after !== undefined && !/^[0-9a-f-]{36}$/i.test(q.data.after)) throw invalidParam('after', 'after must be the id of a video of this list');
       const page = await deps.lifecycle.list(principalOf(res), { limit: q.data.limit, after: q.data.after, order: q.data.order });
       const data = page.jobs.map(presentOpenAiVideo);
-      res.json(openAiPage(data, page.has_more));
+      sendJsonConditionally(req, res, openAiPage(data, page.has_more));
     },
   );
 
@@ -329,15 +331,17 @@ export function openAiVideoRoutes(deps: {
       operationId: 'openaiRetrieveVideo',
       summary: 'Retrieve a video (client.videos.retrieve)',
       ...OPENAI_OPERATION,
+      description: "Answered from the job's record, which its workflow keeps current. With `If-None-Match` (the `ETag` of an earlier answer), a video in which nothing changed is a 304 with no body.",
       requestParams: { path: VIDEO_ID },
-      responses: { '200': json(OpenAiVideo, 'The video.') },
+      parameters: [IF_NONE_MATCH_PARAMETER],
+      responses: { '200': json(OpenAiVideo, 'The video.', CONDITIONAL_HEADERS), '304': NOT_MODIFIED_RESPONSE },
       errors: { 401: undefined, 404: NO_VIDEO },
     },
     deps.auth,
     async (req, res) => {
       const job = await deps.jobs.get(principalOf(res), String(req.params['id']));
       res.locals['jobId'] = job.job_id;
-      res.json(presentOpenAiVideo(job));
+      sendJsonConditionally(req, res, presentOpenAiVideo(job));
     },
   );
 
