@@ -27,6 +27,7 @@ import type { FfmpegWasm } from '../../media/ffmpeg-wasm.js';
 import type { Storage } from '../../storage/local.js';
 import type { VideoJobsService } from '../../video-jobs/service.js';
 import type { VideoJobLifecycle } from '../../video-jobs/lifecycle.js';
+import { READS_BUSY } from '../read-gate.js';
 import { CONDITIONAL_HEADERS, IF_NONE_MATCH_PARAMETER, NOT_MODIFIED_RESPONSE, sendJsonConditionally } from '../conditional.js';
 import type { VideoJobState } from '../../../workflows/messages.js';
 import { VIDEO_CREATE_BODY_LIMIT_BYTES, VIDEO_CREATE_MAX_CONCURRENT_LARGE_BODIES } from '../routes/videos.js';
@@ -191,6 +192,8 @@ const NO_VIDEO = 'No such video in this workspace (job_not_found).';
 
 export function openAiVideoRoutes(deps: {
   auth: RequestHandler;
+  /** `auth` behind the process's gate of job reads (../read-gate.ts). */
+  readAuth: RequestHandler;
   limit: RequestHandler;
   jobs: VideoJobsService;
   lifecycle: VideoJobLifecycle;
@@ -311,9 +314,10 @@ export function openAiVideoRoutes(deps: {
         400: 'Invalid `limit` (1 to 100), `order` or `after` (not a video id), or an unknown parameter; `error.param` names it.',
         401: undefined,
         404: '`after` names no video of this workspace (job_not_found, `param: after`).',
+        503: READS_BUSY,
       },
     },
-    deps.auth,
+    deps.readAuth,
     async (req, res) => {
       const q = OpenAiListVideosQuery.safeParse(req.query);
       if (!q.success) throw fromZodError(q.error);
@@ -335,9 +339,9 @@ export function openAiVideoRoutes(deps: {
       requestParams: { path: VIDEO_ID },
       parameters: [IF_NONE_MATCH_PARAMETER],
       responses: { '200': json(OpenAiVideo, 'The video.', CONDITIONAL_HEADERS), '304': NOT_MODIFIED_RESPONSE },
-      errors: { 401: undefined, 404: NO_VIDEO },
+      errors: { 401: undefined, 404: NO_VIDEO, 503: READS_BUSY },
     },
-    deps.auth,
+    deps.readAuth,
     async (req, res) => {
       const job = await deps.jobs.get(principalOf(res), String(req.params['id']));
       res.locals['jobId'] = job.job_id;

@@ -14,6 +14,7 @@ import { presentVideoJob } from '../../video-jobs/present.js';
 import type { VideoJobsService } from '../../video-jobs/service.js';
 import type { DownloadUrlSigner } from '../../storage/signed-urls.js';
 import { baseUrlOf } from '../base-url.js';
+import { READS_BUSY } from '../read-gate.js';
 import { CONDITIONAL_HEADERS, IF_NONE_MATCH_PARAMETER, NOT_MODIFIED_RESPONSE, sendJsonConditionally } from '../conditional.js';
 
 /** Room for two images (image, lastFrame) at IMAGE_MAX_BYTES in base64, plus the rest of a request. */
@@ -27,6 +28,8 @@ const SIMULATE_JSON_SCHEMA = bareJsonSchema(SimulateSchema, 'input') as Paramete
 
 export function videoRoutes(deps: {
   auth: RequestHandler;
+  /** `auth` behind the process's gate of job reads (../read-gate.ts). */
+  readAuth: RequestHandler;
   limit: RequestHandler;
   jobs: VideoJobsService;
   lifecycle: VideoJobLifecycle;
@@ -105,9 +108,10 @@ export function videoRoutes(deps: {
         400: 'Invalid `limit` (1 to 100), `status` or `after` (not a job id); `error.param` names it.',
         401: undefined,
         404: '`after` names no job of this workspace (job_not_found, `param: after`).',
+        503: READS_BUSY,
       },
     },
-    deps.auth,
+    deps.readAuth,
     async (req, res) => {
       const q = ListVideoJobsQuery.safeParse(req.query);
       if (!q.success) throw fromZodError(q.error);
@@ -183,9 +187,9 @@ export function videoRoutes(deps: {
       requestParams: { path: JOB_ID },
       parameters: [IF_NONE_MATCH_PARAMETER],
       responses: { '200': json(VideoJob, 'The job.', CONDITIONAL_HEADERS), '304': NOT_MODIFIED_RESPONSE },
-      errors: { 401: undefined, 404: 'No such job in this workspace (job_not_found).' },
+      errors: { 401: undefined, 404: 'No such job in this workspace (job_not_found).', 503: READS_BUSY },
     },
-    deps.auth,
+    deps.readAuth,
     async (req, res) => {
       const job = await deps.jobs.get(principalOf(res), String(req.params['id']));
       res.locals['jobId'] = job.job_id; // for the request log
