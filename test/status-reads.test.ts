@@ -5,6 +5,11 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ADMIN_TOKEN, assertAuditHolds, http, newCustomer, simJob, startStack, type Stack } from './helpers/stack.js';
 import { jobStateQuery, videoJobWorkflowId, type VideoJobState } from '../workflows/messages.js';
+import express from 'express';
+import type { AddressInfo } from 'node:net';
+import { pino } from 'pino';
+import { jobReadGate } from '../src/http/read-gate.js';
+import { errorHandler } from '../src/http/errors.js';
 
 let stack: Stack;
 before(async () => {
@@ -132,6 +137,43 @@ describe('status reads', () => {
     const foreign = await http(stack.baseUrl, 'GET', jobPath(id), { token: stranger.key, headers: { 'if-none-match': '*' } });
     assert.equal(foreign.status, 404);
     await assertAuditHolds(stack);
+  });
+
+  test('job reads pass a gate: beyond its permits they wait their turn without holding anything, beyond its queue they are a 503', async () => {
+    // A gate of 2 permits and 1 waiting place in front of a read that holds until released; a write beside it.
+    const releases: (() => void)[] = [];
+    let running = 0;
+    const app = express();
+    app.get('/read', jobReadGate(2, 1), async (_req, res) => {
+      running++;
+      await new Promise<void>((r) => releases.push(r));
+      running--;
+      res.json({ ok: true });
+    });
+    app.post('/write', (_req, res) => {
+      res.json({ running });
+    });
+    app.use(errorHandler(pino({ level: 'silent' })));
+    const server = app.listen(0, '127.0.0.1');
+    await new Promise((r) => server.once('listening', r));
+    const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    try {
+      const reads = [fetch(`${base}/read`), fetch(`${base}/read`), fetch(`${base}/read`)];
+      await waitUntil('two reads admitted', async () => running === 2);
+      // The third waits for a permit; a fourth finds the waiting place taken.
+      const refused = await fetch(`${base}/read`);
+      assert.equal(refused.status, 503);
+      assert.equal((await refused.json()).error.code, 'server_busy');
+      assert.ok(refused.headers.get('retry-after'));
+      // What is not a read is not held back by them.
+      assert.deepEqual(await (await fetch(`${base}/write`, { method: 'POST' })).json(), { running: 2 });
+      releases.shift()!();
+      await waitUntil('the waiting read admitted', async () => running === 2 && releases.length === 2);
+      for (const release of releases.splice(0)) release();
+      for (const r of await Promise.all(reads)) assert.equal(r.status, 200);
+    } finally {
+      server.close();
+    }
   });
 
   // Last: it stops this stack's worker.
