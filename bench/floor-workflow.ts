@@ -1,7 +1,8 @@
 // The engine's floor (subject b of the create benchmark): the least a workflow can do to answer a
 // create the way the product does. Started with update-with-start; the update waits for the first
 // workflow task's local activity, a PostgreSQL charge, and returns its result (early return). Then the
-// run ends: nothing else is part of the floor.
+// run ends: nothing else is part of the floor. Below it, the engine's whole job (phase 5): the same
+// charge followed by the rest of the product's job shape, with none of the product's code.
 import {
   ActivityCancellationType,
   allHandlersFinished,
