@@ -197,7 +197,7 @@ export function formatWholeJobs(r: CreateThroughput, cfg: BenchConfig, cpus: num
   const settled_ms = settle.flatMap((x) => x.charge_to_settled_ms).sort((a, b) => a - b);
   const tail = wholeJobTail(rounds);
   const lines = [
-    `5. whole jobs: ${cfg.BENCH_JOBS} jobs per subject and round, ${cfg.BENCH_CONCURRENCY} in flight, ${rounds.length} rounds (floor and product alternate; the product's jobs have no generation delay and are charged, submitted, polled, copied and settled within the turn)`,
+    `5. whole jobs: ${cfg.BENCH_JOBS} jobs per subject and round, ${cfg.BENCH_CONCURRENCY} in flight, ${rounds.length} rounds (the floor, the engine's whole jobs and the product's take turns, rotated each round; the engine's and the product's jobs have no generation delay and are charged, submitted, polled, copied and settled within the turn)`,
     FIGURES_HEADER,
     ...roundLines(rounds, WHOLE_JOB_NAMES),
     `  ${"each round's ratio to the floor, median".padEnd(NAME_WIDTH)} product ${roundRatios(rounds, 'product')}; engine whole jobs ${roundRatios(rounds, 'engine')}`,
