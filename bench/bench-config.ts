@@ -4,19 +4,21 @@ import { z } from 'zod';
 import { ConfigError } from '../src/config-error.js';
 
 const intFrom = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
-const secondsList = z
-  .string()
-  .transform((s, ctx) => {
+/** A comma-separated list of 1 to `count_max` whole numbers, each within [min, max]. */
+const intList = (min: number, max: number, count_max: number, what: string) =>
+  z.string().transform((s, ctx) => {
     const list = s.split(',').map((x) => Number(x.trim()));
-    if (list.length === 0 || list.length > 20 || list.some((n) => !Number.isInteger(n) || n < 1 || n > 3_000)) {
-      ctx.addIssue({ code: 'custom', message: 'a comma-separated list of 1 to 20 whole seconds, each 1..3000' });
+    if (list.length === 0 || list.length > count_max || list.some((n) => !Number.isInteger(n) || n < min || n > max)) {
+      ctx.addIssue({ code: 'custom', message: `a comma-separated list of 1 to ${count_max} ${what}, each ${min}..${max}` });
       return z.NEVER;
     }
     return list;
   });
+const secondsList = intList(1, 3_000, 20, 'whole seconds');
 
-/** 1 creates with jobs left pending, 2 history events, 3 done -> seen, 4 pending jobs' memory and CPU, 5 whole jobs. */
-const PHASES = [1, 2, 3, 4, 5];
+/** 1 creates with jobs left pending, 2 history events, 3 done -> seen, 4 pending jobs' memory and CPU, 5 whole jobs, 6 status reads. */
+const PHASES = [1, 2, 3, 4, 5, 6];
+const concurrencyList = intList(1, 500, 8, 'concurrencies');
 
 const BenchEnv = z.object({
   /** Creates (phase 1) or whole jobs (phase 5) measured per subject and round. */
@@ -45,10 +47,18 @@ const BenchEnv = z.object({
    * when temporal-server is not built. `off`: the dev server only.
    */
   BENCH_TEMPORAL_SERVER: z.enum(['on', 'off']).default('on'),
-  /** Phases to run, for a partial run: any of 1,2,3,4,5. */
+  /** Phase 6: jobs pending while status reads are measured, then the larger number they grow to (0: not grown). */
+  BENCH_READ_PENDING: intFrom(10, 100_000).default(500),
+  BENCH_READ_PENDING_LARGE: intFrom(0, 100_000).default(10_000),
+  /** Phase 6: GETs in flight, one series per value. */
+  BENCH_READ_CONCURRENCY: concurrencyList.default([32, 96]),
+  /** Phase 6: seconds of each read turn, and rounds (the floor and the product take turns in each). */
+  BENCH_READ_S: intFrom(2, 600).default(12),
+  BENCH_READ_ROUNDS: intFrom(1, 20).default(2),
+  /** Phases to run, for a partial run: any of 1,2,3,4,5,6. */
   BENCH_PHASES: z
     .string()
-    .default('1,2,3,4,5')
+    .default('1,2,3,4,5,6')
     .transform((s, ctx) => {
       const phases = s.split(',').map((x) => Number(x.trim()));
       if (phases.some((n) => !PHASES.includes(n))) {

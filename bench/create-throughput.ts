@@ -10,14 +10,14 @@
 import path from 'node:path';
 import type { Infra } from '../test/helpers/infra.js';
 import { ADMIN_TOKEN, http } from '../test/helpers/stack.js';
-import { createPool } from '../src/db/pool.js';
+import { createPool, type Db } from '../src/db/pool.js';
 import { connectClient } from '../src/temporal/client.js';
 import { benchConnectOptions } from './temporal-connect.js';
 import { videoJobWorkflowId } from '../workflows/messages.js';
 import type { BenchConfig } from './bench-config.js';
 import { inPool, runLoad, type LoadResult } from './load.js';
 import { BARE_CREATE_PATH } from './bare-express.js';
-import { FLOOR_CREATE_PATH } from './floor-server.js';
+import { FLOOR_CREATE_PATH, FLOOR_WHOLE_JOB_PATH } from './floor-server.js';
 import { cancelJobs, createJob, productCustomer, settledJobs, simulatedJob, type Customer } from './product-api.js';
 import { spawnSubject, type SubjectProcess } from './subject.js';
 import { cpuDelta, cpuProbe, waitUntilQuiet, type CpuDelta } from './process-cpu.js';
@@ -47,8 +47,12 @@ export interface Turn {
   settle?: { charge_to_settled_ms: number[]; succeeded: number; failed: number };
 }
 
-/** The subjects of phase 5: the floor, whose whole job is its charge, and the product's whole jobs. */
-export type WholeJobSubject = 'floor' | 'product';
+/**
+ * The subjects of phase 5: the floor, whose whole job is its charge; the engine running a whole job of
+ * the product's shape with none of its code (charge, submit, signal, copy, settle: bench/floor-workflow.ts);
+ * and the product's whole jobs.
+ */
+export type WholeJobSubject = 'floor' | 'engine' | 'product';
 
 export interface CreateThroughput {
   /** Phase 1 (absent when not run). */
@@ -65,6 +69,7 @@ export async function benchCreates(infra: Infra, cfg: BenchConfig, log: Log): Pr
   const productEnv = await subjectEnv(infra, 'product');
   const started: SubjectProcess[] = [];
   const db = createPool(productEnv.databaseUrl, 4);
+  const floorDb = createPool(floorEnv.databaseUrl, 2);
   const temporal = await connectClient({ ...benchConnectOptions(infra), namespace: 'default' });
   try {
     log(`${phase1 && phase5 ? 'phases 1 and 5' : `phase ${phase1 ? 1 : 5}`}: starting ${phase1 ? 'bare Express, ' : ''}the floor and the product (each builds its workflow bundle)`);
@@ -145,6 +150,20 @@ export async function benchCreates(infra: Infra, cfg: BenchConfig, log: Log): Pr
       return turn(product, load, n, { after: cancelled });
     };
     const floorTurn = post(floor, FLOOR_CREATE_PATH);
+    /** The engine's whole jobs: its turn ends when the last of them is settled, as the product's does. */
+    const engineTurn = (n: number) => {
+      let last: string[] = [];
+      const load = (k: number) => {
+        last = [];
+        return runLoad(k, cfg.BENCH_CONCURRENCY, async (i) => {
+          const r = await http(floor.url, 'POST', FLOOR_WHOLE_JOB_PATH, { json: body(i) });
+          if (r.status !== 202) return `${r.status} ${JSON.stringify(r.body)}`;
+          last.push(r.body.id);
+          return null;
+        });
+      };
+      return turn(floor, load, n, { until: () => settledFloorJobs(floorDb, last, SETTLED_EVERY_MS, SETTLE_TIMEOUT_MS) });
+    };
 
     let rounds: Record<CreateSubject, Turn>[] | undefined;
     if (phase1) {
@@ -168,15 +187,15 @@ export async function benchCreates(infra: Infra, cfg: BenchConfig, log: Log): Pr
 
     let whole_rounds: Record<WholeJobSubject, Turn>[] | undefined;
     if (phase5) {
-      const turns: Record<WholeJobSubject, (n: number) => Promise<Turn>> = { floor: floorTurn, product: create({ idempotencyKey: false, whole: true }) };
+      const turns: Record<WholeJobSubject, (n: number) => Promise<Turn>> = { floor: floorTurn, engine: engineTurn, product: create({ idempotencyKey: false, whole: true }) };
       if (!phase1) {
         log(`phase 5: warming up the floor and the product with ${cfg.BENCH_WARMUP} jobs each`);
         for (const run of Object.values(turns)) await run(cfg.BENCH_WARMUP);
       }
       whole_rounds = [];
       for (let r = 1; r <= cfg.BENCH_ROUNDS; r++) {
-        // Odd rounds start with the floor, even ones with the product: each follows the other equally often.
-        const order: WholeJobSubject[] = r % 2 === 1 ? ['floor', 'product'] : ['product', 'floor'];
+        // The order rotates by one each round: over three rounds each subject takes each place once.
+        const order = (['floor', 'engine', 'product'] as WholeJobSubject[]).map((_, i, all) => all[(i + r - 1) % all.length]!);
         const round = {} as Record<WholeJobSubject, Turn>;
         for (const subject of order) round[subject] = await turns[subject](cfg.BENCH_JOBS);
         whole_rounds.push(round);
@@ -189,7 +208,25 @@ export async function benchCreates(infra: Infra, cfg: BenchConfig, log: Log): Pr
     await Promise.all(started.map((s) => s.stop()));
     await temporal.connection.close();
     await db.end();
+    await floorDb.end();
   }
+}
+
+/** Waits until the engine's jobs are all settled (read every `every_ms`); their charge -> settled times, sorted. */
+async function settledFloorJobs(db: Db, ids: string[], every_ms: number, timeout_ms: number): Promise<Turn['settle']> {
+  const deadline = Date.now() + timeout_ms;
+  for (;;) {
+    const r = await db.query<{ n: number }>("SELECT count(*)::int AS n FROM floor_jobs WHERE id = ANY($1::uuid[]) AND status <> 'pending'", [ids]);
+    if (r.rows[0]!.n === ids.length) break;
+    if (Date.now() > deadline) throw new Error(`${ids.length - r.rows[0]!.n} engine jobs not settled ${timeout_ms} ms after their creates`);
+    await new Promise((resolve) => setTimeout(resolve, every_ms));
+  }
+  const jobs = await db.query<{ status: string; ms: number }>('SELECT status, (extract(epoch FROM completed_at - created_at) * 1000)::float8 AS ms FROM floor_jobs WHERE id = ANY($1::uuid[])', [ids]);
+  return {
+    charge_to_settled_ms: jobs.rows.map((j) => j.ms).sort((a, b) => a - b),
+    succeeded: jobs.rows.filter((j) => j.status === 'succeeded').length,
+    failed: jobs.rows.filter((j) => j.status !== 'succeeded').length,
+  };
 }
 
 async function ledgerAuditOk(c: Customer): Promise<boolean> {

@@ -52,30 +52,60 @@ export function pooled(results: LoadResult[]): LoadResult {
   };
 }
 
+/** Times each call of `send`: the latencies of the expected answers, and the unexpected ones counted with the first. */
+function recorder(send: (i: number) => Promise<string | null>) {
+  const latencies_ms: number[] = [];
+  let errors = 0;
+  let first_error: string | null = null;
+  const started = performance.now();
+  return {
+    async call(i: number): Promise<void> {
+      const t0 = performance.now();
+      let error: string | null;
+      try {
+        error = await send(i);
+      } catch (err) {
+        error = (err as Error).message;
+      }
+      if (error === null) latencies_ms.push(performance.now() - t0);
+      else {
+        errors++;
+        first_error ??= error;
+      }
+    },
+    result(): LoadResult {
+      const elapsed_ms = performance.now() - started;
+      latencies_ms.sort((a, b) => a - b);
+      return { ok: latencies_ms.length, errors, first_error, elapsed_ms, latencies_ms };
+    },
+  };
+}
+
 /**
  * Sends `n` requests, `concurrency` at a time. `send(i)` returns an error text for an unexpected answer
  * (null when it is the expected one); thrown errors count as unexpected answers too.
  */
 export async function runLoad(n: number, concurrency: number, send: (i: number) => Promise<string | null>): Promise<LoadResult> {
-  const latencies_ms: number[] = [];
-  let errors = 0;
-  let first_error: string | null = null;
-  const started = performance.now();
-  await inPool(n, concurrency, async (i) => {
-    const t0 = performance.now();
-    let error: string | null;
-    try {
-      error = await send(i);
-    } catch (err) {
-      error = (err as Error).message;
-    }
-    if (error === null) latencies_ms.push(performance.now() - t0);
-    else {
-      errors++;
-      first_error ??= error;
-    }
-  });
-  const elapsed_ms = performance.now() - started;
-  latencies_ms.sort((a, b) => a - b);
-  return { ok: latencies_ms.length, errors, first_error, elapsed_ms, latencies_ms };
+  const r = recorder(send);
+  await inPool(n, concurrency, (i) => r.call(i));
+  return r.result();
+}
+
+/**
+ * Sends requests for `duration_ms`, `concurrency` at a time (or until `stop` resolves, when given);
+ * `send(i)` as for runLoad.
+ */
+export async function runFor(duration_ms: number, concurrency: number, send: (i: number) => Promise<string | null>, stop?: Promise<void>): Promise<LoadResult> {
+  const r = recorder(send);
+  let done = false;
+  const timer = setTimeout(() => (done = true), duration_ms);
+  void stop?.then(() => (done = true));
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (!done) await r.call(next++);
+    }),
+  );
+  clearTimeout(timer);
+  return r.result();
 }

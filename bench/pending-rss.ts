@@ -66,12 +66,18 @@ const QUIET_MAX_MS = 60_000;
  * slowly); then the CPU every party spends in a window of its own.
  */
 async function readings(subject: SubjectProcess, probe: ReturnType<typeof cpuProbe>): Promise<{ memory: SubjectMemory[]; cpu: CpuWindow | null }> {
+  const memory = await memoryReadings(subject);
+  return { memory, cpu: await cpuWindow(subject, probe) };
+}
+
+/** Memory readings a few seconds apart, until RSS stops moving (see MIN_READINGS). */
+export async function memoryReadings(subject: SubjectProcess): Promise<SubjectMemory[]> {
   const out: SubjectMemory[] = [];
   for (;;) {
     out.push(await subject.memory());
     const last = out.slice(-STEADY_OF_LAST).map((r) => r.rss_bytes);
     const settled = out.length >= MIN_READINGS && Math.max(...last) - Math.min(...last) <= STEADY_WITHIN * Math.max(...last);
-    if (settled || out.length >= MAX_READINGS) return { memory: out, cpu: await cpuWindow(subject, probe) };
+    if (settled || out.length >= MAX_READINGS) return out;
     await new Promise((r) => setTimeout(r, READING_EVERY_MS));
   }
 }
@@ -91,7 +97,8 @@ async function cpuWindow(subject: SubjectProcess, probe: ReturnType<typeof cpuPr
   return { cpu: cpuDelta(first, probe.sample(subject.pid)), elapsed_ms: Date.now() - started_ms };
 }
 
-const steady = (rs: SubjectMemory[]) => median(rs.slice(-STEADY_OF_LAST).map((r) => r.rss_bytes));
+/** The steady RSS of a series of readings: the median of the last few. */
+export const steady = (rs: SubjectMemory[]) => median(rs.slice(-STEADY_OF_LAST).map((r) => r.rss_bytes));
 
 export async function benchPendingRss(infra: Infra, cfg: BenchConfig, log: Log): Promise<PendingRss> {
   const { env, databaseUrl } = await subjectEnv(infra, 'product');

@@ -2,13 +2,15 @@
 import type { Config } from '../src/config.js';
 import type { BenchConfig } from './bench-config.js';
 import type { Environment } from './environment.js';
-import { percentile, pooled, type Figures } from './load.js';
+import { percentile, pooled, type Figures, type LoadResult } from './load.js';
+import type { CpuDelta } from './process-cpu.js';
 import type { CreateThroughput, Turn, WholeJobSubject } from './create-throughput.js';
 import { BALANCED_ROUNDS, type CreateSubject } from './turn-order.js';
 import type { HistoryEvents } from './history-events.js';
 import type { CompletionPath, DoneToSeen } from './done-to-seen.js';
 import type { CpuWindow, PendingRss } from './pending-rss.js';
 import type { CodeLines } from './code-size.js';
+import type { ReadSeries, ReadSubject, ReadTurn, StatusReads } from './status-reads.js';
 import { temporalDynamicConfig } from '../src/temporal/dynamic-config.js';
 
 const MIB = 2 ** 20;
@@ -21,6 +23,8 @@ const pct = (x: number) => `${(x * 100).toFixed(1)} %`;
 export const CREATE_TARGET_RATIO = 0.85;
 /** Whole jobs (each also completes during the run): the product's jobs/s over the floor's. */
 export const WHOLE_JOB_TARGET_RATIO = 0.7;
+/** Whole jobs: the product's jobs/s over the engine running the same job shape with no product code. */
+export const WHOLE_JOB_ENGINE_TARGET_RATIO = 0.85;
 /** History events of one job, whatever its generation time. */
 export const HISTORY_TARGET_EVENTS = 30;
 /** Provider done -> a GET shows it: a polled provider at default settings, and one that calls back. */
@@ -32,6 +36,11 @@ export const PENDING_SUBJECT_TARGET_MS_PER_S = 30;
 /** RSS growth of the API + worker process with RSS_TARGET_PENDING jobs pending. */
 export const RSS_GROWTH_TARGET_MIB = 150;
 export const RSS_TARGET_PENDING = 10_000;
+/** Status reads: GETs of pending jobs over the row-read floor's, at every concurrency and size; their p99 at most twice the floor's. */
+export const READ_TARGET_RATIO = 0.8;
+export const READ_P99_TARGET_FACTOR = 2;
+/** Creates per second while GETs run, over creates per second without. */
+export const MIXED_TARGET_RATIO = 0.8;
 
 export function formatHeader(env: Environment, cfg: BenchConfig, product: Config): string {
   return [
@@ -39,7 +48,8 @@ export function formatHeader(env: Environment, cfg: BenchConfig, product: Config
     `machine     ${env.cpus} CPUs (${env.cpu_model}), ${env.memory_gib.toFixed(1)} GiB; Node ${env.node}; Temporal server ${env.temporal_server} (dev server); PostgreSQL ${env.postgres} (embedded)`,
     `temporal    ${[...temporalDynamicConfig()].map(([k, v]) => `${k}=${JSON.stringify(v)}`).join(' ')} (config/temporal-dynamic-config.yaml)`,
     `bench       BENCH_JOBS=${cfg.BENCH_JOBS} BENCH_CONCURRENCY=${cfg.BENCH_CONCURRENCY} BENCH_WARMUP=${cfg.BENCH_WARMUP} BENCH_PRIMER=${cfg.BENCH_PRIMER} BENCH_ROUNDS=${cfg.BENCH_ROUNDS} ` +
-      `BENCH_LONG_GENERATION_S=${cfg.BENCH_LONG_GENERATION_S} BENCH_SEEN_DELAYS_S=${cfg.BENCH_SEEN_DELAYS_S.join(',')} BENCH_PENDING=${cfg.BENCH_PENDING}`,
+      `BENCH_LONG_GENERATION_S=${cfg.BENCH_LONG_GENERATION_S} BENCH_SEEN_DELAYS_S=${cfg.BENCH_SEEN_DELAYS_S.join(',')} BENCH_PENDING=${cfg.BENCH_PENDING} ` +
+      `BENCH_READ_PENDING=${cfg.BENCH_READ_PENDING} BENCH_READ_PENDING_LARGE=${cfg.BENCH_READ_PENDING_LARGE} BENCH_READ_CONCURRENCY=${cfg.BENCH_READ_CONCURRENCY.join(',')} BENCH_READ_S=${cfg.BENCH_READ_S} BENCH_READ_ROUNDS=${cfg.BENCH_READ_ROUNDS}`,
     `product     VIDEO_POLL_INTERVAL_MS=${product.video.pollIntervalMs} VIDEO_POLL_MAX_INTERVAL_MS=${product.video.pollMaxIntervalMs} ` +
       `VIDEO_JOB_TIMEOUT_MS=${product.video.jobTimeoutMs} DATABASE_POOL_MAX=${product.databasePoolMax} ` +
       `WORKER_MAX_CACHED_WORKFLOWS=${product.workerLimits.maxCachedWorkflows} WORKER_MAX_CONCURRENT_WORKFLOW_TASKS=${product.workerLimits.maxConcurrentWorkflowTaskExecutions} ` +
@@ -58,6 +68,7 @@ const SUBJECT_NAMES: Record<CreateSubject, string> = {
 
 const WHOLE_JOB_NAMES: Record<WholeJobSubject, string> = {
   floor: 'engine floor (update-with-start, LA pg charge)',
+  engine: 'engine whole jobs, product shape (until all settled)',
   product: 'product whole jobs (until all settled)',
 };
 
@@ -174,16 +185,23 @@ function wholeJobTail(rounds: Record<WholeJobSubject, Turn>[]): { creates_per_s:
   };
 }
 
+/** The product's whole jobs/s over the engine's, all rounds together. */
+function engineRatio(rounds: Record<WholeJobSubject, Turn>[]): string {
+  const f = figuresOverRounds(rounds, WHOLE_JOB_SUBJECTS);
+  return pct(f.product.jobs_per_s / f.engine.jobs_per_s);
+}
+
 export function formatWholeJobs(r: CreateThroughput, cfg: BenchConfig, cpus: number): string {
   const rounds = r.whole_rounds!;
   const settle = rounds.flatMap((round) => (round.product.settle ? [round.product.settle] : []));
   const settled_ms = settle.flatMap((x) => x.charge_to_settled_ms).sort((a, b) => a - b);
   const tail = wholeJobTail(rounds);
   const lines = [
-    `5. whole jobs: ${cfg.BENCH_JOBS} jobs per subject and round, ${cfg.BENCH_CONCURRENCY} in flight, ${rounds.length} rounds (floor and product alternate; the product's jobs have no generation delay and are charged, submitted, polled, copied and settled within the turn)`,
+    `5. whole jobs: ${cfg.BENCH_JOBS} jobs per subject and round, ${cfg.BENCH_CONCURRENCY} in flight, ${rounds.length} rounds (the floor, the engine's whole jobs and the product's take turns, rotated each round; the engine's and the product's jobs have no generation delay and are charged, submitted, polled, copied and settled within the turn)`,
     FIGURES_HEADER,
     ...roundLines(rounds, WHOLE_JOB_NAMES),
-    `  ${"each round's ratio to the floor, median".padEnd(NAME_WIDTH)} product ${roundRatios(rounds, 'product')}`,
+    `  ${"each round's ratio to the floor, median".padEnd(NAME_WIDTH)} product ${roundRatios(rounds, 'product')}; engine whole jobs ${roundRatios(rounds, 'engine')}`,
+    `  ${'product vs the engine running the same job shape'.padEnd(NAME_WIDTH)} ${engineRatio(rounds)} over all rounds; each round's, median ${roundRatios(rounds.map((r) => ({ ...r, floor: r.engine })), 'product')}`,
     `  product: creates alone ${tail.creates_per_s.toFixed(1)} jobs/s; last create answered -> last job settled ${s(tail.tail_ms)} s (mean of the turns); ` +
       `charge -> settled p50 ${s(percentile(settled_ms, 50))} s, p99 ${s(percentile(settled_ms, 99))} s; ` +
       `${settle.reduce((a, x) => a + x.succeeded, 0)} succeeded, ${settle.reduce((a, x) => a + x.failed, 0)} failed`,
@@ -272,7 +290,118 @@ function pendingCpuLines(r: PendingRss): string[] {
   ];
 }
 
+const READ_NAMES: Record<ReadSubject, string> = {
+  floor: 'floor: Express + key lookup + job row read',
+  product: 'product GET /v2/videos/generations/{id}',
+};
+
+/** Reads of turns as one: GETs per second over their wall time, and their latency. */
+function readFigures(turns: ReadTurn[]): Figures {
+  const all = pooled(turns.map((t) => t.load));
+  return { jobs_per_s: all.ok / (all.elapsed_ms / 1000), p50_ms: percentile(all.latencies_ms, 50), p99_ms: percentile(all.latencies_ms, 99) };
+}
+
+function readSeriesFigures(x: ReadSeries): Record<ReadSubject, Figures> {
+  return { floor: readFigures(x.rounds.map((r) => r.floor)), product: readFigures(x.rounds.map((r) => r.product)) };
+}
+
+/** CPU ms per GET of each party, over the turns. */
+function readCpuLine(name: string, turns: ReadTurn[], cpus: number): string | null {
+  if (turns.some((t) => !t.cpu)) return null;
+  const gets = turns.reduce((a, t) => a + t.load.ok, 0);
+  const sum = (k: keyof CpuDelta) => turns.reduce((a, t) => a + t.cpu![k], 0);
+  const server = sum('subject_ms') + sum('temporal_ms') + sum('postgres_ms');
+  const others = sum('machine_busy_ms') - server - sum('client_ms');
+  const elapsed_ms = turns.reduce((a, t) => a + t.load.elapsed_ms, 0);
+  const per = (ms: number) => column((ms / gets).toFixed(2));
+  return `  ${name.padEnd(NAME_WIDTH)}${[sum('subject_ms'), sum('temporal_ms'), sum('postgres_ms'), server, sum('client_ms'), others].map(per).join('')}${column(pct(sum('machine_busy_ms') / (elapsed_ms * cpus)))}`;
+}
+
+function readSeriesLines(title: string, series: ReadSeries[], cpus: number): string[] {
+  const out: string[] = [];
+  for (const x of series) {
+    const f = readSeriesFigures(x);
+    out.push(`  ${`${title}, ${x.concurrency} GETs in flight`.padEnd(NAME_WIDTH)} ${'GET/s'.padStart(8)} ${'p50 ms'.padStart(8)} ${'p99 ms'.padStart(8)} ${'vs floor'.padStart(9)}`);
+    for (const s of ['floor', 'product'] as ReadSubject[]) out.push(figuresLine(READ_NAMES[s], f[s], f.floor));
+    const ratios = x.rounds.map((r) => readFigures([r.product]).jobs_per_s / readFigures([r.floor]).jobs_per_s);
+    out.push(`  ${'rounds\' ratios'.padEnd(NAME_WIDTH)} ${ratios.map(pct).join(', ')}; p99 ${(f.product.p99_ms / f.floor.p99_ms).toFixed(2)}x the floor's`);
+    const errors = x.rounds.flatMap((r) => [r.floor.load, r.product.load]).filter((l) => l.errors > 0);
+    if (errors.length) out.push(`  errors: ${errors.reduce((a, l) => a + l.errors, 0)} (${errors[0]!.first_error})`);
+    const cpu = (['floor', 'product'] as ReadSubject[]).map((s) => readCpuLine(READ_NAMES[s], x.rounds.map((r) => r[s]), cpus));
+    if (cpu.every((l) => l !== null)) out.push(`  ${'CPU ms per GET'.padEnd(NAME_WIDTH)}${CPU_COLUMNS.map(column).join('')}`, ...(cpu as string[]));
+  }
+  return out;
+}
+
+const loadFigures = (l: LoadResult): Figures => ({ jobs_per_s: l.ok / (l.elapsed_ms / 1000), p50_ms: percentile(l.latencies_ms, 50), p99_ms: percentile(l.latencies_ms, 99) });
+
+function mixedFigures(m: NonNullable<StatusReads['mixed']>) {
+  return {
+    alone: loadFigures(pooled(m.rounds.map((r) => r.alone))),
+    with_reads: loadFigures(pooled(m.rounds.map((r) => r.with_reads))),
+    reads: loadFigures(pooled(m.rounds.map((r) => r.reads))),
+  };
+}
+
+export function formatStatusReads(r: StatusReads): string {
+  const out = [`6. Status reads: GETs of random pending jobs, the floor and the product taking turns of ${r.turn_s} s (${r.small.series[0]?.rounds.length ?? 0} rounds)`];
+  out.push(...readSeriesLines(`${r.small.pending} pending`, r.small.series, r.cpus));
+  if (r.mixed) {
+    const f = mixedFigures(r.mixed);
+    out.push(
+      `  mixed load: creates (jobs of no generation delay: each also completes) at ${r.mixed.create_concurrency} in flight, without and with ${r.mixed.read_concurrency} product GETs in flight`,
+      `    ${'creates alone'.padEnd(NAME_WIDTH - 2)} ${f.alone.jobs_per_s.toFixed(1).padStart(8)} ${f.alone.p50_ms.toFixed(1).padStart(8)} ${f.alone.p99_ms.toFixed(1).padStart(8)}`,
+      `    ${'creates while GETs run'.padEnd(NAME_WIDTH - 2)} ${f.with_reads.jobs_per_s.toFixed(1).padStart(8)} ${f.with_reads.p50_ms.toFixed(1).padStart(8)} ${f.with_reads.p99_ms.toFixed(1).padStart(8)} ${pct(f.with_reads.jobs_per_s / f.alone.jobs_per_s).padStart(9)}`,
+      `    ${'the GETs meanwhile'.padEnd(NAME_WIDTH - 2)} ${f.reads.jobs_per_s.toFixed(1).padStart(8)} ${f.reads.p50_ms.toFixed(1).padStart(8)} ${f.reads.p99_ms.toFixed(1).padStart(8)}`,
+      `    rounds' ratios: ${r.mixed.rounds.map((m) => pct(loadFigures(m.with_reads).jobs_per_s / loadFigures(m.alone).jobs_per_s)).join(', ')}`,
+    );
+  }
+  if (r.large) {
+    out.push(...readSeriesLines(`${r.large.pending} pending`, r.large.series, r.cpus));
+    const l = loadFigures(r.large.list.load);
+    out.push(`  list of pending jobs (GET ?status=pending&limit=100), ${r.large.pending} pending: ${l.jobs_per_s.toFixed(1)} lists/s (${(l.jobs_per_s * 100).toFixed(0)} jobs/s), p50 ${l.p50_ms.toFixed(1)} ms, p99 ${l.p99_ms.toFixed(1)} ms`);
+  }
+  out.push(`  RSS of the API + worker process: before ${r.memory_before.map((m) => mib(m.rss_bytes)).join(', ')} MiB -> steady ${mib(r.steady_before_bytes)} MiB`);
+  if (r.memory_after && r.steady_after_bytes !== null && r.large) {
+    out.push(
+      `    with ${r.large.pending} pending, after their reads: ${r.memory_after.map((m) => mib(m.rss_bytes)).join(', ')} MiB -> steady ${mib(r.steady_after_bytes)} MiB: ` +
+        `growth ${mib(r.steady_after_bytes - r.steady_before_bytes)} MiB (target <= ${RSS_GROWTH_TARGET_MIB} MiB for ${RSS_TARGET_PENDING.toLocaleString('en')})`,
+    );
+  }
+  out.push('');
+  return out.join('\n');
+}
+
+function readSummaryRows(r: StatusReads): [string, string, string][] {
+  const rows: [string, string, string][] = [];
+  const add = (pending: number, series: ReadSeries[]) => {
+    for (const x of series) {
+      const f = readSeriesFigures(x);
+      rows.push([
+        `GETs of pending jobs vs the row-read floor, ${pending} pending, C=${x.concurrency}`,
+        `${f.product.jobs_per_s.toFixed(0)} vs ${f.floor.jobs_per_s.toFixed(0)} GET/s = ${pct(f.product.jobs_per_s / f.floor.jobs_per_s)}; p99 ${ms(f.product.p99_ms)} vs ${ms(f.floor.p99_ms)} ms = ${(f.product.p99_ms / f.floor.p99_ms).toFixed(2)}x`,
+        `>= ${pct(READ_TARGET_RATIO)}; p99 <= ${READ_P99_TARGET_FACTOR}x`,
+      ]);
+    }
+  };
+  add(r.small.pending, r.small.series);
+  if (r.mixed) {
+    const f = mixedFigures(r.mixed);
+    rows.push([
+      `creates/s while GETs run at C=${r.mixed.read_concurrency}, vs without`,
+      `${f.with_reads.jobs_per_s.toFixed(1)} vs ${f.alone.jobs_per_s.toFixed(1)} creates/s = ${pct(f.with_reads.jobs_per_s / f.alone.jobs_per_s)}; create p99 ${ms(f.with_reads.p99_ms)} vs ${ms(f.alone.p99_ms)} ms`,
+      `>= ${pct(MIXED_TARGET_RATIO)}`,
+    ]);
+  }
+  if (r.large) add(r.large.pending, r.large.series);
+  if (r.large && r.steady_after_bytes !== null) {
+    rows.push([`API+worker RSS growth, ${r.large.pending} pending (after their reads)`, `${mib(r.steady_before_bytes)} -> ${mib(r.steady_after_bytes)} MiB = +${mib(r.steady_after_bytes - r.steady_before_bytes)} MiB`, `<= ${RSS_GROWTH_TARGET_MIB} MiB for ${RSS_TARGET_PENDING.toLocaleString('en')}`]);
+  }
+  return rows;
+}
+
 export interface Summary {
+  reads?: StatusReads;
   creates?: CreateThroughput;
   history?: HistoryEvents;
   seen?: DoneToSeen[];
@@ -308,6 +437,11 @@ export function formatSummary(all: Summary): string {
       `${versusFloor(f.product, f.floor)}; product's creates alone ${tail.creates_per_s.toFixed(1)} jobs/s, last settled ${s(tail.tail_ms)} s after the last create`,
       `>= ${pct(WHOLE_JOB_TARGET_RATIO)}`,
     ]);
+    rows.push([
+      'whole jobs vs the bare engine running the same job shape',
+      `${f.product.jobs_per_s.toFixed(1)} vs ${f.engine.jobs_per_s.toFixed(1)} jobs/s = ${engineRatio(whole)}; p50/p99 ${ms(f.product.p50_ms)}/${ms(f.product.p99_ms)} vs ${ms(f.engine.p50_ms)}/${ms(f.engine.p99_ms)} ms`,
+      `>= ${pct(WHOLE_JOB_ENGINE_TARGET_RATIO)} (report)`,
+    ]);
     const [product, floor] = [serverCpuPerJob(whole.map((round) => round.product)), serverCpuPerJob(whole.map((round) => round.floor))];
     if (product && floor) {
       const cpu = (c: NonNullable<typeof product>) => `API+worker ${c.subject.toFixed(1)}, Temporal ${c.temporal.toFixed(1)}, PostgreSQL ${c.postgres.toFixed(1)} ms`;
@@ -330,6 +464,7 @@ export function formatSummary(all: Summary): string {
     }
     rows.push([`API+worker RSS growth, ${all.rss.pending} pending jobs`, `${mib(all.rss.steady_before_bytes)} -> ${mib(all.rss.steady_after_bytes)} MiB = +${mib(all.rss.steady_after_bytes - all.rss.steady_before_bytes)} MiB`, `<= ${RSS_GROWTH_TARGET_MIB} MiB for ${RSS_TARGET_PENDING.toLocaleString('en')}`]);
   }
+  if (all.reads) rows.push(...readSummaryRows(all.reads));
   if (all.code_lines) {
     rows.push(['lines of workflows/ + activities/', `${all.code_lines.total} (${[...all.code_lines.by_folder].map(([f, n]) => `${f}/ ${n}`).join(', ')})`, 'a number a reader can hold']);
   }

@@ -9,7 +9,8 @@ import { benchCreates } from './create-throughput.js';
 import { benchHistoryEvents } from './history-events.js';
 import { benchDoneToSeen } from './done-to-seen.js';
 import { benchPendingRss } from './pending-rss.js';
-import { formatCreates, formatEngines, formatHeader, formatHistory, formatRss, formatSeen, formatSummary, formatWholeJobs, type Summary } from './report.js';
+import { benchStatusReads } from './status-reads.js';
+import { formatCreates, formatEngines, formatHeader, formatHistory, formatRss, formatSeen, formatStatusReads, formatSummary, formatWholeJobs, type Summary } from './report.js';
 import { startTemporalServer, temporalServerDir } from '../test/helpers/server-infra.js';
 import type { Infra } from '../test/helpers/infra.js';
 import type { BenchConfig } from './bench-config.js';
@@ -46,6 +47,10 @@ async function main() {
     if (cfg.BENCH_PHASES.has(4)) {
       all.rss = await benchPendingRss(infra, cfg, log);
       print(formatRss(all.rss));
+    }
+    if (cfg.BENCH_PHASES.has(6)) {
+      all.reads = await benchStatusReads(infra, cfg, log);
+      print(formatStatusReads(all.reads));
     }
     all.code_lines = codeLines();
     print(formatSummary(all));

@@ -1,9 +1,10 @@
-// A child process running one subject of the benchmark (argv[2]: bare | floor | product), driven by
+// A child process running one subject of the benchmark (argv[2]: bare | floor | product | rowread), driven by
 // its parent over IPC (bench/subject.ts). Started with --expose-gc, so memory is measured after a GC.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startBareExpress } from './bare-express.js';
 import { startFloor } from './floor-server.js';
 import { startProduct } from './product-server.js';
+import { startRowReadFloor } from './row-read-server.js';
 import { formatTimings, installTimings } from './create-path-timing.js';
 import type { FromSubject, RunningSubject, SubjectKind, ToSubject } from './subject.js';
 
@@ -19,6 +20,8 @@ async function start(kind: SubjectKind): Promise<RunningSubject> {
       return startFloor(process.env);
     case 'product':
       return startProduct(process.env);
+    case 'rowread':
+      return startRowReadFloor(process.env);
   }
 }
 
@@ -35,7 +38,7 @@ async function settledMemory(): Promise<FromSubject> {
 
 async function main() {
   const kind = process.argv[2] as SubjectKind;
-  if (!['bare', 'floor', 'product'].includes(kind)) throw new Error(`unknown subject ${kind}`);
+  if (!['bare', 'floor', 'product', 'rowread'].includes(kind)) throw new Error(`unknown subject ${kind}`);
   const profile = process.env['BENCH_PROFILE'] === '1';
   if (profile) installTimings();
   const subject = await start(kind);

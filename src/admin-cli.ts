@@ -12,7 +12,8 @@ const USAGE = `usage: npm run --silent admin -- <command>
   credits add --workspace W --amount EUR [--idempotency-key K]   (the same K applies once)
   key create --workspace W [--models a,b] [--spend-limit EUR]
   key revoke --id K                                              (the key is refused from then on)
-  ledger audit`;
+  ledger audit
+  job inspect --id JOB_ID`;
 
 function fail(message: string, code = 2): never {
   process.stderr.write(`admin: ${message}\n`);
@@ -105,6 +106,9 @@ async function main(): Promise<void> {
       break;
     case 'ledger audit':
       route = '/admin/v1/ledger/audit';
+      break;
+    case 'job inspect':
+      route = `/admin/v1/video-jobs/${encodeURIComponent(need('id'))}`;
       break;
     default:
       fail(`unknown command "${positionals.join(' ')}"\n${USAGE}`);

@@ -14,6 +14,7 @@ import { errorHandler, notFoundRoute } from './errors.js';
 import type { AuditOptions } from '../billing/audit.js';
 import { requireAdmin, requireApiKey } from './auth.js';
 import { rateLimit } from './rate-limit.js';
+import { jobReadGate } from './read-gate.js';
 import { videoRoutes } from './routes/videos.js';
 import { modelRoutes } from './routes/models.js';
 import { fileRoutes } from './routes/files.js';
@@ -121,11 +122,15 @@ export function createApp(deps: AppDeps): express.Express {
   // polling its jobs never uses up its creates); writes take `limit` in their routes.
   const auth = withReadLimit(requireApiKey(deps.db), rateLimit(deps.rateLimitReadsPerMinute ?? 600));
   const limit = rateLimit(deps.rateLimitPerMinute);
+  // Reads of jobs pass one gate per process before authenticating (./read-gate.ts).
+  const gate = jobReadGate();
+  const readAuth: express.RequestHandler = (req, res, next) => gate(req, res, (err?: unknown) => (err === undefined ? auth(req, res, next) : next(err as Error)));
   // The OpenAI-compatible surface (/v1): the same services, OpenAI's shapes and error format.
   const openAi = (storage: Storage) =>
     openAiRoutes({
       ...deps,
       auth,
+      readAuth,
       limit,
       storage,
       thumbnails: new Thumbnails({ storage, ffmpeg: deps.ffmpeg ?? new FfmpegWasm() }),
@@ -138,14 +143,14 @@ export function createApp(deps: AppDeps): express.Express {
     });
   // The OpenAPI document is built from the contracts of the routers mounted here (./openapi.ts).
   const routers: ApiRouter[] = [
-    videoRoutes({ auth, limit, jobs: deps.jobs, lifecycle: deps.lifecycle, downloadUrls: deps.downloadUrls, publicBaseUrl: deps.publicBaseUrl }),
+    videoRoutes({ auth, readAuth, limit, jobs: deps.jobs, lifecycle: deps.lifecycle, downloadUrls: deps.downloadUrls, publicBaseUrl: deps.publicBaseUrl }),
     modelRoutes({ auth, simulator: deps.simulator, vertex: deps.vertex ?? false, fal: deps.fal, replicate: deps.replicate, voiceProvider: deps.voiceProvider }),
     voiceRoutes({ auth, limit, voices: deps.voices, ...(deps.voiceConsents ? { consents: deps.voiceConsents } : {}) }),
     speechRoutes({ auth, limit, speech: deps.speech }),
     webhookRoutes({ auth, limit, webhooks: deps.webhooks }),
     statementRoutes({ auth, db: deps.db }),
     ...(deps.files ? [fileRoutes(deps.files)] : []),
-    adminRoutes({ db: deps.db, admin: requireAdmin(deps.adminToken), audit: deps.audit }),
+    adminRoutes({ db: deps.db, admin: requireAdmin(deps.adminToken), audit: deps.audit, jobs: deps.jobs, downloadUrls: deps.downloadUrls, publicBaseUrl: deps.publicBaseUrl }),
     docsRoutes(() => document),
     ...(deps.storage ? [openAi(deps.storage)] : []),
   ];

@@ -269,6 +269,19 @@ export const VideoJobList = z.strictObject({
   data: z.array(VideoJob).describe('Newest first.'),
   has_more: z.boolean().describe('Whether another page follows: ask again with `after` = the last `id` of this one.'),
 });
+/** An operator's view of a job: its record (what GET answers) beside its workflow's answer to the jobState query. */
+export const AdminVideoJob = z.strictObject({
+  id: Uuid,
+  object: z.literal('admin.video_job'),
+  record: VideoJob.describe('The job as GET /v2/videos/generations/{id} answers it: its record.'),
+  workflow: z
+    .strictObject({
+      status: z.string().nullable().describe("The workflow's own status (charging, pending, succeeded, failed, or a refusal); null when it did not answer."),
+      state: VideoJob.nullable().describe('The workflow\'s answer to the jobState query, presented like the record; null when it did not answer.'),
+      failure: z.string().nullable().describe('Why the workflow did not answer (closed past retention, no worker, timed out); null when it did.'),
+    })
+    .describe("The job's workflow, queried now."),
+});
 export const VideoJobDeleted = z.strictObject({ id: Uuid, object: z.literal('video.generation_job'), deleted: z.literal(true) });
 
 export const VideoModel = z

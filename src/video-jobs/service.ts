@@ -34,7 +34,6 @@ import {
   acceptJobUpdate,
   CHARGED_BY_ANOTHER_ATTEMPT,
   INSUFFICIENT_CREDITS,
-  isRefusal,
   KEY_SPEND_LIMIT_EXCEEDED,
   NOT_ACCEPTED_IN_TIME,
   TOO_MANY_PENDING_JOBS,
@@ -63,14 +62,8 @@ export interface VideoJobsDeps {
   create_timeout_ms?: number;
 }
 
-/** Time a status request waits for the workflow's answer before reading the job from Postgres. */
-const QUERY_TIMEOUT_MS = 5_000;
-/**
- * Workflow queries (each a workflow task on a worker) this process runs at once for status requests;
- * beyond, a pending job is answered from its record, so a flood of reads never queues on the workers
- * that run every tenant's creates.
- */
-export const MAX_CONCURRENT_STATE_QUERIES = 32;
+/** How long an operator's inspection of a job waits for its workflow's answer to the jobState query. */
+const INSPECT_QUERY_TIMEOUT_MS = 5_000;
 /** A create waits this long for the charge step (a worker must be running) before answering 503. */
 const CREATE_TIMEOUT_MS = 30_000;
 /** Clock difference between this process and PostgreSQL tolerated by the fallback of giveUp(). */
@@ -191,7 +184,7 @@ export class VideoJobsService {
       if (record?.deleted) {
         throw new ApiError(409, 'idempotency_error', 'idempotency_key_job_deleted', 'this Idempotency-Key names a job that was deleted; use a new key for a new job');
       }
-      if (record) return this.checkedReplay(record.status === 'pending' ? await this.live(record) : record, fingerprint);
+      if (record) return this.checkedReplay(record, fingerprint);
       if (refused) {
         if (!fingerprint.matches(refused.request_fingerprint)) throw keyReused();
         throw refused.reason === 'key_spend_limit_exceeded' ? keySpendLimitExceeded() : insufficientCredits();
@@ -320,7 +313,7 @@ export class VideoJobsService {
   private async existingFor(workspace_id: string, job_id: string, fingerprint: Fingerprint): Promise<VideoJobState> {
     const record = await this.fromDatabase(job_id);
     if (!record || record.workspace_id !== workspace_id) throw new Error(`invariant: job ${job_id} is charged but has no record`);
-    return this.checkedReplay(record.status === 'pending' ? await this.live(record) : record, fingerprint);
+    return this.checkedReplay(record, fingerprint);
   }
 
   /** The job an Idempotency-Key names, if the request matches the one that created it. */
@@ -331,36 +324,34 @@ export class VideoJobsService {
   }
 
   /**
-   * The job record. A finished job's record in PostgreSQL is final, so it answers directly; a pending
-   * job's live state comes from querying its workflow (the record answers if the workflow cannot).
-   * An id that is not the caller's never reaches Temporal.
+   * The job as its workflow last changed it, read from its record: one row read, whatever the number of
+   * pending jobs, and never a workflow query (which costs a worker a replay of the job's history when the
+   * workflow is not in its cache). The record is never behind the workflow: every change a query of the
+   * workflow could show (accepted and charged, the backend that took the submission, the provider's
+   * progress and queue position, the settlement's status, cost, refund, videos and error) is committed
+   * to the row by the activity that makes it, before the workflow's own state changes. An id that is not
+   * the caller's is a 404.
    */
   async get(principal: ApiKeyPrincipal, job_id: string): Promise<VideoJobState> {
     const record = isUuid(job_id) ? await this.fromDatabase(job_id) : null;
     if (!record || record.workspace_id !== principal.workspace_id) throw notFound('job_not_found', `no video generation job ${job_id}`, 'id');
-    return record.status === 'pending' ? this.live(record) : record;
+    return record;
   }
 
-  /** A pending job as its workflow knows it (the record answers when the workflow cannot). */
-  private async live(record: VideoJobState): Promise<VideoJobState> {
-    const live = await this.queryWorkflow(record.job_id);
-    if (!live || live.workspace_id !== record.workspace_id || live.status === 'charging' || isRefusal(live.status)) return record;
-    // Progress is the poller's, kept with the record; the backend is known to both.
-    return { ...live, backend: live.backend ?? record.backend, progress: record.progress, queue_position: record.queue_position };
-  }
-
-  private statesQuerying = 0;
-
-  private async queryWorkflow(job_id: string): Promise<VideoJobState | null> {
-    if (this.statesQuerying >= MAX_CONCURRENT_STATE_QUERIES) return null;
-    this.statesQuerying++;
+  /**
+   * For operators: the job's record beside its workflow's own answer to the jobState query (a workflow
+   * task on a worker, a replay of the job's history when the workflow is not in its cache). Null state
+   * when the workflow has closed past retention, does not answer in time, or no worker runs.
+   */
+  async inspect(job_id: string): Promise<{ record: VideoJobState | null; workflow: { state: VideoJobState | null; failure: string | null } }> {
+    const record = isUuid(job_id) ? await this.fromDatabase(job_id) : null;
+    if (!record) return { record: null, workflow: { state: null, failure: null } };
     try {
       const handle = this.deps.temporal.workflow.getHandle(videoJobWorkflowId(job_id));
-      return await this.deps.temporal.connection.withDeadline(Date.now() + QUERY_TIMEOUT_MS, () => handle.query(jobStateQuery));
-    } catch {
-      return null; // gone (retention), worker down or slow: the caller falls back to the record
-    } finally {
-      this.statesQuerying--;
+      const state = await this.deps.temporal.connection.withDeadline(Date.now() + INSPECT_QUERY_TIMEOUT_MS, () => handle.query(jobStateQuery));
+      return { record, workflow: { state, failure: null } };
+    } catch (err) {
+      return { record, workflow: { state: null, failure: (err as Error).message.slice(0, 500) } };
     }
   }
 

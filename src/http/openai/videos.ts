@@ -27,6 +27,8 @@ import { videoContentGone, type Thumbnails } from '../../media/thumbnails.js';
 import type { Storage } from '../../storage/local.js';
 import { isUuid, type VideoJobsService } from '../../video-jobs/service.js';
 import type { VideoJobLifecycle } from '../../video-jobs/lifecycle.js';
+import { READS_BUSY } from '../read-gate.js';
+import { CONDITIONAL_HEADERS, IF_NONE_MATCH_PARAMETER, NOT_MODIFIED_RESPONSE, sendJsonConditionally } from '../conditional.js';
 import type { VideoJobState } from '../../../workflows/messages.js';
 import { VIDEO_CREATE_BODY_LIMIT_BYTES, VIDEO_CREATE_MAX_CONCURRENT_LARGE_BODIES } from '../routes/videos.js';
 import { INSUFFICIENT_CREDITS_402, notOffered, OPENAI_OPERATION } from './errors.js';
@@ -197,6 +199,8 @@ const NO_VIDEO = 'No such video in this workspace (job_not_found).';
 
 export function openAiVideoRoutes(deps: {
   auth: RequestHandler;
+  /** `auth` behind the process's gate of job reads (../read-gate.ts). */
+  readAuth: RequestHandler;
   limit: RequestHandler;
   jobs: VideoJobsService;
   lifecycle: VideoJobLifecycle;
@@ -312,14 +316,16 @@ export function openAiVideoRoutes(deps: {
       description: 'A page at a time (the SDKs\' auto-paging iterator follows `last_id` while `has_more`). Deleted videos are not listed.',
       ...OPENAI_OPERATION,
       requestParams: { query: OpenAiListVideosQuery },
-      responses: { '200': json(OpenAiVideoList, 'A page of videos.') },
+      parameters: [IF_NONE_MATCH_PARAMETER],
+      responses: { '200': json(OpenAiVideoList, 'A page of videos.', CONDITIONAL_HEADERS), '304': NOT_MODIFIED_RESPONSE },
       errors: {
         400: 'Invalid `limit` (1 to 100) or `order`, or an unknown parameter; `error.param` names it.',
         401: undefined,
         404: '`after` names no video of this workspace (job_not_found, `param: after`).',
+        503: READS_BUSY,
       },
     },
-    deps.auth,
+    deps.readAuth,
     async (req, res) => {
       const q = OpenAiListVideosQuery.safeParse(req.query);
       if (!q.success) throw fromZodError(q.error);
@@ -329,7 +335,7 @@ export function openAiVideoRoutes(deps: {
       }
       const page = await deps.lifecycle.list(principalOf(res), { limit: q.data.limit, after: q.data.after, order: q.data.order });
       const data = page.jobs.map(presentOpenAiVideo);
-      res.json(openAiPage(data, page.has_more));
+      sendJsonConditionally(req, res, openAiPage(data, page.has_more));
     },
   );
 
@@ -340,15 +346,17 @@ export function openAiVideoRoutes(deps: {
       operationId: 'openaiRetrieveVideo',
       summary: 'Retrieve a video (client.videos.retrieve)',
       ...OPENAI_OPERATION,
+      description: "Answered from the job's record, which its workflow keeps current. With `If-None-Match` (the `ETag` of an earlier answer), a video in which nothing changed is a 304 with no body.",
       requestParams: { path: VIDEO_ID },
-      responses: { '200': json(OpenAiVideo, 'The video.') },
-      errors: { 401: undefined, 404: NO_VIDEO },
+      parameters: [IF_NONE_MATCH_PARAMETER],
+      responses: { '200': json(OpenAiVideo, 'The video.', CONDITIONAL_HEADERS), '304': NOT_MODIFIED_RESPONSE },
+      errors: { 401: undefined, 404: NO_VIDEO, 503: READS_BUSY },
     },
-    deps.auth,
+    deps.readAuth,
     async (req, res) => {
       const job = await deps.jobs.get(principalOf(res), String(req.params['id']));
       res.locals['jobId'] = job.job_id;
-      res.json(presentOpenAiVideo(job));
+      sendJsonConditionally(req, res, presentOpenAiVideo(job));
     },
   );
 

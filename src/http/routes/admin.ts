@@ -3,7 +3,7 @@
 import type { RequestHandler } from 'express';
 import { z } from 'zod';
 import type { Db } from '../../db/pool.js';
-import { AddCreditsBody, ApiKey, ApiKeyRevoked, CreateApiKeyBody, CreateWorkspaceBody, idempotencyKeyOf, LedgerAudit, SetWorkspaceLimitsBody, Workspace, WorkspaceCredits } from '../schemas.js';
+import { AddCreditsBody, AdminVideoJob, ApiKey, ApiKeyRevoked, CreateApiKeyBody, CreateWorkspaceBody, idempotencyKeyOf, LedgerAudit, SetWorkspaceLimitsBody, Workspace, WorkspaceCredits } from '../schemas.js';
 import { ApiRouter, json } from '../openapi.js';
 import { apiKeyBodySchema } from '../openapi-catalog.js';
 import { jsonBody } from '../json-body.js';
@@ -13,8 +13,11 @@ import { addCredits, NotFoundError } from '../../billing/ledger.js';
 import { auditLedger, type AuditOptions } from '../../billing/audit.js';
 import { createApiKey, createWorkspace, getWorkspace, revokeApiKey, setWorkspaceLimits, type Workspace as WorkspaceRecord } from '../../services/workspaces.js';
 import { findSpeechModel, findVideoModel } from '../../catalog.js';
-import { isUuid } from '../../video-jobs/service.js';
+import { isUuid, type VideoJobsService } from '../../video-jobs/service.js';
 import { recordLedgerAudit } from '../../metrics.js';
+import { presentVideoJob } from '../../video-jobs/present.js';
+import type { DownloadUrlSigner } from '../../storage/signed-urls.js';
+import { baseUrlOf } from '../base-url.js';
 
 /** A euro amount of a request (bounded by its schema), rounded to the nearest micro-euro. */
 function euroParam(name: string, amount_eur: number): number {
@@ -25,7 +28,17 @@ function euroParam(name: string, amount_eur: number): number {
 
 const WORKSPACE_ID = z.object({ id: z.string().describe('The workspace id.') });
 
-export function adminRoutes(deps: { db: Db; admin: RequestHandler; audit: AuditOptions }): ApiRouter {
+export interface AdminRoutesDeps {
+  db: Db;
+  admin: RequestHandler;
+  audit: AuditOptions;
+  /** Video jobs, for the operator's inspection of a job and its workflow. */
+  jobs: VideoJobsService;
+  downloadUrls: DownloadUrlSigner;
+  publicBaseUrl: string | undefined;
+}
+
+export function adminRoutes(deps: AdminRoutesDeps): ApiRouter {
   const api = new ApiRouter();
   api.router.use('/admin', deps.admin);
 
@@ -203,6 +216,40 @@ export function adminRoutes(deps: { db: Db; admin: RequestHandler; audit: AuditO
       const report = await auditLedger(deps.db, deps.audit);
       recordLedgerAudit(report);
       res.json(report);
+    },
+  );
+
+  api.route(
+    {
+      method: 'get',
+      path: '/admin/v1/video-jobs/{id}',
+      operationId: 'adminInspectVideoJob',
+      tag: 'Admin',
+      summary: "Inspect a video job: its record beside its workflow's answer",
+      description:
+        "Customers' reads answer from the job's record, which the workflow's activities keep current; this asks the job's workflow itself (the jobState query, a workflow task on a worker), " +
+        'so an operator can see both. Any workspace.',
+      security: 'admin',
+      requestParams: { path: z.object({ id: z.string().describe('The job id.') }) },
+      responses: { '200': json(AdminVideoJob, 'The job and its workflow.') },
+      errors: { 401: undefined, 404: 'No such job (job_not_found).' },
+    },
+    async (req, res) => {
+      const id = String(req.params['id']);
+      const inspected = await deps.jobs.inspect(id);
+      if (!inspected.record) throw notFound('job_not_found', `no video generation job ${id}`, 'id');
+      const baseUrl = baseUrlOf(req, deps.publicBaseUrl);
+      const live = inspected.workflow.state;
+      res.json({
+        id,
+        object: 'admin.video_job',
+        record: await presentVideoJob(inspected.record, deps.downloadUrls, baseUrl),
+        workflow: {
+          status: live?.status ?? null,
+          state: live ? await presentVideoJob(live, deps.downloadUrls, baseUrl) : null,
+          failure: inspected.workflow.failure,
+        },
+      });
     },
   );
 

@@ -14,6 +14,8 @@ import { presentVideoJob } from '../../video-jobs/present.js';
 import type { VideoJobsService } from '../../video-jobs/service.js';
 import type { DownloadUrlSigner } from '../../storage/signed-urls.js';
 import { baseUrlOf } from '../base-url.js';
+import { READS_BUSY } from '../read-gate.js';
+import { CONDITIONAL_HEADERS, IF_NONE_MATCH_PARAMETER, NOT_MODIFIED_RESPONSE, sendJsonConditionally } from '../conditional.js';
 
 /** Room for two images (image, lastFrame) at IMAGE_MAX_BYTES in base64, plus the rest of a request. */
 export const VIDEO_CREATE_BODY_LIMIT_BYTES = 2 * 4 * Math.ceil(IMAGE_MAX_BYTES / 3) + JSON_BODY_LIMIT_BYTES;
@@ -26,6 +28,8 @@ const SIMULATE_JSON_SCHEMA = bareJsonSchema(SimulateSchema, 'input') as Paramete
 
 export function videoRoutes(deps: {
   auth: RequestHandler;
+  /** `auth` behind the process's gate of job reads (../read-gate.ts). */
+  readAuth: RequestHandler;
   limit: RequestHandler;
   jobs: VideoJobsService;
   lifecycle: VideoJobLifecycle;
@@ -92,23 +96,28 @@ export function videoRoutes(deps: {
       operationId: 'listVideoGenerations',
       tag: 'Videos',
       summary: "List this workspace's video generation jobs",
-      description: 'Newest first, a page at a time: ask again with `after` = the `id` of the last job of a page while `has_more`. Deleted jobs are not listed.',
+      description:
+        'Newest first, a page at a time: ask again with `after` = the `id` of the last job of a page while `has_more`. Deleted jobs are not listed. ' +
+        'One read answers up to 100 jobs: to follow many jobs, list `status=pending` rather than reading each job (better still, subscribe to webhooks). ' +
+        'With `If-None-Match`, an unchanged page is a 304.',
       security: 'apiKey',
       requestParams: { query: ListVideoJobsQuery },
-      responses: { '200': json(VideoJobList, 'A page of jobs.') },
+      parameters: [IF_NONE_MATCH_PARAMETER],
+      responses: { '200': json(VideoJobList, 'A page of jobs.', CONDITIONAL_HEADERS), '304': NOT_MODIFIED_RESPONSE },
       errors: {
         400: 'Invalid `limit` (1 to 100), `status` or `after` (not a job id); `error.param` names it.',
         401: undefined,
         404: '`after` names no job of this workspace (job_not_found, `param: after`).',
+        503: READS_BUSY,
       },
     },
-    deps.auth,
+    deps.readAuth,
     async (req, res) => {
       const q = ListVideoJobsQuery.safeParse(req.query);
       if (!q.success) throw fromZodError(q.error);
       const page = await deps.lifecycle.list(principalOf(res), q.data);
       const baseUrl = baseUrlOf(req, deps.publicBaseUrl);
-      res.json({ object: 'list', data: await Promise.all(page.jobs.map((job) => presentVideoJob(job, deps.downloadUrls, baseUrl))), has_more: page.has_more });
+      sendJsonConditionally(req, res, { object: 'list', data: await Promise.all(page.jobs.map((job) => presentVideoJob(job, deps.downloadUrls, baseUrl))), has_more: page.has_more });
     },
   );
 
@@ -170,17 +179,21 @@ export function videoRoutes(deps: {
       operationId: 'getVideoGeneration',
       tag: 'Videos',
       summary: 'Get a video generation job',
-      description: 'The job, with signed video URLs once succeeded. A job of another workspace is a 404.',
+      description:
+        "The job, with signed video URLs once succeeded. A job of another workspace is a 404. Answered from the job's record, which its workflow keeps current. " +
+        'With `If-None-Match` (the `ETag` of an earlier answer), a job in which nothing changed is a 304 with no body. ' +
+        'Prefer webhooks, then the list (`status=pending`), to reading each job in turn.',
       security: 'apiKey',
       requestParams: { path: JOB_ID },
-      responses: { '200': json(VideoJob, 'The job.') },
-      errors: { 401: undefined, 404: 'No such job in this workspace (job_not_found).' },
+      parameters: [IF_NONE_MATCH_PARAMETER],
+      responses: { '200': json(VideoJob, 'The job.', CONDITIONAL_HEADERS), '304': NOT_MODIFIED_RESPONSE },
+      errors: { 401: undefined, 404: 'No such job in this workspace (job_not_found).', 503: READS_BUSY },
     },
-    deps.auth,
+    deps.readAuth,
     async (req, res) => {
       const job = await deps.jobs.get(principalOf(res), String(req.params['id']));
       res.locals['jobId'] = job.job_id; // for the request log
-      res.json(await presentVideoJob(job, deps.downloadUrls, baseUrlOf(req, deps.publicBaseUrl)));
+      sendJsonConditionally(req, res, await presentVideoJob(job, deps.downloadUrls, baseUrlOf(req, deps.publicBaseUrl)));
     },
   );
 
