@@ -501,6 +501,8 @@ describe('a provider accepted an operation the worker could not record', () => {
     try {
       r = await create(c.key, klingJob());
       assert.equal(r.status, 202, JSON.stringify(r.body));
+      // The poller's own claims wait on the lock too: the record's wait is the one after Replicate's answer.
+      await until('Replicate to accept the prediction', 30_000, async () => replicate.predictions.size === 1);
       await untilWaiting('the record to wait for the poll rows', "SELECT 1 FROM pg_locks WHERE relation = 'video_job_polls'::regclass AND NOT granted");
       assert.equal(replicate.predictions.size, 1, 'Replicate accepted the prediction');
       // The attempt's heartbeat (the accepted prediction) reaches Temporal; then the worker dies, and its
