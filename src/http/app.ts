@@ -124,7 +124,13 @@ export function createApp(deps: AppDeps): express.Express {
   const limit = rateLimit(deps.rateLimitPerMinute);
   // Reads of jobs pass one gate per process before authenticating (./read-gate.ts).
   const gate = jobReadGate();
-  const readAuth: express.RequestHandler = (req, res, next) => gate(req, res, (err?: unknown) => (err === undefined ? auth(req, res, next) : next(err as Error)));
+  // Authentication runs inside the gate's callback, where Express does not see its promise: a failure
+  // (PostgreSQL down) is handed to `next` here, or it would be an unhandled rejection.
+  const readAuth: express.RequestHandler = (req, res, next) =>
+    gate(req, res, (err?: unknown) => {
+      if (err !== undefined) return next(err as Error);
+      Promise.resolve(auth(req, res, next)).catch(next);
+    });
   // The OpenAI-compatible surface (/v1): the same services, OpenAI's shapes and error format.
   const openAi = (storage: Storage) =>
     openAiRoutes({
