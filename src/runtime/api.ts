@@ -18,7 +18,7 @@ import { CredentialWatcher } from '../temporal/credentials.js';
 import { checkNamespace } from '../temporal/startup-errors.js';
 import { videoJobWorkflowStates } from '../temporal/workflow-states.js';
 import { checkSearchAttributes } from '../temporal/search-attributes.js';
-import { awaitsCallback, nudgePollForCallback } from '../video-jobs/operation-polls.js';
+import { nudgePollForCallback } from '../video-jobs/operation-polls.js';
 import { Secrets } from './secrets.js';
 import { createStorage, checkStorage, closeStorage, createDownloads } from './storage.js';
 import { createVideoProviders, createVoiceProvider } from './providers.js';
@@ -123,7 +123,6 @@ export async function startApi(opts: {
     replicate: config.replicate !== null,
     providerCallbacks: {
       providerFor: (backend) => callbackProviders.get(backend),
-      awaitsCallback: (job_id, backend) => awaitsCallback(opts.db, job_id, backend),
       nudgeJob: (c) => nudgePollForCallback(opts.db, { job_id: c.job_id, backend: c.backend, delivery_id: c.delivery.delivery_id, concerns: c.concerns }),
       limits: config.providerCallbackLimits,
     },

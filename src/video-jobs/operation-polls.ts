@@ -183,11 +183,6 @@ export async function nudgePoll(db: Db, job_id: string, backend: string, deliver
 
 const WAITING = prepared('video-job-polls-waiting', 'SELECT operation_id FROM video_job_polls WHERE job_id = $1 AND backend = $2 AND signalled_at IS NULL');
 
-/** Whether the job is waiting on `backend` (submitted there, not settled, its workflow not yet told). */
-export async function awaitsCallback(db: Db, job_id: string, backend: string): Promise<boolean> {
-  return ((await db.query({ ...WAITING, values: [job_id, backend] })).rowCount ?? 0) > 0;
-}
-
 const SUBMITTING = prepared('video-job-submitting', "SELECT 1 FROM video_jobs WHERE id = $1 AND status = 'pending' AND operation_id IS NULL");
 
 /** How long a callback waits for its job's submission to be recorded, and how often it looks. */

@@ -15,8 +15,7 @@
 //   401 invalid_signature     verification failed, or not about one of this job's requests: nothing changed
 //   404 provider_not_found    no such backend here, or one that never calls back
 //   408 request_timeout       the body did not arrive within PROVIDER_CALLBACK_LIMITS.read_timeout_ms
-//   413 request_too_large     body above the backend's limit (its adapter's callbackReception.body_bytes_max,
-//                             or job_body_bytes_max for a job waiting on that backend)
+//   413 request_too_large     body above the backend's limit (its adapter's callbackReception.body_bytes_max)
 //   415 unsupported_encoding  a Content-Encoding other than identity
 //   429 rate_limited          more than per_source_per_minute callbacks from one address (Retry-After), or
 //                             too_many_concurrent_uploads: more than reads_per_source_max bodies being read
@@ -39,12 +38,6 @@ export interface ProviderCallbackLimits {
   per_source_per_minute: number;
   /** A body not received within this is refused (408) and its read slot freed. */
   read_timeout_ms: number;
-  /**
-   * Bodies above a backend's body_bytes_max (up to its job_body_bytes_max: a job's frames inline) read at
-   * once, all sources, in slots of their own; of those, at most large_reads_per_source_max from one address.
-   */
-  large_reads_max: number;
-  large_reads_per_source_max: number;
 }
 
 /**
@@ -52,14 +45,7 @@ export interface ProviderCallbackLimits {
  * in memory to a few tens of MiB whatever is sent. 600 a minute per address is ten callbacks a second
  * from each of the providers' senders.
  */
-export const PROVIDER_CALLBACK_LIMITS: ProviderCallbackLimits = {
-  reads_max: 32,
-  reads_per_source_max: 8,
-  per_source_per_minute: 600,
-  read_timeout_ms: 10_000,
-  large_reads_max: 2,
-  large_reads_per_source_max: 1,
-};
+export const PROVIDER_CALLBACK_LIMITS: ProviderCallbackLimits = { reads_max: 32, reads_per_source_max: 8, per_source_per_minute: 600, read_timeout_ms: 10_000 };
 
 /** A job id as the service makes them (a UUID): anything else cannot be one of ours. */
 const JOB_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
@@ -88,8 +74,6 @@ export interface ProviderCallbackDeps {
    * repeated delivery, or no job waiting on that backend), unless the callback is not about it.
    */
   nudgeJob: (callback: CallbackForJob) => Promise<CallbackNudge>;
-  /** Whether the job is waiting on that backend (absent: none is): only such a job's callbacks may carry a job_body_bytes_max body. */
-  awaitsCallback?: (job_id: string, backend: string) => Promise<boolean>;
   limits?: Partial<ProviderCallbackLimits>;
 }
 
@@ -120,7 +104,6 @@ export function providerCallbackRoutes(deps: ProviderCallbackDeps): Router {
   const r = Router();
   const perSource = rateLimit(limits.per_source_per_minute, Date.now, (req) => sourceOf(req));
   const reads = inFlightLimit(limits.reads_max, 'provider callbacks being read', limits.reads_per_source_max, 'this address');
-  const largeReads = inFlightLimit(limits.large_reads_max, 'large provider callbacks being read', limits.large_reads_per_source_max, 'this address');
   const parsers = new Map<number, RequestHandler>();
   const rawBody = (limit: number) => {
     let parser = parsers.get(limit);
@@ -135,7 +118,7 @@ export function providerCallbackRoutes(deps: ProviderCallbackDeps): Router {
     next();
   });
   r.post(route, perSource);
-  r.post(route, async (req: Request, res: Response, next: NextFunction) => {
+  r.post(route, (req: Request, res: Response, next: NextFunction) => {
     const backend = String(req.params['backend']);
     const provider = deps.providerFor(backend);
     const reception = provider?.callbackReception;
@@ -148,26 +131,17 @@ export function providerCallbackRoutes(deps: ProviderCallbackDeps): Router {
       throw rejected(err);
     }
     const declared = req.get('content-length');
-    let body_bytes_max = reception.body_bytes_max;
-    if (declared !== undefined && Number(declared) > body_bytes_max) {
-      // Larger than any callback of this backend carries, unless it is for a job waiting on it whose
-      // callback carries the job's frames: looked up only then, and read in the large slots.
-      const job_id = String(req.params['job_id']);
-      const job_max = reception.job_body_bytes_max;
-      const forJob = job_max !== undefined && Number(declared) <= job_max && JOB_ID.test(job_id) && deps.awaitsCallback !== undefined && (await deps.awaitsCallback(job_id, backend));
-      if (!forJob) throw new ApiError(413, 'invalid_request_error', 'request_too_large', `request body exceeds ${body_bytes_max} bytes`);
-      body_bytes_max = job_max;
-      largeReads.acquire(res, sourceOf(req));
-    } else {
-      reads.acquire(res, sourceOf(req));
+    if (declared !== undefined && Number(declared) > reception.body_bytes_max) {
+      throw new ApiError(413, 'invalid_request_error', 'request_too_large', `request body exceeds ${reception.body_bytes_max} bytes`);
     }
+    reads.acquire(res, sourceOf(req));
     // A body still arriving after the time limit: the connection goes (its slot with it).
     const timer = setTimeout(() => {
       if (!res.headersSent) res.status(408).json({ error: { type: 'invalid_request_error', code: 'request_timeout', message: 'the callback body did not arrive in time', param: null } });
       req.destroy();
     }, limits.read_timeout_ms);
     res.once('close', () => clearTimeout(timer));
-    rawBody(body_bytes_max)(req, res, (err?: unknown) => {
+    rawBody(reception.body_bytes_max)(req, res, (err?: unknown) => {
       clearTimeout(timer);
       if (!err && !res.headersSent) res.removeHeader('Connection');
       next(err);

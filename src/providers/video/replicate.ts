@@ -20,7 +20,6 @@ import { Webhook, WebhookVerificationError } from 'standardwebhooks';
 import type { VideoModelBackend } from '../../catalog.js';
 import type { IncomingHttpHeaders } from 'node:http';
 import { downloadOutput, isFetchableUrl, requestJson, requestJsonFields, truncate, unreadable, type ErrorDescriber } from './http.js';
-import { IMAGE_MAX_BYTES } from '../../http/schemas.js';
 import { KEY_FETCH_BACKOFF_MAX_MS, KEY_FETCH_BACKOFF_MS, KeyCache } from './key-cache.js';
 import { backendEntry, combineStatuses, mappedInput, submitEach, type ImageRefs } from './mapped-input.js';
 import {
@@ -51,18 +50,13 @@ export const REPLICATE_CALLBACK_TOLERANCE_S = 300;
 /**
  * The largest callback body read. Replicate's webhooks page: the body is the prediction as its API
  * answers it: ids, status, timestamps, URLs and metrics (about 1 KiB), the input as it was sent (the
- * prompt, the negative prompt and the parameters, each bounded by this API well below 64 KiB; a job's
- * frames as data: URIs), the logs (a video model's progress lines: tens of KiB) and the output (video
- * URLs). 1 MiB leaves room for ten times the logs of a job without frames. A prediction whose input
- * carried its frames (up to 8 MiB each) is larger: such a body is read only for a job waiting on
- * Replicate (REPLICATE_JOB_CALLBACK_BODY_BYTES_MAX).
+ * prompt, the negative prompt and the parameters, each bounded by this API well below 64 KiB; images
+ * given as file URLs), the logs (a video model's progress lines: tens of KiB) and the output (video
+ * URLs). 1 MiB leaves room for ten times the logs. A prediction whose input carried its images inline
+ * (data: URIs of up to 8 MiB each) is larger: its callback is refused unread (413) and its job
+ * completes by polling, the fallback every callback has.
  */
 export const REPLICATE_CALLBACK_BODY_BYTES_MAX = 1024 * 1024;
-/**
- * The largest callback body read for a job waiting on Replicate: the prediction with its input's frames
- * inline (two data: URIs of up to IMAGE_MAX_BYTES each, 4/3 of their bytes in base64, with their prefixes).
- */
-export const REPLICATE_JOB_CALLBACK_BODY_BYTES_MAX = REPLICATE_CALLBACK_BODY_BYTES_MAX + Math.ceil((2 * IMAGE_MAX_BYTES * 4) / 3) + 1024;
 /** Replicate refuses a deadline shorter than a few seconds; a job this close to its end is given this much. */
 const MIN_CANCEL_AFTER_S = 5;
 const MAX_JSON_BYTES = 16 * 1024 * 1024;
@@ -160,11 +154,7 @@ export class ReplicateVideoProvider implements VideoProvider {
       failure_backoff_max_ms: opts.secretFetchBackoffMaxMs ?? KEY_FETCH_BACKOFF_MAX_MS,
       now_ms: this.now_ms,
     });
-    this.callbackReception = {
-      body_bytes_max: REPLICATE_CALLBACK_BODY_BYTES_MAX,
-      job_body_bytes_max: REPLICATE_JOB_CALLBACK_BODY_BYTES_MAX,
-      checkHeaders: (headers) => void this.callbackHeaders(headers),
-    };
+    this.callbackReception = { body_bytes_max: REPLICATE_CALLBACK_BODY_BYTES_MAX, checkHeaders: (headers) => void this.callbackHeaders(headers) };
     // A configured secret is checked now: a mistake stops the process at startup, not every callback.
     if (this.#configuredSecret !== undefined) new Webhook(this.#configuredSecret);
   }

@@ -86,12 +86,6 @@ export interface CallbackReception {
   /** The largest body this provider's callbacks carry, with margin; larger is refused unread (413). */
   body_bytes_max: number;
   /**
-   * The largest body of a callback for a job this service is waiting on, when that can be more than
-   * body_bytes_max (Replicate's carries the prediction's input, the job's frames inline): a larger
-   * declared length is read only for such a job (looked up before the body is read), in slots of its own.
-   */
-  job_body_bytes_max?: number;
-  /**
    * Throws CallbackRejected when the headers cannot be a delivery of this provider (signature headers
    * missing or malformed, a timestamp outside the tolerance, another account's user id): the body is then
    * never read.
