@@ -1,6 +1,9 @@
 // Conditional reads of jobs: each answer carries an entity tag of its exact bytes (ETag), and a read
 // whose If-None-Match names the current tag is answered 304 with no body. A client polling a job then
 // downloads it only when something in it changed; the read itself costs the same row read either way.
+// Express's own check (`req.fresh`) is not used: it ignores If-None-Match when the request carries
+// `Cache-Control: no-cache`, which fetch() adds to every request that sets If-None-Match by hand, so
+// no client written with fetch would ever get its 304.
 import { createHash } from 'node:crypto';
 import type { Request, Response } from 'express';
 import { header } from './openapi.js';
