@@ -6,7 +6,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import net from 'node:net';
+import { freePort } from './helpers/infra.js';
 import { spawn, type ChildProcess } from 'node:child_process';
 import pg from 'pg';
 import YAML from 'yaml';
@@ -49,14 +49,6 @@ function namesUsedByRulesAndDashboard(): Set<string> {
   const dashboard = JSON.parse(fs.readFileSync('deploy/grafana/video-voice-api.json', 'utf8')) as { panels: { targets?: { expr: string }[] }[] };
   const exprs = [...rules.map((r) => r.expr), ...dashboard.panels.flatMap((p) => (p.targets ?? []).map((t) => t.expr))];
   return new Set(exprs.flatMap(selectorNames));
-}
-
-async function freePort(): Promise<number> {
-  const s = net.createServer().listen(0, '127.0.0.1');
-  await new Promise((r) => s.once('listening', r));
-  const port = (s.address() as net.AddressInfo).port;
-  await new Promise((r) => s.close(r));
-  return port;
 }
 
 async function until<T>(what: string, fn: () => Promise<T | undefined | false>, timeout_ms = 30_000): Promise<T> {
