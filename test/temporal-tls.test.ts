@@ -331,6 +331,12 @@ describe('a secured Temporal: mTLS and an API key from a Temporal profile file',
       const customer = await newCustomer(stack, 5);
       const created = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: customer.key, json: simJob({ delay_ms: 60_000 }) });
       assert.equal(created.status, 202, JSON.stringify(created.body));
+      // The key is revoked once the submission has ended (its operation recorded, its completion sent):
+      // what is tested here is the API's answer, not a submission whose completion Temporal refuses.
+      for (let i = 0; i < 100 && (await http(stack.baseUrl, 'GET', `/v2/videos/generations/${created.body.id}`, { token: customer.key })).body.backend === null; i++) {
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      await new Promise((r) => setTimeout(r, 3_000));
       proxy.apiKeys = new Set(['tk-some-other-key-0123456789abcdef']);
       const refused = await http(stack.baseUrl, 'POST', `/v2/videos/generations/${created.body.id}/cancel`, { token: customer.key });
       proxy.apiKeys = new Set([key]);
