@@ -7,15 +7,15 @@ import { Context } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
 import type { Logger } from 'pino';
 import type { Db } from '../src/db/pool.js';
-import { releaseExpiredSpeechHolds, SPEECH_HOLD_TTL_MS } from '../src/billing/speech-billing.js';
+import { releaseExpiredSpeechHolds, SPEECH_HOLD_TTL_MS } from '../src/voices/speech-billing.js';
 import { runningVideoJobIds, videoJobWorkflowState } from '../src/temporal/workflow-states.js';
 import { dispatchUndispatched } from '../src/webhooks/dispatch.js';
 import { readVideoJob } from '../src/video-jobs/records.js';
 import { restartVideoJob } from '../src/video-jobs/recovery.js';
 import { discardOrphanVideoJobInputs } from '../src/video-jobs/images.js';
-import { startPendingVoiceDeletions } from '../src/services/voices.js';
+import { startPendingVoiceDeletions } from '../src/voices/service.js';
 import { expireSpeechAudio, sweepFinishedJobFiles } from '../src/storage/retention.js';
-import { sweepConsentRecordings } from '../src/services/voice-consents.js';
+import { sweepConsentRecordings } from '../src/voices/consents.js';
 import type { Storage } from '../src/storage/local.js';
 import { reconcilerFindings, reconcilerRuns } from '../src/metrics.js';
 

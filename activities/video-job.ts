@@ -16,8 +16,8 @@ import {
   type Settlement,
   type SettlementResult,
   type VideoJobCharge,
-} from '../src/billing/video-job-billing.js';
-import { estimateCostMicroEur, findVideoModel } from '../src/catalog.js';
+} from '../src/video-jobs/billing.js';
+import { estimateCostMicroEur, findVideoModel } from '../src/models/catalog.js';
 import { MAX_VIDEO_OUTPUT_BYTES, type CancelAnswer, type VideoGenerationRequest, type VideoOutputRef, type VideoProvider, type VideoSubmission } from '../src/providers/video/types.js';
 import { describeAnyProviderError } from '../src/providers/video/provider-errors.js';
 import { loadVideoJobInputs } from '../src/video-jobs/images.js';
@@ -28,7 +28,7 @@ import { dispatchJobWebhooks } from '../src/webhooks/dispatch.js';
 import { Semaphore } from '../src/semaphore.js';
 import { videoOutputKey } from '../src/storage/retention.js';
 import { recordedOperation, recordOperation, type PollPacing } from '../src/video-jobs/operation-polls.js';
-import { providerCallbackUrl } from '../src/http/routes/provider-callbacks.js';
+import { providerCallbackUrl } from '../src/video-jobs/callbacks.js';
 
 export interface VideoJobActivityDeps {
   db: Db;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs helm once, from the Go module proxy, into a cache outside the repo, and prints its path.
-# test/helm-chart.test.ts lints and renders deploy/helm/video-voice-api with it (no network needed).
+# test/platform/helm-chart.test.ts lints and renders deploy/helm/video-voice-api with it (no network needed).
 # Takes several minutes on 2 cores the first time; instant afterwards.
 set -euo pipefail
 version=v3.22.0

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs promtool (Prometheus's rule checker and rule unit-test runner) once, from the Go module
-# proxy, into a cache outside the repo, and prints its path. test/prometheus-rules.test.ts runs
+# proxy, into a cache outside the repo, and prints its path. test/platform/prometheus-rules.test.ts runs
 # `promtool check rules` and `promtool test rules` on deploy/prometheus with it.
 # Prometheus 3.x is published to the module proxy as v0.3xx.y (v0.316.0 is Prometheus 3.16.0).
 # Takes several minutes on 2 cores the first time; instant afterwards.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs an S3-compatible server (MinIO) once, from the Go module proxy, into a cache outside the
-# repo, and prints its path. test/s3-storage.test.ts runs it on loopback (S3_SERVER_CMD).
+# repo, and prints its path. test/platform/s3-storage.test.ts runs it on loopback (S3_SERVER_CMD).
 # Takes ~8 minutes on 2 cores the first time; instant afterwards.
 # MinIO's RELEASE.* tags are not semver and the module proxy serves only its pseudo-versions, so the
 # version is pinned as one: the newest commit (2026-02-12) of github.com/minio/minio, no replace directives.

@@ -7,9 +7,9 @@ import { checkElevenLabsBaseUrl, ELEVENLABS_DEFAULT_BASE_URL, ELEVENLABS_DEFAULT
 import { GCS_DEFAULT_API_ENDPOINT, parseGcsUri, VERTEX_DEFAULT_LOCATION, vertexDefaultApiEndpoint } from './providers/video/vertex-veo.js';
 import { FAL_DEFAULT_JWKS_URL, FAL_DEFAULT_QUEUE_URL } from './providers/video/fal.js';
 import { REPLICATE_DEFAULT_API_URL } from './providers/video/replicate.js';
-import { PROVIDER_CALLBACK_LIMITS } from './http/routes/provider-callbacks.js';
+import { PROVIDER_CALLBACK_LIMITS } from './video-jobs/callbacks.js';
 import { ConfigError } from './config-error.js';
-import { useCatalogFile } from './catalog.js';
+import { useCatalogFile } from './models/catalog.js';
 import { loadTemporalSettings, temporalEnv, type TemporalSettings } from './temporal/connection-config.js';
 
 export { ConfigError };

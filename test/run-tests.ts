@@ -1,14 +1,27 @@
 // `npm test`: starts one real PostgreSQL (embedded) and one real Temporal dev server for the whole
-// run, then Node's test runner over test/*.test.ts. Each test file makes its own database, task
+// run, then Node's test runner over the *.test.ts files under test/ (one folder per feature; a directory
+// given as an argument stands for the test files under it). Each test file makes its own database, task
 // queue and storage directory on them, so files never see each other's data.
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { startInfra } from './helpers/infra.js';
 
+/** Folders of test/ that hold what the tests use, not tests. */
+const NOT_TESTS = new Set(['helpers', 'fakes', 'histories']);
+
+/** The *.test.ts files under a directory, in path order. */
+function testFilesUnder(dir: string): string[] {
+  return fs
+    .readdirSync(dir, { recursive: true, encoding: 'utf8' })
+    .filter((f) => f.endsWith('.test.ts') && !NOT_TESTS.has(f.split(path.sep)[0]!))
+    .sort()
+    .map((f) => path.join(dir, f));
+}
+
 async function main(): Promise<number> {
   const args = process.argv.slice(2);
-  const files = args.length ? args : fs.readdirSync('test').filter((f) => f.endsWith('.test.ts')).sort().map((f) => path.join('test', f));
+  const files = (args.length ? args : ['test']).flatMap((arg) => (fs.statSync(arg).isDirectory() ? testFilesUnder(arg) : [arg]));
   const started = Date.now();
   const infra = await startInfra('vva-test-');
   process.stderr.write(`test infrastructure up in ${Date.now() - started} ms: postgres ${infra.databaseUrl}, temporal ${infra.temporalAddress}\n`);

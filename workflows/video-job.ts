@@ -27,7 +27,7 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { VideoJobActivities } from '../activities/video-job.js';
-import type { ChargeResult } from '../src/billing/video-job-billing.js';
+import type { ChargeResult } from '../src/video-jobs/billing.js';
 import {
   acceptJobUpdate,
   cancelJobUpdate,

@@ -5,7 +5,7 @@
 // attempt the API refused, a speech hold that outlived its request (the reconciler releases those), and a
 // top-up that is not exactly one ledger entry of its own workspace and amount.
 import { inTransaction, type Db } from '../db/pool.js';
-import { SPEECH_HOLD_TTL_MS } from './speech-billing.js';
+import { SPEECH_HOLD_TTL_MS } from '../voices/speech-billing.js';
 
 /** How a job's workflow stands in Temporal. */
 export type WorkflowState = 'running' | 'closed' | 'not_found';

@@ -1,8 +1,8 @@
 // The credit ledger's core. Every balance change is one append-only ledger entry with a unique
 // idempotency key, written in the same transaction as the balance update; the workspace row lock
 // serialises concurrent changes, and the CHECKs (balance >= held >= 0) make an overdraft impossible
-// even if code erred. What moves money lives beside this file: video-job-billing.ts (charge, refund),
-// speech-billing.ts (hold, capture, release), and audit.ts checks all of it.
+// even if code erred. What moves money lives in the features: ../video-jobs/billing.ts (charge, refund),
+// ../voices/speech-billing.ts (hold, capture, release); audit.ts beside this file checks all of it.
 import { randomUUID } from 'node:crypto';
 import { inTransaction, type Db, type Tx } from '../db/pool.js';
 import { assertMicroEur, MAX_AMOUNT_MICRO_EUR } from '../money.js';

@@ -2,7 +2,7 @@
 import { timingSafeEqual, createHash } from 'node:crypto';
 import type { Request, RequestHandler, Response } from 'express';
 import type { Db } from '../db/pool.js';
-import { authenticateApiKey, type ApiKeyPrincipal } from '../services/workspaces.js';
+import { authenticateApiKey, type ApiKeyPrincipal } from '../account/workspaces.js';
 import { ApiError } from '../errors.js';
 
 function bearer(req: Request): string | null {

@@ -24,13 +24,13 @@
 // A body taken in several media types (JSON or multipart) is a list of bodies, one component each.
 // Errors have one shape per surface: ErrorResponse, or OpenAI's (OpenAiErrorResponse) for a contract
 // of the OpenAI-compatible /v1 routes (`errorShape: 'openai'`).
-// Request bodies whose limits depend on the model (./openapi-catalog.ts) or on the mode are given by
+// Request bodies whose limits depend on the model (src/models/openapi-bodies.ts) or on the mode are given by
 // the contract's `body.override`, which the builder applies to the generated schema; every JSON body
 // then refuses NUL (./openapi-no-nul.ts), and its 413 and 415 answers are documented by the builder.
 //
 // Library: zod-openapi rather than @asteasolutions/zod-to-openapi. zod-openapi renders schemas with
 // z.toJSONSchema itself, so a component is exactly what zod says of the schema that validates (the
-// NUL rule, per-model variants and test/openapi.test.ts build on that output); it reads zod 4's own
+// NUL rule, per-model variants and test/http/openapi.test.ts build on that output); it reads zod 4's own
 // .meta() without patching zod (no extendZodWithOpenApi), and takes operations as plain OpenAPI
 // objects whose schemas may be zod, which is what a contract is. zod-to-openapi converts each zod
 // type with its own transformers (its output differs from z.toJSONSchema's) and needs zod extended
@@ -42,7 +42,7 @@ import { createDocument, type ZodOpenApiOperationObject, type ZodOpenApiPathsObj
 import * as S from './schemas.js';
 import * as OpenAi from './openai/schemas.js';
 import { JSON_BODY_LIMIT_BYTES } from './json-body.js';
-import type { ModelAvailability } from './openapi-catalog.js';
+import type { ModelAvailability } from '../models/openapi-bodies.js';
 import { JSON_VALUE_COMPONENT, JSON_VALUE_SCHEMA, refuseNul } from './openapi-no-nul.js';
 import { projectPath } from '../paths.js';
 

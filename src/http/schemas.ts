@@ -2,7 +2,7 @@
 import type { Request } from 'express';
 import { z } from 'zod';
 import { fromZodError } from '../errors.js';
-import { ASPECT_RATIOS, IMAGE_MIME_TYPES, RESOLUTIONS, VIDEO_BACKENDS } from '../catalog.js';
+import { ASPECT_RATIOS, IMAGE_MIME_TYPES, RESOLUTIONS, VIDEO_BACKENDS } from '../models/catalog.js';
 import { WEBHOOK_EVENT_TYPES } from '../webhooks/event-types.js';
 import { WEBHOOK_URL_MAX_CHARS } from '../webhooks/target-policy.js';
 import { text } from '../zod-text.js';
@@ -196,9 +196,9 @@ export function idempotencyKeyOf(req: Request): string | undefined {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Response schemas: what the API answers (src/http/presenters.ts and the routes), for the OpenAPI
+// Response schemas: what the API answers (src/models/present.ts and the routes), for the OpenAPI
 // document (src/http/openapi.ts), which names each component after its export here. They do not
-// build responses; test/openapi.test.ts parses real responses with them. Strict objects: a field
+// build responses; test/http/openapi.test.ts parses real responses with them. Strict objects: a field
 // the API sends that is not documented here fails that test.
 
 const Uuid = z.uuid();
@@ -208,7 +208,7 @@ export const VideoResolution = z.enum(RESOLUTIONS);
 export const VideoAspectRatio = z.enum(ASPECT_RATIOS);
 const PerSecondByResolution = z.partialRecord(VideoResolution, z.number().nonnegative());
 export const SpeechResponseFormat = z.enum(['mp3', 'opus', 'aac', 'flac', 'wav', 'pcm']);
-/** The `type` of an error; matches ErrorType in ./errors.ts (checked by test/openapi.test.ts). */
+/** The `type` of an error; matches ErrorType in ./errors.ts (checked by test/http/openapi.test.ts). */
 export const ApiErrorType = z.enum([
   'invalid_request_error',
   'authentication_error',

@@ -8,7 +8,7 @@ import { SimulatedVoiceProvider } from '../providers/voice/simulator.js';
 import { NoVoiceProvider } from '../providers/voice/none.js';
 import { ElevenLabsVoiceProvider } from '../providers/voice/elevenlabs.js';
 import type { VoiceProvider } from '../providers/voice/types.js';
-import { findVideoModel, providerModelIdFor, videoModelBackendFor } from '../catalog.js';
+import { findVideoModel, providerModelIdFor, videoModelBackendFor } from '../models/catalog.js';
 import { FalVideoProvider } from '../providers/video/fal.js';
 import { ReplicateVideoProvider } from '../providers/video/replicate.js';
 

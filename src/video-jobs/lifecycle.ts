@@ -12,14 +12,14 @@ import type { Db } from '../db/pool.js';
 import type { Storage } from '../storage/local.js';
 import { thumbnailKey } from '../storage/retention.js';
 import { ApiError, notFound } from '../errors.js';
-import { findVideoModel } from '../catalog.js';
+import { findVideoModel } from '../models/catalog.js';
 import { videoJobWorkflowState } from '../temporal/workflow-states.js';
 import { cancelJobUpdate, JOB_NOT_CANCELLABLE, videoJobWorkflowId, type VideoJobState } from '../../workflows/messages.js';
 import { listVideoJobs, markVideoJobDeleted, readVideoJob, type JobListQuery, type VideoJobRecord } from './records.js';
 import { restartVideoJob, type RecoverySettings } from './recovery.js';
 import { deleteVideoJobInputs } from './images.js';
 import { isUuid } from './service.js';
-import type { ApiKeyPrincipal } from '../services/workspaces.js';
+import type { ApiKeyPrincipal } from '../account/workspaces.js';
 
 /** A cancel waits this long for the job to settle before answering 503 (the cancel still happens). */
 const CANCEL_TIMEOUT_MS = 30_000;

@@ -2,7 +2,7 @@
 // time (cursor pagination on (created_at, id), served by the video_jobs_list* indexes).
 import { prepared, type Db } from '../db/pool.js';
 import type { VideoJobState, VideoParams } from '../../workflows/messages.js';
-import { stickyRefusalSql, type StickyRefusal } from '../billing/video-job-billing.js';
+import { stickyRefusalSql, type StickyRefusal } from './billing.js';
 
 export interface VideoJobRecord extends VideoJobState {
   deleted: boolean;

@@ -3,7 +3,7 @@
 // an image is recognised by its content (400 when it is not a PNG, JPEG or WebP image of a type the
 // model takes, or not the declared type) and is at most IMAGE_MAX_BYTES decoded (413 beyond).
 import { createHash } from 'node:crypto';
-import type { VideoModel } from '../catalog.js';
+import type { VideoModel } from '../models/catalog.js';
 import { ApiError, invalidParam } from '../errors.js';
 import { IMAGE_MAX_BYTES, type CreateVideoBody } from '../http/schemas.js';
 import { sniffImage } from '../media/image-sniff.js';

@@ -19,15 +19,15 @@ import {
   type AspectRatio,
   type Resolution,
   type VideoParams,
-} from '../catalog.js';
+} from '../models/catalog.js';
 import { SimulateSchema } from '../providers/video/simulator.js';
 import { ApiError, fromZodError, invalidParam, keySpendLimitExceeded, notFound } from '../errors.js';
 import { isDependencyDown, RETRY_AFTER_S } from '../dependency-errors.js';
-import { decideAcceptance, foreseeRefusal, recordForeseenRefusal, type ForeseenRefusal } from '../billing/video-job-billing.js';
-import { requestFingerprint, type Fingerprint } from '../services/request-fingerprint.js';
+import { decideAcceptance, foreseeRefusal, recordForeseenRefusal, type ForeseenRefusal } from './billing.js';
+import { requestFingerprint, type Fingerprint } from './request-fingerprint.js';
 import { readKeyedVideoJob, readVideoJob } from './records.js';
 import type { CreateVideoBody } from '../http/schemas.js';
-import { keyAllowsModel, type ApiKeyPrincipal } from '../services/workspaces.js';
+import { keyAllowsModel, type ApiKeyPrincipal } from '../account/workspaces.js';
 import { inputsFingerprint, resolveVideoRequestInputs } from './request-inputs.js';
 import { discardVideoJobInputs, storeVideoJobInputs } from './images.js';
 import {

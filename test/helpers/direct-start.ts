@@ -3,7 +3,7 @@
 import { randomUUID } from 'node:crypto';
 import { JOB_STATUS_SA, videoJobStartSearchAttributes, videoJobWorkflowId, type VideoJobInput, type VideoJobStatus } from '../../workflows/messages.js';
 import type { Db } from '../../src/db/pool.js';
-import { chargeVideoJob, type ChargeResult } from '../../src/billing/video-job-billing.js';
+import { chargeVideoJob, type ChargeResult } from '../../src/video-jobs/billing.js';
 import type { Stack } from './stack.js';
 
 /** The input the API would give a job, for paths only a direct start reaches. */

@@ -79,7 +79,7 @@ export interface TemporalServerOptions {
   authorization?: JwtAuthorization;
 }
 
-/** temporal-sql-tool's plugin, and its steps for each database (test/compose.test.ts checks compose runs the same). */
+/** temporal-sql-tool's plugin, and its steps for each database (test/platform/compose.test.ts checks compose runs the same). */
 export const SQL_PLUGIN = 'postgres12';
 export const schemaSteps = (versionedDir: string): string[][] => [['create'], ['setup-schema', '-v', '0.0'], ['update-schema', '-d', versionedDir]];
 /** The namespace's retention, as compose's temporal-setup creates it. */

@@ -7,9 +7,9 @@
 --
 -- Bounds: every lock wait ends after lock_timeout (the function's own setting); the statement runs
 -- without pausing for a client, so nothing else can hold an attempt undecided (the API's refusal of
--- an attempt waits for the job's lock, src/billing/video-job-billing.ts).
+-- an attempt waits for the job's lock, src/video-jobs/billing.ts).
 --
--- The outcome (src/billing/video-job-billing.ts maps it to a ChargeResult and checks its figures):
+-- The outcome (src/video-jobs/billing.ts maps it to a ChargeResult and checks its figures):
 --   charged                     the job is recorded and charged now; before/after are the balance
 --   already_charged             this attempt charged it earlier (a replayed charge); after = balance
 --   charged_by_another_attempt  another attempt of the same Idempotency-Key did

@@ -38,7 +38,7 @@ CREATE TABLE webhook_attempt_slots (
 );
 
 -- 6. The charge refuses a job beyond the workspace's pending limit, atomically with everything else it
---    decides. A new outcome (src/billing/video-job-billing.ts maps it to a ChargeResult):
+--    decides. A new outcome (src/video-jobs/billing.ts maps it to a ChargeResult):
 --      too_many_pending_jobs   nothing recorded or charged; after = balance
 --    Otherwise exactly 008's function.
 CREATE OR REPLACE FUNCTION video_job_charge(

@@ -6,8 +6,8 @@ import type { RequestHandler } from 'express';
 import type { Logger } from 'pino';
 import { ApiRouter } from '../openapi.js';
 import { openAiErrorHandler, openAiNotFoundRoute } from './errors.js';
-import { openAiVideoRoutes } from './videos.js';
-import { openAiModelRoutes } from './models.js';
+import { openAiVideoRoutes } from '../../video-jobs/openai-routes.js';
+import { openAiModelRoutes } from '../../models/openai-routes.js';
 
 export type OpenAiDeps = Parameters<typeof openAiVideoRoutes>[0] &
   Parameters<typeof openAiModelRoutes>[0] & {

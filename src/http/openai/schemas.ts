@@ -1,6 +1,6 @@
 // Response schemas of the OpenAI-compatible surface (/v1): what its routes answer, in OpenAI's shapes,
 // for the OpenAPI document (../openapi.ts names each component after its export here). Like the /v2
-// response schemas of ../schemas.ts they do not build responses; test/openapi.test.ts parses real /v1
+// response schemas of ../schemas.ts they do not build responses; test/http/openapi.test.ts parses real /v1
 // responses with them, and strict objects make a field sent but not documented fail there.
 import { z } from 'zod';
 

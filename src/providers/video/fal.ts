@@ -15,7 +15,7 @@
 // request: a job of n videos is n requests (./mapped-input.ts). Generated videos are downloaded from the
 // URL in the output, without the key. FAL_KEY is never logged nor put in messages.
 import { createHash, createPublicKey, verify as verifySignature, type KeyObject } from 'node:crypto';
-import type { VideoModelBackend } from '../../catalog.js';
+import type { VideoModelBackend } from '../../models/catalog.js';
 import type { IncomingHttpHeaders } from 'node:http';
 import { downloadOutput, isFetchableUrl, requestJson, truncate, unreadable, type ErrorDescriber } from './http.js';
 import { KEY_FETCH_BACKOFF_MAX_MS, KEY_FETCH_BACKOFF_MS, KeyCache } from './key-cache.js';

@@ -1,7 +1,7 @@
 // What the aggregator adapters (fal, Replicate) have in common: a job's fields turned into a model's own
 // input by the catalog's input map, and a job of n videos run as n provider requests of one video each,
 // submitted all or nothing and settled per video.
-import type { VideoInputMap, VideoModelBackend } from '../../catalog.js';
+import type { VideoInputMap, VideoModelBackend } from '../../models/catalog.js';
 import { ProviderError, type InputImage, type VideoOperationStatus, type VideoOutputRef, type VideoSubmission } from './types.js';
 
 const dataUri = (image: InputImage) => `data:${image.mime_type};base64,${image.bytes.toString('base64')}`;

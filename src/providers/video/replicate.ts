@@ -17,7 +17,7 @@
 // as the job succeeds. One prediction makes one video: a job of n videos is n predictions
 // (./mapped-input.ts); the operation id is their ids, comma-separated. The token is never logged.
 import { Webhook, WebhookVerificationError } from 'standardwebhooks';
-import type { VideoModelBackend } from '../../catalog.js';
+import type { VideoModelBackend } from '../../models/catalog.js';
 import type { IncomingHttpHeaders } from 'node:http';
 import { downloadOutput, isFetchableUrl, requestJson, requestJsonFields, truncate, unreadable, type ErrorDescriber } from './http.js';
 import { KEY_FETCH_BACKOFF_MAX_MS, KEY_FETCH_BACKOFF_MS, KeyCache } from './key-cache.js';

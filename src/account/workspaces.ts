@@ -1,0 +1,94 @@
+// Workspaces and their API keys. Keys are shown once and stored only as SHA-256 digests.
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import type { Db } from '../db/pool.js';
+import { addCreditsIn, NotFoundError } from '../billing/ledger.js';
+import { inTransaction, prepared } from '../db/pool.js';
+import { findVideoModel } from '../models/catalog.js';
+
+export interface Workspace {
+  id: string;
+  name: string;
+  balance_micro_eur: number;
+  /** null = the service's default (MAX_PENDING_JOBS_PER_WORKSPACE). */
+  max_pending_jobs: number | null;
+}
+
+export interface ApiKeyPrincipal {
+  key_id: string;
+  workspace_id: string;
+  /** null = every model. */
+  models: string[] | null;
+}
+
+const KEY_PREFIX = 'vva_sk_';
+/** Bearer keys are short strings; anything longer is rejected before hashing. */
+export const MAX_API_KEY_LENGTH = 200;
+
+export const hashApiKey = (key: string) => createHash('sha256').update(key, 'utf8').digest();
+
+export async function createWorkspace(db: Db, input: { name: string; credits_micro_eur?: number }): Promise<Workspace> {
+  const id = randomUUID();
+  // The workspace and its initial credits together, or neither.
+  await inTransaction(db, async (tx) => {
+    await tx.query('INSERT INTO workspaces (id, name) VALUES ($1, $2)', [id, input.name]);
+    if (input.credits_micro_eur && input.credits_micro_eur > 0) {
+      await addCreditsIn(tx, { workspaceId: id, amount_micro_eur: input.credits_micro_eur, idempotencyKey: 'initial-credits' });
+    }
+  });
+  return getWorkspace(db, id);
+}
+
+export async function getWorkspace(db: Db, id: string): Promise<Workspace> {
+  const r = await db.query<Workspace>('SELECT id, name, balance_micro_eur, max_pending_jobs FROM workspaces WHERE id = $1', [id]);
+  if (!r.rows[0]) throw new NotFoundError(`workspace ${id} not found`);
+  return r.rows[0];
+}
+
+/** Sets a workspace's own limit of pending jobs (null: the service's default); the charge reads it. */
+export async function setWorkspaceLimits(db: Db, id: string, limits: { max_pending_jobs: number | null }): Promise<Workspace> {
+  const r = await db.query('UPDATE workspaces SET max_pending_jobs = $2 WHERE id = $1', [id, limits.max_pending_jobs]);
+  if (r.rowCount === 0) throw new NotFoundError(`workspace ${id} not found`);
+  return getWorkspace(db, id);
+}
+
+export async function createApiKey(
+  db: Db,
+  input: { workspaceId: string; models: string[] | null; spend_limit_micro_eur?: number | null },
+): Promise<{ id: string; key: string; models: string[] | null; spend_limit_micro_eur: number | null }> {
+  await getWorkspace(db, input.workspaceId);
+  const id = randomUUID();
+  const key = KEY_PREFIX + randomBytes(32).toString('base64url');
+  const spend_limit_micro_eur = input.spend_limit_micro_eur ?? null;
+  await db.query('INSERT INTO api_keys (id, workspace_id, key_sha256, key_prefix, models, spend_limit_micro_eur) VALUES ($1, $2, $3, $4, $5, $6)', [
+    id,
+    input.workspaceId,
+    hashApiKey(key),
+    key.slice(0, KEY_PREFIX.length + 4),
+    input.models,
+    spend_limit_micro_eur,
+  ]);
+  return { id, key, models: input.models, spend_limit_micro_eur };
+}
+
+/**
+ * Revokes a key, for good: authentication reads revoked_at on every request, so every API process
+ * refuses the key from the next request on. Idempotent (a revoked key stays revoked).
+ */
+export async function revokeApiKey(db: Db, id: string): Promise<{ id: string }> {
+  const r = await db.query<{ id: string }>('UPDATE api_keys SET revoked_at = COALESCE(revoked_at, now()) WHERE id = $1 RETURNING id', [id]);
+  if (!r.rows[0]) throw new NotFoundError(`API key ${id} not found`);
+  return r.rows[0];
+}
+
+const PRINCIPAL = prepared('api-key-principal', 'SELECT id AS key_id, workspace_id, models FROM api_keys WHERE key_sha256 = $1 AND revoked_at IS NULL');
+
+export async function authenticateApiKey(db: Db, key: string): Promise<ApiKeyPrincipal | null> {
+  if (key.length === 0 || key.length > MAX_API_KEY_LENGTH) return null;
+  const r = await db.query<ApiKeyPrincipal>({ ...PRINCIPAL, values: [hashApiKey(key)] });
+  return r.rows[0] ?? null;
+}
+
+/** Whether the key may use a model; a key listing a retired id may use its replacement. */
+export function keyAllowsModel(principal: ApiKeyPrincipal, modelId: string): boolean {
+  return principal.models === null || principal.models.some((m) => m === modelId || findVideoModel(m)?.id === modelId);
+}

@@ -1,0 +1,167 @@
+// The request bodies whose constraints depend on the model, stated per model in the OpenAPI document:
+// built from the catalog this process runs with (read through its exported arrays and functions) and
+// what serves each model here, on top of the zod-generated schema of the body. A client (or a fuzzer)
+// that follows a variant sends a request the server accepts; one that follows none is refused (4xx).
+import {
+  defaultSpeechModelFor,
+  defaultVideoModelId,
+  findVideoModel,
+  speechModels,
+  videoBackendFor,
+  videoModelAliases,
+  videoModels,
+  type SpeechModel,
+  type VideoModel,
+} from './catalog.js';
+import { IMAGE_MAX_BYTES } from '../http/schemas.js';
+import { imageInputSchema } from './openapi-images.js';
+
+type JsonSchema = Record<string, unknown>;
+type ObjectSchema = JsonSchema & { properties: Record<string, JsonSchema>; required?: string[] };
+
+/** What serves the models here: the simulator, Vertex AI, the configured voice provider. */
+export interface ModelAvailability {
+  simulator: boolean;
+  vertex: boolean;
+  voiceProvider: string;
+}
+
+/** The JSON Schema of the simulator's `parameters.simulate` (src/providers/video/simulator.ts). */
+export type SimulateJsonSchema = ObjectSchema;
+
+const without = (props: Record<string, JsonSchema>, ...names: string[]) => Object.fromEntries(Object.entries(props).filter(([k]) => !names.includes(k)));
+
+function variant(title: string, properties: Record<string, JsonSchema>, required: string[], extra: JsonSchema = {}): JsonSchema {
+  return { title, type: 'object', properties, required: [...new Set(required)], additionalProperties: false, ...extra };
+}
+
+/** The inputs a model may take beyond the common fields: its images, audio switch, negative prompt. */
+function inputProperties(p: Record<string, JsonSchema>, m: VideoModel): Record<string, JsonSchema> {
+  const frame = (what: string, description: JsonSchema | undefined) =>
+    imageInputSchema(m.inputs.image_mime_types, IMAGE_MAX_BYTES, `${what} (${m.inputs.image_mime_types.join(', ')}). ${String(description?.['description'] ?? '')}`.trim());
+  return {
+    ...(m.inputs.image ? { image: frame('The first frame', p['image']) } : {}),
+    ...(m.inputs.last_frame ? { lastFrame: frame('The last frame, with image', p['lastFrame']) } : {}),
+    ...(m.audio.supported && p['generateAudio'] ? { generateAudio: { ...p['generateAudio'], description: `Whether the videos have sound; default ${m.audio.default}. The price depends on it.` } } : {}),
+    ...(m.inputs.negative_prompt && p['negativePrompt'] ? { negativePrompt: p['negativePrompt'] } : {}),
+  };
+}
+
+/**
+ * The variants of one video model: `modelGiven` false is the request without `model` (the default
+ * model). A model whose `parameters.simulate` the simulator reads has one variant per `n` (and one
+ * without `n`), since `simulate.videos` may not exceed n.
+ */
+function videoVariants(base: ObjectSchema, m: VideoModel, simulate: SimulateJsonSchema | null, modelGiven: boolean, alias?: string): JsonSchema[] {
+  const p = base.properties;
+  const d = m.default_params;
+  const id = alias ?? m.id;
+  const props: Record<string, JsonSchema> = {
+    ...without(p, 'model', 'seed', 'n', 'image', 'lastFrame', 'generateAudio', 'negativePrompt'),
+    ...(modelGiven ? { model: { type: 'string', const: id, description: p['model']?.['description'] } } : {}),
+    durationSeconds: { type: 'integer', enum: [...m.durations_s], description: `Seconds per video; default ${d.durationSeconds}.` },
+    resolution: { type: 'string', enum: [...m.resolutions], description: `Default ${d.resolution}.` },
+    aspectRatio: { type: 'string', enum: [...m.aspect_ratios], description: `Default ${d.aspectRatio}.` },
+    ...(m.supports_seed && p['seed'] ? { seed: p['seed'] } : {}),
+    ...inputProperties(p, m),
+  };
+  const required = [...(base.required ?? []), ...(modelGiven ? ['model'] : [])];
+  const extra = m.inputs.last_frame ? { dependentRequired: { lastFrame: ['image'] } } : {};
+  const title = !modelGiven ? `no model: the default, ${m.id}` : alias ? `${alias} (retired: runs as ${m.id})` : m.id;
+  const nSchema = { type: 'integer', minimum: 1, maximum: m.max_n, description: `Videos to generate; default ${d.n}.` };
+  if (!simulate) return [variant(title, { ...props, n: nSchema }, required, extra)];
+
+  const withSimulate = (n: number): JsonSchema => {
+    const videos = simulate.properties['videos'] ?? {};
+    const max = typeof videos['maximum'] === 'number' ? Math.min(videos['maximum'], n) : n;
+    return {
+      type: 'object',
+      description: p['parameters']?.['description'],
+      properties: { simulate: { ...simulate, properties: { ...simulate.properties, videos: { ...videos, maximum: max, description: `Videos delivered, at most n (${n}).` } } } },
+      additionalProperties: {},
+    };
+  };
+  const counts = Array.from({ length: m.max_n }, (_, i) => i + 1);
+  return [
+    variant(`${title}, n absent (${d.n})`, { ...props, parameters: withSimulate(d.n) }, required, extra),
+    ...counts.map((n) => variant(`${title}, n = ${n}`, { ...props, n: { ...nSchema, const: n }, parameters: withSimulate(n) }, [...required, 'n'], extra)),
+  ];
+}
+
+/**
+ * POST /v2/videos/generations: one variant per video model served here, per retired id that runs as one
+ * of them, and the default model's without `model`.
+ */
+export function videoBodySchema(base: ObjectSchema, avail: ModelAvailability, simulate: SimulateJsonSchema): JsonSchema {
+  const served = videoModels().map((m) => ({ m, backend: videoBackendFor(m, avail) })).filter((x) => x.backend !== null);
+  if (served.length === 0) return base;
+  const simulateOf = (m: VideoModel, backend: string | null) => (backend === 'simulator' && m.accepts_parameters ? simulate : null);
+  const variants = served.flatMap(({ m, backend }) => videoVariants(base, m, simulateOf(m, backend), true));
+  for (const alias of videoModelAliases()) {
+    const m = findVideoModel(alias.replaced_by);
+    const backend = m ? videoBackendFor(m, avail) : null;
+    if (m && backend) variants.push(...videoVariants(base, m, simulateOf(m, backend), true, alias.id));
+  }
+  const defaultId = defaultVideoModelId();
+  const def = findVideoModel(defaultId);
+  const defBackend = def ? videoBackendFor(def, avail) : null;
+  if (def && defBackend) variants.push(...videoVariants(base, def, simulateOf(def, defBackend), false));
+  return {
+    description: `${base['description'] ?? 'A video generation request.'} One variant per model served here (GET /v2/models/all), with its limits and inputs; without \`model\`, the default model's (${defaultId}).`,
+    oneOf: variants,
+  };
+}
+
+function speechVariant(base: ObjectSchema, m: SpeechModel, modelGiven: boolean): JsonSchema {
+  const p = base.properties;
+  return variant(
+    modelGiven ? m.id : `no model: the default, ${m.id}`,
+    {
+      ...without(p, 'model'),
+      ...(modelGiven ? { model: { type: 'string', const: m.id, description: p['model']?.['description'] } } : {}),
+      input: { ...p['input'], maxLength: m.max_input_chars },
+      response_format: { ...p['response_format'], enum: [...m.response_formats] },
+    },
+    [...(base.required ?? []), ...(modelGiven ? ['model'] : [])],
+  );
+}
+
+/** POST /v2/audio/speech: one variant per speech model of the configured voice provider, and its default without `model`. */
+export function speechBodySchema(base: ObjectSchema, avail: ModelAvailability): JsonSchema {
+  const served = speechModels().filter((m) => m.provider === avail.voiceProvider);
+  const def = defaultSpeechModelFor(avail.voiceProvider);
+  if (served.length === 0 || !def) return base;
+  return {
+    description: 'A text-to-speech request. One variant per speech model of the configured voice provider (GET /v2/models), with its limits; without `model`, its default model.',
+    oneOf: [...served.map((m) => speechVariant(base, m, true)), speechVariant(base, def, false)],
+  };
+}
+
+/** POST /admin/v1/workspaces/{id}/api-keys: `models` names catalog models (any, served here or not). */
+export function apiKeyBodySchema(base: ObjectSchema): JsonSchema {
+  const models = base.properties['models'];
+  if (!models) return base;
+  const ids = [...videoModels().map((m) => m.id), ...videoModelAliases().map((a) => a.id), ...speechModels().map((m) => m.id)];
+  return {
+    ...base,
+    properties: {
+      ...base.properties,
+      models: { ...models, items: { type: 'string', enum: ids }, description: 'Model ids of the catalog (GET /v2/models/all) the key may use; absent: all.' },
+    },
+  };
+}
+
+/** An example request (shown by /docs, sent by "Try it out"): the first model served here, with its defaults. */
+export function videoBodyExample(avail: ModelAvailability): Record<string, unknown> | undefined {
+  const m = findVideoModel(defaultVideoModelId()) ?? videoModels().find((x) => videoBackendFor(x, avail) !== null);
+  if (m && videoBackendFor(m, avail) === null) return undefined;
+  if (!m) return undefined;
+  return { prompt: 'a lighthouse at dusk, waves crashing', model: m.id, durationSeconds: m.default_params.durationSeconds, n: 1 };
+}
+
+/** An example speech request: the configured provider's default model, with a preset voice of the simulator. */
+export function speechBodyExample(avail: ModelAvailability): Record<string, unknown> | undefined {
+  const m = defaultSpeechModelFor(avail.voiceProvider);
+  if (!m) return undefined;
+  return { input: 'Hello from a cloned voice.', model: m.id, voice: avail.voiceProvider === 'simulator' ? 'sim-narrator' : '<voice_id of one of your voices>' };
+}

@@ -1,0 +1,91 @@
+// GET /v2/models (the models this key may use, where a backend serves them) and GET /v2/models/all
+// (the whole catalog, saying which backend serves each model and which backends can, in order, and the
+// retired ids still accepted).
+import type { RequestHandler } from 'express';
+import { z } from 'zod';
+import { findVideoModel, speechModels, videoBackendsFor, videoModelAliases, videoModels, type ConfiguredBackends, type VideoModel } from './catalog.js';
+import { keyAllowsModel } from '../account/workspaces.js';
+import { principalOf } from '../http/auth.js';
+import { notFound } from '../errors.js';
+import { presentSpeechModel, presentVideoModel, presentVideoModelAlias } from './present.js';
+import { ApiRouter, json } from '../http/openapi.js';
+import { Model, ModelList } from '../http/schemas.js';
+
+export function modelRoutes(deps: { auth: RequestHandler; simulator: boolean; vertex?: boolean; fal?: boolean; replicate?: boolean; voiceProvider: string }): ApiRouter {
+  const api = new ApiRouter();
+  const configured: ConfiguredBackends = { simulator: deps.simulator, vertex: deps.vertex, fal: deps.fal, replicate: deps.replicate };
+  const usableOf = (m: VideoModel) => videoBackendsFor(m, configured);
+  const all = () => [
+    ...videoModels().map((m) => {
+      const usable = usableOf(m);
+      return presentVideoModel(m, usable[0] ?? null, usable);
+    }),
+    ...videoModelAliases().map((a) => {
+      const replacement = findVideoModel(a.replaced_by)!;
+      const usable = usableOf(replacement);
+      return presentVideoModelAlias(a, replacement, usable[0] ?? null, usable);
+    }),
+    ...speechModels().map((m) => presentSpeechModel(m, deps.voiceProvider)),
+  ];
+
+  api.route(
+    {
+      method: 'get',
+      path: '/v2/models',
+      operationId: 'listModels',
+      tag: 'Models',
+      summary: 'List the models this key may use',
+      description: 'The models this API key is permitted to use and that are available here.',
+      security: 'apiKey',
+      responses: { '200': json(ModelList, 'The models.') },
+      errors: { 401: undefined },
+    },
+    deps.auth,
+    (_req, res) => {
+      const principal = principalOf(res);
+      // Retired ids are not offered: they are listed (deprecated) in /v2/models/all only.
+      const usable = all().filter((m) => m.available && !('deprecated' in m && m.deprecated) && keyAllowsModel(principal, m.id));
+      res.json({ object: 'list', data: usable });
+    },
+  );
+
+  api.route(
+    {
+      method: 'get',
+      path: '/v2/models/all',
+      operationId: 'listAllModels',
+      tag: 'Models',
+      summary: 'List every model of the catalog',
+      description: 'The whole catalog, each model saying which backend serves it (null: not available here).',
+      security: 'apiKey',
+      responses: { '200': json(ModelList, 'The models.') },
+      errors: { 401: undefined },
+    },
+    deps.auth,
+    (_req, res) => {
+      res.json({ object: 'list', data: all() });
+    },
+  );
+
+  api.route(
+    {
+      method: 'get',
+      path: '/v2/models/{id}',
+      operationId: 'getModel',
+      tag: 'Models',
+      summary: 'Get a model',
+      security: 'apiKey',
+      requestParams: { path: z.object({ id: z.string().describe('The model id, e.g. sim-video-1.') }) },
+      responses: { '200': json(Model, 'The model.') },
+      errors: { 401: undefined, 404: 'Unknown model (model_not_found).' },
+    },
+    deps.auth,
+    (req, res) => {
+      const m = all().find((x) => x.id === req.params['id']);
+      if (!m) throw notFound('model_not_found', `model "${req.params['id']}" does not exist`, 'id');
+      res.json(m);
+    },
+  );
+
+  return api;
+}

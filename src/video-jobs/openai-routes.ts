@@ -1,0 +1,453 @@
+// OpenAI's Videos API over this service's video jobs (client.videos.* of the openai SDKs):
+//
+//   POST   /v1/videos                 JSON or multipart: prompt, model, seconds, size, input_reference -> video
+//   GET    /v1/videos                 cursor list (after, limit, order)        -> {object: "list", data, first_id, last_id, has_more}
+//   GET    /v1/videos/{id}            -> video
+//   DELETE /v1/videos/{id}            -> {id, object: "video.deleted", deleted: true}
+//   GET    /v1/videos/{id}/content    variant=video (the MP4) | thumbnail (JPEG of the first frame)
+//   remix, edits, extensions, characters, spritesheet: 400 unsupported_feature
+//
+// Only shapes are translated: a video is a job of /v2/videos/generations (same id, same charge and
+// refunds), created, read, listed and deleted by the same services. Each operation's contract sits
+// above its handlers (../http/openapi.ts); the routes that only answer 400 unsupported_feature are mounted
+// without one, so the OpenAPI document lists only what is offered (its tag says what is not).
+import type { RequestHandler } from 'express';
+import { z } from 'zod';
+import { defaultVideoModelId, findVideoModel, type AspectRatio, type Resolution } from '../models/catalog.js';
+import { ApiError, fromZodError, invalidParam, notFound } from '../errors.js';
+import { principalOf } from '../http/auth.js';
+import { CreateVideoBody, IMAGE_MAX_BYTES, idempotencyKeyOf, LIST_LIMIT_MAX, PROMPT_MAX_CHARS } from '../http/schemas.js';
+import { jsonBodyParser } from '../http/json-body.js';
+import { ApiRouter, bytesText, header, json } from '../http/openapi.js';
+import { videoBodyExample } from '../models/openapi-bodies.js';
+import { OpenAiVideo, OpenAiVideoDeleted, OpenAiVideoList } from '../http/openai/schemas.js';
+import { multipartForm, multipartOf } from '../http/multipart.js';
+import { sniffImage } from '../media/image-sniff.js';
+import { videoContentGone, type Thumbnails } from '../media/thumbnails.js';
+import type { Storage } from '../storage/local.js';
+import { isUuid, type VideoJobsService } from './service.js';
+import type { VideoJobLifecycle } from './lifecycle.js';
+import { READS_BUSY } from '../http/read-gate.js';
+import { CONDITIONAL_HEADERS, IF_NONE_MATCH_PARAMETER, NOT_MODIFIED_RESPONSE, sendJsonConditionally } from '../http/conditional.js';
+import type { VideoJobState } from '../../workflows/messages.js';
+import { VIDEO_CREATE_BODY_LIMIT_BYTES, VIDEO_CREATE_MAX_CONCURRENT_LARGE_BODIES } from './routes.js';
+import { INSUFFICIENT_CREDITS_402, notOffered, OPENAI_OPERATION } from '../http/openai/errors.js';
+import { openAiPage } from '../http/openai/page.js';
+
+/** OpenAI's `size` values and what they mean here. */
+export const OPENAI_VIDEO_SIZES: Readonly<Record<string, { resolution: Resolution; aspectRatio: AspectRatio }>> = {
+  '1280x720': { resolution: '720p', aspectRatio: '16:9' },
+  '720x1280': { resolution: '720p', aspectRatio: '9:16' },
+  '1920x1080': { resolution: '1080p', aspectRatio: '16:9' },
+  '1080x1920': { resolution: '1080p', aspectRatio: '9:16' },
+  '3840x2160': { resolution: '4k', aspectRatio: '16:9' },
+  '2160x3840': { resolution: '4k', aspectRatio: '9:16' },
+};
+
+export function openAiSizeOf(resolution: string, aspectRatio: string): string {
+  const hit = Object.entries(OPENAI_VIDEO_SIZES).find(([, v]) => v.resolution === resolution && v.aspectRatio === aspectRatio);
+  return hit ? hit[0] : `${resolution}@${aspectRatio}`;
+}
+
+const STATUS: Record<string, 'queued' | 'in_progress' | 'completed' | 'failed'> = {
+  charging: 'queued',
+  pending: 'in_progress',
+  succeeded: 'completed',
+  failed: 'failed',
+};
+
+/** A job as OpenAI's `video` object. */
+export function presentOpenAiVideo(job: VideoJobState) {
+  const status = STATUS[job.status] ?? 'failed';
+  return {
+    id: job.job_id,
+    object: 'video' as const,
+    model: job.model,
+    status,
+    // Queued 0, finished 100; running, the provider's progress as the job keeps it (it only moves
+    // forward), 0 until the provider reports one, so the figure never goes back.
+    progress: status === 'queued' ? 0 : status === 'in_progress' ? (job.progress ?? 0) : 100,
+    created_at: Math.floor(job.created_at_ms / 1000),
+    completed_at: job.completed_at_ms === null ? null : Math.floor(job.completed_at_ms / 1000),
+    // Stored videos are kept until the video is deleted.
+    expires_at: null,
+    prompt: null,
+    seconds: String(job.params.durationSeconds),
+    size: openAiSizeOf(job.params.resolution, job.params.aspectRatio),
+    error: status === 'failed' && job.error ? { code: job.error.code, message: job.error.message } : null,
+    remixed_from_video_id: null,
+  };
+}
+
+const SecondsText = z.string().regex(/^[1-9][0-9]{0,2}$/, 'must be a whole number of seconds, such as "8"');
+const Seconds = z.union([SecondsText, z.number().int().min(1).max(999)]);
+const SECONDS_TEXT = "Seconds of video: one of the model's durations (GET /v2/models).";
+const Size = z.enum(Object.keys(OPENAI_VIDEO_SIZES) as [string, ...string[]], { error: `must be one of ${Object.keys(OPENAI_VIDEO_SIZES).join(', ')}` });
+const SIZE_TEXT = 'Width x height: the resolution and aspect ratio (the model must offer both).';
+const DATA_URL = /^data:(image\/[a-z+.-]+);base64,([A-Za-z0-9+/=\s]+)$/;
+/** A first frame as a data: URL: the base64 of an image of at most IMAGE_MAX_BYTES, its prefix, and room for line breaks. */
+export const IMAGE_DATA_URL_MAX_CHARS = 4 * Math.ceil(IMAGE_MAX_BYTES / 3) + 64 * 1024;
+
+export const OpenAiCreateVideoBody = z
+  .object({
+    prompt: z.string().max(PROMPT_MAX_CHARS).describe('What to generate.'),
+    model: z.string().min(1).max(100).optional().describe("A video model id of GET /v1/models; absent: the service's default model."),
+    seconds: Seconds.optional().describe(`${SECONDS_TEXT} A string ("4", "8") or a number.`),
+    size: Size.optional().describe(SIZE_TEXT),
+    input_reference: z
+      .strictObject({ image_url: z.string().max(IMAGE_DATA_URL_MAX_CHARS).optional(), file_id: z.string().max(200).optional() })
+      .optional()
+      .describe('The first frame: {"image_url": "data:image/png;base64,..."} in JSON, or an image file in multipart (PNG, JPEG or WebP).'),
+  })
+  .strict();
+type OpenAiCreateVideo = z.infer<typeof OpenAiCreateVideoBody>;
+
+const MULTIPART_FIELDS = ['prompt', 'model', 'seconds', 'size', 'input_reference[image_url]', 'input_reference[file_id]'] as const;
+const MULTIPART_LIMITS = {
+  maxFiles: 1,
+  maxFileBytes: IMAGE_MAX_BYTES,
+  maxTotalFileBytes: IMAGE_MAX_BYTES,
+  maxFields: MULTIPART_FIELDS.length,
+  maxParts: MULTIPART_FIELDS.length + 1,
+  maxFieldBytes: 4 * PROMPT_MAX_CHARS,
+  maxPartNameBytes: 100,
+  maxConcurrentRequests: VIDEO_CREATE_MAX_CONCURRENT_LARGE_BODIES,
+};
+const IMAGE_TYPES = 'image/png, image/jpeg, image/webp';
+
+/**
+ * The multipart form of POST /v1/videos, as the openai SDKs send it. Documentation only: multipart
+ * bodies are parsed by ../http/multipart.ts, whose fields the handler then validates with OpenAiCreateVideoBody.
+ */
+export const OpenAiCreateVideoForm = z
+  .strictObject({
+    prompt: OpenAiCreateVideoBody.shape.prompt,
+    model: OpenAiCreateVideoBody.shape.model,
+    seconds: SecondsText.optional().describe(`${SECONDS_TEXT} E.g. "4".`),
+    size: Size.optional().describe(SIZE_TEXT),
+    input_reference: z
+      .file()
+      .min(1)
+      .max(IMAGE_MAX_BYTES)
+      .optional()
+      .describe(`The first frame: a PNG, JPEG or WebP file of at most ${bytesText(IMAGE_MAX_BYTES)}, recognised by its content (the part's Content-Type is not trusted).`),
+    'input_reference[image_url]': z
+      .string()
+      .max(IMAGE_DATA_URL_MAX_CHARS)
+      .optional()
+      .describe(`Or the first frame as a data: URL (data:image/png;base64,...; what the openai SDKs send for input_reference: {image_url}), an image of at most ${bytesText(IMAGE_MAX_BYTES)} once decoded; other URLs are not fetched.`),
+  })
+  .describe('multipart/form-data: text parts prompt, model, seconds and size, and the first frame as the file part input_reference or the text part input_reference[image_url]; no other parts.');
+
+export const OpenAiListVideosQuery = z.strictObject({
+  after: z.string().max(100).optional(),
+  limit: z.coerce.number().int().min(1).max(LIST_LIMIT_MAX).default(20),
+  order: z.enum(['asc', 'desc']).default('desc'),
+});
+
+/** Renames the /v2 parameter an error names to the /v1 one the client sent. */
+const V1_PARAMS: Record<string, string> = {
+  durationSeconds: 'seconds',
+  resolution: 'size',
+  aspectRatio: 'size',
+  image: 'input_reference',
+  'image.bytesBase64Encoded': 'input_reference',
+  'image.mimeType': 'input_reference',
+};
+function asV1Param(err: unknown): unknown {
+  if (!(err instanceof ApiError) || err.param === null || !(err.param in V1_PARAMS)) return err;
+  const param = V1_PARAMS[err.param]!;
+  return new ApiError(err.status, err.type, err.code, err.message.replaceAll(err.param, param), param, err.headers);
+}
+
+function imageFromDataUrl(url: string): NonNullable<CreateVideoBody['image']> {
+  const m = DATA_URL.exec(url);
+  if (!m) throw invalidParam('input_reference', 'input_reference.image_url must be a data: URL of a base64 image (data:image/png;base64,...); other URLs are not fetched');
+  const bytes = Buffer.from(m[2]!.replace(/\s+/g, ''), 'base64');
+  if (bytes.length > IMAGE_MAX_BYTES) throw new ApiError(413, 'invalid_request_error', 'image_too_large', `input_reference exceeds ${IMAGE_MAX_BYTES} bytes`, 'input_reference');
+  const type = sniffImage(bytes);
+  if (!type) throw invalidParam('input_reference', 'input_reference must be a PNG, JPEG or WebP image');
+  return { bytesBase64Encoded: bytes.toString('base64'), mimeType: type };
+}
+
+/** The /v2 create body of a /v1 request (the model's limits are checked by the create itself). */
+function toCreateBody(body: OpenAiCreateVideo, uploaded: { buffer: Buffer; type: string } | undefined): CreateVideoBody {
+  const out: CreateVideoBody = { prompt: body.prompt, n: 1 };
+  if (body.model !== undefined) out.model = body.model;
+  if (body.seconds !== undefined) out.durationSeconds = Number(body.seconds);
+  if (body.size !== undefined) {
+    const { resolution, aspectRatio } = OPENAI_VIDEO_SIZES[body.size]!;
+    const model = findVideoModel(body.model ?? defaultVideoModelId());
+    if (model && (!model.resolutions.includes(resolution) || !model.aspect_ratios.includes(aspectRatio))) {
+      const offered = Object.entries(OPENAI_VIDEO_SIZES)
+        .filter(([, v]) => model.resolutions.includes(v.resolution) && model.aspect_ratios.includes(v.aspectRatio))
+        .map(([k]) => k);
+      throw invalidParam('size', `model ${model.id} does not offer size ${body.size}; it offers ${offered.join(', ')}`, 'unsupported_parameter');
+    }
+    out.resolution = resolution;
+    out.aspectRatio = aspectRatio;
+  }
+  if (uploaded && body.input_reference !== undefined) throw invalidParam('input_reference', 'give the first frame once: a file part input_reference, or input_reference[image_url]');
+  if (uploaded) out.image = { bytesBase64Encoded: uploaded.buffer.toString('base64'), mimeType: uploaded.type as NonNullable<CreateVideoBody['image']>['mimeType'] };
+  else if (body.input_reference?.file_id !== undefined) throw invalidParam('input_reference', 'input_reference.file_id is not offered: send the image itself (a file part, or image_url as a data: URL)', 'unsupported_parameter');
+  else if (body.input_reference?.image_url !== undefined) out.image = imageFromDataUrl(body.input_reference.image_url);
+  return out;
+}
+
+const VIDEO_ID = z.object({ id: z.string().describe('The video id (the id of its /v2 job).') });
+const NO_VIDEO = 'No such video in this workspace (job_not_found).';
+
+export function openAiVideoRoutes(deps: {
+  auth: RequestHandler;
+  /** `auth` behind the process's gate of job reads (../http/read-gate.ts). */
+  readAuth: RequestHandler;
+  limit: RequestHandler;
+  jobs: VideoJobsService;
+  lifecycle: VideoJobLifecycle;
+  storage: Storage;
+  thumbnails: Thumbnails;
+}): ApiRouter {
+  const api = new ApiRouter();
+  const jsonParser = jsonBodyParser({ limit_bytes: VIDEO_CREATE_BODY_LIMIT_BYTES, max_concurrent_large_bodies: VIDEO_CREATE_MAX_CONCURRENT_LARGE_BODIES });
+  const upload = multipartForm({
+    limits: MULTIPART_LIMITS,
+    fileParts: ['input_reference'],
+    fieldParts: MULTIPART_FIELDS,
+    nestedFieldParts: true,
+    largeFields: { 'input_reference[image_url]': IMAGE_DATA_URL_MAX_CHARS },
+    fileType: { headBytes: 16, detect: async (head) => sniffImage(head), expected: 'a PNG, JPEG or WebP image' },
+  });
+  // The openai SDKs always send multipart; JSON is accepted too.
+  const body: RequestHandler = (req, res, next) => (req.is('multipart/form-data') ? upload(req, res, next) : jsonParser(req, res, next));
+
+  api.route(
+    {
+      method: 'post',
+      path: '/v1/videos',
+      operationId: 'openaiCreateVideo',
+      summary: 'Create a video (client.videos.create)',
+      description:
+        'Starts a video generation job, exactly as POST /v2/videos/generations with n = 1: validated against the model, charged its estimate when accepted, refunded if it fails. ' +
+        '`size` and `seconds` become the resolution, aspect ratio and duration; a size the model does not offer is a 400 with `param: "size"`. ' +
+        'Poll GET /v1/videos/{id} until `completed` or `failed`. With an `Idempotency-Key` (the SDKs send one), a retry returns the same video and charges once.',
+      ...OPENAI_OPERATION,
+      idempotent: true,
+      body: [
+        {
+          component: 'OpenAiCreateVideoBody',
+          schema: OpenAiCreateVideoBody,
+          limit_bytes: VIDEO_CREATE_BODY_LIMIT_BYTES,
+          example: (ctx) => {
+            const example = videoBodyExample(ctx);
+            return example && { prompt: example['prompt'], model: example['model'], seconds: String(example['durationSeconds']) };
+          },
+        },
+        {
+          component: 'OpenAiCreateVideoForm',
+          schema: OpenAiCreateVideoForm,
+          mediaType: 'multipart/form-data',
+          description: `multipart/form-data with a boundary (what the openai SDKs send); at most ${MULTIPART_LIMITS.maxParts} parts.`,
+          encoding: { input_reference: { contentType: IMAGE_TYPES } },
+        },
+      ],
+      responses: { '200': json(OpenAiVideo, 'The video, queued or in progress.') },
+      errors: {
+        400: 'Invalid request, e.g. a size or seconds the model does not offer, or an input_reference that is not a data: URL of an image; `error.param` names it.',
+        401: undefined,
+        402: INSUFFICIENT_CREDITS_402,
+        403: undefined,
+        404: 'Unknown model (model_not_found, `param: model`).',
+        409: undefined,
+        413: `The JSON body exceeds ${bytesText(VIDEO_CREATE_BODY_LIMIT_BYTES)} (request_too_large), or the first frame exceeds ${bytesText(IMAGE_MAX_BYTES)} (image_too_large, file_too_large; \`param: input_reference\`).`,
+        415: 'The body is neither application/json nor multipart/form-data (unsupported_media_type), or the input_reference file is not a PNG, JPEG or WebP image (unsupported_file_type).',
+        429: 'Rate limited (per API key; rate_limited), or the workspace already has its limit of pending jobs (too_many_pending_jobs; nothing charged).',
+        503: 'No video provider is configured for the model (provider_not_configured), or too many requests with images are in progress (server_busy).',
+      },
+    },
+    deps.auth,
+    deps.limit,
+    body,
+    async (req, res) => {
+      let parsed: { body: OpenAiCreateVideo; uploaded?: { buffer: Buffer; type: string } };
+      if (req.is('multipart/form-data')) {
+        const form = multipartOf(res);
+        const f = form.fields;
+        const raw: Record<string, unknown> = {};
+        for (const k of ['prompt', 'model', 'seconds', 'size'] as const) if (f.has(k)) raw[k] = f.get(k);
+        const ref: Record<string, string> = {};
+        if (f.has('input_reference[image_url]')) ref['image_url'] = f.get('input_reference[image_url]')!;
+        if (f.has('input_reference[file_id]')) ref['file_id'] = f.get('input_reference[file_id]')!;
+        if (Object.keys(ref).length > 0) raw['input_reference'] = ref;
+        const p = OpenAiCreateVideoBody.safeParse(raw);
+        if (!p.success) throw fromZodError(p.error);
+        const file = form.files[0];
+        parsed = { body: p.data, ...(file ? { uploaded: { buffer: file.buffer, type: file.type } } : {}) };
+      } else {
+        const p = OpenAiCreateVideoBody.safeParse(req.body ?? {});
+        if (!p.success) throw fromZodError(p.error);
+        parsed = { body: p.data };
+      }
+      let created: VideoJobState;
+      try {
+        const createBody = CreateVideoBody.parse(toCreateBody(parsed.body, parsed.uploaded));
+        created = await deps.jobs.create(principalOf(res), createBody, idempotencyKeyOf(req));
+      } catch (err) {
+        throw asV1Param(err);
+      }
+      res.locals['jobId'] = created.job_id;
+      res.json(presentOpenAiVideo(created));
+    },
+  );
+
+  // Not offered, and so not operations of the document: answered before /v1/videos/{id} can take
+  // "characters" or "edits" for an id.
+  api.router.post('/v1/videos/edits', deps.auth, notOffered('Editing videos (POST /v1/videos/edits)'));
+  api.router.post('/v1/videos/extensions', deps.auth, notOffered('Extending videos (POST /v1/videos/extensions)'));
+  api.router.post('/v1/videos/characters', deps.auth, notOffered('Characters (POST /v1/videos/characters)'));
+  api.router.get('/v1/videos/characters/:id', deps.auth, notOffered('Characters (GET /v1/videos/characters/{id})'));
+  api.router.post('/v1/videos/:id/remix', deps.auth, notOffered('Remixing videos (POST /v1/videos/{id}/remix)'));
+
+  api.route(
+    {
+      method: 'get',
+      path: '/v1/videos',
+      operationId: 'openaiListVideos',
+      summary: "List this workspace's videos (client.videos.list)",
+      description: 'A page at a time (the SDKs\' auto-paging iterator follows `last_id` while `has_more`). Deleted videos are not listed.',
+      ...OPENAI_OPERATION,
+      requestParams: { query: OpenAiListVideosQuery },
+      parameters: [IF_NONE_MATCH_PARAMETER],
+      responses: { '200': json(OpenAiVideoList, 'A page of videos.', CONDITIONAL_HEADERS), '304': NOT_MODIFIED_RESPONSE },
+      errors: {
+        400: 'Invalid `limit` (1 to 100) or `order`, or an unknown parameter; `error.param` names it.',
+        401: undefined,
+        404: '`after` names no video of this workspace (job_not_found, `param: after`).',
+        503: READS_BUSY,
+      },
+    },
+    deps.readAuth,
+    async (req, res) => {
+      const q = OpenAiListVideosQuery.safeParse(req.query);
+      if (!q.success) throw fromZodError(q.error);
+      // Any string is a valid `after` (as the document says); one that names no video of this list is a 404.
+      if (q.data.after !== undefined && !isUuid(q.data.after)) {
+        throw notFound('job_not_found', 'after names no video of this workspace (give the id of the last video of the previous page)', 'after');
+      }
+      const page = await deps.lifecycle.list(principalOf(res), { limit: q.data.limit, after: q.data.after, order: q.data.order });
+      const data = page.jobs.map(presentOpenAiVideo);
+      sendJsonConditionally(req, res, openAiPage(data, page.has_more));
+    },
+  );
+
+  api.route(
+    {
+      method: 'get',
+      path: '/v1/videos/{id}',
+      operationId: 'openaiRetrieveVideo',
+      summary: 'Retrieve a video (client.videos.retrieve)',
+      ...OPENAI_OPERATION,
+      description: "Answered from the job's record, which its workflow keeps current. With `If-None-Match` (the `ETag` of an earlier answer), a video in which nothing changed is a 304 with no body.",
+      requestParams: { path: VIDEO_ID },
+      parameters: [IF_NONE_MATCH_PARAMETER],
+      responses: { '200': json(OpenAiVideo, 'The video.', CONDITIONAL_HEADERS), '304': NOT_MODIFIED_RESPONSE },
+      errors: { 401: undefined, 404: NO_VIDEO, 503: READS_BUSY },
+    },
+    deps.readAuth,
+    async (req, res) => {
+      const job = await deps.jobs.get(principalOf(res), String(req.params['id']));
+      res.locals['jobId'] = job.job_id;
+      sendJsonConditionally(req, res, presentOpenAiVideo(job));
+    },
+  );
+
+  api.route(
+    {
+      method: 'delete',
+      path: '/v1/videos/{id}',
+      operationId: 'openaiDeleteVideo',
+      summary: 'Delete a finished video (client.videos.delete)',
+      description: 'Deletes the stored video and its job (as DELETE /v2/videos/generations/{id}); it is a 404 from then on. The ledger keeps its entries.',
+      ...OPENAI_OPERATION,
+      requestParams: { path: VIDEO_ID },
+      responses: { '200': json(OpenAiVideoDeleted, 'Deleted.') },
+      errors: {
+        400: 'The video is still being generated (video_not_finished, `param: video_id`).',
+        401: undefined,
+        404: NO_VIDEO,
+        429: undefined,
+      },
+    },
+    deps.auth,
+    deps.limit,
+    async (req, res) => {
+      const id = String(req.params['id']);
+      res.locals['jobId'] = id;
+      try {
+        await deps.lifecycle.delete(principalOf(res), id);
+      } catch (err) {
+        // OpenAI answers a video still being made with a 400; the SDKs would retry a 409.
+        if (err instanceof ApiError && err.code === 'job_pending') {
+          throw new ApiError(400, 'invalid_request_error', 'video_not_finished', 'the video is still being generated; it can be deleted once completed or failed', 'video_id');
+        }
+        throw err;
+      }
+      res.json({ id, object: 'video.deleted', deleted: true });
+    },
+  );
+
+  api.route(
+    {
+      method: 'get',
+      path: '/v1/videos/{id}/content',
+      operationId: 'openaiDownloadVideoContent',
+      summary: 'Download a video or its thumbnail (client.videos.downloadContent)',
+      description: 'The MP4 of a completed video, or a JPEG of its first frame. `variant=spritesheet` is not offered (400 unsupported_feature).',
+      ...OPENAI_OPERATION,
+      requestParams: {
+        path: VIDEO_ID,
+        query: z.object({ variant: z.enum(['video', 'thumbnail']).optional().describe('video (default): the MP4; thumbnail: a JPEG of the first frame.') }),
+      },
+      responses: {
+        '200': {
+          description: 'The MP4 (variant video, with its Content-Length) or the JPEG (variant thumbnail).',
+          headers: { 'Content-Disposition': header('`attachment; filename="<id>.mp4"` or `inline; filename="<id>.jpg"`.') },
+          content: {
+            'video/mp4': { schema: { type: 'string', format: 'binary', contentMediaType: 'video/mp4' } },
+            'image/jpeg': { schema: { type: 'string', format: 'binary', contentMediaType: 'image/jpeg' } },
+          },
+        },
+      },
+      errors: {
+        400: 'The video is not completed (video_not_ready, `param: video_id`), or `variant` is not video or thumbnail (spritesheet: unsupported_feature).',
+        401: undefined,
+        404: 'No such video in this workspace (job_not_found), or its content is no longer stored (video_content_gone).',
+        422: 'The thumbnail cannot be made: the video is too large (video_too_large) or its first frame cannot be decoded (video_not_decodable).',
+        503: 'Too many thumbnails are being made right now (media_worker_unavailable, with Retry-After). A thumbnail is made once per video and kept.',
+      },
+    },
+    deps.auth,
+    async (req, res) => {
+      const variant = req.query['variant'] ?? 'video';
+      if (variant === 'spritesheet') throw new ApiError(400, 'invalid_request_error', 'unsupported_feature', 'variant=spritesheet is not offered by this service; use video or thumbnail', 'variant');
+      if (variant !== 'video' && variant !== 'thumbnail') throw invalidParam('variant', 'variant must be one of video, thumbnail, spritesheet');
+      const job = await deps.jobs.get(principalOf(res), String(req.params['id']));
+      res.locals['jobId'] = job.job_id;
+      const video = job.status === 'succeeded' ? job.videos[0] : undefined;
+      if (!video) {
+        throw new ApiError(400, 'invalid_request_error', 'video_not_ready', `the video is ${STATUS[job.status] ?? job.status}; its content can be downloaded once completed`, 'video_id');
+      }
+      if (variant === 'video') {
+        const stored = await deps.storage.open(video.storage_key);
+        if (!stored) throw videoContentGone();
+        res.status(200).set({ 'Content-Type': 'video/mp4', 'Content-Length': String(stored.bytes), 'Content-Disposition': `attachment; filename="${job.job_id}.mp4"` });
+        stored.stream.on('error', (err) => res.destroy(err));
+        stored.stream.pipe(res);
+        return;
+      }
+      const jpeg = await deps.thumbnails.of(job.job_id, video.storage_key);
+      res.status(200).set({ 'Content-Type': 'image/jpeg', 'Content-Disposition': `inline; filename="${job.job_id}.jpg"` }).send(jpeg);
+    },
+  );
+
+  return api;
+}

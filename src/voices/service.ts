@@ -1,0 +1,283 @@
+// The voice registry: cloned voices, each belonging to one workspace. From any other workspace a
+// voice does not exist: every operation on it answers the same 404 as an id that never existed.
+//
+// Clones are not charged; they are counted: a workspace holds at most VOICE_CLONES_PER_WORKSPACE live
+// voices (default 10; deleting one frees its slot), and a workspace without credit clones none (402),
+// so no workspace can fill the provider account's voice slots that every workspace shares. Speech
+// with a voice is what is billed.
+//
+// Deletion marks the registry row (one statement), then starts the durable provider-side deletion
+// (workflows/voice-deletion.ts) with a deadline, outside any transaction; a deletion that could not be
+// started is started by the reconciler (startPendingVoiceDeletions).
+import { randomUUID } from 'node:crypto';
+import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
+import type { Logger } from 'pino';
+import { inTransaction, type Db, type Tx } from '../db/pool.js';
+import { ApiError, notFound } from '../errors.js';
+import { VoiceProviderError, type ProviderAccountProblem, type VoiceProvider, type VoiceSample } from '../providers/voice/types.js';
+import { NOT_CONFIGURED_MESSAGE } from '../providers/voice/none.js';
+import type { ApiKeyPrincipal } from '../account/workspaces.js';
+import { isUuid } from '../video-jobs/service.js';
+import { WORKSPACE_ID_SA } from '../../workflows/messages.js';
+import { voiceDeletionWorkflowId, type VoiceDeletionInput, type voiceDeletionWorkflow } from '../../workflows/voice-deletion.js';
+
+/** Voices a workspace may hold at once unless configured (VOICE_CLONES_PER_WORKSPACE): each takes a slot of the shared provider account. */
+export const DEFAULT_VOICE_CLONES_PER_WORKSPACE = 10;
+/** Most voices a listing answers (the quota is far below it). */
+export const MAX_VOICES_LISTED = 500;
+const VOICE_LOCK_CLASS = 724_301_118;
+/** How long a voice deletion waits for Temporal to start its workflow before leaving it to the reconciler. */
+const START_DELETION_TIMEOUT_MS = 5_000;
+
+export interface VoiceRecord {
+  id: string;
+  workspace_id: string;
+  provider: string;
+  voice_id: string;
+  name: string;
+  requires_verification: boolean;
+  created_at_ms: number;
+}
+
+export interface VoicesDeps {
+  db: Db;
+  provider: VoiceProvider;
+  temporal: Client;
+  taskQueue: string;
+  logger: Logger;
+  /** Live voices a workspace may hold (default DEFAULT_VOICE_CLONES_PER_WORKSPACE). */
+  max_voices_per_workspace?: number;
+}
+
+/** What the customer is told when the operator's provider account is the problem (details go to the log). */
+const ACCOUNT_ANSWERS: Record<ProviderAccountProblem, { code: string; message: string; retry_after_s: number }> = {
+  credentials: { code: 'provider_unavailable', message: 'the voice provider is unavailable to this service right now (an operator has been alerted); try again later', retry_after_s: 60 },
+  quota_exhausted: { code: 'provider_quota_exhausted', message: "this service's voice provider account has no quota left right now (an operator has been alerted); nothing was charged: try again later", retry_after_s: 300 },
+  voice_slots_full: {
+    code: 'provider_voice_slots_full',
+    message: "this service's voice provider account cannot hold more cloned voices right now (an operator has been alerted); nothing was created: try again later",
+    retry_after_s: 300,
+  },
+};
+
+/**
+ * A provider failure as the customer's answer: the provider's refusal of the request is a 400 with its
+ * message; the operator's account (credentials, quota, voice slots) is a 503 naming the kind of problem
+ * but none of the account's details, which are logged as an error for the operator; a provider that
+ * could not be reached is a 503, logged as a warning. Anything else is returned as it is.
+ */
+export function providerFailure(err: unknown, logger?: Logger): unknown {
+  if (!(err instanceof VoiceProviderError)) return err;
+  if (err.kind === 'rejected') return new ApiError(400, 'invalid_request_error', 'provider_rejected', err.message);
+  const details = (err as { details?: unknown }).details;
+  if (err.account) {
+    logger?.error({ provider_problem: err.account, provider_message: err.message, provider_details: details }, "the voice provider refused the service's account: an operator must act");
+    const a = ACCOUNT_ANSWERS[err.account];
+    return new ApiError(503, 'provider_error', a.code, a.message, null, { 'Retry-After': String(a.retry_after_s) });
+  }
+  logger?.warn({ provider_message: err.message, provider_details: details }, 'the voice provider could not be reached');
+  return new ApiError(503, 'provider_error', 'provider_unavailable', 'the voice provider could not be reached; try again later', null, { 'Retry-After': '5' });
+}
+
+const voiceNotFound = (param: string, what: string) => notFound('voice_not_found', `no voice ${what}`, param);
+
+const SELECT_VOICE = `SELECT id, workspace_id, provider, voice_id, name, requires_verification,
+                             (extract(epoch FROM created_at) * 1000)::bigint AS created_at_ms
+                        FROM voices`;
+
+export class VoicesService {
+  constructor(private readonly deps: VoicesDeps) {}
+
+  get provider(): VoiceProvider {
+    return this.deps.provider;
+  }
+
+  /** A provider failure as the customer's answer, logged for the operator when it is theirs (providerFailure). */
+  failure(err: unknown): unknown {
+    return providerFailure(err, this.deps.logger);
+  }
+
+  /** Every voice operation answers 503 while no voice provider is configured. */
+  assertConfigured(): void {
+    if (!this.deps.provider.configured) {
+      throw new ApiError(503, 'provider_error', 'provider_not_configured', NOT_CONFIGURED_MESSAGE);
+    }
+  }
+
+  private get quota(): number {
+    return this.deps.max_voices_per_workspace ?? DEFAULT_VOICE_CLONES_PER_WORKSPACE;
+  }
+
+  /** `consent_id`: the consent the clone was made with (src/voices/consents.ts); none marks the voice requires_verification. */
+  async create(principal: ApiKeyPrincipal, input: { name: string; samples: VoiceSample[]; consent_id?: string | null }): Promise<VoiceRecord> {
+    this.assertConfigured();
+    const workspace_id = principal.workspace_id;
+    // Checked before the provider is asked: a workspace without credit or with its quota used takes no slot.
+    const available = await this.deps.db.query<{ available_micro_eur: number }>(
+      'SELECT balance_micro_eur - held_micro_eur AS available_micro_eur FROM workspaces WHERE id = $1',
+      [workspace_id],
+    );
+    if (!((available.rows[0]?.available_micro_eur ?? 0) > 0)) throw noCreditToClone();
+    if ((await this.countLive(this.deps.db, workspace_id)) >= this.quota) throw voiceLimitReached(this.quota);
+    let cloned;
+    try {
+      cloned = await this.deps.provider.cloneVoice(input);
+    } catch (err) {
+      throw providerFailure(err, this.deps.logger);
+    }
+    const id = randomUUID();
+    const provider = this.deps.provider.name;
+    try {
+      return await inTransaction(this.deps.db, async (tx) => {
+        await tx.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [VOICE_LOCK_CLASS, workspace_id]);
+        if ((await this.countLive(tx, workspace_id)) >= this.quota) throw voiceLimitReached(this.quota);
+        const r = await tx.query<VoiceRecord>(
+          `INSERT INTO voices (id, workspace_id, provider, voice_id, name, requires_verification, consent_id) VALUES ($1, $2, $3, $4, $5, $6, $7)
+           RETURNING id, workspace_id, provider, voice_id, name, requires_verification, (extract(epoch FROM created_at) * 1000)::bigint AS created_at_ms`,
+          [id, workspace_id, provider, cloned.voice_id, input.name, cloned.requires_verification || !input.consent_id, input.consent_id ?? null],
+        );
+        return r.rows[0]!;
+      });
+    } catch (err) {
+      // Not registered: the provider must not keep a voice nobody can use or delete. Unless the
+      // provider id already is another live registry row's (the unique violation on (provider,
+      // voice_id)): that voice is in use and is not deleted. (The deletion activity checks this too;
+      // if the check here fails, the deletion is scheduled and the activity decides.)
+      const liveElsewhere = await this.deps.db
+        .query('SELECT 1 FROM voices WHERE provider = $1 AND voice_id = $2 AND deleted_at IS NULL', [provider, cloned.voice_id])
+        .then((r) => (r.rowCount ?? 0) > 0)
+        .catch(() => false);
+      if (liveElsewhere) {
+        this.deps.logger.error({ provider, voice_id: cloned.voice_id }, 'a clone answered with the id of a live registered voice: not registered, not deleted');
+      } else {
+        await this.startDeletion({ registry_id: id, workspace_id, provider, voice_id: cloned.voice_id }).catch((e: unknown) =>
+          this.deps.logger.error({ err: e, provider, voice_id: cloned.voice_id }, 'could not schedule the deletion of an unregistered voice'),
+        );
+      }
+      throw err;
+    }
+  }
+
+  async list(principal: ApiKeyPrincipal): Promise<VoiceRecord[]> {
+    this.assertConfigured();
+    const r = await this.deps.db.query<VoiceRecord>(
+      `${SELECT_VOICE} WHERE workspace_id = $1 AND deleted_at IS NULL ORDER BY created_at DESC, id LIMIT $2`,
+      [principal.workspace_id, MAX_VOICES_LISTED],
+    );
+    return r.rows;
+  }
+
+  async get(principal: ApiKeyPrincipal, id: string): Promise<VoiceRecord> {
+    this.assertConfigured();
+    const r = isUuid(id)
+      ? await this.deps.db.query<VoiceRecord>(`${SELECT_VOICE} WHERE id = $1 AND workspace_id = $2 AND deleted_at IS NULL`, [id, principal.workspace_id])
+      : null;
+    const voice = r?.rows[0];
+    if (!voice) throw voiceNotFound('id', id);
+    return voice;
+  }
+
+  /**
+   * Removes the voice from the registry now (one statement: no transaction waits on Temporal) and from
+   * the provider durably: the deletion workflow is started with a deadline, and one that could not be
+   * started is started by the reconciler. The row is marked first, so the deletion activity, which
+   * never deletes a voice the registry holds live, always finds it marked.
+   */
+  async delete(principal: ApiKeyPrincipal, id: string): Promise<{ id: string }> {
+    this.assertConfigured();
+    if (!isUuid(id)) throw voiceNotFound('id', id);
+    const r = await this.deps.db.query<{ provider: string; voice_id: string }>(
+      'UPDATE voices SET deleted_at = now() WHERE id = $1 AND workspace_id = $2 AND deleted_at IS NULL RETURNING provider, voice_id',
+      [id, principal.workspace_id],
+    );
+    const row = r.rows[0];
+    if (!row) throw voiceNotFound('id', id);
+    try {
+      await this.startDeletion({ registry_id: id, workspace_id: principal.workspace_id, provider: row.provider, voice_id: row.voice_id });
+    } catch (err) {
+      this.deps.logger.warn({ err_message: (err as Error).message, registry_id: id }, 'voice deletion workflow not started now: the reconciler starts it');
+    }
+    return { id };
+  }
+
+  /**
+   * The provider voice id that `voice` (a speech request's parameter) stands for in this workspace:
+   * one of its own live cloned voices, or a preset voice of the provider. Anything else, including a
+   * deleted voice and another workspace's voice, is the same 404.
+   */
+  async resolveForSpeech(principal: ApiKeyPrincipal, voice: string): Promise<{ voice_id: string; registry_id: string | null }> {
+    const r = await this.deps.db.query<{ id: string; workspace_id: string; deleted: boolean }>(
+      'SELECT id, workspace_id, deleted_at IS NOT NULL AS deleted FROM voices WHERE provider = $1 AND voice_id = $2',
+      [this.deps.provider.name, voice],
+    );
+    const row = r.rows[0];
+    if (row) {
+      if (row.workspace_id === principal.workspace_id && !row.deleted) return { voice_id: voice, registry_id: row.id };
+    } else if (this.deps.provider.presetVoices().includes(voice)) {
+      return { voice_id: voice, registry_id: null };
+    }
+    throw voiceNotFound('voice', `"${voice}"; use a voice_id from GET /v2/audio/voices or a preset voice`);
+  }
+
+  private startDeletion(input: VoiceDeletionInput): Promise<void> {
+    return startVoiceDeletion(this.deps.temporal, this.deps.taskQueue, input);
+  }
+
+  private async countLive(q: Db | Tx, workspace_id: string): Promise<number> {
+    const r = await q.query<{ n: number }>('SELECT count(*)::bigint AS n FROM voices WHERE workspace_id = $1 AND deleted_at IS NULL', [workspace_id]);
+    return r.rows[0]!.n;
+  }
+}
+
+/** Starts a voice's provider-side deletion (once per registry id), waiting at most START_DELETION_TIMEOUT_MS. */
+export async function startVoiceDeletion(temporal: Client, taskQueue: string, input: VoiceDeletionInput): Promise<void> {
+  try {
+    await temporal.connection.withDeadline(Date.now() + START_DELETION_TIMEOUT_MS, () =>
+      temporal.workflow.start<typeof voiceDeletionWorkflow>('voiceDeletionWorkflow', {
+        workflowId: voiceDeletionWorkflowId(input.registry_id),
+        taskQueue,
+        args: [input],
+        workflowIdConflictPolicy: 'USE_EXISTING',
+        typedSearchAttributes: [{ key: WORKSPACE_ID_SA, value: input.workspace_id }],
+      }),
+    );
+  } catch (err) {
+    if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+  }
+}
+
+/**
+ * Starts the provider-side deletions of voices deleted from the registry at least `min_age_ms` ago and
+ * not yet deleted at their provider (a start that failed, or was lost with its process); up to `limit`.
+ * Starting one already running or done changes nothing (the workflow id is the registry id's).
+ */
+export async function startPendingVoiceDeletions(db: Db, temporal: Client, taskQueue: string, min_age_ms: number, limit: number): Promise<number> {
+  const r = await db.query<{ id: string; workspace_id: string; provider: string; voice_id: string }>(
+    `SELECT id, workspace_id, provider, voice_id FROM voices
+      WHERE deleted_at IS NOT NULL AND provider_deleted_at IS NULL AND deleted_at < now() - make_interval(secs => $1::float8 / 1000)
+      ORDER BY deleted_at LIMIT $2`,
+    [min_age_ms, limit],
+  );
+  for (const v of r.rows) {
+    await startVoiceDeletion(temporal, taskQueue, { registry_id: v.id, workspace_id: v.workspace_id, provider: v.provider, voice_id: v.voice_id });
+  }
+  return r.rows.length;
+}
+
+function voiceLimitReached(quota: number): ApiError {
+  return new ApiError(
+    409,
+    'invalid_request_error',
+    'voice_limit_reached',
+    `this workspace already has ${quota} cloned voices, the most it may hold at once; delete one it no longer needs first`,
+  );
+}
+
+function noCreditToClone(): ApiError {
+  return new ApiError(
+    402,
+    'insufficient_credits_error',
+    'insufficient_credits',
+    'cloning a voice needs credit in the workspace (speech with the voice is billed); nothing was created',
+  );
+}

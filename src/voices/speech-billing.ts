@@ -1,0 +1,163 @@
+// Speech's money: hold before speaking, capture on delivery, release on failure.
+//
+// A speech request reserves its cost (workspaces.held_micro_eur) before the provider is called, so at
+// most as many provider calls run as the available balance covers. Delivery captures the hold as one
+// ledger charge; a failure releases it. The request row is keyed by (workspace, Idempotency-Key): a
+// replay of a delivered request is answered from the stored audio, never by the provider, never charged
+// again. A hold whose process died mid-call is released by the reconciler after SPEECH_HOLD_TTL_MS.
+import { inTransaction, type Db } from '../db/pool.js';
+import { assertMicroEur } from '../money.js';
+import { applyEntry, isUniqueViolation, lockWorkspaceBalance, spendFromKey } from '../billing/ledger.js';
+
+/** A hold older than this belongs to a request whose process died: the reconciler releases it. */
+export const SPEECH_HOLD_TTL_MS = 10 * 60_000;
+
+export const speechChargeKey = (speechRequestId: string) => `speech_request:${speechRequestId}:charge`;
+
+export interface SpeechHoldRequest {
+  speechRequestId: string;
+  workspaceId: string;
+  /** The client's Idempotency-Key (or a fresh one): the same key from the same workspace is one request. */
+  idempotencyKey: string;
+  requestFingerprint: string;
+  model: string;
+  voice: string;
+  voiceRegistryId: string | null;
+  characters: number;
+  responseFormat: string;
+  cost_micro_eur: number;
+  /** The API key making the request: its spend limit applies to the hold. */
+  apiKeyId?: string | undefined;
+}
+
+export interface DeliveredSpeech {
+  speech_request_id: string;
+  cost_micro_eur: number;
+  audio_storage_key: string | null;
+  audio_content_type: string | null;
+}
+
+export type SpeechHoldResult =
+  | { kind: 'held'; speech_request_id: string }
+  /** The same request was delivered before: answer it again from storage, nothing charged. */
+  | { kind: 'delivered'; prior: DeliveredSpeech }
+  /** The same request is being spoken right now (another connection holds it). */
+  | { kind: 'in_progress' }
+  | { kind: 'idempotency_key_reused' }
+  | { kind: 'insufficient_credits'; available_micro_eur: number }
+  | { kind: 'key_spend_limit_exceeded' };
+
+interface SpeechRow extends DeliveredSpeech {
+  status: 'held' | 'delivered' | 'released';
+  request_fingerprint: string;
+}
+
+/** Reserves the request's cost, unless it was already delivered or is in flight. */
+export async function holdSpeech(db: Db, s: SpeechHoldRequest): Promise<SpeechHoldResult> {
+  assertMicroEur(s.cost_micro_eur);
+  if (!(s.cost_micro_eur > 0)) throw new Error('invariant: speech costs more than 0');
+  if (!(Number.isSafeInteger(s.characters) && s.characters > 0)) throw new Error('invariant: speech of characters');
+  try {
+    return await inTransaction(db, async (tx): Promise<SpeechHoldResult> => {
+      const locked = await lockWorkspaceBalance(tx, s.workspaceId);
+      const existing = await tx.query<SpeechRow>(
+        `SELECT id AS speech_request_id, status, request_fingerprint, cost_micro_eur, audio_storage_key, audio_content_type
+           FROM speech_requests WHERE workspace_id = $1 AND idempotency_key = $2`,
+        [s.workspaceId, s.idempotencyKey],
+      );
+      const prior = existing.rows[0];
+      if (prior && prior.request_fingerprint !== s.requestFingerprint) return { kind: 'idempotency_key_reused' };
+      if (prior?.status === 'delivered') return { kind: 'delivered', prior };
+      if (prior?.status === 'held') return { kind: 'in_progress' };
+      if (locked.available_micro_eur < s.cost_micro_eur) return { kind: 'insufficient_credits', available_micro_eur: locked.available_micro_eur };
+      if (s.apiKeyId !== undefined && !(await spendFromKey(tx, s.apiKeyId, s.cost_micro_eur))) return { kind: 'key_spend_limit_exceeded' };
+      if (prior) {
+        // Released before (the provider failed): this retry holds again.
+        await tx.query("UPDATE speech_requests SET status = 'held', held_at = now(), cost_micro_eur = $2, api_key_id = $3 WHERE id = $1", [
+          prior.speech_request_id,
+          s.cost_micro_eur,
+          s.apiKeyId ?? null,
+        ]);
+      } else {
+        await tx.query(
+          `INSERT INTO speech_requests (id, workspace_id, idempotency_key, request_fingerprint, model, voice, voice_registry_id,
+                                        characters, response_format, cost_micro_eur, status, held_at, api_key_id)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'held', now(), $11)`,
+          [s.speechRequestId, s.workspaceId, s.idempotencyKey, s.requestFingerprint, s.model, s.voice, s.voiceRegistryId, s.characters, s.responseFormat, s.cost_micro_eur, s.apiKeyId ?? null],
+        );
+      }
+      await tx.query('UPDATE workspaces SET held_micro_eur = held_micro_eur + $2 WHERE id = $1', [s.workspaceId, s.cost_micro_eur]);
+      return { kind: 'held', speech_request_id: prior?.speech_request_id ?? s.speechRequestId };
+    });
+  } catch (err) {
+    // Two first requests with the same key raced to insert: the loser sees the winner's row.
+    if (isUniqueViolation(err)) return holdSpeech(db, s);
+    throw err;
+  }
+}
+
+/** Turns the hold into one ledger charge, with where the audio is kept for replays. Idempotent. */
+export async function captureSpeech(
+  db: Db,
+  c: { speechRequestId: string; audioBytes: number; audioStorageKey: string; audioContentType: string },
+): Promise<{ captured: boolean; cost_micro_eur: number; balance_micro_eur: number }> {
+  if (!(Number.isSafeInteger(c.audioBytes) && c.audioBytes > 0)) throw new Error('invariant: delivered speech has audio');
+  return inTransaction(db, async (tx) => {
+    const r = await tx.query<{ workspace_id: string; status: string; cost_micro_eur: number }>(
+      'SELECT workspace_id, status, cost_micro_eur FROM speech_requests WHERE id = $1',
+      [c.speechRequestId],
+    );
+    const row = r.rows[0];
+    if (!row) throw new Error(`invariant: speech request ${c.speechRequestId} was never held`);
+    const locked = await lockWorkspaceBalance(tx, row.workspace_id);
+    // Re-read under the workspace lock: release and capture of one request are serialised by it.
+    const current = (await tx.query<{ status: string }>('SELECT status FROM speech_requests WHERE id = $1', [c.speechRequestId])).rows[0]!;
+    if (current.status === 'delivered') return { captured: false, cost_micro_eur: row.cost_micro_eur, balance_micro_eur: locked.balance_micro_eur };
+    if (current.status !== 'held') throw new Error(`invariant: speech request ${c.speechRequestId} is ${current.status}, not held`);
+    await tx.query('UPDATE workspaces SET held_micro_eur = held_micro_eur - $2 WHERE id = $1', [row.workspace_id, row.cost_micro_eur]);
+    const balance = await applyEntry(tx, {
+      workspaceId: row.workspace_id,
+      kind: 'charge',
+      amount_micro_eur: -row.cost_micro_eur,
+      idempotencyKey: speechChargeKey(c.speechRequestId),
+      speechRequestId: c.speechRequestId,
+    });
+    if (balance !== locked.balance_micro_eur - row.cost_micro_eur) throw new Error('invariant: capture moved the balance by the cost');
+    await tx.query(
+      `UPDATE speech_requests SET status = 'delivered', held_at = NULL, audio_bytes = $2, audio_storage_key = $3, audio_content_type = $4
+        WHERE id = $1`,
+      [c.speechRequestId, c.audioBytes, c.audioStorageKey, c.audioContentType],
+    );
+    return { captured: true, cost_micro_eur: row.cost_micro_eur, balance_micro_eur: balance };
+  });
+}
+
+/** Gives a held amount back (the provider failed, or the request died). Idempotent; a delivered request stays delivered. */
+export async function releaseSpeech(db: Db, speechRequestId: string): Promise<boolean> {
+  return inTransaction(db, async (tx) => {
+    const r = await tx.query<{ workspace_id: string }>('SELECT workspace_id FROM speech_requests WHERE id = $1', [speechRequestId]);
+    const row = r.rows[0];
+    if (!row) return false;
+    await lockWorkspaceBalance(tx, row.workspace_id);
+    const released = await tx.query<{ cost_micro_eur: number; api_key_id: string | null }>(
+      "UPDATE speech_requests SET status = 'released', held_at = NULL WHERE id = $1 AND status = 'held' RETURNING cost_micro_eur, api_key_id",
+      [speechRequestId],
+    );
+    const hold = released.rows[0];
+    if (hold === undefined) return false;
+    await tx.query('UPDATE workspaces SET held_micro_eur = held_micro_eur - $2 WHERE id = $1', [row.workspace_id, hold.cost_micro_eur]);
+    if (hold.api_key_id !== null) await spendFromKey(tx, hold.api_key_id, -hold.cost_micro_eur);
+    return true;
+  });
+}
+
+/** Releases holds older than `older_than_ms` (their request's process died); at most `limit`. Returns how many. */
+export async function releaseExpiredSpeechHolds(db: Db, older_than_ms: number, limit: number): Promise<number> {
+  const r = await db.query<{ id: string }>(
+    "SELECT id FROM speech_requests WHERE status = 'held' AND held_at < now() - make_interval(secs => $1 / 1000.0) ORDER BY held_at LIMIT $2",
+    [older_than_ms, limit],
+  );
+  let released = 0;
+  for (const { id } of r.rows) if (await releaseSpeech(db, id)) released++;
+  return released;
+}

@@ -1,0 +1,156 @@
+// POST /v2/audio/speech: JSON in, audio bytes out (charged once delivered; see ./speech.ts).
+import type { RequestHandler } from 'express';
+import { CreateSpeechBody, idempotencyKeyOf } from '../http/schemas.js';
+import { ApiRouter, header, type RouteContract } from '../http/openapi.js';
+import { speechBodyExample, speechBodySchema } from '../models/openapi-bodies.js';
+import { jsonBody } from '../http/json-body.js';
+import { principalOf } from '../http/auth.js';
+import { microEurToEur } from '../money.js';
+import type { SpeechService } from './speech.js';
+import { sendSpeechStream } from './speech-stream.js';
+
+/** The JSON in the `data` of each server-sent event of a streamed speech (./speech-stream.ts). */
+const SPEECH_EVENT_DATA = {
+  oneOf: [
+    {
+      type: 'object',
+      description: 'The next bytes of the audio, in the response_format asked for.',
+      required: ['type', 'audio'],
+      properties: { type: { const: 'speech.audio.delta' }, audio: { type: 'string', contentEncoding: 'base64', description: 'Base64 of the next bytes.' } },
+    },
+    {
+      type: 'object',
+      description: 'The audio is complete (the last event); characters stand in for tokens.',
+      required: ['type', 'usage'],
+      properties: {
+        type: { const: 'speech.audio.done' },
+        usage: {
+          type: 'object',
+          required: ['input_tokens', 'output_tokens', 'total_tokens'],
+          properties: { input_tokens: { type: 'integer', minimum: 0 }, output_tokens: { type: 'integer', minimum: 0 }, total_tokens: { type: 'integer', minimum: 0 } },
+        },
+      },
+    },
+    {
+      type: 'object',
+      description: 'The provider failed mid-stream (the last event); nothing was charged.',
+      required: ['type', 'error'],
+      properties: {
+        type: { const: 'error' },
+        error: { type: 'object', required: ['type', 'code', 'message'], properties: { type: { type: 'string' }, code: { type: 'string' }, message: { type: 'string' }, param: { type: ['string', 'null'] } } },
+      },
+    },
+  ],
+};
+
+/**
+ * One server-sent event, as the HTML standard's event stream parses it (`event` is "message": none is
+ * named), its `data` one JSON object. In OpenAPI 3.1 the media type's schema describes each event.
+ */
+export const SPEECH_SSE_EVENT = {
+  type: 'object',
+  description: 'One event of the stream (stream_format "sse"): `data: <JSON>` lines, each a speech.audio.delta, then one speech.audio.done (or an error).',
+  required: ['data'],
+  properties: {
+    event: { type: 'string', const: 'message', description: 'No event name is sent: the default, "message".' },
+    data: { type: 'string', contentMediaType: 'application/json', contentSchema: SPEECH_EVENT_DATA },
+    id: { type: 'string' },
+    retry: { type: 'integer' },
+  },
+};
+
+/** What speech answers, by media type: the audio of each response_format, or server-sent events (stream_format "sse"). */
+export const SPEECH_CONTENT = Object.fromEntries([
+  ...['audio/wav', 'audio/pcm', 'audio/mpeg', 'audio/ogg', 'audio/aac', 'audio/flac'].map((t) => [t, { schema: { type: 'string', format: 'binary', contentMediaType: t } }] as const),
+  ['text/event-stream', { schema: SPEECH_SSE_EVENT }] as const,
+]);
+
+/** The errors speech can answer. */
+export const SPEECH_ERRORS: RouteContract['errors'] = {
+  400: 'Invalid request, e.g. blank or too long `input`, or a response_format the model does not offer.',
+  401: undefined,
+  402: undefined,
+  403: undefined,
+  404: 'Unknown model (model_not_found, `param: model`) or voice (voice_not_found, `param: voice`).',
+  409: undefined,
+  429: undefined,
+  502: undefined,
+  503: 'No voice provider is configured, or it could not be reached.',
+};
+
+export function speechRoutes(deps: { auth: RequestHandler; limit: RequestHandler; speech: SpeechService }): ApiRouter {
+  const api = new ApiRouter();
+  // With no voice provider every request is a 503, whatever its body.
+  const configured: RequestHandler = (_req, _res, next) => {
+    deps.speech.assertConfigured();
+    next();
+  };
+
+  api.route(
+    {
+      method: 'post',
+      path: '/v2/audio/speech',
+      operationId: 'createSpeech',
+      tag: 'Speech',
+      summary: 'Text to speech',
+      description:
+        'Speaks `input` with `voice` and answers the audio. Charged per character, once the audio is produced; a provider failure charges nothing. ' +
+        'With an `Idempotency-Key`, a retry with the same body answers again without a second charge.',
+      security: 'apiKey',
+      idempotent: true,
+      // One variant per speech model of the configured voice provider, with its limits.
+      body: { component: 'CreateSpeechBody', schema: CreateSpeechBody, example: speechBodyExample, override: speechBodySchema },
+      responses: {
+        '200': {
+          description:
+            'The audio, in `response_format` (wav, pcm, mp3, opus, aac or flac, as the model offers). With `stream_format: "audio"` the bytes are streamed while ' +
+            'they are made; with `"sse"`, as `speech.audio.delta` and `speech.audio.done` server-sent events.',
+          headers: {
+            'Content-Disposition': header('`inline; filename="speech.wav"` (or .pcm).'),
+            'X-Speech-Request-Id': header('The speech request id (derived from the Idempotency-Key when given).', { type: 'string', format: 'uuid' }),
+            'X-Model': header('The model that spoke.'),
+            'X-Characters': header('Characters billed (Unicode code points).', { type: 'integer', minimum: 1 }),
+            'X-Cost-In-Euro': header('The charge, in euros.', { type: 'number' }),
+            'Idempotent-Replayed': header('`true` when this answers an Idempotency-Key retry (not charged again).', { type: 'string', const: 'true' }),
+          },
+          content: SPEECH_CONTENT,
+        },
+      },
+      errors: SPEECH_ERRORS,
+    },
+    deps.auth,
+    deps.limit,
+    configured,
+    jsonBody,
+    async (req, res) => {
+      const body = CreateSpeechBody.parse(req.body);
+      const idempotencyKey = idempotencyKeyOf(req);
+      if (body.stream_format !== undefined) {
+        const stream = await deps.speech.speakStream(principalOf(res), body, idempotencyKey);
+        sendSpeechStream(res, stream, body.stream_format, {
+          'X-Speech-Request-Id': stream.speech_request_id,
+          'X-Model': stream.model,
+          'X-Characters': String(stream.characters),
+          'X-Cost-In-Euro': String(microEurToEur(stream.cost_micro_eur)),
+          ...(stream.replayed ? { 'Idempotent-Replayed': 'true' } : {}),
+        });
+        return;
+      }
+      const speech = await deps.speech.speak(principalOf(res), body, idempotencyKey);
+      res
+        .status(200)
+        .set({
+          'Content-Type': speech.content_type,
+          'Content-Disposition': `inline; filename="speech.${body.response_format ?? 'wav'}"`,
+          'X-Speech-Request-Id': speech.speech_request_id,
+          'X-Model': speech.model,
+          'X-Characters': String(speech.characters),
+          'X-Cost-In-Euro': String(microEurToEur(speech.cost_micro_eur)),
+          ...(speech.replayed ? { 'Idempotent-Replayed': 'true' } : {}),
+        })
+        .send(speech.audio);
+    },
+  );
+
+  return api;
+}

@@ -1,0 +1,305 @@
+// Text to speech: validate against the catalog, resolve the voice within the workspace, hold the cost,
+// synthesise, keep the audio, capture the hold, and hand the audio out (src/voices/speech-billing.ts).
+// The provider is called only with money held for it: at most as many calls run as the balance covers.
+// A provider failure releases the hold (nothing charged). One request per (workspace, Idempotency-Key):
+// a replay of a delivered request is answered from the kept audio, never by the provider, never charged
+// again; while the first is in flight a replay is a 409; with another body it is a 409.
+//
+// The provider always makes PCM; ../media/audio-encode.ts turns it into the format asked for. The formats
+// FFmpeg encodes (opus, aac, flac) take a place in the media worker's speech lane before the provider is
+// called, kept until the encode is done: audio the provider made (and billed us for) always finds its
+// encoder, and a full lane is a 503 with the hold released before any provider call. A streamed
+// answer (`speakStream`) is held the same way before the provider is called, and its first bytes go out
+// as soon as the provider's first chunk is encoded: if the provider fails before it made anything, the
+// hold is released and the request answered with the error; if it fails after, the hold is released
+// (nothing charged) and the stream is cut. Once the provider finished, the hold is captured. A client
+// that goes away mid-stream does not stop that: the service reads the provider to the end (the provider
+// bills the whole synthesis) and captures, so the client is charged for what the provider made.
+import { createHash, randomUUID } from 'node:crypto';
+import { PassThrough, type Readable } from 'node:stream';
+import type { Db } from '../db/pool.js';
+import { uuidForKey } from '../ids.js';
+import { captureSpeech, holdSpeech, releaseSpeech } from './speech-billing.js';
+import type { Storage } from '../storage/local.js';
+import { defaultSpeechModelFor, findSpeechModel, speechCostMicroEur, type SpeechModel, type SpeechResponseFormat } from '../models/catalog.js';
+import { ApiError, invalidParam, keySpendLimitExceeded, notFound } from '../errors.js';
+import { microEurToEur } from '../money.js';
+import { creditsCharged } from '../metrics.js';
+import { keyAllowsModel, type ApiKeyPrincipal } from '../account/workspaces.js';
+import type { VoicesService } from './service.js';
+import { audioEncoder, needsMediaWorker, pcmRateOf, type SpeechFormat } from '../media/audio-encode.js';
+import type { FfmpegWasm, MediaReservation } from '../media/ffmpeg-wasm.js';
+import { SIM_SAMPLE_RATE_HZ } from '../providers/voice/simulator.js';
+
+export interface SpeechInput {
+  model?: string | undefined;
+  input: string;
+  voice: string;
+  response_format?: SpeechResponseFormat | undefined;
+  speed?: number | undefined;
+}
+
+/** A streamed speech: what is known when it starts, and its bytes as they are made. */
+export interface SpeechStream extends Omit<SpeechResult, 'audio'> {
+  /** Ends when the audio is complete; errors (and is cut) when the provider failed midway. */
+  body: Readable;
+  /** Settles when the money is settled (captured, or released after a failure; `unsettled` when the database failed, left to the reconciler); never rejects. */
+  settled: Promise<'captured' | 'released' | 'unsettled'>;
+}
+
+/** What `prepare` leaves: the request held (call the provider), or delivered before (replay). */
+type Prepared =
+  | { kind: 'replay'; result: SpeechResult }
+  | { kind: 'held'; speechRequestId: string; model: SpeechModel; voice_id: string; format: SpeechFormat; characters: number; text: string; speed: number | undefined };
+
+export interface SpeechResult {
+  audio: Buffer;
+  content_type: string;
+  speech_request_id: string;
+  model: string;
+  characters: number;
+  cost_micro_eur: number;
+  /** An Idempotency-Key retry of a request already charged: delivered again, not charged again. */
+  replayed: boolean;
+}
+
+/** Characters as billed and limited: Unicode code points. */
+export const countCharacters = (text: string) => [...text].length;
+
+/** A speech request id derived from (workspace, Idempotency-Key). */
+export function speechRequestIdForKey(workspaceId: string, key: string): string {
+  return uuidForKey('speech', workspaceId, key);
+}
+
+const insufficientCredits = (cost_micro_eur: number) =>
+  new ApiError(
+    402,
+    'insufficient_credits_error',
+    'insufficient_credits',
+    `the workspace balance does not cover the cost of this speech (${microEurToEur(cost_micro_eur)} EUR); nothing was charged`,
+  );
+const audioKey = (speechRequestId: string, format: string) => `speech/${speechRequestId}.${format}`;
+
+async function readAll(stream: Readable): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of stream) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks);
+}
+
+const keyReused = () =>
+  new ApiError(409, 'idempotency_error', 'idempotency_key_reused', 'this Idempotency-Key was already used with different parameters');
+
+export class SpeechService {
+  constructor(private readonly deps: { db: Db; voices: VoicesService; storage: Storage; ffmpeg: FfmpegWasm }) {}
+
+  assertConfigured(): void {
+    this.deps.voices.assertConfigured();
+  }
+
+  resolveModel(principal: ApiKeyPrincipal, requested: string | undefined): SpeechModel {
+    const provider = this.deps.voices.provider;
+    const model = requested === undefined ? defaultSpeechModelFor(provider.name) : findSpeechModel(requested);
+    if (!model) {
+      if (requested === undefined) throw new ApiError(503, 'provider_error', 'provider_not_configured', `no speech model is available for voice provider ${provider.name}`);
+      throw notFound('model_not_found', `speech model "${requested}" does not exist`, 'model');
+    }
+    if (model.provider !== provider.name) {
+      throw new ApiError(503, 'provider_error', 'provider_not_configured', `the provider of model ${model.id} is not configured`, 'model');
+    }
+    if (!keyAllowsModel(principal, model.id)) {
+      throw new ApiError(403, 'permission_error', 'model_not_permitted', `this API key is not permitted to use model "${model.id}"`, 'model');
+    }
+    return model;
+  }
+
+  /** Validates, resolves the voice and holds the cost (or finds the request delivered before). */
+  private async prepare(principal: ApiKeyPrincipal, body: SpeechInput, idempotencyKey: string | undefined, streamed: boolean): Promise<Prepared> {
+    this.deps.voices.assertConfigured();
+    const model = this.resolveModel(principal, body.model);
+    const format = body.response_format ?? 'wav';
+    if (!model.response_formats.includes(format)) {
+      throw invalidParam('response_format', `response_format must be one of ${model.response_formats.join(', ')} for model ${model.id}`);
+    }
+    if (body.input.trim().length === 0) throw invalidParam('input', 'input must not be empty');
+    const characters = countCharacters(body.input);
+    if (characters > model.max_input_chars) {
+      throw invalidParam('input', `input must be at most ${model.max_input_chars} characters for model ${model.id} (it has ${characters})`);
+    }
+    const voice = await this.deps.voices.resolveForSpeech(principal, body.voice);
+    const cost_micro_eur = speechCostMicroEur(model, characters);
+    const workspaceId = principal.workspace_id;
+    // A streamed WAV differs from a whole one (its sizes are unknown): another request under the same key.
+    const fingerprint = createHash('sha256')
+      .update(JSON.stringify([model.id, voice.voice_id, body.input, format, ...(body.speed !== undefined && body.speed !== 1 ? [body.speed] : []), ...(streamed ? ['stream'] : [])]))
+      .digest('hex');
+    const held = await holdSpeech(this.deps.db, {
+      speechRequestId: idempotencyKey ? speechRequestIdForKey(workspaceId, idempotencyKey) : randomUUID(),
+      workspaceId,
+      idempotencyKey: idempotencyKey ?? randomUUID(),
+      requestFingerprint: fingerprint,
+      model: model.id,
+      voice: voice.voice_id,
+      voiceRegistryId: voice.registry_id,
+      characters,
+      responseFormat: format,
+      cost_micro_eur,
+      apiKeyId: principal.key_id,
+    });
+    const result = { model: model.id, characters };
+    switch (held.kind) {
+      case 'idempotency_key_reused':
+        throw keyReused();
+      case 'insufficient_credits':
+        throw insufficientCredits(cost_micro_eur);
+      case 'key_spend_limit_exceeded':
+        throw keySpendLimitExceeded();
+      case 'in_progress':
+        throw new ApiError(409, 'idempotency_error', 'idempotency_request_in_progress', 'a request with this Idempotency-Key is being answered; retry in a moment', null, {
+          'Retry-After': '1',
+        });
+      case 'delivered': {
+        const audio = held.prior.audio_storage_key ? await this.deps.storage.open(held.prior.audio_storage_key) : null;
+        if (!audio) throw new ApiError(410, 'invalid_request_error', 'speech_no_longer_available', 'this request was delivered and charged once; its audio is no longer kept');
+        return {
+          kind: 'replay',
+          result: {
+            ...result,
+            audio: await readAll(audio.stream),
+            content_type: held.prior.audio_content_type ?? 'application/octet-stream',
+            speech_request_id: held.prior.speech_request_id,
+            cost_micro_eur: held.prior.cost_micro_eur,
+            replayed: true,
+          },
+        };
+      }
+      case 'held':
+        return { kind: 'held', speechRequestId: held.speech_request_id, model, voice_id: voice.voice_id, format, characters, text: body.input, speed: body.speed };
+    }
+  }
+
+  /**
+   * The encoder's place for a format FFmpeg encodes (null for the others), reserved before the provider
+   * is called; a full lane releases the hold (nothing was called, nothing charged) and is the 503.
+   */
+  private async reserveEncoder(speechRequestId: string, format: SpeechFormat): Promise<MediaReservation | null> {
+    if (!needsMediaWorker(format)) return null;
+    try {
+      return this.deps.ffmpeg.reserve('speech');
+    } catch (err) {
+      await releaseSpeech(this.deps.db, speechRequestId).catch(() => {});
+      throw err;
+    }
+  }
+
+  /** The whole speech as one file. */
+  async speak(principal: ApiKeyPrincipal, body: SpeechInput, idempotencyKey: string | undefined): Promise<SpeechResult> {
+    const prepared = await this.prepare(principal, body, idempotencyKey, false);
+    if (prepared.kind === 'replay') return prepared.result;
+    const { speechRequestId, model, format, characters } = prepared;
+    const key = audioKey(speechRequestId, format);
+    const place = await this.reserveEncoder(speechRequestId, format);
+    let speech: { audio: Buffer; content_type: string };
+    try {
+      let pcm;
+      try {
+        pcm = await this.deps.voices.provider.synthesize({ model: model.id, voice_id: prepared.voice_id, text: prepared.text, format: 'pcm', speed: prepared.speed });
+      } catch (err) {
+        throw this.deps.voices.failure(err);
+      }
+      if (pcm.audio.length === 0) {
+        throw new ApiError(502, 'provider_error', 'provider_invalid_response', 'the voice provider returned no audio; nothing was charged');
+      }
+      const encoder = audioEncoder(format, pcmRateOf(pcm.content_type), place?.run ?? null, false);
+      speech = { audio: Buffer.concat([encoder.push(pcm.audio), await encoder.end()]), content_type: encoder.content_type };
+      // Kept for replays of this Idempotency-Key, so they never reach the provider.
+      await this.deps.storage.put(key, speech.audio, speech.content_type).catch((err: Error) => {
+        throw new ApiError(503, 'api_error', 'storage_unavailable', `the audio could not be kept (${err.message}); nothing was charged`, null, { 'Retry-After': '5' });
+      });
+    } catch (err) {
+      // Nothing delivered: give the hold back (if this fails too, the reconciler releases it later).
+      await releaseSpeech(this.deps.db, speechRequestId).catch(() => {});
+      throw err;
+    } finally {
+      place?.release();
+    }
+    const captured = await captureSpeech(this.deps.db, {
+      speechRequestId,
+      audioBytes: speech.audio.length,
+      audioStorageKey: key,
+      audioContentType: speech.content_type,
+    });
+    if (captured.captured) creditsCharged.inc({ kind: 'speech' }, captured.cost_micro_eur);
+    return { model: model.id, characters, audio: speech.audio, content_type: speech.content_type, speech_request_id: speechRequestId, cost_micro_eur: captured.cost_micro_eur, replayed: false };
+  }
+
+  /**
+   * The speech streamed while the provider makes it. Resolves once the provider's first chunk is in
+   * (an error before that is thrown, nothing charged); the money then settles on its own (see the top).
+   */
+  async speakStream(principal: ApiKeyPrincipal, body: SpeechInput, idempotencyKey: string | undefined): Promise<SpeechStream> {
+    const prepared = await this.prepare(principal, body, idempotencyKey, true);
+    if (prepared.kind === 'replay') {
+      const r = prepared.result;
+      const out = new PassThrough();
+      out.end(r.audio);
+      return { ...r, body: out, settled: Promise.resolve('captured') };
+    }
+    const { speechRequestId, model, format, characters } = prepared;
+    const place = await this.reserveEncoder(speechRequestId, format);
+    const provider = this.deps.voices.provider;
+    const request = { model: model.id, voice_id: prepared.voice_id, text: prepared.text, speed: prepared.speed };
+    const rate_hz = provider.pcm_rate_hz ?? SIM_SAMPLE_RATE_HZ;
+    const source: AsyncIterable<Buffer> = provider.synthesizeStream
+      ? provider.synthesizeStream(request)
+      : (async function* () {
+          yield (await provider.synthesize({ ...request, format: 'pcm' })).audio;
+        })();
+    const chunks = source[Symbol.asyncIterator]();
+    const release = () => releaseSpeech(this.deps.db, speechRequestId).catch(() => false);
+    let first: IteratorResult<Buffer>;
+    try {
+      first = await chunks.next();
+      if (first.done || first.value.length === 0) throw new ApiError(502, 'provider_error', 'provider_invalid_response', 'the voice provider returned no audio; nothing was charged');
+    } catch (err) {
+      place?.release();
+      await release();
+      throw this.deps.voices.failure(err);
+    }
+    const encoder = audioEncoder(format, rate_hz, place?.run ?? null, true);
+    const out = new PassThrough();
+    const sent: Buffer[] = [];
+    const send = (b: Buffer) => {
+      if (b.length === 0) return;
+      sent.push(b);
+      if (!out.destroyed) out.write(b);
+    };
+    // Reads the provider to its end whatever the client does, then settles the money.
+    const settled = (async (): Promise<'captured' | 'released' | 'unsettled'> => {
+      try {
+        send(encoder.push(first.value));
+        for (let next = await chunks.next(); !next.done; next = await chunks.next()) send(encoder.push(next.value));
+        send(await encoder.end());
+      } catch (err) {
+        await release();
+        out.destroy(err instanceof Error ? err : new Error(String(err)));
+        return 'released';
+      } finally {
+        place?.release();
+      }
+      const audio = Buffer.concat(sent);
+      const key = audioKey(speechRequestId, format);
+      // Kept for replays; the audio was delivered, so a storage failure does not undo the charge.
+      await this.deps.storage.put(key, audio, encoder.content_type).catch(() => {});
+      out.end();
+      try {
+        const captured = await captureSpeech(this.deps.db, { speechRequestId, audioBytes: audio.length, audioStorageKey: key, audioContentType: encoder.content_type });
+        if (captured.captured) creditsCharged.inc({ kind: 'speech' }, captured.cost_micro_eur);
+        return 'captured';
+      } catch {
+        return 'unsettled';
+      }
+    })();
+    const cost_micro_eur = speechCostMicroEur(model, characters);
+    return { content_type: encoder.content_type, speech_request_id: speechRequestId, model: model.id, characters, cost_micro_eur, replayed: false, body: out, settled };
+  }
+}

@@ -1,0 +1,215 @@
+// Status reads: a job is read from its record, which the workflow's activities write before the
+// workflow's own state changes, so a GET is never staler than a query of the workflow, and costs no
+// workflow task. Conditional reads (ETag, If-None-Match) on /v2 and /v1, and the list of pending jobs.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { ADMIN_TOKEN, assertAuditHolds, http, newCustomer, simJob, startStack, type Stack } from '../helpers/stack.js';
+import { jobStateQuery, videoJobWorkflowId, type VideoJobState } from '../../workflows/messages.js';
+import express from 'express';
+import type { AddressInfo } from 'node:net';
+import { pino } from 'pino';
+import { jobReadGate } from '../../src/http/read-gate.js';
+import { errorHandler } from '../../src/http/errors.js';
+
+let stack: Stack;
+before(async () => {
+  stack = await startStack();
+});
+after(async () => {
+  await stack.stop();
+});
+
+const jobPath = (id: string) => `/v2/videos/generations/${id}`;
+const query = (id: string): Promise<VideoJobState> => stack.api.temporal.workflow.getHandle(videoJobWorkflowId(id)).query(jobStateQuery);
+
+/** How far a job has got, as a query or a GET shows it: accepted, submitted (a backend took it), settled. */
+function progressOf(j: { status: string; backend: string | null }): number {
+  if (j.status === 'succeeded' || j.status === 'failed') return 2;
+  return j.backend === null ? 0 : 1;
+}
+
+async function waitUntil(what: string, check: () => Promise<boolean>, timeout_ms = 20_000): Promise<void> {
+  const deadline = Date.now() + timeout_ms;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+describe('status reads', () => {
+  test('a GET right after each query of the workflow is never staler than the query, and a settled job reads settled at once', async () => {
+    const c = await newCustomer(stack, 10);
+    const created = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: simJob({ delay_ms: 400, videos: 1 }, { n: 2 }) });
+    assert.equal(created.status, 202, JSON.stringify(created.body));
+    const id = created.body.id as string;
+    let compared = 0;
+    for (const deadline = Date.now() + 30_000; ; ) {
+      assert.ok(Date.now() < deadline, 'the job settles within 30 s');
+      const live = await query(id);
+      const read = await http(stack.baseUrl, 'GET', jobPath(id), { token: c.key });
+      assert.equal(read.status, 200);
+      compared++;
+      assert.ok(progressOf(read.body) >= progressOf(live), `GET ${JSON.stringify(read.body)} is behind the query ${JSON.stringify(live)}`);
+      if (live.backend !== null) assert.equal(read.body.backend, live.backend);
+      if (live.status === 'succeeded' || live.status === 'failed') {
+        // The workflow has settled: the very next GET says exactly what it says.
+        assert.equal(read.body.status, live.status);
+        assert.equal(Math.round(read.body.cost_in_euro * 1_000_000), live.cost_micro_eur);
+        assert.equal(Math.round(read.body.refunded_in_euro * 1_000_000), live.refunded_micro_eur);
+        assert.equal(read.body.videos.length, live.videos.length);
+        assert.deepEqual(read.body.error, live.error);
+        assert.notEqual(read.body.completed, null);
+        break;
+      }
+    }
+    assert.ok(compared > 1, 'the job was compared while pending too');
+    assert.equal((await http(stack.baseUrl, 'GET', jobPath(id), { token: c.key })).body.status, 'succeeded');
+    await assertAuditHolds(stack);
+  });
+
+  test('a cancelled job reads cancelled and refunded the moment the cancel answers, as its workflow says', async () => {
+    const c = await newCustomer(stack, 10);
+    const created = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: simJob({ delay_ms: 600_000 }) });
+    assert.equal(created.status, 202);
+    const id = created.body.id as string;
+    const cancelled = await http(stack.baseUrl, 'POST', `${jobPath(id)}/cancel`, { token: c.key });
+    assert.equal(cancelled.status, 200, JSON.stringify(cancelled.body));
+    const read = await http(stack.baseUrl, 'GET', jobPath(id), { token: c.key });
+    assert.equal(read.status, 200);
+    // The cancel's answer is the workflow's settled state (the update's result); the GET reads the record.
+    for (const field of ['status', 'error', 'cost_in_euro', 'refunded_in_euro', 'videos', 'backend'] as const) {
+      assert.deepEqual(read.body[field], cancelled.body[field], field);
+    }
+    assert.equal(read.body.error.code, 'cancelled');
+    const inspected = await http(stack.baseUrl, 'GET', `/admin/v1/video-jobs/${id}`, { token: ADMIN_TOKEN });
+    assert.equal(inspected.status, 200, JSON.stringify(inspected.body));
+    assert.equal(inspected.body.workflow.status, 'failed');
+    assert.deepEqual(inspected.body.workflow.state.error, inspected.body.record.error);
+    assert.equal(inspected.body.workflow.state.refunded_in_euro, inspected.body.record.refunded_in_euro);
+    await assertAuditHolds(stack);
+  });
+
+  test('ETag and If-None-Match on /v2 and /v1 job reads and on the list: 304 while nothing changed, a new tag when anything does', async () => {
+    const c = await newCustomer(stack, 10);
+    const created = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: simJob({ delay_ms: 600_000 }) });
+    assert.equal(created.status, 202);
+    const id = created.body.id as string;
+    await waitUntil('the submission', async () => (await http(stack.baseUrl, 'GET', jobPath(id), { token: c.key })).body.backend !== null);
+
+    for (const path of [jobPath(id), `/v1/videos/${id}`, '/v2/videos/generations?status=pending', '/v1/videos']) {
+      const first = await http(stack.baseUrl, 'GET', path, { token: c.key });
+      assert.equal(first.status, 200, path);
+      const etag = first.headers.get('etag');
+      assert.match(etag ?? '', /^"[A-Za-z0-9_-]{32}"$/, `${path}: a strong tag`);
+      assert.equal(first.headers.get('cache-control'), 'private, no-cache', path);
+      const again = await http(stack.baseUrl, 'GET', path, { token: c.key });
+      assert.equal(again.headers.get('etag'), etag, `${path}: the same answer, the same tag`);
+      for (const inm of [etag!, `W/${etag}`, `"other", ${etag}`, '*']) {
+        const notModified = await http(stack.baseUrl, 'GET', path, { token: c.key, headers: { 'if-none-match': inm } });
+        assert.equal(notModified.status, 304, `${path} If-None-Match: ${inm}`);
+        assert.equal(notModified.body, '');
+        assert.equal(notModified.headers.get('etag'), etag);
+      }
+      const other = await http(stack.baseUrl, 'GET', path, { token: c.key, headers: { 'if-none-match': '"something-else"' } });
+      assert.equal(other.status, 200, path);
+    }
+
+    // Anything in the answer changes: the provider's progress moves.
+    const before = await http(stack.baseUrl, 'GET', jobPath(id), { token: c.key });
+    const beforeV1 = await http(stack.baseUrl, 'GET', `/v1/videos/${id}`, { token: c.key });
+    await stack.db.query('UPDATE video_jobs SET progress = 37 WHERE id = $1', [id]);
+    const moved = await http(stack.baseUrl, 'GET', jobPath(id), { token: c.key, headers: { 'if-none-match': before.headers.get('etag')! } });
+    assert.equal(moved.status, 200);
+    assert.equal(moved.body.progress, 37);
+    assert.notEqual(moved.headers.get('etag'), before.headers.get('etag'));
+    const movedV1 = await http(stack.baseUrl, 'GET', `/v1/videos/${id}`, { token: c.key, headers: { 'if-none-match': beforeV1.headers.get('etag')! } });
+    assert.equal(movedV1.status, 200);
+    assert.equal(movedV1.body.progress, 37);
+
+    // The job settles: the tag of the pending job no longer matches.
+    const cancelled = await http(stack.baseUrl, 'POST', `${jobPath(id)}/cancel`, { token: c.key });
+    assert.equal(cancelled.status, 200);
+    const settled = await http(stack.baseUrl, 'GET', jobPath(id), { token: c.key, headers: { 'if-none-match': moved.headers.get('etag')! } });
+    assert.equal(settled.status, 200);
+    assert.equal(settled.body.status, 'failed');
+    // Another workspace's job is a 404 whatever the tag.
+    const stranger = await newCustomer(stack, 1);
+    const foreign = await http(stack.baseUrl, 'GET', jobPath(id), { token: stranger.key, headers: { 'if-none-match': '*' } });
+    assert.equal(foreign.status, 404);
+    await assertAuditHolds(stack);
+  });
+
+  test('job reads pass a gate: beyond its permits they wait their turn without holding anything, beyond its queue they are a 503', async () => {
+    // A gate of 2 permits and 1 waiting place in front of a read that holds until released; a write beside it.
+    const releases: (() => void)[] = [];
+    let running = 0;
+    const app = express();
+    app.get('/read', jobReadGate(2, 1), async (_req, res) => {
+      running++;
+      await new Promise<void>((r) => releases.push(r));
+      running--;
+      res.json({ ok: true });
+    });
+    app.post('/write', (_req, res) => {
+      res.json({ running });
+    });
+    app.use(errorHandler(pino({ level: 'silent' })));
+    const server = app.listen(0, '127.0.0.1');
+    await new Promise((r) => server.once('listening', r));
+    const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    try {
+      const reads = [fetch(`${base}/read`), fetch(`${base}/read`), fetch(`${base}/read`)];
+      await waitUntil('two reads admitted', async () => running === 2);
+      // The third waits for a permit; a fourth finds the waiting place taken.
+      const refused = await fetch(`${base}/read`);
+      assert.equal(refused.status, 503);
+      assert.equal((await refused.json()).error.code, 'server_busy');
+      assert.ok(refused.headers.get('retry-after'));
+      // What is not a read is not held back by them.
+      assert.deepEqual(await (await fetch(`${base}/write`, { method: 'POST' })).json(), { running: 2 });
+      releases.shift()!();
+      await waitUntil('the waiting read admitted', async () => running === 2 && releases.length === 2);
+      for (const release of releases.splice(0)) release();
+      for (const r of await Promise.all(reads)) assert.equal(r.status, 200);
+    } finally {
+      server.close();
+    }
+  });
+
+  // Last: it stops this stack's worker.
+  test('a GET and the list of pending jobs never ask the workflow: with no worker running they answer at once', async () => {
+    const c = await newCustomer(stack, 10);
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const created = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: simJob({ delay_ms: 600_000 }) });
+      assert.equal(created.status, 202);
+      ids.push(created.body.id);
+    }
+    for (const id of ids) await waitUntil('the submissions', async () => (await query(id)).backend !== null);
+    await stack.worker!.shutdown();
+    // A query now waits for a worker that never comes.
+    for (const id of ids) {
+      const t0 = performance.now();
+      const read = await http(stack.baseUrl, 'GET', jobPath(id), { token: c.key });
+      const elapsed_ms = performance.now() - t0;
+      assert.equal(read.status, 200);
+      assert.equal(read.body.status, 'pending');
+      assert.equal(read.body.backend, 'simulator');
+      assert.ok(elapsed_ms < 1_500, `GET took ${elapsed_ms.toFixed(0)} ms`);
+      const v1 = await http(stack.baseUrl, 'GET', `/v1/videos/${id}`, { token: c.key });
+      assert.equal(v1.body.status, 'in_progress');
+    }
+    const t0 = performance.now();
+    const list = await http(stack.baseUrl, 'GET', '/v2/videos/generations?status=pending&limit=100', { token: c.key });
+    assert.ok(performance.now() - t0 < 1_500);
+    assert.equal(list.status, 200);
+    assert.deepEqual(new Set(list.body.data.map((j: { id: string }) => j.id)), new Set(ids));
+    assert.ok(list.body.data.every((j: { status: string; backend: string }) => j.status === 'pending' && j.backend === 'simulator'));
+    // The operator's inspection asks the workflow, and says that it did not answer.
+    const inspected = await http(stack.baseUrl, 'GET', `/admin/v1/video-jobs/${ids[0]}`, { token: ADMIN_TOKEN });
+    assert.equal(inspected.status, 200);
+    assert.equal(inspected.body.record.status, 'pending');
+    assert.equal(inspected.body.workflow.state, null);
+    assert.equal(typeof inspected.body.workflow.failure, 'string');
+  });
+});
