@@ -3,7 +3,7 @@ import type { RequestHandler } from 'express';
 import type { Db } from '../db/pool.js';
 import { principalOf } from '../http/auth.js';
 import { pageQueryOf } from '../http/page-query.js';
-import { Balance, LedgerEntryList, LedgerPageQuery } from '../http/schemas.js';
+import { Balance, LedgerEntryList, LedgerPageQuery } from './schemas.js';
 import { ApiRouter, json, PAGE_400 } from '../http/openapi.js';
 import { microEurToEur } from '../money.js';
 import { balanceOf, LEDGER_ENTRY_ID_PREFIX, listLedgerEntries, type LedgerEntryRecord } from './statement.js';

@@ -1,7 +1,8 @@
 // The customer's balance and ledger statement (GET /v2/balance, GET /v2/ledger): read-only views of
 // the workspace's own ledger, newest first, by keyset on the entry id (index ledger_entries_workspace_id).
 import type { Db } from '../db/pool.js';
-import { LEDGER_ENTRY_ID_PREFIX, type PageQuery } from '../http/schemas.js';
+import type { PageQuery } from '../http/schemas.js';
+import { LEDGER_ENTRY_ID_PREFIX } from './schemas.js';
 import { getWorkspace } from './workspaces.js';
 import { cursorOf, pageOf, type Page } from '../db/pagination.js';
 

@@ -3,7 +3,8 @@
 import type { RequestHandler } from 'express';
 import { z } from 'zod';
 import type { Db } from '../db/pool.js';
-import { AddCreditsBody, AdminVideoJob, ApiKey, ApiKeyRevoked, CreateApiKeyBody, CreateWorkspaceBody, idempotencyKeyOf, LedgerAudit, SetWorkspaceLimitsBody, Workspace, WorkspaceCredits } from '../http/schemas.js';
+import { idempotencyKeyOf } from '../http/schemas.js';
+import { AddCreditsBody, AdminVideoJob, ApiKey, ApiKeyRevoked, CreateApiKeyBody, CreateWorkspaceBody, LedgerAudit, SetWorkspaceLimitsBody, Workspace, WorkspaceCredits } from './schemas.js';
 import { ApiRouter, json } from '../http/openapi.js';
 import { apiKeyBodySchema } from '../models/openapi-bodies.js';
 import { jsonBody } from '../http/json-body.js';

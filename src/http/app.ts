@@ -28,6 +28,19 @@ import { consoleRoutes } from '../service/console-routes.js';
 import { providerCallbackRoutes, type ProviderCallbackDeps } from '../video-jobs/callback-routes.js';
 import { healthRoutes } from '../service/health-routes.js';
 import { buildOpenApiDocument, type ApiRouter, type OpenApiDocument } from './openapi.js';
+import * as SharedSchemas from './schemas.js';
+import * as SharedOpenAiSchemas from './openai/schemas.js';
+import * as VideoJobSchemas from '../video-jobs/schemas.js';
+import * as VideoJobOpenAiSchemas from '../video-jobs/openai-schemas.js';
+import * as ModelSchemas from '../models/schemas.js';
+import * as ModelOpenAiSchemas from '../models/openai-schemas.js';
+import * as VoiceSchemas from '../voices/schemas.js';
+import * as VoiceOpenAiSchemas from '../voices/openai-schemas.js';
+import * as ServiceSchemas from '../service/schemas.js';
+import * as AdminSchemas from '../admin/schemas.js';
+import * as AccountSchemas from '../account/schemas.js';
+import * as WebhookSchemas from '../webhooks/schemas.js';
+import { webhookOperations } from '../webhooks/openapi.js';
 import { methodNotAllowed, optionsAllow } from './method-not-allowed.js';
 import { handleMetricsRequest, observeHttpRequest } from '../metrics.js';
 import { FfmpegWasm } from '../media/ffmpeg-wasm.js';
@@ -88,6 +101,22 @@ function withReadLimit(auth: express.RequestHandler, readLimit: express.RequestH
       readLimit(req, res, next);
     });
 }
+
+/** The response components of the OpenAPI document, from every feature: /v2's, then /v1's. */
+export const RESPONSE_COMPONENTS = {
+  ...SharedSchemas.RESPONSE_COMPONENTS,
+  ...VideoJobSchemas.RESPONSE_COMPONENTS,
+  ...ModelSchemas.RESPONSE_COMPONENTS,
+  ...VoiceSchemas.RESPONSE_COMPONENTS,
+  ...ServiceSchemas.RESPONSE_COMPONENTS,
+  ...AdminSchemas.RESPONSE_COMPONENTS,
+  ...AccountSchemas.RESPONSE_COMPONENTS,
+  ...WebhookSchemas.RESPONSE_COMPONENTS,
+  ...SharedOpenAiSchemas.OPENAI_RESPONSE_COMPONENTS,
+  ...VideoJobOpenAiSchemas.OPENAI_RESPONSE_COMPONENTS,
+  ...ModelOpenAiSchemas.OPENAI_RESPONSE_COMPONENTS,
+  ...VoiceOpenAiSchemas.OPENAI_RESPONSE_COMPONENTS,
+};
 
 export function createApp(deps: AppDeps): express.Express {
   const app = express();
@@ -165,7 +194,10 @@ export function createApp(deps: AppDeps): express.Express {
   for (const r of routers) app.use(r.router);
   app.use(consoleRoutes({ logger: deps.logger }));
   const documentContext = { simulator: deps.simulator, vertex: deps.vertex ?? false, voiceProvider: deps.voiceProvider, production: deps.production ?? false };
-  const document: OpenApiDocument = buildOpenApiDocument(documentContext, [...routers, health].flatMap((r) => r.contracts));
+  const document: OpenApiDocument = buildOpenApiDocument(documentContext, [...routers, health].flatMap((r) => r.contracts), {
+    responses: RESPONSE_COMPONENTS,
+    webhooks: webhookOperations(),
+  });
   app.use(methodNotAllowed(app));
   app.use(notFoundRoute);
   app.use(errorHandler(deps.logger));

@@ -17,10 +17,10 @@
 //   );
 //
 // Schemas are zod: request bodies, parameters and responses are the very zod schemas the routes
-// validate with (./schemas.ts), turned into JSON Schema by zod-openapi (which calls zod's own
+// validate with (each feature's schemas.ts), turned into JSON Schema by zod-openapi (which calls zod's own
 // z.toJSONSchema: io 'input' for requests, 'output' for responses). A request body is a component
-// named by its contract (`body.component`); a response schema listed in RESPONSE_SCHEMAS below is a
-// component named after its export, any other is inlined. A contract's tag must be one of TAGS.
+// named by its contract (`body.component`); a response schema the features list (DocumentParts below) is a
+// component named after its key there, any other is inlined. A contract's tag must be one of TAGS.
 // A body taken in several media types (JSON or multipart) is a list of bodies, one component each.
 // Errors have one shape per surface: ErrorResponse, or OpenAI's (OpenAiErrorResponse) for a contract
 // of the OpenAI-compatible /v1 routes (`errorShape: 'openai'`).
@@ -42,7 +42,6 @@ import { createDocument, type ZodOpenApiOperationObject, type ZodOpenApiPathsObj
 import * as S from './schemas.js';
 import * as OpenAi from './openai/schemas.js';
 import { JSON_BODY_LIMIT_BYTES } from './json-body.js';
-import type { ModelAvailability } from '../models/openapi-bodies.js';
 import { JSON_VALUE_COMPONENT, JSON_VALUE_SCHEMA, refuseNul } from './openapi-no-nul.js';
 import { projectPath } from '../paths.js';
 
@@ -53,50 +52,25 @@ export type ObjectSchema = JsonSchema & { properties: Record<string, JsonSchema>
 const MiB = 1024 * 1024;
 export const bytesText = (n: number) => (n % MiB === 0 ? `${n / MiB} MiB` : n % 1024 === 0 ? `${n / 1024} KiB` : `${n} bytes`);
 
+/** What serves the models here: the simulator, Vertex AI, the configured voice provider. */
+export interface ModelAvailability {
+  simulator: boolean;
+  vertex: boolean;
+  voiceProvider: string;
+}
+
 /** What the document depends on in this process: which models are served, and production mode (webhook targets). */
 export type DocumentContext = ModelAvailability & { production?: boolean };
 
-/** Responses: component name -> response schema of ./schemas.ts (io 'output'). */
-export const RESPONSE_SCHEMAS = {
-  ErrorResponse: S.ErrorResponse,
-  VideoJob: S.VideoJob,
-  VideoJobList: S.VideoJobList,
-  VideoJobDeleted: S.VideoJobDeleted,
-  Model: S.Model,
-  VideoModel: S.VideoModel,
-  SpeechModel: S.SpeechModel,
-  ModelList: S.ModelList,
-  Voice: S.Voice,
-  VoiceList: S.VoiceList,
-  VoiceDeleted: S.VoiceDeleted,
-  Health: S.Health,
-  Workspace: S.Workspace,
-  WorkspaceCredits: S.WorkspaceCredits,
-  ApiKey: S.ApiKey,
-  LedgerAudit: S.LedgerAudit,
-  ApiKeyRevoked: S.ApiKeyRevoked,
-  Balance: S.Balance,
-  LedgerEntry: S.LedgerEntry,
-  LedgerEntryList: S.LedgerEntryList,
-  WebhookEndpoint: S.WebhookEndpoint,
-  WebhookEndpointCreated: S.WebhookEndpointCreated,
-  WebhookEndpointList: S.WebhookEndpointList,
-  WebhookEndpointDeleted: S.WebhookEndpointDeleted,
-  WebhookDeliveryAttempt: S.WebhookDeliveryAttempt,
-  WebhookDeliveryAttemptList: S.WebhookDeliveryAttemptList,
-  WebhookEvent: S.WebhookEvent,
-  OpenAiErrorResponse: OpenAi.OpenAiErrorResponse,
-  OpenAiVideo: OpenAi.OpenAiVideo,
-  OpenAiVideoList: OpenAi.OpenAiVideoList,
-  OpenAiVideoDeleted: OpenAi.OpenAiVideoDeleted,
-  OpenAiModel: OpenAi.OpenAiModel,
-  OpenAiModelList: OpenAi.OpenAiModelList,
-  VoiceConsent: OpenAi.VoiceConsent,
-  VoiceConsentList: OpenAi.VoiceConsentList,
-  VoiceConsentDeleted: OpenAi.VoiceConsentDeleted,
-  OpenAiVoice: OpenAi.OpenAiVoice,
-  OpenAiVoiceDeleted: OpenAi.OpenAiVoiceDeleted,
-} satisfies Record<string, z.ZodType>;
+/**
+ * The parts of the document the features give: the response components (component name -> response
+ * schema, io 'output'; each feature lists its own in RESPONSE_COMPONENTS) and what this service POSTs to
+ * webhook endpoints (the document's `webhooks`, by event type).
+ */
+export interface DocumentParts {
+  responses: Record<string, z.ZodType>;
+  webhooks: Record<string, { post: ZodOpenApiOperationObject }>;
+}
 
 const TAGS = [
   { name: 'Videos', description: 'Video generation jobs.' },
@@ -185,7 +159,7 @@ export class ApiRouter {
   }
 }
 
-/** A JSON response of `schema` (a component when it is one of RESPONSE_SCHEMAS). */
+/** A JSON response of `schema` (a component when it is one of DocumentParts' responses). */
 export const json = (schema: z.ZodType, description: string, headers?: Record<string, Obj>): ZodOpenApiResponseObject => ({
   description,
   ...(headers ? { headers } : {}),
@@ -272,23 +246,6 @@ function operation(c: RouteContract, ctx: DocumentContext): ZodOpenApiOperationO
   };
 }
 
-/** What this service POSTs to a webhook endpoint for an event type (the document's `webhooks`). */
-function webhookOperation(type: string): ZodOpenApiOperationObject {
-  const h = (name: string, description: string) => ({ name, in: 'header' as const, required: true, description, schema: { type: 'string' as const } });
-  return {
-    operationId: type === 'video.generation.succeeded' ? 'videoGenerationSucceededEvent' : 'videoGenerationFailedEvent',
-    tags: ['Webhooks'],
-    summary: type === 'video.generation.succeeded' ? 'A video generation job succeeded' : 'A video generation job failed (or was cancelled)',
-    parameters: [
-      h('webhook-id', 'The event id (`evt_...`), the same on every attempt: process each event once.'),
-      h('webhook-timestamp', 'Unix seconds of this attempt; refuse one too far from now (e.g. 5 minutes).'),
-      h('webhook-signature', '`v1,<base64 HMAC-SHA256>` over "<webhook-id>.<webhook-timestamp>.<raw body>" with the endpoint secret.'),
-    ],
-    requestBody: { required: true, content: { 'application/json': { schema: { $ref: '#/components/schemas/WebhookEvent' } } } },
-    responses: { '200': { description: 'Any 2xx within 10 s accepts the event; anything else is retried.' } },
-  };
-}
-
 function packageVersion(): string {
   try {
     return String((JSON.parse(fs.readFileSync(projectPath('package.json'), 'utf8')) as { version?: unknown }).version ?? '0.0.0');
@@ -312,8 +269,8 @@ export type OpenApiDocument = {
   components: { schemas: Record<string, JsonSchema>; parameters: Obj; securitySchemes: Obj };
 };
 
-/** The document of the operations `contracts` declare, for a process whose models are served as `ctx` says. */
-export function buildOpenApiDocument(ctx: DocumentContext, contracts: readonly RouteContract[]): OpenApiDocument {
+/** The document of the operations `contracts` declare, for a process whose models are served as `ctx` says, with the features' `parts`. */
+export function buildOpenApiDocument(ctx: DocumentContext, contracts: readonly RouteContract[], parts: DocumentParts): OpenApiDocument {
   const paths: ZodOpenApiPathsObject = {};
   const bodies = new Map<string, BodyContract>();
   for (const c of contracts) {
@@ -332,9 +289,9 @@ export function buildOpenApiDocument(ctx: DocumentContext, contracts: readonly R
     },
     tags: TAGS.map((t) => ({ ...t })),
     paths,
-    webhooks: Object.fromEntries(S.WebhookEventType.options.map((type) => [type, { post: webhookOperation(type) }])),
+    webhooks: parts.webhooks,
     components: {
-      schemas: { ...Object.fromEntries([...bodies].map(([name, b]) => [name, b.schema])), ...RESPONSE_SCHEMAS },
+      schemas: { ...Object.fromEntries([...bodies].map(([name, b]) => [name, b.schema])), ...parts.responses },
       parameters: {
         IdempotencyKey: {
           name: 'Idempotency-Key',

@@ -8,7 +8,7 @@ import { keyAllowsModel, type ApiKeyPrincipal } from '../account/workspaces.js';
 import { principalOf } from '../http/auth.js';
 import { notFound } from '../errors.js';
 import { ApiRouter, json } from '../http/openapi.js';
-import { OpenAiModel, OpenAiModelList } from '../http/openai/schemas.js';
+import { OpenAiModel, OpenAiModelList } from './openai-schemas.js';
 import { OPENAI_OPERATION } from '../http/openai/errors.js';
 
 /** The catalog has no dates: every model is reported as created at this service's first release. */

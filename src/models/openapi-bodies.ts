@@ -13,18 +13,12 @@ import {
   type SpeechModel,
   type VideoModel,
 } from './catalog.js';
-import { IMAGE_MAX_BYTES } from '../http/schemas.js';
+import { IMAGE_MAX_BYTES } from '../video-jobs/schemas.js';
 import { imageInputSchema } from './openapi-images.js';
+import type { ModelAvailability } from '../http/openapi.js';
 
 type JsonSchema = Record<string, unknown>;
 type ObjectSchema = JsonSchema & { properties: Record<string, JsonSchema>; required?: string[] };
-
-/** What serves the models here: the simulator, Vertex AI, the configured voice provider. */
-export interface ModelAvailability {
-  simulator: boolean;
-  vertex: boolean;
-  voiceProvider: string;
-}
 
 /** The JSON Schema of the simulator's `parameters.simulate` (src/providers/video/simulator.ts). */
 export type SimulateJsonSchema = ObjectSchema;

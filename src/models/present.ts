@@ -2,7 +2,7 @@
 // job's representation is src/video-jobs/present.ts: webhook events carry it too.)
 import { microEurToEur } from '../money.js';
 import type { PricePerSecond, SpeechModel, VideoBackend, VideoModel, VideoModelAlias } from './catalog.js';
-import { IMAGE_MAX_BYTES } from '../http/schemas.js';
+import { IMAGE_MAX_BYTES } from '../video-jobs/schemas.js';
 import { SIM_PRESET_VOICES } from '../providers/voice/simulator.js';
 import { ELEVENLABS_PRESET_VOICES } from '../providers/voice/elevenlabs.js';
 

@@ -9,7 +9,7 @@ import { principalOf } from '../http/auth.js';
 import { notFound } from '../errors.js';
 import { presentSpeechModel, presentVideoModel, presentVideoModelAlias } from './present.js';
 import { ApiRouter, json } from '../http/openapi.js';
-import { Model, ModelList } from '../http/schemas.js';
+import { Model, ModelList } from './schemas.js';
 
 export function modelRoutes(deps: { auth: RequestHandler; simulator: boolean; vertex?: boolean; fal?: boolean; replicate?: boolean; voiceProvider: string }): ApiRouter {
   const api = new ApiRouter();

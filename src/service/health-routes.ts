@@ -1,5 +1,5 @@
 // GET /healthz and GET /livez (the process is up) and GET /readyz (PostgreSQL and Temporal are reachable).
-import { Health } from '../http/schemas.js';
+import { Health } from './schemas.js';
 import { ApiRouter, json } from '../http/openapi.js';
 
 export function healthRoutes(deps: { ready: () => Promise<boolean> }): ApiRouter {

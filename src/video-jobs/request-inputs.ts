@@ -5,7 +5,7 @@
 import { createHash } from 'node:crypto';
 import type { VideoModel } from '../models/catalog.js';
 import { ApiError, invalidParam } from '../errors.js';
-import { IMAGE_MAX_BYTES, type CreateVideoBody } from '../http/schemas.js';
+import { IMAGE_MAX_BYTES, type CreateVideoBody } from './schemas.js';
 import { sniffImage } from '../media/image-sniff.js';
 import type { InputImage } from '../providers/video/types.js';
 

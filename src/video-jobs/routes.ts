@@ -2,7 +2,8 @@
 // parse, call the service, present.
 import type { RequestHandler } from 'express';
 import { z } from 'zod';
-import { CreateVideoBody, IMAGE_MAX_BYTES, idempotencyKeyOf, ListVideoJobsQuery, VideoJob, VideoJobDeleted, VideoJobList } from '../http/schemas.js';
+import { idempotencyKeyOf } from '../http/schemas.js';
+import { CreateVideoBody, IMAGE_MAX_BYTES, ListVideoJobsQuery, VideoJob, VideoJobDeleted, VideoJobList } from './schemas.js';
 import { ApiRouter, bareJsonSchema, bytesText, header, json } from '../http/openapi.js';
 import { videoBodyExample, videoBodySchema } from '../models/openapi-bodies.js';
 import { SimulateSchema } from '../providers/video/simulator.js';

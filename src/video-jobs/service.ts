@@ -26,7 +26,7 @@ import { isDependencyDown, RETRY_AFTER_S } from '../dependency-errors.js';
 import { decideAcceptance, foreseeRefusal, recordForeseenRefusal, type ForeseenRefusal } from './billing.js';
 import { requestFingerprint, type Fingerprint } from './request-fingerprint.js';
 import { readKeyedVideoJob, readVideoJob } from './records.js';
-import type { CreateVideoBody } from '../http/schemas.js';
+import type { CreateVideoBody } from './schemas.js';
 import { keyAllowsModel, type ApiKeyPrincipal } from '../account/workspaces.js';
 import { inputsFingerprint, resolveVideoRequestInputs } from './request-inputs.js';
 import { discardVideoJobInputs, storeVideoJobInputs } from './images.js';

@@ -24,7 +24,7 @@ import type { VoiceConsentRecord, VoiceConsentsService } from './consents.js';
 import { VOICE_503, VOICE_UPLOAD_LIMITS, VoiceName } from './routes.js';
 import { ApiRouter, bytesText, json, type BodyContract } from '../http/openapi.js';
 import { OPENAI_OPERATION } from '../http/openai/errors.js';
-import { OpenAiVoice, OpenAiVoiceDeleted, VoiceConsent, VoiceConsentDeleted, VoiceConsentList } from '../http/openai/schemas.js';
+import { OpenAiVoice, OpenAiVoiceDeleted, VoiceConsent, VoiceConsentDeleted, VoiceConsentList } from './openai-schemas.js';
 import { openAiPage } from '../http/openai/page.js';
 
 /** A BCP 47 language tag, as far as its shape goes: "en", "en-US", "zh-Hant-TW". */

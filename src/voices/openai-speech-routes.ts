@@ -6,7 +6,8 @@
 // Without stream_format the answer is one complete file. Charged exactly as /v2/audio/speech.
 import type { RequestHandler } from 'express';
 import { z } from 'zod';
-import { CreateSpeechBody, idempotencyKeyOf } from '../http/schemas.js';
+import { idempotencyKeyOf } from '../http/schemas.js';
+import { CreateSpeechBody } from './schemas.js';
 import { fromZodError } from '../errors.js';
 import { jsonBody } from '../http/json-body.js';
 import { principalOf } from '../http/auth.js';

@@ -10,7 +10,7 @@ import { text } from '../zod-text.js';
 import { AUDIO_CONTENT_TYPES, SNIFF_BYTES, sniffAudio, type AudioFormat } from '../media/audio-sniff.js';
 import type { VoiceRecord, VoicesService } from './service.js';
 import { ApiRouter, bytesText, json } from '../http/openapi.js';
-import { Voice, VoiceDeleted, VoiceList } from '../http/schemas.js';
+import { Voice, VoiceDeleted, VoiceList } from './schemas.js';
 import type { VoiceConsentsService } from './consents.js';
 
 const MiB = 1024 * 1024;

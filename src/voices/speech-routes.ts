@@ -1,6 +1,7 @@
 // POST /v2/audio/speech: JSON in, audio bytes out (charged once delivered; see ./speech.ts).
 import type { RequestHandler } from 'express';
-import { CreateSpeechBody, idempotencyKeyOf } from '../http/schemas.js';
+import { idempotencyKeyOf } from '../http/schemas.js';
+import { CreateSpeechBody } from './schemas.js';
 import { ApiRouter, header, type RouteContract } from '../http/openapi.js';
 import { speechBodyExample, speechBodySchema } from '../models/openapi-bodies.js';
 import { jsonBody } from '../http/json-body.js';

@@ -12,7 +12,7 @@ import {
   WebhookEndpointCreated,
   WebhookEndpointDeleted,
   WebhookEndpointList,
-} from '../http/schemas.js';
+} from './schemas.js';
 import { ApiRouter, json, PAGE_400 } from '../http/openapi.js';
 import { webhookUrlPattern } from './target-policy.js';
 import { pageQueryOf } from '../http/page-query.js';

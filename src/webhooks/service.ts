@@ -5,7 +5,8 @@
 import { randomUUID } from 'node:crypto';
 import { inTransaction, type Db } from '../db/pool.js';
 import { ApiError, invalidParam, notFound } from '../errors.js';
-import { DELIVERY_ATTEMPT_ID_PREFIX, type PageQuery } from '../http/schemas.js';
+import type { PageQuery } from '../http/schemas.js';
+import { DELIVERY_ATTEMPT_ID_PREFIX } from './schemas.js';
 import { generateWebhookSecret } from './signature.js';
 import { WEBHOOK_EVENT_TYPES, type WebhookEventType } from './events.js';
 import { parseWebhookUrl, WebhookTargetError, type TargetPolicy } from './target-policy.js';

@@ -10,7 +10,7 @@ import http from 'node:http';
 import zlib from 'node:zlib';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import * as messages from '../../workflows/messages.js';
-import { PARAMETERS_MAX_BYTES, PARAMETERS_MAX_DEPTH } from '../../src/http/schemas.js';
+import { PARAMETERS_MAX_BYTES, PARAMETERS_MAX_DEPTH } from '../../src/video-jobs/schemas.js';
 import { MAX_LARGE_BODIES_PER_KEY } from '../../src/http/in-flight.js';
 import { VIDEO_CREATE_MAX_CONCURRENT_LARGE_BODIES } from '../../src/video-jobs/routes.js';
 import { unreachableDependency } from '../../src/dependency-errors.js';

@@ -3,10 +3,10 @@
 // OpenAI-compatible /v1 ones included (each route is mounted from its contract, so this guards
 // against a route mounted around one; the /v1 routes of features not offered are the listed
 // exception, each answering 400 unsupported_feature); its schemas are z.toJSONSchema of the zod
-// schemas the API validates with (request bodies) and of the response schemas of
-// src/http/schemas.ts and src/http/openai/schemas.ts; every error answer is its surface's one shape
-// (OpenAI's under /v1); and real responses of the running API, looked up by the operation and status
-// that answered them, parse with the schema documented there. The page is Swagger UI from its npm
+// schemas the API validates with (request bodies) and of the response schemas of each feature's
+// schemas.ts and openai-schemas.ts (and the shared src/http/schemas.ts); every error answer is its
+// surface's one shape (OpenAI's under /v1); and real responses of the running API, looked up by the
+// operation and status that answered them, parse with the schema documented there. The page is Swagger UI from its npm
 // package, everything served from this origin.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -14,10 +14,20 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { createRequire } from 'node:module';
 import { z } from 'zod';
-import * as S from '../../src/http/schemas.js';
-import * as OS from '../../src/http/openai/schemas.js';
-import { RESPONSE_SCHEMAS, type OpenApiDocument } from '../../src/http/openapi.js';
-import { createApp, type AppDeps } from '../../src/http/app.js';
+import * as SharedSchemas from '../../src/http/schemas.js';
+import * as VideoJobSchemas from '../../src/video-jobs/schemas.js';
+import * as ModelSchemas from '../../src/models/schemas.js';
+import * as VoiceSchemas from '../../src/voices/schemas.js';
+import * as ServiceSchemas from '../../src/service/schemas.js';
+import * as AdminSchemas from '../../src/admin/schemas.js';
+import * as AccountSchemas from '../../src/account/schemas.js';
+import * as WebhookSchemas from '../../src/webhooks/schemas.js';
+import * as SharedOpenAiSchemas from '../../src/http/openai/schemas.js';
+import * as VideoJobOpenAiSchemas from '../../src/video-jobs/openai-schemas.js';
+import * as ModelOpenAiSchemas from '../../src/models/openai-schemas.js';
+import * as VoiceOpenAiSchemas from '../../src/voices/openai-schemas.js';
+import type { OpenApiDocument } from '../../src/http/openapi.js';
+import { createApp, RESPONSE_COMPONENTS as RESPONSE_SCHEMAS, type AppDeps } from '../../src/http/app.js';
 import { ApiError, type ErrorType } from '../../src/errors.js';
 import type { errorBody } from '../../src/http/errors.js';
 import type { presentVoice } from '../../src/voices/routes.js';
@@ -39,6 +49,10 @@ import { encodeWav } from '../../src/providers/voice/simulator.js';
 import { ADMIN_TOKEN, http, newCustomer, simJob, startStack, waitForJob, type HttpResult, type Stack } from '../helpers/stack.js';
 import { pngImage, pngOfSize } from '../helpers/images.js';
 import { startReceiver } from '../helpers/webhook-receiver.js';
+
+/** The schemas of /v2 and of /v1, by their exports. */
+const S = { ...SharedSchemas, ...VideoJobSchemas, ...ModelSchemas, ...VoiceSchemas, ...ServiceSchemas, ...AdminSchemas, ...AccountSchemas, ...WebhookSchemas };
+const OS = { ...SharedOpenAiSchemas, ...VideoJobOpenAiSchemas, ...ModelOpenAiSchemas, ...VoiceOpenAiSchemas };
 
 // ---------------------------------------------------------------------------------------------
 // Compile-time: the documented enums are the code's own, and what the presenters return has the
@@ -160,7 +174,7 @@ function documented(method: string, path: string, status: number, contentType: s
   if (!ref) return null;
   const name = ref.split('/').pop()!;
   const schema = SCHEMAS[name];
-  assert.ok(schema instanceof z.ZodType, `${name} is not a zod schema exported by src/http/schemas.ts or src/http/openai/schemas.ts`);
+  assert.ok(schema instanceof z.ZodType, `${name} is not a zod schema exported by a schemas.ts or openai-schemas.ts`);
   return { name, schema };
 }
 
@@ -399,12 +413,12 @@ describe('schemas are generated from zod', () => {
     }
   });
 
-  test('every response component is z.toJSONSchema (io output) of the response schema of that name in schemas.ts (openai/schemas.ts for /v1)', () => {
+  test('every response component is z.toJSONSchema (io output) of the response schema of that name in a schemas.ts (openai-schemas.ts for /v1)', () => {
     const names = Object.keys(RESPONSE_SCHEMAS);
     assert.deepEqual(Object.keys(doc.components.schemas).sort(), [...requestComponents(), JSON_VALUE_COMPONENT, ...names].sort());
     for (const name of names) {
       const schema = SCHEMAS[name];
-      assert.ok(schema instanceof z.ZodType, `${name} is not exported by src/http/schemas.ts or src/http/openai/schemas.ts`);
+      assert.ok(schema instanceof z.ZodType, `${name} is not exported by a schemas.ts or openai-schemas.ts`);
       assert.deepEqual(withoutDiscriminators(inlined(doc.components.schemas[name])), jsonSchemaOf(schema, 'output'), name);
     }
   });

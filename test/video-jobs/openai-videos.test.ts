@@ -8,7 +8,7 @@ import OpenAI, { toFile } from 'openai';
 import { assertAuditHolds, balanceMicro, http, newCustomer, startStack, type Stack } from '../helpers/stack.js';
 import { inspectMp4 } from '../helpers/mp4.js';
 import { pngImage, pngOfSize } from '../helpers/images.js';
-import { IMAGE_MAX_BYTES } from '../../src/http/schemas.js';
+import { IMAGE_MAX_BYTES } from '../../src/video-jobs/schemas.js';
 
 let stack: Stack;
 before(async () => {

@@ -6,7 +6,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import http from 'node:http';
-import { IMAGE_MAX_BYTES, NEGATIVE_PROMPT_MAX_CHARS } from '../../src/http/schemas.js';
+import { IMAGE_MAX_BYTES, NEGATIVE_PROMPT_MAX_CHARS } from '../../src/video-jobs/schemas.js';
 import { VIDEO_CREATE_MAX_CONCURRENT_LARGE_BODIES } from '../../src/video-jobs/routes.js';
 import { MAX_LARGE_BODIES_PER_KEY } from '../../src/http/in-flight.js';
 import { assertAuditHolds, balanceMicro, http as api, newCustomer, simJob, startStack, waitForJob, type Stack } from '../helpers/stack.js';
