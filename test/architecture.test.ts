@@ -1,0 +1,129 @@
+// The direction of imports between the folders of src/, workflows/ and activities/, read from the
+// import and export declarations (and dynamic imports) of every module with TypeScript's own parser:
+//   1. src/http/ is the HTTP plumbing: it imports no feature folder, except the composition roots that
+//      mount the features' routers (COMPOSITION_ROOTS) and the few imports HTTP_FEATURE_IMPORTS names;
+//   2. outside src/http/, a module imports only the plumbing of src/http/ that features build on
+//      (HTTP_PUBLIC); the app itself (./app.ts) only the API process's wiring does (APP_IMPORTERS);
+//   3. only a route module (or a composition root) imports a route module: a feature's service,
+//      billing, records and the like do not, and activities/ and workflows/ import nothing of src/http/;
+//   4. workflow code is deterministic: workflows/ imports values only from workflows/ and the Temporal
+//      workflow packages; anything else it names is a type (`import type`), erased before it runs.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import ts from 'typescript';
+
+/** The feature folders of src/: each holds its routes beside its services and records. */
+const FEATURES = ['src/account', 'src/admin', 'src/models', 'src/service', 'src/video-jobs', 'src/voices', 'src/webhooks'];
+
+/** The modules of src/http/ that mount the features' routers. */
+const COMPOSITION_ROOTS = ['src/http/app.ts', 'src/http/openai/index.ts'];
+
+/** Who makes the app: the API process's wiring, the one module outside src/http/ that imports its composition root. */
+const APP_IMPORTERS = ['src/runtime/api.ts'];
+
+/** The imports of a feature by src/http/ outside its composition roots, each for the reason given. */
+const HTTP_FEATURE_IMPORTS: Record<string, string[]> = {
+  // The API key middleware looks the key up in the account's records.
+  'src/http/auth.ts': ['src/account/workspaces.ts'],
+};
+
+/** What of src/http/ the rest of the service may import: the plumbing routes are built with. */
+const HTTP_PUBLIC = [
+  'src/http/auth.ts',
+  'src/http/base-url.ts',
+  'src/http/conditional.ts',
+  'src/http/errors.ts',
+  'src/http/in-flight.ts',
+  'src/http/json-body.ts',
+  'src/http/method-not-allowed.ts',
+  'src/http/multipart.ts',
+  'src/http/openapi-no-nul.ts',
+  'src/http/openapi.ts',
+  'src/http/page-query.ts',
+  'src/http/rate-limit.ts',
+  'src/http/read-gate.ts',
+  'src/http/schemas.ts',
+  'src/http/openai/errors.ts',
+  'src/http/openai/page.ts',
+];
+
+/** What workflow code may import values from, besides workflows/ itself. */
+const WORKFLOW_PACKAGES = ['@temporalio/workflow', '@temporalio/common'];
+
+const isRouteModule = (file: string) => FEATURES.some((f) => file.startsWith(`${f}/`)) && /(^|\/|-)routes\.ts$/.test(file);
+const isHttp = (file: string) => file.startsWith('src/http/');
+const isFeature = (file: string) => FEATURES.some((f) => file.startsWith(`${f}/`));
+
+interface Import {
+  from: string;
+  /** The imported module: a repository path (src/x.ts) for a relative import, else the package name. */
+  to: string;
+  typeOnly: boolean;
+}
+
+function modulesUnder(dir: string): string[] {
+  return fs
+    .readdirSync(dir, { recursive: true, encoding: 'utf8' })
+    .filter((f) => f.endsWith('.ts'))
+    .map((f) => path.posix.join(dir, f.split(path.sep).join('/')));
+}
+
+function importsOf(file: string): Import[] {
+  const source = ts.createSourceFile(file, fs.readFileSync(file, 'utf8'), ts.ScriptTarget.Latest, false);
+  const found: Import[] = [];
+  const add = (specifier: string, typeOnly: boolean) => {
+    const to = specifier.startsWith('.') ? path.posix.normalize(path.posix.join(path.posix.dirname(file), specifier)).replace(/\.js$/, '.ts') : specifier;
+    found.push({ from: file, to, typeOnly });
+  };
+  const visit = (node: ts.Node) => {
+    if (ts.isImportDeclaration(node) && ts.isStringLiteral(node.moduleSpecifier)) add(node.moduleSpecifier.text, node.importClause?.isTypeOnly ?? false);
+    else if (ts.isExportDeclaration(node) && node.moduleSpecifier && ts.isStringLiteral(node.moduleSpecifier)) add(node.moduleSpecifier.text, node.isTypeOnly);
+    else if (ts.isCallExpression(node) && node.expression.kind === ts.SyntaxKind.ImportKeyword && node.arguments[0] && ts.isStringLiteral(node.arguments[0])) add(node.arguments[0].text, false);
+    ts.forEachChild(node, visit);
+  };
+  visit(source);
+  return found;
+}
+
+/** Every import of the service's code that breaks one of the rules, with the rule it breaks. */
+function violations(imports: readonly Import[]): string[] {
+  const out: string[] = [];
+  for (const { from, to, typeOnly } of imports) {
+    const edge = `${from} -> ${to}`;
+    if (isHttp(from) && isFeature(to) && !COMPOSITION_ROOTS.includes(from) && !HTTP_FEATURE_IMPORTS[from]?.includes(to)) out.push(`${edge}: src/http/ imports a feature outside its composition root`);
+    if (!isHttp(from) && isHttp(to) && !HTTP_PUBLIC.includes(to) && !(to === COMPOSITION_ROOTS[0] && APP_IMPORTERS.includes(from))) out.push(`${edge}: imports a file of src/http/ that is not its public plumbing`);
+    if (isRouteModule(to) && !isRouteModule(from) && !COMPOSITION_ROOTS.includes(from)) out.push(`${edge}: a module that is no route imports a route module`);
+    if ((from.startsWith('activities/') || from.startsWith('workflows/')) && isHttp(to)) out.push(`${edge}: activities and workflows import nothing of src/http/`);
+    if (from.startsWith('workflows/') && !typeOnly && !to.startsWith('workflows/') && !WORKFLOW_PACKAGES.includes(to)) {
+      out.push(`${edge}: workflow code imports values only from workflows/ and ${WORKFLOW_PACKAGES.join(', ')}`);
+    }
+  }
+  return out;
+}
+
+const modules = ['src', 'workflows', 'activities'].flatMap(modulesUnder);
+const imports = modules.flatMap(importsOf);
+
+test('the imports of src/, workflows/ and activities/ keep their direction', () => {
+  assert.deepEqual(violations(imports), []);
+});
+
+test('the rules name files that exist, and each rule catches an import that breaks it', () => {
+  for (const f of [...FEATURES, ...COMPOSITION_ROOTS, ...APP_IMPORTERS, ...HTTP_PUBLIC, ...Object.entries(HTTP_FEATURE_IMPORTS).flat(2)]) assert.ok(fs.existsSync(f), f);
+  // Imports of the service itself are read: relative ones as repository paths, with their kind.
+  assert.ok(imports.some((i) => i.from === 'src/http/app.ts' && i.to === 'src/video-jobs/routes.ts' && !i.typeOnly));
+  assert.ok(imports.some((i) => i.from === 'workflows/video-job.ts' && i.to === 'activities/video-job.ts' && i.typeOnly));
+  const bad: Import[] = [
+    { from: 'src/http/auth.ts', to: 'src/account/statement.ts', typeOnly: false },
+    { from: 'src/http/openapi.ts', to: 'src/webhooks/openapi.ts', typeOnly: false },
+    { from: 'src/runtime/worker.ts', to: 'src/http/app.ts', typeOnly: false },
+    { from: 'src/voices/service.ts', to: 'src/http/app.ts', typeOnly: true },
+    { from: 'src/video-jobs/service.ts', to: 'src/video-jobs/routes.ts', typeOnly: false },
+    { from: 'activities/video-job.ts', to: 'src/video-jobs/callback-routes.ts', typeOnly: false },
+    { from: 'workflows/video-job.ts', to: 'src/http/errors.ts', typeOnly: true },
+    { from: 'workflows/video-job.ts', to: 'src/video-jobs/billing.ts', typeOnly: false },
+  ];
+  for (const i of bad) assert.equal(violations([i]).length > 0, true, `${i.from} -> ${i.to} is not caught`);
+});
