@@ -41,7 +41,6 @@ const HTTP_PUBLIC = [
   'src/http/multipart.ts',
   'src/http/openapi-no-nul.ts',
   'src/http/openapi.ts',
-  'src/http/page-query.ts',
   'src/http/rate-limit.ts',
   'src/http/read-gate.ts',
   'src/http/schemas.ts',

@@ -2,9 +2,8 @@
 import type { RequestHandler } from 'express';
 import type { Db } from '../db/pool.js';
 import { principalOf } from '../http/auth.js';
-import { pageQueryOf } from '../http/page-query.js';
 import { Balance, LedgerEntryList, LedgerPageQuery } from './schemas.js';
-import { ApiRouter, json, PAGE_400 } from '../http/openapi.js';
+import { ApiRouter, json, PAGE_400, type RouteContract } from '../http/openapi.js';
 import { microEurToEur } from '../money.js';
 import { balanceOf, LEDGER_ENTRY_ID_PREFIX, listLedgerEntries, type LedgerEntryRecord } from './statement.js';
 
@@ -23,43 +22,46 @@ export function presentLedgerEntry(e: LedgerEntryRecord) {
   };
 }
 
+const getBalance = {
+  method: 'get',
+  path: '/v2/balance',
+  operationId: 'getBalance',
+  tag: 'Billing',
+  summary: "This workspace's balance",
+  security: 'apiKey',
+  responses: { '200': json(Balance, 'The balance.') },
+} satisfies RouteContract;
+
+const listLedgerEntriesOperation = {
+  method: 'get',
+  path: '/v2/ledger',
+  operationId: 'listLedgerEntries',
+  tag: 'Billing',
+  summary: "This workspace's ledger statement",
+  description: 'Every credit, charge and refund of the workspace, newest first, each with the balance it left.',
+  security: 'apiKey',
+  requestParams: { query: LedgerPageQuery },
+  responses: { '200': json(LedgerEntryList, 'A page of entries.') },
+  errors: { 400: PAGE_400 },
+} satisfies RouteContract;
+
 export function statementRoutes(deps: { auth: RequestHandler; db: Db }): ApiRouter {
   const api = new ApiRouter();
 
   api.route(
-    {
-      method: 'get',
-      path: '/v2/balance',
-      operationId: 'getBalance',
-      tag: 'Billing',
-      summary: "This workspace's balance",
-      security: 'apiKey',
-      responses: { '200': json(Balance, 'The balance.') },
-      errors: { 401: undefined },
-    },
+    getBalance,
     deps.auth,
-    async (_req, res) => {
+    async (input, _req, res) => {
       const balance = await balanceOf(deps.db, principalOf(res).workspace_id);
       res.json({ object: 'balance', balance_in_euro: microEurToEur(balance) });
     },
   );
 
   api.route(
-    {
-      method: 'get',
-      path: '/v2/ledger',
-      operationId: 'listLedgerEntries',
-      tag: 'Billing',
-      summary: "This workspace's ledger statement",
-      description: 'Every credit, charge and refund of the workspace, newest first, each with the balance it left.',
-      security: 'apiKey',
-      requestParams: { query: LedgerPageQuery },
-      responses: { '200': json(LedgerEntryList, 'A page of entries.') },
-      errors: { 400: PAGE_400, 401: undefined },
-    },
+    listLedgerEntriesOperation,
     deps.auth,
-    async (req, res) => {
-      const page = await listLedgerEntries(deps.db, principalOf(res).workspace_id, pageQueryOf(req, LedgerPageQuery));
+    async (input, req, res) => {
+      const page = await listLedgerEntries(deps.db, principalOf(res).workspace_id, input.query);
       res.json({ object: 'list', data: page.data.map(presentLedgerEntry), has_more: page.has_more });
     },
   );

@@ -16,7 +16,8 @@
 // file type, recognised from the file's first bytes (the client's Content-Type is not trusted).
 import multer from 'multer';
 import type { Request, RequestHandler, Response } from 'express';
-import { ApiError } from '../errors.js';
+import type { ZodError } from 'zod';
+import { ApiError, invalidParam } from '../errors.js';
 import { inFlightLimit } from './in-flight.js';
 import { keyOf } from './json-body.js';
 
@@ -313,4 +314,14 @@ export function multipartOf(res: Response): MultipartForm {
   const form = res.locals['multipart'] as MultipartForm | undefined;
   if (!form) throw new Error('route reached without multipartForm');
   return form;
+}
+
+/**
+ * The answer to a form whose parts a contract's schema refuses (./openapi.ts, `parts.invalid`): the first
+ * part at fault, missing (absent from `input`) or invalid, by its name.
+ */
+export function partRefused(err: ZodError, input: Record<string, unknown>): ApiError {
+  const part = String(err.issues[0]!.path[0] ?? '');
+  if (input[part] === undefined) return new ApiError(400, 'invalid_request_error', 'missing_parameter', `missing required part: ${part}`, part);
+  return invalidParam(part, `${part} ${err.issues[0]!.message}`);
 }

@@ -36,14 +36,16 @@
 // type with its own transformers (its output differs from z.toJSONSchema's) and needs zod extended
 // (extendZodWithOpenApi) for parameter metadata.
 import fs from 'node:fs';
-import { Router, type RequestHandler } from 'express';
-import { z } from 'zod';
+import { Router, type Request, type RequestHandler, type Response } from 'express';
+import { z, type ZodError } from 'zod';
 import { createDocument, type ZodOpenApiOperationObject, type ZodOpenApiPathsObject, type ZodOpenApiResponseObject } from 'zod-openapi';
 import * as S from './schemas.js';
 import * as OpenAi from './openai/schemas.js';
 import { JSON_BODY_LIMIT_BYTES } from './json-body.js';
 import { JSON_VALUE_COMPONENT, JSON_VALUE_SCHEMA, refuseNul } from './openapi-no-nul.js';
 import { projectPath } from '../paths.js';
+import { fromZodError, type ApiError } from '../errors.js';
+import { multipartOf, type MultipartForm } from './multipart.js';
 
 type JsonSchema = Record<string, unknown>;
 type Obj = Record<string, unknown>;
@@ -119,6 +121,16 @@ export interface BodyContract {
   encoding?: Record<string, { contentType: string }>;
   /** Replaces the generated schema where the document states more than zod can (e.g. per-model limits). */
   override?: (generated: ObjectSchema, ctx: DocumentContext) => JsonSchema;
+  /** multipart (required there): how the parsed form (./multipart.ts) is validated; `schema` then only documents the form. */
+  parts?: MultipartParts;
+}
+
+/** The validation of a multipart body: the value `input` builds from the parsed form (text parts and files), checked with `schema`. */
+export interface MultipartParts<S extends z.ZodType = z.ZodType> {
+  schema: S;
+  input: (form: MultipartForm) => Record<string, unknown>;
+  /** The answer to a value `schema` refuses; default fromZodError. */
+  invalid?: (err: ZodError, input: Record<string, unknown>) => ApiError;
 }
 
 /** One operation of the API: what the document says of it, and where Express mounts its handlers. */
@@ -140,6 +152,65 @@ export interface RouteContract extends Omit<ZodOpenApiOperationObject, 'tags' | 
   errors?: Partial<Record<ErrorStatus, string | undefined>>;
   /** 'openai': the errors have OpenAI's shape (OpenAiErrorResponse), as every answer under /v1; absent, ErrorResponse. */
   errorShape?: 'openai';
+  /** The answer to a path parameter, query or header its schema refuses; default fromZodError (a 400 naming it). */
+  invalid?: (err: ZodError, where: 'path' | 'query' | 'header', input: unknown) => ApiError;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Validation: what a handler receives
+
+type Out<S> = S extends z.core.$ZodType ? z.output<S> : undefined;
+type RequestParamOf<C, K extends 'path' | 'query' | 'header'> = C extends { requestParams: infer P } ? (P extends { [k in K]: infer S } ? Out<S> : undefined) : undefined;
+type BodyValue<B> = B extends { parts: { schema: infer S } } ? Out<S> : B extends { schema: infer S } ? Out<S> : never;
+type BodyOf<C> = C extends { body: infer B } ? (B extends readonly (infer E)[] ? BodyValue<E> : BodyValue<B>) : undefined;
+
+/** What a contract's handler receives: the request's path parameters, query, declared headers and body, validated by the contract's schemas. */
+export interface RouteInput<C extends RouteContract> {
+  params: RequestParamOf<C, 'path'>;
+  query: RequestParamOf<C, 'query'>;
+  headers: RequestParamOf<C, 'header'>;
+  body: BodyOf<C>;
+  /** The Idempotency-Key header of an `idempotent` operation, if sent. */
+  idempotencyKey: string | undefined;
+}
+
+/** The handler of an operation: its validated input first, then Express's request and response. */
+export type ContractHandler<C extends RouteContract> = (input: RouteInput<C>, req: Request, res: Response) => unknown;
+
+const mediaTypeOf = (body: BodyContract) => body.mediaType ?? 'application/json';
+const bodiesOf = (c: RouteContract): BodyContract[] => (c.body === undefined ? [] : Array.isArray(c.body) ? c.body : [c.body]);
+
+function check<S extends z.core.$ZodType>(schema: S, value: unknown, refuse: (err: ZodError) => ApiError): z.output<S> {
+  const parsed = z.safeParse(schema, value);
+  if (!parsed.success) throw refuse(parsed.error);
+  return parsed.data;
+}
+
+/** The body of the request, validated by the contract's body of its media type (the body parser has refused any other). */
+function validBody(bodies: BodyContract[], req: Request, res: Response): unknown {
+  if (bodies.length === 0) return undefined;
+  const body = bodies.find((b) => req.is(mediaTypeOf(b))) ?? bodies[0]!;
+  if (!body.parts) return check(body.schema, req.body, (err) => fromZodError(err));
+  const { schema, input, invalid } = body.parts;
+  const value = input(multipartOf(res));
+  return check(schema, value, (err) => (invalid ? invalid(err, value) : fromZodError(err)));
+}
+
+/**
+ * The input of an operation, validated in the order its handlers have always read it: path, query,
+ * declared headers, body, then the Idempotency-Key. A refusal is thrown, for the surface's error handler.
+ */
+function validInput<C extends RouteContract>(c: C, req: Request, res: Response): RouteInput<C> {
+  const p = c.requestParams;
+  const refuse = (where: 'path' | 'query' | 'header', input: unknown) => (err: ZodError) => (c.invalid ? c.invalid(err, where, input) : fromZodError(err));
+  const key = req.get('idempotency-key');
+  return {
+    params: p?.path ? check(p.path, req.params, refuse('path', req.params)) : undefined,
+    query: p?.query ? check(p.query, req.query, refuse('query', req.query)) : undefined,
+    headers: p?.header ? check(p.header, req.headers, refuse('header', req.headers)) : undefined,
+    body: validBody(bodiesOf(c), req, res),
+    idempotencyKey: c.idempotent && key !== undefined ? check(S.IdempotencyKey, key, (err) => fromZodError(err, 'Idempotency-Key')) : undefined,
+  } as RouteInput<C>;
 }
 
 /** An Express router whose every route is mounted from its contract: `api.route(contract, ...handlers)`. */
@@ -147,9 +218,19 @@ export class ApiRouter {
   readonly router = Router();
   readonly contracts: RouteContract[] = [];
 
-  route(contract: RouteContract, ...handlers: RequestHandler[]): void {
+  /**
+   * Mounts the operation: its middleware (authentication, rate limit, body parser) in order, then the
+   * validation of its input against the contract, then its handler with that input.
+   */
+  route<C extends RouteContract>(contract: C, ...handlers: [...RequestHandler[], ContractHandler<C>]): void {
+    for (const b of bodiesOf(contract)) if (mediaTypeOf(b) === 'multipart/form-data' && !b.parts) throw new Error(`${contract.operationId}: a multipart body needs its parts' validation`);
+    const handle = handlers[handlers.length - 1] as ContractHandler<C>;
+    const middleware = handlers.slice(0, -1) as RequestHandler[];
+    const validated: RequestHandler = async (req, res) => {
+      await handle(validInput(contract, req, res), req, res);
+    };
     this.contracts.push(contract);
-    this.router[contract.method](contract.expressPath ?? contract.path.replace(/\{(\w+)\}/g, ':$1'), ...handlers);
+    this.router[contract.method](contract.expressPath ?? contract.path.replace(/\{(\w+)\}/g, ':$1'), ...middleware, validated);
   }
 
   /** Mounts another ApiRouter's routes on this one's router, its contracts with them. */
@@ -201,9 +282,6 @@ function errorResponse(status: ErrorStatus, note: string | undefined, errorSchem
 const SECURITY = { apiKey: [{ ApiKeyAuth: [] }], admin: [{ AdminToken: [] }], none: [] };
 const IDEMPOTENCY_REF = { $ref: '#/components/parameters/IdempotencyKey' };
 
-const mediaTypeOf = (body: BodyContract) => body.mediaType ?? 'application/json';
-const bodiesOf = (c: RouteContract): BodyContract[] => (c.body === undefined ? [] : Array.isArray(c.body) ? c.body : [c.body]);
-
 function requestBody(bodies: BodyContract[], ctx: DocumentContext): NonNullable<ZodOpenApiOperationObject['requestBody']> {
   const content = bodies.map((body) => {
     const example = typeof body.example === 'function' ? body.example(ctx) : body.example;
@@ -230,8 +308,10 @@ function operation(c: RouteContract, ctx: DocumentContext): ZodOpenApiOperationO
         } : {};
   // Every read with an API key is rate limited per key (RATE_LIMIT_READS_PER_MINUTE).
   const readLimit = security === 'apiKey' && c.method === 'get' ? { 429: 'Too many reads (per API key); retry after `Retry-After` seconds.' } : {};
+  // A route behind an API key or the admin token refuses a request without a valid one.
+  const unauthorized = security === 'none' ? {} : { 401: undefined };
   const errorSchema = errorShape === 'openai' ? OpenAi.OpenAiErrorResponse : S.ErrorResponse;
-  const errorResponses = Object.entries({ ...bodyErrors, ...readLimit, ...errors }).map(([status, note]) => [status, errorResponse(Number(status) as ErrorStatus, note, errorSchema)]);
+  const errorResponses = Object.entries({ ...bodyErrors, ...unauthorized, ...readLimit, ...errors }).map(([status, note]) => [status, errorResponse(Number(status) as ErrorStatus, note, errorSchema)]);
   return {
     ...rest,
     tags: [tag],

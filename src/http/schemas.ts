@@ -2,9 +2,7 @@
 // amounts, and the error shape. Each feature's request and response schemas are in its own schemas.ts
 // (and openai-schemas.ts for /v1), each listing its response components (RESPONSE_COMPONENTS), which
 // the composition root (./app.ts) hands to the OpenAPI document.
-import type { Request } from 'express';
 import { z } from 'zod';
-import { fromZodError } from '../errors.js';
 
 export const IDEMPOTENCY_KEY_MAX_CHARS = 255;
 export const IdempotencyKey = z.string().min(1).max(IDEMPOTENCY_KEY_MAX_CHARS).regex(/^[\x21-\x7e]+$/, 'printable ASCII without spaces');
@@ -25,15 +23,6 @@ export const serialPageQuery = (prefix: string) =>
     })
     .strict();
 export type PageQuery = z.infer<ReturnType<typeof serialPageQuery>>;
-
-/** The optional `Idempotency-Key` header, validated (a 400 naming the header when malformed). */
-export function idempotencyKeyOf(req: Request): string | undefined {
-  const raw = req.get('idempotency-key');
-  if (raw === undefined) return undefined;
-  const k = IdempotencyKey.safeParse(raw);
-  if (!k.success) throw fromZodError(k.error, 'Idempotency-Key');
-  return k.data;
-}
 
 // ---------------------------------------------------------------------------------------------
 // Parts of the response schemas: what the API answers, for the OpenAPI document (./openapi.ts), which

@@ -7,12 +7,33 @@ import { speechModels, videoBackendFor, videoModels } from './catalog.js';
 import { keyAllowsModel, type ApiKeyPrincipal } from '../account/workspaces.js';
 import { principalOf } from '../http/auth.js';
 import { notFound } from '../errors.js';
-import { ApiRouter, json } from '../http/openapi.js';
+import { ApiRouter, json, type RouteContract } from '../http/openapi.js';
 import { OpenAiModel, OpenAiModelList } from './openai-schemas.js';
 import { OPENAI_OPERATION } from '../http/openai/errors.js';
 
 /** The catalog has no dates: every model is reported as created at this service's first release. */
 const CATALOG_CREATED_S = 1_735_689_600; // 2025-01-01T00:00:00Z
+
+const openaiListModels = {
+  method: 'get',
+  path: '/v1/models',
+  operationId: 'openaiListModels',
+  summary: 'List models (client.models.list)',
+  description: 'The video and speech models this API key may use and that are served here, as GET /v2/models lists them.',
+  ...OPENAI_OPERATION,
+  responses: { '200': json(OpenAiModelList, 'The models.') },
+} satisfies RouteContract;
+
+const openaiRetrieveModel = {
+  method: 'get',
+  path: '/v1/models/{id}',
+  operationId: 'openaiRetrieveModel',
+  summary: 'Retrieve a model (client.models.retrieve)',
+  ...OPENAI_OPERATION,
+  requestParams: { path: z.object({ id: z.string().describe('The model id, e.g. sim-video-1.') }) },
+  responses: { '200': json(OpenAiModel, 'The model.') },
+  errors: { 404: 'No such model, or one this API key may not use (model_not_found, `param: model`).' },
+} satisfies RouteContract;
 
 export function openAiModelRoutes(deps: { auth: RequestHandler; simulator: boolean; vertex: boolean; voiceProvider: string }): ApiRouter {
   const api = new ApiRouter();
@@ -25,36 +46,18 @@ export function openAiModelRoutes(deps: { auth: RequestHandler; simulator: boole
       .map((m) => ({ id: m.id, object: 'model' as const, created: CATALOG_CREATED_S, owned_by: m.owned_by }));
 
   api.route(
-    {
-      method: 'get',
-      path: '/v1/models',
-      operationId: 'openaiListModels',
-      summary: 'List models (client.models.list)',
-      description: 'The video and speech models this API key may use and that are served here, as GET /v2/models lists them.',
-      ...OPENAI_OPERATION,
-      responses: { '200': json(OpenAiModelList, 'The models.') },
-      errors: { 401: undefined },
-    },
+    openaiListModels,
     deps.auth,
-    (_req, res) => {
+    (input, _req, res) => {
       res.json({ object: 'list', data: usable(principalOf(res)) });
     },
   );
 
   api.route(
-    {
-      method: 'get',
-      path: '/v1/models/{id}',
-      operationId: 'openaiRetrieveModel',
-      summary: 'Retrieve a model (client.models.retrieve)',
-      ...OPENAI_OPERATION,
-      requestParams: { path: z.object({ id: z.string().describe('The model id, e.g. sim-video-1.') }) },
-      responses: { '200': json(OpenAiModel, 'The model.') },
-      errors: { 401: undefined, 404: 'No such model, or one this API key may not use (model_not_found, `param: model`).' },
-    },
+    openaiRetrieveModel,
     deps.auth,
-    (req, res) => {
-      const id = String(req.params['id']);
+    (input, req, res) => {
+      const id = input.params.id;
       const m = usable(principalOf(res)).find((x) => x.id === id);
       if (!m) throw notFound('model_not_found', `The model '${id}' does not exist or you do not have access to it.`, 'model');
       res.json(m);

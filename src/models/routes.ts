@@ -8,8 +8,42 @@ import { keyAllowsModel } from '../account/workspaces.js';
 import { principalOf } from '../http/auth.js';
 import { notFound } from '../errors.js';
 import { presentSpeechModel, presentVideoModel, presentVideoModelAlias } from './present.js';
-import { ApiRouter, json } from '../http/openapi.js';
+import { ApiRouter, json, type RouteContract } from '../http/openapi.js';
 import { Model, ModelList } from './schemas.js';
+
+const listModels = {
+  method: 'get',
+  path: '/v2/models',
+  operationId: 'listModels',
+  tag: 'Models',
+  summary: 'List the models this key may use',
+  description: 'The models this API key is permitted to use and that are available here.',
+  security: 'apiKey',
+  responses: { '200': json(ModelList, 'The models.') },
+} satisfies RouteContract;
+
+const listAllModels = {
+  method: 'get',
+  path: '/v2/models/all',
+  operationId: 'listAllModels',
+  tag: 'Models',
+  summary: 'List every model of the catalog',
+  description: 'The whole catalog, each model saying which backend serves it (null: not available here).',
+  security: 'apiKey',
+  responses: { '200': json(ModelList, 'The models.') },
+} satisfies RouteContract;
+
+const getModel = {
+  method: 'get',
+  path: '/v2/models/{id}',
+  operationId: 'getModel',
+  tag: 'Models',
+  summary: 'Get a model',
+  security: 'apiKey',
+  requestParams: { path: z.object({ id: z.string().describe('The model id, e.g. sim-video-1.') }) },
+  responses: { '200': json(Model, 'The model.') },
+  errors: { 404: 'Unknown model (model_not_found).' },
+} satisfies RouteContract;
 
 export function modelRoutes(deps: { auth: RequestHandler; simulator: boolean; vertex?: boolean; fal?: boolean; replicate?: boolean; voiceProvider: string }): ApiRouter {
   const api = new ApiRouter();
@@ -29,19 +63,9 @@ export function modelRoutes(deps: { auth: RequestHandler; simulator: boolean; ve
   ];
 
   api.route(
-    {
-      method: 'get',
-      path: '/v2/models',
-      operationId: 'listModels',
-      tag: 'Models',
-      summary: 'List the models this key may use',
-      description: 'The models this API key is permitted to use and that are available here.',
-      security: 'apiKey',
-      responses: { '200': json(ModelList, 'The models.') },
-      errors: { 401: undefined },
-    },
+    listModels,
     deps.auth,
-    (_req, res) => {
+    (input, _req, res) => {
       const principal = principalOf(res);
       // Retired ids are not offered: they are listed (deprecated) in /v2/models/all only.
       const usable = all().filter((m) => m.available && !('deprecated' in m && m.deprecated) && keyAllowsModel(principal, m.id));
@@ -50,39 +74,19 @@ export function modelRoutes(deps: { auth: RequestHandler; simulator: boolean; ve
   );
 
   api.route(
-    {
-      method: 'get',
-      path: '/v2/models/all',
-      operationId: 'listAllModels',
-      tag: 'Models',
-      summary: 'List every model of the catalog',
-      description: 'The whole catalog, each model saying which backend serves it (null: not available here).',
-      security: 'apiKey',
-      responses: { '200': json(ModelList, 'The models.') },
-      errors: { 401: undefined },
-    },
+    listAllModels,
     deps.auth,
-    (_req, res) => {
+    (input, _req, res) => {
       res.json({ object: 'list', data: all() });
     },
   );
 
   api.route(
-    {
-      method: 'get',
-      path: '/v2/models/{id}',
-      operationId: 'getModel',
-      tag: 'Models',
-      summary: 'Get a model',
-      security: 'apiKey',
-      requestParams: { path: z.object({ id: z.string().describe('The model id, e.g. sim-video-1.') }) },
-      responses: { '200': json(Model, 'The model.') },
-      errors: { 401: undefined, 404: 'Unknown model (model_not_found).' },
-    },
+    getModel,
     deps.auth,
-    (req, res) => {
-      const m = all().find((x) => x.id === req.params['id']);
-      if (!m) throw notFound('model_not_found', `model "${req.params['id']}" does not exist`, 'id');
+    (input, req, res) => {
+      const m = all().find((x) => x.id === input.params.id);
+      if (!m) throw notFound('model_not_found', `model "${input.params.id}" does not exist`, 'id');
       res.json(m);
     },
   );

@@ -14,15 +14,15 @@
 import type { RequestHandler } from 'express';
 import { z } from 'zod';
 import { defaultVideoModelId, findVideoModel, type AspectRatio, type Resolution } from '../models/catalog.js';
-import { ApiError, fromZodError, invalidParam, notFound } from '../errors.js';
+import { ApiError, invalidParam, notFound } from '../errors.js';
 import { principalOf } from '../http/auth.js';
-import { idempotencyKeyOf, LIST_LIMIT_MAX } from '../http/schemas.js';
+import { LIST_LIMIT_MAX } from '../http/schemas.js';
 import { CreateVideoBody, IMAGE_MAX_BYTES, PROMPT_MAX_CHARS } from './schemas.js';
 import { jsonBodyParser } from '../http/json-body.js';
-import { ApiRouter, bytesText, header, json } from '../http/openapi.js';
+import { ApiRouter, bytesText, header, json, type ContractHandler, type RouteContract } from '../http/openapi.js';
 import { videoBodyExample } from '../models/openapi-bodies.js';
 import { OpenAiVideo, OpenAiVideoDeleted, OpenAiVideoList } from './openai-schemas.js';
-import { multipartForm, multipartOf } from '../http/multipart.js';
+import { multipartForm, type MultipartForm, type UploadedFile } from '../http/multipart.js';
 import { sniffImage } from '../media/image-sniff.js';
 import { videoContentGone, type Thumbnails } from '../media/thumbnails.js';
 import type { Storage } from '../storage/local.js';
@@ -171,7 +171,10 @@ function imageFromDataUrl(url: string): NonNullable<CreateVideoBody['image']> {
   return { bytesBase64Encoded: bytes.toString('base64'), mimeType: type };
 }
 
-/** The /v2 create body of a /v1 request (the model's limits are checked by the create itself). */
+/**
+ * The /v2 create body of a /v1 request, validated as /v2 validates its own (the model's limits are
+ * checked by the create itself).
+ */
 function toCreateBody(body: OpenAiCreateVideo, uploaded: { buffer: Buffer; type: string } | undefined): CreateVideoBody {
   const out: CreateVideoBody = { prompt: body.prompt, n: 1 };
   if (body.model !== undefined) out.model = body.model;
@@ -192,13 +195,151 @@ function toCreateBody(body: OpenAiCreateVideo, uploaded: { buffer: Buffer; type:
   if (uploaded) out.image = { bytesBase64Encoded: uploaded.buffer.toString('base64'), mimeType: uploaded.type as NonNullable<CreateVideoBody['image']>['mimeType'] };
   else if (body.input_reference?.file_id !== undefined) throw invalidParam('input_reference', 'input_reference.file_id is not offered: send the image itself (a file part, or image_url as a data: URL)', 'unsupported_parameter');
   else if (body.input_reference?.image_url !== undefined) out.image = imageFromDataUrl(body.input_reference.image_url);
-  return out;
+  return CreateVideoBody.parse(out);
+}
+
+/** The multipart form, validated as the JSON body it stands for, with the uploaded first frame beside it. */
+const OpenAiCreateVideoParts = OpenAiCreateVideoBody.extend({ uploaded: z.custom<UploadedFile>().optional() });
+function openAiCreateVideoInput(form: MultipartForm): Record<string, unknown> {
+  const f = form.fields;
+  const raw: Record<string, unknown> = {};
+  for (const k of ['prompt', 'model', 'seconds', 'size'] as const) if (f.has(k)) raw[k] = f.get(k);
+  const ref: Record<string, string> = {};
+  if (f.has('input_reference[image_url]')) ref['image_url'] = f.get('input_reference[image_url]')!;
+  if (f.has('input_reference[file_id]')) ref['file_id'] = f.get('input_reference[file_id]')!;
+  if (Object.keys(ref).length > 0) raw['input_reference'] = ref;
+  if (form.files[0]) raw['uploaded'] = form.files[0];
+  return raw;
 }
 
 const VIDEO_ID = z.object({ id: z.string().describe('The video id (the id of its /v2 job).') });
 const NO_VIDEO = 'No such video in this workspace (job_not_found).';
 
-export function openAiVideoRoutes(deps: {
+const openaiCreateVideo = {
+  method: 'post',
+  path: '/v1/videos',
+  operationId: 'openaiCreateVideo',
+  summary: 'Create a video (client.videos.create)',
+  description:
+    'Starts a video generation job, exactly as POST /v2/videos/generations with n = 1: validated against the model, charged its estimate when accepted, refunded if it fails. ' +
+    '`size` and `seconds` become the resolution, aspect ratio and duration; a size the model does not offer is a 400 with `param: "size"`. ' +
+    'Poll GET /v1/videos/{id} until `completed` or `failed`. With an `Idempotency-Key` (the SDKs send one), a retry returns the same video and charges once.',
+  ...OPENAI_OPERATION,
+  idempotent: true,
+  body: [
+    {
+      component: 'OpenAiCreateVideoBody',
+      schema: OpenAiCreateVideoBody,
+      limit_bytes: VIDEO_CREATE_BODY_LIMIT_BYTES,
+      example: (ctx) => {
+        const example = videoBodyExample(ctx);
+        return example && { prompt: example['prompt'], model: example['model'], seconds: String(example['durationSeconds']) };
+      },
+    },
+    {
+      component: 'OpenAiCreateVideoForm',
+      schema: OpenAiCreateVideoForm,
+      mediaType: 'multipart/form-data',
+      parts: { schema: OpenAiCreateVideoParts, input: openAiCreateVideoInput },
+      description: `multipart/form-data with a boundary (what the openai SDKs send); at most ${MULTIPART_LIMITS.maxParts} parts.`,
+      encoding: { input_reference: { contentType: IMAGE_TYPES } },
+    },
+  ],
+  responses: { '200': json(OpenAiVideo, 'The video, queued or in progress.') },
+  errors: {
+    400: 'Invalid request, e.g. a size or seconds the model does not offer, or an input_reference that is not a data: URL of an image; `error.param` names it.',
+    402: INSUFFICIENT_CREDITS_402,
+    403: undefined,
+    404: 'Unknown model (model_not_found, `param: model`).',
+    409: undefined,
+    413: `The JSON body exceeds ${bytesText(VIDEO_CREATE_BODY_LIMIT_BYTES)} (request_too_large), or the first frame exceeds ${bytesText(IMAGE_MAX_BYTES)} (image_too_large, file_too_large; \`param: input_reference\`).`,
+    415: 'The body is neither application/json nor multipart/form-data (unsupported_media_type), or the input_reference file is not a PNG, JPEG or WebP image (unsupported_file_type).',
+    429: 'Rate limited (per API key; rate_limited), or the workspace already has its limit of pending jobs (too_many_pending_jobs; nothing charged).',
+    503: 'No video provider is configured for the model (provider_not_configured), or too many requests with images are in progress (server_busy).',
+  },
+} satisfies RouteContract;
+
+const openaiListVideos = {
+  method: 'get',
+  path: '/v1/videos',
+  operationId: 'openaiListVideos',
+  summary: "List this workspace's videos (client.videos.list)",
+  description: 'A page at a time (the SDKs\' auto-paging iterator follows `last_id` while `has_more`). Deleted videos are not listed.',
+  ...OPENAI_OPERATION,
+  requestParams: { query: OpenAiListVideosQuery },
+  parameters: [IF_NONE_MATCH_PARAMETER],
+  responses: { '200': json(OpenAiVideoList, 'A page of videos.', CONDITIONAL_HEADERS), '304': NOT_MODIFIED_RESPONSE },
+  errors: {
+    400: 'Invalid `limit` (1 to 100) or `order`, or an unknown parameter; `error.param` names it.',
+    404: '`after` names no video of this workspace (job_not_found, `param: after`).',
+    503: READS_BUSY,
+  },
+} satisfies RouteContract;
+
+const openaiRetrieveVideo = {
+  method: 'get',
+  path: '/v1/videos/{id}',
+  operationId: 'openaiRetrieveVideo',
+  summary: 'Retrieve a video (client.videos.retrieve)',
+  ...OPENAI_OPERATION,
+  description: "Answered from the job's record, which its workflow keeps current. With `If-None-Match` (the `ETag` of an earlier answer), a video in which nothing changed is a 304 with no body.",
+  requestParams: { path: VIDEO_ID },
+  parameters: [IF_NONE_MATCH_PARAMETER],
+  responses: { '200': json(OpenAiVideo, 'The video.', CONDITIONAL_HEADERS), '304': NOT_MODIFIED_RESPONSE },
+  errors: { 404: NO_VIDEO, 503: READS_BUSY },
+} satisfies RouteContract;
+
+const openaiDeleteVideo = {
+  method: 'delete',
+  path: '/v1/videos/{id}',
+  operationId: 'openaiDeleteVideo',
+  summary: 'Delete a finished video (client.videos.delete)',
+  description: 'Deletes the stored video and its job (as DELETE /v2/videos/generations/{id}); it is a 404 from then on. The ledger keeps its entries.',
+  ...OPENAI_OPERATION,
+  requestParams: { path: VIDEO_ID },
+  responses: { '200': json(OpenAiVideoDeleted, 'Deleted.') },
+  errors: {
+    400: 'The video is still being generated (video_not_finished, `param: video_id`).',
+    404: NO_VIDEO,
+    429: undefined,
+  },
+} satisfies RouteContract;
+
+const openaiDownloadVideoContent = {
+  method: 'get',
+  path: '/v1/videos/{id}/content',
+  operationId: 'openaiDownloadVideoContent',
+  summary: 'Download a video or its thumbnail (client.videos.downloadContent)',
+  description: 'The MP4 of a completed video, or a JPEG of its first frame. `variant=spritesheet` is not offered (400 unsupported_feature).',
+  ...OPENAI_OPERATION,
+  requestParams: {
+    path: VIDEO_ID,
+    query: z.object({ variant: z.enum(['video', 'thumbnail']).optional().describe('video (default): the MP4; thumbnail: a JPEG of the first frame.') }),
+  },
+  // spritesheet is OpenAI's too, but not offered here.
+  invalid: (_err, _where, query) =>
+    typeof query === 'object' && query !== null && 'variant' in query && query.variant === 'spritesheet'
+      ? new ApiError(400, 'invalid_request_error', 'unsupported_feature', 'variant=spritesheet is not offered by this service; use video or thumbnail', 'variant')
+      : invalidParam('variant', 'variant must be one of video, thumbnail, spritesheet'),
+  responses: {
+    '200': {
+      description: 'The MP4 (variant video, with its Content-Length) or the JPEG (variant thumbnail).',
+      headers: { 'Content-Disposition': header('`attachment; filename="<id>.mp4"` or `inline; filename="<id>.jpg"`.') },
+      content: {
+        'video/mp4': { schema: { type: 'string', format: 'binary', contentMediaType: 'video/mp4' } },
+        'image/jpeg': { schema: { type: 'string', format: 'binary', contentMediaType: 'image/jpeg' } },
+      },
+    },
+  },
+  errors: {
+    400: 'The video is not completed (video_not_ready, `param: video_id`), or `variant` is not video or thumbnail (spritesheet: unsupported_feature).',
+    404: 'No such video in this workspace (job_not_found), or its content is no longer stored (video_content_gone).',
+    422: 'The thumbnail cannot be made: the video is too large (video_too_large) or its first frame cannot be decoded (video_not_decodable).',
+    503: 'Too many thumbnails are being made right now (media_worker_unavailable, with Retry-After). A thumbnail is made once per video and kept.',
+  },
+} satisfies RouteContract;
+
+export interface OpenAiVideoRoutesDeps {
   auth: RequestHandler;
   /** `auth` behind the process's gate of job reads (../http/read-gate.ts). */
   readAuth: RequestHandler;
@@ -207,8 +348,10 @@ export function openAiVideoRoutes(deps: {
   lifecycle: VideoJobLifecycle;
   storage: Storage;
   thumbnails: Thumbnails;
-}): ApiRouter {
-  const api = new ApiRouter();
+}
+
+/** The body parser of a create: the openai SDKs always send multipart; JSON is accepted too. */
+function createBodyParser(): RequestHandler {
   const jsonParser = jsonBodyParser({ limit_bytes: VIDEO_CREATE_BODY_LIMIT_BYTES, max_concurrent_large_bodies: VIDEO_CREATE_MAX_CONCURRENT_LARGE_BODIES });
   const upload = multipartForm({
     limits: MULTIPART_LIMITS,
@@ -218,87 +361,64 @@ export function openAiVideoRoutes(deps: {
     largeFields: { 'input_reference[image_url]': IMAGE_DATA_URL_MAX_CHARS },
     fileType: { headBytes: 16, detect: async (head) => sniffImage(head), expected: 'a PNG, JPEG or WebP image' },
   });
-  // The openai SDKs always send multipart; JSON is accepted too.
-  const body: RequestHandler = (req, res, next) => (req.is('multipart/form-data') ? upload(req, res, next) : jsonParser(req, res, next));
+  return (req, res, next) => (req.is('multipart/form-data') ? upload(req, res, next) : jsonParser(req, res, next));
+}
 
-  api.route(
-    {
-      method: 'post',
-      path: '/v1/videos',
-      operationId: 'openaiCreateVideo',
-      summary: 'Create a video (client.videos.create)',
-      description:
-        'Starts a video generation job, exactly as POST /v2/videos/generations with n = 1: validated against the model, charged its estimate when accepted, refunded if it fails. ' +
-        '`size` and `seconds` become the resolution, aspect ratio and duration; a size the model does not offer is a 400 with `param: "size"`. ' +
-        'Poll GET /v1/videos/{id} until `completed` or `failed`. With an `Idempotency-Key` (the SDKs send one), a retry returns the same video and charges once.',
-      ...OPENAI_OPERATION,
-      idempotent: true,
-      body: [
-        {
-          component: 'OpenAiCreateVideoBody',
-          schema: OpenAiCreateVideoBody,
-          limit_bytes: VIDEO_CREATE_BODY_LIMIT_BYTES,
-          example: (ctx) => {
-            const example = videoBodyExample(ctx);
-            return example && { prompt: example['prompt'], model: example['model'], seconds: String(example['durationSeconds']) };
-          },
-        },
-        {
-          component: 'OpenAiCreateVideoForm',
-          schema: OpenAiCreateVideoForm,
-          mediaType: 'multipart/form-data',
-          description: `multipart/form-data with a boundary (what the openai SDKs send); at most ${MULTIPART_LIMITS.maxParts} parts.`,
-          encoding: { input_reference: { contentType: IMAGE_TYPES } },
-        },
-      ],
-      responses: { '200': json(OpenAiVideo, 'The video, queued or in progress.') },
-      errors: {
-        400: 'Invalid request, e.g. a size or seconds the model does not offer, or an input_reference that is not a data: URL of an image; `error.param` names it.',
-        401: undefined,
-        402: INSUFFICIENT_CREDITS_402,
-        403: undefined,
-        404: 'Unknown model (model_not_found, `param: model`).',
-        409: undefined,
-        413: `The JSON body exceeds ${bytesText(VIDEO_CREATE_BODY_LIMIT_BYTES)} (request_too_large), or the first frame exceeds ${bytesText(IMAGE_MAX_BYTES)} (image_too_large, file_too_large; \`param: input_reference\`).`,
-        415: 'The body is neither application/json nor multipart/form-data (unsupported_media_type), or the input_reference file is not a PNG, JPEG or WebP image (unsupported_file_type).',
-        429: 'Rate limited (per API key; rate_limited), or the workspace already has its limit of pending jobs (too_many_pending_jobs; nothing charged).',
-        503: 'No video provider is configured for the model (provider_not_configured), or too many requests with images are in progress (server_busy).',
-      },
-    },
-    deps.auth,
-    deps.limit,
-    body,
-    async (req, res) => {
-      let parsed: { body: OpenAiCreateVideo; uploaded?: { buffer: Buffer; type: string } };
-      if (req.is('multipart/form-data')) {
-        const form = multipartOf(res);
-        const f = form.fields;
-        const raw: Record<string, unknown> = {};
-        for (const k of ['prompt', 'model', 'seconds', 'size'] as const) if (f.has(k)) raw[k] = f.get(k);
-        const ref: Record<string, string> = {};
-        if (f.has('input_reference[image_url]')) ref['image_url'] = f.get('input_reference[image_url]')!;
-        if (f.has('input_reference[file_id]')) ref['file_id'] = f.get('input_reference[file_id]')!;
-        if (Object.keys(ref).length > 0) raw['input_reference'] = ref;
-        const p = OpenAiCreateVideoBody.safeParse(raw);
-        if (!p.success) throw fromZodError(p.error);
-        const file = form.files[0];
-        parsed = { body: p.data, ...(file ? { uploaded: { buffer: file.buffer, type: file.type } } : {}) };
-      } else {
-        const p = OpenAiCreateVideoBody.safeParse(req.body ?? {});
-        if (!p.success) throw fromZodError(p.error);
-        parsed = { body: p.data };
+function createVideoHandler(deps: OpenAiVideoRoutesDeps): ContractHandler<typeof openaiCreateVideo> {
+  return async ({ body, idempotencyKey }, _req, res) => {
+    let created: VideoJobState;
+    try {
+      created = await deps.jobs.create(principalOf(res), toCreateBody(body, 'uploaded' in body ? body.uploaded : undefined), idempotencyKey);
+    } catch (err) {
+      throw asV1Param(err);
+    }
+    res.locals['jobId'] = created.job_id;
+    res.json(presentOpenAiVideo(created));
+  };
+}
+
+function deleteVideoHandler(deps: OpenAiVideoRoutesDeps): ContractHandler<typeof openaiDeleteVideo> {
+  return async ({ params: { id } }, _req, res) => {
+    res.locals['jobId'] = id;
+    try {
+      await deps.lifecycle.delete(principalOf(res), id);
+    } catch (err) {
+      // OpenAI answers a video still being made with a 400; the SDKs would retry a 409.
+      if (err instanceof ApiError && err.code === 'job_pending') {
+        throw new ApiError(400, 'invalid_request_error', 'video_not_finished', 'the video is still being generated; it can be deleted once completed or failed', 'video_id');
       }
-      let created: VideoJobState;
-      try {
-        const createBody = CreateVideoBody.parse(toCreateBody(parsed.body, parsed.uploaded));
-        created = await deps.jobs.create(principalOf(res), createBody, idempotencyKeyOf(req));
-      } catch (err) {
-        throw asV1Param(err);
-      }
-      res.locals['jobId'] = created.job_id;
-      res.json(presentOpenAiVideo(created));
-    },
-  );
+      throw err;
+    }
+    res.json({ id, object: 'video.deleted', deleted: true });
+  };
+}
+
+function downloadContentHandler(deps: OpenAiVideoRoutesDeps): ContractHandler<typeof openaiDownloadVideoContent> {
+  return async ({ params, query }, _req, res) => {
+    const variant = query.variant ?? 'video';
+    const job = await deps.jobs.get(principalOf(res), params.id);
+    res.locals['jobId'] = job.job_id;
+    const video = job.status === 'succeeded' ? job.videos[0] : undefined;
+    if (!video) {
+      throw new ApiError(400, 'invalid_request_error', 'video_not_ready', `the video is ${STATUS[job.status] ?? job.status}; its content can be downloaded once completed`, 'video_id');
+    }
+    if (variant === 'video') {
+      const stored = await deps.storage.open(video.storage_key);
+      if (!stored) throw videoContentGone();
+      res.status(200).set({ 'Content-Type': 'video/mp4', 'Content-Length': String(stored.bytes), 'Content-Disposition': `attachment; filename="${job.job_id}.mp4"` });
+      stored.stream.on('error', (err) => res.destroy(err));
+      stored.stream.pipe(res);
+      return;
+    }
+    const jpeg = await deps.thumbnails.of(job.job_id, video.storage_key);
+    res.status(200).set({ 'Content-Type': 'image/jpeg', 'Content-Disposition': `inline; filename="${job.job_id}.jpg"` }).send(jpeg);
+  };
+}
+
+export function openAiVideoRoutes(deps: OpenAiVideoRoutesDeps): ApiRouter {
+  const api = new ApiRouter();
+
+  api.route(openaiCreateVideo, deps.auth, deps.limit, createBodyParser(), createVideoHandler(deps));
 
   // Not offered, and so not operations of the document: answered before /v1/videos/{id} can take
   // "characters" or "edits" for an id.
@@ -309,146 +429,31 @@ export function openAiVideoRoutes(deps: {
   api.router.post('/v1/videos/:id/remix', deps.auth, notOffered('Remixing videos (POST /v1/videos/{id}/remix)'));
 
   api.route(
-    {
-      method: 'get',
-      path: '/v1/videos',
-      operationId: 'openaiListVideos',
-      summary: "List this workspace's videos (client.videos.list)",
-      description: 'A page at a time (the SDKs\' auto-paging iterator follows `last_id` while `has_more`). Deleted videos are not listed.',
-      ...OPENAI_OPERATION,
-      requestParams: { query: OpenAiListVideosQuery },
-      parameters: [IF_NONE_MATCH_PARAMETER],
-      responses: { '200': json(OpenAiVideoList, 'A page of videos.', CONDITIONAL_HEADERS), '304': NOT_MODIFIED_RESPONSE },
-      errors: {
-        400: 'Invalid `limit` (1 to 100) or `order`, or an unknown parameter; `error.param` names it.',
-        401: undefined,
-        404: '`after` names no video of this workspace (job_not_found, `param: after`).',
-        503: READS_BUSY,
-      },
-    },
+    openaiListVideos,
     deps.readAuth,
-    async (req, res) => {
-      const q = OpenAiListVideosQuery.safeParse(req.query);
-      if (!q.success) throw fromZodError(q.error);
+    async ({ query: q }, req, res) => {
       // Any string is a valid `after` (as the document says); one that names no video of this list is a 404.
-      if (q.data.after !== undefined && !isUuid(q.data.after)) {
+      if (q.after !== undefined && !isUuid(q.after)) {
         throw notFound('job_not_found', 'after names no video of this workspace (give the id of the last video of the previous page)', 'after');
       }
-      const page = await deps.lifecycle.list(principalOf(res), { limit: q.data.limit, after: q.data.after, order: q.data.order });
+      const page = await deps.lifecycle.list(principalOf(res), { limit: q.limit, after: q.after, order: q.order });
       const data = page.jobs.map(presentOpenAiVideo);
       sendJsonConditionally(req, res, openAiPage(data, page.has_more));
     },
   );
 
   api.route(
-    {
-      method: 'get',
-      path: '/v1/videos/{id}',
-      operationId: 'openaiRetrieveVideo',
-      summary: 'Retrieve a video (client.videos.retrieve)',
-      ...OPENAI_OPERATION,
-      description: "Answered from the job's record, which its workflow keeps current. With `If-None-Match` (the `ETag` of an earlier answer), a video in which nothing changed is a 304 with no body.",
-      requestParams: { path: VIDEO_ID },
-      parameters: [IF_NONE_MATCH_PARAMETER],
-      responses: { '200': json(OpenAiVideo, 'The video.', CONDITIONAL_HEADERS), '304': NOT_MODIFIED_RESPONSE },
-      errors: { 401: undefined, 404: NO_VIDEO, 503: READS_BUSY },
-    },
+    openaiRetrieveVideo,
     deps.readAuth,
-    async (req, res) => {
-      const job = await deps.jobs.get(principalOf(res), String(req.params['id']));
+    async ({ params }, req, res) => {
+      const job = await deps.jobs.get(principalOf(res), params.id);
       res.locals['jobId'] = job.job_id;
       sendJsonConditionally(req, res, presentOpenAiVideo(job));
     },
   );
 
-  api.route(
-    {
-      method: 'delete',
-      path: '/v1/videos/{id}',
-      operationId: 'openaiDeleteVideo',
-      summary: 'Delete a finished video (client.videos.delete)',
-      description: 'Deletes the stored video and its job (as DELETE /v2/videos/generations/{id}); it is a 404 from then on. The ledger keeps its entries.',
-      ...OPENAI_OPERATION,
-      requestParams: { path: VIDEO_ID },
-      responses: { '200': json(OpenAiVideoDeleted, 'Deleted.') },
-      errors: {
-        400: 'The video is still being generated (video_not_finished, `param: video_id`).',
-        401: undefined,
-        404: NO_VIDEO,
-        429: undefined,
-      },
-    },
-    deps.auth,
-    deps.limit,
-    async (req, res) => {
-      const id = String(req.params['id']);
-      res.locals['jobId'] = id;
-      try {
-        await deps.lifecycle.delete(principalOf(res), id);
-      } catch (err) {
-        // OpenAI answers a video still being made with a 400; the SDKs would retry a 409.
-        if (err instanceof ApiError && err.code === 'job_pending') {
-          throw new ApiError(400, 'invalid_request_error', 'video_not_finished', 'the video is still being generated; it can be deleted once completed or failed', 'video_id');
-        }
-        throw err;
-      }
-      res.json({ id, object: 'video.deleted', deleted: true });
-    },
-  );
-
-  api.route(
-    {
-      method: 'get',
-      path: '/v1/videos/{id}/content',
-      operationId: 'openaiDownloadVideoContent',
-      summary: 'Download a video or its thumbnail (client.videos.downloadContent)',
-      description: 'The MP4 of a completed video, or a JPEG of its first frame. `variant=spritesheet` is not offered (400 unsupported_feature).',
-      ...OPENAI_OPERATION,
-      requestParams: {
-        path: VIDEO_ID,
-        query: z.object({ variant: z.enum(['video', 'thumbnail']).optional().describe('video (default): the MP4; thumbnail: a JPEG of the first frame.') }),
-      },
-      responses: {
-        '200': {
-          description: 'The MP4 (variant video, with its Content-Length) or the JPEG (variant thumbnail).',
-          headers: { 'Content-Disposition': header('`attachment; filename="<id>.mp4"` or `inline; filename="<id>.jpg"`.') },
-          content: {
-            'video/mp4': { schema: { type: 'string', format: 'binary', contentMediaType: 'video/mp4' } },
-            'image/jpeg': { schema: { type: 'string', format: 'binary', contentMediaType: 'image/jpeg' } },
-          },
-        },
-      },
-      errors: {
-        400: 'The video is not completed (video_not_ready, `param: video_id`), or `variant` is not video or thumbnail (spritesheet: unsupported_feature).',
-        401: undefined,
-        404: 'No such video in this workspace (job_not_found), or its content is no longer stored (video_content_gone).',
-        422: 'The thumbnail cannot be made: the video is too large (video_too_large) or its first frame cannot be decoded (video_not_decodable).',
-        503: 'Too many thumbnails are being made right now (media_worker_unavailable, with Retry-After). A thumbnail is made once per video and kept.',
-      },
-    },
-    deps.auth,
-    async (req, res) => {
-      const variant = req.query['variant'] ?? 'video';
-      if (variant === 'spritesheet') throw new ApiError(400, 'invalid_request_error', 'unsupported_feature', 'variant=spritesheet is not offered by this service; use video or thumbnail', 'variant');
-      if (variant !== 'video' && variant !== 'thumbnail') throw invalidParam('variant', 'variant must be one of video, thumbnail, spritesheet');
-      const job = await deps.jobs.get(principalOf(res), String(req.params['id']));
-      res.locals['jobId'] = job.job_id;
-      const video = job.status === 'succeeded' ? job.videos[0] : undefined;
-      if (!video) {
-        throw new ApiError(400, 'invalid_request_error', 'video_not_ready', `the video is ${STATUS[job.status] ?? job.status}; its content can be downloaded once completed`, 'video_id');
-      }
-      if (variant === 'video') {
-        const stored = await deps.storage.open(video.storage_key);
-        if (!stored) throw videoContentGone();
-        res.status(200).set({ 'Content-Type': 'video/mp4', 'Content-Length': String(stored.bytes), 'Content-Disposition': `attachment; filename="${job.job_id}.mp4"` });
-        stored.stream.on('error', (err) => res.destroy(err));
-        stored.stream.pipe(res);
-        return;
-      }
-      const jpeg = await deps.thumbnails.of(job.job_id, video.storage_key);
-      res.status(200).set({ 'Content-Type': 'image/jpeg', 'Content-Disposition': `inline; filename="${job.job_id}.jpg"` }).send(jpeg);
-    },
-  );
+  api.route(openaiDeleteVideo, deps.auth, deps.limit, deleteVideoHandler(deps));
+  api.route(openaiDownloadVideoContent, deps.auth, downloadContentHandler(deps));
 
   return api;
 }

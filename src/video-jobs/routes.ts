@@ -2,12 +2,10 @@
 // parse, call the service, present.
 import type { RequestHandler } from 'express';
 import { z } from 'zod';
-import { idempotencyKeyOf } from '../http/schemas.js';
 import { CreateVideoBody, IMAGE_MAX_BYTES, ListVideoJobsQuery, VideoJob, VideoJobDeleted, VideoJobList } from './schemas.js';
-import { ApiRouter, bareJsonSchema, bytesText, header, json } from '../http/openapi.js';
+import { ApiRouter, bareJsonSchema, bytesText, header, json, type RouteContract } from '../http/openapi.js';
 import { videoBodyExample, videoBodySchema } from '../models/openapi-bodies.js';
 import { SimulateSchema } from '../providers/video/simulator.js';
-import { fromZodError } from '../errors.js';
 import type { VideoJobLifecycle } from './lifecycle.js';
 import { JSON_BODY_LIMIT_BYTES, jsonBodyParser } from '../http/json-body.js';
 import { principalOf } from '../http/auth.js';
@@ -27,6 +25,113 @@ const JOB_ID = z.object({ id: z.string().describe('The job id.') });
 /** The simulator's `parameters.simulate`, stated in the variants of the models it serves. */
 const SIMULATE_JSON_SCHEMA = bareJsonSchema(SimulateSchema, 'input') as Parameters<typeof videoBodySchema>[2];
 
+const createVideoGeneration = {
+  method: 'post',
+  path: '/v2/videos/generations',
+  operationId: 'createVideoGeneration',
+  tag: 'Videos',
+  summary: 'Create a video generation job',
+  description:
+    'Validates the request against the model (GET /v2/models), charges the estimated cost (n videos at the model price for the resolution and audio setting) and starts the job. ' +
+    'Image to video: `image` (the first frame) and, with it, `lastFrame`, each `{"bytesBase64Encoded", "mimeType"}`, for models with supports_image / supports_last_frame. ' +
+    'A field the model does not support is a 400 naming it. ' +
+    'Poll the job at the `Location` URL. With an `Idempotency-Key`, a retry from the same workspace returns the same job and charges once.',
+  security: 'apiKey',
+  idempotent: true,
+  body: {
+    component: 'CreateVideoBody',
+    schema: CreateVideoBody,
+    limit_bytes: VIDEO_CREATE_BODY_LIMIT_BYTES,
+    example: videoBodyExample,
+    // One variant per model served here, with its limits and inputs.
+    override: (generated, ctx) => videoBodySchema(generated, ctx, SIMULATE_JSON_SCHEMA),
+  },
+  responses: {
+    '202': json(VideoJob, 'Accepted: the job, pending.', { Location: header('The job-status URL, /v2/videos/generations/{id}.') }),
+  },
+  errors: {
+    400: undefined,
+    402: undefined,
+    403: undefined,
+    404: 'Unknown model (model_not_found, `param: model`).',
+    409: undefined,
+    413: `The JSON body exceeds ${bytesText(VIDEO_CREATE_BODY_LIMIT_BYTES)} (request_too_large), or an image exceeds ${bytesText(IMAGE_MAX_BYTES)} decoded (image_too_large, \`param\` naming it).`,
+    429: 'Rate limited (per API key; rate_limited), this key already has 2 requests with images in progress (too_many_concurrent_uploads), or the workspace already has its limit of pending jobs (too_many_pending_jobs; nothing charged).',
+    503: 'No video provider is configured for the model (provider_not_configured), or too many requests with images are in progress (server_busy).',
+  },
+} satisfies RouteContract;
+
+const listVideoGenerations = {
+  method: 'get',
+  path: '/v2/videos/generations',
+  operationId: 'listVideoGenerations',
+  tag: 'Videos',
+  summary: "List this workspace's video generation jobs",
+  description:
+    'Newest first, a page at a time: ask again with `after` = the `id` of the last job of a page while `has_more`. Deleted jobs are not listed. ' +
+    'One read answers up to 100 jobs: to follow many jobs, list `status=pending` rather than reading each job (better still, subscribe to webhooks). ' +
+    'With `If-None-Match`, an unchanged page is a 304.',
+  security: 'apiKey',
+  requestParams: { query: ListVideoJobsQuery },
+  parameters: [IF_NONE_MATCH_PARAMETER],
+  responses: { '200': json(VideoJobList, 'A page of jobs.', CONDITIONAL_HEADERS), '304': NOT_MODIFIED_RESPONSE },
+  errors: {
+    400: 'Invalid `limit` (1 to 100), `status` or `after` (not a job id); `error.param` names it.',
+    404: '`after` names no job of this workspace (job_not_found, `param: after`).',
+    503: READS_BUSY,
+  },
+} satisfies RouteContract;
+
+const cancelVideoGeneration = {
+  method: 'post',
+  path: '/v2/videos/generations/{id}/cancel',
+  operationId: 'cancelVideoGeneration',
+  tag: 'Videos',
+  summary: 'Cancel a pending video generation job',
+  description:
+    "Stops the job: the provider's operation is cancelled where the provider allows it, and the job is refunded in full and ends `failed` with `error.code` `cancelled`. " +
+    'A job that has finished, or is settling (its videos are being delivered), cannot be cancelled: it is either charged for what it delivered or cancelled and refunded, never both.',
+  security: 'apiKey',
+  requestParams: { path: JOB_ID },
+  responses: { '200': json(VideoJob, 'The job, now failed (cancelled) and refunded.') },
+  errors: {
+    404: 'No such job in this workspace (job_not_found).',
+    409: 'The job has finished or is settling (job_not_cancellable).',
+    429: undefined,
+    503: 'The job could not be reached in time (the cancel may still take effect: look at the job).',
+  },
+} satisfies RouteContract;
+
+const deleteVideoGeneration = {
+  method: 'delete',
+  path: '/v2/videos/generations/{id}',
+  operationId: 'deleteVideoGeneration',
+  tag: 'Videos',
+  summary: 'Delete a finished video generation job',
+  description: 'Deletes the stored videos (their URLs stop working) and the job, which is a 404 from then on. The ledger keeps its entries.',
+  security: 'apiKey',
+  requestParams: { path: JOB_ID },
+  responses: { '200': json(VideoJobDeleted, 'Deleted.') },
+  errors: { 404: 'No such job in this workspace (job_not_found).', 409: 'The job is pending: cancel it first (job_pending).', 429: undefined },
+} satisfies RouteContract;
+
+const getVideoGeneration = {
+  method: 'get',
+  path: '/v2/videos/generations/{id}',
+  operationId: 'getVideoGeneration',
+  tag: 'Videos',
+  summary: 'Get a video generation job',
+  description:
+    "The job, with signed video URLs once succeeded. A job of another workspace is a 404. Answered from the job's record, which its workflow keeps current. " +
+    'With `If-None-Match` (the `ETag` of an earlier answer), a job in which nothing changed is a 304 with no body. ' +
+    'Prefer webhooks, then the list (`status=pending`), to reading each job in turn.',
+  security: 'apiKey',
+  requestParams: { path: JOB_ID },
+  parameters: [IF_NONE_MATCH_PARAMETER],
+  responses: { '200': json(VideoJob, 'The job.', CONDITIONAL_HEADERS), '304': NOT_MODIFIED_RESPONSE },
+  errors: { 404: 'No such job in this workspace (job_not_found).', 503: READS_BUSY },
+} satisfies RouteContract;
+
 export function videoRoutes(deps: {
   auth: RequestHandler;
   /** `auth` behind the process's gate of job reads (../http/read-gate.ts). */
@@ -41,48 +146,11 @@ export function videoRoutes(deps: {
   const createBody = jsonBodyParser({ limit_bytes: VIDEO_CREATE_BODY_LIMIT_BYTES, max_concurrent_large_bodies: VIDEO_CREATE_MAX_CONCURRENT_LARGE_BODIES });
 
   api.route(
-    {
-      method: 'post',
-      path: '/v2/videos/generations',
-      operationId: 'createVideoGeneration',
-      tag: 'Videos',
-      summary: 'Create a video generation job',
-      description:
-        'Validates the request against the model (GET /v2/models), charges the estimated cost (n videos at the model price for the resolution and audio setting) and starts the job. ' +
-        'Image to video: `image` (the first frame) and, with it, `lastFrame`, each `{"bytesBase64Encoded", "mimeType"}`, for models with supports_image / supports_last_frame. ' +
-        'A field the model does not support is a 400 naming it. ' +
-        'Poll the job at the `Location` URL. With an `Idempotency-Key`, a retry from the same workspace returns the same job and charges once.',
-      security: 'apiKey',
-      idempotent: true,
-      body: {
-        component: 'CreateVideoBody',
-        schema: CreateVideoBody,
-        limit_bytes: VIDEO_CREATE_BODY_LIMIT_BYTES,
-        example: videoBodyExample,
-        // One variant per model served here, with its limits and inputs.
-        override: (generated, ctx) => videoBodySchema(generated, ctx, SIMULATE_JSON_SCHEMA),
-      },
-      responses: {
-        '202': json(VideoJob, 'Accepted: the job, pending.', { Location: header('The job-status URL, /v2/videos/generations/{id}.') }),
-      },
-      errors: {
-        400: undefined,
-        401: undefined,
-        402: undefined,
-        403: undefined,
-        404: 'Unknown model (model_not_found, `param: model`).',
-        409: undefined,
-        413: `The JSON body exceeds ${bytesText(VIDEO_CREATE_BODY_LIMIT_BYTES)} (request_too_large), or an image exceeds ${bytesText(IMAGE_MAX_BYTES)} decoded (image_too_large, \`param\` naming it).`,
-        429: 'Rate limited (per API key; rate_limited), this key already has 2 requests with images in progress (too_many_concurrent_uploads), or the workspace already has its limit of pending jobs (too_many_pending_jobs; nothing charged).',
-        503: 'No video provider is configured for the model (provider_not_configured), or too many requests with images are in progress (server_busy).',
-      },
-    },
+    createVideoGeneration,
     deps.auth,
     deps.limit,
     createBody,
-    async (req, res) => {
-      const body = CreateVideoBody.parse(req.body);
-      const idempotencyKey = idempotencyKeyOf(req);
+    async ({ body, idempotencyKey }, req, res) => {
       const job = await deps.jobs.create(principalOf(res), body, idempotencyKey);
       res.locals['jobId'] = job.job_id; // for the request log
       const location = `/v2/videos/generations/${job.job_id}`;
@@ -91,108 +159,41 @@ export function videoRoutes(deps: {
   );
 
   api.route(
-    {
-      method: 'get',
-      path: '/v2/videos/generations',
-      operationId: 'listVideoGenerations',
-      tag: 'Videos',
-      summary: "List this workspace's video generation jobs",
-      description:
-        'Newest first, a page at a time: ask again with `after` = the `id` of the last job of a page while `has_more`. Deleted jobs are not listed. ' +
-        'One read answers up to 100 jobs: to follow many jobs, list `status=pending` rather than reading each job (better still, subscribe to webhooks). ' +
-        'With `If-None-Match`, an unchanged page is a 304.',
-      security: 'apiKey',
-      requestParams: { query: ListVideoJobsQuery },
-      parameters: [IF_NONE_MATCH_PARAMETER],
-      responses: { '200': json(VideoJobList, 'A page of jobs.', CONDITIONAL_HEADERS), '304': NOT_MODIFIED_RESPONSE },
-      errors: {
-        400: 'Invalid `limit` (1 to 100), `status` or `after` (not a job id); `error.param` names it.',
-        401: undefined,
-        404: '`after` names no job of this workspace (job_not_found, `param: after`).',
-        503: READS_BUSY,
-      },
-    },
+    listVideoGenerations,
     deps.readAuth,
-    async (req, res) => {
-      const q = ListVideoJobsQuery.safeParse(req.query);
-      if (!q.success) throw fromZodError(q.error);
-      const page = await deps.lifecycle.list(principalOf(res), q.data);
+    async ({ query }, req, res) => {
+      const page = await deps.lifecycle.list(principalOf(res), query);
       const baseUrl = baseUrlOf(req, deps.publicBaseUrl);
       sendJsonConditionally(req, res, { object: 'list', data: await Promise.all(page.jobs.map((job) => presentVideoJob(job, deps.downloadUrls, baseUrl))), has_more: page.has_more });
     },
   );
 
   api.route(
-    {
-      method: 'post',
-      path: '/v2/videos/generations/{id}/cancel',
-      operationId: 'cancelVideoGeneration',
-      tag: 'Videos',
-      summary: 'Cancel a pending video generation job',
-      description:
-        "Stops the job: the provider's operation is cancelled where the provider allows it, and the job is refunded in full and ends `failed` with `error.code` `cancelled`. " +
-        'A job that has finished, or is settling (its videos are being delivered), cannot be cancelled: it is either charged for what it delivered or cancelled and refunded, never both.',
-      security: 'apiKey',
-      requestParams: { path: JOB_ID },
-      responses: { '200': json(VideoJob, 'The job, now failed (cancelled) and refunded.') },
-      errors: {
-        401: undefined,
-        404: 'No such job in this workspace (job_not_found).',
-        409: 'The job has finished or is settling (job_not_cancellable).',
-        429: undefined,
-        503: 'The job could not be reached in time (the cancel may still take effect: look at the job).',
-      },
-    },
+    cancelVideoGeneration,
     deps.auth,
     deps.limit,
-    async (req, res) => {
-      const job = await deps.lifecycle.cancel(principalOf(res), String(req.params['id']));
+    async ({ params }, req, res) => {
+      const job = await deps.lifecycle.cancel(principalOf(res), params.id);
       res.locals['jobId'] = job.job_id;
       res.json(await presentVideoJob(job, deps.downloadUrls, baseUrlOf(req, deps.publicBaseUrl)));
     },
   );
 
   api.route(
-    {
-      method: 'delete',
-      path: '/v2/videos/generations/{id}',
-      operationId: 'deleteVideoGeneration',
-      tag: 'Videos',
-      summary: 'Delete a finished video generation job',
-      description: 'Deletes the stored videos (their URLs stop working) and the job, which is a 404 from then on. The ledger keeps its entries.',
-      security: 'apiKey',
-      requestParams: { path: JOB_ID },
-      responses: { '200': json(VideoJobDeleted, 'Deleted.') },
-      errors: { 401: undefined, 404: 'No such job in this workspace (job_not_found).', 409: 'The job is pending: cancel it first (job_pending).', 429: undefined },
-    },
+    deleteVideoGeneration,
     deps.auth,
     deps.limit,
-    async (req, res) => {
-      res.locals['jobId'] = String(req.params['id']);
-      res.json(await deps.lifecycle.delete(principalOf(res), String(req.params['id'])));
+    async ({ params }, _req, res) => {
+      res.locals['jobId'] = params.id;
+      res.json(await deps.lifecycle.delete(principalOf(res), params.id));
     },
   );
 
   api.route(
-    {
-      method: 'get',
-      path: '/v2/videos/generations/{id}',
-      operationId: 'getVideoGeneration',
-      tag: 'Videos',
-      summary: 'Get a video generation job',
-      description:
-        "The job, with signed video URLs once succeeded. A job of another workspace is a 404. Answered from the job's record, which its workflow keeps current. " +
-        'With `If-None-Match` (the `ETag` of an earlier answer), a job in which nothing changed is a 304 with no body. ' +
-        'Prefer webhooks, then the list (`status=pending`), to reading each job in turn.',
-      security: 'apiKey',
-      requestParams: { path: JOB_ID },
-      parameters: [IF_NONE_MATCH_PARAMETER],
-      responses: { '200': json(VideoJob, 'The job.', CONDITIONAL_HEADERS), '304': NOT_MODIFIED_RESPONSE },
-      errors: { 401: undefined, 404: 'No such job in this workspace (job_not_found).', 503: READS_BUSY },
-    },
+    getVideoGeneration,
     deps.readAuth,
-    async (req, res) => {
-      const job = await deps.jobs.get(principalOf(res), String(req.params['id']));
+    async ({ params }, req, res) => {
+      const job = await deps.jobs.get(principalOf(res), params.id);
       res.locals['jobId'] = job.job_id; // for the request log
       sendJsonConditionally(req, res, await presentVideoJob(job, deps.downloadUrls, baseUrlOf(req, deps.publicBaseUrl)));
     },

@@ -2,14 +2,14 @@
 // handler: parse, call the service, present. Clone uploads are multipart: one `name` and one or more
 // `file` parts, held in memory, each file recognised as audio by its content.
 import type { RequestHandler } from 'express';
-import { z } from 'zod';
+import { z, type ZodError } from 'zod';
 import { principalOf } from '../http/auth.js';
 import { ApiError, invalidParam } from '../errors.js';
-import { multipartForm, multipartOf, type MultipartLimits } from '../http/multipart.js';
+import { multipartForm, type MultipartForm, type MultipartLimits, type UploadedFile } from '../http/multipart.js';
 import { text } from '../zod-text.js';
 import { AUDIO_CONTENT_TYPES, SNIFF_BYTES, sniffAudio, type AudioFormat } from '../media/audio-sniff.js';
 import type { VoiceRecord, VoicesService } from './service.js';
-import { ApiRouter, bytesText, json } from '../http/openapi.js';
+import { ApiRouter, bytesText, json, type RouteContract } from '../http/openapi.js';
 import { Voice, VoiceDeleted, VoiceList } from './schemas.js';
 import type { VoiceConsentsService } from './consents.js';
 
@@ -78,15 +78,88 @@ export const CreateVoiceForm = z
   })
   .describe('multipart/form-data: one "name" part, one or more "file" parts and an optional "consent" part; no other parts.');
 
-function parseName(raw: string): string {
-  const name = VoiceName.safeParse(raw);
-  if (!name.success) throw invalidParam('name', `name ${name.error.issues[0]!.message}`);
-  return name.data;
-}
+/**
+ * The form as the handler takes it: the parts named, then `name` validated. The file parts' size and
+ * type are the multipart parser's (../http/multipart.ts); `consent` is looked up by the clone.
+ */
+const CreateVoiceParts = {
+  schema: z.object({ name: VoiceName, file: z.array(z.custom<UploadedFile>()).min(1), consent: z.string().optional() }),
+  input: (form: MultipartForm) => ({ name: form.fields.get('name'), file: form.files, consent: form.fields.get('consent') }),
+  invalid: (err: ZodError, input: Record<string, unknown>) => {
+    const missing = [...(input['name'] === undefined ? ['name'] : []), ...(Array.isArray(input['file']) && input['file'].length === 0 ? ['file'] : [])];
+    return missing.length > 0 ? missingParts(missing) : invalidParam('name', `name ${err.issues[0]!.message}`);
+  },
+};
 
 export const VOICE_503 =
   'No voice provider is configured (provider_not_configured), the provider could not be reached (provider_unavailable), or too many uploads are in progress (server_busy).';
 const NO_VOICE = 'No such voice in this workspace (voice_not_found).';
+
+const createVoice = {
+  method: 'post',
+  path: '/v2/audio/voices',
+  operationId: 'createVoice',
+  tag: 'Voices',
+  summary: 'Clone a voice',
+  description: 'Clones a voice from audio samples. The voice is visible and usable only from this workspace.',
+  security: 'apiKey',
+  body: {
+    component: 'CreateVoiceForm',
+    schema: CreateVoiceForm,
+    mediaType: 'multipart/form-data',
+    parts: CreateVoiceParts,
+    description: `multipart/form-data with a boundary; at most ${VOICE_UPLOAD_LIMITS.maxParts} parts.`,
+    encoding: { file: { contentType: Object.values(AUDIO_CONTENT_TYPES).join(', ') } },
+  },
+  responses: { '200': json(Voice, 'The new voice.') },
+  errors: {
+    400: 'Invalid form: a missing, repeated or unknown part, a blank name, an empty file, too many files, a malformed or truncated body, or the workspace already holds its maximum of voices.',
+    413: `A file above ${bytesText(VOICE_UPLOAD_LIMITS.maxFileBytes)} (file_too_large), the files together above ${bytesText(VOICE_UPLOAD_LIMITS.maxTotalFileBytes)} (upload_too_large), or the declared body too large (request_too_large).`,
+    415: 'Not multipart/form-data (unsupported_media_type), or a file that is not recognised as audio (unsupported_file_type, `param: file`).',
+    429: undefined,
+    503: VOICE_503,
+  },
+} satisfies RouteContract;
+
+const listVoices = {
+  method: 'get',
+  path: '/v2/audio/voices',
+  operationId: 'listVoices',
+  tag: 'Voices',
+  summary: "List this workspace's voices",
+  security: 'apiKey',
+  responses: { '200': json(VoiceList, 'The voices, newest first.') },
+  errors: { 503: VOICE_503 },
+} satisfies RouteContract;
+
+const getVoice = {
+  method: 'get',
+  path: '/v2/audio/voices/{id}',
+  operationId: 'getVoice',
+  tag: 'Voices',
+  summary: 'Get a voice',
+  security: 'apiKey',
+  requestParams: { path: z.object({ id: z.string().describe('The voice registry id (`id` of the voice, not its `voice_id`).') }) },
+  responses: { '200': json(Voice, 'The voice.') },
+  errors: { 404: NO_VOICE, 503: VOICE_503 },
+} satisfies RouteContract;
+
+const deleteVoice = {
+  method: 'delete',
+  path: '/v2/audio/voices/{id}',
+  operationId: 'deleteVoice',
+  tag: 'Voices',
+  summary: 'Delete a voice',
+  description: 'Removes the voice from the registry now and from the provider durably.',
+  security: 'apiKey',
+  requestParams: { path: z.object({ id: z.string().describe('The voice registry id.') }) },
+  responses: { '200': json(VoiceDeleted, 'Deleted.') },
+  errors: {
+    404: NO_VOICE,
+    429: undefined,
+    503: 'No voice provider is configured, or the deletion could not be started (temporarily_unavailable); nothing changed.',
+  },
+} satisfies RouteContract;
 
 export function voiceRoutes(deps: { auth: RequestHandler; limit: RequestHandler; voices: VoicesService; consents?: VoiceConsentsService }): ApiRouter {
   const api = new ApiRouter();
@@ -103,113 +176,50 @@ export function voiceRoutes(deps: { auth: RequestHandler; limit: RequestHandler;
   });
 
   api.route(
-    {
-      method: 'post',
-      path: '/v2/audio/voices',
-      operationId: 'createVoice',
-      tag: 'Voices',
-      summary: 'Clone a voice',
-      description: 'Clones a voice from audio samples. The voice is visible and usable only from this workspace.',
-      security: 'apiKey',
-      body: {
-        component: 'CreateVoiceForm',
-        schema: CreateVoiceForm,
-        mediaType: 'multipart/form-data',
-        description: `multipart/form-data with a boundary; at most ${VOICE_UPLOAD_LIMITS.maxParts} parts.`,
-        encoding: { file: { contentType: Object.values(AUDIO_CONTENT_TYPES).join(', ') } },
-      },
-      responses: { '200': json(Voice, 'The new voice.') },
-      errors: {
-        400: 'Invalid form: a missing, repeated or unknown part, a blank name, an empty file, too many files, a malformed or truncated body, or the workspace already holds its maximum of voices.',
-        401: undefined,
-        413: `A file above ${bytesText(VOICE_UPLOAD_LIMITS.maxFileBytes)} (file_too_large), the files together above ${bytesText(VOICE_UPLOAD_LIMITS.maxTotalFileBytes)} (upload_too_large), or the declared body too large (request_too_large).`,
-        415: 'Not multipart/form-data (unsupported_media_type), or a file that is not recognised as audio (unsupported_file_type, `param: file`).',
-        429: undefined,
-        503: VOICE_503,
-      },
-    },
+    createVoice,
     deps.auth,
     deps.limit,
     configured,
     upload,
-    async (_req, res) => {
-      const form = multipartOf(res);
-      const rawName = form.fields.get('name');
-      const missing = [...(rawName === undefined ? ['name'] : []), ...(form.files.length === 0 ? ['file'] : [])];
-      if (missing.length > 0) throw missingParts(missing);
-      const name = parseName(rawName!);
-      const samples = form.files.map((f) => {
+    async (input, _req, res) => {
+      const { name, file, consent } = input.body;
+      const samples = file.map((f) => {
         const format = f.type as AudioFormat;
         return { filename: f.filename, format, content_type: AUDIO_CONTENT_TYPES[format], data: f.buffer };
       });
       // `consent`: the id of a voice consent of this workspace (POST /v1/audio/voice_consents).
-      const consent_id = deps.consents ? await deps.consents.forClone(principalOf(res), form.fields.get('consent')) : null;
+      const consent_id = deps.consents ? await deps.consents.forClone(principalOf(res), consent) : null;
       const voice = await deps.voices.create(principalOf(res), { name, samples, consent_id });
       res.json(presentVoice(voice));
     },
   );
 
   api.route(
-    {
-      method: 'get',
-      path: '/v2/audio/voices',
-      operationId: 'listVoices',
-      tag: 'Voices',
-      summary: "List this workspace's voices",
-      security: 'apiKey',
-      responses: { '200': json(VoiceList, 'The voices, newest first.') },
-      errors: { 401: undefined, 503: VOICE_503 },
-    },
+    listVoices,
     deps.auth,
     configured,
-    async (_req, res) => {
+    async (input, _req, res) => {
       const voices = await deps.voices.list(principalOf(res));
       res.json({ object: 'list', data: voices.map(presentVoice) });
     },
   );
 
   api.route(
-    {
-      method: 'get',
-      path: '/v2/audio/voices/{id}',
-      operationId: 'getVoice',
-      tag: 'Voices',
-      summary: 'Get a voice',
-      security: 'apiKey',
-      requestParams: { path: z.object({ id: z.string().describe('The voice registry id (`id` of the voice, not its `voice_id`).') }) },
-      responses: { '200': json(Voice, 'The voice.') },
-      errors: { 401: undefined, 404: NO_VOICE, 503: VOICE_503 },
-    },
+    getVoice,
     deps.auth,
     configured,
-    async (req, res) => {
-      res.json(presentVoice(await deps.voices.get(principalOf(res), String(req.params['id']))));
+    async (input, req, res) => {
+      res.json(presentVoice(await deps.voices.get(principalOf(res), input.params.id)));
     },
   );
 
   api.route(
-    {
-      method: 'delete',
-      path: '/v2/audio/voices/{id}',
-      operationId: 'deleteVoice',
-      tag: 'Voices',
-      summary: 'Delete a voice',
-      description: 'Removes the voice from the registry now and from the provider durably.',
-      security: 'apiKey',
-      requestParams: { path: z.object({ id: z.string().describe('The voice registry id.') }) },
-      responses: { '200': json(VoiceDeleted, 'Deleted.') },
-      errors: {
-        401: undefined,
-        404: NO_VOICE,
-        429: undefined,
-        503: 'No voice provider is configured, or the deletion could not be started (temporarily_unavailable); nothing changed.',
-      },
-    },
+    deleteVoice,
     deps.auth,
     deps.limit,
     configured,
-    async (req, res) => {
-      const { id } = await deps.voices.delete(principalOf(res), String(req.params['id']));
+    async (input, req, res) => {
+      const { id } = await deps.voices.delete(principalOf(res), input.params.id);
       res.json({ id, object: 'voice', deleted: true });
     },
   );

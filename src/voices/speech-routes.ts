@@ -1,8 +1,7 @@
 // POST /v2/audio/speech: JSON in, audio bytes out (charged once delivered; see ./speech.ts).
 import type { RequestHandler } from 'express';
-import { idempotencyKeyOf } from '../http/schemas.js';
 import { CreateSpeechBody } from './schemas.js';
-import { ApiRouter, header, type RouteContract } from '../http/openapi.js';
+import { ApiRouter, header, type ContractHandler, type RouteContract } from '../http/openapi.js';
 import { speechBodyExample, speechBodySchema } from '../models/openapi-bodies.js';
 import { jsonBody } from '../http/json-body.js';
 import { principalOf } from '../http/auth.js';
@@ -69,7 +68,6 @@ export const SPEECH_CONTENT = Object.fromEntries([
 /** The errors speech can answer. */
 export const SPEECH_ERRORS: RouteContract['errors'] = {
   400: 'Invalid request, e.g. blank or too long `input`, or a response_format the model does not offer.',
-  401: undefined,
   402: undefined,
   403: undefined,
   404: 'Unknown model (model_not_found, `param: model`) or voice (voice_not_found, `param: voice`).',
@@ -78,6 +76,67 @@ export const SPEECH_ERRORS: RouteContract['errors'] = {
   502: undefined,
   503: 'No voice provider is configured, or it could not be reached.',
 };
+
+const createSpeech = {
+  method: 'post',
+  path: '/v2/audio/speech',
+  operationId: 'createSpeech',
+  tag: 'Speech',
+  summary: 'Text to speech',
+  description:
+    'Speaks `input` with `voice` and answers the audio. Charged per character, once the audio is produced; a provider failure charges nothing. ' +
+    'With an `Idempotency-Key`, a retry with the same body answers again without a second charge.',
+  security: 'apiKey',
+  idempotent: true,
+  // One variant per speech model of the configured voice provider, with its limits.
+  body: { component: 'CreateSpeechBody', schema: CreateSpeechBody, example: speechBodyExample, override: speechBodySchema },
+  responses: {
+    '200': {
+      description:
+        'The audio, in `response_format` (wav, pcm, mp3, opus, aac or flac, as the model offers). With `stream_format: "audio"` the bytes are streamed while ' +
+        'they are made; with `"sse"`, as `speech.audio.delta` and `speech.audio.done` server-sent events.',
+      headers: {
+        'Content-Disposition': header('`inline; filename="speech.wav"` (or .pcm).'),
+        'X-Speech-Request-Id': header('The speech request id (derived from the Idempotency-Key when given).', { type: 'string', format: 'uuid' }),
+        'X-Model': header('The model that spoke.'),
+        'X-Characters': header('Characters billed (Unicode code points).', { type: 'integer', minimum: 1 }),
+        'X-Cost-In-Euro': header('The charge, in euros.', { type: 'number' }),
+        'Idempotent-Replayed': header('`true` when this answers an Idempotency-Key retry (not charged again).', { type: 'string', const: 'true' }),
+      },
+      content: SPEECH_CONTENT,
+    },
+  },
+  errors: SPEECH_ERRORS,
+} satisfies RouteContract;
+
+function createSpeechHandler(deps: { speech: SpeechService }): ContractHandler<typeof createSpeech> {
+  return async ({ body, idempotencyKey }, _req, res) => {
+    if (body.stream_format !== undefined) {
+      const stream = await deps.speech.speakStream(principalOf(res), body, idempotencyKey);
+      sendSpeechStream(res, stream, body.stream_format, {
+        'X-Speech-Request-Id': stream.speech_request_id,
+        'X-Model': stream.model,
+        'X-Characters': String(stream.characters),
+        'X-Cost-In-Euro': String(microEurToEur(stream.cost_micro_eur)),
+        ...(stream.replayed ? { 'Idempotent-Replayed': 'true' } : {}),
+      });
+      return;
+    }
+    const speech = await deps.speech.speak(principalOf(res), body, idempotencyKey);
+    res
+      .status(200)
+      .set({
+        'Content-Type': speech.content_type,
+        'Content-Disposition': `inline; filename="speech.${body.response_format ?? 'wav'}"`,
+        'X-Speech-Request-Id': speech.speech_request_id,
+        'X-Model': speech.model,
+        'X-Characters': String(speech.characters),
+        'X-Cost-In-Euro': String(microEurToEur(speech.cost_micro_eur)),
+        ...(speech.replayed ? { 'Idempotent-Replayed': 'true' } : {}),
+      })
+      .send(speech.audio);
+  };
+}
 
 export function speechRoutes(deps: { auth: RequestHandler; limit: RequestHandler; speech: SpeechService }): ApiRouter {
   const api = new ApiRouter();
@@ -88,69 +147,12 @@ export function speechRoutes(deps: { auth: RequestHandler; limit: RequestHandler
   };
 
   api.route(
-    {
-      method: 'post',
-      path: '/v2/audio/speech',
-      operationId: 'createSpeech',
-      tag: 'Speech',
-      summary: 'Text to speech',
-      description:
-        'Speaks `input` with `voice` and answers the audio. Charged per character, once the audio is produced; a provider failure charges nothing. ' +
-        'With an `Idempotency-Key`, a retry with the same body answers again without a second charge.',
-      security: 'apiKey',
-      idempotent: true,
-      // One variant per speech model of the configured voice provider, with its limits.
-      body: { component: 'CreateSpeechBody', schema: CreateSpeechBody, example: speechBodyExample, override: speechBodySchema },
-      responses: {
-        '200': {
-          description:
-            'The audio, in `response_format` (wav, pcm, mp3, opus, aac or flac, as the model offers). With `stream_format: "audio"` the bytes are streamed while ' +
-            'they are made; with `"sse"`, as `speech.audio.delta` and `speech.audio.done` server-sent events.',
-          headers: {
-            'Content-Disposition': header('`inline; filename="speech.wav"` (or .pcm).'),
-            'X-Speech-Request-Id': header('The speech request id (derived from the Idempotency-Key when given).', { type: 'string', format: 'uuid' }),
-            'X-Model': header('The model that spoke.'),
-            'X-Characters': header('Characters billed (Unicode code points).', { type: 'integer', minimum: 1 }),
-            'X-Cost-In-Euro': header('The charge, in euros.', { type: 'number' }),
-            'Idempotent-Replayed': header('`true` when this answers an Idempotency-Key retry (not charged again).', { type: 'string', const: 'true' }),
-          },
-          content: SPEECH_CONTENT,
-        },
-      },
-      errors: SPEECH_ERRORS,
-    },
+    createSpeech,
     deps.auth,
     deps.limit,
     configured,
     jsonBody,
-    async (req, res) => {
-      const body = CreateSpeechBody.parse(req.body);
-      const idempotencyKey = idempotencyKeyOf(req);
-      if (body.stream_format !== undefined) {
-        const stream = await deps.speech.speakStream(principalOf(res), body, idempotencyKey);
-        sendSpeechStream(res, stream, body.stream_format, {
-          'X-Speech-Request-Id': stream.speech_request_id,
-          'X-Model': stream.model,
-          'X-Characters': String(stream.characters),
-          'X-Cost-In-Euro': String(microEurToEur(stream.cost_micro_eur)),
-          ...(stream.replayed ? { 'Idempotent-Replayed': 'true' } : {}),
-        });
-        return;
-      }
-      const speech = await deps.speech.speak(principalOf(res), body, idempotencyKey);
-      res
-        .status(200)
-        .set({
-          'Content-Type': speech.content_type,
-          'Content-Disposition': `inline; filename="speech.${body.response_format ?? 'wav'}"`,
-          'X-Speech-Request-Id': speech.speech_request_id,
-          'X-Model': speech.model,
-          'X-Characters': String(speech.characters),
-          'X-Cost-In-Euro': String(microEurToEur(speech.cost_micro_eur)),
-          ...(speech.replayed ? { 'Idempotent-Replayed': 'true' } : {}),
-        })
-        .send(speech.audio);
-    },
+    createSpeechHandler(deps),
   );
 
   return api;
