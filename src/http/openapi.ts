@@ -1,20 +1,27 @@
 // The OpenAPI 3.1 document of the API, served at GET /v2/openapi.json and rendered by GET /docs.
 //
-// Each route's contract lives beside its handler. A route file builds an ApiRouter and declares every
-// operation with `api.route(contract, ...handlers)`: the contract (method, path, summary, description,
-// parameters, request body, responses and the errors it can answer, security) is plain data right
-// above the Express handlers that implement it, and `api.route` mounts those handlers on exactly that
-// method and path. createApp (./app.ts) mounts the routers and builds this document from the
-// contracts of what it mounted, so the document lists exactly the operations served (a handler
-// mounted on `api.router` directly, like the docs page's assets, is not an operation of the API).
+// Each route's contract lives beside its handler. A route file declares every operation's contract as
+// plain data (`const getThing = { ... } satisfies RouteContract`: method, path, summary, description,
+// parameters, request body, responses and the errors it can answer, security) and mounts it with
+// `api.route(contract, ...middleware, handler)`. `api.route` mounts the middleware (authentication, rate
+// limit, body parser) on exactly that method and path, then validates the request against the
+// contract's schemas (path parameters, query, declared headers, the body, the Idempotency-Key) and
+// calls the handler with the values they give, typed from the contract: a refusal is the 400 of
+// fromZodError (or the contract's own `invalid` answer) and the handler never runs. What no schema can
+// say (a model's limits, which ids exist) the handler's services check. createApp (./app.ts) mounts the
+// routers and builds this document from the contracts of what it mounted, so the document lists
+// exactly the operations served (a handler mounted on `api.router` directly, like the docs page's
+// assets, is not an operation of the API).
 //
-//   api.route(
-//     { method: 'get', path: '/v2/things/{id}', operationId: 'getThing', tag: 'Things', summary: 'Get a thing',
-//       security: 'apiKey', requestParams: { path: z.object({ id: z.string().describe('The thing id.') }) },
-//       responses: { '200': json(S.Thing, 'The thing.') }, errors: { 401: undefined, 404: 'No such thing.' } },
-//     deps.auth,
-//     async (req, res) => { ... },
-//   );
+//   const getThing = {
+//     method: 'get', path: '/v2/things/{id}', operationId: 'getThing', tag: 'Things', summary: 'Get a thing',
+//     security: 'apiKey', requestParams: { path: z.object({ id: z.string().describe('The thing id.') }) },
+//     responses: { '200': json(S.Thing, 'The thing.') }, errors: { 404: 'No such thing.' },
+//   } satisfies RouteContract;
+//   api.route(getThing, deps.auth, async ({ params }, req, res) => { ... params.id ... });
+//
+// A route behind an API key or the admin token (`security`) documents its 401, and a read with an API
+// key its 429, without saying so.
 //
 // Schemas are zod: request bodies, parameters and responses are the very zod schemas the routes
 // validate with (each feature's schemas.ts), turned into JSON Schema by zod-openapi (which calls zod's own
