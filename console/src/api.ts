@@ -1,5 +1,6 @@
 // The console's only way to the server: the public /v2/ API on this origin, with the API key of the
 // tab's session as a bearer header (no cookies are sent: `credentials: 'omit'`).
+import type { SpeechModel, VideoModel } from './api-types';
 
 const KEY_STORAGE = 'vva.apiKey';
 
@@ -116,91 +117,7 @@ export interface ListPage<T> {
   has_more?: boolean;
 }
 
-export interface VideoModel {
-  id: string;
-  kind: 'video';
-  family: string;
-  variant: string;
-  backend: string | null;
-  simulated: boolean;
-  durations_seconds: number[];
-  resolutions: string[];
-  aspect_ratios: string[];
-  max_n: number;
-  supports_image: boolean;
-  supports_last_frame: boolean;
-  image_mime_types: string[];
-  max_image_bytes: number;
-  supports_negative_prompt: boolean;
-  supports_audio: boolean;
-  generate_audio_default: boolean;
-  pricing: {
-    per_second_with_audio_in_euro: Record<string, number> | null;
-    per_second_without_audio_in_euro: Record<string, number>;
-  };
-}
-
-export interface SpeechModel {
-  id: string;
-  kind: 'speech';
-  available: boolean;
-  max_input_chars: number;
-  preset_voices?: string[];
-  pricing: { per_1000_characters_in_euro: number };
-}
+// What the API answers: generated from its response schemas (../../scripts/console-api-types.ts).
+export type { DeliveryAttempt, LedgerEntry, SpeechModel, VideoJob, VideoModel, Voice, WebhookEndpoint, WebhookEndpointCreated } from './api-types';
 
 export type Model = VideoModel | SpeechModel;
-
-export interface VideoJob {
-  id: string;
-  status: 'pending' | 'succeeded' | 'failed';
-  model: string;
-  created: number;
-  completed: number | null;
-  params: { durationSeconds: number; resolution: string; aspectRatio: string; n: number };
-  estimated_cost_in_euro: number;
-  cost_in_euro: number | null;
-  refunded_in_euro: number;
-  videos: { url: string; expires_at: number; content_type: string }[];
-  error: { code: string; message: string } | null;
-  /** The provider's progress, where the API reports it (0 to 1, or a percentage). */
-  progress?: number | null;
-}
-
-export interface Voice {
-  id: string;
-  voice_id: string;
-  name: string;
-  requires_verification: boolean;
-  created: number;
-}
-
-export interface LedgerEntry {
-  id: string;
-  type: 'credit' | 'charge' | 'refund';
-  amount_in_euro: number;
-  balance_after_in_euro: number;
-  job_id: string | null;
-  speech_request_id: string | null;
-  created: number;
-}
-
-export interface WebhookEndpoint {
-  id: string;
-  url: string;
-  events: string[];
-  created: number;
-  secret?: string;
-}
-
-export interface DeliveryAttempt {
-  id: string;
-  event_id: string;
-  event_type: string;
-  attempt: number;
-  created: number;
-  status: 'succeeded' | 'failed';
-  http_status: number | null;
-  error: string | null;
-  delivery_status: string;
-}

@@ -21,4 +21,9 @@ export const LedgerEntry = z
   .describe('One entry of the append-only ledger.');
 export const LedgerEntryList = z.strictObject({ object: z.literal('list'), data: z.array(LedgerEntry).describe('Newest first.'), has_more: z.boolean() });
 
+/** What the API answers, as its clients read it (z.output of the response schemas). */
+export type Balance = z.output<typeof Balance>;
+export type LedgerEntry = z.output<typeof LedgerEntry>;
+export type LedgerEntryList = z.output<typeof LedgerEntryList>;
+
 export const RESPONSE_COMPONENTS = { Balance, LedgerEntry, LedgerEntryList } satisfies Record<string, z.ZodType>;

@@ -74,4 +74,10 @@ export const SpeechModel = z
 export const Model = z.discriminatedUnion('kind', [VideoModel, SpeechModel]);
 export const ModelList = z.strictObject({ object: z.literal('list'), data: z.array(Model) });
 
+/** What the API answers, as its clients read it (z.output of the response schemas). */
+export type Model = z.output<typeof Model>;
+export type VideoModel = z.output<typeof VideoModel>;
+export type SpeechModel = z.output<typeof SpeechModel>;
+export type ModelList = z.output<typeof ModelList>;
+
 export const RESPONSE_COMPONENTS = { Model, VideoModel, SpeechModel, ModelList } satisfies Record<string, z.ZodType>;

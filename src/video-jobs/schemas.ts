@@ -119,4 +119,9 @@ export const VideoJobList = z.strictObject({
 });
 export const VideoJobDeleted = z.strictObject({ id: Uuid, object: z.literal('video.generation_job'), deleted: z.literal(true) });
 
+/** What the API answers, as its clients read it (z.output of the response schemas). */
+export type VideoJob = z.output<typeof VideoJob>;
+export type VideoJobList = z.output<typeof VideoJobList>;
+export type VideoJobDeleted = z.output<typeof VideoJobDeleted>;
+
 export const RESPONSE_COMPONENTS = { VideoJob, VideoJobList, VideoJobDeleted } satisfies Record<string, z.ZodType>;

@@ -33,4 +33,9 @@ export const Voice = z
 export const VoiceList = z.strictObject({ object: z.literal('list'), data: z.array(Voice) });
 export const VoiceDeleted = z.strictObject({ id: Uuid, object: z.literal('voice'), deleted: z.literal(true) });
 
+/** What the API answers, as its clients read it (z.output of the response schemas). */
+export type Voice = z.output<typeof Voice>;
+export type VoiceList = z.output<typeof VoiceList>;
+export type VoiceDeleted = z.output<typeof VoiceDeleted>;
+
 export const RESPONSE_COMPONENTS = { Voice, VoiceList, VoiceDeleted } satisfies Record<string, z.ZodType>;

@@ -81,6 +81,15 @@ export const WebhookEvent = z
       'answered when the event happened; its video URLs expire: fetch the job again for fresh ones.',
   );
 
+/** What the API answers, as its clients read it (z.output of the response schemas). */
+export type WebhookEndpoint = z.output<typeof WebhookEndpoint>;
+export type WebhookEndpointCreated = z.output<typeof WebhookEndpointCreated>;
+export type WebhookEndpointList = z.output<typeof WebhookEndpointList>;
+export type WebhookEndpointDeleted = z.output<typeof WebhookEndpointDeleted>;
+export type WebhookDeliveryAttempt = z.output<typeof WebhookDeliveryAttempt>;
+export type WebhookDeliveryAttemptList = z.output<typeof WebhookDeliveryAttemptList>;
+export type WebhookEvent = z.output<typeof WebhookEvent>;
+
 export const RESPONSE_COMPONENTS = {
   WebhookEndpoint,
   WebhookEndpointCreated,

@@ -6,7 +6,7 @@ import Button from 'react-bootstrap/Button';
 import Form from 'react-bootstrap/Form';
 import InputGroup from 'react-bootstrap/InputGroup';
 import Table from 'react-bootstrap/Table';
-import { api, type DeliveryAttempt, type ListPage, type WebhookEndpoint } from '../api';
+import { api, type DeliveryAttempt, type ListPage, type WebhookEndpoint, type WebhookEndpointCreated } from '../api';
 import { ErrorAlert } from '../ErrorAlert';
 import { when } from '../format';
 import { Pager, useCursorPages } from '../Pager';
@@ -106,8 +106,8 @@ export function Webhooks() {
   const submit = (e: FormEvent) => {
     e.preventDefault();
     void run(async () => {
-      const created = await api<WebhookEndpoint>('/v2/webhooks', { method: 'POST', json: { url } });
-      setSecret({ url: created.url, secret: created.secret ?? '' });
+      const created = await api<WebhookEndpointCreated>('/v2/webhooks', { method: 'POST', json: { url } });
+      setSecret({ url: created.url, secret: created.secret });
       setCopied(false);
       setUrl('');
       load();
