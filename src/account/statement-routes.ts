@@ -51,7 +51,7 @@ export function statementRoutes(deps: { auth: RequestHandler; db: Db }): ApiRout
   api.route(
     getBalance,
     deps.auth,
-    async (input, _req, res) => {
+    async (_input, _req, res) => {
       const balance = await balanceOf(deps.db, principalOf(res).workspace_id);
       res.json({ object: 'balance', balance_in_euro: microEurToEur(balance) });
     },
@@ -60,7 +60,7 @@ export function statementRoutes(deps: { auth: RequestHandler; db: Db }): ApiRout
   api.route(
     listLedgerEntriesOperation,
     deps.auth,
-    async (input, req, res) => {
+    async (input, _req, res) => {
       const page = await listLedgerEntries(deps.db, principalOf(res).workspace_id, input.query);
       res.json({ object: 'list', data: page.data.map(presentLedgerEntry), has_more: page.has_more });
     },

@@ -48,7 +48,7 @@ export function openAiModelRoutes(deps: { auth: RequestHandler; simulator: boole
   api.route(
     openaiListModels,
     deps.auth,
-    (input, _req, res) => {
+    (_input, _req, res) => {
       res.json({ object: 'list', data: usable(principalOf(res)) });
     },
   );
@@ -56,7 +56,7 @@ export function openAiModelRoutes(deps: { auth: RequestHandler; simulator: boole
   api.route(
     openaiRetrieveModel,
     deps.auth,
-    (input, req, res) => {
+    (input, _req, res) => {
       const id = input.params.id;
       const m = usable(principalOf(res)).find((x) => x.id === id);
       if (!m) throw notFound('model_not_found', `The model '${id}' does not exist or you do not have access to it.`, 'model');

@@ -65,7 +65,7 @@ export function modelRoutes(deps: { auth: RequestHandler; simulator: boolean; ve
   api.route(
     listModels,
     deps.auth,
-    (input, _req, res) => {
+    (_input, _req, res) => {
       const principal = principalOf(res);
       // Retired ids are not offered: they are listed (deprecated) in /v2/models/all only.
       const usable = all().filter((m) => m.available && !('deprecated' in m && m.deprecated) && keyAllowsModel(principal, m.id));
@@ -76,7 +76,7 @@ export function modelRoutes(deps: { auth: RequestHandler; simulator: boolean; ve
   api.route(
     listAllModels,
     deps.auth,
-    (input, _req, res) => {
+    (_input, _req, res) => {
       res.json({ object: 'list', data: all() });
     },
   );
@@ -84,7 +84,7 @@ export function modelRoutes(deps: { auth: RequestHandler; simulator: boolean; ve
   api.route(
     getModel,
     deps.auth,
-    (input, req, res) => {
+    (input, _req, res) => {
       const m = all().find((x) => x.id === input.params.id);
       if (!m) throw notFound('model_not_found', `model "${input.params.id}" does not exist`, 'id');
       res.json(m);

@@ -77,7 +77,7 @@ export function docsRoutes(document: () => OpenApiDocument): ApiRouter {
       security: 'none',
       responses: { '200': { description: 'The OpenAPI 3.1 document.', content: { 'application/json': { schema: { type: 'object' } } } } },
     },
-    (input, _req, res) => {
+    (_input, _req, res) => {
       json ??= JSON.stringify(document());
       res.status(200).type('application/json').set('Access-Control-Allow-Origin', '*').send(json);
     },
@@ -94,7 +94,7 @@ export function docsRoutes(document: () => OpenApiDocument): ApiRouter {
       security: 'none',
       responses: { '200': { description: 'The page.', content: { 'text/html': { schema: { type: 'string' } } } } },
     },
-    (input, _req, res) => {
+    (_input, _req, res) => {
       res.status(200).type('html').set(PAGE_HEADERS).send(HTML);
     },
   );

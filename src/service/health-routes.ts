@@ -7,14 +7,14 @@ export function healthRoutes(deps: { ready: () => Promise<boolean> }): ApiRouter
 
   api.route(
     { method: 'get', path: '/healthz', operationId: 'healthz', tag: 'Service', summary: 'Liveness', security: 'none', responses: { '200': json(Health, 'The process is up.') } },
-    (input, _req, res) => {
+    (_input, _req, res) => {
       res.json({ ok: true });
     },
   );
 
   api.route(
     { method: 'get', path: '/livez', operationId: 'livez', tag: 'Service', summary: 'Liveness (the probe of a Kubernetes liveness check; the same answer as /healthz)', security: 'none', responses: { '200': json(Health, 'The process is up.') } },
-    (input, _req, res) => {
+    (_input, _req, res) => {
       res.json({ ok: true });
     },
   );
@@ -30,7 +30,7 @@ export function healthRoutes(deps: { ready: () => Promise<boolean> }): ApiRouter
       security: 'none',
       responses: { '200': json(Health, 'Ready (`ok: true`).'), '503': json(Health, 'Not ready (`ok: false`).') },
     },
-    async (input, _req, res) => {
+    async (_input, _req, res) => {
       const ok = await deps.ready().catch(() => false);
       res.status(ok ? 200 : 503).json({ ok });
     },

@@ -38,7 +38,7 @@ export function fileRoutes(deps: { storage: Storage; signer: UrlSigner }): ApiRo
       },
       errors: { 403: 'The URL has expired (url_expired) or is not validly signed (invalid_signature).', 404: 'No such file (file_not_found).' },
     },
-    async (input, req, res) => {
+    async (_input, req, res) => {
       const key = String((req.params as Record<string, string>)['0']);
       const q = (name: string) => (typeof req.query[name] === 'string' ? (req.query[name] as string) : undefined);
       const verdict = deps.signer.verify(key, q('expires'), q('signature'));

@@ -118,7 +118,8 @@ const IMAGE_TYPES = 'image/png, image/jpeg, image/webp';
 
 /**
  * The multipart form of POST /v1/videos, as the openai SDKs send it. Documentation only: multipart
- * bodies are parsed by ../http/multipart.ts, whose fields the handler then validates with OpenAiCreateVideoBody.
+ * bodies are parsed by ../http/multipart.ts, and the contract validates the parsed parts as the JSON
+ * body they stand for (OpenAiCreateVideoParts).
  */
 export const OpenAiCreateVideoForm = z
   .strictObject({

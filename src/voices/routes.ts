@@ -56,7 +56,8 @@ export const VoiceName = text({ max_chars: VOICE_NAME_MAX_CHARS, notBlank: true,
 
 /**
  * The multipart form of POST /v2/audio/voices. Documentation only: multipart bodies are parsed by
- * ../http/multipart.ts, not zod, so this is built from the limits that parser enforces (VOICE_UPLOAD_LIMITS).
+ * ../http/multipart.ts, not zod, so this is built from the limits that parser enforces (VOICE_UPLOAD_LIMITS);
+ * the contract validates the parsed parts with CreateVoiceParts.
  */
 export const CreateVoiceForm = z
   .strictObject({
@@ -198,7 +199,7 @@ export function voiceRoutes(deps: { auth: RequestHandler; limit: RequestHandler;
     listVoices,
     deps.auth,
     configured,
-    async (input, _req, res) => {
+    async (_input, _req, res) => {
       const voices = await deps.voices.list(principalOf(res));
       res.json({ object: 'list', data: voices.map(presentVoice) });
     },
@@ -208,7 +209,7 @@ export function voiceRoutes(deps: { auth: RequestHandler; limit: RequestHandler;
     getVoice,
     deps.auth,
     configured,
-    async (input, req, res) => {
+    async (input, _req, res) => {
       res.json(presentVoice(await deps.voices.get(principalOf(res), input.params.id)));
     },
   );
@@ -218,7 +219,7 @@ export function voiceRoutes(deps: { auth: RequestHandler; limit: RequestHandler;
     deps.auth,
     deps.limit,
     configured,
-    async (input, req, res) => {
+    async (input, _req, res) => {
       const { id } = await deps.voices.delete(principalOf(res), input.params.id);
       res.json({ id, object: 'voice', deleted: true });
     },

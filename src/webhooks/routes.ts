@@ -128,8 +128,7 @@ export function webhookRoutes(deps: { auth: RequestHandler; limit: RequestHandle
     deps.auth,
     deps.limit,
     jsonBody,
-    async (input, req, res) => {
-      const body = input.body;
+    async ({ body }, _req, res) => {
       const endpoint = await deps.webhooks.create(principalOf(res), body);
       res.status(201).json({ ...presentWebhookEndpoint(endpoint), secret: endpoint.secret });
     },
@@ -138,7 +137,7 @@ export function webhookRoutes(deps: { auth: RequestHandler; limit: RequestHandle
   api.route(
     listWebhookEndpoints,
     deps.auth,
-    async (input, _req, res) => {
+    async (_input, _req, res) => {
       const endpoints = await deps.webhooks.list(principalOf(res));
       res.json({ object: 'list', data: endpoints.map(presentWebhookEndpoint) });
     },
@@ -147,7 +146,7 @@ export function webhookRoutes(deps: { auth: RequestHandler; limit: RequestHandle
   api.route(
     getWebhookEndpoint,
     deps.auth,
-    async (input, req, res) => {
+    async (input, _req, res) => {
       res.json(presentWebhookEndpoint(await deps.webhooks.get(principalOf(res), input.params.id)));
     },
   );
@@ -156,7 +155,7 @@ export function webhookRoutes(deps: { auth: RequestHandler; limit: RequestHandle
     deleteWebhookEndpoint,
     deps.auth,
     deps.limit,
-    async (input, req, res) => {
+    async (input, _req, res) => {
       const { id } = await deps.webhooks.delete(principalOf(res), input.params.id);
       res.json({ id, object: 'webhook_endpoint', deleted: true });
     },
@@ -165,7 +164,7 @@ export function webhookRoutes(deps: { auth: RequestHandler; limit: RequestHandle
   api.route(
     listWebhookDeliveries,
     deps.auth,
-    async (input, req, res) => {
+    async (input, _req, res) => {
       const page = await deps.webhooks.listAttempts(principalOf(res), input.params.id, input.query);
       res.json({ object: 'list', data: page.data.map(presentDeliveryAttempt), has_more: page.has_more });
     },
