@@ -9,25 +9,30 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { FalFake } from './fakes/fal-fake.js';
+import { startElevenLabsFake, type ElevenLabsFake } from './fakes/elevenlabs-fake.js';
 import { freePort } from './helpers/infra.js';
 import { killAll, startEntryProcess } from './helpers/processes.js';
 import { findTraces, startJaeger, type Jaeger, type JaegerSpan } from './helpers/jaeger.js';
 import { createJob, klingJob } from './helpers/provider-jobs.js';
-import { infra, newCustomer, startStack, waitForJob, type Stack } from './helpers/stack.js';
+import { http, infra, newCustomer, startStack, waitForJob, type Stack } from './helpers/stack.js';
+import { ELEVENLABS_PRESET_VOICES } from '../src/providers/voice/elevenlabs.js';
 
 const JAEGER_PATH = process.env['JAEGER_PATH'];
 const JOB = 'video_job.id';
+const SPEECH = 'speech_request.id';
 
 describe('tracing', { skip: JAEGER_PATH ? false : 'JAEGER_PATH is not set (bash scripts/install-jaeger.sh builds Jaeger)' }, () => {
   let jaeger: Jaeger;
   let stack: Stack;
   const fal = new FalFake();
+  let elevenlabs: ElevenLabsFake;
   const children: ChildProcess[] = [];
   let apiUrl = '';
 
   before(async () => {
     jaeger = await startJaeger(JAEGER_PATH!);
     await fal.start();
+    elevenlabs = await startElevenLabsFake();
     // Completes by callback after a few polls have found it running.
     fal.defaultPlan = { complete_after_ms: 1_500 };
     stack = await startStack({ worker: false, env: { ...fal.env(), VIDEO_POLL_INTERVAL_MS: '300', VIDEO_POLL_MAX_INTERVAL_MS: '300' } });
@@ -38,7 +43,8 @@ describe('tracing', { skip: JAEGER_PATH ? false : 'JAEGER_PATH is not set (bash 
       OTEL_EXPORTER_OTLP_ENDPOINT: jaeger.otlpHttpUrl,
       OTEL_BSP_SCHEDULE_DELAY: '1000',
     };
-    await startEntryProcess(stack, 'api', { env: { ...env, PORT: String(port) }, track: children });
+    const voice = { VOICE_PROVIDER: 'elevenlabs', ELEVENLABS_API_KEY: elevenlabs.apiKey, ELEVENLABS_BASE_URL: elevenlabs.url };
+    await startEntryProcess(stack, 'api', { env: { ...env, ...voice, PORT: String(port) }, track: children });
     await startEntryProcess(stack, 'worker', { env, track: children });
   });
 
@@ -46,6 +52,7 @@ describe('tracing', { skip: JAEGER_PATH ? false : 'JAEGER_PATH is not set (bash 
     killAll(children);
     await stack?.stop();
     await fal.stop();
+    await elevenlabs?.close();
     await jaeger?.stop();
   });
 
@@ -67,16 +74,8 @@ describe('tracing', { skip: JAEGER_PATH ? false : 'JAEGER_PATH is not set (bash 
       ['a poll of the operation (worker)', (s) => s.service === 'video-voice-api-worker' && s.operationName === 'video operation poll'],
       ["fal's callback (API)", (s) => s.service === 'video-voice-api-api' && s.operationName === 'provider callback'],
     ];
-    let trace: JaegerSpan[] = [];
-    let missing: string[] = [];
-    for (let i = 0; i < 100; i++) {
-      const traces = await findTraces(jaeger, 'video-voice-api-api', { [JOB]: id });
-      trace = traces.find((spans) => spans.some(expected[0]![1])) ?? [];
-      missing = expected.filter(([, is]) => !trace.some((s) => is(s) && s.tags[JOB] === id)).map(([what]) => what);
-      if (missing.length === 0) break;
-      await sleep(200);
-    }
-    const tree = describeTree(trace);
+    const { trace, missing } = await traceWith(jaeger, 'video-voice-api-api', [JOB, id], expected);
+    const tree = describeTree(trace, JOB);
     t.diagnostic(`the job's trace:\n${tree}`);
     assert.deepEqual(missing, [], `spans with ${JOB}=${id} missing from the job's trace:\n${tree}`);
     const trace_id = trace[0]!.traceID;
@@ -95,16 +94,47 @@ describe('tracing', { skip: JAEGER_PATH ? false : 'JAEGER_PATH is not set (bash 
       assert.ok(lines.every((l) => typeof l['span_id'] === 'string' && trace.some((s) => s.spanID === l['span_id'])), `${role}: each such line names a span of the trace`);
     }
   });
+
+  test('a speech request is one trace: its HTTP request, the provider call, PostgreSQL and the encode, each with speech_request.id', async (t) => {
+    const { key } = await newCustomer({ baseUrl: apiUrl }, 10);
+    const r = await http(apiUrl, 'POST', '/v2/audio/speech', { token: key, json: { input: 'hello from a trace', voice: ELEVENLABS_PRESET_VOICES[0], response_format: 'mp3' } });
+    assert.equal(r.status, 200);
+    const id = r.headers.get('x-speech-request-id')!;
+    assert.ok(id);
+    const { trace, missing } = await traceWith(jaeger, 'video-voice-api-api', [SPEECH, id], [
+      ['the speech request (HTTP server)', (s) => s.tags['span.kind'] === 'server' && s.tags['http.route'] === '/v2/audio/speech'],
+      ['the provider call (to ElevenLabs)', (s) => s.tags['span.kind'] === 'client' && String(s.tags['url.full'] ?? '').startsWith(elevenlabs.url)],
+      ['a PostgreSQL query', (s) => s.tags['db.system'] === 'postgresql'],
+      ['the encode', (s) => s.operationName === 'speech encode'],
+    ]);
+    const tree = describeTree(trace, SPEECH);
+    t.diagnostic(`the speech request's trace:\n${tree}`);
+    assert.deepEqual(missing, [], `spans with ${SPEECH}=${id} missing from the request's trace:\n${tree}`);
+  });
 });
 
+/** The trace in Jaeger with a span of `service` tagged `tag` that has all the expected spans (each with the tag), or the missing ones. */
+async function traceWith(jaeger: Jaeger, service: string, tag: [string, string], expected: [string, (s: JaegerSpan) => boolean][]): Promise<{ trace: JaegerSpan[]; missing: string[] }> {
+  let trace: JaegerSpan[] = [];
+  let missing: string[] = [];
+  for (let i = 0; i < 100; i++) {
+    const traces = await findTraces(jaeger, service, { [tag[0]]: tag[1] });
+    trace = traces.find((spans) => spans.some(expected[0]![1])) ?? [];
+    missing = expected.filter(([, is]) => !trace.some((s) => is(s) && s.tags[tag[0]] === tag[1])).map(([what]) => what);
+    if (missing.length === 0) break;
+    await sleep(200);
+  }
+  return { trace, missing };
+}
+
 /** The trace as an indented tree of "name (service)", for the diagnostics. */
-function describeTree(spans: JaegerSpan[]): string {
+function describeTree(spans: JaegerSpan[], tag: string): string {
   const ids = new Set(spans.map((s) => s.spanID));
   const lines: string[] = [];
   const walk = (parent: string | undefined, depth: number) => {
     const children = spans.filter((s) => (parent === undefined ? !s.parentSpanID || !ids.has(s.parentSpanID) : s.parentSpanID === parent));
     for (const s of children) {
-      lines.push(`${'  '.repeat(depth)}${s.operationName} (${s.service})${s.tags[JOB] ? '' : ' [no video_job.id]'}`);
+      lines.push(`${'  '.repeat(depth)}${s.operationName} (${s.service})${s.tags[tag] ? '' : ` [no ${tag}]`}`);
       walk(s.spanID, depth + 1);
     }
   };

@@ -36,6 +36,7 @@ export interface TracingHooks {
   logFields(): Record<string, string>;
   traceParent(): string | null;
   inJobSpan<T>(span: JobSpan, fn: () => Promise<T>): Promise<T>;
+  inSpan<T>(name: string, attributes: Record<string, string | number | boolean>, fn: () => Promise<T>): Promise<T>;
   markSpans(attribute: string, value: string): void;
   clientInterceptors(): ClientInterceptors;
   workerOptions(): Pick<WorkerOptions, 'interceptors' | 'sinks'>;
@@ -88,9 +89,15 @@ export function inJobSpan<T>(span: JobSpan, fn: () => Promise<T>): Promise<T> {
   return hooks ? hooks.inJobSpan(span, fn) : fn();
 }
 
+/** Runs `fn` in a span of its own, a child of the current one; just `fn` without tracing. */
+export function inSpan<T>(name: string, attributes: Record<string, string | number | boolean>, fn: () => Promise<T>): Promise<T> {
+  return hooks ? hooks.inSpan(name, attributes, fn) : fn();
+}
+
 /**
- * Sets `attribute` on the current span, on the HTTP request's server span it is part of, and (through
- * the span processor) on every span started under them from now on.
+ * Sets `attribute` on the current span and on the HTTP request's server span it is part of; the other
+ * spans of that request's trace get it when they are exported, and (for VIDEO_JOB_ID_ATTRIBUTE) every
+ * span started under them from now on as it starts.
  */
 export function markSpans(attribute: string, value: string): void {
   hooks?.markSpans(attribute, value);

@@ -94,33 +94,34 @@ class JobAttributeProcessor implements SpanProcessor {
   }
 }
 
-/** How many traces' jobs JobTraceExporter remembers (the oldest are forgotten first). */
-const JOB_TRACES_MAX = 10_000;
+/** How many traces TraceAttributesExporter remembers (the oldest are forgotten first). */
+const MARKED_TRACES_MAX = 10_000;
 
 /**
- * The spans of an HTTP request that ended before its job's id was known (its middleware, the API key's
- * lookup) are given the job's attribute when they are exported: the request's trace is noted as the
- * job's when the id is set on its server span. Spans exported before that (a request longer than the
- * export delay) keep none.
+ * The spans of an HTTP request that ended before its job's (or speech request's) id was known (its
+ * middleware, the API key's lookup) are given the id's attribute when they are exported: the request's
+ * trace is noted when the id is set on its server span. Spans exported before that (a request longer
+ * than the export delay) keep none.
  */
-class JobTraceExporter implements SpanExporter {
-  private readonly jobs = new Map<string, string>();
+class TraceAttributesExporter implements SpanExporter {
+  private readonly marked = new Map<string, Attributes>();
 
   constructor(private readonly next: SpanExporter) {}
 
-  noteJobTrace(trace_id: string, job_id: string): void {
-    this.jobs.delete(trace_id);
-    this.jobs.set(trace_id, job_id);
-    if (this.jobs.size > JOB_TRACES_MAX) this.jobs.delete(this.jobs.keys().next().value!);
+  noteTrace(trace_id: string, attribute: string, value: string): void {
+    const attributes = { ...this.marked.get(trace_id), [attribute]: value };
+    this.marked.delete(trace_id);
+    this.marked.set(trace_id, attributes);
+    if (this.marked.size > MARKED_TRACES_MAX) this.marked.delete(this.marked.keys().next().value!);
   }
 
   export(spans: ReadableSpan[], done: Parameters<SpanExporter['export']>[1]): void {
-    const withJob = (span: ReadableSpan): ReadableSpan => {
-      if (span.attributes[VIDEO_JOB_ID_ATTRIBUTE] !== undefined) return span;
-      const job_id = this.jobs.get(span.spanContext().traceId);
-      return job_id ? Object.create(span, { attributes: { value: { ...span.attributes, [VIDEO_JOB_ID_ATTRIBUTE]: job_id }, enumerable: true } }) : span;
+    const withMarks = (span: ReadableSpan): ReadableSpan => {
+      const marks = this.marked.get(span.spanContext().traceId);
+      if (!marks || Object.keys(marks).every((k) => span.attributes[k] !== undefined)) return span;
+      return Object.create(span, { attributes: { value: { ...marks, ...span.attributes }, enumerable: true } });
     };
-    this.next.export(spans.map(withJob), done);
+    this.next.export(spans.map(withMarks), done);
   }
 
   forceFlush(): Promise<void> {
@@ -172,6 +173,19 @@ async function otlpExporter(env: NodeJS.ProcessEnv): Promise<SpanExporter> {
 /** Requests that are not part of any job and would only be noise: the probes and the metrics scrapes. */
 const UNTRACED_PATHS = /^\/(livez|readyz|metrics)(\/|\?|$)/;
 
+/** Runs `fn` and ends the span with it (an error recorded on it). */
+async function ended<T>(span: Span, fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    span.recordException(err as Error);
+    span.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error).message });
+    throw err;
+  } finally {
+    span.end();
+  }
+}
+
 export async function startTracing(role: TelemetryRole, env: NodeJS.ProcessEnv = process.env): Promise<TracingHooks> {
   const { registerOptions, waitForAllMessagesAcknowledged } = createAddHookMessageChannel();
   register('import-in-the-middle/hook.mjs', import.meta.url, registerOptions);
@@ -179,7 +193,7 @@ export async function startTracing(role: TelemetryRole, env: NodeJS.ProcessEnv =
   const resource: Resource = defaultResource()
     .merge(resourceFromAttributes({ [ATTR_SERVICE_NAME]: SERVICE_NAMES[role] }))
     .merge(detectResources({ detectors: [envDetector] }));
-  const exporter = new JobTraceExporter(await otlpExporter(env));
+  const exporter = new TraceAttributesExporter(await otlpExporter(env));
   const exporting = new BatchSpanProcessor(exporter);
   const processor = new JobAttributeProcessor(exporting);
   const provider = new NodeTracerProvider({ resource, spanProcessors: [processor] });
@@ -231,24 +245,18 @@ export async function startTracing(role: TelemetryRole, env: NodeJS.ProcessEnv =
       // The span that was current (an HTTP request's, the poller's none) is linked: it is in another trace.
       const current = trace.getActiveSpan()?.spanContext();
       const links: Link[] = current && trace.isSpanContextValid(current) ? [{ context: current }] : [];
-      return tracer.startActiveSpan(s.name, { kind: SpanKind.INTERNAL, attributes: { ...s.attributes, [VIDEO_JOB_ID_ATTRIBUTE]: s.job_id }, links }, parent, async (span) => {
-        try {
-          return await fn();
-        } catch (err) {
-          span.recordException(err as Error);
-          span.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error).message });
-          throw err;
-        } finally {
-          span.end();
-        }
-      });
+      const attributes = { ...s.attributes, [VIDEO_JOB_ID_ATTRIBUTE]: s.job_id };
+      return tracer.startActiveSpan(s.name, { kind: SpanKind.INTERNAL, attributes, links }, parent, (span) => ended(span, fn));
+    },
+    inSpan(name, attributes, fn) {
+      return tracer.startActiveSpan(name, { attributes }, (span) => ended(span, fn));
     },
     markSpans(attribute, value) {
       const ctx = context.active();
       trace.getSpan(ctx)?.setAttribute(attribute, value);
       const server = serverSpanOf(ctx);
       server?.setAttribute(attribute, value);
-      if (server && attribute === VIDEO_JOB_ID_ATTRIBUTE) exporter.noteJobTrace(server.spanContext().traceId, value);
+      if (server) exporter.noteTrace(server.spanContext().traceId, attribute, value);
     },
     clientInterceptors() {
       return { workflow: [new OpenTelemetryWorkflowClientInterceptor({ tracer }), jobMarking] };
