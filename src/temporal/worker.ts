@@ -89,18 +89,15 @@ export async function createWorker(opts: {
   // (bundled from source now, or the built bundle that has it).
   const { interceptors: { workflowModules, ...interceptors } = {}, sinks } = temporalWorkerOptions();
   const bundle = builtWorkflowBundlePath(workflowModules !== undefined);
-  const workflows = opts.workflowBundle
-    ? { workflowBundle: opts.workflowBundle }
-    : bundle && fs.existsSync(bundle)
-      ? { workflowBundle: { codePath: bundle } }
-      : { workflowsPath: workflowsPath(), bundlerOptions: { ignoreModules: [] }, ...(workflowModules ? { interceptors: { workflowModules } } : {}) };
+  const bundled = opts.workflowBundle ?? (bundle && fs.existsSync(bundle) ? { codePath: bundle } : null);
+  const workflows = bundled ? { workflowBundle: bundled } : { workflowsPath: workflowsPath(), bundlerOptions: { ignoreModules: [] } };
   const worker = await Worker.create({
     connection,
     namespace: opts.namespace,
     taskQueue: opts.taskQueue,
     ...workflows,
     activities: opts.activities,
-    interceptors: { ...interceptors, ...('interceptors' in workflows ? workflows.interceptors : {}) },
+    interceptors: { ...interceptors, ...(!bundled && workflowModules ? { workflowModules } : {}) },
     ...(sinks ? { sinks } : {}),
     ...(opts.limits ?? DEFAULT_WORKER_LIMITS),
     ...(opts.maxTaskQueueActivitiesPerSecond !== undefined ? { maxTaskQueueActivitiesPerSecond: opts.maxTaskQueueActivitiesPerSecond } : {}),
