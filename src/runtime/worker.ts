@@ -19,6 +19,7 @@ import { OperationPoller } from '../video-jobs/operation-poller.js';
 import { loadSecrets } from './secrets.js';
 import { createStorage, checkStorage, closeStorage, createDownloads } from './storage.js';
 import { createVideoProviders, createVoiceProvider } from './providers.js';
+import { temporalClientOptions } from '../telemetry/index.js';
 import { apiBaseUrl } from './base-url.js';
 
 export interface RunningWorker {
@@ -110,7 +111,7 @@ export async function startWorker(opts: {
     maxTaskQueueActivitiesPerSecond: opts.config.webhooks.maxAttemptsPerSecond,
   });
   const workers = [worker, webhookWorker];
-  const swappable = new SwappableClient(new Client({ connection, namespace }));
+  const swappable = new SwappableClient(new Client({ connection, namespace, ...temporalClientOptions() }));
   const client = swappable.client;
   // Rotation: a new API key is set on the connection; a new certificate opens a new connection that
   // both workers switch to while running (Worker.connection: polls and completions go to it from then
@@ -127,7 +128,7 @@ export async function startWorker(opts: {
       }
       const next = await openNativeConnection({ ...change.next.connect, address: connect.address });
       for (const w of workers) w.connection = next;
-      swappable.swap(new Client({ connection: next, namespace }));
+      swappable.swap(new Client({ connection: next, namespace, ...temporalClientOptions() }));
       const previous = connection;
       connection = next;
       await previous.close().catch((err) => opts.logger.warn({ error: (err as Error).message }, 'closing the replaced Temporal connection failed'));

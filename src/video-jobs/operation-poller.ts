@@ -7,6 +7,7 @@ import DataLoader from 'dataloader';
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import type { Logger } from 'pino';
 import type { Db } from '../db/pool.js';
+import { traceOperationPoll } from '../telemetry/job-trace.js';
 import { observeProviderError, videoProviderPollDuration } from '../metrics.js';
 import { describeAnyProviderError } from '../providers/video/provider-errors.js';
 import type { VideoOperationStatus, VideoProvider } from '../providers/video/types.js';
@@ -82,7 +83,8 @@ export class OperationPoller {
         idle_ms = Math.max(idle_ms, CLAIM_RETRY_AFTER_ERROR_MS);
         this.deps.logger.warn({ err_message: (err as Error).message }, 'operation poller: could not claim due jobs; trying again');
       }
-      for (const row of claimed) this.track(this.handle(row));
+      // With tracing, each poll is a span of its job's trace.
+      for (const row of claimed) this.track(traceOperationPoll(this.deps.db, row, () => this.handle(row)));
       // Full: wait for a slot; nothing due: wait a moment.
       if (this.in_flight >= this.deps.max_concurrent) await Promise.race(this.settled);
       else if (claimed.length === 0) await sleep(idle_ms, undefined, { signal }).catch(() => {});
