@@ -19,6 +19,7 @@ import {
   allHandlersFinished,
   condition,
   isCancellation,
+  patched,
   proxyActivities,
   proxyLocalActivities,
   setHandler,
@@ -26,6 +27,7 @@ import {
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
+import { RetryState, TimeoutType } from '@temporalio/common';
 import type { VideoJobActivities } from '../activities/video-job.js';
 import type { ChargeResult } from '../src/billing/video-job-billing.js';
 import {
@@ -201,6 +203,11 @@ export async function videoJobWorkflow(input: VideoJobInput): Promise<VideoJobSt
       state.backend = submitted.backend;
     } catch (err) {
       if (isCancellation(err)) throw err;
+      if (lostAfterCancel(err)) {
+        // A run started by 1.0.0 that reached this point settles as that release does: as past its deadline, with no clean-up activity.
+        if (!patched(CANCEL_OF_LOST_SUBMISSION_PATCH)) return DEADLINE_EXCEEDED;
+        throw new CancelledFailure('the job was cancelled');
+      }
       if (ranOutOfTime(err)) return DEADLINE_EXCEEDED;
       return { kind: 'failed', error: providerError(err, 'submit_failed') };
     }
@@ -369,10 +376,27 @@ function submission(input: VideoJobInput) {
   };
 }
 
-/** Whether an activity ended at the job's deadline (its schedule-to-close timeout). */
+/**
+ * Whether the submission ended at the job's deadline: its schedule-to-close timeout (the time left to the
+ * deadline), or an attempt that timed out with no time left for another before it. An attempt that timed
+ * out earlier (its worker died, its completion was lost) is retried by Temporal within the deadline; one
+ * that still fails after the last attempt is a failed submission, not the deadline.
+ */
 function ranOutOfTime(err: unknown): boolean {
-  return err instanceof ActivityFailure && err.cause instanceof TimeoutFailure;
+  return err instanceof ActivityFailure && err.cause instanceof TimeoutFailure && (err.cause.timeoutType === TimeoutType.SCHEDULE_TO_CLOSE || err.retryState === RetryState.TIMEOUT);
 }
+
+/**
+ * Whether the submission's attempt was lost (its worker died, Temporal refused its completion) after its
+ * cancel was requested: Temporal retries no attempt of an activity whose cancel was requested, so the
+ * attempt's timeout ends it, and the job is cancelled (its recorded operation, if any, cancelled too).
+ */
+function lostAfterCancel(err: unknown): boolean {
+  return err instanceof ActivityFailure && err.cause instanceof TimeoutFailure && err.retryState === RetryState.CANCEL_REQUESTED;
+}
+
+/** A cancelled job whose submission was lost goes through the cancel's clean-up (one activity more than 1.0.0 ran). */
+const CANCEL_OF_LOST_SUBMISSION_PATCH = 'cancel-of-lost-submission';
 
 function providerError(err: unknown, fallbackCode: string): JobError {
   const cause = err instanceof ActivityFailure ? err.cause : err;
