@@ -16,7 +16,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { createVideoJobActivities } from '../activities/video-job.js';
 import { jobIdForIdempotencyKey } from '../src/video-jobs/service.js';
 import { chargeDirect, directInput, startDirect } from './helpers/direct-start.js';
-import { settleVideoJob } from '../src/billing/video-job-billing.js';
+import { settleVideoJob, type SettlementResult } from '../src/billing/video-job-billing.js';
 import { readVideoJob } from '../src/video-jobs/records.js';
 import { nudgePoll, reschedulePolls } from '../src/video-jobs/operation-polls.js';
 import { ProviderError, type VideoProvider } from '../src/providers/video/types.js';
@@ -289,6 +289,29 @@ describe('submission', () => {
       return true;
     });
     await settleByHand(refused.input.job_id);
+    await assertAuditHolds(stack);
+  });
+
+  test('a submission that ended without an answer of its own is refunded in full and its recorded operation cancelled', async () => {
+    const c = await newCustomer(stack, 5);
+    const { input, request } = await chargedJob(c.workspaceId);
+    const activities = activitiesWith({});
+    // An attempt recorded the operation; its answer never reached the workflow (the last attempt was lost with its worker).
+    const { operation_id } = (await new MockActivityEnvironment({ attempt: 1 }).run(activities.submitVideoJob, { request, backends: ['simulator'], max_attempts: 5 })) as { operation_id: string };
+    const settled = await new MockActivityEnvironment().run(activities.settleVideoJob, {
+      jobId: input.job_id,
+      outcome: 'failed' as const,
+      delivered: 0,
+      videos: [],
+      error: { code: 'submit_failed', message: 'the video provider could not be reached' },
+      completed_at_ms: Date.now(),
+    }) as SettlementResult;
+    assert.equal(settled.status, 'failed');
+    assert.equal(settled.cost_micro_eur, 0);
+    assert.equal(await balanceMicro(stack, c.workspaceId), 5_000_000);
+    const op = await stack.db.query('SELECT cancelled_at FROM simulator.video_operations WHERE id = $1', [operation_id]);
+    assert.notEqual(op.rows[0].cancelled_at, null, 'the operation nobody waits for was cancelled at the provider');
+    assert.match((await stack.db.query('SELECT cancel_answer FROM video_jobs WHERE id = $1', [input.job_id])).rows[0].cancel_answer, /^cancelled; not billed/);
     await assertAuditHolds(stack);
   });
 });
