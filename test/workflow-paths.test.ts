@@ -12,7 +12,7 @@ import { startWorker, type RunningWorker } from '../src/runtime/worker.js';
 import { createLogger } from '../src/logger.js';
 import { randomUUID } from 'node:crypto';
 import { MockActivityEnvironment } from '@temporalio/testing';
-import { ApplicationFailure } from '@temporalio/common';
+import { ActivityFailure, ApplicationFailure, RetryState, TimeoutFailure, TimeoutType } from '@temporalio/common';
 import { createVideoJobActivities } from '../activities/video-job.js';
 import { jobIdForIdempotencyKey } from '../src/video-jobs/service.js';
 import { chargeDirect, directInput, startDirect } from './helpers/direct-start.js';
@@ -20,6 +20,7 @@ import { settleVideoJob, type SettlementResult } from '../src/billing/video-job-
 import { readVideoJob } from '../src/video-jobs/records.js';
 import { nudgePoll, reschedulePolls } from '../src/video-jobs/operation-polls.js';
 import { ProviderError, type VideoProvider } from '../src/providers/video/types.js';
+import { submissionEnd } from '../workflows/video-job.js';
 
 describe('deadline', () => {
   let stack: Stack;
@@ -43,6 +44,20 @@ describe('deadline', () => {
     assert.equal(await balanceMicro(stack, c.workspaceId), 5_000_000);
     await assertAuditHolds(stack);
   });
+});
+
+test("a failed submission ends the job at its deadline only when the deadline ended it; a lost attempt's timeout is not the deadline", () => {
+  const ended = (retryState: RetryState, cause: Error) => submissionEnd(new ActivityFailure('activity failed', 'submitVideoJob', '7', retryState, 'worker', cause));
+  const timeout = (type: TimeoutType) => new TimeoutFailure(`activity ${type} timeout`, undefined, type);
+  // The time left to the deadline ran out, or did not leave room for another attempt.
+  assert.equal(ended(RetryState.TIMEOUT, timeout(TimeoutType.SCHEDULE_TO_CLOSE)), 'deadline');
+  assert.equal(ended(RetryState.TIMEOUT, timeout(TimeoutType.HEARTBEAT)), 'deadline');
+  // Every attempt was lost (each retried within the deadline until the last): a failed submission.
+  assert.equal(ended(RetryState.MAXIMUM_ATTEMPTS_REACHED, timeout(TimeoutType.HEARTBEAT)), 'failed');
+  assert.equal(ended(RetryState.MAXIMUM_ATTEMPTS_REACHED, timeout(TimeoutType.START_TO_CLOSE)), 'failed');
+  // An attempt lost after the job's cancel was requested, which Temporal does not retry: the cancel.
+  assert.equal(ended(RetryState.CANCEL_REQUESTED, timeout(TimeoutType.HEARTBEAT)), 'lost_after_cancel');
+  assert.equal(ended(RetryState.MAXIMUM_ATTEMPTS_REACHED, ApplicationFailure.create({ message: 'rate limited' })), 'failed');
 });
 
 describe('waiting for the provider costs no history', () => {
