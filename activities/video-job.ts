@@ -60,10 +60,14 @@ interface SubmitProgress {
   cancelled?: boolean;
 }
 
-/** The error code of a job that did not finish within its deadline (workflows/video-job.ts). */
-const DEADLINE_EXCEEDED_CODE = 'deadline_exceeded';
-/** How long a settlement waits for the provider to confirm the cancel of a job past its deadline. */
-const DEADLINE_CANCEL_WAIT_MS = 10_000;
+/**
+ * The error codes of a failed job whose provider operation may run on with nobody waiting for it
+ * (workflows/video-job.ts): past its deadline, or a submission that ended without an answer of its own
+ * (its last attempt lost with its worker, after it may have recorded the operation).
+ */
+const UNWATCHED_OPERATION_CODES: ReadonlySet<string> = new Set(['deadline_exceeded', 'submit_failed']);
+/** How long a settlement waits for the provider to confirm the cancel of such a job's operation. */
+const UNWATCHED_CANCEL_WAIT_MS = 10_000;
 
 /** The provider error as the activity's failure: its code in details, the provider's Retry-After as the next retry's delay. */
 function providerFailure(err: unknown, logger: Logger, fields: Record<string, unknown>, final = false): ApplicationFailure {
@@ -220,20 +224,21 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
   };
 
   /**
-   * A job past its deadline was refunded in full: its provider operation, which nobody waits for any
-   * more, is asked to stop, as a customer's cancel does (fal has no deadline of its own). Best effort and
-   * bounded in time: the settlement never waits long on a provider, and a failure is only logged.
+   * A job past its deadline, or whose submission ended without an answer, was refunded in full: its
+   * recorded provider operation, which nobody waits for any more, is asked to stop, as a customer's
+   * cancel does (fal has no deadline of its own). Best effort and bounded in time: the settlement never
+   * waits long on a provider, and a failure is only logged.
    */
-  const cancelAtDeadline = async (job_id: string): Promise<void> => {
+  const cancelUnwatched = async (job_id: string): Promise<void> => {
     const cancelling = cancelRecordedOperation({ backend: null, job_id, operation_id: null }).then(
       (answer) => deps.db.query('UPDATE video_jobs SET cancel_answer = $2 WHERE id = $1', [job_id, answer.answer.slice(0, 1000)]),
     );
     let timer: NodeJS.Timeout | undefined;
-    const gaveUp = new Promise<'gave_up'>((resolve) => (timer = setTimeout(() => resolve('gave_up'), DEADLINE_CANCEL_WAIT_MS)));
+    const gaveUp = new Promise<'gave_up'>((resolve) => (timer = setTimeout(() => resolve('gave_up'), UNWATCHED_CANCEL_WAIT_MS)));
     try {
-      if ((await Promise.race([cancelling, gaveUp])) === 'gave_up') deps.logger.warn({ job_id }, 'the provider did not confirm the cancel of a job past its deadline in time');
+      if ((await Promise.race([cancelling, gaveUp])) === 'gave_up') deps.logger.warn({ job_id }, "the provider did not confirm the cancel of a failed job's operation in time");
     } catch (err) {
-      deps.logger.warn({ job_id, err: (err as Error).message }, 'the operation of a job past its deadline could not be cancelled');
+      deps.logger.warn({ job_id, err: (err as Error).message }, 'the operation of a failed job could not be cancelled');
     } finally {
       clearTimeout(timer);
     }
@@ -274,7 +279,7 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
      */
     async settleVideoJob(settlement: Settlement): Promise<SettlementResult> {
       const result = await settleVideoJob(deps.db, settlement, deps.webhookEvents?.context);
-      if (settlement.outcome === 'failed' && settlement.error?.code === DEADLINE_EXCEEDED_CODE) await cancelAtDeadline(settlement.jobId);
+      if (settlement.outcome === 'failed' && UNWATCHED_OPERATION_CODES.has(settlement.error?.code ?? '')) await cancelUnwatched(settlement.jobId);
       if (deps.webhookEvents) {
         const { client, info } = Context.current();
         await dispatchJobWebhooks({ client, db: deps.db, taskQueue: info.taskQueue, retry_initial_ms: deps.webhookEvents.retry_initial_ms }, settlement.jobId);

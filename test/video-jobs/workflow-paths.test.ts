@@ -12,14 +12,15 @@ import { startWorker, type RunningWorker } from '../../src/runtime/worker.js';
 import { createLogger } from '../../src/logger.js';
 import { randomUUID } from 'node:crypto';
 import { MockActivityEnvironment } from '@temporalio/testing';
-import { ApplicationFailure } from '@temporalio/common';
+import { ActivityFailure, ApplicationFailure, RetryState, TimeoutFailure, TimeoutType } from '@temporalio/common';
 import { createVideoJobActivities } from '../../activities/video-job.js';
 import { jobIdForIdempotencyKey } from '../../src/video-jobs/service.js';
 import { chargeDirect, directInput, startDirect } from '../helpers/direct-start.js';
-import { settleVideoJob } from '../../src/video-jobs/billing.js';
+import { settleVideoJob, type SettlementResult } from '../../src/video-jobs/billing.js';
 import { readVideoJob } from '../../src/video-jobs/records.js';
 import { nudgePoll, reschedulePolls } from '../../src/video-jobs/operation-polls.js';
 import { ProviderError, type VideoProvider } from '../../src/providers/video/types.js';
+import { submissionEnd } from '../../workflows/video-job.js';
 
 describe('deadline', () => {
   let stack: Stack;
@@ -43,6 +44,20 @@ describe('deadline', () => {
     assert.equal(await balanceMicro(stack, c.workspaceId), 5_000_000);
     await assertAuditHolds(stack);
   });
+});
+
+test("a failed submission ends the job at its deadline only when the deadline ended it; a lost attempt's timeout is not the deadline", () => {
+  const ended = (retryState: RetryState, cause: Error) => submissionEnd(new ActivityFailure('activity failed', 'submitVideoJob', '7', retryState, 'worker', cause));
+  const timeout = (type: TimeoutType) => new TimeoutFailure(`activity ${type} timeout`, undefined, type);
+  // The time left to the deadline ran out, or did not leave room for another attempt.
+  assert.equal(ended(RetryState.TIMEOUT, timeout(TimeoutType.SCHEDULE_TO_CLOSE)), 'deadline');
+  assert.equal(ended(RetryState.TIMEOUT, timeout(TimeoutType.HEARTBEAT)), 'deadline');
+  // Every attempt was lost (each retried within the deadline until the last): a failed submission.
+  assert.equal(ended(RetryState.MAXIMUM_ATTEMPTS_REACHED, timeout(TimeoutType.HEARTBEAT)), 'failed');
+  assert.equal(ended(RetryState.MAXIMUM_ATTEMPTS_REACHED, timeout(TimeoutType.START_TO_CLOSE)), 'failed');
+  // An attempt lost after the job's cancel was requested, which Temporal does not retry: the cancel.
+  assert.equal(ended(RetryState.CANCEL_REQUESTED, timeout(TimeoutType.HEARTBEAT)), 'lost_after_cancel');
+  assert.equal(ended(RetryState.MAXIMUM_ATTEMPTS_REACHED, ApplicationFailure.create({ message: 'rate limited' })), 'failed');
 });
 
 describe('waiting for the provider costs no history', () => {
@@ -289,6 +304,29 @@ describe('submission', () => {
       return true;
     });
     await settleByHand(refused.input.job_id);
+    await assertAuditHolds(stack);
+  });
+
+  test('a submission that ended without an answer of its own is refunded in full and its recorded operation cancelled', async () => {
+    const c = await newCustomer(stack, 5);
+    const { input, request } = await chargedJob(c.workspaceId);
+    const activities = activitiesWith({});
+    // An attempt recorded the operation; its answer never reached the workflow (the last attempt was lost with its worker).
+    const { operation_id } = (await new MockActivityEnvironment({ attempt: 1 }).run(activities.submitVideoJob, { request, backends: ['simulator'], max_attempts: 5 })) as { operation_id: string };
+    const settled = await new MockActivityEnvironment().run(activities.settleVideoJob, {
+      jobId: input.job_id,
+      outcome: 'failed' as const,
+      delivered: 0,
+      videos: [],
+      error: { code: 'submit_failed', message: 'the video provider could not be reached' },
+      completed_at_ms: Date.now(),
+    }) as SettlementResult;
+    assert.equal(settled.status, 'failed');
+    assert.equal(settled.cost_micro_eur, 0);
+    assert.equal(await balanceMicro(stack, c.workspaceId), 5_000_000);
+    const op = await stack.db.query('SELECT cancelled_at FROM simulator.video_operations WHERE id = $1', [operation_id]);
+    assert.notEqual(op.rows[0].cancelled_at, null, 'the operation nobody waits for was cancelled at the provider');
+    assert.match((await stack.db.query('SELECT cancel_answer FROM video_jobs WHERE id = $1', [input.job_id])).rows[0].cancel_answer, /^cancelled; not billed/);
     await assertAuditHolds(stack);
   });
 });
