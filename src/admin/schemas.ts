@@ -1,7 +1,7 @@
 // The admin API's schemas: workspaces, credits and API keys as an operator makes them, a job as an
 // operator sees it, and the ledger audit.
 import { z } from 'zod';
-import { Euros, UnixSeconds, Uuid } from '../http/schemas.js';
+import { Euros, Uuid } from '../http/schemas.js';
 import { VideoJob } from '../video-jobs/schemas.js';
 import { text } from '../zod-text.js';
 

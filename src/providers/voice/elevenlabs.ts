@@ -430,6 +430,8 @@ export function providerSaid(body: Buffer): { code?: string; message?: string } 
   const json = parseJson(body);
   if (json === undefined) {
     const text = body.toString('utf8').trim();
+    // Binary (a control character below tab) is not a message.
+    // eslint-disable-next-line no-control-regex
     if (text.length === 0 || text.startsWith('<') || /[\x00-\x08]/.test(text)) return {};
     return { message: clip(text) };
   }
