@@ -90,7 +90,7 @@ describe('Vertex AI Veo: a job end to end through the workflow', () => {
 
     const [submitted] = fake.requestsTo('predictLongRunning');
     assert.equal(submitted!.headers['authorization'], `Bearer ${TOKEN}`);
-    assert.deepEqual(submitted!.body, {
+    assert.deepEqual(submitted!.json, {
       instances: [{ prompt: 'a lighthouse at dusk, waves crashing' }],
       parameters: { sampleCount: 4, durationSeconds: 4, resolution: '720p', aspectRatio: '16:9', generateAudio: true, storageUri: `gs://our-bucket/videos/${created.body.id}/` },
     });
@@ -129,7 +129,7 @@ describe('Vertex AI Veo: a job end to end through the workflow', () => {
     const submits = fake.requestsTo('predictLongRunning');
     assert.equal(submits.length, 2, 'refused once (503), then accepted');
     for (const sent of submits) {
-      const body = sent.body as any;
+      const body = sent.json as any;
       assert.deepEqual(Buffer.from(body.instances[0].image.bytesBase64Encoded, 'base64'), first);
       assert.equal(body.instances[0].image.mimeType, 'image/png');
       assert.deepEqual(Buffer.from(body.instances[0].lastFrame.bytesBase64Encoded, 'base64'), last);

@@ -151,16 +151,16 @@ describe('Vertex AI Veo adapter: every documented answer', () => {
 
   test('timeouts: no answer within the request timeout is retryable (submit, poll, download)', async () => {
     const p = provider({ requestTimeoutMs: 200, downloadTimeoutMs: 200, outputGcsUri: 'gs://our-bucket/videos/' });
-    fake.fault({ route: 'predictLongRunning', delayMs: 2_000 });
+    fake.fault({ route: 'predictLongRunning', delay_ms: 2_000 });
     await rejectsWith(p.submit(request()), { code: 'provider_timeout', retryable: true, message: /within 200 ms/ });
 
     const { operation_id } = await p.submit(request({ params: { durationSeconds: 4, resolution: '720p', aspectRatio: '16:9', n: 1 } }));
-    fake.fault({ route: 'fetchPredictOperation', delayMs: 2_000 });
+    fake.fault({ route: 'fetchPredictOperation', delay_ms: 2_000 });
     await rejectsWith(p.poll(operation_id), { code: 'provider_timeout', retryable: true });
 
     const status = await settle(p, operation_id);
     const out = status.state === 'succeeded' ? status.outputs[0]! : { ref: '', content_type: '' };
-    fake.fault({ route: 'download', delayMs: 2_000 });
+    fake.fault({ route: 'download', delay_ms: 2_000 });
     await rejectsWith(p.fetchOutput(operation_id, out), { code: 'provider_timeout', retryable: true });
     assert.ok((await p.fetchOutput(operation_id, out)).length > 0, 'the next attempt downloads');
   });

@@ -22,7 +22,7 @@ describe('Vertex AI Veo adapter: what it sends', () => {
     assert.equal(sent.path, `${MODEL_PATH}:predictLongRunning`);
     assert.equal(sent.headers['authorization'], `Bearer ${TOKEN}`);
     assert.match(String(sent.headers['content-type']), /^application\/json/);
-    assert.deepEqual(sent.body, {
+    assert.deepEqual(sent.json, {
       instances: [{ prompt: 'a lighthouse at dusk, waves crashing' }],
       parameters: { sampleCount: 2, durationSeconds: 4, resolution: '720p', aspectRatio: '16:9', generateAudio: true },
     });
@@ -36,7 +36,7 @@ describe('Vertex AI Veo adapter: what it sends', () => {
     await p.submit(request({ model: 'veo-3.1-generate-001', seed: 42, params: { durationSeconds: 8, resolution: '4k', aspectRatio: '9:16', n: 4 } }));
     const [sent] = fake.requestsTo('predictLongRunning');
     assert.equal(sent!.path, '/v1/projects/test-project/locations/europe-west4/publishers/google/models/veo-3.1-generate-001:predictLongRunning');
-    assert.deepEqual(sent!.body, {
+    assert.deepEqual(sent!.json, {
       instances: [{ prompt: 'a lighthouse at dusk, waves crashing' }],
       parameters: {
         sampleCount: 4,
@@ -84,7 +84,7 @@ describe('Vertex AI Veo adapter: what it sends', () => {
     );
     const [sent] = fake.requestsTo('predictLongRunning');
     // generateAudio (it sets the price) and negativePrompt come from the job's own fields only
-    assert.deepEqual((sent!.body as any).parameters, {
+    assert.deepEqual((sent!.json as any).parameters, {
       personGeneration: 'allow_adult',
       enhancePrompt: false,
       sampleCount: 2,
@@ -95,7 +95,7 @@ describe('Vertex AI Veo adapter: what it sends', () => {
       seed: 7,
       storageUri: 'gs://our-bucket/videos/7d0f2a8e-0000-4000-8000-000000000001/',
     });
-    assert.ok(!JSON.stringify(sent!.body).includes('someone-else'));
+    assert.ok(!JSON.stringify(sent!.json).includes('someone-else'));
   });
 
   test('mergeVertexParameters reports what it dropped; no storageUri is sent without an output bucket', () => {
@@ -115,7 +115,7 @@ describe('Vertex AI Veo adapter: what it sends', () => {
     assert.equal(sent!.method, 'POST');
     assert.equal(sent!.path, `${MODEL_PATH}:fetchPredictOperation`);
     assert.equal(sent!.headers['authorization'], `Bearer ${TOKEN}`);
-    assert.deepEqual(sent!.body, { operationName: operation_id.split('#')[0] });
+    assert.deepEqual(sent!.json, { operationName: operation_id.split('#')[0] });
   });
 
   test('a model outside the Vertex mapping is refused before any request', async () => {
@@ -135,7 +135,7 @@ describe('Vertex AI Veo adapter: what it sends', () => {
       }),
     );
     const [sent] = fake.requestsTo('predictLongRunning');
-    assert.deepEqual(sent!.body, {
+    assert.deepEqual(sent!.json, {
       instances: [
         {
           prompt: 'a lighthouse at dusk, waves crashing',
