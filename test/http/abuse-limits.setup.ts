@@ -4,7 +4,7 @@ import { after, before } from 'node:test';
 import { createHash, randomUUID } from 'node:crypto';
 import { createPool, type Db } from '../../src/db/pool.js';
 import { migrate } from '../../src/db/migrate.js';
-import { type VideoJobCharge } from '../../src/video-jobs/billing.js';
+import type { VideoJobCharge } from '../../src/video-jobs/billing.js';
 import { createTestDatabase, http as api, simJob, startStack, type Stack } from '../helpers/stack.js';
 import { imageField, pngImage } from '../helpers/images.js';
 

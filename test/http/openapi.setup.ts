@@ -16,7 +16,7 @@ import * as VideoJobOpenAiSchemas from '../../src/video-jobs/openai-schemas.js';
 import * as ModelOpenAiSchemas from '../../src/models/openai-schemas.js';
 import * as VoiceOpenAiSchemas from '../../src/voices/openai-schemas.js';
 import type { OpenApiDocument } from '../../src/http/openapi.js';
-import { type ErrorType } from '../../src/errors.js';
+import type { ErrorType } from '../../src/errors.js';
 import type { errorBody } from '../../src/http/errors.js';
 import type { presentVoice } from '../../src/voices/routes.js';
 import type { presentDeliveryAttempt, presentWebhookEndpoint } from '../../src/webhooks/routes.js';

@@ -8,7 +8,7 @@ import type { AddressInfo } from 'node:net';
 import { googleError, VERTEX_MODELS } from '../fakes/vertex-veo-fake.js';
 import { parseRetryAfter, staticTokenSource } from '../../src/providers/video/vertex-veo.js';
 import { videoModelAliases, videoModels } from '../../src/models/catalog.js';
-import { type VideoSubmission } from '../../src/providers/video/types.js';
+import type { VideoSubmission } from '../../src/providers/video/types.js';
 import { pngImage, WEBP_IMAGE } from '../helpers/images.js';
 import { TOKEN, MODEL_PATH, fake, provider, request, settle, rejectsWith, useVertexFake } from './vertex-veo.setup.js';
 
