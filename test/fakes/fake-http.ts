@@ -2,8 +2,13 @@
 // be scripted to fail on demand (a status and body, a delay, an unreadable answer) per route, before the
 // fake's own handling. The fakes of fal, Replicate and Vertex AI build on it (the ElevenLabs fake, an
 // Express app, shares its listening and closing); what they answer is theirs.
+import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { projectPath } from '../../src/paths.js';
+
+/** The video a fake's finished job delivers: a real MP4 of the simulator's assets. */
+export const FAKE_OUTPUT_VIDEO = fs.readFileSync(projectPath('assets', 'sim-video', '16x9-4s.mp4'));
 
 export interface RecordedRequest<R extends string> {
   method: string;
@@ -97,6 +102,12 @@ export abstract class FakeHttpServer<R extends string> {
   json(res: http.ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
     res.writeHead(status, { 'content-type': this.jsonContentType, ...headers });
     res.end(JSON.stringify(body));
+  }
+
+  /** Answers the output video's bytes, as a provider's file URL serves them. */
+  protected sendVideo(res: http.ServerResponse): void {
+    res.writeHead(200, { 'content-type': 'video/mp4', 'content-length': String(FAKE_OUTPUT_VIDEO.length) });
+    res.end(FAKE_OUTPUT_VIDEO);
   }
 
   private async handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
