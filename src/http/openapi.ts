@@ -30,7 +30,7 @@
 //
 // Library: zod-openapi rather than @asteasolutions/zod-to-openapi. zod-openapi renders schemas with
 // z.toJSONSchema itself, so a component is exactly what zod says of the schema that validates (the
-// NUL rule, per-model variants and test/http/openapi.test.ts build on that output); it reads zod 4's own
+// NUL rule, per-model variants and test/http/openapi.document.test.ts build on that output); it reads zod 4's own
 // .meta() without patching zod (no extendZodWithOpenApi), and takes operations as plain OpenAPI
 // objects whose schemas may be zod, which is what a contract is. zod-to-openapi converts each zod
 // type with its own transformers (its output differs from z.toJSONSchema's) and needs zod extended

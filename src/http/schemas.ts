@@ -38,13 +38,13 @@ export function idempotencyKeyOf(req: Request): string | undefined {
 // ---------------------------------------------------------------------------------------------
 // Parts of the response schemas: what the API answers, for the OpenAPI document (./openapi.ts), which
 // names each component after its key in RESPONSE_COMPONENTS. They do not build responses;
-// test/http/openapi.test.ts parses real responses with them. Strict objects: a field the API sends that
+// test/http/openapi.responses.test.ts parses real responses with them. Strict objects: a field the API sends that
 // is not documented fails that test.
 
 export const Uuid = z.uuid();
 export const UnixSeconds = z.int().nonnegative();
 export const Euros = z.number().describe('An amount in euros.');
-/** The `type` of an error; matches ErrorType in ./errors.ts (checked by test/http/openapi.test.ts). */
+/** The `type` of an error; matches ErrorType in ./errors.ts (checked by test/http/openapi.setup.ts). */
 export const ApiErrorType = z.enum([
   'invalid_request_error',
   'authentication_error',

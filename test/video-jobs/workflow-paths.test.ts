@@ -1,6 +1,7 @@
 // Workflow paths that need their own configuration: the job deadline, a history that stays the same size
 // however long the provider takes, the poller and provider callbacks, submission and its fallback,
-// cancellation both ways, and creates no worker confirms in time (bounded acceptance).
+// cancellation by a provider that bills the operation it had started (one that does not bill is the
+// cancel of lifecycle.test.ts), and creates no worker confirms in time (bounded acceptance).
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { assertAuditHolds, balanceMicro, http, newCustomer, simJob, startStack, waitForJob, type Stack } from '../helpers/stack.js';
@@ -349,21 +350,6 @@ describe('cancellation', () => {
     }
     return created.body.id as string;
   };
-
-  test('a provider that does not bill the cancelled operation: refunded in full, its answer recorded', async () => {
-    const c = await newCustomer(stack, 5);
-    const id = await submitted(c.key, { delay_ms: 60_000 });
-    const r = await http(stack.baseUrl, 'POST', `/v2/videos/generations/${id}/cancel`, { token: c.key });
-    assert.equal(r.status, 200, JSON.stringify(r.body));
-    assert.equal(r.body.error.code, 'cancelled');
-    assert.equal(r.body.cost_in_euro, 0);
-    assert.equal(r.body.refunded_in_euro, 0.4);
-    const rec = await stack.db.query('SELECT cancel_billed, cancel_answer FROM video_jobs WHERE id = $1', [id]);
-    assert.equal(rec.rows[0].cancel_billed, false);
-    assert.match(rec.rows[0].cancel_answer, /^cancelled; not billed/);
-    assert.equal(await balanceMicro(stack, c.workspaceId), 5_000_000);
-    await assertAuditHolds(stack);
-  });
 
   test('a provider that bills the operation it had started: the charge is kept, nothing delivered', async () => {
     const c = await newCustomer(stack, 5);
