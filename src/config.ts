@@ -10,6 +10,7 @@ import { REPLICATE_DEFAULT_API_URL } from './providers/video/replicate.js';
 import { PROVIDER_CALLBACK_LIMITS } from './video-jobs/callbacks.js';
 import { ConfigError } from './config-error.js';
 import { useCatalogFile } from './models/catalog.js';
+import { SPEECH_PROVIDERS, type SpeechProvider } from './models/values.js';
 import { loadTemporalSettings, temporalEnv, type TemporalSettings } from './temporal/connection-config.js';
 
 export { ConfigError };
@@ -79,7 +80,7 @@ const EnvSchema = z.object({
   AWS_SESSION_TOKEN: z.string().optional(),
   SIMULATOR: boolish.optional(),
   VOICE_CONSENT_REQUIRED: boolish.optional(),
-  VOICE_PROVIDER: z.enum(['simulator', 'elevenlabs', 'none']).optional(),
+  VOICE_PROVIDER: z.enum([...SPEECH_PROVIDERS, 'none']).optional(),
   ELEVENLABS_API_KEY: z.string().regex(/^[\x21-\x7e]+$/, 'must be printable characters without spaces (check for a stray newline)').optional(),
   ELEVENLABS_BASE_URL: z.string().default(ELEVENLABS_DEFAULT_BASE_URL),
   ELEVENLABS_MODEL_ID: z.string().regex(/^[A-Za-z0-9_.-]{1,100}$/, 'not an ElevenLabs model id').default(ELEVENLABS_DEFAULT_MODEL_ID),
@@ -170,7 +171,7 @@ export interface Config {
   /** Set when storageBackend is s3. */
   s3: S3Config | null;
   simulator: boolean;
-  voiceProvider: 'simulator' | 'elevenlabs' | 'none';
+  voiceProvider: SpeechProvider | 'none';
   /** VOICE_CONSENT_REQUIRED (default: on in production): a clone must name a voice consent. */
   voiceConsentRequired: boolean;
   /** The ElevenLabs voice provider (used when voiceProvider is elevenlabs). */

@@ -6,7 +6,8 @@ import { parseDocument } from 'yaml';
 import { z } from 'zod';
 import { ConfigError } from '../config-error.js';
 import { eurToMicroEur } from '../money.js';
-import type { Catalog, PricePerSecond, Resolution, SpeechModel, VideoModel, VideoModelBackend } from './catalog.js';
+import type { Catalog, PricePerSecond, SpeechModel, VideoModel, VideoModelBackend } from './catalog.js';
+import { ASPECT_RATIOS, RESOLUTIONS, SPEECH_FORMATS, SPEECH_PROVIDERS, VIDEO_BACKENDS, type Resolution } from './values.js';
 
 /** Limits on the file itself. */
 const MAX_FILE_BYTES = 1024 * 1024;
@@ -22,8 +23,8 @@ const euros = (max: number) =>
     .nonnegative()
     .max(max)
     .refine((v) => eurToMicroEur(v) !== null, 'must have at most 6 decimals (whole micro-euros)');
-const Resolution = z.enum(['720p', '1080p', '4k']);
-const AspectRatio = z.enum(['16:9', '9:16']);
+const Resolution = z.enum(RESOLUTIONS);
+const AspectRatio = z.enum(ASPECT_RATIOS);
 const PriceTable = z.partialRecord(Resolution, euros(100));
 const distinct = <T extends z.ZodType>(item: T, max: number) =>
   z
@@ -39,7 +40,7 @@ const ProviderModelId = z
   .max(200);
 /** A provider's input field name. */
 const Field = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,63}$/, 'must be a field name (letters, digits, "_")');
-const BackendName = z.enum(['simulator', 'vertex', 'fal', 'replicate']);
+const BackendName = z.enum(VIDEO_BACKENDS);
 
 const InputMapEntry = z.strictObject({
   prompt: Field,
@@ -104,11 +105,11 @@ const AliasEntry = z.strictObject({ id: Id, replaced_by: Id });
 const SpeechModelEntry = z.strictObject({
   id: Id,
   owned_by: Label,
-  provider: z.enum(['simulator', 'elevenlabs']),
+  provider: z.enum(SPEECH_PROVIDERS),
   region: Label,
   price_eur_per_1000_chars: euros(1_000),
   max_input_chars: z.int().min(1).max(100_000),
-  response_formats: distinct(z.enum(['mp3', 'opus', 'aac', 'flac', 'wav', 'pcm']), 6),
+  response_formats: distinct(z.enum(SPEECH_FORMATS), SPEECH_FORMATS.length),
 });
 
 const CatalogFile = z

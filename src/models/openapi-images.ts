@@ -4,7 +4,7 @@
 // leading bytes are a template (a set of allowed values per byte); every base64 character those bytes
 // fully determine becomes a character class of a `pattern`. With `mimeType` tied to its pattern, a
 // request the document allows is one the server accepts.
-import type { ImageMimeType } from './catalog.js';
+import type { ImageMimeType } from './values.js';
 
 const B64 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/';
 const ANY = 'any' as const;

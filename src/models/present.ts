@@ -1,7 +1,8 @@
 // API representations of the catalog: models, their prices and limits, as /v2/models answers them. (A
 // job's representation is src/video-jobs/present.ts: webhook events carry it too.)
 import { microEurToEur } from '../money.js';
-import type { PricePerSecond, SpeechModel, VideoBackend, VideoModel, VideoModelAlias } from './catalog.js';
+import type { PricePerSecond, SpeechModel, VideoModel, VideoModelAlias } from './catalog.js';
+import type { VideoBackend } from './values.js';
 import { IMAGE_MAX_BYTES } from '../video-jobs/schemas.js';
 import { SIM_PRESET_VOICES } from '../providers/voice/simulator.js';
 import { ELEVENLABS_PRESET_VOICES } from '../providers/voice/elevenlabs.js';

@@ -9,7 +9,7 @@
 // database function video_job_charge (src/db/migrations/008_video_job_charge.sql).
 import { inTransaction, prepared, type Db, type Tx } from '../db/pool.js';
 import { assertMicroEur } from '../money.js';
-import type { VideoParams } from '../models/catalog.js';
+import type { VideoParams } from '../models/values.js';
 import { applyEntry, lockWorkspaceBalance, NotFoundError, spendFromKey } from '../billing/ledger.js';
 import { insertJobEvent, prepareJobEvent, type JobEventContext } from '../webhooks/events.js';
 

@@ -13,7 +13,8 @@
 // without one, so the OpenAPI document lists only what is offered (its tag says what is not).
 import type { RequestHandler } from 'express';
 import { z } from 'zod';
-import { defaultVideoModelId, findVideoModel, type AspectRatio, type Resolution } from '../models/catalog.js';
+import { defaultVideoModelId, findVideoModel } from '../models/catalog.js';
+import type { AspectRatio, Resolution } from '../models/values.js';
 import { ApiError, fromZodError, invalidParam, notFound } from '../errors.js';
 import { principalOf } from '../http/auth.js';
 import { idempotencyKeyOf, LIST_LIMIT_MAX } from '../http/schemas.js';

@@ -1,7 +1,7 @@
 // Video jobs' schemas: the create request (the single source for its validation and its type), the
 // list query, and the job as /v2 answers it.
 import { z } from 'zod';
-import { ASPECT_RATIOS, IMAGE_MIME_TYPES, RESOLUTIONS } from '../models/catalog.js';
+import { ASPECT_RATIOS, IMAGE_MIME_TYPES, RESOLUTIONS } from '../models/values.js';
 import { VideoAspectRatio, VideoResolution } from '../models/schemas.js';
 import { Euros, PageLimit, UnixSeconds, Uuid } from '../http/schemas.js';
 import { text } from '../zod-text.js';

@@ -16,10 +16,8 @@ import {
   estimateCostMicroEur,
   findVideoModel,
   videoBackendsFor,
-  type AspectRatio,
-  type Resolution,
-  type VideoParams,
 } from '../models/catalog.js';
+import type { AspectRatio, Resolution, VideoParams } from '../models/values.js';
 import { SimulateSchema } from '../providers/video/simulator.js';
 import { ApiError, fromZodError, invalidParam, keySpendLimitExceeded, notFound } from '../errors.js';
 import { isDependencyDown, RETRY_AFTER_S } from '../dependency-errors.js';

@@ -37,7 +37,8 @@ import type { presentOpenAiVideo } from '../../src/video-jobs/openai-routes.js';
 import type { presentConsent } from '../../src/voices/openai-routes.js';
 import { openAiErrorBody } from '../../src/http/openai/errors.js';
 import type { AuditReport } from '../../src/billing/audit.js';
-import type { AspectRatio, Resolution, SpeechModel, SpeechResponseFormat, VideoBackend } from '../../src/models/catalog.js';
+import type { SpeechModel } from '../../src/models/catalog.js';
+import type { AspectRatio, Resolution, SpeechFormat, VideoBackend } from '../../src/models/values.js';
 import { defaultVideoModelId, videoModels, videoBackendFor } from '../../src/models/catalog.js';
 import { CreateVoiceForm, VOICE_UPLOAD_LIMITS } from '../../src/voices/routes.js';
 import { OpenAiCreateVideoBody, OpenAiCreateVideoForm } from '../../src/video-jobs/openai-routes.js';
@@ -62,7 +63,7 @@ const sameType = <T extends true>(): T | undefined => undefined;
 sameType<Equals<z.infer<typeof S.ApiErrorType>, ErrorType>>();
 sameType<Equals<z.infer<typeof S.VideoResolution>, Resolution>>();
 sameType<Equals<z.infer<typeof S.VideoAspectRatio>, AspectRatio>>();
-sameType<Equals<z.infer<typeof S.SpeechResponseFormat>, SpeechResponseFormat>>();
+sameType<Equals<z.infer<typeof S.SpeechResponseFormat>, SpeechFormat>>();
 sameType<Equals<NonNullable<z.infer<typeof S.VideoModel>['backend']>, VideoBackend>>();
 sameType<Equals<NonNullable<z.infer<typeof S.SpeechModel>['backend']>, SpeechModel['provider']>>();
 export type PresentersMatchSchemas = [

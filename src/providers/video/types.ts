@@ -1,7 +1,7 @@
 // The video provider interface: what every adapter (simulator, Vertex AI Veo, fal, Replicate) implements.
 // Adapters throw ProviderError; `retryable` tells the workflow's activities whether to try again.
 import type { IncomingHttpHeaders } from 'node:http';
-import type { ImageMimeType, VideoParams } from '../../models/catalog.js';
+import type { ImageMimeType, VideoParams } from '../../models/values.js';
 import type { VideoOutputRef } from '../../../workflows/messages.js';
 
 export type { VideoOutputRef };
