@@ -20,10 +20,10 @@ import {
   ElevenLabsError,
   ElevenLabsVoiceProvider,
   ELEVENLABS_MAX_SPEECH_BYTES,
-  parseRetryAfter,
   type ElevenLabsOperation,
 } from '../../src/providers/voice/elevenlabs.js';
 import { VoiceProviderError, type VoiceSample } from '../../src/providers/voice/types.js';
+import { retryAfterMs } from '../../src/providers/http-body.js';
 import { fakeSpeechPcm, startElevenLabsFake, STREAM_CHUNK_BYTES, type ElevenLabsFake, type FakeRoute } from '../fakes/elevenlabs-fake.js';
 import { assertAuditHolds, balanceMicro, http, newCustomer, startStack, type Stack } from '../helpers/stack.js';
 import { voiceDeletionWorkflowId } from '../../workflows/voice-deletion.js';
@@ -339,8 +339,8 @@ describe('ElevenLabs adapter contract', () => {
       const dated = await providerError(call[op](), 'unavailable');
       assert.ok(dated.details.retryAfterSeconds! >= 28 && dated.details.retryAfterSeconds! <= 31, String(dated.details.retryAfterSeconds));
     }
-    assert.equal(parseRetryAfter('soon'), undefined);
-    assert.equal(parseRetryAfter(new Date(0).toUTCString()), 0);
+    assert.equal(retryAfterMs('soon'), undefined);
+    assert.equal(retryAfterMs(new Date(0).toUTCString()), 0);
   });
 
   test('5xx is `unavailable` (with the message when JSON; a proxy HTML page is not quoted); 408 too', async () => {

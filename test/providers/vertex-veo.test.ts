@@ -7,9 +7,10 @@ import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { googleError, VERTEX_MODELS, VertexVeoFake } from '../fakes/vertex-veo-fake.js';
-import { LARGE_OPERATION_BYTES, MAX_CONCURRENT_LARGE_OPERATION_READS, mergeVertexParameters, parseRetryAfter, staticTokenSource, VertexVeoProvider, type VertexVeoOptions } from '../../src/providers/video/vertex-veo.js';
+import { LARGE_OPERATION_BYTES, MAX_CONCURRENT_LARGE_OPERATION_READS, mergeVertexParameters, staticTokenSource, VertexVeoProvider, type VertexVeoOptions } from '../../src/providers/video/vertex-veo.js';
 import { findVideoModel, providerModelIdFor, videoBackendFor, videoModelAliases, videoModels } from '../../src/models/catalog.js';
 import { ProviderError, type VideoSubmission } from '../../src/providers/video/types.js';
+import { retryAfterMs } from '../../src/providers/http-body.js';
 import { loadConfig } from '../../src/config.js';
 import { projectPath } from '../../src/paths.js';
 import { assertAuditHolds, balanceMicro, http as api, newCustomer, startStack, waitForJob, type Stack } from '../helpers/stack.js';
@@ -460,9 +461,9 @@ describe('Vertex AI Veo adapter: every documented answer', () => {
 
   test('Retry-After as an HTTP date', () => {
     const now = Date.parse('2025-01-01T00:00:00Z');
-    assert.equal(parseRetryAfter('Wed, 01 Jan 2025 00:00:30 GMT', now), 30_000);
-    assert.equal(parseRetryAfter('120', now), 120_000);
-    assert.equal(parseRetryAfter('soon', now), undefined);
+    assert.equal(retryAfterMs('Wed, 01 Jan 2025 00:00:30 GMT', now), 30_000);
+    assert.equal(retryAfterMs('120', now), 120_000);
+    assert.equal(retryAfterMs('soon', now), undefined);
   });
 
   for (const status of [500, 502, 503, 504]) {

@@ -11,6 +11,7 @@
 import type http from 'node:http';
 import { Readable } from 'node:stream';
 import { ProviderError } from './types.js';
+import { readCapped, retryAfterMs } from '../http-body.js';
 import { resolveWebhookTarget, systemResolver, WebhookTargetError, type Resolver, type TargetPolicy } from '../../webhooks/target-policy.js';
 import { pinnedRequest } from '../../webhooks/sender.js';
 
@@ -19,60 +20,6 @@ const MAX_ERROR_BODY_BYTES = 64 * 1024;
 
 export function truncate(s: string, max = MESSAGE_MAX_CHARS): string {
   return s.length <= max ? s : `${s.slice(0, max - 1)}…`;
-}
-
-/** Past `threshold_bytes` (declared or read), the rest of a body is read only after `take()` has resolved. */
-export interface LargeRead {
-  threshold_bytes: number;
-  take: () => Promise<void>;
-}
-
-/**
- * Reads a whole answer body, at most maxBytes of it (a declared larger length is refused before reading).
- * With `large`, a body past its threshold waits for `take()` before reading on (a bound on the large
- * answers read at once).
- */
-export async function readCapped(res: Response, maxBytes: number, what: string, tooLargeCode: string, large?: LargeRead): Promise<Buffer> {
-  const tooLarge = (n: number) =>
-    new ProviderError(`${what}: the answer is larger than the ${maxBytes} bytes accepted (${n}+ bytes)`, { code: tooLargeCode, retryable: false });
-  const declared = Number(res.headers.get('content-length') ?? NaN);
-  if (Number.isFinite(declared) && declared > maxBytes) {
-    await res.body?.cancel().catch(() => {});
-    throw tooLarge(declared);
-  }
-  if (!res.body) return Buffer.alloc(0);
-  let taken = false;
-  if (large && Number.isFinite(declared) && declared > large.threshold_bytes) {
-    taken = true;
-    await large.take();
-  }
-  const reader = res.body.getReader();
-  const chunks: Buffer[] = [];
-  let total = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    total += value.byteLength;
-    if (large && !taken && total > large.threshold_bytes) {
-      taken = true;
-      await large.take();
-    }
-    if (total > maxBytes) {
-      await reader.cancel().catch(() => {});
-      throw tooLarge(total);
-    }
-    chunks.push(Buffer.from(value.buffer, value.byteOffset, value.byteLength));
-  }
-  return Buffer.concat(chunks, total);
-}
-
-/** Retry-After: delay-seconds or an HTTP-date (RFC 9110 10.2.3). */
-export function parseRetryAfter(value: string | null, now_ms = Date.now()): number | undefined {
-  if (!value) return undefined;
-  const v = value.trim();
-  if (/^[0-9]+$/.test(v)) return Number(v) * 1000;
-  const at = Date.parse(v);
-  return Number.isFinite(at) ? Math.max(0, at - now_ms) : undefined;
 }
 
 /** A request that never got an answer: a timeout or a network error, both passing. */
@@ -88,7 +35,7 @@ export function transportError(err: unknown, what: string, timeoutMs: number): P
 
 /** The retryable error of a passing refusal (408, 429, 5xx), carrying the provider's Retry-After. */
 export function passingRefusal(status: number, described: string, retryAfter: string | null): ProviderError {
-  const retry_after_ms = parseRetryAfter(retryAfter);
+  const retry_after_ms = retryAfterMs(retryAfter);
   const suffix = retry_after_ms !== undefined ? `; retry after ${Math.ceil(retry_after_ms / 1000)} s` : '';
   const code = status === 429 ? 'rate_limited' : status === 408 ? 'provider_timeout' : 'provider_unavailable';
   return new ProviderError(truncate(described + suffix), { code, retryable: true, ...(retry_after_ms !== undefined ? { retry_after_ms } : {}) });

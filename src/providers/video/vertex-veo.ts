@@ -32,9 +32,9 @@ import {
   type VideoProvider,
   type VideoSubmission,
 } from './types.js';
-import { isPassingStatus, passingRefusal, readCapped, readErrorDetail, transportError, truncate, type LargeRead } from './http.js';
+import { isPassingStatus, passingRefusal, readErrorDetail, transportError, truncate } from './http.js';
+import { readCapped, type LargeRead } from '../http-body.js';
 
-export { parseRetryAfter } from './http.js';
 
 export const VERTEX_DEFAULT_LOCATION = 'europe-west4';
 export const GCS_DEFAULT_API_ENDPOINT = 'https://storage.googleapis.com';

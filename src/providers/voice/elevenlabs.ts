@@ -44,7 +44,7 @@
 //
 // The API key lives in a private field: it is sent in the header and nowhere else, is never part of
 // an error message (any message is scrubbed of it, to be sure) and is never logged.
-import { readCapped } from '../video/http.js';
+import { readCapped, readPrefix, retryAfterMs } from '../http-body.js';
 import type { AudioFormat } from '../../media/audio-sniff.js';
 import {
   VoiceProviderError,
@@ -251,7 +251,7 @@ export class ElevenLabsVoiceProvider implements VoiceProvider {
     }
     const reader = res.body?.getReader();
     try {
-      if (!res.ok) throw this.failure('speech', res, reader ? await readAtMost(reader, ERROR_BODY_MAX_BYTES) : Buffer.alloc(0));
+      if (!res.ok) throw this.failure('speech', res, reader ? await readPrefix(reader, ERROR_BODY_MAX_BYTES) : Buffer.alloc(0));
       if ((res.headers.get('content-type') ?? '').includes('json')) {
         throw new ElevenLabsError('unavailable', malformed('speech', res.status, 'JSON instead of audio'), { status: res.status });
       }
@@ -328,7 +328,8 @@ export class ElevenLabsVoiceProvider implements VoiceProvider {
     const status = res.status;
     const said = providerSaid(body);
     const code = said.code;
-    const retryAfterSeconds = parseRetryAfter(res.headers.get('retry-after'));
+    const retry_after_ms = retryAfterMs(res.headers.get('retry-after'));
+    const retryAfterSeconds = retry_after_ms === undefined ? undefined : Math.ceil(retry_after_ms / 1000);
     const details = { status, ...(code ? { code } : {}), ...(retryAfterSeconds !== undefined ? { retryAfterSeconds } : {}) };
     if (code === 'quota_exceeded' || code === 'voice_limit_reached') {
       // The operator's plan is used up (characters) or full (voice slots): not the customer's request.
@@ -385,23 +386,6 @@ export function pcmToWav(pcm: Buffer, sampleRateHz: number): Buffer {
   return Buffer.concat([header, pcm]);
 }
 
-/** Up to `max_bytes` of a body (the rest is not read). */
-async function readAtMost(reader: ReadableStreamDefaultReader<Uint8Array>, max_bytes: number): Promise<Buffer> {
-  const parts: Buffer[] = [];
-  let bytes = 0;
-  try {
-    while (bytes < max_bytes) {
-      const next = await reader.read();
-      if (next.done) break;
-      parts.push(Buffer.from(next.value));
-      bytes += next.value.byteLength;
-    }
-  } catch {
-    // What arrived is what there is to read.
-  }
-  return Buffer.concat(parts).subarray(0, max_bytes);
-}
-
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 function parseJson(body: Buffer): unknown {
@@ -449,14 +433,4 @@ export function providerSaid(body: Buffer): { code?: string; message?: string } 
     return { ...(code ? { code } : {}), ...(message ? { message } : {}) };
   }
   return {};
-}
-
-/** Retry-After as whole seconds from now: delta-seconds or an HTTP date; undefined when absent or unreadable. */
-export function parseRetryAfter(raw: string | null, now = Date.now()): number | undefined {
-  if (raw === null) return undefined;
-  const v = raw.trim();
-  if (/^\d+$/.test(v)) return Number(v);
-  const at = Date.parse(v);
-  if (Number.isNaN(at)) return undefined;
-  return Math.max(0, Math.ceil((at - now) / 1000));
 }
