@@ -18,7 +18,7 @@ import {
   type VideoJobCharge,
 } from '../src/video-jobs/billing.js';
 import { estimateCostMicroEur, findVideoModel } from '../src/models/catalog.js';
-import { MAX_VIDEO_OUTPUT_BYTES, type CancelAnswer, type VideoGenerationRequest, type VideoOutputRef, type VideoProvider, type VideoSubmission } from '../src/providers/video/types.js';
+import { VIDEO_OUTPUT_BYTES_MAX, type CancelAnswer, type VideoGenerationRequest, type VideoOutputRef, type VideoProvider, type VideoSubmission } from '../src/providers/video/types.js';
 import { describeAnyProviderError } from '../src/providers/video/provider-errors.js';
 import { loadVideoJobInputs } from '../src/video-jobs/images.js';
 import { isPermanentStorageError, type Storage } from '../src/storage/local.js';
@@ -36,7 +36,7 @@ export interface VideoJobActivityDeps {
   videoProviders: ReadonlyMap<string, VideoProvider>;
   logger: Logger;
   /** How the workers' pollers pace a job's polls (VIDEO_POLL_INTERVAL_MS, VIDEO_POLL_MAX_INTERVAL_MS). */
-  video: { pollIntervalMs: number; pollMaxIntervalMs: number };
+  video: { pollIntervalMs: number; pollIntervalMsMax: number };
   /** Where providers that call back reach this service (PUBLIC_BASE_URL, else the API's own address). */
   callbackBaseUrl?: string;
   /** Webhooks: how events present the job, and the first retry interval of deliveries. */
@@ -44,11 +44,11 @@ export interface VideoJobActivityDeps {
 }
 
 /** The longest wait between two fallback polls of a job whose backend calls back. */
-export const CALLBACK_FALLBACK_MAX_POLL_INTERVAL_MS = 30_000;
+export const CALLBACK_FALLBACK_POLL_INTERVAL_MS_MAX = 30_000;
 
 /** Videos copied from a provider into storage at once by one worker process (each is held in memory), and copies left waiting. */
-export const MAX_CONCURRENT_OUTPUT_COPIES = 8;
-const MAX_WAITING_OUTPUT_COPIES = 10_000;
+export const CONCURRENT_OUTPUT_COPIES_MAX = 8;
+const WAITING_OUTPUT_COPIES_MAX = 10_000;
 const HEARTBEAT_EVERY_MS = 5_000;
 /** An accepted operation's record is tried this many times, RECORD_RETRY_MS apart and doubling (about 8 s in all), before it is cancelled. */
 const RECORD_ATTEMPTS = 5;
@@ -91,11 +91,11 @@ async function withHeartbeat<T>(detail: unknown, work: () => Promise<T>): Promis
 }
 
 export function createVideoJobActivities(deps: VideoJobActivityDeps) {
-  const outputCopies = new Semaphore(MAX_CONCURRENT_OUTPUT_COPIES, MAX_WAITING_OUTPUT_COPIES);
-  const pacing: PollPacing = { interval_ms: deps.video.pollIntervalMs, max_interval_ms: deps.video.pollMaxIntervalMs };
+  const outputCopies = new Semaphore(CONCURRENT_OUTPUT_COPIES_MAX, WAITING_OUTPUT_COPIES_MAX);
+  const pacing: PollPacing = { interval_ms: deps.video.pollIntervalMs, max_interval_ms: deps.video.pollIntervalMsMax };
   /** A backend that calls back when an operation ends is polled only as a fallback: its polls back off further. */
   const pacingOf = (provider: VideoProvider): PollPacing =>
-    provider.verifyCallback ? { ...pacing, max_interval_ms: Math.max(pacing.max_interval_ms, CALLBACK_FALLBACK_MAX_POLL_INTERVAL_MS) } : pacing;
+    provider.verifyCallback ? { ...pacing, max_interval_ms: Math.max(pacing.max_interval_ms, CALLBACK_FALLBACK_POLL_INTERVAL_MS_MAX) } : pacing;
 
   const providerFor = (backend: string): VideoProvider => {
     const p = deps.videoProviders.get(backend);
@@ -127,7 +127,7 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
 
   /**
    * Copies output `index` into storage under a key derived from the job: a retry overwrites, never duplicates.
-   * At most MAX_CONCURRENT_OUTPUT_COPIES at once in this process (each holds a video in memory).
+   * At most CONCURRENT_OUTPUT_COPIES_MAX at once in this process (each holds a video in memory).
    */
   const copyOne = (provider: VideoProvider, job_id: string, operation_id: string, index: number, output: VideoOutputRef): Promise<StoredVideo> =>
     withHeartbeat(index, () =>
@@ -138,7 +138,7 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
         } catch (err) {
           throw providerFailure(err, deps.logger, { job_id, operation_id, output: index });
         }
-        if (body.length === 0 || body.length > MAX_VIDEO_OUTPUT_BYTES) {
+        if (body.length === 0 || body.length > VIDEO_OUTPUT_BYTES_MAX) {
           throw ApplicationFailure.create({ type: 'ProviderError', message: `output ${index} has ${body.length} bytes`, nonRetryable: true, details: [{ code: 'invalid_output' }] });
         }
         const storage_key = videoOutputKey(job_id, index);

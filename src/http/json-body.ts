@@ -9,13 +9,13 @@ export const JSON_BODY_LIMIT_BYTES = 64 * 1024;
 export interface JsonBodyLimits {
   limit_bytes: number;
   /** Bodies over JSON_BODY_LIMIT_BYTES being received or handled at once in this process; beyond, 503 server_busy. */
-  max_concurrent_large_bodies?: number;
+  concurrent_large_bodies_max?: number;
 }
 
 /** A body parser for a route with its own limits. */
 export function jsonBodyParser(limits: JsonBodyLimits): RequestHandler {
   const parser = express.json({ limit: limits.limit_bytes, strict: true });
-  const large = limits.max_concurrent_large_bodies !== undefined ? inFlightLimit(limits.max_concurrent_large_bodies, 'large requests') : null;
+  const large = limits.concurrent_large_bodies_max !== undefined ? inFlightLimit(limits.concurrent_large_bodies_max, 'large requests') : null;
   return (req, res, next) => {
     if (!req.is('application/json')) {
       return next(new ApiError(415, 'invalid_request_error', 'unsupported_media_type', 'send the request body as application/json'));

@@ -10,10 +10,10 @@ import type { Catalog, PricePerSecond, SpeechModel, VideoModel, VideoModelBacken
 import { ASPECT_RATIOS, RESOLUTIONS, SPEECH_FORMATS, SPEECH_PROVIDERS, VIDEO_BACKENDS, type Resolution } from './values.js';
 
 /** Limits on the file itself. */
-const MAX_FILE_BYTES = 1024 * 1024;
-const MAX_ENTRIES = 200;
+const FILE_BYTES_MAX = 1024 * 1024;
+const ENTRIES_MAX = 200;
 /** Problems listed before "... and N more". */
-const MAX_REPORTED = 20;
+const REPORTED_MAX = 20;
 
 const Id = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/, 'must be 1 to 100 letters, digits, ".", "_" or "-"');
 const Label = z.string().trim().min(1).max(100);
@@ -115,9 +115,9 @@ const SpeechModelEntry = z.strictObject({
 const CatalogFile = z
   .strictObject({
     default_video_model: Id,
-    video_models: z.array(VideoModelEntry).min(1).max(MAX_ENTRIES),
-    aliases: z.array(AliasEntry).max(MAX_ENTRIES).default([]),
-    speech_models: z.array(SpeechModelEntry).max(MAX_ENTRIES).default([]),
+    video_models: z.array(VideoModelEntry).min(1).max(ENTRIES_MAX),
+    aliases: z.array(AliasEntry).max(ENTRIES_MAX).default([]),
+    speech_models: z.array(SpeechModelEntry).max(ENTRIES_MAX).default([]),
   })
   .superRefine((file, ctx) => {
     const problem = (path: (string | number)[], message: string) => ctx.addIssue({ code: 'custom', path, message });
@@ -297,8 +297,8 @@ function valueAt(data: unknown, path: readonly PropertyKey[]): unknown {
 /** Parses the text of a models file; `file` only names it in errors. */
 export function parseCatalog(text: string, file: string): Catalog {
   const fail = (lines: string[]): never => {
-    const shown = lines.slice(0, MAX_REPORTED).map((l) => `models file ${file}: ${l}`);
-    if (lines.length > MAX_REPORTED) shown.push(`models file ${file}: ... and ${lines.length - MAX_REPORTED} more problems`);
+    const shown = lines.slice(0, REPORTED_MAX).map((l) => `models file ${file}: ${l}`);
+    if (lines.length > REPORTED_MAX) shown.push(`models file ${file}: ... and ${lines.length - REPORTED_MAX} more problems`);
     throw new ConfigError(shown.join('\n'));
   };
   const doc = parseDocument(text, { uniqueKeys: true });
@@ -322,7 +322,7 @@ export function readCatalogFile(file: string): Catalog {
   try {
     const stat = fs.statSync(file);
     if (!stat.isFile()) throw new ConfigError(`models file ${file}: not a file (MODELS_FILE must name a YAML or JSON file)`);
-    if (stat.size > MAX_FILE_BYTES) throw new ConfigError(`models file ${file}: larger than ${MAX_FILE_BYTES} bytes`);
+    if (stat.size > FILE_BYTES_MAX) throw new ConfigError(`models file ${file}: larger than ${FILE_BYTES_MAX} bytes`);
     text = fs.readFileSync(file, 'utf8');
   } catch (err) {
     if (err instanceof ConfigError) throw err;

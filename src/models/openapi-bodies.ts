@@ -13,7 +13,7 @@ import {
   type SpeechModel,
   type VideoModel,
 } from './catalog.js';
-import { IMAGE_MAX_BYTES } from '../video-jobs/schemas.js';
+import { IMAGE_BYTES_MAX } from '../video-jobs/schemas.js';
 import { imageInputSchema } from './openapi-images.js';
 import type { ModelAvailability } from '../http/openapi.js';
 
@@ -32,7 +32,7 @@ function variant(title: string, properties: Record<string, JsonSchema>, required
 /** The inputs a model may take beyond the common fields: its images, audio switch, negative prompt. */
 function inputProperties(p: Record<string, JsonSchema>, m: VideoModel): Record<string, JsonSchema> {
   const frame = (what: string, description: JsonSchema | undefined) =>
-    imageInputSchema(m.inputs.image_mime_types, IMAGE_MAX_BYTES, `${what} (${m.inputs.image_mime_types.join(', ')}). ${String(description?.['description'] ?? '')}`.trim());
+    imageInputSchema(m.inputs.image_mime_types, IMAGE_BYTES_MAX, `${what} (${m.inputs.image_mime_types.join(', ')}). ${String(description?.['description'] ?? '')}`.trim());
   return {
     ...(m.inputs.image ? { image: frame('The first frame', p['image']) } : {}),
     ...(m.inputs.last_frame ? { lastFrame: frame('The last frame, with image', p['lastFrame']) } : {}),

@@ -2,6 +2,9 @@
 // on its bytes, and the Retry-After header.
 import { ProviderError } from './video/types.js';
 
+/** What is read of a provider's error answer: enough for its message. */
+export const ERROR_BODY_BYTES_MAX = 64 * 1024;
+
 /** Past `threshold_bytes` (declared or read), the rest of a body is read only after `take()` has resolved. */
 export interface LargeRead {
   threshold_bytes: number;

@@ -8,7 +8,7 @@ export const CreateSpeechBody = z
   .object({
     model: z.string().min(1).max(100).optional().describe('A speech model id (GET /v2/models); default: the first model of the configured voice provider.'),
     input: text({ notBlank: true }).describe("The text to speak: not blank, at most the model's max_input_chars characters (Unicode code points), which are billed."),
-    voice: text({ max_chars: 200, min_chars: 1 }).describe("A voice_id of this workspace's cloned voices (GET /v2/audio/voices) or a preset voice of the provider."),
+    voice: text({ chars_max: 200, chars_min: 1 }).describe("A voice_id of this workspace's cloned voices (GET /v2/audio/voices) or a preset voice of the provider."),
     response_format: z
       .enum(SPEECH_FORMATS, { error: `must be one of ${SPEECH_FORMATS.join(', ')}` })
       .optional()

@@ -291,7 +291,7 @@ describe('document structure (OpenAPI 3.1)', () => {
     const header = op.parameters.map(deref).find((p: Json) => p.in === 'header' && p.name === 'Idempotency-Key');
     assert.ok(header);
     assert.deepEqual(header.schema, jsonSchemaOf(S.IdempotencyKey, 'input'));
-    assert.equal(header.schema.maxLength, S.IDEMPOTENCY_KEY_MAX_CHARS);
+    assert.equal(header.schema.maxLength, S.IDEMPOTENCY_KEY_CHARS_MAX);
     assert.ok(op.responses['202'].headers.Location);
     for (const s of [400, 401, 402, 403, 404, 409, 413, 415, 429, 503]) assert.ok(op.responses[String(s)], `no ${s}`);
   });
@@ -303,8 +303,8 @@ describe('document structure (OpenAPI 3.1)', () => {
     assert.deepEqual(form.required, ['name', 'file']);
     assert.equal(form.properties.file.type, 'array');
     assert.equal(form.properties.file.minItems, 1);
-    assert.equal(form.properties.file.maxItems, VOICE_UPLOAD_LIMITS.maxFiles);
-    assert.equal(form.properties.file.items.maxLength, VOICE_UPLOAD_LIMITS.maxFileBytes);
+    assert.equal(form.properties.file.maxItems, VOICE_UPLOAD_LIMITS.filesMax);
+    assert.equal(form.properties.file.items.maxLength, VOICE_UPLOAD_LIMITS.fileBytesMax);
     assert.equal(form.properties.file.items.format, 'binary');
     assert.match(form.properties.file.description, /together at most 25 MiB/);
     const post = doc.paths['/v2/audio/voices'].post;
@@ -326,7 +326,7 @@ describe('document structure (OpenAPI 3.1)', () => {
     const form = deref(body.content['multipart/form-data'].schema);
     assert.deepEqual(form.required, ['prompt']);
     assert.equal(form.properties.input_reference.format, 'binary');
-    assert.equal(form.properties.input_reference.maxLength, S.IMAGE_MAX_BYTES);
+    assert.equal(form.properties.input_reference.maxLength, S.IMAGE_BYTES_MAX);
     const content = doc.paths['/v1/videos/{id}/content'].get.responses['200'].content;
     assert.deepEqual(Object.keys(content).sort(), ['image/jpeg', 'video/mp4']);
   });
@@ -358,7 +358,7 @@ describe('schemas are generated from zod', () => {
     const defaults = schema.oneOf.filter((v: Json) => !('model' in v.properties));
     assert.ok(defaults.length >= 1);
     for (const v of defaults) assert.ok(v.title.includes(defaultVideoModelId()), v.title);
-    assert.equal(zodBody.properties.prompt.maxLength, S.PROMPT_MAX_CHARS);
+    assert.equal(zodBody.properties.prompt.maxLength, S.PROMPT_CHARS_MAX);
     assert.equal(zodBody.properties.prompt.minLength, 1);
     assert.ok(zodBody.properties.prompt.pattern, 'not blank');
     assert.deepEqual(zodBody.properties.prompt.allOf, [{ pattern: NO_NUL_PATTERN }], 'no NUL (refused by the JSON body parser)');
@@ -627,7 +627,7 @@ describe('real responses parse with the documented schemas', () => {
     check(await post({ ...simJob(), model: 'no-such-model' }));
     await post(simJob(), { headers: { 'Idempotency-Key': 'openapi-409' } });
     check(await post({ ...simJob(), n: 1 }, { headers: { 'Idempotency-Key': 'openapi-409' } }));
-    check(await post({ ...simJob(), image: { bytesBase64Encoded: pngOfSize(S.IMAGE_MAX_BYTES + 1).toString('base64'), mimeType: 'image/png' } }));
+    check(await post({ ...simJob(), image: { bytesBase64Encoded: pngOfSize(S.IMAGE_BYTES_MAX + 1).toString('base64'), mimeType: 'image/png' } }));
     check(await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: customer.key, rawBody: 'x', headers: { 'content-type': 'text/plain' } }));
     check(await http(stack.baseUrl, 'GET', `/v2/videos/generations/${SAMPLE_ID}`, { token: customer.key }), 'get', '/v2/videos/generations/{id}');
     check(await http(stack.baseUrl, 'GET', '/v2/models/nope', { token: customer.key }), 'get', '/v2/models/{id}');

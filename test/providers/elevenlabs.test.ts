@@ -19,7 +19,7 @@ import {
   ELEVENLABS_SAMPLE_RATE_HZ,
   ElevenLabsError,
   ElevenLabsVoiceProvider,
-  ELEVENLABS_MAX_SPEECH_BYTES,
+  ELEVENLABS_SPEECH_BYTES_MAX,
   type ElevenLabsOperation,
 } from '../../src/providers/voice/elevenlabs.js';
 import { VoiceProviderError, type VoiceSample } from '../../src/providers/voice/types.js';
@@ -391,7 +391,7 @@ describe('ElevenLabs adapter contract', () => {
   });
 
   test('an answer body longer than the longest speech is refused unread, on every call: `unavailable`', async () => {
-    const huge = 'x'.repeat(ELEVENLABS_MAX_SPEECH_BYTES + 1);
+    const huge = 'x'.repeat(ELEVENLABS_SPEECH_BYTES_MAX + 1);
     fake.fail('speech', { status: 200, headers: { 'content-type': 'audio/pcm' }, body: huge });
     assert.match((await providerError(call.speech(), 'unavailable')).message, /larger than the \d+ bytes accepted/);
     fake.fail('clone', { status: 200, body: huge });

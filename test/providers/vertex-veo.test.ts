@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { googleError, VERTEX_MODELS, VertexVeoFake } from '../fakes/vertex-veo-fake.js';
-import { LARGE_OPERATION_BYTES, MAX_CONCURRENT_LARGE_OPERATION_READS, mergeVertexParameters, staticTokenSource, VertexVeoProvider, type VertexVeoOptions } from '../../src/providers/video/vertex-veo.js';
+import { LARGE_OPERATION_BYTES, CONCURRENT_LARGE_OPERATION_READS_MAX, mergeVertexParameters, staticTokenSource, VertexVeoProvider, type VertexVeoOptions } from '../../src/providers/video/vertex-veo.js';
 import { findVideoModel, providerModelIdFor, videoBackendFor, videoModelAliases, videoModels } from '../../src/models/catalog.js';
 import { ProviderError, type VideoSubmission } from '../../src/providers/video/types.js';
 import { retryAfterMs } from '../../src/providers/http-body.js';
@@ -16,7 +16,7 @@ import { projectPath } from '../../src/paths.js';
 import { assertAuditHolds, balanceMicro, http as api, newCustomer, startStack, waitForJob, type Stack } from '../helpers/stack.js';
 import { imageField, jpegImage, pngImage, WEBP_IMAGE } from '../helpers/images.js';
 import { videoJobWorkflowId } from '../../workflows/messages.js';
-import { SUBMIT_MAX_ATTEMPTS as MAX_SUBMIT_ATTEMPTS } from '../../workflows/video-job.js';
+import { SUBMIT_ATTEMPTS_MAX as SUBMIT_ATTEMPTS_MAX } from '../../workflows/video-job.js';
 import { loadVideoJobInputs } from '../../src/video-jobs/images.js';
 import { LocalStorage } from '../../src/storage/local.js';
 import path from 'node:path';
@@ -393,7 +393,7 @@ describe('Vertex AI Veo adapter: every documented answer', () => {
     assert.equal(fake.requestsTo('download').length, 0);
   });
 
-  test(`finished operations with large inline videos are read at most ${MAX_CONCURRENT_LARGE_OPERATION_READS} at once per process; small answers never wait`, async () => {
+  test(`finished operations with large inline videos are read at most ${CONCURRENT_LARGE_OPERATION_READS_MAX} at once per process; small answers never wait`, async () => {
     const big = Buffer.concat([PAYLOADS[0]!, Buffer.alloc(LARGE_OPERATION_BYTES)]);
     fake.scenario = { pollsUntilDone: 0, payloads: [big] };
     const p = provider();
@@ -401,26 +401,26 @@ describe('Vertex AI Veo adapter: every documented answer', () => {
     for (let i = 0; i < 6; i++) ops.push((await p.submit(request({ request_id: `7d0f2a8e-0000-4000-8000-00000000010${i}`, params: { durationSeconds: 4, resolution: '720p', aspectRatio: '16:9', n: 1 } }))).operation_id);
     const statuses = await Promise.all(ops.map((id) => p.poll(id)));
     for (const st of statuses) assert.equal(st.state, 'succeeded');
-    assert.equal(p.largeReadStats.max_in_flight, MAX_CONCURRENT_LARGE_OPERATION_READS, 'large answers queued for a slot');
+    assert.equal(p.largeReadStats.in_flight_max, CONCURRENT_LARGE_OPERATION_READS_MAX, 'large answers queued for a slot');
     assert.equal(p.largeReadStats.in_flight, 0, 'every slot given back');
     const copies = await Promise.all(ops.map((id) => p.fetchOutput(id, { ref: 'inline:0', content_type: 'video/mp4' })));
     for (const c of copies) assert.ok(c.equals(big));
     fake.scenario = { pollsUntilDone: 5 };
     const running = await p.submit(request());
-    const before = p.largeReadStats.max_in_flight;
+    const before = p.largeReadStats.in_flight_max;
     await Promise.all(Array.from({ length: 5 }, () => p.poll(running.operation_id)));
-    assert.equal(p.largeReadStats.max_in_flight, before, 'a running operation is a small answer');
+    assert.equal(p.largeReadStats.in_flight_max, before, 'a running operation is a small answer');
   });
 
   test('outputs larger than the limit are refused while reading (download and inline)', async () => {
     fake.scenario = { payloads: PAYLOADS };
-    const small = provider({ outputGcsUri: 'gs://our-bucket/videos/', maxOutputBytes: 10_000 });
+    const small = provider({ outputGcsUri: 'gs://our-bucket/videos/', outputBytesMax: 10_000 });
     const { operation_id } = await small.submit(request({ params: { durationSeconds: 4, resolution: '720p', aspectRatio: '16:9', n: 1 } }));
     const status = await settle(small, operation_id);
     const out = status.state === 'succeeded' ? status.outputs[0]! : { ref: '', content_type: '' };
     await rejectsWith(small.fetchOutput(operation_id, out), { code: 'output_too_large', retryable: false });
 
-    const inline = provider({ maxOutputBytes: 10_000 });
+    const inline = provider({ outputBytesMax: 10_000 });
     const second = await inline.submit(request({ params: { durationSeconds: 4, resolution: '720p', aspectRatio: '16:9', n: 1 } }));
     await settle(inline, second.operation_id);
     await rejectsWith(inline.fetchOutput(second.operation_id, { ref: 'inline:0', content_type: 'video/mp4' }), { code: 'output_too_large', retryable: false });
@@ -749,14 +749,14 @@ describe('Vertex AI Veo: a job end to end through the workflow', () => {
     assert.equal(await balanceMicro(stack, c.workspaceId), 10_000_000);
     await assertAuditHolds(stack);
   });
-  test('Vertex unavailable on every submit: the job submits MAX_SUBMIT_ATTEMPTS times, then fails with the provider\'s code, refunded in full', async () => {
+  test('Vertex unavailable on every submit: the job submits SUBMIT_ATTEMPTS_MAX times, then fails with the provider\'s code, refunded in full', async () => {
     fake.scenario = { payloads: PAYLOADS };
-    fake.fault({ route: 'predictLongRunning', status: 503, body: googleError(503, 'The service is currently unavailable.'), times: MAX_SUBMIT_ATTEMPTS + 1 });
+    fake.fault({ route: 'predictLongRunning', status: 503, body: googleError(503, 'The service is currently unavailable.'), times: SUBMIT_ATTEMPTS_MAX + 1 });
     const { c, job } = await oneFastJob();
     assert.equal(job.status, 'failed', JSON.stringify(job));
     assert.equal(job.error.code, 'provider_unavailable');
     assert.equal(job.refunded_in_euro, 0.8);
-    assert.equal(fake.requestsTo('predictLongRunning').length, MAX_SUBMIT_ATTEMPTS, 'bounded submits, none after the job failed');
+    assert.equal(fake.requestsTo('predictLongRunning').length, SUBMIT_ATTEMPTS_MAX, 'bounded submits, none after the job failed');
     assert.equal(fake.requestsTo('fetchPredictOperation').length, 0, 'nothing to poll');
     assert.equal(await balanceMicro(stack, c.workspaceId), 10_000_000);
     await assertAuditHolds(stack);

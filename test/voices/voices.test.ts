@@ -10,7 +10,7 @@ import { encodeWav, SimulatedVoiceProvider } from '../../src/providers/voice/sim
 import { sniffAudio } from '../../src/media/audio-sniff.js';
 import { voiceDeletionWorkflowId } from '../../workflows/voice-deletion.js';
 import { DEFAULT_VOICE_CLONES_PER_WORKSPACE, VoicesService } from '../../src/voices/service.js';
-import { MAX_LARGE_BODIES_PER_KEY } from '../../src/http/in-flight.js';
+import { LARGE_BODIES_PER_KEY_MAX } from '../../src/http/in-flight.js';
 import net from 'node:net';
 import { Client, Connection } from '@temporalio/client';
 import { MockActivityEnvironment } from '@temporalio/testing';
@@ -347,8 +347,8 @@ describe('POST /v2/audio/voices', () => {
 
   test('at most 8 uploads are held in memory at once: the 9th is a 503 server_busy, and the slots come back', async () => {
     const c = await newCustomer(stack, 5);
-    // One key holds at most MAX_LARGE_BODIES_PER_KEY uploads at once: the hanging ones come from several keys.
-    const holders = await Promise.all(Array.from({ length: 8 / MAX_LARGE_BODIES_PER_KEY }, () => newCustomer(stack, 5)));
+    // One key holds at most LARGE_BODIES_PER_KEY_MAX uploads at once: the hanging ones come from several keys.
+    const holders = await Promise.all(Array.from({ length: 8 / LARGE_BODIES_PER_KEY_MAX }, () => newCustomer(stack, 5)));
     let opened = 0;
     const body = rawMultipart([{ name: 'name', value: 'v' }, { name: 'file', file: wavOfSize(MiB), filename: 'a.wav' }]);
     const hanging: nodeHttp.ClientRequest[] = [];
@@ -635,7 +635,7 @@ describe('voice deletion while Temporal does not answer', () => {
     assert.equal(marked.rows[0].n, 3, 'gone from the registry, not yet from the provider');
     // The reconciler starts the deletions that could not be started.
     await stack.db.query("UPDATE voices SET deleted_at = deleted_at - interval '1 minute' WHERE id = ANY($1::uuid[])", [ids]);
-    const activities = createReconcilerActivities({ db: stack.db, logger: createLogger('silent', 'test'), taskQueue: stack.config.temporal.taskQueue, video: { pollIntervalMs: 100, pollMaxIntervalMs: 300, jobTimeoutMs: 60_000 } });
+    const activities = createReconcilerActivities({ db: stack.db, logger: createLogger('silent', 'test'), taskQueue: stack.config.temporal.taskQueue, video: { pollIntervalMs: 100, pollIntervalMsMax: 300, jobTimeoutMs: 60_000 } });
     const report = (await new MockActivityEnvironment(undefined, { client: stack.api.temporal }).run(activities.reconcileMoney)) as ReconcileReport;
     assert.ok(report.voice_deletions_started >= 3, JSON.stringify(report));
     for (const id of ids) await stack.api.temporal.workflow.getHandle(voiceDeletionWorkflowId(id)).result();
@@ -648,7 +648,7 @@ describe('uploads per key', () => {
   test('one API key holds at most its share of the upload slots (429 too_many_concurrent_uploads): other keys still upload', async () => {
     const hog = await newCustomer(stack, 5);
     const body = rawMultipart([{ name: 'name', value: 'v' }, { name: 'file', file: wavOfSize(MiB), filename: 'a.wav' }]);
-    const hanging = Array.from({ length: MAX_LARGE_BODIES_PER_KEY }, () => {
+    const hanging = Array.from({ length: LARGE_BODIES_PER_KEY_MAX }, () => {
       const req = uploadRequest(hog.key, body);
       req.on('error', () => {});
       req.write(body.subarray(0, 64 * 1024)); // and never the rest

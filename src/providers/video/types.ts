@@ -94,7 +94,7 @@ export interface CallbackReception {
 }
 
 /** Longest operation id an adapter returns (it is stored with the job and travels in workflow history). */
-export const MAX_OPERATION_ID_CHARS = 4096;
+export const OPERATION_ID_CHARS_MAX = 4096;
 
 export interface VideoProvider {
   readonly name: string;
@@ -144,4 +144,4 @@ export class ProviderError extends Error {
 }
 
 /** Largest video file accepted from a provider. */
-export const MAX_VIDEO_OUTPUT_BYTES = 512 * 1024 * 1024;
+export const VIDEO_OUTPUT_BYTES_MAX = 512 * 1024 * 1024;

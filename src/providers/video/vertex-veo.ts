@@ -13,7 +13,7 @@
 //                VERTEX_OUTPUT_GCS_URI (a bucket the service owns).
 //
 // A finished operation with inline videos can be a 256 MiB answer: past LARGE_OPERATION_BYTES, only
-// MAX_CONCURRENT_LARGE_OPERATION_READS of them are read at once per process.
+// CONCURRENT_LARGE_OPERATION_READS_MAX of them are read at once per process.
 //
 // Every call is one HTTP request with a timeout; the adapter never loops: Temporal's activity retry policy
 // does the backoff. Transient failures (408, 429, 5xx, timeouts, network errors) are retryable ProviderErrors
@@ -23,7 +23,7 @@
 import { Semaphore } from '../../semaphore.js';
 import type { GoogleAuth } from 'google-auth-library';
 import {
-  MAX_VIDEO_OUTPUT_BYTES,
+  VIDEO_OUTPUT_BYTES_MAX,
   ProviderError,
   type CancelAnswer,
   type InputImage,
@@ -44,21 +44,21 @@ export const VERTEX_REQUEST_TIMEOUT_MS = 15_000;
 /** Below the storage activity's 30 s heartbeat timeout (it heartbeats once per output). */
 export const GCS_DOWNLOAD_TIMEOUT_MS = 25_000;
 /** Largest JSON answer read (an operation carrying its videos inline, base64). */
-const MAX_JSON_BYTES = 256 * 1024 * 1024;
+const JSON_BYTES_MAX = 256 * 1024 * 1024;
 /**
  * An operation answer longer than this is a finished one carrying its videos inline: reading more of it
- * takes one of MAX_CONCURRENT_LARGE_OPERATION_READS slots of this process (others wait, holding at most
+ * takes one of CONCURRENT_LARGE_OPERATION_READS_MAX slots of this process (others wait, holding at most
  * this much each), so a batch of finished jobs, or re-polls during a Temporal outage, never hold dozens of
  * 256 MiB answers at once.
  */
 export const LARGE_OPERATION_BYTES = 1024 * 1024;
-export const MAX_CONCURRENT_LARGE_OPERATION_READS = 2;
+export const CONCURRENT_LARGE_OPERATION_READS_MAX = 2;
 /**
  * Finished operations' inline videos, decoded once and kept (least recently used first out, at most
  * this many bytes) for the copies of their outputs and any re-poll: each is then read from Vertex once,
  * not once per poll and again per output.
  */
-export const INLINE_VIDEO_CACHE_MAX_BYTES = 512 * 1024 * 1024;
+export const INLINE_VIDEO_CACHE_BYTES_MAX = 512 * 1024 * 1024;
 
 export function vertexDefaultApiEndpoint(location: string): string {
   return `https://${location}-aiplatform.googleapis.com`;
@@ -151,8 +151,8 @@ export interface VertexVeoOptions {
   tokenSource: AccessTokenSource;
   requestTimeoutMs?: number;
   downloadTimeoutMs?: number;
-  /** Default MAX_VIDEO_OUTPUT_BYTES. */
-  maxOutputBytes?: number;
+  /** Default VIDEO_OUTPUT_BYTES_MAX. */
+  outputBytesMax?: number;
 }
 
 // Operation ids are `<Vertex operation name>#n=<sampleCount>`: the name alone is what Vertex knows; the
@@ -249,12 +249,12 @@ export class VertexVeoProvider implements VideoProvider {
   private readonly tokenSource: AccessTokenSource;
   private readonly requestTimeoutMs: number;
   private readonly downloadTimeoutMs: number;
-  private readonly maxOutputBytes: number;
-  private readonly largeReads = new Semaphore(MAX_CONCURRENT_LARGE_OPERATION_READS, 10_000);
+  private readonly outputBytesMax: number;
+  private readonly largeReads = new Semaphore(CONCURRENT_LARGE_OPERATION_READS_MAX, 10_000);
   private readonly finished = new Map<string, FinishedOperation>();
   private finishedBytes = 0;
   /** Large operation answers being read at once now, and the most ever (observability, tests). */
-  readonly largeReadStats = { in_flight: 0, max_in_flight: 0 };
+  readonly largeReadStats = { in_flight: 0, in_flight_max: 0 };
 
   constructor(opts: VertexVeoOptions) {
     this.projectId = opts.projectId;
@@ -269,7 +269,7 @@ export class VertexVeoProvider implements VideoProvider {
     this.tokenSource = opts.tokenSource;
     this.requestTimeoutMs = opts.requestTimeoutMs ?? VERTEX_REQUEST_TIMEOUT_MS;
     this.downloadTimeoutMs = opts.downloadTimeoutMs ?? GCS_DOWNLOAD_TIMEOUT_MS;
-    this.maxOutputBytes = opts.maxOutputBytes ?? MAX_VIDEO_OUTPUT_BYTES;
+    this.outputBytesMax = opts.outputBytesMax ?? VIDEO_OUTPUT_BYTES_MAX;
   }
 
   /** The predictLongRunning body for a request (exported for the contract tests). */
@@ -343,11 +343,11 @@ export class VertexVeoProvider implements VideoProvider {
       status = { state: 'succeeded', outputs: op.n !== undefined ? outputs.slice(0, op.n) : outputs };
     }
     const entry: FinishedOperation = { status, videos: decoded, bytes: decoded.reduce((n, b) => n + (b instanceof Buffer ? b.length : 0), 0) };
-    if (entry.bytes <= INLINE_VIDEO_CACHE_MAX_BYTES) {
+    if (entry.bytes <= INLINE_VIDEO_CACHE_BYTES_MAX) {
       this.finished.set(op.name, entry);
       this.finishedBytes += entry.bytes;
       for (const [name, e] of this.finished) {
-        if (this.finishedBytes <= INLINE_VIDEO_CACHE_MAX_BYTES) break;
+        if (this.finishedBytes <= INLINE_VIDEO_CACHE_BYTES_MAX) break;
         this.finished.delete(name);
         this.finishedBytes -= e.bytes;
       }
@@ -366,11 +366,11 @@ export class VertexVeoProvider implements VideoProvider {
   }
 
   private decodeInline(b64: string, index: number): Buffer | ProviderError {
-    if (Math.floor((b64.length * 3) / 4) > this.maxOutputBytes + 2) {
-      return new ProviderError(`inline video ${index} is larger than the ${this.maxOutputBytes} bytes accepted`, { code: 'output_too_large', retryable: false });
+    if (Math.floor((b64.length * 3) / 4) > this.outputBytesMax + 2) {
+      return new ProviderError(`inline video ${index} is larger than the ${this.outputBytesMax} bytes accepted`, { code: 'output_too_large', retryable: false });
     }
     const bytes = Buffer.from(b64, 'base64');
-    if (bytes.length === 0 || bytes.length > this.maxOutputBytes) {
+    if (bytes.length === 0 || bytes.length > this.outputBytesMax) {
       return new ProviderError(`inline video ${index} has ${bytes.length} bytes`, { code: 'invalid_output', retryable: false });
     }
     return bytes;
@@ -384,7 +384,7 @@ export class VertexVeoProvider implements VideoProvider {
    */
   async cancel(operation_id: string): Promise<CancelAnswer> {
     const op = parseOperationId(operation_id);
-    await this.request('POST', `${this.apiEndpoint}/v1/${op.name}:cancel`, {}, 'Vertex AI cancel', this.requestTimeoutMs, MAX_JSON_BYTES, 'invalid_response');
+    await this.request('POST', `${this.apiEndpoint}/v1/${op.name}:cancel`, {}, 'Vertex AI cancel', this.requestTimeoutMs, JSON_BYTES_MAX, 'invalid_response');
     const finished = await this.withOperation(op, (after) => after.done === true && !after.error);
     if (finished) return { billed: true, answer: 'Vertex AI: the operation had already finished' };
     return { billed: false, answer: 'Vertex AI: cancellation accepted before the operation finished' };
@@ -422,7 +422,7 @@ export class VertexVeoProvider implements VideoProvider {
     const gcs = parseGcsUri(uri);
     if (!gcs || !gcs.object) throw new ProviderError(`invalid Cloud Storage URI ${truncate(uri, 200)}`, { code: 'invalid_response', retryable: false });
     const url = `${this.gcsApiEndpoint}/storage/v1/b/${encodeURIComponent(gcs.bucket)}/o/${encodeURIComponent(gcs.object)}?alt=media`;
-    return this.request('GET', url, undefined, 'Cloud Storage download', this.downloadTimeoutMs, this.maxOutputBytes, 'output_too_large');
+    return this.request('GET', url, undefined, 'Cloud Storage download', this.downloadTimeoutMs, this.outputBytesMax, 'output_too_large');
   }
 
   /**
@@ -448,7 +448,7 @@ export class VertexVeoProvider implements VideoProvider {
       this.largeReads.with(() => new Promise<void>((done) => held(done))).catch(refused);
     });
     this.largeReadStats.in_flight++;
-    this.largeReadStats.max_in_flight = Math.max(this.largeReadStats.max_in_flight, this.largeReadStats.in_flight);
+    this.largeReadStats.in_flight_max = Math.max(this.largeReadStats.in_flight_max, this.largeReadStats.in_flight);
     let released = false;
     lease.release = () => {
       if (released) return;
@@ -466,7 +466,7 @@ export class VertexVeoProvider implements VideoProvider {
 
   private async postJson(url: string, json: unknown, what: string, lease?: ReadLease): Promise<unknown> {
     const large = lease ? { threshold_bytes: LARGE_OPERATION_BYTES, take: () => this.takeLargeRead(lease) } : undefined;
-    const raw = await this.request('POST', url, json, `Vertex AI ${what}`, this.requestTimeoutMs, MAX_JSON_BYTES, 'invalid_response', large);
+    const raw = await this.request('POST', url, json, `Vertex AI ${what}`, this.requestTimeoutMs, JSON_BYTES_MAX, 'invalid_response', large);
     try {
       return JSON.parse(raw.toString('utf8'));
     } catch {
@@ -475,14 +475,14 @@ export class VertexVeoProvider implements VideoProvider {
     }
   }
 
-  /** One HTTP request; the whole body is read within the timeout and at most maxBytes of it. */
+  /** One HTTP request; the whole body is read within the timeout and at most bytesMax of it. */
   private async request(
     method: 'GET' | 'POST',
     url: string,
     json: unknown,
     what: string,
     timeoutMs: number,
-    maxBytes: number,
+    bytesMax: number,
     tooLargeCode: string,
     large?: LargeRead,
   ): Promise<Buffer> {
@@ -493,7 +493,7 @@ export class VertexVeoProvider implements VideoProvider {
     try {
       const res = await fetch(url, { method, headers, body: json !== undefined ? JSON.stringify(json) : undefined, signal });
       if (!res.ok) throw await httpError(res, what);
-      return await readCapped(res, maxBytes, what, tooLargeCode, large);
+      return await readCapped(res, bytesMax, what, tooLargeCode, large);
     } catch (err) {
       if (err instanceof ProviderError) throw err;
       throw transportError(err, what, timeoutMs);

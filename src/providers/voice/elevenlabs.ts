@@ -38,13 +38,13 @@
 //
 // A streamed synthesis (`synthesizeStream`) answers a refusal or failure before any audio exactly as
 // `synthesize` does, thrown before the first chunk. Once audio flows, a body that breaks off, stalls past
-// the speech time limit (the whole exchange's) or grows beyond ELEVENLABS_MAX_SPEECH_BYTES is
+// the speech time limit (the whole exchange's) or grows beyond ELEVENLABS_SPEECH_BYTES_MAX is
 // `unavailable`, thrown after the chunks already handed out. Network chunks may split a 16-bit sample;
 // chunks are handed out whole samples only.
 //
 // The API key lives in a private field: it is sent in the header and nowhere else, is never part of
 // an error message (any message is scrubbed of it, to be sure) and is never logged.
-import { readCapped, readPrefix, retryAfterMs } from '../http-body.js';
+import { ERROR_BODY_BYTES_MAX, readCapped, readPrefix, retryAfterMs } from '../http-body.js';
 import type { AudioFormat } from '../../media/audio-sniff.js';
 import {
   VoiceProviderError,
@@ -62,9 +62,7 @@ export const ELEVENLABS_SAMPLE_RATE_HZ = 22_050;
 export const ELEVENLABS_OUTPUT_FORMAT = `pcm_${ELEVENLABS_SAMPLE_RATE_HZ}`;
 export const ELEVENLABS_PCM_CONTENT_TYPE = `audio/pcm;rate=${ELEVENLABS_SAMPLE_RATE_HZ};channels=1;encoding=s16le`;
 /** The most audio a synthesis takes (and the most of any answer body read): 30 minutes of PCM, far beyond what the longest input speaks. */
-export const ELEVENLABS_MAX_SPEECH_BYTES = 30 * 60 * ELEVENLABS_SAMPLE_RATE_HZ * 2;
-/** The most of an error answer that is read: enough for any message the API sends. */
-const ERROR_BODY_MAX_BYTES = 64 * 1024;
+export const ELEVENLABS_SPEECH_BYTES_MAX = 30 * 60 * ELEVENLABS_SAMPLE_RATE_HZ * 2;
 
 /** ElevenLabs' current default ("premade") voices, usable by every account without cloning. */
 export const ELEVENLABS_PRESET_VOICES = [
@@ -251,7 +249,7 @@ export class ElevenLabsVoiceProvider implements VoiceProvider {
     }
     const reader = res.body?.getReader();
     try {
-      if (!res.ok) throw this.failure('speech', res, reader ? await readPrefix(reader, ERROR_BODY_MAX_BYTES) : Buffer.alloc(0));
+      if (!res.ok) throw this.failure('speech', res, reader ? await readPrefix(reader, ERROR_BODY_BYTES_MAX) : Buffer.alloc(0));
       if ((res.headers.get('content-type') ?? '').includes('json')) {
         throw new ElevenLabsError('unavailable', malformed('speech', res.status, 'JSON instead of audio'), { status: res.status });
       }
@@ -267,8 +265,8 @@ export class ElevenLabsVoiceProvider implements VoiceProvider {
         }
         if (next.done) return; // an odd byte left at the end is not a sample
         received_bytes += next.value.byteLength;
-        if (received_bytes > ELEVENLABS_MAX_SPEECH_BYTES) {
-          throw new ElevenLabsError('unavailable', `ElevenLabs streamed more than ${ELEVENLABS_MAX_SPEECH_BYTES} bytes of speech; the stream was abandoned`, { status: res.status });
+        if (received_bytes > ELEVENLABS_SPEECH_BYTES_MAX) {
+          throw new ElevenLabsError('unavailable', `ElevenLabs streamed more than ${ELEVENLABS_SPEECH_BYTES_MAX} bytes of speech; the stream was abandoned`, { status: res.status });
         }
         const chunk: Buffer = odd ? Buffer.concat([odd, next.value]) : Buffer.from(next.value.buffer, next.value.byteOffset, next.value.byteLength);
         const whole = chunk.length - (chunk.length % 2);
@@ -283,7 +281,7 @@ export class ElevenLabsVoiceProvider implements VoiceProvider {
   }
 
   /**
-   * One request and its whole body (at most ELEVENLABS_MAX_SPEECH_BYTES, the longest speech), within the
+   * One request and its whole body (at most ELEVENLABS_SPEECH_BYTES_MAX, the longest speech), within the
    * operation's time limit. Transport failures, and a larger body, are `unavailable`.
    */
   private async exchange(
@@ -295,7 +293,7 @@ export class ElevenLabsVoiceProvider implements VoiceProvider {
     const signal = AbortSignal.timeout(this.timeoutsMs[op]);
     try {
       const res = await this.send(method, path, init, signal);
-      return { res, body: await readCapped(res, ELEVENLABS_MAX_SPEECH_BYTES, `ElevenLabs ${OPERATION_LABELS[op]}`, 'invalid_response') };
+      return { res, body: await readCapped(res, ELEVENLABS_SPEECH_BYTES_MAX, `ElevenLabs ${OPERATION_LABELS[op]}`, 'invalid_response') };
     } catch (err) {
       throw this.transportFailure(op, signal, err);
     }
@@ -399,10 +397,10 @@ function parseJson(body: Buffer): unknown {
 const malformed = (op: ElevenLabsOperation, status: number, what: string) =>
   `ElevenLabs answered the ${OPERATION_LABELS[op]} with HTTP ${status} but an unexpected body (${what})`;
 
-const MAX_MESSAGE_CHARS = 500;
+const MESSAGE_CHARS_MAX = 500;
 const clip = (s: string) => {
   const one = s.replace(/\s+/g, ' ').trim();
-  return one.length > MAX_MESSAGE_CHARS ? `${one.slice(0, MAX_MESSAGE_CHARS - 1)}…` : one;
+  return one.length > MESSAGE_CHARS_MAX ? `${one.slice(0, MESSAGE_CHARS_MAX - 1)}…` : one;
 };
 
 /**
