@@ -249,7 +249,7 @@ function toCatalog(file: string, parsed: z.infer<typeof CatalogFile>): Catalog {
     backend: backends[0]!.backend,
     provider_model_id: backends[0]!.provider_model_id,
     backends,
-    durations_s: m.durations_seconds,
+    durations_seconds: m.durations_seconds,
     resolutions: m.resolutions,
     aspect_ratios: m.aspect_ratios,
     max_n: m.max_n,

@@ -65,7 +65,7 @@ export interface VideoModel {
   provider_model_id: string;
   /** Every backend that can serve it, in order: when the first refuses a submission for a passing reason, the next is tried. */
   backends: readonly VideoModelBackend[];
-  durations_s: readonly number[];
+  durations_seconds: readonly number[];
   resolutions: readonly Resolution[];
   aspect_ratios: readonly AspectRatio[];
   max_n: number;

@@ -53,7 +53,7 @@ function videoVariants(base: ObjectSchema, m: VideoModel, simulate: SimulateJson
   const props: Record<string, JsonSchema> = {
     ...without(p, 'model', 'seed', 'n', 'image', 'lastFrame', 'generateAudio', 'negativePrompt'),
     ...(modelGiven ? { model: { type: 'string', const: id, description: p['model']?.['description'] } } : {}),
-    durationSeconds: { type: 'integer', enum: [...m.durations_s], description: `Seconds per video; default ${d.durationSeconds}.` },
+    durationSeconds: { type: 'integer', enum: [...m.durations_seconds], description: `Seconds per video; default ${d.durationSeconds}.` },
     resolution: { type: 'string', enum: [...m.resolutions], description: `Default ${d.resolution}.` },
     aspectRatio: { type: 'string', enum: [...m.aspect_ratios], description: `Default ${d.aspectRatio}.` },
     ...(m.supports_seed && p['seed'] ? { seed: p['seed'] } : {}),

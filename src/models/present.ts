@@ -26,7 +26,7 @@ export function presentVideoModel(model: VideoModel, backend: VideoBackend | nul
     available: backend !== null,
     deprecated: false,
     replaced_by: null as string | null,
-    durations_seconds: model.durations_s,
+    durations_seconds: model.durations_seconds,
     resolutions: model.resolutions,
     aspect_ratios: model.aspect_ratios,
     max_n: model.max_n,

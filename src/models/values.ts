@@ -1,8 +1,8 @@
-// The value sets the service names in more than one place: a video's resolutions, aspect ratios and
-// durations, the backends a video model can name, the voice providers a speech model can name, and the
-// speech formats. The catalog, its file's schema, the request and response schemas, the adapters and
-// the workflows' messages all read them from here. Imported by workflow code (types only):
-// no Node APIs, no imports.
+// The value sets the service names in more than one place: a video's resolutions and aspect ratios, the
+// image types a job takes, the backends a video model can name, the voice providers a speech model can
+// name, and the speech formats (a video's durations are each model's own, in the catalog). The catalog,
+// its file's schema, the request and response schemas, config, the adapters and the workflows' messages
+// read them from here. Imported by workflow code (types only): no Node APIs, no imports.
 
 export const RESOLUTIONS = ['720p', '1080p', '4k'] as const;
 export type Resolution = (typeof RESOLUTIONS)[number];

@@ -346,7 +346,7 @@ describe('schemas are generated from zod', () => {
       assert.equal(variants.length, readsSimulate ? m.max_n + 1 : 1, m.id);
       for (const v of variants) {
         assert.deepEqual(v.properties.prompt, zodBody.properties.prompt);
-        assert.deepEqual(v.properties.durationSeconds.enum, [...m.durations_s]);
+        assert.deepEqual(v.properties.durationSeconds.enum, [...m.durations_seconds]);
         assert.deepEqual(v.properties.resolution.enum, [...m.resolutions]);
         assert.deepEqual(v.properties.aspectRatio.enum, [...m.aspect_ratios]);
         if (v.properties.n) assert.equal(v.properties.n.maximum, m.max_n);

@@ -110,7 +110,7 @@ describe('submit', () => {
       const entry = m.backends.find((b) => b.backend === 'fal');
       if (!entry) continue;
       for (const resolution of entry.resolutions) {
-        for (const durationSeconds of m.durations_s) {
+        for (const durationSeconds of m.durations_seconds) {
           const base = request({ model: m.id, params: { durationSeconds, resolution, aspectRatio: m.aspect_ratios.at(-1)!, n: 1 }, generate_audio: m.audio.supported ? false : undefined });
           const shapes = [base, ...(m.inputs.image ? [{ ...base, image }] : []), ...(m.inputs.last_frame ? [{ ...base, image, last_frame: image }] : [])];
           for (const req of shapes) {

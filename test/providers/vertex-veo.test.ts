@@ -242,7 +242,7 @@ describe('the Vertex fake behaves like Vertex AI today', () => {
     for (const m of vertexModels) {
       const spec = VERTEX_MODELS[m.provider_model_id];
       assert.ok(spec, `${m.id}: Vertex serves ${m.provider_model_id}`);
-      for (const d of m.durations_s) assert.ok(spec.durationsSeconds.includes(d), `${m.id}: ${d} s`);
+      for (const d of m.durations_seconds) assert.ok(spec.durationsSeconds.includes(d), `${m.id}: ${d} s`);
       for (const r of m.resolutions) assert.ok(spec.resolutions.includes(r), `${m.id}: ${r}`);
       for (const a of m.aspect_ratios) assert.ok(spec.aspectRatios.includes(a), `${m.id}: ${a}`);
       assert.ok(m.max_n <= spec.maxSampleCount, `${m.id}: max_n`);
