@@ -5,7 +5,7 @@
 // limits), keeps its workspace under the pending-jobs limit, and records what the soak needs at the
 // end: the jobs it was told about, the cost of each job it deleted, and what it credited.
 import { randomUUID } from 'node:crypto';
-import { encodeWav } from '../src/providers/voice/simulator.js';
+import { encodeWav } from '../src/media/wav.js';
 import { pngImage, jpegImage, imageField } from '../test/helpers/images.js';
 import { isOk, microOf, retryAfterMs, sleep, type Answer, type Client } from './client.js';
 import { SOAK_ADMIN_TOKEN } from './cluster.js';

@@ -17,7 +17,7 @@ import { Mp3Encoder } from '@breezystack/lamejs';
 import { ApiError } from '../errors.js';
 import type { MediaCommand } from './ffmpeg-wasm.js';
 import type { SpeechFormat } from '../models/values.js';
-import { pcmToWav } from '../providers/voice/elevenlabs.js';
+import { pcmToWav } from './wav.js';
 
 
 export const SPEECH_CONTENT_TYPES: Readonly<Record<SpeechFormat, (rate_hz: number) => string>> = {

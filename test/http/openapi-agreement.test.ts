@@ -14,7 +14,7 @@ import nodeHttp from 'node:http';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { speechModels, videoModelAliases, videoModels, videoBackendFor } from '../../src/models/catalog.js';
 import { imageField, jpegImage, pngImage, WEBP_IMAGE } from '../helpers/images.js';
-import { encodeWav } from '../../src/providers/voice/simulator.js';
+import { encodeWav } from '../../src/media/wav.js';
 import { ADMIN_TOKEN, assertAuditHolds, http, newCustomer, startStack, type Stack } from '../helpers/stack.js';
 
 type Json = any;

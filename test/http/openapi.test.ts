@@ -46,7 +46,7 @@ import { OpenAiSpeechBody } from '../../src/voices/openai-speech-routes.js';
 import { CreateOpenAiVoiceForm, CreateVoiceConsentForm, UpdateVoiceConsentBody } from '../../src/voices/openai-routes.js';
 import { DOCS_ASSETS, DOCS_INIT_SCRIPT } from '../../src/service/docs-routes.js';
 import { JSON_VALUE_COMPONENT, NO_NUL_PATTERN, refuseNul } from '../../src/http/openapi-no-nul.js';
-import { encodeWav } from '../../src/providers/voice/simulator.js';
+import { encodeWav } from '../../src/media/wav.js';
 import { ADMIN_TOKEN, http, newCustomer, simJob, startStack, waitForJob, type HttpResult, type Stack } from '../helpers/stack.js';
 import { pngImage, pngOfSize } from '../helpers/images.js';
 import { startReceiver } from '../helpers/webhook-receiver.js';

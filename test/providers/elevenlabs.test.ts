@@ -13,7 +13,8 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ConfigError, loadConfig } from '../../src/config.js';
 import { createVoiceProvider } from '../../src/runtime/providers.js';
-import { encodeWav, SIM_PCM_CONTENT_TYPE } from '../../src/providers/voice/simulator.js';
+import { SIM_PCM_CONTENT_TYPE } from '../../src/providers/voice/simulator.js';
+import { encodeWav } from '../../src/media/wav.js';
 import {
   ELEVENLABS_PRESET_VOICES,
   ELEVENLABS_SAMPLE_RATE_HZ,

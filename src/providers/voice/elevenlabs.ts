@@ -45,6 +45,7 @@
 // The API key lives in a private field: it is sent in the header and nowhere else, is never part of
 // an error message (any message is scrubbed of it, to be sure) and is never logged.
 import { ERROR_BODY_BYTES_MAX, readCapped, readPrefix, retryAfterMs } from '../http-body.js';
+import { pcmToWav } from '../../media/wav.js';
 import type { AudioFormat } from '../../media/audio-sniff.js';
 import {
   VoiceProviderError,
@@ -363,25 +364,6 @@ export class ElevenLabsVoiceProvider implements VoiceProvider {
   private scrub(message: string): string {
     return message.split(this.#apiKey).join('[redacted]');
   }
-}
-
-/** A RIFF/WAVE file around 16-bit little-endian mono PCM. */
-export function pcmToWav(pcm: Buffer, sampleRateHz: number): Buffer {
-  const header = Buffer.alloc(44);
-  header.write('RIFF', 0, 'ascii');
-  header.writeUInt32LE(36 + pcm.length, 4);
-  header.write('WAVE', 8, 'ascii');
-  header.write('fmt ', 12, 'ascii');
-  header.writeUInt32LE(16, 16);
-  header.writeUInt16LE(1, 20); // PCM
-  header.writeUInt16LE(1, 22); // mono
-  header.writeUInt32LE(sampleRateHz, 24);
-  header.writeUInt32LE(sampleRateHz * 2, 28);
-  header.writeUInt16LE(2, 32);
-  header.writeUInt16LE(16, 34);
-  header.write('data', 36, 'ascii');
-  header.writeUInt32LE(pcm.length, 40);
-  return Buffer.concat([header, pcm]);
 }
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
