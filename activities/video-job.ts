@@ -90,7 +90,11 @@ async function withHeartbeat<T>(detail: unknown, work: () => Promise<T>): Promis
   }
 }
 
-export function createVideoJobActivities(deps: VideoJobActivityDeps) {
+/**
+ * What the video job activities share: the configured providers, the job's record and stored images,
+ * copying outputs into storage, and recording or cancelling a provider operation.
+ */
+function videoJobSteps(deps: VideoJobActivityDeps) {
   const outputCopies = new Semaphore(CONCURRENT_OUTPUT_COPIES_MAX, WAITING_OUTPUT_COPIES_MAX);
   const pacing: PollPacing = { interval_ms: deps.video.pollIntervalMs, max_interval_ms: deps.video.pollIntervalMsMax };
   /** A backend that calls back when an operation ends is polled only as a fallback: its polls back off further. */
@@ -239,6 +243,12 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
     }
     cancelling.catch(() => {});
   };
+
+  return { pacing, providerFor, jobOf, withStoredImages, copyOne, recordOrCancel, acceptedByEarlierAttempt, cancelRecordedOperation, cancelAtDeadline };
+}
+
+export function createVideoJobActivities(deps: VideoJobActivityDeps) {
+  const { pacing, providerFor, jobOf, withStoredImages, copyOne, recordOrCancel, acceptedByEarlierAttempt, cancelRecordedOperation, cancelAtDeadline } = videoJobSteps(deps);
 
   return {
     /** Prices the job from the catalog (never from the request) and charges it; see chargeVideoJob. */

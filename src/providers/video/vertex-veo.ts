@@ -19,26 +19,38 @@
 // does the backoff. Transient failures (408, 429, 5xx, timeouts, network errors) are retryable ProviderErrors
 // (with the provider's Retry-After when it sent one); everything else fails fast. Videos filtered by
 // Responsible AI are simply absent from the outputs: the workflow bills what is delivered and refunds the rest.
-// Access tokens are never logged nor put in error messages.
+// Access tokens are never logged nor put in error messages. The request and answer shapes are
+// ./vertex-veo-wire.ts; the token source and the cache of finished operations ./vertex-veo-cache.ts.
 import { Semaphore } from '../../semaphore.js';
-import type { GoogleAuth } from 'google-auth-library';
 import {
   VIDEO_OUTPUT_BYTES_MAX,
   ProviderError,
   type CancelAnswer,
-  type InputImage,
   type VideoOperationStatus,
   type VideoOutputRef,
   type VideoProvider,
   type VideoSubmission,
 } from './types.js';
-import { isPassingStatus, passingRefusal, readErrorDetail, transportError, truncate } from './http.js';
+import { transportError, truncate } from './http.js';
+import {
+  failedStatus,
+  httpError,
+  INLINE_REF,
+  mergeVertexParameters,
+  OPERATION_NAME,
+  parseGcsUri,
+  parseOperationId,
+  veoImage,
+  type ParsedOperationId,
+  type VeoInstance,
+  type VeoOperation,
+  type VeoVideo,
+} from './vertex-veo-wire.js';
+import { FinishedOperationCache, type AccessTokenSource, type FinishedOperation } from './vertex-veo-cache.js';
 import { readCapped, type LargeRead } from '../http-body.js';
-
 
 export const VERTEX_DEFAULT_LOCATION = 'europe-west4';
 export const GCS_DEFAULT_API_ENDPOINT = 'https://storage.googleapis.com';
-export const CLOUD_PLATFORM_SCOPE = 'https://www.googleapis.com/auth/cloud-platform';
 /** Below the provider activities' 20 s start-to-close timeout, so a slow call ends as a clean retryable error. */
 export const VERTEX_REQUEST_TIMEOUT_MS = 15_000;
 /** Below the storage activity's 30 s heartbeat timeout (it heartbeats once per output). */
@@ -53,87 +65,9 @@ const JSON_BYTES_MAX = 256 * 1024 * 1024;
  */
 export const LARGE_OPERATION_BYTES = 1024 * 1024;
 export const CONCURRENT_LARGE_OPERATION_READS_MAX = 2;
-/**
- * Finished operations' inline videos, decoded once and kept (least recently used first out, at most
- * this many bytes) for the copies of their outputs and any re-poll: each is then read from Vertex once,
- * not once per poll and again per output.
- */
-export const INLINE_VIDEO_CACHE_BYTES_MAX = 512 * 1024 * 1024;
 
 export function vertexDefaultApiEndpoint(location: string): string {
   return `https://${location}-aiplatform.googleapis.com`;
-}
-
-/** Where the adapter gets its OAuth 2.0 access token; asked before every request (it caches and refreshes). */
-export interface AccessTokenSource {
-  getAccessToken(): Promise<string>;
-}
-
-/** Application Default Credentials (GOOGLE_APPLICATION_CREDENTIALS, gcloud ADC, workload identity, metadata server). */
-export function googleAuthTokenSource(): AccessTokenSource {
-  let auth: Promise<GoogleAuth> | undefined;
-  return {
-    async getAccessToken() {
-      auth ??= import('google-auth-library').then(({ GoogleAuth }) => new GoogleAuth({ scopes: CLOUD_PLATFORM_SCOPE }));
-      const token = await (await auth).getAccessToken();
-      if (!token) throw new Error('Application Default Credentials returned no access token');
-      return token;
-    },
-  };
-}
-
-/** A fixed token (VERTEX_ACCESS_TOKEN): for tests and local use only; such tokens expire after about an hour. */
-export function staticTokenSource(token: string): AccessTokenSource {
-  return { getAccessToken: async () => token };
-}
-
-/**
- * `parameters` keys the service sets itself (from the job's validated fields and its config), or that
- * would send outputs or notifications somewhere the service does not own. Compared case-insensitively
- * and ignoring `_`, because Vertex also accepts the proto field names (`sample_count`, `storage_uri`).
- */
-export const VERTEX_CONTROLLED_PARAMETERS: readonly string[] = [
-  'sampleCount',
-  'durationSeconds',
-  'resolution',
-  'aspectRatio',
-  'seed',
-  // generateAudio changes the price: only the job's own (priced) setting is sent.
-  'generateAudio',
-  'negativePrompt',
-  'storageUri',
-  'pubsubTopic',
-];
-const CONTROLLED = new Set(VERTEX_CONTROLLED_PARAMETERS.map(normalizeKey));
-/** Any other key naming a destination (an output URI, a bucket, a topic, a callback) is dropped too. */
-const DESTINATION_KEY = /uri|url|bucket|storage|topic|output|destination|sink|callback|webhook|notif/i;
-const UNSAFE_KEYS = new Set(['__proto__', 'constructor', 'prototype']);
-
-function normalizeKey(key: string): string {
-  return key.toLowerCase().replace(/_/g, '');
-}
-
-/**
- * The request `parameters`: the passthrough first, then the fields the service controls on top.
- * Policy: a passthrough key the service controls (VERTEX_CONTROLLED_PARAMETERS) or naming a destination is
- * dropped silently (returned in `dropped`), never sent; the job's own fields always win.
- */
-export function mergeVertexParameters(
-  passthrough: Record<string, unknown> | undefined,
-  controlled: Record<string, unknown>,
-): { parameters: Record<string, unknown>; dropped: string[] } {
-  const parameters: Record<string, unknown> = {};
-  const dropped: string[] = [];
-  for (const [key, value] of Object.entries(passthrough ?? {})) {
-    if (value === undefined) continue;
-    if (UNSAFE_KEYS.has(key) || CONTROLLED.has(normalizeKey(key)) || DESTINATION_KEY.test(key)) {
-      dropped.push(key);
-      continue;
-    }
-    parameters[key] = value;
-  }
-  for (const [key, value] of Object.entries(controlled)) if (value !== undefined) parameters[key] = value;
-  return { parameters, dropped };
 }
 
 export interface VertexVeoOptions {
@@ -155,83 +89,6 @@ export interface VertexVeoOptions {
   outputBytesMax?: number;
 }
 
-// Operation ids are `<Vertex operation name>#n=<sampleCount>`: the name alone is what Vertex knows; the
-// suffix lets poll cap the outputs at n without keeping anything between activities.
-const OPERATION_NAME = /^projects\/[^/#]+\/locations\/[^/#]+\/publishers\/[^/#]+\/models\/([A-Za-z0-9._-]+)\/operations\/[^/#]+$/;
-
-interface ParsedOperationId {
-  name: string;
-  model: string;
-  n: number | undefined;
-}
-
-function parseOperationId(operation_id: string): ParsedOperationId {
-  const hash = operation_id.lastIndexOf('#n=');
-  const name = hash >= 0 ? operation_id.slice(0, hash) : operation_id;
-  const nText = hash >= 0 ? operation_id.slice(hash + 3) : undefined;
-  const m = OPERATION_NAME.exec(name);
-  const n = nText !== undefined && /^[1-9][0-9]{0,2}$/.test(nText) ? Number(nText) : undefined;
-  if (!m || (nText !== undefined && n === undefined)) {
-    throw new ProviderError(`"${truncate(operation_id, 200)}" is not a Vertex AI operation id`, { code: 'not_found', retryable: false });
-  }
-  return { name, model: m[1]!, n };
-}
-
-interface VeoImage {
-  bytesBase64Encoded: string;
-  mimeType: string;
-}
-
-interface VeoInstance {
-  prompt: string;
-  image?: VeoImage;
-  lastFrame?: VeoImage;
-}
-
-const veoImage = (image: InputImage): VeoImage => ({ bytesBase64Encoded: image.bytes.toString('base64'), mimeType: image.mime_type });
-
-interface VeoVideo {
-  bytesBase64Encoded?: unknown;
-  gcsUri?: unknown;
-  mimeType?: unknown;
-}
-
-interface VeoOperation {
-  name?: unknown;
-  done?: unknown;
-  error?: { code?: unknown; message?: unknown } | null;
-  response?: { videos?: unknown; raiMediaFilteredCount?: unknown; raiMediaFilteredReasons?: unknown } | null;
-}
-
-/** google.rpc.Code -> the code a failed job reports. */
-const RPC_CODES: Record<number, string> = {
-  1: 'cancelled',
-  2: 'unknown',
-  3: 'invalid_argument',
-  4: 'deadline_exceeded',
-  5: 'not_found',
-  6: 'already_exists',
-  7: 'permission_denied',
-  8: 'resource_exhausted',
-  9: 'failed_precondition',
-  10: 'aborted',
-  11: 'out_of_range',
-  12: 'unimplemented',
-  13: 'internal',
-  14: 'unavailable',
-  15: 'data_loss',
-  16: 'unauthenticated',
-};
-
-const INLINE_REF = /^inline:(0|[1-9][0-9]{0,3})$/;
-
-/** A finished operation as poll reported it, with its inline videos decoded (or why one cannot be delivered). */
-interface FinishedOperation {
-  status: VideoOperationStatus;
-  videos: (Buffer | ProviderError | null)[];
-  bytes: number;
-}
-
 /** A slot taken while reading: `release` gives it back (a no-op until one was taken). */
 interface ReadLease {
   release: () => void;
@@ -251,8 +108,7 @@ export class VertexVeoProvider implements VideoProvider {
   private readonly downloadTimeoutMs: number;
   private readonly outputBytesMax: number;
   private readonly largeReads = new Semaphore(CONCURRENT_LARGE_OPERATION_READS_MAX, 10_000);
-  private readonly finished = new Map<string, FinishedOperation>();
-  private finishedBytes = 0;
+  private readonly finished = new FinishedOperationCache();
   /** Large operation answers being read at once now, and the most ever (observability, tests). */
   readonly largeReadStats = { in_flight: 0, in_flight_max: 0 };
 
@@ -306,7 +162,7 @@ export class VertexVeoProvider implements VideoProvider {
 
   async poll(operation_id: string): Promise<VideoOperationStatus> {
     const op = parseOperationId(operation_id);
-    const known = this.cached(op.name);
+    const known = this.finished.get(op.name);
     if (known) return known.status;
     return this.withOperation(op, (operation) => {
       if (operation.done !== true) return { state: 'running' } as const;
@@ -343,25 +199,7 @@ export class VertexVeoProvider implements VideoProvider {
       status = { state: 'succeeded', outputs: op.n !== undefined ? outputs.slice(0, op.n) : outputs };
     }
     const entry: FinishedOperation = { status, videos: decoded, bytes: decoded.reduce((n, b) => n + (b instanceof Buffer ? b.length : 0), 0) };
-    if (entry.bytes <= INLINE_VIDEO_CACHE_BYTES_MAX) {
-      this.finished.set(op.name, entry);
-      this.finishedBytes += entry.bytes;
-      for (const [name, e] of this.finished) {
-        if (this.finishedBytes <= INLINE_VIDEO_CACHE_BYTES_MAX) break;
-        this.finished.delete(name);
-        this.finishedBytes -= e.bytes;
-      }
-    }
-    return entry;
-  }
-
-  /** The cached finished operation of this name (now the most recently used), if any. */
-  private cached(name: string): FinishedOperation | undefined {
-    const entry = this.finished.get(name);
-    if (entry) {
-      this.finished.delete(name);
-      this.finished.set(name, entry);
-    }
+    this.finished.put(op.name, entry);
     return entry;
   }
 
@@ -399,7 +237,7 @@ export class VertexVeoProvider implements VideoProvider {
 
   private async fetchInline(op: ParsedOperationId, index: number): Promise<Buffer> {
     const entry =
-      this.cached(op.name) ??
+      this.finished.get(op.name) ??
       (await this.withOperation(op, (operation) => {
         if (operation.done !== true || operation.error) {
           throw new ProviderError(`operation ${op.name} has no result to read output ${index} from`, { code: 'invalid_response', retryable: false });
@@ -515,27 +353,3 @@ export class VertexVeoProvider implements VideoProvider {
   }
 }
 
-function failedStatus(error: { code?: unknown; message?: unknown }): VideoOperationStatus {
-  const code = typeof error.code === 'number' ? (RPC_CODES[error.code] ?? 'generation_failed') : 'generation_failed';
-  const message = typeof error.message === 'string' && error.message.trim() ? error.message : 'the video generation failed';
-  return { state: 'failed', code, message: truncate(message) };
-}
-
-export function parseGcsUri(uri: string): { bucket: string; object: string } | null {
-  const m = /^gs:\/\/([a-z0-9][a-z0-9._-]{1,221}[a-z0-9])(?:\/(.*))?$/.exec(uri);
-  return m ? { bucket: m[1]!, object: m[2] ?? '' } : null;
-}
-
-/** A non-2xx answer: 408, 429 and 5xx are transient; every other status fails fast with the provider's message. */
-async function httpError(res: Response, what: string): Promise<ProviderError> {
-  const detail = await readErrorDetail(res, what, (body) => {
-    const error = (body as { error?: { message?: unknown; status?: unknown } } | null)?.error;
-    return [typeof error?.status === 'string' ? error.status : '', typeof error?.message === 'string' ? error.message : ''].filter(Boolean).join(': ');
-  });
-  const s = res.status;
-  const described = `${what} answered HTTP ${s}${detail ? ` (${detail})` : ''}`;
-  if (isPassingStatus(s)) return passingRefusal(s, described, res.headers.get('retry-after'));
-  const code =
-    s === 400 ? 'invalid_request' : s === 401 ? 'provider_unauthenticated' : s === 403 ? 'provider_permission_denied' : s === 404 ? 'not_found' : 'provider_rejected';
-  return new ProviderError(truncate(described), { code, retryable: false });
-}
