@@ -43,7 +43,7 @@ export interface AuditOptions {
   deadline_margin_ms?: number;
 }
 
-const MISMATCH_LIMIT = 100;
+const MISMATCHES_LISTED_MAX = 100;
 export const DEFAULT_AUDIT_DEADLINE_MARGIN_MS = 15 * 60_000;
 
 export async function auditLedger(db: Db, opts: AuditOptions = {}): Promise<AuditReport> {
@@ -132,12 +132,12 @@ async function readCharges(tx: Tx) {
 async function readUnsettled(tx: Tx, margin_ms: number) {
   const refusedButCharged = await tx.query<{ job_id: string; attempt_id: string }>(
     `SELECT j.id AS job_id, j.attempt_id FROM video_jobs j
-       JOIN video_job_refusals r ON r.job_id = j.id AND r.attempt_id = j.attempt_id LIMIT ${MISMATCH_LIMIT}`,
+       JOIN video_job_refusals r ON r.job_id = j.id AND r.attempt_id = j.attempt_id LIMIT ${MISMATCHES_LISTED_MAX}`,
   );
   const pastDeadline = await tx.query<{ job_id: string; deadline_at: Date }>(
     `SELECT id AS job_id, deadline_at FROM video_jobs
       WHERE status = 'pending' AND deadline_at < now() - make_interval(secs => $1 / 1000.0)
-      ORDER BY deadline_at LIMIT ${MISMATCH_LIMIT}`,
+      ORDER BY deadline_at LIMIT ${MISMATCHES_LISTED_MAX}`,
     [margin_ms],
   );
   // Every pending job (they are bounded per workspace), oldest first.
@@ -145,7 +145,7 @@ async function readUnsettled(tx: Tx, margin_ms: number) {
   const staleHolds = await tx.query<{ speech_request_id: string; held_at: Date }>(
     `SELECT id AS speech_request_id, held_at FROM speech_requests
       WHERE status = 'held' AND held_at < now() - make_interval(secs => ($1::float8 + $2::float8) / 1000.0)
-      ORDER BY held_at LIMIT ${MISMATCH_LIMIT}`,
+      ORDER BY held_at LIMIT ${MISMATCHES_LISTED_MAX}`,
     [SPEECH_HOLD_TTL_MS, margin_ms],
   );
   const unaccounted: UnaccountedJob[] = [
@@ -206,16 +206,16 @@ function toReport(report: Snapshot): AuditReport {
     workspaces_checked: report.workspaces,
     jobs_checked: report.jobs_checked,
     ledger_entries: report.entries,
-    balance_mismatches: report.balances.slice(0, MISMATCH_LIMIT),
-    hold_mismatches: report.holds.slice(0, MISMATCH_LIMIT),
-    key_spend_mismatches: report.keys.slice(0, MISMATCH_LIMIT),
-    job_mismatches: report.jobs.slice(0, MISMATCH_LIMIT),
+    balance_mismatches: report.balances.slice(0, MISMATCHES_LISTED_MAX),
+    hold_mismatches: report.holds.slice(0, MISMATCHES_LISTED_MAX),
+    key_spend_mismatches: report.keys.slice(0, MISMATCHES_LISTED_MAX),
+    job_mismatches: report.jobs.slice(0, MISMATCHES_LISTED_MAX),
     speech_requests_checked: report.speech_checked,
-    speech_mismatches: report.speech.slice(0, MISMATCH_LIMIT),
+    speech_mismatches: report.speech.slice(0, MISMATCHES_LISTED_MAX),
     stale_speech_holds: report.staleHolds,
     topups_checked: report.topups_checked,
-    topup_mismatches: report.topups.slice(0, MISMATCH_LIMIT),
+    topup_mismatches: report.topups.slice(0, MISMATCHES_LISTED_MAX),
     pending_jobs_checked: report.pending.length,
-    unaccounted_jobs: report.unaccounted.slice(0, MISMATCH_LIMIT),
+    unaccounted_jobs: report.unaccounted.slice(0, MISMATCHES_LISTED_MAX),
   };
 }

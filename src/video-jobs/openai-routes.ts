@@ -32,7 +32,7 @@ import type { VideoJobLifecycle } from './lifecycle.js';
 import { READS_BUSY } from '../http/read-gate.js';
 import { CONDITIONAL_HEADERS, IF_NONE_MATCH_PARAMETER, NOT_MODIFIED_RESPONSE, sendJsonConditionally } from '../http/conditional.js';
 import type { VideoJobState } from '../../workflows/messages.js';
-import { VIDEO_CREATE_BODY_LIMIT_BYTES, VIDEO_CREATE_CONCURRENT_LARGE_BODIES_MAX } from './routes.js';
+import { VIDEO_CREATE_BODY_BYTES_MAX, VIDEO_CREATE_CONCURRENT_LARGE_BODIES_MAX } from './routes.js';
 import { INSUFFICIENT_CREDITS_402, notOffered, OPENAI_OPERATION } from '../http/openai/errors.js';
 import { openAiPage } from '../http/openai/page.js';
 
@@ -210,7 +210,7 @@ export function openAiVideoRoutes(deps: {
   thumbnails: Thumbnails;
 }): ApiRouter {
   const api = new ApiRouter();
-  const jsonParser = jsonBodyParser({ limit_bytes: VIDEO_CREATE_BODY_LIMIT_BYTES, concurrent_large_bodies_max: VIDEO_CREATE_CONCURRENT_LARGE_BODIES_MAX });
+  const jsonParser = jsonBodyParser({ bytes_max: VIDEO_CREATE_BODY_BYTES_MAX, concurrent_large_bodies_max: VIDEO_CREATE_CONCURRENT_LARGE_BODIES_MAX });
   const upload = multipartForm({
     limits: MULTIPART_LIMITS,
     fileParts: ['input_reference'],
@@ -238,7 +238,7 @@ export function openAiVideoRoutes(deps: {
         {
           component: 'OpenAiCreateVideoBody',
           schema: OpenAiCreateVideoBody,
-          limit_bytes: VIDEO_CREATE_BODY_LIMIT_BYTES,
+          bytes_max: VIDEO_CREATE_BODY_BYTES_MAX,
           example: (ctx) => {
             const example = videoBodyExample(ctx);
             return example && { prompt: example['prompt'], model: example['model'], seconds: String(example['durationSeconds']) };
@@ -260,7 +260,7 @@ export function openAiVideoRoutes(deps: {
         403: undefined,
         404: 'Unknown model (model_not_found, `param: model`).',
         409: undefined,
-        413: `The JSON body exceeds ${bytesText(VIDEO_CREATE_BODY_LIMIT_BYTES)} (request_too_large), or the first frame exceeds ${bytesText(IMAGE_BYTES_MAX)} (image_too_large, file_too_large; \`param: input_reference\`).`,
+        413: `The JSON body exceeds ${bytesText(VIDEO_CREATE_BODY_BYTES_MAX)} (request_too_large), or the first frame exceeds ${bytesText(IMAGE_BYTES_MAX)} (image_too_large, file_too_large; \`param: input_reference\`).`,
         415: 'The body is neither application/json nor multipart/form-data (unsupported_media_type), or the input_reference file is not a PNG, JPEG or WebP image (unsupported_file_type).',
         429: 'Rate limited (per API key; rate_limited), or the workspace already has its limit of pending jobs (too_many_pending_jobs; nothing charged).',
         503: 'No video provider is configured for the model (provider_not_configured), or too many requests with images are in progress (server_busy).',
