@@ -90,29 +90,47 @@ async function withHeartbeat<T>(detail: unknown, work: () => Promise<T>): Promis
   }
 }
 
-/**
- * What the video job activities share: the configured providers, the job's record and stored images,
- * copying outputs into storage, and recording or cancelling a provider operation.
- */
-function videoJobSteps(deps: VideoJobActivityDeps) {
-  const outputCopies = new Semaphore(CONCURRENT_OUTPUT_COPIES_MAX, WAITING_OUTPUT_COPIES_MAX);
-  const pacing: PollPacing = { interval_ms: deps.video.pollIntervalMs, max_interval_ms: deps.video.pollIntervalMsMax };
-  /** A backend that calls back when an operation ends is polled only as a fallback: its polls back off further. */
-  const pacingOf = (provider: VideoProvider): PollPacing =>
-    provider.verifyCallback ? { ...pacing, max_interval_ms: Math.max(pacing.max_interval_ms, CALLBACK_FALLBACK_POLL_INTERVAL_MS_MAX) } : pacing;
+/** What a job's logs and metrics are labelled with. */
+interface JobLabels {
+  workspace_id: string;
+  model: string;
+  backend: string | null;
+}
 
-  const providerFor = (backend: string): VideoProvider => {
-    const p = deps.videoProviders.get(backend);
-    if (!p) {
-      throw ApplicationFailure.create({ type: 'ProviderError', message: `video backend "${backend}" is not configured`, nonRetryable: true, details: [{ code: 'provider_not_configured' }] });
+/** Counts a settlement in the metrics (once: a retry that finds the job settled counts nothing) and logs it. */
+function reportSettlement(logger: Logger, settlement: Settlement, result: SettlementResult, job: JobLabels | undefined): void {
+  const error_code = result.status === 'failed' ? (result.error?.code ?? 'no_videos') : null;
+  if (!result.already_settled) {
+    videoJobsSettled.inc({ outcome: result.status, error_code: errorCodeLabel(error_code) });
+    const by = { model: job?.model ?? 'unknown', backend: job?.backend ?? 'none' };
+    videoJobsSettledByBackend.inc({ outcome: result.status, ...by });
+    if (result.refunded_micro_eur > 0) {
+      creditsRefunded.inc({ kind: 'video' }, result.refunded_micro_eur);
+      videoJobsRefunded.inc(by);
     }
-    return p;
-  };
+  }
+  logger.info(
+    {
+      job_id: settlement.jobId,
+      workspace_id: job?.workspace_id,
+      outcome: result.status,
+      error_code,
+      delivered: settlement.outcome === 'succeeded' ? settlement.delivered : 0,
+      cost_micro_eur: result.cost_micro_eur,
+      refunded_micro_eur: result.refunded_micro_eur,
+      already_settled: result.already_settled,
+    },
+    'video job settled',
+  );
+}
 
+/** The job's record and stored images, and its outputs copied into storage. */
+function videoJobStorageSteps(deps: VideoJobActivityDeps) {
+  const outputCopies = new Semaphore(CONCURRENT_OUTPUT_COPIES_MAX, WAITING_OUTPUT_COPIES_MAX);
   /** The job's workspace, for logs only: a failed lookup never fails the activity. */
-  const jobOf = async (jobId: string): Promise<{ workspace_id: string; model: string; backend: string | null } | undefined> => {
+  const jobOf = async (jobId: string): Promise<JobLabels | undefined> => {
     try {
-      const r = await deps.db.query<{ workspace_id: string; model: string; backend: string | null }>('SELECT workspace_id, model, backend FROM video_jobs WHERE id = $1', [jobId]);
+      const r = await deps.db.query<JobLabels>('SELECT workspace_id, model, backend FROM video_jobs WHERE id = $1', [jobId]);
       return r.rows[0];
     } catch {
       return undefined;
@@ -159,6 +177,24 @@ function videoJobSteps(deps: VideoJobActivityDeps) {
         return { storage_key, content_type: output.content_type, bytes: body.length };
       }),
     );
+
+  return { jobOf, withStoredImages, copyOne };
+}
+
+/** The configured providers, and recording or cancelling a provider operation. */
+function videoJobProviderSteps(deps: VideoJobActivityDeps) {
+  const pacing: PollPacing = { interval_ms: deps.video.pollIntervalMs, max_interval_ms: deps.video.pollIntervalMsMax };
+  /** A backend that calls back when an operation ends is polled only as a fallback: its polls back off further. */
+  const pacingOf = (provider: VideoProvider): PollPacing =>
+    provider.verifyCallback ? { ...pacing, max_interval_ms: Math.max(pacing.max_interval_ms, CALLBACK_FALLBACK_POLL_INTERVAL_MS_MAX) } : pacing;
+
+  const providerFor = (backend: string): VideoProvider => {
+    const p = deps.videoProviders.get(backend);
+    if (!p) {
+      throw ApplicationFailure.create({ type: 'ProviderError', message: `video backend "${backend}" is not configured`, nonRetryable: true, details: [{ code: 'provider_not_configured' }] });
+    }
+    return p;
+  };
 
   /**
    * Records an operation the provider just accepted, trying again for a while (PostgreSQL restarting);
@@ -244,11 +280,12 @@ function videoJobSteps(deps: VideoJobActivityDeps) {
     cancelling.catch(() => {});
   };
 
-  return { pacing, providerFor, jobOf, withStoredImages, copyOne, recordOrCancel, acceptedByEarlierAttempt, cancelRecordedOperation, cancelAtDeadline };
+  return { pacing, providerFor, recordOrCancel, acceptedByEarlierAttempt, cancelRecordedOperation, cancelAtDeadline };
 }
 
 export function createVideoJobActivities(deps: VideoJobActivityDeps) {
-  const { pacing, providerFor, jobOf, withStoredImages, copyOne, recordOrCancel, acceptedByEarlierAttempt, cancelRecordedOperation, cancelAtDeadline } = videoJobSteps(deps);
+  const { pacing, providerFor, recordOrCancel, acceptedByEarlierAttempt, cancelRecordedOperation, cancelAtDeadline } = videoJobProviderSteps(deps);
+  const { jobOf, withStoredImages, copyOne } = videoJobStorageSteps(deps);
 
   return {
     /** Prices the job from the catalog (never from the request) and charges it; see chargeVideoJob. */
@@ -289,30 +326,7 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
         const { client, info } = Context.current();
         await dispatchJobWebhooks({ client, db: deps.db, taskQueue: info.taskQueue, retry_initial_ms: deps.webhookEvents.retry_initial_ms }, settlement.jobId);
       }
-      const error_code = result.status === 'failed' ? (result.error?.code ?? 'no_videos') : null;
-      const job = await jobOf(settlement.jobId);
-      if (!result.already_settled) {
-        videoJobsSettled.inc({ outcome: result.status, error_code: errorCodeLabel(error_code) });
-        const by = { model: job?.model ?? 'unknown', backend: job?.backend ?? 'none' };
-        videoJobsSettledByBackend.inc({ outcome: result.status, ...by });
-        if (result.refunded_micro_eur > 0) {
-          creditsRefunded.inc({ kind: 'video' }, result.refunded_micro_eur);
-          videoJobsRefunded.inc(by);
-        }
-      }
-      deps.logger.info(
-        {
-          job_id: settlement.jobId,
-          workspace_id: job?.workspace_id,
-          outcome: result.status,
-          error_code,
-          delivered: settlement.outcome === 'succeeded' ? settlement.delivered : 0,
-          cost_micro_eur: result.cost_micro_eur,
-          refunded_micro_eur: result.refunded_micro_eur,
-          already_settled: result.already_settled,
-        },
-        'video job settled',
-      );
+      reportSettlement(deps.logger, settlement, result, await jobOf(settlement.jobId));
       return result;
     },
 
