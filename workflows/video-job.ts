@@ -71,23 +71,23 @@ const money = proxyLocalActivities<Pick<VideoJobActivities, 'settleVideoJob' | '
  * within 15 s (the retry finds the recorded operation). A cancel waits for a submission in flight to end,
  * so the operation it may have started is cancelled too.
  */
-export const SUBMIT_MAX_ATTEMPTS = 5;
+export const SUBMIT_ATTEMPTS_MAX = 5;
 function submitting(remaining_ms: number) {
   return proxyActivities<Pick<VideoJobActivities, 'submitVideoJob'>>({
     cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
     heartbeatTimeout: '15 seconds',
     startToCloseTimeout: '2 minutes',
     scheduleToCloseTimeout: remaining_ms,
-    retry: { initialInterval: '2 seconds', backoffCoefficient: 2, maximumInterval: '30 seconds', maximumAttempts: SUBMIT_MAX_ATTEMPTS },
+    retry: { initialInterval: '2 seconds', backoffCoefficient: 2, maximumInterval: '30 seconds', maximumAttempts: SUBMIT_ATTEMPTS_MAX },
   });
 }
 
 // Copying downloads each output and stores it; it heartbeats, so a dead worker's copy moves on in 30 s.
-const STORE_MAX_ATTEMPTS = 10;
+const STORE_ATTEMPTS_MAX = 10;
 const storage = proxyActivities<Pick<VideoJobActivities, 'copyVideoOutputs'>>({
   startToCloseTimeout: '10 minutes',
   heartbeatTimeout: '30 seconds',
-  retry: { initialInterval: '2 seconds', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: STORE_MAX_ATTEMPTS },
+  retry: { initialInterval: '2 seconds', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: STORE_ATTEMPTS_MAX },
 });
 
 // A cancelled job's clean-up is bounded: it never holds back the settlement for long.
@@ -198,7 +198,7 @@ export async function videoJobWorkflow(input: VideoJobInput): Promise<VideoJobSt
     const remaining_ms = input.deadline_at_ms - Date.now();
     if (remaining_ms <= 0) return DEADLINE_EXCEEDED;
     try {
-      const submitted = await submitting(remaining_ms).submitVideoJob({ request: submission(input), backends: input.backends, max_attempts: SUBMIT_MAX_ATTEMPTS });
+      const submitted = await submitting(remaining_ms).submitVideoJob({ request: submission(input), backends: input.backends, max_attempts: SUBMIT_ATTEMPTS_MAX });
       operation_id = submitted.operation_id;
       state.backend = submitted.backend;
     } catch (err) {
@@ -230,7 +230,7 @@ export async function videoJobWorkflow(input: VideoJobInput): Promise<VideoJobSt
     const outputs = all.slice(0, input.params.n);
     if (outputs.length === 0) return failed('no_videos', 'the provider returned no videos');
     try {
-      const copied = await storage.copyVideoOutputs({ backend: state.backend!, job_id: input.job_id, operation_id: operation_id!, outputs, max_attempts: STORE_MAX_ATTEMPTS });
+      const copied = await storage.copyVideoOutputs({ backend: state.backend!, job_id: input.job_id, operation_id: operation_id!, outputs, max_attempts: STORE_ATTEMPTS_MAX });
       if (copied.videos.length > 0) return { kind: 'succeeded', videos: copied.videos };
     } catch (err) {
       if (isCancellation(err)) throw err;

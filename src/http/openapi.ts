@@ -41,7 +41,7 @@ import { z } from 'zod';
 import { createDocument, type ZodOpenApiOperationObject, type ZodOpenApiPathsObject, type ZodOpenApiResponseObject } from 'zod-openapi';
 import * as S from './schemas.js';
 import * as OpenAi from './openai/schemas.js';
-import { JSON_BODY_LIMIT_BYTES } from './json-body.js';
+import { JSON_BODY_BYTES_MAX } from './json-body.js';
 import { JSON_VALUE_COMPONENT, JSON_VALUE_SCHEMA, refuseNul } from './openapi-no-nul.js';
 import { projectPath } from '../paths.js';
 
@@ -113,7 +113,7 @@ export interface BodyContract {
   /** Default application/json (the body's description then states the size limit and unknown fields); each media type once per operation. */
   mediaType?: 'application/json' | 'multipart/form-data';
   description?: string;
-  limit_bytes?: number;
+  bytes_max?: number;
   example?: Obj | ((ctx: DocumentContext) => Obj | undefined);
   /** multipart: how each part is encoded. */
   encoding?: Record<string, { contentType: string }>;
@@ -212,7 +212,7 @@ function requestBody(bodies: BodyContract[], ctx: DocumentContext): NonNullable<
   return {
     required: true,
     description: bodies
-      .map((body) => body.description ?? `application/json, at most ${bytesText(body.limit_bytes ?? JSON_BODY_LIMIT_BYTES)}; unknown fields are refused (400).`)
+      .map((body) => body.description ?? `application/json, at most ${bytesText(body.bytes_max ?? JSON_BODY_BYTES_MAX)}; unknown fields are refused (400).`)
       .join(' Or: '),
     content: Object.fromEntries(content),
   };
@@ -225,7 +225,7 @@ function operation(c: RouteContract, ctx: DocumentContext): ZodOpenApiOperationO
   const jsonBody = bodies.find((b) => mediaTypeOf(b) === 'application/json');
   // A JSON body can be too large (413) or not of a media type the route takes (415): said once here for every such route.
   const bodyErrors = jsonBody ? {
-          413: `The JSON body exceeds ${bytesText(jsonBody.limit_bytes ?? JSON_BODY_LIMIT_BYTES)} (request_too_large).`,
+          413: `The JSON body exceeds ${bytesText(jsonBody.bytes_max ?? JSON_BODY_BYTES_MAX)} (request_too_large).`,
           415: `The body is not ${bodies.map(mediaTypeOf).join(' or ')} (unsupported_media_type).`,
         } : {};
   // Every read with an API key is rate limited per key (RATE_LIMIT_READS_PER_MINUTE).

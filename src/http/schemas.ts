@@ -6,8 +6,8 @@ import type { Request } from 'express';
 import { z } from 'zod';
 import { fromZodError } from '../errors.js';
 
-export const IDEMPOTENCY_KEY_MAX_CHARS = 255;
-export const IdempotencyKey = z.string().min(1).max(IDEMPOTENCY_KEY_MAX_CHARS).regex(/^[\x21-\x7e]+$/, 'printable ASCII without spaces');
+export const IDEMPOTENCY_KEY_CHARS_MAX = 255;
+export const IdempotencyKey = z.string().min(1).max(IDEMPOTENCY_KEY_CHARS_MAX).regex(/^[\x21-\x7e]+$/, 'printable ASCII without spaces');
 
 export const LIST_LIMIT_MAX = 100;
 export const LIST_LIMIT_DEFAULT = 20;

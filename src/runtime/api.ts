@@ -104,7 +104,7 @@ export async function startApi(opts: {
     temporal,
     taskQueue: config.temporal.taskQueue,
     logger: opts.logger,
-    max_voices_per_workspace: config.voiceClonesPerWorkspace,
+    voices_per_workspace_max: config.voiceClonesPerWorkspace,
   });
   // FFmpeg (WebAssembly, one worker thread): thumbnails and compressed speech formats.
   const ffmpeg = new FfmpegWasm();

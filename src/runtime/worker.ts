@@ -70,7 +70,7 @@ export async function startWorker(opts: {
     webhookEvents: { context: { downloadUrls, baseUrl: apiBaseUrl(opts.config) }, retry_initial_ms: opts.config.webhooks.retryInitialMs },
     webhookPolicy: { production: opts.config.production },
     retention: { speech_audio_ms: opts.config.speechAudioRetentionMs },
-    webhookAttemptsPerWorkspace: opts.config.webhooks.maxConcurrentAttemptsPerWorkspace,
+    webhookAttemptsPerWorkspace: opts.config.webhooks.concurrentAttemptsPerWorkspaceMax,
   });
   const { host } = opts.config;
   const connect = temporalConnectOptions(opts.config, opts.temporalAddress);
@@ -105,10 +105,10 @@ export async function startWorker(opts: {
     limits: {
       maxCachedWorkflows: 100,
       maxConcurrentWorkflowTaskExecutions: 10,
-      maxConcurrentActivityTaskExecutions: opts.config.webhooks.maxConcurrentAttempts,
+      maxConcurrentActivityTaskExecutions: opts.config.webhooks.concurrentAttemptsMax,
       maxConcurrentLocalActivityExecutions: 2,
     },
-    maxTaskQueueActivitiesPerSecond: opts.config.webhooks.maxAttemptsPerSecond,
+    maxTaskQueueActivitiesPerSecond: opts.config.webhooks.attemptsPerSecondMax,
   });
   const workers = [worker, webhookWorker];
   const swappable = new SwappableClient(new Client({ connection, namespace, ...temporalClientOptions() }));
@@ -141,7 +141,7 @@ export async function startWorker(opts: {
     temporal: client,
     providers: videoProviders,
     logger: opts.logger,
-    max_concurrent: opts.config.workerMaxConcurrentPolls,
+    concurrent_max: opts.config.workerConcurrentPollsMax,
     idle_ms: pollerIdleMs(opts.config.video.pollIntervalMs),
   });
   // The reconciler's schedule, with this configuration's interval (every worker makes sure of it).

@@ -129,11 +129,11 @@ const RESCHEDULE = prepared(
 );
 
 /** The most rows one reschedule statement carries. */
-export const RESCHEDULE_MAX_ROWS = 500;
+export const RESCHEDULE_ROWS_MAX = 500;
 
 export async function reschedulePolls(db: Db, rows: readonly PollReschedule[]): Promise<void> {
   if (rows.length === 0) return;
-  if (rows.length > RESCHEDULE_MAX_ROWS) throw new Error(`at most ${RESCHEDULE_MAX_ROWS} rows per reschedule, got ${rows.length}`);
+  if (rows.length > RESCHEDULE_ROWS_MAX) throw new Error(`at most ${RESCHEDULE_ROWS_MAX} rows per reschedule, got ${rows.length}`);
   const progress = (p: number | null | undefined) => (p === null || p === undefined ? null : Math.min(Math.max(Math.round(p), 0), 100));
   const position = (q: number | null | undefined) => (q === null || q === undefined ? null : Math.max(Math.round(q), 0));
   await db.query({

@@ -21,13 +21,14 @@ import type { Db } from '../db/pool.js';
 import { uuidForKey } from '../ids.js';
 import { captureSpeech, holdSpeech, releaseSpeech } from './speech-billing.js';
 import type { Storage } from '../storage/local.js';
-import { defaultSpeechModelFor, findSpeechModel, speechCostMicroEur, type SpeechModel, type SpeechResponseFormat } from '../models/catalog.js';
+import { defaultSpeechModelFor, findSpeechModel, speechCostMicroEur, type SpeechModel } from '../models/catalog.js';
 import { ApiError, invalidParam, keySpendLimitExceeded, notFound } from '../errors.js';
 import { microEurToEur } from '../money.js';
 import { creditsCharged } from '../metrics.js';
 import { keyAllowsModel, type ApiKeyPrincipal } from '../account/workspaces.js';
 import type { VoicesService } from './service.js';
-import { audioEncoder, needsMediaWorker, pcmRateOf, type SpeechFormat } from '../media/audio-encode.js';
+import { audioEncoder, needsMediaWorker, pcmRateOf } from '../media/audio-encode.js';
+import type { SpeechFormat } from '../models/values.js';
 import type { FfmpegWasm, MediaReservation } from '../media/ffmpeg-wasm.js';
 import { inSpan, markSpans, SPEECH_REQUEST_ID_ATTRIBUTE } from '../telemetry/index.js';
 import { SIM_SAMPLE_RATE_HZ } from '../providers/voice/simulator.js';
@@ -36,7 +37,7 @@ export interface SpeechInput {
   model?: string | undefined;
   input: string;
   voice: string;
-  response_format?: SpeechResponseFormat | undefined;
+  response_format?: SpeechFormat | undefined;
   speed?: number | undefined;
 }
 

@@ -64,7 +64,7 @@ describe('storage retention', () => {
       db: stack.db,
       logger: createLogger('silent', 'test'),
       taskQueue: `nowhere-${randomUUID()}`,
-      video: { pollIntervalMs: 100, pollMaxIntervalMs: 300, jobTimeoutMs: 60_000 },
+      video: { pollIntervalMs: 100, pollIntervalMsMax: 300, jobTimeoutMs: 60_000 },
       storage: new LocalStorage(path.join(stack.config.dataDir, 'storage')),
       retention: { speech_audio_ms: stack.config.speechAudioRetentionMs },
     });
@@ -183,7 +183,7 @@ describe('the reconciler and the audit see every pending job', () => {
       for (let i = 0; i < count; i++) assert.equal((await chargeVideoJob(db, chargeOf(ws.id, 1_000))).ok, true);
       // Their workflows never existed: each is restarted as a recovery run, on a task queue no worker polls.
       const taskQueue = `nowhere-${randomUUID()}`;
-      const activities = createReconcilerActivities({ db, logger: createLogger('silent', 'test'), taskQueue, video: { pollIntervalMs: 100, pollMaxIntervalMs: 300, jobTimeoutMs: 60_000 } });
+      const activities = createReconcilerActivities({ db, logger: createLogger('silent', 'test'), taskQueue, video: { pollIntervalMs: 100, pollIntervalMsMax: 300, jobTimeoutMs: 60_000 } });
       const report = (await new MockActivityEnvironment(undefined, { client: stack.api.temporal }).run(activities.reconcileMoney)) as ReconcileReport;
       assert.equal(report.pending_checked, count);
       assert.equal(report.jobs_restarted.length, count);
@@ -208,7 +208,7 @@ describe('the reconciler and the audit see every pending job', () => {
       }
       const taskQueue = s.config.temporal.taskQueue;
       const reconcile = async (client = s.api.temporal) => {
-        const activities = createReconcilerActivities({ db: s.db, logger: createLogger('silent', 'test'), taskQueue, video: { pollIntervalMs: 100, pollMaxIntervalMs: 300, jobTimeoutMs: 60_000 } });
+        const activities = createReconcilerActivities({ db: s.db, logger: createLogger('silent', 'test'), taskQueue, video: { pollIntervalMs: 100, pollIntervalMsMax: 300, jobTimeoutMs: 60_000 } });
         return (await new MockActivityEnvironment(undefined, { client }).run(activities.reconcileMoney)) as ReconcileReport;
       };
       const listed = async (want: (running: Set<string>) => boolean) => {

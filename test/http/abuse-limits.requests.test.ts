@@ -8,9 +8,9 @@ import http from 'node:http';
 import zlib from 'node:zlib';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import * as messages from '../../workflows/messages.js';
-import { PARAMETERS_MAX_BYTES, PARAMETERS_MAX_DEPTH } from '../../src/video-jobs/schemas.js';
-import { MAX_LARGE_BODIES_PER_KEY } from '../../src/http/in-flight.js';
-import { VIDEO_CREATE_MAX_CONCURRENT_LARGE_BODIES } from '../../src/video-jobs/routes.js';
+import { PARAMETERS_BYTES_MAX, PARAMETERS_DEPTH_MAX } from '../../src/video-jobs/schemas.js';
+import { LARGE_BODIES_PER_KEY_MAX } from '../../src/http/in-flight.js';
+import { VIDEO_CREATE_CONCURRENT_LARGE_BODIES_MAX } from '../../src/video-jobs/routes.js';
 import { jobIdForIdempotencyKey } from '../../src/video-jobs/service.js';
 import { createReconcilerActivities, type ReconcileReport } from '../../activities/reconciler.js';
 import { createLogger } from '../../src/logger.js';
@@ -158,7 +158,7 @@ describe('images of refused creates', () => {
       [orphan, randomUUID(), c.workspaceId, pngImage()],
     );
     await stack.db.query("UPDATE video_job_inputs SET created_at = now() - interval '2 hours' WHERE job_id = $1", [accepted.body.id]);
-    const activities = createReconcilerActivities({ db: stack.db, logger: createLogger('silent', 'test'), taskQueue: `nowhere-${randomUUID()}`, video: { pollIntervalMs: 100, pollMaxIntervalMs: 300, jobTimeoutMs: 60_000 } });
+    const activities = createReconcilerActivities({ db: stack.db, logger: createLogger('silent', 'test'), taskQueue: `nowhere-${randomUUID()}`, video: { pollIntervalMs: 100, pollIntervalMsMax: 300, jobTimeoutMs: 60_000 } });
     const report = (await new MockActivityEnvironment(undefined, { client: stack.api.temporal }).run(activities.reconcileMoney)) as ReconcileReport;
     assert.ok(report.orphan_inputs_deleted >= 1);
     assert.equal(await inputsOf(stack.db, { job_id: orphan }), 0);
@@ -182,7 +182,7 @@ describe('large and compressed bodies', () => {
 
   test('one API key holds at most its share of the large-body slots, trickling or not: other tenants still get theirs', async () => {
     const hog = await newCustomer(stack, 10);
-    const held = Array.from({ length: MAX_LARGE_BODIES_PER_KEY }, () => trickle(hog.key));
+    const held = Array.from({ length: LARGE_BODIES_PER_KEY_MAX }, () => trickle(hog.key));
     try {
       await new Promise((r) => setTimeout(r, 300));
       const more = await create(stack, hog.key, { ...simJob(), image: imageField(Buffer.concat([pngImage(), Buffer.alloc(100_000)]), 'image/png') });
@@ -206,8 +206,8 @@ describe('large and compressed bodies', () => {
   });
 
   test('a small gzip body that inflates past the small-body limit takes a large-body slot (busy: 503), never parsed for free', async () => {
-    const keys = await Promise.all(Array.from({ length: VIDEO_CREATE_MAX_CONCURRENT_LARGE_BODIES / MAX_LARGE_BODIES_PER_KEY }, () => newCustomer(stack, 1)));
-    const held = keys.flatMap((c) => Array.from({ length: MAX_LARGE_BODIES_PER_KEY }, () => trickle(c.key)));
+    const keys = await Promise.all(Array.from({ length: VIDEO_CREATE_CONCURRENT_LARGE_BODIES_MAX / LARGE_BODIES_PER_KEY_MAX }, () => newCustomer(stack, 1)));
+    const held = keys.flatMap((c) => Array.from({ length: LARGE_BODIES_PER_KEY_MAX }, () => trickle(c.key)));
     try {
       await new Promise((r) => setTimeout(r, 300));
       const c = await newCustomer(stack, 10);
@@ -227,29 +227,29 @@ describe('large and compressed bodies', () => {
 });
 
 describe('parameters', () => {
-  test(`nested parameters beyond the depth bound (${PARAMETERS_MAX_DEPTH}) answer 400 naming parameters, never 500`, async () => {
+  test(`nested parameters beyond the depth bound (${PARAMETERS_DEPTH_MAX}) answer 400 naming parameters, never 500`, async () => {
     const c = await newCustomer(stack, 10);
     let deep: Record<string, unknown> = {};
     for (let i = 0; i < 2_000; i++) deep = { a: deep };
     const raw = JSON.stringify({ ...simJob(), parameters: deep });
     assert.ok(raw.length < 64 * 1024);
-    for (const parameters of [deep, JSON.parse(`{"x":${'['.repeat(PARAMETERS_MAX_DEPTH)}${']'.repeat(PARAMETERS_MAX_DEPTH)}}`)]) {
+    for (const parameters of [deep, JSON.parse(`{"x":${'['.repeat(PARAMETERS_DEPTH_MAX)}${']'.repeat(PARAMETERS_DEPTH_MAX)}}`)]) {
       const r = await create(stack, c.key, { ...simJob(), parameters });
       assert.equal(r.status, 400, JSON.stringify(r.body).slice(0, 300));
       assert.equal(r.body.error.param, 'parameters');
       assert.match(r.body.error.message, /levels deep/);
     }
     let ok: Record<string, unknown> = { v: 1 };
-    for (let i = 1; i < PARAMETERS_MAX_DEPTH - 1; i++) ok = { a: ok };
+    for (let i = 1; i < PARAMETERS_DEPTH_MAX - 1; i++) ok = { a: ok };
     const fine = await create(stack, c.key, { ...simJob(), parameters: ok });
     assert.equal(fine.status, 202, JSON.stringify(fine.body));
     await waitForJob(stack, c.key, fine.body.id);
     await assertAuditHolds(stack);
   });
 
-  test(`parameters larger than ${PARAMETERS_MAX_BYTES} bytes answer 400 naming parameters`, async () => {
+  test(`parameters larger than ${PARAMETERS_BYTES_MAX} bytes answer 400 naming parameters`, async () => {
     const c = await newCustomer(stack, 10);
-    const r = await create(stack, c.key, { ...simJob(), parameters: { blob: 'x'.repeat(PARAMETERS_MAX_BYTES) } });
+    const r = await create(stack, c.key, { ...simJob(), parameters: { blob: 'x'.repeat(PARAMETERS_BYTES_MAX) } });
     assert.equal(r.status, 400, JSON.stringify(r.body).slice(0, 300));
     assert.equal(r.body.error.param, 'parameters');
     assert.equal(await balanceMicro(stack, c.workspaceId), 10_000_000);

@@ -147,7 +147,7 @@ describe('document structure (OpenAPI 3.1)', () => {
     const header = op.parameters.map(deref).find((p: Json) => p.in === 'header' && p.name === 'Idempotency-Key');
     assert.ok(header);
     assert.deepEqual(header.schema, jsonSchemaOf(S.IdempotencyKey, 'input'));
-    assert.equal(header.schema.maxLength, S.IDEMPOTENCY_KEY_MAX_CHARS);
+    assert.equal(header.schema.maxLength, S.IDEMPOTENCY_KEY_CHARS_MAX);
     assert.ok(op.responses['202'].headers.Location);
     for (const s of [400, 401, 402, 403, 404, 409, 413, 415, 429, 503]) assert.ok(op.responses[String(s)], `no ${s}`);
   });
@@ -159,8 +159,8 @@ describe('document structure (OpenAPI 3.1)', () => {
     assert.deepEqual(form.required, ['name', 'file']);
     assert.equal(form.properties.file.type, 'array');
     assert.equal(form.properties.file.minItems, 1);
-    assert.equal(form.properties.file.maxItems, VOICE_UPLOAD_LIMITS.maxFiles);
-    assert.equal(form.properties.file.items.maxLength, VOICE_UPLOAD_LIMITS.maxFileBytes);
+    assert.equal(form.properties.file.maxItems, VOICE_UPLOAD_LIMITS.filesMax);
+    assert.equal(form.properties.file.items.maxLength, VOICE_UPLOAD_LIMITS.fileBytesMax);
     assert.equal(form.properties.file.items.format, 'binary');
     assert.match(form.properties.file.description, /together at most 25 MiB/);
     const post = doc.paths['/v2/audio/voices'].post;
@@ -182,7 +182,7 @@ describe('document structure (OpenAPI 3.1)', () => {
     const form = deref(body.content['multipart/form-data'].schema);
     assert.deepEqual(form.required, ['prompt']);
     assert.equal(form.properties.input_reference.format, 'binary');
-    assert.equal(form.properties.input_reference.maxLength, S.IMAGE_MAX_BYTES);
+    assert.equal(form.properties.input_reference.maxLength, S.IMAGE_BYTES_MAX);
     const content = doc.paths['/v1/videos/{id}/content'].get.responses['200'].content;
     assert.deepEqual(Object.keys(content).sort(), ['image/jpeg', 'video/mp4']);
   });
@@ -202,7 +202,7 @@ describe('schemas are generated from zod', () => {
       assert.equal(variants.length, readsSimulate ? m.max_n + 1 : 1, m.id);
       for (const v of variants) {
         assert.deepEqual(v.properties.prompt, zodBody.properties.prompt);
-        assert.deepEqual(v.properties.durationSeconds.enum, [...m.durations_s]);
+        assert.deepEqual(v.properties.durationSeconds.enum, [...m.durations_seconds]);
         assert.deepEqual(v.properties.resolution.enum, [...m.resolutions]);
         assert.deepEqual(v.properties.aspectRatio.enum, [...m.aspect_ratios]);
         if (v.properties.n) assert.equal(v.properties.n.maximum, m.max_n);
@@ -214,7 +214,7 @@ describe('schemas are generated from zod', () => {
     const defaults = schema.oneOf.filter((v: Json) => !('model' in v.properties));
     assert.ok(defaults.length >= 1);
     for (const v of defaults) assert.ok(v.title.includes(defaultVideoModelId()), v.title);
-    assert.equal(zodBody.properties.prompt.maxLength, S.PROMPT_MAX_CHARS);
+    assert.equal(zodBody.properties.prompt.maxLength, S.PROMPT_CHARS_MAX);
     assert.equal(zodBody.properties.prompt.minLength, 1);
     assert.ok(zodBody.properties.prompt.pattern, 'not blank');
     assert.deepEqual(zodBody.properties.prompt.allOf, [{ pattern: NO_NUL_PATTERN }], 'no NUL (refused by the JSON body parser)');

@@ -119,7 +119,7 @@ describe('real responses parse with the documented schemas', () => {
     check(await post({ ...simJob(), model: 'no-such-model' }));
     await post(simJob(), { headers: { 'Idempotency-Key': 'openapi-409' } });
     check(await post({ ...simJob(), n: 1 }, { headers: { 'Idempotency-Key': 'openapi-409' } }));
-    check(await post({ ...simJob(), image: { bytesBase64Encoded: pngOfSize(S.IMAGE_MAX_BYTES + 1).toString('base64'), mimeType: 'image/png' } }));
+    check(await post({ ...simJob(), image: { bytesBase64Encoded: pngOfSize(S.IMAGE_BYTES_MAX + 1).toString('base64'), mimeType: 'image/png' } }));
     check(await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: customer.key, rawBody: 'x', headers: { 'content-type': 'text/plain' } }));
     check(await http(stack.baseUrl, 'GET', `/v2/videos/generations/${SAMPLE_ID}`, { token: customer.key }), 'get', '/v2/videos/generations/{id}');
     check(await http(stack.baseUrl, 'GET', '/v2/models/nope', { token: customer.key }), 'get', '/v2/models/{id}');

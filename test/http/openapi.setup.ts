@@ -24,8 +24,9 @@ import type { presentLedgerEntry } from '../../src/account/statement-routes.js';
 import type { presentOpenAiVideo } from '../../src/video-jobs/openai-routes.js';
 import type { presentConsent } from '../../src/voices/openai-routes.js';
 import type { AuditReport } from '../../src/billing/audit.js';
-import type { AspectRatio, Resolution, SpeechModel, SpeechResponseFormat, VideoBackend } from '../../src/models/catalog.js';
-import { encodeWav } from '../../src/providers/voice/simulator.js';
+import type { SpeechModel } from '../../src/models/catalog.js';
+import type { AspectRatio, Resolution, SpeechFormat, VideoBackend } from '../../src/models/values.js';
+import { encodeWav } from '../../src/media/wav.js';
 import { http, newCustomer, startStack, type HttpResult, type Stack } from '../helpers/stack.js';
 
 /** The schemas of /v2 and of /v1, by their exports. */
@@ -40,7 +41,7 @@ export const sameType = <T extends true>(): T | undefined => undefined;
 sameType<Equals<z.infer<typeof S.ApiErrorType>, ErrorType>>();
 sameType<Equals<z.infer<typeof S.VideoResolution>, Resolution>>();
 sameType<Equals<z.infer<typeof S.VideoAspectRatio>, AspectRatio>>();
-sameType<Equals<z.infer<typeof S.SpeechResponseFormat>, SpeechResponseFormat>>();
+sameType<Equals<z.infer<typeof S.SpeechResponseFormat>, SpeechFormat>>();
 sameType<Equals<NonNullable<z.infer<typeof S.VideoModel>['backend']>, VideoBackend>>();
 sameType<Equals<NonNullable<z.infer<typeof S.SpeechModel>['backend']>, SpeechModel['provider']>>();
 export type PresentersMatchSchemas = [

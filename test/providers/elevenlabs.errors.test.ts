@@ -7,9 +7,9 @@ import assert from 'node:assert/strict';
 import {
   ELEVENLABS_PRESET_VOICES,
   ElevenLabsVoiceProvider,
-  ELEVENLABS_MAX_SPEECH_BYTES,
-  parseRetryAfter,
+  ELEVENLABS_SPEECH_BYTES_MAX,
 } from '../../src/providers/voice/elevenlabs.js';
+import { retryAfterMs } from '../../src/providers/http-body.js';
 import { fakeSpeechPcm, startElevenLabsFake, STREAM_CHUNK_BYTES } from '../fakes/elevenlabs-fake.js';
 import {
   KEY,
@@ -141,8 +141,8 @@ describe('ElevenLabs adapter contract', () => {
       const dated = await providerError(call[op](), 'unavailable');
       assert.ok(dated.details.retryAfterSeconds! >= 28 && dated.details.retryAfterSeconds! <= 31, String(dated.details.retryAfterSeconds));
     }
-    assert.equal(parseRetryAfter('soon'), undefined);
-    assert.equal(parseRetryAfter(new Date(0).toUTCString()), 0);
+    assert.equal(retryAfterMs('soon'), undefined);
+    assert.equal(retryAfterMs(new Date(0).toUTCString()), 0);
   });
 
   test('5xx is `unavailable` (with the message when JSON; a proxy HTML page is not quoted); 408 too', async () => {
@@ -193,7 +193,7 @@ describe('ElevenLabs adapter contract', () => {
   });
 
   test('an answer body longer than the longest speech is refused unread, on every call: `unavailable`', async () => {
-    const huge = 'x'.repeat(ELEVENLABS_MAX_SPEECH_BYTES + 1);
+    const huge = 'x'.repeat(ELEVENLABS_SPEECH_BYTES_MAX + 1);
     fake.fail('speech', { status: 200, headers: { 'content-type': 'audio/pcm' }, body: huge });
     assert.match((await providerError(call.speech(), 'unavailable')).message, /larger than the \d+ bytes accepted/);
     fake.fail('clone', { status: 200, body: huge });

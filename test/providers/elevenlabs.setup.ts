@@ -1,7 +1,7 @@
 // What the ElevenLabs tests share: the fake's API key, real audio samples, and readers for the
 // adapter's errors, streamed chunks and WAV answers.
 import assert from 'node:assert/strict';
-import { encodeWav } from '../../src/providers/voice/simulator.js';
+import { encodeWav } from '../../src/media/wav.js';
 import { after, before } from 'node:test';
 import {
   ELEVENLABS_PRESET_VOICES,

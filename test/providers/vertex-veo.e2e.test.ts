@@ -7,7 +7,7 @@ import { googleError } from '../fakes/vertex-veo-fake.js';
 import { assertAuditHolds, balanceMicro, http as api, newCustomer, startStack, waitForJob, type Stack } from '../helpers/stack.js';
 import { imageField, jpegImage, pngImage } from '../helpers/images.js';
 import { videoJobWorkflowId } from '../../workflows/messages.js';
-import { SUBMIT_MAX_ATTEMPTS as MAX_SUBMIT_ATTEMPTS } from '../../workflows/video-job.js';
+import { SUBMIT_ATTEMPTS_MAX as SUBMIT_ATTEMPTS_MAX } from '../../workflows/video-job.js';
 import { loadVideoJobInputs } from '../../src/video-jobs/images.js';
 import { LocalStorage } from '../../src/storage/local.js';
 import path from 'node:path';
@@ -197,14 +197,14 @@ describe('Vertex AI Veo: a job end to end through the workflow', () => {
     assert.equal(await balanceMicro(stack, c.workspaceId), 10_000_000);
     await assertAuditHolds(stack);
   });
-  test('Vertex unavailable on every submit: the job submits MAX_SUBMIT_ATTEMPTS times, then fails with the provider\'s code, refunded in full', async () => {
+  test('Vertex unavailable on every submit: the job submits SUBMIT_ATTEMPTS_MAX times, then fails with the provider\'s code, refunded in full', async () => {
     fake.scenario = { payloads: PAYLOADS };
-    fake.fault({ route: 'predictLongRunning', status: 503, body: googleError(503, 'The service is currently unavailable.'), times: MAX_SUBMIT_ATTEMPTS + 1 });
+    fake.fault({ route: 'predictLongRunning', status: 503, body: googleError(503, 'The service is currently unavailable.'), times: SUBMIT_ATTEMPTS_MAX + 1 });
     const { c, job } = await oneFastJob();
     assert.equal(job.status, 'failed', JSON.stringify(job));
     assert.equal(job.error.code, 'provider_unavailable');
     assert.equal(job.refunded_in_euro, 0.8);
-    assert.equal(fake.requestsTo('predictLongRunning').length, MAX_SUBMIT_ATTEMPTS, 'bounded submits, none after the job failed');
+    assert.equal(fake.requestsTo('predictLongRunning').length, SUBMIT_ATTEMPTS_MAX, 'bounded submits, none after the job failed');
     assert.equal(fake.requestsTo('fetchPredictOperation').length, 0, 'nothing to poll');
     assert.equal(await balanceMicro(stack, c.workspaceId), 10_000_000);
     await assertAuditHolds(stack);

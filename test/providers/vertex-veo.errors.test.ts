@@ -6,7 +6,8 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { googleError, VERTEX_MODELS } from '../fakes/vertex-veo-fake.js';
-import { parseRetryAfter, staticTokenSource } from '../../src/providers/video/vertex-veo.js';
+import { staticTokenSource } from '../../src/providers/video/vertex-veo-cache.js';
+import { retryAfterMs } from '../../src/providers/http-body.js';
 import { videoModelAliases, videoModels } from '../../src/models/catalog.js';
 import type { VideoSubmission } from '../../src/providers/video/types.js';
 import { pngImage, WEBP_IMAGE } from '../helpers/images.js';
@@ -30,7 +31,7 @@ describe('the Vertex fake behaves like Vertex AI today', () => {
     for (const m of vertexModels) {
       const spec = VERTEX_MODELS[m.provider_model_id];
       assert.ok(spec, `${m.id}: Vertex serves ${m.provider_model_id}`);
-      for (const d of m.durations_s) assert.ok(spec.durationsSeconds.includes(d), `${m.id}: ${d} s`);
+      for (const d of m.durations_seconds) assert.ok(spec.durationsSeconds.includes(d), `${m.id}: ${d} s`);
       for (const r of m.resolutions) assert.ok(spec.resolutions.includes(r), `${m.id}: ${r}`);
       for (const a of m.aspect_ratios) assert.ok(spec.aspectRatios.includes(a), `${m.id}: ${a}`);
       assert.ok(m.max_n <= spec.maxSampleCount, `${m.id}: max_n`);
@@ -130,9 +131,9 @@ describe('Vertex AI Veo adapter: every documented answer', () => {
 
   test('Retry-After as an HTTP date', () => {
     const now = Date.parse('2025-01-01T00:00:00Z');
-    assert.equal(parseRetryAfter('Wed, 01 Jan 2025 00:00:30 GMT', now), 30_000);
-    assert.equal(parseRetryAfter('120', now), 120_000);
-    assert.equal(parseRetryAfter('soon', now), undefined);
+    assert.equal(retryAfterMs('Wed, 01 Jan 2025 00:00:30 GMT', now), 30_000);
+    assert.equal(retryAfterMs('120', now), 120_000);
+    assert.equal(retryAfterMs('soon', now), undefined);
   });
 
   for (const status of [500, 502, 503, 504]) {

@@ -4,7 +4,9 @@
 // and its configuration and routing.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mergeVertexParameters, staticTokenSource, VertexVeoProvider } from '../../src/providers/video/vertex-veo.js';
+import { VertexVeoProvider } from '../../src/providers/video/vertex-veo.js';
+import { mergeVertexParameters } from '../../src/providers/video/vertex-veo-wire.js';
+import { staticTokenSource } from '../../src/providers/video/vertex-veo-cache.js';
 import { findVideoModel, providerModelIdFor, videoBackendFor, videoModels } from '../../src/models/catalog.js';
 import { loadConfig } from '../../src/config.js';
 import { jpegImage, pngImage } from '../helpers/images.js';

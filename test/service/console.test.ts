@@ -12,7 +12,7 @@ import { CHROMIUM_PATH, chromiumInstalled, launchChromium, signIn } from '../hel
 import { assertAuditHolds, http, newCustomer, startStack, waitForJob, type Stack } from '../helpers/stack.js';
 import { startReceiver, type Receiver } from '../helpers/webhook-receiver.js';
 import { createHash } from 'node:crypto';
-import { encodeWav } from '../../src/providers/voice/simulator.js';
+import { encodeWav } from '../../src/media/wav.js';
 import { jpegImage, pngImage } from '../helpers/images.js';
 
 const skip = chromiumInstalled()

@@ -250,7 +250,7 @@ describe('submission', () => {
       storage: createStorage(stack.config),
       videoProviders: new Map([...createVideoProviders(stack.db, stack.config), ...Object.entries(extra)]),
       logger: createLogger('silent', 'test'),
-      video: { pollIntervalMs: 60_000, pollMaxIntervalMs: 60_000 },
+      video: { pollIntervalMs: 60_000, pollIntervalMsMax: 60_000 },
     });
   const chargedJob = async (workspace_id: string) => {
     const input = directInput(workspace_id, randomUUID(), { accept_by_ms: Date.now() + 60_000 });

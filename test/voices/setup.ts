@@ -4,7 +4,8 @@ import { after, before } from 'node:test';
 import assert from 'node:assert/strict';
 import nodeHttp from 'node:http';
 import { startStack, type Stack } from '../helpers/stack.js';
-import { encodeWav, SimulatedVoiceProvider } from '../../src/providers/voice/simulator.js';
+import { SimulatedVoiceProvider } from '../../src/providers/voice/simulator.js';
+import { encodeWav } from '../../src/media/wav.js';
 
 export let stack: Stack;
 export let sim: SimulatedVoiceProvider;

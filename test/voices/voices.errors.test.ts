@@ -218,7 +218,7 @@ describe('voice deletion while Temporal does not answer', () => {
     assert.equal(marked.rows[0].n, 3, 'gone from the registry, not yet from the provider');
     // The reconciler starts the deletions that could not be started.
     await stack.db.query("UPDATE voices SET deleted_at = deleted_at - interval '1 minute' WHERE id = ANY($1::uuid[])", [ids]);
-    const activities = createReconcilerActivities({ db: stack.db, logger: createLogger('silent', 'test'), taskQueue: stack.config.temporal.taskQueue, video: { pollIntervalMs: 100, pollMaxIntervalMs: 300, jobTimeoutMs: 60_000 } });
+    const activities = createReconcilerActivities({ db: stack.db, logger: createLogger('silent', 'test'), taskQueue: stack.config.temporal.taskQueue, video: { pollIntervalMs: 100, pollIntervalMsMax: 300, jobTimeoutMs: 60_000 } });
     const report = (await new MockActivityEnvironment(undefined, { client: stack.api.temporal }).run(activities.reconcileMoney)) as ReconcileReport;
     assert.ok(report.voice_deletions_started >= 3, JSON.stringify(report));
     for (const id of ids) await stack.api.temporal.workflow.getHandle(voiceDeletionWorkflowId(id)).result();

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import nodeHttp from 'node:http';
 import { http, newCustomer } from '../helpers/stack.js';
 import { DEFAULT_VOICE_CLONES_PER_WORKSPACE } from '../../src/voices/service.js';
-import { MAX_LARGE_BODIES_PER_KEY } from '../../src/http/in-flight.js';
+import { LARGE_BODIES_PER_KEY_MAX } from '../../src/http/in-flight.js';
 import { stack, MiB, wavOfSize, formOf, postForm, rawMultipart, sample, registryCount, uploadRequest, assertError, useVoicesStack } from './setup.js';
 
 useVoicesStack();
@@ -61,8 +61,8 @@ describe('POST /v2/audio/voices', () => {
 
   test('at most 8 uploads are held in memory at once: the 9th is a 503 server_busy, and the slots come back', async () => {
     const c = await newCustomer(stack, 5);
-    // One key holds at most MAX_LARGE_BODIES_PER_KEY uploads at once: the hanging ones come from several keys.
-    const holders = await Promise.all(Array.from({ length: 8 / MAX_LARGE_BODIES_PER_KEY }, () => newCustomer(stack, 5)));
+    // One key holds at most LARGE_BODIES_PER_KEY_MAX uploads at once: the hanging ones come from several keys.
+    const holders = await Promise.all(Array.from({ length: 8 / LARGE_BODIES_PER_KEY_MAX }, () => newCustomer(stack, 5)));
     let opened = 0;
     const body = rawMultipart([{ name: 'name', value: 'v' }, { name: 'file', file: wavOfSize(MiB), filename: 'a.wav' }]);
     const hanging: nodeHttp.ClientRequest[] = [];
@@ -137,7 +137,7 @@ describe('uploads per key', () => {
   test('one API key holds at most its share of the upload slots (429 too_many_concurrent_uploads): other keys still upload', async () => {
     const hog = await newCustomer(stack, 5);
     const body = rawMultipart([{ name: 'name', value: 'v' }, { name: 'file', file: wavOfSize(MiB), filename: 'a.wav' }]);
-    const hanging = Array.from({ length: MAX_LARGE_BODIES_PER_KEY }, () => {
+    const hanging = Array.from({ length: LARGE_BODIES_PER_KEY_MAX }, () => {
       const req = uploadRequest(hog.key, body);
       req.on('error', () => {});
       req.write(body.subarray(0, 64 * 1024)); // and never the rest
