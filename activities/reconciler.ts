@@ -23,7 +23,7 @@ export interface ReconcilerActivityDeps {
   db: Db;
   logger: Logger;
   taskQueue: string;
-  video: { pollIntervalMs: number; pollMaxIntervalMs: number; jobTimeoutMs: number };
+  video: { pollIntervalMs: number; pollIntervalMsMax: number; jobTimeoutMs: number };
   /** Webhook deliveries: recorded but not started ones (a crash between commit and start) are started here. */
   webhookEvents?: { retry_initial_ms: number };
   /** Where outputs, speech audio and consent recordings are kept: files nobody lists are deleted, audio after its retention. */

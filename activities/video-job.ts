@@ -18,7 +18,7 @@ import {
   type VideoJobCharge,
 } from '../src/video-jobs/billing.js';
 import { estimateCostMicroEur, findVideoModel } from '../src/models/catalog.js';
-import { MAX_VIDEO_OUTPUT_BYTES, type CancelAnswer, type VideoGenerationRequest, type VideoOutputRef, type VideoProvider, type VideoSubmission } from '../src/providers/video/types.js';
+import { VIDEO_OUTPUT_BYTES_MAX, type CancelAnswer, type VideoGenerationRequest, type VideoOutputRef, type VideoProvider, type VideoSubmission } from '../src/providers/video/types.js';
 import { describeAnyProviderError } from '../src/providers/video/provider-errors.js';
 import { loadVideoJobInputs } from '../src/video-jobs/images.js';
 import { isPermanentStorageError, type Storage } from '../src/storage/local.js';
@@ -36,7 +36,7 @@ export interface VideoJobActivityDeps {
   videoProviders: ReadonlyMap<string, VideoProvider>;
   logger: Logger;
   /** How the workers' pollers pace a job's polls (VIDEO_POLL_INTERVAL_MS, VIDEO_POLL_MAX_INTERVAL_MS). */
-  video: { pollIntervalMs: number; pollMaxIntervalMs: number };
+  video: { pollIntervalMs: number; pollIntervalMsMax: number };
   /** Where providers that call back reach this service (PUBLIC_BASE_URL, else the API's own address). */
   callbackBaseUrl?: string;
   /** Webhooks: how events present the job, and the first retry interval of deliveries. */
@@ -44,11 +44,11 @@ export interface VideoJobActivityDeps {
 }
 
 /** The longest wait between two fallback polls of a job whose backend calls back. */
-export const CALLBACK_FALLBACK_MAX_POLL_INTERVAL_MS = 30_000;
+export const CALLBACK_FALLBACK_POLL_INTERVAL_MS_MAX = 30_000;
 
 /** Videos copied from a provider into storage at once by one worker process (each is held in memory), and copies left waiting. */
-export const MAX_CONCURRENT_OUTPUT_COPIES = 8;
-const MAX_WAITING_OUTPUT_COPIES = 10_000;
+export const CONCURRENT_OUTPUT_COPIES_MAX = 8;
+const WAITING_OUTPUT_COPIES_MAX = 10_000;
 const HEARTBEAT_EVERY_MS = 5_000;
 /** An accepted operation's record is tried this many times, RECORD_RETRY_MS apart and doubling (about 8 s in all), before it is cancelled. */
 const RECORD_ATTEMPTS = 5;
@@ -60,10 +60,14 @@ interface SubmitProgress {
   cancelled?: boolean;
 }
 
-/** The error code of a job that did not finish within its deadline (workflows/video-job.ts). */
-const DEADLINE_EXCEEDED_CODE = 'deadline_exceeded';
-/** How long a settlement waits for the provider to confirm the cancel of a job past its deadline. */
-const DEADLINE_CANCEL_WAIT_MS = 10_000;
+/**
+ * The error codes of a failed job whose provider operation may run on with nobody waiting for it
+ * (workflows/video-job.ts): past its deadline, or a submission that ended without an answer of its own
+ * (its last attempt lost with its worker, after it may have recorded the operation).
+ */
+const UNWATCHED_OPERATION_CODES: ReadonlySet<string> = new Set(['deadline_exceeded', 'submit_failed']);
+/** How long a settlement waits for the provider to confirm the cancel of such a job's operation. */
+const UNWATCHED_CANCEL_WAIT_MS = 10_000;
 
 /** The provider error as the activity's failure: its code in details, the provider's Retry-After as the next retry's delay. */
 function providerFailure(err: unknown, logger: Logger, fields: Record<string, unknown>, final = false): ApplicationFailure {
@@ -90,25 +94,47 @@ async function withHeartbeat<T>(detail: unknown, work: () => Promise<T>): Promis
   }
 }
 
-export function createVideoJobActivities(deps: VideoJobActivityDeps) {
-  const outputCopies = new Semaphore(MAX_CONCURRENT_OUTPUT_COPIES, MAX_WAITING_OUTPUT_COPIES);
-  const pacing: PollPacing = { interval_ms: deps.video.pollIntervalMs, max_interval_ms: deps.video.pollMaxIntervalMs };
-  /** A backend that calls back when an operation ends is polled only as a fallback: its polls back off further. */
-  const pacingOf = (provider: VideoProvider): PollPacing =>
-    provider.verifyCallback ? { ...pacing, max_interval_ms: Math.max(pacing.max_interval_ms, CALLBACK_FALLBACK_MAX_POLL_INTERVAL_MS) } : pacing;
+/** What a job's logs and metrics are labelled with. */
+interface JobLabels {
+  workspace_id: string;
+  model: string;
+  backend: string | null;
+}
 
-  const providerFor = (backend: string): VideoProvider => {
-    const p = deps.videoProviders.get(backend);
-    if (!p) {
-      throw ApplicationFailure.create({ type: 'ProviderError', message: `video backend "${backend}" is not configured`, nonRetryable: true, details: [{ code: 'provider_not_configured' }] });
+/** Counts a settlement in the metrics (once: a retry that finds the job settled counts nothing) and logs it. */
+function reportSettlement(logger: Logger, settlement: Settlement, result: SettlementResult, job: JobLabels | undefined): void {
+  const error_code = result.status === 'failed' ? (result.error?.code ?? 'no_videos') : null;
+  if (!result.already_settled) {
+    videoJobsSettled.inc({ outcome: result.status, error_code: errorCodeLabel(error_code) });
+    const by = { model: job?.model ?? 'unknown', backend: job?.backend ?? 'none' };
+    videoJobsSettledByBackend.inc({ outcome: result.status, ...by });
+    if (result.refunded_micro_eur > 0) {
+      creditsRefunded.inc({ kind: 'video' }, result.refunded_micro_eur);
+      videoJobsRefunded.inc(by);
     }
-    return p;
-  };
+  }
+  logger.info(
+    {
+      job_id: settlement.jobId,
+      workspace_id: job?.workspace_id,
+      outcome: result.status,
+      error_code,
+      delivered: settlement.outcome === 'succeeded' ? settlement.delivered : 0,
+      cost_micro_eur: result.cost_micro_eur,
+      refunded_micro_eur: result.refunded_micro_eur,
+      already_settled: result.already_settled,
+    },
+    'video job settled',
+  );
+}
 
+/** The job's record and stored images, and its outputs copied into storage. */
+function videoJobStorageSteps(deps: VideoJobActivityDeps) {
+  const outputCopies = new Semaphore(CONCURRENT_OUTPUT_COPIES_MAX, WAITING_OUTPUT_COPIES_MAX);
   /** The job's workspace, for logs only: a failed lookup never fails the activity. */
-  const jobOf = async (jobId: string): Promise<{ workspace_id: string; model: string; backend: string | null } | undefined> => {
+  const jobOf = async (jobId: string): Promise<JobLabels | undefined> => {
     try {
-      const r = await deps.db.query<{ workspace_id: string; model: string; backend: string | null }>('SELECT workspace_id, model, backend FROM video_jobs WHERE id = $1', [jobId]);
+      const r = await deps.db.query<JobLabels>('SELECT workspace_id, model, backend FROM video_jobs WHERE id = $1', [jobId]);
       return r.rows[0];
     } catch {
       return undefined;
@@ -127,7 +153,7 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
 
   /**
    * Copies output `index` into storage under a key derived from the job: a retry overwrites, never duplicates.
-   * At most MAX_CONCURRENT_OUTPUT_COPIES at once in this process (each holds a video in memory).
+   * At most CONCURRENT_OUTPUT_COPIES_MAX at once in this process (each holds a video in memory).
    */
   const copyOne = (provider: VideoProvider, job_id: string, operation_id: string, index: number, output: VideoOutputRef): Promise<StoredVideo> =>
     withHeartbeat(index, () =>
@@ -138,7 +164,7 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
         } catch (err) {
           throw providerFailure(err, deps.logger, { job_id, operation_id, output: index });
         }
-        if (body.length === 0 || body.length > MAX_VIDEO_OUTPUT_BYTES) {
+        if (body.length === 0 || body.length > VIDEO_OUTPUT_BYTES_MAX) {
           throw ApplicationFailure.create({ type: 'ProviderError', message: `output ${index} has ${body.length} bytes`, nonRetryable: true, details: [{ code: 'invalid_output' }] });
         }
         const storage_key = videoOutputKey(job_id, index);
@@ -155,6 +181,24 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
         return { storage_key, content_type: output.content_type, bytes: body.length };
       }),
     );
+
+  return { jobOf, withStoredImages, copyOne };
+}
+
+/** The configured providers, and recording or cancelling a provider operation. */
+function videoJobProviderSteps(deps: VideoJobActivityDeps) {
+  const pacing: PollPacing = { interval_ms: deps.video.pollIntervalMs, max_interval_ms: deps.video.pollIntervalMsMax };
+  /** A backend that calls back when an operation ends is polled only as a fallback: its polls back off further. */
+  const pacingOf = (provider: VideoProvider): PollPacing =>
+    provider.verifyCallback ? { ...pacing, max_interval_ms: Math.max(pacing.max_interval_ms, CALLBACK_FALLBACK_POLL_INTERVAL_MS_MAX) } : pacing;
+
+  const providerFor = (backend: string): VideoProvider => {
+    const p = deps.videoProviders.get(backend);
+    if (!p) {
+      throw ApplicationFailure.create({ type: 'ProviderError', message: `video backend "${backend}" is not configured`, nonRetryable: true, details: [{ code: 'provider_not_configured' }] });
+    }
+    return p;
+  };
 
   /**
    * Records an operation the provider just accepted, trying again for a while (PostgreSQL restarting);
@@ -220,25 +264,33 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
   };
 
   /**
-   * A job past its deadline was refunded in full: its provider operation, which nobody waits for any
-   * more, is asked to stop, as a customer's cancel does (fal has no deadline of its own). Best effort and
-   * bounded in time: the settlement never waits long on a provider, and a failure is only logged.
+   * A job past its deadline, or whose submission ended without an answer, was refunded in full: its
+   * recorded provider operation, which nobody waits for any more, is asked to stop, as a customer's
+   * cancel does (fal has no deadline of its own). Best effort and bounded in time: the settlement never
+   * waits long on a provider, and a failure is only logged.
    */
-  const cancelAtDeadline = async (job_id: string): Promise<void> => {
+  const cancelUnwatched = async (job_id: string): Promise<void> => {
     const cancelling = cancelRecordedOperation({ backend: null, job_id, operation_id: null }).then(
       (answer) => deps.db.query('UPDATE video_jobs SET cancel_answer = $2 WHERE id = $1', [job_id, answer.answer.slice(0, 1000)]),
     );
     let timer: NodeJS.Timeout | undefined;
-    const gaveUp = new Promise<'gave_up'>((resolve) => (timer = setTimeout(() => resolve('gave_up'), DEADLINE_CANCEL_WAIT_MS)));
+    const gaveUp = new Promise<'gave_up'>((resolve) => (timer = setTimeout(() => resolve('gave_up'), UNWATCHED_CANCEL_WAIT_MS)));
     try {
-      if ((await Promise.race([cancelling, gaveUp])) === 'gave_up') deps.logger.warn({ job_id }, 'the provider did not confirm the cancel of a job past its deadline in time');
+      if ((await Promise.race([cancelling, gaveUp])) === 'gave_up') deps.logger.warn({ job_id }, "the provider did not confirm the cancel of a failed job's operation in time");
     } catch (err) {
-      deps.logger.warn({ job_id, err: (err as Error).message }, 'the operation of a job past its deadline could not be cancelled');
+      deps.logger.warn({ job_id, err: (err as Error).message }, 'the operation of a failed job could not be cancelled');
     } finally {
       clearTimeout(timer);
     }
     cancelling.catch(() => {});
   };
+
+  return { pacing, providerFor, recordOrCancel, acceptedByEarlierAttempt, cancelRecordedOperation, cancelUnwatched };
+}
+
+export function createVideoJobActivities(deps: VideoJobActivityDeps) {
+  const { pacing, providerFor, recordOrCancel, acceptedByEarlierAttempt, cancelRecordedOperation, cancelUnwatched } = videoJobProviderSteps(deps);
+  const { jobOf, withStoredImages, copyOne } = videoJobStorageSteps(deps);
 
   return {
     /** Prices the job from the catalog (never from the request) and charges it; see chargeVideoJob. */
@@ -274,35 +326,12 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
      */
     async settleVideoJob(settlement: Settlement): Promise<SettlementResult> {
       const result = await settleVideoJob(deps.db, settlement, deps.webhookEvents?.context);
-      if (settlement.outcome === 'failed' && settlement.error?.code === DEADLINE_EXCEEDED_CODE) await cancelAtDeadline(settlement.jobId);
+      if (settlement.outcome === 'failed' && UNWATCHED_OPERATION_CODES.has(settlement.error?.code ?? '')) await cancelUnwatched(settlement.jobId);
       if (deps.webhookEvents) {
         const { client, info } = Context.current();
         await dispatchJobWebhooks({ client, db: deps.db, taskQueue: info.taskQueue, retry_initial_ms: deps.webhookEvents.retry_initial_ms }, settlement.jobId);
       }
-      const error_code = result.status === 'failed' ? (result.error?.code ?? 'no_videos') : null;
-      const job = await jobOf(settlement.jobId);
-      if (!result.already_settled) {
-        videoJobsSettled.inc({ outcome: result.status, error_code: errorCodeLabel(error_code) });
-        const by = { model: job?.model ?? 'unknown', backend: job?.backend ?? 'none' };
-        videoJobsSettledByBackend.inc({ outcome: result.status, ...by });
-        if (result.refunded_micro_eur > 0) {
-          creditsRefunded.inc({ kind: 'video' }, result.refunded_micro_eur);
-          videoJobsRefunded.inc(by);
-        }
-      }
-      deps.logger.info(
-        {
-          job_id: settlement.jobId,
-          workspace_id: job?.workspace_id,
-          outcome: result.status,
-          error_code,
-          delivered: settlement.outcome === 'succeeded' ? settlement.delivered : 0,
-          cost_micro_eur: result.cost_micro_eur,
-          refunded_micro_eur: result.refunded_micro_eur,
-          already_settled: result.already_settled,
-        },
-        'video job settled',
-      );
+      reportSettlement(deps.logger, settlement, result, await jobOf(settlement.jobId));
       return result;
     },
 

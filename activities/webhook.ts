@@ -23,7 +23,7 @@ export interface WebhookActivityDeps {
 
 type DeliveryStatus = 'succeeded' | 'failed';
 
-const ERROR_MAX_CHARS = 500;
+const ERROR_CHARS_MAX = 500;
 /**
  * A slot outlives its attempt's HTTP request (10 s at most) by at most this much more: a dead worker's
  * slot comes back within it.
@@ -33,18 +33,18 @@ const SLOT_LEASE_S = 20;
 export const DEFAULT_ATTEMPTS_PER_WORKSPACE = 4;
 /** How long an attempt deferred for its workspace's slots waits before trying again (plus up to as much jitter). */
 const DEFER_MS = 1_000;
-const RETRY_MAX_INTERVAL_MS = 3_600_000;
+const RETRY_INTERVAL_MS_MAX = 3_600_000;
 
 export function createWebhookActivities(deps: WebhookActivityDeps) {
   const markFailed = (delivery_id: string, reason: string) =>
     deps.db.query(
       "UPDATE webhook_deliveries SET status = 'failed', completed_at = now(), last_error = $2 WHERE id = $1 AND status = 'pending'",
-      [delivery_id, reason.slice(0, ERROR_MAX_CHARS)],
+      [delivery_id, reason.slice(0, ERROR_CHARS_MAX)],
     );
 
   async function record(delivery_id: string, endpoint_id: string, attempt: number, attempted_at_ms: number, result: WebhookAttemptResult) {
     const http_status = result.http_status !== null && result.http_status >= 100 && result.http_status <= 599 ? result.http_status : null;
-    const error = result.error === null ? null : result.error.slice(0, ERROR_MAX_CHARS);
+    const error = result.error === null ? null : result.error.slice(0, ERROR_CHARS_MAX);
     await inTransaction(deps.db, async (tx) => {
       await tx.query(
         `INSERT INTO webhook_delivery_attempts (delivery_id, endpoint_id, attempt, attempted_at, duration_ms, succeeded, http_status, error)
@@ -162,7 +162,7 @@ export function createWebhookActivities(deps: WebhookActivityDeps) {
       // The delivery schedule: WEBHOOK_RETRY_INITIAL_MS doubled per recorded attempt, up to an hour (set
       // here, so deferred runs do not stretch it).
       const initial_ms = deps.webhookEvents?.retry_initial_ms ?? 5_000;
-      const nextRetryDelay = Math.min(initial_ms * 2 ** Math.min(attempt - 1, 30), Math.max(initial_ms, RETRY_MAX_INTERVAL_MS));
+      const nextRetryDelay = Math.min(initial_ms * 2 ** Math.min(attempt - 1, 30), Math.max(initial_ms, RETRY_INTERVAL_MS_MAX));
       throw ApplicationFailure.create({ message: `attempt ${attempt}: ${result.error}`, type: 'WebhookAttemptFailed', category: ApplicationFailureCategory.BENIGN, nextRetryDelay });
     },
 

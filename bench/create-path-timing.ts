@@ -8,19 +8,19 @@ import { percentile } from './load.js';
 
 const spans = new Map<string, number[]>();
 /** Distinct names kept at most (statements with literals inlined would otherwise grow it without bound). */
-const MAX_NAMES = 500;
-const NAME_MAX_CHARS = 90;
+const NAMES_MAX = 500;
+const NAME_CHARS_MAX = 90;
 
 function record(name: string, ms: number): void {
   let list = spans.get(name);
   if (!list) {
-    if (spans.size >= MAX_NAMES) return;
+    if (spans.size >= NAMES_MAX) return;
     spans.set(name, (list = []));
   }
   list.push(ms);
 }
 
-const statementName = (text: unknown) => String(text ?? '?').replace(/\s+/g, ' ').trim().slice(0, NAME_MAX_CHARS);
+const statementName = (text: unknown) => String(text ?? '?').replace(/\s+/g, ' ').trim().slice(0, NAME_CHARS_MAX);
 
 type Callback = (err: unknown, ...rest: unknown[]) => void;
 

@@ -28,7 +28,7 @@ import { turnOrder, type CreateSubject } from './turn-order.js';
 /** Long enough that no job finishes while creates are measured (phase 1). */
 const PENDING_DELAY_MS = 10 * 60_000;
 /** The longest wait for the machine to settle between turns. */
-const QUIET_MAX_MS = 30_000;
+const QUIET_MS_MAX = 30_000;
 /** How often a whole-job turn reads whether its jobs are settled. */
 const SETTLED_EVERY_MS = 50;
 /** The longest a whole-job turn waits for its jobs to settle once all are created. */
@@ -101,7 +101,7 @@ export async function benchCreates(infra: Infra, cfg: BenchConfig, log: Log): Pr
       steps: { until?: () => Promise<Turn['settle']>; after?: () => Promise<void> } = {},
     ): Promise<Turn> => {
       // What the previous turn left to the servers (closing its workflows) is done before this one starts.
-      const settled = await waitUntilQuiet(QUIET_MAX_MS);
+      const settled = await waitUntilQuiet(QUIET_MS_MAX);
       if (!settled.quiet) log(`the machine stayed busy for ${settled.waited_ms} ms before a turn; its figures include that work`);
       if (cfg.BENCH_PRIMER > 0) {
         const primer = await load(cfg.BENCH_PRIMER);

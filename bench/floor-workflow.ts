@@ -27,6 +27,7 @@ const charging = proxyLocalActivities<Pick<FloorActivities, 'chargeFloorJob'>>({
 });
 
 export async function floorJobWorkflow(charge: FloorCharge): Promise<number> {
+  // eslint-disable-next-line prefer-const -- the update handler reads it before the charge assigns it
   let balance_micro_eur: number | undefined;
   setHandler(acceptFloorJob, async () => {
     await condition(() => balance_micro_eur !== undefined);
@@ -64,6 +65,7 @@ const settling = proxyLocalActivities<Pick<FloorActivities, 'settleFloorJob'>>({
  * with the deadline as a timer, a copy activity that stores a video file, and a settling local activity.
  */
 export async function floorWholeJobWorkflow(charge: FloorCharge): Promise<string> {
+  // eslint-disable-next-line prefer-const -- the update handler reads it before the charge assigns it
   let balance_micro_eur: number | undefined;
   let ended: string | undefined;
   setHandler(acceptFloorJob, async () => {

@@ -45,13 +45,13 @@ const WARMUP_JOBS = 20;
 const READING_EVERY_MS = 5_000;
 /**
  * Readings are steady when at least MIN_READINGS were taken and the last STEADY_OF_LAST lie within
- * STEADY_WITHIN of each other (RSS drops in steps for a while after work stops), or when MAX_READINGS
+ * STEADY_WITHIN of each other (RSS drops in steps for a while after work stops), or when READINGS_MAX
  * were taken; the steady value is the median of the last STEADY_OF_LAST.
  */
 const MIN_READINGS = 6;
 const STEADY_WITHIN = 0.03;
 const STEADY_OF_LAST = 3;
-const MAX_READINGS = 15;
+const READINGS_MAX = 15;
 const SUBMIT_TIMEOUT_MS = 15 * 60_000;
 /**
  * The CPU windows, idle and with the jobs pending: the reconciler's default interval (RECONCILE_INTERVAL_MS),
@@ -59,7 +59,7 @@ const SUBMIT_TIMEOUT_MS = 15 * 60_000;
  */
 const CPU_WINDOW_MS = 60_000;
 /** The longest wait for a quiet machine before a CPU window (pending jobs' own polls keep it a little busy). */
-const QUIET_MAX_MS = 60_000;
+const QUIET_MS_MAX = 60_000;
 
 /**
  * Memory readings a few seconds apart, until RSS stops moving (freed memory goes back to the system
@@ -77,7 +77,7 @@ export async function memoryReadings(subject: SubjectProcess): Promise<SubjectMe
     out.push(await subject.memory());
     const last = out.slice(-STEADY_OF_LAST).map((r) => r.rss_bytes);
     const settled = out.length >= MIN_READINGS && Math.max(...last) - Math.min(...last) <= STEADY_WITHIN * Math.max(...last);
-    if (settled || out.length >= MAX_READINGS) return out;
+    if (settled || out.length >= READINGS_MAX) return out;
     await new Promise((r) => setTimeout(r, READING_EVERY_MS));
   }
 }
@@ -85,12 +85,12 @@ export async function memoryReadings(subject: SubjectProcess): Promise<SubjectMe
 /**
  * The CPU every party spends in CPU_WINDOW_MS, taken apart from the memory readings (each of which
  * forces garbage collections, work no pending job causes) and once the machine is quiet, or after
- * QUIET_MAX_MS (work the previous step left behind, such as the warm-up jobs' cancellations or the
+ * QUIET_MS_MAX (work the previous step left behind, such as the warm-up jobs' cancellations or the
  * creates' last workflow tasks, is not billed to the jobs that wait).
  */
 async function cpuWindow(subject: SubjectProcess, probe: ReturnType<typeof cpuProbe>): Promise<CpuWindow | null> {
   if (!probe) return null;
-  await waitUntilQuiet(QUIET_MAX_MS);
+  await waitUntilQuiet(QUIET_MS_MAX);
   const started_ms = Date.now();
   const first = probe.sample(subject.pid);
   await new Promise((r) => setTimeout(r, CPU_WINDOW_MS));
@@ -132,7 +132,7 @@ export async function benchPendingRss(infra: Infra, cfg: BenchConfig, log: Log):
     return {
       pending,
       max_cached_workflows: loadConfig(env).workerLimits.maxCachedWorkflows,
-      max_concurrent_polls: loadConfig(env).workerMaxConcurrentPolls,
+      max_concurrent_polls: loadConfig(env).workerConcurrentPollsMax,
       creates,
       before: before.memory,
       after: after.memory,

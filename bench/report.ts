@@ -50,10 +50,10 @@ export function formatHeader(env: Environment, cfg: BenchConfig, product: Config
     `bench       BENCH_JOBS=${cfg.BENCH_JOBS} BENCH_CONCURRENCY=${cfg.BENCH_CONCURRENCY} BENCH_WARMUP=${cfg.BENCH_WARMUP} BENCH_PRIMER=${cfg.BENCH_PRIMER} BENCH_ROUNDS=${cfg.BENCH_ROUNDS} ` +
       `BENCH_LONG_GENERATION_S=${cfg.BENCH_LONG_GENERATION_S} BENCH_SEEN_DELAYS_S=${cfg.BENCH_SEEN_DELAYS_S.join(',')} BENCH_PENDING=${cfg.BENCH_PENDING} ` +
       `BENCH_READ_PENDING=${cfg.BENCH_READ_PENDING} BENCH_READ_PENDING_LARGE=${cfg.BENCH_READ_PENDING_LARGE} BENCH_READ_CONCURRENCY=${cfg.BENCH_READ_CONCURRENCY.join(',')} BENCH_READ_S=${cfg.BENCH_READ_S} BENCH_READ_ROUNDS=${cfg.BENCH_READ_ROUNDS}`,
-    `product     VIDEO_POLL_INTERVAL_MS=${product.video.pollIntervalMs} VIDEO_POLL_MAX_INTERVAL_MS=${product.video.pollMaxIntervalMs} ` +
+    `product     VIDEO_POLL_INTERVAL_MS=${product.video.pollIntervalMs} VIDEO_POLL_MAX_INTERVAL_MS=${product.video.pollIntervalMsMax} ` +
       `VIDEO_JOB_TIMEOUT_MS=${product.video.jobTimeoutMs} DATABASE_POOL_MAX=${product.databasePoolMax} ` +
       `WORKER_MAX_CACHED_WORKFLOWS=${product.workerLimits.maxCachedWorkflows} WORKER_MAX_CONCURRENT_WORKFLOW_TASKS=${product.workerLimits.maxConcurrentWorkflowTaskExecutions} ` +
-      `WORKER_MAX_CONCURRENT_ACTIVITIES=${product.workerLimits.maxConcurrentActivityTaskExecutions} WORKER_MAX_CONCURRENT_LOCAL_ACTIVITIES=${product.workerLimits.maxConcurrentLocalActivityExecutions} WORKER_MAX_CONCURRENT_POLLS=${product.workerMaxConcurrentPolls}`,
+      `WORKER_MAX_CONCURRENT_ACTIVITIES=${product.workerLimits.maxConcurrentActivityTaskExecutions} WORKER_MAX_CONCURRENT_LOCAL_ACTIVITIES=${product.workerLimits.maxConcurrentLocalActivityExecutions} WORKER_MAX_CONCURRENT_POLLS=${product.workerConcurrentPollsMax}`,
     '            (the service\'s defaults unless exported; the bench sets only RATE_LIMIT_PER_MINUTE=1000000, RATE_LIMIT_READS_PER_MINUTE=1000000, MAX_PENDING_JOBS_PER_WORKSPACE=1000000, SIMULATOR=on, LOG_LEVEL=silent)',
     '',
   ].join('\n');

@@ -24,7 +24,7 @@ import type { Log } from './log.js';
 const PENDING_DELAY_MS = 50 * 60_000;
 const WARMUP_JOBS = 20;
 /** The longest wait for a quiet machine before a turn (a shared machine may never be). */
-const QUIET_MAX_MS = 15_000;
+const QUIET_MS_MAX = 15_000;
 const SUBMIT_TIMEOUT_MS = 30 * 60_000;
 /** Creates in flight during the mixed-load turns (the create phases' default concurrency). */
 const MIXED_CREATE_CONCURRENCY = 20;
@@ -112,11 +112,11 @@ export async function benchStatusReads(infra: Infra, cfg: BenchConfig, log: Log)
     for (let r = 1; r <= cfg.BENCH_READ_ROUNDS; r++) {
       // Alternate which comes first, so drift on a shared machine hits both.
       const alone = async () => {
-        await waitUntilQuiet(QUIET_MAX_MS);
+        await waitUntilQuiet(QUIET_MS_MAX);
         return wholeCreates(customer, db, cfg.BENCH_JOBS, `mixed alone ${r}`);
       };
       const withReads = async () => {
-        await waitUntilQuiet(QUIET_MAX_MS);
+        await waitUntilQuiet(QUIET_MS_MAX);
         let stopReads!: () => void;
         const stop = new Promise<void>((resolve) => (stopReads = resolve));
         const reads = runFor(24 * 3_600_000, read_concurrency, (i) => getJob(product, customer, pending, i), stop);
@@ -146,7 +146,7 @@ export async function benchStatusReads(infra: Infra, cfg: BenchConfig, log: Log)
       pending.push(...(await createPending(customer, more, cfg.BENCH_CONCURRENCY, 'pending large')));
       await waitSubmitted(db, pending.length);
       const largeSeries = await series(`${pending.length} pending`);
-      await waitUntilQuiet(QUIET_MAX_MS);
+      await waitUntilQuiet(QUIET_MS_MAX);
       const before = probe?.sample(product.pid);
       const list = await runFor(turn_ms, read_concurrency, async () => {
         const r = await http(product.url, 'GET', `${PRODUCT_CREATE_PATH}?status=pending&limit=${LIST_PAGE}`, { token: customer.key });
@@ -206,7 +206,7 @@ function getJob(subject: SubjectProcess, customer: Customer, ids: string[], _i: 
 
 /** GETs of random pending jobs for `duration_ms`, with the CPU each party spent meanwhile. */
 async function readTurn(subject: SubjectProcess, customer: Customer, ids: string[], concurrency: number, duration_ms: number, probe: ReturnType<typeof cpuProbe>): Promise<ReadTurn> {
-  if (probe) await waitUntilQuiet(QUIET_MAX_MS);
+  if (probe) await waitUntilQuiet(QUIET_MS_MAX);
   const before = probe?.sample(subject.pid);
   const load = await runFor(duration_ms, concurrency, (i) => getJob(subject, customer, ids, i));
   return { load, cpu: probe && before ? cpuDelta(before, probe.sample(subject.pid)) : null };

@@ -22,7 +22,7 @@ const UNSIGNED_BODY = Buffer.alloc(256 * 1024, 0x20);
 const FLOOD_REQUESTS = 8;
 const REPLAYS = 4;
 /** A captured delivery is signed again after this (the providers' tolerance is 5 minutes). */
-const CAPTURE_MAX_AGE_MS = 120_000;
+const CAPTURE_AGE_MS_MAX = 120_000;
 
 /** What each kind may be answered (besides 429, 503 and no answer). */
 const EXPECTED: Record<CallbackAbuseKind, readonly number[]> = { 'gzip bomb': [415], 'unsigned flood': [401], replay: [200] };
@@ -65,7 +65,7 @@ export class CallbackAbuse {
 
   /** A valid delivery of `backend`, signed once and then replayed as it is (re-signed when it grows old). */
   private capture(backend: 'fal' | 'replicate') {
-    this.captured = this.captured.filter((c) => Date.now() - c.at_ms < CAPTURE_MAX_AGE_MS);
+    this.captured = this.captured.filter((c) => Date.now() - c.at_ms < CAPTURE_AGE_MS_MAX);
     let c = this.captured.find((x) => x.backend === backend);
     if (!c) {
       const request_id = randomUUID();

@@ -5,7 +5,7 @@
 // limits), keeps its workspace under the pending-jobs limit, and records what the soak needs at the
 // end: the jobs it was told about, the cost of each job it deleted, and what it credited.
 import { randomUUID } from 'node:crypto';
-import { encodeWav } from '../src/providers/voice/simulator.js';
+import { encodeWav } from '../src/media/wav.js';
 import { pngImage, jpegImage, imageField } from '../test/helpers/images.js';
 import { isOk, microOf, retryAfterMs, sleep, type Answer, type Client } from './client.js';
 import { SOAK_ADMIN_TOKEN } from './cluster.js';
@@ -131,7 +131,7 @@ const FLOOD_THUMBNAILS = 12;
 const CONSENT_CHURN_ROUNDS = 3;
 
 /** At most this many of a workspace's jobs pending at once (the service refuses beyond 50 a workspace). */
-const MAX_PENDING_PER_WORKSPACE = 25;
+const PENDING_PER_WORKSPACE_MAX = 25;
 
 export class CustomerLoop {
   private readonly findings: LoadFindings;
@@ -198,7 +198,7 @@ export class CustomerLoop {
   async step(): Promise<void> {
     let action = this.rng.weighted(WEIGHTS);
     const creating = action === 'create' || action === 'create_keyed' || action === 'create_image' || action === 'create_then_cancel';
-    if (creating && this.pendingCount() >= MAX_PENDING_PER_WORKSPACE) action = 'get';
+    if (creating && this.pendingCount() >= PENDING_PER_WORKSPACE_MAX) action = 'get';
     const w = this.w;
     switch (action) {
       case 'create':

@@ -1,11 +1,15 @@
 // `npm run api`: an API process (scale out: run any number) against an existing Temporal
 // (TEMPORAL_ADDRESS) and PostgreSQL (DATABASE_URL).
-import { ConfigError, loadConfig } from './config.js';
-import { createLogger } from './logger.js';
-import { loadSecrets } from './runtime/secrets.js';
-import { openDatabase } from './runtime/database.js';
-import { startApi } from './runtime/api.js';
-import { runMain } from './process-lifecycle.js';
+// Tracing starts before the service's modules are imported (it patches express, pg and http as they load).
+import { shutdownTelemetry, startTelemetry } from './telemetry/index.js';
+
+await startTelemetry('api');
+const { ConfigError, loadConfig } = await import('./config.js');
+const { createLogger } = await import('./logger.js');
+const { loadSecrets } = await import('./runtime/secrets.js');
+const { openDatabase } = await import('./runtime/database.js');
+const { startApi } = await import('./runtime/api.js');
+const { runMain } = await import('./process-lifecycle.js');
 
 runMain('api', async () => {
   const config = loadConfig();
@@ -19,5 +23,6 @@ runMain('api', async () => {
   return async () => {
     await api.close();
     await db.end();
+    await shutdownTelemetry();
   };
 });

@@ -2,14 +2,16 @@
 // A bad value ends the process with one clear line (see ConfigError), never a stack trace.
 import path from 'node:path';
 import { z } from 'zod';
-import { DEFAULT_MAX_CONCURRENT_POLLS, DEFAULT_WORKER_LIMITS, type WorkerLimits } from './temporal/worker-limits.js';
+import { DEFAULT_CONCURRENT_POLLS_MAX, DEFAULT_WORKER_LIMITS, type WorkerLimits } from './temporal/worker-limits.js';
 import { checkElevenLabsBaseUrl, ELEVENLABS_DEFAULT_BASE_URL, ELEVENLABS_DEFAULT_MODEL_ID } from './providers/voice/elevenlabs.js';
-import { GCS_DEFAULT_API_ENDPOINT, parseGcsUri, VERTEX_DEFAULT_LOCATION, vertexDefaultApiEndpoint } from './providers/video/vertex-veo.js';
+import { GCS_DEFAULT_API_ENDPOINT, VERTEX_DEFAULT_LOCATION, vertexDefaultApiEndpoint } from './providers/video/vertex-veo.js';
+import { parseGcsUri } from './providers/video/vertex-veo-wire.js';
 import { FAL_DEFAULT_JWKS_URL, FAL_DEFAULT_QUEUE_URL } from './providers/video/fal.js';
 import { REPLICATE_DEFAULT_API_URL } from './providers/video/replicate.js';
 import { PROVIDER_CALLBACK_LIMITS } from './video-jobs/callbacks.js';
 import { ConfigError } from './config-error.js';
 import { useCatalogFile } from './models/catalog.js';
+import { SPEECH_PROVIDERS, type SpeechProvider } from './models/values.js';
 import { loadTemporalSettings, temporalEnv, type TemporalSettings } from './temporal/connection-config.js';
 
 export { ConfigError };
@@ -21,7 +23,7 @@ export const TASK_QUEUE_NAME = /^[A-Za-z0-9._:-]{1,200}$/;
 const intFrom = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
 
 /** Polls of a running job back off x1.5 from VIDEO_POLL_INTERVAL_MS up to this, by default. */
-const DEFAULT_POLL_MAX_INTERVAL_MS = 5_000;
+const DEFAULT_POLL_INTERVAL_MS_MAX = 5_000;
 
 const EnvSchema = z.object({
   NODE_ENV: z.string().optional(),
@@ -64,7 +66,7 @@ const EnvSchema = z.object({
   WORKER_MAX_CACHED_WORKFLOWS: intFrom(2, 100_000).default(DEFAULT_WORKER_LIMITS.maxCachedWorkflows),
   WORKER_MAX_CONCURRENT_WORKFLOW_TASKS: intFrom(2, 10_000).default(DEFAULT_WORKER_LIMITS.maxConcurrentWorkflowTaskExecutions),
   WORKER_MAX_CONCURRENT_ACTIVITIES: intFrom(1, 100_000).default(DEFAULT_WORKER_LIMITS.maxConcurrentActivityTaskExecutions),
-  WORKER_MAX_CONCURRENT_POLLS: intFrom(1, 1_000).default(DEFAULT_MAX_CONCURRENT_POLLS),
+  WORKER_MAX_CONCURRENT_POLLS: intFrom(1, 1_000).default(DEFAULT_CONCURRENT_POLLS_MAX),
   WORKER_MAX_CONCURRENT_LOCAL_ACTIVITIES: intFrom(1, 10_000).default(DEFAULT_WORKER_LIMITS.maxConcurrentLocalActivityExecutions),
   SIGNED_URL_TTL_S: intFrom(10, 7 * 24 * 3600).default(3600),
   STORAGE_BACKEND: z.enum(['local', 's3']).default('local'),
@@ -79,7 +81,7 @@ const EnvSchema = z.object({
   AWS_SESSION_TOKEN: z.string().optional(),
   SIMULATOR: boolish.optional(),
   VOICE_CONSENT_REQUIRED: boolish.optional(),
-  VOICE_PROVIDER: z.enum(['simulator', 'elevenlabs', 'none']).optional(),
+  VOICE_PROVIDER: z.enum([...SPEECH_PROVIDERS, 'none']).optional(),
   ELEVENLABS_API_KEY: z.string().regex(/^[\x21-\x7e]+$/, 'must be printable characters without spaces (check for a stray newline)').optional(),
   ELEVENLABS_BASE_URL: z.string().default(ELEVENLABS_DEFAULT_BASE_URL),
   ELEVENLABS_MODEL_ID: z.string().regex(/^[A-Za-z0-9_.-]{1,100}$/, 'not an ElevenLabs model id').default(ELEVENLABS_DEFAULT_MODEL_ID),
@@ -153,7 +155,7 @@ export interface Config {
   urlSigningSecret: string | undefined;
   video: {
     pollIntervalMs: number;
-    pollMaxIntervalMs: number;
+    pollIntervalMsMax: number;
     jobTimeoutMs: number;
     /** How long a create waits for its charge step before answering 503 (nothing charged). */
     createTimeoutMs: number;
@@ -163,14 +165,14 @@ export interface Config {
   /** Cache and slots of a worker: its memory is bounded by these, not by the number of pending jobs. */
   workerLimits: WorkerLimits;
   /** Provider polls a worker's poller runs at once; pending jobs are rows, not bounded by it. */
-  workerMaxConcurrentPolls: number;
+  workerConcurrentPollsMax: number;
   signedUrlTtlS: number;
   /** Where outputs are stored: DATA_DIR/storage (local) or an S3-compatible bucket. */
   storageBackend: 'local' | 's3';
   /** Set when storageBackend is s3. */
   s3: S3Config | null;
   simulator: boolean;
-  voiceProvider: 'simulator' | 'elevenlabs' | 'none';
+  voiceProvider: SpeechProvider | 'none';
   /** VOICE_CONSENT_REQUIRED (default: on in production): a clone must name a voice consent. */
   voiceConsentRequired: boolean;
   /** The ElevenLabs voice provider (used when voiceProvider is elevenlabs). */
@@ -190,19 +192,19 @@ export interface Config {
   /** PROVIDER_CALLBACKS_PER_SOURCE_PER_MINUTE and PROVIDER_CALLBACK_READS_MAX. */
   providerCallbackLimits: { per_source_per_minute: number; reads_max: number };
   /** Jobs a workspace may have pending at once unless the admin API sets its own figure (429 beyond). */
-  maxPendingJobsPerWorkspace: number;
+  pendingJobsPerWorkspaceMax: number;
   /** Cloned voices a workspace may hold at once (each takes a slot of the shared provider account). */
   voiceClonesPerWorkspace: number;
   /** How long delivered speech audio is kept for replays of its Idempotency-Key (then 410). */
   speechAudioRetentionMs: number;
   webhooks: {
     /** Delivery attempts of one workspace in progress at once across the task queue's workers. */
-    maxConcurrentAttemptsPerWorkspace: number;
+    concurrentAttemptsPerWorkspaceMax: number;
     /** First retry interval of a failed webhook delivery (then doubled per attempt, for 24 hours). */
     retryInitialMs: number;
     /** Delivery attempts a worker process runs at once, and the whole task queue starts per second. */
-    maxConcurrentAttempts: number;
-    maxAttemptsPerSecond: number;
+    concurrentAttemptsMax: number;
+    attemptsPerSecondMax: number;
   };
   logLevel: 'debug' | 'info' | 'warn' | 'error' | 'silent';
   /** Bearer token required by GET /metrics when set. */
@@ -345,8 +347,8 @@ const WELL_KNOWN_DB_PASSWORDS = new Set(['postgres', 'password', 'videoapi', 'te
 const PLACEHOLDER = /change[-_ ]?me|placeholder|example|default|your[-_]|replace|xxxx/i;
 
 /** Why a secret is unsafe for production, or null: short, a placeholder, or too few distinct characters. */
-export function unsafeSecret(value: string, min_chars: number): string | null {
-  if (value.length < min_chars) return `is shorter than ${min_chars} characters`;
+export function unsafeSecret(value: string, chars_min: number): string | null {
+  if (value.length < chars_min) return `is shorter than ${chars_min} characters`;
   if (PLACEHOLDER.test(value)) return 'is a placeholder';
   if (new Set(value).size < 10) return 'has fewer than 10 distinct characters';
   return null;
@@ -413,8 +415,8 @@ export function loadConfig(
   if (production) checkProductionSecrets(e);
   const temporalClientEnv = temporalEnv(cleaned, { userProfile: options.userTemporalProfile ?? true });
   const temporalSettings = loadTemporalSettings(temporalClientEnv);
-  const pollMaxIntervalMs = e.VIDEO_POLL_MAX_INTERVAL_MS ?? Math.max(DEFAULT_POLL_MAX_INTERVAL_MS, e.VIDEO_POLL_INTERVAL_MS);
-  if (pollMaxIntervalMs < e.VIDEO_POLL_INTERVAL_MS) {
+  const pollIntervalMsMax = e.VIDEO_POLL_MAX_INTERVAL_MS ?? Math.max(DEFAULT_POLL_INTERVAL_MS_MAX, e.VIDEO_POLL_INTERVAL_MS);
+  if (pollIntervalMsMax < e.VIDEO_POLL_INTERVAL_MS) {
     throw new ConfigError('VIDEO_POLL_MAX_INTERVAL_MS must be >= VIDEO_POLL_INTERVAL_MS');
   }
   return {
@@ -441,7 +443,7 @@ export function loadConfig(
     urlSigningSecret: e.URL_SIGNING_SECRET,
     video: {
       pollIntervalMs: e.VIDEO_POLL_INTERVAL_MS,
-      pollMaxIntervalMs,
+      pollIntervalMsMax,
       jobTimeoutMs: e.VIDEO_JOB_TIMEOUT_MS,
       createTimeoutMs: e.VIDEO_CREATE_TIMEOUT_MS,
     },
@@ -452,7 +454,7 @@ export function loadConfig(
       maxConcurrentActivityTaskExecutions: e.WORKER_MAX_CONCURRENT_ACTIVITIES,
       maxConcurrentLocalActivityExecutions: e.WORKER_MAX_CONCURRENT_LOCAL_ACTIVITIES,
     },
-    workerMaxConcurrentPolls: e.WORKER_MAX_CONCURRENT_POLLS,
+    workerConcurrentPollsMax: e.WORKER_MAX_CONCURRENT_POLLS,
     signedUrlTtlS: e.SIGNED_URL_TTL_S,
     storageBackend: e.STORAGE_BACKEND,
     s3: s3ConfigOf(e),
@@ -467,14 +469,14 @@ export function loadConfig(
     rateLimitPerMinute: e.RATE_LIMIT_PER_MINUTE,
     rateLimitReadsPerMinute: e.RATE_LIMIT_READS_PER_MINUTE,
     providerCallbackLimits: { per_source_per_minute: e.PROVIDER_CALLBACKS_PER_SOURCE_PER_MINUTE, reads_max: e.PROVIDER_CALLBACK_READS_MAX },
-    maxPendingJobsPerWorkspace: e.MAX_PENDING_JOBS_PER_WORKSPACE,
+    pendingJobsPerWorkspaceMax: e.MAX_PENDING_JOBS_PER_WORKSPACE,
     voiceClonesPerWorkspace: e.VOICE_CLONES_PER_WORKSPACE,
     speechAudioRetentionMs: e.SPEECH_AUDIO_RETENTION_MS,
     webhooks: {
-      maxConcurrentAttemptsPerWorkspace: e.WEBHOOK_MAX_CONCURRENT_ATTEMPTS_PER_WORKSPACE,
+      concurrentAttemptsPerWorkspaceMax: e.WEBHOOK_MAX_CONCURRENT_ATTEMPTS_PER_WORKSPACE,
       retryInitialMs: e.WEBHOOK_RETRY_INITIAL_MS,
-      maxConcurrentAttempts: e.WEBHOOK_MAX_CONCURRENT_ATTEMPTS,
-      maxAttemptsPerSecond: e.WEBHOOK_MAX_ATTEMPTS_PER_SECOND,
+      concurrentAttemptsMax: e.WEBHOOK_MAX_CONCURRENT_ATTEMPTS,
+      attemptsPerSecondMax: e.WEBHOOK_MAX_ATTEMPTS_PER_SECOND,
     },
     logLevel: e.LOG_LEVEL,
     metricsToken: e.METRICS_TOKEN,

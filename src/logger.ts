@@ -2,6 +2,7 @@
 // token, the URL signing secret, the metrics token, Authorization and Cookie headers, also when an
 // error object carries request headers or a client config.
 import { pino, type DestinationStream, type Logger } from 'pino';
+import { traceLogFields, tracingOn } from './telemetry/index.js';
 
 const SECRET_FIELDS = [
   'authorization',
@@ -37,9 +38,12 @@ export const REDACT_PATHS = [
   'err.config',
 ];
 
-/** `destination` (default stdout) lets tests capture the lines. */
+/**
+ * `destination` (default stdout) lets tests capture the lines. With tracing on, a line written inside a
+ * span carries its trace_id and span_id.
+ */
 export function createLogger(level: string, name: string, destination?: DestinationStream): Logger {
-  const options = { name, level, redact: { paths: REDACT_PATHS, censor: '[redacted]' } };
+  const options = { name, level, redact: { paths: REDACT_PATHS, censor: '[redacted]' }, ...(tracingOn() ? { mixin: traceLogFields } : {}) };
   return destination ? pino(options, destination) : pino(options);
 }
 export type { Logger };

@@ -3,15 +3,20 @@
 // All state lives under DATA_DIR and survives a restart, including a kill -9 of the whole tree.
 import fs from 'node:fs';
 import path from 'node:path';
-import { loadConfig } from './config.js';
-import { createLogger } from './logger.js';
-import { startEmbeddedPostgres } from './db/embedded.js';
-import { resolveTemporalCli, startDevServer } from './temporal/dev-server.js';
-import { loadSecrets } from './runtime/secrets.js';
-import { openDatabase, redactUrl } from './runtime/database.js';
-import { startApi } from './runtime/api.js';
-import { startWorker } from './runtime/worker.js';
-import { runMain } from './process-lifecycle.js';
+// Tracing starts before the service's modules are imported (it patches express, pg and http as they
+// load). The one process runs the API and the worker: its spans are the service video-voice-api's.
+import { shutdownTelemetry, startTelemetry } from './telemetry/index.js';
+
+await startTelemetry('all');
+const { loadConfig } = await import('./config.js');
+const { createLogger } = await import('./logger.js');
+const { startEmbeddedPostgres } = await import('./db/embedded.js');
+const { resolveTemporalCli, startDevServer } = await import('./temporal/dev-server.js');
+const { loadSecrets } = await import('./runtime/secrets.js');
+const { openDatabase, redactUrl } = await import('./runtime/database.js');
+const { startApi } = await import('./runtime/api.js');
+const { startWorker } = await import('./runtime/worker.js');
+const { runMain } = await import('./process-lifecycle.js');
 
 runMain('video-voice-api', async () => {
   // The Temporal CLI's profile file in the user's home may name a production namespace: npm start leaves
@@ -81,5 +86,6 @@ runMain('video-voice-api', async () => {
   // Stop in reverse order of start: API stops accepting, worker drains, then the servers.
   return async () => {
     for (const stop of stops) await stop();
+    await shutdownTelemetry();
   };
 });

@@ -2,7 +2,7 @@
 export const MICRO_EUR_PER_EUR = 1_000_000;
 
 /** Largest amount accepted in one operation: 1,000,000 EUR. */
-export const MAX_AMOUNT_MICRO_EUR = 1_000_000 * MICRO_EUR_PER_EUR;
+export const AMOUNT_MICRO_EUR_MAX = 1_000_000 * MICRO_EUR_PER_EUR;
 
 export function microEurToEur(amount_micro_eur: number): number {
   assertMicroEur(amount_micro_eur);
@@ -18,11 +18,11 @@ export function eurToMicroEur(amount_eur: number): number | null {
   return micro;
 }
 
-/** A euro amount (at most MAX_AMOUNT_MICRO_EUR) rounded to the nearest micro-euro; null if not a finite number in range. */
+/** A euro amount (at most AMOUNT_MICRO_EUR_MAX) rounded to the nearest micro-euro; null if not a finite number in range. */
 export function eurToMicroEurRounded(amount_eur: number): number | null {
   if (!Number.isFinite(amount_eur)) return null;
   const micro = Math.round(amount_eur * MICRO_EUR_PER_EUR);
-  return Number.isSafeInteger(micro) && Math.abs(micro) <= MAX_AMOUNT_MICRO_EUR ? micro : null;
+  return Number.isSafeInteger(micro) && Math.abs(micro) <= AMOUNT_MICRO_EUR_MAX ? micro : null;
 }
 
 export function assertMicroEur(amount_micro_eur: number): void {

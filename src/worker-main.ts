@@ -1,11 +1,15 @@
 // `npm run worker`: a Temporal worker process (scale out: run any number) against an existing
 // Temporal (TEMPORAL_ADDRESS) and PostgreSQL (DATABASE_URL).
-import { ConfigError, loadConfig } from './config.js';
-import { createLogger } from './logger.js';
-import { openDatabase } from './runtime/database.js';
-import { startWorker } from './runtime/worker.js';
-import { runMain } from './process-lifecycle.js';
-import { startMetricsServer } from './metrics.js';
+// Tracing starts before the service's modules are imported (it patches pg and http as they load).
+import { shutdownTelemetry, startTelemetry } from './telemetry/index.js';
+
+await startTelemetry('worker');
+const { ConfigError, loadConfig } = await import('./config.js');
+const { createLogger } = await import('./logger.js');
+const { openDatabase } = await import('./runtime/database.js');
+const { startWorker } = await import('./runtime/worker.js');
+const { runMain } = await import('./process-lifecycle.js');
+const { startMetricsServer } = await import('./metrics.js');
 
 runMain('worker', async () => {
   const config = loadConfig();
@@ -28,5 +32,6 @@ runMain('worker', async () => {
     await worker.shutdown();
     await db.end();
     await metrics?.close();
+    await shutdownTelemetry();
   };
 });

@@ -22,12 +22,12 @@ export const codePoints = (s: string): number => {
 };
 
 /**
- * A string of `min_chars` (default 0, or 1 when `notBlank`) to `max_chars` (default: no limit) code
+ * A string of `chars_min` (default 0, or 1 when `notBlank`) to `chars_max` (default: no limit) code
  * points; `notBlank`: with a character trim keeps; `noControl`: without control characters.
  */
-export function text(opts: { max_chars?: number; min_chars?: number; notBlank?: boolean; noControl?: boolean }) {
-  const min = opts.min_chars ?? (opts.notBlank ? 1 : 0);
-  const max = opts.max_chars;
+export function text(opts: { chars_max?: number; chars_min?: number; notBlank?: boolean; noControl?: boolean }) {
+  const min = opts.chars_min ?? (opts.notBlank ? 1 : 0);
+  const max = opts.chars_max;
   const pattern = opts.notBlank ? (opts.noControl ? NOT_BLANK_NO_CONTROL : NOT_BLANK) : opts.noControl ? NO_CONTROL : null;
   let schema = z.string();
   if (opts.notBlank) schema = schema.refine((s) => NOT_BLANK.test(s), 'must not be blank');

@@ -3,13 +3,7 @@
 // Imported by workflow code: no Node APIs here, only types and Temporal definitions.
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
-
-export interface VideoParams {
-  durationSeconds: number;
-  resolution: '720p' | '1080p' | '4k';
-  aspectRatio: '16:9' | '9:16';
-  n: number;
-}
+import type { VideoParams } from '../src/models/values.js';
 
 export interface StoredVideo {
   storage_key: string;

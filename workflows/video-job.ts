@@ -19,6 +19,7 @@ import {
   allHandlersFinished,
   condition,
   isCancellation,
+  patched,
   proxyActivities,
   proxyLocalActivities,
   setHandler,
@@ -26,6 +27,7 @@ import {
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
+import { RetryState, TimeoutType } from '@temporalio/common';
 import type { VideoJobActivities } from '../activities/video-job.js';
 import type { ChargeResult } from '../src/video-jobs/billing.js';
 import {
@@ -69,23 +71,23 @@ const money = proxyLocalActivities<Pick<VideoJobActivities, 'settleVideoJob' | '
  * within 15 s (the retry finds the recorded operation). A cancel waits for a submission in flight to end,
  * so the operation it may have started is cancelled too.
  */
-export const SUBMIT_MAX_ATTEMPTS = 5;
+export const SUBMIT_ATTEMPTS_MAX = 5;
 function submitting(remaining_ms: number) {
   return proxyActivities<Pick<VideoJobActivities, 'submitVideoJob'>>({
     cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
     heartbeatTimeout: '15 seconds',
     startToCloseTimeout: '2 minutes',
     scheduleToCloseTimeout: remaining_ms,
-    retry: { initialInterval: '2 seconds', backoffCoefficient: 2, maximumInterval: '30 seconds', maximumAttempts: SUBMIT_MAX_ATTEMPTS },
+    retry: { initialInterval: '2 seconds', backoffCoefficient: 2, maximumInterval: '30 seconds', maximumAttempts: SUBMIT_ATTEMPTS_MAX },
   });
 }
 
 // Copying downloads each output and stores it; it heartbeats, so a dead worker's copy moves on in 30 s.
-const STORE_MAX_ATTEMPTS = 10;
+const STORE_ATTEMPTS_MAX = 10;
 const storage = proxyActivities<Pick<VideoJobActivities, 'copyVideoOutputs'>>({
   startToCloseTimeout: '10 minutes',
   heartbeatTimeout: '30 seconds',
-  retry: { initialInterval: '2 seconds', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: STORE_MAX_ATTEMPTS },
+  retry: { initialInterval: '2 seconds', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: STORE_ATTEMPTS_MAX },
 });
 
 // A cancelled job's clean-up is bounded: it never holds back the settlement for long.
@@ -196,13 +198,21 @@ export async function videoJobWorkflow(input: VideoJobInput): Promise<VideoJobSt
     const remaining_ms = input.deadline_at_ms - Date.now();
     if (remaining_ms <= 0) return DEADLINE_EXCEEDED;
     try {
-      const submitted = await submitting(remaining_ms).submitVideoJob({ request: submission(input), backends: input.backends, max_attempts: SUBMIT_MAX_ATTEMPTS });
+      const submitted = await submitting(remaining_ms).submitVideoJob({ request: submission(input), backends: input.backends, max_attempts: SUBMIT_ATTEMPTS_MAX });
       operation_id = submitted.operation_id;
       state.backend = submitted.backend;
     } catch (err) {
       if (isCancellation(err)) throw err;
-      if (ranOutOfTime(err)) return DEADLINE_EXCEEDED;
-      return { kind: 'failed', error: providerError(err, 'submit_failed') };
+      switch (submissionEnd(err)) {
+        case 'lost_after_cancel':
+          // A run started by 1.0.0 that reached this point settles as that release does: as past its deadline, with no clean-up activity.
+          if (!patched(CANCEL_OF_LOST_SUBMISSION_PATCH)) return DEADLINE_EXCEEDED;
+          throw new CancelledFailure('the job was cancelled');
+        case 'deadline':
+          return DEADLINE_EXCEEDED;
+        case 'failed':
+          return { kind: 'failed', error: providerError(err, 'submit_failed') };
+      }
     }
     if (ended && ended.operation_id !== operation_id) ended = undefined;
     // The deadline's timer is left running when the signal wins: a timer still open when the run ends
@@ -220,7 +230,7 @@ export async function videoJobWorkflow(input: VideoJobInput): Promise<VideoJobSt
     const outputs = all.slice(0, input.params.n);
     if (outputs.length === 0) return failed('no_videos', 'the provider returned no videos');
     try {
-      const copied = await storage.copyVideoOutputs({ backend: state.backend!, job_id: input.job_id, operation_id: operation_id!, outputs, max_attempts: STORE_MAX_ATTEMPTS });
+      const copied = await storage.copyVideoOutputs({ backend: state.backend!, job_id: input.job_id, operation_id: operation_id!, outputs, max_attempts: STORE_ATTEMPTS_MAX });
       if (copied.videos.length > 0) return { kind: 'succeeded', videos: copied.videos };
     } catch (err) {
       if (isCancellation(err)) throw err;
@@ -369,13 +379,27 @@ function submission(input: VideoJobInput) {
   };
 }
 
-/** Whether an activity ended at the job's deadline (its schedule-to-close timeout). */
-function ranOutOfTime(err: unknown): boolean {
-  return err instanceof ActivityFailure && err.cause instanceof TimeoutFailure;
+/**
+ * How a failed submission ends the job. At the job's deadline: its schedule-to-close timeout (the time
+ * left to the deadline), or an attempt that timed out with no time left for another. An attempt that
+ * timed out earlier (its worker died, its completion was lost) is retried by Temporal within the
+ * deadline, as any passing failure is; one still failing after the last attempt is a failed submission.
+ * Temporal retries no attempt of an activity whose cancel was requested: a lost attempt's timeout then
+ * ends it, and the job is cancelled (its recorded operation, if any, cancelled too).
+ */
+export function submissionEnd(err: unknown): 'deadline' | 'lost_after_cancel' | 'failed' {
+  if (!(err instanceof ActivityFailure && err.cause instanceof TimeoutFailure)) return 'failed';
+  if (err.retryState === RetryState.CANCEL_REQUESTED) return 'lost_after_cancel';
+  if (err.cause.timeoutType === TimeoutType.SCHEDULE_TO_CLOSE || err.retryState === RetryState.TIMEOUT) return 'deadline';
+  return 'failed';
 }
+
+/** A cancelled job whose submission was lost goes through the cancel's clean-up (one activity more than 1.0.0 ran). */
+const CANCEL_OF_LOST_SUBMISSION_PATCH = 'cancel-of-lost-submission';
 
 function providerError(err: unknown, fallbackCode: string): JobError {
   const cause = err instanceof ActivityFailure ? err.cause : err;
+  if (cause instanceof TimeoutFailure) return { code: fallbackCode, message: 'the submission to the video provider did not complete in any of its attempts' };
   if (cause instanceof ApplicationFailure) {
     const details = cause.details?.[0] as { code?: string } | undefined;
     return { code: details?.code ?? fallbackCode, message: cause.message };

@@ -21,7 +21,7 @@ export interface WebhookDeliveryResult {
 export const webhookDeliveryWorkflowId = (delivery_id: string) => `webhook-delivery-${delivery_id}`;
 
 /** The longest wait between two attempts. */
-export const WEBHOOK_RETRY_MAX_INTERVAL_MS = 3_600_000;
+export const WEBHOOK_RETRY_INTERVAL_MS_MAX = 3_600_000;
 /** How long a delivery is retried before it is marked failed. */
 export const WEBHOOK_GIVE_UP_AFTER_MS = 24 * 3_600_000;
 /** Bounds one attempt: DNS (5 s) and the HTTP exchange (10 s), then recording it. */
@@ -46,7 +46,7 @@ export async function webhookDeliveryWorkflow(input: WebhookDeliveryInput): Prom
     retry: {
       initialInterval: input.retry_initial_ms,
       backoffCoefficient: 2,
-      maximumInterval: Math.max(input.retry_initial_ms, WEBHOOK_RETRY_MAX_INTERVAL_MS),
+      maximumInterval: Math.max(input.retry_initial_ms, WEBHOOK_RETRY_INTERVAL_MS_MAX),
     },
   });
   try {

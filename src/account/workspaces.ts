@@ -22,7 +22,7 @@ export interface ApiKeyPrincipal {
 
 const KEY_PREFIX = 'vva_sk_';
 /** Bearer keys are short strings; anything longer is rejected before hashing. */
-export const MAX_API_KEY_LENGTH = 200;
+export const API_KEY_LENGTH_MAX = 200;
 
 export const hashApiKey = (key: string) => createHash('sha256').update(key, 'utf8').digest();
 
@@ -83,7 +83,7 @@ export async function revokeApiKey(db: Db, id: string): Promise<{ id: string }> 
 const PRINCIPAL = prepared('api-key-principal', 'SELECT id AS key_id, workspace_id, models FROM api_keys WHERE key_sha256 = $1 AND revoked_at IS NULL');
 
 export async function authenticateApiKey(db: Db, key: string): Promise<ApiKeyPrincipal | null> {
-  if (key.length === 0 || key.length > MAX_API_KEY_LENGTH) return null;
+  if (key.length === 0 || key.length > API_KEY_LENGTH_MAX) return null;
   const r = await db.query<ApiKeyPrincipal>({ ...PRINCIPAL, values: [hashApiKey(key)] });
   return r.rows[0] ?? null;
 }

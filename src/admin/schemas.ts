@@ -1,7 +1,7 @@
 // The admin API's schemas: workspaces, credits and API keys as an operator makes them, a job as an
 // operator sees it, and the ledger audit.
 import { z } from 'zod';
-import { Euros, UnixSeconds, Uuid } from '../http/schemas.js';
+import { Euros, Uuid } from '../http/schemas.js';
 import { VideoJob } from '../video-jobs/schemas.js';
 import { text } from '../zod-text.js';
 
@@ -10,7 +10,7 @@ import { text } from '../zod-text.js';
 const EUROS_ROUNDED = 'Euros, rounded to the nearest micro-euro (6 decimal places).';
 export const CreateWorkspaceBody = z
   .object({
-    name: text({ max_chars: 200, notBlank: true }).trim().describe('Not blank; at most 200 characters; leading and trailing white space is removed.'),
+    name: text({ chars_max: 200, notBlank: true }).trim().describe('Not blank; at most 200 characters; leading and trailing white space is removed.'),
     credits_in_euro: z.number().min(0).max(1_000_000).optional().describe(`Starting credits. ${EUROS_ROUNDED}`),
   })
   .strict();

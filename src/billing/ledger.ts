@@ -5,7 +5,7 @@
 // ../voices/speech-billing.ts (hold, capture, release); audit.ts beside this file checks all of it.
 import { randomUUID } from 'node:crypto';
 import { inTransaction, type Db, type Tx } from '../db/pool.js';
-import { assertMicroEur, MAX_AMOUNT_MICRO_EUR } from '../money.js';
+import { assertMicroEur, AMOUNT_MICRO_EUR_MAX } from '../money.js';
 
 export class NotFoundError extends Error {}
 
@@ -111,7 +111,7 @@ export async function addCreditsIn(
   tx: Tx,
   input: { workspaceId: string; amount_micro_eur: number; idempotencyKey?: string },
 ): Promise<{ balance_micro_eur: number; topup_id: string }> {
-  if (!(input.amount_micro_eur > 0 && input.amount_micro_eur <= MAX_AMOUNT_MICRO_EUR)) {
+  if (!(input.amount_micro_eur > 0 && input.amount_micro_eur <= AMOUNT_MICRO_EUR_MAX)) {
     throw new RangeError(`top-up amount out of range: ${input.amount_micro_eur}`);
   }
   const idempotencyKey = `topup:${input.workspaceId}:${input.idempotencyKey ?? randomUUID()}`;

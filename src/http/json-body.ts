@@ -1,30 +1,30 @@
-// JSON bodies: application/json only (415 otherwise), at most JSON_BODY_LIMIT_BYTES (413), or a larger
+// JSON bodies: application/json only (415 otherwise), at most JSON_BODY_BYTES_MAX (413), or a larger
 // limit for a route that takes files inline (base64), whose large bodies are also limited in number.
 import express, { type NextFunction, type Request, type RequestHandler, type Response } from 'express';
 import { ApiError } from '../errors.js';
 import { inFlightLimit } from './in-flight.js';
 
-export const JSON_BODY_LIMIT_BYTES = 64 * 1024;
+export const JSON_BODY_BYTES_MAX = 64 * 1024;
 
 export interface JsonBodyLimits {
-  limit_bytes: number;
-  /** Bodies over JSON_BODY_LIMIT_BYTES being received or handled at once in this process; beyond, 503 server_busy. */
-  max_concurrent_large_bodies?: number;
+  bytes_max: number;
+  /** Bodies over JSON_BODY_BYTES_MAX being received or handled at once in this process; beyond, 503 server_busy. */
+  concurrent_large_bodies_max?: number;
 }
 
 /** A body parser for a route with its own limits. */
 export function jsonBodyParser(limits: JsonBodyLimits): RequestHandler {
-  const parser = express.json({ limit: limits.limit_bytes, strict: true });
-  const large = limits.max_concurrent_large_bodies !== undefined ? inFlightLimit(limits.max_concurrent_large_bodies, 'large requests') : null;
+  const parser = express.json({ limit: limits.bytes_max, strict: true });
+  const large = limits.concurrent_large_bodies_max !== undefined ? inFlightLimit(limits.concurrent_large_bodies_max, 'large requests') : null;
   return (req, res, next) => {
     if (!req.is('application/json')) {
       return next(new ApiError(415, 'invalid_request_error', 'unsupported_media_type', 'send the request body as application/json'));
     }
     const declared = req.get('content-length');
-    // A compressed body is large whatever it declares: it is inflated (up to `limit_bytes`) before parsing.
+    // A compressed body is large whatever it declares: it is inflated (up to `bytes_max`) before parsing.
     const encoded = (req.get('content-encoding') ?? 'identity').trim().toLowerCase() !== 'identity';
     try {
-      if (large && (encoded || declared === undefined || Number(declared) > JSON_BODY_LIMIT_BYTES)) large.acquire(res, keyOf(res));
+      if (large && (encoded || declared === undefined || Number(declared) > JSON_BODY_BYTES_MAX)) large.acquire(res, keyOf(res));
     } catch (err) {
       return next(err);
     }
@@ -35,7 +35,7 @@ export function jsonBodyParser(limits: JsonBodyLimits): RequestHandler {
 /** The API key a request authenticated with, if any (admin routes have none). */
 export const keyOf = (res: Response): string | undefined => (res.locals['principal'] as { key_id?: string } | undefined)?.key_id;
 
-export const jsonBody: RequestHandler = jsonBodyParser({ limit_bytes: JSON_BODY_LIMIT_BYTES });
+export const jsonBody: RequestHandler = jsonBodyParser({ bytes_max: JSON_BODY_BYTES_MAX });
 
 function parse(parser: RequestHandler, req: Request, res: Response, next: NextFunction): void {
   parser(req, res, (err?: unknown) => {

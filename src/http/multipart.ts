@@ -4,12 +4,12 @@
 //
 //   declared Content-Length above the request limit  413 request_too_large (nothing is read)
 //   more bytes received than the request limit        413 request_too_large (a body without a length)
-//   a file above maxFileBytes                        413 file_too_large        (param: its part)
-//   files together above maxTotalFileBytes           413 upload_too_large      (param: its part)
+//   a file above fileBytesMax                        413 file_too_large        (param: its part)
+//   files together above totalFileBytesMax           413 upload_too_large      (param: its part)
 //   a file whose content is not of the accepted type 415 unsupported_file_type (param: its part)
 //   too many files / fields / parts, a text value too long, an unknown or nested part name   400
 //   truncated body, malformed part header, missing boundary, client abort          400 malformed_multipart
-//   more than maxConcurrentRequests uploads in progress in this process              503 server_busy
+//   more than concurrentRequestsMax uploads in progress in this process              503 server_busy
 //
 // The storage engine below is multer's memoryStorage plus two checks made while bytes arrive, so a
 // bad upload is refused before it is buffered: the running total of the request's files, and the
@@ -22,19 +22,19 @@ import { inFlightLimit } from './in-flight.js';
 import { keyOf } from './json-body.js';
 
 export interface MultipartLimits {
-  maxFiles: number;
-  maxFileBytes: number;
-  maxTotalFileBytes: number;
+  filesMax: number;
+  fileBytesMax: number;
+  totalFileBytesMax: number;
   /** Non-file parts. */
-  maxFields: number;
+  fieldsMax: number;
   /** All parts. */
-  maxParts: number;
+  partsMax: number;
   /** Bytes of one text value. */
-  maxFieldBytes: number;
+  fieldBytesMax: number;
   /** Bytes of a part name. */
-  maxPartNameBytes: number;
-  /** Uploads held in memory at once by this process (each up to maxTotalFileBytes), until answered. */
-  maxConcurrentRequests: number;
+  partNameBytesMax: number;
+  /** Uploads held in memory at once by this process (each up to totalFileBytesMax), until answered. */
+  concurrentRequestsMax: number;
 }
 
 export interface FileTypeCheck {
@@ -71,7 +71,7 @@ export interface MultipartOptions {
   fileType: FileTypeCheck;
   /** Text parts named `part[key]` (one level, as the openai SDKs send objects), listed in fieldParts by that name. */
   nestedFieldParts?: boolean;
-  /** Text parts allowed more than maxFieldBytes, each with its own bound (a file sent as a data: URL); the request limit grows by theirs. */
+  /** Text parts allowed more than fieldBytesMax, each with its own bound (a file sent as a data: URL); the request limit grows by theirs. */
   largeFields?: Readonly<Record<string, number>>;
 }
 
@@ -113,9 +113,9 @@ function memoryEngine(opts: MultipartOptions, states: WeakMap<Request, RequestSt
         if (failed) return; // keep consuming: multer drains the request before answering
         bytes += chunk.length;
         state.totalBytes += chunk.length;
-        if (state.totalBytes > limits.maxTotalFileBytes) {
+        if (state.totalBytes > limits.totalFileBytesMax) {
           return fail(
-            new ApiError(413, 'invalid_request_error', 'upload_too_large', `the files together exceed ${bytesText(limits.maxTotalFileBytes)}`, file.fieldname),
+            new ApiError(413, 'invalid_request_error', 'upload_too_large', `the files together exceed ${bytesText(limits.totalFileBytesMax)}`, file.fieldname),
           );
         }
         chunks.push(chunk);
@@ -155,9 +155,9 @@ function memoryEngine(opts: MultipartOptions, states: WeakMap<Request, RequestSt
   };
 }
 
-/** The bound of text part `part`: its own when it is a large field, else maxFieldBytes. */
-const fieldBytesMax = (part: string | null, opts: MultipartOptions) => (part !== null ? opts.largeFields?.[part] : undefined) ?? opts.limits.maxFieldBytes;
-const fieldTooLong = (part: string | null, opts: MultipartOptions) => invalid('invalid_parameter', `part "${part}" is too long: at most ${fieldBytesMax(part, opts)} bytes`, part);
+/** The bound of text part `part`: its own when it is a large field, else fieldBytesMax. */
+const partBytesMax = (part: string | null, opts: MultipartOptions) => (part !== null ? opts.largeFields?.[part] : undefined) ?? opts.limits.fieldBytesMax;
+const fieldTooLong = (part: string | null, opts: MultipartOptions) => invalid('invalid_parameter', `part "${part}" is too long: at most ${partBytesMax(part, opts)} bytes`, part);
 
 /** Turns anything multer or busboy reports into a 4xx ApiError. */
 function toApiError(err: unknown, opts: MultipartOptions, state: RequestState): ApiError {
@@ -170,17 +170,17 @@ function toApiError(err: unknown, opts: MultipartOptions, state: RequestState): 
     const file = e.filename ? ` "${shortName(e.filename)}"` : '';
     switch (e.code) {
       case 'LIMIT_FILE_SIZE':
-        return new ApiError(413, 'invalid_request_error', 'file_too_large', `file${file} exceeds ${bytesText(limits.maxFileBytes)}; each file may have at most that`, part);
+        return new ApiError(413, 'invalid_request_error', 'file_too_large', `file${file} exceeds ${bytesText(limits.fileBytesMax)}; each file may have at most that`, part);
       case 'LIMIT_FILE_COUNT':
-        return invalid('too_many_files', `too many files: at most ${limits.maxFiles} per request`, opts.fileParts[0] ?? null);
+        return invalid('too_many_files', `too many files: at most ${limits.filesMax} per request`, opts.fileParts[0] ?? null);
       case 'LIMIT_FIELD_COUNT':
-        return invalid('too_many_parts', `too many text parts: at most ${limits.maxFields}`);
+        return invalid('too_many_parts', `too many text parts: at most ${limits.fieldsMax}`);
       case 'LIMIT_PART_COUNT':
-        return invalid('too_many_parts', `too many parts: at most ${limits.maxParts}`);
+        return invalid('too_many_parts', `too many parts: at most ${limits.partsMax}`);
       case 'LIMIT_FIELD_VALUE':
         return fieldTooLong(part, opts);
       case 'LIMIT_FIELD_KEY':
-        return invalid('invalid_part_name', `a part name is longer than ${limits.maxPartNameBytes} bytes`);
+        return invalid('invalid_part_name', `a part name is longer than ${limits.partNameBytesMax} bytes`);
       case 'MISSING_FIELD_NAME':
         return invalid('malformed_multipart', 'a part has no name (Content-Disposition: form-data; name="...")');
       case 'LIMIT_FIELD_NESTING':
@@ -213,21 +213,21 @@ export function multipartForm(opts: MultipartOptions): RequestHandler {
   const { limits } = opts;
   const states = new WeakMap<Request, RequestState>();
   const large = Object.values(opts.largeFields ?? {});
-  const maxRequestBytes = limits.maxTotalFileBytes + large.reduce((a, b) => a + b, 0) + FRAMING_ALLOWANCE_BYTES;
+  const maxRequestBytes = limits.totalFileBytesMax + large.reduce((a, b) => a + b, 0) + FRAMING_ALLOWANCE_BYTES;
   const tooLarge = (bytes: string) =>
     new ApiError(413, 'invalid_request_error', 'request_too_large', `request body of ${bytes} bytes exceeds ${bytesText(maxRequestBytes)}`, null, { Connection: 'close' });
-  const inFlight = inFlightLimit(limits.maxConcurrentRequests, 'uploads');
+  const inFlight = inFlightLimit(limits.concurrentRequestsMax, 'uploads');
   // multer 2.5's `streamHandler` (feeds busboy; not in @types/multer).
   const options: multer.Options & { streamHandler(req: Request, busboy: NodeJS.WritableStream & { destroy(err: Error): void }): void } = {
     storage: memoryEngine(opts, states),
     defParamCharset: 'utf8',
     limits: {
-      files: limits.maxFiles,
-      fileSize: limits.maxFileBytes,
-      fields: limits.maxFields,
-      parts: limits.maxParts,
-      fieldSize: Math.max(limits.maxFieldBytes, ...large),
-      fieldNameSize: limits.maxPartNameBytes,
+      files: limits.filesMax,
+      fileSize: limits.fileBytesMax,
+      fields: limits.fieldsMax,
+      parts: limits.partsMax,
+      fieldSize: Math.max(limits.fieldBytesMax, ...large),
+      fieldNameSize: limits.partNameBytesMax,
       fieldNestingDepth: opts.nestedFieldParts ? 1 : 0,
       headerPairs: 16,
     },
@@ -294,7 +294,7 @@ function collect(req: Request, opts: MultipartOptions): MultipartForm {
     if (opts.fileParts.includes(part)) throw invalid('invalid_parameter', `part "${part}" must be a file upload (with a filename)`, part);
     if (!opts.fieldParts.includes(part)) throw invalid('unknown_parameter', `unknown part: ${part}`, part);
     if (typeof value !== 'string') throw invalid('invalid_parameter', `part "${part}" must be given once, as text`, part);
-    if (Buffer.byteLength(value) > fieldBytesMax(part, opts)) throw fieldTooLong(part, opts);
+    if (Buffer.byteLength(value) > partBytesMax(part, opts)) throw fieldTooLong(part, opts);
     fields.set(part, value);
   }
   const files = ((req.files ?? []) as Express.Multer.File[]).map(

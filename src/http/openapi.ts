@@ -37,7 +37,7 @@
 //
 // Library: zod-openapi rather than @asteasolutions/zod-to-openapi. zod-openapi renders schemas with
 // z.toJSONSchema itself, so a component is exactly what zod says of the schema that validates (the
-// NUL rule, per-model variants and test/http/openapi.test.ts build on that output); it reads zod 4's own
+// NUL rule, per-model variants and test/http/openapi.document.test.ts build on that output); it reads zod 4's own
 // .meta() without patching zod (no extendZodWithOpenApi), and takes operations as plain OpenAPI
 // objects whose schemas may be zod, which is what a contract is. zod-to-openapi converts each zod
 // type with its own transformers (its output differs from z.toJSONSchema's) and needs zod extended
@@ -48,7 +48,7 @@ import { z, type ZodError } from 'zod';
 import { createDocument, type ZodOpenApiOperationObject, type ZodOpenApiPathsObject, type ZodOpenApiResponseObject } from 'zod-openapi';
 import * as S from './schemas.js';
 import * as OpenAi from './openai/schemas.js';
-import { JSON_BODY_LIMIT_BYTES } from './json-body.js';
+import { JSON_BODY_BYTES_MAX } from './json-body.js';
 import { JSON_VALUE_COMPONENT, JSON_VALUE_SCHEMA, refuseNul } from './openapi-no-nul.js';
 import { projectPath } from '../paths.js';
 import { fromZodError, type ApiError } from '../errors.js';
@@ -122,7 +122,7 @@ export interface BodyContract {
   /** Default application/json (the body's description then states the size limit and unknown fields); each media type once per operation. */
   mediaType?: 'application/json' | 'multipart/form-data';
   description?: string;
-  limit_bytes?: number;
+  bytes_max?: number;
   example?: Obj | ((ctx: DocumentContext) => Obj | undefined);
   /** multipart: how each part is encoded. */
   encoding?: Record<string, { contentType: string }>;
@@ -297,7 +297,7 @@ function requestBody(bodies: BodyContract[], ctx: DocumentContext): NonNullable<
   return {
     required: true,
     description: bodies
-      .map((body) => body.description ?? `application/json, at most ${bytesText(body.limit_bytes ?? JSON_BODY_LIMIT_BYTES)}; unknown fields are refused (400).`)
+      .map((body) => body.description ?? `application/json, at most ${bytesText(body.bytes_max ?? JSON_BODY_BYTES_MAX)}; unknown fields are refused (400).`)
       .join(' Or: '),
     content: Object.fromEntries(content),
   };
@@ -310,7 +310,7 @@ function operation(c: RouteContract, ctx: DocumentContext): ZodOpenApiOperationO
   const jsonBody = bodies.find((b) => mediaTypeOf(b) === 'application/json');
   // A JSON body can be too large (413) or not of a media type the route takes (415): said once here for every such route.
   const bodyErrors = jsonBody ? {
-          413: `The JSON body exceeds ${bytesText(jsonBody.limit_bytes ?? JSON_BODY_LIMIT_BYTES)} (request_too_large).`,
+          413: `The JSON body exceeds ${bytesText(jsonBody.bytes_max ?? JSON_BODY_BYTES_MAX)} (request_too_large).`,
           415: `The body is not ${bodies.map(mediaTypeOf).join(' or ')} (unsupported_media_type).`,
         } : {};
   // Every read with an API key is rate limited per key (RATE_LIMIT_READS_PER_MINUTE).

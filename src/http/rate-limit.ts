@@ -1,11 +1,11 @@
 // Per-API-key token bucket (in process memory; each API process limits on its own), or per whatever
 // `keyOf` names (the provider callbacks' source address).
-// Bounded: at most MAX_TRACKED_KEYS buckets, the least recently used evicted first.
+// Bounded: at most TRACKED_KEYS_MAX buckets, the least recently used evicted first.
 import type { Request, RequestHandler, Response } from 'express';
 import { ApiError } from '../errors.js';
 import { principalOf } from './auth.js';
 
-const MAX_TRACKED_KEYS = 100_000;
+const TRACKED_KEYS_MAX = 100_000;
 
 export function rateLimit(
   perMinute: number,
@@ -21,7 +21,7 @@ export function rateLimit(
     buckets.delete(key);
     b.tokens = Math.min(perMinute, b.tokens + (t - b.at_ms) * refill_per_ms);
     b.at_ms = t;
-    if (buckets.size >= MAX_TRACKED_KEYS) buckets.delete(buckets.keys().next().value!);
+    if (buckets.size >= TRACKED_KEYS_MAX) buckets.delete(buckets.keys().next().value!);
     buckets.set(key, b);
     if (b.tokens < 1) {
       const retry_after_s = Math.ceil((1 - b.tokens) / refill_per_ms / 1000);

@@ -17,8 +17,8 @@ export const JOB_READS_WAITING_MAX = 10_000;
 export const READS_BUSY = 'Too many reads are waiting in this API process (server_busy); retry after `Retry-After` seconds.';
 
 /** Runs the rest of the request (authentication included) holding one of the gate's permits until the answer is sent. */
-export function jobReadGate(permits = JOB_READS_IN_FLIGHT_MAX, max_waiting = JOB_READS_WAITING_MAX): RequestHandler {
-  const gate = new Semaphore(permits, max_waiting);
+export function jobReadGate(permits = JOB_READS_IN_FLIGHT_MAX, waiting_max = JOB_READS_WAITING_MAX): RequestHandler {
+  const gate = new Semaphore(permits, waiting_max);
   return (req, res, next) => {
     let admitted = false;
     gate

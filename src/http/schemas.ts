@@ -4,8 +4,8 @@
 // the composition root (./app.ts) hands to the OpenAPI document.
 import { z } from 'zod';
 
-export const IDEMPOTENCY_KEY_MAX_CHARS = 255;
-export const IdempotencyKey = z.string().min(1).max(IDEMPOTENCY_KEY_MAX_CHARS).regex(/^[\x21-\x7e]+$/, 'printable ASCII without spaces');
+export const IDEMPOTENCY_KEY_CHARS_MAX = 255;
+export const IdempotencyKey = z.string().min(1).max(IDEMPOTENCY_KEY_CHARS_MAX).regex(/^[\x21-\x7e]+$/, 'printable ASCII without spaces');
 
 export const LIST_LIMIT_MAX = 100;
 export const LIST_LIMIT_DEFAULT = 20;
@@ -27,13 +27,13 @@ export type PageQuery = z.infer<ReturnType<typeof serialPageQuery>>;
 // ---------------------------------------------------------------------------------------------
 // Parts of the response schemas: what the API answers, for the OpenAPI document (./openapi.ts), which
 // names each component after its key in RESPONSE_COMPONENTS. They do not build responses;
-// test/http/openapi.test.ts parses real responses with them. Strict objects: a field the API sends that
+// test/http/openapi.responses.test.ts parses real responses with them. Strict objects: a field the API sends that
 // is not documented fails that test.
 
 export const Uuid = z.uuid();
 export const UnixSeconds = z.int().nonnegative();
 export const Euros = z.number().describe('An amount in euros.');
-/** The `type` of an error; matches ErrorType in ./errors.ts (checked by test/http/openapi.test.ts). */
+/** The `type` of an error; matches ErrorType in ./errors.ts (checked by test/http/openapi.setup.ts). */
 export const ApiErrorType = z.enum([
   'invalid_request_error',
   'authentication_error',

@@ -16,10 +16,9 @@
 import { Mp3Encoder } from '@breezystack/lamejs';
 import { ApiError } from '../errors.js';
 import type { MediaCommand } from './ffmpeg-wasm.js';
-import { pcmToWav } from '../providers/voice/elevenlabs.js';
+import type { SpeechFormat } from '../models/values.js';
+import { pcmToWav } from './wav.js';
 
-export const SPEECH_FORMATS = ['mp3', 'opus', 'aac', 'flac', 'wav', 'pcm'] as const;
-export type SpeechFormat = (typeof SPEECH_FORMATS)[number];
 
 export const SPEECH_CONTENT_TYPES: Readonly<Record<SpeechFormat, (rate_hz: number) => string>> = {
   mp3: () => 'audio/mpeg',

@@ -1,7 +1,7 @@
 // Recognises the image files video models take as frames by their content (magic bytes), never by the
 // client's declared type: PNG (its 8-byte signature and an IHDR chunk first), JPEG (SOI then a marker)
 // and WebP (a RIFF container of form type WEBP with a VP8/VP8L/VP8X chunk first).
-import type { ImageMimeType } from '../models/catalog.js';
+import type { ImageMimeType } from '../models/values.js';
 
 const ascii = (b: Uint8Array, at: number, s: string): boolean => {
   if (at + s.length > b.length) return false;

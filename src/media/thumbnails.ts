@@ -12,20 +12,20 @@ import { thumbnailKey } from '../storage/retention.js';
 import { MEDIA_LANE_PLACES, type FfmpegWasm } from './ffmpeg-wasm.js';
 
 /** Largest MP4 decoded for a thumbnail (FFmpeg decodes from a copy in memory). */
-export const THUMBNAIL_MAX_VIDEO_BYTES = 512 * 1024 * 1024;
+export const THUMBNAIL_VIDEO_BYTES_MAX = 512 * 1024 * 1024;
 /** Largest thumbnail read back from storage (a JPEG of one frame is far smaller). */
-const THUMBNAIL_MAX_BYTES = 16 * 1024 * 1024;
+const THUMBNAIL_BYTES_MAX = 16 * 1024 * 1024;
 const FIRST_FRAME_JPEG = ['-frames:v', '1', '-f', 'image2', '-c:v', 'mjpeg', '-q:v', '3'];
 
 
 export const videoContentGone = () => new ApiError(404, 'not_found_error', 'video_content_gone', 'the content of this video is no longer stored', 'video_id');
 
-async function readAll(stream: Readable, max_bytes: number): Promise<Buffer | null> {
+async function readAll(stream: Readable, bytes_max: number): Promise<Buffer | null> {
   const chunks: Buffer[] = [];
   let total = 0;
   for await (const chunk of stream) {
     total += (chunk as Buffer).length;
-    if (total > max_bytes) {
+    if (total > bytes_max) {
       stream.destroy();
       return null;
     }
@@ -46,7 +46,7 @@ export class Thumbnails {
     const key = thumbnailKey(job_id);
     const kept = await this.deps.storage.open(key);
     if (kept) {
-      const jpeg = await readAll(kept.stream, THUMBNAIL_MAX_BYTES);
+      const jpeg = await readAll(kept.stream, THUMBNAIL_BYTES_MAX);
       if (jpeg && jpeg.length > 0) return jpeg;
     }
     let made = this.making.get(key);
@@ -64,11 +64,11 @@ export class Thumbnails {
       jpeg = await this.decoding.with(async () => {
         const video = await this.deps.storage.open(video_key);
         if (!video) throw videoContentGone();
-        if (video.bytes > THUMBNAIL_MAX_VIDEO_BYTES) {
+        if (video.bytes > THUMBNAIL_VIDEO_BYTES_MAX) {
           video.stream.destroy();
           throw new ApiError(422, 'invalid_request_error', 'video_too_large', 'the video is too large to make a thumbnail of');
         }
-        const mp4 = await readAll(video.stream, THUMBNAIL_MAX_VIDEO_BYTES);
+        const mp4 = await readAll(video.stream, THUMBNAIL_VIDEO_BYTES_MAX);
         if (!mp4) throw new ApiError(422, 'invalid_request_error', 'video_too_large', 'the video is too large to make a thumbnail of');
         return place.run(mp4, 'in.mp4', FIRST_FRAME_JPEG, 'out.jpg');
       });

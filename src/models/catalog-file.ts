@@ -6,13 +6,14 @@ import { parseDocument } from 'yaml';
 import { z } from 'zod';
 import { ConfigError } from '../config-error.js';
 import { eurToMicroEur } from '../money.js';
-import type { Catalog, PricePerSecond, Resolution, SpeechModel, VideoModel, VideoModelBackend } from './catalog.js';
+import type { Catalog, PricePerSecond, SpeechModel, VideoModel, VideoModelBackend } from './catalog.js';
+import { ASPECT_RATIOS, RESOLUTIONS, SPEECH_FORMATS, SPEECH_PROVIDERS, VIDEO_BACKENDS, type Resolution } from './values.js';
 
 /** Limits on the file itself. */
-const MAX_FILE_BYTES = 1024 * 1024;
-const MAX_ENTRIES = 200;
+const FILE_BYTES_MAX = 1024 * 1024;
+const ENTRIES_MAX = 200;
 /** Problems listed before "... and N more". */
-const MAX_REPORTED = 20;
+const REPORTED_MAX = 20;
 
 const Id = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/, 'must be 1 to 100 letters, digits, ".", "_" or "-"');
 const Label = z.string().trim().min(1).max(100);
@@ -22,8 +23,8 @@ const euros = (max: number) =>
     .nonnegative()
     .max(max)
     .refine((v) => eurToMicroEur(v) !== null, 'must have at most 6 decimals (whole micro-euros)');
-const Resolution = z.enum(['720p', '1080p', '4k']);
-const AspectRatio = z.enum(['16:9', '9:16']);
+const Resolution = z.enum(RESOLUTIONS);
+const AspectRatio = z.enum(ASPECT_RATIOS);
 const PriceTable = z.partialRecord(Resolution, euros(100));
 const distinct = <T extends z.ZodType>(item: T, max: number) =>
   z
@@ -39,7 +40,7 @@ const ProviderModelId = z
   .max(200);
 /** A provider's input field name. */
 const Field = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,63}$/, 'must be a field name (letters, digits, "_")');
-const BackendName = z.enum(['simulator', 'vertex', 'fal', 'replicate']);
+const BackendName = z.enum(VIDEO_BACKENDS);
 
 const InputMapEntry = z.strictObject({
   prompt: Field,
@@ -104,19 +105,19 @@ const AliasEntry = z.strictObject({ id: Id, replaced_by: Id });
 const SpeechModelEntry = z.strictObject({
   id: Id,
   owned_by: Label,
-  provider: z.enum(['simulator', 'elevenlabs']),
+  provider: z.enum(SPEECH_PROVIDERS),
   region: Label,
   price_eur_per_1000_chars: euros(1_000),
   max_input_chars: z.int().min(1).max(100_000),
-  response_formats: distinct(z.enum(['mp3', 'opus', 'aac', 'flac', 'wav', 'pcm']), 6),
+  response_formats: distinct(z.enum(SPEECH_FORMATS), SPEECH_FORMATS.length),
 });
 
 const CatalogFile = z
   .strictObject({
     default_video_model: Id,
-    video_models: z.array(VideoModelEntry).min(1).max(MAX_ENTRIES),
-    aliases: z.array(AliasEntry).max(MAX_ENTRIES).default([]),
-    speech_models: z.array(SpeechModelEntry).max(MAX_ENTRIES).default([]),
+    video_models: z.array(VideoModelEntry).min(1).max(ENTRIES_MAX),
+    aliases: z.array(AliasEntry).max(ENTRIES_MAX).default([]),
+    speech_models: z.array(SpeechModelEntry).max(ENTRIES_MAX).default([]),
   })
   .superRefine((file, ctx) => {
     const problem = (path: (string | number)[], message: string) => ctx.addIssue({ code: 'custom', path, message });
@@ -248,7 +249,7 @@ function toCatalog(file: string, parsed: z.infer<typeof CatalogFile>): Catalog {
     backend: backends[0]!.backend,
     provider_model_id: backends[0]!.provider_model_id,
     backends,
-    durations_s: m.durations_seconds,
+    durations_seconds: m.durations_seconds,
     resolutions: m.resolutions,
     aspect_ratios: m.aspect_ratios,
     max_n: m.max_n,
@@ -296,8 +297,8 @@ function valueAt(data: unknown, path: readonly PropertyKey[]): unknown {
 /** Parses the text of a models file; `file` only names it in errors. */
 export function parseCatalog(text: string, file: string): Catalog {
   const fail = (lines: string[]): never => {
-    const shown = lines.slice(0, MAX_REPORTED).map((l) => `models file ${file}: ${l}`);
-    if (lines.length > MAX_REPORTED) shown.push(`models file ${file}: ... and ${lines.length - MAX_REPORTED} more problems`);
+    const shown = lines.slice(0, REPORTED_MAX).map((l) => `models file ${file}: ${l}`);
+    if (lines.length > REPORTED_MAX) shown.push(`models file ${file}: ... and ${lines.length - REPORTED_MAX} more problems`);
     throw new ConfigError(shown.join('\n'));
   };
   const doc = parseDocument(text, { uniqueKeys: true });
@@ -321,7 +322,7 @@ export function readCatalogFile(file: string): Catalog {
   try {
     const stat = fs.statSync(file);
     if (!stat.isFile()) throw new ConfigError(`models file ${file}: not a file (MODELS_FILE must name a YAML or JSON file)`);
-    if (stat.size > MAX_FILE_BYTES) throw new ConfigError(`models file ${file}: larger than ${MAX_FILE_BYTES} bytes`);
+    if (stat.size > FILE_BYTES_MAX) throw new ConfigError(`models file ${file}: larger than ${FILE_BYTES_MAX} bytes`);
     text = fs.readFileSync(file, 'utf8');
   } catch (err) {
     if (err instanceof ConfigError) throw err;

@@ -5,17 +5,7 @@
 import path from 'node:path';
 import { readCatalogFile } from './catalog-file.js';
 import { projectPath } from '../paths.js';
-
-export type Resolution = '720p' | '1080p' | '4k';
-export type AspectRatio = '16:9' | '9:16';
-export type ImageMimeType = 'image/png' | 'image/jpeg' | 'image/webp';
-export type VideoBackend = 'simulator' | 'vertex' | 'fal' | 'replicate';
-/** The backends a model can name in the catalog (the simulator stands in for any of them when none is configured). */
-export const VIDEO_BACKENDS: readonly VideoBackend[] = ['simulator', 'vertex', 'fal', 'replicate'];
-
-export const RESOLUTIONS: readonly Resolution[] = ['720p', '1080p', '4k'];
-export const ASPECT_RATIOS: readonly AspectRatio[] = ['16:9', '9:16'];
-export const IMAGE_MIME_TYPES: readonly ImageMimeType[] = ['image/png', 'image/jpeg', 'image/webp'];
+import type { AspectRatio, ImageMimeType, Resolution, SpeechFormat, SpeechProvider, VideoBackend, VideoParams } from './values.js';
 
 /** Price of one second of video by resolution, in micro-euros. */
 export type PricePerSecond = Partial<Record<Resolution, number>>;
@@ -75,7 +65,7 @@ export interface VideoModel {
   provider_model_id: string;
   /** Every backend that can serve it, in order: when the first refuses a submission for a passing reason, the next is tried. */
   backends: readonly VideoModelBackend[];
-  durations_s: readonly number[];
+  durations_seconds: readonly number[];
   resolutions: readonly Resolution[];
   aspect_ratios: readonly AspectRatio[];
   max_n: number;
@@ -94,7 +84,7 @@ export interface VideoModel {
   audio: { supported: boolean; default: boolean };
   /** with_audio: null when the model has no audio. Every resolution of the model has a price in each. */
   price_micro_eur_per_second: { with_audio: PricePerSecond | null; without_audio: PricePerSecond };
-  default_params: { durationSeconds: number; resolution: Resolution; aspectRatio: AspectRatio; n: number };
+  default_params: VideoParams;
 }
 
 /** A retired id still accepted: a job naming it runs, is priced and is reported as `replaced_by`. */
@@ -103,18 +93,16 @@ export interface VideoModelAlias {
   replaced_by: string;
 }
 
-export type SpeechResponseFormat = 'mp3' | 'opus' | 'aac' | 'flac' | 'wav' | 'pcm';
-
 export interface SpeechModel {
   id: string;
   kind: 'speech';
   owned_by: string;
   /** The voice provider adapter that serves it (config VOICE_PROVIDER). */
-  provider: 'simulator' | 'elevenlabs';
+  provider: SpeechProvider;
   region: string;
   price_micro_eur_per_1000_chars: number;
   max_input_chars: number;
-  response_formats: readonly SpeechResponseFormat[];
+  response_formats: readonly SpeechFormat[];
 }
 
 export interface Catalog {
@@ -165,13 +153,6 @@ export function findSpeechModel(id: string): SpeechModel | undefined {
 /** The model used when a speech request names none: the first one of the configured provider. */
 export function defaultSpeechModelFor(provider: string): SpeechModel | undefined {
   return speechModels().find((m) => m.provider === provider);
-}
-
-export interface VideoParams {
-  durationSeconds: number;
-  resolution: Resolution;
-  aspectRatio: AspectRatio;
-  n: number;
 }
 
 export interface PriceOptions {

@@ -13,7 +13,7 @@ import {
   type SpeechModel,
   type VideoModel,
 } from './catalog.js';
-import { IMAGE_MAX_BYTES } from '../video-jobs/schemas.js';
+import { IMAGE_BYTES_MAX } from '../video-jobs/schemas.js';
 import { imageInputSchema } from './openapi-images.js';
 import type { ModelAvailability } from '../http/openapi.js';
 
@@ -32,7 +32,7 @@ function variant(title: string, properties: Record<string, JsonSchema>, required
 /** The inputs a model may take beyond the common fields: its images, audio switch, negative prompt. */
 function inputProperties(p: Record<string, JsonSchema>, m: VideoModel): Record<string, JsonSchema> {
   const frame = (what: string, description: JsonSchema | undefined) =>
-    imageInputSchema(m.inputs.image_mime_types, IMAGE_MAX_BYTES, `${what} (${m.inputs.image_mime_types.join(', ')}). ${String(description?.['description'] ?? '')}`.trim());
+    imageInputSchema(m.inputs.image_mime_types, IMAGE_BYTES_MAX, `${what} (${m.inputs.image_mime_types.join(', ')}). ${String(description?.['description'] ?? '')}`.trim());
   return {
     ...(m.inputs.image ? { image: frame('The first frame', p['image']) } : {}),
     ...(m.inputs.last_frame ? { lastFrame: frame('The last frame, with image', p['lastFrame']) } : {}),
@@ -53,7 +53,7 @@ function videoVariants(base: ObjectSchema, m: VideoModel, simulate: SimulateJson
   const props: Record<string, JsonSchema> = {
     ...without(p, 'model', 'seed', 'n', 'image', 'lastFrame', 'generateAudio', 'negativePrompt'),
     ...(modelGiven ? { model: { type: 'string', const: id, description: p['model']?.['description'] } } : {}),
-    durationSeconds: { type: 'integer', enum: [...m.durations_s], description: `Seconds per video; default ${d.durationSeconds}.` },
+    durationSeconds: { type: 'integer', enum: [...m.durations_seconds], description: `Seconds per video; default ${d.durationSeconds}.` },
     resolution: { type: 'string', enum: [...m.resolutions], description: `Default ${d.resolution}.` },
     aspectRatio: { type: 'string', enum: [...m.aspect_ratios], description: `Default ${d.aspectRatio}.` },
     ...(m.supports_seed && p['seed'] ? { seed: p['seed'] } : {}),

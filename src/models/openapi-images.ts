@@ -4,7 +4,7 @@
 // leading bytes are a template (a set of allowed values per byte); every base64 character those bytes
 // fully determine becomes a character class of a `pattern`. With `mimeType` tied to its pattern, a
 // request the document allows is one the server accepts.
-import type { ImageMimeType } from './catalog.js';
+import type { ImageMimeType } from './values.js';
 
 const B64 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/';
 const ANY = 'any' as const;
@@ -86,8 +86,8 @@ export function base64PrefixPattern(mime: ImageMimeType): string {
 }
 
 /** An image input that a model taking `mimeTypes` accepts: one variant per type, its content tied to it. */
-export function imageInputSchema(mimeTypes: readonly ImageMimeType[], max_bytes: number, description: string): Record<string, unknown> {
-  const max_chars = 4 * Math.ceil(max_bytes / 3);
+export function imageInputSchema(mimeTypes: readonly ImageMimeType[], bytes_max: number, description: string): Record<string, unknown> {
+  const chars_max = 4 * Math.ceil(bytes_max / 3);
   return {
     description,
     oneOf: mimeTypes.map((mime) => ({
@@ -99,10 +99,10 @@ export function imageInputSchema(mimeTypes: readonly ImageMimeType[], max_bytes:
           type: 'string',
           contentEncoding: 'base64',
           contentMediaType: mime,
-          maxLength: max_chars,
+          maxLength: chars_max,
           // Standard base64 with padding, and a file of this type (its leading bytes).
           allOf: [{ pattern: '^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$' }, { pattern: base64PrefixPattern(mime) }],
-          description: `A ${mime} file, base64 (padded); at most ${max_bytes} bytes decoded (a larger image is refused with 413).`,
+          description: `A ${mime} file, base64 (padded); at most ${bytes_max} bytes decoded (a larger image is refused with 413).`,
         },
       },
       required: ['bytesBase64Encoded', 'mimeType'],

@@ -1,8 +1,9 @@
 // API representations of the catalog: models, their prices and limits, as /v2/models answers them. (A
 // job's representation is src/video-jobs/present.ts: webhook events carry it too.)
 import { microEurToEur } from '../money.js';
-import type { PricePerSecond, SpeechModel, VideoBackend, VideoModel, VideoModelAlias } from './catalog.js';
-import { IMAGE_MAX_BYTES } from '../video-jobs/schemas.js';
+import type { PricePerSecond, SpeechModel, VideoModel, VideoModelAlias } from './catalog.js';
+import type { VideoBackend } from './values.js';
+import { IMAGE_BYTES_MAX } from '../video-jobs/schemas.js';
 import { SIM_PRESET_VOICES } from '../providers/voice/simulator.js';
 import { ELEVENLABS_PRESET_VOICES } from '../providers/voice/elevenlabs.js';
 
@@ -25,7 +26,7 @@ export function presentVideoModel(model: VideoModel, backend: VideoBackend | nul
     available: backend !== null,
     deprecated: false,
     replaced_by: null as string | null,
-    durations_seconds: model.durations_s,
+    durations_seconds: model.durations_seconds,
     resolutions: model.resolutions,
     aspect_ratios: model.aspect_ratios,
     max_n: model.max_n,
@@ -33,7 +34,7 @@ export function presentVideoModel(model: VideoModel, backend: VideoBackend | nul
     supports_image: model.inputs.image,
     supports_last_frame: model.inputs.last_frame,
     image_mime_types: model.inputs.image ? model.inputs.image_mime_types : [],
-    max_image_bytes: IMAGE_MAX_BYTES,
+    max_image_bytes: IMAGE_BYTES_MAX,
     supports_negative_prompt: model.inputs.negative_prompt,
     supports_audio: model.audio.supported,
     generate_audio_default: model.audio.supported && model.audio.default,

@@ -1,11 +1,11 @@
 // The model catalog's schemas: the models as GET /v2/models answers them (./present.ts builds them).
 import { z } from 'zod';
-import { ASPECT_RATIOS, IMAGE_MIME_TYPES, RESOLUTIONS, VIDEO_BACKENDS } from './catalog.js';
+import { ASPECT_RATIOS, IMAGE_MIME_TYPES, RESOLUTIONS, SPEECH_FORMATS, SPEECH_PROVIDERS, VIDEO_BACKENDS } from './values.js';
 
 export const VideoResolution = z.enum(RESOLUTIONS);
 export const VideoAspectRatio = z.enum(ASPECT_RATIOS);
 const PerSecondByResolution = z.partialRecord(VideoResolution, z.number().nonnegative());
-export const SpeechResponseFormat = z.enum(['mp3', 'opus', 'aac', 'flac', 'wav', 'pcm']);
+export const SpeechResponseFormat = z.enum(SPEECH_FORMATS);
 
 export const VideoModel = z
   .strictObject({
@@ -58,7 +58,7 @@ export const SpeechModel = z
     kind: z.literal('speech'),
     owned_by: z.string(),
     region: z.string().describe('Where the model is hosted.'),
-    backend: z.enum(['simulator', 'elevenlabs']).nullable().describe('The voice provider serving the model; null when it is not the configured one.'),
+    backend: z.enum(SPEECH_PROVIDERS).nullable().describe('The voice provider serving the model; null when it is not the configured one.'),
     simulated: z.boolean(),
     available: z.boolean(),
     max_input_chars: z.int().positive(),

@@ -22,6 +22,8 @@ import { nudgePollForCallback } from '../video-jobs/operation-polls.js';
 import { Secrets } from './secrets.js';
 import { createStorage, checkStorage, closeStorage, createDownloads } from './storage.js';
 import { createVideoProviders, createVoiceProvider } from './providers.js';
+import { temporalClientOptions } from '../telemetry/index.js';
+import { traceProviderCallback } from '../telemetry/job-trace.js';
 
 /** How long a connection replaced by a certificate rotation stays open for the calls begun on it. */
 const RETIRED_CONNECTION_GRACE_MS = 60_000;
@@ -47,7 +49,7 @@ export async function startApi(opts: {
   const callbackProviders = createVideoProviders(opts.db, config);
   const connect = temporalConnectOptions(config, opts.temporalAddress);
   const namespace = config.temporal.namespace;
-  const swappable = new SwappableClient(new Client({ connection: await openConnection(connect), namespace }));
+  const swappable = new SwappableClient(new Client({ connection: await openConnection(connect), namespace, ...temporalClientOptions() }));
   const temporal = swappable.client;
   // The connections a certificate rotation replaced: closed once calls begun on them have ended.
   const retired = new Set<ConnectionLike>();
@@ -67,7 +69,7 @@ export async function startApi(opts: {
         (swappable.connection as Connection).setApiKey(change.next.connect.apiKey);
         return;
       }
-      retire(swappable.swap(new Client({ connection: await openConnection({ ...change.next.connect, address: connect.address }), namespace })));
+      retire(swappable.swap(new Client({ connection: await openConnection({ ...change.next.connect, address: connect.address }), namespace, ...temporalClientOptions() })));
     },
   });
   try {
@@ -102,7 +104,7 @@ export async function startApi(opts: {
     temporal,
     taskQueue: config.temporal.taskQueue,
     logger: opts.logger,
-    max_voices_per_workspace: config.voiceClonesPerWorkspace,
+    voices_per_workspace_max: config.voiceClonesPerWorkspace,
   });
   // FFmpeg (WebAssembly, one worker thread): thumbnails and compressed speech formats.
   const ffmpeg = new FfmpegWasm();
@@ -123,7 +125,8 @@ export async function startApi(opts: {
     replicate: config.replicate !== null,
     providerCallbacks: {
       providerFor: (backend) => callbackProviders.get(backend),
-      nudgeJob: (c) => nudgePollForCallback(opts.db, { job_id: c.job_id, backend: c.backend, delivery_id: c.delivery.delivery_id, concerns: c.concerns }),
+      // With tracing, a span of the job's trace.
+      nudgeJob: (c) => traceProviderCallback(opts.db, c, () => nudgePollForCallback(opts.db, { job_id: c.job_id, backend: c.backend, delivery_id: c.delivery.delivery_id, concerns: c.concerns })),
       limits: config.providerCallbackLimits,
     },
     voiceProvider: config.voiceProvider,

@@ -1,5 +1,4 @@
 // The address customers and providers reach this service at.
-import http from 'node:http';
 import { type Config } from '../config.js';
 
 /** Base of the URLs in webhook events: PUBLIC_BASE_URL, else the API's own address. */

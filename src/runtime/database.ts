@@ -11,7 +11,7 @@ export async function openDatabase(url: string, config: Config): Promise<Db> {
   const connectionString = withSystemRootCert(url);
   let db: Db;
   try {
-    db = createPool(connectionString, config.databasePoolMax, { 'video_api.max_pending_jobs': config.maxPendingJobsPerWorkspace });
+    db = createPool(connectionString, config.databasePoolMax, { 'video_api.max_pending_jobs': config.pendingJobsPerWorkspaceMax });
   } catch (err) {
     throw new ConfigError(`cannot use DATABASE_URL ${redactUrl(url)}: ${databaseFailure(err)}`);
   }

@@ -2,7 +2,8 @@
 import { ConfigError, type Config } from '../config.js';
 import type { Db } from '../db/pool.js';
 import { SimulatedVideoProvider } from '../providers/video/simulator.js';
-import { googleAuthTokenSource, staticTokenSource, VertexVeoProvider } from '../providers/video/vertex-veo.js';
+import { VertexVeoProvider } from '../providers/video/vertex-veo.js';
+import { googleAuthTokenSource, staticTokenSource } from '../providers/video/vertex-veo-cache.js';
 import type { VideoProvider } from '../providers/video/types.js';
 import { SimulatedVoiceProvider } from '../providers/voice/simulator.js';
 import { NoVoiceProvider } from '../providers/voice/none.js';

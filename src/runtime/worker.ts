@@ -19,6 +19,7 @@ import { OperationPoller } from '../video-jobs/operation-poller.js';
 import { loadSecrets } from './secrets.js';
 import { createStorage, checkStorage, closeStorage, createDownloads } from './storage.js';
 import { createVideoProviders, createVoiceProvider } from './providers.js';
+import { temporalClientOptions } from '../telemetry/index.js';
 import { apiBaseUrl } from './base-url.js';
 
 export interface RunningWorker {
@@ -69,7 +70,7 @@ export async function startWorker(opts: {
     webhookEvents: { context: { downloadUrls, baseUrl: apiBaseUrl(opts.config) }, retry_initial_ms: opts.config.webhooks.retryInitialMs },
     webhookPolicy: { production: opts.config.production },
     retention: { speech_audio_ms: opts.config.speechAudioRetentionMs },
-    webhookAttemptsPerWorkspace: opts.config.webhooks.maxConcurrentAttemptsPerWorkspace,
+    webhookAttemptsPerWorkspace: opts.config.webhooks.concurrentAttemptsPerWorkspaceMax,
   });
   const { host } = opts.config;
   const connect = temporalConnectOptions(opts.config, opts.temporalAddress);
@@ -104,13 +105,13 @@ export async function startWorker(opts: {
     limits: {
       maxCachedWorkflows: 100,
       maxConcurrentWorkflowTaskExecutions: 10,
-      maxConcurrentActivityTaskExecutions: opts.config.webhooks.maxConcurrentAttempts,
+      maxConcurrentActivityTaskExecutions: opts.config.webhooks.concurrentAttemptsMax,
       maxConcurrentLocalActivityExecutions: 2,
     },
-    maxTaskQueueActivitiesPerSecond: opts.config.webhooks.maxAttemptsPerSecond,
+    maxTaskQueueActivitiesPerSecond: opts.config.webhooks.attemptsPerSecondMax,
   });
   const workers = [worker, webhookWorker];
-  const swappable = new SwappableClient(new Client({ connection, namespace }));
+  const swappable = new SwappableClient(new Client({ connection, namespace, ...temporalClientOptions() }));
   const client = swappable.client;
   // Rotation: a new API key is set on the connection; a new certificate opens a new connection that
   // both workers switch to while running (Worker.connection: polls and completions go to it from then
@@ -127,7 +128,7 @@ export async function startWorker(opts: {
       }
       const next = await openNativeConnection({ ...change.next.connect, address: connect.address });
       for (const w of workers) w.connection = next;
-      swappable.swap(new Client({ connection: next, namespace }));
+      swappable.swap(new Client({ connection: next, namespace, ...temporalClientOptions() }));
       const previous = connection;
       connection = next;
       await previous.close().catch((err) => opts.logger.warn({ error: (err as Error).message }, 'closing the replaced Temporal connection failed'));
@@ -140,7 +141,7 @@ export async function startWorker(opts: {
     temporal: client,
     providers: videoProviders,
     logger: opts.logger,
-    max_concurrent: opts.config.workerMaxConcurrentPolls,
+    concurrent_max: opts.config.workerConcurrentPollsMax,
     idle_ms: pollerIdleMs(opts.config.video.pollIntervalMs),
   });
   // The reconciler's schedule, with this configuration's interval (every worker makes sure of it).

@@ -25,7 +25,7 @@ export interface S3StorageOptions {
 }
 
 /** SigV4 presigned URLs live at most 7 days. */
-export const MAX_PRESIGN_TTL_S = 7 * 24 * 3600;
+export const PRESIGN_TTL_S_MAX = 7 * 24 * 3600;
 
 export class S3Storage implements Storage, DownloadUrlSigner {
   readonly bucket: string;
@@ -35,7 +35,7 @@ export class S3Storage implements Storage, DownloadUrlSigner {
   private readonly urlTtlS: number;
 
   constructor(opts: S3StorageOptions) {
-    if (opts.urlTtlS < 1 || opts.urlTtlS > MAX_PRESIGN_TTL_S) throw new Error(`presigned URL lifetime must be 1..${MAX_PRESIGN_TTL_S} s`);
+    if (opts.urlTtlS < 1 || opts.urlTtlS > PRESIGN_TTL_S_MAX) throw new Error(`presigned URL lifetime must be 1..${PRESIGN_TTL_S_MAX} s`);
     this.bucket = opts.bucket;
     this.urlTtlS = opts.urlTtlS;
     const base: S3ClientConfig = {
@@ -102,7 +102,7 @@ export class S3Storage implements Storage, DownloadUrlSigner {
   /** A presigned GET URL for `key`, valid for `ttl_s` seconds from `now_s`. Computed locally: no request to S3. */
   async presign(key: string, ttl_s: number, now_s: number = Math.floor(Date.now() / 1000)): Promise<DownloadUrl> {
     this.checkKey(key);
-    if (!Number.isInteger(ttl_s) || ttl_s < 1 || ttl_s > MAX_PRESIGN_TTL_S) throw new Error(`presigned URL lifetime must be 1..${MAX_PRESIGN_TTL_S} s`);
+    if (!Number.isInteger(ttl_s) || ttl_s < 1 || ttl_s > PRESIGN_TTL_S_MAX) throw new Error(`presigned URL lifetime must be 1..${PRESIGN_TTL_S_MAX} s`);
     const url = await getSignedUrl(this.presignClient, new GetObjectCommand({ Bucket: this.bucket, Key: key }), {
       expiresIn: ttl_s,
       signingDate: new Date(now_s * 1000),

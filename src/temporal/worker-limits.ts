@@ -21,4 +21,4 @@ export const DEFAULT_WORKER_LIMITS: WorkerLimits = {
  * Provider polls a worker process's poller runs at once. A pending job holds nothing between its polls (a
  * row in video_job_polls), so this bounds the polls in flight, not the jobs pending.
  */
-export const DEFAULT_MAX_CONCURRENT_POLLS = 50;
+export const DEFAULT_CONCURRENT_POLLS_MAX = 50;

@@ -6,6 +6,7 @@ import { ConfigError } from '../config.js';
 import { DEFAULT_WORKER_LIMITS, type WorkerLimits } from './worker-limits.js';
 import type { TemporalConnectOptions } from './connection-config.js';
 import { diagnoseConnectFailure } from './startup-errors.js';
+import { temporalWorkerOptions } from '../telemetry/index.js';
 
 export { DEFAULT_WORKER_LIMITS, type WorkerLimits };
 
@@ -46,13 +47,14 @@ export function workflowsPath(): string {
 }
 
 /**
- * Where `npm run build` writes the workflow bundle (dist/workflow-bundle.js), when this module runs from
- * the built output; null when it runs from source (tsx), which bundles at start.
+ * Where `npm run build` writes the workflow bundle (dist/workflow-bundle.js; with the tracing workflow
+ * interceptors, dist/workflow-bundle-traced.js), when this module runs from the built output; null when
+ * it runs from source (tsx), which bundles at start.
  */
-export function builtWorkflowBundlePath(): string | null {
+export function builtWorkflowBundlePath(traced = false): string | null {
   const here = fileURLToPath(import.meta.url);
   if (!here.endsWith('.js')) return null;
-  return fileURLToPath(new URL('../../workflow-bundle.js', import.meta.url));
+  return fileURLToPath(new URL(traced ? '../../workflow-bundle-traced.js' : '../../workflow-bundle.js', import.meta.url));
 }
 
 
@@ -83,18 +85,20 @@ export async function createWorker(opts: {
 }): Promise<{ worker: Worker; connection: NativeConnection }> {
   installTemporalRuntime({ metricsBindAddress: opts.metricsBindAddress });
   const connection = opts.connection ?? (await openNativeConnection(opts.connect));
-  const bundle = builtWorkflowBundlePath();
-  const workflows = opts.workflowBundle
-    ? { workflowBundle: opts.workflowBundle }
-    : bundle && fs.existsSync(bundle)
-      ? { workflowBundle: { codePath: bundle } }
-      : { workflowsPath: workflowsPath(), bundlerOptions: { ignoreModules: [] } };
+  // With tracing: the activity interceptors, the workflow span sink, and the workflow interceptors module
+  // (bundled from source now, or the built bundle that has it).
+  const { interceptors: { workflowModules, ...interceptors } = {}, sinks } = temporalWorkerOptions();
+  const bundle = builtWorkflowBundlePath(workflowModules !== undefined);
+  const bundled = opts.workflowBundle ?? (bundle && fs.existsSync(bundle) ? { codePath: bundle } : null);
+  const workflows = bundled ? { workflowBundle: bundled } : { workflowsPath: workflowsPath(), bundlerOptions: { ignoreModules: [] } };
   const worker = await Worker.create({
     connection,
     namespace: opts.namespace,
     taskQueue: opts.taskQueue,
     ...workflows,
     activities: opts.activities,
+    interceptors: { ...interceptors, ...(!bundled && workflowModules ? { workflowModules } : {}) },
+    ...(sinks ? { sinks } : {}),
     ...(opts.limits ?? DEFAULT_WORKER_LIMITS),
     ...(opts.maxTaskQueueActivitiesPerSecond !== undefined ? { maxTaskQueueActivitiesPerSecond: opts.maxTaskQueueActivitiesPerSecond } : {}),
     shutdownGraceTime: '20 seconds',

@@ -7,14 +7,14 @@ import { TASK_QUEUE_NAME } from '../config.js';
 
 /** Job workflows listed per page, and at most in one listing (the ids of 200,000 jobs are about 15 MiB). */
 const LIST_PAGE_SIZE = 1_000;
-const MAX_LISTED_RUNNING = 200_000;
+const LISTED_RUNNING_MAX = 200_000;
 const LIST_TIMEOUT_MS = 60_000;
 const WORKFLOW_ID_PREFIX = videoJobWorkflowId('');
 
 /**
  * The jobs whose workflow Temporal's visibility store lists as running on `taskQueue`: one paged listing
  * instead of a call per pending job. Visibility trails the workflows by a moment, and a listing stops at
- * MAX_LISTED_RUNNING, so a job missing from the set is only a suspect: videoJobWorkflowState decides.
+ * LISTED_RUNNING_MAX, so a job missing from the set is only a suspect: videoJobWorkflowState decides.
  */
 export async function runningVideoJobIds(client: Client, taskQueue: string, onPage: () => void = () => {}): Promise<Set<string>> {
   if (!TASK_QUEUE_NAME.test(taskQueue)) throw new Error(`task queue ${JSON.stringify(taskQueue)} cannot be named in a visibility query`);
@@ -24,7 +24,7 @@ export async function runningVideoJobIds(client: Client, taskQueue: string, onPa
     for await (const wf of client.workflow.list({ query, pageSize: LIST_PAGE_SIZE })) {
       if (wf.workflowId.startsWith(WORKFLOW_ID_PREFIX)) running.add(wf.workflowId.slice(WORKFLOW_ID_PREFIX.length));
       if (running.size % LIST_PAGE_SIZE === 0) onPage();
-      if (running.size >= MAX_LISTED_RUNNING) break;
+      if (running.size >= LISTED_RUNNING_MAX) break;
     }
   });
   return running;

@@ -9,7 +9,7 @@
 // database function video_job_charge (src/db/migrations/008_video_job_charge.sql).
 import { inTransaction, prepared, type Db, type Tx } from '../db/pool.js';
 import { assertMicroEur } from '../money.js';
-import type { VideoParams } from '../models/catalog.js';
+import type { VideoParams } from '../models/values.js';
 import { applyEntry, lockWorkspaceBalance, NotFoundError, spendFromKey } from '../billing/ledger.js';
 import { insertJobEvent, prepareJobEvent, type JobEventContext } from '../webhooks/events.js';
 
@@ -191,17 +191,17 @@ export type ForeseenRefusal = 'too_many_pending_jobs' | 'insufficient_credits' |
  * lets through (a race with another create can still refuse it there).
  */
 export async function foreseeRefusal(db: Db, a: { workspaceId: string; apiKeyId: string | undefined; estimated_cost_micro_eur: number }): Promise<ForeseenRefusal | null> {
-  const r = await db.query<{ available: string; pending: number; max_pending: number; key_left: string | null }>(
+  const r = await db.query<{ available: string; pending: number; pending_max: number; key_left: string | null }>(
     `SELECT w.balance_micro_eur - w.held_micro_eur AS available,
             (SELECT count(*) FROM video_jobs j WHERE j.workspace_id = w.id AND j.status = 'pending')::int AS pending,
-            COALESCE(w.max_pending_jobs, NULLIF(current_setting('video_api.max_pending_jobs', true), '')::integer, 50) AS max_pending,
+            COALESCE(w.max_pending_jobs, NULLIF(current_setting('video_api.max_pending_jobs', true), '')::integer, 50) AS pending_max,
             (SELECT k.spend_limit_micro_eur - k.spent_micro_eur FROM api_keys k WHERE k.id = $2::uuid) AS key_left
        FROM workspaces w WHERE w.id = $1`,
     [a.workspaceId, a.apiKeyId ?? null],
   );
   const row = r.rows[0];
   if (!row) return null;
-  if (row.pending >= row.max_pending) return 'too_many_pending_jobs';
+  if (row.pending >= row.pending_max) return 'too_many_pending_jobs';
   if (Number(row.available) < a.estimated_cost_micro_eur) return 'insufficient_credits';
   if (row.key_left !== null && Number(row.key_left) < a.estimated_cost_micro_eur) return 'key_spend_limit_exceeded';
   return null;

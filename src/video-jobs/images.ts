@@ -10,7 +10,7 @@
 // reconciler sweeps what a crash in between left (discardOrphanVideoJobInputs). A finished job's images go
 // with the job's deletion, and with the sweep of its files once it has been finished a while.
 import type { Db } from '../db/pool.js';
-import type { ImageMimeType } from '../models/catalog.js';
+import type { ImageMimeType } from '../models/values.js';
 import type { InputImage } from '../providers/video/types.js';
 import type { Storage } from '../storage/local.js';
 

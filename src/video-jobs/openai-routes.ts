@@ -13,11 +13,12 @@
 // without one, so the OpenAPI document lists only what is offered (its tag says what is not).
 import type { RequestHandler } from 'express';
 import { z } from 'zod';
-import { defaultVideoModelId, findVideoModel, type AspectRatio, type Resolution } from '../models/catalog.js';
+import { defaultVideoModelId, findVideoModel } from '../models/catalog.js';
+import type { AspectRatio, Resolution } from '../models/values.js';
 import { ApiError, invalidParam, notFound } from '../errors.js';
 import { principalOf } from '../http/auth.js';
 import { LIST_LIMIT_MAX } from '../http/schemas.js';
-import { CreateVideoBody, IMAGE_MAX_BYTES, PROMPT_MAX_CHARS } from './schemas.js';
+import { CreateVideoBody, IMAGE_BYTES_MAX, PROMPT_CHARS_MAX } from './schemas.js';
 import { jsonBodyParser } from '../http/json-body.js';
 import { ApiRouter, bytesText, header, json, type ContractHandler, type RouteContract } from '../http/openapi.js';
 import { videoBodyExample } from '../models/openapi-bodies.js';
@@ -31,7 +32,7 @@ import type { VideoJobLifecycle } from './lifecycle.js';
 import { READS_BUSY } from '../http/read-gate.js';
 import { CONDITIONAL_HEADERS, IF_NONE_MATCH_PARAMETER, NOT_MODIFIED_RESPONSE, sendJsonConditionally } from '../http/conditional.js';
 import type { VideoJobState } from '../../workflows/messages.js';
-import { VIDEO_CREATE_BODY_LIMIT_BYTES, VIDEO_CREATE_MAX_CONCURRENT_LARGE_BODIES } from './routes.js';
+import { VIDEO_CREATE_BODY_BYTES_MAX, VIDEO_CREATE_CONCURRENT_LARGE_BODIES_MAX } from './routes.js';
 import { INSUFFICIENT_CREDITS_402, notOffered, OPENAI_OPERATION } from '../http/openai/errors.js';
 import { openAiPage } from '../http/openai/page.js';
 
@@ -86,17 +87,17 @@ const SECONDS_TEXT = "Seconds of video: one of the model's durations (GET /v2/mo
 const Size = z.enum(Object.keys(OPENAI_VIDEO_SIZES) as [string, ...string[]], { error: `must be one of ${Object.keys(OPENAI_VIDEO_SIZES).join(', ')}` });
 const SIZE_TEXT = 'Width x height: the resolution and aspect ratio (the model must offer both).';
 const DATA_URL = /^data:(image\/[a-z+.-]+);base64,([A-Za-z0-9+/=\s]+)$/;
-/** A first frame as a data: URL: the base64 of an image of at most IMAGE_MAX_BYTES, its prefix, and room for line breaks. */
-export const IMAGE_DATA_URL_MAX_CHARS = 4 * Math.ceil(IMAGE_MAX_BYTES / 3) + 64 * 1024;
+/** A first frame as a data: URL: the base64 of an image of at most IMAGE_BYTES_MAX, its prefix, and room for line breaks. */
+export const IMAGE_DATA_URL_CHARS_MAX = 4 * Math.ceil(IMAGE_BYTES_MAX / 3) + 64 * 1024;
 
 export const OpenAiCreateVideoBody = z
   .object({
-    prompt: z.string().max(PROMPT_MAX_CHARS).describe('What to generate.'),
+    prompt: z.string().max(PROMPT_CHARS_MAX).describe('What to generate.'),
     model: z.string().min(1).max(100).optional().describe("A video model id of GET /v1/models; absent: the service's default model."),
     seconds: Seconds.optional().describe(`${SECONDS_TEXT} A string ("4", "8") or a number.`),
     size: Size.optional().describe(SIZE_TEXT),
     input_reference: z
-      .strictObject({ image_url: z.string().max(IMAGE_DATA_URL_MAX_CHARS).optional(), file_id: z.string().max(200).optional() })
+      .strictObject({ image_url: z.string().max(IMAGE_DATA_URL_CHARS_MAX).optional(), file_id: z.string().max(200).optional() })
       .optional()
       .describe('The first frame: {"image_url": "data:image/png;base64,..."} in JSON, or an image file in multipart (PNG, JPEG or WebP).'),
   })
@@ -105,14 +106,14 @@ type OpenAiCreateVideo = z.infer<typeof OpenAiCreateVideoBody>;
 
 const MULTIPART_FIELDS = ['prompt', 'model', 'seconds', 'size', 'input_reference[image_url]', 'input_reference[file_id]'] as const;
 const MULTIPART_LIMITS = {
-  maxFiles: 1,
-  maxFileBytes: IMAGE_MAX_BYTES,
-  maxTotalFileBytes: IMAGE_MAX_BYTES,
-  maxFields: MULTIPART_FIELDS.length,
-  maxParts: MULTIPART_FIELDS.length + 1,
-  maxFieldBytes: 4 * PROMPT_MAX_CHARS,
-  maxPartNameBytes: 100,
-  maxConcurrentRequests: VIDEO_CREATE_MAX_CONCURRENT_LARGE_BODIES,
+  filesMax: 1,
+  fileBytesMax: IMAGE_BYTES_MAX,
+  totalFileBytesMax: IMAGE_BYTES_MAX,
+  fieldsMax: MULTIPART_FIELDS.length,
+  partsMax: MULTIPART_FIELDS.length + 1,
+  fieldBytesMax: 4 * PROMPT_CHARS_MAX,
+  partNameBytesMax: 100,
+  concurrentRequestsMax: VIDEO_CREATE_CONCURRENT_LARGE_BODIES_MAX,
 };
 const IMAGE_TYPES = 'image/png, image/jpeg, image/webp';
 
@@ -130,14 +131,14 @@ export const OpenAiCreateVideoForm = z
     input_reference: z
       .file()
       .min(1)
-      .max(IMAGE_MAX_BYTES)
+      .max(IMAGE_BYTES_MAX)
       .optional()
-      .describe(`The first frame: a PNG, JPEG or WebP file of at most ${bytesText(IMAGE_MAX_BYTES)}, recognised by its content (the part's Content-Type is not trusted).`),
+      .describe(`The first frame: a PNG, JPEG or WebP file of at most ${bytesText(IMAGE_BYTES_MAX)}, recognised by its content (the part's Content-Type is not trusted).`),
     'input_reference[image_url]': z
       .string()
-      .max(IMAGE_DATA_URL_MAX_CHARS)
+      .max(IMAGE_DATA_URL_CHARS_MAX)
       .optional()
-      .describe(`Or the first frame as a data: URL (data:image/png;base64,...; what the openai SDKs send for input_reference: {image_url}), an image of at most ${bytesText(IMAGE_MAX_BYTES)} once decoded; other URLs are not fetched.`),
+      .describe(`Or the first frame as a data: URL (data:image/png;base64,...; what the openai SDKs send for input_reference: {image_url}), an image of at most ${bytesText(IMAGE_BYTES_MAX)} once decoded; other URLs are not fetched.`),
   })
   .describe('multipart/form-data: text parts prompt, model, seconds and size, and the first frame as the file part input_reference or the text part input_reference[image_url]; no other parts.');
 
@@ -166,7 +167,7 @@ function imageFromDataUrl(url: string): NonNullable<CreateVideoBody['image']> {
   const m = DATA_URL.exec(url);
   if (!m) throw invalidParam('input_reference', 'input_reference.image_url must be a data: URL of a base64 image (data:image/png;base64,...); other URLs are not fetched');
   const bytes = Buffer.from(m[2]!.replace(/\s+/g, ''), 'base64');
-  if (bytes.length > IMAGE_MAX_BYTES) throw new ApiError(413, 'invalid_request_error', 'image_too_large', `input_reference exceeds ${IMAGE_MAX_BYTES} bytes`, 'input_reference');
+  if (bytes.length > IMAGE_BYTES_MAX) throw new ApiError(413, 'invalid_request_error', 'image_too_large', `input_reference exceeds ${IMAGE_BYTES_MAX} bytes`, 'input_reference');
   const type = sniffImage(bytes);
   if (!type) throw invalidParam('input_reference', 'input_reference must be a PNG, JPEG or WebP image');
   return { bytesBase64Encoded: bytes.toString('base64'), mimeType: type };
@@ -231,7 +232,7 @@ const openaiCreateVideo = {
     {
       component: 'OpenAiCreateVideoBody',
       schema: OpenAiCreateVideoBody,
-      limit_bytes: VIDEO_CREATE_BODY_LIMIT_BYTES,
+      bytes_max: VIDEO_CREATE_BODY_BYTES_MAX,
       example: (ctx) => {
         const example = videoBodyExample(ctx);
         return example && { prompt: example['prompt'], model: example['model'], seconds: String(example['durationSeconds']) };
@@ -242,7 +243,7 @@ const openaiCreateVideo = {
       schema: OpenAiCreateVideoForm,
       mediaType: 'multipart/form-data',
       parts: { schema: OpenAiCreateVideoParts, input: openAiCreateVideoInput },
-      description: `multipart/form-data with a boundary (what the openai SDKs send); at most ${MULTIPART_LIMITS.maxParts} parts.`,
+      description: `multipart/form-data with a boundary (what the openai SDKs send); at most ${MULTIPART_LIMITS.partsMax} parts.`,
       encoding: { input_reference: { contentType: IMAGE_TYPES } },
     },
   ],
@@ -253,7 +254,7 @@ const openaiCreateVideo = {
     403: undefined,
     404: 'Unknown model (model_not_found, `param: model`).',
     409: undefined,
-    413: `The JSON body exceeds ${bytesText(VIDEO_CREATE_BODY_LIMIT_BYTES)} (request_too_large), or the first frame exceeds ${bytesText(IMAGE_MAX_BYTES)} (image_too_large, file_too_large; \`param: input_reference\`).`,
+    413: `The JSON body exceeds ${bytesText(VIDEO_CREATE_BODY_BYTES_MAX)} (request_too_large), or the first frame exceeds ${bytesText(IMAGE_BYTES_MAX)} (image_too_large, file_too_large; \`param: input_reference\`).`,
     415: 'The body is neither application/json nor multipart/form-data (unsupported_media_type), or the input_reference file is not a PNG, JPEG or WebP image (unsupported_file_type).',
     429: 'Rate limited (per API key; rate_limited), or the workspace already has its limit of pending jobs (too_many_pending_jobs; nothing charged).',
     503: 'No video provider is configured for the model (provider_not_configured), or too many requests with images are in progress (server_busy).',
@@ -353,13 +354,13 @@ export interface OpenAiVideoRoutesDeps {
 
 /** The body parser of a create: the openai SDKs always send multipart; JSON is accepted too. */
 function createBodyParser(): RequestHandler {
-  const jsonParser = jsonBodyParser({ limit_bytes: VIDEO_CREATE_BODY_LIMIT_BYTES, max_concurrent_large_bodies: VIDEO_CREATE_MAX_CONCURRENT_LARGE_BODIES });
+  const jsonParser = jsonBodyParser({ bytes_max: VIDEO_CREATE_BODY_BYTES_MAX, concurrent_large_bodies_max: VIDEO_CREATE_CONCURRENT_LARGE_BODIES_MAX });
   const upload = multipartForm({
     limits: MULTIPART_LIMITS,
     fileParts: ['input_reference'],
     fieldParts: MULTIPART_FIELDS,
     nestedFieldParts: true,
-    largeFields: { 'input_reference[image_url]': IMAGE_DATA_URL_MAX_CHARS },
+    largeFields: { 'input_reference[image_url]': IMAGE_DATA_URL_CHARS_MAX },
     fileType: { headBytes: 16, detect: async (head) => sniffImage(head), expected: 'a PNG, JPEG or WebP image' },
   });
   return (req, res, next) => (req.is('multipart/form-data') ? upload(req, res, next) : jsonParser(req, res, next));

@@ -7,11 +7,12 @@ import DataLoader from 'dataloader';
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import type { Logger } from 'pino';
 import type { Db } from '../db/pool.js';
+import { traceOperationPoll } from '../telemetry/job-trace.js';
 import { observeProviderError, videoProviderPollDuration } from '../metrics.js';
 import { describeAnyProviderError } from '../providers/video/provider-errors.js';
 import type { VideoOperationStatus, VideoProvider } from '../providers/video/types.js';
 import { operationEndedSignal, videoJobWorkflowId, type VideoOperationEnd } from '../../workflows/messages.js';
-import { claimDuePolls, markSignalled, POLL_BACKOFF, removePoll, reschedulePolls, RESCHEDULE_MAX_ROWS, type DuePoll, type PollReschedule } from './operation-polls.js';
+import { claimDuePolls, markSignalled, POLL_BACKOFF, removePoll, reschedulePolls, RESCHEDULE_ROWS_MAX, type DuePoll, type PollReschedule } from './operation-polls.js';
 
 export interface OperationPollerDeps {
   db: Db;
@@ -19,7 +20,7 @@ export interface OperationPollerDeps {
   providers: ReadonlyMap<string, VideoProvider>;
   logger: Logger;
   /** Polls (and signals) this process runs at once; pending jobs are rows, not bounded by it. */
-  max_concurrent: number;
+  concurrent_max: number;
   /** The wait when nothing is due (a provider callback's job is seen within it). */
   idle_ms: number;
 }
@@ -29,7 +30,7 @@ const LEASE_MS = 30_000;
 /** A workflow told its operation ended that has not settled after this is told again. */
 const REMIND_AFTER_MS = 5 * 60_000;
 /** Failed polls of one operation in a row before the job is told the operation failed. */
-export const MAX_CONSECUTIVE_POLL_FAILURES = 20;
+export const CONSECUTIVE_POLL_FAILURES_MAX = 20;
 /** A database or Temporal call that failed: the row is tried again after this long. */
 const RETRY_AFTER_ERROR_MS = 5_000;
 /** The wait after a claim query failed (PostgreSQL down: one warning a second, not one per idle wait). */
@@ -52,7 +53,7 @@ export class OperationPoller {
         await reschedulePolls(deps.db, rows);
         return rows.map(() => undefined);
       },
-      { cache: false, maxBatchSize: RESCHEDULE_MAX_ROWS },
+      { cache: false, maxBatchSize: RESCHEDULE_ROWS_MAX },
     );
   }
 
@@ -77,14 +78,15 @@ export class OperationPoller {
       let claimed: DuePoll[] = [];
       let idle_ms = this.deps.idle_ms;
       try {
-        claimed = await claimDuePolls(this.deps.db, this.deps.max_concurrent - this.in_flight, LEASE_MS);
+        claimed = await claimDuePolls(this.deps.db, this.deps.concurrent_max - this.in_flight, LEASE_MS);
       } catch (err) {
         idle_ms = Math.max(idle_ms, CLAIM_RETRY_AFTER_ERROR_MS);
         this.deps.logger.warn({ err_message: (err as Error).message }, 'operation poller: could not claim due jobs; trying again');
       }
-      for (const row of claimed) this.track(this.handle(row));
+      // With tracing, each poll is a span of its job's trace.
+      for (const row of claimed) this.track(traceOperationPoll(this.deps.db, row, () => this.handle(row)));
       // Full: wait for a slot; nothing due: wait a moment.
-      if (this.in_flight >= this.deps.max_concurrent) await Promise.race(this.settled);
+      if (this.in_flight >= this.deps.concurrent_max) await Promise.race(this.settled);
       else if (claimed.length === 0) await sleep(idle_ms, undefined, { signal }).catch(() => {});
     }
   }
@@ -154,7 +156,7 @@ export class OperationPoller {
       observeProviderError(row.backend, 'poll', e);
       const failures = row.failures + 1;
       this.deps.logger.warn({ job_id: row.job_id, backend: row.backend, code: e.code, retryable: e.retryable, failures, provider_message: (err as Error).message }, 'video provider poll failed');
-      if (e.retryable && failures < MAX_CONSECUTIVE_POLL_FAILURES) {
+      if (e.retryable && failures < CONSECUTIVE_POLL_FAILURES_MAX) {
         await this.reschedule(row, { wait_ms: e.retry_after_ms ?? row.interval_ms, interval_ms: row.interval_ms, failures });
         return 'rescheduled';
       }

@@ -5,6 +5,7 @@
 // delivery: the row keeps the deliveries that nudged it); settlement deletes it.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { prepared, type Db } from '../db/pool.js';
+import { currentTraceParent } from '../telemetry/index.js';
 
 /** How the poller paces a job's polls: the first after `interval_ms`, then growing by POLL_BACKOFF up to the max. */
 export interface PollPacing {
@@ -23,15 +24,20 @@ export const POLL_BACKOFF = 1.5;
 const RECORD = prepared(
   'video-job-record-operation',
   `WITH job AS (
-     UPDATE video_jobs SET operation_id = $2, backend = $3 WHERE id = $1 AND status = 'pending' RETURNING id)
+     UPDATE video_jobs SET operation_id = $2, backend = $3, trace_parent = COALESCE(trace_parent, $7) WHERE id = $1 AND status = 'pending' RETURNING id)
    INSERT INTO video_job_polls (job_id, backend, operation_id, interval_ms, max_interval_ms, next_poll_at)
    SELECT id, $3, $2, $4, $5, now() + make_interval(secs => $6::float8 / 1000) FROM job
    ON CONFLICT (job_id) DO UPDATE SET backend = EXCLUDED.backend, operation_id = EXCLUDED.operation_id, next_poll_at = EXCLUDED.next_poll_at`,
 );
 
-/** Whether it was recorded: false when the job is no longer pending (settled meanwhile). */
+/**
+ * Whether it was recorded: false when the job is no longer pending (settled meanwhile). With tracing, the
+ * submission's trace context is kept with the job (the first one: a recovery run's stays out), for the
+ * polls and callbacks of its operation.
+ */
 export async function recordOperation(db: Db, r: { job_id: string; backend: string; operation_id: string; pacing: PollPacing; first_poll_after_ms: number }): Promise<boolean> {
-  const result = await db.query({ ...RECORD, values: [r.job_id, r.operation_id, r.backend, r.pacing.interval_ms, Math.max(r.pacing.max_interval_ms, r.pacing.interval_ms), r.first_poll_after_ms] });
+  const values = [r.job_id, r.operation_id, r.backend, r.pacing.interval_ms, Math.max(r.pacing.max_interval_ms, r.pacing.interval_ms), r.first_poll_after_ms, currentTraceParent()];
+  const result = await db.query({ ...RECORD, values });
   return (result.rowCount ?? 0) > 0;
 }
 
@@ -123,11 +129,11 @@ const RESCHEDULE = prepared(
 );
 
 /** The most rows one reschedule statement carries. */
-export const RESCHEDULE_MAX_ROWS = 500;
+export const RESCHEDULE_ROWS_MAX = 500;
 
 export async function reschedulePolls(db: Db, rows: readonly PollReschedule[]): Promise<void> {
   if (rows.length === 0) return;
-  if (rows.length > RESCHEDULE_MAX_ROWS) throw new Error(`at most ${RESCHEDULE_MAX_ROWS} rows per reschedule, got ${rows.length}`);
+  if (rows.length > RESCHEDULE_ROWS_MAX) throw new Error(`at most ${RESCHEDULE_ROWS_MAX} rows per reschedule, got ${rows.length}`);
   const progress = (p: number | null | undefined) => (p === null || p === undefined ? null : Math.min(Math.max(Math.round(p), 0), 100));
   const position = (q: number | null | undefined) => (q === null || q === undefined ? null : Math.max(Math.round(q), 0));
   await db.query({

@@ -1,7 +1,8 @@
 // Video jobs as PostgreSQL records them: one job by id, and a workspace's jobs newest first, a page at a
 // time (cursor pagination on (created_at, id), served by the video_jobs_list* indexes).
 import { prepared, type Db } from '../db/pool.js';
-import type { VideoJobState, VideoParams } from '../../workflows/messages.js';
+import type { VideoJobState } from '../../workflows/messages.js';
+import type { VideoParams } from '../models/values.js';
 import { stickyRefusalSql, type StickyRefusal } from './billing.js';
 
 export interface VideoJobRecord extends VideoJobState {

@@ -1,11 +1,11 @@
 // The optional inputs of a video request (image, lastFrame, generateAudio, negativePrompt), checked
 // against what the model's catalog entry supports: a field the model does not take is a 400 naming it,
 // an image is recognised by its content (400 when it is not a PNG, JPEG or WebP image of a type the
-// model takes, or not the declared type) and is at most IMAGE_MAX_BYTES decoded (413 beyond).
+// model takes, or not the declared type) and is at most IMAGE_BYTES_MAX decoded (413 beyond).
 import { createHash } from 'node:crypto';
 import type { VideoModel } from '../models/catalog.js';
 import { ApiError, invalidParam } from '../errors.js';
-import { IMAGE_MAX_BYTES, type CreateVideoBody } from './schemas.js';
+import { IMAGE_BYTES_MAX, type CreateVideoBody } from './schemas.js';
 import { sniffImage } from '../media/image-sniff.js';
 import type { InputImage } from '../providers/video/types.js';
 
@@ -40,8 +40,8 @@ function decodeImage(model: VideoModel, field: string, input: { bytesBase64Encod
   const b64 = input.bytesBase64Encoded; // standard base64 with padding (checked by the schema)
   const padding = b64.endsWith('==') ? 2 : b64.endsWith('=') ? 1 : 0;
   const size = (b64.length / 4) * 3 - padding;
-  if (size > IMAGE_MAX_BYTES) {
-    throw new ApiError(413, 'invalid_request_error', 'image_too_large', `${field} has ${size} bytes; at most ${IMAGE_MAX_BYTES} are accepted`, `${field}.bytesBase64Encoded`);
+  if (size > IMAGE_BYTES_MAX) {
+    throw new ApiError(413, 'invalid_request_error', 'image_too_large', `${field} has ${size} bytes; at most ${IMAGE_BYTES_MAX} are accepted`, `${field}.bytesBase64Encoded`);
   }
   const bytes = Buffer.from(b64, 'base64');
   const type = sniffImage(bytes);

@@ -2,12 +2,12 @@
 // parse, call the service, present.
 import type { RequestHandler } from 'express';
 import { z } from 'zod';
-import { CreateVideoBody, IMAGE_MAX_BYTES, ListVideoJobsQuery, VideoJob, VideoJobDeleted, VideoJobList } from './schemas.js';
+import { CreateVideoBody, IMAGE_BYTES_MAX, ListVideoJobsQuery, VideoJob, VideoJobDeleted, VideoJobList } from './schemas.js';
 import { ApiRouter, bareJsonSchema, bytesText, header, json, type RouteContract } from '../http/openapi.js';
 import { videoBodyExample, videoBodySchema } from '../models/openapi-bodies.js';
 import { SimulateSchema } from '../providers/video/simulator.js';
 import type { VideoJobLifecycle } from './lifecycle.js';
-import { JSON_BODY_LIMIT_BYTES, jsonBodyParser } from '../http/json-body.js';
+import { JSON_BODY_BYTES_MAX, jsonBodyParser } from '../http/json-body.js';
 import { principalOf } from '../http/auth.js';
 import { presentVideoJob } from './present.js';
 import type { VideoJobsService } from './service.js';
@@ -16,10 +16,10 @@ import { baseUrlOf } from '../http/base-url.js';
 import { READS_BUSY } from '../http/read-gate.js';
 import { CONDITIONAL_HEADERS, IF_NONE_MATCH_PARAMETER, NOT_MODIFIED_RESPONSE, sendJsonConditionally } from '../http/conditional.js';
 
-/** Room for two images (image, lastFrame) at IMAGE_MAX_BYTES in base64, plus the rest of a request. */
-export const VIDEO_CREATE_BODY_LIMIT_BYTES = 2 * 4 * Math.ceil(IMAGE_MAX_BYTES / 3) + JSON_BODY_LIMIT_BYTES;
-/** Creates with a body over JSON_BODY_LIMIT_BYTES (images) in progress at once, per API process. */
-export const VIDEO_CREATE_MAX_CONCURRENT_LARGE_BODIES = 8;
+/** Room for two images (image, lastFrame) at IMAGE_BYTES_MAX in base64, plus the rest of a request. */
+export const VIDEO_CREATE_BODY_BYTES_MAX = 2 * 4 * Math.ceil(IMAGE_BYTES_MAX / 3) + JSON_BODY_BYTES_MAX;
+/** Creates with a body over JSON_BODY_BYTES_MAX (images) in progress at once, per API process. */
+export const VIDEO_CREATE_CONCURRENT_LARGE_BODIES_MAX = 8;
 
 const JOB_ID = z.object({ id: z.string().describe('The job id.') });
 /** The simulator's `parameters.simulate`, stated in the variants of the models it serves. */
@@ -41,7 +41,7 @@ const createVideoGeneration = {
   body: {
     component: 'CreateVideoBody',
     schema: CreateVideoBody,
-    limit_bytes: VIDEO_CREATE_BODY_LIMIT_BYTES,
+    bytes_max: VIDEO_CREATE_BODY_BYTES_MAX,
     example: videoBodyExample,
     // One variant per model served here, with its limits and inputs.
     override: (generated, ctx) => videoBodySchema(generated, ctx, SIMULATE_JSON_SCHEMA),
@@ -55,7 +55,7 @@ const createVideoGeneration = {
     403: undefined,
     404: 'Unknown model (model_not_found, `param: model`).',
     409: undefined,
-    413: `The JSON body exceeds ${bytesText(VIDEO_CREATE_BODY_LIMIT_BYTES)} (request_too_large), or an image exceeds ${bytesText(IMAGE_MAX_BYTES)} decoded (image_too_large, \`param\` naming it).`,
+    413: `The JSON body exceeds ${bytesText(VIDEO_CREATE_BODY_BYTES_MAX)} (request_too_large), or an image exceeds ${bytesText(IMAGE_BYTES_MAX)} decoded (image_too_large, \`param\` naming it).`,
     429: 'Rate limited (per API key; rate_limited), this key already has 2 requests with images in progress (too_many_concurrent_uploads), or the workspace already has its limit of pending jobs (too_many_pending_jobs; nothing charged).',
     503: 'No video provider is configured for the model (provider_not_configured), or too many requests with images are in progress (server_busy).',
   },
@@ -143,7 +143,7 @@ export function videoRoutes(deps: {
   publicBaseUrl: string | undefined;
 }): ApiRouter {
   const api = new ApiRouter();
-  const createBody = jsonBodyParser({ limit_bytes: VIDEO_CREATE_BODY_LIMIT_BYTES, max_concurrent_large_bodies: VIDEO_CREATE_MAX_CONCURRENT_LARGE_BODIES });
+  const createBody = jsonBodyParser({ bytes_max: VIDEO_CREATE_BODY_BYTES_MAX, concurrent_large_bodies_max: VIDEO_CREATE_CONCURRENT_LARGE_BODIES_MAX });
 
   api.route(
     createVideoGeneration,

@@ -1,19 +1,19 @@
 // Video jobs' schemas: the create request (the single source for its validation and its type), the
 // list query, and the job as /v2 answers it.
 import { z } from 'zod';
-import { ASPECT_RATIOS, IMAGE_MIME_TYPES, RESOLUTIONS } from '../models/catalog.js';
+import { ASPECT_RATIOS, IMAGE_MIME_TYPES, RESOLUTIONS } from '../models/values.js';
 import { VideoAspectRatio, VideoResolution } from '../models/schemas.js';
 import { Euros, PageLimit, UnixSeconds, Uuid } from '../http/schemas.js';
 import { text } from '../zod-text.js';
 
-export const PROMPT_MAX_CHARS = 4_000;
-export const NEGATIVE_PROMPT_MAX_CHARS = 1_000;
+export const PROMPT_CHARS_MAX = 4_000;
+export const NEGATIVE_PROMPT_CHARS_MAX = 1_000;
 /** Largest `image` / `lastFrame` accepted, decoded (413 beyond). */
-export const IMAGE_MAX_BYTES = 8 * 1024 * 1024;
+export const IMAGE_BYTES_MAX = 8 * 1024 * 1024;
 /** Nesting of `parameters`: objects and arrays at most this deep (the object itself is level 1). */
-export const PARAMETERS_MAX_DEPTH = 8;
+export const PARAMETERS_DEPTH_MAX = 8;
 /** `parameters` as JSON: at most this many bytes (UTF-8), whatever the body limit allows. */
-export const PARAMETERS_MAX_BYTES = 16 * 1024;
+export const PARAMETERS_BYTES_MAX = 16 * 1024;
 /**
  * Whether `value` nests objects or arrays deeper than `max` levels. Recursion stops at `max`, so the
  * check itself is bounded; the fingerprint's canonical JSON (recursive) then never meets deep input.
@@ -27,14 +27,14 @@ export function nestsDeeperThan(value: unknown, max: number): boolean {
 const Parameters = z
   .record(z.string(), z.unknown())
   .check((ctx) => {
-    if (nestsDeeperThan(ctx.value, PARAMETERS_MAX_DEPTH)) {
-      ctx.issues.push({ code: 'custom', input: ctx.value, message: `must not nest objects or arrays more than ${PARAMETERS_MAX_DEPTH} levels deep` });
-    } else if (Buffer.byteLength(JSON.stringify(ctx.value)) > PARAMETERS_MAX_BYTES) {
-      ctx.issues.push({ code: 'custom', input: ctx.value, message: `must be at most ${PARAMETERS_MAX_BYTES} bytes as JSON` });
+    if (nestsDeeperThan(ctx.value, PARAMETERS_DEPTH_MAX)) {
+      ctx.issues.push({ code: 'custom', input: ctx.value, message: `must not nest objects or arrays more than ${PARAMETERS_DEPTH_MAX} levels deep` });
+    } else if (Buffer.byteLength(JSON.stringify(ctx.value)) > PARAMETERS_BYTES_MAX) {
+      ctx.issues.push({ code: 'custom', input: ctx.value, message: `must be at most ${PARAMETERS_BYTES_MAX} bytes as JSON` });
     }
   })
   .describe(
-    `Model-specific options, passed to models that read them (sim-video-1 reads parameters.simulate); ignored by the others. At most ${PARAMETERS_MAX_DEPTH} levels of nesting and ${PARAMETERS_MAX_BYTES} bytes as JSON.`,
+    `Model-specific options, passed to models that read them (sim-video-1 reads parameters.simulate); ignored by the others. At most ${PARAMETERS_DEPTH_MAX} levels of nesting and ${PARAMETERS_BYTES_MAX} bytes as JSON.`,
   );
 // Per-model limits and capabilities live in the catalog (GET /v2/models), which the operator may
 // replace; the descriptions (OpenAPI only, not validation) say where to look.
@@ -44,7 +44,7 @@ const ImageInput = (what: string) =>
       bytesBase64Encoded: z
         .base64('must be standard base64 (RFC 4648, with padding)')
         .min(1, 'must not be empty')
-        .describe(`The image file, base64: PNG, JPEG or WebP, recognised by its content; at most ${IMAGE_MAX_BYTES / (1024 * 1024)} MiB decoded (413 beyond).`),
+        .describe(`The image file, base64: PNG, JPEG or WebP, recognised by its content; at most ${IMAGE_BYTES_MAX / (1024 * 1024)} MiB decoded (413 beyond).`),
       mimeType: z
         .enum(IMAGE_MIME_TYPES, { error: `must be one of ${IMAGE_MIME_TYPES.join(', ')}` })
         .describe("The image's type; must match its content and be one of the model's image_mime_types."),
@@ -52,7 +52,7 @@ const ImageInput = (what: string) =>
     .describe(what);
 export const CreateVideoBody = z
   .object({
-    prompt: text({ max_chars: PROMPT_MAX_CHARS, notBlank: true }).describe(`What to generate: at most ${PROMPT_MAX_CHARS} characters, not blank (leading and trailing white space is removed).`),
+    prompt: text({ chars_max: PROMPT_CHARS_MAX, notBlank: true }).describe(`What to generate: at most ${PROMPT_CHARS_MAX} characters, not blank (leading and trailing white space is removed).`),
     model: z.string().min(1).max(100).optional().describe("A video model id (GET /v2/models); default: the catalog's default model (veo-3.1-fast-generate-001 in the built-in catalog). A retired id listed with `deprecated: true` runs as its `replaced_by`."),
     n: z.number().int().min(1).optional().describe("Videos to generate: 1 to the model's max_n; default 1."),
     durationSeconds: z.number().int().optional().describe("Seconds per video: one of the model's durations_seconds; default the model's default_params."),
@@ -62,10 +62,10 @@ export const CreateVideoBody = z
     image: ImageInput('The first frame of the video (image to video), for models with supports_image.').optional(),
     lastFrame: ImageInput('The last frame of the video, with `image`, for models with supports_last_frame.').optional(),
     generateAudio: z.boolean().optional().describe("Whether the video has generated audio, for models with supports_audio; default the model's generate_audio_default. The price depends on it."),
-    negativePrompt: text({ max_chars: NEGATIVE_PROMPT_MAX_CHARS, notBlank: true })
+    negativePrompt: text({ chars_max: NEGATIVE_PROMPT_CHARS_MAX, notBlank: true })
       .trim()
       .optional()
-      .describe(`What the video should not show, for models with supports_negative_prompt: at most ${NEGATIVE_PROMPT_MAX_CHARS} characters, not blank.`),
+      .describe(`What the video should not show, for models with supports_negative_prompt: at most ${NEGATIVE_PROMPT_CHARS_MAX} characters, not blank.`),
     parameters: Parameters.optional(),
   })
   .strict();

@@ -16,10 +16,8 @@ import {
   estimateCostMicroEur,
   findVideoModel,
   videoBackendsFor,
-  type AspectRatio,
-  type Resolution,
-  type VideoParams,
 } from '../models/catalog.js';
+import type { AspectRatio, Resolution, VideoParams } from '../models/values.js';
 import { SimulateSchema } from '../providers/video/simulator.js';
 import { ApiError, fromZodError, invalidParam, keySpendLimitExceeded, notFound } from '../errors.js';
 import { isDependencyDown, RETRY_AFTER_S } from '../dependency-errors.js';
@@ -108,8 +106,8 @@ export class VideoJobsService {
       aspectRatio: (body.aspectRatio ?? model.default_params.aspectRatio) as AspectRatio,
       n: body.n ?? model.default_params.n,
     };
-    if (!model.durations_s.includes(params.durationSeconds)) {
-      throw invalidParam('durationSeconds', `durationSeconds must be one of ${model.durations_s.join(', ')} for model ${model.id}`);
+    if (!model.durations_seconds.includes(params.durationSeconds)) {
+      throw invalidParam('durationSeconds', `durationSeconds must be one of ${model.durations_seconds.join(', ')} for model ${model.id}`);
     }
     if (!model.resolutions.includes(params.resolution)) {
       throw invalidParam('resolution', `resolution must be one of ${model.resolutions.join(', ')} for model ${model.id}`);

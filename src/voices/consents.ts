@@ -3,7 +3,7 @@
 // 404 as an id that never existed). With VOICE_CONSENT_REQUIRED (the default in production) a clone
 // must name one; a voice cloned without one is marked requires_verification.
 //
-// Recordings are bounded per workspace: at most MAX_CONSENTS_PER_WORKSPACE live consents and
+// Recordings are bounded per workspace: at most CONSENTS_PER_WORKSPACE_MAX live consents and
 // CONSENT_RECORDING_BYTES_PER_WORKSPACE bytes of recordings kept, checked and claimed under the
 // workspace's consent lock before the recording is stored (a row the upload fills in), so racing
 // uploads cannot pass either bound. Deleting a consent removes its recording from storage (the consent's
@@ -16,7 +16,7 @@ import { ApiError, notFound } from '../errors.js';
 import type { ApiKeyPrincipal } from '../account/workspaces.js';
 
 /** Consents a workspace may hold at once. */
-export const MAX_CONSENTS_PER_WORKSPACE = 500;
+export const CONSENTS_PER_WORKSPACE_MAX = 500;
 /** Bytes of consent recordings a workspace may have kept at once (a deleted consent's count until removed). */
 export const CONSENT_RECORDING_BYTES_PER_WORKSPACE = 100 * 1024 * 1024;
 const CONSENT_LOCK_CLASS = 724_301_120;
@@ -42,7 +42,7 @@ export class VoiceConsentsService {
   private readonly limits: { count: number; bytes: number };
 
   constructor(private readonly deps: { db: Db; storage: Storage; required: boolean; limits?: { count: number; bytes: number } }) {
-    this.limits = deps.limits ?? { count: MAX_CONSENTS_PER_WORKSPACE, bytes: CONSENT_RECORDING_BYTES_PER_WORKSPACE };
+    this.limits = deps.limits ?? { count: CONSENTS_PER_WORKSPACE_MAX, bytes: CONSENT_RECORDING_BYTES_PER_WORKSPACE };
   }
 
   /** Whether a clone must name a consent (VOICE_CONSENT_REQUIRED). */

@@ -51,15 +51,15 @@ export const UpdateVoiceConsentBody = z.strictObject({ name: VoiceName });
 const AUDIO_FILE = z
   .file()
   .min(1)
-  .max(VOICE_UPLOAD_LIMITS.maxFileBytes)
-  .describe(`At most ${bytesText(VOICE_UPLOAD_LIMITS.maxFileBytes)}, recognised as audio by its content (the part's Content-Type is not trusted): ${Object.values(AUDIO_CONTENT_TYPES).join(', ')}.`);
+  .max(VOICE_UPLOAD_LIMITS.fileBytesMax)
+  .describe(`At most ${bytesText(VOICE_UPLOAD_LIMITS.fileBytesMax)}, recognised as audio by its content (the part's Content-Type is not trusted): ${Object.values(AUDIO_CONTENT_TYPES).join(', ')}.`);
 /** An upload form of one audio file, in the part `filePart`, as a request body of the document. */
 const audioForm = <P extends MultipartParts>(component: string, schema: z.ZodType, filePart: string, parts: P) => ({
   component,
   schema,
   mediaType: 'multipart/form-data' as const,
   parts,
-  description: `multipart/form-data with a boundary; at most ${VOICE_UPLOAD_LIMITS.maxParts} parts.`,
+  description: `multipart/form-data with a boundary; at most ${VOICE_UPLOAD_LIMITS.partsMax} parts.`,
   encoding: { [filePart]: { contentType: Object.values(AUDIO_CONTENT_TYPES).join(', ') } },
 });
 export const CreateVoiceConsentForm = z
@@ -69,12 +69,12 @@ export const CreateOpenAiVoiceForm = z
   .strictObject({
     name: VoiceName,
     audio_sample: AUDIO_FILE,
-    consent: z.string().max(VOICE_UPLOAD_LIMITS.maxFieldBytes).describe('The id of a voice consent of this workspace (POST /v1/audio/voice_consents).'),
+    consent: z.string().max(VOICE_UPLOAD_LIMITS.fieldBytesMax).describe('The id of a voice consent of this workspace (POST /v1/audio/voice_consents).'),
     type: z.literal('audio_sample').optional().describe('Only voices from an audio sample are offered.'),
   })
   .describe('multipart/form-data: the text parts "name" and "consent", the file part "audio_sample", and optionally "type".');
 
-const upload413 = `The file exceeds ${bytesText(VOICE_UPLOAD_LIMITS.maxFileBytes)} (file_too_large), or the declared body is too large (request_too_large).`;
+const upload413 = `The file exceeds ${bytesText(VOICE_UPLOAD_LIMITS.fileBytesMax)} (file_too_large), or the declared body is too large (request_too_large).`;
 const upload415 = 'Not multipart/form-data (unsupported_media_type), or a file that is not recognised as audio (unsupported_file_type).';
 
 /** The consent form's parts, in the order they are checked. */
@@ -235,7 +235,7 @@ export function openAiVoiceRoutes(deps: OpenAiVoiceRoutesDeps): ApiRouter {
     deps.voices.assertConfigured();
     next();
   };
-  const upload = (filePart: string, fieldParts: string[]) => multipartForm({ limits: { ...VOICE_UPLOAD_LIMITS, maxFiles: 1 }, fileParts: [filePart], fieldParts, fileType: audioCheck });
+  const upload = (filePart: string, fieldParts: string[]) => multipartForm({ limits: { ...VOICE_UPLOAD_LIMITS, filesMax: 1 }, fileParts: [filePart], fieldParts, fileType: audioCheck });
 
   api.route(openaiCreateVoiceConsent, deps.auth, deps.limit, upload('recording', ['name', 'language']), async ({ body }, _req, res) => {
     const consent = await deps.consents.create(principalOf(res), { name: body.name, language: body.language, recording: body.recording.buffer, extension: body.recording.type });

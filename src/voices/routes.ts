@@ -15,18 +15,18 @@ import type { VoiceConsentsService } from './consents.js';
 
 const MiB = 1024 * 1024;
 
-export const VOICE_NAME_MAX_CHARS = 100;
+export const VOICE_NAME_CHARS_MAX = 100;
 
 export const VOICE_UPLOAD_LIMITS: MultipartLimits = {
-  maxFiles: 10,
-  maxFileBytes: 10 * MiB,
-  maxTotalFileBytes: 25 * MiB,
-  maxFields: 10,
-  maxParts: 20,
-  maxFieldBytes: 1024,
-  maxPartNameBytes: 100,
+  filesMax: 10,
+  fileBytesMax: 10 * MiB,
+  totalFileBytesMax: 25 * MiB,
+  fieldsMax: 10,
+  partsMax: 20,
+  fieldBytesMax: 1024,
+  partNameBytesMax: 100,
   // at most 8 x 25 MiB of uploads held in memory by one API process
-  maxConcurrentRequests: 8,
+  concurrentRequestsMax: 8,
 };
 
 export function presentVoice(v: VoiceRecord) {
@@ -50,9 +50,9 @@ const missingParts = (parts: string[]) =>
   );
 
 /** The `name` part: validated as sent (the OpenAPI document states the same), then trimmed. */
-export const VoiceName = text({ max_chars: VOICE_NAME_MAX_CHARS, notBlank: true, noControl: true })
+export const VoiceName = text({ chars_max: VOICE_NAME_CHARS_MAX, notBlank: true, noControl: true })
   .trim()
-  .describe(`The voice's name: one text part, not blank, at most ${VOICE_NAME_MAX_CHARS} characters, no control characters; leading and trailing white space is removed.`);
+  .describe(`The voice's name: one text part, not blank, at most ${VOICE_NAME_CHARS_MAX} characters, no control characters; leading and trailing white space is removed.`);
 
 /**
  * The multipart form of POST /v2/audio/voices. Documentation only: multipart bodies are parsed by
@@ -63,12 +63,12 @@ export const CreateVoiceForm = z
   .strictObject({
     name: VoiceName,
     file: z
-      .array(z.file().min(1).max(VOICE_UPLOAD_LIMITS.maxFileBytes))
+      .array(z.file().min(1).max(VOICE_UPLOAD_LIMITS.fileBytesMax))
       .min(1)
-      .max(VOICE_UPLOAD_LIMITS.maxFiles)
+      .max(VOICE_UPLOAD_LIMITS.filesMax)
       .describe(
-        `Audio samples of the voice, one file per "file" part: 1 to ${VOICE_UPLOAD_LIMITS.maxFiles} files, each at most ` +
-          `${bytesText(VOICE_UPLOAD_LIMITS.maxFileBytes)}, together at most ${bytesText(VOICE_UPLOAD_LIMITS.maxTotalFileBytes)}. ` +
+        `Audio samples of the voice, one file per "file" part: 1 to ${VOICE_UPLOAD_LIMITS.filesMax} files, each at most ` +
+          `${bytesText(VOICE_UPLOAD_LIMITS.fileBytesMax)}, together at most ${bytesText(VOICE_UPLOAD_LIMITS.totalFileBytesMax)}. ` +
           `Recognised by content (the part's Content-Type is not trusted): ${Object.values(AUDIO_CONTENT_TYPES).join(', ')}.`,
       ),
     consent: z
@@ -109,13 +109,13 @@ const createVoice = {
     schema: CreateVoiceForm,
     mediaType: 'multipart/form-data',
     parts: CreateVoiceParts,
-    description: `multipart/form-data with a boundary; at most ${VOICE_UPLOAD_LIMITS.maxParts} parts.`,
+    description: `multipart/form-data with a boundary; at most ${VOICE_UPLOAD_LIMITS.partsMax} parts.`,
     encoding: { file: { contentType: Object.values(AUDIO_CONTENT_TYPES).join(', ') } },
   },
   responses: { '200': json(Voice, 'The new voice.') },
   errors: {
     400: 'Invalid form: a missing, repeated or unknown part, a blank name, an empty file, too many files, a malformed or truncated body, or the workspace already holds its maximum of voices.',
-    413: `A file above ${bytesText(VOICE_UPLOAD_LIMITS.maxFileBytes)} (file_too_large), the files together above ${bytesText(VOICE_UPLOAD_LIMITS.maxTotalFileBytes)} (upload_too_large), or the declared body too large (request_too_large).`,
+    413: `A file above ${bytesText(VOICE_UPLOAD_LIMITS.fileBytesMax)} (file_too_large), the files together above ${bytesText(VOICE_UPLOAD_LIMITS.totalFileBytesMax)} (upload_too_large), or the declared body too large (request_too_large).`,
     415: 'Not multipart/form-data (unsupported_media_type), or a file that is not recognised as audio (unsupported_file_type, `param: file`).',
     429: undefined,
     503: VOICE_503,

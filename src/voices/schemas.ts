@@ -2,14 +2,15 @@
 import { z } from 'zod';
 import { UnixSeconds, Uuid } from '../http/schemas.js';
 import { text } from '../zod-text.js';
+import { SPEECH_FORMATS } from '../models/values.js';
 
 export const CreateSpeechBody = z
   .object({
     model: z.string().min(1).max(100).optional().describe('A speech model id (GET /v2/models); default: the first model of the configured voice provider.'),
     input: text({ notBlank: true }).describe("The text to speak: not blank, at most the model's max_input_chars characters (Unicode code points), which are billed."),
-    voice: text({ max_chars: 200, min_chars: 1 }).describe("A voice_id of this workspace's cloned voices (GET /v2/audio/voices) or a preset voice of the provider."),
+    voice: text({ chars_max: 200, chars_min: 1 }).describe("A voice_id of this workspace's cloned voices (GET /v2/audio/voices) or a preset voice of the provider."),
     response_format: z
-      .enum(['mp3', 'opus', 'aac', 'flac', 'wav', 'pcm'], { error: 'must be one of mp3, opus, aac, flac, wav, pcm' })
+      .enum(SPEECH_FORMATS, { error: `must be one of ${SPEECH_FORMATS.join(', ')}` })
       .optional()
       .describe('wav (default): a RIFF WAVE file; pcm: raw signed 16-bit little-endian mono samples; mp3; opus (in Ogg); aac (ADTS); flac.'),
     speed: z.number().min(0.25).max(4).optional().describe('Speaking rate, 1 = normal (default), 0.25 to 4; providers that cannot change it speak at 1.'),

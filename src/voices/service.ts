@@ -24,7 +24,7 @@ import { voiceDeletionWorkflowId, type VoiceDeletionInput, type voiceDeletionWor
 /** Voices a workspace may hold at once unless configured (VOICE_CLONES_PER_WORKSPACE): each takes a slot of the shared provider account. */
 export const DEFAULT_VOICE_CLONES_PER_WORKSPACE = 10;
 /** Most voices a listing answers (the quota is far below it). */
-export const MAX_VOICES_LISTED = 500;
+export const VOICES_LISTED_MAX = 500;
 const VOICE_LOCK_CLASS = 724_301_118;
 /** How long a voice deletion waits for Temporal to start its workflow before leaving it to the reconciler. */
 const START_DELETION_TIMEOUT_MS = 5_000;
@@ -46,7 +46,7 @@ export interface VoicesDeps {
   taskQueue: string;
   logger: Logger;
   /** Live voices a workspace may hold (default DEFAULT_VOICE_CLONES_PER_WORKSPACE). */
-  max_voices_per_workspace?: number;
+  voices_per_workspace_max?: number;
 }
 
 /** What the customer is told when the operator's provider account is the problem (details go to the log). */
@@ -105,7 +105,7 @@ export class VoicesService {
   }
 
   private get quota(): number {
-    return this.deps.max_voices_per_workspace ?? DEFAULT_VOICE_CLONES_PER_WORKSPACE;
+    return this.deps.voices_per_workspace_max ?? DEFAULT_VOICE_CLONES_PER_WORKSPACE;
   }
 
   /** `consent_id`: the consent the clone was made with (src/voices/consents.ts); none marks the voice requires_verification. */
@@ -162,7 +162,7 @@ export class VoicesService {
     this.assertConfigured();
     const r = await this.deps.db.query<VoiceRecord>(
       `${SELECT_VOICE} WHERE workspace_id = $1 AND deleted_at IS NULL ORDER BY created_at DESC, id LIMIT $2`,
-      [principal.workspace_id, MAX_VOICES_LISTED],
+      [principal.workspace_id, VOICES_LISTED_MAX],
     );
     return r.rows;
   }

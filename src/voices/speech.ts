@@ -21,21 +21,23 @@ import type { Db } from '../db/pool.js';
 import { uuidForKey } from '../ids.js';
 import { captureSpeech, holdSpeech, releaseSpeech } from './speech-billing.js';
 import type { Storage } from '../storage/local.js';
-import { defaultSpeechModelFor, findSpeechModel, speechCostMicroEur, type SpeechModel, type SpeechResponseFormat } from '../models/catalog.js';
+import { defaultSpeechModelFor, findSpeechModel, speechCostMicroEur, type SpeechModel } from '../models/catalog.js';
 import { ApiError, invalidParam, keySpendLimitExceeded, notFound } from '../errors.js';
 import { microEurToEur } from '../money.js';
 import { creditsCharged } from '../metrics.js';
 import { keyAllowsModel, type ApiKeyPrincipal } from '../account/workspaces.js';
 import type { VoicesService } from './service.js';
-import { audioEncoder, needsMediaWorker, pcmRateOf, type SpeechFormat } from '../media/audio-encode.js';
+import { audioEncoder, needsMediaWorker, pcmRateOf } from '../media/audio-encode.js';
+import type { SpeechFormat } from '../models/values.js';
 import type { FfmpegWasm, MediaReservation } from '../media/ffmpeg-wasm.js';
+import { inSpan, markSpans, SPEECH_REQUEST_ID_ATTRIBUTE } from '../telemetry/index.js';
 import { SIM_SAMPLE_RATE_HZ } from '../providers/voice/simulator.js';
 
 export interface SpeechInput {
   model?: string | undefined;
   input: string;
   voice: string;
-  response_format?: SpeechResponseFormat | undefined;
+  response_format?: SpeechFormat | undefined;
   speed?: number | undefined;
 }
 
@@ -196,6 +198,7 @@ export class SpeechService {
     const prepared = await this.prepare(principal, body, idempotencyKey, false);
     if (prepared.kind === 'replay') return prepared.result;
     const { speechRequestId, model, format, characters } = prepared;
+    markSpans(SPEECH_REQUEST_ID_ATTRIBUTE, speechRequestId);
     const key = audioKey(speechRequestId, format);
     const place = await this.reserveEncoder(speechRequestId, format);
     let speech: { audio: Buffer; content_type: string };
@@ -209,8 +212,10 @@ export class SpeechService {
       if (pcm.audio.length === 0) {
         throw new ApiError(502, 'provider_error', 'provider_invalid_response', 'the voice provider returned no audio; nothing was charged');
       }
-      const encoder = audioEncoder(format, pcmRateOf(pcm.content_type), place?.run ?? null, false);
-      speech = { audio: Buffer.concat([encoder.push(pcm.audio), await encoder.end()]), content_type: encoder.content_type };
+      speech = await inSpan('speech encode', { 'speech.format': format }, async () => {
+        const encoder = audioEncoder(format, pcmRateOf(pcm.content_type), place?.run ?? null, false);
+        return { audio: Buffer.concat([encoder.push(pcm.audio), await encoder.end()]), content_type: encoder.content_type };
+      });
       // Kept for replays of this Idempotency-Key, so they never reach the provider.
       await this.deps.storage.put(key, speech.audio, speech.content_type).catch((err: Error) => {
         throw new ApiError(503, 'api_error', 'storage_unavailable', `the audio could not be kept (${err.message}); nothing was charged`, null, { 'Retry-After': '5' });
@@ -245,6 +250,7 @@ export class SpeechService {
       return { ...r, body: out, settled: Promise.resolve('captured') };
     }
     const { speechRequestId, model, format, characters } = prepared;
+    markSpans(SPEECH_REQUEST_ID_ATTRIBUTE, speechRequestId);
     const place = await this.reserveEncoder(speechRequestId, format);
     const provider = this.deps.voices.provider;
     const request = { model: model.id, voice_id: prepared.voice_id, text: prepared.text, speed: prepared.speed };

@@ -30,7 +30,7 @@ export interface WebhookDispatch {
 }
 
 /** Most deliveries started by one call. */
-export const MAX_DISPATCH_BATCH = 1_000;
+export const DISPATCH_BATCH_MAX = 1_000;
 
 /**
  * How long a recorded delivery is left to the settlement that recorded it (which starts it right after its
@@ -44,7 +44,7 @@ const DISPATCH_CONCURRENCY = 8;
 /** Starts the delivery workflows of these deliveries that are not started yet; answers how many it started. */
 export async function dispatchWebhookDeliveries(d: WebhookDispatch, ids: readonly string[]): Promise<number> {
   if (ids.length === 0) return 0;
-  if (ids.length > MAX_DISPATCH_BATCH) throw new RangeError(`at most ${MAX_DISPATCH_BATCH} deliveries per dispatch`);
+  if (ids.length > DISPATCH_BATCH_MAX) throw new RangeError(`at most ${DISPATCH_BATCH_MAX} deliveries per dispatch`);
   const r = await d.db.query<{ id: string; workspace_id: string }>(
     'SELECT id, workspace_id FROM webhook_deliveries WHERE id = ANY($1::uuid[]) AND dispatched_at IS NULL',
     [ids],
@@ -87,7 +87,7 @@ export async function dispatchJobWebhooks(d: WebhookDispatch, jobId: string): Pr
 export async function dispatchUndispatched(d: WebhookDispatch, limit: number, min_age_ms = UNDISPATCHED_GRACE_MS): Promise<number> {
   const r = await d.db.query<{ id: string }>(
     'SELECT id FROM webhook_deliveries WHERE dispatched_at IS NULL AND created_at <= now() - make_interval(secs => $2::float8 / 1000) ORDER BY created_at LIMIT $1',
-    [Math.max(1, Math.min(limit, MAX_DISPATCH_BATCH)), Math.max(0, min_age_ms)],
+    [Math.max(1, Math.min(limit, DISPATCH_BATCH_MAX)), Math.max(0, min_age_ms)],
   );
   return dispatchWebhookDeliveries(d, r.rows.map((row) => row.id));
 }

@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { serialPageQuery, UnixSeconds, Uuid } from '../http/schemas.js';
 import { VideoJob } from '../video-jobs/schemas.js';
 import { WEBHOOK_EVENT_TYPES } from './event-types.js';
-import { WEBHOOK_URL_MAX_CHARS } from './target-policy.js';
+import { WEBHOOK_URL_CHARS_MAX } from './target-policy.js';
 
 /** The public id of a delivery attempt: this prefix and its serial number. */
 export const DELIVERY_ATTEMPT_ID_PREFIX = 'whatt_';
@@ -16,7 +16,7 @@ export const CreateWebhookBody = z
     url: z
       .string()
       .min(1)
-      .max(WEBHOOK_URL_MAX_CHARS)
+      .max(WEBHOOK_URL_CHARS_MAX)
       .describe(
         'Where events are POSTed: an https URL naming its host by a DNS name (not an IP address), without credentials or fragment; ' +
           'in development (not NODE_ENV=production) also a loopback URL (localhost, 127.x.x.x, [::1]) over http or https. ' +

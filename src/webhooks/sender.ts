@@ -9,7 +9,7 @@ import type { LookupFunction } from 'node:net';
 import { hostOf, parseWebhookUrl, resolveWebhookTarget, systemResolver, WebhookTargetError, type Resolver, type ResolvedAddress, type TargetPolicy } from './target-policy.js';
 
 export const WEBHOOK_ATTEMPT_TIMEOUT_MS = 10_000;
-export const WEBHOOK_MAX_RESPONSE_BYTES = 4 * 1024;
+export const WEBHOOK_RESPONSE_BYTES_MAX = 4 * 1024;
 const USER_AGENT = 'video-voice-api-webhooks/1';
 
 export interface WebhookAttemptResult {
@@ -28,7 +28,7 @@ export interface WebhookRequest {
   policy: TargetPolicy;
   resolver?: Resolver;
   timeout_ms?: number;
-  max_response_bytes?: number;
+  response_bytes_max?: number;
 }
 
 /**
@@ -62,7 +62,7 @@ export async function sendWebhook(req: WebhookRequest): Promise<WebhookAttemptRe
   const started = process.hrtime.bigint();
   const elapsed = () => Math.round(Number(process.hrtime.bigint() - started) / 1e6);
   const timeout_ms = req.timeout_ms ?? WEBHOOK_ATTEMPT_TIMEOUT_MS;
-  const max_bytes = req.max_response_bytes ?? WEBHOOK_MAX_RESPONSE_BYTES;
+  const bytes_max = req.response_bytes_max ?? WEBHOOK_RESPONSE_BYTES_MAX;
   let url: URL;
   let target: ResolvedAddress;
   try {
@@ -91,11 +91,11 @@ export async function sendWebhook(req: WebhookRequest): Promise<WebhookAttemptRe
         status >= 200 && status <= 299
           ? { succeeded: true, http_status: status, error: null }
           : { succeeded: false, http_status: status, error: status >= 300 && status <= 399 ? `redirect (${status}) not followed` : `HTTP ${status}` };
-      // Read at most max_bytes of the answer (nothing is kept), then close.
+      // Read at most bytes_max of the answer (nothing is kept), then close.
       let read = 0;
       res.on('data', (chunk: Buffer) => {
         read += chunk.length;
-        if (read >= max_bytes) finish(outcome());
+        if (read >= bytes_max) finish(outcome());
       });
       res.on('end', () => finish(outcome()));
       res.on('error', () => finish(outcome()));

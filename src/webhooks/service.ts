@@ -15,7 +15,7 @@ import { isUuid } from '../video-jobs/service.js';
 import { cursorOf, pageOf, type Page } from '../db/pagination.js';
 
 /** Live endpoints a workspace may have: keeps the (unpaginated) listing and the fan-out per event bounded. */
-export const MAX_WEBHOOK_ENDPOINTS_PER_WORKSPACE = 20;
+export const WEBHOOK_ENDPOINTS_PER_WORKSPACE_MAX = 20;
 export { DELIVERY_ATTEMPT_ID_PREFIX };
 const WEBHOOK_LOCK_CLASS = 724_301_119;
 
@@ -68,12 +68,12 @@ export class WebhooksService {
       const live = await tx.query<{ n: number }>('SELECT count(*)::bigint AS n FROM webhook_endpoints WHERE workspace_id = $1 AND deleted_at IS NULL', [
         principal.workspace_id,
       ]);
-      if (live.rows[0]!.n >= MAX_WEBHOOK_ENDPOINTS_PER_WORKSPACE) {
+      if (live.rows[0]!.n >= WEBHOOK_ENDPOINTS_PER_WORKSPACE_MAX) {
         throw new ApiError(
           409,
           'invalid_request_error',
           'webhook_endpoint_limit_reached',
-          `this workspace already has ${MAX_WEBHOOK_ENDPOINTS_PER_WORKSPACE} webhook endpoints, the most it may have; delete one first`,
+          `this workspace already has ${WEBHOOK_ENDPOINTS_PER_WORKSPACE_MAX} webhook endpoints, the most it may have; delete one first`,
         );
       }
       const r = await tx.query<WebhookEndpointRecord>(
@@ -88,7 +88,7 @@ export class WebhooksService {
   async list(principal: ApiKeyPrincipal): Promise<WebhookEndpointRecord[]> {
     const r = await this.deps.db.query<WebhookEndpointRecord>(
       `${SELECT_ENDPOINT} WHERE workspace_id = $1 AND deleted_at IS NULL ORDER BY created_at DESC, id LIMIT $2`,
-      [principal.workspace_id, MAX_WEBHOOK_ENDPOINTS_PER_WORKSPACE],
+      [principal.workspace_id, WEBHOOK_ENDPOINTS_PER_WORKSPACE_MAX],
     );
     return r.rows;
   }

@@ -29,7 +29,7 @@ export interface ResolvedAddress {
 /** Every address a host name resolves to (a fake in tests). */
 export type Resolver = (hostname: string) => Promise<ResolvedAddress[]>;
 
-export const WEBHOOK_URL_MAX_CHARS = 2048;
+export const WEBHOOK_URL_CHARS_MAX = 2048;
 const DNS_TIMEOUT_MS = 5_000;
 
 /**
@@ -112,7 +112,7 @@ export function webhookUrlPattern(policy: TargetPolicy): string {
  * delivery attempt (resolveWebhookTarget).
  */
 export function parseWebhookUrl(raw: string, policy: TargetPolicy): URL {
-  if (raw.length > WEBHOOK_URL_MAX_CHARS) throw new WebhookTargetError('invalid_url', `url must be at most ${WEBHOOK_URL_MAX_CHARS} characters`);
+  if (raw.length > WEBHOOK_URL_CHARS_MAX) throw new WebhookTargetError('invalid_url', `url must be at most ${WEBHOOK_URL_CHARS_MAX} characters`);
   if (!new RegExp(webhookUrlPattern(policy)).test(raw)) {
     throw new WebhookTargetError(
       'url_not_allowed',

@@ -33,10 +33,10 @@
 // Every request is recorded (method, path, query, headers, JSON body or multipart parts).
 import http from 'node:http';
 import { createHash, randomBytes } from 'node:crypto';
-import type { AddressInfo } from 'node:net';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import multer from 'multer';
 import { ELEVENLABS_PRESET_VOICES } from '../../src/providers/voice/elevenlabs.js';
+import { closeServer, listenOnLoopback } from './fake-http.js';
 
 export type FakeRoute = 'clone' | 'delete' | 'speech' | 'stream';
 
@@ -314,11 +314,10 @@ export async function startElevenLabsFake(opts: { apiKey?: string; voiceSlots?: 
   });
 
   const server = http.createServer(app);
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
+  const url = await listenOnLoopback(server);
 
   return {
-    url: `http://127.0.0.1:${port}`,
+    url,
     apiKey,
     requests,
     voices,
@@ -340,8 +339,7 @@ export async function startElevenLabsFake(opts: { apiKey?: string; voiceSlots?: 
     async close() {
       for (const t of timers) clearTimeout(t);
       timers.clear();
-      server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await closeServer(server);
     },
   };
 }

@@ -1,8 +1,14 @@
 // The plumbing of a local provider fake: an HTTP server on loopback that records every request and can
 // be scripted to fail on demand (a status and body, a delay, an unreadable answer) per route, before the
-// fake's own handling. The fakes of fal and Replicate build on it; what they answer is theirs.
+// fake's own handling. The fakes of fal, Replicate and Vertex AI build on it (the ElevenLabs fake, an
+// Express app, shares its listening and closing); what they answer is theirs.
+import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { projectPath } from '../../src/paths.js';
+
+/** The video a fake's finished job delivers: a real MP4 of the simulator's assets. */
+export const FAKE_OUTPUT_VIDEO = fs.readFileSync(projectPath('assets', 'sim-video', '16x9-4s.mp4'));
 
 export interface RecordedRequest<R extends string> {
   method: string;
@@ -34,6 +40,18 @@ export interface FakeRequest<R extends string> {
   recorded: RecordedRequest<R>;
 }
 
+/** Listens on a free loopback port; answers the server's base URL. */
+export async function listenOnLoopback(server: http.Server): Promise<string> {
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
+/** Closes a server now, the connections clients keep alive included. */
+export async function closeServer(server: http.Server): Promise<void> {
+  server.closeAllConnections();
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+}
+
 export abstract class FakeHttpServer<R extends string> {
   readonly requests: RecordedRequest<R>[] = [];
   url = '';
@@ -44,22 +62,26 @@ export abstract class FakeHttpServer<R extends string> {
   protected abstract routeOf(method: string, url: URL): R | 'unknown';
   protected abstract serve(r: FakeRequest<R>): Promise<void> | void;
   protected abstract notFound(r: FakeRequest<R>): void;
+  /** The Content-Type of JSON answers, scripted failures included, as the provider sends it. */
+  protected jsonContentType = 'application/json';
+
+  /** The answer when the fake itself throws, in the provider's error shape. */
+  protected fakeFailed(res: http.ServerResponse, err: Error): void {
+    this.json(res, 500, { detail: `fake failed: ${err.message}` });
+  }
 
   async start(): Promise<this> {
     this.server = http.createServer((req, res) => {
       this.handle(req, res).catch((err) => {
-        if (!res.headersSent) this.json(res, 500, { detail: `fake failed: ${(err as Error).message}` });
+        if (!res.headersSent) this.fakeFailed(res, err as Error);
       });
     });
-    await new Promise<void>((resolve) => this.server!.listen(0, '127.0.0.1', resolve));
-    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+    this.url = await listenOnLoopback(this.server);
     return this;
   }
 
   async stop(): Promise<void> {
-    if (!this.server) return;
-    this.server.closeAllConnections();
-    await new Promise<void>((resolve) => this.server!.close(() => resolve()));
+    if (this.server) await closeServer(this.server);
   }
 
   /** Scripts failures, consumed in order per route. */
@@ -78,8 +100,14 @@ export abstract class FakeHttpServer<R extends string> {
   }
 
   json(res: http.ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
-    res.writeHead(status, { 'content-type': 'application/json', ...headers });
+    res.writeHead(status, { 'content-type': this.jsonContentType, ...headers });
     res.end(JSON.stringify(body));
+  }
+
+  /** Answers the output video's bytes, as a provider's file URL serves them. */
+  protected sendVideo(res: http.ServerResponse): void {
+    res.writeHead(200, { 'content-type': 'video/mp4', 'content-length': String(FAKE_OUTPUT_VIDEO.length) });
+    res.end(FAKE_OUTPUT_VIDEO);
   }
 
   private async handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
@@ -111,7 +139,7 @@ export abstract class FakeHttpServer<R extends string> {
         if (closed) return;
       }
       if (fault.status !== undefined || fault.body !== undefined) {
-        res.writeHead(fault.status ?? 200, { 'content-type': 'application/json', ...fault.headers });
+        res.writeHead(fault.status ?? 200, { 'content-type': this.jsonContentType, ...fault.headers });
         res.end(typeof fault.body === 'string' ? fault.body : JSON.stringify(fault.body ?? {}));
         return;
       }

@@ -27,9 +27,7 @@
 // callback alone; `dropCallbacks = true` leaves completion to polling; `fault({ route: 'submit', status:
 // 503, times })` makes fal refuse for a passing reason (a fallback to the next backend).
 import { createHash, generateKeyPairSync, randomUUID, sign, type KeyObject } from 'node:crypto';
-import fs from 'node:fs';
-import { projectPath } from '../../src/paths.js';
-import { checkInput, deliverCallback, FakeHttpServer, type FakeRequest, type FieldSpec } from './fake-http.js';
+import { checkInput, deliverCallback, FAKE_OUTPUT_VIDEO, FakeHttpServer, type FakeRequest, type FieldSpec } from './fake-http.js';
 
 export type FalRoute = 'submit' | 'status' | 'result' | 'cancel' | 'jwks' | 'file';
 
@@ -135,7 +133,6 @@ export interface FalCallbackDelivery {
   answered: number | undefined;
 }
 
-const VIDEO = fs.readFileSync(projectPath('assets', 'sim-video', '16x9-4s.mp4'));
 export const FAL_USER_ID = 'fake-user-1';
 
 export class FalFake extends FakeHttpServer<FalRoute> {
@@ -267,9 +264,7 @@ export class FalFake extends FakeHttpServer<FalRoute> {
     }
     if (route === 'file') {
       if (this.expired) return this.json(res, 404, { detail: 'Not Found' });
-      res.writeHead(200, { 'content-type': 'video/mp4', 'content-length': String(VIDEO.length) });
-      res.end(VIDEO);
-      return;
+      return this.sendVideo(res);
     }
     if (req.headers['authorization'] !== `Key ${this.key}`) {
       return this.json(res, 401, { detail: 'Authentication is required to perform this action: the Authorization header must be "Key <your key>"' });
@@ -337,7 +332,7 @@ export class FalFake extends FakeHttpServer<FalRoute> {
 
   private output(r: FalRequestState) {
     return {
-      video: { url: `${this.url}/files/${r.id}/output.mp4`, content_type: 'video/mp4', file_name: 'output.mp4', file_size: VIDEO.length },
+      video: { url: `${this.url}/files/${r.id}/output.mp4`, content_type: 'video/mp4', file_name: 'output.mp4', file_size: FAKE_OUTPUT_VIDEO.length },
       seed: typeof r.input['seed'] === 'number' ? r.input['seed'] : 42,
     };
   }

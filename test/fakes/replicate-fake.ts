@@ -37,9 +37,7 @@
 // `env()`; `defaultPlan = { complete_after_ms }` completes by callback alone, `dropCallbacks` leaves it
 // to polling, `fault({ route: 'create', status: 503 })` refuses for a passing reason.
 import { createHash, randomUUID } from 'node:crypto';
-import fs from 'node:fs';
 import { Webhook } from 'standardwebhooks';
-import { projectPath } from '../../src/paths.js';
 import { checkInput, deliverCallback, FakeHttpServer, type FakeRequest, type FieldSpec } from './fake-http.js';
 
 export type ReplicateRoute = 'create' | 'get' | 'cancel' | 'secret' | 'file' | 'upload' | 'uploaded' | 'delete_file';
@@ -139,7 +137,6 @@ export interface ReplicateCallbackDelivery {
   answered: number | undefined;
 }
 
-const VIDEO = fs.readFileSync(projectPath('assets', 'sim-video', '16x9-4s.mp4'));
 const TERMINAL = new Set(['succeeded', 'failed', 'canceled', 'aborted']);
 
 /** Cancel-After: a Go-style duration ("90s", "5m", "1h30m"); undefined when unreadable. */
@@ -244,9 +241,7 @@ export class ReplicateFake extends FakeHttpServer<ReplicateRoute> {
     const route = recorded.route as ReplicateRoute;
     if (route === 'file') {
       if (this.expired) return this.json(res, 404, { detail: 'Not found' });
-      res.writeHead(200, { 'content-type': 'video/mp4', 'content-length': String(VIDEO.length) });
-      res.end(VIDEO);
-      return;
+      return this.sendVideo(res);
     }
     if (req.headers['authorization'] !== `Bearer ${this.token}`) {
       return this.json(res, 401, { title: 'Unauthenticated', detail: 'You did not pass a valid authentication token', status: 401 });

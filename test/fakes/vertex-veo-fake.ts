@@ -11,7 +11,7 @@
 //
 // Errors use the Google API error body {"error": {"code", "message", "status"}}. Videos come back inline
 // unless the request named a `storageUri`, in which case they are written there (into the fake bucket)
-// and returned as gcsUri. Every request is recorded; faults can be scripted per route.
+// and returned as gcsUri. Every request is recorded; faults can be scripted per route (fake-http.ts).
 //
 // Like Vertex AI today, it serves only the models of VERTEX_MODELS: any other id, including the retired
 // Veo 3.0 ids, is 404 NOT_FOUND; and it refuses (400 INVALID_ARGUMENT) what Google's Veo API reference
@@ -22,17 +22,7 @@
 // .../docs/reference/rest/Shared.Types/VideoGenerationModelInstance, .../docs/models/veo/3-1-generate.
 import http from 'node:http';
 import { randomUUID } from 'node:crypto';
-import type { AddressInfo } from 'node:net';
-
-export interface RecordedRequest {
-  method: string;
-  /** Path and query, as sent. */
-  path: string;
-  headers: http.IncomingHttpHeaders;
-  /** The parsed JSON body, or the raw text when it was not JSON, or undefined when empty. */
-  body: unknown;
-  route: FakeRoute | 'unknown';
-}
+import { FakeHttpServer, type FakeRequest } from './fake-http.js';
 
 export type FakeRoute = 'predictLongRunning' | 'fetchPredictOperation' | 'download';
 
@@ -77,18 +67,6 @@ export interface OperationScenario {
   mimeType?: string;
   /** Return this gcsUri for every video instead of writing under the request's storageUri. */
   gcsUriOverride?: string;
-}
-
-export interface Fault {
-  route: FakeRoute;
-  /** Answer with this status (default 200) and body (object -> JSON, string -> as is). */
-  status?: number;
-  body?: unknown;
-  headers?: Record<string, string>;
-  /** Wait this long before answering (longer than the client's timeout = a timeout). */
-  delayMs?: number;
-  /** How many requests it applies to (default 1). */
-  times?: number;
 }
 
 interface Operation {
@@ -157,103 +135,47 @@ export function googleError(status: number, message: string) {
 const MODEL_PATH = /^\/v1\/projects\/([^/]+)\/locations\/([^/]+)\/publishers\/google\/models\/([^/:]+):(predictLongRunning|fetchPredictOperation)$/;
 const GCS_MEDIA = /^\/storage\/v1\/b\/([^/]+)\/o\/([^/?]+)$/;
 
-export class VertexVeoFake {
-  readonly requests: RecordedRequest[] = [];
+export class VertexVeoFake extends FakeHttpServer<FakeRoute> {
   /** gs://bucket/object -> bytes, as written by operations with a storageUri (or put by tests). */
   readonly objects = new Map<string, { bytes: Buffer; contentType: string }>();
   readonly operations = new Map<string, Operation>();
   /** The bearer token every request must carry. */
   expectedToken = 'test-token';
   scenario: OperationScenario = {};
-  private faults: Fault[] = [];
-  private server: http.Server | undefined;
-  url = '';
+  protected override jsonContentType = 'application/json; charset=UTF-8';
 
-  async start(): Promise<this> {
-    this.server = http.createServer((req, res) => {
-      this.handle(req, res).catch((err) => {
-        if (!res.headersSent) this.json(res, 500, googleError(500, `fake failed: ${(err as Error).message}`));
-      });
-    });
-    await new Promise<void>((resolve) => this.server!.listen(0, '127.0.0.1', resolve));
-    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
-    return this;
-  }
-
-  async stop(): Promise<void> {
-    if (!this.server) return;
-    this.server.closeAllConnections();
-    await new Promise<void>((resolve) => this.server!.close(() => resolve()));
-  }
-
-  /** Scripts faults, consumed in order per route. */
-  fault(...faults: Fault[]): void {
-    this.faults.push(...faults.map((f) => ({ ...f, times: f.times ?? 1 })));
+  protected override fakeFailed(res: http.ServerResponse, err: Error): void {
+    this.json(res, 500, googleError(500, `fake failed: ${err.message}`));
   }
 
   reset(): void {
-    this.requests.length = 0;
-    this.faults = [];
+    this.resetHttp();
     this.scenario = {};
   }
 
-  requestsTo(route: FakeRoute): RecordedRequest[] {
-    return this.requests.filter((r) => r.route === route);
-  }
-
-  private async handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
-    const chunks: Buffer[] = [];
-    for await (const c of req) chunks.push(c as Buffer);
-    const raw = Buffer.concat(chunks).toString('utf8');
-    let body: unknown = raw.length ? raw : undefined;
-    if (raw.length) {
-      try {
-        body = JSON.parse(raw);
-      } catch {
-        /* keep the text */
-      }
-    }
-    const url = new URL(req.url ?? '/', 'http://fake');
+  protected routeOf(method: string, url: URL): FakeRoute | 'unknown' {
     const model = MODEL_PATH.exec(url.pathname);
     const media = GCS_MEDIA.exec(url.pathname);
-    const route: FakeRoute | 'unknown' =
-      req.method === 'POST' && model ? (model[4] as FakeRoute) : req.method === 'GET' && media && url.searchParams.get('alt') === 'media' ? 'download' : 'unknown';
-    this.requests.push({ method: req.method ?? '', path: req.url ?? '', headers: req.headers, body, route });
+    return method === 'POST' && model ? (model[4] as FakeRoute) : method === 'GET' && media && url.searchParams.get('alt') === 'media' ? 'download' : 'unknown';
+  }
 
-    if (route === 'unknown') return this.json(res, 404, googleError(404, `no route for ${req.method} ${url.pathname}`));
+  protected notFound({ req, res, url }: FakeRequest<FakeRoute>): void {
+    this.json(res, 404, googleError(404, `no route for ${req.method} ${url.pathname}`));
+  }
 
-    const fault = this.faults.find((f) => f.route === route && (f.times ?? 0) > 0);
-    if (fault) {
-      fault.times = (fault.times ?? 1) - 1;
-      if (fault.delayMs) {
-        const closed = await new Promise<boolean>((resolve) => {
-          const t = setTimeout(() => resolve(false), fault.delayMs);
-          res.on('close', () => {
-            clearTimeout(t);
-            resolve(true);
-          });
-        });
-        if (closed) return;
-      }
-      if (fault.status !== undefined || fault.body !== undefined) {
-        const status = fault.status ?? 200;
-        const payload = typeof fault.body === 'string' ? fault.body : JSON.stringify(fault.body ?? {});
-        res.writeHead(status, { 'content-type': 'application/json; charset=UTF-8', ...fault.headers });
-        res.end(payload);
-        return;
-      }
-      // a pure delay: then answer normally
-    }
-
+  protected serve({ req, res, url, recorded }: FakeRequest<FakeRoute>): void {
     if (req.headers['authorization'] !== `Bearer ${this.expectedToken}`) {
       return this.json(res, 401, googleError(401, 'Request had invalid authentication credentials. Expected OAuth 2 access token.'));
     }
 
-    if (route === 'download') return this.download(res, decodeURIComponent(media![1]!), decodeURIComponent(media![2]!));
+    if (recorded.route === 'download') {
+      const media = GCS_MEDIA.exec(url.pathname)!;
+      return this.download(res, decodeURIComponent(media[1]!), decodeURIComponent(media[2]!));
+    }
     if (!String(req.headers['content-type'] ?? '').startsWith('application/json')) {
       return this.json(res, 400, googleError(400, 'Invalid JSON payload: expected application/json'));
     }
-    const [, project, location, modelId] = model!;
+    const [, project, location, modelId] = MODEL_PATH.exec(url.pathname)!;
     const spec = VERTEX_MODELS[modelId!];
     if (!spec) {
       return this.json(
@@ -262,8 +184,8 @@ export class VertexVeoFake {
         googleError(404, `Publisher Model \`projects/${project}/locations/${location}/publishers/google/models/${modelId}\` was not found or your project does not have access to it.`),
       );
     }
-    if (route === 'predictLongRunning') return this.predict(res, project!, location!, modelId!, spec, body);
-    return this.fetchOperation(res, body);
+    if (recorded.route === 'predictLongRunning') return this.predict(res, project!, location!, modelId!, spec, recorded.json);
+    return this.fetchOperation(res, recorded.json);
   }
 
   private predict(res: http.ServerResponse, project: string, location: string, model: string, spec: VertexModelSpec, body: unknown): void {
@@ -326,10 +248,5 @@ export class VertexVeoFake {
     if (!obj) return this.json(res, 404, googleError(404, `No such object: ${bucket}/${object}`));
     res.writeHead(200, { 'content-type': obj.contentType, 'content-length': String(obj.bytes.length) });
     res.end(obj.bytes);
-  }
-
-  private json(res: http.ServerResponse, status: number, body: unknown): void {
-    res.writeHead(status, { 'content-type': 'application/json; charset=UTF-8' });
-    res.end(JSON.stringify(body));
   }
 }

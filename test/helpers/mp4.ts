@@ -43,7 +43,7 @@ interface Box {
 }
 
 /** Upper bound on boxes visited per container, guards against pathological input. */
-const MAX_BOXES_PER_CONTAINER = 10_000;
+const BOXES_PER_CONTAINER_MAX = 10_000;
 
 /** Box types that may legitimately open an ISO BMFF file. */
 const KNOWN_LEADING_TYPES: ReadonlySet<string> = new Set([
@@ -126,8 +126,8 @@ function readChildren(buf: Buffer, start: number, end: number, context: string):
   const boxes: Box[] = [];
   let offset = start;
   while (offset < end) {
-    if (boxes.length >= MAX_BOXES_PER_CONTAINER) {
-      throw new Mp4ParseError(`too many boxes in ${context} (> ${MAX_BOXES_PER_CONTAINER})`);
+    if (boxes.length >= BOXES_PER_CONTAINER_MAX) {
+      throw new Mp4ParseError(`too many boxes in ${context} (> ${BOXES_PER_CONTAINER_MAX})`);
     }
     const box = readBoxHeader(buf, offset, end, context);
     boxes.push(box);

@@ -17,7 +17,7 @@ import nodeHttp from 'node:http';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { speechModels, videoModelAliases, videoModels, videoBackendFor } from '../../src/models/catalog.js';
 import { imageField, jpegImage, pngImage, WEBP_IMAGE } from '../helpers/images.js';
-import { encodeWav } from '../../src/providers/voice/simulator.js';
+import { encodeWav } from '../../src/media/wav.js';
 import { ADMIN_TOKEN, assertAuditHolds, http, newCustomer, startStack, type Stack } from '../helpers/stack.js';
 
 type Json = any;
@@ -89,7 +89,7 @@ describe('request bodies: the document and the server agree', () => {
     ];
     for (const m of videoModels().filter((x) => videoBackendFor(x, { simulator: stack.config.simulator, vertex: stack.config.vertex !== null }))) {
       const base = { prompt: 'p', model: m.id, ...(m.accepts_parameters ? { parameters: { simulate: { delay_ms: 0 } } } : {}) };
-      for (const d of m.durations_s) cases.push([`${m.id} durationSeconds ${d}`, { ...base, durationSeconds: d }]);
+      for (const d of m.durations_seconds) cases.push([`${m.id} durationSeconds ${d}`, { ...base, durationSeconds: d }]);
       cases.push([`${m.id} durationSeconds 5`, { ...base, durationSeconds: 5 }]);
       cases.push([`${m.id} durationSeconds 8.5`, { ...base, durationSeconds: 8.5 }]);
       for (const res of m.resolutions) cases.push([`${m.id} resolution ${res}`, { ...base, resolution: res }]);

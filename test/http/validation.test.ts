@@ -3,7 +3,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ADMIN_TOKEN, assertAuditHolds, balanceMicro, http, newCustomer, simJob, startStack, type Stack } from '../helpers/stack.js';
-import { VIDEO_CREATE_BODY_LIMIT_BYTES } from '../../src/video-jobs/routes.js';
+import { VIDEO_CREATE_BODY_BYTES_MAX } from '../../src/video-jobs/routes.js';
 
 let stack: Stack;
 let customer: { workspaceId: string; key: string };
@@ -127,7 +127,7 @@ describe('create video: malformed requests', () => {
   });
 
   test('a body over the route limit (room for two images) is 413; other routes keep 64 KiB', async () => {
-    const r = await create({ prompt: 'p', parameters: { blob: 'x'.repeat(VIDEO_CREATE_BODY_LIMIT_BYTES) } });
+    const r = await create({ prompt: 'p', parameters: { blob: 'x'.repeat(VIDEO_CREATE_BODY_BYTES_MAX) } });
     assertErrorShape(r.body, 413, r.status);
     assert.equal(r.body.error.code, 'request_too_large');
     const speech = await http(stack.baseUrl, 'POST', '/v2/audio/speech', { token: customer.key, json: { input: 'x'.repeat(70 * 1024), voice: 'sim-narrator' } });

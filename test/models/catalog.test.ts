@@ -54,7 +54,7 @@ describe('the built-in catalog', () => {
     for (const id of ['veo-3.1-fast-generate-001', 'veo-3.1-generate-001']) {
       const m = findVideoModel(id)!;
       assert.equal(m.backend, 'vertex');
-      assert.deepEqual(m.durations_s, [4, 6, 8]);
+      assert.deepEqual(m.durations_seconds, [4, 6, 8]);
       assert.deepEqual(m.resolutions, ['720p', '1080p', '4k']);
       assert.deepEqual(m.aspect_ratios, ['16:9', '9:16']);
       assert.equal(m.max_n, 4);

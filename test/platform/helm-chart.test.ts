@@ -80,6 +80,7 @@ describe('what the rendered objects say', () => {
     assert.equal(container(api).image, container(worker).image);
     assert.deepEqual(container(api).command, ['node', 'dist/src/api-main.js']);
     assert.deepEqual(container(worker).command, ['node', 'dist/src/worker-main.js']);
+    assert.ok(!Object.keys(envOf(api)).some((name) => name.startsWith('OTEL_')), 'without tracing.otlpEndpoint nothing is traced');
     for (const d of [api, worker]) {
       const c = container(d);
       assert.equal(c.livenessProbe.httpGet.path, '/livez');
@@ -132,6 +133,10 @@ describe('what the rendered objects say', () => {
     assert.deepEqual(env['METRICS_TOKEN'], { secretKeyRef: { name: 'video-voice-api', key: 'METRICS_TOKEN' } });
     assert.equal(env['VIDEO_JOB_TIMEOUT_MS'], '1800000', 'a whole number stays whole');
     assert.equal(env['MODELS_FILE'], '/etc/video-voice-api/models.yaml');
+    assert.equal(env['OTEL_EXPORTER_OTLP_ENDPOINT'], 'http://otel-collector.observability:4318');
+    assert.equal(env['OTEL_EXPORTER_OTLP_PROTOCOL'], 'http/protobuf');
+    assert.equal(env['OTEL_TRACES_SAMPLER'], 'parentbased_traceidratio');
+    assert.equal(env['OTEL_TRACES_SAMPLER_ARG'], '0.1');
     const cm = find(objs, 'ConfigMap', 'video-video-voice-api-models') as unknown as { metadata: { name: string }; data: Record<string, string> };
     // The file as given, which the service's own catalog parser accepts.
     assert.equal(cm.data['models.yaml']!.trimEnd(), fs.readFileSync('config/models.yaml', 'utf8').trimEnd());

@@ -8,6 +8,7 @@ import { Worker } from '@temporalio/worker';
 import { historyFromJSON } from '@temporalio/common/lib/proto-utils.js';
 import { installTemporalRuntime, workflowsPath } from '../../src/temporal/worker.js';
 import { historyFiles, releaseOf, SUPPORTED_RELEASES } from '../helpers/histories.js';
+import { tracingReplayOptions } from '../../src/telemetry/index.js';
 
 /** Every path a release records (npm run record-histories): each outcome a job, a delivery or a reconciler run can have. */
 const PATHS_SINCE_1_0_0 = [
@@ -48,16 +49,22 @@ test('the recorded releases are the supported ones, each with every path', () =>
   }
 });
 
-test('every recorded history of every supported release replays with the current workflow code', async () => {
-  installTemporalRuntime();
-  const histories = files.map((f) => ({ workflowId: f, history: historyFromJSON(JSON.parse(fs.readFileSync(f, 'utf8'))) }));
-  const failures: string[] = [];
-  let replayed = 0;
-  for await (const result of Worker.runReplayHistories({ workflowsPath: workflowsPath(), replayName: 'ci-replay' }, histories)) {
-    replayed++;
-    if (result.error) failures.push(`${result.workflowId}: ${result.error.message}`);
-  }
-  assert.equal(replayed, files.length);
-  assert.ok(replayed >= PATHS_SINCE_1_0_0.length);
-  assert.deepEqual(failures, []);
-});
+// A worker with tracing on runs the workflows with the OpenTelemetry workflow interceptors (they add
+// headers to the activities they schedule and export spans through a sink, no command): the histories
+// replay with them too, whether they were recorded with tracing or without.
+for (const traced of [false, true]) {
+  test(`every recorded history of every supported release replays with the current workflow code${traced ? ', with the tracing workflow interceptors' : ''}`, async () => {
+    installTemporalRuntime();
+    const histories = files.map((f) => ({ workflowId: f, history: historyFromJSON(JSON.parse(fs.readFileSync(f, 'utf8'))) }));
+    const failures: string[] = [];
+    let replayed = 0;
+    const options = { workflowsPath: workflowsPath(), replayName: traced ? 'ci-replay-traced' : 'ci-replay', ...(traced ? tracingReplayOptions() : {}) };
+    for await (const result of Worker.runReplayHistories(options, histories)) {
+      replayed++;
+      if (result.error) failures.push(`${result.workflowId}: ${result.error.message}`);
+    }
+    assert.equal(replayed, files.length);
+    assert.ok(replayed >= PATHS_SINCE_1_0_0.length);
+    assert.deepEqual(failures, []);
+  });
+}

@@ -9,7 +9,6 @@ import path from 'node:path';
 import http from 'node:http';
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { Readable } from 'node:stream';
-import { S3Client } from '@aws-sdk/client-s3';
 import { ConfigError, loadConfig } from '../../src/config.js';
 import { S3Storage } from '../../src/storage/s3.js';
 import { checkStorage } from '../../src/runtime/storage.js';

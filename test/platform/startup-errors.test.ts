@@ -64,8 +64,8 @@ describe('startupFailureLine', () => {
 
 describe('worker limits in the configuration', () => {
   test('the polls a worker runs at once are bounded: at least one, at most 1,000', () => {
-    assert.equal(loadConfig({}).workerMaxConcurrentPolls, 50);
-    assert.equal(loadConfig({ WORKER_MAX_CONCURRENT_POLLS: '1' }).workerMaxConcurrentPolls, 1);
+    assert.equal(loadConfig({}).workerConcurrentPollsMax, 50);
+    assert.equal(loadConfig({ WORKER_MAX_CONCURRENT_POLLS: '1' }).workerConcurrentPollsMax, 1);
     for (const bad of ['0', '1001', 'many']) {
       assert.throws(() => loadConfig({ WORKER_MAX_CONCURRENT_POLLS: bad }), (err: unknown) => {
         assert.ok(err instanceof ConfigError);

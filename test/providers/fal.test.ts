@@ -11,7 +11,7 @@ import { checkInput } from '../fakes/fake-http.js';
 import { FalVideoProvider, type FalOptions } from '../../src/providers/video/fal.js';
 import { findVideoModel, videoModelBackendFor, videoModels } from '../../src/models/catalog.js';
 import { mappedInput } from '../../src/providers/video/mapped-input.js';
-import { CallbackRejected, MAX_OPERATION_ID_CHARS, ProviderError, type VideoOperationStatus, type VideoSubmission } from '../../src/providers/video/types.js';
+import { CallbackRejected, OPERATION_ID_CHARS_MAX, ProviderError, type VideoOperationStatus, type VideoSubmission } from '../../src/providers/video/types.js';
 import { jpegImage, pngImage } from '../helpers/images.js';
 
 let fake: FalFake;
@@ -110,7 +110,7 @@ describe('submit', () => {
       const entry = m.backends.find((b) => b.backend === 'fal');
       if (!entry) continue;
       for (const resolution of entry.resolutions) {
-        for (const durationSeconds of m.durations_s) {
+        for (const durationSeconds of m.durations_seconds) {
           const base = request({ model: m.id, params: { durationSeconds, resolution, aspectRatio: m.aspect_ratios.at(-1)!, n: 1 }, generate_audio: m.audio.supported ? false : undefined });
           const shapes = [base, ...(m.inputs.image ? [{ ...base, image }] : []), ...(m.inputs.last_frame ? [{ ...base, image, last_frame: image }] : [])];
           for (const req of shapes) {
@@ -136,7 +136,7 @@ describe('submit', () => {
     const p = provider();
     const { operation_id } = await p.submit(request({ params: { durationSeconds: 4, resolution: '720p', aspectRatio: '16:9', n: 3 } }));
     assert.equal(JSON.parse(operation_id).fal.length, 3);
-    assert.ok(operation_id.length < MAX_OPERATION_ID_CHARS);
+    assert.ok(operation_id.length < OPERATION_ID_CHARS_MAX);
     fake.reset();
     fake.fault({ route: 'submit', status: 503, body: { detail: 'runner unavailable', error_type: 'runner_scheduling_failure' } });
     await rejects(p.submit(request({ params: { durationSeconds: 4, resolution: '720p', aspectRatio: '16:9', n: 3 } })), { code: 'provider_unavailable', retryable: true, message: /runner unavailable/ });
@@ -147,7 +147,7 @@ describe('submit', () => {
 
   test('the operation id of n = 4 requests stays under 4 KB', async () => {
     const { operation_id } = await provider().submit(request({ params: { durationSeconds: 4, resolution: '720p', aspectRatio: '16:9', n: 4 } }));
-    assert.ok(operation_id.length < MAX_OPERATION_ID_CHARS, `${operation_id.length} characters`);
+    assert.ok(operation_id.length < OPERATION_ID_CHARS_MAX, `${operation_id.length} characters`);
   });
 });
 

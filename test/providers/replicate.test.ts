@@ -155,7 +155,7 @@ describe('create', () => {
       const entry = m.backends.find((b) => b.backend === 'replicate');
       if (!entry) continue;
       for (const resolution of entry.resolutions) {
-        for (const durationSeconds of m.durations_s) {
+        for (const durationSeconds of m.durations_seconds) {
           const base = request({ model: m.id, params: { durationSeconds, resolution, aspectRatio: m.aspect_ratios[0]!, n: 1 }, generate_audio: m.audio.supported ? true : undefined });
           const shapes = [base, ...(m.inputs.image ? [{ ...base, image }] : []), ...(m.inputs.last_frame ? [{ ...base, image, last_frame: image }] : [])];
           for (const req of shapes) {

@@ -12,7 +12,7 @@ import { CHROMIUM_PATH, chromiumInstalled, launchChromium, signIn } from '../hel
 import { assertAuditHolds, http, newCustomer, startStack, waitForJob, type Stack } from '../helpers/stack.js';
 import { startReceiver, type Receiver } from '../helpers/webhook-receiver.js';
 import { createHash } from 'node:crypto';
-import { encodeWav } from '../../src/providers/voice/simulator.js';
+import { encodeWav } from '../../src/media/wav.js';
 import { jpegImage, pngImage } from '../helpers/images.js';
 
 const skip = chromiumInstalled()
@@ -140,7 +140,7 @@ describe('web console', { skip }, () => {
     assert.equal(created.body.status, 'succeeded');
     const video = card.locator('video[controls]');
     await video.waitFor();
-    await page.waitForFunction(([sel, ready]) => (document.querySelector(sel) as HTMLVideoElement | null)?.readyState! >= ready, [`li[data-job-id="${id}"] video`, HAVE_CURRENT_DATA] as const, { timeout: 20_000 });
+    await page.waitForFunction(([sel, ready]) => ((document.querySelector(sel) as HTMLVideoElement | null)?.readyState ?? -1) >= ready, [`li[data-job-id="${id}"] video`, HAVE_CURRENT_DATA] as const, { timeout: 20_000 });
     const duration = await video.evaluate((v: HTMLVideoElement) => v.duration);
     assert.ok(Math.abs(duration - created.body.params.durationSeconds) < 0.5, `duration ${duration} s, job ${created.body.params.durationSeconds} s`);
     const download = card.getByRole('link', { name: 'Download video 1', exact: true });
@@ -243,7 +243,7 @@ describe('web console', { skip }, () => {
     await page.getByRole('button', { name: 'Speak', exact: true }).click();
     const audio = page.locator('audio[controls][aria-label="Speech"]');
     await audio.waitFor();
-    await page.waitForFunction((ready) => (document.querySelector('audio[aria-label="Speech"]') as HTMLAudioElement | null)?.readyState! >= ready, HAVE_CURRENT_DATA);
+    await page.waitForFunction((ready) => ((document.querySelector('audio[aria-label="Speech"]') as HTMLAudioElement | null)?.readyState ?? -1) >= ready, HAVE_CURRENT_DATA);
     assert.ok((await audio.evaluate((a: HTMLAudioElement) => a.duration)) > 0);
     await page.getByText('Cost: €0.00345 for 23 characters.').waitFor();
 

@@ -19,7 +19,7 @@ const MiB = 1024 * 1024;
 /** Inflated, one bomb alone is this large: below the limit the route used to inflate bodies up to. */
 const BOMB_INFLATED_BYTES = 22 * MiB;
 /** What the flood may add to the process's resident memory (holding it would take several GiB). */
-const RSS_GROWTH_MAX_BYTES = 160 * MiB;
+const RSS_GROWTH_BYTES_MAX = 160 * MiB;
 
 let fal: FalFake;
 let replicate: ReplicateFake;
@@ -158,7 +158,7 @@ test('gzip bombs, unsigned and oversized bodies sent at once to the callback rou
   const summary = Object.fromEntries([...byKind].map(([k, m]) => [k, Object.fromEntries(m)]));
   const growth = peak - baseline;
   console.log(`callback flood: ${results.length} requests, RSS ${Math.round(baseline / MiB)} -> peak ${Math.round(peak / MiB)} MiB (+${Math.round(growth / MiB)}); ${JSON.stringify(summary)}; authenticated requests during it: ${JSON.stringify(during)}`);
-  assert.ok(growth < RSS_GROWTH_MAX_BYTES, `RSS grew by ${Math.round(growth / MiB)} MiB during the flood (bound ${RSS_GROWTH_MAX_BYTES / MiB} MiB)`);
+  assert.ok(growth < RSS_GROWTH_BYTES_MAX, `RSS grew by ${Math.round(growth / MiB)} MiB during the flood (bound ${RSS_GROWTH_BYTES_MAX / MiB} MiB)`);
   // Nothing of the flood was accepted; what was answered was refused (a refusal may also close the connection unanswered: 0).
   for (const [kind, status] of results) assert.ok([0, 401, 413, 415, 429, 503].includes(status), `${kind}: ${status}`);
   for (const kind of ['fal gzip bomb', 'replicate gzip bomb']) assert.ok((byKind.get(kind)!.get(415) ?? 0) > 0, `${kind}: ${JSON.stringify(summary[kind])}`);

@@ -93,7 +93,7 @@ describe('list', () => {
 });
 
 describe('cancel', () => {
-  test('a pending job is cancelled: its provider operation stops, it is refunded in full and failed with code cancelled', async () => {
+  test('a pending job is cancelled: its provider operation stops (not billed, its answer recorded), it is refunded in full and failed with code cancelled', async () => {
     const c = await newCustomer(stack, 5);
     const r = await create(c.key, simJob({ delay_ms: 60_000 }, { n: 2 }));
     assert.equal(r.status, 202);
@@ -113,6 +113,10 @@ describe('cancel', () => {
     assert.equal(await providerCalls(stack.db, 'video_cancel'), cancels + 1, 'the provider was asked to cancel');
     const op = await stack.db.query('SELECT cancelled_at FROM simulator.video_operations WHERE request_id = $1', [r.body.id]);
     assert.ok(op.rows[0].cancelled_at, 'the operation is cancelled at the provider');
+    // The simulator does not bill a cancelled operation: the job records the provider's answer as such.
+    const rec = await stack.db.query('SELECT cancel_billed, cancel_answer FROM video_jobs WHERE id = $1', [r.body.id]);
+    assert.equal(rec.rows[0].cancel_billed, false);
+    assert.match(rec.rows[0].cancel_answer, /^cancelled; not billed/);
     assert.equal(await balanceMicro(stack, c.workspaceId), 5_000_000);
     const again = await http(stack.baseUrl, 'POST', `/v2/videos/generations/${r.body.id}/cancel`, { token: c.key });
     assert.equal(again.status, 409);

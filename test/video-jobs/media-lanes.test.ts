@@ -6,7 +6,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { assertAuditHolds, http, newCustomer, simJob, startStack, waitForJob, type Stack } from '../helpers/stack.js';
 import { FfmpegWasm } from '../../src/media/ffmpeg-wasm.js';
-import { pcmToWav } from '../../src/providers/voice/elevenlabs.js';
+import { pcmToWav } from '../../src/media/wav.js';
 import { providerCalls } from '../../src/providers/simulator-usage.js';
 import { thumbnailKey } from '../../src/storage/retention.js';
 import { createStorage } from '../../src/runtime/storage.js';

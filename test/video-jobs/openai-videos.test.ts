@@ -8,7 +8,7 @@ import OpenAI, { toFile } from 'openai';
 import { assertAuditHolds, balanceMicro, http, newCustomer, startStack, type Stack } from '../helpers/stack.js';
 import { inspectMp4 } from '../helpers/mp4.js';
 import { pngImage, pngOfSize } from '../helpers/images.js';
-import { IMAGE_MAX_BYTES } from '../../src/video-jobs/schemas.js';
+import { IMAGE_BYTES_MAX } from '../../src/video-jobs/schemas.js';
 
 let stack: Stack;
 before(async () => {
@@ -144,7 +144,7 @@ describe('videos through the openai SDK', () => {
     assert.equal((await pollUntilDone(openai, made.id)).status, 'completed');
     // Past the image limit once decoded: 413 naming input_reference, nothing charged.
     const before_micro = await balanceMicro(stack, c.workspaceId);
-    const tooBig = `data:image/png;base64,${pngOfSize(IMAGE_MAX_BYTES + 1).toString('base64')}`;
+    const tooBig = `data:image/png;base64,${pngOfSize(IMAGE_BYTES_MAX + 1).toString('base64')}`;
     await assert.rejects(
       openai.videos.create({ prompt: 'too large', model: 'sim-video-1', seconds: '4', input_reference: { image_url: tooBig } }),
       (err: any) => err instanceof OpenAI.APIError && err.status === 413 && (err.error as any)?.param === 'input_reference',

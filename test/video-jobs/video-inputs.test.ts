@@ -6,9 +6,9 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import http from 'node:http';
-import { IMAGE_MAX_BYTES, NEGATIVE_PROMPT_MAX_CHARS } from '../../src/video-jobs/schemas.js';
-import { VIDEO_CREATE_MAX_CONCURRENT_LARGE_BODIES } from '../../src/video-jobs/routes.js';
-import { MAX_LARGE_BODIES_PER_KEY } from '../../src/http/in-flight.js';
+import { IMAGE_BYTES_MAX, NEGATIVE_PROMPT_CHARS_MAX } from '../../src/video-jobs/schemas.js';
+import { VIDEO_CREATE_CONCURRENT_LARGE_BODIES_MAX } from '../../src/video-jobs/routes.js';
+import { LARGE_BODIES_PER_KEY_MAX } from '../../src/http/in-flight.js';
 import { assertAuditHolds, balanceMicro, http as api, newCustomer, simJob, startStack, waitForJob, type Stack } from '../helpers/stack.js';
 import { imageField, jpegImage, pngImage, WEBP_IMAGE } from '../helpers/images.js';
 
@@ -93,7 +93,7 @@ describe('accepted inputs reach the provider', () => {
     const c = await newCustomer(stack, 10);
     const atLimit = (seed: number) => {
       const png = pngImage(16, 16, seed);
-      return Buffer.concat([png, Buffer.alloc(IMAGE_MAX_BYTES - png.length, seed)]);
+      return Buffer.concat([png, Buffer.alloc(IMAGE_BYTES_MAX - png.length, seed)]);
     };
     const first = atLimit(1);
     const last = atLimit(2);
@@ -101,7 +101,7 @@ describe('accepted inputs reach the provider', () => {
     assert.equal(created.status, 202, JSON.stringify(created.body).slice(0, 500));
     await waitForJob(stack, c.key, created.body.id);
     const seen = await simulatorRequest(created.body.id);
-    assert.equal(seen.image.bytes, IMAGE_MAX_BYTES);
+    assert.equal(seen.image.bytes, IMAGE_BYTES_MAX);
     assert.equal(seen.last_frame.sha256, sha256(last));
     await assertAuditHolds(stack);
   });
@@ -145,10 +145,10 @@ describe('refused inputs: a 4xx naming the field, nothing charged or stored', ()
     ['a WebP image for a Veo model (JPEG and PNG only)', { model: 'veo-3.1-fast-generate-001', image: imageField(WEBP_IMAGE, 'image/webp') }, 400, 'image.mimeType', 'unsupported_image'],
     ['generateAudio not a boolean', { generateAudio: 'yes' }, 400, 'generateAudio'],
     ['an empty negative prompt', { negativePrompt: '   ' }, 400, 'negativePrompt'],
-    ['a negative prompt too long', { negativePrompt: 'x'.repeat(NEGATIVE_PROMPT_MAX_CHARS + 1) }, 400, 'negativePrompt'],
+    ['a negative prompt too long', { negativePrompt: 'x'.repeat(NEGATIVE_PROMPT_CHARS_MAX + 1) }, 400, 'negativePrompt'],
     ['4k for a model without it', { resolution: '4k' }, 400, 'resolution'],
-    ['an image above the size limit', { image: imageField(Buffer.concat([pngImage(), Buffer.alloc(IMAGE_MAX_BYTES)]), 'image/png') }, 413, 'image.bytesBase64Encoded', 'image_too_large'],
-    ['a last frame above the size limit', { image: png, lastFrame: imageField(Buffer.concat([pngImage(), Buffer.alloc(IMAGE_MAX_BYTES)]), 'image/png') }, 413, 'lastFrame.bytesBase64Encoded', 'image_too_large'],
+    ['an image above the size limit', { image: imageField(Buffer.concat([pngImage(), Buffer.alloc(IMAGE_BYTES_MAX)]), 'image/png') }, 413, 'image.bytesBase64Encoded', 'image_too_large'],
+    ['a last frame above the size limit', { image: png, lastFrame: imageField(Buffer.concat([pngImage(), Buffer.alloc(IMAGE_BYTES_MAX)]), 'image/png') }, 413, 'lastFrame.bytesBase64Encoded', 'image_too_large'],
   ];
   for (const [name, extra, status, param, code] of cases) {
     test(name, async () => {
@@ -172,9 +172,9 @@ test('large bodies in progress at once are limited per process: beyond, 503 serv
   const c = await newCustomer(stack, 10);
   const url = new URL(`${stack.baseUrl}/v2/videos/generations`);
   // Requests that declare a large body and send only its start: each holds a slot while in progress
-  // (one key holds at most MAX_LARGE_BODIES_PER_KEY of them, so several keys fill the process's slots).
-  const holders = await Promise.all(Array.from({ length: VIDEO_CREATE_MAX_CONCURRENT_LARGE_BODIES / MAX_LARGE_BODIES_PER_KEY }, () => newCustomer(stack, 1)));
-  const pending = holders.flatMap((h) => Array.from({ length: MAX_LARGE_BODIES_PER_KEY }, () => {
+  // (one key holds at most LARGE_BODIES_PER_KEY_MAX of them, so several keys fill the process's slots).
+  const holders = await Promise.all(Array.from({ length: VIDEO_CREATE_CONCURRENT_LARGE_BODIES_MAX / LARGE_BODIES_PER_KEY_MAX }, () => newCustomer(stack, 1)));
+  const pending = holders.flatMap((h) => Array.from({ length: LARGE_BODIES_PER_KEY_MAX }, () => {
     const req = http.request(url, {
       method: 'POST',
       headers: { authorization: `Bearer ${h.key}`, 'content-type': 'application/json', 'content-length': String(1024 * 1024) },

@@ -1,6 +1,7 @@
 // Workflow paths that need their own configuration: the job deadline, a history that stays the same size
 // however long the provider takes, the poller and provider callbacks, submission and its fallback,
-// cancellation both ways, and creates no worker confirms in time (bounded acceptance).
+// cancellation by a provider that bills the operation it had started (one that does not bill is the
+// cancel of lifecycle.test.ts), and creates no worker confirms in time (bounded acceptance).
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { assertAuditHolds, balanceMicro, http, newCustomer, simJob, startStack, waitForJob, type Stack } from '../helpers/stack.js';
@@ -12,14 +13,15 @@ import { startWorker, type RunningWorker } from '../../src/runtime/worker.js';
 import { createLogger } from '../../src/logger.js';
 import { randomUUID } from 'node:crypto';
 import { MockActivityEnvironment } from '@temporalio/testing';
-import { ApplicationFailure } from '@temporalio/common';
+import { ActivityFailure, ApplicationFailure, RetryState, TimeoutFailure, TimeoutType } from '@temporalio/common';
 import { createVideoJobActivities } from '../../activities/video-job.js';
 import { jobIdForIdempotencyKey } from '../../src/video-jobs/service.js';
 import { chargeDirect, directInput, startDirect } from '../helpers/direct-start.js';
-import { settleVideoJob } from '../../src/video-jobs/billing.js';
+import { settleVideoJob, type SettlementResult } from '../../src/video-jobs/billing.js';
 import { readVideoJob } from '../../src/video-jobs/records.js';
 import { nudgePoll, reschedulePolls } from '../../src/video-jobs/operation-polls.js';
 import { ProviderError, type VideoProvider } from '../../src/providers/video/types.js';
+import { submissionEnd } from '../../workflows/video-job.js';
 
 describe('deadline', () => {
   let stack: Stack;
@@ -43,6 +45,20 @@ describe('deadline', () => {
     assert.equal(await balanceMicro(stack, c.workspaceId), 5_000_000);
     await assertAuditHolds(stack);
   });
+});
+
+test("a failed submission ends the job at its deadline only when the deadline ended it; a lost attempt's timeout is not the deadline", () => {
+  const ended = (retryState: RetryState, cause: Error) => submissionEnd(new ActivityFailure('activity failed', 'submitVideoJob', '7', retryState, 'worker', cause));
+  const timeout = (type: TimeoutType) => new TimeoutFailure(`activity ${type} timeout`, undefined, type);
+  // The time left to the deadline ran out, or did not leave room for another attempt.
+  assert.equal(ended(RetryState.TIMEOUT, timeout(TimeoutType.SCHEDULE_TO_CLOSE)), 'deadline');
+  assert.equal(ended(RetryState.TIMEOUT, timeout(TimeoutType.HEARTBEAT)), 'deadline');
+  // Every attempt was lost (each retried within the deadline until the last): a failed submission.
+  assert.equal(ended(RetryState.MAXIMUM_ATTEMPTS_REACHED, timeout(TimeoutType.HEARTBEAT)), 'failed');
+  assert.equal(ended(RetryState.MAXIMUM_ATTEMPTS_REACHED, timeout(TimeoutType.START_TO_CLOSE)), 'failed');
+  // An attempt lost after the job's cancel was requested, which Temporal does not retry: the cancel.
+  assert.equal(ended(RetryState.CANCEL_REQUESTED, timeout(TimeoutType.HEARTBEAT)), 'lost_after_cancel');
+  assert.equal(ended(RetryState.MAXIMUM_ATTEMPTS_REACHED, ApplicationFailure.create({ message: 'rate limited' })), 'failed');
 });
 
 describe('waiting for the provider costs no history', () => {
@@ -234,7 +250,7 @@ describe('submission', () => {
       storage: createStorage(stack.config),
       videoProviders: new Map([...createVideoProviders(stack.db, stack.config), ...Object.entries(extra)]),
       logger: createLogger('silent', 'test'),
-      video: { pollIntervalMs: 60_000, pollMaxIntervalMs: 60_000 },
+      video: { pollIntervalMs: 60_000, pollIntervalMsMax: 60_000 },
     });
   const chargedJob = async (workspace_id: string) => {
     const input = directInput(workspace_id, randomUUID(), { accept_by_ms: Date.now() + 60_000 });
@@ -291,6 +307,29 @@ describe('submission', () => {
     await settleByHand(refused.input.job_id);
     await assertAuditHolds(stack);
   });
+
+  test('a submission that ended without an answer of its own is refunded in full and its recorded operation cancelled', async () => {
+    const c = await newCustomer(stack, 5);
+    const { input, request } = await chargedJob(c.workspaceId);
+    const activities = activitiesWith({});
+    // An attempt recorded the operation; its answer never reached the workflow (the last attempt was lost with its worker).
+    const { operation_id } = (await new MockActivityEnvironment({ attempt: 1 }).run(activities.submitVideoJob, { request, backends: ['simulator'], max_attempts: 5 })) as { operation_id: string };
+    const settled = await new MockActivityEnvironment().run(activities.settleVideoJob, {
+      jobId: input.job_id,
+      outcome: 'failed' as const,
+      delivered: 0,
+      videos: [],
+      error: { code: 'submit_failed', message: 'the video provider could not be reached' },
+      completed_at_ms: Date.now(),
+    }) as SettlementResult;
+    assert.equal(settled.status, 'failed');
+    assert.equal(settled.cost_micro_eur, 0);
+    assert.equal(await balanceMicro(stack, c.workspaceId), 5_000_000);
+    const op = await stack.db.query('SELECT cancelled_at FROM simulator.video_operations WHERE id = $1', [operation_id]);
+    assert.notEqual(op.rows[0].cancelled_at, null, 'the operation nobody waits for was cancelled at the provider');
+    assert.match((await stack.db.query('SELECT cancel_answer FROM video_jobs WHERE id = $1', [input.job_id])).rows[0].cancel_answer, /^cancelled; not billed/);
+    await assertAuditHolds(stack);
+  });
 });
 
 describe('cancellation', () => {
@@ -311,21 +350,6 @@ describe('cancellation', () => {
     }
     return created.body.id as string;
   };
-
-  test('a provider that does not bill the cancelled operation: refunded in full, its answer recorded', async () => {
-    const c = await newCustomer(stack, 5);
-    const id = await submitted(c.key, { delay_ms: 60_000 });
-    const r = await http(stack.baseUrl, 'POST', `/v2/videos/generations/${id}/cancel`, { token: c.key });
-    assert.equal(r.status, 200, JSON.stringify(r.body));
-    assert.equal(r.body.error.code, 'cancelled');
-    assert.equal(r.body.cost_in_euro, 0);
-    assert.equal(r.body.refunded_in_euro, 0.4);
-    const rec = await stack.db.query('SELECT cancel_billed, cancel_answer FROM video_jobs WHERE id = $1', [id]);
-    assert.equal(rec.rows[0].cancel_billed, false);
-    assert.match(rec.rows[0].cancel_answer, /^cancelled; not billed/);
-    assert.equal(await balanceMicro(stack, c.workspaceId), 5_000_000);
-    await assertAuditHolds(stack);
-  });
 
   test('a provider that bills the operation it had started: the charge is kept, nothing delivered', async () => {
     const c = await newCustomer(stack, 5);

@@ -8,7 +8,7 @@ import path from 'node:path';
 import { assertAuditHolds, newCustomer, startStack, type Stack } from '../helpers/stack.js';
 import { sweepConsentRecordings, VoiceConsentsService } from '../../src/voices/consents.js';
 import { createStorage } from '../../src/runtime/storage.js';
-import { encodeWav } from '../../src/providers/voice/simulator.js';
+import { encodeWav } from '../../src/media/wav.js';
 import { ApiError } from '../../src/errors.js';
 
 let stack: Stack;

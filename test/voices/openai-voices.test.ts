@@ -6,7 +6,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI, { toFile } from 'openai';
 import { assertAuditHolds, http, newCustomer, startStack, type Stack } from '../helpers/stack.js';
-import { encodeWav } from '../../src/providers/voice/simulator.js';
+import { encodeWav } from '../../src/media/wav.js';
 
 let stack: Stack;
 let strict: Stack;

@@ -4,7 +4,8 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { assertAuditHolds, balanceMicro, http, newCustomer, startStack, type Stack } from '../helpers/stack.js';
-import { encodeWav, SIM_SAMPLES_PER_CHAR, SimulatedVoiceProvider } from '../../src/providers/voice/simulator.js';
+import { SIM_SAMPLES_PER_CHAR, SimulatedVoiceProvider } from '../../src/providers/voice/simulator.js';
+import { encodeWav } from '../../src/media/wav.js';
 import { auditLedger } from '../../src/billing/audit.js';
 import { holdSpeech } from '../../src/voices/speech-billing.js';
 import { providerCalls } from '../../src/providers/simulator-usage.js';

@@ -14,7 +14,7 @@ import { generateWebhookSecret, signWebhook } from '../../src/webhooks/signature
 import { recordJobEvent, type JobEventContext } from '../../src/webhooks/events.js';
 import { dispatchUndispatched, dispatchWebhookDeliveries, webhookTaskQueue, type WebhookDispatch } from '../../src/webhooks/dispatch.js';
 import { sendWebhook } from '../../src/webhooks/sender.js';
-import { MAX_WEBHOOK_ENDPOINTS_PER_WORKSPACE } from '../../src/webhooks/service.js';
+import { WEBHOOK_ENDPOINTS_PER_WORKSPACE_MAX } from '../../src/webhooks/service.js';
 import { webhookDeliveryWorkflowId, type webhookDeliveryWorkflow } from '../../workflows/webhook-delivery.js';
 import { assertAuditHolds, http as request, newCustomer, simJob, startStack, waitForJob, type Stack } from '../helpers/stack.js';
 import { startReceiver, type ReceivedWebhook, type Receiver } from '../helpers/webhook-receiver.js';
@@ -187,20 +187,20 @@ describe('endpoints', () => {
     }
   });
 
-  test(`at most ${MAX_WEBHOOK_ENDPOINTS_PER_WORKSPACE} endpoints per workspace, also when created concurrently`, async () => {
+  test(`at most ${WEBHOOK_ENDPOINTS_PER_WORKSPACE_MAX} endpoints per workspace, also when created concurrently`, async () => {
     const c = await newCustomer(stack, 1);
     const results = await Promise.all(
-      Array.from({ length: MAX_WEBHOOK_ENDPOINTS_PER_WORKSPACE + 5 }, (_, i) =>
+      Array.from({ length: WEBHOOK_ENDPOINTS_PER_WORKSPACE_MAX + 5 }, (_, i) =>
         request(stack.baseUrl, 'POST', '/v2/webhooks', { token: c.key, json: { url: `http://127.0.0.1:9/hook/${i}` } }),
       ),
     );
-    assert.equal(results.filter((r) => r.status === 201).length, MAX_WEBHOOK_ENDPOINTS_PER_WORKSPACE);
+    assert.equal(results.filter((r) => r.status === 201).length, WEBHOOK_ENDPOINTS_PER_WORKSPACE_MAX);
     for (const r of results.filter((r) => r.status !== 201)) {
       assert.equal(r.status, 409);
       assert.equal(r.body.error.code, 'webhook_endpoint_limit_reached');
     }
     const list = await request(stack.baseUrl, 'GET', '/v2/webhooks', { token: c.key });
-    assert.equal(list.body.data.length, MAX_WEBHOOK_ENDPOINTS_PER_WORKSPACE);
+    assert.equal(list.body.data.length, WEBHOOK_ENDPOINTS_PER_WORKSPACE_MAX);
     await request(stack.baseUrl, 'DELETE', `/v2/webhooks/${list.body.data[0].id}`, { token: c.key });
     assert.equal((await request(stack.baseUrl, 'POST', '/v2/webhooks', { token: c.key, json: { url: 'http://127.0.0.1:9/again' } })).status, 201);
   });

@@ -1,6 +1,6 @@
 // Schemas of the OpenAI-compatible surface (/v1) that every feature's /v1 routes share: OpenAI's error
 // shape. Each feature's /v1 response schemas are in its openai-schemas.ts, in OpenAI's shapes; like the
-// /v2 response schemas they do not build responses: test/http/openapi.test.ts parses real /v1 responses
+// /v2 response schemas they do not build responses: test/http/openapi.responses.test.ts parses real /v1 responses
 // with them, and strict objects make a field sent but not documented fail there.
 import { z } from 'zod';
 

@@ -18,12 +18,12 @@ import { createHash, createPublicKey, verify as verifySignature, type KeyObject 
 import type { VideoModelBackend } from '../../models/catalog.js';
 import type { IncomingHttpHeaders } from 'node:http';
 import { downloadOutput, isFetchableUrl, requestJson, truncate, unreadable, type ErrorDescriber } from './http.js';
-import { KEY_FETCH_BACKOFF_MAX_MS, KEY_FETCH_BACKOFF_MS, KeyCache } from './key-cache.js';
+import { KEY_FETCH_BACKOFF_MS_MAX, KEY_FETCH_BACKOFF_MS, KeyCache } from './key-cache.js';
 import { backendEntry, combineStatuses, mappedInput, submitEach } from './mapped-input.js';
 import {
   CallbackRejected,
-  MAX_OPERATION_ID_CHARS,
-  MAX_VIDEO_OUTPUT_BYTES,
+  OPERATION_ID_CHARS_MAX,
+  VIDEO_OUTPUT_BYTES_MAX,
   ProviderError,
   type CallbackReception,
   type CancelAnswer,
@@ -55,9 +55,9 @@ export const FAL_JWKS_MIN_REFRESH_MS = 60_000;
  * hundred bytes) and a model's error a short list of messages. 64 KiB is over a hundred times either.
  */
 export const FAL_CALLBACK_BODY_BYTES_MAX = 64 * 1024;
-const MAX_JSON_BYTES = 4 * 1024 * 1024;
-const MAX_JWKS_BYTES = 64 * 1024;
-const MAX_JWKS_KEYS = 20;
+const JSON_BYTES_MAX = 4 * 1024 * 1024;
+const JWKS_BYTES_MAX = 64 * 1024;
+const JWKS_KEYS_MAX = 20;
 
 export interface FalOptions {
   key: string;
@@ -67,13 +67,13 @@ export interface FalOptions {
   jwksUrl?: string;
   requestTimeoutMs?: number;
   downloadTimeoutMs?: number;
-  maxOutputBytes?: number;
+  outputBytesMax?: number;
   callbackToleranceS?: number;
   jwksCacheMs?: number;
   jwksMinRefreshMs?: number;
-  /** First wait after a failed JWKS fetch (doubling, up to jwksFetchBackoffMaxMs): no other fetch before it. */
+  /** First wait after a failed JWKS fetch (doubling, up to jwksFetchBackoffMsMax): no other fetch before it. */
   jwksFetchBackoffMs?: number;
-  jwksFetchBackoffMaxMs?: number;
+  jwksFetchBackoffMsMax?: number;
   /** FAL_USER_ID: this service's fal account; a callback naming another user is refused before its body is read. */
   userId?: string | undefined;
   /** The clock callbacks' timestamps are checked against (tests). */
@@ -121,7 +121,7 @@ export class FalVideoProvider implements VideoProvider {
   private readonly jwksUrl: string;
   private readonly requestTimeoutMs: number;
   private readonly downloadTimeoutMs: number;
-  private readonly maxOutputBytes: number;
+  private readonly outputBytesMax: number;
   private readonly toleranceS: number;
   private readonly userId: string | undefined;
   private readonly now_ms: () => number;
@@ -136,7 +136,7 @@ export class FalVideoProvider implements VideoProvider {
     this.jwksUrl = opts.jwksUrl ?? FAL_DEFAULT_JWKS_URL;
     this.requestTimeoutMs = opts.requestTimeoutMs ?? FAL_REQUEST_TIMEOUT_MS;
     this.downloadTimeoutMs = opts.downloadTimeoutMs ?? FAL_DOWNLOAD_TIMEOUT_MS;
-    this.maxOutputBytes = opts.maxOutputBytes ?? MAX_VIDEO_OUTPUT_BYTES;
+    this.outputBytesMax = opts.outputBytesMax ?? VIDEO_OUTPUT_BYTES_MAX;
     this.toleranceS = opts.callbackToleranceS ?? FAL_CALLBACK_TOLERANCE_S;
     this.userId = opts.userId;
     this.now_ms = opts.now_ms ?? Date.now;
@@ -144,7 +144,7 @@ export class FalVideoProvider implements VideoProvider {
       cache_ms: opts.jwksCacheMs ?? FAL_JWKS_CACHE_MS,
       min_refresh_ms: opts.jwksMinRefreshMs ?? FAL_JWKS_MIN_REFRESH_MS,
       failure_backoff_ms: opts.jwksFetchBackoffMs ?? KEY_FETCH_BACKOFF_MS,
-      failure_backoff_max_ms: opts.jwksFetchBackoffMaxMs ?? KEY_FETCH_BACKOFF_MAX_MS,
+      failure_backoff_ms_max: opts.jwksFetchBackoffMsMax ?? KEY_FETCH_BACKOFF_MS_MAX,
       now_ms: this.now_ms,
     });
     this.callbackReception = { body_bytes_max: FAL_CALLBACK_BODY_BYTES_MAX, checkHeaders: (headers) => void this.callbackHeaders(headers) };
@@ -177,9 +177,9 @@ export class FalVideoProvider implements VideoProvider {
       (made) => this.cancelOne(made).catch(() => {}),
     );
     const operation_id = JSON.stringify({ fal: requests } satisfies FalOperation);
-    if (operation_id.length > MAX_OPERATION_ID_CHARS) {
+    if (operation_id.length > OPERATION_ID_CHARS_MAX) {
       await Promise.allSettled(requests.map((r) => this.cancelOne(r)));
-      throw new ProviderError(`fal's request URLs make an operation id longer than ${MAX_OPERATION_ID_CHARS} characters`, { code: 'invalid_response', retryable: false });
+      throw new ProviderError(`fal's request URLs make an operation id longer than ${OPERATION_ID_CHARS_MAX} characters`, { code: 'invalid_response', retryable: false });
     }
     return { operation_id };
   }
@@ -190,7 +190,7 @@ export class FalVideoProvider implements VideoProvider {
   }
 
   async fetchOutput(_operation_id: string, output: VideoOutputRef): Promise<Buffer> {
-    return downloadOutput(output.ref, 'fal video download', this.downloadTimeoutMs, this.maxOutputBytes);
+    return downloadOutput(output.ref, 'fal video download', this.downloadTimeoutMs, this.outputBytesMax);
   }
 
   /**
@@ -355,7 +355,7 @@ export class FalVideoProvider implements VideoProvider {
       json,
       what,
       timeoutMs: this.requestTimeoutMs,
-      maxBytes: MAX_JSON_BYTES,
+      bytesMax: JSON_BYTES_MAX,
       describe: describeFalError,
     });
   }
@@ -367,13 +367,13 @@ export class FalVideoProvider implements VideoProvider {
       headers: {},
       what: 'fal JWKS',
       timeoutMs: this.requestTimeoutMs,
-      maxBytes: MAX_JWKS_BYTES,
+      bytesMax: JWKS_BYTES_MAX,
       describe: describeFalError,
     });
     const entries = (body as { keys?: unknown } | null)?.keys;
     if (!Array.isArray(entries)) throw unreadable('fal JWKS', 'no keys');
     const keys: KeyObject[] = [];
-    for (const jwk of entries.slice(0, MAX_JWKS_KEYS)) {
+    for (const jwk of entries.slice(0, JWKS_KEYS_MAX)) {
       const k = jwk as { kty?: unknown; crv?: unknown; x?: unknown } | null;
       if (k?.kty !== 'OKP' || k.crv !== 'Ed25519' || typeof k.x !== 'string') continue;
       try {

@@ -11,68 +11,14 @@
 import type http from 'node:http';
 import { Readable } from 'node:stream';
 import { ProviderError } from './types.js';
+import { ERROR_BODY_BYTES_MAX, readCapped, retryAfterMs } from '../http-body.js';
 import { resolveWebhookTarget, systemResolver, WebhookTargetError, type Resolver, type TargetPolicy } from '../../webhooks/target-policy.js';
 import { pinnedRequest } from '../../webhooks/sender.js';
 
-const MESSAGE_MAX_CHARS = 500;
-const MAX_ERROR_BODY_BYTES = 64 * 1024;
+const MESSAGE_CHARS_MAX = 500;
 
-export function truncate(s: string, max = MESSAGE_MAX_CHARS): string {
+export function truncate(s: string, max = MESSAGE_CHARS_MAX): string {
   return s.length <= max ? s : `${s.slice(0, max - 1)}…`;
-}
-
-/** Past `threshold_bytes` (declared or read), the rest of a body is read only after `take()` has resolved. */
-export interface LargeRead {
-  threshold_bytes: number;
-  take: () => Promise<void>;
-}
-
-/**
- * Reads a whole answer body, at most maxBytes of it (a declared larger length is refused before reading).
- * With `large`, a body past its threshold waits for `take()` before reading on (a bound on the large
- * answers read at once).
- */
-export async function readCapped(res: Response, maxBytes: number, what: string, tooLargeCode: string, large?: LargeRead): Promise<Buffer> {
-  const tooLarge = (n: number) =>
-    new ProviderError(`${what}: the answer is larger than the ${maxBytes} bytes accepted (${n}+ bytes)`, { code: tooLargeCode, retryable: false });
-  const declared = Number(res.headers.get('content-length') ?? NaN);
-  if (Number.isFinite(declared) && declared > maxBytes) {
-    await res.body?.cancel().catch(() => {});
-    throw tooLarge(declared);
-  }
-  if (!res.body) return Buffer.alloc(0);
-  let taken = false;
-  if (large && Number.isFinite(declared) && declared > large.threshold_bytes) {
-    taken = true;
-    await large.take();
-  }
-  const reader = res.body.getReader();
-  const chunks: Buffer[] = [];
-  let total = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    total += value.byteLength;
-    if (large && !taken && total > large.threshold_bytes) {
-      taken = true;
-      await large.take();
-    }
-    if (total > maxBytes) {
-      await reader.cancel().catch(() => {});
-      throw tooLarge(total);
-    }
-    chunks.push(Buffer.from(value.buffer, value.byteOffset, value.byteLength));
-  }
-  return Buffer.concat(chunks, total);
-}
-
-/** Retry-After: delay-seconds or an HTTP-date (RFC 9110 10.2.3). */
-export function parseRetryAfter(value: string | null, now_ms = Date.now()): number | undefined {
-  if (!value) return undefined;
-  const v = value.trim();
-  if (/^[0-9]+$/.test(v)) return Number(v) * 1000;
-  const at = Date.parse(v);
-  return Number.isFinite(at) ? Math.max(0, at - now_ms) : undefined;
 }
 
 /** A request that never got an answer: a timeout or a network error, both passing. */
@@ -88,7 +34,7 @@ export function transportError(err: unknown, what: string, timeoutMs: number): P
 
 /** The retryable error of a passing refusal (408, 429, 5xx), carrying the provider's Retry-After. */
 export function passingRefusal(status: number, described: string, retryAfter: string | null): ProviderError {
-  const retry_after_ms = parseRetryAfter(retryAfter);
+  const retry_after_ms = retryAfterMs(retryAfter);
   const suffix = retry_after_ms !== undefined ? `; retry after ${Math.ceil(retry_after_ms / 1000)} s` : '';
   const code = status === 429 ? 'rate_limited' : status === 408 ? 'provider_timeout' : 'provider_unavailable';
   return new ProviderError(truncate(described + suffix), { code, retryable: true, ...(retry_after_ms !== undefined ? { retry_after_ms } : {}) });
@@ -102,7 +48,7 @@ export type ErrorDescriber = (body: unknown) => string;
 /** The provider's message in an error answer's body; '' when the body is not JSON (a proxy's HTML page) or says nothing readable. */
 export async function readErrorDetail(res: Response, what: string, describe: ErrorDescriber): Promise<string> {
   try {
-    const text = (await readCapped(res, MAX_ERROR_BODY_BYTES, what, 'invalid_response')).toString('utf8');
+    const text = (await readCapped(res, ERROR_BODY_BYTES_MAX, what, 'invalid_response')).toString('utf8');
     return describe(JSON.parse(text));
   } catch {
     return '';
@@ -130,7 +76,7 @@ export interface JsonRequest {
   /** Names the call in messages ("fal submit"). */
   what: string;
   timeoutMs: number;
-  maxBytes: number;
+  bytesMax: number;
   describe: ErrorDescriber;
 }
 
@@ -156,7 +102,7 @@ async function requestAnswer<T>(r: JsonRequest & { form?: FormData }, read: (res
 
 /** One JSON request to an aggregator (a JSON body, or a multipart `form`): its parsed answer, or a ProviderError by the rules above. */
 export async function requestJson(r: JsonRequest & { form?: FormData }): Promise<{ status: number; body: unknown }> {
-  const { status, answer: raw } = await requestAnswer(r, (res) => readCapped(res, r.maxBytes, r.what, 'invalid_response'));
+  const { status, answer: raw } = await requestAnswer(r, (res) => readCapped(res, r.bytesMax, r.what, 'invalid_response'));
   try {
     return { status, body: raw.length === 0 ? null : JSON.parse(raw.toString('utf8')) };
   } catch {
@@ -170,20 +116,20 @@ export async function requestJson(r: JsonRequest & { form?: FormData }): Promise
  * object are kept (see scanTopLevelStrings); the rest is read and dropped, never held.
  */
 export async function requestJsonFields(r: JsonRequest & { fields: readonly string[] }): Promise<{ status: number; fields: Record<string, string> }> {
-  const { status, answer } = await requestAnswer(r, (res) => scanTopLevelStrings(res, r.fields, r.maxBytes, r.what));
+  const { status, answer } = await requestAnswer(r, (res) => scanTopLevelStrings(res, r.fields, r.bytesMax, r.what));
   return { status, fields: answer };
 }
 
 /** The longest value scanTopLevelStrings keeps (an id, a status). */
-const SCANNED_VALUE_MAX_BYTES = 4096;
+const SCANNED_VALUE_BYTES_MAX = 4096;
 
 /**
  * Reads a JSON object answer as a stream, keeping only the string values of the top-level fields
  * named (each at most a few KiB); nested values, and strings of other fields, are scanned and dropped as
- * they arrive. Stops reading once every field named was found. At most `maxBytes` are read; a body that
+ * they arrive. Stops reading once every field named was found. At most `bytesMax` are read; a body that
  * is not a JSON object is `invalid_response`.
  */
-export async function scanTopLevelStrings(res: Response, names: readonly string[], maxBytes: number, what: string): Promise<Record<string, string>> {
+export async function scanTopLevelStrings(res: Response, names: readonly string[], bytesMax: number, what: string): Promise<Record<string, string>> {
   const wanted = new Set(names);
   const found: Record<string, string> = {};
   if (!res.body) throw unreadable(what, 'an empty body');
@@ -205,7 +151,7 @@ export async function scanTopLevelStrings(res: Response, names: readonly string[
       const { done, value } = await reader.read();
       if (done) break;
       total += value.byteLength;
-      if (total > maxBytes) throw new ProviderError(`${what}: the answer is larger than the ${maxBytes} bytes read`, { code: 'invalid_response', retryable: false });
+      if (total > bytesMax) throw new ProviderError(`${what}: the answer is larger than the ${bytesMax} bytes read`, { code: 'invalid_response', retryable: false });
       for (let i = 0; i < value.length; i++) {
         if (inString && !kept && !escaped) {
           // A string nothing keeps (an echoed image): skip to its next quote or backslash unseen.
@@ -219,7 +165,7 @@ export async function scanTopLevelStrings(res: Response, names: readonly string[
         if (inString) {
           // Kept as written (escapes included), decoded once the string ends; too long, it is dropped.
           if (kept && (escaped || c !== 0x22)) {
-            if (kept.length >= SCANNED_VALUE_MAX_BYTES) kept = undefined;
+            if (kept.length >= SCANNED_VALUE_BYTES_MAX) kept = undefined;
             else kept.push(c);
           }
           if (escaped) escaped = false;
@@ -309,13 +255,13 @@ function getPinned(url: URL, target: { address: string; family: 4 | 6 }, signal:
 
 /**
  * Downloads a generated video from the URL the provider gave (fal's CDN, replicate.delivery): no
- * credentials are sent there; at most maxBytes are read. The URL and every redirect (at most
+ * credentials are sent there; at most bytesMax are read. The URL and every redirect (at most
  * OUTPUT_REDIRECTS_MAX, followed here, not by the HTTP client) obey the address policy of webhook targets:
  * each host is resolved, every address checked, and the request goes to the address checked (in
  * production only public https addresses; in development loopback too, for local fakes). A 404/410 is
  * final (the provider deleted it: Replicate keeps outputs an hour); other failures pass.
  */
-export async function downloadOutput(url: string, what: string, timeoutMs: number, maxBytes: number, policy: OutputPolicy = outputPolicyOfEnv()): Promise<Buffer> {
+export async function downloadOutput(url: string, what: string, timeoutMs: number, bytesMax: number, policy: OutputPolicy = outputPolicyOfEnv()): Promise<Buffer> {
   const refused = (u: string, why: string) => new ProviderError(`${what}: refusing to download ${truncate(u, 200)} (${why})`, { code: 'invalid_response', retryable: false });
   const signal = AbortSignal.timeout(timeoutMs);
   let current = url;
@@ -349,7 +295,7 @@ export async function downloadOutput(url: string, what: string, timeoutMs: numbe
         throw new ProviderError(`${what} answered HTTP ${status}`, { code: status === 404 || status === 410 ? 'output_expired' : 'provider_rejected', retryable: false });
       }
       const body = new Response(Readable.toWeb(res) as ReadableStream<Uint8Array>, { status, headers });
-      const bytes = await readCapped(body, maxBytes, what, 'output_too_large');
+      const bytes = await readCapped(body, bytesMax, what, 'output_too_large');
       if (bytes.length === 0) throw new ProviderError(`${what}: the video is empty`, { code: 'invalid_output', retryable: false });
       return bytes;
     }

@@ -2,7 +2,7 @@
 // provider and cached. The keys held are used until they are older than `cache_ms`; a callback that the
 // held keys do not verify asks for a refresh (the provider may have rotated them), granted at most once per
 // `min_refresh_ms`. A fetch that fails is not tried again before its backoff has passed (doubling from
-// `failure_backoff_ms` up to `failure_backoff_max_ms`), however many callbacks arrive meanwhile, and
+// `failure_backoff_ms` up to `failure_backoff_ms_max`), however many callbacks arrive meanwhile, and
 // while it fails the keys held are used as they are (stale): a provider's key endpoint that is down makes
 // no callback fail that the old keys verify, and forged callbacks cannot make this service call the
 // provider (with its credentials) more than once per backoff interval.
@@ -11,14 +11,14 @@ export interface KeyCacheOptions {
   cache_ms: number;
   min_refresh_ms: number;
   failure_backoff_ms: number;
-  failure_backoff_max_ms: number;
+  failure_backoff_ms_max: number;
   now_ms: () => number;
 }
 
 /** The first wait after a failed fetch of a provider's keys; it doubles with each failure in a row. */
 export const KEY_FETCH_BACKOFF_MS = 10_000;
 /** The longest wait between fetches of a provider's keys that keep failing. */
-export const KEY_FETCH_BACKOFF_MAX_MS = 5 * 60_000;
+export const KEY_FETCH_BACKOFF_MS_MAX = 5 * 60_000;
 
 export class KeyCache<T> {
   #held: { keys: T; fetched_at_ms: number } | undefined;
@@ -50,7 +50,7 @@ export class KeyCache<T> {
           return keys;
         },
         (error: unknown) => {
-          const wait_ms = failure ? Math.min(failure.wait_ms * 2, this.opts.failure_backoff_max_ms) : this.opts.failure_backoff_ms;
+          const wait_ms = failure ? Math.min(failure.wait_ms * 2, this.opts.failure_backoff_ms_max) : this.opts.failure_backoff_ms;
           this.#failure = { at_ms: this.opts.now_ms(), wait_ms, error };
           throw error;
         },

@@ -11,14 +11,14 @@ const GENERIC_MESSAGES: Record<string, string> = {
 };
 
 /** Longest provider Retry-After honoured, so a far-off date cannot park a job. */
-export const MAX_RETRY_AFTER_MS = 60_000;
+export const RETRY_AFTER_MS_MAX = 60_000;
 
 export interface DescribedProviderError {
   code: string;
   /** For the customer. */
   message: string;
   retryable: boolean;
-  /** The provider's Retry-After, clamped to 1 s .. MAX_RETRY_AFTER_MS, when it gave one. */
+  /** The provider's Retry-After, clamped to 1 s .. RETRY_AFTER_MS_MAX, when it gave one. */
   retry_after_ms?: number;
   /** The provider's own text reached the customer (else it belongs in the operator's log). */
   visible: boolean;
@@ -31,7 +31,7 @@ export function describeProviderError(err: ProviderError): DescribedProviderErro
     message: visible ? err.message : (GENERIC_MESSAGES[err.opts.code] ?? `the video provider call failed (${err.opts.code})`),
     retryable: err.opts.retryable,
     ...(err.opts.retryable && err.opts.retry_after_ms !== undefined
-      ? { retry_after_ms: Math.min(Math.max(err.opts.retry_after_ms, 1_000), MAX_RETRY_AFTER_MS) }
+      ? { retry_after_ms: Math.min(Math.max(err.opts.retry_after_ms, 1_000), RETRY_AFTER_MS_MAX) }
       : {}),
     visible,
   };

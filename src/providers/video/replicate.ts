@@ -20,11 +20,11 @@ import { Webhook, WebhookVerificationError } from 'standardwebhooks';
 import type { VideoModelBackend } from '../../models/catalog.js';
 import type { IncomingHttpHeaders } from 'node:http';
 import { downloadOutput, isFetchableUrl, requestJson, requestJsonFields, truncate, unreadable, type ErrorDescriber } from './http.js';
-import { KEY_FETCH_BACKOFF_MAX_MS, KEY_FETCH_BACKOFF_MS, KeyCache } from './key-cache.js';
+import { KEY_FETCH_BACKOFF_MS_MAX, KEY_FETCH_BACKOFF_MS, KeyCache } from './key-cache.js';
 import { backendEntry, combineStatuses, mappedInput, submitEach, type ImageRefs } from './mapped-input.js';
 import {
   CallbackRejected,
-  MAX_VIDEO_OUTPUT_BYTES,
+  VIDEO_OUTPUT_BYTES_MAX,
   ProviderError,
   type CallbackReception,
   type CancelAnswer,
@@ -59,14 +59,14 @@ export const REPLICATE_CALLBACK_TOLERANCE_S = 300;
 export const REPLICATE_CALLBACK_BODY_BYTES_MAX = 1024 * 1024;
 /** Replicate refuses a deadline shorter than a few seconds; a job this close to its end is given this much. */
 const MIN_CANCEL_AFTER_S = 5;
-const MAX_JSON_BYTES = 16 * 1024 * 1024;
+const JSON_BYTES_MAX = 16 * 1024 * 1024;
 /** How much of a create answer is read at most while looking for the prediction's id (it echoes the input). */
-const MAX_CREATE_ANSWER_BYTES = 256 * 1024 * 1024;
+const CREATE_ANSWER_BYTES_MAX = 256 * 1024 * 1024;
 /**
  * Replicate's advice for file inputs (HTTP API reference, predictions.create "input"): a data URL for a
  * file of at most 256 KB, an uploaded file's URL for a larger one. Larger images are uploaded.
  */
-export const REPLICATE_DATA_URL_MAX_BYTES = 256 * 1000;
+export const REPLICATE_DATA_URL_BYTES_MAX = 256 * 1000;
 const FILE_EXTENSIONS: Record<InputImage['mime_type'], string> = { 'image/png': 'png', 'image/jpeg': 'jpg', 'image/webp': 'webp' };
 const PREDICTION_ID = /^[a-z0-9]{1,64}$/;
 
@@ -79,12 +79,12 @@ export interface ReplicateOptions {
   webhookSecret?: string;
   requestTimeoutMs?: number;
   downloadTimeoutMs?: number;
-  maxOutputBytes?: number;
+  outputBytesMax?: number;
   secretCacheMs?: number;
   secretMinRefreshMs?: number;
-  /** First wait after a failed fetch of the secret (doubling, up to secretFetchBackoffMaxMs): no other fetch before it. */
+  /** First wait after a failed fetch of the secret (doubling, up to secretFetchBackoffMsMax): no other fetch before it. */
   secretFetchBackoffMs?: number;
-  secretFetchBackoffMaxMs?: number;
+  secretFetchBackoffMsMax?: number;
   now_ms?: () => number;
 }
 
@@ -133,7 +133,7 @@ export class ReplicateVideoProvider implements VideoProvider {
   private readonly apiUrl: string;
   private readonly requestTimeoutMs: number;
   private readonly downloadTimeoutMs: number;
-  private readonly maxOutputBytes: number;
+  private readonly outputBytesMax: number;
   private readonly now_ms: () => number;
   readonly #secret: KeyCache<Webhook>;
   readonly callbackReception: CallbackReception;
@@ -145,13 +145,13 @@ export class ReplicateVideoProvider implements VideoProvider {
     this.apiUrl = (opts.apiUrl ?? REPLICATE_DEFAULT_API_URL).replace(/\/+$/, '');
     this.requestTimeoutMs = opts.requestTimeoutMs ?? REPLICATE_REQUEST_TIMEOUT_MS;
     this.downloadTimeoutMs = opts.downloadTimeoutMs ?? REPLICATE_DOWNLOAD_TIMEOUT_MS;
-    this.maxOutputBytes = opts.maxOutputBytes ?? MAX_VIDEO_OUTPUT_BYTES;
+    this.outputBytesMax = opts.outputBytesMax ?? VIDEO_OUTPUT_BYTES_MAX;
     this.now_ms = opts.now_ms ?? Date.now;
     this.#secret = new KeyCache(() => this.fetchSecret(), {
       cache_ms: opts.secretCacheMs ?? REPLICATE_SECRET_CACHE_MS,
       min_refresh_ms: opts.secretMinRefreshMs ?? REPLICATE_SECRET_MIN_REFRESH_MS,
       failure_backoff_ms: opts.secretFetchBackoffMs ?? KEY_FETCH_BACKOFF_MS,
-      failure_backoff_max_ms: opts.secretFetchBackoffMaxMs ?? KEY_FETCH_BACKOFF_MAX_MS,
+      failure_backoff_ms_max: opts.secretFetchBackoffMsMax ?? KEY_FETCH_BACKOFF_MS_MAX,
       now_ms: this.now_ms,
     });
     this.callbackReception = { body_bytes_max: REPLICATE_CALLBACK_BODY_BYTES_MAX, checkHeaders: (headers) => void this.callbackHeaders(headers) };
@@ -196,7 +196,7 @@ export class ReplicateVideoProvider implements VideoProvider {
           json: body,
           what: 'Replicate create prediction',
           timeoutMs: this.requestTimeoutMs,
-          maxBytes: MAX_CREATE_ANSWER_BYTES,
+          bytesMax: CREATE_ANSWER_BYTES_MAX,
           describe: describeReplicateError,
           fields: ['id'],
         });
@@ -214,7 +214,7 @@ export class ReplicateVideoProvider implements VideoProvider {
   }
 
   async fetchOutput(_operation_id: string, output: VideoOutputRef): Promise<Buffer> {
-    return downloadOutput(output.ref, 'Replicate output download', this.downloadTimeoutMs, this.maxOutputBytes);
+    return downloadOutput(output.ref, 'Replicate output download', this.downloadTimeoutMs, this.outputBytesMax);
   }
 
   /**
@@ -327,7 +327,7 @@ export class ReplicateVideoProvider implements VideoProvider {
    * files API (its metadata names the job) and given by the URL Replicate answers.
    */
   private async uploadedUrl(image: InputImage, request_id: string, which: 'image' | 'last_frame'): Promise<string | undefined> {
-    if (image.bytes.length <= REPLICATE_DATA_URL_MAX_BYTES) return undefined;
+    if (image.bytes.length <= REPLICATE_DATA_URL_BYTES_MAX) return undefined;
     const form = new FormData();
     form.append('content', new Blob([new Uint8Array(image.bytes)], { type: image.mime_type }), `${which}.${FILE_EXTENSIONS[image.mime_type]}`);
     form.append('filename', `${which}.${FILE_EXTENSIONS[image.mime_type]}`);
@@ -340,7 +340,7 @@ export class ReplicateVideoProvider implements VideoProvider {
       form,
       what: 'Replicate create file',
       timeoutMs: this.requestTimeoutMs,
-      maxBytes: MAX_JSON_BYTES,
+      bytesMax: JSON_BYTES_MAX,
       describe: describeReplicateError,
     });
     const get = (body as { urls?: { get?: unknown } } | null)?.urls?.get;
@@ -364,7 +364,7 @@ export class ReplicateVideoProvider implements VideoProvider {
       json,
       what,
       timeoutMs: this.requestTimeoutMs,
-      maxBytes: MAX_JSON_BYTES,
+      bytesMax: JSON_BYTES_MAX,
       describe: describeReplicateError,
     });
   }

@@ -16,16 +16,16 @@ import { COUNT_PROVIDER_CALL, countProviderCallSql } from '../simulator-usage.js
 import { ProviderError, type CancelAnswer, type InputImage, type VideoOperationStatus, type VideoOutputRef, type VideoProvider, type VideoSubmission } from './types.js';
 
 export const SIMULATOR_DEFAULT_DELAY_MS = 2_000;
-export const SIMULATOR_MAX_DELAY_MS = 60 * 60_000;
-const MESSAGE_MAX_CHARS = 500;
+export const SIMULATOR_DELAY_MS_MAX = 60 * 60_000;
+const MESSAGE_CHARS_MAX = 500;
 
 /** `parameters.simulate` of a request to a model the simulator serves with its own behaviour. */
 export const SimulateSchema = z
   .object({
     outcome: z.enum(['succeed', 'fail']).default('succeed'),
     videos: z.number().int().min(0).max(4).optional(),
-    delay_ms: z.number().int().min(0).max(SIMULATOR_MAX_DELAY_MS).default(SIMULATOR_DEFAULT_DELAY_MS),
-    message: text({ max_chars: MESSAGE_MAX_CHARS }).optional(),
+    delay_ms: z.number().int().min(0).max(SIMULATOR_DELAY_MS_MAX).default(SIMULATOR_DEFAULT_DELAY_MS),
+    message: text({ chars_max: MESSAGE_CHARS_MAX }).optional(),
     /** Whether the simulated provider bills an operation cancelled while it runs (it never bills one cancelled in time by default). */
     billed_on_cancel: z.boolean().default(false),
   })

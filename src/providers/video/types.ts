@@ -1,7 +1,7 @@
 // The video provider interface: what every adapter (simulator, Vertex AI Veo, fal, Replicate) implements.
 // Adapters throw ProviderError; `retryable` tells the workflow's activities whether to try again.
 import type { IncomingHttpHeaders } from 'node:http';
-import type { ImageMimeType, VideoParams } from '../../models/catalog.js';
+import type { ImageMimeType, VideoParams } from '../../models/values.js';
 import type { VideoOutputRef } from '../../../workflows/messages.js';
 
 export type { VideoOutputRef };
@@ -94,7 +94,7 @@ export interface CallbackReception {
 }
 
 /** Longest operation id an adapter returns (it is stored with the job and travels in workflow history). */
-export const MAX_OPERATION_ID_CHARS = 4096;
+export const OPERATION_ID_CHARS_MAX = 4096;
 
 export interface VideoProvider {
   readonly name: string;
@@ -144,4 +144,4 @@ export class ProviderError extends Error {
 }
 
 /** Largest video file accepted from a provider. */
-export const MAX_VIDEO_OUTPUT_BYTES = 512 * 1024 * 1024;
+export const VIDEO_OUTPUT_BYTES_MAX = 512 * 1024 * 1024;

@@ -13,127 +13,61 @@
 //                VERTEX_OUTPUT_GCS_URI (a bucket the service owns).
 //
 // A finished operation with inline videos can be a 256 MiB answer: past LARGE_OPERATION_BYTES, only
-// MAX_CONCURRENT_LARGE_OPERATION_READS of them are read at once per process.
+// CONCURRENT_LARGE_OPERATION_READS_MAX of them are read at once per process.
 //
 // Every call is one HTTP request with a timeout; the adapter never loops: Temporal's activity retry policy
 // does the backoff. Transient failures (408, 429, 5xx, timeouts, network errors) are retryable ProviderErrors
 // (with the provider's Retry-After when it sent one); everything else fails fast. Videos filtered by
 // Responsible AI are simply absent from the outputs: the workflow bills what is delivered and refunds the rest.
-// Access tokens are never logged nor put in error messages.
+// Access tokens are never logged nor put in error messages. The request and answer shapes are
+// ./vertex-veo-wire.ts; the token source and the cache of finished operations ./vertex-veo-cache.ts.
 import { Semaphore } from '../../semaphore.js';
-import type { GoogleAuth } from 'google-auth-library';
 import {
-  MAX_VIDEO_OUTPUT_BYTES,
+  VIDEO_OUTPUT_BYTES_MAX,
   ProviderError,
   type CancelAnswer,
-  type InputImage,
   type VideoOperationStatus,
   type VideoOutputRef,
   type VideoProvider,
   type VideoSubmission,
 } from './types.js';
-import { isPassingStatus, passingRefusal, readCapped, readErrorDetail, transportError, truncate, type LargeRead } from './http.js';
-
-export { parseRetryAfter } from './http.js';
+import { transportError, truncate } from './http.js';
+import {
+  failedStatus,
+  httpError,
+  INLINE_REF,
+  mergeVertexParameters,
+  OPERATION_NAME,
+  parseGcsUri,
+  parseOperationId,
+  veoImage,
+  type ParsedOperationId,
+  type VeoInstance,
+  type VeoOperation,
+  type VeoVideo,
+} from './vertex-veo-wire.js';
+import { FinishedOperationCache, type AccessTokenSource, type FinishedOperation } from './vertex-veo-cache.js';
+import { readCapped, type LargeRead } from '../http-body.js';
 
 export const VERTEX_DEFAULT_LOCATION = 'europe-west4';
 export const GCS_DEFAULT_API_ENDPOINT = 'https://storage.googleapis.com';
-export const CLOUD_PLATFORM_SCOPE = 'https://www.googleapis.com/auth/cloud-platform';
 /** Below the provider activities' 20 s start-to-close timeout, so a slow call ends as a clean retryable error. */
 export const VERTEX_REQUEST_TIMEOUT_MS = 15_000;
 /** Below the storage activity's 30 s heartbeat timeout (it heartbeats once per output). */
 export const GCS_DOWNLOAD_TIMEOUT_MS = 25_000;
 /** Largest JSON answer read (an operation carrying its videos inline, base64). */
-const MAX_JSON_BYTES = 256 * 1024 * 1024;
+const JSON_BYTES_MAX = 256 * 1024 * 1024;
 /**
  * An operation answer longer than this is a finished one carrying its videos inline: reading more of it
- * takes one of MAX_CONCURRENT_LARGE_OPERATION_READS slots of this process (others wait, holding at most
+ * takes one of CONCURRENT_LARGE_OPERATION_READS_MAX slots of this process (others wait, holding at most
  * this much each), so a batch of finished jobs, or re-polls during a Temporal outage, never hold dozens of
  * 256 MiB answers at once.
  */
 export const LARGE_OPERATION_BYTES = 1024 * 1024;
-export const MAX_CONCURRENT_LARGE_OPERATION_READS = 2;
-/**
- * Finished operations' inline videos, decoded once and kept (least recently used first out, at most
- * this many bytes) for the copies of their outputs and any re-poll: each is then read from Vertex once,
- * not once per poll and again per output.
- */
-export const INLINE_VIDEO_CACHE_MAX_BYTES = 512 * 1024 * 1024;
+export const CONCURRENT_LARGE_OPERATION_READS_MAX = 2;
 
 export function vertexDefaultApiEndpoint(location: string): string {
   return `https://${location}-aiplatform.googleapis.com`;
-}
-
-/** Where the adapter gets its OAuth 2.0 access token; asked before every request (it caches and refreshes). */
-export interface AccessTokenSource {
-  getAccessToken(): Promise<string>;
-}
-
-/** Application Default Credentials (GOOGLE_APPLICATION_CREDENTIALS, gcloud ADC, workload identity, metadata server). */
-export function googleAuthTokenSource(): AccessTokenSource {
-  let auth: Promise<GoogleAuth> | undefined;
-  return {
-    async getAccessToken() {
-      auth ??= import('google-auth-library').then(({ GoogleAuth }) => new GoogleAuth({ scopes: CLOUD_PLATFORM_SCOPE }));
-      const token = await (await auth).getAccessToken();
-      if (!token) throw new Error('Application Default Credentials returned no access token');
-      return token;
-    },
-  };
-}
-
-/** A fixed token (VERTEX_ACCESS_TOKEN): for tests and local use only; such tokens expire after about an hour. */
-export function staticTokenSource(token: string): AccessTokenSource {
-  return { getAccessToken: async () => token };
-}
-
-/**
- * `parameters` keys the service sets itself (from the job's validated fields and its config), or that
- * would send outputs or notifications somewhere the service does not own. Compared case-insensitively
- * and ignoring `_`, because Vertex also accepts the proto field names (`sample_count`, `storage_uri`).
- */
-export const VERTEX_CONTROLLED_PARAMETERS: readonly string[] = [
-  'sampleCount',
-  'durationSeconds',
-  'resolution',
-  'aspectRatio',
-  'seed',
-  // generateAudio changes the price: only the job's own (priced) setting is sent.
-  'generateAudio',
-  'negativePrompt',
-  'storageUri',
-  'pubsubTopic',
-];
-const CONTROLLED = new Set(VERTEX_CONTROLLED_PARAMETERS.map(normalizeKey));
-/** Any other key naming a destination (an output URI, a bucket, a topic, a callback) is dropped too. */
-const DESTINATION_KEY = /uri|url|bucket|storage|topic|output|destination|sink|callback|webhook|notif/i;
-const UNSAFE_KEYS = new Set(['__proto__', 'constructor', 'prototype']);
-
-function normalizeKey(key: string): string {
-  return key.toLowerCase().replace(/_/g, '');
-}
-
-/**
- * The request `parameters`: the passthrough first, then the fields the service controls on top.
- * Policy: a passthrough key the service controls (VERTEX_CONTROLLED_PARAMETERS) or naming a destination is
- * dropped silently (returned in `dropped`), never sent; the job's own fields always win.
- */
-export function mergeVertexParameters(
-  passthrough: Record<string, unknown> | undefined,
-  controlled: Record<string, unknown>,
-): { parameters: Record<string, unknown>; dropped: string[] } {
-  const parameters: Record<string, unknown> = {};
-  const dropped: string[] = [];
-  for (const [key, value] of Object.entries(passthrough ?? {})) {
-    if (value === undefined) continue;
-    if (UNSAFE_KEYS.has(key) || CONTROLLED.has(normalizeKey(key)) || DESTINATION_KEY.test(key)) {
-      dropped.push(key);
-      continue;
-    }
-    parameters[key] = value;
-  }
-  for (const [key, value] of Object.entries(controlled)) if (value !== undefined) parameters[key] = value;
-  return { parameters, dropped };
 }
 
 export interface VertexVeoOptions {
@@ -151,85 +85,8 @@ export interface VertexVeoOptions {
   tokenSource: AccessTokenSource;
   requestTimeoutMs?: number;
   downloadTimeoutMs?: number;
-  /** Default MAX_VIDEO_OUTPUT_BYTES. */
-  maxOutputBytes?: number;
-}
-
-// Operation ids are `<Vertex operation name>#n=<sampleCount>`: the name alone is what Vertex knows; the
-// suffix lets poll cap the outputs at n without keeping anything between activities.
-const OPERATION_NAME = /^projects\/[^/#]+\/locations\/[^/#]+\/publishers\/[^/#]+\/models\/([A-Za-z0-9._-]+)\/operations\/[^/#]+$/;
-
-interface ParsedOperationId {
-  name: string;
-  model: string;
-  n: number | undefined;
-}
-
-function parseOperationId(operation_id: string): ParsedOperationId {
-  const hash = operation_id.lastIndexOf('#n=');
-  const name = hash >= 0 ? operation_id.slice(0, hash) : operation_id;
-  const nText = hash >= 0 ? operation_id.slice(hash + 3) : undefined;
-  const m = OPERATION_NAME.exec(name);
-  const n = nText !== undefined && /^[1-9][0-9]{0,2}$/.test(nText) ? Number(nText) : undefined;
-  if (!m || (nText !== undefined && n === undefined)) {
-    throw new ProviderError(`"${truncate(operation_id, 200)}" is not a Vertex AI operation id`, { code: 'not_found', retryable: false });
-  }
-  return { name, model: m[1]!, n };
-}
-
-interface VeoImage {
-  bytesBase64Encoded: string;
-  mimeType: string;
-}
-
-interface VeoInstance {
-  prompt: string;
-  image?: VeoImage;
-  lastFrame?: VeoImage;
-}
-
-const veoImage = (image: InputImage): VeoImage => ({ bytesBase64Encoded: image.bytes.toString('base64'), mimeType: image.mime_type });
-
-interface VeoVideo {
-  bytesBase64Encoded?: unknown;
-  gcsUri?: unknown;
-  mimeType?: unknown;
-}
-
-interface VeoOperation {
-  name?: unknown;
-  done?: unknown;
-  error?: { code?: unknown; message?: unknown } | null;
-  response?: { videos?: unknown; raiMediaFilteredCount?: unknown; raiMediaFilteredReasons?: unknown } | null;
-}
-
-/** google.rpc.Code -> the code a failed job reports. */
-const RPC_CODES: Record<number, string> = {
-  1: 'cancelled',
-  2: 'unknown',
-  3: 'invalid_argument',
-  4: 'deadline_exceeded',
-  5: 'not_found',
-  6: 'already_exists',
-  7: 'permission_denied',
-  8: 'resource_exhausted',
-  9: 'failed_precondition',
-  10: 'aborted',
-  11: 'out_of_range',
-  12: 'unimplemented',
-  13: 'internal',
-  14: 'unavailable',
-  15: 'data_loss',
-  16: 'unauthenticated',
-};
-
-const INLINE_REF = /^inline:(0|[1-9][0-9]{0,3})$/;
-
-/** A finished operation as poll reported it, with its inline videos decoded (or why one cannot be delivered). */
-interface FinishedOperation {
-  status: VideoOperationStatus;
-  videos: (Buffer | ProviderError | null)[];
-  bytes: number;
+  /** Default VIDEO_OUTPUT_BYTES_MAX. */
+  outputBytesMax?: number;
 }
 
 /** A slot taken while reading: `release` gives it back (a no-op until one was taken). */
@@ -249,12 +106,11 @@ export class VertexVeoProvider implements VideoProvider {
   private readonly tokenSource: AccessTokenSource;
   private readonly requestTimeoutMs: number;
   private readonly downloadTimeoutMs: number;
-  private readonly maxOutputBytes: number;
-  private readonly largeReads = new Semaphore(MAX_CONCURRENT_LARGE_OPERATION_READS, 10_000);
-  private readonly finished = new Map<string, FinishedOperation>();
-  private finishedBytes = 0;
+  private readonly outputBytesMax: number;
+  private readonly largeReads = new Semaphore(CONCURRENT_LARGE_OPERATION_READS_MAX, 10_000);
+  private readonly finished = new FinishedOperationCache();
   /** Large operation answers being read at once now, and the most ever (observability, tests). */
-  readonly largeReadStats = { in_flight: 0, max_in_flight: 0 };
+  readonly largeReadStats = { in_flight: 0, in_flight_max: 0 };
 
   constructor(opts: VertexVeoOptions) {
     this.projectId = opts.projectId;
@@ -269,7 +125,7 @@ export class VertexVeoProvider implements VideoProvider {
     this.tokenSource = opts.tokenSource;
     this.requestTimeoutMs = opts.requestTimeoutMs ?? VERTEX_REQUEST_TIMEOUT_MS;
     this.downloadTimeoutMs = opts.downloadTimeoutMs ?? GCS_DOWNLOAD_TIMEOUT_MS;
-    this.maxOutputBytes = opts.maxOutputBytes ?? MAX_VIDEO_OUTPUT_BYTES;
+    this.outputBytesMax = opts.outputBytesMax ?? VIDEO_OUTPUT_BYTES_MAX;
   }
 
   /** The predictLongRunning body for a request (exported for the contract tests). */
@@ -306,7 +162,7 @@ export class VertexVeoProvider implements VideoProvider {
 
   async poll(operation_id: string): Promise<VideoOperationStatus> {
     const op = parseOperationId(operation_id);
-    const known = this.cached(op.name);
+    const known = this.finished.get(op.name);
     if (known) return known.status;
     return this.withOperation(op, (operation) => {
       if (operation.done !== true) return { state: 'running' } as const;
@@ -343,34 +199,16 @@ export class VertexVeoProvider implements VideoProvider {
       status = { state: 'succeeded', outputs: op.n !== undefined ? outputs.slice(0, op.n) : outputs };
     }
     const entry: FinishedOperation = { status, videos: decoded, bytes: decoded.reduce((n, b) => n + (b instanceof Buffer ? b.length : 0), 0) };
-    if (entry.bytes <= INLINE_VIDEO_CACHE_MAX_BYTES) {
-      this.finished.set(op.name, entry);
-      this.finishedBytes += entry.bytes;
-      for (const [name, e] of this.finished) {
-        if (this.finishedBytes <= INLINE_VIDEO_CACHE_MAX_BYTES) break;
-        this.finished.delete(name);
-        this.finishedBytes -= e.bytes;
-      }
-    }
-    return entry;
-  }
-
-  /** The cached finished operation of this name (now the most recently used), if any. */
-  private cached(name: string): FinishedOperation | undefined {
-    const entry = this.finished.get(name);
-    if (entry) {
-      this.finished.delete(name);
-      this.finished.set(name, entry);
-    }
+    this.finished.put(op.name, entry);
     return entry;
   }
 
   private decodeInline(b64: string, index: number): Buffer | ProviderError {
-    if (Math.floor((b64.length * 3) / 4) > this.maxOutputBytes + 2) {
-      return new ProviderError(`inline video ${index} is larger than the ${this.maxOutputBytes} bytes accepted`, { code: 'output_too_large', retryable: false });
+    if (Math.floor((b64.length * 3) / 4) > this.outputBytesMax + 2) {
+      return new ProviderError(`inline video ${index} is larger than the ${this.outputBytesMax} bytes accepted`, { code: 'output_too_large', retryable: false });
     }
     const bytes = Buffer.from(b64, 'base64');
-    if (bytes.length === 0 || bytes.length > this.maxOutputBytes) {
+    if (bytes.length === 0 || bytes.length > this.outputBytesMax) {
       return new ProviderError(`inline video ${index} has ${bytes.length} bytes`, { code: 'invalid_output', retryable: false });
     }
     return bytes;
@@ -384,7 +222,7 @@ export class VertexVeoProvider implements VideoProvider {
    */
   async cancel(operation_id: string): Promise<CancelAnswer> {
     const op = parseOperationId(operation_id);
-    await this.request('POST', `${this.apiEndpoint}/v1/${op.name}:cancel`, {}, 'Vertex AI cancel', this.requestTimeoutMs, MAX_JSON_BYTES, 'invalid_response');
+    await this.request('POST', `${this.apiEndpoint}/v1/${op.name}:cancel`, {}, 'Vertex AI cancel', this.requestTimeoutMs, JSON_BYTES_MAX, 'invalid_response');
     const finished = await this.withOperation(op, (after) => after.done === true && !after.error);
     if (finished) return { billed: true, answer: 'Vertex AI: the operation had already finished' };
     return { billed: false, answer: 'Vertex AI: cancellation accepted before the operation finished' };
@@ -399,7 +237,7 @@ export class VertexVeoProvider implements VideoProvider {
 
   private async fetchInline(op: ParsedOperationId, index: number): Promise<Buffer> {
     const entry =
-      this.cached(op.name) ??
+      this.finished.get(op.name) ??
       (await this.withOperation(op, (operation) => {
         if (operation.done !== true || operation.error) {
           throw new ProviderError(`operation ${op.name} has no result to read output ${index} from`, { code: 'invalid_response', retryable: false });
@@ -422,7 +260,7 @@ export class VertexVeoProvider implements VideoProvider {
     const gcs = parseGcsUri(uri);
     if (!gcs || !gcs.object) throw new ProviderError(`invalid Cloud Storage URI ${truncate(uri, 200)}`, { code: 'invalid_response', retryable: false });
     const url = `${this.gcsApiEndpoint}/storage/v1/b/${encodeURIComponent(gcs.bucket)}/o/${encodeURIComponent(gcs.object)}?alt=media`;
-    return this.request('GET', url, undefined, 'Cloud Storage download', this.downloadTimeoutMs, this.maxOutputBytes, 'output_too_large');
+    return this.request('GET', url, undefined, 'Cloud Storage download', this.downloadTimeoutMs, this.outputBytesMax, 'output_too_large');
   }
 
   /**
@@ -448,7 +286,7 @@ export class VertexVeoProvider implements VideoProvider {
       this.largeReads.with(() => new Promise<void>((done) => held(done))).catch(refused);
     });
     this.largeReadStats.in_flight++;
-    this.largeReadStats.max_in_flight = Math.max(this.largeReadStats.max_in_flight, this.largeReadStats.in_flight);
+    this.largeReadStats.in_flight_max = Math.max(this.largeReadStats.in_flight_max, this.largeReadStats.in_flight);
     let released = false;
     lease.release = () => {
       if (released) return;
@@ -466,7 +304,7 @@ export class VertexVeoProvider implements VideoProvider {
 
   private async postJson(url: string, json: unknown, what: string, lease?: ReadLease): Promise<unknown> {
     const large = lease ? { threshold_bytes: LARGE_OPERATION_BYTES, take: () => this.takeLargeRead(lease) } : undefined;
-    const raw = await this.request('POST', url, json, `Vertex AI ${what}`, this.requestTimeoutMs, MAX_JSON_BYTES, 'invalid_response', large);
+    const raw = await this.request('POST', url, json, `Vertex AI ${what}`, this.requestTimeoutMs, JSON_BYTES_MAX, 'invalid_response', large);
     try {
       return JSON.parse(raw.toString('utf8'));
     } catch {
@@ -475,14 +313,14 @@ export class VertexVeoProvider implements VideoProvider {
     }
   }
 
-  /** One HTTP request; the whole body is read within the timeout and at most maxBytes of it. */
+  /** One HTTP request; the whole body is read within the timeout and at most bytesMax of it. */
   private async request(
     method: 'GET' | 'POST',
     url: string,
     json: unknown,
     what: string,
     timeoutMs: number,
-    maxBytes: number,
+    bytesMax: number,
     tooLargeCode: string,
     large?: LargeRead,
   ): Promise<Buffer> {
@@ -493,7 +331,7 @@ export class VertexVeoProvider implements VideoProvider {
     try {
       const res = await fetch(url, { method, headers, body: json !== undefined ? JSON.stringify(json) : undefined, signal });
       if (!res.ok) throw await httpError(res, what);
-      return await readCapped(res, maxBytes, what, tooLargeCode, large);
+      return await readCapped(res, bytesMax, what, tooLargeCode, large);
     } catch (err) {
       if (err instanceof ProviderError) throw err;
       throw transportError(err, what, timeoutMs);
@@ -515,27 +353,3 @@ export class VertexVeoProvider implements VideoProvider {
   }
 }
 
-function failedStatus(error: { code?: unknown; message?: unknown }): VideoOperationStatus {
-  const code = typeof error.code === 'number' ? (RPC_CODES[error.code] ?? 'generation_failed') : 'generation_failed';
-  const message = typeof error.message === 'string' && error.message.trim() ? error.message : 'the video generation failed';
-  return { state: 'failed', code, message: truncate(message) };
-}
-
-export function parseGcsUri(uri: string): { bucket: string; object: string } | null {
-  const m = /^gs:\/\/([a-z0-9][a-z0-9._-]{1,221}[a-z0-9])(?:\/(.*))?$/.exec(uri);
-  return m ? { bucket: m[1]!, object: m[2] ?? '' } : null;
-}
-
-/** A non-2xx answer: 408, 429 and 5xx are transient; every other status fails fast with the provider's message. */
-async function httpError(res: Response, what: string): Promise<ProviderError> {
-  const detail = await readErrorDetail(res, what, (body) => {
-    const error = (body as { error?: { message?: unknown; status?: unknown } } | null)?.error;
-    return [typeof error?.status === 'string' ? error.status : '', typeof error?.message === 'string' ? error.message : ''].filter(Boolean).join(': ');
-  });
-  const s = res.status;
-  const described = `${what} answered HTTP ${s}${detail ? ` (${detail})` : ''}`;
-  if (isPassingStatus(s)) return passingRefusal(s, described, res.headers.get('retry-after'));
-  const code =
-    s === 400 ? 'invalid_request' : s === 401 ? 'provider_unauthenticated' : s === 403 ? 'provider_permission_denied' : s === 404 ? 'not_found' : 'provider_rejected';
-  return new ProviderError(truncate(described), { code, retryable: false });
-}

@@ -38,13 +38,14 @@
 //
 // A streamed synthesis (`synthesizeStream`) answers a refusal or failure before any audio exactly as
 // `synthesize` does, thrown before the first chunk. Once audio flows, a body that breaks off, stalls past
-// the speech time limit (the whole exchange's) or grows beyond ELEVENLABS_MAX_SPEECH_BYTES is
+// the speech time limit (the whole exchange's) or grows beyond ELEVENLABS_SPEECH_BYTES_MAX is
 // `unavailable`, thrown after the chunks already handed out. Network chunks may split a 16-bit sample;
 // chunks are handed out whole samples only.
 //
 // The API key lives in a private field: it is sent in the header and nowhere else, is never part of
 // an error message (any message is scrubbed of it, to be sure) and is never logged.
-import { readCapped } from '../video/http.js';
+import { ERROR_BODY_BYTES_MAX, readCapped, readPrefix, retryAfterMs } from '../http-body.js';
+import { pcmToWav } from '../../media/wav.js';
 import type { AudioFormat } from '../../media/audio-sniff.js';
 import {
   VoiceProviderError,
@@ -62,9 +63,7 @@ export const ELEVENLABS_SAMPLE_RATE_HZ = 22_050;
 export const ELEVENLABS_OUTPUT_FORMAT = `pcm_${ELEVENLABS_SAMPLE_RATE_HZ}`;
 export const ELEVENLABS_PCM_CONTENT_TYPE = `audio/pcm;rate=${ELEVENLABS_SAMPLE_RATE_HZ};channels=1;encoding=s16le`;
 /** The most audio a synthesis takes (and the most of any answer body read): 30 minutes of PCM, far beyond what the longest input speaks. */
-export const ELEVENLABS_MAX_SPEECH_BYTES = 30 * 60 * ELEVENLABS_SAMPLE_RATE_HZ * 2;
-/** The most of an error answer that is read: enough for any message the API sends. */
-const ERROR_BODY_MAX_BYTES = 64 * 1024;
+export const ELEVENLABS_SPEECH_BYTES_MAX = 30 * 60 * ELEVENLABS_SAMPLE_RATE_HZ * 2;
 
 /** ElevenLabs' current default ("premade") voices, usable by every account without cloning. */
 export const ELEVENLABS_PRESET_VOICES = [
@@ -251,7 +250,7 @@ export class ElevenLabsVoiceProvider implements VoiceProvider {
     }
     const reader = res.body?.getReader();
     try {
-      if (!res.ok) throw this.failure('speech', res, reader ? await readAtMost(reader, ERROR_BODY_MAX_BYTES) : Buffer.alloc(0));
+      if (!res.ok) throw this.failure('speech', res, reader ? await readPrefix(reader, ERROR_BODY_BYTES_MAX) : Buffer.alloc(0));
       if ((res.headers.get('content-type') ?? '').includes('json')) {
         throw new ElevenLabsError('unavailable', malformed('speech', res.status, 'JSON instead of audio'), { status: res.status });
       }
@@ -267,8 +266,8 @@ export class ElevenLabsVoiceProvider implements VoiceProvider {
         }
         if (next.done) return; // an odd byte left at the end is not a sample
         received_bytes += next.value.byteLength;
-        if (received_bytes > ELEVENLABS_MAX_SPEECH_BYTES) {
-          throw new ElevenLabsError('unavailable', `ElevenLabs streamed more than ${ELEVENLABS_MAX_SPEECH_BYTES} bytes of speech; the stream was abandoned`, { status: res.status });
+        if (received_bytes > ELEVENLABS_SPEECH_BYTES_MAX) {
+          throw new ElevenLabsError('unavailable', `ElevenLabs streamed more than ${ELEVENLABS_SPEECH_BYTES_MAX} bytes of speech; the stream was abandoned`, { status: res.status });
         }
         const chunk: Buffer = odd ? Buffer.concat([odd, next.value]) : Buffer.from(next.value.buffer, next.value.byteOffset, next.value.byteLength);
         const whole = chunk.length - (chunk.length % 2);
@@ -283,7 +282,7 @@ export class ElevenLabsVoiceProvider implements VoiceProvider {
   }
 
   /**
-   * One request and its whole body (at most ELEVENLABS_MAX_SPEECH_BYTES, the longest speech), within the
+   * One request and its whole body (at most ELEVENLABS_SPEECH_BYTES_MAX, the longest speech), within the
    * operation's time limit. Transport failures, and a larger body, are `unavailable`.
    */
   private async exchange(
@@ -295,7 +294,7 @@ export class ElevenLabsVoiceProvider implements VoiceProvider {
     const signal = AbortSignal.timeout(this.timeoutsMs[op]);
     try {
       const res = await this.send(method, path, init, signal);
-      return { res, body: await readCapped(res, ELEVENLABS_MAX_SPEECH_BYTES, `ElevenLabs ${OPERATION_LABELS[op]}`, 'invalid_response') };
+      return { res, body: await readCapped(res, ELEVENLABS_SPEECH_BYTES_MAX, `ElevenLabs ${OPERATION_LABELS[op]}`, 'invalid_response') };
     } catch (err) {
       throw this.transportFailure(op, signal, err);
     }
@@ -328,7 +327,8 @@ export class ElevenLabsVoiceProvider implements VoiceProvider {
     const status = res.status;
     const said = providerSaid(body);
     const code = said.code;
-    const retryAfterSeconds = parseRetryAfter(res.headers.get('retry-after'));
+    const retry_after_ms = retryAfterMs(res.headers.get('retry-after'));
+    const retryAfterSeconds = retry_after_ms === undefined ? undefined : Math.ceil(retry_after_ms / 1000);
     const details = { status, ...(code ? { code } : {}), ...(retryAfterSeconds !== undefined ? { retryAfterSeconds } : {}) };
     if (code === 'quota_exceeded' || code === 'voice_limit_reached') {
       // The operator's plan is used up (characters) or full (voice slots): not the customer's request.
@@ -366,42 +366,6 @@ export class ElevenLabsVoiceProvider implements VoiceProvider {
   }
 }
 
-/** A RIFF/WAVE file around 16-bit little-endian mono PCM. */
-export function pcmToWav(pcm: Buffer, sampleRateHz: number): Buffer {
-  const header = Buffer.alloc(44);
-  header.write('RIFF', 0, 'ascii');
-  header.writeUInt32LE(36 + pcm.length, 4);
-  header.write('WAVE', 8, 'ascii');
-  header.write('fmt ', 12, 'ascii');
-  header.writeUInt32LE(16, 16);
-  header.writeUInt16LE(1, 20); // PCM
-  header.writeUInt16LE(1, 22); // mono
-  header.writeUInt32LE(sampleRateHz, 24);
-  header.writeUInt32LE(sampleRateHz * 2, 28);
-  header.writeUInt16LE(2, 32);
-  header.writeUInt16LE(16, 34);
-  header.write('data', 36, 'ascii');
-  header.writeUInt32LE(pcm.length, 40);
-  return Buffer.concat([header, pcm]);
-}
-
-/** Up to `max_bytes` of a body (the rest is not read). */
-async function readAtMost(reader: ReadableStreamDefaultReader<Uint8Array>, max_bytes: number): Promise<Buffer> {
-  const parts: Buffer[] = [];
-  let bytes = 0;
-  try {
-    while (bytes < max_bytes) {
-      const next = await reader.read();
-      if (next.done) break;
-      parts.push(Buffer.from(next.value));
-      bytes += next.value.byteLength;
-    }
-  } catch {
-    // What arrived is what there is to read.
-  }
-  return Buffer.concat(parts).subarray(0, max_bytes);
-}
-
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 function parseJson(body: Buffer): unknown {
@@ -415,10 +379,10 @@ function parseJson(body: Buffer): unknown {
 const malformed = (op: ElevenLabsOperation, status: number, what: string) =>
   `ElevenLabs answered the ${OPERATION_LABELS[op]} with HTTP ${status} but an unexpected body (${what})`;
 
-const MAX_MESSAGE_CHARS = 500;
+const MESSAGE_CHARS_MAX = 500;
 const clip = (s: string) => {
   const one = s.replace(/\s+/g, ' ').trim();
-  return one.length > MAX_MESSAGE_CHARS ? `${one.slice(0, MAX_MESSAGE_CHARS - 1)}…` : one;
+  return one.length > MESSAGE_CHARS_MAX ? `${one.slice(0, MESSAGE_CHARS_MAX - 1)}…` : one;
 };
 
 /**
@@ -430,6 +394,8 @@ export function providerSaid(body: Buffer): { code?: string; message?: string } 
   const json = parseJson(body);
   if (json === undefined) {
     const text = body.toString('utf8').trim();
+    // Binary (a control character below tab) is not a message.
+    // eslint-disable-next-line no-control-regex
     if (text.length === 0 || text.startsWith('<') || /[\x00-\x08]/.test(text)) return {};
     return { message: clip(text) };
   }
@@ -449,14 +415,4 @@ export function providerSaid(body: Buffer): { code?: string; message?: string } 
     return { ...(code ? { code } : {}), ...(message ? { message } : {}) };
   }
   return {};
-}
-
-/** Retry-After as whole seconds from now: delta-seconds or an HTTP date; undefined when absent or unreadable. */
-export function parseRetryAfter(raw: string | null, now = Date.now()): number | undefined {
-  if (raw === null) return undefined;
-  const v = raw.trim();
-  if (/^\d+$/.test(v)) return Number(v);
-  const at = Date.parse(v);
-  if (Number.isNaN(at)) return undefined;
-  return Math.max(0, Math.ceil((at - now) / 1000));
 }

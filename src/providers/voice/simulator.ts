@@ -12,6 +12,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import type pg from 'pg';
 import type { Db, PreparedStatement } from '../../db/pool.js';
 import { COUNT_PROVIDER_CALL } from '../simulator-usage.js';
+import { encodeWav } from '../../media/wav.js';
 import {
   VoiceProviderError,
   type ClonedVoice,
@@ -31,27 +32,6 @@ export const SIM_STREAM_CHUNK_CHARS = 20;
 export const SIM_STREAM_CHUNK_MS = 20;
 
 export type SimulatedVoiceOperation = 'clone' | 'delete' | 'speech';
-
-/** A RIFF/WAVE file of 16-bit little-endian PCM, mono. */
-export function encodeWav(samples: Int16Array, sampleRateHz: number): Buffer {
-  const dataBytes = samples.length * 2;
-  const out = Buffer.alloc(44 + dataBytes);
-  out.write('RIFF', 0, 'ascii');
-  out.writeUInt32LE(36 + dataBytes, 4);
-  out.write('WAVE', 8, 'ascii');
-  out.write('fmt ', 12, 'ascii');
-  out.writeUInt32LE(16, 16); // fmt chunk size
-  out.writeUInt16LE(1, 20); // PCM
-  out.writeUInt16LE(1, 22); // mono
-  out.writeUInt32LE(sampleRateHz, 24);
-  out.writeUInt32LE(sampleRateHz * 2, 28); // byte rate
-  out.writeUInt16LE(2, 32); // block align
-  out.writeUInt16LE(16, 34); // bits per sample
-  out.write('data', 36, 'ascii');
-  out.writeUInt32LE(dataBytes, 40);
-  Buffer.from(samples.buffer, samples.byteOffset, dataBytes).copy(out, 44);
-  return out;
-}
 
 /** The synthetic speech of `text` in `voice_id`: SIM_SAMPLES_PER_CHAR samples per code point. */
 export function synthesizeTones(voice_id: string, text: string, speed = 1): Int16Array {

@@ -4,6 +4,7 @@
 // (a 503; deletions retry it), or when the operator's account is the problem (`account`: a 503 whose
 // details go to the operator's log only).
 import type { AudioFormat } from '../../media/audio-sniff.js';
+import type { SpeechFormat } from '../../models/values.js';
 
 export interface VoiceSample {
   /** Client file name: informative only, never trusted. */
@@ -20,7 +21,8 @@ export interface ClonedVoice {
   requires_verification: boolean;
 }
 
-export type SpeechFormat = 'wav' | 'pcm';
+/** What a provider returns whole (the other speech formats are encoded from its PCM by ../../media/audio-encode.ts). */
+export type ProviderSpeechFormat = Extract<SpeechFormat, 'wav' | 'pcm'>;
 
 export interface SpeechRequest {
   /** The provider's speech model. */
@@ -28,7 +30,7 @@ export interface SpeechRequest {
   /** A cloned voice's provider id or one of `presetVoices()`. */
   voice_id: string;
   text: string;
-  format: SpeechFormat;
+  format: ProviderSpeechFormat;
   /** Speaking rate, 1 = normal (0.25 to 4); providers that cannot change it speak at 1. */
   speed?: number | undefined;
 }

@@ -140,6 +140,18 @@ app.kubernetes.io/component: {{ .component }}
 {{- else }}
 {{- fail "storage.backend must be s3 or local" }}
 {{- end }}
+{{- with .Values.tracing.otlpEndpoint }}
+- name: OTEL_EXPORTER_OTLP_ENDPOINT
+  value: {{ . | quote }}
+- name: OTEL_EXPORTER_OTLP_PROTOCOL
+  value: {{ $.Values.tracing.protocol | quote }}
+- name: OTEL_TRACES_SAMPLER
+  value: {{ $.Values.tracing.sampler | quote }}
+{{- with $.Values.tracing.samplerArg }}
+- name: OTEL_TRACES_SAMPLER_ARG
+  value: {{ . | quote }}
+{{- end }}
+{{- end }}
 {{- range $k, $v := .Values.env }}
 - name: {{ $k }}
   value: {{ include "vva.envValue" $v }}

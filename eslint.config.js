@@ -1,0 +1,21 @@
+// ESLint: the recommended rules of ESLint and typescript-eslint over every TypeScript file of the
+// project; formatting is Prettier's (.prettierrc.json), not ESLint's.
+import js from '@eslint/js';
+import globals from 'globals';
+import tseslint from 'typescript-eslint';
+
+export default tseslint.config(
+  { ignores: ['node_modules/**', 'dist/**', 'test/histories/**', 'deploy/**', 'console/dist/**'] },
+  js.configs.recommended,
+  ...tseslint.configs.recommended,
+  {
+    languageOptions: { globals: { ...globals.node } },
+    rules: {
+      // An unused name is a mistake, except one spelled to be unused (`_x`) or a rest sibling that drops keys.
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', destructuredArrayIgnorePattern: '^_', ignoreRestSiblings: true, caughtErrors: 'none' }],
+    },
+  },
+  { files: ['console/src/**/*.{ts,tsx}'], languageOptions: { globals: { ...globals.browser } } },
+  // Tests, the soak and the benchmark read answers of the service as untyped JSON and look into them.
+  { files: ['test/**/*.ts', 'soak/**/*.ts', 'bench/**/*.ts'], rules: { '@typescript-eslint/no-explicit-any': 'off' } },
+);
