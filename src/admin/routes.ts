@@ -1,7 +1,7 @@
 // Admin API: workspaces, credits, API keys (and their revocation), ledger audit. Behind ADMIN_TOKEN.
 // Each operation's contract, then its handler.
 import type { RequestHandler } from 'express';
-import { z } from 'zod';
+import { z, type ZodError } from 'zod';
 import type { Db } from '../db/pool.js';
 import { AddCreditsBody, AdminVideoJob, ApiKey, ApiKeyRevoked, CreateApiKeyBody, CreateWorkspaceBody, LedgerAudit, SetWorkspaceLimitsBody, Workspace, WorkspaceCredits } from './schemas.js';
 import { ApiRouter, json, type ContractHandler, type RouteContract } from '../http/openapi.js';
@@ -26,7 +26,10 @@ function euroParam(name: string, amount_eur: number): number {
   return micro;
 }
 
-const WORKSPACE_ID = z.object({ id: z.string().describe('The workspace id.') });
+/** A workspace id of the path: anything but a UUID names no workspace, a 404 like an unknown one (`workspaceNotFound`). */
+const WORKSPACE_ID = z.object({ id: z.string().refine(isUuid).describe('The workspace id.') });
+const workspaceNotFound = (_err: ZodError, _where: string, params: unknown) =>
+  notFound('workspace_not_found', `no workspace ${typeof params === 'object' && params !== null && 'id' in params ? String(params.id) : ''}`, 'id');
 
 export interface AdminRoutesDeps {
   db: Db;
@@ -58,6 +61,7 @@ const adminGetWorkspace = {
   summary: 'Get a workspace and its balance',
   security: 'admin',
   requestParams: { path: WORKSPACE_ID },
+  invalid: workspaceNotFound,
   responses: { '200': json(Workspace, 'The workspace.') },
   errors: { 404: 'No such workspace.' },
 } satisfies RouteContract;
@@ -71,6 +75,7 @@ const adminSetWorkspaceLimits = {
   description: 'Applies to the next create: jobs already pending are never cancelled. `max_pending_jobs: null` restores the default (MAX_PENDING_JOBS_PER_WORKSPACE).',
   security: 'admin',
   requestParams: { path: WORKSPACE_ID },
+  invalid: workspaceNotFound,
   body: { component: 'SetWorkspaceLimitsBody', schema: SetWorkspaceLimitsBody, example: { max_pending_jobs: 200 } },
   responses: { '200': json(Workspace, 'The workspace with its limits.') },
   errors: { 400: undefined, 404: 'No such workspace.' },
@@ -85,6 +90,7 @@ const adminAddCredits = {
   description: 'With an `Idempotency-Key`, a retry adds the credits once and answers the same top-up.',
   security: 'admin',
   requestParams: { path: WORKSPACE_ID },
+  invalid: workspaceNotFound,
   idempotent: true,
   body: { component: 'AddCreditsBody', schema: AddCreditsBody, example: { amount_in_euro: 25 } },
   responses: { '200': json(WorkspaceCredits, 'Added.') },
@@ -100,6 +106,7 @@ const adminCreateApiKey = {
   description: 'The key is shown once, in this answer. Without `models` it may use every model.',
   security: 'admin',
   requestParams: { path: WORKSPACE_ID },
+  invalid: workspaceNotFound,
   // `models` names models of the catalog.
   body: { component: 'CreateApiKeyBody', schema: CreateApiKeyBody, example: { models: ['sim-video-1'] }, override: apiKeyBodySchema },
   responses: { '201': json(ApiKey, 'The new key.') },
@@ -144,12 +151,6 @@ const adminInspectVideoJob = {
   errors: { 404: 'No such job (job_not_found).' },
 } satisfies RouteContract;
 
-/** A workspace id of the path: anything but a UUID names no workspace. */
-function workspaceId(id: string): string {
-  if (!isUuid(id)) throw notFound('workspace_not_found', `no workspace ${id}`, 'id');
-  return id;
-}
-
 const presentWorkspace = (w: WorkspaceRecord) => ({
   id: w.id,
   object: 'workspace',
@@ -160,7 +161,7 @@ const presentWorkspace = (w: WorkspaceRecord) => ({
 
 function createApiKeyHandler(deps: AdminRoutesDeps): ContractHandler<typeof adminCreateApiKey> {
   return async ({ params, body }, _req, res) => {
-    const id = workspaceId(params.id);
+    const id = params.id;
     // The catalog decides which model ids exist: checked here, not by the body's schema.
     for (const [i, m] of (body.models ?? []).entries()) {
       if (!findVideoModel(m) && !findSpeechModel(m)) throw invalidParam(`models.${i}`, `unknown model "${m}"`);
@@ -213,7 +214,7 @@ export function adminRoutes(deps: AdminRoutesDeps): ApiRouter {
   api.route(
     adminGetWorkspace,
     async ({ params }, _req, res) => {
-      res.json(presentWorkspace(await getWorkspace(deps.db, workspaceId(params.id))));
+      res.json(presentWorkspace(await getWorkspace(deps.db, params.id)));
     },
   );
 
@@ -221,7 +222,7 @@ export function adminRoutes(deps: AdminRoutesDeps): ApiRouter {
     adminSetWorkspaceLimits,
     jsonBody,
     async ({ params, body }, _req, res) => {
-      const id = workspaceId(params.id);
+      const id = params.id;
       res.json(presentWorkspace(await setWorkspaceLimits(deps.db, id, body)));
     },
   );
@@ -230,7 +231,7 @@ export function adminRoutes(deps: AdminRoutesDeps): ApiRouter {
     adminAddCredits,
     jsonBody,
     async ({ params, body, idempotencyKey }, _req, res) => {
-      const id = workspaceId(params.id);
+      const id = params.id;
       const amount = euroParam('amount_in_euro', body.amount_in_euro);
       const result = await addCredits(deps.db, { workspaceId: id, amount_micro_eur: amount, idempotencyKey });
       res.json({ id, object: 'workspace', balance_in_euro: microEurToEur(result.balance_micro_eur), topup_id: result.topup_id });

@@ -204,8 +204,9 @@ function validBody(bodies: BodyContract[], req: Request, res: Response): unknown
 }
 
 /**
- * The input of an operation, validated in the order its handlers have always read it: path, query,
- * declared headers, body, then the Idempotency-Key. A refusal is thrown, for the surface's error handler.
+ * The input of an operation, validated in this order: path, query, declared headers (a header schema
+ * names them in lower case, as Node gives them), body, then the Idempotency-Key. A refusal is thrown,
+ * for the surface's error handler.
  */
 function validInput<C extends RouteContract>(c: C, req: Request, res: Response): RouteInput<C> {
   const p = c.requestParams;

@@ -39,8 +39,13 @@ export function fileRoutes(deps: { storage: Storage; signer: UrlSigner }): ApiRo
       errors: { 403: 'The URL has expired (url_expired) or is not validly signed (invalid_signature).', 404: 'No such file (file_not_found).' },
     },
     async (_input, req, res) => {
-      const key = String((req.params as Record<string, string>)['0']);
-      const q = (name: string) => (typeof req.query[name] === 'string' ? (req.query[name] as string) : undefined);
+      // The key, expiry and signature are not validated by a schema: whatever they are, the signature
+      // check answers (403 when they do not verify), as the document's parameters say.
+      const key = String(req.params[0]);
+      const q = (name: string) => {
+        const value = req.query[name];
+        return typeof value === 'string' ? value : undefined;
+      };
       const verdict = deps.signer.verify(key, q('expires'), q('signature'));
       if (verdict === 'expired') throw new ApiError(403, 'permission_error', 'url_expired', 'this signed URL has expired; fetch the job again for a fresh one');
       if (verdict !== 'ok') throw new ApiError(403, 'permission_error', 'invalid_signature', 'this URL is not validly signed');

@@ -268,6 +268,21 @@ describe('admin API', () => {
     assertErrorShape(missing.body, 404, missing.status);
   });
 
+  test('a workspace id that is not a UUID names no workspace: 404, before the body is looked at', async () => {
+    for (const [method, path, json] of [
+      ['GET', '/admin/v1/workspaces/nope', undefined],
+      ['POST', '/admin/v1/workspaces/nope/credits', { amount_in_euro: -1 }],
+      ['POST', '/admin/v1/workspaces/nope/limits', { colour: 'red' }],
+      ['POST', '/admin/v1/workspaces/nope/api-keys', { models: [] }],
+    ] as const) {
+      const r = await http(stack.baseUrl, method, path, { token: ADMIN_TOKEN, ...(json ? { json } : {}) });
+      assertErrorShape(r.body, 404, r.status);
+      assert.equal(r.body.error.code, 'workspace_not_found', path);
+      assert.equal(r.body.error.param, 'id', path);
+      assert.equal(r.body.error.message, 'no workspace nope', path);
+    }
+  });
+
   test('top-ups are exact and idempotent per Idempotency-Key', async () => {
     const c = await newCustomer(stack, 0);
     const headers = { 'Idempotency-Key': 'topup-1' };
