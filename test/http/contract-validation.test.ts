@@ -1,8 +1,9 @@
-// A contract validates: `api.route` checks the path parameters, query, body and Idempotency-Key of a
-// request against the contract's schemas before its handler runs, answers a refused value with the 400
-// of the surface's error shape naming it (the handler never runs), and hands the handler the values the
-// schemas give (coerced, defaulted, trimmed). Checked on a router of its own, mounted as createApp mounts
-// the features' routers, with the service's error handlers.
+// A contract validates: `api.route` checks the path parameters, query, body (JSON, or a multipart form's
+// parts once the multipart parser has read them) and Idempotency-Key of a request against the contract's
+// schemas before its handler runs, answers a refused value with the 400 of the surface's error shape
+// naming it, or with the contract's own answer (`invalid`, `parts.invalid`), and the handler never runs;
+// it hands the handler the values the schemas give (coerced, defaulted, trimmed). Checked on routers of
+// their own, mounted as createApp mounts the features' routers, with the service's error handlers.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { AddressInfo } from 'node:net';
@@ -12,6 +13,8 @@ import { z } from 'zod';
 import pino from 'pino';
 import { ApiRouter, json, type RouteContract } from '../../src/http/openapi.js';
 import { jsonBody } from '../../src/http/json-body.js';
+import { multipartForm, partRefused, type MultipartForm, type UploadedFile } from '../../src/http/multipart.js';
+import { ApiError } from '../../src/errors.js';
 import { errorHandler } from '../../src/http/errors.js';
 import { openAiErrorHandler } from '../../src/http/openai/errors.js';
 import { ErrorResponse } from '../../src/http/schemas.js';
@@ -39,6 +42,29 @@ const openAiThing = {
   errorShape: 'openai',
 } satisfies RouteContract;
 
+/** A multipart upload: its parts validated after the multipart parser, and a query refused with the contract's own answer. */
+const uploadThing = {
+  method: 'post',
+  path: '/v2/things',
+  operationId: 'uploadThing',
+  tag: 'Service',
+  summary: 'Upload a thing',
+  security: 'none',
+  requestParams: { query: z.object({ mode: z.enum(['fast', 'slow']).optional() }) },
+  invalid: () => new ApiError(400, 'invalid_request_error', 'unsupported_mode', 'mode must be fast or slow', 'mode'),
+  body: {
+    component: 'UploadThingForm',
+    schema: z.object({ name: z.string(), file: z.file() }),
+    mediaType: 'multipart/form-data',
+    parts: {
+      schema: z.object({ name: z.string().trim().min(1), file: z.custom<UploadedFile>((v) => v !== undefined) }),
+      input: (form: MultipartForm) => ({ name: form.fields.get('name'), file: form.files[0] }),
+      invalid: partRefused,
+    },
+  },
+  responses: { '200': json(ErrorResponse, 'unused') },
+} satisfies RouteContract;
+
 let server: Server;
 let baseUrl: string;
 const seen: unknown[] = [];
@@ -55,6 +81,16 @@ before(async () => {
   openAi.route(openAiThing, jsonBody, (input, _req, res) => {
     seen.push(input);
     res.json({ name: input.body.name });
+  });
+  const upload = multipartForm({
+    limits: { filesMax: 1, fileBytesMax: 1024, totalFileBytesMax: 1024, fieldsMax: 1, partsMax: 2, fieldBytesMax: 100, partNameBytesMax: 20, concurrentRequestsMax: 2 },
+    fileParts: ['file'],
+    fieldParts: ['name'],
+    fileType: { headBytes: 1, detect: async () => 'text', expected: 'a file' },
+  });
+  api.route(uploadThing, upload, (input, _req, res) => {
+    seen.push(input);
+    res.json({ name: input.body.name, bytes: input.body.file.bytes, mode: input.query.mode ?? null });
   });
   const logger = pino({ level: 'silent' });
   const app = express();
@@ -115,6 +151,43 @@ describe("a contract's schemas run before its handler", () => {
     assert.equal(r.status, 400);
     assert.deepEqual(Object.keys(r.body.error), ['message', 'type', 'param', 'code']);
     assert.equal(r.body.error.param, 'name');
+    assert.equal(seen.length, 0, 'the handler did not run');
+  });
+});
+
+describe('a multipart form: its parts validated after the parser, before the handler', () => {
+  const form = (parts: Record<string, string | Blob>) => {
+    const f = new FormData();
+    for (const [k, v] of Object.entries(parts)) {
+      if (v instanceof Blob) f.append(k, v, 'a.txt');
+      else f.append(k, v);
+    }
+    return f;
+  };
+  const send = async (body: FormData, query = '') => {
+    const r = await fetch(`${baseUrl}/v2/things${query}`, { method: 'POST', body });
+    return { status: r.status, body: (await r.json()) as any };
+  };
+
+  test('valid parts: the handler gets them typed, the file as uploaded', async () => {
+    seen.length = 0;
+    const r = await send(form({ name: ' ada ', file: new Blob(['hello']) }), '?mode=fast');
+    assert.deepEqual(r.body, { name: 'ada', bytes: 5, mode: 'fast' });
+    assert.equal(seen.length, 1);
+  });
+
+  test("a missing or invalid part, or a refused query: the contract's answer, the handler not run", async () => {
+    seen.length = 0;
+    const missing = await send(form({ name: 'ada' }));
+    assert.equal(missing.status, 400);
+    assert.deepEqual(missing.body.error, { type: 'invalid_request_error', code: 'missing_parameter', message: 'missing required part: file', param: 'file' });
+    const blank = await send(form({ name: '  ', file: new Blob(['x']) }));
+    assert.equal(blank.status, 400);
+    assert.equal(blank.body.error.code, 'invalid_parameter');
+    assert.equal(blank.body.error.param, 'name');
+    assert.match(blank.body.error.message, /^name /);
+    const mode = await send(form({ name: 'ada', file: new Blob(['x']) }), '?mode=turbo');
+    assert.deepEqual(mode.body.error, { type: 'invalid_request_error', code: 'unsupported_mode', message: 'mode must be fast or slow', param: 'mode' });
     assert.equal(seen.length, 0, 'the handler did not run');
   });
 });
