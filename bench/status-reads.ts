@@ -6,6 +6,7 @@
 // no generation delay, so completions run too); then the jobs pending grow to BENCH_READ_PENDING_LARGE
 // and the reads are measured again, with the list of pending jobs, and the process's RSS.
 import os from 'node:os';
+import path from 'node:path';
 import type { Infra } from '../test/helpers/infra.js';
 import { http } from '../test/helpers/stack.js';
 import { createPool, type Db } from '../src/db/pool.js';
@@ -72,7 +73,8 @@ export async function benchStatusReads(infra: Infra, cfg: BenchConfig, log: Log)
   const probe = cpuProbe(infra);
   try {
     log('phase 6: starting the product and the status read floor (the same database)');
-    const [product, floor] = await Promise.all([spawnSubject('product', env), spawnSubject('rowread', env)]);
+    const profDir = process.env['BENCH_CPU_PROF_DIR'];
+    const [product, floor] = await Promise.all([spawnSubject('product', env, { cpuProfDir: profDir && path.join(profDir, 'reads') }), spawnSubject('rowread', env)]);
     started.push(product, floor);
     const customer = await productCustomer(product.url);
     const pending: string[] = [];
