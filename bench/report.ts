@@ -343,6 +343,26 @@ function mixedFigures(m: NonNullable<StatusReads['mixed']>) {
   };
 }
 
+/**
+ * CPU ms per create while the creates ran, alone and with the GETs (theirs included), and the servers'
+ * CPU per create alone over with the GETs: what creates/s with reads would be, against alone, on a
+ * machine the servers saturate and the clients do not share; unlike creates/s it does not move with
+ * what else the machine runs.
+ */
+function mixedCpuLines(m: NonNullable<StatusReads['mixed']>, cpus: number): string[] {
+  const alone = m.rounds.map((r) => ({ load: r.alone, cpu: r.alone_cpu }));
+  const withReads = m.rounds.map((r) => ({ load: r.with_reads, cpu: r.with_reads_cpu }));
+  const lines = [readCpuLine('creates alone', alone, cpus), readCpuLine('creates while GETs run', withReads, cpus)];
+  if (lines.some((l) => l === null)) return [];
+  const serverPerCreate = (turns: ReadTurn[]) =>
+    turns.reduce((a, t) => a + t.cpu!.subject_ms + t.cpu!.temporal_ms + t.cpu!.postgres_ms, 0) / turns.reduce((a, t) => a + t.load.ok, 0);
+  return [
+    `  ${'CPU ms per create'.padEnd(NAME_WIDTH)}${CPU_COLUMNS.map(column).join('')}`,
+    ...(lines as string[]),
+    `    servers' CPU per create, alone over with GETs: ${pct(serverPerCreate(alone) / serverPerCreate(withReads))}`,
+  ];
+}
+
 export function formatStatusReads(r: StatusReads): string {
   const out = [`6. Status reads: GETs of random pending jobs, the floor and the product taking turns of ${r.turn_s} s (${r.small.series[0]?.rounds.length ?? 0} rounds)`];
   out.push(...readSeriesLines(`${r.small.pending} pending`, r.small.series, r.cpus));
@@ -355,6 +375,7 @@ export function formatStatusReads(r: StatusReads): string {
       `    ${'the GETs meanwhile'.padEnd(NAME_WIDTH - 2)} ${f.reads.jobs_per_s.toFixed(1).padStart(8)} ${f.reads.p50_ms.toFixed(1).padStart(8)} ${f.reads.p99_ms.toFixed(1).padStart(8)}`,
       `    rounds' ratios: ${r.mixed.rounds.map((m) => pct(loadFigures(m.with_reads).jobs_per_s / loadFigures(m.alone).jobs_per_s)).join(', ')}`,
     );
+    out.push(...mixedCpuLines(r.mixed, r.cpus));
   }
   if (r.large) {
     out.push(...readSeriesLines(`${r.large.pending} pending`, r.large.series, r.cpus));

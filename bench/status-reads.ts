@@ -6,6 +6,7 @@
 // no generation delay, so completions run too); then the jobs pending grow to BENCH_READ_PENDING_LARGE
 // and the reads are measured again, with the list of pending jobs, and the process's RSS.
 import os from 'node:os';
+import path from 'node:path';
 import type { Infra } from '../test/helpers/infra.js';
 import { http } from '../test/helpers/stack.js';
 import { createPool, type Db } from '../src/db/pool.js';
@@ -16,7 +17,7 @@ import { PRODUCT_CREATE_PATH } from './product-server.js';
 import { ROW_READ_PATH } from './row-read-server.js';
 import { spawnSubject, type SubjectMemory, type SubjectProcess } from './subject.js';
 import { subjectEnv } from './subject-env.js';
-import { cpuDelta, cpuProbe, waitUntilQuiet, type CpuDelta } from './process-cpu.js';
+import { cpuDelta, cpuProbe, waitUntilQuiet, type CpuDelta, type CpuSample } from './process-cpu.js';
 import { memoryReadings, steady } from './pending-rss.js';
 import type { Log } from './log.js';
 
@@ -50,6 +51,9 @@ export interface MixedRound {
   /** The same creates while GETs of pending jobs run, and those GETs. */
   with_reads: LoadResult;
   reads: LoadResult;
+  /** CPU each party spent while the creates ran, alone and with the reads (null where not measurable). */
+  alone_cpu: CpuDelta | null;
+  with_reads_cpu: CpuDelta | null;
 }
 
 export interface StatusReads {
@@ -72,7 +76,8 @@ export async function benchStatusReads(infra: Infra, cfg: BenchConfig, log: Log)
   const probe = cpuProbe(infra);
   try {
     log('phase 6: starting the product and the status read floor (the same database)');
-    const [product, floor] = await Promise.all([spawnSubject('product', env), spawnSubject('rowread', env)]);
+    const profDir = process.env['BENCH_CPU_PROF_DIR'];
+    const [product, floor] = await Promise.all([spawnSubject('product', env, { cpuProfDir: profDir && path.join(profDir, 'reads') }), spawnSubject('rowread', env)]);
     started.push(product, floor);
     const customer = await productCustomer(product.url);
     const pending: string[] = [];
@@ -113,19 +118,19 @@ export async function benchStatusReads(infra: Infra, cfg: BenchConfig, log: Log)
       // Alternate which comes first, so drift on a shared machine hits both.
       const alone = async () => {
         await waitUntilQuiet(QUIET_MS_MAX);
-        return wholeCreates(customer, db, cfg.BENCH_JOBS, `mixed alone ${r}`);
+        return wholeCreates(customer, db, cfg.BENCH_JOBS, `mixed alone ${r}`, () => probe?.sample(product.pid));
       };
       const withReads = async () => {
         await waitUntilQuiet(QUIET_MS_MAX);
         let stopReads!: () => void;
         const stop = new Promise<void>((resolve) => (stopReads = resolve));
         const reads = runFor(24 * 3_600_000, read_concurrency, (i) => getJob(product, customer, pending, i), stop);
-        const creates = await wholeCreates(customer, db, cfg.BENCH_JOBS, `mixed reads ${r}`);
+        const creates = await wholeCreates(customer, db, cfg.BENCH_JOBS, `mixed reads ${r}`, () => probe?.sample(product.pid));
         stopReads();
         return { creates, reads: await reads };
       };
-      let a: LoadResult;
-      let b: { creates: LoadResult; reads: LoadResult };
+      let a: CreatesTurn;
+      let b: { creates: CreatesTurn; reads: LoadResult };
       if (r % 2 === 1) {
         a = await alone();
         b = await withReads();
@@ -133,7 +138,7 @@ export async function benchStatusReads(infra: Infra, cfg: BenchConfig, log: Log)
         b = await withReads();
         a = await alone();
       }
-      mixedRounds.push({ alone: a, with_reads: b.creates, reads: b.reads });
+      mixedRounds.push({ alone: a.load, with_reads: b.creates.load, reads: b.reads, alone_cpu: a.cpu, with_reads_cpu: b.creates.cpu });
       log(`phase 6: mixed load, round ${r} of ${cfg.BENCH_READ_ROUNDS} done`);
     }
     const mixed = { read_concurrency, create_concurrency: MIXED_CREATE_CONCURRENCY, rounds: mixedRounds };
@@ -212,14 +217,25 @@ async function readTurn(subject: SubjectProcess, customer: Customer, ids: string
   return { load, cpu: probe && before ? cpuDelta(before, probe.sample(subject.pid)) : null };
 }
 
-/** `n` creates of jobs with no generation delay (each completes within seconds), then waits until they are settled. */
-async function wholeCreates(customer: Customer, db: Db, n: number, label: string): Promise<LoadResult> {
+interface CreatesTurn {
+  load: LoadResult;
+  /** The CPU spent while the creates ran (sampled as the first is sent and as the last is answered). */
+  cpu: CpuDelta | null;
+}
+
+/**
+ * `n` creates of jobs with no generation delay (each completes within seconds), then waits until they
+ * are settled; `sample` reads the parties' CPU.
+ */
+async function wholeCreates(customer: Customer, db: Db, n: number, label: string, sample: () => CpuSample | undefined): Promise<CreatesTurn> {
   const ids: string[] = [];
+  const before = sample();
   const creates = await runLoad(n, MIXED_CREATE_CONCURRENCY, async (i) => {
     const created = await createJob(customer, simulatedJob(0, `${label} ${i}`));
     if (created.id) ids.push(created.id);
     return created.error;
   });
+  const after = sample();
   // Outside the measurement: the next turn starts with none of these jobs left.
   const deadline = Date.now() + 5 * 60_000;
   for (;;) {
@@ -227,5 +243,5 @@ async function wholeCreates(customer: Customer, db: Db, n: number, label: string
     if (r.rows[0]!.n === 0 || Date.now() > deadline) break;
     await new Promise((resolve) => setTimeout(resolve, 200));
   }
-  return creates;
+  return { load: creates, cpu: before && after ? cpuDelta(before, after) : null };
 }

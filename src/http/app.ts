@@ -138,6 +138,9 @@ export function createApp(deps: AppDeps): express.Express {
     next();
   });
 
+  // Job reads yield to writes: the gate counts every write in flight in the process (./read-gate.ts).
+  const gate = jobReadGate();
+  app.use(gate.writes);
   app.use(optionsAllow(app));
   const health = healthRoutes({ ready: deps.ready });
   app.use(health.router);
@@ -151,12 +154,11 @@ export function createApp(deps: AppDeps): express.Express {
   // polling its jobs never uses up its creates); writes take `limit` in their routes.
   const auth = withReadLimit(requireApiKey(deps.db), rateLimit(deps.rateLimitReadsPerMinute ?? 600));
   const limit = rateLimit(deps.rateLimitPerMinute);
-  // Reads of jobs pass one gate per process before authenticating (./read-gate.ts).
-  const gate = jobReadGate();
+  // Reads of jobs pass the gate before authenticating.
   // Authentication runs inside the gate's callback, where Express does not see its promise: a failure
   // (PostgreSQL down) is handed to `next` here, or it would be an unhandled rejection.
   const readAuth: express.RequestHandler = (req, res, next) =>
-    gate(req, res, (err?: unknown) => {
+    gate.reads(req, res, (err?: unknown) => {
       if (err !== undefined) return next(err as Error);
       Promise.resolve(auth(req, res, next)).catch(next);
     });

@@ -1,39 +1,104 @@
-// Job reads (a job, a list of jobs) in flight at once per API process. A status read is one short
-// PostgreSQL read, but many clients polling at once would otherwise hold every connection of the
-// process's pool and most of its event loop, and the creates, cancels and, with `npm start`, the
-// worker's charges and settlements sharing them would wait behind the reads. Beyond the gate's permits
-// a read waits its turn (in arrival order, holding nothing); beyond the waiting bound it is a 503.
-import type { RequestHandler } from 'express';
+// Job reads (a job, a list of jobs) in flight at once per API process, and their yielding to writes. A
+// status read is one short PostgreSQL read, but many clients polling at once would otherwise hold every
+// connection of the process's pool and most of its event loop, and the creates, cancels and, with
+// `npm start`, the worker's charges and settlements sharing them would wait behind the reads. Beyond the
+// gate's permits a read waits its turn (in arrival order, holding nothing); beyond the waiting bound it
+// is a 503.
+//
+// Writes come first: while any request that is not a read (a create, a cancel, a delete: any method
+// but GET, HEAD and OPTIONS) is in flight in the process, the gate admits fewer reads at once
+// (JOB_READS_IN_FLIGHT_UNDER_WRITES_MAX), and a read it admits starts only after the I/O callbacks
+// already due have run (setImmediate), which are the writes' database and Temporal answers among
+// others. Reads keep moving (one at a time at least), so a stream of writes never starves them; once
+// no write is in flight the gate opens to its full number again.
+import type { Request, RequestHandler } from 'express';
 import { ApiError } from '../errors.js';
-import { Semaphore } from '../semaphore.js';
 import { RETRY_AFTER_S } from '../dependency-errors.js';
 
 /** Job reads running at once per API process: under half of the default pool (DATABASE_POOL_MAX 10). */
 export const JOB_READS_IN_FLIGHT_MAX = 4;
+/** Job reads running at once while a write is in flight in the process. */
+export const JOB_READS_IN_FLIGHT_UNDER_WRITES_MAX = 1;
 /** Job reads waiting for a turn, at most; beyond, 503 server_busy. */
 export const JOB_READS_WAITING_MAX = 10_000;
 
 /** What a route gated by it documents for its 503. */
 export const READS_BUSY = 'Too many reads are waiting in this API process (server_busy); retry after `Retry-After` seconds.';
 
-/** Runs the rest of the request (authentication included) holding one of the gate's permits until the answer is sent. */
-export function jobReadGate(permits = JOB_READS_IN_FLIGHT_MAX, waiting_max = JOB_READS_WAITING_MAX): RequestHandler {
-  const gate = new Semaphore(permits, waiting_max);
-  return (req, res, next) => {
-    let admitted = false;
-    gate
-      .with(
-        () =>
-          new Promise<void>((release) => {
-            admitted = true;
-            res.once('close', release);
-            // A client that went away while waiting has nothing to read.
-            if (req.destroyed || res.destroyed || res.writableEnded) return release();
-            next();
-          }),
-      )
-      .catch(() => {
-        if (!admitted) next(new ApiError(503, 'api_error', 'server_busy', 'too many reads are waiting; retry shortly', null, { 'Retry-After': String(RETRY_AFTER_S) }));
-      });
+const READ_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
+const isWrite = (req: Request) => !READ_METHODS.has(req.method);
+
+export interface JobReadGateOptions {
+  /** Reads running at once while no write is in flight. */
+  permits?: number;
+  /** Reads running at once while a write is in flight (at least 1: reads are slowed, never stopped). */
+  permits_under_writes?: number;
+  /** Reads waiting, at most. */
+  waiting_max?: number;
+}
+
+export interface JobReadGate {
+  /** Every request of the process passes it first: it counts the writes in flight. */
+  writes: RequestHandler;
+  /** Runs the rest of a job read (authentication included) holding one of the gate's permits until the answer is sent. */
+  reads: RequestHandler;
+  /** What the gate holds now. */
+  state(): { writes_in_flight: number; reads_in_flight: number; reads_waiting: number };
+}
+
+export function jobReadGate(opts: JobReadGateOptions = {}): JobReadGate {
+  const permits = opts.permits ?? JOB_READS_IN_FLIGHT_MAX;
+  const permits_under_writes = Math.min(permits, opts.permits_under_writes ?? JOB_READS_IN_FLIGHT_UNDER_WRITES_MAX);
+  const waiting_max = opts.waiting_max ?? JOB_READS_WAITING_MAX;
+  if (!Number.isInteger(permits_under_writes) || permits_under_writes < 1) throw new RangeError('the read gate needs at least one permit');
+  let writes_in_flight = 0;
+  let reads_in_flight = 0;
+  const waiting: Array<() => void> = [];
+
+  const capacity = () => (writes_in_flight > 0 ? permits_under_writes : permits);
+  /** Hands free permits to waiting reads, first come first served. */
+  const admit = () => {
+    while (reads_in_flight < capacity() && waiting.length > 0) {
+      reads_in_flight++;
+      const start = waiting.shift()!;
+      if (writes_in_flight > 0) setImmediate(start);
+      else start();
+    }
   };
+
+  const writes: RequestHandler = (req, res, next) => {
+    if (!isWrite(req)) return next();
+    writes_in_flight++;
+    res.once('close', () => {
+      writes_in_flight--;
+      admit();
+    });
+    next();
+  };
+
+  const reads: RequestHandler = (req, res, next) => {
+    const start = () => {
+      let released = false;
+      const release = () => {
+        if (released) return;
+        released = true;
+        reads_in_flight--;
+        admit();
+      };
+      res.once('close', release);
+      // A client that went away while waiting has nothing to read.
+      if (req.destroyed || res.destroyed || res.writableEnded) return release();
+      next();
+    };
+    if (waiting.length === 0 && reads_in_flight < capacity()) {
+      reads_in_flight++;
+      return start();
+    }
+    if (waiting.length >= waiting_max) {
+      return next(new ApiError(503, 'api_error', 'server_busy', 'too many reads are waiting; retry shortly', null, { 'Retry-After': String(RETRY_AFTER_S) }));
+    }
+    waiting.push(start);
+  };
+
+  return { writes, reads, state: () => ({ writes_in_flight, reads_in_flight, reads_waiting: waiting.length }) };
 }

@@ -66,9 +66,12 @@ function toRecord(row: Row): VideoJobRecord {
   };
 }
 
+/** A job's row by its id: every status read runs it, so each connection plans it once. */
+const JOB_BY_ID = prepared('video-job-read', `SELECT ${COLUMNS} FROM video_jobs WHERE id = $1`);
+
 /** The job's record, deleted or not; null when no job has this id. */
 export async function readVideoJob(db: Db, job_id: string): Promise<VideoJobRecord | null> {
-  const r = await db.query<Row>(`SELECT ${COLUMNS} FROM video_jobs WHERE id = $1`, [job_id]);
+  const r = await db.query<Row>({ ...JOB_BY_ID, values: [job_id] });
   return r.rows[0] ? toRecord(r.rows[0]) : null;
 }
 

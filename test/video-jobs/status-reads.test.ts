@@ -144,7 +144,7 @@ describe('status reads', () => {
     const releases: (() => void)[] = [];
     let running = 0;
     const app = express();
-    app.get('/read', jobReadGate(2, 1), async (_req, res) => {
+    app.get('/read', jobReadGate({ permits: 2, waiting_max: 1 }).reads, async (_req, res) => {
       running++;
       await new Promise<void>((r) => releases.push(r));
       running--;
@@ -171,6 +171,75 @@ describe('status reads', () => {
       await waitUntil('the waiting read admitted', async () => running === 2 && releases.length === 2);
       for (const release of releases.splice(0)) release();
       for (const r of await Promise.all(reads)) assert.equal(r.status, 200);
+    } finally {
+      server.close();
+    }
+  });
+
+  test('job reads yield to writes: while a write is in flight one read runs at a time and the queued reads wait; when it ends the gate opens again', async () => {
+    // A gate of 2 permits (1 while a write is in flight) in front of reads that hold until released, and
+    // a write that holds until released. Each admission is logged with the reads then running.
+    const gate = jobReadGate({ permits: 2, permits_under_writes: 1 });
+    const log: string[] = [];
+    const releases = new Map<string, () => void>();
+    // Reads whose answer the server has closed (after the gate took back their permit: it listens first).
+    const closed = new Set<string>();
+    let running = 0;
+    const app = express();
+    app.use(gate.writes);
+    app.get('/read', gate.reads, async (req, res) => {
+      running++;
+      log.push(`read ${String(req.query['n'])} (${running} running)`);
+      res.once('close', () => closed.add(`read ${String(req.query['n'])}`));
+      await new Promise<void>((r) => releases.set(`read ${String(req.query['n'])}`, r));
+      running--;
+      res.json({ ok: true });
+    });
+    app.post('/write', async (_req, res) => {
+      log.push(`write (${running} reads running)`);
+      await new Promise<void>((r) => releases.set('write', r));
+      log.push('write ends');
+      res.json({ ok: true });
+    });
+    app.use(errorHandler(pino({ level: 'silent' })));
+    const server = app.listen(0, '127.0.0.1');
+    await new Promise((r) => server.once('listening', r));
+    const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const read = (n: number) => fetch(`${base}/read?n=${n}`);
+    const release = (what: string) => {
+      const r = releases.get(what)!;
+      releases.delete(what);
+      r();
+    };
+    try {
+      const r1 = read(1);
+      const r2 = read(2);
+      await waitUntil('reads 1 and 2 admitted', async () => releases.size === 2);
+      const r3 = read(3);
+      await waitUntil('read 3 waiting', async () => gate.state().reads_waiting === 1);
+      // The write is not held back by the reads, nor by read 3 waiting.
+      const write = fetch(`${base}/write`, { method: 'POST' });
+      await waitUntil('the write started', async () => releases.has('write'));
+      // Read 1 ends: under the write the gate holds one read, and read 2 still runs, so read 3 waits.
+      release('read 1');
+      assert.equal((await r1).status, 200);
+      await waitUntil('read 1 closed', async () => closed.has('read 1'));
+      assert.deepEqual(gate.state(), { writes_in_flight: 1, reads_in_flight: 1, reads_waiting: 1 });
+      // Read 2 ends: read 3 runs, alone; read 4 waits.
+      release('read 2');
+      assert.equal((await r2).status, 200);
+      await waitUntil('read 3 admitted', async () => releases.has('read 3'));
+      const r4 = read(4);
+      await waitUntil('read 4 waiting', async () => gate.state().reads_waiting === 1);
+      // The write ends: the gate opens to 2 and read 4 joins read 3.
+      release('write');
+      assert.equal((await write).status, 200);
+      await waitUntil('read 4 admitted', async () => releases.has('read 4'));
+      release('read 3');
+      release('read 4');
+      for (const r of await Promise.all([r3, r4])) assert.equal(r.status, 200);
+      assert.deepEqual(log, ['read 1 (1 running)', 'read 2 (2 running)', 'write (2 reads running)', 'read 3 (1 running)', 'write ends', 'read 4 (2 running)']);
+      assert.deepEqual(gate.state(), { writes_in_flight: 0, reads_in_flight: 0, reads_waiting: 0 });
     } finally {
       server.close();
     }
