@@ -12,7 +12,16 @@ export default tseslint.config(
     languageOptions: { globals: { ...globals.node } },
     rules: {
       // An unused name is a mistake, except one spelled to be unused (`_x`) or a rest sibling that drops keys.
-      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', destructuredArrayIgnorePattern: '^_', ignoreRestSiblings: true, caughtErrors: 'none' }],
+      '@typescript-eslint/no-unused-vars': [
+        'error',
+        {
+          argsIgnorePattern: '^_',
+          varsIgnorePattern: '^_',
+          destructuredArrayIgnorePattern: '^_',
+          ignoreRestSiblings: true,
+          caughtErrors: 'none',
+        },
+      ],
     },
   },
   { files: ['console/src/**/*.{ts,tsx}'], languageOptions: { globals: { ...globals.browser } } },

@@ -7,5 +7,10 @@ import { createWebhookActivities, type WebhookActivityDeps } from './webhook.js'
 export type ActivityDeps = VideoJobActivityDeps & VoiceActivityDeps & ReconcilerActivityDeps & WebhookActivityDeps;
 
 export function createActivities(deps: ActivityDeps) {
-  return { ...createVideoJobActivities(deps), ...createVoiceActivities(deps), ...createReconcilerActivities(deps), ...createWebhookActivities(deps) };
+  return {
+    ...createVideoJobActivities(deps),
+    ...createVoiceActivities(deps),
+    ...createReconcilerActivities(deps),
+    ...createWebhookActivities(deps),
+  };
 }

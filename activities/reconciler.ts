@@ -78,7 +78,9 @@ export function createReconcilerActivities(deps: ReconcilerActivityDeps) {
       restarted.push(id);
       deps.logger.warn(
         { job_id: id, workspace_id: job.workspace_id, workflow: state, operation_id: job.operation_id },
-        job.operation_id ? 'video job restarted: resuming its provider operation' : 'video job restarted: no provider operation known, refunding in full',
+        job.operation_id
+          ? 'video job restarted: resuming its provider operation'
+          : 'video job restarted: no provider operation known, refunding in full',
       );
     }
   }
@@ -96,7 +98,10 @@ export function createReconcilerActivities(deps: ReconcilerActivityDeps) {
       const running = await runningVideoJobIds(client, deps.taskQueue, () => ctx.heartbeat('listing running jobs')).catch((err: Error) => {
         // A visibility store that cannot list (down, or slow past the listing's deadline) does not stop the
         // run: every pending job is then looked up on its own, as slowly as that is.
-        deps.logger.warn({ err_message: err.message }, 'reconcile: Temporal could not list the running jobs; each pending job is looked up on its own');
+        deps.logger.warn(
+          { err_message: err.message },
+          'reconcile: Temporal could not list the running jobs; each pending job is looked up on its own',
+        );
         return new Set<string>();
       });
       let checked = 0;
@@ -125,18 +130,33 @@ export function createReconcilerActivities(deps: ReconcilerActivityDeps) {
       if (released > 0) deps.logger.warn({ released }, 'speech holds of requests that died were released');
       ctx.heartbeat('webhook deliveries');
       const deliveries = deps.webhookEvents
-        ? await dispatchUndispatched({ client, db: deps.db, taskQueue: deps.taskQueue, retry_initial_ms: deps.webhookEvents.retry_initial_ms }, DELIVERIES_PER_RUN)
+        ? await dispatchUndispatched(
+            { client, db: deps.db, taskQueue: deps.taskQueue, retry_initial_ms: deps.webhookEvents.retry_initial_ms },
+            DELIVERIES_PER_RUN,
+          )
         : 0;
       ctx.heartbeat('orphan inputs');
       const orphans = await discardOrphanVideoJobInputs(deps.db, deps.storage, ORPHAN_INPUTS_MIN_AGE_MS, ORPHAN_INPUTS_PER_RUN);
       if (orphans > 0) deps.logger.info({ deleted: orphans }, 'images of create attempts that did not charge their job were deleted');
       ctx.heartbeat('voice deletions');
-      const voiceDeletions = await startPendingVoiceDeletions(deps.db, client, deps.taskQueue, VOICE_DELETION_GRACE_MS, VOICE_DELETIONS_PER_RUN);
+      const voiceDeletions = await startPendingVoiceDeletions(
+        deps.db,
+        client,
+        deps.taskQueue,
+        VOICE_DELETION_GRACE_MS,
+        VOICE_DELETIONS_PER_RUN,
+      );
       ctx.heartbeat('storage');
-      const orphanFiles = deps.storage ? await sweepFinishedJobFiles(deps.db, deps.storage, FILE_SWEEP_GRACE_MS, FILE_SWEEP_JOBS_PER_RUN) : 0;
+      const orphanFiles = deps.storage
+        ? await sweepFinishedJobFiles(deps.db, deps.storage, FILE_SWEEP_GRACE_MS, FILE_SWEEP_JOBS_PER_RUN)
+        : 0;
       const audioExpired =
-        deps.storage && deps.retention ? await expireSpeechAudio(deps.db, deps.storage, deps.retention.speech_audio_ms, SPEECH_AUDIO_PER_RUN) : 0;
-      const consentRecordings = deps.storage ? await sweepConsentRecordings(deps.db, deps.storage, FILE_SWEEP_GRACE_MS, CONSENT_RECORDINGS_PER_RUN) : 0;
+        deps.storage && deps.retention
+          ? await expireSpeechAudio(deps.db, deps.storage, deps.retention.speech_audio_ms, SPEECH_AUDIO_PER_RUN)
+          : 0;
+      const consentRecordings = deps.storage
+        ? await sweepConsentRecordings(deps.db, deps.storage, FILE_SWEEP_GRACE_MS, CONSENT_RECORDINGS_PER_RUN)
+        : 0;
       reconcilerRuns.inc();
       reconcilerFindings.inc({ finding: 'job_restarted' }, restarted.length);
       reconcilerFindings.inc({ finding: 'speech_hold_released' }, released);

@@ -6,7 +6,15 @@ import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import type { Logger } from 'pino';
 import type { Db } from '../src/db/pool.js';
-import { creditsCharged, creditsRefunded, errorCodeLabel, observeProviderError, videoJobsRefunded, videoJobsSettled, videoJobsSettledByBackend } from '../src/metrics.js';
+import {
+  creditsCharged,
+  creditsRefunded,
+  errorCodeLabel,
+  observeProviderError,
+  videoJobsRefunded,
+  videoJobsSettled,
+  videoJobsSettledByBackend,
+} from '../src/metrics.js';
 import {
   chargeVideoJob,
   decideAcceptance,
@@ -18,7 +26,14 @@ import {
   type VideoJobCharge,
 } from '../src/video-jobs/billing.js';
 import { estimateCostMicroEur, findVideoModel } from '../src/models/catalog.js';
-import { VIDEO_OUTPUT_BYTES_MAX, type CancelAnswer, type VideoGenerationRequest, type VideoOutputRef, type VideoProvider, type VideoSubmission } from '../src/providers/video/types.js';
+import {
+  VIDEO_OUTPUT_BYTES_MAX,
+  type CancelAnswer,
+  type VideoGenerationRequest,
+  type VideoOutputRef,
+  type VideoProvider,
+  type VideoSubmission,
+} from '../src/providers/video/types.js';
 import { describeAnyProviderError } from '../src/providers/video/provider-errors.js';
 import { loadVideoJobInputs } from '../src/video-jobs/images.js';
 import { isPermanentStorageError, type Storage } from '../src/storage/local.js';
@@ -72,7 +87,11 @@ const UNWATCHED_CANCEL_WAIT_MS = 10_000;
 /** The provider error as the activity's failure: its code in details, the provider's Retry-After as the next retry's delay. */
 function providerFailure(err: unknown, logger: Logger, fields: Record<string, unknown>, final = false): ApplicationFailure {
   const e = describeAnyProviderError(err);
-  if (!e.visible) logger.warn({ ...fields, code: e.code, retryable: e.retryable, provider_message: (err as Error)?.message }, 'video provider call failed');
+  if (!e.visible)
+    logger.warn(
+      { ...fields, code: e.code, retryable: e.retryable, provider_message: (err as Error)?.message },
+      'video provider call failed',
+    );
   return ApplicationFailure.create({
     type: 'ProviderError',
     message: e.message,
@@ -146,7 +165,12 @@ function videoJobStorageSteps(deps: VideoJobActivityDeps) {
     if (!request.has_image) return request;
     const inputs = await loadVideoJobInputs(deps.db, deps.storage, request.request_id);
     if (!inputs || (request.has_last_frame && !inputs.last_frame)) {
-      throw ApplicationFailure.create({ type: 'ProviderError', message: 'the images of this job are missing', nonRetryable: true, details: [{ code: 'inputs_missing' }] });
+      throw ApplicationFailure.create({
+        type: 'ProviderError',
+        message: 'the images of this job are missing',
+        nonRetryable: true,
+        details: [{ code: 'inputs_missing' }],
+      });
     }
     return { ...request, image: inputs.image, ...(request.has_last_frame ? { last_frame: inputs.last_frame } : {}) };
   };
@@ -155,7 +179,13 @@ function videoJobStorageSteps(deps: VideoJobActivityDeps) {
    * Copies output `index` into storage under a key derived from the job: a retry overwrites, never duplicates.
    * At most CONCURRENT_OUTPUT_COPIES_MAX at once in this process (each holds a video in memory).
    */
-  const copyOne = (provider: VideoProvider, job_id: string, operation_id: string, index: number, output: VideoOutputRef): Promise<StoredVideo> =>
+  const copyOne = (
+    provider: VideoProvider,
+    job_id: string,
+    operation_id: string,
+    index: number,
+    output: VideoOutputRef,
+  ): Promise<StoredVideo> =>
     withHeartbeat(index, () =>
       outputCopies.with(async () => {
         let body: Buffer;
@@ -165,7 +195,12 @@ function videoJobStorageSteps(deps: VideoJobActivityDeps) {
           throw providerFailure(err, deps.logger, { job_id, operation_id, output: index });
         }
         if (body.length === 0 || body.length > VIDEO_OUTPUT_BYTES_MAX) {
-          throw ApplicationFailure.create({ type: 'ProviderError', message: `output ${index} has ${body.length} bytes`, nonRetryable: true, details: [{ code: 'invalid_output' }] });
+          throw ApplicationFailure.create({
+            type: 'ProviderError',
+            message: `output ${index} has ${body.length} bytes`,
+            nonRetryable: true,
+            details: [{ code: 'invalid_output' }],
+          });
         }
         const storage_key = videoOutputKey(job_id, index);
         try {
@@ -190,12 +225,19 @@ function videoJobProviderSteps(deps: VideoJobActivityDeps) {
   const pacing: PollPacing = { interval_ms: deps.video.pollIntervalMs, max_interval_ms: deps.video.pollIntervalMsMax };
   /** A backend that calls back when an operation ends is polled only as a fallback: its polls back off further. */
   const pacingOf = (provider: VideoProvider): PollPacing =>
-    provider.verifyCallback ? { ...pacing, max_interval_ms: Math.max(pacing.max_interval_ms, CALLBACK_FALLBACK_POLL_INTERVAL_MS_MAX) } : pacing;
+    provider.verifyCallback
+      ? { ...pacing, max_interval_ms: Math.max(pacing.max_interval_ms, CALLBACK_FALLBACK_POLL_INTERVAL_MS_MAX) }
+      : pacing;
 
   const providerFor = (backend: string): VideoProvider => {
     const p = deps.videoProviders.get(backend);
     if (!p) {
-      throw ApplicationFailure.create({ type: 'ProviderError', message: `video backend "${backend}" is not configured`, nonRetryable: true, details: [{ code: 'provider_not_configured' }] });
+      throw ApplicationFailure.create({
+        type: 'ProviderError',
+        message: `video backend "${backend}" is not configured`,
+        nonRetryable: true,
+        details: [{ code: 'provider_not_configured' }],
+      });
     }
     return p;
   };
@@ -225,11 +267,22 @@ function videoJobProviderSteps(deps: VideoJobActivityDeps) {
     try {
       const answer = await provider.cancel(op.operation_id);
       cancelled();
-      deps.logger.error({ ...op, answer: answer.answer }, 'an accepted video operation could not be recorded: cancelled at the provider; the submission is retried');
+      deps.logger.error(
+        { ...op, answer: answer.answer },
+        'an accepted video operation could not be recorded: cancelled at the provider; the submission is retried',
+      );
     } catch (err) {
-      deps.logger.error({ ...op, err: (err as Error).message }, 'an accepted video operation could be neither recorded nor cancelled; the retry looks for it in the heartbeat');
+      deps.logger.error(
+        { ...op, err: (err as Error).message },
+        'an accepted video operation could be neither recorded nor cancelled; the retry looks for it in the heartbeat',
+      );
     }
-    throw ApplicationFailure.create({ type: 'RecordFailed', message: `the operation could not be recorded: ${(failure as Error)?.message ?? failure}`, nonRetryable: settled, details: [{ code: 'record_failed' }] });
+    throw ApplicationFailure.create({
+      type: 'RecordFailed',
+      message: `the operation could not be recorded: ${(failure as Error)?.message ?? failure}`,
+      nonRetryable: settled,
+      details: [{ code: 'record_failed' }],
+    });
   };
 
   /**
@@ -237,7 +290,10 @@ function videoJobProviderSteps(deps: VideoJobActivityDeps) {
    * not reach PostgreSQL), from that attempt's last heartbeat: recorded now, unless it was cancelled or
    * has ended (then a new submission replaces it).
    */
-  const acceptedByEarlierAttempt = async (job_id: string, earlier: SubmitProgress | undefined): Promise<{ operation_id: string; backend: string } | null> => {
+  const acceptedByEarlierAttempt = async (
+    job_id: string,
+    earlier: SubmitProgress | undefined,
+  ): Promise<{ operation_id: string; backend: string } | null> => {
     const accepted = earlier?.accepted;
     if (!accepted || earlier?.cancelled || !deps.videoProviders.has(accepted.backend)) return null;
     const provider = providerFor(accepted.backend);
@@ -253,13 +309,20 @@ function videoJobProviderSteps(deps: VideoJobActivityDeps) {
    * cancelled in flight that recorded its operation; a recovery run, which starts with the operation but
    * not its backend) is read from the job's record, so the cancel always reaches the provider that runs it.
    */
-  const cancelRecordedOperation = async (input: { backend: string | null; job_id: string; operation_id: string | null }): Promise<CancelAnswer> => {
+  const cancelRecordedOperation = async (input: {
+    backend: string | null;
+    job_id: string;
+    operation_id: string | null;
+  }): Promise<CancelAnswer> => {
     const recorded = input.operation_id === null || input.backend === null ? await recordedOperation(deps.db, input.job_id) : null;
     const operation_id = input.operation_id ?? recorded?.operation_id ?? null;
     const backend = input.backend ?? recorded?.backend ?? null;
     if (operation_id === null || backend === null) return { billed: false, answer: 'cancelled before the provider accepted the job' };
     const answer = await providerFor(backend).cancel(operation_id);
-    deps.logger.info({ job_id: input.job_id, backend, operation_id, billed: answer.billed, answer: answer.answer }, 'video provider operation cancelled');
+    deps.logger.info(
+      { job_id: input.job_id, backend, operation_id, billed: answer.billed, answer: answer.answer },
+      'video provider operation cancelled',
+    );
     return answer;
   };
 
@@ -270,13 +333,14 @@ function videoJobProviderSteps(deps: VideoJobActivityDeps) {
    * waits long on a provider, and a failure is only logged.
    */
   const cancelUnwatched = async (job_id: string): Promise<void> => {
-    const cancelling = cancelRecordedOperation({ backend: null, job_id, operation_id: null }).then(
-      (answer) => deps.db.query('UPDATE video_jobs SET cancel_answer = $2 WHERE id = $1', [job_id, answer.answer.slice(0, 1000)]),
+    const cancelling = cancelRecordedOperation({ backend: null, job_id, operation_id: null }).then((answer) =>
+      deps.db.query('UPDATE video_jobs SET cancel_answer = $2 WHERE id = $1', [job_id, answer.answer.slice(0, 1000)]),
     );
     let timer: NodeJS.Timeout | undefined;
     const gaveUp = new Promise<'gave_up'>((resolve) => (timer = setTimeout(() => resolve('gave_up'), UNWATCHED_CANCEL_WAIT_MS)));
     try {
-      if ((await Promise.race([cancelling, gaveUp])) === 'gave_up') deps.logger.warn({ job_id }, "the provider did not confirm the cancel of a failed job's operation in time");
+      if ((await Promise.race([cancelling, gaveUp])) === 'gave_up')
+        deps.logger.warn({ job_id }, "the provider did not confirm the cancel of a failed job's operation in time");
     } catch (err) {
       deps.logger.warn({ job_id, err: (err as Error).message }, 'the operation of a failed job could not be cancelled');
     } finally {
@@ -289,33 +353,59 @@ function videoJobProviderSteps(deps: VideoJobActivityDeps) {
 }
 
 export function createVideoJobActivities(deps: VideoJobActivityDeps) {
-  const { pacing, providerFor, recordOrCancel, acceptedByEarlierAttempt, cancelRecordedOperation, cancelUnwatched } = videoJobProviderSteps(deps);
+  const { pacing, providerFor, recordOrCancel, acceptedByEarlierAttempt, cancelRecordedOperation, cancelUnwatched } =
+    videoJobProviderSteps(deps);
   const { jobOf, withStoredImages, copyOne } = videoJobStorageSteps(deps);
 
   return {
     /** Prices the job from the catalog (never from the request) and charges it; see chargeVideoJob. */
     async chargeVideoJob(job: VideoJobCharge): Promise<ChargeResult> {
       const model = findVideoModel(job.model);
-      if (!model) throw ApplicationFailure.create({ type: 'UnknownModel', message: `model ${job.model} is not in this worker's catalog`, nonRetryable: true });
+      if (!model)
+        throw ApplicationFailure.create({
+          type: 'UnknownModel',
+          message: `model ${job.model} is not in this worker's catalog`,
+          nonRetryable: true,
+        });
       const priced = estimateCostMicroEur(model, job.params, { generateAudio: job.generateAudio });
       if (priced !== job.estimated_cost_micro_eur) {
-        deps.logger.warn({ job_id: job.jobId, requested_micro_eur: job.estimated_cost_micro_eur, catalog_micro_eur: priced }, 'video job estimate differs from the catalog; charging the catalog price');
+        deps.logger.warn(
+          { job_id: job.jobId, requested_micro_eur: job.estimated_cost_micro_eur, catalog_micro_eur: priced },
+          'video job estimate differs from the catalog; charging the catalog price',
+        );
       }
       const result = await chargeVideoJob(deps.db, { ...job, estimated_cost_micro_eur: priced });
-      const fields = { job_id: job.jobId, attempt_id: job.attemptId, workspace_id: job.workspaceId, model: job.model, estimated_cost_micro_eur: priced };
+      const fields = {
+        job_id: job.jobId,
+        attempt_id: job.attemptId,
+        workspace_id: job.workspaceId,
+        model: job.model,
+        estimated_cost_micro_eur: priced,
+      };
       if (!result.ok) {
         deps.logger.info({ ...fields, reason: result.reason }, 'video job not accepted; nothing charged');
       } else {
         if (!result.already_charged) creditsCharged.inc({ kind: 'video' }, priced);
-        deps.logger.info({ ...fields, balance_micro_eur: result.balance_micro_eur, already_charged: result.already_charged }, 'video job charged');
+        deps.logger.info(
+          { ...fields, balance_micro_eur: result.balance_micro_eur, already_charged: result.already_charged },
+          'video job charged',
+        );
       }
       return result;
     },
 
     /** Decides an attempt whose charge outcome is unknown: charged, or refused for good. */
-    async decideVideoJobAcceptance(a: { jobId: string; attemptId: string; workspaceId: string; fingerprint: string }): Promise<AcceptanceDecision> {
+    async decideVideoJobAcceptance(a: {
+      jobId: string;
+      attemptId: string;
+      workspaceId: string;
+      fingerprint: string;
+    }): Promise<AcceptanceDecision> {
       const decision = await decideAcceptance(deps.db, a);
-      deps.logger.info({ job_id: a.jobId, attempt_id: a.attemptId, workspace_id: a.workspaceId, decision: decision.decision }, 'video job acceptance decided after its charge step failed');
+      deps.logger.info(
+        { job_id: a.jobId, attempt_id: a.attemptId, workspace_id: a.workspaceId, decision: decision.decision },
+        'video job acceptance decided after its charge step failed',
+      );
       return decision;
     },
 
@@ -326,10 +416,14 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
      */
     async settleVideoJob(settlement: Settlement): Promise<SettlementResult> {
       const result = await settleVideoJob(deps.db, settlement, deps.webhookEvents?.context);
-      if (settlement.outcome === 'failed' && UNWATCHED_OPERATION_CODES.has(settlement.error?.code ?? '')) await cancelUnwatched(settlement.jobId);
+      if (settlement.outcome === 'failed' && UNWATCHED_OPERATION_CODES.has(settlement.error?.code ?? ''))
+        await cancelUnwatched(settlement.jobId);
       if (deps.webhookEvents) {
         const { client, info } = Context.current();
-        await dispatchJobWebhooks({ client, db: deps.db, taskQueue: info.taskQueue, retry_initial_ms: deps.webhookEvents.retry_initial_ms }, settlement.jobId);
+        await dispatchJobWebhooks(
+          { client, db: deps.db, taskQueue: info.taskQueue, retry_initial_ms: deps.webhookEvents.retry_initial_ms },
+          settlement.jobId,
+        );
       }
       reportSettlement(deps.logger, settlement, result, await jobOf(settlement.jobId));
       return result;
@@ -347,7 +441,11 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
      * it finds it there (unless it has ended) and records it instead of submitting again; recording that
      * keeps failing (PostgreSQL unreachable) cancels it at the provider before the attempt fails.
      */
-    async submitVideoJob(input: { request: VideoGenerationRequest; backends: string[]; max_attempts: number }): Promise<{ operation_id: string; backend: string }> {
+    async submitVideoJob(input: {
+      request: VideoGenerationRequest;
+      backends: string[];
+      max_attempts: number;
+    }): Promise<{ operation_id: string; backend: string }> {
       const ctx = Context.current();
       const job_id = input.request.request_id;
       // The attempt's heartbeat: what it has submitted (sent every few seconds, so a dead or lost attempt is
@@ -357,7 +455,13 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
       try {
         const recorded = await recordedOperation(deps.db, job_id);
         if (recorded?.operation_id && recorded.backend) {
-          await recordOperation(deps.db, { job_id, backend: recorded.backend, operation_id: recorded.operation_id, pacing, first_poll_after_ms: 0 });
+          await recordOperation(deps.db, {
+            job_id,
+            backend: recorded.backend,
+            operation_id: recorded.operation_id,
+            pacing,
+            first_poll_after_ms: 0,
+          });
           return { operation_id: recorded.operation_id, backend: recorded.backend };
         }
         const found = await acceptedByEarlierAttempt(job_id, ctx.info.heartbeatDetails as SubmitProgress | undefined);
@@ -389,7 +493,15 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
           deps.logger.info({ ...fields, operation_id: accepted.operation_id }, 'video job submitted');
           return { operation_id: accepted.operation_id, backend };
         }
-        throw failure ?? ApplicationFailure.create({ type: 'ProviderError', message: 'no video backend serves this job', nonRetryable: true, details: [{ code: 'provider_not_configured' }] });
+        throw (
+          failure ??
+          ApplicationFailure.create({
+            type: 'ProviderError',
+            message: 'no video backend serves this job',
+            nonRetryable: true,
+            details: [{ code: 'provider_not_configured' }],
+          })
+        );
       } finally {
         clearInterval(timer);
       }
@@ -400,7 +512,13 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
      * activity fails and Temporal retries it) until the last attempt, which delivers what was stored; a
      * permanent fault of one output never holds back the others.
      */
-    async copyVideoOutputs(input: { backend: string; job_id: string; operation_id: string; outputs: VideoOutputRef[]; max_attempts: number }): Promise<{ videos: StoredVideo[]; failed: number }> {
+    async copyVideoOutputs(input: {
+      backend: string;
+      job_id: string;
+      operation_id: string;
+      outputs: VideoOutputRef[];
+      max_attempts: number;
+    }): Promise<{ videos: StoredVideo[]; failed: number }> {
       const provider = providerFor(input.backend);
       const last_attempt = Context.current().info.attempt >= input.max_attempts;
       const videos: StoredVideo[] = [];
@@ -417,7 +535,11 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
         }
       }
       if (passing && !last_attempt) throw passing;
-      if (failed.length > 0) deps.logger.warn({ job_id: input.job_id, operation_id: input.operation_id, stored: videos.length, failed }, 'video outputs not stored; delivered as a shortfall');
+      if (failed.length > 0)
+        deps.logger.warn(
+          { job_id: input.job_id, operation_id: input.operation_id, stored: videos.length, failed },
+          'video outputs not stored; delivered as a shortfall',
+        );
       return { videos, failed: failed.length };
     },
 
@@ -426,7 +548,12 @@ export function createVideoJobActivities(deps: VideoJobActivityDeps) {
      * copied. Before the provider accepted the job nothing is billed; after, the provider's answer says
      * whether it bills the operation, and is recorded with the job.
      */
-    async cancelVideoOperation(input: { backend: string | null; job_id: string; operation_id: string | null; n: number }): Promise<CancelAnswer> {
+    async cancelVideoOperation(input: {
+      backend: string | null;
+      job_id: string;
+      operation_id: string | null;
+      n: number;
+    }): Promise<CancelAnswer> {
       const answer = await cancelRecordedOperation(input);
       await deps.db.query('UPDATE video_jobs SET cancel_answer = $2 WHERE id = $1', [input.job_id, answer.answer.slice(0, 1000)]);
       for (let i = 0; i < input.n; i++) await deps.storage.delete(videoOutputKey(input.job_id, i));

@@ -48,7 +48,9 @@ export function createVoiceActivities(deps: VoiceActivityDeps) {
         }
         throw err;
       }
-      await deps.db.query('UPDATE voices SET provider_deleted_at = now() WHERE id = $1 AND provider_deleted_at IS NULL', [input.registry_id]);
+      await deps.db.query('UPDATE voices SET provider_deleted_at = now() WHERE id = $1 AND provider_deleted_at IS NULL', [
+        input.registry_id,
+      ]);
     },
   };
 }

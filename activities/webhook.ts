@@ -49,7 +49,16 @@ export function createWebhookActivities(deps: WebhookActivityDeps) {
       await tx.query(
         `INSERT INTO webhook_delivery_attempts (delivery_id, endpoint_id, attempt, attempted_at, duration_ms, succeeded, http_status, error)
          VALUES ($1, $2, $3, to_timestamp($4 / 1000.0), $5, $6, $7, $8) ON CONFLICT (delivery_id, attempt) DO NOTHING`,
-        [delivery_id, endpoint_id, attempt, attempted_at_ms, result.duration_ms, result.succeeded && http_status !== null, http_status, error],
+        [
+          delivery_id,
+          endpoint_id,
+          attempt,
+          attempted_at_ms,
+          result.duration_ms,
+          result.succeeded && http_status !== null,
+          http_status,
+          error,
+        ],
       );
       await tx.query(
         `UPDATE webhook_deliveries SET attempts = GREATEST(attempts, $2), last_error = $3,
@@ -149,11 +158,22 @@ export function createWebhookActivities(deps: WebhookActivityDeps) {
         await record(input.delivery_id, d.endpoint_id, attempt, attempted_at_ms, result);
       } finally {
         await deps.db
-          .query('DELETE FROM webhook_attempt_slots WHERE workspace_id = $1 AND slot = $2 AND delivery_id = $3', [d.workspace_id, slot, input.delivery_id])
+          .query('DELETE FROM webhook_attempt_slots WHERE workspace_id = $1 AND slot = $2 AND delivery_id = $3', [
+            d.workspace_id,
+            slot,
+            input.delivery_id,
+          ])
           .catch(() => {}); // the lease runs out by itself
       }
       deps.logger?.info(
-        { delivery_id: input.delivery_id, event_id: d.event_id, attempt, http_status: result.http_status, error: result.error, duration_ms: result.duration_ms },
+        {
+          delivery_id: input.delivery_id,
+          event_id: d.event_id,
+          attempt,
+          http_status: result.http_status,
+          error: result.error,
+          duration_ms: result.duration_ms,
+        },
         'webhook attempt',
       );
       if (result.succeeded) return 'succeeded';
@@ -163,7 +183,12 @@ export function createWebhookActivities(deps: WebhookActivityDeps) {
       // here, so deferred runs do not stretch it).
       const initial_ms = deps.webhookEvents?.retry_initial_ms ?? 5_000;
       const nextRetryDelay = Math.min(initial_ms * 2 ** Math.min(attempt - 1, 30), Math.max(initial_ms, RETRY_INTERVAL_MS_MAX));
-      throw ApplicationFailure.create({ message: `attempt ${attempt}: ${result.error}`, type: 'WebhookAttemptFailed', category: ApplicationFailureCategory.BENIGN, nextRetryDelay });
+      throw ApplicationFailure.create({
+        message: `attempt ${attempt}: ${result.error}`,
+        type: 'WebhookAttemptFailed',
+        category: ApplicationFailureCategory.BENIGN,
+        nextRetryDelay,
+      });
     },
 
     /** Gives the delivery up (its retry window has passed). */

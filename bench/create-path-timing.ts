@@ -20,7 +20,11 @@ function record(name: string, ms: number): void {
   list.push(ms);
 }
 
-const statementName = (text: unknown) => String(text ?? '?').replace(/\s+/g, ' ').trim().slice(0, NAME_CHARS_MAX);
+const statementName = (text: unknown) =>
+  String(text ?? '?')
+    .replace(/\s+/g, ' ')
+    .trim()
+    .slice(0, NAME_CHARS_MAX);
 
 type Callback = (err: unknown, ...rest: unknown[]) => void;
 

@@ -72,7 +72,9 @@ export async function benchCreates(infra: Infra, cfg: BenchConfig, log: Log): Pr
   const floorDb = createPool(floorEnv.databaseUrl, 2);
   const temporal = await connectClient({ ...benchConnectOptions(infra), namespace: 'default' });
   try {
-    log(`${phase1 && phase5 ? 'phases 1 and 5' : `phase ${phase1 ? 1 : 5}`}: starting ${phase1 ? 'bare Express, ' : ''}the floor and the product (each builds its workflow bundle)`);
+    log(
+      `${phase1 && phase5 ? 'phases 1 and 5' : `phase ${phase1 ? 1 : 5}`}: starting ${phase1 ? 'bare Express, ' : ''}the floor and the product (each builds its workflow bundle)`,
+    );
     const spawn = async (...args: Parameters<typeof spawnSubject>) => {
       const s = await spawnSubject(...args);
       started.push(s);
@@ -118,11 +120,15 @@ export async function benchCreates(infra: Infra, cfg: BenchConfig, log: Log): Pr
       return { load: result, elapsed_ms, cpu, ...(settle ? { settle } : {}) };
     };
     const post = (subject: SubjectProcess, path: string) => (n: number) =>
-      turn(subject, (k) =>
-        runLoad(k, cfg.BENCH_CONCURRENCY, async (i) => {
-          const r = await http(subject.url, 'POST', path, { json: body(i) });
-          return r.status === 202 ? null : `${r.status} ${JSON.stringify(r.body)}`;
-        }), n);
+      turn(
+        subject,
+        (k) =>
+          runLoad(k, cfg.BENCH_CONCURRENCY, async (i) => {
+            const r = await http(subject.url, 'POST', path, { json: body(i) });
+            return r.status === 202 ? null : `${r.status} ${JSON.stringify(r.body)}`;
+          }),
+        n,
+      );
     /** The product's creates; `whole`: jobs with no generation delay, waited for until settled. */
     const create = (opts: { idempotencyKey: boolean; whole: boolean }) => (n: number) => {
       /** The jobs of the turn (its primer's too), and those of its last load. */
@@ -131,7 +137,9 @@ export async function benchCreates(infra: Infra, cfg: BenchConfig, log: Log): Pr
       const load = (k: number) => {
         last = [];
         return runLoad(k, cfg.BENCH_CONCURRENCY, async (i) => {
-          const created = await createJob(customer, opts.whole ? simulatedJob(0, String(i)) : body(i), { idempotencyKey: opts.idempotencyKey });
+          const created = await createJob(customer, opts.whole ? simulatedJob(0, String(i)) : body(i), {
+            idempotencyKey: opts.idempotencyKey,
+          });
           if (created.id) {
             ids.push(created.id);
             last.push(created.id);
@@ -140,8 +148,12 @@ export async function benchCreates(infra: Infra, cfg: BenchConfig, log: Log): Pr
         });
       };
       // Its workflows closed before the next turn starts: nothing spills into it.
-      const closed = () => inPool(ids.length, cfg.BENCH_CONCURRENCY, (i) => temporal.workflow.getHandle(videoJobWorkflowId(ids[i]!)).result()).then(() => undefined);
-      if (opts.whole) return turn(product, load, n, { until: () => settledJobs(db, last, SETTLED_EVERY_MS, SETTLE_TIMEOUT_MS), after: closed });
+      const closed = () =>
+        inPool(ids.length, cfg.BENCH_CONCURRENCY, (i) => temporal.workflow.getHandle(videoJobWorkflowId(ids[i]!)).result()).then(
+          () => undefined,
+        );
+      if (opts.whole)
+        return turn(product, load, n, { until: () => settledJobs(db, last, SETTLED_EVERY_MS, SETTLE_TIMEOUT_MS), after: closed });
       // Cancelled before the next turn starts.
       const cancelled = async () => {
         await cancelJobs(customer, db, ids, cfg.BENCH_CONCURRENCY);
@@ -187,7 +199,11 @@ export async function benchCreates(infra: Infra, cfg: BenchConfig, log: Log): Pr
 
     let whole_rounds: Record<WholeJobSubject, Turn>[] | undefined;
     if (phase5) {
-      const turns: Record<WholeJobSubject, (n: number) => Promise<Turn>> = { floor: floorTurn, engine: engineTurn, product: create({ idempotencyKey: false, whole: true }) };
+      const turns: Record<WholeJobSubject, (n: number) => Promise<Turn>> = {
+        floor: floorTurn,
+        engine: engineTurn,
+        product: create({ idempotencyKey: false, whole: true }),
+      };
       if (!phase1) {
         log(`phase 5: warming up the floor and the product with ${cfg.BENCH_WARMUP} jobs each`);
         for (const run of Object.values(turns)) await run(cfg.BENCH_WARMUP);
@@ -216,12 +232,18 @@ export async function benchCreates(infra: Infra, cfg: BenchConfig, log: Log): Pr
 async function settledFloorJobs(db: Db, ids: string[], every_ms: number, timeout_ms: number): Promise<Turn['settle']> {
   const deadline = Date.now() + timeout_ms;
   for (;;) {
-    const r = await db.query<{ n: number }>("SELECT count(*)::int AS n FROM floor_jobs WHERE id = ANY($1::uuid[]) AND status <> 'pending'", [ids]);
+    const r = await db.query<{ n: number }>(
+      "SELECT count(*)::int AS n FROM floor_jobs WHERE id = ANY($1::uuid[]) AND status <> 'pending'",
+      [ids],
+    );
     if (r.rows[0]!.n === ids.length) break;
     if (Date.now() > deadline) throw new Error(`${ids.length - r.rows[0]!.n} engine jobs not settled ${timeout_ms} ms after their creates`);
     await new Promise((resolve) => setTimeout(resolve, every_ms));
   }
-  const jobs = await db.query<{ status: string; ms: number }>('SELECT status, (extract(epoch FROM completed_at - created_at) * 1000)::float8 AS ms FROM floor_jobs WHERE id = ANY($1::uuid[])', [ids]);
+  const jobs = await db.query<{ status: string; ms: number }>(
+    'SELECT status, (extract(epoch FROM completed_at - created_at) * 1000)::float8 AS ms FROM floor_jobs WHERE id = ANY($1::uuid[])',
+    [ids],
+  );
   return {
     charge_to_settled_ms: jobs.rows.map((j) => j.ms).sort((a, b) => a - b),
     succeeded: jobs.rows.filter((j) => j.status === 'succeeded').length,

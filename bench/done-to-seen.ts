@@ -42,7 +42,9 @@ export async function benchDoneToSeen(infra: Infra, cfg: BenchConfig, log: Log):
   const product = await spawnSubject('product', env);
   try {
     const customer = await productCustomer(product.url);
-    log(`phase 3: jobs of ${cfg.BENCH_SEEN_DELAYS_S.join(', ')} s of simulated generation, polled and called back, read every ${GET_EVERY_MS} ms`);
+    log(
+      `phase 3: jobs of ${cfg.BENCH_SEEN_DELAYS_S.join(', ')} s of simulated generation, polled and called back, read every ${GET_EVERY_MS} ms`,
+    );
     const paths: CompletionPath[] = ['polled', 'callback'];
     return await Promise.all(
       paths.flatMap((path) =>
@@ -55,7 +57,13 @@ export async function benchDoneToSeen(infra: Infra, cfg: BenchConfig, log: Log):
             path === 'callback' ? callBackWhenDone(db, created.id, generation_s * 1000 + OUTCOME_MARGIN_MS) : null,
           ]);
           const done_at_ms = await operationDoneAtMs(db, created.id);
-          return { path, generation_s, status: outcome.status, done_to_seen_ms: outcome.seen_at_ms - done_at_ms, ...(nudged === null ? {} : { nudged }) };
+          return {
+            path,
+            generation_s,
+            status: outcome.status,
+            done_to_seen_ms: outcome.seen_at_ms - done_at_ms,
+            ...(nudged === null ? {} : { nudged }),
+          };
         }),
       ),
     );

@@ -63,14 +63,20 @@ export function createFloorActivities(db: Db, job: FloorJobSettings = { first_po
     /** Records the job's end and forgets its operation, in one transaction. */
     async settleFloorJob(input: { job_id: string; status: string }): Promise<void> {
       await inTransaction(db, async (tx) => {
-        await tx.query("UPDATE floor_jobs SET status = $2, completed_at = now() WHERE id = $1 AND status = 'pending'", [input.job_id, input.status]);
+        await tx.query("UPDATE floor_jobs SET status = $2, completed_at = now() WHERE id = $1 AND status = 'pending'", [
+          input.job_id,
+          input.status,
+        ]);
         await tx.query('DELETE FROM floor_polls WHERE job_id = $1', [input.job_id]);
       });
     },
     /** The balance after the charge. */
     async chargeFloorJob(c: FloorCharge): Promise<number> {
       return inTransaction(db, async (tx) => {
-        const locked = await tx.query<{ balance_micro_eur: number }>('SELECT balance_micro_eur FROM floor_workspaces WHERE id = $1 FOR UPDATE', [c.workspace_id]);
+        const locked = await tx.query<{ balance_micro_eur: number }>(
+          'SELECT balance_micro_eur FROM floor_workspaces WHERE id = $1 FOR UPDATE',
+          [c.workspace_id],
+        );
         if (!locked.rows[0]) throw new Error(`no floor workspace ${c.workspace_id}`);
         const entry = await tx.query(
           'INSERT INTO floor_ledger (workspace_id, amount_micro_eur, idempotency_key) VALUES ($1, $2, $3) ON CONFLICT (idempotency_key) DO NOTHING',

@@ -41,7 +41,10 @@ export async function startFloor(env: NodeJS.ProcessEnv): Promise<RunningSubject
     namespace: config.temporal.namespace,
     taskQueue,
     workflowsPath: fileURLToPath(new URL('./floor-workflow.ts', import.meta.url)),
-    activities: createFloorActivities(db, { first_poll_after_ms: config.video.pollIntervalMs, storage_dir: path.join(config.dataDir, 'storage') }),
+    activities: createFloorActivities(db, {
+      first_poll_after_ms: config.video.pollIntervalMs,
+      storage_dir: path.join(config.dataDir, 'storage'),
+    }),
     ...config.workerLimits,
   });
   const running = worker.run();
@@ -110,7 +113,10 @@ function floorPoller(db: Db, client: Client, poll_interval_ms: number): { stop()
         .catch(() => ({ rows: [] as { job_id: string; operation_id: string }[] }));
       await Promise.all(
         claimed.rows.map(async (row) => {
-          await client.workflow.getHandle(`floor-whole-${row.job_id}`).signal(floorOperationEnded, { operation_id: row.operation_id }).catch(() => {});
+          await client.workflow
+            .getHandle(`floor-whole-${row.job_id}`)
+            .signal(floorOperationEnded, { operation_id: row.operation_id })
+            .catch(() => {});
         }),
       );
       if (claimed.rows.length === 0) await new Promise((r) => setTimeout(r, idle_ms));

@@ -6,7 +6,10 @@ export function percentile(sorted: number[], p: number): number {
 }
 
 export function median(values: number[]): number {
-  return percentile([...values].sort((a, b) => a - b), 50);
+  return percentile(
+    [...values].sort((a, b) => a - b),
+    50,
+  );
 }
 
 /** Runs fn(0..n-1) with at most `concurrency` calls in flight. */
@@ -95,7 +98,12 @@ export async function runLoad(n: number, concurrency: number, send: (i: number) 
  * Sends requests for `duration_ms`, `concurrency` at a time (or until `stop` resolves, when given);
  * `send(i)` as for runLoad.
  */
-export async function runFor(duration_ms: number, concurrency: number, send: (i: number) => Promise<string | null>, stop?: Promise<void>): Promise<LoadResult> {
+export async function runFor(
+  duration_ms: number,
+  concurrency: number,
+  send: (i: number) => Promise<string | null>,
+  stop?: Promise<void>,
+): Promise<LoadResult> {
   const r = recorder(send);
   let done = false;
   const timer = setTimeout(() => (done = true), duration_ms);

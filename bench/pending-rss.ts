@@ -65,7 +65,10 @@ const QUIET_MS_MAX = 60_000;
  * Memory readings a few seconds apart, until RSS stops moving (freed memory goes back to the system
  * slowly); then the CPU every party spends in a window of its own.
  */
-async function readings(subject: SubjectProcess, probe: ReturnType<typeof cpuProbe>): Promise<{ memory: SubjectMemory[]; cpu: CpuWindow | null }> {
+async function readings(
+  subject: SubjectProcess,
+  probe: ReturnType<typeof cpuProbe>,
+): Promise<{ memory: SubjectMemory[]; cpu: CpuWindow | null }> {
   const memory = await memoryReadings(subject);
   return { memory, cpu: await cpuWindow(subject, probe) };
 }
@@ -103,7 +106,9 @@ export const steady = (rs: SubjectMemory[]) => median(rs.slice(-STEADY_OF_LAST).
 export async function benchPendingRss(infra: Infra, cfg: BenchConfig, log: Log): Promise<PendingRss> {
   const { env, databaseUrl } = await subjectEnv(infra, 'product');
   const db = createPool(databaseUrl, 2);
-  const product = await spawnSubject('product', env, { cpuProfDir: process.env['BENCH_CPU_PROF_DIR'] && path.join(process.env['BENCH_CPU_PROF_DIR'], 'pending') });
+  const product = await spawnSubject('product', env, {
+    cpuProfDir: process.env['BENCH_CPU_PROF_DIR'] && path.join(process.env['BENCH_CPU_PROF_DIR'], 'pending'),
+  });
   const probe = cpuProbe(infra);
   try {
     const customer = await productCustomer(product.url);
@@ -118,7 +123,11 @@ export async function benchPendingRss(infra: Infra, cfg: BenchConfig, log: Log):
     const before = await readings(product, probe);
 
     log(`phase 4: creating ${cfg.BENCH_PENDING} pending jobs`);
-    const creates = await runLoad(cfg.BENCH_PENDING, cfg.BENCH_CONCURRENCY, async (i) => (await createJob(customer, simulatedJob(PENDING_DELAY_MS, `pending ${i}`))).error);
+    const creates = await runLoad(
+      cfg.BENCH_PENDING,
+      cfg.BENCH_CONCURRENCY,
+      async (i) => (await createJob(customer, simulatedJob(PENDING_DELAY_MS, `pending ${i}`))).error,
+    );
     // Pending means submitted to the provider, its operation waiting for the poller (a row of
     // video_job_polls): wait until every job got there. The cancelled warm-up jobs have no row left.
     const deadline = Date.now() + SUBMIT_TIMEOUT_MS;
@@ -143,7 +152,7 @@ export async function benchPendingRss(infra: Infra, cfg: BenchConfig, log: Log):
       cpus: os.cpus().length,
     };
   } finally {
-    log('phase 4: stopping the product process (its jobs stay pending on this run\'s Temporal, which stops with the run)');
+    log("phase 4: stopping the product process (its jobs stay pending on this run's Temporal, which stops with the run)");
     await product.stop();
     await db.end();
   }

@@ -33,7 +33,10 @@ function processMs(pid: number, withChildren: boolean): number {
 }
 
 function pids(): number[] {
-  return fs.readdirSync('/proc').filter((d) => /^\d+$/.test(d)).map(Number);
+  return fs
+    .readdirSync('/proc')
+    .filter((d) => /^\d+$/.test(d))
+    .map(Number);
 }
 
 function cmdline(pid: number): string {

@@ -87,7 +87,12 @@ export async function operationDoneAtMs(db: Db, job_id: string): Promise<number>
 }
 
 /** Polls GET every `every_ms` until the job is no longer pending; the first answer that says so, and when it came. */
-export async function awaitOutcome(c: Customer, id: string, every_ms: number, timeout_ms: number): Promise<{ status: string; error: unknown; seen_at_ms: number }> {
+export async function awaitOutcome(
+  c: Customer,
+  id: string,
+  every_ms: number,
+  timeout_ms: number,
+): Promise<{ status: string; error: unknown; seen_at_ms: number }> {
   const deadline = Date.now() + timeout_ms;
   for (;;) {
     const job = await getJob(c, id);
@@ -101,10 +106,17 @@ export async function awaitOutcome(c: Customer, id: string, every_ms: number, ti
  * Waits until none of the jobs is pending (read every `every_ms`), then tells how they ended and each
  * one's time from its charge to its settlement (created_at to completed_at, on the database clock), sorted.
  */
-export async function settledJobs(db: Db, ids: string[], every_ms: number, timeout_ms: number): Promise<{ charge_to_settled_ms: number[]; succeeded: number; failed: number }> {
+export async function settledJobs(
+  db: Db,
+  ids: string[],
+  every_ms: number,
+  timeout_ms: number,
+): Promise<{ charge_to_settled_ms: number[]; succeeded: number; failed: number }> {
   const deadline = Date.now() + timeout_ms;
   for (;;) {
-    const r = await db.query<{ n: number }>("SELECT count(*)::int AS n FROM video_jobs WHERE id = ANY($1::uuid[]) AND status = 'pending'", [ids]);
+    const r = await db.query<{ n: number }>("SELECT count(*)::int AS n FROM video_jobs WHERE id = ANY($1::uuid[]) AND status = 'pending'", [
+      ids,
+    ]);
     if (r.rows[0]!.n === 0) break;
     if (Date.now() > deadline) throw new Error(`${r.rows[0]!.n} jobs still pending ${timeout_ms} ms after their creates`);
     await sleep(every_ms);

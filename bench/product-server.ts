@@ -17,7 +17,13 @@ export async function startProduct(env: NodeJS.ProcessEnv): Promise<RunningSubje
   const logger = createLogger(config.logLevel, 'video-voice-api');
   const secrets = loadSecrets(config);
   const db = await openDatabase(config.databaseUrl!, config);
-  const worker = await startWorker({ config, db, temporalAddress: config.temporal.address!, logger, urlSigningSecret: secrets.urlSigningSecret });
+  const worker = await startWorker({
+    config,
+    db,
+    temporalAddress: config.temporal.address!,
+    logger,
+    urlSigningSecret: secrets.urlSigningSecret,
+  });
   const api = await startApi({ config, db, temporalAddress: config.temporal.address!, secrets, logger });
   return {
     url: api.url,

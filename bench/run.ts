@@ -10,7 +10,18 @@ import { benchHistoryEvents } from './history-events.js';
 import { benchDoneToSeen } from './done-to-seen.js';
 import { benchPendingRss } from './pending-rss.js';
 import { benchStatusReads } from './status-reads.js';
-import { formatCreates, formatEngines, formatHeader, formatHistory, formatRss, formatSeen, formatStatusReads, formatSummary, formatWholeJobs, type Summary } from './report.js';
+import {
+  formatCreates,
+  formatEngines,
+  formatHeader,
+  formatHistory,
+  formatRss,
+  formatSeen,
+  formatStatusReads,
+  formatSummary,
+  formatWholeJobs,
+  type Summary,
+} from './report.js';
 import { startTemporalServer, temporalServerDir } from '../test/helpers/server-infra.js';
 import type { Infra } from '../test/helpers/infra.js';
 import type { BenchConfig } from './bench-config.js';
@@ -66,7 +77,13 @@ async function main() {
  * Phases 1, 5 and 3 again on the production topology: temporal-server (PostgreSQL stores on the run's
  * PostgreSQL, the frontend requiring mTLS), the subjects configured by Temporal's client variables.
  */
-async function onTemporalServer(infra: Infra, cfg: BenchConfig, environment: Environment, log: Log, print: (text: string) => void): Promise<Summary | null> {
+async function onTemporalServer(
+  infra: Infra,
+  cfg: BenchConfig,
+  environment: Environment,
+  log: Log,
+  print: (text: string) => void,
+): Promise<Summary | null> {
   const phases = [1, 3, 5].filter((p) => cfg.BENCH_PHASES.has(p));
   if (cfg.BENCH_TEMPORAL_SERVER === 'off' || phases.length === 0) return null;
   if (!temporalServerDir()) {

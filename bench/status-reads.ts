@@ -77,7 +77,10 @@ export async function benchStatusReads(infra: Infra, cfg: BenchConfig, log: Log)
   try {
     log('phase 6: starting the product and the status read floor (the same database)');
     const profDir = process.env['BENCH_CPU_PROF_DIR'];
-    const [product, floor] = await Promise.all([spawnSubject('product', env, { cpuProfDir: profDir && path.join(profDir, 'reads') }), spawnSubject('rowread', env)]);
+    const [product, floor] = await Promise.all([
+      spawnSubject('product', env, { cpuProfDir: profDir && path.join(profDir, 'reads') }),
+      spawnSubject('rowread', env),
+    ]);
     started.push(product, floor);
     const customer = await productCustomer(product.url);
     const pending: string[] = [];
@@ -155,9 +158,15 @@ export async function benchStatusReads(infra: Infra, cfg: BenchConfig, log: Log)
       const before = probe?.sample(product.pid);
       const list = await runFor(turn_ms, read_concurrency, async () => {
         const r = await http(product.url, 'GET', `${PRODUCT_CREATE_PATH}?status=pending&limit=${LIST_PAGE}`, { token: customer.key });
-        return r.status === 200 && r.body.data.length === Math.min(LIST_PAGE, pending.length) ? null : `${r.status} ${JSON.stringify(r.body).slice(0, 200)}`;
+        return r.status === 200 && r.body.data.length === Math.min(LIST_PAGE, pending.length)
+          ? null
+          : `${r.status} ${JSON.stringify(r.body).slice(0, 200)}`;
       });
-      large = { pending: pending.length, series: largeSeries, list: { load: list, cpu: probe && before ? cpuDelta(before, probe.sample(product.pid)) : null } };
+      large = {
+        pending: pending.length,
+        series: largeSeries,
+        list: { load: list, cpu: probe && before ? cpuDelta(before, probe.sample(product.pid)) : null },
+      };
       log('phase 6: memory after');
       memory_after = await memoryReadings(product);
     }
@@ -210,7 +219,14 @@ function getJob(subject: SubjectProcess, customer: Customer, ids: string[], _i: 
 }
 
 /** GETs of random pending jobs for `duration_ms`, with the CPU each party spent meanwhile. */
-async function readTurn(subject: SubjectProcess, customer: Customer, ids: string[], concurrency: number, duration_ms: number, probe: ReturnType<typeof cpuProbe>): Promise<ReadTurn> {
+async function readTurn(
+  subject: SubjectProcess,
+  customer: Customer,
+  ids: string[],
+  concurrency: number,
+  duration_ms: number,
+  probe: ReturnType<typeof cpuProbe>,
+): Promise<ReadTurn> {
   if (probe) await waitUntilQuiet(QUIET_MS_MAX);
   const before = probe?.sample(subject.pid);
   const load = await runFor(duration_ms, concurrency, (i) => getJob(subject, customer, ids, i));
@@ -227,7 +243,13 @@ interface CreatesTurn {
  * `n` creates of jobs with no generation delay (each completes within seconds), then waits until they
  * are settled; `sample` reads the parties' CPU.
  */
-async function wholeCreates(customer: Customer, db: Db, n: number, label: string, sample: () => CpuSample | undefined): Promise<CreatesTurn> {
+async function wholeCreates(
+  customer: Customer,
+  db: Db,
+  n: number,
+  label: string,
+  sample: () => CpuSample | undefined,
+): Promise<CreatesTurn> {
   const ids: string[] = [];
   const before = sample();
   const creates = await runLoad(n, MIXED_CREATE_CONCURRENCY, async (i) => {
@@ -239,7 +261,9 @@ async function wholeCreates(customer: Customer, db: Db, n: number, label: string
   // Outside the measurement: the next turn starts with none of these jobs left.
   const deadline = Date.now() + 5 * 60_000;
   for (;;) {
-    const r = await db.query<{ n: number }>("SELECT count(*)::int AS n FROM video_jobs WHERE id = ANY($1::uuid[]) AND status = 'pending'", [ids]);
+    const r = await db.query<{ n: number }>("SELECT count(*)::int AS n FROM video_jobs WHERE id = ANY($1::uuid[]) AND status = 'pending'", [
+      ids,
+    ]);
     if (r.rows[0]!.n === 0 || Date.now() > deadline) break;
     await new Promise((resolve) => setTimeout(resolve, 200));
   }

@@ -18,10 +18,7 @@ export interface SubjectMemory {
 
 export type ToSubject = { type: 'memory' } | { type: 'stop' };
 export type FromSubject =
-  | { type: 'ready'; url: string }
-  | { type: 'failed'; message: string }
-  | ({ type: 'memory' } & SubjectMemory)
-  | { type: 'stopped' };
+  { type: 'ready'; url: string } | { type: 'failed'; message: string } | ({ type: 'memory' } & SubjectMemory) | { type: 'stopped' };
 
 export interface SubjectProcess {
   kind: SubjectKind;
@@ -36,14 +33,20 @@ const START_TIMEOUT_MS = 180_000; // the workflow bundle is built at start, on a
 const STOP_TIMEOUT_MS = 60_000;
 const MEMORY_TIMEOUT_MS = 30_000;
 
-export async function spawnSubject(kind: SubjectKind, env: NodeJS.ProcessEnv, opts: { cpuProfDir?: string | undefined } = {}): Promise<SubjectProcess> {
+export async function spawnSubject(
+  kind: SubjectKind,
+  env: NodeJS.ProcessEnv,
+  opts: { cpuProfDir?: string | undefined } = {},
+): Promise<SubjectProcess> {
   const execArgv = ['--import', 'tsx', '--expose-gc', ...(opts.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${opts.cpuProfDir}`] : [])];
   const child = fork(fileURLToPath(new URL('./subject-process.ts', import.meta.url)), [kind], {
     env,
     execArgv,
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
-  const exited = new Promise<string>((resolve) => child.once('exit', (code, signal) => resolve(`${kind} subject exited (${signal ?? code})`)));
+  const exited = new Promise<string>((resolve) =>
+    child.once('exit', (code, signal) => resolve(`${kind} subject exited (${signal ?? code})`)),
+  );
   const url = await answer(child, exited, 'ready', START_TIMEOUT_MS).then((m) => m.url);
   return {
     kind,
@@ -65,7 +68,12 @@ export async function spawnSubject(kind: SubjectKind, env: NodeJS.ProcessEnv, op
 }
 
 /** The child's next message of `type`; fails if it reports a failure, exits or says nothing in time. */
-function answer<T extends FromSubject['type']>(child: ChildProcess, exited: Promise<string>, type: T, timeout_ms: number): Promise<Extract<FromSubject, { type: T }>> {
+function answer<T extends FromSubject['type']>(
+  child: ChildProcess,
+  exited: Promise<string>,
+  type: T,
+  timeout_ms: number,
+): Promise<Extract<FromSubject, { type: T }>> {
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => finish(new Error(`no ${type} answer from the subject within ${timeout_ms} ms`)), timeout_ms);
     const onMessage = (m: FromSubject) => {

@@ -54,7 +54,10 @@ async function main() {
 
     // Voices: one cloned from a file, then speech with it.
     await page.getByRole('link', { name: 'Voices', exact: true }).click();
-    const wav = encodeWav(Int16Array.from({ length: 22_050 }, (_, i) => Math.round(8000 * Math.sin(i / 8))), 22_050);
+    const wav = encodeWav(
+      Int16Array.from({ length: 22_050 }, (_, i) => Math.round(8000 * Math.sin(i / 8))),
+      22_050,
+    );
     await page.getByLabel('Voice name', { exact: true }).fill('Narrator (me)');
     await page.getByLabel('Voice sample', { exact: true }).setInputFiles({ name: 'me.wav', mimeType: 'audio/wav', buffer: wav });
     await page.getByRole('button', { name: 'Clone voice', exact: true }).click();

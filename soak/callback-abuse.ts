@@ -54,9 +54,16 @@ export class CallbackAbuse {
     const job = jobs.length > 0 ? this.rng.pick(jobs) : randomUUID();
     const path = `/v2/provider-callbacks/${backend}/${job}`;
     if (kind === 'gzip bomb') {
-      await this.send(kind, path, { ...this.signedHeaders(backend, Buffer.from('{}')), 'content-type': 'application/json', 'content-encoding': 'gzip' }, BOMB);
+      await this.send(
+        kind,
+        path,
+        { ...this.signedHeaders(backend, Buffer.from('{}')), 'content-type': 'application/json', 'content-encoding': 'gzip' },
+        BOMB,
+      );
     } else if (kind === 'unsigned flood') {
-      await Promise.all(Array.from({ length: FLOOD_REQUESTS }, () => this.send(kind, path, { 'content-type': 'application/json' }, UNSIGNED_BODY)));
+      await Promise.all(
+        Array.from({ length: FLOOD_REQUESTS }, () => this.send(kind, path, { 'content-type': 'application/json' }, UNSIGNED_BODY)),
+      );
     } else {
       const c = this.capture(backend);
       for (let i = 0; i < REPLAYS; i++) await this.send(kind, `/v2/provider-callbacks/${backend}/${job}`, c.headers, c.body);
@@ -71,10 +78,24 @@ export class CallbackAbuse {
       const request_id = randomUUID();
       const body = Buffer.from(
         backend === 'fal'
-          ? JSON.stringify({ request_id, gateway_request_id: request_id, status: 'OK', payload: { video: { url: 'https://example.invalid/v.mp4' } } })
-          : JSON.stringify({ id: `soak${randomUUID().replace(/-/g, '').slice(0, 20)}`, status: 'succeeded', output: ['https://example.invalid/v.mp4'] }),
+          ? JSON.stringify({
+              request_id,
+              gateway_request_id: request_id,
+              status: 'OK',
+              payload: { video: { url: 'https://example.invalid/v.mp4' } },
+            })
+          : JSON.stringify({
+              id: `soak${randomUUID().replace(/-/g, '').slice(0, 20)}`,
+              status: 'succeeded',
+              output: ['https://example.invalid/v.mp4'],
+            }),
       );
-      c = { backend, headers: { ...this.signedHeaders(backend, body, request_id), 'content-type': 'application/json' }, body, at_ms: Date.now() };
+      c = {
+        backend,
+        headers: { ...this.signedHeaders(backend, body, request_id), 'content-type': 'application/json' },
+        body,
+        at_ms: Date.now(),
+      };
       this.captured.push(c);
     }
     return c;
@@ -87,7 +108,14 @@ export class CallbackAbuse {
   private async send(kind: CallbackAbuseKind, path: string, headers: Record<string, string>, raw: Buffer): Promise<Answer> {
     this.findings.sent++;
     const started = performance.now();
-    const a = await this.client.send({ method: 'POST', route: `POST /v2/provider-callbacks/{backend}/{job_id} (${kind})`, path, raw, headers, timeout_ms: 20_000 });
+    const a = await this.client.send({
+      method: 'POST',
+      route: `POST /v2/provider-callbacks/{backend}/{job_id} (${kind})`,
+      path,
+      raw,
+      headers,
+      timeout_ms: 20_000,
+    });
     const outcome: Outcome = a.status;
     this.findings.byKind.record(kind, outcome, performance.now() - started);
     if (typeof a.status === 'number' && a.status !== 429 && a.status !== 503 && !EXPECTED[kind].includes(a.status)) {

@@ -79,7 +79,8 @@ class EntrySlot implements Target {
         await this.restart();
         return;
       } catch (err) {
-        if (attempt === 10) this.crashes.push(`${this.name} could not be restarted after its crash: ${(err as Error).message.slice(0, 200)}`);
+        if (attempt === 10)
+          this.crashes.push(`${this.name} could not be restarted after its crash: ${(err as Error).message.slice(0, 200)}`);
         await new Promise((r) => setTimeout(r, 3_000));
       }
     }

@@ -62,7 +62,11 @@ const CREATE_FIELD_TYPES: Record<string, 'string' | 'number' | 'boolean' | 'obje
 
 const typeOf = (v: unknown) => (v === null ? 'null' : Array.isArray(v) ? 'array' : typeof v);
 
-function multipart(boundary: string, parts: { name: string; filename?: string; type?: string; data: string | Buffer }[], close = true): Buffer {
+function multipart(
+  boundary: string,
+  parts: { name: string; filename?: string; type?: string; data: string | Buffer }[],
+  close = true,
+): Buffer {
   const chunks: Buffer[] = [];
   for (const p of parts) {
     const disposition = `form-data; name="${p.name}"${p.filename !== undefined ? `; filename="${p.filename}"` : ''}`;
@@ -77,8 +81,13 @@ function multipart(boundary: string, parts: { name: string; filename?: string; t
 export function generateCorpus(seed: number): FuzzCase[] {
   const sample = <T>(arb: fc.Arbitrary<T>, n: number, salt: number) => fc.sample(arb, { seed: seed + salt, numRuns: n });
   const cases: FuzzCase[] = [];
-  const json = (kind: string, target: { method: string; path: string; route: string }, body: string, expect: FuzzCase['expect'] = 'reject', headers: Record<string, string> = {}) =>
-    cases.push({ kind, ...target, headers: { ...JSON_HEADERS, ...headers }, body, expect });
+  const json = (
+    kind: string,
+    target: { method: string; path: string; route: string },
+    body: string,
+    expect: FuzzCase['expect'] = 'reject',
+    headers: Record<string, string> = {},
+  ) => cases.push({ kind, ...target, headers: { ...JSON_HEADERS, ...headers }, body, expect });
 
   // Deep nesting: in a create's `parameters` (which takes any object: some are accepted), with and
   // without an Idempotency-Key (whose fingerprint canonicalizes the body), and as the whole body elsewhere.
@@ -93,12 +102,28 @@ export function generateCorpus(seed: number): FuzzCase[] {
   }
 
   // Wrong types: one field of a valid create replaced by a value of another JSON type.
-  const anyValue = fc.oneof(fc.integer(), fc.double({ noNaN: true, noDefaultInfinity: true }), fc.boolean(), fc.constant(null), fc.string({ maxLength: 20 }), fc.array(fc.integer(), { maxLength: 3 }), fc.dictionary(fc.string({ maxLength: 5 }), fc.integer(), { maxKeys: 3 }));
+  const anyValue = fc.oneof(
+    fc.integer(),
+    fc.double({ noNaN: true, noDefaultInfinity: true }),
+    fc.boolean(),
+    fc.constant(null),
+    fc.string({ maxLength: 20 }),
+    fc.array(fc.integer(), { maxLength: 3 }),
+    fc.dictionary(fc.string({ maxLength: 5 }), fc.integer(), { maxKeys: 3 }),
+  );
   for (const [field, type] of Object.entries(CREATE_FIELD_TYPES)) {
-    const values = sample(anyValue.filter((v) => typeOf(v) !== type), 3, field.length);
+    const values = sample(
+      anyValue.filter((v) => typeOf(v) !== type),
+      3,
+      field.length,
+    );
     for (const v of values) json('wrong_type', CREATE, JSON.stringify({ ...validCreate(), [field]: v }));
   }
-  for (const v of sample(anyValue.filter((v) => typeof v !== 'string'), 4, 101)) {
+  for (const v of sample(
+    anyValue.filter((v) => typeof v !== 'string'),
+    4,
+    101,
+  )) {
     json('wrong_type', SPEECH, JSON.stringify({ input: v, voice: 'sim-narrator' }));
     json('wrong_type', SPEECH, JSON.stringify({ input: 'hello', voice: v }));
     json('wrong_type', WEBHOOK, JSON.stringify({ url: v }));
@@ -106,18 +131,24 @@ export function generateCorpus(seed: number): FuzzCase[] {
   for (const v of ['[]', '42', '"a string"', 'null', 'true']) json('wrong_type', CREATE, v);
 
   // Strings past their limits, within the body limit (21.4 MiB for a create, 64 KiB elsewhere).
-  for (const chars of [4_001, 100_000, 2 * MiB]) json('huge_string', CREATE, JSON.stringify({ ...validCreate(), prompt: 'x'.repeat(chars) }));
+  for (const chars of [4_001, 100_000, 2 * MiB])
+    json('huge_string', CREATE, JSON.stringify({ ...validCreate(), prompt: 'x'.repeat(chars) }));
   json('huge_string', CREATE, JSON.stringify({ ...validCreate(), negativePrompt: 'y'.repeat(1_001) }));
   json('huge_string', CREATE, JSON.stringify({ ...validCreate(), model: 'm'.repeat(50 * KiB) }));
   json('huge_string', SPEECH, JSON.stringify({ input: 'z'.repeat(5_000), voice: 'sim-narrator' }));
   json('huge_string', WEBHOOK, JSON.stringify({ url: `http://127.0.0.1:1/${'p'.repeat(3_000)}` }));
-  for (const s of sample(fc.string({ unit: 'binary', minLength: 4_001, maxLength: 6_000 }), 2, 7)) json('huge_string', CREATE, JSON.stringify({ ...validCreate(), prompt: s }));
+  for (const s of sample(fc.string({ unit: 'binary', minLength: 4_001, maxLength: 6_000 }), 2, 7))
+    json('huge_string', CREATE, JSON.stringify({ ...validCreate(), prompt: s }));
   // Past the body limit: 413.
   json('body_too_large', SPEECH, JSON.stringify({ input: 'a'.repeat(70 * KiB), voice: 'sim-narrator' }));
   json('body_too_large', WEBHOOK, JSON.stringify({ url: 'http://127.0.0.1:1/', pad: 'b'.repeat(70 * KiB) }));
 
   // Unknown fields (every body is a strict object).
-  for (const k of sample(fc.string({ minLength: 1, maxLength: 12 }).filter((k) => !(k in CREATE_FIELD_TYPES) && k !== 'lastFrame'), 4, 13)) {
+  for (const k of sample(
+    fc.string({ minLength: 1, maxLength: 12 }).filter((k) => !(k in CREATE_FIELD_TYPES) && k !== 'lastFrame'),
+    4,
+    13,
+  )) {
     json('unknown_field', CREATE, JSON.stringify({ ...validCreate(), [k]: 1 }));
   }
   json('unknown_field', CREATE, '{"prompt":"p","model":"sim-video-1","__proto__":{"admin":true}}');
@@ -126,7 +157,8 @@ export function generateCorpus(seed: number): FuzzCase[] {
 
   // Bad base64 images and images that are not what they say.
   const png = pngImage(16, 16, 3);
-  const image = (bytesBase64Encoded: unknown, mimeType: unknown) => JSON.stringify({ ...validCreate(), image: { bytesBase64Encoded, mimeType } });
+  const image = (bytesBase64Encoded: unknown, mimeType: unknown) =>
+    JSON.stringify({ ...validCreate(), image: { bytesBase64Encoded, mimeType } });
   json('bad_image', CREATE, image('!!!not base64!!!', 'image/png'));
   json('bad_image', CREATE, image(png.toString('base64').slice(0, 41), 'image/png')); // truncated
   json('bad_image', CREATE, image(png.toString('base64'), 'image/jpeg')); // type mismatch
@@ -134,35 +166,108 @@ export function generateCorpus(seed: number): FuzzCase[] {
   json('bad_image', CREATE, image('', 'image/png'));
   json('bad_image', CREATE, image(png.toString('base64'), 'text/html'));
   json('bad_image', CREATE, image(12345, 'image/png'));
-  json('bad_image', CREATE, JSON.stringify({ ...validCreate(), lastFrame: { bytesBase64Encoded: png.toString('base64'), mimeType: 'image/png' } })); // lastFrame without image
-  for (const bytes of sample(fc.uint8Array({ minLength: 8, maxLength: 2_000 }), 3, 17)) json('bad_image', CREATE, image(Buffer.from(bytes).toString('base64'), 'image/png'));
+  json(
+    'bad_image',
+    CREATE,
+    JSON.stringify({ ...validCreate(), lastFrame: { bytesBase64Encoded: png.toString('base64'), mimeType: 'image/png' } }),
+  ); // lastFrame without image
+  for (const bytes of sample(fc.uint8Array({ minLength: 8, maxLength: 2_000 }), 3, 17))
+    json('bad_image', CREATE, image(Buffer.from(bytes).toString('base64'), 'image/png'));
   json('bad_image', CREATE, image(Buffer.alloc(8 * MiB + 1, 0x41).toString('base64'), 'image/png')); // over 8 MiB decoded
 
   // Broken JSON and wrong content types.
-  for (const s of sample(fc.string({ maxLength: 200 }).filter((s) => { try { JSON.parse(s); return false; } catch { return true; } }), 6, 19)) json('bad_json', CREATE, s);
+  for (const s of sample(
+    fc.string({ maxLength: 200 }).filter((s) => {
+      try {
+        JSON.parse(s);
+        return false;
+      } catch {
+        return true;
+      }
+    }),
+    6,
+    19,
+  ))
+    json('bad_json', CREATE, s);
   json('bad_json', CREATE, JSON.stringify(validCreate()).slice(0, 30));
   json('bad_json', SPEECH, '{"input": "hi", "voice": "sim-narrator"');
   json('bad_json', CREATE, '');
-  cases.push({ kind: 'bad_content_type', ...CREATE, headers: { 'content-type': 'text/plain' }, body: JSON.stringify(validCreate()), expect: 'reject' });
-  cases.push({ kind: 'bad_content_type', ...SPEECH, headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: 'input=hi&voice=sim-narrator', expect: 'reject' });
+  cases.push({
+    kind: 'bad_content_type',
+    ...CREATE,
+    headers: { 'content-type': 'text/plain' },
+    body: JSON.stringify(validCreate()),
+    expect: 'reject',
+  });
+  cases.push({
+    kind: 'bad_content_type',
+    ...SPEECH,
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    body: 'input=hi&voice=sim-narrator',
+    expect: 'reject',
+  });
   json('nul_char', CREATE, JSON.stringify({ ...validCreate(), prompt: 'a\u0000b' }));
   json('nul_char', SPEECH, JSON.stringify({ input: 'a\u0000b', voice: 'sim-narrator' }));
 
   // Bad multipart voice clones.
   const wavLike = Buffer.concat([Buffer.from('RIFF\x24\x00\x00\x00WAVEfmt ', 'latin1'), Buffer.alloc(64)]);
-  const mp = (body: Buffer, contentType: string) => cases.push({ kind: 'bad_multipart', ...CLONE, headers: { 'content-type': contentType }, body, expect: 'reject' });
-  mp(multipart('B0UND', [{ name: 'name', data: 'v' }, { name: 'file', filename: 'a.wav', type: 'audio/wav', data: 'not audio at all '.repeat(20) }]), 'multipart/form-data; boundary=B0UND');
-  mp(multipart('B0UND', [{ name: 'name', data: 'v' }, { name: 'file', filename: 'a.wav', type: 'audio/wav', data: wavLike }], false), 'multipart/form-data; boundary=B0UND'); // never closed
+  const mp = (body: Buffer, contentType: string) =>
+    cases.push({ kind: 'bad_multipart', ...CLONE, headers: { 'content-type': contentType }, body, expect: 'reject' });
+  mp(
+    multipart('B0UND', [
+      { name: 'name', data: 'v' },
+      { name: 'file', filename: 'a.wav', type: 'audio/wav', data: 'not audio at all '.repeat(20) },
+    ]),
+    'multipart/form-data; boundary=B0UND',
+  );
+  mp(
+    multipart(
+      'B0UND',
+      [
+        { name: 'name', data: 'v' },
+        { name: 'file', filename: 'a.wav', type: 'audio/wav', data: wavLike },
+      ],
+      false,
+    ),
+    'multipart/form-data; boundary=B0UND',
+  ); // never closed
   mp(multipart('B0UND', [{ name: 'name', data: 'v' }]), 'multipart/form-data; boundary=B0UND'); // no file
   mp(multipart('B0UND', [{ name: 'file', filename: 'a.wav', type: 'audio/wav', data: wavLike }]), 'multipart/form-data; boundary=B0UND'); // no name
-  mp(multipart('B0UND', [{ name: 'name', data: 'v' }, { name: 'file', filename: 'a.wav', data: wavLike }]), 'multipart/form-data; boundary=OTHER'); // wrong boundary
+  mp(
+    multipart('B0UND', [
+      { name: 'name', data: 'v' },
+      { name: 'file', filename: 'a.wav', data: wavLike },
+    ]),
+    'multipart/form-data; boundary=OTHER',
+  ); // wrong boundary
   mp(multipart('B0UND', [{ name: 'name', data: 'v' }]), 'multipart/form-data'); // no boundary
-  mp(multipart('B0UND', [{ name: 'name', data: 'n'.repeat(5_000) }, { name: 'file', filename: 'a.wav', data: wavLike }]), 'multipart/form-data; boundary=B0UND');
-  mp(multipart('B0UND', [{ name: 'name', data: 'v' }, ...Array.from({ length: 12 }, (_, i) => ({ name: 'file', filename: `${i}.wav`, data: wavLike }))]), 'multipart/form-data; boundary=B0UND');
-  for (const bytes of sample(fc.uint8Array({ minLength: 1, maxLength: 3_000 }), 4, 23)) mp(Buffer.from(bytes), 'multipart/form-data; boundary=B0UND');
+  mp(
+    multipart('B0UND', [
+      { name: 'name', data: 'n'.repeat(5_000) },
+      { name: 'file', filename: 'a.wav', data: wavLike },
+    ]),
+    'multipart/form-data; boundary=B0UND',
+  );
+  mp(
+    multipart('B0UND', [
+      { name: 'name', data: 'v' },
+      ...Array.from({ length: 12 }, (_, i) => ({ name: 'file', filename: `${i}.wav`, data: wavLike })),
+    ]),
+    'multipart/form-data; boundary=B0UND',
+  );
+  for (const bytes of sample(fc.uint8Array({ minLength: 1, maxLength: 3_000 }), 4, 23))
+    mp(Buffer.from(bytes), 'multipart/form-data; boundary=B0UND');
 
   // Webhook targets the service must refuse (none of them reachable beyond this machine).
-  for (const url of ['ftp://127.0.0.1/x', 'https://10.0.0.1/hook', 'http://user:pw@127.0.0.1:1/', 'https://169.254.169.254/latest', 'javascript:alert(1)', 'http://127.0.0.1:1/#frag', '']) {
+  for (const url of [
+    'ftp://127.0.0.1/x',
+    'https://10.0.0.1/hook',
+    'http://user:pw@127.0.0.1:1/',
+    'https://169.254.169.254/latest',
+    'javascript:alert(1)',
+    'http://127.0.0.1:1/#frag',
+    '',
+  ]) {
     json('bad_webhook', WEBHOOK, JSON.stringify({ url }));
   }
   json('bad_webhook', WEBHOOK, JSON.stringify({ url: 'http://127.0.0.1:1/', events: ['video.generation.exploded'] }));
@@ -174,24 +279,60 @@ export function generateCorpus(seed: number): FuzzCase[] {
   json('bad_speech', SPEECH, JSON.stringify({ input: 'hello', voice: 'sim-narrator', model: 'no-such-model' }));
 
   // Bad query strings and ids.
-  const get = (kind: string, path: string, route: string, expect: FuzzCase['expect'] = 'reject') => cases.push({ kind, method: 'GET', path, route, expect });
-  for (const q of ['limit=0', 'limit=-1', 'limit=101', 'limit=abc', 'limit=1e9', 'status=exploded', 'limit=1&limit=2', 'unknown=1', `after=${'%FF'.repeat(10)}`]) {
+  const get = (kind: string, path: string, route: string, expect: FuzzCase['expect'] = 'reject') =>
+    cases.push({ kind, method: 'GET', path, route, expect });
+  for (const q of [
+    'limit=0',
+    'limit=-1',
+    'limit=101',
+    'limit=abc',
+    'limit=1e9',
+    'status=exploded',
+    'limit=1&limit=2',
+    'unknown=1',
+    `after=${'%FF'.repeat(10)}`,
+  ]) {
     get('bad_query', `/v2/videos/generations?${q}`, 'fuzz GET /v2/videos/generations');
     get('bad_query', `/v2/ledger?${q}`, 'fuzz GET /v2/ledger');
   }
   for (const s of sample(fc.string({ unit: 'grapheme', minLength: 1, maxLength: 40 }), 6, 29)) {
     get('bad_query', `/v2/videos/generations?after=${encodeURIComponent(s)}`, 'fuzz GET /v2/videos/generations', 'no_5xx');
     get('bad_id', `/v2/videos/generations/${encodeURIComponent(s)}`, 'fuzz GET /v2/videos/generations/{id}');
-    cases.push({ kind: 'bad_id', method: 'POST', path: `/v2/videos/generations/${encodeURIComponent(s)}/cancel`, route: 'fuzz POST /v2/videos/generations/{id}/cancel', expect: 'reject' });
-    cases.push({ kind: 'bad_id', method: 'DELETE', path: `/v2/audio/voices/${encodeURIComponent(s)}`, route: 'fuzz DELETE /v2/audio/voices/{id}', expect: 'reject' });
+    cases.push({
+      kind: 'bad_id',
+      method: 'POST',
+      path: `/v2/videos/generations/${encodeURIComponent(s)}/cancel`,
+      route: 'fuzz POST /v2/videos/generations/{id}/cancel',
+      expect: 'reject',
+    });
+    cases.push({
+      kind: 'bad_id',
+      method: 'DELETE',
+      path: `/v2/audio/voices/${encodeURIComponent(s)}`,
+      route: 'fuzz DELETE /v2/audio/voices/{id}',
+      expect: 'reject',
+    });
   }
   get('bad_id', `/v2/videos/generations/${'9'.repeat(8_000)}`, 'fuzz GET /v2/videos/generations/{id}');
   get('bad_id', '/v2/videos/generations/00000000-0000-0000-0000-000000000000', 'fuzz GET /v2/videos/generations/{id}');
 
   // Bad credentials.
   for (const authorization of ['Bearer ', 'Bearer vva_sk_000000000000', 'Basic YWRtaW46YWRtaW4=', `Bearer ${'k'.repeat(4_000)}`]) {
-    cases.push({ kind: 'bad_auth', ...CREATE, headers: { ...JSON_HEADERS, authorization }, body: JSON.stringify(validCreate()), noAuth: true, expect: 'reject' });
+    cases.push({
+      kind: 'bad_auth',
+      ...CREATE,
+      headers: { ...JSON_HEADERS, authorization },
+      body: JSON.stringify(validCreate()),
+      noAuth: true,
+      expect: 'reject',
+    });
   }
-  cases.push({ kind: 'bad_auth', method: 'GET', path: '/admin/v1/ledger/audit', route: 'fuzz GET /admin/v1/ledger/audit', expect: 'reject' });
+  cases.push({
+    kind: 'bad_auth',
+    method: 'GET',
+    path: '/admin/v1/ledger/audit',
+    route: 'fuzz GET /admin/v1/ledger/audit',
+    expect: 'reject',
+  });
   return cases;
 }

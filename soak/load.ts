@@ -67,20 +67,55 @@ function toneWav(seconds: number, hz: number): Buffer {
 }
 
 export async function setUpWorkspace(client: Client, name: string, credits_in_euro: number): Promise<Workspace> {
-  const ws = await client.sendUntilOk({ method: 'POST', route: 'POST /admin/v1/workspaces', path: '/admin/v1/workspaces', token: SOAK_ADMIN_TOKEN, json: { name } });
+  const ws = await client.sendUntilOk({
+    method: 'POST',
+    route: 'POST /admin/v1/workspaces',
+    path: '/admin/v1/workspaces',
+    token: SOAK_ADMIN_TOKEN,
+    json: { name },
+  });
   if (!isOk(ws)) throw new Error(`could not create workspace ${name}: ${ws.status} ${JSON.stringify(ws.body)}`);
-  const key = await client.sendUntilOk({ method: 'POST', route: 'POST /admin/v1/workspaces/{id}/api-keys', path: `/admin/v1/workspaces/${ws.body.id}/api-keys`, token: SOAK_ADMIN_TOKEN, json: {} });
+  const key = await client.sendUntilOk({
+    method: 'POST',
+    route: 'POST /admin/v1/workspaces/{id}/api-keys',
+    path: `/admin/v1/workspaces/${ws.body.id}/api-keys`,
+    token: SOAK_ADMIN_TOKEN,
+    json: {},
+  });
   if (!isOk(key)) throw new Error(`could not create a key for ${name}: ${key.status}`);
-  const w: Workspace = { name, id: ws.body.id, key: key.body.key, topups: new Map(), jobs: new Map(), costAtDelete: new Map(), keyed: new Map(), voices: [], speechCosts: new Map() };
+  const w: Workspace = {
+    name,
+    id: ws.body.id,
+    key: key.body.key,
+    topups: new Map(),
+    jobs: new Map(),
+    costAtDelete: new Map(),
+    keyed: new Map(),
+    voices: [],
+    speechCosts: new Map(),
+  };
   // The credits as a top-up with a key, like every later one: re-sent at the end to confirm it counted once.
   if (!(await topUp(client, w, credits_in_euro))) throw new Error(`could not credit ${name}`);
   return w;
 }
 
 /** An admin top-up with an Idempotency-Key, retried until confirmed; false if never confirmed (re-sent at the end). */
-export async function topUp(client: Client, w: Workspace, amount_in_euro: number, idempotencyKey = `soak-topup-${randomUUID()}`, tries = 30): Promise<boolean> {
+export async function topUp(
+  client: Client,
+  w: Workspace,
+  amount_in_euro: number,
+  idempotencyKey = `soak-topup-${randomUUID()}`,
+  tries = 30,
+): Promise<boolean> {
   const a = await client.sendUntilOk(
-    { method: 'POST', route: 'POST /admin/v1/workspaces/{id}/credits', path: `/admin/v1/workspaces/${w.id}/credits`, token: SOAK_ADMIN_TOKEN, json: { amount_in_euro }, headers: { 'idempotency-key': idempotencyKey } },
+    {
+      method: 'POST',
+      route: 'POST /admin/v1/workspaces/{id}/credits',
+      path: `/admin/v1/workspaces/${w.id}/credits`,
+      token: SOAK_ADMIN_TOKEN,
+      json: { amount_in_euro },
+      headers: { 'idempotency-key': idempotencyKey },
+    },
     tries,
   );
   if (isOk(a)) w.topups.set(idempotencyKey, microOf(amount_in_euro));
@@ -157,11 +192,25 @@ export class CustomerLoop {
     const simulate: Record<string, unknown> = { delay_ms: this.rng.int(300, 8_000) };
     if (r < 12) Object.assign(simulate, { outcome: 'fail', message: 'soak: simulated failure' });
     else if (r < 24 && n > 1) simulate['videos'] = this.rng.int(0, n - 1);
-    return { prompt: `soak ${this.w.name} ${randomUUID().slice(0, 8)}`, model: 'sim-video-1', durationSeconds: this.rng.pick([4, 6, 8]), resolution: '720p', n, parameters: { simulate } };
+    return {
+      prompt: `soak ${this.w.name} ${randomUUID().slice(0, 8)}`,
+      model: 'sim-video-1',
+      durationSeconds: this.rng.pick([4, 6, 8]),
+      resolution: '720p',
+      n,
+      parameters: { simulate },
+    };
   }
 
   private async create(body: unknown, idempotencyKey?: string): Promise<Answer> {
-    const a = await this.client.send({ method: 'POST', route: CREATE_ROUTE, path: '/v2/videos/generations', token: this.w.key, json: body, ...(idempotencyKey ? { headers: { 'idempotency-key': idempotencyKey } } : {}) });
+    const a = await this.client.send({
+      method: 'POST',
+      route: CREATE_ROUTE,
+      path: '/v2/videos/generations',
+      token: this.w.key,
+      json: body,
+      ...(idempotencyKey ? { headers: { 'idempotency-key': idempotencyKey } } : {}),
+    });
     if (a.status === 202 || a.status === 200) {
       const id = a.body.id as string;
       this.w.jobs.set(id, { pending: a.body.status === 'pending' });
@@ -208,7 +257,10 @@ export class CustomerLoop {
         await this.keyedCreate(this.simulate());
         return;
       case 'create_image': {
-        const body: Record<string, unknown> = { ...this.simulate(), image: imageField(pngImage(64, 36, this.rng.int(0, 255)), 'image/png') };
+        const body: Record<string, unknown> = {
+          ...this.simulate(),
+          image: imageField(pngImage(64, 36, this.rng.int(0, 255)), 'image/png'),
+        };
         if (this.rng.chance(0.5)) body['lastFrame'] = imageField(jpegImage(this.rng.int(0, 255)), 'image/jpeg');
         if (this.rng.chance(0.5)) await this.keyedCreate(body);
         else await this.create(body);
@@ -220,7 +272,8 @@ export class CustomerLoop {
         const [key, k] = this.rng.pick(done);
         const a = await this.create(k.body, key);
         // A deleted job's key is a 409; any other answer naming a job must name the same one.
-        if (isOk(a) && a.body.id !== k.jobId) this.findings.problems.push(`${w.name}: replay of key ${key} named job ${a.body.id}, not ${k.jobId}`);
+        if (isOk(a) && a.body.id !== k.jobId)
+          this.findings.problems.push(`${w.name}: replay of key ${key} named job ${a.body.id}, not ${k.jobId}`);
         return;
       }
       case 'create_then_cancel': {
@@ -243,7 +296,12 @@ export class CustomerLoop {
         const job = await this.getJob(id);
         if (job.status !== 200 || job.body.status === 'pending') return;
         w.costAtDelete.set(id, microOf(job.body.cost_in_euro));
-        await this.client.send({ method: 'DELETE', route: 'DELETE /v2/videos/generations/{id}', path: `/v2/videos/generations/${id}`, token: w.key });
+        await this.client.send({
+          method: 'DELETE',
+          route: 'DELETE /v2/videos/generations/{id}',
+          path: `/v2/videos/generations/${id}`,
+          token: w.key,
+        });
         return;
       }
       case 'get': {
@@ -254,16 +312,30 @@ export class CustomerLoop {
       case 'list': {
         const q = new URLSearchParams({ limit: String(this.rng.int(1, 100)) });
         if (this.rng.chance(0.4)) q.set('status', this.rng.pick(['pending', 'succeeded', 'failed']));
-        const a = await this.client.send({ method: 'GET', route: 'GET /v2/videos/generations', path: `/v2/videos/generations?${q}`, token: w.key });
-        if (a.status === 200) for (const j of a.body.data) if (!w.costAtDelete.has(j.id)) w.jobs.set(j.id, { pending: j.status === 'pending' });
+        const a = await this.client.send({
+          method: 'GET',
+          route: 'GET /v2/videos/generations',
+          path: `/v2/videos/generations?${q}`,
+          token: w.key,
+        });
+        if (a.status === 200)
+          for (const j of a.body.data) if (!w.costAtDelete.has(j.id)) w.jobs.set(j.id, { pending: j.status === 'pending' });
         return;
       }
       case 'speech': {
-        const voice = w.voices.length && this.rng.chance(0.5) ? this.rng.pick(w.voices) : this.rng.pick(['sim-narrator', 'sim-bright', 'sim-deep']);
+        const voice =
+          w.voices.length && this.rng.chance(0.5) ? this.rng.pick(w.voices) : this.rng.pick(['sim-narrator', 'sim-bright', 'sim-deep']);
         const input = `Soak speech ${randomUUID()} `.repeat(this.rng.int(1, 8));
         const key = this.rng.chance(0.3) ? `soak-speech-${randomUUID()}` : null;
         for (let attempt = 0; attempt < (key ? 2 : 1); attempt++) {
-          const a = await this.client.send({ method: 'POST', route: 'POST /v2/audio/speech', path: '/v2/audio/speech', token: w.key, json: { input, voice }, ...(key ? { headers: { 'idempotency-key': key } } : {}) });
+          const a = await this.client.send({
+            method: 'POST',
+            route: 'POST /v2/audio/speech',
+            path: '/v2/audio/speech',
+            token: w.key,
+            json: { input, voice },
+            ...(key ? { headers: { 'idempotency-key': key } } : {}),
+          });
           if (a.status === 200) w.speechCosts.set(key ?? randomUUID(), microOf(Number(a.headers!.get('x-cost-in-euro'))));
         }
         return;
@@ -273,7 +345,13 @@ export class CustomerLoop {
         const form = new FormData();
         form.append('name', `soak voice ${this.rng.int(0, 9999)}`);
         form.append('file', new Blob([new Uint8Array(toneWav(0.3, this.rng.int(200, 900)))], { type: 'audio/wav' }), 'sample.wav');
-        const a = await this.client.send({ method: 'POST', route: 'POST /v2/audio/voices', path: '/v2/audio/voices', token: w.key, raw: form });
+        const a = await this.client.send({
+          method: 'POST',
+          route: 'POST /v2/audio/voices',
+          path: '/v2/audio/voices',
+          token: w.key,
+          raw: form,
+        });
         if (a.status === 200) w.voices.push(a.body.voice_id);
         return;
       }
@@ -282,7 +360,12 @@ export class CustomerLoop {
         const list = await this.client.send({ method: 'GET', route: 'GET /v2/audio/voices', path: '/v2/audio/voices', token: w.key });
         if (list.status !== 200 || !list.body.data.length) return;
         const v = this.rng.pick(list.body.data as { id: string; voice_id: string }[]);
-        const a = await this.client.send({ method: 'DELETE', route: 'DELETE /v2/audio/voices/{id}', path: `/v2/audio/voices/${v.id}`, token: w.key });
+        const a = await this.client.send({
+          method: 'DELETE',
+          route: 'DELETE /v2/audio/voices/{id}',
+          path: `/v2/audio/voices/${v.id}`,
+          token: w.key,
+        });
         if (a.status === 200 || a.status === 404) w.voices = w.voices.filter((x) => x !== v.voice_id);
         return;
       }
@@ -315,7 +398,12 @@ export class CustomerLoop {
     const job = await this.getJob(id);
     if (job.status !== 200 || job.body.status !== 'succeeded') return;
     const flood = Array.from({ length: FLOOD_THUMBNAILS }, () =>
-      this.client.send({ method: 'GET', route: 'GET /v1/videos/{id}/content?variant=thumbnail', path: `/v1/videos/${id}/content?variant=thumbnail`, token: w.key }),
+      this.client.send({
+        method: 'GET',
+        route: 'GET /v1/videos/{id}/content?variant=thumbnail',
+        path: `/v1/videos/${id}/content?variant=thumbnail`,
+        token: w.key,
+      }),
     );
     const format = this.rng.pick(['opus', 'aac', 'flac']);
     const speech = await this.client.send({
@@ -343,17 +431,37 @@ export class CustomerLoop {
       const form = new FormData();
       form.append('name', 'soak consent');
       form.append('language', 'en');
-      form.append('recording', new Blob([new Uint8Array(toneWav(this.rng.int(5, 30) / 10, this.rng.int(200, 900)))], { type: 'audio/wav' }), 'consent.wav');
-      const up = await this.client.send({ method: 'POST', route: 'POST /v1/audio/voice_consents', path: '/v1/audio/voice_consents', token: w.key, raw: form });
+      form.append(
+        'recording',
+        new Blob([new Uint8Array(toneWav(this.rng.int(5, 30) / 10, this.rng.int(200, 900)))], { type: 'audio/wav' }),
+        'consent.wav',
+      );
+      const up = await this.client.send({
+        method: 'POST',
+        route: 'POST /v1/audio/voice_consents',
+        path: '/v1/audio/voice_consents',
+        token: w.key,
+        raw: form,
+      });
       if (up.status !== 200) return;
       this.findings.consentChurn.uploaded++;
-      const del = await this.client.send({ method: 'DELETE', route: 'DELETE /v1/audio/voice_consents/{id}', path: `/v1/audio/voice_consents/${up.body.id}`, token: w.key });
+      const del = await this.client.send({
+        method: 'DELETE',
+        route: 'DELETE /v1/audio/voice_consents/{id}',
+        path: `/v1/audio/voice_consents/${up.body.id}`,
+        token: w.key,
+      });
       if (del.status === 200) this.findings.consentChurn.deleted++;
     }
   }
 
   private async cancel(id: string): Promise<void> {
-    const a = await this.client.send({ method: 'POST', route: 'POST /v2/videos/generations/{id}/cancel', path: `/v2/videos/generations/${id}/cancel`, token: this.w.key });
+    const a = await this.client.send({
+      method: 'POST',
+      route: 'POST /v2/videos/generations/{id}/cancel',
+      path: `/v2/videos/generations/${id}/cancel`,
+      token: this.w.key,
+    });
     if (a.status === 200) this.w.jobs.set(id, { pending: a.body.status === 'pending' });
   }
 }
@@ -362,10 +470,18 @@ export class CustomerLoop {
 export async function sendFuzzCase(client: Client, w: Workspace, c: FuzzCase, findings: LoadFindings): Promise<void> {
   const headers = { ...c.headers };
   const started = performance.now();
-  const a = await client.send({ method: c.method, route: c.route, path: c.path, ...(c.noAuth ? {} : { token: w.key }), headers, ...(c.body !== undefined ? { raw: c.body } : {}) });
+  const a = await client.send({
+    method: c.method,
+    route: c.route,
+    path: c.path,
+    ...(c.noAuth ? {} : { token: w.key }),
+    headers,
+    ...(c.body !== undefined ? { raw: c.body } : {}),
+  });
   findings.fuzzByKind.record(c.kind, a.status, performance.now() - started);
   findings.fuzzSent++;
-  if (typeof a.status === 'number' && a.status >= 500 && a.status !== 503) findings.fuzzServerErrors.set(c.kind, (findings.fuzzServerErrors.get(c.kind) ?? 0) + 1);
+  if (typeof a.status === 'number' && a.status >= 500 && a.status !== 503)
+    findings.fuzzServerErrors.set(c.kind, (findings.fuzzServerErrors.get(c.kind) ?? 0) + 1);
   if (isOk(a)) {
     if (c.method === 'POST' && c.path === '/v2/videos/generations') w.jobs.set(a.body.id, { pending: a.body.status === 'pending' });
     if (c.expect === 'reject') findings.fuzzAccepted.push(`${c.kind} ${c.method} ${c.path.slice(0, 60)} -> ${a.status}`);

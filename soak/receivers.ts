@@ -64,10 +64,13 @@ export async function startReceivers(rng: Rng): Promise<Receivers> {
   const slow = await listen(async (req, res) => {
     await readBody(req);
     stats.slow++;
-    const timer = setTimeout(() => {
-      slowTimers.delete(timer);
-      res.writeHead(200).end();
-    }, rng.int(2_000, 15_000));
+    const timer = setTimeout(
+      () => {
+        slowTimers.delete(timer);
+        res.writeHead(200).end();
+      },
+      rng.int(2_000, 15_000),
+    );
     slowTimers.add(timer);
   });
   const failing = await listen(async (req, res) => {

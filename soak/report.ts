@@ -96,7 +96,8 @@ export interface WorkspaceMoney {
 export function moneyProblems(w: WorkspaceMoney): string[] {
   const problems: string[] = [];
   if (w.pending_jobs > 0) problems.push(`${w.name}: ${w.pending_jobs} job(s) still pending`);
-  if (w.lost_jobs.length > 0) problems.push(`${w.name}: ${w.lost_jobs.length} accepted job(s) lost (${w.lost_jobs.slice(0, 3).join(', ')})`);
+  if (w.lost_jobs.length > 0)
+    problems.push(`${w.name}: ${w.lost_jobs.length} accepted job(s) lost (${w.lost_jobs.slice(0, 3).join(', ')})`);
   if (w.ledger_credits_micro_eur !== w.credited_micro_eur) {
     problems.push(`${w.name}: ledger credits ${w.ledger_credits_micro_eur} != credited ${w.credited_micro_eur} micro-EUR`);
   }
@@ -141,7 +142,14 @@ export function formatReport(log: RequestLog, faults: readonly Fault[], summary:
       const fs = faults.filter((f) => f.target === t);
       const down = fs.map((f) => f.down_ms);
       const restart = fs.map((f) => f.restart_ms);
-      return [t, String(fs.length), (down.reduce((s, d) => s + d, 0) / 1000).toFixed(1), (Math.max(...down) / 1000).toFixed(1), ms(quantile(restart, 0.5)), ms(Math.max(...restart))];
+      return [
+        t,
+        String(fs.length),
+        (down.reduce((s, d) => s + d, 0) / 1000).toFixed(1),
+        (Math.max(...down) / 1000).toFixed(1),
+        ms(quantile(restart, 0.5)),
+        ms(Math.max(...restart)),
+      ];
     }),
   );
   return [requests, `total requests: ${log.total()}`, '', faultTable, `total faults: ${faults.length}`, '', ...summary].join('\n');

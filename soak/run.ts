@@ -71,7 +71,11 @@ const DRAIN_STALL_MS = 60_000;
  * PostgreSQL or Cassandra. When no job settles for DRAIN_STALL_MS, the drain restarts Temporal once,
  * as the chaos loop does, and says so: what the soak checks is that the service recovers from it.
  */
-async function drain(client: Client, workspaces: Workspace[], restartTemporal: () => Promise<void>): Promise<{ pending: number; temporal_restarted: boolean }> {
+async function drain(
+  client: Client,
+  workspaces: Workspace[],
+  restartTemporal: () => Promise<void>,
+): Promise<{ pending: number; temporal_restarted: boolean }> {
   const deadline = Date.now() + DRAIN_TIMEOUT_MS;
   let last_pending = Infinity;
   let last_change_ms = Date.now();
@@ -100,7 +104,12 @@ async function drain(client: Client, workspaces: Workspace[], restartTemporal: (
 async function moneyOf(client: Client, w: Workspace): Promise<WorkspaceMoney | string> {
   const jobs = await listJobs(client, w);
   const ledger = await listAll(client, 'GET /v2/ledger', '/v2/ledger', w.key);
-  const ws = await client.sendUntilOk({ method: 'GET', route: 'GET /admin/v1/workspaces/{id}', path: `/admin/v1/workspaces/${w.id}`, token: SOAK_ADMIN_TOKEN });
+  const ws = await client.sendUntilOk({
+    method: 'GET',
+    route: 'GET /admin/v1/workspaces/{id}',
+    path: `/admin/v1/workspaces/${w.id}`,
+    token: SOAK_ADMIN_TOKEN,
+  });
   if (!jobs || !ledger || !isOk(ws)) return `${w.name}: could not read its jobs, ledger or balance`;
   const listed = new Map(jobs.map((j) => [j.id as string, j]));
   const deletedCosts = [...w.costAtDelete.entries()].filter(([id]) => !listed.has(id)).map(([, cost]) => cost);
@@ -135,7 +144,11 @@ async function moneyOf(client: Client, w: Workspace): Promise<WorkspaceMoney | s
  * a deletion removes its recording, the reconciler what a kill left): at most one per loop and kill of
  * an API process or PostgreSQL, and none without kills.
  */
-async function consentRecordingsLeft(client: Client, workspaces: Workspace[], storageDir: string): Promise<{ on_disk: number; live: number } | null> {
+async function consentRecordingsLeft(
+  client: Client,
+  workspaces: Workspace[],
+  storageDir: string,
+): Promise<{ on_disk: number; live: number } | null> {
   let live = 0;
   for (const w of workspaces) {
     const consents = await listAll(client, 'GET /v1/audio/voice_consents', '/v1/audio/voice_consents', w.key);
@@ -162,7 +175,12 @@ async function webhooksMissing(client: Client, workspaces: Workspace[], receiver
   }
   const deadline = Date.now() + WEBHOOK_WAIT_MS;
   for (;;) {
-    const missing = workspaces.flatMap((w) => finished.get(w)!.filter((id) => !receivers.jobsNotified(w.name).has(id)).map((id) => `${w.name}/${id}`));
+    const missing = workspaces.flatMap((w) =>
+      finished
+        .get(w)!
+        .filter((id) => !receivers.jobsNotified(w.name).has(id))
+        .map((id) => `${w.name}/${id}`),
+    );
     if (missing.length === 0 || Date.now() > deadline) return missing;
     await sleep(2_000);
   }
@@ -170,7 +188,9 @@ async function webhooksMissing(client: Client, workspaces: Workspace[], receiver
 
 async function main(): Promise<string[]> {
   const rng = new Rng(SEED);
-  log(`soak: ${MINUTES} min, seed ${SEED}, ${APIS} API and ${WORKERS} worker process(es), ${WORKSPACES} workspaces, Temporal: ${TEMPORAL === 'server' ? 'temporal-server (PostgreSQL, mTLS), videos on MinIO' : 'dev server'}; data and logs in ${root}`);
+  log(
+    `soak: ${MINUTES} min, seed ${SEED}, ${APIS} API and ${WORKERS} worker process(es), ${WORKSPACES} workspaces, Temporal: ${TEMPORAL === 'server' ? 'temporal-server (PostgreSQL, mTLS), videos on MinIO' : 'dev server'}; data and logs in ${root}`,
+  );
   const requests = new RequestLog();
   let cluster: Cluster | null = null;
   const receivers = await startReceivers(rng);
@@ -199,7 +219,11 @@ async function main(): Promise<string[]> {
   try {
     const started = Date.now();
     cluster = await startCluster({ root, apis: APIS, workers: WORKERS, temporal: TEMPORAL, env: { ...fal.env(), ...replicate.env() } });
-    log(`service up in ${Date.now() - started} ms (${Object.entries(cluster.timings_ms).map(([k, v]) => `${k} ${v} ms`).join(', ')}): API ${cluster.apiBases.join(', ')}`);
+    log(
+      `service up in ${Date.now() - started} ms (${Object.entries(cluster.timings_ms)
+        .map(([k, v]) => `${k} ${v} ms`)
+        .join(', ')}): API ${cluster.apiBases.join(', ')}`,
+    );
     const client = new Client(cluster.apiBases, requests);
 
     const workspaces: Workspace[] = [];
@@ -207,7 +231,13 @@ async function main(): Promise<string[]> {
     const fuzzWs = await setUpWorkspace(client, 'soak-fuzz', CREDITS_IN_EURO);
     for (const w of workspaces) {
       for (const url of [receivers.promptUrl(w.name), receivers.slowUrl, receivers.failingUrl, receivers.deadUrl]) {
-        const a = await client.sendUntilOk({ method: 'POST', route: 'POST /v2/webhooks', path: '/v2/webhooks', token: w.key, json: { url } });
+        const a = await client.sendUntilOk({
+          method: 'POST',
+          route: 'POST /v2/webhooks',
+          path: '/v2/webhooks',
+          token: w.key,
+          json: { url },
+        });
         if (!isOk(a)) throw new Error(`could not register a webhook for ${w.name}: ${a.status} ${JSON.stringify(a.body)}`);
         if (url === receivers.promptUrl(w.name)) receivers.setSecret(w.name, a.body.secret);
       }
@@ -219,7 +249,13 @@ async function main(): Promise<string[]> {
     const abuse: CallbackAbuseFindings = { byKind: new RequestLog(), sent: 0, unexpected: [] };
     const abuser = new CallbackAbuse(client, rng, { fal, replicate }, () => workspaces.flatMap((w) => [...w.jobs.keys()]), abuse);
     const loadUntil = Date.now() + MINUTES * 60_000;
-    const chaos = startChaos(cluster.targets, rng, { until_ms: loadUntil, down_ms: { min: 2_000, max: 15_000 }, calm_ms: { min: 5_000, max: 15_000 }, max_faults: 10_000, log });
+    const chaos = startChaos(cluster.targets, rng, {
+      until_ms: loadUntil,
+      down_ms: { min: 2_000, max: 15_000 },
+      calm_ms: { min: 5_000, max: 15_000 },
+      max_faults: 10_000,
+      log,
+    });
     const progress = setInterval(() => log(`progress: ${requests.total()} requests, ${chaos.faults.length} faults`), 30_000);
     // Each loop is paced and stops at loadUntil; the step in flight then ends within its request timeout.
     const loops = [
@@ -251,8 +287,14 @@ async function main(): Promise<string[]> {
     const reasons: string[] = [];
     const unconfirmed = all.flatMap((w) => [...w.topups.entries()].filter(([, amount]) => amount < 0).map(([key]) => `${w.name}/${key}`));
     if (unconfirmed.length > 0) reasons.push(`${unconfirmed.length} top-up(s) never confirmed (first: ${unconfirmed[0]})`);
-    if (pending > 0) reasons.push(`${pending === Infinity ? 'some' : pending} job(s) still pending ${DRAIN_TIMEOUT_MS / 1000} s after the load`);
-    const audit = await client.sendUntilOk({ method: 'GET', route: 'GET /admin/v1/ledger/audit', path: '/admin/v1/ledger/audit', token: SOAK_ADMIN_TOKEN });
+    if (pending > 0)
+      reasons.push(`${pending === Infinity ? 'some' : pending} job(s) still pending ${DRAIN_TIMEOUT_MS / 1000} s after the load`);
+    const audit = await client.sendUntilOk({
+      method: 'GET',
+      route: 'GET /admin/v1/ledger/audit',
+      path: '/admin/v1/ledger/audit',
+      token: SOAK_ADMIN_TOKEN,
+    });
     if (!isOk(audit)) reasons.push(`ledger audit not answered (${audit.status})`);
     else if (audit.body.ok !== true) reasons.push(`ledger audit not ok: ${JSON.stringify(audit.body).slice(0, 600)}`);
     const summary: string[] = [];
@@ -277,18 +319,28 @@ async function main(): Promise<string[]> {
       );
     }
     const unnotified = await webhooksMissing(client, workspaces, receivers);
-    if (unnotified.length > 0) reasons.push(`${unnotified.length} finished job(s) whose event never reached their workspace's receiver within ${WEBHOOK_WAIT_MS / 1000} s (first: ${unnotified[0]})`);
+    if (unnotified.length > 0)
+      reasons.push(
+        `${unnotified.length} finished job(s) whose event never reached their workspace's receiver within ${WEBHOOK_WAIT_MS / 1000} s (first: ${unnotified[0]})`,
+      );
     if (cluster.crashes.length > 0) reasons.push(`processes crashed: ${cluster.crashes.slice(0, 5).join(', ')}`);
     reasons.push(...chaos.problems, ...findings.problems.slice(0, 5));
-    if (abuse.unexpected.length > 0) reasons.push(`${abuse.unexpected.length} callback abuse request(s) answered what the route does not document for them (first: ${abuse.unexpected[0]})`);
-    if (findings.fuzzAccepted.length > 0) reasons.push(`${findings.fuzzAccepted.length} malformed request(s) accepted (first: ${findings.fuzzAccepted[0]})`);
-    if (receivers.stats.badSignatures.length > 0) reasons.push(`${receivers.stats.badSignatures.length} webhook(s) failed verification (first: ${receivers.stats.badSignatures[0]})`);
+    if (abuse.unexpected.length > 0)
+      reasons.push(
+        `${abuse.unexpected.length} callback abuse request(s) answered what the route does not document for them (first: ${abuse.unexpected[0]})`,
+      );
+    if (findings.fuzzAccepted.length > 0)
+      reasons.push(`${findings.fuzzAccepted.length} malformed request(s) accepted (first: ${findings.fuzzAccepted[0]})`);
+    if (receivers.stats.badSignatures.length > 0)
+      reasons.push(`${receivers.stats.badSignatures.length} webhook(s) failed verification (first: ${receivers.stats.badSignatures[0]})`);
     if (chaos.faults.length === 0) reasons.push('no fault was injected (SOAK_MINUTES too short?)');
     const consents = await consentRecordingsLeft(client, all, path.join(root, 'data', 'storage'));
     const kills = chaos.faults.filter((f) => f.target.startsWith('api') || f.target.startsWith('postgres')).length;
     if (!consents) reasons.push('the voice consents could not be listed');
     else if (consents.on_disk - consents.live > kills * all.length) {
-      reasons.push(`${consents.on_disk - consents.live} consent recording(s) left on disk beyond the ${consents.live} live consents (at most ${kills * all.length} after ${kills} kills)`);
+      reasons.push(
+        `${consents.on_disk - consents.live} consent recording(s) left on disk beyond the ${consents.live} live consents (at most ${kills * all.length} after ${kills} kills)`,
+      );
     }
     const floods = findings.mediaFloods;
 
@@ -315,7 +367,8 @@ async function main(): Promise<string[]> {
 
 main().then(
   (reasons) => {
-    if (reasons.length === 0 && !process.env['SOAK_KEEP_DATA'] && !process.env['SOAK_DIR']) fs.rmSync(root, { recursive: true, force: true });
+    if (reasons.length === 0 && !process.env['SOAK_KEEP_DATA'] && !process.env['SOAK_DIR'])
+      fs.rmSync(root, { recursive: true, force: true });
     else log(`data and logs kept in ${root}`);
     process.stdout.write(`${verdictLine(reasons)}\n`);
     process.exit(reasons.length === 0 ? 0 : 1);

@@ -82,7 +82,8 @@ async function main(): Promise<void> {
       route = `/admin/v1/workspaces/${encodeURIComponent(need('id'))}/limits`;
       const raw = need('max-pending-jobs');
       const n = Number(raw);
-      if (raw !== 'default' && !(Number.isInteger(n) && n >= 1)) fail('--max-pending-jobs must be a whole number of at least 1, or "default"');
+      if (raw !== 'default' && !(Number.isInteger(n) && n >= 1))
+        fail('--max-pending-jobs must be a whole number of at least 1, or "default"');
       body = { max_pending_jobs: raw === 'default' ? null : n };
       break;
     }
@@ -96,7 +97,14 @@ async function main(): Promise<void> {
       method = 'POST';
       route = `/admin/v1/workspaces/${encodeURIComponent(need('workspace'))}/api-keys`;
       body = {
-        ...(values.models ? { models: values.models.split(',').map((m) => m.trim()).filter(Boolean) } : {}),
+        ...(values.models
+          ? {
+              models: values.models
+                .split(',')
+                .map((m) => m.trim())
+                .filter(Boolean),
+            }
+          : {}),
         ...(values['spend-limit'] !== undefined ? { spend_limit_in_euro: euros('spend-limit', values['spend-limit']) } : {}),
       };
       break;
@@ -118,7 +126,11 @@ async function main(): Promise<void> {
   try {
     res = await fetch(base + route, {
       method,
-      headers: { ...extraHeaders, authorization: `Bearer ${adminToken()}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+      headers: {
+        ...extraHeaders,
+        authorization: `Bearer ${adminToken()}`,
+        ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+      },
       ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
       signal: AbortSignal.timeout(30_000),
     });

@@ -70,8 +70,14 @@ const EnvSchema = z.object({
   WORKER_MAX_CONCURRENT_LOCAL_ACTIVITIES: intFrom(1, 10_000).default(DEFAULT_WORKER_LIMITS.maxConcurrentLocalActivityExecutions),
   SIGNED_URL_TTL_S: intFrom(10, 7 * 24 * 3600).default(3600),
   STORAGE_BACKEND: z.enum(['local', 's3']).default('local'),
-  S3_BUCKET: z.string().regex(/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/, 'not a valid S3 bucket name').optional(),
-  S3_REGION: z.string().regex(/^[a-z0-9-]{2,40}$/, 'not a region name').default('us-east-1'),
+  S3_BUCKET: z
+    .string()
+    .regex(/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/, 'not a valid S3 bucket name')
+    .optional(),
+  S3_REGION: z
+    .string()
+    .regex(/^[a-z0-9-]{2,40}$/, 'not a region name')
+    .default('us-east-1'),
   S3_ENDPOINT: z.string().url().optional(),
   S3_PUBLIC_ENDPOINT: z.string().url().optional(),
   S3_FORCE_PATH_STYLE: boolish.optional(),
@@ -82,29 +88,59 @@ const EnvSchema = z.object({
   SIMULATOR: boolish.optional(),
   VOICE_CONSENT_REQUIRED: boolish.optional(),
   VOICE_PROVIDER: z.enum([...SPEECH_PROVIDERS, 'none']).optional(),
-  ELEVENLABS_API_KEY: z.string().regex(/^[\x21-\x7e]+$/, 'must be printable characters without spaces (check for a stray newline)').optional(),
+  ELEVENLABS_API_KEY: z
+    .string()
+    .regex(/^[\x21-\x7e]+$/, 'must be printable characters without spaces (check for a stray newline)')
+    .optional(),
   ELEVENLABS_BASE_URL: z.string().default(ELEVENLABS_DEFAULT_BASE_URL),
-  ELEVENLABS_MODEL_ID: z.string().regex(/^[A-Za-z0-9_.-]{1,100}$/, 'not an ElevenLabs model id').default(ELEVENLABS_DEFAULT_MODEL_ID),
+  ELEVENLABS_MODEL_ID: z
+    .string()
+    .regex(/^[A-Za-z0-9_.-]{1,100}$/, 'not an ElevenLabs model id')
+    .default(ELEVENLABS_DEFAULT_MODEL_ID),
   // Vertex AI Veo: enabled by VERTEX_PROJECT_ID; credentials from Application Default Credentials.
-  VERTEX_PROJECT_ID: z.string().regex(/^(?:[a-z0-9.-]+:)?[a-z][a-z0-9-]{4,28}[a-z0-9]$/, 'not a Google Cloud project id').optional(),
-  VERTEX_LOCATION: z.string().regex(/^[a-z][a-z0-9-]{1,40}$/, 'not a Google Cloud region').default(VERTEX_DEFAULT_LOCATION),
+  VERTEX_PROJECT_ID: z
+    .string()
+    .regex(/^(?:[a-z0-9.-]+:)?[a-z][a-z0-9-]{4,28}[a-z0-9]$/, 'not a Google Cloud project id')
+    .optional(),
+  VERTEX_LOCATION: z
+    .string()
+    .regex(/^[a-z][a-z0-9-]{1,40}$/, 'not a Google Cloud region')
+    .default(VERTEX_DEFAULT_LOCATION),
   VERTEX_API_ENDPOINT: z.string().url().optional(),
-  VERTEX_OUTPUT_GCS_URI: z.string().refine((v) => parseGcsUri(v) !== null, 'must be gs://<bucket>[/<folder>/]').optional(),
+  VERTEX_OUTPUT_GCS_URI: z
+    .string()
+    .refine((v) => parseGcsUri(v) !== null, 'must be gs://<bucket>[/<folder>/]')
+    .optional(),
   GCS_API_ENDPOINT: z.string().url().default(GCS_DEFAULT_API_ENDPOINT),
-  VERTEX_ACCESS_TOKEN: z.string().regex(/^[\x21-\x7e]+$/, 'must be printable characters without spaces (check for a stray newline)').optional(),
+  VERTEX_ACCESS_TOKEN: z
+    .string()
+    .regex(/^[\x21-\x7e]+$/, 'must be printable characters without spaces (check for a stray newline)')
+    .optional(),
   // fal (queue API): enabled by FAL_KEY; callbacks verified with the keys of FAL_JWKS_URL.
-  FAL_KEY: z.string().regex(/^[\x21-\x7e]+$/, 'must be printable characters without spaces (check for a stray newline)').optional(),
+  FAL_KEY: z
+    .string()
+    .regex(/^[\x21-\x7e]+$/, 'must be printable characters without spaces (check for a stray newline)')
+    .optional(),
   FAL_QUEUE_URL: z.string().url().default(FAL_DEFAULT_QUEUE_URL),
   FAL_JWKS_URL: z.string().url().default(FAL_DEFAULT_JWKS_URL),
   // This service's fal user id: fal signs every account's callbacks with the same keys, so a callback
   // naming another user is refused before its body is read. Unset: any user id (the request id still
   // has to be one of the job's).
-  FAL_USER_ID: z.string().regex(/^[\x21-\x7e]{1,200}$/, 'must be printable characters without spaces').optional(),
+  FAL_USER_ID: z
+    .string()
+    .regex(/^[\x21-\x7e]{1,200}$/, 'must be printable characters without spaces')
+    .optional(),
   // Replicate (predictions API): enabled by REPLICATE_API_TOKEN; callbacks verified with
   // REPLICATE_WEBHOOK_SECRET, else the account's secret fetched from Replicate.
-  REPLICATE_API_TOKEN: z.string().regex(/^[\x21-\x7e]+$/, 'must be printable characters without spaces (check for a stray newline)').optional(),
+  REPLICATE_API_TOKEN: z
+    .string()
+    .regex(/^[\x21-\x7e]+$/, 'must be printable characters without spaces (check for a stray newline)')
+    .optional(),
   REPLICATE_API_URL: z.string().url().default(REPLICATE_DEFAULT_API_URL),
-  REPLICATE_WEBHOOK_SECRET: z.string().regex(/^whsec_[A-Za-z0-9+/=]{16,200}$/, 'must be the signing secret Replicate gives (whsec_ then base64)').optional(),
+  REPLICATE_WEBHOOK_SECRET: z
+    .string()
+    .regex(/^whsec_[A-Za-z0-9+/=]{16,200}$/, 'must be the signing secret Replicate gives (whsec_ then base64)')
+    .optional(),
   // The operator's model catalog (YAML or JSON), replacing the built-in config/models.yaml.
   MODELS_FILE: z.string().optional(),
   RATE_LIMIT_PER_MINUTE: intFrom(1, 1_000_000).default(120),
@@ -229,7 +265,8 @@ export interface S3Config {
 function s3ConfigOf(e: z.infer<typeof EnvSchema>): S3Config | null {
   if (e.STORAGE_BACKEND !== 's3') return null;
   if (!e.S3_BUCKET) throw new ConfigError('S3_BUCKET must be set when STORAGE_BACKEND=s3');
-  if (!e.AWS_ACCESS_KEY_ID !== !e.AWS_SECRET_ACCESS_KEY) throw new ConfigError('set both AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or neither');
+  if (!e.AWS_ACCESS_KEY_ID !== !e.AWS_SECRET_ACCESS_KEY)
+    throw new ConfigError('set both AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or neither');
   const s3: S3Config = {
     bucket: e.S3_BUCKET,
     region: e.S3_REGION,
@@ -240,7 +277,11 @@ function s3ConfigOf(e: z.infer<typeof EnvSchema>): S3Config | null {
   };
   const credentials =
     e.AWS_ACCESS_KEY_ID && e.AWS_SECRET_ACCESS_KEY
-      ? { accessKeyId: e.AWS_ACCESS_KEY_ID, secretAccessKey: e.AWS_SECRET_ACCESS_KEY, ...(e.AWS_SESSION_TOKEN ? { sessionToken: e.AWS_SESSION_TOKEN } : {}) }
+      ? {
+          accessKeyId: e.AWS_ACCESS_KEY_ID,
+          secretAccessKey: e.AWS_SECRET_ACCESS_KEY,
+          ...(e.AWS_SESSION_TOKEN ? { sessionToken: e.AWS_SESSION_TOKEN } : {}),
+        }
       : undefined;
   Object.defineProperty(s3, 'credentials', { value: credentials, enumerable: false });
   return s3;
@@ -317,7 +358,11 @@ export interface ReplicateConfig {
 
 function replicateConfigOf(e: z.infer<typeof EnvSchema>): ReplicateConfig | null {
   if (!e.REPLICATE_API_TOKEN) return null;
-  const config = { token: '', apiUrl: checkGoogleEndpoint('REPLICATE_API_URL', e.REPLICATE_API_URL), webhookSecret: undefined as string | undefined };
+  const config = {
+    token: '',
+    apiUrl: checkGoogleEndpoint('REPLICATE_API_URL', e.REPLICATE_API_URL),
+    webhookSecret: undefined as string | undefined,
+  };
   Object.defineProperty(config, 'token', { value: e.REPLICATE_API_TOKEN, enumerable: false });
   Object.defineProperty(config, 'webhookSecret', { value: e.REPLICATE_WEBHOOK_SECRET, enumerable: false });
   return config;
@@ -383,7 +428,10 @@ function checkProductionSecrets(e: z.infer<typeof EnvSchema>): void {
       : WELL_KNOWN_DB_PASSWORDS.has(password.toLowerCase())
         ? 'is a well-known default'
         : unsafeSecret(password, PRODUCTION_DB_PASSWORD_MIN_CHARS);
-    if (why) throw new ConfigError(`the password in DATABASE_URL ${why}; NODE_ENV=production refuses to start with it: ${fix.replace('base64 48', 'hex 24')}`);
+    if (why)
+      throw new ConfigError(
+        `the password in DATABASE_URL ${why}; NODE_ENV=production refuses to start with it: ${fix.replace('base64 48', 'hex 24')}`,
+      );
   }
 }
 

@@ -6,7 +6,16 @@ import { ServiceError } from '@temporalio/client';
 /** Seconds a client is asked to wait before retrying after a 503. */
 export const RETRY_AFTER_S = 5;
 
-const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN']);
+const NETWORK_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EPIPE',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+]);
 // SQLSTATE: class 08 (connection exception), admin/crash shutdown, cannot connect now, too many connections;
 // and a server too busy or not writable right now: a statement cancelled by statement_timeout (57014), a
 // lock not granted within lock_timeout (55P03), a read-only transaction (25006: a standby, or a primary
@@ -35,8 +44,10 @@ export function unreachableDependency(err: unknown): Dependency | null {
       if (code === undefined || GRPC_UNAVAILABLE.has(code)) return 'temporal';
     }
     const x = e as { code?: unknown; message?: unknown; name?: unknown };
-    if (typeof x.code === 'number' && GRPC_UNAVAILABLE.has(x.code) && typeof x.message === 'string' && /^\d+ [A-Z_]+:/.test(x.message)) return 'temporal';
-    if (typeof x.code === 'string' && (NETWORK_CODES.has(x.code) || PG_UNAVAILABLE_STATES.has(x.code) || x.code.startsWith('08'))) return 'postgres';
+    if (typeof x.code === 'number' && GRPC_UNAVAILABLE.has(x.code) && typeof x.message === 'string' && /^\d+ [A-Z_]+:/.test(x.message))
+      return 'temporal';
+    if (typeof x.code === 'string' && (NETWORK_CODES.has(x.code) || PG_UNAVAILABLE_STATES.has(x.code) || x.code.startsWith('08')))
+      return 'postgres';
     if (typeof x.message === 'string' && PG_UNAVAILABLE_MESSAGES.some((m) => (x.message as string).includes(m))) return 'postgres';
   }
   return null;

@@ -34,7 +34,12 @@ export const notFound = (code: string, message: string, param: string | null = n
 
 /** A request the API key's spend limit does not cover: 402, nothing charged. */
 export const keySpendLimitExceeded = () =>
-  new ApiError(402, 'insufficient_credits_error', 'key_spend_limit_exceeded', "this API key's spend limit does not cover the cost of this request; nothing was charged");
+  new ApiError(
+    402,
+    'insufficient_credits_error',
+    'key_spend_limit_exceeded',
+    "this API key's spend limit does not cover the cost of this request; nothing was charged",
+  );
 
 /** Turns the first zod issue into a 400 naming the parameter. */
 export function fromZodError(err: ZodError, prefix = ''): ApiError {

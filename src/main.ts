@@ -33,13 +33,17 @@ runMain('video-voice-api', async () => {
     let databaseUrl = config.databaseUrl;
     let postgresLine = `PostgreSQL:   ${redactUrl(databaseUrl ?? '')} (DATABASE_URL)`;
     if (!databaseUrl) {
-      const pg = await startEmbeddedPostgres({ pgdata: path.join(config.dataDir, 'postgres'), port: config.embeddedPgPort, logFile: path.join(logDir, 'postgres.log') });
+      const pg = await startEmbeddedPostgres({
+        pgdata: path.join(config.dataDir, 'postgres'),
+        port: config.embeddedPgPort,
+        logFile: path.join(logDir, 'postgres.log'),
+      });
       stops.unshift(pg.stop);
       databaseUrl = pg.url;
       postgresLine = `PostgreSQL:   embedded on port ${config.embeddedPgPort}, data in ${pg.pgdata}${pg.moved ? ` (${pg.moved})` : ''}`;
     }
     let temporalAddress = config.temporal.address;
-    let temporalUi = 'your Temporal deployment\'s Web UI';
+    let temporalUi = "your Temporal deployment's Web UI";
     if (!temporalAddress) {
       const dev = await startDevServer({
         cliPath: resolveTemporalCli(config.temporal.cliPath),

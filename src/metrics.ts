@@ -173,7 +173,9 @@ export function observeHttpRequest(
 
 function bearerMatches(header: string | undefined, expectedToken: string): boolean {
   const m = header ? /^Bearer +(\S+) *$/i.exec(header) : null;
-  const given = createHash('sha256').update(m?.[1] ?? '').digest();
+  const given = createHash('sha256')
+    .update(m?.[1] ?? '')
+    .digest();
   const expected = createHash('sha256').update(expectedToken).digest();
   return m !== null && timingSafeEqual(given, expected);
 }
@@ -185,7 +187,11 @@ function bearerMatches(header: string | undefined, expectedToken: string): boole
 export async function handleMetricsRequest(req: http.IncomingMessage, res: http.ServerResponse, token: string | undefined): Promise<void> {
   if (token !== undefined && !bearerMatches(req.headers.authorization, token)) {
     res.writeHead(401, { 'Content-Type': 'application/json; charset=utf-8', 'WWW-Authenticate': 'Bearer' });
-    res.end(JSON.stringify({ error: { type: 'authentication_error', code: 'invalid_metrics_token', message: 'missing or invalid metrics token', param: null } }));
+    res.end(
+      JSON.stringify({
+        error: { type: 'authentication_error', code: 'invalid_metrics_token', message: 'missing or invalid metrics token', param: null },
+      }),
+    );
     return;
   }
   const body = await registry.metrics();
@@ -218,7 +224,11 @@ export async function startMetricsServer(opts: {
     }
     if (path !== '/metrics' || !read) {
       res.writeHead(404, { 'Content-Type': 'application/json; charset=utf-8' });
-      res.end(JSON.stringify({ error: { type: 'not_found_error', code: 'route_not_found', message: 'only GET /metrics is served here', param: null } }));
+      res.end(
+        JSON.stringify({
+          error: { type: 'not_found_error', code: 'route_not_found', message: 'only GET /metrics is served here', param: null },
+        }),
+      );
       return;
     }
     handleMetricsRequest(req, res, opts.token).catch(() => {
@@ -230,7 +240,9 @@ export async function startMetricsServer(opts: {
   server.requestTimeout = 30_000;
   await new Promise<void>((resolve, reject) => {
     server.once('error', (err: NodeJS.ErrnoException) =>
-      reject(err.code === 'EADDRINUSE' ? new ConfigError(`port ${opts.port} is already in use; set ${opts.portVariable} to a free port`) : err),
+      reject(
+        err.code === 'EADDRINUSE' ? new ConfigError(`port ${opts.port} is already in use; set ${opts.portVariable} to a free port`) : err,
+      ),
     );
     server.listen(opts.port, opts.host, () => resolve());
   });
@@ -284,7 +296,9 @@ export function registerDatabaseGauges(db: Db): void {
     labelNames: ['model'] as const,
     registers: [registry],
     async collect() {
-      const rows = await readForGauge<{ model: string; n: number }>(`SELECT model, count(*)::int AS n FROM video_jobs WHERE status = 'pending' GROUP BY model`);
+      const rows = await readForGauge<{ model: string; n: number }>(
+        `SELECT model, count(*)::int AS n FROM video_jobs WHERE status = 'pending' GROUP BY model`,
+      );
       if (!rows) return;
       this.reset();
       for (const row of rows) this.set({ model: row.model }, row.n);
@@ -295,7 +309,9 @@ export function registerDatabaseGauges(db: Db): void {
     help: 'Video jobs still pending more than a minute after their deadline (VIDEO_JOB_TIMEOUT_MS after creation)',
     registers: [registry],
     async collect() {
-      const rows = await readForGauge<{ n: number }>(`SELECT count(*)::int AS n FROM video_jobs WHERE status = 'pending' AND deadline_at < now() - interval '1 minute'`);
+      const rows = await readForGauge<{ n: number }>(
+        `SELECT count(*)::int AS n FROM video_jobs WHERE status = 'pending' AND deadline_at < now() - interval '1 minute'`,
+      );
       if (rows) this.set(rows[0]?.n ?? 0);
     },
   });
@@ -313,7 +329,9 @@ export function registerDatabaseGauges(db: Db): void {
     help: 'Age of the oldest webhook delivery not yet finished (0 when none)',
     registers: [registry],
     async collect() {
-      const rows = await readForGauge<{ s: number | null }>(`SELECT EXTRACT(EPOCH FROM now() - min(created_at))::float8 AS s FROM webhook_deliveries WHERE status = 'pending'`);
+      const rows = await readForGauge<{ s: number | null }>(
+        `SELECT EXTRACT(EPOCH FROM now() - min(created_at))::float8 AS s FROM webhook_deliveries WHERE status = 'pending'`,
+      );
       if (rows) this.set(rows[0]?.s ?? 0);
     },
   });

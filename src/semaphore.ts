@@ -14,7 +14,8 @@ export class Semaphore {
   /** Runs `work` holding a permit. */
   async with<T>(work: () => Promise<T>): Promise<T> {
     if (this.held >= this.permits) {
-      if (this.waiting.length >= this.waiting_max) throw new Error(`more than ${this.waiting_max} waiting for one of ${this.permits} permits`);
+      if (this.waiting.length >= this.waiting_max)
+        throw new Error(`more than ${this.waiting_max} waiting for one of ${this.permits} permits`);
       await new Promise<void>((resolve) => this.waiting.push(resolve));
     } else {
       this.held++;
@@ -23,7 +24,8 @@ export class Semaphore {
       return await work();
     } finally {
       const next = this.waiting.shift();
-      if (next) next(); // the permit passes to the next waiter
+      if (next)
+        next(); // the permit passes to the next waiter
       else this.held--;
     }
   }

@@ -24,7 +24,13 @@ runMain('worker', async () => {
   const metrics =
     config.appMetricsPort === undefined
       ? null
-      : await startMetricsServer({ port: config.appMetricsPort, host: config.host, token: config.metricsToken, portVariable: 'APP_METRICS_PORT', ready: () => ready() });
+      : await startMetricsServer({
+          port: config.appMetricsPort,
+          host: config.host,
+          token: config.metricsToken,
+          portVariable: 'APP_METRICS_PORT',
+          ready: () => ready(),
+        });
   const worker = await startWorker({ config, db, temporalAddress: config.temporal.address, logger });
   ready = () => worker.ready();
   logger.info({ task_queue: config.temporal.taskQueue, pid: process.pid, metrics_url: metrics?.url }, 'worker running');

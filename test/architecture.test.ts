@@ -73,13 +73,23 @@ function importsOf(file: string): Import[] {
   const source = ts.createSourceFile(file, fs.readFileSync(file, 'utf8'), ts.ScriptTarget.Latest, false);
   const found: Import[] = [];
   const add = (specifier: string, typeOnly: boolean) => {
-    const to = specifier.startsWith('.') ? path.posix.normalize(path.posix.join(path.posix.dirname(file), specifier)).replace(/\.js$/, '.ts') : specifier;
+    const to = specifier.startsWith('.')
+      ? path.posix.normalize(path.posix.join(path.posix.dirname(file), specifier)).replace(/\.js$/, '.ts')
+      : specifier;
     found.push({ from: file, to, typeOnly });
   };
   const visit = (node: ts.Node) => {
-    if (ts.isImportDeclaration(node) && ts.isStringLiteral(node.moduleSpecifier)) add(node.moduleSpecifier.text, node.importClause?.isTypeOnly ?? false);
-    else if (ts.isExportDeclaration(node) && node.moduleSpecifier && ts.isStringLiteral(node.moduleSpecifier)) add(node.moduleSpecifier.text, node.isTypeOnly);
-    else if (ts.isCallExpression(node) && node.expression.kind === ts.SyntaxKind.ImportKeyword && node.arguments[0] && ts.isStringLiteral(node.arguments[0])) add(node.arguments[0].text, false);
+    if (ts.isImportDeclaration(node) && ts.isStringLiteral(node.moduleSpecifier))
+      add(node.moduleSpecifier.text, node.importClause?.isTypeOnly ?? false);
+    else if (ts.isExportDeclaration(node) && node.moduleSpecifier && ts.isStringLiteral(node.moduleSpecifier))
+      add(node.moduleSpecifier.text, node.isTypeOnly);
+    else if (
+      ts.isCallExpression(node) &&
+      node.expression.kind === ts.SyntaxKind.ImportKeyword &&
+      node.arguments[0] &&
+      ts.isStringLiteral(node.arguments[0])
+    )
+      add(node.arguments[0].text, false);
     ts.forEachChild(node, visit);
   };
   visit(source);
@@ -91,10 +101,14 @@ function violations(imports: readonly Import[]): string[] {
   const out: string[] = [];
   for (const { from, to, typeOnly } of imports) {
     const edge = `${from} -> ${to}`;
-    if (isHttp(from) && isFeature(to) && !COMPOSITION_ROOTS.includes(from) && !HTTP_FEATURE_IMPORTS[from]?.includes(to)) out.push(`${edge}: src/http/ imports a feature outside its composition root`);
-    if (!isHttp(from) && isHttp(to) && !HTTP_PUBLIC.includes(to) && !(to === COMPOSITION_ROOTS[0] && APP_IMPORTERS.includes(from))) out.push(`${edge}: imports a file of src/http/ that is not its public plumbing`);
-    if (isRouteModule(to) && !isRouteModule(from) && !COMPOSITION_ROOTS.includes(from)) out.push(`${edge}: a module that is no route imports a route module`);
-    if ((from.startsWith('activities/') || from.startsWith('workflows/')) && isHttp(to)) out.push(`${edge}: activities and workflows import nothing of src/http/`);
+    if (isHttp(from) && isFeature(to) && !COMPOSITION_ROOTS.includes(from) && !HTTP_FEATURE_IMPORTS[from]?.includes(to))
+      out.push(`${edge}: src/http/ imports a feature outside its composition root`);
+    if (!isHttp(from) && isHttp(to) && !HTTP_PUBLIC.includes(to) && !(to === COMPOSITION_ROOTS[0] && APP_IMPORTERS.includes(from)))
+      out.push(`${edge}: imports a file of src/http/ that is not its public plumbing`);
+    if (isRouteModule(to) && !isRouteModule(from) && !COMPOSITION_ROOTS.includes(from))
+      out.push(`${edge}: a module that is no route imports a route module`);
+    if ((from.startsWith('activities/') || from.startsWith('workflows/')) && isHttp(to))
+      out.push(`${edge}: activities and workflows import nothing of src/http/`);
     if (from.startsWith('workflows/') && !typeOnly && !to.startsWith('workflows/') && !WORKFLOW_PACKAGES.includes(to)) {
       out.push(`${edge}: workflow code imports values only from workflows/ and ${WORKFLOW_PACKAGES.join(', ')}`);
     }
@@ -110,7 +124,8 @@ test('the imports of src/, workflows/ and activities/ keep their direction', () 
 });
 
 test('the rules name files that exist, and each rule catches an import that breaks it', () => {
-  for (const f of [...FEATURES, ...COMPOSITION_ROOTS, ...APP_IMPORTERS, ...HTTP_PUBLIC, ...Object.entries(HTTP_FEATURE_IMPORTS).flat(2)]) assert.ok(fs.existsSync(f), f);
+  for (const f of [...FEATURES, ...COMPOSITION_ROOTS, ...APP_IMPORTERS, ...HTTP_PUBLIC, ...Object.entries(HTTP_FEATURE_IMPORTS).flat(2)])
+    assert.ok(fs.existsSync(f), f);
   // Imports of the service itself are read: relative ones as repository paths, with their kind.
   assert.ok(imports.some((i) => i.from === 'src/http/app.ts' && i.to === 'src/video-jobs/routes.ts' && !i.typeOnly));
   assert.ok(imports.some((i) => i.from === 'workflows/video-job.ts' && i.to === 'activities/video-job.ts' && i.typeOnly));

@@ -48,7 +48,9 @@ async function main(): Promise<number> {
   }
   const started = Date.now();
   const infra = await startInfra('vva-test-');
-  process.stderr.write(`test infrastructure up in ${Date.now() - started} ms: postgres ${infra.databaseUrl}, temporal ${infra.temporalAddress}\n`);
+  process.stderr.write(
+    `test infrastructure up in ${Date.now() - started} ms: postgres ${infra.databaseUrl}, temporal ${infra.temporalAddress}\n`,
+  );
   try {
     return await runTests(files, infra.env);
   } finally {

@@ -77,7 +77,8 @@ export interface VideoJobInput {
 export type VideoJobStatus = 'charging' | 'rejected' | 'not_accepted' | 'duplicate' | 'limited' | 'pending' | 'succeeded' | 'failed';
 
 /** Whether a state is one of the refusals that charged nothing (the job does not exist for the customer). */
-export const isRefusal = (status: VideoJobStatus) => status === 'rejected' || status === 'not_accepted' || status === 'duplicate' || status === 'limited';
+export const isRefusal = (status: VideoJobStatus) =>
+  status === 'rejected' || status === 'not_accepted' || status === 'duplicate' || status === 'limited';
 
 export interface VideoJobState {
   job_id: string;
@@ -102,9 +103,7 @@ export interface VideoJobState {
 }
 
 /** How a provider operation ended, as the poller (or a verified provider callback) reports it. */
-export type VideoOperationEnd =
-  | { state: 'succeeded'; outputs: VideoOutputRef[] }
-  | { state: 'failed'; code: string; message: string };
+export type VideoOperationEnd = { state: 'succeeded'; outputs: VideoOutputRef[] } | { state: 'failed'; code: string; message: string };
 
 export interface OperationEnded {
   operation_id: string;

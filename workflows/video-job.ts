@@ -119,7 +119,12 @@ export async function videoJobWorkflow(input: VideoJobInput): Promise<VideoJobSt
     const refusal = refusalOf(state);
     if (refusal) {
       // The attempt is named: an API waiting on another attempt of the same Idempotency-Key may try again.
-      throw ApplicationFailure.create({ type: refusal, message: state.error?.message ?? refusal, nonRetryable: true, details: [{ attempt_id: input.attempt_id ?? null }] });
+      throw ApplicationFailure.create({
+        type: refusal,
+        message: state.error?.message ?? refusal,
+        nonRetryable: true,
+        details: [{ attempt_id: input.attempt_id ?? null }],
+      });
     }
     return state;
   });
@@ -136,7 +141,11 @@ export async function videoJobWorkflow(input: VideoJobInput): Promise<VideoJobSt
       // delivered, or failed and refunded, never both.
       validator: () => {
         if (state.status !== 'pending' || settling) {
-          throw ApplicationFailure.create({ type: JOB_NOT_CANCELLABLE, message: `the job is ${settling ? 'finishing' : state.status}; it can no longer be cancelled`, nonRetryable: true });
+          throw ApplicationFailure.create({
+            type: JOB_NOT_CANCELLABLE,
+            message: `the job is ${settling ? 'finishing' : state.status}; it can no longer be cancelled`,
+            nonRetryable: true,
+          });
         }
       },
     },
@@ -198,7 +207,11 @@ export async function videoJobWorkflow(input: VideoJobInput): Promise<VideoJobSt
     const remaining_ms = input.deadline_at_ms - Date.now();
     if (remaining_ms <= 0) return DEADLINE_EXCEEDED;
     try {
-      const submitted = await submitting(remaining_ms).submitVideoJob({ request: submission(input), backends: input.backends, max_attempts: SUBMIT_ATTEMPTS_MAX });
+      const submitted = await submitting(remaining_ms).submitVideoJob({
+        request: submission(input),
+        backends: input.backends,
+        max_attempts: SUBMIT_ATTEMPTS_MAX,
+      });
       operation_id = submitted.operation_id;
       state.backend = submitted.backend;
     } catch (err) {
@@ -230,7 +243,13 @@ export async function videoJobWorkflow(input: VideoJobInput): Promise<VideoJobSt
     const outputs = all.slice(0, input.params.n);
     if (outputs.length === 0) return failed('no_videos', 'the provider returned no videos');
     try {
-      const copied = await storage.copyVideoOutputs({ backend: state.backend!, job_id: input.job_id, operation_id: operation_id!, outputs, max_attempts: STORE_ATTEMPTS_MAX });
+      const copied = await storage.copyVideoOutputs({
+        backend: state.backend!,
+        job_id: input.job_id,
+        operation_id: operation_id!,
+        outputs,
+        max_attempts: STORE_ATTEMPTS_MAX,
+      });
       if (copied.videos.length > 0) return { kind: 'succeeded', videos: copied.videos };
     } catch (err) {
       if (isCancellation(err)) throw err;
@@ -247,10 +266,22 @@ export async function videoJobWorkflow(input: VideoJobInput): Promise<VideoJobSt
     const outcome: Outcome = { kind: 'failed', error: { code: 'cancelled', message: 'the job was cancelled' } };
     try {
       const answer = await CancellationScope.nonCancellable(() =>
-        cleanup.cancelVideoOperation({ backend: state.backend, job_id: input.job_id, operation_id: operation_id ?? null, n: input.params.n }),
+        cleanup.cancelVideoOperation({
+          backend: state.backend,
+          job_id: input.job_id,
+          operation_id: operation_id ?? null,
+          n: input.params.n,
+        }),
       );
       if (answer.billed) {
-        return { kind: 'failed', billed: true, error: { code: 'cancelled', message: 'the job was cancelled after the provider started it; the provider bills it, so it is charged' } };
+        return {
+          kind: 'failed',
+          billed: true,
+          error: {
+            code: 'cancelled',
+            message: 'the job was cancelled after the provider started it; the provider bills it, so it is charged',
+          },
+        };
       }
     } catch {
       // The provider could not be asked: nothing says it bills the operation, so the customer is refunded.
@@ -298,11 +329,26 @@ function refusalOf(state: VideoJobState): string | null {
 }
 
 const REFUSALS: Record<Exclude<ChargeResult, { ok: true }>['reason'], { status: VideoJobState['status']; error: JobError }> = {
-  insufficient_credits: { status: 'rejected', error: { code: 'insufficient_credits', message: 'the workspace balance does not cover the estimated cost of this job' } },
-  key_spend_limit_exceeded: { status: 'rejected', error: { code: 'key_spend_limit_exceeded', message: "the API key's spend limit does not cover the estimated cost of this job" } },
-  too_many_pending_jobs: { status: 'limited', error: { code: 'too_many_pending_jobs', message: 'the workspace has its maximum of pending jobs; wait for one to finish' } },
-  not_accepted_in_time: { status: 'not_accepted', error: { code: 'not_accepted_in_time', message: 'the job could not be accepted in time; nothing was charged' } },
-  charged_by_another_attempt: { status: 'duplicate', error: { code: 'charged_by_another_attempt', message: 'another request with this Idempotency-Key created the job' } },
+  insufficient_credits: {
+    status: 'rejected',
+    error: { code: 'insufficient_credits', message: 'the workspace balance does not cover the estimated cost of this job' },
+  },
+  key_spend_limit_exceeded: {
+    status: 'rejected',
+    error: { code: 'key_spend_limit_exceeded', message: "the API key's spend limit does not cover the estimated cost of this job" },
+  },
+  too_many_pending_jobs: {
+    status: 'limited',
+    error: { code: 'too_many_pending_jobs', message: 'the workspace has its maximum of pending jobs; wait for one to finish' },
+  },
+  not_accepted_in_time: {
+    status: 'not_accepted',
+    error: { code: 'not_accepted_in_time', message: 'the job could not be accepted in time; nothing was charged' },
+  },
+  charged_by_another_attempt: {
+    status: 'duplicate',
+    error: { code: 'charged_by_another_attempt', message: 'another request with this Idempotency-Key created the job' },
+  },
 };
 
 /**
@@ -312,7 +358,8 @@ const REFUSALS: Record<Exclude<ChargeResult, { ok: true }>['reason'], { status: 
  * charge found, or the attempt refused for good.
  */
 async function charge(input: VideoJobInput, state: VideoJobState): Promise<boolean> {
-  if (input.attempt_id === undefined || input.accept_by_ms === undefined) throw ApplicationFailure.nonRetryable('a job run without an attempt to charge');
+  if (input.attempt_id === undefined || input.accept_by_ms === undefined)
+    throw ApplicationFailure.nonRetryable('a job run without an attempt to charge');
   let result: ChargeResult;
   if (Date.now() >= input.accept_by_ms) {
     result = await decidedAcceptance(input);
@@ -356,9 +403,15 @@ async function charge(input: VideoJobInput, state: VideoJobState): Promise<boole
 /** An attempt's acceptance decided under the job's lock, for good: its charge found, or the attempt refused. */
 async function decidedAcceptance(input: VideoJobInput): Promise<ChargeResult> {
   const decided = await CancellationScope.nonCancellable(() =>
-    money.decideVideoJobAcceptance({ jobId: input.job_id, attemptId: input.attempt_id!, workspaceId: input.workspace_id, fingerprint: input.request_fingerprint }),
+    money.decideVideoJobAcceptance({
+      jobId: input.job_id,
+      attemptId: input.attempt_id!,
+      workspaceId: input.workspace_id,
+      fingerprint: input.request_fingerprint,
+    }),
   );
-  if (decided.decision === 'charged') return { ok: true, balance_micro_eur: 0, already_charged: true, estimated_cost_micro_eur: decided.estimated_cost_micro_eur };
+  if (decided.decision === 'charged')
+    return { ok: true, balance_micro_eur: 0, already_charged: true, estimated_cost_micro_eur: decided.estimated_cost_micro_eur };
   return { ok: false, reason: decided.decision === 'refused' ? 'not_accepted_in_time' : 'charged_by_another_attempt' };
 }
 
@@ -399,7 +452,8 @@ const CANCEL_OF_LOST_SUBMISSION_PATCH = 'cancel-of-lost-submission';
 
 function providerError(err: unknown, fallbackCode: string): JobError {
   const cause = err instanceof ActivityFailure ? err.cause : err;
-  if (cause instanceof TimeoutFailure) return { code: fallbackCode, message: 'the submission to the video provider did not complete in any of its attempts' };
+  if (cause instanceof TimeoutFailure)
+    return { code: fallbackCode, message: 'the submission to the video provider did not complete in any of its attempts' };
   if (cause instanceof ApplicationFailure) {
     const details = cause.details?.[0] as { code?: string } | undefined;
     return { code: details?.code ?? fallbackCode, message: cause.message };

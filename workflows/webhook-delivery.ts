@@ -54,7 +54,10 @@ export async function webhookDeliveryWorkflow(input: WebhookDeliveryInput): Prom
     return { delivery_id: input.delivery_id, status };
   } catch (err) {
     if (!(err instanceof ActivityFailure)) throw err;
-    await finishing.failWebhookDelivery({ delivery_id: input.delivery_id, reason: `not accepted within ${duration(input.give_up_after_ms)}; not retried any more` });
+    await finishing.failWebhookDelivery({
+      delivery_id: input.delivery_id,
+      reason: `not accepted within ${duration(input.give_up_after_ms)}; not retried any more`,
+    });
     return { delivery_id: input.delivery_id, status: 'failed' };
   }
 }

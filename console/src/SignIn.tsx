@@ -37,7 +37,14 @@ export function SignIn({ notice, onSignedIn }: { notice: string | null; onSigned
           <Form onSubmit={submit}>
             <Form.Group className="mb-3" controlId="api-key">
               <Form.Label>API key</Form.Label>
-              <Form.Control type="password" autoComplete="off" required value={key} onChange={(e) => setKey(e.target.value)} placeholder="vva_sk_..." />
+              <Form.Control
+                type="password"
+                autoComplete="off"
+                required
+                value={key}
+                onChange={(e) => setKey(e.target.value)}
+                placeholder="vva_sk_..."
+              />
               <Form.Text>Kept in this browser tab only (session storage) and sent to this server as a bearer token.</Form.Text>
             </Form.Group>
             {error instanceof ApiFailure && error.status === 401 ? (
@@ -52,7 +59,8 @@ export function SignIn({ notice, onSignedIn }: { notice: string | null; onSigned
         </Card.Body>
       </Card>
       <p className="mt-3 small text-body-secondary">
-        No key yet? An operator makes one with <code>npm run admin -- key create --workspace &lt;id&gt;</code>. The API reference is at <a href="/docs">/docs</a>.
+        No key yet? An operator makes one with <code>npm run admin -- key create --workspace &lt;id&gt;</code>. The API reference is at{' '}
+        <a href="/docs">/docs</a>.
       </p>
     </Container>
   );

@@ -118,6 +118,15 @@ export interface ListPage<T> {
 }
 
 // What the API answers: generated from its response schemas (../../scripts/console-api-types.ts).
-export type { DeliveryAttempt, LedgerEntry, SpeechModel, VideoJob, VideoModel, Voice, WebhookEndpoint, WebhookEndpointCreated } from './api-types';
+export type {
+  DeliveryAttempt,
+  LedgerEntry,
+  SpeechModel,
+  VideoJob,
+  VideoModel,
+  Voice,
+  WebhookEndpoint,
+  WebhookEndpointCreated,
+} from './api-types';
 
 export type Model = VideoModel | SpeechModel;

@@ -9,9 +9,16 @@ export const LedgerPageQuery = serialPageQuery(LEDGER_ENTRY_ID_PREFIX);
 export const Balance = z.strictObject({ object: z.literal('balance'), balance_in_euro: Euros }).describe("The caller's workspace balance.");
 export const LedgerEntry = z
   .strictObject({
-    id: z.string().regex(/^le_\d+$/).describe('The entry id; `after` of the next page.'),
+    id: z
+      .string()
+      .regex(/^le_\d+$/)
+      .describe('The entry id; `after` of the next page.'),
     object: z.literal('ledger_entry'),
-    type: z.enum(['credit', 'charge', 'refund']).describe('credit: a top-up; charge: a video job (its estimate, charged up front) or a speech request; refund: what a job did not deliver.'),
+    type: z
+      .enum(['credit', 'charge', 'refund'])
+      .describe(
+        'credit: a top-up; charge: a video job (its estimate, charged up front) or a speech request; refund: what a job did not deliver.',
+      ),
     amount_in_euro: z.number().positive().describe('The amount moved, always positive; `type` says which way.'),
     balance_after_in_euro: Euros.describe('The workspace balance right after this entry.'),
     job_id: Uuid.nullable().describe('The video job the entry belongs to; null for credits and speech.'),
@@ -19,7 +26,11 @@ export const LedgerEntry = z
     created: UnixSeconds.describe('Unix time (seconds).'),
   })
   .describe('One entry of the append-only ledger.');
-export const LedgerEntryList = z.strictObject({ object: z.literal('list'), data: z.array(LedgerEntry).describe('Newest first.'), has_more: z.boolean() });
+export const LedgerEntryList = z.strictObject({
+  object: z.literal('list'),
+  data: z.array(LedgerEntry).describe('Newest first.'),
+  has_more: z.boolean(),
+});
 
 /** What the API answers, as its clients read it (z.output of the response schemas). */
 export type Balance = z.output<typeof Balance>;

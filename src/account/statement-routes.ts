@@ -48,23 +48,15 @@ const listLedgerEntriesOperation = {
 export function statementRoutes(deps: { auth: RequestHandler; db: Db }): ApiRouter {
   const api = new ApiRouter();
 
-  api.route(
-    getBalance,
-    deps.auth,
-    async (_input, _req, res) => {
-      const balance = await balanceOf(deps.db, principalOf(res).workspace_id);
-      res.json({ object: 'balance', balance_in_euro: microEurToEur(balance) });
-    },
-  );
+  api.route(getBalance, deps.auth, async (_input, _req, res) => {
+    const balance = await balanceOf(deps.db, principalOf(res).workspace_id);
+    res.json({ object: 'balance', balance_in_euro: microEurToEur(balance) });
+  });
 
-  api.route(
-    listLedgerEntriesOperation,
-    deps.auth,
-    async (input, _req, res) => {
-      const page = await listLedgerEntries(deps.db, principalOf(res).workspace_id, input.query);
-      res.json({ object: 'list', data: page.data.map(presentLedgerEntry), has_more: page.has_more });
-    },
-  );
+  api.route(listLedgerEntriesOperation, deps.auth, async (input, _req, res) => {
+    const page = await listLedgerEntries(deps.db, principalOf(res).workspace_id, input.query);
+    res.json({ object: 'list', data: page.data.map(presentLedgerEntry), has_more: page.has_more });
+  });
 
   return api;
 }

@@ -59,14 +59,10 @@ export async function createApiKey(
   const id = randomUUID();
   const key = KEY_PREFIX + randomBytes(32).toString('base64url');
   const spend_limit_micro_eur = input.spend_limit_micro_eur ?? null;
-  await db.query('INSERT INTO api_keys (id, workspace_id, key_sha256, key_prefix, models, spend_limit_micro_eur) VALUES ($1, $2, $3, $4, $5, $6)', [
-    id,
-    input.workspaceId,
-    hashApiKey(key),
-    key.slice(0, KEY_PREFIX.length + 4),
-    input.models,
-    spend_limit_micro_eur,
-  ]);
+  await db.query(
+    'INSERT INTO api_keys (id, workspace_id, key_sha256, key_prefix, models, spend_limit_micro_eur) VALUES ($1, $2, $3, $4, $5, $6)',
+    [id, input.workspaceId, hashApiKey(key), key.slice(0, KEY_PREFIX.length + 4), input.models, spend_limit_micro_eur],
+  );
   return { id, key, models: input.models, spend_limit_micro_eur };
 }
 
@@ -80,7 +76,10 @@ export async function revokeApiKey(db: Db, id: string): Promise<{ id: string }> 
   return r.rows[0];
 }
 
-const PRINCIPAL = prepared('api-key-principal', 'SELECT id AS key_id, workspace_id, models FROM api_keys WHERE key_sha256 = $1 AND revoked_at IS NULL');
+const PRINCIPAL = prepared(
+  'api-key-principal',
+  'SELECT id AS key_id, workspace_id, models FROM api_keys WHERE key_sha256 = $1 AND revoked_at IS NULL',
+);
 
 export async function authenticateApiKey(db: Db, key: string): Promise<ApiKeyPrincipal | null> {
   if (key.length === 0 || key.length > API_KEY_LENGTH_MAX) return null;

@@ -3,7 +3,18 @@
 import type { RequestHandler } from 'express';
 import { z, type ZodError } from 'zod';
 import type { Db } from '../db/pool.js';
-import { AddCreditsBody, AdminVideoJob, ApiKey, ApiKeyRevoked, CreateApiKeyBody, CreateWorkspaceBody, LedgerAudit, SetWorkspaceLimitsBody, Workspace, WorkspaceCredits } from './schemas.js';
+import {
+  AddCreditsBody,
+  AdminVideoJob,
+  ApiKey,
+  ApiKeyRevoked,
+  CreateApiKeyBody,
+  CreateWorkspaceBody,
+  LedgerAudit,
+  SetWorkspaceLimitsBody,
+  Workspace,
+  WorkspaceCredits,
+} from './schemas.js';
 import { ApiRouter, json, type ContractHandler, type RouteContract } from '../http/openapi.js';
 import { apiKeyBodySchema } from '../models/openapi-bodies.js';
 import { jsonBody } from '../http/json-body.js';
@@ -11,7 +22,14 @@ import { invalidParam, notFound } from '../errors.js';
 import { eurToMicroEurRounded, microEurToEur } from '../money.js';
 import { addCredits, NotFoundError } from '../billing/ledger.js';
 import { auditLedger, type AuditOptions } from '../billing/audit.js';
-import { createApiKey, createWorkspace, getWorkspace, revokeApiKey, setWorkspaceLimits, type Workspace as WorkspaceRecord } from '../account/workspaces.js';
+import {
+  createApiKey,
+  createWorkspace,
+  getWorkspace,
+  revokeApiKey,
+  setWorkspaceLimits,
+  type Workspace as WorkspaceRecord,
+} from '../account/workspaces.js';
 import { findSpeechModel, findVideoModel } from '../models/catalog.js';
 import { isUuid, type VideoJobsService } from '../video-jobs/service.js';
 import { recordLedgerAudit } from '../metrics.js';
@@ -29,7 +47,11 @@ function euroParam(name: string, amount_eur: number): number {
 /** A workspace id of the path: anything but a UUID names no workspace, a 404 like an unknown one (`workspaceNotFound`). */
 const WORKSPACE_ID = z.object({ id: z.string().refine(isUuid).describe('The workspace id.') });
 const workspaceNotFound = (_err: ZodError, _where: string, params: unknown) =>
-  notFound('workspace_not_found', `no workspace ${typeof params === 'object' && params !== null && 'id' in params ? String(params.id) : ''}`, 'id');
+  notFound(
+    'workspace_not_found',
+    `no workspace ${typeof params === 'object' && params !== null && 'id' in params ? String(params.id) : ''}`,
+    'id',
+  );
 
 export interface AdminRoutesDeps {
   db: Db;
@@ -72,7 +94,8 @@ const adminSetWorkspaceLimits = {
   operationId: 'adminSetWorkspaceLimits',
   tag: 'Admin',
   summary: "Set a workspace's limits",
-  description: 'Applies to the next create: jobs already pending are never cancelled. `max_pending_jobs: null` restores the default (MAX_PENDING_JOBS_PER_WORKSPACE).',
+  description:
+    'Applies to the next create: jobs already pending are never cancelled. `max_pending_jobs: null` restores the default (MAX_PENDING_JOBS_PER_WORKSPACE).',
   security: 'admin',
   requestParams: { path: WORKSPACE_ID },
   invalid: workspaceNotFound,
@@ -166,8 +189,13 @@ function createApiKeyHandler(deps: AdminRoutesDeps): ContractHandler<typeof admi
     for (const [i, m] of (body.models ?? []).entries()) {
       if (!findVideoModel(m) && !findSpeechModel(m)) throw invalidParam(`models.${i}`, `unknown model "${m}"`);
     }
-    const spend_limit_micro_eur = body.spend_limit_in_euro === undefined ? null : euroParam('spend_limit_in_euro', body.spend_limit_in_euro);
-    const key = await createApiKey(deps.db, { workspaceId: id, models: body.models ? [...new Set(body.models)] : null, spend_limit_micro_eur });
+    const spend_limit_micro_eur =
+      body.spend_limit_in_euro === undefined ? null : euroParam('spend_limit_in_euro', body.spend_limit_in_euro);
+    const key = await createApiKey(deps.db, {
+      workspaceId: id,
+      models: body.models ? [...new Set(body.models)] : null,
+      spend_limit_micro_eur,
+    });
     res.status(201).json({
       id: key.id,
       object: 'api_key',
@@ -201,67 +229,46 @@ export function adminRoutes(deps: AdminRoutesDeps): ApiRouter {
   const api = new ApiRouter();
   api.router.use('/admin', deps.admin);
 
-  api.route(
-    adminCreateWorkspace,
-    jsonBody,
-    async ({ body }, _req, res) => {
-      const credits = body.credits_in_euro === undefined ? 0 : euroParam('credits_in_euro', body.credits_in_euro);
-      const w = await createWorkspace(deps.db, { name: body.name, credits_micro_eur: credits });
-      res.status(201).json(presentWorkspace(w));
-    },
-  );
+  api.route(adminCreateWorkspace, jsonBody, async ({ body }, _req, res) => {
+    const credits = body.credits_in_euro === undefined ? 0 : euroParam('credits_in_euro', body.credits_in_euro);
+    const w = await createWorkspace(deps.db, { name: body.name, credits_micro_eur: credits });
+    res.status(201).json(presentWorkspace(w));
+  });
 
-  api.route(
-    adminGetWorkspace,
-    async ({ params }, _req, res) => {
-      res.json(presentWorkspace(await getWorkspace(deps.db, params.id)));
-    },
-  );
+  api.route(adminGetWorkspace, async ({ params }, _req, res) => {
+    res.json(presentWorkspace(await getWorkspace(deps.db, params.id)));
+  });
 
-  api.route(
-    adminSetWorkspaceLimits,
-    jsonBody,
-    async ({ params, body }, _req, res) => {
-      const id = params.id;
-      res.json(presentWorkspace(await setWorkspaceLimits(deps.db, id, body)));
-    },
-  );
+  api.route(adminSetWorkspaceLimits, jsonBody, async ({ params, body }, _req, res) => {
+    const id = params.id;
+    res.json(presentWorkspace(await setWorkspaceLimits(deps.db, id, body)));
+  });
 
-  api.route(
-    adminAddCredits,
-    jsonBody,
-    async ({ params, body, idempotencyKey }, _req, res) => {
-      const id = params.id;
-      const amount = euroParam('amount_in_euro', body.amount_in_euro);
-      const result = await addCredits(deps.db, { workspaceId: id, amount_micro_eur: amount, idempotencyKey });
-      res.json({ id, object: 'workspace', balance_in_euro: microEurToEur(result.balance_micro_eur), topup_id: result.topup_id });
-    },
-  );
+  api.route(adminAddCredits, jsonBody, async ({ params, body, idempotencyKey }, _req, res) => {
+    const id = params.id;
+    const amount = euroParam('amount_in_euro', body.amount_in_euro);
+    const result = await addCredits(deps.db, { workspaceId: id, amount_micro_eur: amount, idempotencyKey });
+    res.json({ id, object: 'workspace', balance_in_euro: microEurToEur(result.balance_micro_eur), topup_id: result.topup_id });
+  });
 
   api.route(adminCreateApiKey, jsonBody, createApiKeyHandler(deps));
 
-  api.route(
-    adminRevokeApiKey,
-    async ({ params: { id } }, _req, res) => {
-      const unknownKey = () => notFound('api_key_not_found', `no API key ${id}`, 'id');
-      if (!isUuid(id)) throw unknownKey();
-      try {
-        await revokeApiKey(deps.db, id);
-      } catch (err) {
-        throw err instanceof NotFoundError ? unknownKey() : err;
-      }
-      res.json({ id, object: 'api_key', revoked: true });
-    },
-  );
+  api.route(adminRevokeApiKey, async ({ params: { id } }, _req, res) => {
+    const unknownKey = () => notFound('api_key_not_found', `no API key ${id}`, 'id');
+    if (!isUuid(id)) throw unknownKey();
+    try {
+      await revokeApiKey(deps.db, id);
+    } catch (err) {
+      throw err instanceof NotFoundError ? unknownKey() : err;
+    }
+    res.json({ id, object: 'api_key', revoked: true });
+  });
 
-  api.route(
-    adminLedgerAudit,
-    async (_input, _req, res) => {
-      const report = await auditLedger(deps.db, deps.audit);
-      recordLedgerAudit(report);
-      res.json(report);
-    },
-  );
+  api.route(adminLedgerAudit, async (_input, _req, res) => {
+    const report = await auditLedger(deps.db, deps.audit);
+    recordLedgerAudit(report);
+    res.json(report);
+  });
 
   api.route(adminInspectVideoJob, inspectVideoJobHandler(deps));
 

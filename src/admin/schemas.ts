@@ -10,7 +10,9 @@ import { text } from '../zod-text.js';
 const EUROS_ROUNDED = 'Euros, rounded to the nearest micro-euro (6 decimal places).';
 export const CreateWorkspaceBody = z
   .object({
-    name: text({ chars_max: 200, notBlank: true }).trim().describe('Not blank; at most 200 characters; leading and trailing white space is removed.'),
+    name: text({ chars_max: 200, notBlank: true })
+      .trim()
+      .describe('Not blank; at most 200 characters; leading and trailing white space is removed.'),
     credits_in_euro: z.number().min(0).max(1_000_000).optional().describe(`Starting credits. ${EUROS_ROUNDED}`),
   })
   .strict();
@@ -35,7 +37,9 @@ export const SetWorkspaceLimitsBody = z
       .min(1)
       .max(1_000_000)
       .nullable()
-      .describe("Video jobs the workspace may have pending at once (beyond: 429 too_many_pending_jobs, nothing charged); null = the service's default."),
+      .describe(
+        "Video jobs the workspace may have pending at once (beyond: 429 too_many_pending_jobs, nothing charged); null = the service's default.",
+      ),
   })
   .strict();
 
@@ -46,9 +50,17 @@ export const AdminVideoJob = z.strictObject({
   record: VideoJob.describe('The job as GET /v2/videos/generations/{id} answers it: its record.'),
   workflow: z
     .strictObject({
-      status: z.string().nullable().describe("The workflow's own status (charging, pending, succeeded, failed, or a refusal); null when it did not answer."),
-      state: VideoJob.nullable().describe('The workflow\'s answer to the jobState query, presented like the record; null when it did not answer.'),
-      failure: z.string().nullable().describe('Why the workflow did not answer (closed past retention, no worker, timed out); null when it did.'),
+      status: z
+        .string()
+        .nullable()
+        .describe("The workflow's own status (charging, pending, succeeded, failed, or a refusal); null when it did not answer."),
+      state: VideoJob.nullable().describe(
+        "The workflow's answer to the jobState query, presented like the record; null when it did not answer.",
+      ),
+      failure: z
+        .string()
+        .nullable()
+        .describe('Why the workflow did not answer (closed past retention, no worker, timed out); null when it did.'),
     })
     .describe("The job's workflow, queried now."),
 });
@@ -58,7 +70,11 @@ export const Workspace = z.strictObject({
   object: z.literal('workspace'),
   name: z.string(),
   balance_in_euro: Euros,
-  max_pending_jobs: z.number().int().nullable().describe("Video jobs the workspace may have pending at once; null = the service's default (MAX_PENDING_JOBS_PER_WORKSPACE)."),
+  max_pending_jobs: z
+    .number()
+    .int()
+    .nullable()
+    .describe("Video jobs the workspace may have pending at once; null = the service's default (MAX_PENDING_JOBS_PER_WORKSPACE)."),
 });
 export const WorkspaceCredits = z.strictObject({
   id: Uuid,
@@ -82,19 +98,30 @@ export const LedgerAudit = z
     ledger_entries: z.int().nonnegative(),
     balance_mismatches: z.array(z.strictObject({ workspace_id: Uuid, balance_micro_eur: MicroEuros, ledger_sum_micro_eur: MicroEuros })),
     job_mismatches: z.array(
-      z.strictObject({ job_id: Uuid, status: z.string(), expected_net_charge_micro_eur: MicroEuros, ledger_net_charge_micro_eur: MicroEuros }),
+      z.strictObject({
+        job_id: Uuid,
+        status: z.string(),
+        expected_net_charge_micro_eur: MicroEuros,
+        ledger_net_charge_micro_eur: MicroEuros,
+      }),
     ),
     hold_mismatches: z.array(z.strictObject({ workspace_id: Uuid, held_micro_eur: MicroEuros, holds_sum_micro_eur: MicroEuros })),
     key_spend_mismatches: z.array(z.strictObject({ api_key_id: Uuid, spent_micro_eur: MicroEuros, charged_micro_eur: MicroEuros })),
     speech_requests_checked: z.int().nonnegative(),
-    speech_mismatches: z.array(z.strictObject({ speech_request_id: Uuid, cost_micro_eur: MicroEuros, ledger_net_charge_micro_eur: MicroEuros })),
+    speech_mismatches: z.array(
+      z.strictObject({ speech_request_id: Uuid, cost_micro_eur: MicroEuros, ledger_net_charge_micro_eur: MicroEuros }),
+    ),
     stale_speech_holds: z
       .array(z.strictObject({ speech_request_id: Uuid, held_since: z.string() }))
-      .describe('Speech requests still holding credits long after the hold should have been released (the reconciler releases them within two intervals).'),
+      .describe(
+        'Speech requests still holding credits long after the hold should have been released (the reconciler releases them within two intervals).',
+      ),
     topups_checked: z.int().nonnegative(),
     topup_mismatches: z
       .array(z.strictObject({ topup_id: Uuid, amount_micro_eur: MicroEuros, ledger_sum_micro_eur: MicroEuros, entries: z.int() }))
-      .describe('Top-ups that are not exactly one ledger entry of their workspace and amount (entries -1: a top-up entry naming no top-up of its workspace).'),
+      .describe(
+        'Top-ups that are not exactly one ledger entry of their workspace and amount (entries -1: a top-up entry naming no top-up of its workspace).',
+      ),
     pending_jobs_checked: z.int().nonnegative().describe('Pending jobs whose workflow was looked up in Temporal.'),
     unaccounted_jobs: z
       .array(
@@ -104,10 +131,12 @@ export const LedgerAudit = z
           detail: z.string(),
         }),
       )
-      .describe('Charged jobs nothing will settle: a pending job whose workflow is not running, one pending long past its deadline, a charge for a refused attempt. The reconciler settles the first kind within two intervals.'),
+      .describe(
+        'Charged jobs nothing will settle: a pending job whose workflow is not running, one pending long past its deadline, a charge for a refused attempt. The reconciler settles the first kind within two intervals.',
+      ),
   })
   .describe(
-    'ok: every balance equals the sum of its ledger entries, every speech hold is backed by a request in flight, every API key\'s spend is what its requests charged net of refunds, every job and speech charge matches its cost, and no charged job is unaccounted for (at most 100 of each kind listed).',
+    "ok: every balance equals the sum of its ledger entries, every speech hold is backed by a request in flight, every API key's spend is what its requests charged net of refunds, every job and speech charge matches its cost, and no charged job is unaccounted for (at most 100 of each kind listed).",
   );
 export const ApiKeyRevoked = z.strictObject({ id: Uuid, object: z.literal('api_key'), revoked: z.literal(true) });
 

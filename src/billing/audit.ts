@@ -95,7 +95,12 @@ async function readAccounts(tx: Tx) {
 /** Jobs and speech requests whose ledger entries do not add up to their charge. */
 async function readCharges(tx: Tx) {
   // A pending job's net charge is its estimate; a finished job's is its actual cost.
-  const jobs = await tx.query<{ job_id: string; status: string; expected_net_charge_micro_eur: number; ledger_net_charge_micro_eur: number }>(
+  const jobs = await tx.query<{
+    job_id: string;
+    status: string;
+    expected_net_charge_micro_eur: number;
+    ledger_net_charge_micro_eur: number;
+  }>(
     `SELECT j.id AS job_id, j.status,
             COALESCE(j.cost_micro_eur, j.estimated_cost_micro_eur) AS expected_net_charge_micro_eur,
             (-COALESCE(SUM(l.amount_micro_eur), 0))::bigint AS ledger_net_charge_micro_eur
@@ -149,8 +154,16 @@ async function readUnsettled(tx: Tx, margin_ms: number) {
     [SPEECH_HOLD_TTL_MS, margin_ms],
   );
   const unaccounted: UnaccountedJob[] = [
-    ...refusedButCharged.rows.map((r) => ({ job_id: r.job_id, reason: 'charged_after_refusal' as const, detail: `attempt ${r.attempt_id} was refused and charged` })),
-    ...pastDeadline.rows.map((r) => ({ job_id: r.job_id, reason: 'past_deadline' as const, detail: `pending since its deadline ${r.deadline_at.toISOString()}` })),
+    ...refusedButCharged.rows.map((r) => ({
+      job_id: r.job_id,
+      reason: 'charged_after_refusal' as const,
+      detail: `attempt ${r.attempt_id} was refused and charged`,
+    })),
+    ...pastDeadline.rows.map((r) => ({
+      job_id: r.job_id,
+      reason: 'past_deadline' as const,
+      detail: `pending since its deadline ${r.deadline_at.toISOString()}`,
+    })),
   ];
   return {
     unaccounted,
@@ -184,7 +197,9 @@ async function findStoppedWorkflows(db: Db, report: Snapshot, workflowStates: No
   const notRunning = report.pending.filter((id) => states.get(id) !== 'running');
   if (notRunning.length > 0) {
     // The snapshot is a moment old: a job that settled since (its workflow then closed) is not lost.
-    const still = await db.query<{ id: string }>("SELECT id FROM video_jobs WHERE id = ANY($1::uuid[]) AND status = 'pending'", [notRunning]);
+    const still = await db.query<{ id: string }>("SELECT id FROM video_jobs WHERE id = ANY($1::uuid[]) AND status = 'pending'", [
+      notRunning,
+    ]);
     for (const { id } of still.rows) {
       report.unaccounted.push({ job_id: id, reason: 'workflow_not_running', detail: `workflow ${states.get(id) ?? 'not_found'}` });
     }

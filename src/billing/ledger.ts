@@ -116,10 +116,7 @@ export async function addCreditsIn(
   }
   const idempotencyKey = `topup:${input.workspaceId}:${input.idempotencyKey ?? randomUUID()}`;
   const locked = await lockWorkspaceBalance(tx, input.workspaceId);
-  const existing = await tx.query<{ topup_id: string }>(
-    'SELECT topup_id FROM ledger_entries WHERE idempotency_key = $1',
-    [idempotencyKey],
-  );
+  const existing = await tx.query<{ topup_id: string }>('SELECT topup_id FROM ledger_entries WHERE idempotency_key = $1', [idempotencyKey]);
   if (existing.rows[0]) return { balance_micro_eur: locked.balance_micro_eur, topup_id: existing.rows[0].topup_id };
   const topupId = randomUUID();
   await tx.query('INSERT INTO topups (id, workspace_id, amount_micro_eur) VALUES ($1, $2, $3)', [

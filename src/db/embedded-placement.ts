@@ -54,7 +54,10 @@ export function postgresUserIds(): UserIds | null {
   spawnSync('groupadd', ['--system', 'postgres']);
   spawnSync('useradd', ['--system', '--gid', 'postgres', '--no-create-home', 'postgres']);
   const created = ids();
-  if (!created) throw new ConfigError('running as root, and could not create the "postgres" user the embedded PostgreSQL needs; create it (useradd --system postgres) or set DATABASE_URL');
+  if (!created)
+    throw new ConfigError(
+      'running as root, and could not create the "postgres" user the embedded PostgreSQL needs; create it (useradd --system postgres) or set DATABASE_URL',
+    );
   return created;
 }
 
@@ -101,7 +104,9 @@ function reachableRuntime(bin: Binaries, ids: UserIds): Binaries {
   }
   const copied = at(target);
   if (!canRun(copied, ids)) {
-    throw new ConfigError(`the "postgres" user cannot run the PostgreSQL copied to ${target}; remove that directory and start again, or set DATABASE_URL`);
+    throw new ConfigError(
+      `the "postgres" user cannot run the PostgreSQL copied to ${target}; remove that directory and start again, or set DATABASE_URL`,
+    );
   }
   return copied;
 }
@@ -109,7 +114,10 @@ function reachableRuntime(bin: Binaries, ids: UserIds): Binaries {
 /** The cluster directory that stands in for `requested` (an absolute path) when `ids` cannot reach it. */
 export function clusterDirFor(requested: string): string {
   const parent = fs.realpathSync(path.dirname(requested));
-  const key = createHash('sha256').update(path.join(parent, path.basename(requested))).digest('hex').slice(0, 16);
+  const key = createHash('sha256')
+    .update(path.join(parent, path.basename(requested)))
+    .digest('hex')
+    .slice(0, 16);
   return path.join(CLUSTER_ROOT, key);
 }
 
@@ -175,7 +183,9 @@ export function placeForPostgresUser(bin: Binaries, requested: string, ids: User
   return {
     bin: runtime,
     pgdata: cluster.pgdata,
-    moved: moves.length ? `${moves.join('; ')}: as root, PostgreSQL runs as user "postgres", which cannot reach ${unreachable.join(' nor ')}` : null,
+    moved: moves.length
+      ? `${moves.join('; ')}: as root, PostgreSQL runs as user "postgres", which cannot reach ${unreachable.join(' nor ')}`
+      : null,
   };
 }
 

@@ -35,14 +35,23 @@ async function binaries(): Promise<Binaries> {
  * One line saying why initdb failed and what to do, from its spawnSync result: a spawn error (no
  * output at all), a signal, or its last line of output.
  */
-export function initdbFailureMessage(pgdata: string, result: Pick<SpawnSyncReturns<string>, 'error' | 'status' | 'signal' | 'stdout' | 'stderr'>, asUser: string | null): string {
+export function initdbFailureMessage(
+  pgdata: string,
+  result: Pick<SpawnSyncReturns<string>, 'error' | 'status' | 'signal' | 'stdout' | 'stderr'>,
+  asUser: string | null,
+): string {
   const who = asUser ? ` as user "${asUser}"` : '';
   const fix = asUser
     ? `; user "${asUser}" must be able to run the PostgreSQL binaries and write ${pgdata}: set DATA_DIR elsewhere or set DATABASE_URL`
     : `; check that ${pgdata} is writable and has free space, or set DATABASE_URL`;
   const err = result.error as NodeJS.ErrnoException | undefined;
   if (err) {
-    const why = err.code === 'EACCES' || err.code === 'EPERM' ? 'permission denied' : err.code === 'ENOENT' ? 'executable not found' : (err.code ?? 'spawn failed');
+    const why =
+      err.code === 'EACCES' || err.code === 'EPERM'
+        ? 'permission denied'
+        : err.code === 'ENOENT'
+          ? 'executable not found'
+          : (err.code ?? 'spawn failed');
     return `cannot run initdb${who} (${why})${fix}`;
   }
   if (result.signal) return `initdb${who} was killed by ${result.signal} while creating ${pgdata}${fix}`;
@@ -91,12 +100,16 @@ export async function startEmbeddedPostgres(opts: {
   const spawnIds = ids ?? {};
 
   if (!fs.existsSync(path.join(pgdata, 'PG_VERSION'))) {
-    const init = spawnSync(bin.initdb, [`--pgdata=${pgdata}`, '--auth=trust', '--username=postgres', '--encoding=UTF8', '--no-instructions'], {
-      ...spawnIds,
-      encoding: 'utf8',
-      env: { ...process.env, LC_ALL: 'C' },
-      timeout: STARTUP_TIMEOUT_MS,
-    });
+    const init = spawnSync(
+      bin.initdb,
+      [`--pgdata=${pgdata}`, '--auth=trust', '--username=postgres', '--encoding=UTF8', '--no-instructions'],
+      {
+        ...spawnIds,
+        encoding: 'utf8',
+        env: { ...process.env, LC_ALL: 'C' },
+        timeout: STARTUP_TIMEOUT_MS,
+      },
+    );
     if (init.status !== 0) throw new ConfigError(initdbFailureMessage(pgdata, init, ids ? 'postgres' : null));
   }
   await stopOrphan(pgdata);
@@ -104,7 +117,19 @@ export async function startEmbeddedPostgres(opts: {
   const logFd = opts.logFile ? fs.openSync(opts.logFile, 'a') : 'ignore';
   const child: ChildProcess = spawn(
     bin.postgres,
-    ['-D', pgdata, '-p', String(opts.port), '-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'max_connections=200', ...(opts.extraArgs ?? [])],
+    [
+      '-D',
+      pgdata,
+      '-p',
+      String(opts.port),
+      '-c',
+      'listen_addresses=127.0.0.1',
+      '-c',
+      'unix_socket_directories=',
+      '-c',
+      'max_connections=200',
+      ...(opts.extraArgs ?? []),
+    ],
     { ...spawnIds, stdio: ['ignore', logFd, logFd], env: { ...process.env, LC_ALL: 'C' } },
   );
   let exited = false;
@@ -118,8 +143,14 @@ export async function startEmbeddedPostgres(opts: {
   const adminUrl = `postgres://postgres@127.0.0.1:${opts.port}/postgres`;
   const deadline = Date.now() + STARTUP_TIMEOUT_MS;
   for (;;) {
-    if (spawnError) throw new ConfigError(`cannot run PostgreSQL (${(spawnError as NodeJS.ErrnoException).code ?? 'spawn failed'}) from ${bin.postgres}; set DATABASE_URL to an existing PostgreSQL`);
-    if (exited) throw new ConfigError(`embedded PostgreSQL exited at start; is port ${opts.port} taken?${opts.logFile ? ` See ${opts.logFile}` : ''}`);
+    if (spawnError)
+      throw new ConfigError(
+        `cannot run PostgreSQL (${(spawnError as NodeJS.ErrnoException).code ?? 'spawn failed'}) from ${bin.postgres}; set DATABASE_URL to an existing PostgreSQL`,
+      );
+    if (exited)
+      throw new ConfigError(
+        `embedded PostgreSQL exited at start; is port ${opts.port} taken?${opts.logFile ? ` See ${opts.logFile}` : ''}`,
+      );
     const client = new pg.Client({ connectionString: adminUrl, connectionTimeoutMillis: 1_000 });
     try {
       await client.connect();

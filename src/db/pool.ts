@@ -29,7 +29,9 @@ export type Tx = pg.PoolClient;
 export type SessionSettings = Record<`video_api.${string}`, string | number>;
 
 export function createPool(connectionString: string, max: number, settings: SessionSettings = {}): Db {
-  const options = Object.entries(settings).map(([k, v]) => `-c ${k}=${String(v)}`).join(' ');
+  const options = Object.entries(settings)
+    .map(([k, v]) => `-c ${k}=${String(v)}`)
+    .join(' ');
   const pool = new pg.Pool({
     connectionString,
     max,

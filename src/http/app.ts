@@ -131,7 +131,15 @@ export function createApp(deps: AppDeps): express.Express {
       const duration_ms = Number(process.hrtime.bigint() - started) / 1e6;
       observeHttpRequest(req, res.statusCode, duration_ms / 1000);
       deps.logger.info(
-        { request_id: requestId, method: req.method, path: req.path, status: res.statusCode, duration_ms, workspace_id: res.locals['principal']?.workspace_id, job_id: res.locals['jobId'] },
+        {
+          request_id: requestId,
+          method: req.method,
+          path: req.path,
+          status: res.statusCode,
+          duration_ms,
+          workspace_id: res.locals['principal']?.workspace_id,
+          job_id: res.locals['jobId'],
+        },
         'request',
       );
     });
@@ -180,14 +188,36 @@ export function createApp(deps: AppDeps): express.Express {
     });
   // The OpenAPI document is built from the contracts of the routers mounted here (./openapi.ts).
   const routers: ApiRouter[] = [
-    videoRoutes({ auth, readAuth, limit, jobs: deps.jobs, lifecycle: deps.lifecycle, downloadUrls: deps.downloadUrls, publicBaseUrl: deps.publicBaseUrl }),
-    modelRoutes({ auth, simulator: deps.simulator, vertex: deps.vertex ?? false, fal: deps.fal, replicate: deps.replicate, voiceProvider: deps.voiceProvider }),
+    videoRoutes({
+      auth,
+      readAuth,
+      limit,
+      jobs: deps.jobs,
+      lifecycle: deps.lifecycle,
+      downloadUrls: deps.downloadUrls,
+      publicBaseUrl: deps.publicBaseUrl,
+    }),
+    modelRoutes({
+      auth,
+      simulator: deps.simulator,
+      vertex: deps.vertex ?? false,
+      fal: deps.fal,
+      replicate: deps.replicate,
+      voiceProvider: deps.voiceProvider,
+    }),
     voiceRoutes({ auth, limit, voices: deps.voices, ...(deps.voiceConsents ? { consents: deps.voiceConsents } : {}) }),
     speechRoutes({ auth, limit, speech: deps.speech }),
     webhookRoutes({ auth, limit, webhooks: deps.webhooks }),
     statementRoutes({ auth, db: deps.db }),
     ...(deps.files ? [fileRoutes(deps.files)] : []),
-    adminRoutes({ db: deps.db, admin: requireAdmin(deps.adminToken), audit: deps.audit, jobs: deps.jobs, downloadUrls: deps.downloadUrls, publicBaseUrl: deps.publicBaseUrl }),
+    adminRoutes({
+      db: deps.db,
+      admin: requireAdmin(deps.adminToken),
+      audit: deps.audit,
+      jobs: deps.jobs,
+      downloadUrls: deps.downloadUrls,
+      publicBaseUrl: deps.publicBaseUrl,
+    }),
     docsRoutes(() => document),
     ...(deps.storage ? [openAi(deps.storage)] : []),
   ];
@@ -195,11 +225,20 @@ export function createApp(deps: AppDeps): express.Express {
   if (deps.providerCallbacks) app.use(providerCallbackRoutes(deps.providerCallbacks));
   for (const r of routers) app.use(r.router);
   app.use(consoleRoutes({ logger: deps.logger }));
-  const documentContext = { simulator: deps.simulator, vertex: deps.vertex ?? false, voiceProvider: deps.voiceProvider, production: deps.production ?? false };
-  const document: OpenApiDocument = buildOpenApiDocument(documentContext, [...routers, health].flatMap((r) => r.contracts), {
-    responses: RESPONSE_COMPONENTS,
-    webhooks: webhookOperations(),
-  });
+  const documentContext = {
+    simulator: deps.simulator,
+    vertex: deps.vertex ?? false,
+    voiceProvider: deps.voiceProvider,
+    production: deps.production ?? false,
+  };
+  const document: OpenApiDocument = buildOpenApiDocument(
+    documentContext,
+    [...routers, health].flatMap((r) => r.contracts),
+    {
+      responses: RESPONSE_COMPONENTS,
+      webhooks: webhookOperations(),
+    },
+  );
   app.use(methodNotAllowed(app));
   app.use(notFoundRoute);
   app.use(errorHandler(deps.logger));

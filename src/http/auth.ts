@@ -12,7 +12,8 @@ function bearer(req: Request): string | null {
   return m ? m[1]! : null;
 }
 
-const unauthorized = (message: string) => new ApiError(401, 'authentication_error', 'invalid_api_key', message, null, { 'WWW-Authenticate': 'Bearer' });
+const unauthorized = (message: string) =>
+  new ApiError(401, 'authentication_error', 'invalid_api_key', message, null, { 'WWW-Authenticate': 'Bearer' });
 
 export function requireApiKey(db: Db): RequestHandler {
   return async (req, res, next) => {
@@ -35,9 +36,15 @@ export function requireAdmin(adminToken: string): RequestHandler {
   const expected = createHash('sha256').update(adminToken).digest();
   return (req, _res, next) => {
     const token = bearer(req);
-    const given = createHash('sha256').update(token ?? '').digest();
+    const given = createHash('sha256')
+      .update(token ?? '')
+      .digest();
     if (!token || !timingSafeEqual(expected, given)) {
-      return next(new ApiError(401, 'authentication_error', 'invalid_admin_token', 'missing or invalid admin token', null, { 'WWW-Authenticate': 'Bearer' }));
+      return next(
+        new ApiError(401, 'authentication_error', 'invalid_admin_token', 'missing or invalid admin token', null, {
+          'WWW-Authenticate': 'Bearer',
+        }),
+      );
     }
     next();
   };

@@ -41,12 +41,20 @@ export function errorHandler(logger: Logger): ErrorRequestHandler {
     else if (err instanceof ZodError) apiError = fromZodError(err);
     else if (err instanceof NotFoundError) apiError = notFound('not_found', err.message);
     else {
-      apiError = fromFrameworkError(err) ?? dependencyDown(err) ?? new ApiError(500, 'api_error', 'internal_error', 'an internal error occurred; it has been logged');
+      apiError =
+        fromFrameworkError(err) ??
+        dependencyDown(err) ??
+        new ApiError(500, 'api_error', 'internal_error', 'an internal error occurred; it has been logged');
     }
     // An answer the service chose (an ApiError: a dependency down, a provider failing) is a warning; an
     // error nobody mapped (a 500) is a bug, logged with its stack.
-    if (apiError.status >= 500 && err instanceof ApiError) logger.warn({ code: apiError.code, message: apiError.message, request_id: res.locals['requestId'], path: req.path }, 'request answered with a 5xx');
-    else if (apiError.code === 'service_unavailable') logger.warn({ err_message: (err as Error)?.message, request_id: res.locals['requestId'], path: req.path }, 'dependency unreachable');
+    if (apiError.status >= 500 && err instanceof ApiError)
+      logger.warn(
+        { code: apiError.code, message: apiError.message, request_id: res.locals['requestId'], path: req.path },
+        'request answered with a 5xx',
+      );
+    else if (apiError.code === 'service_unavailable')
+      logger.warn({ err_message: (err as Error)?.message, request_id: res.locals['requestId'], path: req.path }, 'dependency unreachable');
     else if (apiError.status >= 500) logger.error({ err, request_id: res.locals['requestId'], path: req.path }, 'request failed');
     if (res.headersSent) {
       res.destroy();

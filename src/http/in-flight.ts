@@ -31,7 +31,10 @@ export function inFlightLimit(max: number, what: string, per_key_max = LARGE_BOD
         );
       }
       if (inFlight >= max) {
-        throw new ApiError(503, 'api_error', 'server_busy', `too many ${what} in progress; retry shortly`, null, { 'Retry-After': '1', Connection: 'close' });
+        throw new ApiError(503, 'api_error', 'server_busy', `too many ${what} in progress; retry shortly`, null, {
+          'Retry-After': '1',
+          Connection: 'close',
+        });
       }
       inFlight++;
       if (key !== undefined) perKey.set(key, (perKey.get(key) ?? 0) + 1);

@@ -15,7 +15,8 @@ export interface JsonBodyLimits {
 /** A body parser for a route with its own limits. */
 export function jsonBodyParser(limits: JsonBodyLimits): RequestHandler {
   const parser = express.json({ limit: limits.bytes_max, strict: true });
-  const large = limits.concurrent_large_bodies_max !== undefined ? inFlightLimit(limits.concurrent_large_bodies_max, 'large requests') : null;
+  const large =
+    limits.concurrent_large_bodies_max !== undefined ? inFlightLimit(limits.concurrent_large_bodies_max, 'large requests') : null;
   return (req, res, next) => {
     if (!req.is('application/json')) {
       return next(new ApiError(415, 'invalid_request_error', 'unsupported_media_type', 'send the request body as application/json'));
@@ -45,7 +46,15 @@ function parse(parser: RequestHandler, req: Request, res: Response, next: NextFu
     }
     const bad = findNulString(req.body, '', 0);
     if (bad !== null) {
-      return next(new ApiError(400, 'invalid_request_error', 'invalid_parameter', `${bad || 'the body'} must not contain NUL characters`, bad || null));
+      return next(
+        new ApiError(
+          400,
+          'invalid_request_error',
+          'invalid_parameter',
+          `${bad || 'the body'} must not contain NUL characters`,
+          bad || null,
+        ),
+      );
     }
     next();
   });

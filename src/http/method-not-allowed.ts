@@ -50,6 +50,13 @@ export function methodNotAllowed(app: Express): RequestHandler {
     const allowed = allowedMethods(app, path);
     if (allowed.length === 0 || allowed.includes(req.method)) return next();
     const allow = allowed.join(', ');
-    throw new ApiError(405, 'invalid_request_error', 'method_not_allowed', `${req.method} is not allowed on ${path}; allowed: ${allow}`, null, { Allow: allow });
+    throw new ApiError(
+      405,
+      'invalid_request_error',
+      'method_not_allowed',
+      `${req.method} is not allowed on ${path}; allowed: ${allow}`,
+      null,
+      { Allow: allow },
+    );
   };
 }

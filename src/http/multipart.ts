@@ -81,7 +81,8 @@ const MiB = 1024 * 1024;
 
 const bytesText = (n: number) => (n % MiB === 0 ? `${n / MiB} MiB (${n} bytes)` : `${n} bytes`);
 const shortName = (s: string) => (s.length > 100 ? `${s.slice(0, 97)}...` : s);
-const invalid = (code: string, message: string, param: string | null = null) => new ApiError(400, 'invalid_request_error', code, message, param);
+const invalid = (code: string, message: string, param: string | null = null) =>
+  new ApiError(400, 'invalid_request_error', code, message, param);
 
 interface RequestState {
   totalBytes: number;
@@ -108,14 +109,26 @@ function memoryEngine(opts: MultipartOptions, states: WeakMap<Request, RequestSt
       };
       const name = shortName(file.originalname);
       const notAccepted = () =>
-        new ApiError(415, 'invalid_request_error', 'unsupported_file_type', `file "${name}" is not ${fileType.expected}; its content was not recognised`, file.fieldname);
+        new ApiError(
+          415,
+          'invalid_request_error',
+          'unsupported_file_type',
+          `file "${name}" is not ${fileType.expected}; its content was not recognised`,
+          file.fieldname,
+        );
       file.stream.on('data', (chunk: Buffer) => {
         if (failed) return; // keep consuming: multer drains the request before answering
         bytes += chunk.length;
         state.totalBytes += chunk.length;
         if (state.totalBytes > limits.totalFileBytesMax) {
           return fail(
-            new ApiError(413, 'invalid_request_error', 'upload_too_large', `the files together exceed ${bytesText(limits.totalFileBytesMax)}`, file.fieldname),
+            new ApiError(
+              413,
+              'invalid_request_error',
+              'upload_too_large',
+              `the files together exceed ${bytesText(limits.totalFileBytesMax)}`,
+              file.fieldname,
+            ),
           );
         }
         chunks.push(chunk);
@@ -141,11 +154,14 @@ function memoryEngine(opts: MultipartOptions, states: WeakMap<Request, RequestSt
         if (bytes === 0) return fail(invalid('empty_file', `file "${name}" is empty`, file.fieldname));
         const buffer = Buffer.concat(chunks);
         if (detected !== null) return cb(null, { buffer, size: bytes, detectedType: detected } as Partial<Express.Multer.File>);
-        fileType.detect(buffer).then((type) => {
-          if (failed) return;
-          if (!type) return fail(notAccepted());
-          cb(null, { buffer, size: bytes, detectedType: type } as Partial<Express.Multer.File>);
-        }, () => fail(notAccepted()));
+        fileType.detect(buffer).then(
+          (type) => {
+            if (failed) return;
+            if (!type) return fail(notAccepted());
+            cb(null, { buffer, size: bytes, detectedType: type } as Partial<Express.Multer.File>);
+          },
+          () => fail(notAccepted()),
+        );
       });
     },
     _removeFile(_req, file, cb) {
@@ -156,8 +172,10 @@ function memoryEngine(opts: MultipartOptions, states: WeakMap<Request, RequestSt
 }
 
 /** The bound of text part `part`: its own when it is a large field, else fieldBytesMax. */
-const partBytesMax = (part: string | null, opts: MultipartOptions) => (part !== null ? opts.largeFields?.[part] : undefined) ?? opts.limits.fieldBytesMax;
-const fieldTooLong = (part: string | null, opts: MultipartOptions) => invalid('invalid_parameter', `part "${part}" is too long: at most ${partBytesMax(part, opts)} bytes`, part);
+const partBytesMax = (part: string | null, opts: MultipartOptions) =>
+  (part !== null ? opts.largeFields?.[part] : undefined) ?? opts.limits.fieldBytesMax;
+const fieldTooLong = (part: string | null, opts: MultipartOptions) =>
+  invalid('invalid_parameter', `part "${part}" is too long: at most ${partBytesMax(part, opts)} bytes`, part);
 
 /** Turns anything multer or busboy reports into a 4xx ApiError. */
 function toApiError(err: unknown, opts: MultipartOptions, state: RequestState): ApiError {
@@ -170,7 +188,13 @@ function toApiError(err: unknown, opts: MultipartOptions, state: RequestState): 
     const file = e.filename ? ` "${shortName(e.filename)}"` : '';
     switch (e.code) {
       case 'LIMIT_FILE_SIZE':
-        return new ApiError(413, 'invalid_request_error', 'file_too_large', `file${file} exceeds ${bytesText(limits.fileBytesMax)}; each file may have at most that`, part);
+        return new ApiError(
+          413,
+          'invalid_request_error',
+          'file_too_large',
+          `file${file} exceeds ${bytesText(limits.fileBytesMax)}; each file may have at most that`,
+          part,
+        );
       case 'LIMIT_FILE_COUNT':
         return invalid('too_many_files', `too many files: at most ${limits.filesMax} per request`, opts.fileParts[0] ?? null);
       case 'LIMIT_FIELD_COUNT':
@@ -196,12 +220,20 @@ function toApiError(err: unknown, opts: MultipartOptions, state: RequestState): 
   if (/^Unexpected end of (form|file)/.test(message)) {
     return invalid('malformed_multipart', 'the multipart body ended before its closing boundary (truncated upload?)', state.openPart);
   }
-  if (message === 'Malformed part header') return invalid('malformed_multipart', 'a part of the multipart body has a malformed header', state.openPart);
-  if (/Boundary not found/i.test(message)) return invalid('malformed_multipart', 'the Content-Type multipart/form-data has no boundary parameter');
+  if (message === 'Malformed part header')
+    return invalid('malformed_multipart', 'a part of the multipart body has a malformed header', state.openPart);
+  if (/Boundary not found/i.test(message))
+    return invalid('malformed_multipart', 'the Content-Type multipart/form-data has no boundary parameter');
   if (/content type/i.test(message)) {
-    return new ApiError(415, 'invalid_request_error', 'unsupported_media_type', 'send the request body as multipart/form-data with a boundary');
+    return new ApiError(
+      415,
+      'invalid_request_error',
+      'unsupported_media_type',
+      'send the request body as multipart/form-data with a boundary',
+    );
   }
-  if (/^Request (aborted|closed)/.test(message)) return invalid('request_aborted', 'the request body was not received in full', state.openPart);
+  if (/^Request (aborted|closed)/.test(message))
+    return invalid('request_aborted', 'the request body was not received in full', state.openPart);
   return invalid('malformed_multipart', 'the multipart body could not be parsed', state.openPart);
 }
 
@@ -215,7 +247,14 @@ export function multipartForm(opts: MultipartOptions): RequestHandler {
   const large = Object.values(opts.largeFields ?? {});
   const maxRequestBytes = limits.totalFileBytesMax + large.reduce((a, b) => a + b, 0) + FRAMING_ALLOWANCE_BYTES;
   const tooLarge = (bytes: string) =>
-    new ApiError(413, 'invalid_request_error', 'request_too_large', `request body of ${bytes} bytes exceeds ${bytesText(maxRequestBytes)}`, null, { Connection: 'close' });
+    new ApiError(
+      413,
+      'invalid_request_error',
+      'request_too_large',
+      `request body of ${bytes} bytes exceeds ${bytesText(maxRequestBytes)}`,
+      null,
+      { Connection: 'close' },
+    );
   const inFlight = inFlightLimit(limits.concurrentRequestsMax, 'uploads');
   // multer 2.5's `streamHandler` (feeds busboy; not in @types/multer).
   const options: multer.Options & { streamHandler(req: Request, busboy: NodeJS.WritableStream & { destroy(err: Error): void }): void } = {
@@ -247,7 +286,13 @@ export function multipartForm(opts: MultipartOptions): RequestHandler {
     },
     fileFilter(_req, file, cb) {
       if (!opts.fileParts.includes(file.fieldname)) {
-        return cb(invalid('unknown_parameter', `unexpected file in part "${file.fieldname}"; files go in part ${opts.fileParts.join(', ')}`, file.fieldname));
+        return cb(
+          invalid(
+            'unknown_parameter',
+            `unexpected file in part "${file.fieldname}"; files go in part ${opts.fileParts.join(', ')}`,
+            file.fieldname,
+          ),
+        );
       }
       cb(null, true);
     },
@@ -297,16 +342,14 @@ function collect(req: Request, opts: MultipartOptions): MultipartForm {
     if (Buffer.byteLength(value) > partBytesMax(part, opts)) throw fieldTooLong(part, opts);
     fields.set(part, value);
   }
-  const files = ((req.files ?? []) as Express.Multer.File[]).map(
-    (f): UploadedFile => ({
-      part: f.fieldname,
-      filename: f.originalname,
-      client_content_type: f.mimetype,
-      type: (f as Express.Multer.File & { detectedType?: string }).detectedType ?? '',
-      bytes: f.size,
-      buffer: f.buffer,
-    }),
-  );
+  const files = ((req.files ?? []) as Express.Multer.File[]).map((f): UploadedFile => ({
+    part: f.fieldname,
+    filename: f.originalname,
+    client_content_type: f.mimetype,
+    type: (f as Express.Multer.File & { detectedType?: string }).detectedType ?? '',
+    bytes: f.size,
+    buffer: f.buffer,
+  }));
   return { fields, files };
 }
 
@@ -322,6 +365,7 @@ export function multipartOf(res: Response): MultipartForm {
  */
 export function partRefused(err: ZodError, input: Record<string, unknown>): ApiError {
   const part = String(err.issues[0]!.path[0] ?? '');
-  if (input[part] === undefined) return new ApiError(400, 'invalid_request_error', 'missing_parameter', `missing required part: ${part}`, part);
+  if (input[part] === undefined)
+    return new ApiError(400, 'invalid_request_error', 'missing_parameter', `missing required part: ${part}`, part);
   return invalidParam(part, `${part} ${err.issues[0]!.message}`);
 }

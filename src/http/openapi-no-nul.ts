@@ -34,11 +34,16 @@ export function refuseNul(schema: JsonSchema): JsonSchema {
   const out: JsonSchema = {};
   for (const [k, v] of Object.entries(schema)) {
     if ((k === 'additionalProperties' || k === 'items') && isAnything(v)) out[k] = JSON_VALUE_REF;
-    else if (k === 'properties' && isObject(v)) out[k] = Object.fromEntries(Object.entries(v).map(([name, s]) => [name, isAnything(s) ? JSON_VALUE_REF : refuseNul(s as JsonSchema)]));
-    else if ((k === 'oneOf' || k === 'anyOf' || k === 'allOf' || k === 'prefixItems') && Array.isArray(v)) out[k] = v.map((s) => (isObject(s) ? refuseNul(s) : s));
+    else if (k === 'properties' && isObject(v))
+      out[k] = Object.fromEntries(
+        Object.entries(v).map(([name, s]) => [name, isAnything(s) ? JSON_VALUE_REF : refuseNul(s as JsonSchema)]),
+      );
+    else if ((k === 'oneOf' || k === 'anyOf' || k === 'allOf' || k === 'prefixItems') && Array.isArray(v))
+      out[k] = v.map((s) => (isObject(s) ? refuseNul(s) : s));
     else if ((k === 'items' || k === 'additionalProperties' || k === 'propertyNames' || k === 'not') && isObject(v)) out[k] = refuseNul(v);
     else out[k] = v;
   }
-  if (out['type'] === 'object' && out['propertyNames'] === undefined && out['additionalProperties'] !== false) out['propertyNames'] = { pattern: NO_NUL_PATTERN };
+  if (out['type'] === 'object' && out['propertyNames'] === undefined && out['additionalProperties'] !== false)
+    out['propertyNames'] = { pattern: NO_NUL_PATTERN };
   return out['type'] === 'string' ? noNulString(out) : out;
 }

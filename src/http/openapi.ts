@@ -102,7 +102,7 @@ const TAGS = [
     name: 'OpenAI-compatible',
     description:
       "OpenAI's Videos, Audio (speech, voices, voice consents) and Models APIs under /v1, for the official openai SDKs with their base URL set to <service>/v1 " +
-      'and an API key of this service: the same workspaces, jobs, voices and money as /v2. Errors have OpenAI\'s shape (OpenAiErrorResponse). ' +
+      "and an API key of this service: the same workspaces, jobs, voices and money as /v2. Errors have OpenAI's shape (OpenAiErrorResponse). " +
       'Remix, edits, extensions and characters of videos are not offered: they answer 400 `unsupported_feature` and are not listed here.',
   },
 ] as const;
@@ -167,7 +167,11 @@ export interface RouteContract extends Omit<ZodOpenApiOperationObject, 'tags' | 
 // Validation: what a handler receives
 
 type Out<S> = S extends z.core.$ZodType ? z.output<S> : undefined;
-type RequestParamOf<C, K extends 'path' | 'query' | 'header'> = C extends { requestParams: infer P } ? (P extends { [k in K]: infer S } ? Out<S> : undefined) : undefined;
+type RequestParamOf<C, K extends 'path' | 'query' | 'header'> = C extends { requestParams: infer P }
+  ? P extends { [k in K]: infer S }
+    ? Out<S>
+    : undefined
+  : undefined;
 type BodyValue<B> = B extends { parts: { schema: infer S } } ? Out<S> : B extends { schema: infer S } ? Out<S> : never;
 type BodyOf<C> = C extends { body: infer B } ? (B extends readonly (infer E)[] ? BodyValue<E> : BodyValue<B>) : undefined;
 
@@ -210,14 +214,16 @@ function validBody(bodies: BodyContract[], req: Request, res: Response): unknown
  */
 function validInput<C extends RouteContract>(c: C, req: Request, res: Response): RouteInput<C> {
   const p = c.requestParams;
-  const refuse = (where: 'path' | 'query' | 'header', input: unknown) => (err: ZodError) => (c.invalid ? c.invalid(err, where, input) : fromZodError(err));
+  const refuse = (where: 'path' | 'query' | 'header', input: unknown) => (err: ZodError) =>
+    c.invalid ? c.invalid(err, where, input) : fromZodError(err);
   const key = req.get('idempotency-key');
   return {
     params: p?.path ? check(p.path, req.params, refuse('path', req.params)) : undefined,
     query: p?.query ? check(p.query, req.query, refuse('query', req.query)) : undefined,
     headers: p?.header ? check(p.header, req.headers, refuse('header', req.headers)) : undefined,
     body: validBody(bodiesOf(c), req, res),
-    idempotencyKey: c.idempotent && key !== undefined ? check(S.IdempotencyKey, key, (err) => fromZodError(err, 'Idempotency-Key')) : undefined,
+    idempotencyKey:
+      c.idempotent && key !== undefined ? check(S.IdempotencyKey, key, (err) => fromZodError(err, 'Idempotency-Key')) : undefined,
   } as RouteInput<C>;
 }
 
@@ -231,7 +237,9 @@ export class ApiRouter {
    * validation of its input against the contract, then its handler with that input.
    */
   route<C extends RouteContract>(contract: C, ...handlers: [...RequestHandler[], ContractHandler<C>]): void {
-    for (const b of bodiesOf(contract)) if (mediaTypeOf(b) === 'multipart/form-data' && !b.parts) throw new Error(`${contract.operationId}: a multipart body needs its parts' validation`);
+    for (const b of bodiesOf(contract))
+      if (mediaTypeOf(b) === 'multipart/form-data' && !b.parts)
+        throw new Error(`${contract.operationId}: a multipart body needs its parts' validation`);
     const handle = handlers[handlers.length - 1] as ContractHandler<C>;
     const middleware = handlers.slice(0, -1) as RequestHandler[];
     const validated: RequestHandler = async (req, res) => {
@@ -293,33 +301,59 @@ const IDEMPOTENCY_REF = { $ref: '#/components/parameters/IdempotencyKey' };
 function requestBody(bodies: BodyContract[], ctx: DocumentContext): NonNullable<ZodOpenApiOperationObject['requestBody']> {
   const content = bodies.map((body) => {
     const example = typeof body.example === 'function' ? body.example(ctx) : body.example;
-    return [mediaTypeOf(body), { schema: body.schema, ...(example ? { example } : {}), ...(body.encoding ? { encoding: body.encoding } : {}) }] as const;
+    return [
+      mediaTypeOf(body),
+      { schema: body.schema, ...(example ? { example } : {}), ...(body.encoding ? { encoding: body.encoding } : {}) },
+    ] as const;
   });
   return {
     required: true,
     description: bodies
-      .map((body) => body.description ?? `application/json, at most ${bytesText(body.bytes_max ?? JSON_BODY_BYTES_MAX)}; unknown fields are refused (400).`)
+      .map(
+        (body) =>
+          body.description ??
+          `application/json, at most ${bytesText(body.bytes_max ?? JSON_BODY_BYTES_MAX)}; unknown fields are refused (400).`,
+      )
       .join(' Or: '),
     content: Object.fromEntries(content),
   };
 }
 
 function operation(c: RouteContract, ctx: DocumentContext): ZodOpenApiOperationObject {
-  const { method: _m, path: _p, expressPath: _e, tag, security, idempotent, body: _b, errors, errorShape, responses, parameters, ...rest } = c;
+  const {
+    method: _m,
+    path: _p,
+    expressPath: _e,
+    tag,
+    security,
+    idempotent,
+    body: _b,
+    errors,
+    errorShape,
+    responses,
+    parameters,
+    ...rest
+  } = c;
   const params = [...(parameters ?? []), ...(idempotent ? [IDEMPOTENCY_REF] : [])];
   const bodies = bodiesOf(c);
   const jsonBody = bodies.find((b) => mediaTypeOf(b) === 'application/json');
   // A JSON body can be too large (413) or not of a media type the route takes (415): said once here for every such route.
-  const bodyErrors = jsonBody ? {
-          413: `The JSON body exceeds ${bytesText(jsonBody.bytes_max ?? JSON_BODY_BYTES_MAX)} (request_too_large).`,
-          415: `The body is not ${bodies.map(mediaTypeOf).join(' or ')} (unsupported_media_type).`,
-        } : {};
+  const bodyErrors = jsonBody
+    ? {
+        413: `The JSON body exceeds ${bytesText(jsonBody.bytes_max ?? JSON_BODY_BYTES_MAX)} (request_too_large).`,
+        415: `The body is not ${bodies.map(mediaTypeOf).join(' or ')} (unsupported_media_type).`,
+      }
+    : {};
   // Every read with an API key is rate limited per key (RATE_LIMIT_READS_PER_MINUTE).
-  const readLimit = security === 'apiKey' && c.method === 'get' ? { 429: 'Too many reads (per API key); retry after `Retry-After` seconds.' } : {};
+  const readLimit =
+    security === 'apiKey' && c.method === 'get' ? { 429: 'Too many reads (per API key); retry after `Retry-After` seconds.' } : {};
   // A route behind an API key or the admin token refuses a request without a valid one.
   const unauthorized = security === 'none' ? {} : { 401: undefined };
   const errorSchema = errorShape === 'openai' ? OpenAi.OpenAiErrorResponse : S.ErrorResponse;
-  const errorResponses = Object.entries({ ...bodyErrors, ...unauthorized, ...readLimit, ...errors }).map(([status, note]) => [status, errorResponse(Number(status) as ErrorStatus, note, errorSchema)]);
+  const errorResponses = Object.entries({ ...bodyErrors, ...unauthorized, ...readLimit, ...errors }).map(([status, note]) => [
+    status,
+    errorResponse(Number(status) as ErrorStatus, note, errorSchema),
+  ]);
   return {
     ...rest,
     tags: [tag],

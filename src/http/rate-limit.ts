@@ -25,7 +25,11 @@ export function rateLimit(
     buckets.set(key, b);
     if (b.tokens < 1) {
       const retry_after_s = Math.ceil((1 - b.tokens) / refill_per_ms / 1000);
-      return next(new ApiError(429, 'rate_limit_error', 'rate_limited', `too many requests; retry after ${retry_after_s}s`, null, { 'Retry-After': String(retry_after_s) }));
+      return next(
+        new ApiError(429, 'rate_limit_error', 'rate_limited', `too many requests; retry after ${retry_after_s}s`, null, {
+          'Retry-After': String(retry_after_s),
+        }),
+      );
     }
     b.tokens -= 1;
     next();

@@ -95,7 +95,11 @@ export function jobReadGate(opts: JobReadGateOptions = {}): JobReadGate {
       return start();
     }
     if (waiting.length >= waiting_max) {
-      return next(new ApiError(503, 'api_error', 'server_busy', 'too many reads are waiting; retry shortly', null, { 'Retry-After': String(RETRY_AFTER_S) }));
+      return next(
+        new ApiError(503, 'api_error', 'server_busy', 'too many reads are waiting; retry shortly', null, {
+          'Retry-After': String(RETRY_AFTER_S),
+        }),
+      );
     }
     waiting.push(start);
   };

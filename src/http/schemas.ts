@@ -5,11 +5,21 @@
 import { z } from 'zod';
 
 export const IDEMPOTENCY_KEY_CHARS_MAX = 255;
-export const IdempotencyKey = z.string().min(1).max(IDEMPOTENCY_KEY_CHARS_MAX).regex(/^[\x21-\x7e]+$/, 'printable ASCII without spaces');
+export const IdempotencyKey = z
+  .string()
+  .min(1)
+  .max(IDEMPOTENCY_KEY_CHARS_MAX)
+  .regex(/^[\x21-\x7e]+$/, 'printable ASCII without spaces');
 
 export const LIST_LIMIT_MAX = 100;
 export const LIST_LIMIT_DEFAULT = 20;
-export const PageLimit = z.coerce.number().int().min(1).max(LIST_LIMIT_MAX).default(LIST_LIMIT_DEFAULT).describe(`Items per page, 1 to ${LIST_LIMIT_MAX}.`);
+export const PageLimit = z.coerce
+  .number()
+  .int()
+  .min(1)
+  .max(LIST_LIMIT_MAX)
+  .default(LIST_LIMIT_DEFAULT)
+  .describe(`Items per page, 1 to ${LIST_LIMIT_MAX}.`);
 /** Query of a paginated list whose ids are `prefix` + a serial number: newest first, `after` = the id of the last item of the previous page. */
 export const serialPageQuery = (prefix: string) =>
   z
@@ -51,7 +61,10 @@ export const ErrorResponse = z
       type: ApiErrorType,
       code: z.string().describe('Machine-readable, e.g. invalid_parameter, model_not_found, insufficient_credits.'),
       message: z.string().describe('Human-readable explanation.'),
-      param: z.string().nullable().describe('The parameter, header or multipart part at fault, when there is one (e.g. "n", "Idempotency-Key", "file").'),
+      param: z
+        .string()
+        .nullable()
+        .describe('The parameter, header or multipart part at fault, when there is one (e.g. "n", "Idempotency-Key", "file").'),
     }),
   })
   .describe('Every error, whatever its status, has this shape.');

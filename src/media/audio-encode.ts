@@ -19,7 +19,6 @@ import type { MediaCommand } from './ffmpeg-wasm.js';
 import type { SpeechFormat } from '../models/values.js';
 import { pcmToWav } from './wav.js';
 
-
 export const SPEECH_CONTENT_TYPES: Readonly<Record<SpeechFormat, (rate_hz: number) => string>> = {
   mp3: () => 'audio/mpeg',
   opus: () => 'audio/ogg; codecs=opus',
@@ -42,7 +41,8 @@ export interface AudioEncoder {
 }
 
 /** Whether `format` is encoded by FFmpeg (a place in its speech lane is reserved before the provider is called). */
-export const needsMediaWorker = (format: SpeechFormat): format is 'opus' | 'aac' | 'flac' => format === 'opus' || format === 'aac' || format === 'flac';
+export const needsMediaWorker = (format: SpeechFormat): format is 'opus' | 'aac' | 'flac' =>
+  format === 'opus' || format === 'aac' || format === 'flac';
 
 /** The sample rate of a `audio/pcm;rate=N;...` content type. */
 export function pcmRateOf(content_type: string): number {

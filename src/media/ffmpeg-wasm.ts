@@ -78,7 +78,8 @@ function coreFiles() {
   };
 }
 
-export const mediaUnavailable = (message: string) => new ApiError(503, 'api_error', 'media_worker_unavailable', message, null, { 'Retry-After': '5' });
+export const mediaUnavailable = (message: string) =>
+  new ApiError(503, 'api_error', 'media_worker_unavailable', message, null, { 'Retry-After': '5' });
 
 const LANE_FULL: Record<MediaLane, string> = {
   speech: 'too many speeches in opus, aac or flac are being made right now; nothing was charged; retry in a moment',
@@ -114,7 +115,13 @@ export class FfmpegWasm {
   }
 
   /** One command in `lane` with a place of its own (a 503 when the lane is full). */
-  async run(input: Buffer, input_name: string, args: readonly string[], output_name: string, lane: MediaLane = 'thumbnail'): Promise<Buffer | null> {
+  async run(
+    input: Buffer,
+    input_name: string,
+    args: readonly string[],
+    output_name: string,
+    lane: MediaLane = 'thumbnail',
+  ): Promise<Buffer | null> {
     const place = this.reserve(lane);
     try {
       return await place.run(input, input_name, args, output_name);
@@ -131,7 +138,8 @@ export class FfmpegWasm {
   async close(): Promise<void> {
     const w = this.worker;
     this.worker = null;
-    for (const lane of ['speech', 'thumbnail'] as const) for (const t of this.waiting[lane].splice(0)) t.reject(mediaUnavailable('the media worker stopped'));
+    for (const lane of ['speech', 'thumbnail'] as const)
+      for (const t of this.waiting[lane].splice(0)) t.reject(mediaUnavailable('the media worker stopped'));
     if (w) await w.terminate();
   }
 

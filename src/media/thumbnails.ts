@@ -17,8 +17,8 @@ export const THUMBNAIL_VIDEO_BYTES_MAX = 512 * 1024 * 1024;
 const THUMBNAIL_BYTES_MAX = 16 * 1024 * 1024;
 const FIRST_FRAME_JPEG = ['-frames:v', '1', '-f', 'image2', '-c:v', 'mjpeg', '-q:v', '3'];
 
-
-export const videoContentGone = () => new ApiError(404, 'not_found_error', 'video_content_gone', 'the content of this video is no longer stored', 'video_id');
+export const videoContentGone = () =>
+  new ApiError(404, 'not_found_error', 'video_content_gone', 'the content of this video is no longer stored', 'video_id');
 
 async function readAll(stream: Readable, bytes_max: number): Promise<Buffer | null> {
   const chunks: Buffer[] = [];
@@ -75,7 +75,8 @@ export class Thumbnails {
     } finally {
       place.release();
     }
-    if (!jpeg) throw new ApiError(422, 'invalid_request_error', 'video_not_decodable', 'the first frame of this video could not be decoded');
+    if (!jpeg)
+      throw new ApiError(422, 'invalid_request_error', 'video_not_decodable', 'the first frame of this video could not be decoded');
     // Kept for the next request; a failed write only means the next one decodes again.
     await this.deps.storage.put(key, jpeg, 'image/jpeg').catch(() => {});
     return jpeg;

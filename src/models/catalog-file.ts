@@ -36,7 +36,10 @@ const distinct = <T extends z.ZodType>(item: T, max: number) =>
 /** A provider's model or endpoint id: `veo-3.1-generate-001`, `fal-ai/veo3.1/fast`, `google/veo-3.1`. */
 const ProviderModelId = z
   .string()
-  .regex(/^[A-Za-z0-9][A-Za-z0-9._-]*(?:\/[A-Za-z0-9][A-Za-z0-9._-]*){0,7}$/, 'must be path segments of letters, digits, ".", "_" or "-" separated by "/"')
+  .regex(
+    /^[A-Za-z0-9][A-Za-z0-9._-]*(?:\/[A-Za-z0-9][A-Za-z0-9._-]*){0,7}$/,
+    'must be path segments of letters, digits, ".", "_" or "-" separated by "/"',
+  )
   .max(200);
 /** A provider's input field name. */
 const Field = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,63}$/, 'must be a field name (letters, digits, "_")');
@@ -63,7 +66,10 @@ const BackendEntry = z.strictObject({
   backend: BackendName,
   region: Label,
   provider_model_id: ProviderModelId,
-  version: z.string().regex(/^[a-f0-9]{64}$/, 'must be a Replicate version id (64 hex digits)').optional(),
+  version: z
+    .string()
+    .regex(/^[a-f0-9]{64}$/, 'must be a Replicate version id (64 hex digits)')
+    .optional(),
   image_endpoint: ProviderModelId.optional(),
   first_last_frame_endpoint: ProviderModelId.optional(),
   videos_per_request: z.int().min(1).max(16).optional(),
@@ -91,7 +97,10 @@ const VideoModelEntry = z.strictObject({
   inputs: z.strictObject({
     image: z.boolean(),
     last_frame: z.boolean(),
-    image_mime_types: z.array(z.enum(['image/png', 'image/jpeg', 'image/webp'])).max(3).default([]),
+    image_mime_types: z
+      .array(z.enum(['image/png', 'image/jpeg', 'image/webp']))
+      .max(3)
+      .default([]),
     negative_prompt: z.boolean(),
   }),
   audio: z.strictObject({ supported: z.boolean(), default: z.boolean() }),
@@ -133,7 +142,8 @@ const CatalogFile = z
     });
     file.aliases.forEach((a, i) => {
       claim(a.id, ['aliases', i]);
-      if (!file.video_models.some((m) => m.id === a.replaced_by)) problem(['aliases', i, 'replaced_by'], `"${a.replaced_by}" is not one of video_models`);
+      if (!file.video_models.some((m) => m.id === a.replaced_by))
+        problem(['aliases', i, 'replaced_by'], `"${a.replaced_by}" is not one of video_models`);
     });
     file.speech_models.forEach((m, i) => claim(m.id, ['speech_models', i]));
     if (!file.video_models.some((m) => m.id === file.default_video_model)) {
@@ -146,16 +156,22 @@ type Problem = (path: (string | number)[], message: string) => void;
 function checkVideoModel(m: VideoModelEntry, at: (string | number)[], problem: Problem): void {
   checkBackends(m, at, problem);
   const d = m.default_params;
-  if (!m.durations_seconds.includes(d.durationSeconds)) problem([...at, 'default_params', 'durationSeconds'], `must be one of durations_seconds (${m.durations_seconds.join(', ')})`);
-  if (!m.resolutions.includes(d.resolution)) problem([...at, 'default_params', 'resolution'], `must be one of resolutions (${m.resolutions.join(', ')})`);
-  if (!m.aspect_ratios.includes(d.aspectRatio)) problem([...at, 'default_params', 'aspectRatio'], `must be one of aspect_ratios (${m.aspect_ratios.join(', ')})`);
+  if (!m.durations_seconds.includes(d.durationSeconds))
+    problem([...at, 'default_params', 'durationSeconds'], `must be one of durations_seconds (${m.durations_seconds.join(', ')})`);
+  if (!m.resolutions.includes(d.resolution))
+    problem([...at, 'default_params', 'resolution'], `must be one of resolutions (${m.resolutions.join(', ')})`);
+  if (!m.aspect_ratios.includes(d.aspectRatio))
+    problem([...at, 'default_params', 'aspectRatio'], `must be one of aspect_ratios (${m.aspect_ratios.join(', ')})`);
   if (!(d.n >= 1 && d.n <= m.max_n)) problem([...at, 'default_params', 'n'], `must be between 1 and max_n (${m.max_n})`);
-  if (m.inputs.last_frame && !m.inputs.image) problem([...at, 'inputs', 'last_frame'], 'needs inputs.image: a last frame goes with a first frame');
-  if (m.inputs.image && m.inputs.image_mime_types.length === 0) problem([...at, 'inputs', 'image_mime_types'], 'must list at least one type when inputs.image is true');
+  if (m.inputs.last_frame && !m.inputs.image)
+    problem([...at, 'inputs', 'last_frame'], 'needs inputs.image: a last frame goes with a first frame');
+  if (m.inputs.image && m.inputs.image_mime_types.length === 0)
+    problem([...at, 'inputs', 'image_mime_types'], 'must list at least one type when inputs.image is true');
   if (!m.audio.supported && m.audio.default) problem([...at, 'audio', 'default'], 'must be false when audio.supported is false');
   const tables: [string, PricePerSecond | undefined][] = [['without_audio', m.price_eur_per_second.without_audio]];
   if (m.audio.supported) tables.push(['with_audio', m.price_eur_per_second.with_audio]);
-  else if (m.price_eur_per_second.with_audio) problem([...at, 'price_eur_per_second', 'with_audio'], 'must be absent when audio.supported is false');
+  else if (m.price_eur_per_second.with_audio)
+    problem([...at, 'price_eur_per_second', 'with_audio'], 'must be absent when audio.supported is false');
   for (const [name, table] of tables) {
     const where = [...at, 'price_eur_per_second', name];
     if (!table) {
@@ -163,7 +179,8 @@ function checkVideoModel(m: VideoModelEntry, at: (string | number)[], problem: P
       continue;
     }
     for (const r of m.resolutions) if (table[r] === undefined) problem([...where, r], `required: ${r} is one of the model's resolutions`);
-    for (const r of Object.keys(table)) if (!m.resolutions.includes(r as Resolution)) problem([...where, r], `${r} is not one of the model's resolutions`);
+    for (const r of Object.keys(table))
+      if (!m.resolutions.includes(r as Resolution)) problem([...where, r], `${r} is not one of the model's resolutions`);
   }
 }
 
@@ -182,7 +199,8 @@ function checkBackends(m: VideoModelEntry, at: (string | number)[], problem: Pro
       if (m[key] !== undefined) problem([...at, key], 'must be absent when backends is given (each backend names its own)');
     }
   } else {
-    for (const key of ['backend', 'provider_model_id', 'region'] as const) if (m[key] === undefined) problem([...at, key], 'required (or give backends)');
+    for (const key of ['backend', 'provider_model_id', 'region'] as const)
+      if (m[key] === undefined) problem([...at, key], 'required (or give backends)');
     return;
   }
   const seen = new Set<string>();
@@ -190,10 +208,13 @@ function checkBackends(m: VideoModelEntry, at: (string | number)[], problem: Pro
     const where = [...at, 'backends', i];
     if (seen.has(b.backend)) problem([...where, 'backend'], `"${b.backend}" is listed twice`);
     seen.add(b.backend);
-    for (const r of b.resolutions ?? []) if (!m.resolutions.includes(r)) problem([...where, 'resolutions'], `${r} is not one of the model's resolutions`);
-    if (b.videos_per_request !== undefined && b.videos_per_request > m.max_n) problem([...where, 'videos_per_request'], `must be at most max_n (${m.max_n})`);
+    for (const r of b.resolutions ?? [])
+      if (!m.resolutions.includes(r)) problem([...where, 'resolutions'], `${r} is not one of the model's resolutions`);
+    if (b.videos_per_request !== undefined && b.videos_per_request > m.max_n)
+      problem([...where, 'videos_per_request'], `must be at most max_n (${m.max_n})`);
     if (b.version !== undefined && b.backend !== 'replicate') problem([...where, 'version'], 'only a replicate backend has a version');
-    if ((b.image_endpoint ?? b.first_last_frame_endpoint) !== undefined && b.backend !== 'fal') problem([...where, 'image_endpoint'], 'only a fal backend has endpoints per input');
+    if ((b.image_endpoint ?? b.first_last_frame_endpoint) !== undefined && b.backend !== 'fal')
+      problem([...where, 'image_endpoint'], 'only a fal backend has endpoints per input');
     if (!MAPPED_BACKENDS.has(b.backend)) {
       if (b.input) problem([...where, 'input'], `must be absent for ${b.backend} (it takes the job's fields as they are)`);
       return;
@@ -213,7 +234,8 @@ function checkBackends(m: VideoModelEntry, at: (string | number)[], problem: Pro
       ['negative_prompt', m.inputs.negative_prompt, 'inputs.negative_prompt is true'],
       ['seed', m.supports_seed, 'supports_seed is true'],
     ];
-    for (const [field, needed, why] of needs) if (needed && b.input[field] === undefined) problem([...where, 'input', field], `required: ${why}`);
+    for (const [field, needed, why] of needs)
+      if (needed && b.input[field] === undefined) problem([...where, 'input', field], `required: ${why}`);
   });
 }
 
@@ -240,28 +262,28 @@ function toCatalog(file: string, parsed: z.infer<typeof CatalogFile>): Catalog {
   const video_models: VideoModel[] = parsed.video_models.map((m) => {
     const backends = backendEntries(m).map((b) => toBackend(m, b));
     return {
-    id: m.id,
-    kind: 'video',
-    family: m.family,
-    variant: m.variant,
-    owned_by: m.owned_by,
-    region: backends[0]!.region,
-    backend: backends[0]!.backend,
-    provider_model_id: backends[0]!.provider_model_id,
-    backends,
-    durations_seconds: m.durations_seconds,
-    resolutions: m.resolutions,
-    aspect_ratios: m.aspect_ratios,
-    max_n: m.max_n,
-    supports_seed: m.supports_seed,
-    accepts_parameters: m.accepts_parameters,
-    inputs: m.inputs,
-    audio: m.audio,
-    price_micro_eur_per_second: {
-      with_audio: m.audio.supported && m.price_eur_per_second.with_audio ? microTable(m.price_eur_per_second.with_audio) : null,
-      without_audio: microTable(m.price_eur_per_second.without_audio),
-    },
-    default_params: m.default_params,
+      id: m.id,
+      kind: 'video',
+      family: m.family,
+      variant: m.variant,
+      owned_by: m.owned_by,
+      region: backends[0]!.region,
+      backend: backends[0]!.backend,
+      provider_model_id: backends[0]!.provider_model_id,
+      backends,
+      durations_seconds: m.durations_seconds,
+      resolutions: m.resolutions,
+      aspect_ratios: m.aspect_ratios,
+      max_n: m.max_n,
+      supports_seed: m.supports_seed,
+      accepts_parameters: m.accepts_parameters,
+      inputs: m.inputs,
+      audio: m.audio,
+      price_micro_eur_per_second: {
+        with_audio: m.audio.supported && m.price_eur_per_second.with_audio ? microTable(m.price_eur_per_second.with_audio) : null,
+        without_audio: microTable(m.price_eur_per_second.without_audio),
+      },
+      default_params: m.default_params,
     } satisfies VideoModel;
   });
   const speech_models: SpeechModel[] = parsed.speech_models.map((m) => ({
@@ -283,7 +305,8 @@ export function formatPath(path: readonly PropertyKey[]): string {
 }
 
 function describeIssue(issue: z.core.$ZodIssue, data: unknown): string {
-  if (issue.code === 'unrecognized_keys') return `unknown key${issue.keys.length > 1 ? 's' : ''} ${issue.keys.map((k) => `"${k}"`).join(', ')}`;
+  if (issue.code === 'unrecognized_keys')
+    return `unknown key${issue.keys.length > 1 ? 's' : ''} ${issue.keys.map((k) => `"${k}"`).join(', ')}`;
   if (issue.code !== 'custom' && valueAt(data, issue.path) === undefined) return 'required';
   return issue.message;
 }

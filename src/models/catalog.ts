@@ -171,7 +171,9 @@ export function generatesAudio(model: VideoModel, options: PriceOptions = {}): b
 
 /** Price of one video of these parameters, in micro-euros. */
 export function unitPriceMicroEur(model: VideoModel, params: VideoParams, options: PriceOptions = {}): number {
-  const prices = generatesAudio(model, options) ? model.price_micro_eur_per_second.with_audio : model.price_micro_eur_per_second.without_audio;
+  const prices = generatesAudio(model, options)
+    ? model.price_micro_eur_per_second.with_audio
+    : model.price_micro_eur_per_second.without_audio;
   const perSecond = prices?.[params.resolution];
   if (perSecond === undefined) throw new Error(`invariant: model ${model.id} has no price for ${params.resolution}`);
   return perSecond * params.durationSeconds;
@@ -195,7 +197,11 @@ export interface ConfiguredBackends {
  * `params`, serving its resolution). When none of the model's backends is configured, the simulator
  * serves it if it is on; otherwise nothing does (an empty list).
  */
-export function videoBackendsFor(model: VideoModel, configured: ConfiguredBackends, params?: Pick<VideoParams, 'resolution'>): VideoBackend[] {
+export function videoBackendsFor(
+  model: VideoModel,
+  configured: ConfiguredBackends,
+  params?: Pick<VideoParams, 'resolution'>,
+): VideoBackend[] {
   const real = model.backends.filter((b) => b.backend !== 'simulator' && configured[b.backend] === true);
   if (real.length > 0) return real.filter((b) => !params || b.resolutions.includes(params.resolution)).map((b) => b.backend);
   return configured.simulator ? ['simulator'] : [];

@@ -45,24 +45,16 @@ export function openAiModelRoutes(deps: { auth: RequestHandler; simulator: boole
       .filter((m) => keyAllowsModel(principal, m.id))
       .map((m) => ({ id: m.id, object: 'model' as const, created: CATALOG_CREATED_S, owned_by: m.owned_by }));
 
-  api.route(
-    openaiListModels,
-    deps.auth,
-    (_input, _req, res) => {
-      res.json({ object: 'list', data: usable(principalOf(res)) });
-    },
-  );
+  api.route(openaiListModels, deps.auth, (_input, _req, res) => {
+    res.json({ object: 'list', data: usable(principalOf(res)) });
+  });
 
-  api.route(
-    openaiRetrieveModel,
-    deps.auth,
-    (input, _req, res) => {
-      const id = input.params.id;
-      const m = usable(principalOf(res)).find((x) => x.id === id);
-      if (!m) throw notFound('model_not_found', `The model '${id}' does not exist or you do not have access to it.`, 'model');
-      res.json(m);
-    },
-  );
+  api.route(openaiRetrieveModel, deps.auth, (input, _req, res) => {
+    const id = input.params.id;
+    const m = usable(principalOf(res)).find((x) => x.id === id);
+    if (!m) throw notFound('model_not_found', `The model '${id}' does not exist or you do not have access to it.`, 'model');
+    res.json(m);
+  });
 
   return api;
 }

@@ -12,5 +12,4 @@ export const OpenAiModel = z
   .describe('A video or speech model this API key may use and something here serves.');
 export const OpenAiModelList = z.strictObject({ object: z.literal('list'), data: z.array(OpenAiModel) });
 
-
 export const OPENAI_RESPONSE_COMPONENTS = { OpenAiModel, OpenAiModelList } satisfies Record<string, z.ZodType>;

@@ -23,7 +23,8 @@ type ObjectSchema = JsonSchema & { properties: Record<string, JsonSchema>; requi
 /** The JSON Schema of the simulator's `parameters.simulate` (src/providers/video/simulator.ts). */
 export type SimulateJsonSchema = ObjectSchema;
 
-const without = (props: Record<string, JsonSchema>, ...names: string[]) => Object.fromEntries(Object.entries(props).filter(([k]) => !names.includes(k)));
+const without = (props: Record<string, JsonSchema>, ...names: string[]) =>
+  Object.fromEntries(Object.entries(props).filter(([k]) => !names.includes(k)));
 
 function variant(title: string, properties: Record<string, JsonSchema>, required: string[], extra: JsonSchema = {}): JsonSchema {
   return { title, type: 'object', properties, required: [...new Set(required)], additionalProperties: false, ...extra };
@@ -32,11 +33,22 @@ function variant(title: string, properties: Record<string, JsonSchema>, required
 /** The inputs a model may take beyond the common fields: its images, audio switch, negative prompt. */
 function inputProperties(p: Record<string, JsonSchema>, m: VideoModel): Record<string, JsonSchema> {
   const frame = (what: string, description: JsonSchema | undefined) =>
-    imageInputSchema(m.inputs.image_mime_types, IMAGE_BYTES_MAX, `${what} (${m.inputs.image_mime_types.join(', ')}). ${String(description?.['description'] ?? '')}`.trim());
+    imageInputSchema(
+      m.inputs.image_mime_types,
+      IMAGE_BYTES_MAX,
+      `${what} (${m.inputs.image_mime_types.join(', ')}). ${String(description?.['description'] ?? '')}`.trim(),
+    );
   return {
     ...(m.inputs.image ? { image: frame('The first frame', p['image']) } : {}),
     ...(m.inputs.last_frame ? { lastFrame: frame('The last frame, with image', p['lastFrame']) } : {}),
-    ...(m.audio.supported && p['generateAudio'] ? { generateAudio: { ...p['generateAudio'], description: `Whether the videos have sound; default ${m.audio.default}. The price depends on it.` } } : {}),
+    ...(m.audio.supported && p['generateAudio']
+      ? {
+          generateAudio: {
+            ...p['generateAudio'],
+            description: `Whether the videos have sound; default ${m.audio.default}. The price depends on it.`,
+          },
+        }
+      : {}),
     ...(m.inputs.negative_prompt && p['negativePrompt'] ? { negativePrompt: p['negativePrompt'] } : {}),
   };
 }
@@ -46,7 +58,13 @@ function inputProperties(p: Record<string, JsonSchema>, m: VideoModel): Record<s
  * model). A model whose `parameters.simulate` the simulator reads has one variant per `n` (and one
  * without `n`), since `simulate.videos` may not exceed n.
  */
-function videoVariants(base: ObjectSchema, m: VideoModel, simulate: SimulateJsonSchema | null, modelGiven: boolean, alias?: string): JsonSchema[] {
+function videoVariants(
+  base: ObjectSchema,
+  m: VideoModel,
+  simulate: SimulateJsonSchema | null,
+  modelGiven: boolean,
+  alias?: string,
+): JsonSchema[] {
   const p = base.properties;
   const d = m.default_params;
   const id = alias ?? m.id;
@@ -71,14 +89,21 @@ function videoVariants(base: ObjectSchema, m: VideoModel, simulate: SimulateJson
     return {
       type: 'object',
       description: p['parameters']?.['description'],
-      properties: { simulate: { ...simulate, properties: { ...simulate.properties, videos: { ...videos, maximum: max, description: `Videos delivered, at most n (${n}).` } } } },
+      properties: {
+        simulate: {
+          ...simulate,
+          properties: { ...simulate.properties, videos: { ...videos, maximum: max, description: `Videos delivered, at most n (${n}).` } },
+        },
+      },
       additionalProperties: {},
     };
   };
   const counts = Array.from({ length: m.max_n }, (_, i) => i + 1);
   return [
     variant(`${title}, n absent (${d.n})`, { ...props, parameters: withSimulate(d.n) }, required, extra),
-    ...counts.map((n) => variant(`${title}, n = ${n}`, { ...props, n: { ...nSchema, const: n }, parameters: withSimulate(n) }, [...required, 'n'], extra)),
+    ...counts.map((n) =>
+      variant(`${title}, n = ${n}`, { ...props, n: { ...nSchema, const: n }, parameters: withSimulate(n) }, [...required, 'n'], extra),
+    ),
   ];
 }
 
@@ -87,7 +112,9 @@ function videoVariants(base: ObjectSchema, m: VideoModel, simulate: SimulateJson
  * of them, and the default model's without `model`.
  */
 export function videoBodySchema(base: ObjectSchema, avail: ModelAvailability, simulate: SimulateJsonSchema): JsonSchema {
-  const served = videoModels().map((m) => ({ m, backend: videoBackendFor(m, avail) })).filter((x) => x.backend !== null);
+  const served = videoModels()
+    .map((m) => ({ m, backend: videoBackendFor(m, avail) }))
+    .filter((x) => x.backend !== null);
   if (served.length === 0) return base;
   const simulateOf = (m: VideoModel, backend: string | null) => (backend === 'simulator' && m.accepts_parameters ? simulate : null);
   const variants = served.flatMap(({ m, backend }) => videoVariants(base, m, simulateOf(m, backend), true));
@@ -126,7 +153,8 @@ export function speechBodySchema(base: ObjectSchema, avail: ModelAvailability): 
   const def = defaultSpeechModelFor(avail.voiceProvider);
   if (served.length === 0 || !def) return base;
   return {
-    description: 'A text-to-speech request. One variant per speech model of the configured voice provider (GET /v2/models), with its limits; without `model`, its default model.',
+    description:
+      'A text-to-speech request. One variant per speech model of the configured voice provider (GET /v2/models), with its limits; without `model`, its default model.',
     oneOf: [...served.map((m) => speechVariant(base, m, true)), speechVariant(base, def, false)],
   };
 }
@@ -140,7 +168,11 @@ export function apiKeyBodySchema(base: ObjectSchema): JsonSchema {
     ...base,
     properties: {
       ...base.properties,
-      models: { ...models, items: { type: 'string', enum: ids }, description: 'Model ids of the catalog (GET /v2/models/all) the key may use; absent: all.' },
+      models: {
+        ...models,
+        items: { type: 'string', enum: ids },
+        description: 'Model ids of the catalog (GET /v2/models/all) the key may use; absent: all.',
+      },
     },
   };
 }
@@ -157,5 +189,9 @@ export function videoBodyExample(avail: ModelAvailability): Record<string, unkno
 export function speechBodyExample(avail: ModelAvailability): Record<string, unknown> | undefined {
   const m = defaultSpeechModelFor(avail.voiceProvider);
   if (!m) return undefined;
-  return { input: 'Hello from a cloned voice.', model: m.id, voice: avail.voiceProvider === 'simulator' ? 'sim-narrator' : '<voice_id of one of your voices>' };
+  return {
+    input: 'Hello from a cloned voice.',
+    model: m.id,
+    voice: avail.voiceProvider === 'simulator' ? 'sim-narrator' : '<voice_id of one of your voices>',
+  };
 }

@@ -10,7 +10,11 @@ import { ELEVENLABS_PRESET_VOICES } from '../providers/voice/elevenlabs.js';
 const eurTable = (table: PricePerSecond) => Object.fromEntries(Object.entries(table).map(([res, micro]) => [res, microEurToEur(micro)]));
 
 /** `usable`: the model's backends configured here, in order (videoBackendsFor); `backend` is the first, or the simulator standing in. */
-export function presentVideoModel(model: VideoModel, backend: VideoBackend | null, usable: readonly VideoBackend[] = backend ? [backend] : []) {
+export function presentVideoModel(
+  model: VideoModel,
+  backend: VideoBackend | null,
+  usable: readonly VideoBackend[] = backend ? [backend] : [],
+) {
   const prices = model.price_micro_eur_per_second;
   return {
     id: model.id,
@@ -49,7 +53,12 @@ export function presentVideoModel(model: VideoModel, backend: VideoBackend | nul
 }
 
 /** A retired id: everything as its replacement (what a job naming it gets), marked deprecated. */
-export function presentVideoModelAlias(alias: VideoModelAlias, replacement: VideoModel, backend: VideoBackend | null, usable?: readonly VideoBackend[]) {
+export function presentVideoModelAlias(
+  alias: VideoModelAlias,
+  replacement: VideoModel,
+  backend: VideoBackend | null,
+  usable?: readonly VideoBackend[],
+) {
   return { ...presentVideoModel(replacement, backend, usable), id: alias.id, deprecated: true, replaced_by: replacement.id };
 }
 

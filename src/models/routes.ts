@@ -3,7 +3,15 @@
 // retired ids still accepted).
 import type { RequestHandler } from 'express';
 import { z } from 'zod';
-import { findVideoModel, speechModels, videoBackendsFor, videoModelAliases, videoModels, type ConfiguredBackends, type VideoModel } from './catalog.js';
+import {
+  findVideoModel,
+  speechModels,
+  videoBackendsFor,
+  videoModelAliases,
+  videoModels,
+  type ConfiguredBackends,
+  type VideoModel,
+} from './catalog.js';
 import { keyAllowsModel } from '../account/workspaces.js';
 import { principalOf } from '../http/auth.js';
 import { notFound } from '../errors.js';
@@ -45,7 +53,14 @@ const getModel = {
   errors: { 404: 'Unknown model (model_not_found).' },
 } satisfies RouteContract;
 
-export function modelRoutes(deps: { auth: RequestHandler; simulator: boolean; vertex?: boolean; fal?: boolean; replicate?: boolean; voiceProvider: string }): ApiRouter {
+export function modelRoutes(deps: {
+  auth: RequestHandler;
+  simulator: boolean;
+  vertex?: boolean;
+  fal?: boolean;
+  replicate?: boolean;
+  voiceProvider: string;
+}): ApiRouter {
   const api = new ApiRouter();
   const configured: ConfiguredBackends = { simulator: deps.simulator, vertex: deps.vertex, fal: deps.fal, replicate: deps.replicate };
   const usableOf = (m: VideoModel) => videoBackendsFor(m, configured);
@@ -62,34 +77,22 @@ export function modelRoutes(deps: { auth: RequestHandler; simulator: boolean; ve
     ...speechModels().map((m) => presentSpeechModel(m, deps.voiceProvider)),
   ];
 
-  api.route(
-    listModels,
-    deps.auth,
-    (_input, _req, res) => {
-      const principal = principalOf(res);
-      // Retired ids are not offered: they are listed (deprecated) in /v2/models/all only.
-      const usable = all().filter((m) => m.available && !('deprecated' in m && m.deprecated) && keyAllowsModel(principal, m.id));
-      res.json({ object: 'list', data: usable });
-    },
-  );
+  api.route(listModels, deps.auth, (_input, _req, res) => {
+    const principal = principalOf(res);
+    // Retired ids are not offered: they are listed (deprecated) in /v2/models/all only.
+    const usable = all().filter((m) => m.available && !('deprecated' in m && m.deprecated) && keyAllowsModel(principal, m.id));
+    res.json({ object: 'list', data: usable });
+  });
 
-  api.route(
-    listAllModels,
-    deps.auth,
-    (_input, _req, res) => {
-      res.json({ object: 'list', data: all() });
-    },
-  );
+  api.route(listAllModels, deps.auth, (_input, _req, res) => {
+    res.json({ object: 'list', data: all() });
+  });
 
-  api.route(
-    getModel,
-    deps.auth,
-    (input, _req, res) => {
-      const m = all().find((x) => x.id === input.params.id);
-      if (!m) throw notFound('model_not_found', `model "${input.params.id}" does not exist`, 'id');
-      res.json(m);
-    },
-  );
+  api.route(getModel, deps.auth, (input, _req, res) => {
+    const m = all().find((x) => x.id === input.params.id);
+    if (!m) throw notFound('model_not_found', `model "${input.params.id}" does not exist`, 'id');
+    res.json(m);
+  });
 
   return api;
 }

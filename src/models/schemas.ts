@@ -16,7 +16,10 @@ export const VideoModel = z
     family: z.string(),
     variant: z.enum(['standard', 'fast', 'simulated']),
     region: z.string().describe('Where the model is hosted.'),
-    backend: z.enum(VIDEO_BACKENDS).nullable().describe('What serves the model here (the first of `backends` configured); null when nothing does (not available).'),
+    backend: z
+      .enum(VIDEO_BACKENDS)
+      .nullable()
+      .describe('What serves the model here (the first of `backends` configured); null when nothing does (not available).'),
     backends: z
       .array(
         z.strictObject({
@@ -25,7 +28,9 @@ export const VideoModel = z
           available: z.boolean().describe('Whether this backend is configured here.'),
         }),
       )
-      .describe('Every backend that can serve the model, in order: a job refused by one for a passing reason goes to the next, at the same price.'),
+      .describe(
+        'Every backend that can serve the model, in order: a job refused by one for a passing reason goes to the next, at the same price.',
+      ),
     simulated: z.boolean(),
     available: z.boolean(),
     deprecated: z.boolean().describe('A retired id, still accepted: a job naming it runs, is priced and is reported as `replaced_by`.'),
@@ -45,8 +50,12 @@ export const VideoModel = z
     pricing: z.strictObject({
       currency: z.literal('EUR'),
       unit: z.literal('second_of_video'),
-      per_second_in_euro: PerSecondByResolution.describe("Price of one second of video, by resolution, at the model's default audio setting."),
-      per_second_with_audio_in_euro: PerSecondByResolution.nullable().describe('With generateAudio true; null when the model has no audio.'),
+      per_second_in_euro: PerSecondByResolution.describe(
+        "Price of one second of video, by resolution, at the model's default audio setting.",
+      ),
+      per_second_with_audio_in_euro: PerSecondByResolution.nullable().describe(
+        'With generateAudio true; null when the model has no audio.',
+      ),
       per_second_without_audio_in_euro: PerSecondByResolution.describe('With generateAudio false (or a model without audio).'),
     }),
   })
@@ -63,7 +72,11 @@ export const SpeechModel = z
     available: z.boolean(),
     max_input_chars: z.int().positive(),
     response_formats: z.array(SpeechResponseFormat),
-    preset_voices: z.array(z.string()).describe("The provider's preset voices: usable as `voice` by every workspace without cloning; empty when the model is not available."),
+    preset_voices: z
+      .array(z.string())
+      .describe(
+        "The provider's preset voices: usable as `voice` by every workspace without cloning; empty when the model is not available.",
+      ),
     pricing: z.strictObject({
       currency: z.literal('EUR'),
       unit: z.literal('1000_characters'),

@@ -53,7 +53,10 @@ async function readChunks(
  */
 export async function readCapped(res: Response, bytes_max: number, what: string, tooLargeCode: string, large?: LargeRead): Promise<Buffer> {
   const tooLarge = (n: number) =>
-    new ProviderError(`${what}: the answer is larger than the ${bytes_max} bytes accepted (${n}+ bytes)`, { code: tooLargeCode, retryable: false });
+    new ProviderError(`${what}: the answer is larger than the ${bytes_max} bytes accepted (${n}+ bytes)`, {
+      code: tooLargeCode,
+      retryable: false,
+    });
   const declared = Number(res.headers.get('content-length') ?? NaN);
   if (Number.isFinite(declared) && declared > bytes_max) {
     await res.body?.cancel().catch(() => {});

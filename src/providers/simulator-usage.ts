@@ -18,6 +18,9 @@ export const COUNT_PROVIDER_CALL = prepared('simulator-count-call', countProvide
 
 /** How many calls of `operation` the simulated providers received on this database. */
 export async function providerCalls(db: Db, operation: 'speech' | 'video_submit' | 'video_poll' | 'video_cancel'): Promise<number> {
-  const r = await db.query<{ calls: number }>('SELECT COALESCE(SUM(calls), 0)::bigint AS calls FROM simulator.provider_calls WHERE operation = $1', [operation]);
+  const r = await db.query<{ calls: number }>(
+    'SELECT COALESCE(SUM(calls), 0)::bigint AS calls FROM simulator.provider_calls WHERE operation = $1',
+    [operation],
+  );
   return Number(r.rows[0]?.calls ?? 0);
 }

@@ -69,7 +69,15 @@ export async function startApi(opts: {
         (swappable.connection as Connection).setApiKey(change.next.connect.apiKey);
         return;
       }
-      retire(swappable.swap(new Client({ connection: await openConnection({ ...change.next.connect, address: connect.address }), namespace, ...temporalClientOptions() })));
+      retire(
+        swappable.swap(
+          new Client({
+            connection: await openConnection({ ...change.next.connect, address: connect.address }),
+            namespace,
+            ...temporalClientOptions(),
+          }),
+        ),
+      );
     },
   });
   try {
@@ -126,7 +134,15 @@ export async function startApi(opts: {
     providerCallbacks: {
       providerFor: (backend) => callbackProviders.get(backend),
       // With tracing, a span of the job's trace.
-      nudgeJob: (c) => traceProviderCallback(opts.db, c, () => nudgePollForCallback(opts.db, { job_id: c.job_id, backend: c.backend, delivery_id: c.delivery.delivery_id, concerns: c.concerns })),
+      nudgeJob: (c) =>
+        traceProviderCallback(opts.db, c, () =>
+          nudgePollForCallback(opts.db, {
+            job_id: c.job_id,
+            backend: c.backend,
+            delivery_id: c.delivery.delivery_id,
+            concerns: c.concerns,
+          }),
+        ),
       limits: config.providerCallbackLimits,
     },
     voiceProvider: config.voiceProvider,

@@ -53,8 +53,10 @@ function databaseFailure(err: unknown): string {
   if (/SELF_SIGNED|UNABLE_TO_GET_ISSUER|UNABLE_TO_VERIFY_LEAF|CERT_UNTRUSTED|CERT_SIGNATURE_FAILURE/.test(code)) {
     return `its certificate is signed by a CA not trusted here (${code}); set sslrootcert=<CA file> in DATABASE_URL`;
   }
-  if (/does not support SSL/i.test(message)) return 'the server does not accept TLS; enable ssl on the server, or remove sslmode from DATABASE_URL';
-  if (/no pg_hba\.conf entry .*no encryption/i.test(message)) return `${message}; the server requires TLS: add sslmode=verify-full (and sslrootcert=<CA file>) to DATABASE_URL`;
+  if (/does not support SSL/i.test(message))
+    return 'the server does not accept TLS; enable ssl on the server, or remove sslmode from DATABASE_URL';
+  if (/no pg_hba\.conf entry .*no encryption/i.test(message))
+    return `${message}; the server requires TLS: add sslmode=verify-full (and sslrootcert=<CA file>) to DATABASE_URL`;
   if (code === 'ENOENT' && e.path) return `cannot read ${e.path} (no such file); check sslrootcert, sslcert and sslkey in DATABASE_URL`;
   return message;
 }

@@ -42,7 +42,12 @@ export function createVideoProviders(db: Db, config: Config): Map<string, VideoP
     const { token, apiUrl, webhookSecret } = config.replicate;
     providers.set(
       'replicate',
-      new ReplicateVideoProvider({ token, apiUrl, ...(webhookSecret ? { webhookSecret } : {}), backendFor: (id) => videoModelBackendFor(id, 'replicate') }),
+      new ReplicateVideoProvider({
+        token,
+        apiUrl,
+        ...(webhookSecret ? { webhookSecret } : {}),
+        backendFor: (id) => videoModelBackendFor(id, 'replicate'),
+      }),
     );
   }
   return providers;

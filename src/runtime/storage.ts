@@ -39,7 +39,11 @@ export function closeStorage(storage: Storage): void {
  * How customers download stored outputs. S3 hands out its own presigned URLs; local storage is
  * served by GET /v2/files behind our HMAC-signed URLs (`files`), which is mounted only then.
  */
-export function createDownloads(storage: Storage, urlSigningSecret: string, ttl_s: number): {
+export function createDownloads(
+  storage: Storage,
+  urlSigningSecret: string,
+  ttl_s: number,
+): {
   downloadUrls: DownloadUrlSigner;
   files: { storage: Storage; signer: UrlSigner } | null;
 } {

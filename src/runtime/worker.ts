@@ -35,7 +35,8 @@ export interface RunningWorker {
 function workerUrlSigningSecret(config: Config, storage: Storage, given: string | undefined): string {
   if (storage instanceof S3Storage) return ''; // presigned by the bucket's credentials instead
   if (given ?? config.urlSigningSecret) return (given ?? config.urlSigningSecret)!;
-  if (config.production) throw new ConfigError('URL_SIGNING_SECRET must be set when NODE_ENV=production (workers sign the video URLs in webhook events)');
+  if (config.production)
+    throw new ConfigError('URL_SIGNING_SECRET must be set when NODE_ENV=production (workers sign the video URLs in webhook events)');
   return loadSecrets(config).urlSigningSecret;
 }
 
@@ -56,7 +57,11 @@ export async function startWorker(opts: {
 }): Promise<RunningWorker> {
   const storage = createStorage(opts.config);
   await checkStorage(storage);
-  const { downloadUrls } = createDownloads(storage, workerUrlSigningSecret(opts.config, storage, opts.urlSigningSecret), opts.config.signedUrlTtlS);
+  const { downloadUrls } = createDownloads(
+    storage,
+    workerUrlSigningSecret(opts.config, storage, opts.urlSigningSecret),
+    opts.config.signedUrlTtlS,
+  );
   const videoProviders = createVideoProviders(opts.db, opts.config);
   const activities = createActivities({
     db: opts.db,
@@ -75,7 +80,9 @@ export async function startWorker(opts: {
   const { host } = opts.config;
   const connect = temporalConnectOptions(opts.config, opts.temporalAddress);
   const namespace = opts.config.temporal.namespace;
-  const metricsBindAddress = opts.config.workerMetricsPort ? `${host.includes(':') ? `[${host}]` : host}:${opts.config.workerMetricsPort}` : undefined;
+  const metricsBindAddress = opts.config.workerMetricsPort
+    ? `${host.includes(':') ? `[${host}]` : host}:${opts.config.workerMetricsPort}`
+    : undefined;
   installTemporalRuntime({ metricsBindAddress }); // before any connection: the first one would install a default runtime
   let connection = await openNativeConnection(connect);
   try {
@@ -131,7 +138,9 @@ export async function startWorker(opts: {
       swappable.swap(new Client({ connection: next, namespace, ...temporalClientOptions() }));
       const previous = connection;
       connection = next;
-      await previous.close().catch((err) => opts.logger.warn({ error: (err as Error).message }, 'closing the replaced Temporal connection failed'));
+      await previous
+        .close()
+        .catch((err) => opts.logger.warn({ error: (err as Error).message }, 'closing the replaced Temporal connection failed'));
     },
   });
   if (connect === opts.config.temporal.connection.connect) credentials.start();
@@ -166,7 +175,9 @@ export async function startWorker(opts: {
     async ready(): Promise<boolean> {
       if (!workers.every((w) => w.getState() === 'RUNNING')) return false;
       await opts.db.query('SELECT 1');
-      await connection.withDeadline(Date.now() + 2_000, () => connection.workflowService.describeNamespace({ namespace: opts.config.temporal.namespace }));
+      await connection.withDeadline(Date.now() + 2_000, () =>
+        connection.workflowService.describeNamespace({ namespace: opts.config.temporal.namespace }),
+      );
       return true;
     },
     async shutdown() {

@@ -123,7 +123,8 @@ const LANDING_HTML = page(
 );
 
 // A play button: the console's tab icon (an own one, so the browser asks for no /favicon.ico).
-const FAVICON = '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32"><rect width="32" height="32" rx="6" fill="#0d6efd"/><path d="M12 9v14l11-7z" fill="#fff"/></svg>';
+const FAVICON =
+  '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32"><rect width="32" height="32" rx="6" fill="#0d6efd"/><path d="M12 9v14l11-7z" fill="#fff"/></svg>';
 
 export function consoleRoutes(deps: { logger: Logger }): Router {
   const r = Router();
@@ -131,12 +132,18 @@ export function consoleRoutes(deps: { logger: Logger }): Router {
   r.get('/', (_req, res) => html(res, LANDING_HTML));
   for (const p of ['/console', '/console/']) r.get(p, (_req, res) => html(res, CONSOLE_HTML));
   r.get('/console/favicon.svg', (_req, res) => {
-    res.status(200).set({ ...PAGE_HEADERS, 'Content-Type': CONSOLE_ASSET_TYPES['favicon.svg'], 'Cache-Control': 'public, max-age=86400' }).send(FAVICON);
+    res
+      .status(200)
+      .set({ ...PAGE_HEADERS, 'Content-Type': CONSOLE_ASSET_TYPES['favicon.svg'], 'Cache-Control': 'public, max-age=86400' })
+      .send(FAVICON);
   });
   for (const name of ['app.js', 'app.css'] as const) {
     r.get(`/console/${name}`, async (_req, res) => {
       const files = await consoleBundle(deps.logger);
-      res.status(200).set({ ...PAGE_HEADERS, 'Content-Type': CONSOLE_ASSET_TYPES[name] }).send(files[name]);
+      res
+        .status(200)
+        .set({ ...PAGE_HEADERS, 'Content-Type': CONSOLE_ASSET_TYPES[name] })
+        .send(files[name]);
     });
   }
   return r;

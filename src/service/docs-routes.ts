@@ -105,9 +105,13 @@ export function docsRoutes(document: () => OpenApiDocument): ApiRouter {
   });
   for (const [name, type] of Object.entries(DOCS_ASSETS)) {
     api.router.get(`/docs/${name}`, (_req, res, next) => {
-      res.sendFile(path.join(SWAGGER_UI_DIR, name), { headers: { 'Content-Type': type, 'Cache-Control': 'public, max-age=3600', ...PAGE_HEADERS } }, (err) => {
-        if (err) next(err);
-      });
+      res.sendFile(
+        path.join(SWAGGER_UI_DIR, name),
+        { headers: { 'Content-Type': type, 'Cache-Control': 'public, max-age=3600', ...PAGE_HEADERS } },
+        (err) => {
+          if (err) next(err);
+        },
+      );
     });
   }
   return api;

@@ -6,14 +6,30 @@ export function healthRoutes(deps: { ready: () => Promise<boolean> }): ApiRouter
   const api = new ApiRouter();
 
   api.route(
-    { method: 'get', path: '/healthz', operationId: 'healthz', tag: 'Service', summary: 'Liveness', security: 'none', responses: { '200': json(Health, 'The process is up.') } },
+    {
+      method: 'get',
+      path: '/healthz',
+      operationId: 'healthz',
+      tag: 'Service',
+      summary: 'Liveness',
+      security: 'none',
+      responses: { '200': json(Health, 'The process is up.') },
+    },
     (_input, _req, res) => {
       res.json({ ok: true });
     },
   );
 
   api.route(
-    { method: 'get', path: '/livez', operationId: 'livez', tag: 'Service', summary: 'Liveness (the probe of a Kubernetes liveness check; the same answer as /healthz)', security: 'none', responses: { '200': json(Health, 'The process is up.') } },
+    {
+      method: 'get',
+      path: '/livez',
+      operationId: 'livez',
+      tag: 'Service',
+      summary: 'Liveness (the probe of a Kubernetes liveness check; the same answer as /healthz)',
+      security: 'none',
+      responses: { '200': json(Health, 'The process is up.') },
+    },
     (_input, _req, res) => {
       res.json({ ok: true });
     },

@@ -4,7 +4,14 @@
 // LocalStorage. Credentials come from the config's AWS_* variables when given, else from the SDK's
 // default provider chain (profiles, web identity, container/instance roles); they are never logged.
 import type { Readable } from 'node:stream';
-import { DeleteObjectCommand, GetObjectCommand, HeadBucketCommand, PutObjectCommand, S3Client, type S3ClientConfig } from '@aws-sdk/client-s3';
+import {
+  DeleteObjectCommand,
+  GetObjectCommand,
+  HeadBucketCommand,
+  PutObjectCommand,
+  S3Client,
+  type S3ClientConfig,
+} from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import { contentTypeOfKey, isValidStorageKey, type Storage } from './local.js';
 import type { DownloadUrl, DownloadUrlSigner } from './signed-urls.js';
@@ -102,7 +109,8 @@ export class S3Storage implements Storage, DownloadUrlSigner {
   /** A presigned GET URL for `key`, valid for `ttl_s` seconds from `now_s`. Computed locally: no request to S3. */
   async presign(key: string, ttl_s: number, now_s: number = Math.floor(Date.now() / 1000)): Promise<DownloadUrl> {
     this.checkKey(key);
-    if (!Number.isInteger(ttl_s) || ttl_s < 1 || ttl_s > PRESIGN_TTL_S_MAX) throw new Error(`presigned URL lifetime must be 1..${PRESIGN_TTL_S_MAX} s`);
+    if (!Number.isInteger(ttl_s) || ttl_s < 1 || ttl_s > PRESIGN_TTL_S_MAX)
+      throw new Error(`presigned URL lifetime must be 1..${PRESIGN_TTL_S_MAX} s`);
     const url = await getSignedUrl(this.presignClient, new GetObjectCommand({ Bucket: this.bucket, Key: key }), {
       expiresIn: ttl_s,
       signingDate: new Date(now_s * 1000),

@@ -43,7 +43,12 @@ export class UrlSigner implements DownloadUrlSigner {
     return { url: baseUrl + signed.path, expires_at: signed.expires_at };
   }
 
-  verify(key: string, expires: string | undefined, signature: string | undefined, now_s: number = Math.floor(Date.now() / 1000)): 'ok' | 'expired' | 'invalid' {
+  verify(
+    key: string,
+    expires: string | undefined,
+    signature: string | undefined,
+    now_s: number = Math.floor(Date.now() / 1000),
+  ): 'ok' | 'expired' | 'invalid' {
     if (!expires || !signature || !/^\d{1,12}$/.test(expires) || signature.length > 100) return 'invalid';
     const expected = Buffer.from(this.mac(key, Number(expires)));
     const given = Buffer.from(signature);

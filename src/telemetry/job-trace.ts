@@ -16,22 +16,43 @@ export async function jobTraceParent(db: Db, job_id: string): Promise<string | n
 }
 
 /** A poll of a job's provider operation (span "video operation poll"). */
-export async function traceOperationPoll<T>(db: Db, row: { job_id: string; backend: string; operation_id: string }, poll: () => Promise<T>): Promise<T> {
+export async function traceOperationPoll<T>(
+  db: Db,
+  row: { job_id: string; backend: string; operation_id: string },
+  poll: () => Promise<T>,
+): Promise<T> {
   if (!tracingOn()) return poll();
   const trace_parent = await jobTraceParent(db, row.job_id);
-  return inJobSpan({ name: 'video operation poll', job_id: row.job_id, trace_parent, attributes: { 'video_job.backend': row.backend, 'video_job.operation_id': row.operation_id } }, poll);
+  return inJobSpan(
+    {
+      name: 'video operation poll',
+      job_id: row.job_id,
+      trace_parent,
+      attributes: { 'video_job.backend': row.backend, 'video_job.operation_id': row.operation_id },
+    },
+    poll,
+  );
 }
 
 /**
  * A provider's verified callback about a job (span "provider callback"); the callback's HTTP request
  * span is marked with the job too.
  */
-export async function traceProviderCallback<T>(db: Db, c: { job_id: string; backend: string; delivery: { delivery_id: string } }, nudge: () => Promise<T>): Promise<T> {
+export async function traceProviderCallback<T>(
+  db: Db,
+  c: { job_id: string; backend: string; delivery: { delivery_id: string } },
+  nudge: () => Promise<T>,
+): Promise<T> {
   if (!tracingOn()) return nudge();
   markSpans(VIDEO_JOB_ID_ATTRIBUTE, c.job_id);
   const trace_parent = await jobTraceParent(db, c.job_id);
   return inJobSpan(
-    { name: 'provider callback', job_id: c.job_id, trace_parent, attributes: { 'video_job.backend': c.backend, 'provider_callback.delivery_id': c.delivery.delivery_id } },
+    {
+      name: 'provider callback',
+      job_id: c.job_id,
+      trace_parent,
+      attributes: { 'video_job.backend': c.backend, 'provider_callback.delivery_id': c.delivery.delivery_id },
+    },
     async () => {
       const result = await nudge();
       if (typeof result === 'string') markSpans('provider_callback.result', result);

@@ -9,7 +9,18 @@
 // OTEL_RESOURCE_ATTRIBUTES over this role's default service name.
 import { register } from 'node:module';
 import { createAddHookMessageChannel } from 'import-in-the-middle';
-import { context, propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Attributes, type Context, type Link, type Span } from '@opentelemetry/api';
+import {
+  context,
+  propagation,
+  ROOT_CONTEXT,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+  type Attributes,
+  type Context,
+  type Link,
+  type Span,
+} from '@opentelemetry/api';
 import { getRPCMetadata, RPCType } from '@opentelemetry/core';
 import { registerInstrumentations } from '@opentelemetry/instrumentation';
 import { HttpInstrumentation } from '@opentelemetry/instrumentation-http';
@@ -56,7 +67,8 @@ export function jobIdOf(attributes: Attributes | undefined): string | undefined 
 }
 
 /** The attributes of a span of this process (an SDK span); none for a remote or non-recording one. */
-const attributesOf = (span: Span | undefined): Attributes | undefined => (span as unknown as { attributes?: Attributes } | undefined)?.attributes;
+const attributesOf = (span: Span | undefined): Attributes | undefined =>
+  (span as unknown as { attributes?: Attributes } | undefined)?.attributes;
 
 /** The HTTP request's server span a context is part of (the instrumentation keeps it in the context). */
 const serverSpanOf = (ctx: Context): Span | undefined => {
@@ -82,7 +94,11 @@ class JobAttributeProcessor implements SpanProcessor {
   onEnd(span: ReadableSpan): void {
     const job_id = span.attributes[VIDEO_JOB_ID_ATTRIBUTE] === undefined ? jobIdOf(span.attributes) : undefined;
     // An ended span is read-only: a view of it with the attribute added is passed on.
-    this.next.onEnd(job_id ? Object.create(span, { attributes: { value: { ...span.attributes, [VIDEO_JOB_ID_ATTRIBUTE]: job_id }, enumerable: true } }) : span);
+    this.next.onEnd(
+      job_id
+        ? Object.create(span, { attributes: { value: { ...span.attributes, [VIDEO_JOB_ID_ATTRIBUTE]: job_id }, enumerable: true } })
+        : span,
+    );
   }
 
   forceFlush(): Promise<void> {
@@ -148,9 +164,14 @@ class WorkflowSpanProcessor implements SpanProcessor {
 
   onEnd(span: WorkflowSinkSpan): void {
     const parentSpanContext =
-      span.parentSpanContext ?? (span.parentSpanId ? { traceId: span.spanContext().traceId, spanId: span.parentSpanId, traceFlags: span.spanContext().traceFlags } : undefined);
+      span.parentSpanContext ??
+      (span.parentSpanId
+        ? { traceId: span.spanContext().traceId, spanId: span.parentSpanId, traceFlags: span.spanContext().traceFlags }
+        : undefined);
     const instrumentationScope = span.instrumentationScope ?? span.instrumentationLibrary ?? { name: '@temporalio/interceptor-workflow' };
-    this.next.onEnd(Object.create(span, { parentSpanContext: { value: parentSpanContext }, instrumentationScope: { value: instrumentationScope } }));
+    this.next.onEnd(
+      Object.create(span, { parentSpanContext: { value: parentSpanContext }, instrumentationScope: { value: instrumentationScope } }),
+    );
   }
 
   forceFlush(): Promise<void> {
@@ -264,10 +285,20 @@ export async function startTracing(role: TelemetryRole, env: NodeJS.ProcessEnv =
     workerOptions() {
       return {
         interceptors: {
-          activity: [(ctx) => ({ inbound: new OpenTelemetryActivityInboundInterceptor(ctx, { tracer }), outbound: new OpenTelemetryActivityOutboundInterceptor(ctx) })],
+          activity: [
+            (ctx) => ({
+              inbound: new OpenTelemetryActivityInboundInterceptor(ctx, { tracer }),
+              outbound: new OpenTelemetryActivityOutboundInterceptor(ctx),
+            }),
+          ],
         },
         // Typed by the 1.x line (the interceptors' own SDK): the processor converts its spans, and they carry this provider's resource.
-        sinks: { exporter: makeWorkflowExporter(workflowSpans as unknown as Parameters<typeof makeWorkflowExporter>[0], resource as unknown as Parameters<typeof makeWorkflowExporter>[1]) },
+        sinks: {
+          exporter: makeWorkflowExporter(
+            workflowSpans as unknown as Parameters<typeof makeWorkflowExporter>[0],
+            resource as unknown as Parameters<typeof makeWorkflowExporter>[1],
+          ),
+        },
       };
     },
     async shutdown() {

@@ -12,7 +12,13 @@ import { tracingWorkflowModules } from '../telemetry/index.js';
 for (const traced of [false, true]) {
   const target = builtWorkflowBundlePath(traced);
   if (!target) throw new Error('run from the built output (dist/), after tsc');
-  const { code } = await bundleWorkflowCode({ workflowsPath: workflowsPath(), ignoreModules: [], ...(traced ? { workflowInterceptorModules: tracingWorkflowModules() } : {}) });
+  const { code } = await bundleWorkflowCode({
+    workflowsPath: workflowsPath(),
+    ignoreModules: [],
+    ...(traced ? { workflowInterceptorModules: tracingWorkflowModules() } : {}),
+  });
   fs.writeFileSync(target, code);
-  process.stdout.write(`workflow bundle: ${target} (${(code.length / 1024).toFixed(0)} KiB) from ${fileURLToPath(new URL('../../workflows/', import.meta.url))}\n`);
+  process.stdout.write(
+    `workflow bundle: ${target} (${(code.length / 1024).toFixed(0)} KiB) from ${fileURLToPath(new URL('../../workflows/', import.meta.url))}\n`,
+  );
 }

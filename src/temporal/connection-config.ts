@@ -70,10 +70,15 @@ function configFile(env: Record<string, string>): string | undefined {
 /** The message of an envconfig error, with any file path it names kept and no file content. */
 function profileError(err: unknown, env: Record<string, string>): ConfigError {
   const e = err as NodeJS.ErrnoException;
-  if (e.code && e.path) return new ConfigError(`cannot read the Temporal client configuration file ${e.path} (${e.code}); check TEMPORAL_CONFIG_FILE and the TEMPORAL_TLS_*_PATH variables`);
+  if (e.code && e.path)
+    return new ConfigError(
+      `cannot read the Temporal client configuration file ${e.path} (${e.code}); check TEMPORAL_CONFIG_FILE and the TEMPORAL_TLS_*_PATH variables`,
+    );
   const profile = env['TEMPORAL_PROFILE'];
   if (profile && /not found/.test(e.message)) {
-    return new ConfigError(`Temporal profile "${profile}" (TEMPORAL_PROFILE) is not in ${configFile(env) ?? 'the Temporal configuration file'}; set TEMPORAL_PROFILE to one of its [profile.*] names or unset it`);
+    return new ConfigError(
+      `Temporal profile "${profile}" (TEMPORAL_PROFILE) is not in ${configFile(env) ?? 'the Temporal configuration file'}; set TEMPORAL_PROFILE to one of its [profile.*] names or unset it`,
+    );
   }
   const line = (e.message ?? String(err)).split('\n')[0]!.slice(0, 200);
   return new ConfigError(`invalid Temporal client configuration${configFile(env) ? ` in ${configFile(env)}` : ''}: ${line}`);
@@ -88,7 +93,8 @@ export function loadTemporalSettings(env: Record<string, string>): TemporalSetti
   // plaintext), where Temporal's CLI reads some as true: only the values both read alike are taken.
   for (const name of ['TEMPORAL_TLS', 'TEMPORAL_TLS_DISABLE_HOST_VERIFICATION']) {
     const value = env[name];
-    if (value !== undefined && !BOOLEAN_VALUES.includes(value)) throw new ConfigError(`${name} must be true, 1, false or 0 (it is "${value.slice(0, 40)}")`);
+    if (value !== undefined && !BOOLEAN_VALUES.includes(value))
+      throw new ConfigError(`${name} must be true, 1, false or 0 (it is "${value.slice(0, 40)}")`);
   }
   let profile: ClientConfigProfile;
   try {
@@ -148,7 +154,10 @@ export function loadTemporalSettings(env: Record<string, string>): TemporalSetti
  * The options to reach `address`: the configured connection when it is the configured address, else
  * a plain connection (the dev server `npm start` runs when no Temporal is configured).
  */
-export function temporalConnectOptions(config: { temporal: { address: string | undefined; connection: TemporalSettings } }, address: string): TemporalConnectOptions {
+export function temporalConnectOptions(
+  config: { temporal: { address: string | undefined; connection: TemporalSettings } },
+  address: string,
+): TemporalConnectOptions {
   return address === config.temporal.address ? config.temporal.connection.connect : { address };
 }
 

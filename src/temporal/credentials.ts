@@ -71,13 +71,18 @@ export class CredentialWatcher {
     try {
       next = loadTemporalSettings(this.opts.env);
     } catch (err) {
-      this.opts.logger.error({ reason, error: (err as Error).message }, 'Temporal credentials not reloaded: the configuration cannot be read; the current credentials stay in use');
+      this.opts.logger.error(
+        { reason, error: (err as Error).message },
+        'Temporal credentials not reloaded: the configuration cannot be read; the current credentials stay in use',
+      );
       return;
     }
     const change: CredentialChange = {
       next,
       apiKey: next.connect.apiKey !== this.current.connect.apiKey,
-      tls: next.tlsDigest !== this.current.tlsDigest || JSON.stringify(next.connect.metadata ?? {}) !== JSON.stringify(this.current.connect.metadata ?? {}),
+      tls:
+        next.tlsDigest !== this.current.tlsDigest ||
+        JSON.stringify(next.connect.metadata ?? {}) !== JSON.stringify(this.current.connect.metadata ?? {}),
     };
     if (next.address !== this.current.address || next.namespace !== this.current.namespace) {
       this.opts.logger.warn({ reason }, 'Temporal address or namespace changed in the configuration: applied only by a restart');
@@ -86,13 +91,19 @@ export class CredentialWatcher {
     try {
       await verifyCredentials({ ...next.connect, address: this.current.connect.address }, this.current.namespace);
     } catch (err) {
-      this.opts.logger.error({ reason, error: (err as Error).message }, 'Temporal credentials not rotated: Temporal refuses the new ones; the current ones stay in use');
+      this.opts.logger.error(
+        { reason, error: (err as Error).message },
+        'Temporal credentials not rotated: Temporal refuses the new ones; the current ones stay in use',
+      );
       return;
     }
     try {
       await this.opts.apply(change);
     } catch (err) {
-      this.opts.logger.error({ reason, error: (err as Error).message }, 'Temporal credentials not rotated: a connection with the new ones failed; the current ones stay in use');
+      this.opts.logger.error(
+        { reason, error: (err as Error).message },
+        'Temporal credentials not rotated: a connection with the new ones failed; the current ones stay in use',
+      );
       return;
     }
     this.current = next;

@@ -26,7 +26,8 @@ const INSTALL_SCRIPT = projectPath('scripts', 'install-temporal-cli.sh');
  */
 export function resolveTemporalCli(cliPath: string | undefined): string {
   if (cliPath) {
-    if (!fs.existsSync(cliPath)) throw new ConfigError(`TEMPORAL_CLI_PATH=${cliPath} does not exist; point it at a temporal CLI executable or unset it`);
+    if (!fs.existsSync(cliPath))
+      throw new ConfigError(`TEMPORAL_CLI_PATH=${cliPath} does not exist; point it at a temporal CLI executable or unset it`);
     return cliPath;
   }
   const found = spawnSync('sh', ['-c', 'command -v temporal'], { encoding: 'utf8' });
@@ -56,12 +57,18 @@ export async function startDevServer(opts: {
 }): Promise<DevServer> {
   if (opts.pidFile) await stopOrphan(opts.pidFile);
   const args = [
-    'server', 'start-dev',
-    '--ip', '127.0.0.1',
-    '--port', String(opts.port),
-    '--ui-port', String(opts.uiPort),
-    '--namespace', opts.namespace,
-    '--log-level', 'warn',
+    'server',
+    'start-dev',
+    '--ip',
+    '127.0.0.1',
+    '--port',
+    String(opts.port),
+    '--ui-port',
+    String(opts.uiPort),
+    '--namespace',
+    opts.namespace,
+    '--log-level',
+    'warn',
     ...dynamicConfigArgs(),
   ];
   if (opts.metricsPort !== undefined) args.push('--metrics-port', String(opts.metricsPort));
@@ -86,7 +93,9 @@ export async function startDevServer(opts: {
   for (;;) {
     if (spawnFailure) throw new ConfigError(spawnFailure);
     if (exited) {
-      throw new ConfigError(`${exited} at start; is port ${opts.port} or ${opts.uiPort} taken?${opts.logFile ? ` See ${opts.logFile}` : ''}`);
+      throw new ConfigError(
+        `${exited} at start; is port ${opts.port} or ${opts.uiPort} taken?${opts.logFile ? ` See ${opts.logFile}` : ''}`,
+      );
     }
     try {
       const conn = await Connection.connect({ address, connectTimeout: 1_000 });
@@ -118,7 +127,6 @@ export async function startDevServer(opts: {
     },
   };
 }
-
 
 /** Stops a dev server left running by a crashed `npm start` (its pid file names a live temporal process). */
 async function stopOrphan(pidFile: string): Promise<void> {

@@ -21,7 +21,12 @@ export async function ensureReconcileSchedule(client: Client, opts: { taskQueue:
   };
   const spec = { intervals: [{ every: opts.interval_ms }] };
   try {
-    await client.schedule.create({ scheduleId, spec, action, policies: { overlap: ScheduleOverlapPolicy.SKIP, catchupWindow: '1 minute' } });
+    await client.schedule.create({
+      scheduleId,
+      spec,
+      action,
+      policies: { overlap: ScheduleOverlapPolicy.SKIP, catchupWindow: '1 minute' },
+    });
     return;
   } catch (err) {
     if (!(err instanceof ScheduleAlreadyRunning)) throw err;

@@ -31,14 +31,19 @@ async function missingByQuery(workflowService: TemporalServices['workflowService
   return missing;
 }
 
-export async function checkSearchAttributes(temporal: TemporalServices, namespace: string, connect?: TemporalConnectOptions): Promise<void> {
+export async function checkSearchAttributes(
+  temporal: TemporalServices,
+  namespace: string,
+  connect?: TemporalConnectOptions,
+): Promise<void> {
   let missing: string[];
   try {
     const { customAttributes } = await temporal.operatorService.listSearchAttributes({ namespace });
     missing = SEARCH_ATTRIBUTES.map((sa) => sa.name).filter((name) => customAttributes?.[name] !== KEYWORD);
   } catch (err) {
     const code = grpcCode(err)?.code;
-    if (code !== GRPC.PERMISSION_DENIED && code !== GRPC.UNIMPLEMENTED) throw (connect ? credentialRefusal(err, connect, namespace) : null) ?? err;
+    if (code !== GRPC.PERMISSION_DENIED && code !== GRPC.UNIMPLEMENTED)
+      throw (connect ? credentialRefusal(err, connect, namespace) : null) ?? err;
     try {
       missing = await missingByQuery(temporal.workflowService, namespace);
     } catch (queryErr) {
@@ -46,7 +51,9 @@ export async function checkSearchAttributes(temporal: TemporalServices, namespac
     }
   }
   if (missing.length === 0) return;
-  const commands = missing.map((name) => `temporal operator search-attribute create --namespace ${namespace} --name ${name} --type Keyword`).join(' && ');
+  const commands = missing
+    .map((name) => `temporal operator search-attribute create --namespace ${namespace} --name ${name} --type Keyword`)
+    .join(' && ');
   throw new ConfigError(
     `Temporal namespace "${namespace}" lacks the Keyword search attribute(s) ${missing.join(', ')}; add them: ${commands} (on Temporal Cloud: in the namespace's settings or with tcld)`,
   );

@@ -9,7 +9,14 @@ import { ConfigError } from '../config-error.js';
 import type { TemporalConnectOptions } from './connection-config.js';
 
 /** gRPC status codes (https://grpc.github.io/grpc/core/md_doc_statuscodes.html). */
-export const GRPC = { INVALID_ARGUMENT: 3, NOT_FOUND: 5, PERMISSION_DENIED: 7, UNIMPLEMENTED: 12, UNAVAILABLE: 14, UNAUTHENTICATED: 16 } as const;
+export const GRPC = {
+  INVALID_ARGUMENT: 3,
+  NOT_FOUND: 5,
+  PERMISSION_DENIED: 7,
+  UNIMPLEMENTED: 12,
+  UNAVAILABLE: 14,
+  UNAUTHENTICATED: 16,
+} as const;
 
 const PROBE_TIMEOUT_MS = 5_000;
 
@@ -33,7 +40,9 @@ async function probeTls(opts: TemporalConnectOptions): Promise<string | null> {
       ...(t.serverRootCACertificate ? { ca: buf(t.serverRootCACertificate) } : {}),
       ...(t.clientCertPair ? { cert: buf(t.clientCertPair.crt), key: buf(t.clientCertPair.key) } : {}),
       ALPNProtocols: ['h2'],
-      ...(t.serverNameOverride ? { checkServerIdentity: (_h: string, cert: tls.PeerCertificate) => tls.checkServerIdentity(t.serverNameOverride!, cert) } : {}),
+      ...(t.serverNameOverride
+        ? { checkServerIdentity: (_h: string, cert: tls.PeerCertificate) => tls.checkServerIdentity(t.serverNameOverride!, cert) }
+        : {}),
     });
     const done = (why: string | null) => {
       clearTimeout(timer);
@@ -64,7 +73,8 @@ function tlsFailure(err: NodeJS.ErrnoException, opts: TemporalConnectOptions): s
   }
   if (/CERTIFICATE_REQUIRED/.test(code)) return `${at} requires a client certificate (mTLS): ${CERT_FIX}`;
   if (/ALERT_UNKNOWN_CA/.test(code)) return `${at} does not trust the client certificate's CA: ${CERT_FIX}`;
-  if (/ALERT_CERTIFICATE_EXPIRED/.test(code)) return `${at} refused the client certificate as expired: renew it (TEMPORAL_TLS_CLIENT_CERT_PATH)`;
+  if (/ALERT_CERTIFICATE_EXPIRED/.test(code))
+    return `${at} refused the client certificate as expired: renew it (TEMPORAL_TLS_CLIENT_CERT_PATH)`;
   if (/ALERT_BAD_CERTIFICATE|ALERT_CERTIFICATE_REVOKED|ALERT_UNSUPPORTED_CERTIFICATE|ALERT_ACCESS_DENIED/.test(code)) {
     return `${at} refused the client certificate (${code}): ${CERT_FIX}`;
   }
@@ -96,8 +106,10 @@ function expiredClientCertificate(opts: TemporalConnectOptions): string | null {
     return 'the Temporal client certificate is not a PEM certificate; check TEMPORAL_TLS_CLIENT_CERT_PATH (or _DATA)';
   }
   const now = Date.now();
-  if (Date.parse(cert.validTo) < now) return `the Temporal client certificate expired on ${new Date(cert.validTo).toISOString()}; the server refuses it: renew it (TEMPORAL_TLS_CLIENT_CERT_PATH)`;
-  if (Date.parse(cert.validFrom) > now) return `the Temporal client certificate is valid only from ${new Date(cert.validFrom).toISOString()}; check the clocks or the certificate (TEMPORAL_TLS_CLIENT_CERT_PATH)`;
+  if (Date.parse(cert.validTo) < now)
+    return `the Temporal client certificate expired on ${new Date(cert.validTo).toISOString()}; the server refuses it: renew it (TEMPORAL_TLS_CLIENT_CERT_PATH)`;
+  if (Date.parse(cert.validFrom) > now)
+    return `the Temporal client certificate is valid only from ${new Date(cert.validFrom).toISOString()}; check the clocks or the certificate (TEMPORAL_TLS_CLIENT_CERT_PATH)`;
   return null;
 }
 
@@ -182,7 +194,9 @@ export async function diagnoseConnectFailure(err: unknown, opts: TemporalConnect
   }
   const g = grpcCode(err);
   const first = (err instanceof Error ? err.message : String(err)).split('\n')[0]!.slice(0, 200);
-  return new ConfigError(`cannot connect to the Temporal server at ${opts.address} (${g ? `gRPC status ${g.code}: ${g.details.slice(0, 160)}` : first}); check TEMPORAL_ADDRESS and its TLS settings`);
+  return new ConfigError(
+    `cannot connect to the Temporal server at ${opts.address} (${g ? `gRPC status ${g.code}: ${g.details.slice(0, 160)}` : first}); check TEMPORAL_ADDRESS and its TLS settings`,
+  );
 }
 
 /**

@@ -57,7 +57,6 @@ export function builtWorkflowBundlePath(traced = false): string | null {
   return fileURLToPath(new URL(traced ? '../../workflow-bundle-traced.js' : '../../workflow-bundle.js', import.meta.url));
 }
 
-
 /** Opens a worker connection (TLS, client certificate, API key as configured); a refusal becomes one clear line. */
 export async function openNativeConnection(connect: TemporalConnectOptions): Promise<NativeConnection> {
   try {
@@ -100,7 +99,9 @@ export async function createWorker(opts: {
     interceptors: { ...interceptors, ...(!bundled && workflowModules ? { workflowModules } : {}) },
     ...(sinks ? { sinks } : {}),
     ...(opts.limits ?? DEFAULT_WORKER_LIMITS),
-    ...(opts.maxTaskQueueActivitiesPerSecond !== undefined ? { maxTaskQueueActivitiesPerSecond: opts.maxTaskQueueActivitiesPerSecond } : {}),
+    ...(opts.maxTaskQueueActivitiesPerSecond !== undefined
+      ? { maxTaskQueueActivitiesPerSecond: opts.maxTaskQueueActivitiesPerSecond }
+      : {}),
     shutdownGraceTime: '20 seconds',
   });
   return { worker, connection };

@@ -36,7 +36,9 @@ const DESCRIBE_TIMEOUT_MS = 5_000;
 
 export async function videoJobWorkflowState(client: Client, jobId: string): Promise<WorkflowState> {
   try {
-    const d = await client.connection.withDeadline(Date.now() + DESCRIBE_TIMEOUT_MS, () => client.workflow.getHandle(videoJobWorkflowId(jobId)).describe());
+    const d = await client.connection.withDeadline(Date.now() + DESCRIBE_TIMEOUT_MS, () =>
+      client.workflow.getHandle(videoJobWorkflowId(jobId)).describe(),
+    );
     return d.status.name === 'RUNNING' ? 'running' : 'closed';
   } catch (err) {
     if (err instanceof WorkflowNotFoundError) return 'not_found';

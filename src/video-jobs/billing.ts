@@ -76,23 +76,37 @@ async function chargedAttempt(tx: Tx, jobId: string): Promise<JobAttemptRow | nu
 }
 
 /** Whether `attemptId` is the attempt that charged this job (jobs of the first release had one attempt, unnamed). */
-const isSameAttempt = (row: JobAttemptRow, attemptId: string | undefined) => row.attempt_id === null || attemptId === undefined || row.attempt_id === attemptId;
+const isSameAttempt = (row: JobAttemptRow, attemptId: string | undefined) =>
+  row.attempt_id === null || attemptId === undefined || row.attempt_id === attemptId;
 
 type RefusalReason = 'insufficient_credits' | 'key_spend_limit_exceeded' | 'not_accepted_in_time';
 
-async function recordRefusal(tx: Tx, r: { jobId: string; attemptId: string; workspaceId: string; reason: RefusalReason; fingerprint: string }): Promise<void> {
+async function recordRefusal(
+  tx: Tx,
+  r: { jobId: string; attemptId: string; workspaceId: string; reason: RefusalReason; fingerprint: string },
+): Promise<void> {
   await tx.query('SELECT video_job_record_refusal($1, $2, $3, $4, $5)', [r.jobId, r.attemptId, r.workspaceId, r.reason, r.fingerprint]);
 }
 
 /** A row of video_job_charge (src/db/migrations/008_video_job_charge.sql, replaced by 011_abuse_limits.sql). */
 interface ChargeRow {
-  outcome: 'charged' | 'already_charged' | 'charged_by_another_attempt' | 'insufficient_credits' | 'key_spend_limit_exceeded' | 'not_accepted_in_time' | 'too_many_pending_jobs';
+  outcome:
+    | 'charged'
+    | 'already_charged'
+    | 'charged_by_another_attempt'
+    | 'insufficient_credits'
+    | 'key_spend_limit_exceeded'
+    | 'not_accepted_in_time'
+    | 'too_many_pending_jobs';
   before_micro_eur: number | null;
   after_micro_eur: number | null;
   charged_micro_eur: number | null;
 }
 
-const CHARGE = prepared('video-job-charge', 'SELECT outcome, before_micro_eur, after_micro_eur, charged_micro_eur FROM video_job_charge($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)');
+const CHARGE = prepared(
+  'video-job-charge',
+  'SELECT outcome, before_micro_eur, after_micro_eur, charged_micro_eur FROM video_job_charge($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)',
+);
 
 /**
  * Charges the estimate and records the job, atomically and idempotently per attempt: one statement
@@ -104,23 +118,26 @@ export async function chargeVideoJob(db: Db, job: VideoJobCharge): Promise<Charg
   assertMicroEur(job.estimated_cost_micro_eur);
   if (!(job.estimated_cost_micro_eur > 0)) throw new Error('invariant: a video job costs more than 0');
   if (job.estimated_cost_micro_eur % job.params.n !== 0) throw new Error('invariant: estimate is n unit prices');
-  const r = await db.query<ChargeRow>({ ...CHARGE, values: [
-    job.jobId,
-    job.attemptId ?? null,
-    job.workspaceId,
-    job.workflowId,
-    job.model,
-    job.prompt,
-    job.request_fingerprint,
-    JSON.stringify(job.params),
-    job.estimated_cost_micro_eur,
-    job.created_at_ms,
-    job.accept_by_ms ?? null,
-    job.sticky_refusal === true,
-    job.apiKeyId ?? null,
-    job.backend ?? null,
-    job.deadline_at_ms ?? null,
-  ] });
+  const r = await db.query<ChargeRow>({
+    ...CHARGE,
+    values: [
+      job.jobId,
+      job.attemptId ?? null,
+      job.workspaceId,
+      job.workflowId,
+      job.model,
+      job.prompt,
+      job.request_fingerprint,
+      JSON.stringify(job.params),
+      job.estimated_cost_micro_eur,
+      job.created_at_ms,
+      job.accept_by_ms ?? null,
+      job.sticky_refusal === true,
+      job.apiKeyId ?? null,
+      job.backend ?? null,
+      job.deadline_at_ms ?? null,
+    ],
+  });
   const row = r.rows[0];
   if (!row) throw new Error('invariant: video_job_charge returns one row');
   switch (row.outcome) {
@@ -133,7 +150,8 @@ export async function chargeVideoJob(db: Db, job: VideoJobCharge): Promise<Charg
       return { ok: true, balance_micro_eur: after, already_charged: false, estimated_cost_micro_eur: job.estimated_cost_micro_eur };
     }
     case 'already_charged':
-      if (row.charged_micro_eur === null || row.after_micro_eur === null) throw new Error('invariant: a charged job has its estimate and workspace');
+      if (row.charged_micro_eur === null || row.after_micro_eur === null)
+        throw new Error('invariant: a charged job has its estimate and workspace');
       return { ok: true, balance_micro_eur: row.after_micro_eur, already_charged: true, estimated_cost_micro_eur: row.charged_micro_eur };
     case 'insufficient_credits':
       return { ok: false, reason: 'insufficient_credits', balance_micro_eur: row.after_micro_eur ?? 0 };
@@ -177,7 +195,9 @@ export async function decideAcceptance(
       await recordRefusal(tx, { ...a, reason: 'not_accepted_in_time' });
       return { decision: 'refused' };
     },
-    { settings: `SET LOCAL lock_timeout = '${REFUSAL_LOCK_TIMEOUT_MS}ms'; SET LOCAL statement_timeout = '${REFUSAL_LOCK_TIMEOUT_MS + 5_000}ms'` },
+    {
+      settings: `SET LOCAL lock_timeout = '${REFUSAL_LOCK_TIMEOUT_MS}ms'; SET LOCAL statement_timeout = '${REFUSAL_LOCK_TIMEOUT_MS + 5_000}ms'`,
+    },
   );
 }
 
@@ -190,7 +210,10 @@ export type ForeseenRefusal = 'too_many_pending_jobs' | 'insufficient_credits' |
  * A create refused here writes nothing: no images, no workflow. The charge still decides every create it
  * lets through (a race with another create can still refuse it there).
  */
-export async function foreseeRefusal(db: Db, a: { workspaceId: string; apiKeyId: string | undefined; estimated_cost_micro_eur: number }): Promise<ForeseenRefusal | null> {
+export async function foreseeRefusal(
+  db: Db,
+  a: { workspaceId: string; apiKeyId: string | undefined; estimated_cost_micro_eur: number },
+): Promise<ForeseenRefusal | null> {
   const r = await db.query<{ available: string; pending: number; pending_max: number; key_left: string | null }>(
     `SELECT w.balance_micro_eur - w.held_micro_eur AS available,
             (SELECT count(*) FROM video_jobs j WHERE j.workspace_id = w.id AND j.status = 'pending')::int AS pending,
@@ -214,7 +237,13 @@ export async function foreseeRefusal(db: Db, a: { workspaceId: string; apiKeyId:
  */
 export async function recordForeseenRefusal(
   db: Db,
-  a: { jobId: string; attemptId: string; workspaceId: string; fingerprint: string; reason: 'insufficient_credits' | 'key_spend_limit_exceeded' },
+  a: {
+    jobId: string;
+    attemptId: string;
+    workspaceId: string;
+    fingerprint: string;
+    reason: 'insufficient_credits' | 'key_spend_limit_exceeded';
+  },
 ): Promise<boolean> {
   return inTransaction(
     db,
@@ -224,7 +253,9 @@ export async function recordForeseenRefusal(
       await recordRefusal(tx, a);
       return true;
     },
-    { settings: `SET LOCAL lock_timeout = '${REFUSAL_LOCK_TIMEOUT_MS}ms'; SET LOCAL statement_timeout = '${REFUSAL_LOCK_TIMEOUT_MS + 5_000}ms'` },
+    {
+      settings: `SET LOCAL lock_timeout = '${REFUSAL_LOCK_TIMEOUT_MS}ms'; SET LOCAL statement_timeout = '${REFUSAL_LOCK_TIMEOUT_MS + 5_000}ms'`,
+    },
   );
 }
 
@@ -281,7 +312,10 @@ export async function settleVideoJob(db: Db, s: Settlement, webhooks?: JobEventC
       refunded_micro_eur: number;
       error: { code: string; message: string } | null;
       api_key_id: string | null;
-    }>('SELECT workspace_id, status, params, estimated_cost_micro_eur, cost_micro_eur, refunded_micro_eur, error, api_key_id FROM video_jobs WHERE id = $1 FOR UPDATE', [s.jobId]);
+    }>(
+      'SELECT workspace_id, status, params, estimated_cost_micro_eur, cost_micro_eur, refunded_micro_eur, error, api_key_id FROM video_jobs WHERE id = $1 FOR UPDATE',
+      [s.jobId],
+    );
     const job = r.rows[0];
     if (!job) throw new NotFoundError(`video job ${s.jobId} was never charged`);
     if (job.status !== 'pending') {
@@ -312,7 +346,12 @@ export async function settleVideoJob(db: Db, s: Settlement, webhooks?: JobEventC
     const videos = status === 'succeeded' ? s.videos : [];
     // The webhook event's body (download URLs signed: possibly a network call) before the workspace lock.
     const event = webhooks
-      ? await prepareJobEvent(tx, s.jobId, { status, cost_micro_eur: cost, refunded_micro_eur: refund, videos, error, completed_at_ms: s.completed_at_ms }, webhooks)
+      ? await prepareJobEvent(
+          tx,
+          s.jobId,
+          { status, cost_micro_eur: cost, refunded_micro_eur: refund, videos, error, completed_at_ms: s.completed_at_ms },
+          webhooks,
+        )
       : null;
     await lockWorkspaceBalance(tx, job.workspace_id);
     if (refund > 0) {
@@ -324,7 +363,8 @@ export async function settleVideoJob(db: Db, s: Settlement, webhooks?: JobEventC
         videoJobId: s.jobId,
       });
       // The key's spend is net of refunds.
-      if (job.api_key_id !== null && !(await spendFromKey(tx, job.api_key_id, -refund))) throw new Error('invariant: a refund goes back to its key');
+      if (job.api_key_id !== null && !(await spendFromKey(tx, job.api_key_id, -refund)))
+        throw new Error('invariant: a refund goes back to its key');
     }
     await tx.query(
       `UPDATE video_jobs SET status = $2, cost_micro_eur = $3, refunded_micro_eur = $4, videos = $5, error = $6,

@@ -67,7 +67,10 @@ export function callbackSourceOf(address: string | undefined): string {
   const [head = '', tail] = address.replace(/%.*$/, '').split('::');
   const groupsOf = (part: string) => (part ? part.split(':').flatMap((g) => (g.includes('.') ? ['0', '0'] : [g])) : []);
   const first = groupsOf(head);
-  const groups = tail === undefined ? first : [...first, ...Array<string>(Math.max(0, 8 - first.length - groupsOf(tail).length)).fill('0'), ...groupsOf(tail)];
+  const groups =
+    tail === undefined
+      ? first
+      : [...first, ...Array<string>(Math.max(0, 8 - first.length - groupsOf(tail).length)).fill('0'), ...groupsOf(tail)];
   return `${groups
     .slice(0, 4)
     .map((g) => (parseInt(g, 16) || 0).toString(16))
@@ -99,9 +102,16 @@ export function providerCallbackRoutes(deps: ProviderCallbackDeps): Router {
     const backend = String(req.params['backend']);
     const provider = deps.providerFor(backend);
     const reception = provider?.callbackReception;
-    if (!provider?.verifyCallback || !reception) throw notFound('provider_not_found', `no provider "${backend}" calls back here`, 'backend');
+    if (!provider?.verifyCallback || !reception)
+      throw notFound('provider_not_found', `no provider "${backend}" calls back here`, 'backend');
     const encoding = (req.get('content-encoding') ?? 'identity').trim().toLowerCase();
-    if (encoding !== 'identity') throw new ApiError(415, 'invalid_request_error', 'unsupported_encoding', `a provider callback is sent without Content-Encoding, not "${encoding.slice(0, 40)}"`);
+    if (encoding !== 'identity')
+      throw new ApiError(
+        415,
+        'invalid_request_error',
+        'unsupported_encoding',
+        `a provider callback is sent without Content-Encoding, not "${encoding.slice(0, 40)}"`,
+      );
     try {
       reception.checkHeaders(req.headers);
     } catch (err) {
@@ -114,7 +124,15 @@ export function providerCallbackRoutes(deps: ProviderCallbackDeps): Router {
     reads.acquire(res, sourceOf(req));
     // A body still arriving after the time limit: the connection goes (its slot with it).
     const timer = setTimeout(() => {
-      if (!res.headersSent) res.status(408).json({ error: { type: 'invalid_request_error', code: 'request_timeout', message: 'the callback body did not arrive in time', param: null } });
+      if (!res.headersSent)
+        res.status(408).json({
+          error: {
+            type: 'invalid_request_error',
+            code: 'request_timeout',
+            message: 'the callback body did not arrive in time',
+            param: null,
+          },
+        });
       req.destroy();
     }, limits.read_timeout_ms);
     res.once('close', () => clearTimeout(timer));
@@ -135,7 +153,14 @@ export function providerCallbackRoutes(deps: ProviderCallbackDeps): Router {
       delivery = await provider.verifyCallback!({ headers: req.headers, raw_body });
     } catch (err) {
       if (err instanceof ProviderError) {
-        throw new ApiError(503, 'api_error', 'service_unavailable', `the callback cannot be verified right now (${err.message}); deliver it again later`, null, { 'Retry-After': '30' });
+        throw new ApiError(
+          503,
+          'api_error',
+          'service_unavailable',
+          `the callback cannot be verified right now (${err.message}); deliver it again later`,
+          null,
+          { 'Retry-After': '30' },
+        );
       }
       throw rejected(err);
     }
@@ -145,7 +170,7 @@ export function providerCallbackRoutes(deps: ProviderCallbackDeps): Router {
     if (JOB_ID.test(job_id)) {
       const concerns = (operation_id: string) => provider.callbackConcerns?.(operation_id, delivery) ?? false;
       if ((await deps.nudgeJob({ job_id, backend, delivery, concerns })) === 'not_this_job') {
-        throw new ApiError(401, 'authentication_error', 'invalid_signature', 'the callback is not about one of this job\'s requests');
+        throw new ApiError(401, 'authentication_error', 'invalid_signature', "the callback is not about one of this job's requests");
       }
     }
     res.json({ received: true });
@@ -154,6 +179,7 @@ export function providerCallbackRoutes(deps: ProviderCallbackDeps): Router {
 }
 
 function rejected(err: unknown): unknown {
-  if (err instanceof CallbackRejected) return new ApiError(401, 'authentication_error', 'invalid_signature', `the callback failed verification: ${err.message}`);
+  if (err instanceof CallbackRejected)
+    return new ApiError(401, 'authentication_error', 'invalid_signature', `the callback failed verification: ${err.message}`);
   return err;
 }

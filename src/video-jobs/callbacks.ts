@@ -18,7 +18,12 @@ export interface ProviderCallbackLimits {
  * in memory to a few tens of MiB whatever is sent. 600 a minute per address is ten callbacks a second
  * from each of the providers' senders.
  */
-export const PROVIDER_CALLBACK_LIMITS: ProviderCallbackLimits = { reads_max: 32, reads_per_source_max: 8, per_source_per_minute: 600, read_timeout_ms: 10_000 };
+export const PROVIDER_CALLBACK_LIMITS: ProviderCallbackLimits = {
+  reads_max: 32,
+  reads_per_source_max: 8,
+  per_source_per_minute: 600,
+  read_timeout_ms: 10_000,
+};
 
 /** The URL a provider is given to call back for a job: PUBLIC_BASE_URL (in development the API's own address). */
 export function providerCallbackUrl(base_url: string, backend: string, job_id: string): string {

@@ -22,9 +22,27 @@ export function fileRoutes(deps: { storage: Storage; signer: UrlSigner }): ApiRo
         'Served with local storage (STORAGE_BACKEND=local, the default); with S3 the video URLs are presigned bucket URLs and this route answers 404.',
       security: 'none',
       parameters: [
-        { name: 'key', in: 'path', required: true, description: 'The storage key, e.g. videos/{job id}/0.mp4 (contains slashes; take the URL as given).', schema: { type: 'string' } },
-        { name: 'expires', in: 'query', required: true, description: 'Expiry, Unix seconds.', schema: { type: 'string', pattern: '^\\d{1,12}$' } },
-        { name: 'signature', in: 'query', required: true, description: 'HMAC signature of key and expiry.', schema: { type: 'string', maxLength: 100 } },
+        {
+          name: 'key',
+          in: 'path',
+          required: true,
+          description: 'The storage key, e.g. videos/{job id}/0.mp4 (contains slashes; take the URL as given).',
+          schema: { type: 'string' },
+        },
+        {
+          name: 'expires',
+          in: 'query',
+          required: true,
+          description: 'Expiry, Unix seconds.',
+          schema: { type: 'string', pattern: '^\\d{1,12}$' },
+        },
+        {
+          name: 'signature',
+          in: 'query',
+          required: true,
+          description: 'HMAC signature of key and expiry.',
+          schema: { type: 'string', maxLength: 100 },
+        },
       ],
       responses: {
         '200': {
@@ -36,7 +54,10 @@ export function fileRoutes(deps: { storage: Storage; signer: UrlSigner }): ApiRo
           },
         },
       },
-      errors: { 403: 'The URL has expired (url_expired) or is not validly signed (invalid_signature).', 404: 'No such file (file_not_found).' },
+      errors: {
+        403: 'The URL has expired (url_expired) or is not validly signed (invalid_signature).',
+        404: 'No such file (file_not_found).',
+      },
     },
     async (_input, req, res) => {
       // The key, expiry and signature are not validated by a schema: whatever they are, the signature
@@ -47,7 +68,8 @@ export function fileRoutes(deps: { storage: Storage; signer: UrlSigner }): ApiRo
         return typeof value === 'string' ? value : undefined;
       };
       const verdict = deps.signer.verify(key, q('expires'), q('signature'));
-      if (verdict === 'expired') throw new ApiError(403, 'permission_error', 'url_expired', 'this signed URL has expired; fetch the job again for a fresh one');
+      if (verdict === 'expired')
+        throw new ApiError(403, 'permission_error', 'url_expired', 'this signed URL has expired; fetch the job again for a fresh one');
       if (verdict !== 'ok') throw new ApiError(403, 'permission_error', 'invalid_signature', 'this URL is not validly signed');
       const file = await deps.storage.open(key);
       if (!file) throw notFound('file_not_found', 'no such file');

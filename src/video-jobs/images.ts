@@ -50,7 +50,10 @@ export async function storeVideoJobInputs(
 }
 
 /** Deletes the objects of the rows a statement deleted (`RETURNING image_key, last_frame_key`); the row count. */
-async function deleteObjects(storage: Storage | undefined, rows: { image_key: string | null; last_frame_key: string | null }[]): Promise<number> {
+async function deleteObjects(
+  storage: Storage | undefined,
+  rows: { image_key: string | null; last_frame_key: string | null }[],
+): Promise<number> {
   for (const row of rows) {
     for (const key of [row.image_key, row.last_frame_key]) if (key && storage) await storage.delete(key);
   }
@@ -76,7 +79,12 @@ export async function discardVideoJobInputs(db: Db, storage: Storage, job: { job
  * (refused, superseded by another attempt, or left by a process that died before answering). An
  * attempt's fate is decided within the create timeout (at most two minutes), so an hour is safe.
  */
-export async function discardOrphanVideoJobInputs(db: Db, storage: Storage | undefined, min_age_ms: number, limit: number): Promise<number> {
+export async function discardOrphanVideoJobInputs(
+  db: Db,
+  storage: Storage | undefined,
+  min_age_ms: number,
+  limit: number,
+): Promise<number> {
   const r = await db.query<{ image_key: string | null; last_frame_key: string | null }>(
     `DELETE FROM video_job_inputs WHERE ctid IN (
        SELECT i.ctid FROM video_job_inputs i

@@ -32,7 +32,13 @@ export interface VideoJobLifecycleDeps {
 }
 
 const notCancellable = (status: string) =>
-  new ApiError(409, 'invalid_request_error', 'job_not_cancellable', `the job has ${status === 'pending' ? 'started settling' : status}; only a pending job can be cancelled`, 'id');
+  new ApiError(
+    409,
+    'invalid_request_error',
+    'job_not_cancellable',
+    `the job has ${status === 'pending' ? 'started settling' : status}; only a pending job can be cancelled`,
+    'id',
+  );
 
 export class VideoJobLifecycle {
   constructor(private readonly deps: VideoJobLifecycleDeps) {}
@@ -40,7 +46,8 @@ export class VideoJobLifecycle {
   /** The caller's job, not deleted, or a 404. */
   private async ownJob(principal: ApiKeyPrincipal, job_id: string): Promise<VideoJobRecord> {
     const job = isUuid(job_id) ? await readVideoJob(this.deps.db, job_id) : null;
-    if (!job || job.deleted || job.workspace_id !== principal.workspace_id) throw notFound('job_not_found', `no video generation job ${job_id}`, 'id');
+    if (!job || job.deleted || job.workspace_id !== principal.workspace_id)
+      throw notFound('job_not_found', `no video generation job ${job_id}`, 'id');
     return job;
   }
 
@@ -48,7 +55,8 @@ export class VideoJobLifecycle {
     // A retired model id filters as its replacement (jobs record the model they ran as).
     const model = q.model === undefined ? undefined : (findVideoModel(q.model)?.id ?? q.model);
     const page = await listVideoJobs(this.deps.db, principal.workspace_id, { ...q, model });
-    if (!page) throw notFound('job_not_found', `after names no job of this workspace (give the id of the last job of the previous page)`, 'after');
+    if (!page)
+      throw notFound('job_not_found', `after names no job of this workspace (give the id of the last job of the previous page)`, 'after');
     return page;
   }
 
@@ -83,7 +91,13 @@ export class VideoJobLifecycle {
   async delete(principal: ApiKeyPrincipal, job_id: string): Promise<{ id: string; object: 'video.generation_job'; deleted: true }> {
     const job = await this.ownJob(principal, job_id);
     if (job.status === 'pending') {
-      throw new ApiError(409, 'invalid_request_error', 'job_pending', 'the job is still pending: cancel it first (POST /v2/videos/generations/{id}/cancel)', 'id');
+      throw new ApiError(
+        409,
+        'invalid_request_error',
+        'job_pending',
+        'the job is still pending: cancel it first (POST /v2/videos/generations/{id}/cancel)',
+        'id',
+      );
     }
     for (const video of job.videos) await this.deps.storage.delete(video.storage_key);
     await this.deps.storage.delete(thumbnailKey(job_id));

@@ -84,7 +84,9 @@ export function presentOpenAiVideo(job: VideoJobState) {
 const SecondsText = z.string().regex(/^[1-9][0-9]{0,2}$/, 'must be a whole number of seconds, such as "8"');
 const Seconds = z.union([SecondsText, z.number().int().min(1).max(999)]);
 const SECONDS_TEXT = "Seconds of video: one of the model's durations (GET /v2/models).";
-const Size = z.enum(Object.keys(OPENAI_VIDEO_SIZES) as [string, ...string[]], { error: `must be one of ${Object.keys(OPENAI_VIDEO_SIZES).join(', ')}` });
+const Size = z.enum(Object.keys(OPENAI_VIDEO_SIZES) as [string, ...string[]], {
+  error: `must be one of ${Object.keys(OPENAI_VIDEO_SIZES).join(', ')}`,
+});
 const SIZE_TEXT = 'Width x height: the resolution and aspect ratio (the model must offer both).';
 const DATA_URL = /^data:(image\/[a-z+.-]+);base64,([A-Za-z0-9+/=\s]+)$/;
 /** A first frame as a data: URL: the base64 of an image of at most IMAGE_BYTES_MAX, its prefix, and room for line breaks. */
@@ -133,14 +135,20 @@ export const OpenAiCreateVideoForm = z
       .min(1)
       .max(IMAGE_BYTES_MAX)
       .optional()
-      .describe(`The first frame: a PNG, JPEG or WebP file of at most ${bytesText(IMAGE_BYTES_MAX)}, recognised by its content (the part's Content-Type is not trusted).`),
+      .describe(
+        `The first frame: a PNG, JPEG or WebP file of at most ${bytesText(IMAGE_BYTES_MAX)}, recognised by its content (the part's Content-Type is not trusted).`,
+      ),
     'input_reference[image_url]': z
       .string()
       .max(IMAGE_DATA_URL_CHARS_MAX)
       .optional()
-      .describe(`Or the first frame as a data: URL (data:image/png;base64,...; what the openai SDKs send for input_reference: {image_url}), an image of at most ${bytesText(IMAGE_BYTES_MAX)} once decoded; other URLs are not fetched.`),
+      .describe(
+        `Or the first frame as a data: URL (data:image/png;base64,...; what the openai SDKs send for input_reference: {image_url}), an image of at most ${bytesText(IMAGE_BYTES_MAX)} once decoded; other URLs are not fetched.`,
+      ),
   })
-  .describe('multipart/form-data: text parts prompt, model, seconds and size, and the first frame as the file part input_reference or the text part input_reference[image_url]; no other parts.');
+  .describe(
+    'multipart/form-data: text parts prompt, model, seconds and size, and the first frame as the file part input_reference or the text part input_reference[image_url]; no other parts.',
+  );
 
 export const OpenAiListVideosQuery = z.strictObject({
   after: z.string().max(100).optional(),
@@ -165,9 +173,20 @@ function asV1Param(err: unknown): unknown {
 
 function imageFromDataUrl(url: string): NonNullable<CreateVideoBody['image']> {
   const m = DATA_URL.exec(url);
-  if (!m) throw invalidParam('input_reference', 'input_reference.image_url must be a data: URL of a base64 image (data:image/png;base64,...); other URLs are not fetched');
+  if (!m)
+    throw invalidParam(
+      'input_reference',
+      'input_reference.image_url must be a data: URL of a base64 image (data:image/png;base64,...); other URLs are not fetched',
+    );
   const bytes = Buffer.from(m[2]!.replace(/\s+/g, ''), 'base64');
-  if (bytes.length > IMAGE_BYTES_MAX) throw new ApiError(413, 'invalid_request_error', 'image_too_large', `input_reference exceeds ${IMAGE_BYTES_MAX} bytes`, 'input_reference');
+  if (bytes.length > IMAGE_BYTES_MAX)
+    throw new ApiError(
+      413,
+      'invalid_request_error',
+      'image_too_large',
+      `input_reference exceeds ${IMAGE_BYTES_MAX} bytes`,
+      'input_reference',
+    );
   const type = sniffImage(bytes);
   if (!type) throw invalidParam('input_reference', 'input_reference must be a PNG, JPEG or WebP image');
   return { bytesBase64Encoded: bytes.toString('base64'), mimeType: type };
@@ -188,14 +207,28 @@ function toCreateBody(body: OpenAiCreateVideo, uploaded: { buffer: Buffer; type:
       const offered = Object.entries(OPENAI_VIDEO_SIZES)
         .filter(([, v]) => model.resolutions.includes(v.resolution) && model.aspect_ratios.includes(v.aspectRatio))
         .map(([k]) => k);
-      throw invalidParam('size', `model ${model.id} does not offer size ${body.size}; it offers ${offered.join(', ')}`, 'unsupported_parameter');
+      throw invalidParam(
+        'size',
+        `model ${model.id} does not offer size ${body.size}; it offers ${offered.join(', ')}`,
+        'unsupported_parameter',
+      );
     }
     out.resolution = resolution;
     out.aspectRatio = aspectRatio;
   }
-  if (uploaded && body.input_reference !== undefined) throw invalidParam('input_reference', 'give the first frame once: a file part input_reference, or input_reference[image_url]');
-  if (uploaded) out.image = { bytesBase64Encoded: uploaded.buffer.toString('base64'), mimeType: uploaded.type as NonNullable<CreateVideoBody['image']>['mimeType'] };
-  else if (body.input_reference?.file_id !== undefined) throw invalidParam('input_reference', 'input_reference.file_id is not offered: send the image itself (a file part, or image_url as a data: URL)', 'unsupported_parameter');
+  if (uploaded && body.input_reference !== undefined)
+    throw invalidParam('input_reference', 'give the first frame once: a file part input_reference, or input_reference[image_url]');
+  if (uploaded)
+    out.image = {
+      bytesBase64Encoded: uploaded.buffer.toString('base64'),
+      mimeType: uploaded.type as NonNullable<CreateVideoBody['image']>['mimeType'],
+    };
+  else if (body.input_reference?.file_id !== undefined)
+    throw invalidParam(
+      'input_reference',
+      'input_reference.file_id is not offered: send the image itself (a file part, or image_url as a data: URL)',
+      'unsupported_parameter',
+    );
   else if (body.input_reference?.image_url !== undefined) out.image = imageFromDataUrl(body.input_reference.image_url);
   return CreateVideoBody.parse(out);
 }
@@ -266,7 +299,7 @@ const openaiListVideos = {
   path: '/v1/videos',
   operationId: 'openaiListVideos',
   summary: "List this workspace's videos (client.videos.list)",
-  description: 'A page at a time (the SDKs\' auto-paging iterator follows `last_id` while `has_more`). Deleted videos are not listed.',
+  description: "A page at a time (the SDKs' auto-paging iterator follows `last_id` while `has_more`). Deleted videos are not listed.",
   ...OPENAI_OPERATION,
   requestParams: { query: OpenAiListVideosQuery },
   parameters: [IF_NONE_MATCH_PARAMETER],
@@ -284,7 +317,8 @@ const openaiRetrieveVideo = {
   operationId: 'openaiRetrieveVideo',
   summary: 'Retrieve a video (client.videos.retrieve)',
   ...OPENAI_OPERATION,
-  description: "Answered from the job's record, which its workflow keeps current. With `If-None-Match` (the `ETag` of an earlier answer), a video in which nothing changed is a 304 with no body.",
+  description:
+    "Answered from the job's record, which its workflow keeps current. With `If-None-Match` (the `ETag` of an earlier answer), a video in which nothing changed is a 304 with no body.",
   requestParams: { path: VIDEO_ID },
   parameters: [IF_NONE_MATCH_PARAMETER],
   responses: { '200': json(OpenAiVideo, 'The video.', CONDITIONAL_HEADERS), '304': NOT_MODIFIED_RESPONSE },
@@ -296,7 +330,8 @@ const openaiDeleteVideo = {
   path: '/v1/videos/{id}',
   operationId: 'openaiDeleteVideo',
   summary: 'Delete a finished video (client.videos.delete)',
-  description: 'Deletes the stored video and its job (as DELETE /v2/videos/generations/{id}); it is a 404 from then on. The ledger keeps its entries.',
+  description:
+    'Deletes the stored video and its job (as DELETE /v2/videos/generations/{id}); it is a 404 from then on. The ledger keeps its entries.',
   ...OPENAI_OPERATION,
   requestParams: { path: VIDEO_ID },
   responses: { '200': json(OpenAiVideoDeleted, 'Deleted.') },
@@ -312,16 +347,25 @@ const openaiDownloadVideoContent = {
   path: '/v1/videos/{id}/content',
   operationId: 'openaiDownloadVideoContent',
   summary: 'Download a video or its thumbnail (client.videos.downloadContent)',
-  description: 'The MP4 of a completed video, or a JPEG of its first frame. `variant=spritesheet` is not offered (400 unsupported_feature).',
+  description:
+    'The MP4 of a completed video, or a JPEG of its first frame. `variant=spritesheet` is not offered (400 unsupported_feature).',
   ...OPENAI_OPERATION,
   requestParams: {
     path: VIDEO_ID,
-    query: z.object({ variant: z.enum(['video', 'thumbnail']).optional().describe('video (default): the MP4; thumbnail: a JPEG of the first frame.') }),
+    query: z.object({
+      variant: z.enum(['video', 'thumbnail']).optional().describe('video (default): the MP4; thumbnail: a JPEG of the first frame.'),
+    }),
   },
   // spritesheet is OpenAI's too, but not offered here.
   invalid: (_err, _where, query) =>
     typeof query === 'object' && query !== null && 'variant' in query && query.variant === 'spritesheet'
-      ? new ApiError(400, 'invalid_request_error', 'unsupported_feature', 'variant=spritesheet is not offered by this service; use video or thumbnail', 'variant')
+      ? new ApiError(
+          400,
+          'invalid_request_error',
+          'unsupported_feature',
+          'variant=spritesheet is not offered by this service; use video or thumbnail',
+          'variant',
+        )
       : invalidParam('variant', 'variant must be one of video, thumbnail, spritesheet'),
   responses: {
     '200': {
@@ -354,7 +398,10 @@ export interface OpenAiVideoRoutesDeps {
 
 /** The body parser of a create: the openai SDKs always send multipart; JSON is accepted too. */
 function createBodyParser(): RequestHandler {
-  const jsonParser = jsonBodyParser({ bytes_max: VIDEO_CREATE_BODY_BYTES_MAX, concurrent_large_bodies_max: VIDEO_CREATE_CONCURRENT_LARGE_BODIES_MAX });
+  const jsonParser = jsonBodyParser({
+    bytes_max: VIDEO_CREATE_BODY_BYTES_MAX,
+    concurrent_large_bodies_max: VIDEO_CREATE_CONCURRENT_LARGE_BODIES_MAX,
+  });
   const upload = multipartForm({
     limits: MULTIPART_LIMITS,
     fileParts: ['input_reference'],
@@ -370,7 +417,11 @@ function createVideoHandler(deps: OpenAiVideoRoutesDeps): ContractHandler<typeof
   return async ({ body, idempotencyKey }, _req, res) => {
     let created: VideoJobState;
     try {
-      created = await deps.jobs.create(principalOf(res), toCreateBody(body, 'uploaded' in body ? body.uploaded : undefined), idempotencyKey);
+      created = await deps.jobs.create(
+        principalOf(res),
+        toCreateBody(body, 'uploaded' in body ? body.uploaded : undefined),
+        idempotencyKey,
+      );
     } catch (err) {
       throw asV1Param(err);
     }
@@ -387,7 +438,13 @@ function deleteVideoHandler(deps: OpenAiVideoRoutesDeps): ContractHandler<typeof
     } catch (err) {
       // OpenAI answers a video still being made with a 400; the SDKs would retry a 409.
       if (err instanceof ApiError && err.code === 'job_pending') {
-        throw new ApiError(400, 'invalid_request_error', 'video_not_finished', 'the video is still being generated; it can be deleted once completed or failed', 'video_id');
+        throw new ApiError(
+          400,
+          'invalid_request_error',
+          'video_not_finished',
+          'the video is still being generated; it can be deleted once completed or failed',
+          'video_id',
+        );
       }
       throw err;
     }
@@ -402,18 +459,31 @@ function downloadContentHandler(deps: OpenAiVideoRoutesDeps): ContractHandler<ty
     res.locals['jobId'] = job.job_id;
     const video = job.status === 'succeeded' ? job.videos[0] : undefined;
     if (!video) {
-      throw new ApiError(400, 'invalid_request_error', 'video_not_ready', `the video is ${STATUS[job.status] ?? job.status}; its content can be downloaded once completed`, 'video_id');
+      throw new ApiError(
+        400,
+        'invalid_request_error',
+        'video_not_ready',
+        `the video is ${STATUS[job.status] ?? job.status}; its content can be downloaded once completed`,
+        'video_id',
+      );
     }
     if (variant === 'video') {
       const stored = await deps.storage.open(video.storage_key);
       if (!stored) throw videoContentGone();
-      res.status(200).set({ 'Content-Type': 'video/mp4', 'Content-Length': String(stored.bytes), 'Content-Disposition': `attachment; filename="${job.job_id}.mp4"` });
+      res.status(200).set({
+        'Content-Type': 'video/mp4',
+        'Content-Length': String(stored.bytes),
+        'Content-Disposition': `attachment; filename="${job.job_id}.mp4"`,
+      });
       stored.stream.on('error', (err) => res.destroy(err));
       stored.stream.pipe(res);
       return;
     }
     const jpeg = await deps.thumbnails.of(job.job_id, video.storage_key);
-    res.status(200).set({ 'Content-Type': 'image/jpeg', 'Content-Disposition': `inline; filename="${job.job_id}.jpg"` }).send(jpeg);
+    res
+      .status(200)
+      .set({ 'Content-Type': 'image/jpeg', 'Content-Disposition': `inline; filename="${job.job_id}.jpg"` })
+      .send(jpeg);
   };
 }
 
@@ -430,29 +500,25 @@ export function openAiVideoRoutes(deps: OpenAiVideoRoutesDeps): ApiRouter {
   api.router.get('/v1/videos/characters/:id', deps.auth, notOffered('Characters (GET /v1/videos/characters/{id})'));
   api.router.post('/v1/videos/:id/remix', deps.auth, notOffered('Remixing videos (POST /v1/videos/{id}/remix)'));
 
-  api.route(
-    openaiListVideos,
-    deps.readAuth,
-    async ({ query: q }, req, res) => {
-      // Any string is a valid `after` (as the document says); one that names no video of this list is a 404.
-      if (q.after !== undefined && !isUuid(q.after)) {
-        throw notFound('job_not_found', 'after names no video of this workspace (give the id of the last video of the previous page)', 'after');
-      }
-      const page = await deps.lifecycle.list(principalOf(res), { limit: q.limit, after: q.after, order: q.order });
-      const data = page.jobs.map(presentOpenAiVideo);
-      sendJsonConditionally(req, res, openAiPage(data, page.has_more));
-    },
-  );
+  api.route(openaiListVideos, deps.readAuth, async ({ query: q }, req, res) => {
+    // Any string is a valid `after` (as the document says); one that names no video of this list is a 404.
+    if (q.after !== undefined && !isUuid(q.after)) {
+      throw notFound(
+        'job_not_found',
+        'after names no video of this workspace (give the id of the last video of the previous page)',
+        'after',
+      );
+    }
+    const page = await deps.lifecycle.list(principalOf(res), { limit: q.limit, after: q.after, order: q.order });
+    const data = page.jobs.map(presentOpenAiVideo);
+    sendJsonConditionally(req, res, openAiPage(data, page.has_more));
+  });
 
-  api.route(
-    openaiRetrieveVideo,
-    deps.readAuth,
-    async ({ params }, req, res) => {
-      const job = await deps.jobs.get(principalOf(res), params.id);
-      res.locals['jobId'] = job.job_id;
-      sendJsonConditionally(req, res, presentOpenAiVideo(job));
-    },
-  );
+  api.route(openaiRetrieveVideo, deps.readAuth, async ({ params }, req, res) => {
+    const job = await deps.jobs.get(principalOf(res), params.id);
+    res.locals['jobId'] = job.job_id;
+    sendJsonConditionally(req, res, presentOpenAiVideo(job));
+  });
 
   api.route(openaiDeleteVideo, deps.auth, deps.limit, deleteVideoHandler(deps));
   api.route(openaiDownloadVideoContent, deps.auth, downloadContentHandler(deps));

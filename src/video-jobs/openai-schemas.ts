@@ -18,7 +18,7 @@ export const OpenAiVideo = z
     error: z.strictObject({ code: z.string(), message: z.string() }).nullable().describe('Why the video failed; null unless failed.'),
     remixed_from_video_id: z.null().describe('Always null: remixing is not offered.'),
   })
-  .describe('A video: a job of /v2/videos/generations in the shape of OpenAI\'s Videos API.');
+  .describe("A video: a job of /v2/videos/generations in the shape of OpenAI's Videos API.");
 export const OpenAiVideoList = z.strictObject({
   object: z.literal('list'),
   data: z.array(OpenAiVideo),
@@ -27,6 +27,5 @@ export const OpenAiVideoList = z.strictObject({
   has_more: z.boolean(),
 });
 export const OpenAiVideoDeleted = z.strictObject({ id: z.uuid(), object: z.literal('video.deleted'), deleted: z.literal(true) });
-
 
 export const OPENAI_RESPONSE_COMPONENTS = { OpenAiVideo, OpenAiVideoList, OpenAiVideoDeleted } satisfies Record<string, z.ZodType>;

@@ -12,7 +12,16 @@ import { observeProviderError, videoProviderPollDuration } from '../metrics.js';
 import { describeAnyProviderError } from '../providers/video/provider-errors.js';
 import type { VideoOperationStatus, VideoProvider } from '../providers/video/types.js';
 import { operationEndedSignal, videoJobWorkflowId, type VideoOperationEnd } from '../../workflows/messages.js';
-import { claimDuePolls, markSignalled, POLL_BACKOFF, removePoll, reschedulePolls, RESCHEDULE_ROWS_MAX, type DuePoll, type PollReschedule } from './operation-polls.js';
+import {
+  claimDuePolls,
+  markSignalled,
+  POLL_BACKOFF,
+  removePoll,
+  reschedulePolls,
+  RESCHEDULE_ROWS_MAX,
+  type DuePoll,
+  type PollReschedule,
+} from './operation-polls.js';
 
 export interface OperationPollerDeps {
   db: Db;
@@ -94,7 +103,12 @@ export class OperationPoller {
   private track(p: Promise<void>): void {
     this.in_flight++;
     const done: Promise<void> = p
-      .catch((err) => this.deps.logger.warn({ err_message: (err as Error).message }, 'operation poller: a job was not handled; it is due again after its lease'))
+      .catch((err) =>
+        this.deps.logger.warn(
+          { err_message: (err as Error).message },
+          'operation poller: a job was not handled; it is due again after its lease',
+        ),
+      )
       .finally(() => {
         this.in_flight--;
         this.settled.delete(done);
@@ -122,16 +136,25 @@ export class OperationPoller {
         queue_position: status.queue_position,
       });
     }
-    const end: VideoOperationEnd = status.state === 'succeeded' ? { state: 'succeeded', outputs: status.outputs } : { state: 'failed', code: status.code, message: status.message };
+    const end: VideoOperationEnd =
+      status.state === 'succeeded'
+        ? { state: 'succeeded', outputs: status.outputs }
+        : { state: 'failed', code: status.code, message: status.message };
     try {
-      await this.deps.temporal.workflow.getHandle(videoJobWorkflowId(row.job_id)).signal(operationEndedSignal, { operation_id: row.operation_id, end });
+      await this.deps.temporal.workflow
+        .getHandle(videoJobWorkflowId(row.job_id))
+        .signal(operationEndedSignal, { operation_id: row.operation_id, end });
     } catch (err) {
       // No run to tell: the job settled, or its workflow is gone and the reconciler restarts it (with a row of its own).
       if (err instanceof WorkflowNotFoundError) return removePoll(db, row.job_id);
-      logger.warn({ job_id: row.job_id, err_message: (err as Error).message }, 'operation poller: the job could not be told its operation ended; trying again');
+      logger.warn(
+        { job_id: row.job_id, err_message: (err as Error).message },
+        'operation poller: the job could not be told its operation ended; trying again',
+      );
       return this.reschedule(row, { wait_ms: RETRY_AFTER_ERROR_MS, interval_ms: row.interval_ms, failures: row.failures });
     }
-    if (!row.signalled) logger.info({ job_id: row.job_id, backend: row.backend, operation_id: row.operation_id, state: end.state }, 'video operation ended');
+    if (!row.signalled)
+      logger.info({ job_id: row.job_id, backend: row.backend, operation_id: row.operation_id, state: end.state }, 'video operation ended');
     await markSignalled(db, row.job_id, REMIND_AFTER_MS);
   }
 
@@ -144,7 +167,10 @@ export class OperationPoller {
     const observe = (result: string) => {
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
       videoProviderPollDuration.observe({ backend: row.backend, result }, seconds);
-      this.deps.logger.debug({ job_id: row.job_id, backend: row.backend, operation_id: row.operation_id, result, duration_ms: seconds * 1000 }, 'video provider polled');
+      this.deps.logger.debug(
+        { job_id: row.job_id, backend: row.backend, operation_id: row.operation_id, result, duration_ms: seconds * 1000 },
+        'video provider polled',
+      );
     };
     try {
       const status = await provider.poll(row.operation_id);
@@ -155,7 +181,17 @@ export class OperationPoller {
       const e = describeAnyProviderError(err);
       observeProviderError(row.backend, 'poll', e);
       const failures = row.failures + 1;
-      this.deps.logger.warn({ job_id: row.job_id, backend: row.backend, code: e.code, retryable: e.retryable, failures, provider_message: (err as Error).message }, 'video provider poll failed');
+      this.deps.logger.warn(
+        {
+          job_id: row.job_id,
+          backend: row.backend,
+          code: e.code,
+          retryable: e.retryable,
+          failures,
+          provider_message: (err as Error).message,
+        },
+        'video provider poll failed',
+      );
       if (e.retryable && failures < CONSECUTIVE_POLL_FAILURES_MAX) {
         await this.reschedule(row, { wait_ms: e.retry_after_ms ?? row.interval_ms, interval_ms: row.interval_ms, failures });
         return 'rescheduled';

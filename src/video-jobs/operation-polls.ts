@@ -35,8 +35,19 @@ const RECORD = prepared(
  * submission's trace context is kept with the job (the first one: a recovery run's stays out), for the
  * polls and callbacks of its operation.
  */
-export async function recordOperation(db: Db, r: { job_id: string; backend: string; operation_id: string; pacing: PollPacing; first_poll_after_ms: number }): Promise<boolean> {
-  const values = [r.job_id, r.operation_id, r.backend, r.pacing.interval_ms, Math.max(r.pacing.max_interval_ms, r.pacing.interval_ms), r.first_poll_after_ms, currentTraceParent()];
+export async function recordOperation(
+  db: Db,
+  r: { job_id: string; backend: string; operation_id: string; pacing: PollPacing; first_poll_after_ms: number },
+): Promise<boolean> {
+  const values = [
+    r.job_id,
+    r.operation_id,
+    r.backend,
+    r.pacing.interval_ms,
+    Math.max(r.pacing.max_interval_ms, r.pacing.interval_ms),
+    r.first_poll_after_ms,
+    currentTraceParent(),
+  ];
   const result = await db.query({ ...RECORD, values });
   return (result.rowCount ?? 0) > 0;
 }
@@ -187,9 +198,15 @@ export async function nudgePoll(db: Db, job_id: string, backend: string, deliver
   return ((await db.query({ ...NUDGE, values: [job_id, backend, delivery_id ?? null] })).rowCount ?? 0) > 0;
 }
 
-const WAITING = prepared('video-job-polls-waiting', 'SELECT operation_id FROM video_job_polls WHERE job_id = $1 AND backend = $2 AND signalled_at IS NULL');
+const WAITING = prepared(
+  'video-job-polls-waiting',
+  'SELECT operation_id FROM video_job_polls WHERE job_id = $1 AND backend = $2 AND signalled_at IS NULL',
+);
 
-const SUBMITTING = prepared('video-job-submitting', "SELECT 1 FROM video_jobs WHERE id = $1 AND status = 'pending' AND operation_id IS NULL");
+const SUBMITTING = prepared(
+  'video-job-submitting',
+  "SELECT 1 FROM video_jobs WHERE id = $1 AND status = 'pending' AND operation_id IS NULL",
+);
 
 /** How long a callback waits for its job's submission to be recorded, and how often it looks. */
 export const CALLBACK_RECORD_WAIT_MS = 5_000;
@@ -212,7 +229,11 @@ export interface JobCallback {
  * recorded, it looks again until it is recorded (at most `wait_ms`), so the callback is not lost until
  * the next poll.
  */
-export async function nudgePollForCallback(db: Db, c: JobCallback, wait_ms = CALLBACK_RECORD_WAIT_MS): Promise<'nudged' | 'unchanged' | 'not_this_job'> {
+export async function nudgePollForCallback(
+  db: Db,
+  c: JobCallback,
+  wait_ms = CALLBACK_RECORD_WAIT_MS,
+): Promise<'nudged' | 'unchanged' | 'not_this_job'> {
   const until = Date.now() + wait_ms;
   const attempt = async (): Promise<'nudged' | 'unchanged' | 'not_this_job' | 'none'> => {
     const row = (await db.query<{ operation_id: string }>({ ...WAITING, values: [c.job_id, c.backend] })).rows[0];

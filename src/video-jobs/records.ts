@@ -105,11 +105,18 @@ export interface JobListQuery {
  * A page of the workspace's jobs (not deleted), newest first (or oldest first with order asc). `after` must be a job of the workspace
  * (null is answered when it is not). One more row than asked says whether there is a next page.
  */
-export async function listVideoJobs(db: Db, workspace_id: string, q: JobListQuery): Promise<{ jobs: VideoJobRecord[]; has_more: boolean } | null> {
+export async function listVideoJobs(
+  db: Db,
+  workspace_id: string,
+  q: JobListQuery,
+): Promise<{ jobs: VideoJobRecord[]; has_more: boolean } | null> {
   const where = ['workspace_id = $1', 'deleted_at IS NULL'];
   const args: unknown[] = [workspace_id];
   if (q.after !== undefined) {
-    const cursor = await db.query<{ created_at: Date }>('SELECT created_at FROM video_jobs WHERE id = $1 AND workspace_id = $2', [q.after, workspace_id]);
+    const cursor = await db.query<{ created_at: Date }>('SELECT created_at FROM video_jobs WHERE id = $1 AND workspace_id = $2', [
+      q.after,
+      workspace_id,
+    ]);
     if (!cursor.rows[0]) return null;
     args.push(cursor.rows[0].created_at, q.after);
     where.push(`(created_at, id) ${q.order === 'asc' ? '>' : '<'} ($${args.length - 1}, $${args.length})`);
@@ -123,12 +130,18 @@ export async function listVideoJobs(db: Db, workspace_id: string, q: JobListQuer
     where.push(`model = $${args.length}`);
   }
   args.push(q.limit + 1);
-  const r = await db.query<Row>(`SELECT ${COLUMNS} FROM video_jobs WHERE ${where.join(' AND ')} ORDER BY created_at ${q.order === 'asc' ? 'ASC' : 'DESC'}, id ${q.order === 'asc' ? 'ASC' : 'DESC'} LIMIT $${args.length}`, args);
+  const r = await db.query<Row>(
+    `SELECT ${COLUMNS} FROM video_jobs WHERE ${where.join(' AND ')} ORDER BY created_at ${q.order === 'asc' ? 'ASC' : 'DESC'}, id ${q.order === 'asc' ? 'ASC' : 'DESC'} LIMIT $${args.length}`,
+    args,
+  );
   return { jobs: r.rows.slice(0, q.limit).map(toRecord), has_more: r.rows.length > q.limit };
 }
 
 /** Marks a finished job deleted (its ledger entries stay); whether this call deleted it. Its images go with it (deleteVideoJobInputs). */
 export async function markVideoJobDeleted(db: Db, job_id: string): Promise<boolean> {
-  const r = await db.query("UPDATE video_jobs SET deleted_at = now(), storage_swept_at = NULL WHERE id = $1 AND deleted_at IS NULL AND status <> 'pending'", [job_id]);
+  const r = await db.query(
+    "UPDATE video_jobs SET deleted_at = now(), storage_swept_at = NULL WHERE id = $1 AND deleted_at IS NULL AND status <> 'pending'",
+    [job_id],
+  );
   return r.rowCount === 1;
 }

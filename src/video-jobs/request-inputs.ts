@@ -26,7 +26,8 @@ export function resolveVideoRequestInputs(model: VideoModel, body: CreateVideoBo
     if (!model.inputs.last_frame) throw unsupported('lastFrame', model, 'a last frame');
     if (body.image === undefined) throw invalidParam('lastFrame', 'lastFrame needs image: a last frame goes with a first frame');
   }
-  if (body.generateAudio !== undefined && !model.audio.supported) throw unsupported('generateAudio', model, 'generateAudio (it has no audio)');
+  if (body.generateAudio !== undefined && !model.audio.supported)
+    throw unsupported('generateAudio', model, 'generateAudio (it has no audio)');
   if (body.negativePrompt !== undefined && !model.inputs.negative_prompt) throw unsupported('negativePrompt', model, 'a negative prompt');
   return {
     generate_audio: model.audio.supported ? (body.generateAudio ?? model.audio.default) : undefined,
@@ -41,14 +42,24 @@ function decodeImage(model: VideoModel, field: string, input: { bytesBase64Encod
   const padding = b64.endsWith('==') ? 2 : b64.endsWith('=') ? 1 : 0;
   const size = (b64.length / 4) * 3 - padding;
   if (size > IMAGE_BYTES_MAX) {
-    throw new ApiError(413, 'invalid_request_error', 'image_too_large', `${field} has ${size} bytes; at most ${IMAGE_BYTES_MAX} are accepted`, `${field}.bytesBase64Encoded`);
+    throw new ApiError(
+      413,
+      'invalid_request_error',
+      'image_too_large',
+      `${field} has ${size} bytes; at most ${IMAGE_BYTES_MAX} are accepted`,
+      `${field}.bytesBase64Encoded`,
+    );
   }
   const bytes = Buffer.from(b64, 'base64');
   const type = sniffImage(bytes);
   if (!type) throw invalidParam(`${field}.bytesBase64Encoded`, `${field} is not a PNG, JPEG or WebP image`, 'unsupported_image');
   if (type !== input.mimeType) throw invalidParam(`${field}.mimeType`, `${field}.mimeType is ${input.mimeType}, but the image is ${type}`);
   if (!model.inputs.image_mime_types.includes(type)) {
-    throw invalidParam(`${field}.mimeType`, `model ${model.id} takes ${model.inputs.image_mime_types.join(', ')} images, not ${type}`, 'unsupported_image');
+    throw invalidParam(
+      `${field}.mimeType`,
+      `model ${model.id} takes ${model.inputs.image_mime_types.join(', ')} images, not ${type}`,
+      'unsupported_image',
+    );
   }
   return { bytes, mime_type: type };
 }
@@ -61,5 +72,12 @@ function decodeImage(model: VideoModel, field: string, input: { bytesBase64Encod
 export function inputsFingerprint(body: CreateVideoBody, inputs: VideoRequestInputs): unknown[] {
   if (body.generateAudio === undefined && !inputs.negative_prompt && !inputs.image && !inputs.last_frame) return [];
   const digest = (image: InputImage | undefined) => (image ? createHash('sha256').update(image.bytes).digest('hex') : null);
-  return [{ generateAudio: body.generateAudio ?? null, negativePrompt: inputs.negative_prompt ?? null, image: digest(inputs.image), lastFrame: digest(inputs.last_frame) }];
+  return [
+    {
+      generateAudio: body.generateAudio ?? null,
+      negativePrompt: inputs.negative_prompt ?? null,
+      image: digest(inputs.image),
+      lastFrame: digest(inputs.last_frame),
+    },
+  ];
 }

@@ -108,11 +108,16 @@ const deleteVideoGeneration = {
   operationId: 'deleteVideoGeneration',
   tag: 'Videos',
   summary: 'Delete a finished video generation job',
-  description: 'Deletes the stored videos (their URLs stop working) and the job, which is a 404 from then on. The ledger keeps its entries.',
+  description:
+    'Deletes the stored videos (their URLs stop working) and the job, which is a 404 from then on. The ledger keeps its entries.',
   security: 'apiKey',
   requestParams: { path: JOB_ID },
   responses: { '200': json(VideoJobDeleted, 'Deleted.') },
-  errors: { 404: 'No such job in this workspace (job_not_found).', 409: 'The job is pending: cancel it first (job_pending).', 429: undefined },
+  errors: {
+    404: 'No such job in this workspace (job_not_found).',
+    409: 'The job is pending: cancel it first (job_pending).',
+    429: undefined,
+  },
 } satisfies RouteContract;
 
 const getVideoGeneration = {
@@ -143,61 +148,47 @@ export function videoRoutes(deps: {
   publicBaseUrl: string | undefined;
 }): ApiRouter {
   const api = new ApiRouter();
-  const createBody = jsonBodyParser({ bytes_max: VIDEO_CREATE_BODY_BYTES_MAX, concurrent_large_bodies_max: VIDEO_CREATE_CONCURRENT_LARGE_BODIES_MAX });
+  const createBody = jsonBodyParser({
+    bytes_max: VIDEO_CREATE_BODY_BYTES_MAX,
+    concurrent_large_bodies_max: VIDEO_CREATE_CONCURRENT_LARGE_BODIES_MAX,
+  });
 
-  api.route(
-    createVideoGeneration,
-    deps.auth,
-    deps.limit,
-    createBody,
-    async ({ body, idempotencyKey }, req, res) => {
-      const job = await deps.jobs.create(principalOf(res), body, idempotencyKey);
-      res.locals['jobId'] = job.job_id; // for the request log
-      const location = `/v2/videos/generations/${job.job_id}`;
-      res.status(202).location(location).json(await presentVideoJob(job, deps.downloadUrls, baseUrlOf(req, deps.publicBaseUrl)));
-    },
-  );
+  api.route(createVideoGeneration, deps.auth, deps.limit, createBody, async ({ body, idempotencyKey }, req, res) => {
+    const job = await deps.jobs.create(principalOf(res), body, idempotencyKey);
+    res.locals['jobId'] = job.job_id; // for the request log
+    const location = `/v2/videos/generations/${job.job_id}`;
+    res
+      .status(202)
+      .location(location)
+      .json(await presentVideoJob(job, deps.downloadUrls, baseUrlOf(req, deps.publicBaseUrl)));
+  });
 
-  api.route(
-    listVideoGenerations,
-    deps.readAuth,
-    async ({ query }, req, res) => {
-      const page = await deps.lifecycle.list(principalOf(res), query);
-      const baseUrl = baseUrlOf(req, deps.publicBaseUrl);
-      sendJsonConditionally(req, res, { object: 'list', data: await Promise.all(page.jobs.map((job) => presentVideoJob(job, deps.downloadUrls, baseUrl))), has_more: page.has_more });
-    },
-  );
+  api.route(listVideoGenerations, deps.readAuth, async ({ query }, req, res) => {
+    const page = await deps.lifecycle.list(principalOf(res), query);
+    const baseUrl = baseUrlOf(req, deps.publicBaseUrl);
+    sendJsonConditionally(req, res, {
+      object: 'list',
+      data: await Promise.all(page.jobs.map((job) => presentVideoJob(job, deps.downloadUrls, baseUrl))),
+      has_more: page.has_more,
+    });
+  });
 
-  api.route(
-    cancelVideoGeneration,
-    deps.auth,
-    deps.limit,
-    async ({ params }, req, res) => {
-      const job = await deps.lifecycle.cancel(principalOf(res), params.id);
-      res.locals['jobId'] = job.job_id;
-      res.json(await presentVideoJob(job, deps.downloadUrls, baseUrlOf(req, deps.publicBaseUrl)));
-    },
-  );
+  api.route(cancelVideoGeneration, deps.auth, deps.limit, async ({ params }, req, res) => {
+    const job = await deps.lifecycle.cancel(principalOf(res), params.id);
+    res.locals['jobId'] = job.job_id;
+    res.json(await presentVideoJob(job, deps.downloadUrls, baseUrlOf(req, deps.publicBaseUrl)));
+  });
 
-  api.route(
-    deleteVideoGeneration,
-    deps.auth,
-    deps.limit,
-    async ({ params }, _req, res) => {
-      res.locals['jobId'] = params.id;
-      res.json(await deps.lifecycle.delete(principalOf(res), params.id));
-    },
-  );
+  api.route(deleteVideoGeneration, deps.auth, deps.limit, async ({ params }, _req, res) => {
+    res.locals['jobId'] = params.id;
+    res.json(await deps.lifecycle.delete(principalOf(res), params.id));
+  });
 
-  api.route(
-    getVideoGeneration,
-    deps.readAuth,
-    async ({ params }, req, res) => {
-      const job = await deps.jobs.get(principalOf(res), params.id);
-      res.locals['jobId'] = job.job_id; // for the request log
-      sendJsonConditionally(req, res, await presentVideoJob(job, deps.downloadUrls, baseUrlOf(req, deps.publicBaseUrl)));
-    },
-  );
+  api.route(getVideoGeneration, deps.readAuth, async ({ params }, req, res) => {
+    const job = await deps.jobs.get(principalOf(res), params.id);
+    res.locals['jobId'] = job.job_id; // for the request log
+    sendJsonConditionally(req, res, await presentVideoJob(job, deps.downloadUrls, baseUrlOf(req, deps.publicBaseUrl)));
+  });
 
   return api;
 }

@@ -28,7 +28,11 @@ const Parameters = z
   .record(z.string(), z.unknown())
   .check((ctx) => {
     if (nestsDeeperThan(ctx.value, PARAMETERS_DEPTH_MAX)) {
-      ctx.issues.push({ code: 'custom', input: ctx.value, message: `must not nest objects or arrays more than ${PARAMETERS_DEPTH_MAX} levels deep` });
+      ctx.issues.push({
+        code: 'custom',
+        input: ctx.value,
+        message: `must not nest objects or arrays more than ${PARAMETERS_DEPTH_MAX} levels deep`,
+      });
     } else if (Buffer.byteLength(JSON.stringify(ctx.value)) > PARAMETERS_BYTES_MAX) {
       ctx.issues.push({ code: 'custom', input: ctx.value, message: `must be at most ${PARAMETERS_BYTES_MAX} bytes as JSON` });
     }
@@ -44,7 +48,9 @@ const ImageInput = (what: string) =>
       bytesBase64Encoded: z
         .base64('must be standard base64 (RFC 4648, with padding)')
         .min(1, 'must not be empty')
-        .describe(`The image file, base64: PNG, JPEG or WebP, recognised by its content; at most ${IMAGE_BYTES_MAX / (1024 * 1024)} MiB decoded (413 beyond).`),
+        .describe(
+          `The image file, base64: PNG, JPEG or WebP, recognised by its content; at most ${IMAGE_BYTES_MAX / (1024 * 1024)} MiB decoded (413 beyond).`,
+        ),
       mimeType: z
         .enum(IMAGE_MIME_TYPES, { error: `must be one of ${IMAGE_MIME_TYPES.join(', ')}` })
         .describe("The image's type; must match its content and be one of the model's image_mime_types."),
@@ -52,20 +58,48 @@ const ImageInput = (what: string) =>
     .describe(what);
 export const CreateVideoBody = z
   .object({
-    prompt: text({ chars_max: PROMPT_CHARS_MAX, notBlank: true }).describe(`What to generate: at most ${PROMPT_CHARS_MAX} characters, not blank (leading and trailing white space is removed).`),
-    model: z.string().min(1).max(100).optional().describe("A video model id (GET /v2/models); default: the catalog's default model (veo-3.1-fast-generate-001 in the built-in catalog). A retired id listed with `deprecated: true` runs as its `replaced_by`."),
+    prompt: text({ chars_max: PROMPT_CHARS_MAX, notBlank: true }).describe(
+      `What to generate: at most ${PROMPT_CHARS_MAX} characters, not blank (leading and trailing white space is removed).`,
+    ),
+    model: z
+      .string()
+      .min(1)
+      .max(100)
+      .optional()
+      .describe(
+        "A video model id (GET /v2/models); default: the catalog's default model (veo-3.1-fast-generate-001 in the built-in catalog). A retired id listed with `deprecated: true` runs as its `replaced_by`.",
+      ),
     n: z.number().int().min(1).optional().describe("Videos to generate: 1 to the model's max_n; default 1."),
-    durationSeconds: z.number().int().optional().describe("Seconds per video: one of the model's durations_seconds; default the model's default_params."),
-    resolution: z.string().max(20).optional().describe(`One of the model's resolutions (${RESOLUTIONS.join(', ')}); default the model's default_params.`),
-    aspectRatio: z.string().max(20).optional().describe(`One of the model's aspect_ratios (${ASPECT_RATIOS.join(', ')}); default the model's default_params.`),
+    durationSeconds: z
+      .number()
+      .int()
+      .optional()
+      .describe("Seconds per video: one of the model's durations_seconds; default the model's default_params."),
+    resolution: z
+      .string()
+      .max(20)
+      .optional()
+      .describe(`One of the model's resolutions (${RESOLUTIONS.join(', ')}); default the model's default_params.`),
+    aspectRatio: z
+      .string()
+      .max(20)
+      .optional()
+      .describe(`One of the model's aspect_ratios (${ASPECT_RATIOS.join(', ')}); default the model's default_params.`),
     seed: z.number().int().min(0).max(4_294_967_295).optional().describe('For repeatable output, with models that have supports_seed.'),
     image: ImageInput('The first frame of the video (image to video), for models with supports_image.').optional(),
     lastFrame: ImageInput('The last frame of the video, with `image`, for models with supports_last_frame.').optional(),
-    generateAudio: z.boolean().optional().describe("Whether the video has generated audio, for models with supports_audio; default the model's generate_audio_default. The price depends on it."),
+    generateAudio: z
+      .boolean()
+      .optional()
+      .describe(
+        "Whether the video has generated audio, for models with supports_audio; default the model's generate_audio_default. The price depends on it.",
+      ),
     negativePrompt: text({ chars_max: NEGATIVE_PROMPT_CHARS_MAX, notBlank: true })
       .trim()
       .optional()
-      .describe(`What the video should not show, for models with supports_negative_prompt: at most ${NEGATIVE_PROMPT_CHARS_MAX} characters, not blank.`),
+      .describe(
+        `What the video should not show, for models with supports_negative_prompt: at most ${NEGATIVE_PROMPT_CHARS_MAX} characters, not blank.`,
+      ),
     parameters: Parameters.optional(),
   })
   .strict();
@@ -74,7 +108,10 @@ export type CreateVideoBody = z.infer<typeof CreateVideoBody>;
 /** GET /v2/videos/generations: a page of the workspace's jobs, newest first. */
 export const ListVideoJobsQuery = z.strictObject({
   limit: PageLimit,
-  after: z.uuid().optional().describe('The `id` of the last job of the previous page (a job of this workspace: another is a 404); absent for the first page.'),
+  after: z
+    .uuid()
+    .optional()
+    .describe('The `id` of the last job of the previous page (a job of this workspace: another is a 404); absent for the first page.'),
   status: z.enum(['pending', 'succeeded', 'failed']).optional().describe('Only jobs in this status.'),
   model: z.string().min(1).max(100).optional().describe('Only jobs of this model (a retired id means its replacement).'),
 });
@@ -88,28 +125,46 @@ export const VideoJob = z
     model: z.string(),
     created: UnixSeconds.describe('Unix time (seconds).'),
     completed: UnixSeconds.nullable().describe('Unix time (seconds) the job finished; null while pending.'),
-    params: z.strictObject({
-      durationSeconds: z.int().positive(),
-      resolution: VideoResolution,
-      aspectRatio: VideoAspectRatio,
-      n: z.int().positive(),
-    }).describe('The parameters the job runs with, defaults applied.'),
+    params: z
+      .strictObject({
+        durationSeconds: z.int().positive(),
+        resolution: VideoResolution,
+        aspectRatio: VideoAspectRatio,
+        n: z.int().positive(),
+      })
+      .describe('The parameters the job runs with, defaults applied.'),
     estimated_cost_in_euro: Euros.describe('Charged when the job was accepted: n videos at the model price.'),
     cost_in_euro: Euros.nullable().describe('The final charge once the job has finished; null while pending.'),
     refunded_in_euro: Euros.describe('Refunded of the estimate (failed job, fewer videos than n).'),
     videos: z
       .array(
         z.strictObject({
-          url: z.url().describe('An expiring download URL (GET /v2/files/{key} with local storage, a presigned bucket URL with S3); fetch the job again for a fresh one.'),
+          url: z
+            .url()
+            .describe(
+              'An expiring download URL (GET /v2/files/{key} with local storage, a presigned bucket URL with S3); fetch the job again for a fresh one.',
+            ),
           expires_at: UnixSeconds.describe('Unix time (seconds) the URL stops working.'),
           content_type: z.string(),
         }),
       )
       .describe('Filled when succeeded; empty otherwise.'),
     error: z.strictObject({ code: z.string(), message: z.string() }).nullable().describe('Why the job failed; null unless failed.'),
-    backend: z.string().nullable().describe('The backend that ran the job (simulator, vertex, fal, replicate); null until one accepted it.'),
-    progress: z.int().min(0).max(100).nullable().describe('0-100 as the provider reports it (only moves forward); 100 once succeeded; null when the provider gives none.'),
-    queue_position: z.int().min(0).nullable().describe("The job's place in the provider's queue, where the provider says (only moves forward); null otherwise."),
+    backend: z
+      .string()
+      .nullable()
+      .describe('The backend that ran the job (simulator, vertex, fal, replicate); null until one accepted it.'),
+    progress: z
+      .int()
+      .min(0)
+      .max(100)
+      .nullable()
+      .describe('0-100 as the provider reports it (only moves forward); 100 once succeeded; null when the provider gives none.'),
+    queue_position: z
+      .int()
+      .min(0)
+      .nullable()
+      .describe("The job's place in the provider's queue, where the provider says (only moves forward); null otherwise."),
   })
   .describe('A video generation job.');
 export const VideoJobList = z.strictObject({

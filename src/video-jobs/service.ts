@@ -1,22 +1,12 @@
 // Video jobs: validation against the catalog, then one Temporal workflow per job started with
 // update-with-start (early return): the workflow's own charge step decides the HTTP answer.
 import { randomUUID } from 'node:crypto';
-import {
-  WithStartWorkflowOperation,
-  WorkflowFailedError,
-  WorkflowUpdateFailedError,
-  type Client,
-} from '@temporalio/client';
+import { WithStartWorkflowOperation, WorkflowFailedError, WorkflowUpdateFailedError, type Client } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import type { Db } from '../db/pool.js';
 import type { Storage } from '../storage/local.js';
 import { uuidForKey } from '../ids.js';
-import {
-  defaultVideoModelId,
-  estimateCostMicroEur,
-  findVideoModel,
-  videoBackendsFor,
-} from '../models/catalog.js';
+import { defaultVideoModelId, estimateCostMicroEur, findVideoModel, videoBackendsFor } from '../models/catalog.js';
 import type { AspectRatio, Resolution, VideoParams } from '../models/values.js';
 import { SimulateSchema } from '../providers/video/simulator.js';
 import { ApiError, fromZodError, invalidParam, keySpendLimitExceeded, notFound } from '../errors.js';
@@ -98,7 +88,13 @@ export class VideoJobsService {
     const model = findVideoModel(modelId);
     if (!model) throw notFound('model_not_found', `model "${modelId}" does not exist; see GET /v2/models`, 'model');
     if (!keyAllowsModel(principal, model.id)) {
-      throw new ApiError(403, 'permission_error', 'model_not_permitted', `this API key is not permitted to use model "${model.id}"`, 'model');
+      throw new ApiError(
+        403,
+        'permission_error',
+        'model_not_permitted',
+        `this API key is not permitted to use model "${model.id}"`,
+        'model',
+      );
     }
     const params: VideoParams = {
       durationSeconds: body.durationSeconds ?? model.default_params.durationSeconds,
@@ -117,7 +113,12 @@ export class VideoJobsService {
     }
     if (params.n > model.max_n) throw invalidParam('n', `n must be between 1 and ${model.max_n} for model ${model.id}`);
     if (body.seed !== undefined && !model.supports_seed) throw invalidParam('seed', `model ${model.id} does not support seed`);
-    const configured = { simulator: this.deps.simulator, vertex: this.deps.vertex ?? false, fal: this.deps.fal ?? false, replicate: this.deps.replicate ?? false };
+    const configured = {
+      simulator: this.deps.simulator,
+      vertex: this.deps.vertex ?? false,
+      fal: this.deps.fal ?? false,
+      replicate: this.deps.replicate ?? false,
+    };
     const backends = videoBackendsFor(model, configured, params);
     if (backends.length === 0) {
       if (videoBackendsFor(model, configured).length > 0) {
@@ -180,7 +181,12 @@ export class VideoJobsService {
       // anything (its history may be gone after retention, and a new run must never generate again).
       const { record, refusal: refused } = await readKeyedVideoJob(this.deps.db, job_id);
       if (record?.deleted) {
-        throw new ApiError(409, 'idempotency_error', 'idempotency_key_job_deleted', 'this Idempotency-Key names a job that was deleted; use a new key for a new job');
+        throw new ApiError(
+          409,
+          'idempotency_error',
+          'idempotency_key_job_deleted',
+          'this Idempotency-Key names a job that was deleted; use a new key for a new job',
+        );
       }
       if (record) return this.checkedReplay(record, fingerprint);
       if (refused) {
@@ -189,19 +195,42 @@ export class VideoJobsService {
       }
     }
     // A create its charge would refuse now is refused before anything is written (no images, no workflow).
-    const foreseen = await foreseeRefusal(this.deps.db, { workspaceId: principal.workspace_id, apiKeyId: principal.key_id, estimated_cost_micro_eur: r.estimated_cost_micro_eur });
-    if (foreseen) return this.refuseForeseen(foreseen, { job_id, attempt_id: input.attempt_id!, workspace_id: principal.workspace_id, fingerprint, keyed: idempotencyKey !== undefined });
+    const foreseen = await foreseeRefusal(this.deps.db, {
+      workspaceId: principal.workspace_id,
+      apiKeyId: principal.key_id,
+      estimated_cost_micro_eur: r.estimated_cost_micro_eur,
+    });
+    if (foreseen)
+      return this.refuseForeseen(foreseen, {
+        job_id,
+        attempt_id: input.attempt_id!,
+        workspace_id: principal.workspace_id,
+        fingerprint,
+        keyed: idempotencyKey !== undefined,
+      });
     // The images stay with the attempt, out of workflow history: the submit activity reads those of the
     // attempt that charged the job. Unless this attempt charged it, its images go when it answers.
     if (!r.inputs.image) return this.startAttempt(principal, r.model.id, input, fingerprint, idempotencyKey !== undefined);
     const attempt = { job_id, attempt_id: input.attempt_id! };
     try {
-      await storeVideoJobInputs(this.deps.db, this.deps.storage, { ...attempt, workspace_id: principal.workspace_id }, { image: r.inputs.image, last_frame: r.inputs.last_frame });
+      await storeVideoJobInputs(
+        this.deps.db,
+        this.deps.storage,
+        { ...attempt, workspace_id: principal.workspace_id },
+        { image: r.inputs.image, last_frame: r.inputs.last_frame },
+      );
     } catch (err) {
       if (isDependencyDown(err)) throw err;
       // Storage refused the images (full, unreachable): nothing was started or charged.
       await discardVideoJobInputs(this.deps.db, this.deps.storage, attempt).catch(() => {});
-      throw new ApiError(503, 'api_error', 'storage_unavailable', `the images could not be kept (${(err as Error).message}); nothing was charged`, null, { 'Retry-After': String(RETRY_AFTER_S) });
+      throw new ApiError(
+        503,
+        'api_error',
+        'storage_unavailable',
+        `the images could not be kept (${(err as Error).message}); nothing was charged`,
+        null,
+        { 'Retry-After': String(RETRY_AFTER_S) },
+      );
     }
     try {
       return await this.startAttempt(principal, r.model.id, input, fingerprint, idempotencyKey !== undefined);
@@ -223,14 +252,26 @@ export class VideoJobsService {
   ): Promise<VideoJobState> {
     if (reason === 'too_many_pending_jobs') throw tooManyPendingJobs();
     if (a.keyed) {
-      const recorded = await recordForeseenRefusal(this.deps.db, { jobId: a.job_id, attemptId: a.attempt_id, workspaceId: a.workspace_id, fingerprint: a.fingerprint.current, reason });
+      const recorded = await recordForeseenRefusal(this.deps.db, {
+        jobId: a.job_id,
+        attemptId: a.attempt_id,
+        workspaceId: a.workspace_id,
+        fingerprint: a.fingerprint.current,
+        reason,
+      });
       if (!recorded) return this.existingFor(a.workspace_id, a.job_id, a.fingerprint);
     }
     throw reason === 'key_spend_limit_exceeded' ? keySpendLimitExceeded() : insufficientCredits();
   }
 
   /** Starts (or joins) the job's workflow for this attempt and waits for its charge step's answer. */
-  private async startAttempt(principal: ApiKeyPrincipal, model: string, input: VideoJobInput, fingerprint: Fingerprint, keyed: boolean): Promise<VideoJobState> {
+  private async startAttempt(
+    principal: ApiKeyPrincipal,
+    model: string,
+    input: VideoJobInput,
+    fingerprint: Fingerprint,
+    keyed: boolean,
+  ): Promise<VideoJobState> {
     const job_id = input.job_id;
     const deadline_ms = input.created_at_ms + (this.deps.create_timeout_ms ?? CREATE_TIMEOUT_MS);
     let state: VideoJobState;
@@ -281,7 +322,12 @@ export class VideoJobsService {
    * margin for clock skew) has passed, after which the charge refuses itself.
    */
   private async giveUp(input: VideoJobInput, fingerprint: Fingerprint, keyed: boolean, cause: unknown | undefined): Promise<VideoJobState> {
-    const attempt = { jobId: input.job_id, attemptId: input.attempt_id!, workspaceId: input.workspace_id, fingerprint: input.request_fingerprint };
+    const attempt = {
+      jobId: input.job_id,
+      attemptId: input.attempt_id!,
+      workspaceId: input.workspace_id,
+      fingerprint: input.request_fingerprint,
+    };
     const settle_by_ms = input.accept_by_ms! + CLOCK_SKEW_MARGIN_MS;
     for (;;) {
       try {
@@ -332,7 +378,8 @@ export class VideoJobsService {
    */
   async get(principal: ApiKeyPrincipal, job_id: string): Promise<VideoJobState> {
     const record = isUuid(job_id) ? await this.fromDatabase(job_id) : null;
-    if (!record || record.workspace_id !== principal.workspace_id) throw notFound('job_not_found', `no video generation job ${job_id}`, 'id');
+    if (!record || record.workspace_id !== principal.workspace_id)
+      throw notFound('job_not_found', `no video generation job ${job_id}`, 'id');
     return record;
   }
 
@@ -341,12 +388,16 @@ export class VideoJobsService {
    * task on a worker, a replay of the job's history when the workflow is not in its cache). Null state
    * when the workflow has closed past retention, does not answer in time, or no worker runs.
    */
-  async inspect(job_id: string): Promise<{ record: VideoJobState | null; workflow: { state: VideoJobState | null; failure: string | null } }> {
+  async inspect(
+    job_id: string,
+  ): Promise<{ record: VideoJobState | null; workflow: { state: VideoJobState | null; failure: string | null } }> {
     const record = isUuid(job_id) ? await this.fromDatabase(job_id) : null;
     if (!record) return { record: null, workflow: { state: null, failure: null } };
     try {
       const handle = this.deps.temporal.workflow.getHandle(videoJobWorkflowId(job_id));
-      const state = await this.deps.temporal.connection.withDeadline(Date.now() + INSPECT_QUERY_TIMEOUT_MS, () => handle.query(jobStateQuery));
+      const state = await this.deps.temporal.connection.withDeadline(Date.now() + INSPECT_QUERY_TIMEOUT_MS, () =>
+        handle.query(jobStateQuery),
+      );
       return { record, workflow: { state, failure: null } };
     } catch (err) {
       return { record, workflow: { state: null, failure: (err as Error).message.slice(0, 500) } };
@@ -360,7 +411,8 @@ export class VideoJobsService {
   }
 }
 
-const keyReused = () => new ApiError(409, 'idempotency_error', 'idempotency_key_reused', 'this Idempotency-Key was already used with different parameters', null);
+const keyReused = () =>
+  new ApiError(409, 'idempotency_error', 'idempotency_key_reused', 'this Idempotency-Key was already used with different parameters', null);
 
 /** A create not accepted in time: nothing was charged, for good; a retry (with the same key) is a new attempt. */
 function notAccepted(keyed: boolean, cause?: unknown): ApiError {
@@ -391,6 +443,10 @@ function tooManyPendingJobs(): ApiError {
 }
 
 function insufficientCredits(): ApiError {
-  return new ApiError(402, 'insufficient_credits_error', 'insufficient_credits', 'the workspace balance does not cover the estimated cost of this job; nothing was charged');
+  return new ApiError(
+    402,
+    'insufficient_credits_error',
+    'insufficient_credits',
+    'the workspace balance does not cover the estimated cost of this job; nothing was charged',
+  );
 }
-

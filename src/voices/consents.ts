@@ -36,7 +36,13 @@ const ID_PATTERN = /^cons_[0-9a-f]{24}$/;
 const consentNotFound = (id: string, param = 'consent_id') => notFound('consent_not_found', `no voice consent ${id}`, param);
 
 export const consentRequired = () =>
-  new ApiError(400, 'invalid_request_error', 'consent_required', 'cloning a voice requires a consent: upload the recording (POST /v1/audio/voice_consents) and name its id in the "consent" part', 'consent');
+  new ApiError(
+    400,
+    'invalid_request_error',
+    'consent_required',
+    'cloning a voice requires a consent: upload the recording (POST /v1/audio/voice_consents) and name its id in the "consent" part',
+    'consent',
+  );
 
 export class VoiceConsentsService {
   private readonly limits: { count: number; bytes: number };
@@ -50,7 +56,10 @@ export class VoiceConsentsService {
     return this.deps.required;
   }
 
-  async create(principal: ApiKeyPrincipal, input: { name: string; language: string; recording: Buffer; extension: string }): Promise<VoiceConsentRecord> {
+  async create(
+    principal: ApiKeyPrincipal,
+    input: { name: string; language: string; recording: Buffer; extension: string },
+  ): Promise<VoiceConsentRecord> {
     const id = `cons_${randomBytes(12).toString('hex')}`;
     const key = `consents/${id}.${input.extension}`;
     const bytes = input.recording.length;
@@ -63,7 +72,12 @@ export class VoiceConsentsService {
       );
       const { live, kept_bytes } = used.rows[0]!;
       if (live >= this.limits.count) {
-        throw new ApiError(400, 'invalid_request_error', 'consent_limit_reached', `this workspace already has ${this.limits.count} voice consents; delete one first`);
+        throw new ApiError(
+          400,
+          'invalid_request_error',
+          'consent_limit_reached',
+          `this workspace already has ${this.limits.count} voice consents; delete one first`,
+        );
       }
       if (Number(kept_bytes) + bytes > this.limits.bytes) {
         throw new ApiError(
@@ -85,7 +99,9 @@ export class VoiceConsentsService {
       // Not stored: the claim goes (if this fails too, the sweep removes both).
       await this.deps.storage.delete(key).catch(() => {});
       await this.deps.db.query('DELETE FROM voice_consents WHERE id = $1', [id]).catch(() => {});
-      throw new ApiError(503, 'api_error', 'storage_unavailable', `the recording could not be stored (${(err as Error).message})`, null, { 'Retry-After': '5' });
+      throw new ApiError(503, 'api_error', 'storage_unavailable', `the recording could not be stored (${(err as Error).message})`, null, {
+        'Retry-After': '5',
+      });
     }
     const r = await this.deps.db.query<VoiceConsentRecord>(
       `UPDATE voice_consents SET recording_stored_at = now() WHERE id = $1
@@ -93,13 +109,19 @@ export class VoiceConsentsService {
       [id],
     );
     // Gone only if the sweep took it for an upload that never finished (it waits far longer than a store takes).
-    if (!r.rows[0]) throw new ApiError(503, 'api_error', 'storage_unavailable', 'the recording took too long to store; retry', null, { 'Retry-After': '5' });
+    if (!r.rows[0])
+      throw new ApiError(503, 'api_error', 'storage_unavailable', 'the recording took too long to store; retry', null, {
+        'Retry-After': '5',
+      });
     return r.rows[0];
   }
 
   async get(principal: ApiKeyPrincipal, id: string, param?: string): Promise<VoiceConsentRecord> {
     const r = ID_PATTERN.test(id)
-      ? await this.deps.db.query<VoiceConsentRecord>(`${SELECT} WHERE id = $1 AND workspace_id = $2 AND ${LIVE}`, [id, principal.workspace_id])
+      ? await this.deps.db.query<VoiceConsentRecord>(`${SELECT} WHERE id = $1 AND workspace_id = $2 AND ${LIVE}`, [
+          id,
+          principal.workspace_id,
+        ])
       : null;
     const c = r?.rows[0];
     if (!c) throw consentNotFound(id, param);
@@ -107,12 +129,18 @@ export class VoiceConsentsService {
   }
 
   /** A page, newest first; `after` is the id of the last consent of the previous page. */
-  async list(principal: ApiKeyPrincipal, q: { limit: number; after?: string | undefined }): Promise<{ data: VoiceConsentRecord[]; has_more: boolean }> {
+  async list(
+    principal: ApiKeyPrincipal,
+    q: { limit: number; after?: string | undefined },
+  ): Promise<{ data: VoiceConsentRecord[]; has_more: boolean }> {
     const args: unknown[] = [principal.workspace_id];
     let cursor = '';
     if (q.after !== undefined) {
       const at = ID_PATTERN.test(q.after)
-        ? await this.deps.db.query<{ created_at: Date }>('SELECT created_at FROM voice_consents WHERE id = $1 AND workspace_id = $2', [q.after, principal.workspace_id])
+        ? await this.deps.db.query<{ created_at: Date }>('SELECT created_at FROM voice_consents WHERE id = $1 AND workspace_id = $2', [
+            q.after,
+            principal.workspace_id,
+          ])
         : null;
       if (!at?.rows[0]) throw consentNotFound(q.after, 'after');
       args.push(at.rows[0].created_at, q.after);
@@ -157,7 +185,10 @@ export class VoiceConsentsService {
 
   /** The registry id of this workspace's live cloned voice with provider id `voice_id`, or null. */
   async registryIdOf(principal: ApiKeyPrincipal, voice_id: string): Promise<string | null> {
-    const r = await this.deps.db.query<{ id: string }>('SELECT id FROM voices WHERE workspace_id = $1 AND voice_id = $2 AND deleted_at IS NULL', [principal.workspace_id, voice_id]);
+    const r = await this.deps.db.query<{ id: string }>(
+      'SELECT id FROM voices WHERE workspace_id = $1 AND voice_id = $2 AND deleted_at IS NULL',
+      [principal.workspace_id, voice_id],
+    );
     return r.rows[0]?.id ?? null;
   }
 }

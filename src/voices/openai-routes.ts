@@ -28,7 +28,10 @@ import { OpenAiVoice, OpenAiVoiceDeleted, VoiceConsent, VoiceConsentDeleted, Voi
 import { openAiPage } from '../http/openai/page.js';
 
 /** A BCP 47 language tag, as far as its shape goes: "en", "en-US", "zh-Hant-TW". */
-export const LanguageTag = z.string().regex(/^[A-Za-z]{2,3}(-[A-Za-z0-9]{1,8}){0,4}$/, 'must be a BCP 47 language tag such as en or en-US').max(35);
+export const LanguageTag = z
+  .string()
+  .regex(/^[A-Za-z]{2,3}(-[A-Za-z0-9]{1,8}){0,4}$/, 'must be a BCP 47 language tag such as en or en-US')
+  .max(35);
 
 export const presentConsent = (c: VoiceConsentRecord) => ({
   id: c.id,
@@ -43,7 +46,10 @@ const audioCheck = { headBytes: SNIFF_BYTES, detect: sniffAudio, expected: 'an a
 /** An uploaded file part, required: absent, it is a missing part. */
 const filePart = z.custom<UploadedFile>((v) => v !== undefined);
 
-const ListQuery = z.strictObject({ after: z.string().max(100).optional(), limit: z.coerce.number().int().min(1).max(LIST_LIMIT_MAX).default(20) });
+const ListQuery = z.strictObject({
+  after: z.string().max(100).optional(),
+  limit: z.coerce.number().int().min(1).max(LIST_LIMIT_MAX).default(20),
+});
 export const UpdateVoiceConsentBody = z.strictObject({ name: VoiceName });
 
 // The multipart forms, for the OpenAPI document: multipart bodies are parsed by ../http/multipart.ts, and
@@ -52,7 +58,9 @@ const AUDIO_FILE = z
   .file()
   .min(1)
   .max(VOICE_UPLOAD_LIMITS.fileBytesMax)
-  .describe(`At most ${bytesText(VOICE_UPLOAD_LIMITS.fileBytesMax)}, recognised as audio by its content (the part's Content-Type is not trusted): ${Object.values(AUDIO_CONTENT_TYPES).join(', ')}.`);
+  .describe(
+    `At most ${bytesText(VOICE_UPLOAD_LIMITS.fileBytesMax)}, recognised as audio by its content (the part's Content-Type is not trusted): ${Object.values(AUDIO_CONTENT_TYPES).join(', ')}.`,
+  );
 /** An upload form of one audio file, in the part `filePart`, as a request body of the document. */
 const audioForm = <P extends MultipartParts>(component: string, schema: z.ZodType, filePart: string, parts: P) => ({
   component,
@@ -63,13 +71,22 @@ const audioForm = <P extends MultipartParts>(component: string, schema: z.ZodTyp
   encoding: { [filePart]: { contentType: Object.values(AUDIO_CONTENT_TYPES).join(', ') } },
 });
 export const CreateVoiceConsentForm = z
-  .strictObject({ recording: AUDIO_FILE, name: VoiceName, language: LanguageTag.describe('The language of the recording, a BCP 47 tag such as en or en-US.') })
-  .describe('multipart/form-data: the file part "recording" (the owner of the voice consenting to its cloning) and the text parts "name" and "language".');
+  .strictObject({
+    recording: AUDIO_FILE,
+    name: VoiceName,
+    language: LanguageTag.describe('The language of the recording, a BCP 47 tag such as en or en-US.'),
+  })
+  .describe(
+    'multipart/form-data: the file part "recording" (the owner of the voice consenting to its cloning) and the text parts "name" and "language".',
+  );
 export const CreateOpenAiVoiceForm = z
   .strictObject({
     name: VoiceName,
     audio_sample: AUDIO_FILE,
-    consent: z.string().max(VOICE_UPLOAD_LIMITS.fieldBytesMax).describe('The id of a voice consent of this workspace (POST /v1/audio/voice_consents).'),
+    consent: z
+      .string()
+      .max(VOICE_UPLOAD_LIMITS.fieldBytesMax)
+      .describe('The id of a voice consent of this workspace (POST /v1/audio/voice_consents).'),
     type: z.literal('audio_sample').optional().describe('Only voices from an audio sample are offered.'),
   })
   .describe('multipart/form-data: the text parts "name" and "consent", the file part "audio_sample", and optionally "type".');
@@ -86,7 +103,12 @@ const CreateVoiceConsentParts = {
 /** The clone form's parts, in the order they are checked: only a voice from an audio sample is offered. */
 const CreateOpenAiVoiceParts = {
   schema: z.object({ type: z.literal('audio_sample').optional(), name: VoiceName, audio_sample: filePart, consent: z.string() }),
-  input: (form: MultipartForm) => ({ type: form.fields.get('type'), name: form.fields.get('name'), audio_sample: form.files[0], consent: form.fields.get('consent') }),
+  input: (form: MultipartForm) => ({
+    type: form.fields.get('type'),
+    name: form.fields.get('name'),
+    audio_sample: form.files[0],
+    consent: form.fields.get('consent'),
+  }),
   invalid: (err: ZodError, input: Record<string, unknown>) =>
     err.issues[0]!.path[0] === 'type'
       ? invalidParam('type', 'only voices from an audio_sample are offered (a voice from a text prompt is not)', 'unsupported_parameter')
@@ -101,7 +123,8 @@ const openaiCreateVoiceConsent = {
   path: '/v1/audio/voice_consents',
   operationId: 'openaiCreateVoiceConsent',
   summary: 'Upload a voice consent (client.audio.voiceConsents.create)',
-  description: 'Stores the recording in which the owner of a voice consents to its cloning; a clone names it in its `consent` part. The consent is this workspace\'s own.',
+  description:
+    "Stores the recording in which the owner of a voice consents to its cloning; a clone names it in its `consent` part. The consent is this workspace's own.",
   ...OPENAI_OPERATION,
   body: audioForm('CreateVoiceConsentForm', CreateVoiceConsentForm, 'recording', CreateVoiceConsentParts),
   responses: { '200': json(VoiceConsent, 'The consent.') },
@@ -119,7 +142,7 @@ const openaiListVoiceConsents = {
   path: '/v1/audio/voice_consents',
   operationId: 'openaiListVoiceConsents',
   summary: "List this workspace's voice consents (client.audio.voiceConsents.list)",
-  description: 'Newest first, a page at a time (the SDKs\' auto-paging iterator follows `last_id` while `has_more`).',
+  description: "Newest first, a page at a time (the SDKs' auto-paging iterator follows `last_id` while `has_more`).",
   ...OPENAI_OPERATION,
   requestParams: { query: ListQuery },
   responses: { '200': json(VoiceConsentList, 'A page of consents.') },
@@ -214,7 +237,13 @@ function createVoiceHandler(deps: OpenAiVoiceRoutesDeps): ContractHandler<typeof
       samples: [{ filename: sample.filename, format, content_type: AUDIO_CONTENT_TYPES[format], data: sample.buffer }],
       consent_id,
     });
-    res.json({ id: voice.voice_id, object: 'audio.voice', name: voice.name, type: 'audio_sample', created_at: Math.floor(voice.created_at_ms / 1000) });
+    res.json({
+      id: voice.voice_id,
+      object: 'audio.voice',
+      name: voice.name,
+      type: 'audio_sample',
+      created_at: Math.floor(voice.created_at_ms / 1000),
+    });
   };
 }
 
@@ -235,10 +264,16 @@ export function openAiVoiceRoutes(deps: OpenAiVoiceRoutesDeps): ApiRouter {
     deps.voices.assertConfigured();
     next();
   };
-  const upload = (filePart: string, fieldParts: string[]) => multipartForm({ limits: { ...VOICE_UPLOAD_LIMITS, filesMax: 1 }, fileParts: [filePart], fieldParts, fileType: audioCheck });
+  const upload = (filePart: string, fieldParts: string[]) =>
+    multipartForm({ limits: { ...VOICE_UPLOAD_LIMITS, filesMax: 1 }, fileParts: [filePart], fieldParts, fileType: audioCheck });
 
   api.route(openaiCreateVoiceConsent, deps.auth, deps.limit, upload('recording', ['name', 'language']), async ({ body }, _req, res) => {
-    const consent = await deps.consents.create(principalOf(res), { name: body.name, language: body.language, recording: body.recording.buffer, extension: body.recording.type });
+    const consent = await deps.consents.create(principalOf(res), {
+      name: body.name,
+      language: body.language,
+      recording: body.recording.buffer,
+      extension: body.recording.type,
+    });
     res.json(presentConsent(consent));
   });
   api.route(openaiListVoiceConsents, deps.auth, async ({ query }, _req, res) => {
@@ -255,7 +290,14 @@ export function openAiVoiceRoutes(deps: OpenAiVoiceRoutesDeps): ApiRouter {
     await deps.consents.delete(principalOf(res), id);
     res.json({ id, object: 'audio.voice_consent', deleted: true });
   });
-  api.route(openaiCreateVoice, deps.auth, deps.limit, configured, upload('audio_sample', ['name', 'consent', 'type']), createVoiceHandler(deps));
+  api.route(
+    openaiCreateVoice,
+    deps.auth,
+    deps.limit,
+    configured,
+    upload('audio_sample', ['name', 'consent', 'type']),
+    createVoiceHandler(deps),
+  );
   api.route(openaiDeleteVoice, deps.auth, deps.limit, configured, deleteVoiceHandler(deps));
   return api;
 }

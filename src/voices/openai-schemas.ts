@@ -32,4 +32,10 @@ export const OpenAiVoice = z
   .describe('A voice cloned from an audio sample, with a consent.');
 export const OpenAiVoiceDeleted = z.strictObject({ id: z.string(), object: z.literal('audio.voice.deleted'), deleted: z.literal(true) });
 
-export const OPENAI_RESPONSE_COMPONENTS = { VoiceConsent, VoiceConsentList, VoiceConsentDeleted, OpenAiVoice, OpenAiVoiceDeleted } satisfies Record<string, z.ZodType>;
+export const OPENAI_RESPONSE_COMPONENTS = {
+  VoiceConsent,
+  VoiceConsentList,
+  VoiceConsentDeleted,
+  OpenAiVoice,
+  OpenAiVoiceDeleted,
+} satisfies Record<string, z.ZodType>;

@@ -52,7 +52,9 @@ const missingParts = (parts: string[]) =>
 /** The `name` part: validated as sent (the OpenAPI document states the same), then trimmed. */
 export const VoiceName = text({ chars_max: VOICE_NAME_CHARS_MAX, notBlank: true, noControl: true })
   .trim()
-  .describe(`The voice's name: one text part, not blank, at most ${VOICE_NAME_CHARS_MAX} characters, no control characters; leading and trailing white space is removed.`);
+  .describe(
+    `The voice's name: one text part, not blank, at most ${VOICE_NAME_CHARS_MAX} characters, no control characters; leading and trailing white space is removed.`,
+  );
 
 /**
  * The multipart form of POST /v2/audio/voices. Documentation only: multipart bodies are parsed by
@@ -75,7 +77,9 @@ export const CreateVoiceForm = z
       .string()
       .max(64)
       .optional()
-      .describe('The id of a voice consent of this workspace (POST /v1/audio/voice_consents); required when the operator sets VOICE_CONSENT_REQUIRED.'),
+      .describe(
+        'The id of a voice consent of this workspace (POST /v1/audio/voice_consents); required when the operator sets VOICE_CONSENT_REQUIRED.',
+      ),
   })
   .describe('multipart/form-data: one "name" part, one or more "file" parts and an optional "consent" part; no other parts.');
 
@@ -87,7 +91,10 @@ const CreateVoiceParts = {
   schema: z.object({ name: VoiceName, file: z.array(z.custom<UploadedFile>()).min(1), consent: z.string().optional() }),
   input: (form: MultipartForm) => ({ name: form.fields.get('name'), file: form.files, consent: form.fields.get('consent') }),
   invalid: (err: ZodError, input: Record<string, unknown>) => {
-    const missing = [...(input['name'] === undefined ? ['name'] : []), ...(Array.isArray(input['file']) && input['file'].length === 0 ? ['file'] : [])];
+    const missing = [
+      ...(input['name'] === undefined ? ['name'] : []),
+      ...(Array.isArray(input['file']) && input['file'].length === 0 ? ['file'] : []),
+    ];
     return missing.length > 0 ? missingParts(missing) : invalidParam('name', `name ${err.issues[0]!.message}`);
   },
 };
@@ -162,7 +169,12 @@ const deleteVoice = {
   },
 } satisfies RouteContract;
 
-export function voiceRoutes(deps: { auth: RequestHandler; limit: RequestHandler; voices: VoicesService; consents?: VoiceConsentsService }): ApiRouter {
+export function voiceRoutes(deps: {
+  auth: RequestHandler;
+  limit: RequestHandler;
+  voices: VoicesService;
+  consents?: VoiceConsentsService;
+}): ApiRouter {
   const api = new ApiRouter();
   // Checked before the body is read: with no provider, an upload is refused unread.
   const configured: RequestHandler = (_req, _res, next) => {
@@ -176,54 +188,31 @@ export function voiceRoutes(deps: { auth: RequestHandler; limit: RequestHandler;
     fileType: { headBytes: SNIFF_BYTES, detect: sniffAudio, expected: 'an audio file (WAV, MP3, AAC, FLAC, Ogg, M4A or WebM)' },
   });
 
-  api.route(
-    createVoice,
-    deps.auth,
-    deps.limit,
-    configured,
-    upload,
-    async (input, _req, res) => {
-      const { name, file, consent } = input.body;
-      const samples = file.map((f) => {
-        const format = f.type as AudioFormat;
-        return { filename: f.filename, format, content_type: AUDIO_CONTENT_TYPES[format], data: f.buffer };
-      });
-      // `consent`: the id of a voice consent of this workspace (POST /v1/audio/voice_consents).
-      const consent_id = deps.consents ? await deps.consents.forClone(principalOf(res), consent) : null;
-      const voice = await deps.voices.create(principalOf(res), { name, samples, consent_id });
-      res.json(presentVoice(voice));
-    },
-  );
+  api.route(createVoice, deps.auth, deps.limit, configured, upload, async (input, _req, res) => {
+    const { name, file, consent } = input.body;
+    const samples = file.map((f) => {
+      const format = f.type as AudioFormat;
+      return { filename: f.filename, format, content_type: AUDIO_CONTENT_TYPES[format], data: f.buffer };
+    });
+    // `consent`: the id of a voice consent of this workspace (POST /v1/audio/voice_consents).
+    const consent_id = deps.consents ? await deps.consents.forClone(principalOf(res), consent) : null;
+    const voice = await deps.voices.create(principalOf(res), { name, samples, consent_id });
+    res.json(presentVoice(voice));
+  });
 
-  api.route(
-    listVoices,
-    deps.auth,
-    configured,
-    async (_input, _req, res) => {
-      const voices = await deps.voices.list(principalOf(res));
-      res.json({ object: 'list', data: voices.map(presentVoice) });
-    },
-  );
+  api.route(listVoices, deps.auth, configured, async (_input, _req, res) => {
+    const voices = await deps.voices.list(principalOf(res));
+    res.json({ object: 'list', data: voices.map(presentVoice) });
+  });
 
-  api.route(
-    getVoice,
-    deps.auth,
-    configured,
-    async (input, _req, res) => {
-      res.json(presentVoice(await deps.voices.get(principalOf(res), input.params.id)));
-    },
-  );
+  api.route(getVoice, deps.auth, configured, async (input, _req, res) => {
+    res.json(presentVoice(await deps.voices.get(principalOf(res), input.params.id)));
+  });
 
-  api.route(
-    deleteVoice,
-    deps.auth,
-    deps.limit,
-    configured,
-    async (input, _req, res) => {
-      const { id } = await deps.voices.delete(principalOf(res), input.params.id);
-      res.json({ id, object: 'voice', deleted: true });
-    },
-  );
+  api.route(deleteVoice, deps.auth, deps.limit, configured, async (input, _req, res) => {
+    const { id } = await deps.voices.delete(principalOf(res), input.params.id);
+    res.json({ id, object: 'voice', deleted: true });
+  });
 
   return api;
 }

@@ -6,18 +6,36 @@ import { SPEECH_FORMATS } from '../models/values.js';
 
 export const CreateSpeechBody = z
   .object({
-    model: z.string().min(1).max(100).optional().describe('A speech model id (GET /v2/models); default: the first model of the configured voice provider.'),
-    input: text({ notBlank: true }).describe("The text to speak: not blank, at most the model's max_input_chars characters (Unicode code points), which are billed."),
-    voice: text({ chars_max: 200, chars_min: 1 }).describe("A voice_id of this workspace's cloned voices (GET /v2/audio/voices) or a preset voice of the provider."),
+    model: z
+      .string()
+      .min(1)
+      .max(100)
+      .optional()
+      .describe('A speech model id (GET /v2/models); default: the first model of the configured voice provider.'),
+    input: text({ notBlank: true }).describe(
+      "The text to speak: not blank, at most the model's max_input_chars characters (Unicode code points), which are billed.",
+    ),
+    voice: text({ chars_max: 200, chars_min: 1 }).describe(
+      "A voice_id of this workspace's cloned voices (GET /v2/audio/voices) or a preset voice of the provider.",
+    ),
     response_format: z
       .enum(SPEECH_FORMATS, { error: `must be one of ${SPEECH_FORMATS.join(', ')}` })
       .optional()
-      .describe('wav (default): a RIFF WAVE file; pcm: raw signed 16-bit little-endian mono samples; mp3; opus (in Ogg); aac (ADTS); flac.'),
-    speed: z.number().min(0.25).max(4).optional().describe('Speaking rate, 1 = normal (default), 0.25 to 4; providers that cannot change it speak at 1.'),
+      .describe(
+        'wav (default): a RIFF WAVE file; pcm: raw signed 16-bit little-endian mono samples; mp3; opus (in Ogg); aac (ADTS); flac.',
+      ),
+    speed: z
+      .number()
+      .min(0.25)
+      .max(4)
+      .optional()
+      .describe('Speaking rate, 1 = normal (default), 0.25 to 4; providers that cannot change it speak at 1.'),
     stream_format: z
       .enum(['audio', 'sse'], { error: 'must be one of audio, sse' })
       .optional()
-      .describe('audio: the bytes are streamed as they are made (mp3, wav and pcm before the synthesis ends; opus, aac and flac when it has); sse: server-sent events speech.audio.delta (base64 audio) and speech.audio.done. Absent: one complete file.'),
+      .describe(
+        'audio: the bytes are streamed as they are made (mp3, wav and pcm before the synthesis ends; opus, aac and flac when it has); sse: server-sent events speech.audio.delta (base64 audio) and speech.audio.done. Absent: one complete file.',
+      ),
   })
   .strict();
 
@@ -30,7 +48,7 @@ export const Voice = z
     requires_verification: z.boolean(),
     created: UnixSeconds.describe('Unix time (seconds).'),
   })
-  .describe("A cloned voice, visible only from its own workspace.");
+  .describe('A cloned voice, visible only from its own workspace.');
 export const VoiceList = z.strictObject({ object: z.literal('list'), data: z.array(Voice) });
 export const VoiceDeleted = z.strictObject({ id: Uuid, object: z.literal('voice'), deleted: z.literal(true) });
 

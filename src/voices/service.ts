@@ -51,11 +51,21 @@ export interface VoicesDeps {
 
 /** What the customer is told when the operator's provider account is the problem (details go to the log). */
 const ACCOUNT_ANSWERS: Record<ProviderAccountProblem, { code: string; message: string; retry_after_s: number }> = {
-  credentials: { code: 'provider_unavailable', message: 'the voice provider is unavailable to this service right now (an operator has been alerted); try again later', retry_after_s: 60 },
-  quota_exhausted: { code: 'provider_quota_exhausted', message: "this service's voice provider account has no quota left right now (an operator has been alerted); nothing was charged: try again later", retry_after_s: 300 },
+  credentials: {
+    code: 'provider_unavailable',
+    message: 'the voice provider is unavailable to this service right now (an operator has been alerted); try again later',
+    retry_after_s: 60,
+  },
+  quota_exhausted: {
+    code: 'provider_quota_exhausted',
+    message:
+      "this service's voice provider account has no quota left right now (an operator has been alerted); nothing was charged: try again later",
+    retry_after_s: 300,
+  },
   voice_slots_full: {
     code: 'provider_voice_slots_full',
-    message: "this service's voice provider account cannot hold more cloned voices right now (an operator has been alerted); nothing was created: try again later",
+    message:
+      "this service's voice provider account cannot hold more cloned voices right now (an operator has been alerted); nothing was created: try again later",
     retry_after_s: 300,
   },
 };
@@ -71,12 +81,17 @@ export function providerFailure(err: unknown, logger?: Logger): unknown {
   if (err.kind === 'rejected') return new ApiError(400, 'invalid_request_error', 'provider_rejected', err.message);
   const details = (err as { details?: unknown }).details;
   if (err.account) {
-    logger?.error({ provider_problem: err.account, provider_message: err.message, provider_details: details }, "the voice provider refused the service's account: an operator must act");
+    logger?.error(
+      { provider_problem: err.account, provider_message: err.message, provider_details: details },
+      "the voice provider refused the service's account: an operator must act",
+    );
     const a = ACCOUNT_ANSWERS[err.account];
     return new ApiError(503, 'provider_error', a.code, a.message, null, { 'Retry-After': String(a.retry_after_s) });
   }
   logger?.warn({ provider_message: err.message, provider_details: details }, 'the voice provider could not be reached');
-  return new ApiError(503, 'provider_error', 'provider_unavailable', 'the voice provider could not be reached; try again later', null, { 'Retry-After': '5' });
+  return new ApiError(503, 'provider_error', 'provider_unavailable', 'the voice provider could not be reached; try again later', null, {
+    'Retry-After': '5',
+  });
 }
 
 const voiceNotFound = (param: string, what: string) => notFound('voice_not_found', `no voice ${what}`, param);
@@ -109,7 +124,10 @@ export class VoicesService {
   }
 
   /** `consent_id`: the consent the clone was made with (src/voices/consents.ts); none marks the voice requires_verification. */
-  async create(principal: ApiKeyPrincipal, input: { name: string; samples: VoiceSample[]; consent_id?: string | null }): Promise<VoiceRecord> {
+  async create(
+    principal: ApiKeyPrincipal,
+    input: { name: string; samples: VoiceSample[]; consent_id?: string | null },
+  ): Promise<VoiceRecord> {
     this.assertConfigured();
     const workspace_id = principal.workspace_id;
     // Checked before the provider is asked: a workspace without credit or with its quota used takes no slot.
@@ -134,7 +152,15 @@ export class VoicesService {
         const r = await tx.query<VoiceRecord>(
           `INSERT INTO voices (id, workspace_id, provider, voice_id, name, requires_verification, consent_id) VALUES ($1, $2, $3, $4, $5, $6, $7)
            RETURNING id, workspace_id, provider, voice_id, name, requires_verification, (extract(epoch FROM created_at) * 1000)::bigint AS created_at_ms`,
-          [id, workspace_id, provider, cloned.voice_id, input.name, cloned.requires_verification || !input.consent_id, input.consent_id ?? null],
+          [
+            id,
+            workspace_id,
+            provider,
+            cloned.voice_id,
+            input.name,
+            cloned.requires_verification || !input.consent_id,
+            input.consent_id ?? null,
+          ],
         );
         return r.rows[0]!;
       });
@@ -148,10 +174,16 @@ export class VoicesService {
         .then((r) => (r.rowCount ?? 0) > 0)
         .catch(() => false);
       if (liveElsewhere) {
-        this.deps.logger.error({ provider, voice_id: cloned.voice_id }, 'a clone answered with the id of a live registered voice: not registered, not deleted');
+        this.deps.logger.error(
+          { provider, voice_id: cloned.voice_id },
+          'a clone answered with the id of a live registered voice: not registered, not deleted',
+        );
       } else {
         await this.startDeletion({ registry_id: id, workspace_id, provider, voice_id: cloned.voice_id }).catch((e: unknown) =>
-          this.deps.logger.error({ err: e, provider, voice_id: cloned.voice_id }, 'could not schedule the deletion of an unregistered voice'),
+          this.deps.logger.error(
+            { err: e, provider, voice_id: cloned.voice_id },
+            'could not schedule the deletion of an unregistered voice',
+          ),
         );
       }
       throw err;
@@ -170,7 +202,10 @@ export class VoicesService {
   async get(principal: ApiKeyPrincipal, id: string): Promise<VoiceRecord> {
     this.assertConfigured();
     const r = isUuid(id)
-      ? await this.deps.db.query<VoiceRecord>(`${SELECT_VOICE} WHERE id = $1 AND workspace_id = $2 AND deleted_at IS NULL`, [id, principal.workspace_id])
+      ? await this.deps.db.query<VoiceRecord>(`${SELECT_VOICE} WHERE id = $1 AND workspace_id = $2 AND deleted_at IS NULL`, [
+          id,
+          principal.workspace_id,
+        ])
       : null;
     const voice = r?.rows[0];
     if (!voice) throw voiceNotFound('id', id);
@@ -195,7 +230,10 @@ export class VoicesService {
     try {
       await this.startDeletion({ registry_id: id, workspace_id: principal.workspace_id, provider: row.provider, voice_id: row.voice_id });
     } catch (err) {
-      this.deps.logger.warn({ err_message: (err as Error).message, registry_id: id }, 'voice deletion workflow not started now: the reconciler starts it');
+      this.deps.logger.warn(
+        { err_message: (err as Error).message, registry_id: id },
+        'voice deletion workflow not started now: the reconciler starts it',
+      );
     }
     return { id };
   }
@@ -224,7 +262,9 @@ export class VoicesService {
   }
 
   private async countLive(q: Db | Tx, workspace_id: string): Promise<number> {
-    const r = await q.query<{ n: number }>('SELECT count(*)::bigint AS n FROM voices WHERE workspace_id = $1 AND deleted_at IS NULL', [workspace_id]);
+    const r = await q.query<{ n: number }>('SELECT count(*)::bigint AS n FROM voices WHERE workspace_id = $1 AND deleted_at IS NULL', [
+      workspace_id,
+    ]);
     return r.rows[0]!.n;
   }
 }
@@ -251,7 +291,13 @@ export async function startVoiceDeletion(temporal: Client, taskQueue: string, in
  * not yet deleted at their provider (a start that failed, or was lost with its process); up to `limit`.
  * Starting one already running or done changes nothing (the workflow id is the registry id's).
  */
-export async function startPendingVoiceDeletions(db: Db, temporal: Client, taskQueue: string, min_age_ms: number, limit: number): Promise<number> {
+export async function startPendingVoiceDeletions(
+  db: Db,
+  temporal: Client,
+  taskQueue: string,
+  min_age_ms: number,
+  limit: number,
+): Promise<number> {
   const r = await db.query<{ id: string; workspace_id: string; provider: string; voice_id: string }>(
     `SELECT id, workspace_id, provider, voice_id FROM voices
       WHERE deleted_at IS NOT NULL AND provider_deleted_at IS NULL AND deleted_at < now() - make_interval(secs => $1::float8 / 1000)
@@ -259,7 +305,12 @@ export async function startPendingVoiceDeletions(db: Db, temporal: Client, taskQ
     [min_age_ms, limit],
   );
   for (const v of r.rows) {
-    await startVoiceDeletion(temporal, taskQueue, { registry_id: v.id, workspace_id: v.workspace_id, provider: v.provider, voice_id: v.voice_id });
+    await startVoiceDeletion(temporal, taskQueue, {
+      registry_id: v.id,
+      workspace_id: v.workspace_id,
+      provider: v.provider,
+      voice_id: v.voice_id,
+    });
   }
   return r.rows.length;
 }

@@ -69,7 +69,8 @@ export async function holdSpeech(db: Db, s: SpeechHoldRequest): Promise<SpeechHo
       if (prior && prior.request_fingerprint !== s.requestFingerprint) return { kind: 'idempotency_key_reused' };
       if (prior?.status === 'delivered') return { kind: 'delivered', prior };
       if (prior?.status === 'held') return { kind: 'in_progress' };
-      if (locked.available_micro_eur < s.cost_micro_eur) return { kind: 'insufficient_credits', available_micro_eur: locked.available_micro_eur };
+      if (locked.available_micro_eur < s.cost_micro_eur)
+        return { kind: 'insufficient_credits', available_micro_eur: locked.available_micro_eur };
       if (s.apiKeyId !== undefined && !(await spendFromKey(tx, s.apiKeyId, s.cost_micro_eur))) return { kind: 'key_spend_limit_exceeded' };
       if (prior) {
         // Released before (the provider failed): this retry holds again.
@@ -83,7 +84,19 @@ export async function holdSpeech(db: Db, s: SpeechHoldRequest): Promise<SpeechHo
           `INSERT INTO speech_requests (id, workspace_id, idempotency_key, request_fingerprint, model, voice, voice_registry_id,
                                         characters, response_format, cost_micro_eur, status, held_at, api_key_id)
            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'held', now(), $11)`,
-          [s.speechRequestId, s.workspaceId, s.idempotencyKey, s.requestFingerprint, s.model, s.voice, s.voiceRegistryId, s.characters, s.responseFormat, s.cost_micro_eur, s.apiKeyId ?? null],
+          [
+            s.speechRequestId,
+            s.workspaceId,
+            s.idempotencyKey,
+            s.requestFingerprint,
+            s.model,
+            s.voice,
+            s.voiceRegistryId,
+            s.characters,
+            s.responseFormat,
+            s.cost_micro_eur,
+            s.apiKeyId ?? null,
+          ],
         );
       }
       await tx.query('UPDATE workspaces SET held_micro_eur = held_micro_eur + $2 WHERE id = $1', [s.workspaceId, s.cost_micro_eur]);
@@ -112,7 +125,8 @@ export async function captureSpeech(
     const locked = await lockWorkspaceBalance(tx, row.workspace_id);
     // Re-read under the workspace lock: release and capture of one request are serialised by it.
     const current = (await tx.query<{ status: string }>('SELECT status FROM speech_requests WHERE id = $1', [c.speechRequestId])).rows[0]!;
-    if (current.status === 'delivered') return { captured: false, cost_micro_eur: row.cost_micro_eur, balance_micro_eur: locked.balance_micro_eur };
+    if (current.status === 'delivered')
+      return { captured: false, cost_micro_eur: row.cost_micro_eur, balance_micro_eur: locked.balance_micro_eur };
     if (current.status !== 'held') throw new Error(`invariant: speech request ${c.speechRequestId} is ${current.status}, not held`);
     await tx.query('UPDATE workspaces SET held_micro_eur = held_micro_eur - $2 WHERE id = $1', [row.workspace_id, row.cost_micro_eur]);
     const balance = await applyEntry(tx, {

@@ -16,7 +16,10 @@ const SPEECH_EVENT_DATA = {
       type: 'object',
       description: 'The next bytes of the audio, in the response_format asked for.',
       required: ['type', 'audio'],
-      properties: { type: { const: 'speech.audio.delta' }, audio: { type: 'string', contentEncoding: 'base64', description: 'Base64 of the next bytes.' } },
+      properties: {
+        type: { const: 'speech.audio.delta' },
+        audio: { type: 'string', contentEncoding: 'base64', description: 'Base64 of the next bytes.' },
+      },
     },
     {
       type: 'object',
@@ -27,7 +30,11 @@ const SPEECH_EVENT_DATA = {
         usage: {
           type: 'object',
           required: ['input_tokens', 'output_tokens', 'total_tokens'],
-          properties: { input_tokens: { type: 'integer', minimum: 0 }, output_tokens: { type: 'integer', minimum: 0 }, total_tokens: { type: 'integer', minimum: 0 } },
+          properties: {
+            input_tokens: { type: 'integer', minimum: 0 },
+            output_tokens: { type: 'integer', minimum: 0 },
+            total_tokens: { type: 'integer', minimum: 0 },
+          },
         },
       },
     },
@@ -37,7 +44,16 @@ const SPEECH_EVENT_DATA = {
       required: ['type', 'error'],
       properties: {
         type: { const: 'error' },
-        error: { type: 'object', required: ['type', 'code', 'message'], properties: { type: { type: 'string' }, code: { type: 'string' }, message: { type: 'string' }, param: { type: ['string', 'null'] } } },
+        error: {
+          type: 'object',
+          required: ['type', 'code', 'message'],
+          properties: {
+            type: { type: 'string' },
+            code: { type: 'string' },
+            message: { type: 'string' },
+            param: { type: ['string', 'null'] },
+          },
+        },
       },
     },
   ],
@@ -49,7 +65,8 @@ const SPEECH_EVENT_DATA = {
  */
 export const SPEECH_SSE_EVENT = {
   type: 'object',
-  description: 'One event of the stream (stream_format "sse"): `data: <JSON>` lines, each a speech.audio.delta, then one speech.audio.done (or an error).',
+  description:
+    'One event of the stream (stream_format "sse"): `data: <JSON>` lines, each a speech.audio.delta, then one speech.audio.done (or an error).',
   required: ['data'],
   properties: {
     event: { type: 'string', const: 'message', description: 'No event name is sent: the default, "message".' },
@@ -61,7 +78,9 @@ export const SPEECH_SSE_EVENT = {
 
 /** What speech answers, by media type: the audio of each response_format, or server-sent events (stream_format "sse"). */
 export const SPEECH_CONTENT = Object.fromEntries([
-  ...['audio/wav', 'audio/pcm', 'audio/mpeg', 'audio/ogg', 'audio/aac', 'audio/flac'].map((t) => [t, { schema: { type: 'string', format: 'binary', contentMediaType: t } }] as const),
+  ...['audio/wav', 'audio/pcm', 'audio/mpeg', 'audio/ogg', 'audio/aac', 'audio/flac'].map(
+    (t) => [t, { schema: { type: 'string', format: 'binary', contentMediaType: t } }] as const,
+  ),
   ['text/event-stream', { schema: SPEECH_SSE_EVENT }] as const,
 ]);
 
@@ -97,11 +116,17 @@ const createSpeech = {
         'they are made; with `"sse"`, as `speech.audio.delta` and `speech.audio.done` server-sent events.',
       headers: {
         'Content-Disposition': header('`inline; filename="speech.wav"` (or .pcm).'),
-        'X-Speech-Request-Id': header('The speech request id (derived from the Idempotency-Key when given).', { type: 'string', format: 'uuid' }),
+        'X-Speech-Request-Id': header('The speech request id (derived from the Idempotency-Key when given).', {
+          type: 'string',
+          format: 'uuid',
+        }),
         'X-Model': header('The model that spoke.'),
         'X-Characters': header('Characters billed (Unicode code points).', { type: 'integer', minimum: 1 }),
         'X-Cost-In-Euro': header('The charge, in euros.', { type: 'number' }),
-        'Idempotent-Replayed': header('`true` when this answers an Idempotency-Key retry (not charged again).', { type: 'string', const: 'true' }),
+        'Idempotent-Replayed': header('`true` when this answers an Idempotency-Key retry (not charged again).', {
+          type: 'string',
+          const: 'true',
+        }),
       },
       content: SPEECH_CONTENT,
     },
@@ -146,14 +171,7 @@ export function speechRoutes(deps: { auth: RequestHandler; limit: RequestHandler
     next();
   };
 
-  api.route(
-    createSpeech,
-    deps.auth,
-    deps.limit,
-    configured,
-    jsonBody,
-    createSpeechHandler(deps),
-  );
+  api.route(createSpeech, deps.auth, deps.limit, configured, jsonBody, createSpeechHandler(deps));
 
   return api;
 }

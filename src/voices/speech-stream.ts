@@ -41,7 +41,15 @@ export function sendSpeechStream(res: Response, speech: SpeechStream, format: St
     res.end();
   });
   body.on('error', () => {
-    event({ type: 'error', error: { type: 'server_error', code: 'provider_failed', message: 'the voice provider failed mid-stream; nothing was charged', param: null } });
+    event({
+      type: 'error',
+      error: {
+        type: 'server_error',
+        code: 'provider_failed',
+        message: 'the voice provider failed mid-stream; nothing was charged',
+        param: null,
+      },
+    });
     res.end();
   });
 }

@@ -52,7 +52,16 @@ export interface SpeechStream extends Omit<SpeechResult, 'audio'> {
 /** What `prepare` leaves: the request held (call the provider), or delivered before (replay). */
 type Prepared =
   | { kind: 'replay'; result: SpeechResult }
-  | { kind: 'held'; speechRequestId: string; model: SpeechModel; voice_id: string; format: SpeechFormat; characters: number; text: string; speed: number | undefined };
+  | {
+      kind: 'held';
+      speechRequestId: string;
+      model: SpeechModel;
+      voice_id: string;
+      format: SpeechFormat;
+      characters: number;
+      text: string;
+      speed: number | undefined;
+    };
 
 export interface SpeechResult {
   audio: Buffer;
@@ -102,20 +111,37 @@ export class SpeechService {
     const provider = this.deps.voices.provider;
     const model = requested === undefined ? defaultSpeechModelFor(provider.name) : findSpeechModel(requested);
     if (!model) {
-      if (requested === undefined) throw new ApiError(503, 'provider_error', 'provider_not_configured', `no speech model is available for voice provider ${provider.name}`);
+      if (requested === undefined)
+        throw new ApiError(
+          503,
+          'provider_error',
+          'provider_not_configured',
+          `no speech model is available for voice provider ${provider.name}`,
+        );
       throw notFound('model_not_found', `speech model "${requested}" does not exist`, 'model');
     }
     if (model.provider !== provider.name) {
       throw new ApiError(503, 'provider_error', 'provider_not_configured', `the provider of model ${model.id} is not configured`, 'model');
     }
     if (!keyAllowsModel(principal, model.id)) {
-      throw new ApiError(403, 'permission_error', 'model_not_permitted', `this API key is not permitted to use model "${model.id}"`, 'model');
+      throw new ApiError(
+        403,
+        'permission_error',
+        'model_not_permitted',
+        `this API key is not permitted to use model "${model.id}"`,
+        'model',
+      );
     }
     return model;
   }
 
   /** Validates, resolves the voice and holds the cost (or finds the request delivered before). */
-  private async prepare(principal: ApiKeyPrincipal, body: SpeechInput, idempotencyKey: string | undefined, streamed: boolean): Promise<Prepared> {
+  private async prepare(
+    principal: ApiKeyPrincipal,
+    body: SpeechInput,
+    idempotencyKey: string | undefined,
+    streamed: boolean,
+  ): Promise<Prepared> {
     this.deps.voices.assertConfigured();
     const model = this.resolveModel(principal, body.model);
     const format = body.response_format ?? 'wav';
@@ -132,7 +158,16 @@ export class SpeechService {
     const workspaceId = principal.workspace_id;
     // A streamed WAV differs from a whole one (its sizes are unknown): another request under the same key.
     const fingerprint = createHash('sha256')
-      .update(JSON.stringify([model.id, voice.voice_id, body.input, format, ...(body.speed !== undefined && body.speed !== 1 ? [body.speed] : []), ...(streamed ? ['stream'] : [])]))
+      .update(
+        JSON.stringify([
+          model.id,
+          voice.voice_id,
+          body.input,
+          format,
+          ...(body.speed !== undefined && body.speed !== 1 ? [body.speed] : []),
+          ...(streamed ? ['stream'] : []),
+        ]),
+      )
       .digest('hex');
     const held = await holdSpeech(this.deps.db, {
       speechRequestId: idempotencyKey ? speechRequestIdForKey(workspaceId, idempotencyKey) : randomUUID(),
@@ -156,12 +191,25 @@ export class SpeechService {
       case 'key_spend_limit_exceeded':
         throw keySpendLimitExceeded();
       case 'in_progress':
-        throw new ApiError(409, 'idempotency_error', 'idempotency_request_in_progress', 'a request with this Idempotency-Key is being answered; retry in a moment', null, {
-          'Retry-After': '1',
-        });
+        throw new ApiError(
+          409,
+          'idempotency_error',
+          'idempotency_request_in_progress',
+          'a request with this Idempotency-Key is being answered; retry in a moment',
+          null,
+          {
+            'Retry-After': '1',
+          },
+        );
       case 'delivered': {
         const audio = held.prior.audio_storage_key ? await this.deps.storage.open(held.prior.audio_storage_key) : null;
-        if (!audio) throw new ApiError(410, 'invalid_request_error', 'speech_no_longer_available', 'this request was delivered and charged once; its audio is no longer kept');
+        if (!audio)
+          throw new ApiError(
+            410,
+            'invalid_request_error',
+            'speech_no_longer_available',
+            'this request was delivered and charged once; its audio is no longer kept',
+          );
         return {
           kind: 'replay',
           result: {
@@ -175,7 +223,16 @@ export class SpeechService {
         };
       }
       case 'held':
-        return { kind: 'held', speechRequestId: held.speech_request_id, model, voice_id: voice.voice_id, format, characters, text: body.input, speed: body.speed };
+        return {
+          kind: 'held',
+          speechRequestId: held.speech_request_id,
+          model,
+          voice_id: voice.voice_id,
+          format,
+          characters,
+          text: body.input,
+          speed: body.speed,
+        };
     }
   }
 
@@ -205,7 +262,13 @@ export class SpeechService {
     try {
       let pcm;
       try {
-        pcm = await this.deps.voices.provider.synthesize({ model: model.id, voice_id: prepared.voice_id, text: prepared.text, format: 'pcm', speed: prepared.speed });
+        pcm = await this.deps.voices.provider.synthesize({
+          model: model.id,
+          voice_id: prepared.voice_id,
+          text: prepared.text,
+          format: 'pcm',
+          speed: prepared.speed,
+        });
       } catch (err) {
         throw this.deps.voices.failure(err);
       }
@@ -218,7 +281,14 @@ export class SpeechService {
       });
       // Kept for replays of this Idempotency-Key, so they never reach the provider.
       await this.deps.storage.put(key, speech.audio, speech.content_type).catch((err: Error) => {
-        throw new ApiError(503, 'api_error', 'storage_unavailable', `the audio could not be kept (${err.message}); nothing was charged`, null, { 'Retry-After': '5' });
+        throw new ApiError(
+          503,
+          'api_error',
+          'storage_unavailable',
+          `the audio could not be kept (${err.message}); nothing was charged`,
+          null,
+          { 'Retry-After': '5' },
+        );
       });
     } catch (err) {
       // Nothing delivered: give the hold back (if this fails too, the reconciler releases it later).
@@ -234,7 +304,15 @@ export class SpeechService {
       audioContentType: speech.content_type,
     });
     if (captured.captured) creditsCharged.inc({ kind: 'speech' }, captured.cost_micro_eur);
-    return { model: model.id, characters, audio: speech.audio, content_type: speech.content_type, speech_request_id: speechRequestId, cost_micro_eur: captured.cost_micro_eur, replayed: false };
+    return {
+      model: model.id,
+      characters,
+      audio: speech.audio,
+      content_type: speech.content_type,
+      speech_request_id: speechRequestId,
+      cost_micro_eur: captured.cost_micro_eur,
+      replayed: false,
+    };
   }
 
   /**
@@ -265,7 +343,8 @@ export class SpeechService {
     let first: IteratorResult<Buffer>;
     try {
       first = await chunks.next();
-      if (first.done || first.value.length === 0) throw new ApiError(502, 'provider_error', 'provider_invalid_response', 'the voice provider returned no audio; nothing was charged');
+      if (first.done || first.value.length === 0)
+        throw new ApiError(502, 'provider_error', 'provider_invalid_response', 'the voice provider returned no audio; nothing was charged');
     } catch (err) {
       place?.release();
       await release();
@@ -298,7 +377,12 @@ export class SpeechService {
       await this.deps.storage.put(key, audio, encoder.content_type).catch(() => {});
       out.end();
       try {
-        const captured = await captureSpeech(this.deps.db, { speechRequestId, audioBytes: audio.length, audioStorageKey: key, audioContentType: encoder.content_type });
+        const captured = await captureSpeech(this.deps.db, {
+          speechRequestId,
+          audioBytes: audio.length,
+          audioStorageKey: key,
+          audioContentType: encoder.content_type,
+        });
         if (captured.captured) creditsCharged.inc({ kind: 'speech' }, captured.cost_micro_eur);
         return 'captured';
       } catch {
@@ -306,6 +390,15 @@ export class SpeechService {
       }
     })();
     const cost_micro_eur = speechCostMicroEur(model, characters);
-    return { content_type: encoder.content_type, speech_request_id: speechRequestId, model: model.id, characters, cost_micro_eur, replayed: false, body: out, settled };
+    return {
+      content_type: encoder.content_type,
+      speech_request_id: speechRequestId,
+      model: model.id,
+      characters,
+      cost_micro_eur,
+      replayed: false,
+      body: out,
+      settled,
+    };
   }
 }

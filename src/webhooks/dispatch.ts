@@ -50,7 +50,11 @@ export async function dispatchWebhookDeliveries(d: WebhookDispatch, ids: readonl
     [ids],
   );
   const start = async (delivery: { id: string; workspace_id: string }) => {
-    const input: WebhookDeliveryInput = { delivery_id: delivery.id, retry_initial_ms: d.retry_initial_ms, give_up_after_ms: WEBHOOK_GIVE_UP_AFTER_MS };
+    const input: WebhookDeliveryInput = {
+      delivery_id: delivery.id,
+      retry_initial_ms: d.retry_initial_ms,
+      give_up_after_ms: WEBHOOK_GIVE_UP_AFTER_MS,
+    };
     try {
       await d.client.workflow.start<typeof webhookDeliveryWorkflow>('webhookDeliveryWorkflow', {
         workflowId: webhookDeliveryWorkflowId(delivery.id),
@@ -80,7 +84,10 @@ export async function dispatchJobWebhooks(d: WebhookDispatch, jobId: string): Pr
       WHERE e.video_job_id = $1 AND d.dispatched_at IS NULL`,
     [jobId],
   );
-  return dispatchWebhookDeliveries(d, r.rows.map((row) => row.id));
+  return dispatchWebhookDeliveries(
+    d,
+    r.rows.map((row) => row.id),
+  );
 }
 
 /** Starts up to `limit` recorded deliveries that were never started, oldest first. */
@@ -89,5 +96,8 @@ export async function dispatchUndispatched(d: WebhookDispatch, limit: number, mi
     'SELECT id FROM webhook_deliveries WHERE dispatched_at IS NULL AND created_at <= now() - make_interval(secs => $2::float8 / 1000) ORDER BY created_at LIMIT $1',
     [Math.max(1, Math.min(limit, DISPATCH_BATCH_MAX)), Math.max(0, min_age_ms)],
   );
-  return dispatchWebhookDeliveries(d, r.rows.map((row) => row.id));
+  return dispatchWebhookDeliveries(
+    d,
+    r.rows.map((row) => row.id),
+  );
 }

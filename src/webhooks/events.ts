@@ -62,7 +62,13 @@ export async function prepareJobEvent(
   if (subscribed.rows[0]!.n === 0) return null;
   const id = webhookEventId(job.workspace_id, jobId, type);
   const created_s = Math.floor(Date.now() / 1000);
-  const payload = JSON.stringify({ id, object: 'event', type, created: created_s, data: await presentVideoJob(job, ctx.downloadUrls, ctx.baseUrl) });
+  const payload = JSON.stringify({
+    id,
+    object: 'event',
+    type,
+    created: created_s,
+    data: await presentVideoJob(job, ctx.downloadUrls, ctx.baseUrl),
+  });
   return { id, workspace_id: job.workspace_id, job_id: jobId, type, payload, created_s };
 }
 

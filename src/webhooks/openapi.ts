@@ -5,11 +5,18 @@ import { WebhookEventType } from './schemas.js';
 
 /** What this service POSTs to a webhook endpoint for an event type (the document's `webhooks`). */
 function webhookOperation(type: string): ZodOpenApiOperationObject {
-  const h = (name: string, description: string) => ({ name, in: 'header' as const, required: true, description, schema: { type: 'string' as const } });
+  const h = (name: string, description: string) => ({
+    name,
+    in: 'header' as const,
+    required: true,
+    description,
+    schema: { type: 'string' as const },
+  });
   return {
     operationId: type === 'video.generation.succeeded' ? 'videoGenerationSucceededEvent' : 'videoGenerationFailedEvent',
     tags: ['Webhooks'],
-    summary: type === 'video.generation.succeeded' ? 'A video generation job succeeded' : 'A video generation job failed (or was cancelled)',
+    summary:
+      type === 'video.generation.succeeded' ? 'A video generation job succeeded' : 'A video generation job failed (or was cancelled)',
     parameters: [
       h('webhook-id', 'The event id (`evt_...`), the same on every attempt: process each event once.'),
       h('webhook-timestamp', 'Unix seconds of this attempt; refuse one too far from now (e.g. 5 minutes).'),

@@ -60,7 +60,10 @@ const createWebhookEndpoint = {
     // The URL rule of this mode (production or not), as the service checks it.
     override: (generated, ctx) => ({
       ...generated,
-      properties: { ...generated.properties, url: { ...generated.properties['url'], pattern: webhookUrlPattern({ production: ctx.production ?? false }) } },
+      properties: {
+        ...generated.properties,
+        url: { ...generated.properties['url'], pattern: webhookUrlPattern({ production: ctx.production ?? false }) },
+      },
     }),
   },
   responses: { '201': json(WebhookEndpointCreated, 'The new endpoint, with its signing secret.') },
@@ -113,7 +116,8 @@ const listWebhookDeliveries = {
   operationId: 'listWebhookDeliveries',
   tag: 'Webhooks',
   summary: "List an endpoint's delivery attempts",
-  description: 'Every HTTP attempt to deliver an event to this endpoint, newest first: its time, attempt number, HTTP status or error, and the state of its delivery.',
+  description:
+    'Every HTTP attempt to deliver an event to this endpoint, newest first: its time, attempt number, HTTP status or error, and the state of its delivery.',
   security: 'apiKey',
   requestParams: { path: ENDPOINT_ID, query: DeliveryPageQuery },
   responses: { '200': json(WebhookDeliveryAttemptList, 'A page of attempts.') },
@@ -123,52 +127,29 @@ const listWebhookDeliveries = {
 export function webhookRoutes(deps: { auth: RequestHandler; limit: RequestHandler; webhooks: WebhooksService }): ApiRouter {
   const api = new ApiRouter();
 
-  api.route(
-    createWebhookEndpoint,
-    deps.auth,
-    deps.limit,
-    jsonBody,
-    async ({ body }, _req, res) => {
-      const endpoint = await deps.webhooks.create(principalOf(res), body);
-      res.status(201).json({ ...presentWebhookEndpoint(endpoint), secret: endpoint.secret });
-    },
-  );
+  api.route(createWebhookEndpoint, deps.auth, deps.limit, jsonBody, async ({ body }, _req, res) => {
+    const endpoint = await deps.webhooks.create(principalOf(res), body);
+    res.status(201).json({ ...presentWebhookEndpoint(endpoint), secret: endpoint.secret });
+  });
 
-  api.route(
-    listWebhookEndpoints,
-    deps.auth,
-    async (_input, _req, res) => {
-      const endpoints = await deps.webhooks.list(principalOf(res));
-      res.json({ object: 'list', data: endpoints.map(presentWebhookEndpoint) });
-    },
-  );
+  api.route(listWebhookEndpoints, deps.auth, async (_input, _req, res) => {
+    const endpoints = await deps.webhooks.list(principalOf(res));
+    res.json({ object: 'list', data: endpoints.map(presentWebhookEndpoint) });
+  });
 
-  api.route(
-    getWebhookEndpoint,
-    deps.auth,
-    async (input, _req, res) => {
-      res.json(presentWebhookEndpoint(await deps.webhooks.get(principalOf(res), input.params.id)));
-    },
-  );
+  api.route(getWebhookEndpoint, deps.auth, async (input, _req, res) => {
+    res.json(presentWebhookEndpoint(await deps.webhooks.get(principalOf(res), input.params.id)));
+  });
 
-  api.route(
-    deleteWebhookEndpoint,
-    deps.auth,
-    deps.limit,
-    async (input, _req, res) => {
-      const { id } = await deps.webhooks.delete(principalOf(res), input.params.id);
-      res.json({ id, object: 'webhook_endpoint', deleted: true });
-    },
-  );
+  api.route(deleteWebhookEndpoint, deps.auth, deps.limit, async (input, _req, res) => {
+    const { id } = await deps.webhooks.delete(principalOf(res), input.params.id);
+    res.json({ id, object: 'webhook_endpoint', deleted: true });
+  });
 
-  api.route(
-    listWebhookDeliveries,
-    deps.auth,
-    async (input, _req, res) => {
-      const page = await deps.webhooks.listAttempts(principalOf(res), input.params.id, input.query);
-      res.json({ object: 'list', data: page.data.map(presentDeliveryAttempt), has_more: page.has_more });
-    },
-  );
+  api.route(listWebhookDeliveries, deps.auth, async (input, _req, res) => {
+    const page = await deps.webhooks.listAttempts(principalOf(res), input.params.id, input.query);
+    res.json({ object: 'list', data: page.data.map(presentDeliveryAttempt), has_more: page.has_more });
+  });
 
   return api;
 }

@@ -43,13 +43,19 @@ export const WebhookEndpoint = z
   })
   .describe("An endpoint of the caller's workspace (its secret is shown only when it is created).");
 export const WebhookEndpointCreated = WebhookEndpoint.extend({
-  secret: z.string().regex(/^whsec_[A-Za-z0-9+/]+={0,2}$/).describe('The signing secret, `whsec_` + base64 of 32 random bytes; shown this once only.'),
+  secret: z
+    .string()
+    .regex(/^whsec_[A-Za-z0-9+/]+={0,2}$/)
+    .describe('The signing secret, `whsec_` + base64 of 32 random bytes; shown this once only.'),
 }).describe('The new endpoint, with its signing secret.');
 export const WebhookEndpointList = z.strictObject({ object: z.literal('list'), data: z.array(WebhookEndpoint).describe('Newest first.') });
 export const WebhookEndpointDeleted = z.strictObject({ id: Uuid, object: z.literal('webhook_endpoint'), deleted: z.literal(true) });
 export const WebhookDeliveryAttempt = z
   .strictObject({
-    id: z.string().regex(/^whatt_\d+$/).describe('The attempt id; `after` of the next page.'),
+    id: z
+      .string()
+      .regex(/^whatt_\d+$/)
+      .describe('The attempt id; `after` of the next page.'),
     object: z.literal('webhook_delivery_attempt'),
     delivery_id: Uuid.describe('The delivery (one event to this endpoint) the attempt belongs to.'),
     event_id: z.string().describe('The event sent: the `webhook-id` header and the body `id`, the same on every attempt.'),
@@ -58,9 +64,16 @@ export const WebhookDeliveryAttempt = z
     created: UnixSeconds.describe('Unix time (seconds) of the attempt (its `webhook-timestamp`).'),
     status: z.enum(['succeeded', 'failed']).describe('succeeded: answered 2xx within 10 s.'),
     http_status: z.int().nullable().describe("The endpoint's HTTP status; null when none was received."),
-    error: z.string().nullable().describe('Why the attempt failed (e.g. HTTP 500, redirect (302) not followed, timeout, connection refused); null when it succeeded.'),
+    error: z
+      .string()
+      .nullable()
+      .describe(
+        'Why the attempt failed (e.g. HTTP 500, redirect (302) not followed, timeout, connection refused); null when it succeeded.',
+      ),
     duration_ms: z.int().nonnegative(),
-    delivery_status: z.enum(['pending', 'succeeded', 'failed']).describe('The delivery now: pending while retried, failed once given up (after 24 hours) or the endpoint deleted.'),
+    delivery_status: z
+      .enum(['pending', 'succeeded', 'failed'])
+      .describe('The delivery now: pending while retried, failed once given up (after 24 hours) or the endpoint deleted.'),
   })
   .describe('One HTTP attempt to deliver an event to the endpoint.');
 export const WebhookDeliveryAttemptList = z.strictObject({
@@ -70,7 +83,10 @@ export const WebhookDeliveryAttemptList = z.strictObject({
 });
 export const WebhookEvent = z
   .strictObject({
-    id: z.string().regex(/^evt_[0-9a-f]{32}$/).describe('The event id, also sent as the `webhook-id` header: the same on every retry; use it to process an event once.'),
+    id: z
+      .string()
+      .regex(/^evt_[0-9a-f]{32}$/)
+      .describe('The event id, also sent as the `webhook-id` header: the same on every retry; use it to process an event once.'),
     object: z.literal('event'),
     type: WebhookEventType,
     created: UnixSeconds.describe('Unix time (seconds) the event happened.'),

@@ -6,7 +6,16 @@
 import http from 'node:http';
 import https from 'node:https';
 import type { LookupFunction } from 'node:net';
-import { hostOf, parseWebhookUrl, resolveWebhookTarget, systemResolver, WebhookTargetError, type Resolver, type ResolvedAddress, type TargetPolicy } from './target-policy.js';
+import {
+  hostOf,
+  parseWebhookUrl,
+  resolveWebhookTarget,
+  systemResolver,
+  WebhookTargetError,
+  type Resolver,
+  type ResolvedAddress,
+  type TargetPolicy,
+} from './target-policy.js';
 
 export const WEBHOOK_ATTEMPT_TIMEOUT_MS = 10_000;
 export const WEBHOOK_RESPONSE_BYTES_MAX = 4 * 1024;
@@ -35,7 +44,13 @@ export interface WebhookRequest {
  * A request to `url` that connects to the address already checked (no second DNS answer), its name
  * still in the Host header and, for https, in SNI and the certificate check; no connection reuse.
  */
-export function pinnedRequest(url: URL, target: ResolvedAddress, method: string, headers: Record<string, string>, signal?: AbortSignal): http.ClientRequest {
+export function pinnedRequest(
+  url: URL,
+  target: ResolvedAddress,
+  method: string,
+  headers: Record<string, string>,
+  signal?: AbortSignal,
+): http.ClientRequest {
   const send = url.protocol === 'https:' ? https.request : http.request;
   return send({
     protocol: url.protocol,
@@ -69,7 +84,8 @@ export async function sendWebhook(req: WebhookRequest): Promise<WebhookAttemptRe
     url = parseWebhookUrl(req.url, req.policy);
     target = await resolveWebhookTarget(url, req.policy, req.resolver ?? systemResolver);
   } catch (err) {
-    if (err instanceof WebhookTargetError) return { succeeded: false, http_status: null, error: `refused: ${err.message}`, duration_ms: elapsed() };
+    if (err instanceof WebhookTargetError)
+      return { succeeded: false, http_status: null, error: `refused: ${err.message}`, duration_ms: elapsed() };
     throw err;
   }
   const body = Buffer.from(req.body, 'utf8');
@@ -82,15 +98,29 @@ export async function sendWebhook(req: WebhookRequest): Promise<WebhookAttemptRe
       request.destroy();
       resolve({ ...r, duration_ms: elapsed() });
     };
-    const request = pinnedRequest(url, target, 'POST', { ...req.headers, 'content-type': 'application/json', 'content-length': String(body.length), 'user-agent': USER_AGENT });
-    const timer = setTimeout(() => finish({ succeeded: false, http_status: null, error: `timeout: no answer within ${timeout_ms} ms` }), timeout_ms);
-    request.on('error', (err: NodeJS.ErrnoException) => finish({ succeeded: false, http_status: null, error: `connection failed: ${err.code ?? err.message}` }));
+    const request = pinnedRequest(url, target, 'POST', {
+      ...req.headers,
+      'content-type': 'application/json',
+      'content-length': String(body.length),
+      'user-agent': USER_AGENT,
+    });
+    const timer = setTimeout(
+      () => finish({ succeeded: false, http_status: null, error: `timeout: no answer within ${timeout_ms} ms` }),
+      timeout_ms,
+    );
+    request.on('error', (err: NodeJS.ErrnoException) =>
+      finish({ succeeded: false, http_status: null, error: `connection failed: ${err.code ?? err.message}` }),
+    );
     request.on('response', (res) => {
       const status = res.statusCode ?? 0;
       const outcome = (): Omit<WebhookAttemptResult, 'duration_ms'> =>
         status >= 200 && status <= 299
           ? { succeeded: true, http_status: status, error: null }
-          : { succeeded: false, http_status: status, error: status >= 300 && status <= 399 ? `redirect (${status}) not followed` : `HTTP ${status}` };
+          : {
+              succeeded: false,
+              http_status: status,
+              error: status >= 300 && status <= 399 ? `redirect (${status}) not followed` : `HTTP ${status}`,
+            };
       // Read at most bytes_max of the answer (nothing is kept), then close.
       let read = 0;
       res.on('data', (chunk: Buffer) => {

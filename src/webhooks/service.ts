@@ -52,7 +52,10 @@ export class WebhooksService {
   constructor(private readonly deps: { db: Db; policy: TargetPolicy }) {}
 
   /** Registers an endpoint; answers it with its secret, which is never shown again. */
-  async create(principal: ApiKeyPrincipal, input: { url: string; events?: WebhookEventType[] | undefined }): Promise<WebhookEndpointRecord & { secret: string }> {
+  async create(
+    principal: ApiKeyPrincipal,
+    input: { url: string; events?: WebhookEventType[] | undefined },
+  ): Promise<WebhookEndpointRecord & { secret: string }> {
     let url: URL;
     try {
       // Its host is resolved and checked at every delivery attempt (a name may move; see target-policy.ts).
@@ -65,9 +68,10 @@ export class WebhooksService {
     const secret = generateWebhookSecret();
     return inTransaction(this.deps.db, async (tx) => {
       await tx.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [WEBHOOK_LOCK_CLASS, principal.workspace_id]);
-      const live = await tx.query<{ n: number }>('SELECT count(*)::bigint AS n FROM webhook_endpoints WHERE workspace_id = $1 AND deleted_at IS NULL', [
-        principal.workspace_id,
-      ]);
+      const live = await tx.query<{ n: number }>(
+        'SELECT count(*)::bigint AS n FROM webhook_endpoints WHERE workspace_id = $1 AND deleted_at IS NULL',
+        [principal.workspace_id],
+      );
       if (live.rows[0]!.n >= WEBHOOK_ENDPOINTS_PER_WORKSPACE_MAX) {
         throw new ApiError(
           409,
@@ -95,7 +99,10 @@ export class WebhooksService {
 
   async get(principal: ApiKeyPrincipal, id: string): Promise<WebhookEndpointRecord> {
     const r = isUuid(id)
-      ? await this.deps.db.query<WebhookEndpointRecord>(`${SELECT_ENDPOINT} WHERE id = $1 AND workspace_id = $2 AND deleted_at IS NULL`, [id, principal.workspace_id])
+      ? await this.deps.db.query<WebhookEndpointRecord>(`${SELECT_ENDPOINT} WHERE id = $1 AND workspace_id = $2 AND deleted_at IS NULL`, [
+          id,
+          principal.workspace_id,
+        ])
       : null;
     const endpoint = r?.rows[0];
     if (!endpoint) throw endpointNotFound(id);
@@ -105,7 +112,10 @@ export class WebhooksService {
   /** Deletes the endpoint: nothing more is sent to it (deliveries still being retried stop at their next attempt). */
   async delete(principal: ApiKeyPrincipal, id: string): Promise<{ id: string }> {
     const r = isUuid(id)
-      ? await this.deps.db.query('UPDATE webhook_endpoints SET deleted_at = now() WHERE id = $1 AND workspace_id = $2 AND deleted_at IS NULL', [id, principal.workspace_id])
+      ? await this.deps.db.query(
+          'UPDATE webhook_endpoints SET deleted_at = now() WHERE id = $1 AND workspace_id = $2 AND deleted_at IS NULL',
+          [id, principal.workspace_id],
+        )
       : null;
     if (!r || r.rowCount !== 1) throw endpointNotFound(id);
     return { id };

@@ -51,7 +51,9 @@ export const systemResolver: Resolver = async (hostname) => {
   ];
   if (found.length > 0) return found;
   // No address: say whether the name does not exist, or DNS could not be asked.
-  const failure = [v4, v6].map((r) => (r.status === 'rejected' ? (r.reason as NodeJS.ErrnoException) : null)).find((e) => e && !NO_ANSWER.has(e.code ?? ''));
+  const failure = [v4, v6]
+    .map((r) => (r.status === 'rejected' ? (r.reason as NodeJS.ErrnoException) : null))
+    .find((e) => e && !NO_ANSWER.has(e.code ?? ''));
   throw failure ?? Object.assign(new Error(`${name} has no address`), { code: 'ENOTFOUND' });
 };
 
@@ -103,7 +105,9 @@ const REST = '(?:/[^\\x00-\\x20\\x7f#?]*)?(?:\\?[^\\x00-\\x20\\x7f#]*)?';
 
 /** The URLs registration accepts (ECMAScript regular expression; JSON Schema's `pattern`). */
 export function webhookUrlPattern(policy: TargetPolicy): string {
-  const hosts = policy.production ? `https://(?![Ll][Oo][Cc][Aa][Ll][Hh][Oo][Ss][Tt](?:[:/?]|$))${NAME}` : `(?:https://(?:${NAME}|${LOOPBACK})|http://${LOOPBACK})`;
+  const hosts = policy.production
+    ? `https://(?![Ll][Oo][Cc][Aa][Ll][Hh][Oo][Ss][Tt](?:[:/?]|$))${NAME}`
+    : `(?:https://(?:${NAME}|${LOOPBACK})|http://${LOOPBACK})`;
   return `^${hosts}${PORT}${REST}$`;
 }
 
@@ -112,7 +116,8 @@ export function webhookUrlPattern(policy: TargetPolicy): string {
  * delivery attempt (resolveWebhookTarget).
  */
 export function parseWebhookUrl(raw: string, policy: TargetPolicy): URL {
-  if (raw.length > WEBHOOK_URL_CHARS_MAX) throw new WebhookTargetError('invalid_url', `url must be at most ${WEBHOOK_URL_CHARS_MAX} characters`);
+  if (raw.length > WEBHOOK_URL_CHARS_MAX)
+    throw new WebhookTargetError('invalid_url', `url must be at most ${WEBHOOK_URL_CHARS_MAX} characters`);
   if (!new RegExp(webhookUrlPattern(policy)).test(raw)) {
     throw new WebhookTargetError(
       'url_not_allowed',
@@ -139,7 +144,8 @@ export async function resolveWebhookTarget(url: URL, policy: TargetPolicy, resol
       addresses = await resolver(host);
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
-      if (code === 'ENOTFOUND' || code === 'ENODATA') throw new WebhookTargetError('url_unresolvable', `the host of url (${host}) does not resolve`);
+      if (code === 'ENOTFOUND' || code === 'ENODATA')
+        throw new WebhookTargetError('url_unresolvable', `the host of url (${host}) does not resolve`);
       throw new WebhookTargetError('dns_unavailable', `the host of url (${host}) could not be resolved now (${code ?? 'error'})`);
     }
     if (addresses.length === 0) throw new WebhookTargetError('url_unresolvable', `the host of url (${host}) does not resolve`);
@@ -148,7 +154,10 @@ export async function resolveWebhookTarget(url: URL, policy: TargetPolicy, resol
     if (!addressAllowed(addressKind(a.address), url.protocol, policy)) {
       // The address is not named: the message is stored and listed with the delivery, and naming what an
       // internal name resolves to would make the deliveries list a DNS oracle of the operator's network.
-      throw new WebhookTargetError('url_not_allowed', `the host of url resolves to an address that is not a permitted target; ${describe(policy)}`);
+      throw new WebhookTargetError(
+        'url_not_allowed',
+        `the host of url resolves to an address that is not a permitted target; ${describe(policy)}`,
+      );
     }
   }
   return addresses[0]!;

@@ -35,7 +35,8 @@ function job(workspaceId: string, n = 4, unit_micro_eur = 250_000): VideoJobChar
   };
 }
 
-const balance = async (id: string) => (await db.query('SELECT balance_micro_eur FROM workspaces WHERE id = $1', [id])).rows[0].balance_micro_eur;
+const balance = async (id: string) =>
+  (await db.query('SELECT balance_micro_eur FROM workspaces WHERE id = $1', [id])).rows[0].balance_micro_eur;
 
 test('a charge retried (also concurrently) is applied once', async () => {
   const ws = await createWorkspace(db, { name: 'a', credits_micro_eur: 5_000_000 });
@@ -52,15 +53,24 @@ test('an attempt is charged once or refused for good: late, refused by the API, 
   const base = job(ws.id, 1, 1_000_000);
   const late = { ...base, attemptId: randomUUID(), accept_by_ms: Date.now() - 1 };
   assert.deepEqual(await chargeVideoJob(db, late), { ok: false, reason: 'not_accepted_in_time' });
-  assert.deepEqual(await chargeVideoJob(db, { ...late, accept_by_ms: Date.now() + 60_000 }), { ok: false, reason: 'not_accepted_in_time' }, 'refused for good, also once in time');
+  assert.deepEqual(
+    await chargeVideoJob(db, { ...late, accept_by_ms: Date.now() + 60_000 }),
+    { ok: false, reason: 'not_accepted_in_time' },
+    'refused for good, also once in time',
+  );
   const decided = { ...base, attemptId: randomUUID(), accept_by_ms: Date.now() + 60_000 };
-  assert.deepEqual(await decideAcceptance(db, { jobId: base.jobId, attemptId: decided.attemptId, workspaceId: ws.id, fingerprint: 'fp' }), { decision: 'refused' });
+  assert.deepEqual(await decideAcceptance(db, { jobId: base.jobId, attemptId: decided.attemptId, workspaceId: ws.id, fingerprint: 'fp' }), {
+    decision: 'refused',
+  });
   assert.deepEqual(await chargeVideoJob(db, decided), { ok: false, reason: 'not_accepted_in_time' }, 'the API refused this attempt first');
   const winner = { ...base, attemptId: randomUUID(), accept_by_ms: Date.now() + 60_000 };
   const charged = await chargeVideoJob(db, winner);
   assert.ok(charged.ok && !charged.already_charged);
   assert.equal(await balance(ws.id), 9_000_000);
-  assert.deepEqual(await chargeVideoJob(db, { ...base, attemptId: randomUUID(), accept_by_ms: Date.now() + 60_000 }), { ok: false, reason: 'charged_by_another_attempt' });
+  assert.deepEqual(await chargeVideoJob(db, { ...base, attemptId: randomUUID(), accept_by_ms: Date.now() + 60_000 }), {
+    ok: false,
+    reason: 'charged_by_another_attempt',
+  });
   const again = await chargeVideoJob(db, winner);
   assert.ok(again.ok && again.already_charged && again.estimated_cost_micro_eur === 1_000_000);
   assert.equal(await balance(ws.id), 9_000_000, 'charged once');
@@ -70,7 +80,11 @@ test('an attempt is charged once or refused for good: late, refused by the API, 
   const sticky = { ...job(poor.id, 1, 1_000_000), attemptId: randomUUID(), accept_by_ms: Date.now() + 60_000, sticky_refusal: true };
   assert.deepEqual(await chargeVideoJob(db, sticky), { ok: false, reason: 'insufficient_credits', balance_micro_eur: 500_000 });
   await addCredits(db, { workspaceId: poor.id, amount_micro_eur: 5_000_000 });
-  assert.deepEqual(await chargeVideoJob(db, { ...sticky, attemptId: randomUUID() }), { ok: false, reason: 'insufficient_credits', balance_micro_eur: 5_500_000 });
+  assert.deepEqual(await chargeVideoJob(db, { ...sticky, attemptId: randomUUID() }), {
+    ok: false,
+    reason: 'insufficient_credits',
+    balance_micro_eur: 5_500_000,
+  });
 
   // A job of the first release (one unnamed attempt, no deadline) is charged whatever was refused.
   const first = job(poor.id, 1, 1_000_000);
@@ -108,7 +122,10 @@ test('a charge is one statement whose lock waits are bounded: held out of its wo
   assert.equal((await db.query('SELECT count(*)::int AS n FROM video_jobs WHERE id = $1', [j.jobId])).rows[0].n, 0, 'no job recorded');
   assert.equal(await balance(ws.id), 5_000_000, 'nothing charged');
   const charged = await chargeVideoJob(db, j);
-  assert.ok(charged.ok && !charged.already_charged && charged.balance_micro_eur === 4_000_000, 'the same attempt charges once the lock is free');
+  assert.ok(
+    charged.ok && !charged.already_charged && charged.balance_micro_eur === 4_000_000,
+    'the same attempt charges once the lock is free',
+  );
   assert.equal((await auditLedger(db)).ok, true);
 });
 
@@ -116,13 +133,21 @@ test('a charge that would move the balance by anything but its estimate commits 
   const ws = await createWorkspace(db, { name: 'tampered', credits_micro_eur: 5_000_000 });
   const trigger = `tamper_${ws.id.replace(/-/g, '')}`;
   // A faulty write path: every balance update of this workspace loses one more micro-euro.
-  await db.query(`CREATE FUNCTION ${trigger}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN NEW.balance_micro_eur := NEW.balance_micro_eur - 1; RETURN NEW; END $$`);
-  await db.query(`CREATE TRIGGER ${trigger} BEFORE UPDATE OF balance_micro_eur ON workspaces FOR EACH ROW WHEN (NEW.id = '${ws.id}') EXECUTE FUNCTION ${trigger}()`);
+  await db.query(
+    `CREATE FUNCTION ${trigger}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN NEW.balance_micro_eur := NEW.balance_micro_eur - 1; RETURN NEW; END $$`,
+  );
+  await db.query(
+    `CREATE TRIGGER ${trigger} BEFORE UPDATE OF balance_micro_eur ON workspaces FOR EACH ROW WHEN (NEW.id = '${ws.id}') EXECUTE FUNCTION ${trigger}()`,
+  );
   try {
     const j = job(ws.id, 1, 1_000_000);
     await assert.rejects(chargeVideoJob(db, j), /invariant: charge moved the balance/);
     assert.equal((await db.query('SELECT count(*)::int AS n FROM video_jobs WHERE id = $1', [j.jobId])).rows[0].n, 0, 'no job recorded');
-    assert.equal((await db.query('SELECT count(*)::int AS n FROM ledger_entries WHERE video_job_id = $1', [j.jobId])).rows[0].n, 0, 'no ledger entry');
+    assert.equal(
+      (await db.query('SELECT count(*)::int AS n FROM ledger_entries WHERE video_job_id = $1', [j.jobId])).rows[0].n,
+      0,
+      'no ledger entry',
+    );
     assert.equal(await balance(ws.id), 5_000_000);
   } finally {
     await db.query(`DROP TRIGGER ${trigger} ON workspaces`);
@@ -135,7 +160,14 @@ test('settlement keeps delivered/n and refunds the rest, once, however often it 
   const ws = await createWorkspace(db, { name: 'b', credits_micro_eur: 5_000_000 });
   const j = job(ws.id, 3, 333_333);
   assert.ok((await chargeVideoJob(db, j)).ok);
-  const s = { jobId: j.jobId, outcome: 'succeeded' as const, delivered: 2, videos: [0, 1].map((i) => ({ storage_key: `videos/x/${i}.mp4`, content_type: 'video/mp4', bytes: 1 })), error: null, completed_at_ms: Date.now() };
+  const s = {
+    jobId: j.jobId,
+    outcome: 'succeeded' as const,
+    delivered: 2,
+    videos: [0, 1].map((i) => ({ storage_key: `videos/x/${i}.mp4`, content_type: 'video/mp4', bytes: 1 })),
+    error: null,
+    completed_at_ms: Date.now(),
+  };
   const results = await Promise.all(Array.from({ length: 5 }, () => settleVideoJob(db, s)));
   assert.equal(results.filter((r) => !r.already_settled).length, 1);
   for (const r of results) {
@@ -150,8 +182,14 @@ test('settlement rejects impossible deliveries', async () => {
   const ws = await createWorkspace(db, { name: 'c', credits_micro_eur: 5_000_000 });
   const j = job(ws.id, 2);
   await chargeVideoJob(db, j);
-  await assert.rejects(settleVideoJob(db, { jobId: j.jobId, outcome: 'succeeded', delivered: 3, videos: [], error: null, completed_at_ms: Date.now() }), /invariant/);
-  await assert.rejects(settleVideoJob(db, { jobId: randomUUID(), outcome: 'failed', delivered: 0, videos: [], error: null, completed_at_ms: Date.now() }), /never charged/);
+  await assert.rejects(
+    settleVideoJob(db, { jobId: j.jobId, outcome: 'succeeded', delivered: 3, videos: [], error: null, completed_at_ms: Date.now() }),
+    /invariant/,
+  );
+  await assert.rejects(
+    settleVideoJob(db, { jobId: randomUUID(), outcome: 'failed', delivered: 0, videos: [], error: null, completed_at_ms: Date.now() }),
+    /never charged/,
+  );
   assert.equal(await balance(ws.id), 4_500_000);
 });
 
@@ -175,7 +213,9 @@ test('ledger entries are append-only', async () => {
 
 test('top-ups with the same idempotency key apply once', async () => {
   const ws = await createWorkspace(db, { name: 'g' });
-  const rs = await Promise.all(Array.from({ length: 5 }, () => addCredits(db, { workspaceId: ws.id, amount_micro_eur: 700_000, idempotencyKey: 'k1' })));
+  const rs = await Promise.all(
+    Array.from({ length: 5 }, () => addCredits(db, { workspaceId: ws.id, amount_micro_eur: 700_000, idempotencyKey: 'k1' })),
+  );
   assert.equal(new Set(rs.map((r) => r.topup_id)).size, 1);
   assert.equal(await balance(ws.id), 700_000);
 });
@@ -186,7 +226,10 @@ test('the audit detects a balance that disagrees with the ledger, and a job bill
   await db.query('UPDATE workspaces SET balance_micro_eur = balance_micro_eur + 1 WHERE id = $1', [ws.id]);
   const broken = await auditLedger(db);
   assert.equal(broken.ok, false);
-  assert.deepEqual(broken.balance_mismatches.map((m) => m.workspace_id), [ws.id]);
+  assert.deepEqual(
+    broken.balance_mismatches.map((m) => m.workspace_id),
+    [ws.id],
+  );
   await db.query('UPDATE workspaces SET balance_micro_eur = balance_micro_eur - 1 WHERE id = $1', [ws.id]);
   assert.equal((await auditLedger(db)).ok, true);
   const j = job(ws.id, 1, 100_000);
@@ -195,15 +238,25 @@ test('the audit detects a balance that disagrees with the ledger, and a job bill
   await db.query("UPDATE video_jobs SET status = 'succeeded', cost_micro_eur = 0, refunded_micro_eur = 100000 WHERE id = $1", [j.jobId]);
   const wrong = await auditLedger(db);
   assert.equal(wrong.ok, false);
-  assert.deepEqual(wrong.job_mismatches.map((m) => m.job_id), [j.jobId]);
+  assert.deepEqual(
+    wrong.job_mismatches.map((m) => m.job_id),
+    [j.jobId],
+  );
 });
 
-test('the audit recomputes a finished job\'s cost from the videos it delivered', async () => {
+test("the audit recomputes a finished job's cost from the videos it delivered", async () => {
   const ws = await createWorkspace(db, { name: 'i', credits_micro_eur: 1_000_000 });
   const j = job(ws.id, 2, 100_000);
   await chargeVideoJob(db, j);
   const video = { storage_key: 'videos/x/0.mp4', content_type: 'video/mp4', bytes: 1 };
-  await settleVideoJob(db, { jobId: j.jobId, outcome: 'succeeded', delivered: 1, videos: [video], error: null, completed_at_ms: Date.now() });
+  await settleVideoJob(db, {
+    jobId: j.jobId,
+    outcome: 'succeeded',
+    delivered: 1,
+    videos: [video],
+    error: null,
+    completed_at_ms: Date.now(),
+  });
   const before = await auditLedger(db);
   assert.ok(!before.job_mismatches.some((m) => m.job_id === j.jobId));
   // Ledger and recorded cost agree, but the job lists a video it was not billed for.

@@ -10,7 +10,18 @@ import { createPool, inTransaction, type Db } from '../../src/db/pool.js';
 import { migrate } from '../../src/db/migrate.js';
 import { projectPath } from '../../src/paths.js';
 import { LEDGER_PAGE_SQL } from '../../src/account/statement.js';
-import { ADMIN_TOKEN, assertAuditHolds, balanceMicro, createTestDatabase, http, newCustomer, simJob, startStack, waitForJob, type Stack } from '../helpers/stack.js';
+import {
+  ADMIN_TOKEN,
+  assertAuditHolds,
+  balanceMicro,
+  createTestDatabase,
+  http,
+  newCustomer,
+  simJob,
+  startStack,
+  waitForJob,
+  type Stack,
+} from '../helpers/stack.js';
 
 let stack: Stack;
 before(async () => {
@@ -64,7 +75,10 @@ test('balance and statement: credits, charges, refunds and speech, each with the
   assert.equal((await http(stack.baseUrl, 'GET', '/v2/balance')).status, 401);
 
   const run = async (simulate: Record<string, unknown>) => {
-    const created = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: simJob({ delay_ms: 0, ...simulate }) });
+    const created = await http(stack.baseUrl, 'POST', '/v2/videos/generations', {
+      token: c.key,
+      json: simJob({ delay_ms: 0, ...simulate }),
+    });
     assert.equal(created.status, 202);
     return waitForJob(stack, c.key, created.body.id);
   };
@@ -80,7 +94,10 @@ test('balance and statement: credits, charges, refunds and speech, each with the
   await speech.arrayBuffer();
   const speechCost = Number(speech.headers.get('x-cost-in-euro'));
   const speechId = speech.headers.get('x-speech-request-id');
-  const topup = await http(stack.baseUrl, 'POST', `/admin/v1/workspaces/${c.workspaceId}/credits`, { token: ADMIN_TOKEN, json: { amount_in_euro: 2.5 } });
+  const topup = await http(stack.baseUrl, 'POST', `/admin/v1/workspaces/${c.workspaceId}/credits`, {
+    token: ADMIN_TOKEN,
+    json: { amount_in_euro: 2.5 },
+  });
   assert.equal(topup.status, 200);
 
   const entries = await allEntries(c.key, 100);
@@ -106,7 +123,10 @@ test('balance and statement: credits, charges, refunds and speech, each with the
   }
   assert.equal(entries.at(-1).balance_after_in_euro, 10);
   assert.equal(micro(entries[0].balance_after_in_euro), await balanceMicro(stack, c.workspaceId));
-  assert.deepEqual((await http(stack.baseUrl, 'GET', '/v2/balance', { token: c.key })).body.balance_in_euro, entries[0].balance_after_in_euro);
+  assert.deepEqual(
+    (await http(stack.baseUrl, 'GET', '/v2/balance', { token: c.key })).body.balance_in_euro,
+    entries[0].balance_after_in_euro,
+  );
   for (const e of entries) {
     assert.match(e.id, /^le_\d+$/);
     assert.equal(e.object, 'ledger_entry');
@@ -123,11 +143,24 @@ test('balance and statement: credits, charges, refunds and speech, each with the
 
   // Only the caller's workspace; another workspace's entry id as a cursor reveals nothing of it.
   const theirs = await allEntries(other.key, 100);
-  assert.deepEqual(theirs.map((e) => [e.type, e.amount_in_euro, e.balance_after_in_euro]), [['credit', 3, 3]]);
+  assert.deepEqual(
+    theirs.map((e) => [e.type, e.amount_in_euro, e.balance_after_in_euro]),
+    [['credit', 3, 3]],
+  );
   const crossed = await statement(other.key, `?after=${entries[0].id}`);
-  assert.ok(crossed.data.every((e) => theirs.some((t) => t.id === e.id)), 'a cursor from another workspace pages through the caller\'s own entries only');
+  assert.ok(
+    crossed.data.every((e) => theirs.some((t) => t.id === e.id)),
+    "a cursor from another workspace pages through the caller's own entries only",
+  );
 
-  for (const [q, param] of [['?limit=0', 'limit'], ['?limit=101', 'limit'], ['?limit=x', 'limit'], ['?after=123', 'after'], ['?after=le_x', 'after'], ['?before=le_1', 'before']]) {
+  for (const [q, param] of [
+    ['?limit=0', 'limit'],
+    ['?limit=101', 'limit'],
+    ['?limit=x', 'limit'],
+    ['?after=123', 'after'],
+    ['?after=le_x', 'after'],
+    ['?before=le_1', 'before'],
+  ]) {
     const r = await http(stack.baseUrl, 'GET', `/v2/ledger${q}`, { token: c.key });
     assert.equal(r.status, 400, q);
     assert.equal(r.body.error.param, param, q);
@@ -139,8 +172,12 @@ test('balance and statement: credits, charges, refunds and speech, each with the
 test('balance after each entry stays exact under racing charges and top-ups', async () => {
   const c = await newCustomer(stack, 1); // covers 2 of the jobs below (0.4 each)
   const results = await Promise.all([
-    ...Array.from({ length: 12 }, () => http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: simJob({ delay_ms: 0 }) })),
-    ...Array.from({ length: 6 }, () => http(stack.baseUrl, 'POST', `/admin/v1/workspaces/${c.workspaceId}/credits`, { token: ADMIN_TOKEN, json: { amount_in_euro: 0.3 } })),
+    ...Array.from({ length: 12 }, () =>
+      http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: simJob({ delay_ms: 0 }) }),
+    ),
+    ...Array.from({ length: 6 }, () =>
+      http(stack.baseUrl, 'POST', `/admin/v1/workspaces/${c.workspaceId}/credits`, { token: ADMIN_TOKEN, json: { amount_in_euro: 0.3 } }),
+    ),
   ]);
   const accepted = results.filter((r) => r.status === 202);
   for (const r of accepted) await waitForJob(stack, c.key, r.body.id);
@@ -168,7 +205,10 @@ test('migration 006 fills the balance after each existing entry with the running
   try {
     // The schema as it was before 006, with entries written by the old code (no balance_after).
     const dir = projectPath('src', 'db', 'migrations');
-    const before006 = fs.readdirSync(dir).filter((f) => /^\d{3}_.*\.sql$/.test(f) && f < '006').sort();
+    const before006 = fs
+      .readdirSync(dir)
+      .filter((f) => /^\d{3}_.*\.sql$/.test(f) && f < '006')
+      .sort();
     await db.query('CREATE TABLE schema_migrations (version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())');
     for (const f of before006) {
       await db.query(fs.readFileSync(path.join(dir, f), 'utf8'));
@@ -179,7 +219,10 @@ test('migration 006 fills the balance after each existing entry with the running
     await db.query(`INSERT INTO workspaces (id, name, balance_micro_eur) VALUES ($1, 'one', 1300000), ($2, 'two', 700000)`, [w1, w2]);
     const topup = async (ws: string, id: string, amount: number) => {
       await db.query('INSERT INTO topups (id, workspace_id, amount_micro_eur) VALUES ($1, $2, $3)', [id, ws, amount]);
-      await db.query(`INSERT INTO ledger_entries (workspace_id, kind, amount_micro_eur, idempotency_key, topup_id) VALUES ($1, 'topup', $2, $3, $4)`, [ws, amount, `topup:${id}`, id]);
+      await db.query(
+        `INSERT INTO ledger_entries (workspace_id, kind, amount_micro_eur, idempotency_key, topup_id) VALUES ($1, 'topup', $2, $3, $4)`,
+        [ws, amount, `topup:${id}`, id],
+      );
     };
     await topup(w1, 'a0000000-0000-4000-8000-000000000001', 1_000_000);
     await topup(w2, 'a0000000-0000-4000-8000-000000000002', 500_000);
@@ -188,13 +231,22 @@ test('migration 006 fills the balance after each existing entry with the running
        VALUES ($1, $2, 'wf', 'sim-video-1', 'p', 'f', '{"n": 2}', 'succeeded', 400000, 200000, 200000, now())`,
       [job, w1],
     );
-    await db.query(`INSERT INTO ledger_entries (workspace_id, kind, amount_micro_eur, idempotency_key, video_job_id) VALUES ($1, 'charge', -400000, 'c', $2)`, [w1, job]);
+    await db.query(
+      `INSERT INTO ledger_entries (workspace_id, kind, amount_micro_eur, idempotency_key, video_job_id) VALUES ($1, 'charge', -400000, 'c', $2)`,
+      [w1, job],
+    );
     await topup(w2, 'a0000000-0000-4000-8000-000000000003', 200_000);
-    await db.query(`INSERT INTO ledger_entries (workspace_id, kind, amount_micro_eur, idempotency_key, video_job_id) VALUES ($1, 'refund', 200000, 'r', $2)`, [w1, job]);
+    await db.query(
+      `INSERT INTO ledger_entries (workspace_id, kind, amount_micro_eur, idempotency_key, video_job_id) VALUES ($1, 'refund', 200000, 'r', $2)`,
+      [w1, job],
+    );
     await topup(w1, 'a0000000-0000-4000-8000-000000000004', 500_000);
 
     const applied = await migrate(db);
-    assert.ok(applied.some((f) => f.startsWith('006_')), applied.join(', '));
+    assert.ok(
+      applied.some((f) => f.startsWith('006_')),
+      applied.join(', '),
+    );
     const r = await db.query('SELECT workspace_id, kind, amount_micro_eur, balance_after_micro_eur FROM ledger_entries ORDER BY id');
     assert.deepEqual(
       r.rows.map((e) => [e.workspace_id === w1 ? 'one' : 'two', e.kind, e.balance_after_micro_eur]),
@@ -208,7 +260,11 @@ test('migration 006 fills the balance after each existing entry with the running
       ],
     );
     await assertBalanceAfterExact(db);
-    await assert.rejects(db.query('UPDATE ledger_entries SET balance_after_micro_eur = 0'), /append-only/, 'the ledger is append-only again');
+    await assert.rejects(
+      db.query('UPDATE ledger_entries SET balance_after_micro_eur = 0'),
+      /append-only/,
+      'the ledger is append-only again',
+    );
   } finally {
     await db.end();
   }

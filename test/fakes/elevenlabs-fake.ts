@@ -89,10 +89,25 @@ export const STREAM_CHUNK_INTERVAL_MS = 5;
 
 /** Output formats the API documents for POST /v1/text-to-speech/{voice_id}. */
 export const OUTPUT_FORMATS = [
-  'mp3_22050_32', 'mp3_44100_32', 'mp3_44100_64', 'mp3_44100_96', 'mp3_44100_128', 'mp3_44100_192',
-  'pcm_8000', 'pcm_16000', 'pcm_22050', 'pcm_24000', 'pcm_44100', 'pcm_48000',
-  'ulaw_8000', 'alaw_8000',
-  'opus_48000_32', 'opus_48000_64', 'opus_48000_96', 'opus_48000_128', 'opus_48000_192',
+  'mp3_22050_32',
+  'mp3_44100_32',
+  'mp3_44100_64',
+  'mp3_44100_96',
+  'mp3_44100_128',
+  'mp3_44100_192',
+  'pcm_8000',
+  'pcm_16000',
+  'pcm_22050',
+  'pcm_24000',
+  'pcm_44100',
+  'pcm_48000',
+  'ulaw_8000',
+  'alaw_8000',
+  'opus_48000_32',
+  'opus_48000_64',
+  'opus_48000_96',
+  'opus_48000_128',
+  'opus_48000_192',
 ] as const;
 
 /**
@@ -190,7 +205,13 @@ export async function startElevenLabsFake(opts: { apiKey?: string; voiceSlots?: 
   const authorized = (req: Request, res: Response): boolean => {
     const key = req.get('xi-api-key');
     if (key === apiKey) return true;
-    res.status(401).json(key ? problem('invalid_api_key', 'Invalid API key') : problem('invalid_api_key', 'No xi-api-key header received; please provide one.'));
+    res
+      .status(401)
+      .json(
+        key
+          ? problem('invalid_api_key', 'Invalid API key')
+          : problem('invalid_api_key', 'No xi-api-key header received; please provide one.'),
+      );
     return false;
   };
 
@@ -219,7 +240,12 @@ export async function startElevenLabsFake(opts: { apiKey?: string; voiceSlots?: 
       const n = opts.voiceSlots;
       return void res
         .status(400)
-        .json(problem('voice_limit_reached', `You have reached your maximum amount of custom voices (${n} / ${n}). You can upgrade your subscription to increase your custom voice limit.`));
+        .json(
+          problem(
+            'voice_limit_reached',
+            `You have reached your maximum amount of custom voices (${n} / ${n}). You can upgrade your subscription to increase your custom voice limit.`,
+          ),
+        );
     }
     const voice_id = randomBytes(15).toString('base64url').replace(/[-_]/g, 'x').slice(0, 20);
     voices.set(voice_id, { voice_id, name, files: samples, requires_verification: state.requiresVerification });
@@ -243,7 +269,10 @@ export async function startElevenLabsFake(opts: { apiKey?: string; voiceSlots?: 
     };
     const format = typeof req.query['output_format'] === 'string' ? req.query['output_format'] : 'mp3_44100_128';
     if (!(OUTPUT_FORMATS as readonly string[]).includes(format)) {
-      return refuse(422, validation(['query', 'output_format'], `Input should be ${OUTPUT_FORMATS.map((f) => `'${f}'`).join(', ')}`, 'enum'));
+      return refuse(
+        422,
+        validation(['query', 'output_format'], `Input should be ${OUTPUT_FORMATS.map((f) => `'${f}'`).join(', ')}`, 'enum'),
+      );
     }
     const body = req.body as Record<string, unknown> | undefined;
     if (!body || typeof body !== 'object' || Array.isArray(body)) return refuse(422, validation(['body'], 'Field required', 'missing'));
@@ -261,7 +290,10 @@ export async function startElevenLabsFake(opts: { apiKey?: string; voiceSlots?: 
       // MPEG-1 Layer III frames (128 kbit/s, 44.1 kHz) of silence: one per 10 characters.
       const frame = Buffer.alloc(417);
       Buffer.from([0xff, 0xfb, 0x90, 0x64]).copy(frame);
-      return { type: 'audio/mpeg', bytes: Buffer.concat(Array.from({ length: Math.max(1, Math.ceil(body['text'].length / 10)) }, () => frame)) };
+      return {
+        type: 'audio/mpeg',
+        bytes: Buffer.concat(Array.from({ length: Math.max(1, Math.ceil(body['text'].length / 10)) }, () => frame)),
+      };
     }
     return { type: 'application/octet-stream', bytes: Buffer.alloc(Math.max(1, body['text'].length) * 400) };
   };

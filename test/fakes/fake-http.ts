@@ -172,22 +172,33 @@ export function checkInput(input: unknown, fields: Readonly<Record<string, Field
       continue;
     }
     const typeOk =
-      spec.type === 'string' ? typeof v === 'string'
-      : spec.type === 'integer' ? Number.isInteger(v)
-      : spec.type === 'number' ? typeof v === 'number'
-      : spec.type === 'boolean' ? typeof v === 'boolean'
-      : typeof v === 'string' && (/^data:image\/(png|jpeg|webp);base64,[A-Za-z0-9+/]+=*$/.test(v) || /^https?:\/\//.test(v));
+      spec.type === 'string'
+        ? typeof v === 'string'
+        : spec.type === 'integer'
+          ? Number.isInteger(v)
+          : spec.type === 'number'
+            ? typeof v === 'number'
+            : spec.type === 'boolean'
+              ? typeof v === 'boolean'
+              : typeof v === 'string' && (/^data:image\/(png|jpeg|webp);base64,[A-Za-z0-9+/]+=*$/.test(v) || /^https?:\/\//.test(v));
     if (!typeOk) problems.push([name, spec.type === 'uri' ? 'must be an image URL or data: URI' : `must be of type ${spec.type}`]);
-    else if (spec.values && !spec.values.includes(v as string | number)) problems.push([name, `must be one of ${spec.values.map((x) => JSON.stringify(x)).join(', ')}`]);
+    else if (spec.values && !spec.values.includes(v as string | number))
+      problems.push([name, `must be one of ${spec.values.map((x) => JSON.stringify(x)).join(', ')}`]);
   }
-  if (typeof given['prompt'] === 'string' && given['prompt'].trim() === '' && fields['prompt']?.required) problems.push(['prompt', 'must not be empty']);
+  if (typeof given['prompt'] === 'string' && given['prompt'].trim() === '' && fields['prompt']?.required)
+    problems.push(['prompt', 'must not be empty']);
   return problems;
 }
 
 /** Posts a callback as a provider does; answers the receiver's status (0 when it could not be reached). */
 export async function deliverCallback(url: string, headers: Record<string, string>, body: Buffer): Promise<number> {
   try {
-    const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: new Uint8Array(body), signal: AbortSignal.timeout(10_000) });
+    const res = await fetch(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...headers },
+      body: new Uint8Array(body),
+      signal: AbortSignal.timeout(10_000),
+    });
     await res.arrayBuffer().catch(() => {});
     return res.status;
   } catch {

@@ -43,7 +43,11 @@ const VEO_COMMON: Record<string, FieldSpec> = {
 };
 const veo: Record<string, Record<string, FieldSpec>> = {
   '': { ...VEO_COMMON, aspect_ratio: { type: 'string', values: ['16:9', '9:16'] } },
-  '/image-to-video': { ...VEO_COMMON, aspect_ratio: { type: 'string', values: ['auto', '16:9', '9:16'] }, image_url: { type: 'uri', required: true } },
+  '/image-to-video': {
+    ...VEO_COMMON,
+    aspect_ratio: { type: 'string', values: ['auto', '16:9', '9:16'] },
+    image_url: { type: 'uri', required: true },
+  },
   '/first-last-frame-to-video': {
     ...VEO_COMMON,
     aspect_ratio: { type: 'string', values: ['auto', '16:9', '9:16'] },
@@ -79,7 +83,12 @@ const HAILUO: Record<string, FieldSpec> = { prompt: { type: 'string', required: 
 
 /** The endpoints the fake serves, with their documented inputs. */
 export const FAL_ENDPOINTS: Readonly<Record<string, Readonly<Record<string, FieldSpec>>>> = {
-  ...Object.fromEntries(Object.entries(veo).flatMap(([suffix, spec]) => [[`fal-ai/veo3.1${suffix}`, spec], [`fal-ai/veo3.1/fast${suffix}`, spec]])),
+  ...Object.fromEntries(
+    Object.entries(veo).flatMap(([suffix, spec]) => [
+      [`fal-ai/veo3.1${suffix}`, spec],
+      [`fal-ai/veo3.1/fast${suffix}`, spec],
+    ]),
+  ),
   'fal-ai/kling-video/v2.5-turbo/pro/text-to-video': KLING_T2V,
   'fal-ai/kling-video/v2.5-turbo/pro/image-to-video': {
     prompt: { type: 'string', required: true },
@@ -90,7 +99,11 @@ export const FAL_ENDPOINTS: Readonly<Record<string, Readonly<Record<string, Fiel
     tail_image_url: { type: 'uri' },
   },
   'fal-ai/bytedance/seedance/v1/pro/text-to-video': SEEDANCE_T2V,
-  'fal-ai/bytedance/seedance/v1/pro/image-to-video': { ...SEEDANCE_T2V, image_url: { type: 'uri', required: true }, end_image_url: { type: 'uri' } },
+  'fal-ai/bytedance/seedance/v1/pro/image-to-video': {
+    ...SEEDANCE_T2V,
+    image_url: { type: 'uri', required: true },
+    end_image_url: { type: 'uri' },
+  },
   'fal-ai/wan-25-preview/text-to-video': WAN_T2V,
   'fal-ai/wan-25-preview/image-to-video': { ...WAN_I2V_BASE, image_url: { type: 'uri', required: true } },
   'fal-ai/minimax/hailuo-02/pro/text-to-video': HAILUO,
@@ -217,7 +230,11 @@ export class FalFake extends FakeHttpServer<FalRoute> {
    * The headers fal signs a callback body with; `key` and `timestamp_s` forge or age it; `user_id` signs
    * it as another fal account (fal signs every account's callbacks with the same keys).
    */
-  signCallback(request_id: string, body: Buffer, opts: { key?: KeyObject; timestamp_s?: number; user_id?: string } = {}): Record<string, string> {
+  signCallback(
+    request_id: string,
+    body: Buffer,
+    opts: { key?: KeyObject; timestamp_s?: number; user_id?: string } = {},
+  ): Record<string, string> {
     const timestamp = String(opts.timestamp_s ?? Math.floor(Date.now() / 1000));
     const user_id = opts.user_id ?? FAL_USER_ID;
     const message = `${request_id}\n${user_id}\n${timestamp}\n${createHash('sha256').update(body).digest('hex')}`;
@@ -260,14 +277,24 @@ export class FalFake extends FakeHttpServer<FalRoute> {
   protected async serve({ req, res, url, recorded }: FakeRequest<FalRoute>): Promise<void> {
     const route = recorded.route as FalRoute;
     if (route === 'jwks') {
-      return this.json(res, 200, { keys: this.publicKeys.map((k) => ({ ...k.export({ format: 'jwk' }), kid: createHash('sha256').update(k.export({ format: 'der', type: 'spki' })).digest('hex').slice(0, 16) })) });
+      return this.json(res, 200, {
+        keys: this.publicKeys.map((k) => ({
+          ...k.export({ format: 'jwk' }),
+          kid: createHash('sha256')
+            .update(k.export({ format: 'der', type: 'spki' }))
+            .digest('hex')
+            .slice(0, 16),
+        })),
+      });
     }
     if (route === 'file') {
       if (this.expired) return this.json(res, 404, { detail: 'Not Found' });
       return this.sendVideo(res);
     }
     if (req.headers['authorization'] !== `Key ${this.key}`) {
-      return this.json(res, 401, { detail: 'Authentication is required to perform this action: the Authorization header must be "Key <your key>"' });
+      return this.json(res, 401, {
+        detail: 'Authentication is required to perform this action: the Authorization header must be "Key <your key>"',
+      });
     }
     if (route === 'submit') return this.submit(res, url, recorded.json);
     const [, owner, app, , id] = url.pathname.split('/');
@@ -289,15 +316,35 @@ export class FalFake extends FakeHttpServer<FalRoute> {
       return this.json(res, 422, { detail: problems.map(([field, msg]) => ({ loc: ['body', field], msg, type: 'value_error' })) });
     }
     const webhook = url.searchParams.get('fal_webhook') ?? undefined;
-    if (webhook !== undefined && !/^https?:\/\//.test(webhook)) return this.json(res, 422, { detail: [{ loc: ['query', 'fal_webhook'], msg: 'invalid URL', type: 'value_error.url' }] });
+    if (webhook !== undefined && !/^https?:\/\//.test(webhook))
+      return this.json(res, 422, { detail: [{ loc: ['query', 'fal_webhook'], msg: 'invalid URL', type: 'value_error.url' }] });
     const id = randomUUID();
     const app = endpoint.split('/').slice(0, 2).join('/');
     const plan = this.plans.shift() ?? this.defaultPlan;
-    const r: FalRequestState = { id, endpoint, app, input: body as Record<string, unknown>, webhook, plan, state: 'IN_QUEUE', polls: 0, cancelled: false, timer: undefined };
+    const r: FalRequestState = {
+      id,
+      endpoint,
+      app,
+      input: body as Record<string, unknown>,
+      webhook,
+      plan,
+      state: 'IN_QUEUE',
+      polls: 0,
+      cancelled: false,
+      timer: undefined,
+    };
     this.submitted.set(id, r);
     if (plan.complete_after_ms !== undefined) r.timer = setTimeout(() => void this.complete(r), plan.complete_after_ms);
     const base = `${this.url}/${app}/requests/${id}`;
-    this.json(res, 200, { status: 'IN_QUEUE', request_id: id, gateway_request_id: id, response_url: base, status_url: `${base}/status`, cancel_url: `${base}/cancel`, queue_position: plan.queue_polls ?? 1 });
+    this.json(res, 200, {
+      status: 'IN_QUEUE',
+      request_id: id,
+      gateway_request_id: id,
+      response_url: base,
+      status_url: `${base}/status`,
+      cancel_url: `${base}/cancel`,
+      queue_position: plan.queue_polls ?? 1,
+    });
   }
 
   private async status(res: FakeRequest<FalRoute>['res'], r: FalRequestState): Promise<void> {
@@ -310,7 +357,8 @@ export class FalFake extends FakeHttpServer<FalRoute> {
     }
     const base = `${this.url}/${r.app}/requests/${r.id}`;
     const urls = { response_url: base, status_url: `${base}/status`, cancel_url: `${base}/cancel` };
-    if (r.state === 'IN_QUEUE') return this.json(res, 202, { status: 'IN_QUEUE', queue_position: Math.max(0, (r.plan.queue_polls ?? 1) - r.polls), ...urls });
+    if (r.state === 'IN_QUEUE')
+      return this.json(res, 202, { status: 'IN_QUEUE', queue_position: Math.max(0, (r.plan.queue_polls ?? 1) - r.polls), ...urls });
     if (r.state === 'IN_PROGRESS') return this.json(res, 202, { status: 'IN_PROGRESS', logs: null, ...urls });
     this.json(res, 200, { status: 'COMPLETED', logs: null, metrics: { inference_time: 1.5 }, ...urls });
   }
@@ -332,13 +380,26 @@ export class FalFake extends FakeHttpServer<FalRoute> {
 
   private output(r: FalRequestState) {
     return {
-      video: { url: `${this.url}/files/${r.id}/output.mp4`, content_type: 'video/mp4', file_name: 'output.mp4', file_size: FAKE_OUTPUT_VIDEO.length },
+      video: {
+        url: `${this.url}/files/${r.id}/output.mp4`,
+        content_type: 'video/mp4',
+        file_name: 'output.mp4',
+        file_size: FAKE_OUTPUT_VIDEO.length,
+      },
       seed: typeof r.input['seed'] === 'number' ? r.input['seed'] : 42,
     };
   }
 
   private modelError(r: FalRequestState) {
-    return { detail: [{ loc: ['body', 'prompt'], msg: r.plan.error_message ?? 'The content could not be processed because it contained material flagged by a content checker.', type: 'content_policy_violation' }] };
+    return {
+      detail: [
+        {
+          loc: ['body', 'prompt'],
+          msg: r.plan.error_message ?? 'The content could not be processed because it contained material flagged by a content checker.',
+          type: 'content_policy_violation',
+        },
+      ],
+    };
   }
 
   private async complete(r: FalRequestState): Promise<void> {
@@ -347,7 +408,13 @@ export class FalFake extends FakeHttpServer<FalRoute> {
     r.state = 'COMPLETED';
     if (!r.webhook) return;
     const body = this.callbackBody(r.id);
-    const delivery: FalCallbackDelivery = { request_id: r.id, url: r.webhook, headers: this.signCallback(r.id, body), body, answered: undefined };
+    const delivery: FalCallbackDelivery = {
+      request_id: r.id,
+      url: r.webhook,
+      headers: this.signCallback(r.id, body),
+      body,
+      answered: undefined,
+    };
     this.callbacks.push(delivery);
     if (!this.dropCallbacks) delivery.answered = await deliverCallback(r.webhook, delivery.headers, body);
   }

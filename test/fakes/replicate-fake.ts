@@ -267,18 +267,25 @@ export class ReplicateFake extends FakeHttpServer<ReplicateRoute> {
 
   private async create({ req, res, url, recorded }: FakeRequest<ReplicateRoute>): Promise<void> {
     const body = (recorded.json ?? {}) as { input?: unknown; version?: unknown; webhook?: unknown; webhook_events_filter?: unknown };
-    const model = url.pathname === '/v1/predictions' ? REPLICATE_VERSIONS[String(body.version)] : url.pathname.split('/').slice(3, 5).join('/');
+    const model =
+      url.pathname === '/v1/predictions' ? REPLICATE_VERSIONS[String(body.version)] : url.pathname.split('/').slice(3, 5).join('/');
     const fields = model ? REPLICATE_MODELS[model] : undefined;
-    if (!model || !fields) return this.json(res, 404, { title: 'Not found', detail: 'The requested resource could not be found.', status: 404 });
+    if (!model || !fields)
+      return this.json(res, 404, { title: 'Not found', detail: 'The requested resource could not be found.', status: 404 });
     const header = req.headers['cancel-after'];
     const cancel_after_s = typeof header === 'string' ? parseCancelAfter(header) : undefined;
     if (typeof header === 'string' && (cancel_after_s === undefined || cancel_after_s < 5)) {
-      return this.json(res, 400, { title: 'Invalid Cancel-After header', detail: `Cancel-After must be a duration of at least 5s, like "30s" or "1h30m", not ${JSON.stringify(header)}`, status: 400 });
+      return this.json(res, 400, {
+        title: 'Invalid Cancel-After header',
+        detail: `Cancel-After must be a duration of at least 5s, like "30s" or "1h30m", not ${JSON.stringify(header)}`,
+        status: 400,
+      });
     }
     const problems = checkInput(body.input, fields);
     // A URL of this account's files must name a file that exists.
     for (const [field, v] of Object.entries((body.input ?? {}) as Record<string, unknown>)) {
-      if (typeof v === 'string' && v.startsWith(`${this.url}/v1/files/`) && !this.files.has(v.slice(`${this.url}/v1/files/`.length))) problems.push([field, 'names a file that does not exist']);
+      if (typeof v === 'string' && v.startsWith(`${this.url}/v1/files/`) && !this.files.has(v.slice(`${this.url}/v1/files/`.length)))
+        problems.push([field, 'names a file that does not exist']);
     }
     if (problems.length > 0) {
       return this.json(res, 422, {
@@ -291,7 +298,9 @@ export class ReplicateFake extends FakeHttpServer<ReplicateRoute> {
     if (body.webhook !== undefined && (typeof body.webhook !== 'string' || !/^https?:\/\//.test(body.webhook))) {
       return this.json(res, 422, { title: 'Invalid webhook', detail: 'webhook must be an HTTP(S) URL', status: 422 });
     }
-    const events = Array.isArray(body.webhook_events_filter) ? body.webhook_events_filter.map(String) : ['start', 'output', 'logs', 'completed'];
+    const events = Array.isArray(body.webhook_events_filter)
+      ? body.webhook_events_filter.map(String)
+      : ['start', 'output', 'logs', 'completed'];
     const plan = this.plans.shift() ?? this.defaultPlan;
     const p: Prediction = {
       id: randomUUID().replace(/-/g, '').slice(0, 26),
@@ -311,7 +320,8 @@ export class ReplicateFake extends FakeHttpServer<ReplicateRoute> {
       cancel_after_s,
     };
     this.predictions.set(p.id, p);
-    if (plan.complete_after_ms !== undefined) p.timers.push(setTimeout(() => void this.end(p, plan.outcome ?? 'succeeded'), plan.complete_after_ms));
+    if (plan.complete_after_ms !== undefined)
+      p.timers.push(setTimeout(() => void this.end(p, plan.outcome ?? 'succeeded'), plan.complete_after_ms));
     if (cancel_after_s !== undefined) {
       p.timers.push(setTimeout(() => void this.end(p, p.status === 'starting' ? 'aborted' : 'canceled'), cancel_after_s * 1000));
     }
@@ -322,7 +332,11 @@ export class ReplicateFake extends FakeHttpServer<ReplicateRoute> {
   private async upload({ req, res, recorded }: FakeRequest<ReplicateRoute>): Promise<void> {
     let form: FormData;
     try {
-      form = await new Request('http://fake/v1/files', { method: 'POST', headers: { 'content-type': String(req.headers['content-type'] ?? '') }, body: new Uint8Array(recorded.raw) }).formData();
+      form = await new Request('http://fake/v1/files', {
+        method: 'POST',
+        headers: { 'content-type': String(req.headers['content-type'] ?? '') },
+        body: new Uint8Array(recorded.raw),
+      }).formData();
     } catch {
       return this.json(res, 400, { title: 'Bad request', detail: 'The request must be multipart/form-data', status: 400 });
     }
@@ -336,7 +350,8 @@ export class ReplicateFake extends FakeHttpServer<ReplicateRoute> {
       return this.json(res, 400, { title: 'Bad request', detail: 'metadata must be JSON', status: 400 });
     }
     const id = randomUUID().replace(/-/g, '').slice(0, 24);
-    const filename = typeof form.get('filename') === 'string' ? String(form.get('filename')) : content instanceof File ? content.name : 'file';
+    const filename =
+      typeof form.get('filename') === 'string' ? String(form.get('filename')) : content instanceof File ? content.name : 'file';
     const file: UploadedFile = {
       id,
       name: filename,
@@ -410,7 +425,13 @@ export class ReplicateFake extends FakeHttpServer<ReplicateRoute> {
     p.completed_at = new Date().toISOString();
     if (!p.webhook || !p.events.includes('completed')) return;
     const body = this.predictionBody(p.id);
-    const delivery: ReplicateCallbackDelivery = { prediction_id: p.id, url: p.webhook, headers: this.signCallback(body), body, answered: undefined };
+    const delivery: ReplicateCallbackDelivery = {
+      prediction_id: p.id,
+      url: p.webhook,
+      headers: this.signCallback(body),
+      body,
+      answered: undefined,
+    };
     this.callbacks.push(delivery);
     if (!this.dropCallbacks) delivery.answered = await deliverCallback(p.webhook, delivery.headers, body);
   }

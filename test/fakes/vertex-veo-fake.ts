@@ -100,22 +100,32 @@ function invalidRequest(spec: VertexModelSpec, body: NonNullable<Operation['requ
     const problem = invalidImage(spec, image);
     if (problem) return `Invalid value at instances[0].${field}: ${problem}`;
   }
-  if (instance['lastFrame'] !== undefined && instance['image'] === undefined) return 'instances[0].lastFrame can only be used together with instances[0].image';
+  if (instance['lastFrame'] !== undefined && instance['image'] === undefined)
+    return 'instances[0].lastFrame can only be used together with instances[0].image';
   const oneOf = (key: string, allowed: readonly unknown[]) =>
-    p[key] !== undefined && !allowed.includes(p[key]) ? `Invalid value at parameters.${key}: ${JSON.stringify(p[key])}; supported values: ${allowed.join(', ')}` : null;
+    p[key] !== undefined && !allowed.includes(p[key])
+      ? `Invalid value at parameters.${key}: ${JSON.stringify(p[key])}; supported values: ${allowed.join(', ')}`
+      : null;
   const range =
     oneOf('durationSeconds', spec.durationsSeconds) ??
     oneOf('resolution', spec.resolutions) ??
     oneOf('aspectRatio', spec.aspectRatios) ??
-    oneOf('sampleCount', Array.from({ length: spec.maxSampleCount }, (_, i) => i + 1));
+    oneOf(
+      'sampleCount',
+      Array.from({ length: spec.maxSampleCount }, (_, i) => i + 1),
+    );
   if (range) return range;
   if (spec.generateAudioRequired && p['generateAudio'] === undefined) return 'parameters.generateAudio is required for this model';
-  if (p['generateAudio'] !== undefined && typeof p['generateAudio'] !== 'boolean') return 'Invalid value at parameters.generateAudio: must be a boolean';
-  if (p['negativePrompt'] !== undefined && typeof p['negativePrompt'] !== 'string') return 'Invalid value at parameters.negativePrompt: must be a string';
+  if (p['generateAudio'] !== undefined && typeof p['generateAudio'] !== 'boolean')
+    return 'Invalid value at parameters.generateAudio: must be a boolean';
+  if (p['negativePrompt'] !== undefined && typeof p['negativePrompt'] !== 'string')
+    return 'Invalid value at parameters.negativePrompt: must be a string';
   const seed = p['seed'];
-  if (seed !== undefined && !(Number.isInteger(seed) && (seed as number) >= 0 && (seed as number) <= 4_294_967_295)) return 'Invalid value at parameters.seed';
+  if (seed !== undefined && !(Number.isInteger(seed) && (seed as number) >= 0 && (seed as number) <= 4_294_967_295))
+    return 'Invalid value at parameters.seed';
   const storageUri = p['storageUri'];
-  if (storageUri !== undefined && !(typeof storageUri === 'string' && storageUri.startsWith('gs://'))) return 'storageUri must start with gs://';
+  if (storageUri !== undefined && !(typeof storageUri === 'string' && storageUri.startsWith('gs://')))
+    return 'storageUri must start with gs://';
   return null;
 }
 
@@ -123,8 +133,10 @@ function invalidImage(spec: VertexModelSpec, image: unknown): string | null {
   if (typeof image !== 'object' || image === null) return 'must be an Image object';
   const { bytesBase64Encoded: bytes, gcsUri, mimeType } = image as Record<string, unknown>;
   if ((bytes === undefined) === (gcsUri === undefined)) return 'exactly one of bytesBase64Encoded and gcsUri';
-  if (bytes !== undefined && !(typeof bytes === 'string' && bytes.length > 0 && BASE64.test(bytes))) return 'bytesBase64Encoded is not valid base64';
-  if (typeof mimeType !== 'string' || !spec.imageMimeTypes.includes(mimeType)) return `mimeType must be one of ${spec.imageMimeTypes.join(', ')}`;
+  if (bytes !== undefined && !(typeof bytes === 'string' && bytes.length > 0 && BASE64.test(bytes)))
+    return 'bytesBase64Encoded is not valid base64';
+  if (typeof mimeType !== 'string' || !spec.imageMimeTypes.includes(mimeType))
+    return `mimeType must be one of ${spec.imageMimeTypes.join(', ')}`;
   return null;
 }
 
@@ -132,7 +144,8 @@ export function googleError(status: number, message: string) {
   return { error: { code: status, message, status: STATUS_NAMES[status] ?? 'UNKNOWN' } };
 }
 
-const MODEL_PATH = /^\/v1\/projects\/([^/]+)\/locations\/([^/]+)\/publishers\/google\/models\/([^/:]+):(predictLongRunning|fetchPredictOperation)$/;
+const MODEL_PATH =
+  /^\/v1\/projects\/([^/]+)\/locations\/([^/]+)\/publishers\/google\/models\/([^/:]+):(predictLongRunning|fetchPredictOperation)$/;
 const GCS_MEDIA = /^\/storage\/v1\/b\/([^/]+)\/o\/([^/?]+)$/;
 
 export class VertexVeoFake extends FakeHttpServer<FakeRoute> {
@@ -156,7 +169,11 @@ export class VertexVeoFake extends FakeHttpServer<FakeRoute> {
   protected routeOf(method: string, url: URL): FakeRoute | 'unknown' {
     const model = MODEL_PATH.exec(url.pathname);
     const media = GCS_MEDIA.exec(url.pathname);
-    return method === 'POST' && model ? (model[4] as FakeRoute) : method === 'GET' && media && url.searchParams.get('alt') === 'media' ? 'download' : 'unknown';
+    return method === 'POST' && model
+      ? (model[4] as FakeRoute)
+      : method === 'GET' && media && url.searchParams.get('alt') === 'media'
+        ? 'download'
+        : 'unknown';
   }
 
   protected notFound({ req, res, url }: FakeRequest<FakeRoute>): void {
@@ -181,7 +198,10 @@ export class VertexVeoFake extends FakeHttpServer<FakeRoute> {
       return this.json(
         res,
         404,
-        googleError(404, `Publisher Model \`projects/${project}/locations/${location}/publishers/google/models/${modelId}\` was not found or your project does not have access to it.`),
+        googleError(
+          404,
+          `Publisher Model \`projects/${project}/locations/${location}/publishers/google/models/${modelId}\` was not found or your project does not have access to it.`,
+        ),
       );
     }
     if (recorded.route === 'predictLongRunning') return this.predict(res, project!, location!, modelId!, spec, recorded.json);
@@ -190,7 +210,8 @@ export class VertexVeoFake extends FakeHttpServer<FakeRoute> {
 
   private predict(res: http.ServerResponse, project: string, location: string, model: string, spec: VertexModelSpec, body: unknown): void {
     const b = body as Operation['request'] | undefined;
-    if (!b || !Array.isArray(b.instances) || b.instances.length !== 1) return this.json(res, 400, googleError(400, 'instances must hold exactly one instance'));
+    if (!b || !Array.isArray(b.instances) || b.instances.length !== 1)
+      return this.json(res, 400, googleError(400, 'instances must hold exactly one instance'));
     const invalid = invalidRequest(spec, b);
     if (invalid) return this.json(res, 400, googleError(400, invalid));
     const name = `projects/${project}/locations/${location}/publishers/google/models/${model}/operations/${randomUUID()}`;

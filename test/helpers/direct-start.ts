@@ -1,7 +1,13 @@
 // A video-job workflow started directly, as the API would start it, for paths only a direct start reaches
 // (a second attempt of a job, a run that starts late, inputs the API refuses).
 import { randomUUID } from 'node:crypto';
-import { JOB_STATUS_SA, videoJobStartSearchAttributes, videoJobWorkflowId, type VideoJobInput, type VideoJobStatus } from '../../workflows/messages.js';
+import {
+  JOB_STATUS_SA,
+  videoJobStartSearchAttributes,
+  videoJobWorkflowId,
+  type VideoJobInput,
+  type VideoJobStatus,
+} from '../../workflows/messages.js';
 import type { Db } from '../../src/db/pool.js';
 import { chargeVideoJob, type ChargeResult } from '../../src/video-jobs/billing.js';
 import type { Stack } from './stack.js';
@@ -38,7 +44,6 @@ export async function startDirect(s: Stack, input: VideoJobInput, status?: Video
     ),
   });
 }
-
 
 /** Charges a direct input's attempt as its run's charge step would (a worker that charged, then froze). */
 export function chargeDirect(db: Db, input: VideoJobInput): Promise<ChargeResult> {

@@ -61,7 +61,10 @@ export async function startGrpcTlsProxy(opts: {
   };
   const refuse = (stream: http2.ServerHttp2Stream, code: number, message: string) => {
     state.refused++;
-    stream.respond({ ':status': 200, 'content-type': 'application/grpc', 'grpc-status': String(code), 'grpc-message': encodeURIComponent(message) }, { endStream: true });
+    stream.respond(
+      { ':status': 200, 'content-type': 'application/grpc', 'grpc-status': String(code), 'grpc-message': encodeURIComponent(message) },
+      { endStream: true },
+    );
   };
   server.on('session', (s) => {
     sessions.add(s);
@@ -74,7 +77,8 @@ export async function startGrpcTlsProxy(opts: {
     if (opts.clientCa) {
       const cn = socket?.getPeerCertificate()?.subject?.CN;
       const name = Array.isArray(cn) ? cn[0] : cn;
-      if (!name || (state.clientNames && !state.clientNames.has(name))) return refuse(stream, 16, `client certificate "${name}" is not accepted`);
+      if (!name || (state.clientNames && !state.clientNames.has(name)))
+        return refuse(stream, 16, `client certificate "${name}" is not accepted`);
       if (!state.seenClientNames.includes(name)) state.seenClientNames.push(name);
     }
     if (state.apiKeys.size > 0) {
@@ -82,7 +86,8 @@ export async function startGrpcTlsProxy(opts: {
       const key = typeof auth === 'string' && auth.startsWith('Bearer ') ? auth.slice(7) : null;
       if (!key || !state.apiKeys.has(key)) return refuse(stream, 16, 'invalid API key');
     }
-    if (!state.operatorService && String(headers[':path']).startsWith('/temporal.api.operatorservice.')) return refuse(stream, 7, 'Request unauthorized.');
+    if (!state.operatorService && String(headers[':path']).startsWith('/temporal.api.operatorservice.'))
+      return refuse(stream, 7, 'Request unauthorized.');
     const forward: http2.OutgoingHttpHeaders = {};
     for (const [k, v] of Object.entries(headers)) if (!k.startsWith(':') || k === ':path' || k === ':method') forward[k] = v;
     delete forward['authorization'];

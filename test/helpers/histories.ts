@@ -44,7 +44,8 @@ export function historyFiles(): string[] {
   if (!fs.existsSync(HISTORIES_DIR)) return out;
   for (const entry of fs.readdirSync(HISTORIES_DIR, { withFileTypes: true })) {
     if (!entry.isDirectory()) continue;
-    for (const f of fs.readdirSync(path.join(HISTORIES_DIR, entry.name))) if (f.endsWith('.json')) out.push(path.join(HISTORIES_DIR, entry.name, f));
+    for (const f of fs.readdirSync(path.join(HISTORIES_DIR, entry.name)))
+      if (f.endsWith('.json')) out.push(path.join(HISTORIES_DIR, entry.name, f));
   }
   return out.sort();
 }

@@ -55,7 +55,11 @@ export interface Infra {
 export async function startInfra(prefix: string): Promise<Infra> {
   const root = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
   fs.chmodSync(root, 0o755); // the embedded PostgreSQL runs as another user when we are root
-  const pg = await startEmbeddedPostgres({ pgdata: path.join(root, 'pg'), port: await freePort(), logFile: path.join(root, 'postgres.log') });
+  const pg = await startEmbeddedPostgres({
+    pgdata: path.join(root, 'pg'),
+    port: await freePort(),
+    logFile: path.join(root, 'postgres.log'),
+  });
   try {
     const metricsPort = await freePort();
     const temporal = await startDevServer({
@@ -72,7 +76,12 @@ export async function startInfra(prefix: string): Promise<Infra> {
       databaseUrl: pg.url,
       temporalAddress: temporal.address,
       temporalMetricsUrl,
-      env: { TEST_DATABASE_URL: pg.url, TEST_TEMPORAL_ADDRESS: temporal.address, TEST_TEMPORAL_METRICS_URL: temporalMetricsUrl, TEST_TMP_DIR: root },
+      env: {
+        TEST_DATABASE_URL: pg.url,
+        TEST_TEMPORAL_ADDRESS: temporal.address,
+        TEST_TEMPORAL_METRICS_URL: temporalMetricsUrl,
+        TEST_TMP_DIR: root,
+      },
       async stop() {
         await temporal.stop();
         await pg.stop();

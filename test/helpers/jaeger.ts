@@ -40,7 +40,10 @@ export async function startJaeger(jaegerPath: string): Promise<Jaeger> {
   };
   for (let i = 0; ; i++) {
     if (child.exitCode !== null) throw new Error(`jaeger exited (${child.exitCode}): ${output}`);
-    const ready = await fetch(`${queryUrl}/api/services`).then((r) => r.ok, () => false);
+    const ready = await fetch(`${queryUrl}/api/services`).then(
+      (r) => r.ok,
+      () => false,
+    );
     if (ready) break;
     if (i > 300) {
       await stop();

@@ -16,7 +16,6 @@ export interface KillableServer {
   stop(): Promise<void>;
 }
 
-
 async function killPid(pid: number): Promise<void> {
   process.kill(pid, 'SIGKILL');
   const deadline = Date.now() + 10_000;

@@ -46,17 +46,7 @@ interface Box {
 const BOXES_PER_CONTAINER_MAX = 10_000;
 
 /** Box types that may legitimately open an ISO BMFF file. */
-const KNOWN_LEADING_TYPES: ReadonlySet<string> = new Set([
-  'ftyp',
-  'styp',
-  'free',
-  'skip',
-  'wide',
-  'pdin',
-  'moov',
-  'mdat',
-  'uuid',
-]);
+const KNOWN_LEADING_TYPES: ReadonlySet<string> = new Set(['ftyp', 'styp', 'free', 'skip', 'wide', 'pdin', 'moov', 'mdat', 'uuid']);
 
 function isPrintableFourCC(buf: Buffer, offset: number): boolean {
   for (let i = 0; i < 4; i++) {
@@ -72,9 +62,7 @@ function isPrintableFourCC(buf: Buffer, offset: number): boolean {
  */
 function readBoxHeader(buf: Buffer, offset: number, limit: number, context: string): Box {
   if (limit - offset < 8) {
-    throw new Mp4ParseError(
-      `truncated box header in ${context} at offset ${offset} (need 8 bytes, have ${limit - offset})`,
-    );
+    throw new Mp4ParseError(`truncated box header in ${context} at offset ${offset} (need 8 bytes, have ${limit - offset})`);
   }
   const size32 = buf.readUInt32BE(offset);
   if (!isPrintableFourCC(buf, offset + 4)) {
@@ -138,9 +126,7 @@ function readChildren(buf: Buffer, start: number, end: number, context: string):
 
 function requirePayload(box: Box, needed: number, path: string): void {
   if (box.end - box.payloadStart < needed) {
-    throw new Mp4ParseError(
-      `'${path}' box too short: need ${needed} payload bytes, have ${box.end - box.payloadStart}`,
-    );
+    throw new Mp4ParseError(`'${path}' box too short: need ${needed} payload bytes, have ${box.end - box.payloadStart}`);
   }
 }
 

@@ -14,7 +14,12 @@ export const PREVIOUS_RELEASE = SUPPORTED_RELEASES[0]!;
 /** The commit that added the previous release's recordings (null outside a git checkout with history). */
 export const previousReleaseCommit: string | null = (() => {
   try {
-    return git('log', '--diff-filter=A', '--format=%H', '--', path.join(HISTORIES_DIR, PREVIOUS_RELEASE, 'video-job-succeeded.json')).split('\n').filter(Boolean).pop() ?? null;
+    return (
+      git('log', '--diff-filter=A', '--format=%H', '--', path.join(HISTORIES_DIR, PREVIOUS_RELEASE, 'video-job-succeeded.json'))
+        .split('\n')
+        .filter(Boolean)
+        .pop() ?? null
+    );
   } catch {
     return null;
   }

@@ -63,7 +63,11 @@ export interface TreeProcess {
   exited: Promise<number | null>;
 }
 
-export function spawnTree(command: string, args: string[], opts: { cwd?: string; env: Record<string, string>; track: ChildProcess[] }): TreeProcess {
+export function spawnTree(
+  command: string,
+  args: string[],
+  opts: { cwd?: string; env: Record<string, string>; track: ChildProcess[] },
+): TreeProcess {
   const child = spawn(command, args, {
     ...(opts.cwd ? { cwd: opts.cwd } : {}),
     env: { ...process.env, LOG_LEVEL: 'warn', ...opts.env },

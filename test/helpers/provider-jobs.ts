@@ -97,7 +97,10 @@ export function assertOnlyForward(samples: Watched['samples']): void {
 
 /** The job's ledger entries: kind and amount, in order. */
 export async function ledgerOf(stack: Stack, id: string): Promise<[string, number][]> {
-  const r = await stack.db.query<{ kind: string; amount_micro_eur: string }>('SELECT kind, amount_micro_eur FROM ledger_entries WHERE video_job_id = $1 ORDER BY id', [id]);
+  const r = await stack.db.query<{ kind: string; amount_micro_eur: string }>(
+    'SELECT kind, amount_micro_eur FROM ledger_entries WHERE video_job_id = $1 ORDER BY id',
+    [id],
+  );
   return r.rows.map((e) => [e.kind, Number(e.amount_micro_eur)]);
 }
 

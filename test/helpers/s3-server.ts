@@ -50,7 +50,10 @@ export async function startS3Server(cmd: string, parentDir: string): Promise<S3S
   const deadline = Date.now() + 60_000;
   for (;;) {
     if (exited) throw new Error(`${exited} at start: ${fs.readFileSync(logFile, 'utf8').slice(-2000)}`);
-    const ready = await fetch(`${endpoint}/minio/health/ready`).then((r) => r.ok, () => false);
+    const ready = await fetch(`${endpoint}/minio/health/ready`).then(
+      (r) => r.ok,
+      () => false,
+    );
     if (ready) break;
     if (Date.now() > deadline) {
       child.kill('SIGKILL');
@@ -75,11 +78,15 @@ export async function startS3Server(cmd: string, parentDir: string): Promise<S3S
 }
 
 export async function createBucket(endpoint: string, bucket: string): Promise<void> {
-  const client = new S3Client({ region: REGION, endpoint, forcePathStyle: true, credentials: { accessKeyId: ACCESS_KEY, secretAccessKey: SECRET_KEY } });
+  const client = new S3Client({
+    region: REGION,
+    endpoint,
+    forcePathStyle: true,
+    credentials: { accessKeyId: ACCESS_KEY, secretAccessKey: SECRET_KEY },
+  });
   try {
     await client.send(new CreateBucketCommand({ Bucket: bucket }));
   } finally {
     client.destroy();
   }
 }
-

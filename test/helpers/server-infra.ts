@@ -81,7 +81,11 @@ export interface TemporalServerOptions {
 
 /** temporal-sql-tool's plugin, and its steps for each database (test/platform/compose.test.ts checks compose runs the same). */
 export const SQL_PLUGIN = 'postgres12';
-export const schemaSteps = (versionedDir: string): string[][] => [['create'], ['setup-schema', '-v', '0.0'], ['update-schema', '-d', versionedDir]];
+export const schemaSteps = (versionedDir: string): string[][] => [
+  ['create'],
+  ['setup-schema', '-v', '0.0'],
+  ['update-schema', '-d', versionedDir],
+];
 /** The namespace's retention, as compose's temporal-setup creates it. */
 export const NAMESPACE_RETENTION = '72h';
 
@@ -91,9 +95,21 @@ export const NAMESPACE_RETENTION = '72h';
  */
 export async function setUpTemporalSchema(dir: string, postgres: URL, databasePrefix: string): Promise<void> {
   const sqlTool = path.join(dir, 'temporal-sql-tool');
-  const common = ['--plugin', SQL_PLUGIN, '--ep', postgres.hostname, '-p', postgres.port || '5432', '-u', decodeURIComponent(postgres.username)];
+  const common = [
+    '--plugin',
+    SQL_PLUGIN,
+    '--ep',
+    postgres.hostname,
+    '-p',
+    postgres.port || '5432',
+    '-u',
+    decodeURIComponent(postgres.username),
+  ];
   const env = { ...process.env, SQL_PASSWORD: decodeURIComponent(postgres.password) };
-  for (const [db, schemaDir] of [[databasePrefix, 'temporal'], [`${databasePrefix}_visibility`, 'visibility']] as const) {
+  for (const [db, schemaDir] of [
+    [databasePrefix, 'temporal'],
+    [`${databasePrefix}_visibility`, 'visibility'],
+  ] as const) {
     const [create, ...rest] = schemaSteps(path.join(dir, 'schema', 'postgresql', 'v12', schemaDir, 'versioned'));
     await run(sqlTool, [...common, '--db', db, ...create!], { env }).catch((err: { stderr?: string }) => {
       if (!/already exists/.test(err.stderr ?? '')) throw new Error(`temporal-sql-tool create ${db}: ${err.stderr}`);
@@ -123,7 +139,13 @@ interface Ports {
  * internal-frontend for the server's own system workers (so an authorizer applies to clients only, as
  * Temporal recommends); this project's dynamic config file.
  */
-function serverConfig(opts: { postgres: URL; databasePrefix: string; ports: Ports; certs: ServerCerts; authorization?: JwtAuthorization }): object {
+function serverConfig(opts: {
+  postgres: URL;
+  databasePrefix: string;
+  ports: Ports;
+  certs: ServerCerts;
+  authorization?: JwtAuthorization;
+}): object {
   const { postgres, ports, certs } = opts;
   const sql = (databaseName: string, maxConns: number) => ({
     sql: {
@@ -155,7 +177,12 @@ function serverConfig(opts: { postgres: URL; databasePrefix: string; ports: Port
       metrics: { prometheus: { framework: 'tally', timerType: 'histogram', listenAddress: `127.0.0.1:${ports.metrics}` } },
       tls: {
         frontend: {
-          server: { certFile: certs.server.certPath, keyFile: certs.server.keyPath, clientCaFiles: [certs.ca.certPath], requireClientAuth: true },
+          server: {
+            certFile: certs.server.certPath,
+            keyFile: certs.server.keyPath,
+            clientCaFiles: [certs.ca.certPath],
+            requireClientAuth: true,
+          },
           client: { serverName: 'localhost', rootCaFiles: [certs.ca.certPath] },
         },
         // Certificates are files: re-read every minute, so a rotated one is served without a restart.
@@ -184,7 +211,9 @@ function serverConfig(opts: { postgres: URL; databasePrefix: string; ports: Port
       failoverVersionIncrement: 10,
       masterClusterName: 'active',
       currentClusterName: 'active',
-      clusterInformation: { active: { enabled: true, initialFailoverVersion: 1, rpcName: 'frontend', rpcAddress: `localhost:${ports.frontend}` } },
+      clusterInformation: {
+        active: { enabled: true, initialFailoverVersion: 1, rpcName: 'frontend', rpcAddress: `localhost:${ports.frontend}` },
+      },
     },
     dcRedirectionPolicy: { policy: 'noop' },
     archival: { history: { state: 'disabled' }, visibility: { state: 'disabled' } },
@@ -219,7 +248,8 @@ export async function startTemporalServer(opts: TemporalServerOptions): Promise<
   const dir = temporalServerDir();
   if (!dir) throw new Error(serverTopologyMissing()!);
   for (const file of ['temporal-server', 'temporal-sql-tool']) {
-    if (!fs.existsSync(path.join(dir, file))) throw new Error(`no ${file} in ${dir} (TEMPORAL_SERVER_DIR); run scripts/install-temporal-server.sh, or unset it`);
+    if (!fs.existsSync(path.join(dir, file)))
+      throw new Error(`no ${file} in ${dir} (TEMPORAL_SERVER_DIR); run scripts/install-temporal-server.sh, or unset it`);
   }
   const timings_ms: Record<string, number> = {};
   const namespace = opts.namespace ?? 'default';
@@ -229,10 +259,12 @@ export async function startTemporalServer(opts: TemporalServerOptions): Promise<
   fs.mkdirSync(root, { recursive: true });
 
   let t = Date.now();
-  const certs = opts.certs ?? (() => {
-    const ca = createTestCa(path.join(root, 'certs'), 'temporal test CA');
-    return { ca, server: ca.server('localhost'), client: ca.client('video-api') };
-  })();
+  const certs =
+    opts.certs ??
+    (() => {
+      const ca = createTestCa(path.join(root, 'certs'), 'temporal test CA');
+      return { ca, server: ca.server('localhost'), client: ca.client('video-api') };
+    })();
   timings_ms['certificates'] = Date.now() - t;
 
   t = Date.now();
@@ -254,10 +286,25 @@ export async function startTemporalServer(opts: TemporalServerOptions): Promise<
   };
   const configDir = path.join(root, 'config');
   fs.mkdirSync(configDir, { recursive: true });
-  fs.writeFileSync(path.join(configDir, 'production.yaml'), stringify(serverConfig({ postgres, databasePrefix, ports, certs, ...(opts.authorization ? { authorization: opts.authorization } : {}) })));
+  fs.writeFileSync(
+    path.join(configDir, 'production.yaml'),
+    stringify(
+      serverConfig({ postgres, databasePrefix, ports, certs, ...(opts.authorization ? { authorization: opts.authorization } : {}) }),
+    ),
+  );
   const address = `127.0.0.1:${ports.frontend}`;
   const logFile = path.join(root, 'temporal-server.log');
-  const args = ['--root', root, '--config', 'config', '--env', 'production', ...(opts.authorization ? [] : ['--allow-no-auth']), 'start', ...SERVER_SERVICES.flatMap((s) => ['--service', s])];
+  const args = [
+    '--root',
+    root,
+    '--config',
+    'config',
+    '--env',
+    'production',
+    ...(opts.authorization ? [] : ['--allow-no-auth']),
+    'start',
+    ...SERVER_SERVICES.flatMap((s) => ['--service', s]),
+  ];
 
   let child: ChildProcess | null = null;
   let exited: string | null = null;
@@ -286,7 +333,9 @@ export async function startTemporalServer(opts: TemporalServerOptions): Promise<
       }
       if (Date.now() > deadline) {
         c.kill('SIGKILL');
-        throw new Error(`temporal-server did not serve on ${address} within ${STARTUP_TIMEOUT_MS / 1000} s: ${fs.readFileSync(logFile, 'utf8').slice(-3000)}`);
+        throw new Error(
+          `temporal-server did not serve on ${address} within ${STARTUP_TIMEOUT_MS / 1000} s: ${fs.readFileSync(logFile, 'utf8').slice(-3000)}`,
+        );
       }
       await new Promise((r) => setTimeout(r, 200));
     }
@@ -295,7 +344,18 @@ export async function startTemporalServer(opts: TemporalServerOptions): Promise<
   await spawnServer();
   timings_ms['server'] = Date.now() - t;
 
-  const cliArgs = ['--address', address, '--tls-ca-path', certs.ca.certPath, '--tls-cert-path', certs.client.certPath, '--tls-key-path', certs.client.keyPath, '--tls-server-name', 'localhost'];
+  const cliArgs = [
+    '--address',
+    address,
+    '--tls-ca-path',
+    certs.ca.certPath,
+    '--tls-cert-path',
+    certs.client.certPath,
+    '--tls-key-path',
+    certs.client.keyPath,
+    '--tls-server-name',
+    'localhost',
+  ];
   const clientEnv: Record<string, string> = {
     TEMPORAL_ADDRESS: address,
     TEMPORAL_NAMESPACE: namespace,
@@ -362,10 +422,14 @@ export async function registerNamespace(cliArgs: string[], namespace: string, ex
         await temporal('operator', 'search-attribute', 'create', '--namespace', namespace, '--name', sa.name, '--type', 'Keyword');
         break;
       } catch (err) {
-        const listed = await temporal('operator', 'search-attribute', 'list', '--namespace', namespace).then((r) => r.stdout, () => '');
+        const listed = await temporal('operator', 'search-attribute', 'list', '--namespace', namespace).then(
+          (r) => r.stdout,
+          () => '',
+        );
         if (listed.includes(sa.name)) break;
         // A namespace just created is unknown to the frontend until its namespace cache refreshes.
-        if (Date.now() > deadline) throw new Error(`cannot register search attribute ${sa.name}: ${(err as { stderr?: string }).stderr ?? err}`);
+        if (Date.now() > deadline)
+          throw new Error(`cannot register search attribute ${sa.name}: ${(err as { stderr?: string }).stderr ?? err}`);
         await new Promise((r) => setTimeout(r, 500));
       }
     }

@@ -133,9 +133,15 @@ export async function http<T = any>(
 
 /** Creates a workspace with credits and an API key through the admin API. */
 export async function newCustomer(stack: Pick<Stack, 'baseUrl'>, credits_in_euro: number, models?: string[]) {
-  const ws = await http(stack.baseUrl, 'POST', '/admin/v1/workspaces', { token: ADMIN_TOKEN, json: { name: `ws-${randomUUID().slice(0, 8)}`, credits_in_euro } });
+  const ws = await http(stack.baseUrl, 'POST', '/admin/v1/workspaces', {
+    token: ADMIN_TOKEN,
+    json: { name: `ws-${randomUUID().slice(0, 8)}`, credits_in_euro },
+  });
   assert.equal(ws.status, 201, JSON.stringify(ws.body));
-  const key = await http(stack.baseUrl, 'POST', `/admin/v1/workspaces/${ws.body.id}/api-keys`, { token: ADMIN_TOKEN, json: models ? { models } : {} });
+  const key = await http(stack.baseUrl, 'POST', `/admin/v1/workspaces/${ws.body.id}/api-keys`, {
+    token: ADMIN_TOKEN,
+    json: models ? { models } : {},
+  });
   assert.equal(key.status, 201, JSON.stringify(key.body));
   return { workspaceId: ws.body.id as string, key: key.body.key as string };
 }

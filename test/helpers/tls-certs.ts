@@ -37,7 +37,11 @@ function openssl(args: string[], cwd: string): void {
 }
 
 /** ASN.1 GeneralizedTime for openssl ca's -startdate/-enddate: YYYYMMDDHHMMSSZ. */
-const asn1Time = (d: Date) => d.toISOString().replace(/[-:T]/g, '').replace(/\.\d+Z$/, 'Z');
+const asn1Time = (d: Date) =>
+  d
+    .toISOString()
+    .replace(/[-:T]/g, '')
+    .replace(/\.\d+Z$/, 'Z');
 
 /** A new CA (EC P-256 keys, ten years) in `dir` (made if needed); `name` is its common name. */
 export function createTestCa(dir: string, name = 'video-api test CA'): TestCa {
@@ -46,7 +50,24 @@ export function createTestCa(dir: string, name = 'video-api test CA'): TestCa {
   const caCert = path.join(dir, 'ca.crt');
   openssl(['ecparam', '-name', 'prime256v1', '-genkey', '-noout', '-out', caKey], dir);
   openssl(
-    ['req', '-x509', '-new', '-key', caKey, '-sha256', '-days', '3650', '-subj', `/CN=${name}`, '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign', '-out', caCert],
+    [
+      'req',
+      '-x509',
+      '-new',
+      '-key',
+      caKey,
+      '-sha256',
+      '-days',
+      '3650',
+      '-subj',
+      `/CN=${name}`,
+      '-addext',
+      'basicConstraints=critical,CA:TRUE',
+      '-addext',
+      'keyUsage=critical,keyCertSign,cRLSign',
+      '-out',
+      caCert,
+    ],
     dir,
   );
   let serial = 1;
@@ -74,7 +95,28 @@ export function createTestCa(dir: string, name = 'video-api test CA'): TestCa {
     openssl(['req', '-new', '-key', keyPath, '-subj', `/CN=${cn}`, '-out', csr], dir);
     const days = opts.days ?? 365;
     if (days > 0) {
-      openssl(['x509', '-req', '-in', csr, '-CA', caCert, '-CAkey', caKey, '-set_serial', String(serial++), '-days', String(days), '-sha256', '-extfile', ext, '-out', certPath], dir);
+      openssl(
+        [
+          'x509',
+          '-req',
+          '-in',
+          csr,
+          '-CA',
+          caCert,
+          '-CAkey',
+          caKey,
+          '-set_serial',
+          String(serial++),
+          '-days',
+          String(days),
+          '-sha256',
+          '-extfile',
+          ext,
+          '-out',
+          certPath,
+        ],
+        dir,
+      );
     } else {
       // Already expired: valid from two days before its end, which lies `-days` days in the past.
       const end = new Date(Date.now() + (days - 1) * 86_400_000);
@@ -103,7 +145,27 @@ export function createTestCa(dir: string, name = 'video-api test CA'): TestCa {
         ].join('\n') + '\n',
       );
       openssl(
-        ['ca', '-batch', '-config', conf, '-cert', caCert, '-keyfile', caKey, '-in', csr, '-out', certPath, '-notext', '-extfile', ext, '-startdate', asn1Time(start), '-enddate', asn1Time(end)],
+        [
+          'ca',
+          '-batch',
+          '-config',
+          conf,
+          '-cert',
+          caCert,
+          '-keyfile',
+          caKey,
+          '-in',
+          csr,
+          '-out',
+          certPath,
+          '-notext',
+          '-extfile',
+          ext,
+          '-startdate',
+          asn1Time(start),
+          '-enddate',
+          asn1Time(end),
+        ],
         dir,
       );
     }

@@ -20,7 +20,11 @@ export function goToolsMissing(envVariables: readonly string[], tools: string): 
 }
 
 /** Runs a tool; its exit status and what it printed (stdout, and stdout with stderr), never throwing. */
-export function runTool(file: string, args: string[], opts: { input?: string; cwd?: string; env?: NodeJS.ProcessEnv } = {}): { status: number; output: string; stdout: string } {
+export function runTool(
+  file: string,
+  args: string[],
+  opts: { input?: string; cwd?: string; env?: NodeJS.ProcessEnv } = {},
+): { status: number; output: string; stdout: string } {
   const r = spawnSync(file, args, { encoding: 'utf8', input: opts.input, cwd: opts.cwd, env: opts.env, maxBuffer: 64 << 20 });
   if (r.error) throw r.error;
   return { status: r.status ?? 1, output: `${r.stdout}${r.stderr}`, stdout: r.stdout };

@@ -49,7 +49,10 @@ export async function startReceiver(opts: { script?: Reply[]; fallback?: Reply; 
     waitFor(n, timeout_ms = 30_000) {
       if (received.length >= n) return Promise.resolve(received.slice());
       return new Promise((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error(`receiver got ${received.length} of ${n} requests in ${timeout_ms} ms`)), timeout_ms);
+        const timer = setTimeout(
+          () => reject(new Error(`receiver got ${received.length} of ${n} requests in ${timeout_ms} ms`)),
+          timeout_ms,
+        );
         waiters.push({
           n,
           resolve: () => {

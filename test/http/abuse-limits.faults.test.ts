@@ -22,7 +22,7 @@ import { stack, create, scratchDatabase, chargeOf, useAbuseStack } from './abuse
 
 useAbuseStack();
 
-describe('database errors that are the server\'s state', () => {
+describe("database errors that are the server's state", () => {
   test('statement timeout, lock timeout and read-only errors (57014, 55P03, 25006) are a dependency unavailable (503), not a 500', async () => {
     const codes: Record<string, string> = {};
     const collect = async (fn: () => Promise<unknown>) => {
@@ -84,7 +84,9 @@ describe('storage retention', () => {
     const cancel = await api(stack.baseUrl, 'POST', `/v2/videos/generations/${cancelled.body.id}/cancel`, { token: c.key });
     assert.equal(cancel.status, 200, JSON.stringify(cancel.body));
     await storage().put(videoOutputKey(cancelled.body.id, 0), Buffer.from('late copy'));
-    await stack.db.query("UPDATE video_jobs SET completed_at = now() - interval '1 hour' WHERE id = ANY($1::uuid[])", [[created.body.id, cancelled.body.id]]);
+    await stack.db.query("UPDATE video_jobs SET completed_at = now() - interval '1 hour' WHERE id = ANY($1::uuid[])", [
+      [created.body.id, cancelled.body.id],
+    ]);
     const report = await reconcile();
     assert.ok(report.orphan_files_deleted >= 2, JSON.stringify(report));
     assert.equal(await storage().open(videoOutputKey(created.body.id, 1)), null);
@@ -98,9 +100,17 @@ describe('storage retention', () => {
   test('speech audio is kept for replays only for SPEECH_AUDIO_RETENTION_MS; a replay after that answers 410', async () => {
     const c = await newCustomer(stack, 1);
     const headers = { 'idempotency-key': `speech-${randomUUID()}` };
-    const first = await api(stack.baseUrl, 'POST', '/v2/audio/speech', { token: c.key, json: { input: 'hello there', voice: 'sim-narrator' }, headers });
+    const first = await api(stack.baseUrl, 'POST', '/v2/audio/speech', {
+      token: c.key,
+      json: { input: 'hello there', voice: 'sim-narrator' },
+      headers,
+    });
     assert.equal(first.status, 200);
-    const replay = await api(stack.baseUrl, 'POST', '/v2/audio/speech', { token: c.key, json: { input: 'hello there', voice: 'sim-narrator' }, headers });
+    const replay = await api(stack.baseUrl, 'POST', '/v2/audio/speech', {
+      token: c.key,
+      json: { input: 'hello there', voice: 'sim-narrator' },
+      headers,
+    });
     assert.equal(replay.status, 200);
     const row = await stack.db.query('SELECT id, audio_storage_key FROM speech_requests WHERE workspace_id = $1', [c.workspaceId]);
     const key = row.rows[0].audio_storage_key as string;
@@ -109,7 +119,11 @@ describe('storage retention', () => {
     const report = await reconcile();
     assert.ok(report.speech_audio_expired >= 1, JSON.stringify(report));
     assert.equal(await storage().open(key), null, 'the audio is deleted');
-    const late = await api(stack.baseUrl, 'POST', '/v2/audio/speech', { token: c.key, json: { input: 'hello there', voice: 'sim-narrator' }, headers });
+    const late = await api(stack.baseUrl, 'POST', '/v2/audio/speech', {
+      token: c.key,
+      json: { input: 'hello there', voice: 'sim-narrator' },
+      headers,
+    });
     assert.equal(late.status, 410, JSON.stringify(late.body));
     assert.equal(late.body.error.code, 'speech_no_longer_available');
     await assertAuditHolds(stack);
@@ -140,7 +154,14 @@ describe('no network call under the workspace lock', () => {
       };
       const settling = settleVideoJob(
         db,
-        { jobId: charge.jobId, outcome: 'succeeded', delivered: 1, videos: [{ storage_key: 'videos/x/0.mp4', content_type: 'video/mp4', bytes: 10 }], error: null, completed_at_ms: Date.now() },
+        {
+          jobId: charge.jobId,
+          outcome: 'succeeded',
+          delivered: 1,
+          videos: [{ storage_key: 'videos/x/0.mp4', content_type: 'video/mp4', bytes: 10 }],
+          error: null,
+          completed_at_ms: Date.now(),
+        },
         { downloadUrls, baseUrl: 'https://api.example.com' },
       );
       for (let i = 0; !signing; i++) {
@@ -183,13 +204,24 @@ describe('the reconciler and the audit see every pending job', () => {
       for (let i = 0; i < count; i++) assert.equal((await chargeVideoJob(db, chargeOf(ws.id, 1_000))).ok, true);
       // Their workflows never existed: each is restarted as a recovery run, on a task queue no worker polls.
       const taskQueue = `nowhere-${randomUUID()}`;
-      const activities = createReconcilerActivities({ db, logger: createLogger('silent', 'test'), taskQueue, video: { pollIntervalMs: 100, pollIntervalMsMax: 300, jobTimeoutMs: 60_000 } });
-      const report = (await new MockActivityEnvironment(undefined, { client: stack.api.temporal }).run(activities.reconcileMoney)) as ReconcileReport;
+      const activities = createReconcilerActivities({
+        db,
+        logger: createLogger('silent', 'test'),
+        taskQueue,
+        video: { pollIntervalMs: 100, pollIntervalMsMax: 300, jobTimeoutMs: 60_000 },
+      });
+      const report = (await new MockActivityEnvironment(undefined, { client: stack.api.temporal }).run(
+        activities.reconcileMoney,
+      )) as ReconcileReport;
       assert.equal(report.pending_checked, count);
       assert.equal(report.jobs_restarted.length, count);
       const described = await stack.api.temporal.workflow.getHandle(`video-job-${report.jobs_restarted.at(-1)}`).describe();
       assert.equal(described.typedSearchAttributes.get(messages.WORKSPACE_ID_SA), ws.id);
-      for (const id of report.jobs_restarted) await stack.api.temporal.workflow.getHandle(`video-job-${id}`).terminate('test over').catch(() => {});
+      for (const id of report.jobs_restarted)
+        await stack.api.temporal.workflow
+          .getHandle(`video-job-${id}`)
+          .terminate('test over')
+          .catch(() => {});
     } finally {
       await db.end();
     }
@@ -208,7 +240,12 @@ describe('the reconciler and the audit see every pending job', () => {
       }
       const taskQueue = s.config.temporal.taskQueue;
       const reconcile = async (client = s.api.temporal) => {
-        const activities = createReconcilerActivities({ db: s.db, logger: createLogger('silent', 'test'), taskQueue, video: { pollIntervalMs: 100, pollIntervalMsMax: 300, jobTimeoutMs: 60_000 } });
+        const activities = createReconcilerActivities({
+          db: s.db,
+          logger: createLogger('silent', 'test'),
+          taskQueue,
+          video: { pollIntervalMs: 100, pollIntervalMsMax: 300, jobTimeoutMs: 60_000 },
+        });
         return (await new MockActivityEnvironment(undefined, { client }).run(activities.reconcileMoney)) as ReconcileReport;
       };
       const listed = async (want: (running: Set<string>) => boolean) => {
@@ -224,7 +261,13 @@ describe('the reconciler and the audit see every pending job', () => {
       assert.equal(quiet.jobs_looked_up, 0, 'running jobs are not looked up one by one');
       assert.deepEqual(quiet.jobs_restarted, []);
       // A visibility store that cannot list: the run goes on, looking up every pending job on its own.
-      const workflow = Object.create(s.api.temporal.workflow, { list: { value: () => { throw new Error('visibility is down'); } } });
+      const workflow = Object.create(s.api.temporal.workflow, {
+        list: {
+          value: () => {
+            throw new Error('visibility is down');
+          },
+        },
+      });
       const unlisted = await reconcile(Object.create(s.api.temporal, { workflow: { value: workflow } }));
       assert.equal(unlisted.jobs_looked_up, 3);
       assert.deepEqual(unlisted.jobs_restarted, [], 'each looked up, found running');
@@ -236,7 +279,8 @@ describe('the reconciler and the audit see every pending job', () => {
       assert.equal(resumed.jobs_looked_up, 1);
       assert.deepEqual(resumed.jobs_restarted, [ids[0]]);
 
-      for (const id of ids) assert.equal((await api(s.baseUrl, 'POST', `/v2/videos/generations/${id}/cancel`, { token: c.key })).status, 200);
+      for (const id of ids)
+        assert.equal((await api(s.baseUrl, 'POST', `/v2/videos/generations/${id}/cancel`, { token: c.key })).status, 200);
       for (const id of ids) assert.equal((await waitForJob(s, c.key, id)).status, 'failed');
       await assertAuditHolds(s);
     } finally {
@@ -254,12 +298,16 @@ describe('the reconciler and the audit see every pending job', () => {
            FROM generate_series(1, 2001) g`,
         [ws.id],
       );
-      const newest = (await db.query("SELECT id FROM video_jobs ORDER BY created_at DESC LIMIT 1")).rows[0].id as string;
+      const newest = (await db.query('SELECT id FROM video_jobs ORDER BY created_at DESC LIMIT 1')).rows[0].id as string;
       // Temporal as the audit sees it: every workflow running but the newest job's, which is gone.
-      const workflowStates = async (ids: string[]) => new Map<string, WorkflowState>(ids.map((id) => [id, id === newest ? 'not_found' : 'running']));
+      const workflowStates = async (ids: string[]) =>
+        new Map<string, WorkflowState>(ids.map((id) => [id, id === newest ? 'not_found' : 'running']));
       const report = await auditLedger(db, { workflowStates });
       assert.equal(report.pending_jobs_checked, 2001);
-      assert.deepEqual(report.unaccounted_jobs.map((j) => [j.job_id, j.reason]), [[newest, 'workflow_not_running']]);
+      assert.deepEqual(
+        report.unaccounted_jobs.map((j) => [j.job_id, j.reason]),
+        [[newest, 'workflow_not_running']],
+      );
       assert.equal(report.ok, false);
 
       const clean = await scratchDatabase();
@@ -271,7 +319,10 @@ describe('the reconciler and the audit see every pending job', () => {
         await clean.query('INSERT INTO topups (id, workspace_id, amount_micro_eur) VALUES ($1, $2, 5000)', [topup, w.id]);
         const t = await auditLedger(clean);
         assert.equal(t.ok, false);
-        assert.deepEqual(t.topup_mismatches.map((m) => m.topup_id), [topup]);
+        assert.deepEqual(
+          t.topup_mismatches.map((m) => m.topup_id),
+          [topup],
+        );
         await clean.query('DELETE FROM topups WHERE id = $1', [topup]);
         // A speech hold that outlived its request by an hour (the reconciler did not release it).
         const held = randomUUID();
@@ -283,7 +334,10 @@ describe('the reconciler and the audit see every pending job', () => {
         await clean.query('UPDATE workspaces SET held_micro_eur = held_micro_eur + 100 WHERE id = $1', [w.id]);
         const h = await auditLedger(clean);
         assert.equal(h.ok, false);
-        assert.deepEqual(h.stale_speech_holds.map((s) => s.speech_request_id), [held]);
+        assert.deepEqual(
+          h.stale_speech_holds.map((s) => s.speech_request_id),
+          [held],
+        );
       } finally {
         await clean.end();
       }

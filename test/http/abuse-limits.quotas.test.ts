@@ -94,17 +94,29 @@ describe('pending jobs per workspace', () => {
     const c = await newCustomer(stack, 1);
     const shown = await api(stack.baseUrl, 'GET', `/admin/v1/workspaces/${c.workspaceId}`, { token: ADMIN_TOKEN });
     assert.equal(shown.body.max_pending_jobs, null);
-    const set = await api(stack.baseUrl, 'POST', `/admin/v1/workspaces/${c.workspaceId}/limits`, { token: ADMIN_TOKEN, json: { max_pending_jobs: 3 } });
+    const set = await api(stack.baseUrl, 'POST', `/admin/v1/workspaces/${c.workspaceId}/limits`, {
+      token: ADMIN_TOKEN,
+      json: { max_pending_jobs: 3 },
+    });
     assert.equal(set.status, 200, JSON.stringify(set.body));
     assert.equal(set.body.max_pending_jobs, 3);
     for (const bad of [0, -1, 1.5, 'x']) {
-      const r = await api(stack.baseUrl, 'POST', `/admin/v1/workspaces/${c.workspaceId}/limits`, { token: ADMIN_TOKEN, json: { max_pending_jobs: bad } });
+      const r = await api(stack.baseUrl, 'POST', `/admin/v1/workspaces/${c.workspaceId}/limits`, {
+        token: ADMIN_TOKEN,
+        json: { max_pending_jobs: bad },
+      });
       assert.equal(r.status, 400, String(bad));
       assert.equal(r.body.error.param, 'max_pending_jobs');
     }
-    const reset = await api(stack.baseUrl, 'POST', `/admin/v1/workspaces/${c.workspaceId}/limits`, { token: ADMIN_TOKEN, json: { max_pending_jobs: null } });
+    const reset = await api(stack.baseUrl, 'POST', `/admin/v1/workspaces/${c.workspaceId}/limits`, {
+      token: ADMIN_TOKEN,
+      json: { max_pending_jobs: null },
+    });
     assert.equal(reset.body.max_pending_jobs, null);
-    const missing = await api(stack.baseUrl, 'POST', `/admin/v1/workspaces/${randomUUID()}/limits`, { token: ADMIN_TOKEN, json: { max_pending_jobs: 3 } });
+    const missing = await api(stack.baseUrl, 'POST', `/admin/v1/workspaces/${randomUUID()}/limits`, {
+      token: ADMIN_TOKEN,
+      json: { max_pending_jobs: 3 },
+    });
     assert.equal(missing.status, 404);
   });
 
@@ -128,7 +140,9 @@ describe('webhook deliveries are fair per workspace', () => {
   let sw: Stack;
   before(async () => {
     // Four delivery slots per worker, two per workspace.
-    sw = await startStack({ env: { WEBHOOK_MAX_CONCURRENT_ATTEMPTS: '4', WEBHOOK_MAX_CONCURRENT_ATTEMPTS_PER_WORKSPACE: '2', WEBHOOK_RETRY_INITIAL_MS: '60000' } });
+    sw = await startStack({
+      env: { WEBHOOK_MAX_CONCURRENT_ATTEMPTS: '4', WEBHOOK_MAX_CONCURRENT_ATTEMPTS_PER_WORKSPACE: '2', WEBHOOK_RETRY_INITIAL_MS: '60000' },
+    });
   });
   after(async () => {
     await sw.stop();
@@ -141,7 +155,12 @@ describe('webhook deliveries are fair per workspace', () => {
       const a = await newCustomer(sw, 10);
       const b = await newCustomer(sw, 10);
       // A: three endpoints that hang (one attempt at a time each); B: one that answers.
-      for (const [c, r] of [[a, dead], [a, dead], [a, dead], [b, alive]] as const) {
+      for (const [c, r] of [
+        [a, dead],
+        [a, dead],
+        [a, dead],
+        [b, alive],
+      ] as const) {
         const hook = await api(sw.baseUrl, 'POST', '/v2/webhooks', { token: c.key, json: { url: r.url } });
         assert.equal(hook.status, 201, JSON.stringify(hook.body));
       }
@@ -176,7 +195,10 @@ describe('webhook deliveries are fair per workspace', () => {
       const received = await alive.waitFor(4, 12_000);
       const last_ms = Math.max(...received.map((r) => r.at_ms));
       const first_done_ms = Math.min(...finished.map((j) => j.completed * 1000));
-      assert.ok(last_ms - first_done_ms < 8_000, `the healthy endpoint got its 4 events ${last_ms - first_done_ms} ms after the first job finished`);
+      assert.ok(
+        last_ms - first_done_ms < 8_000,
+        `the healthy endpoint got its 4 events ${last_ms - first_done_ms} ms after the first job finished`,
+      );
       await new Promise((r) => setTimeout(r, 500));
       assert.equal(dead.received.length, 1, 'the hanging endpoint holds one attempt at a time');
     } finally {

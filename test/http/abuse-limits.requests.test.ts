@@ -35,15 +35,22 @@ import { stack, sha256, create, withImage, inputsOf, useAbuseStack } from './abu
 useAbuseStack();
 
 describe('images of refused creates', () => {
-  test('a create its charge would refuse (no credit, the key\'s spend limit, the pending cap) writes nothing: no image, no workflow', async () => {
+  test("a create its charge would refuse (no credit, the key's spend limit, the pending cap) writes nothing: no image, no workflow", async () => {
     // Every row ever written to video_job_inputs, counted by a trigger of this file's database.
     await stack.db.query(`CREATE TABLE IF NOT EXISTS test_input_writes (workspace_id uuid NOT NULL)`);
     await stack.db.query(`CREATE OR REPLACE FUNCTION test_count_input_write() RETURNS trigger LANGUAGE plpgsql AS $$
       BEGIN INSERT INTO test_input_writes VALUES (NEW.workspace_id); RETURN NEW; END $$`);
     await stack.db.query('DROP TRIGGER IF EXISTS test_count_input_writes ON video_job_inputs');
-    await stack.db.query('CREATE TRIGGER test_count_input_writes AFTER INSERT ON video_job_inputs FOR EACH ROW EXECUTE FUNCTION test_count_input_write()');
-    const writes = async (workspaceId: string) => (await stack.db.query('SELECT count(*)::int AS n FROM test_input_writes WHERE workspace_id = $1', [workspaceId])).rows[0].n;
-    const large = { ...simJob(), image: imageField(pngOfSize(1_750_000), 'image/png'), lastFrame: imageField(pngOfSize(1_750_000), 'image/png') };
+    await stack.db.query(
+      'CREATE TRIGGER test_count_input_writes AFTER INSERT ON video_job_inputs FOR EACH ROW EXECUTE FUNCTION test_count_input_write()',
+    );
+    const writes = async (workspaceId: string) =>
+      (await stack.db.query('SELECT count(*)::int AS n FROM test_input_writes WHERE workspace_id = $1', [workspaceId])).rows[0].n;
+    const large = {
+      ...simJob(),
+      image: imageField(pngOfSize(1_750_000), 'image/png'),
+      lastFrame: imageField(pngOfSize(1_750_000), 'image/png'),
+    };
 
     const broke = await newCustomer(stack, 0);
     for (let i = 0; i < 12; i++) {
@@ -53,18 +60,31 @@ describe('images of refused creates', () => {
     }
     assert.equal(await writes(broke.workspaceId), 0, 'no image of a refused create was written');
     const refusedJob = jobIdForIdempotencyKey(broke.workspaceId, 'broke-1');
-    await assert.rejects(stack.api.temporal.workflow.getHandle(messages.videoJobWorkflowId(refusedJob)).describe(), /not found/i, 'no workflow was started');
+    await assert.rejects(
+      stack.api.temporal.workflow.getHandle(messages.videoJobWorkflowId(refusedJob)).describe(),
+      /not found/i,
+      'no workflow was started',
+    );
     // Refused for good, as the charge refuses a key: after a top-up the same key is still a 402.
-    await api(stack.baseUrl, 'POST', `/admin/v1/workspaces/${broke.workspaceId}/credits`, { token: ADMIN_TOKEN, json: { amount_in_euro: 5 } });
+    await api(stack.baseUrl, 'POST', `/admin/v1/workspaces/${broke.workspaceId}/credits`, {
+      token: ADMIN_TOKEN,
+      json: { amount_in_euro: 5 },
+    });
     assert.equal((await create(stack, broke.key, large, { 'idempotency-key': 'broke-1' })).status, 402);
     assert.equal(await writes(broke.workspaceId), 0);
 
     const limited = await newCustomer(stack, 5);
-    const key = await api(stack.baseUrl, 'POST', `/admin/v1/workspaces/${limited.workspaceId}/api-keys`, { token: ADMIN_TOKEN, json: { spend_limit_in_euro: 0.01 } });
+    const key = await api(stack.baseUrl, 'POST', `/admin/v1/workspaces/${limited.workspaceId}/api-keys`, {
+      token: ADMIN_TOKEN,
+      json: { spend_limit_in_euro: 0.01 },
+    });
     const over = await create(stack, key.body.key, large);
     assert.equal(over.status, 402);
     assert.equal(over.body.error.code, 'key_spend_limit_exceeded');
-    await api(stack.baseUrl, 'POST', `/admin/v1/workspaces/${limited.workspaceId}/limits`, { token: ADMIN_TOKEN, json: { max_pending_jobs: 1 } });
+    await api(stack.baseUrl, 'POST', `/admin/v1/workspaces/${limited.workspaceId}/limits`, {
+      token: ADMIN_TOKEN,
+      json: { max_pending_jobs: 1 },
+    });
     const pending = await create(stack, limited.key, simJob({ delay_ms: 3_000 }));
     assert.equal(pending.status, 202);
     const capped = await create(stack, limited.key, large);
@@ -124,7 +144,7 @@ describe('images of refused creates', () => {
     await assertAuditHolds(stack);
   });
 
-  test('an Idempotency-Key retried with other images after an earlier attempt left its own: the provider gets the accepted attempt\'s images', async () => {
+  test("an Idempotency-Key retried with other images after an earlier attempt left its own: the provider gets the accepted attempt's images", async () => {
     const c = await newCustomer(stack, 10);
     const key = `images-${randomUUID()}`;
     const jobId = jobIdForIdempotencyKey(c.workspaceId, key);
@@ -158,8 +178,15 @@ describe('images of refused creates', () => {
       [orphan, randomUUID(), c.workspaceId, pngImage()],
     );
     await stack.db.query("UPDATE video_job_inputs SET created_at = now() - interval '2 hours' WHERE job_id = $1", [accepted.body.id]);
-    const activities = createReconcilerActivities({ db: stack.db, logger: createLogger('silent', 'test'), taskQueue: `nowhere-${randomUUID()}`, video: { pollIntervalMs: 100, pollIntervalMsMax: 300, jobTimeoutMs: 60_000 } });
-    const report = (await new MockActivityEnvironment(undefined, { client: stack.api.temporal }).run(activities.reconcileMoney)) as ReconcileReport;
+    const activities = createReconcilerActivities({
+      db: stack.db,
+      logger: createLogger('silent', 'test'),
+      taskQueue: `nowhere-${randomUUID()}`,
+      video: { pollIntervalMs: 100, pollIntervalMsMax: 300, jobTimeoutMs: 60_000 },
+    });
+    const report = (await new MockActivityEnvironment(undefined, { client: stack.api.temporal }).run(
+      activities.reconcileMoney,
+    )) as ReconcileReport;
     assert.ok(report.orphan_inputs_deleted >= 1);
     assert.equal(await inputsOf(stack.db, { job_id: orphan }), 0);
     assert.equal(await inputsOf(stack.db, { job_id: accepted.body.id }), 1, "the accepted job's images stay");
@@ -178,14 +205,18 @@ describe('large and compressed bodies', () => {
     return req;
   }
   /** A JSON body of ~200 KiB (a large image) gzip-compressed to a few KiB. */
-  const gzipped = () => zlib.gzipSync(JSON.stringify({ ...simJob(), image: imageField(Buffer.concat([pngImage(), Buffer.alloc(150_000)]), 'image/png') }));
+  const gzipped = () =>
+    zlib.gzipSync(JSON.stringify({ ...simJob(), image: imageField(Buffer.concat([pngImage(), Buffer.alloc(150_000)]), 'image/png') }));
 
   test('one API key holds at most its share of the large-body slots, trickling or not: other tenants still get theirs', async () => {
     const hog = await newCustomer(stack, 10);
     const held = Array.from({ length: LARGE_BODIES_PER_KEY_MAX }, () => trickle(hog.key));
     try {
       await new Promise((r) => setTimeout(r, 300));
-      const more = await create(stack, hog.key, { ...simJob(), image: imageField(Buffer.concat([pngImage(), Buffer.alloc(100_000)]), 'image/png') });
+      const more = await create(stack, hog.key, {
+        ...simJob(),
+        image: imageField(Buffer.concat([pngImage(), Buffer.alloc(100_000)]), 'image/png'),
+      });
       assert.equal(more.status, 429, JSON.stringify(more.body));
       assert.equal(more.body.error.code, 'too_many_concurrent_uploads');
       assert.ok(Number(more.headers.get('retry-after')) >= 1);
@@ -197,7 +228,10 @@ describe('large and compressed bodies', () => {
       });
       assert.equal(compressed.status, 429, JSON.stringify(compressed.body));
       const other = await newCustomer(stack, 10);
-      const fine = await create(stack, other.key, { ...simJob(), image: imageField(Buffer.concat([pngImage(), Buffer.alloc(100_000)]), 'image/png') });
+      const fine = await create(stack, other.key, {
+        ...simJob(),
+        image: imageField(Buffer.concat([pngImage(), Buffer.alloc(100_000)]), 'image/png'),
+      });
       assert.equal(fine.status, 202, JSON.stringify(fine.body));
       await waitForJob(stack, other.key, fine.body.id);
     } finally {
@@ -206,7 +240,9 @@ describe('large and compressed bodies', () => {
   });
 
   test('a small gzip body that inflates past the small-body limit takes a large-body slot (busy: 503), never parsed for free', async () => {
-    const keys = await Promise.all(Array.from({ length: VIDEO_CREATE_CONCURRENT_LARGE_BODIES_MAX / LARGE_BODIES_PER_KEY_MAX }, () => newCustomer(stack, 1)));
+    const keys = await Promise.all(
+      Array.from({ length: VIDEO_CREATE_CONCURRENT_LARGE_BODIES_MAX / LARGE_BODIES_PER_KEY_MAX }, () => newCustomer(stack, 1)),
+    );
     const held = keys.flatMap((c) => Array.from({ length: LARGE_BODIES_PER_KEY_MAX }, () => trickle(c.key)));
     try {
       await new Promise((r) => setTimeout(r, 300));
@@ -277,7 +313,12 @@ describe('a create retried right after a 503', () => {
     const mine = pngImage(64, 36, 2);
     const retry = create(s7, c.key, { ...simJob(), image: imageField(mine, 'image/png') }, { 'idempotency-key': key });
     await new Promise((r) => setTimeout(r, 300));
-    worker = await startWorker({ config: s7.config, db: s7.db, temporalAddress: infra().temporalAddress, logger: createLogger('silent', 'test') });
+    worker = await startWorker({
+      config: s7.config,
+      db: s7.db,
+      temporalAddress: infra().temporalAddress,
+      logger: createLogger('silent', 'test'),
+    });
     const second = await retry;
     assert.equal(second.status, 202, JSON.stringify(second.body));
     await waitForJob(s7, c.key, second.body.id);

@@ -74,7 +74,12 @@ before(async () => {
   api.route(renameThing, jsonBody, (input, _req, res) => {
     seen.push(input);
     // Typed from the contract: a number, a string, a string.
-    const answer: { limit: number; name: string; id: string; key: string | undefined } = { limit: input.query.limit, name: input.body.name, id: input.params.id, key: input.idempotencyKey };
+    const answer: { limit: number; name: string; id: string; key: string | undefined } = {
+      limit: input.query.limit,
+      name: input.body.name,
+      id: input.params.id,
+      key: input.idempotencyKey,
+    };
     res.json(answer);
   });
   const openAi = new ApiRouter();
@@ -83,7 +88,16 @@ before(async () => {
     res.json({ name: input.body.name });
   });
   const upload = multipartForm({
-    limits: { filesMax: 1, fileBytesMax: 1024, totalFileBytesMax: 1024, fieldsMax: 1, partsMax: 2, fieldBytesMax: 100, partNameBytesMax: 20, concurrentRequestsMax: 2 },
+    limits: {
+      filesMax: 1,
+      fileBytesMax: 1024,
+      totalFileBytesMax: 1024,
+      fieldsMax: 1,
+      partsMax: 2,
+      fieldBytesMax: 100,
+      partNameBytesMax: 20,
+      concurrentRequestsMax: 2,
+    },
     fileParts: ['file'],
     fieldParts: ['name'],
     fileType: { headBytes: 1, detect: async () => 'text', expected: 'a file' },
@@ -108,7 +122,11 @@ after(async () => {
 });
 
 async function post(path: string, body: unknown, headers: Record<string, string> = {}) {
-  const r = await fetch(`${baseUrl}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+  const r = await fetch(`${baseUrl}${path}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body: JSON.stringify(body),
+  });
   return { status: r.status, body: (await r.json()) as any };
 }
 
@@ -124,12 +142,48 @@ describe("a contract's schemas run before its handler", () => {
 
   const refusals: [string, string, unknown, Record<string, string>, { code: string; param: string | null; message: RegExp }][] = [
     ['a path parameter', '/v2/things/nope', { name: 'a' }, {}, { code: 'invalid_parameter', param: 'id', message: /^invalid id: / }],
-    ['a query parameter out of range', '/v2/things/thing_1?limit=0', { name: 'a' }, {}, { code: 'invalid_parameter', param: 'limit', message: /^invalid limit: / }],
-    ['an unknown query parameter', '/v2/things/thing_1?colour=red', { name: 'a' }, {}, { code: 'invalid_parameter', param: 'colour', message: /^unknown parameter: colour$/ }],
-    ['a missing body field', '/v2/things/thing_1', {}, {}, { code: 'missing_parameter', param: 'name', message: /^missing required parameter: name$/ }],
-    ['a blank body field', '/v2/things/thing_1', { name: '   ' }, {}, { code: 'invalid_parameter', param: 'name', message: /^invalid name: / }],
-    ['an unknown body field', '/v2/things/thing_1', { name: 'a', colour: 'red' }, {}, { code: 'invalid_parameter', param: 'colour', message: /^unknown parameter: colour$/ }],
-    ['an Idempotency-Key too long', '/v2/things/thing_1', { name: 'a' }, { 'idempotency-key': 'k'.repeat(300) }, { code: 'invalid_parameter', param: 'Idempotency-Key', message: /^invalid Idempotency-Key: / }],
+    [
+      'a query parameter out of range',
+      '/v2/things/thing_1?limit=0',
+      { name: 'a' },
+      {},
+      { code: 'invalid_parameter', param: 'limit', message: /^invalid limit: / },
+    ],
+    [
+      'an unknown query parameter',
+      '/v2/things/thing_1?colour=red',
+      { name: 'a' },
+      {},
+      { code: 'invalid_parameter', param: 'colour', message: /^unknown parameter: colour$/ },
+    ],
+    [
+      'a missing body field',
+      '/v2/things/thing_1',
+      {},
+      {},
+      { code: 'missing_parameter', param: 'name', message: /^missing required parameter: name$/ },
+    ],
+    [
+      'a blank body field',
+      '/v2/things/thing_1',
+      { name: '   ' },
+      {},
+      { code: 'invalid_parameter', param: 'name', message: /^invalid name: / },
+    ],
+    [
+      'an unknown body field',
+      '/v2/things/thing_1',
+      { name: 'a', colour: 'red' },
+      {},
+      { code: 'invalid_parameter', param: 'colour', message: /^unknown parameter: colour$/ },
+    ],
+    [
+      'an Idempotency-Key too long',
+      '/v2/things/thing_1',
+      { name: 'a' },
+      { 'idempotency-key': 'k'.repeat(300) },
+      { code: 'invalid_parameter', param: 'Idempotency-Key', message: /^invalid Idempotency-Key: / },
+    ],
   ];
   for (const [what, path, body, headers, expected] of refusals) {
     test(`${what}: 400 naming it, the handler not run`, async () => {
@@ -180,14 +234,24 @@ describe('a multipart form: its parts validated after the parser, before the han
     seen.length = 0;
     const missing = await send(form({ name: 'ada' }));
     assert.equal(missing.status, 400);
-    assert.deepEqual(missing.body.error, { type: 'invalid_request_error', code: 'missing_parameter', message: 'missing required part: file', param: 'file' });
+    assert.deepEqual(missing.body.error, {
+      type: 'invalid_request_error',
+      code: 'missing_parameter',
+      message: 'missing required part: file',
+      param: 'file',
+    });
     const blank = await send(form({ name: '  ', file: new Blob(['x']) }));
     assert.equal(blank.status, 400);
     assert.equal(blank.body.error.code, 'invalid_parameter');
     assert.equal(blank.body.error.param, 'name');
     assert.match(blank.body.error.message, /^name /);
     const mode = await send(form({ name: 'ada', file: new Blob(['x']) }), '?mode=turbo');
-    assert.deepEqual(mode.body.error, { type: 'invalid_request_error', code: 'unsupported_mode', message: 'mode must be fast or slow', param: 'mode' });
+    assert.deepEqual(mode.body.error, {
+      type: 'invalid_request_error',
+      code: 'unsupported_mode',
+      message: 'mode must be fast or slow',
+      param: 'mode',
+    });
     assert.equal(seen.length, 0, 'the handler did not run');
   });
 });

@@ -36,14 +36,22 @@ before(async () => {
   const form = new FormData();
   form.append('name', 'agreement');
   form.append('file', new Blob([new Uint8Array(encodeWav(new Int16Array(8000), 8000))], { type: 'audio/wav' }), 'a.wav');
-  const voice = await fetch(`${stack.baseUrl}/v2/audio/voices`, { method: 'POST', headers: { authorization: `Bearer ${customer.key}` }, body: form });
+  const voice = await fetch(`${stack.baseUrl}/v2/audio/voices`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${customer.key}` },
+    body: form,
+  });
   assert.equal(voice.status, 200);
   voiceId = ((await voice.json()) as { voice_id: string }).voice_id;
   const consentForm = new FormData();
   consentForm.append('name', 'agreement');
   consentForm.append('language', 'en');
   consentForm.append('recording', new Blob([new Uint8Array(encodeWav(new Int16Array(8000), 8000))], { type: 'audio/wav' }), 'consent.wav');
-  const consent = await fetch(`${stack.baseUrl}/v1/audio/voice_consents`, { method: 'POST', headers: { authorization: `Bearer ${customer.key}` }, body: consentForm });
+  const consent = await fetch(`${stack.baseUrl}/v1/audio/voice_consents`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${customer.key}` },
+    body: consentForm,
+  });
   assert.equal(consent.status, 200);
   consentId = ((await consent.json()) as { id: string }).id;
 });
@@ -87,7 +95,9 @@ describe('request bodies: the document and the server agree', () => {
       ['NUL deep in parameters', { prompt: 'p', parameters: { k: [{ v: ['\u0000'] }] } }],
       ['control characters but no NUL in parameters', { prompt: 'p\u0007', parameters: { k: [{ v: ['\u0001'] }] } }],
     ];
-    for (const m of videoModels().filter((x) => videoBackendFor(x, { simulator: stack.config.simulator, vertex: stack.config.vertex !== null }))) {
+    for (const m of videoModels().filter((x) =>
+      videoBackendFor(x, { simulator: stack.config.simulator, vertex: stack.config.vertex !== null }),
+    )) {
       const base = { prompt: 'p', model: m.id, ...(m.accepts_parameters ? { parameters: { simulate: { delay_ms: 0 } } } : {}) };
       for (const d of m.durations_seconds) cases.push([`${m.id} durationSeconds ${d}`, { ...base, durationSeconds: d }]);
       cases.push([`${m.id} durationSeconds 5`, { ...base, durationSeconds: 5 }]);
@@ -112,9 +122,24 @@ describe('request bodies: the document and the server agree', () => {
       cases.push([`${m.id} image and lastFrame`, { ...base, image: png, lastFrame: jpeg }]);
       cases.push([`${m.id} lastFrame alone`, { ...base, lastFrame: png }]);
       cases.push([`${m.id} image declared as another type`, { ...base, image: { ...png, mimeType: 'image/jpeg' } }]);
-      cases.push([`${m.id} image that is not an image`, { ...base, image: imageField(Buffer.from('GIF89a not what we take here'), 'image/png') }]);
-      cases.push([`${m.id} image with a broken signature`, { ...base, image: imageField(Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0b]), pngImage(8, 8).subarray(8)]), 'image/png') }]);
-      cases.push([`${m.id} JPEG whose marker byte is FF`, { ...base, image: imageField(Buffer.concat([Buffer.from([0xff, 0xd8, 0xff, 0xff]), jpegImage().subarray(4)]), 'image/jpeg') }]);
+      cases.push([
+        `${m.id} image that is not an image`,
+        { ...base, image: imageField(Buffer.from('GIF89a not what we take here'), 'image/png') },
+      ]);
+      cases.push([
+        `${m.id} image with a broken signature`,
+        {
+          ...base,
+          image: imageField(
+            Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0b]), pngImage(8, 8).subarray(8)]),
+            'image/png',
+          ),
+        },
+      ]);
+      cases.push([
+        `${m.id} JPEG whose marker byte is FF`,
+        { ...base, image: imageField(Buffer.concat([Buffer.from([0xff, 0xd8, 0xff, 0xff]), jpegImage().subarray(4)]), 'image/jpeg') },
+      ]);
       cases.push([`${m.id} image not base64`, { ...base, image: { bytesBase64Encoded: 'iVBORw0KGgo%%%', mimeType: 'image/png' } }]);
       cases.push([`${m.id} generateAudio false`, { ...base, generateAudio: false }]);
       cases.push([`${m.id} negativePrompt`, { ...base, negativePrompt: 'blur' }]);
@@ -122,14 +147,22 @@ describe('request bodies: the document and the server agree', () => {
     }
     for (const alias of videoModelAliases()) cases.push([`retired ${alias.id}`, { prompt: 'p', model: alias.id }]);
     // The simulator's parameters.simulate: videos at most n (whose default is 1).
-    const sim = (simulate: unknown, extra: object = {}) => ({ prompt: 'p', model: 'sim-video-1', parameters: { simulate: { delay_ms: 0, ...(simulate as object) } }, ...extra });
+    const sim = (simulate: unknown, extra: object = {}) => ({
+      prompt: 'p',
+      model: 'sim-video-1',
+      parameters: { simulate: { delay_ms: 0, ...(simulate as object) } },
+      ...extra,
+    });
     cases.push(['simulate videos = n', sim({ videos: 3 }, { n: 3 })]);
     cases.push(['simulate videos > n', sim({ videos: 3 }, { n: 2 })]);
     cases.push(['simulate videos > default n', sim({ videos: 2 })]);
     cases.push(['simulate unknown outcome', sim({ outcome: 'explode' })]);
     cases.push(['simulate unknown field', sim({ colour: 'red' })]);
     cases.push(['simulate message at the limit in astral characters', sim({ outcome: 'fail', message: emoji(500) })]);
-    cases.push(['other parameters beside simulate', { prompt: 'p', model: 'sim-video-1', parameters: { simulate: { delay_ms: 0 }, style: 'noir' } }]);
+    cases.push([
+      'other parameters beside simulate',
+      { prompt: 'p', model: 'sim-video-1', parameters: { simulate: { delay_ms: 0 }, style: 'noir' } },
+    ]);
     cases.push(['a model that ignores parameters', { prompt: 'p', model: 'veo-3.0-fast-generate-001', parameters: { anything: [1, 2] } }]);
     await agree('post', '/v2/videos/generations', customer.key, cases);
   });
@@ -171,19 +204,37 @@ describe('request bodies: the document and the server agree', () => {
       ['credits over 1000000', { name: 'w', credits_in_euro: 1_000_000.01 }],
       ['negative credits', { name: 'w', credits_in_euro: -1 }],
     ]);
-    const ws = await http(stack.baseUrl, 'POST', '/admin/v1/workspaces', { token: ADMIN_TOKEN, json: { name: 'rounding', credits_in_euro: 0.1234567 } });
+    const ws = await http(stack.baseUrl, 'POST', '/admin/v1/workspaces', {
+      token: ADMIN_TOKEN,
+      json: { name: 'rounding', credits_in_euro: 0.1234567 },
+    });
     assert.equal(ws.body.balance_in_euro, 0.123457, 'rounded to the nearest micro-euro');
     const credits = bodyValidator('post', '/admin/v1/workspaces/{id}/credits');
-    for (const [amount, ok] of [[0.000001, true], [0.0000001, false], [0, false], [0.1, true], [2.0000004, true], [1_000_001, false]] as const) {
+    for (const [amount, ok] of [
+      [0.000001, true],
+      [0.0000001, false],
+      [0, false],
+      [0.1, true],
+      [2.0000004, true],
+      [1_000_001, false],
+    ] as const) {
       assert.equal(credits({ amount_in_euro: amount }), ok, `schema, amount ${amount}`);
-      const r = await http(stack.baseUrl, 'POST', `/admin/v1/workspaces/${ws.body.id}/credits`, { token: ADMIN_TOKEN, json: { amount_in_euro: amount } });
+      const r = await http(stack.baseUrl, 'POST', `/admin/v1/workspaces/${ws.body.id}/credits`, {
+        token: ADMIN_TOKEN,
+        json: { amount_in_euro: amount },
+      });
       assert.equal(r.status, ok ? 200 : 400, `server, amount ${amount}: ${JSON.stringify(r.body)}`);
     }
     const after = await http(stack.baseUrl, 'GET', `/admin/v1/workspaces/${ws.body.id}`, { token: ADMIN_TOKEN });
     assert.equal(after.body.balance_in_euro, 2.223458, '0.123457 + 0.000001 + 0.1 + 2.0');
     const keys = bodyValidator('post', '/admin/v1/workspaces/{id}/api-keys');
     const allIds = [...videoModels(), ...speechModels()].map((m) => m.id);
-    for (const [body, ok] of [[{}, true], [{ models: allIds }, true], [{ models: ['no-such-model'] }, false], [{ models: [] }, false]] as const) {
+    for (const [body, ok] of [
+      [{}, true],
+      [{ models: allIds }, true],
+      [{ models: ['no-such-model'] }, false],
+      [{ models: [] }, false],
+    ] as const) {
       assert.equal(keys(body), ok, `schema, ${JSON.stringify(body)}`);
       const r = await http(stack.baseUrl, 'POST', `/admin/v1/workspaces/${ws.body.id}/api-keys`, { token: ADMIN_TOKEN, json: body });
       assert.equal(r.status, ok ? 201 : 400, `server, ${JSON.stringify(body)}: ${JSON.stringify(r.body)}`);
@@ -206,7 +257,10 @@ describe('examples', () => {
         const token = path.startsWith('/admin/') ? ADMIN_TOKEN : customer.key;
         const id = path.startsWith('/v1/audio/voice_consents/') ? consentId : ws.body.id;
         const r = await http(stack.baseUrl, method.toUpperCase(), path.replace('{id}', id), { token, json: media.example });
-        assert.ok(r.status >= 200 && r.status < 300, `${method.toUpperCase()} ${path}: ${r.status} ${JSON.stringify(r.body).slice(0, 300)}`);
+        assert.ok(
+          r.status >= 200 && r.status < 300,
+          `${method.toUpperCase()} ${path}: ${r.status} ${JSON.stringify(r.body).slice(0, 300)}`,
+        );
       }
     }
     assert.equal(seen, 10);
@@ -214,14 +268,22 @@ describe('examples', () => {
 });
 
 /** A raw request (fetch refuses TRACE). */
-function raw(method: string, path: string, token: string | null): Promise<{ status: number; headers: nodeHttp.IncomingHttpHeaders; body: string }> {
+function raw(
+  method: string,
+  path: string,
+  token: string | null,
+): Promise<{ status: number; headers: nodeHttp.IncomingHttpHeaders; body: string }> {
   return new Promise((resolve, reject) => {
-    const req = nodeHttp.request(`${stack.baseUrl}${path}`, { method, headers: token ? { authorization: `Bearer ${token}` } : {} }, (res) => {
-      let body = '';
-      res.setEncoding('utf8');
-      res.on('data', (d) => (body += d));
-      res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body }));
-    });
+    const req = nodeHttp.request(
+      `${stack.baseUrl}${path}`,
+      { method, headers: token ? { authorization: `Bearer ${token}` } : {} },
+      (res) => {
+        let body = '';
+        res.setEncoding('utf8');
+        res.on('data', (d) => (body += d));
+        res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body }));
+      },
+    );
     req.on('error', reject);
     req.end();
   });
@@ -241,7 +303,7 @@ describe('undeclared methods on known paths', () => {
     assert.equal((await raw('TRACE', '/v2/no-such-path', customer.key)).status, 404, 'an unknown path stays a 404');
   });
 
-  test('TRACE and PUT on /v1 paths: 405, Allow, in OpenAI\'s error shape; an unknown /v1 path stays a 404', async () => {
+  test("TRACE and PUT on /v1 paths: 405, Allow, in OpenAI's error shape; an unknown /v1 path stays a 404", async () => {
     for (const [method, path, allow] of [
       ['TRACE', '/v1/videos', 'GET, HEAD, OPTIONS, POST'],
       ['PUT', '/v1/videos/00000000-0000-0000-0000-000000000000', 'DELETE, GET, HEAD, OPTIONS'],
@@ -278,7 +340,12 @@ describe('answers the document describes', () => {
     const res = await fetch(`${stack.baseUrl}/v2/audio/speech`, {
       method: 'POST',
       headers: { authorization: `Bearer ${customer.key}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ input: 'Events, each described. '.repeat(3), voice: 'sim-bright', response_format: 'mp3', stream_format: 'sse' }),
+      body: JSON.stringify({
+        input: 'Events, each described. '.repeat(3),
+        voice: 'sim-bright',
+        response_format: 'mp3',
+        stream_format: 'sse',
+      }),
     });
     assert.equal(res.status, 200);
     // Parsed as the HTML standard's event stream parses it: no `event` field is the event "message".

@@ -59,9 +59,28 @@ describe('document structure (OpenAPI 3.1)', () => {
     assert.ok(Object.keys(doc.paths).length > 0);
     for (const p of Object.keys(doc.paths)) assert.ok(p.startsWith('/'), p);
     assert.ok(Object.keys(doc.components.schemas).length > 0);
-    assert.deepEqual(doc.components.securitySchemes.ApiKeyAuth, { ...doc.components.securitySchemes.ApiKeyAuth, type: 'http', scheme: 'bearer' });
-    assert.deepEqual(doc.components.securitySchemes.AdminToken, { ...doc.components.securitySchemes.AdminToken, type: 'http', scheme: 'bearer' });
-    const allowedRoot = ['openapi', 'info', 'jsonSchemaDialect', 'servers', 'paths', 'webhooks', 'components', 'security', 'tags', 'externalDocs'];
+    assert.deepEqual(doc.components.securitySchemes.ApiKeyAuth, {
+      ...doc.components.securitySchemes.ApiKeyAuth,
+      type: 'http',
+      scheme: 'bearer',
+    });
+    assert.deepEqual(doc.components.securitySchemes.AdminToken, {
+      ...doc.components.securitySchemes.AdminToken,
+      type: 'http',
+      scheme: 'bearer',
+    });
+    const allowedRoot = [
+      'openapi',
+      'info',
+      'jsonSchemaDialect',
+      'servers',
+      'paths',
+      'webhooks',
+      'components',
+      'security',
+      'tags',
+      'externalDocs',
+    ];
     for (const k of Object.keys(doc)) assert.ok(allowedRoot.includes(k) || k.startsWith('x-'), `unknown root field ${k}`);
   });
 
@@ -84,7 +103,10 @@ describe('document structure (OpenAPI 3.1)', () => {
       ids.add(op.operationId);
       assert.equal(typeof op.summary, 'string', where);
       for (const t of op.tags) assert.ok(tags.has(t), `${where}: undeclared tag ${t}`);
-      assert.ok(Object.keys(op.responses).some((s) => /^2\d\d$/.test(s)), `${where}: no 2xx response`);
+      assert.ok(
+        Object.keys(op.responses).some((s) => /^2\d\d$/.test(s)),
+        `${where}: no 2xx response`,
+      );
       for (const s of Object.keys(op.responses)) assert.match(s, /^([1-5]\d\d|[1-5]XX|default)$/, where);
       for (const resp of Object.values(op.responses) as Json[]) assert.equal(typeof deref(resp).description, 'string', where);
       const params = (op.parameters ?? []).map(deref);
@@ -96,7 +118,8 @@ describe('document structure (OpenAPI 3.1)', () => {
       const inPath = params.filter((p: Json) => p.in === 'path');
       assert.deepEqual(inPath.map((p: Json) => p.name).sort(), templated.sort(), `${where}: path parameters`);
       for (const p of inPath) assert.equal(p.required, true, `${where}: path parameter ${p.name} must be required`);
-      for (const req of op.security ?? []) for (const name of Object.keys(req)) assert.ok(doc.components.securitySchemes[name], `${where}: ${name}`);
+      for (const req of op.security ?? [])
+        for (const name of Object.keys(req)) assert.ok(doc.components.securitySchemes[name], `${where}: ${name}`);
     }
   });
 
@@ -112,8 +135,16 @@ describe('document structure (OpenAPI 3.1)', () => {
     }
     const file = doc.paths['/v2/files/{key}'].get;
     const query = file.parameters.map(deref).filter((p: Json) => p.in === 'query');
-    assert.deepEqual(query.map((p: Json) => [p.name, p.required]).sort(), [['expires', true], ['signature', true]]);
-    assert.deepEqual(Object.keys(file.responses).filter((s) => s !== 'default').sort(), ['200', '403', '404']);
+    assert.deepEqual(query.map((p: Json) => [p.name, p.required]).sort(), [
+      ['expires', true],
+      ['signature', true],
+    ]);
+    assert.deepEqual(
+      Object.keys(file.responses)
+        .filter((s) => s !== 'default')
+        .sort(),
+      ['200', '403', '404'],
+    );
   });
 
   test("every error answer is its surface's one error shape (OpenAI's under /v1); 429 documents Retry-After", () => {
@@ -126,7 +157,11 @@ describe('document structure (OpenAPI 3.1)', () => {
         if (path === '/readyz' && status === '503') continue; // {"ok": false}, not an error
         const resp = deref(resp0);
         assert.deepEqual(Object.keys(resp.content ?? {}), ['application/json'], `${method.toUpperCase()} ${path} ${status}`);
-        assert.equal(resp.content['application/json'].schema?.$ref, `#/components/schemas/${component}`, `${method.toUpperCase()} ${path} ${status}`);
+        assert.equal(
+          resp.content['application/json'].schema?.$ref,
+          `#/components/schemas/${component}`,
+          `${method.toUpperCase()} ${path} ${status}`,
+        );
         if (status === '429') assert.ok(resp.headers?.['Retry-After'], `${method.toUpperCase()} ${path} 429 without Retry-After`);
         if (component === 'OpenAiErrorResponse') v1Errors++;
       }
@@ -170,8 +205,13 @@ describe('document structure (OpenAPI 3.1)', () => {
   test('speech answers the audio of each response_format, or server-sent events', () => {
     for (const path of ['/v2/audio/speech', '/v1/audio/speech']) {
       const ok = doc.paths[path].post.responses['200'];
-      assert.deepEqual(Object.keys(ok.content).sort(), ['audio/aac', 'audio/flac', 'audio/mpeg', 'audio/ogg', 'audio/pcm', 'audio/wav', 'text/event-stream'], path);
-      for (const s of [400, 401, 402, 403, 404, 409, 413, 415, 429, 503]) assert.ok(doc.paths[path].post.responses[String(s)], `${path}: no ${s}`);
+      assert.deepEqual(
+        Object.keys(ok.content).sort(),
+        ['audio/aac', 'audio/flac', 'audio/mpeg', 'audio/ogg', 'audio/pcm', 'audio/wav', 'text/event-stream'],
+        path,
+      );
+      for (const s of [400, 401, 402, 403, 404, 409, 413, 415, 429, 503])
+        assert.ok(doc.paths[path].post.responses[String(s)], `${path}: no ${s}`);
     }
   });
 
@@ -291,7 +331,16 @@ describe('the document covers exactly the routes the app registers', () => {
   function registeredRoutes(): { method: string; path: string | RegExp; layer: RouteLayer }[] {
     // Construction only captures its dependencies; `files` set: /v2/files is mounted with local storage;
     // `storage` and `voiceConsents` set: /v1 is mounted, with its voice routes.
-    const deps = { adminToken: 'x'.repeat(32), rateLimitPerMinute: 60, simulator: true, voiceProvider: 'simulator', files: {}, storage: {}, voiceConsents: {}, ffmpeg: {} } as unknown as AppDeps;
+    const deps = {
+      adminToken: 'x'.repeat(32),
+      rateLimitPerMinute: 60,
+      simulator: true,
+      voiceProvider: 'simulator',
+      files: {},
+      storage: {},
+      voiceConsents: {},
+      ffmpeg: {},
+    } as unknown as AppDeps;
     const app = createApp(deps) as unknown as { router: { stack: RouteLayer[] } };
     const out: { method: string; path: string | RegExp; layer: RouteLayer }[] = [];
     const walk = (stack: RouteLayer[]) => {
@@ -309,12 +358,19 @@ describe('the document covers exactly the routes the app registers', () => {
     const routes = registeredRoutes();
     const v1 = routes.filter((r) => typeof r.path === 'string' && r.path.startsWith('/v1/'));
     assert.ok(v1.length > V1_NOT_OFFERED.length, `the /v1 routes are mounted: ${v1.map((r) => `${r.method} ${r.path}`).join(', ')}`);
-    for (const route of V1_NOT_OFFERED) assert.ok(v1.some((r) => `${r.method} ${r.path}` === route), `${route} is not registered`);
+    for (const route of V1_NOT_OFFERED)
+      assert.ok(
+        v1.some((r) => `${r.method} ${r.path}` === route),
+        `${route} is not registered`,
+      );
     // Path patterns (RegExp routes, e.g. /v2/files/...) are always in scope.
     const inScope = routes.filter(
       (r) =>
         typeof r.path !== 'string' ||
-        ((r.path.startsWith('/v2/') || r.path.startsWith('/v1/') || r.path.startsWith('/admin/') || ['/healthz', '/livez', '/readyz', '/docs'].includes(r.path)) &&
+        ((r.path.startsWith('/v2/') ||
+          r.path.startsWith('/v1/') ||
+          r.path.startsWith('/admin/') ||
+          ['/healthz', '/livez', '/readyz', '/docs'].includes(r.path)) &&
           !V1_NOT_OFFERED.includes(`${r.method} ${r.path}`)),
     );
     assert.equal(inScope.length, operations().length, `registered: ${inScope.map((r) => `${r.method} ${r.path}`).join(', ')}`);
@@ -324,7 +380,11 @@ describe('the document covers exactly the routes the app registers', () => {
         assert.ok(doc.paths[template]?.[r.method], `${r.method.toUpperCase()} ${r.path} is registered but not documented`);
       } else {
         const hits = operations().filter((o) => o.method === r.method && r.layer.match(instance(o.path)));
-        assert.equal(hits.length, 1, `${r.method.toUpperCase()} ${r.path} is registered; documented as: ${hits.map((h) => h.path).join(', ')}`);
+        assert.equal(
+          hits.length,
+          1,
+          `${r.method.toUpperCase()} ${r.path} is registered; documented as: ${hits.map((h) => h.path).join(', ')}`,
+        );
       }
     }
   });
@@ -355,10 +415,13 @@ describe('the document covers exactly the routes the app registers', () => {
     }
   });
 
-  test('each /v1 route left out of the document answers 400 unsupported_feature in OpenAI\'s error shape', async () => {
+  test("each /v1 route left out of the document answers 400 unsupported_feature in OpenAI's error shape", async () => {
     for (const route of V1_NOT_OFFERED) {
       const [method, path] = route.split(' ') as [string, string];
-      const r = await http(stack.baseUrl, method.toUpperCase(), path.replace(/:\w+/g, 'x'), { token: customer.key, ...(method === 'post' ? { json: {} } : {}) });
+      const r = await http(stack.baseUrl, method.toUpperCase(), path.replace(/:\w+/g, 'x'), {
+        token: customer.key,
+        ...(method === 'post' ? { json: {} } : {}),
+      });
       assert.equal(r.status, 400, `${route}: ${JSON.stringify(r.body)}`);
       assert.equal(r.body.error.code, 'unsupported_feature', route);
       assert.ok(OS.OpenAiErrorResponse.safeParse(r.body).success, `${route}: ${JSON.stringify(r.body)}`);

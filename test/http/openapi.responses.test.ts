@@ -63,7 +63,8 @@ describe('real responses parse with the documented schemas', () => {
   });
 
   test('models: lists and single models, video and speech', async () => {
-    for (const p of ['/v2/models', '/v2/models/all']) assertDocumented('get', p, await http(stack.baseUrl, 'GET', p, { token: customer.key }));
+    for (const p of ['/v2/models', '/v2/models/all'])
+      assertDocumented('get', p, await http(stack.baseUrl, 'GET', p, { token: customer.key }));
     for (const id of ['sim-video-1', 'veo-3.1-generate-001', 'veo-3.0-generate-001', 'sim-speech-1']) {
       const r = await http(stack.baseUrl, 'GET', `/v2/models/${id}`, { token: customer.key });
       assert.equal(r.status, 200);
@@ -75,14 +76,22 @@ describe('real responses parse with the documented schemas', () => {
     const fd = new FormData();
     fd.append('name', 'documented voice');
     fd.append('file', voiceSample(), 'sample.wav');
-    const res = await fetch(`${stack.baseUrl}/v2/audio/voices`, { method: 'POST', headers: { authorization: `Bearer ${customer.key}` }, body: fd });
+    const res = await fetch(`${stack.baseUrl}/v2/audio/voices`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${customer.key}` },
+      body: fd,
+    });
     const created: HttpResult = { status: res.status, headers: res.headers, body: await res.json() };
     assert.equal(created.status, 200, JSON.stringify(created.body));
     assertDocumented('post', '/v2/audio/voices', created);
     const voice = created.body;
 
     assertDocumented('get', '/v2/audio/voices', await http(stack.baseUrl, 'GET', '/v2/audio/voices', { token: customer.key }));
-    assertDocumented('get', '/v2/audio/voices/{id}', await http(stack.baseUrl, 'GET', `/v2/audio/voices/${voice.id}`, { token: customer.key }));
+    assertDocumented(
+      'get',
+      '/v2/audio/voices/{id}',
+      await http(stack.baseUrl, 'GET', `/v2/audio/voices/${voice.id}`, { token: customer.key }),
+    );
 
     const documentedHeaders = Object.keys(doc.paths['/v2/audio/speech'].post.responses['200'].headers).map((h) => h.toLowerCase());
     for (const response_format of ['wav', 'pcm']) {
@@ -94,12 +103,17 @@ describe('real responses parse with the documented schemas', () => {
       assert.equal(r.status, 200);
       documented('post', '/v2/audio/speech', 200, r.headers.get('content-type'));
       assert.ok((await r.arrayBuffer()).byteLength > 0);
-      for (const h of r.headers.keys()) if (h.startsWith('x-') && h !== 'x-request-id') assert.ok(documentedHeaders.includes(h), `undocumented header ${h}`);
+      for (const h of r.headers.keys())
+        if (h.startsWith('x-') && h !== 'x-request-id') assert.ok(documentedHeaders.includes(h), `undocumented header ${h}`);
     }
 
     const deleted = await http(stack.baseUrl, 'DELETE', `/v2/audio/voices/${voice.id}`, { token: customer.key });
     assertDocumented('delete', '/v2/audio/voices/{id}', deleted);
-    assertDocumented('get', '/v2/audio/voices/{id}', await http(stack.baseUrl, 'GET', `/v2/audio/voices/${voice.id}`, { token: customer.key }));
+    assertDocumented(
+      'get',
+      '/v2/audio/voices/{id}',
+      await http(stack.baseUrl, 'GET', `/v2/audio/voices/${voice.id}`, { token: customer.key }),
+    );
   });
 
   test('errors: 400, 401, 402, 403, 404, 409, 413, 415 answer the documented error schema', async () => {
@@ -119,9 +133,24 @@ describe('real responses parse with the documented schemas', () => {
     check(await post({ ...simJob(), model: 'no-such-model' }));
     await post(simJob(), { headers: { 'Idempotency-Key': 'openapi-409' } });
     check(await post({ ...simJob(), n: 1 }, { headers: { 'Idempotency-Key': 'openapi-409' } }));
-    check(await post({ ...simJob(), image: { bytesBase64Encoded: pngOfSize(S.IMAGE_BYTES_MAX + 1).toString('base64'), mimeType: 'image/png' } }));
-    check(await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: customer.key, rawBody: 'x', headers: { 'content-type': 'text/plain' } }));
-    check(await http(stack.baseUrl, 'GET', `/v2/videos/generations/${SAMPLE_ID}`, { token: customer.key }), 'get', '/v2/videos/generations/{id}');
+    check(
+      await post({
+        ...simJob(),
+        image: { bytesBase64Encoded: pngOfSize(S.IMAGE_BYTES_MAX + 1).toString('base64'), mimeType: 'image/png' },
+      }),
+    );
+    check(
+      await http(stack.baseUrl, 'POST', '/v2/videos/generations', {
+        token: customer.key,
+        rawBody: 'x',
+        headers: { 'content-type': 'text/plain' },
+      }),
+    );
+    check(
+      await http(stack.baseUrl, 'GET', `/v2/videos/generations/${SAMPLE_ID}`, { token: customer.key }),
+      'get',
+      '/v2/videos/generations/{id}',
+    );
     check(await http(stack.baseUrl, 'GET', '/v2/models/nope', { token: customer.key }), 'get', '/v2/models/{id}');
     check(await http(stack.baseUrl, 'GET', '/admin/v1/ledger/audit', { token: customer.key }), 'get', '/admin/v1/ledger/audit');
     assert.deepEqual([...seen].sort(), [400, 401, 402, 403, 404, 409, 413, 415]);
@@ -129,7 +158,8 @@ describe('real responses parse with the documented schemas', () => {
 
   test('OpenAI-compatible (/v1): videos (JSON and multipart), content, list, delete, models, speech, consents, voices, errors', async () => {
     const c = await newCustomer(stack, 10);
-    const v1 = (method: string, p: string, json?: unknown) => http(stack.baseUrl, method, p, { token: c.key, ...(json !== undefined ? { json } : {}) });
+    const v1 = (method: string, p: string, json?: unknown) =>
+      http(stack.baseUrl, method, p, { token: c.key, ...(json !== undefined ? { json } : {}) });
     const auth = { authorization: `Bearer ${c.key}` };
     const answered = (status: number, r: HttpResult) => {
       assert.equal(r.status, status, JSON.stringify(r.body));
@@ -139,7 +169,12 @@ describe('real responses parse with the documented schemas', () => {
     const created = await v1('POST', '/v1/videos', { prompt: 'a lighthouse', model: 'sim-video-1', seconds: '4', size: '1280x720' });
     assert.equal(created.status, 200, JSON.stringify(created.body));
     assertDocumented('post', '/v1/videos', created);
-    const uploaded = await postForm('/v1/videos', c.key, { prompt: 'from a frame', model: 'sim-video-1', seconds: '4', input_reference: [new Blob([new Uint8Array(pngImage())], { type: 'image/png' }), 'frame.png'] });
+    const uploaded = await postForm('/v1/videos', c.key, {
+      prompt: 'from a frame',
+      model: 'sim-video-1',
+      seconds: '4',
+      input_reference: [new Blob([new Uint8Array(pngImage())], { type: 'image/png' }), 'frame.png'],
+    });
     assert.equal(uploaded.status, 200, JSON.stringify(uploaded.body));
     assertDocumented('post', '/v1/videos', uploaded);
     for (const id of [created.body.id, uploaded.body.id]) {
@@ -152,9 +187,15 @@ describe('real responses parse with the documented schemas', () => {
     assertDocumented('get', '/v1/videos', answered(400, await v1('GET', '/v1/videos?order=sideways')));
     const mp4 = await assertBinaryDocumented('get', '/v1/videos/{id}/content', `/v1/videos/${created.body.id}/content`, { headers: auth });
     assert.equal(mp4.subarray(4, 8).toString('latin1'), 'ftyp');
-    const jpeg = await assertBinaryDocumented('get', '/v1/videos/{id}/content', `/v1/videos/${created.body.id}/content?variant=thumbnail`, { headers: auth });
+    const jpeg = await assertBinaryDocumented('get', '/v1/videos/{id}/content', `/v1/videos/${created.body.id}/content?variant=thumbnail`, {
+      headers: auth,
+    });
     assert.deepEqual([...jpeg.subarray(0, 2)], [0xff, 0xd8]);
-    assertDocumented('get', '/v1/videos/{id}/content', answered(400, await v1('GET', `/v1/videos/${created.body.id}/content?variant=spritesheet`)));
+    assertDocumented(
+      'get',
+      '/v1/videos/{id}/content',
+      answered(400, await v1('GET', `/v1/videos/${created.body.id}/content?variant=spritesheet`)),
+    );
     assertDocumented('delete', '/v1/videos/{id}', await v1('DELETE', `/v1/videos/${created.body.id}`));
     assertDocumented('get', '/v1/videos/{id}', answered(404, await v1('GET', `/v1/videos/${created.body.id}`)));
 
@@ -163,28 +204,55 @@ describe('real responses parse with the documented schemas', () => {
 
     const speech = { model: 'sim-speech-1', voice: 'sim-narrator', input: 'Hello there.' };
     for (const extra of [{}, { response_format: 'opus' }, { response_format: 'pcm', stream_format: 'sse' }]) {
-      const init = { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ ...speech, ...extra }) };
+      const init = {
+        method: 'POST',
+        headers: { ...auth, 'content-type': 'application/json' },
+        body: JSON.stringify({ ...speech, ...extra }),
+      };
       assert.ok((await assertBinaryDocumented('post', '/v1/audio/speech', '/v1/audio/speech', init)).length > 0);
     }
     assertDocumented('post', '/v1/audio/speech', answered(404, await v1('POST', '/v1/audio/speech', { ...speech, voice: 'nobody' })));
 
-    const consent = await postForm('/v1/audio/voice_consents', c.key, { name: 'Ada', language: 'en-GB', recording: [voiceSample(), 'consent.wav'] });
+    const consent = await postForm('/v1/audio/voice_consents', c.key, {
+      name: 'Ada',
+      language: 'en-GB',
+      recording: [voiceSample(), 'consent.wav'],
+    });
     assert.equal(consent.status, 200, JSON.stringify(consent.body));
     assertDocumented('post', '/v1/audio/voice_consents', consent);
     assertDocumented('get', '/v1/audio/voice_consents', await v1('GET', '/v1/audio/voice_consents'));
     assertDocumented('get', '/v1/audio/voice_consents/{id}', await v1('GET', `/v1/audio/voice_consents/${consent.body.id}`));
-    assertDocumented('post', '/v1/audio/voice_consents/{id}', await v1('POST', `/v1/audio/voice_consents/${consent.body.id}`, { name: 'Ada Lovelace' }));
-    const voice = await postForm('/v1/audio/voices', c.key, { name: 'ada', consent: consent.body.id, audio_sample: [voiceSample(), 'sample.wav'] });
+    assertDocumented(
+      'post',
+      '/v1/audio/voice_consents/{id}',
+      await v1('POST', `/v1/audio/voice_consents/${consent.body.id}`, { name: 'Ada Lovelace' }),
+    );
+    const voice = await postForm('/v1/audio/voices', c.key, {
+      name: 'ada',
+      consent: consent.body.id,
+      audio_sample: [voiceSample(), 'sample.wav'],
+    });
     assert.equal(voice.status, 200, JSON.stringify(voice.body));
     assertDocumented('post', '/v1/audio/voices', voice);
-    assertDocumented('post', '/v1/audio/voices', answered(400, await postForm('/v1/audio/voices', c.key, { name: 'ada', audio_sample: [voiceSample(), 'sample.wav'] })));
+    assertDocumented(
+      'post',
+      '/v1/audio/voices',
+      answered(400, await postForm('/v1/audio/voices', c.key, { name: 'ada', audio_sample: [voiceSample(), 'sample.wav'] })),
+    );
     assertDocumented('delete', '/v1/audio/voices/{id}', await v1('DELETE', `/v1/audio/voices/${voice.body.id}`));
     assertDocumented('delete', '/v1/audio/voices/{id}', answered(404, await v1('DELETE', `/v1/audio/voices/${voice.body.id}`)));
     assertDocumented('delete', '/v1/audio/voice_consents/{id}', await v1('DELETE', `/v1/audio/voice_consents/${consent.body.id}`));
 
     assertDocumented('get', '/v1/videos', answered(401, await http(stack.baseUrl, 'GET', '/v1/videos', { token: 'vva_sk_nope' })));
     const poor = await newCustomer(stack, 0);
-    assertDocumented('post', '/v1/videos', answered(402, await http(stack.baseUrl, 'POST', '/v1/videos', { token: poor.key, json: { prompt: 'x', model: 'sim-video-1', seconds: '4' } })));
+    assertDocumented(
+      'post',
+      '/v1/videos',
+      answered(
+        402,
+        await http(stack.baseUrl, 'POST', '/v1/videos', { token: poor.key, json: { prompt: 'x', model: 'sim-video-1', seconds: '4' } }),
+      ),
+    );
   });
 
   test('admin API, health and readiness', async () => {
@@ -194,7 +262,11 @@ describe('real responses parse with the documented schemas', () => {
     assert.equal(ws.status, 201);
     assertDocumented('post', '/admin/v1/workspaces', ws);
     assertDocumented('get', '/admin/v1/workspaces/{id}', await admin('GET', `/admin/v1/workspaces/${ws.body.id}`));
-    assertDocumented('post', '/admin/v1/workspaces/{id}/credits', await admin('POST', `/admin/v1/workspaces/${ws.body.id}/credits`, { amount_in_euro: 2 }, { 'Idempotency-Key': 'k1' }));
+    assertDocumented(
+      'post',
+      '/admin/v1/workspaces/{id}/credits',
+      await admin('POST', `/admin/v1/workspaces/${ws.body.id}/credits`, { amount_in_euro: 2 }, { 'Idempotency-Key': 'k1' }),
+    );
     for (const body of [{}, { models: ['sim-video-1'] }]) {
       const key = await admin('POST', `/admin/v1/workspaces/${ws.body.id}/api-keys`, body);
       assert.equal(key.status, 201);
@@ -217,7 +289,11 @@ describe('webhooks, balance, ledger and key revocation', () => {
       const created = await http(stack.baseUrl, 'POST', '/v2/webhooks', { token: c.key, json: { url: receiver.url } });
       assert.equal(created.status, 201);
       assertDocumented('post', '/v2/webhooks', created);
-      assertDocumented('post', '/v2/webhooks', await http(stack.baseUrl, 'POST', '/v2/webhooks', { token: c.key, json: { url: 'http://10.0.0.1/' } }));
+      assertDocumented(
+        'post',
+        '/v2/webhooks',
+        await http(stack.baseUrl, 'POST', '/v2/webhooks', { token: c.key, json: { url: 'http://10.0.0.1/' } }),
+      );
       assertDocumented('get', '/v2/webhooks', await http(stack.baseUrl, 'GET', '/v2/webhooks', { token: c.key }));
       assertDocumented('get', '/v2/webhooks/{id}', await http(stack.baseUrl, 'GET', `/v2/webhooks/${created.body.id}`, { token: c.key }));
 
@@ -229,7 +305,10 @@ describe('webhooks, balance, ledger and key revocation', () => {
       for (const type of ['video.generation.succeeded', 'video.generation.failed']) {
         const op = doc.webhooks[type].post;
         assert.equal(op.requestBody.content['application/json'].schema.$ref, '#/components/schemas/WebhookEvent');
-        assert.deepEqual(op.parameters.map((p: Json) => p.name), ['webhook-id', 'webhook-timestamp', 'webhook-signature']);
+        assert.deepEqual(
+          op.parameters.map((p: Json) => p.name),
+          ['webhook-id', 'webhook-timestamp', 'webhook-signature'],
+        );
         for (const p of op.parameters) assert.ok(event!.headers[p.name], `header ${p.name} sent`);
       }
       let list: HttpResult;
@@ -241,9 +320,21 @@ describe('webhooks, balance, ledger and key revocation', () => {
       }
       assert.equal(list.body.has_more, true);
       assertDocumented('get', '/v2/webhooks/{id}/deliveries', list);
-      assertDocumented('get', '/v2/webhooks/{id}/deliveries', await http(stack.baseUrl, 'GET', `/v2/webhooks/${created.body.id}/deliveries?limit=500`, { token: c.key }));
-      assertDocumented('delete', '/v2/webhooks/{id}', await http(stack.baseUrl, 'DELETE', `/v2/webhooks/${created.body.id}`, { token: c.key }));
-      assertDocumented('delete', '/v2/webhooks/{id}', await http(stack.baseUrl, 'DELETE', `/v2/webhooks/${created.body.id}`, { token: c.key }));
+      assertDocumented(
+        'get',
+        '/v2/webhooks/{id}/deliveries',
+        await http(stack.baseUrl, 'GET', `/v2/webhooks/${created.body.id}/deliveries?limit=500`, { token: c.key }),
+      );
+      assertDocumented(
+        'delete',
+        '/v2/webhooks/{id}',
+        await http(stack.baseUrl, 'DELETE', `/v2/webhooks/${created.body.id}`, { token: c.key }),
+      );
+      assertDocumented(
+        'delete',
+        '/v2/webhooks/{id}',
+        await http(stack.baseUrl, 'DELETE', `/v2/webhooks/${created.body.id}`, { token: c.key }),
+      );
     } finally {
       await receiver.close();
     }
@@ -257,8 +348,16 @@ describe('webhooks, balance, ledger and key revocation', () => {
     assertDocumented('get', '/v2/ledger', ledger);
     assertDocumented('get', '/v2/ledger', await http(stack.baseUrl, 'GET', '/v2/ledger?after=nope', { token: c.key }));
     const key = await http(stack.baseUrl, 'POST', `/admin/v1/workspaces/${c.workspaceId}/api-keys`, { token: ADMIN_TOKEN, json: {} });
-    assertDocumented('delete', '/admin/v1/api-keys/{id}', await http(stack.baseUrl, 'DELETE', `/admin/v1/api-keys/${key.body.id}`, { token: ADMIN_TOKEN }));
-    assertDocumented('delete', '/admin/v1/api-keys/{id}', await http(stack.baseUrl, 'DELETE', `/admin/v1/api-keys/${SAMPLE_ID}`, { token: ADMIN_TOKEN }));
+    assertDocumented(
+      'delete',
+      '/admin/v1/api-keys/{id}',
+      await http(stack.baseUrl, 'DELETE', `/admin/v1/api-keys/${key.body.id}`, { token: ADMIN_TOKEN }),
+    );
+    assertDocumented(
+      'delete',
+      '/admin/v1/api-keys/{id}',
+      await http(stack.baseUrl, 'DELETE', `/admin/v1/api-keys/${SAMPLE_ID}`, { token: ADMIN_TOKEN }),
+    );
   });
 });
 
@@ -278,7 +377,10 @@ describe('GET /docs', () => {
       const asset = await fetch(`${stack.baseUrl}/docs/${name}`);
       assert.equal(asset.status, 200, name);
       assert.equal(asset.headers.get('content-type'), type, name);
-      assert.ok(Buffer.from(await asset.arrayBuffer()).equals(fs.readFileSync(path.join(packageDir, name))), `${name} is the package's file`);
+      assert.ok(
+        Buffer.from(await asset.arrayBuffer()).equals(fs.readFileSync(path.join(packageDir, name))),
+        `${name} is the package's file`,
+      );
     }
     const init = await fetch(`${stack.baseUrl}/docs/init.js`);
     assert.match(init.headers.get('content-type') ?? '', /^text\/javascript/);

@@ -30,7 +30,16 @@ import { encodeWav } from '../../src/media/wav.js';
 import { http, newCustomer, startStack, type HttpResult, type Stack } from '../helpers/stack.js';
 
 /** The schemas of /v2 and of /v1, by their exports. */
-export const S = { ...SharedSchemas, ...VideoJobSchemas, ...ModelSchemas, ...VoiceSchemas, ...ServiceSchemas, ...AdminSchemas, ...AccountSchemas, ...WebhookSchemas };
+export const S = {
+  ...SharedSchemas,
+  ...VideoJobSchemas,
+  ...ModelSchemas,
+  ...VoiceSchemas,
+  ...ServiceSchemas,
+  ...AdminSchemas,
+  ...AccountSchemas,
+  ...WebhookSchemas,
+};
 export const OS = { ...SharedOpenAiSchemas, ...VideoJobOpenAiSchemas, ...ModelOpenAiSchemas, ...VoiceOpenAiSchemas };
 
 // ---------------------------------------------------------------------------------------------
@@ -54,7 +63,16 @@ export type PresentersMatchSchemas = [
   (x: ReturnType<typeof presentOpenAiVideo>) => z.infer<typeof OS.OpenAiVideo>,
   (x: ReturnType<typeof presentConsent>) => z.infer<typeof OS.VoiceConsent>,
 ];
-export const presentersMatchSchemas: PresentersMatchSchemas = [(x) => x, (x) => x, (x) => x, (x) => x, (x) => x, (x) => x, (x) => x, (x) => x];
+export const presentersMatchSchemas: PresentersMatchSchemas = [
+  (x) => x,
+  (x) => x,
+  (x) => x,
+  (x) => x,
+  (x) => x,
+  (x) => x,
+  (x) => x,
+  (x) => x,
+];
 
 // ---------------------------------------------------------------------------------------------
 
@@ -67,13 +85,23 @@ export const MULTIPART_FORMS = ['CreateVoiceForm', 'OpenAiCreateVideoForm', 'Cre
  * The /v1 routes of OpenAI's API this service does not offer: mounted only to answer 400
  * unsupported_feature (which the SDKs raise as BadRequestError), so not operations of the document.
  */
-export const V1_NOT_OFFERED = ['post /v1/videos/edits', 'post /v1/videos/extensions', 'post /v1/videos/characters', 'get /v1/videos/characters/:id', 'post /v1/videos/:id/remix'];
+export const V1_NOT_OFFERED = [
+  'post /v1/videos/edits',
+  'post /v1/videos/extensions',
+  'post /v1/videos/characters',
+  'get /v1/videos/characters/:id',
+  'post /v1/videos/:id/remix',
+];
 export const METHODS = ['get', 'put', 'post', 'patch', 'delete', 'head', 'options', 'trace'] as const;
 export const SAMPLE_ID = '00000000-0000-4000-8000-000000000000';
 
 export let stack: Stack;
 export let customer: { workspaceId: string; key: string };
-export const availability = () => ({ simulator: stack.config.simulator, vertex: stack.config.vertex !== null, voiceProvider: stack.config.voiceProvider });
+export const availability = () => ({
+  simulator: stack.config.simulator,
+  vertex: stack.config.vertex !== null,
+  voiceProvider: stack.config.voiceProvider,
+});
 export let doc: OpenApiDocument & Json;
 
 /** A JSON Schema without its root $schema (the document declares the dialect once). */
@@ -118,7 +146,9 @@ export function withoutDiscriminators(o: Json): Json {
 
 /** The request body components: those a request body of an operation refers to. */
 export function requestComponents(): string[] {
-  const refs = operations().flatMap(({ op }) => Object.values(op.requestBody?.content ?? {}).map((m: Json) => m.schema?.$ref as string | undefined));
+  const refs = operations().flatMap(({ op }) =>
+    Object.values(op.requestBody?.content ?? {}).map((m: Json) => m.schema?.$ref as string | undefined),
+  );
   return [...new Set(refs.filter((r) => r !== undefined).map((r) => r.split('/').pop()!))].sort();
 }
 
@@ -131,14 +161,22 @@ export function operations(): { path: string; method: string; op: Json }[] {
 export const instance = (template: string) => template.replace(/\{key\}/g, 'videos/x/0.mp4').replace(/\{[^}]+\}/g, SAMPLE_ID);
 
 /** The response schema documented for (method, path, status), as the zod schema of the same name. */
-export function documented(method: string, path: string, status: number, contentType: string | null): { name: string; schema: z.ZodType } | null {
+export function documented(
+  method: string,
+  path: string,
+  status: number,
+  contentType: string | null,
+): { name: string; schema: z.ZodType } | null {
   const op = doc.paths[path]?.[method];
   assert.ok(op, `${method.toUpperCase()} ${path} is not documented`);
   const resp = deref(op.responses[String(status)] ?? op.responses['default']);
   assert.ok(op.responses[String(status)] || status >= 500, `${method.toUpperCase()} ${path} answered ${status}, which is not documented`);
   const base = (contentType ?? '').split(';')[0]!.trim();
   const content = resp.content ?? {};
-  assert.ok(base in content, `${method.toUpperCase()} ${path} ${status} answered ${contentType}; documented: ${Object.keys(content).join(', ')}`);
+  assert.ok(
+    base in content,
+    `${method.toUpperCase()} ${path} ${status} answered ${contentType}; documented: ${Object.keys(content).join(', ')}`,
+  );
   const ref: string | undefined = content[base].schema?.$ref;
   if (!ref) return null;
   const name = ref.split('/').pop()!;
@@ -152,7 +190,10 @@ export function assertDocumented(method: string, path: string, r: HttpResult): v
   const d = documented(method, path, r.status, r.headers.get('content-type'));
   if (!d) return;
   const parsed = d.schema.safeParse(r.body);
-  assert.ok(parsed.success, `${method.toUpperCase()} ${path} ${r.status} does not match ${d.name}: ${JSON.stringify(parsed.error?.issues)}\n${JSON.stringify(r.body)}`);
+  assert.ok(
+    parsed.success,
+    `${method.toUpperCase()} ${path} ${r.status} does not match ${d.name}: ${JSON.stringify(parsed.error?.issues)}\n${JSON.stringify(r.body)}`,
+  );
 }
 
 /** Half a second of a 330 Hz tone, as a WAV file: what a voice upload takes. */

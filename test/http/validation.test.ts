@@ -24,7 +24,11 @@ function assertErrorShape(body: any, status: number, actual: number) {
 }
 
 async function create(json: unknown, opts: { token?: string; headers?: Record<string, string> } = {}) {
-  return http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: opts.token ?? customer.key, json, ...(opts.headers ? { headers: opts.headers } : {}) });
+  return http(stack.baseUrl, 'POST', '/v2/videos/generations', {
+    token: opts.token ?? customer.key,
+    json,
+    ...(opts.headers ? { headers: opts.headers } : {}),
+  });
 }
 
 describe('create video: 400 naming the parameter', () => {
@@ -92,7 +96,10 @@ describe('create video: malformed requests', () => {
     const r = await create({ ...simJob(), prompt: 'a cat\u0000' });
     assertErrorShape(r.body, 400, r.status);
     assert.equal(r.body.error.param, 'prompt');
-    const speech = await http(stack.baseUrl, 'POST', '/v2/audio/speech', { token: customer.key, json: { input: 'hi', voice: 'sim-narrator\u0000' } });
+    const speech = await http(stack.baseUrl, 'POST', '/v2/audio/speech', {
+      token: customer.key,
+      json: { input: 'hi', voice: 'sim-narrator\u0000' },
+    });
     assertErrorShape(speech.body, 400, speech.status);
     assert.equal(speech.body.error.param, 'voice');
     const ws = await http(stack.baseUrl, 'POST', '/admin/v1/workspaces', { token: ADMIN_TOKEN, json: { name: 'x\u0000' } });
@@ -130,7 +137,10 @@ describe('create video: malformed requests', () => {
     const r = await create({ prompt: 'p', parameters: { blob: 'x'.repeat(VIDEO_CREATE_BODY_BYTES_MAX) } });
     assertErrorShape(r.body, 413, r.status);
     assert.equal(r.body.error.code, 'request_too_large');
-    const speech = await http(stack.baseUrl, 'POST', '/v2/audio/speech', { token: customer.key, json: { input: 'x'.repeat(70 * 1024), voice: 'sim-narrator' } });
+    const speech = await http(stack.baseUrl, 'POST', '/v2/audio/speech', {
+      token: customer.key,
+      json: { input: 'x'.repeat(70 * 1024), voice: 'sim-narrator' },
+    });
     assertErrorShape(speech.body, 413, speech.status);
   });
 });
@@ -168,7 +178,10 @@ describe('authentication, permission, existence', () => {
     assert.equal(r.body.error.param, 'model');
     assert.equal(await balanceMicro(stack, limited.workspaceId), 10_000_000);
     const models = await http(stack.baseUrl, 'GET', '/v2/models', { token: limited.key });
-    assert.deepEqual(models.body.data.map((m: any) => m.id), ['veo-3.1-fast-generate-001']);
+    assert.deepEqual(
+      models.body.data.map((m: any) => m.id),
+      ['veo-3.1-fast-generate-001'],
+    );
   });
 
   test('an unknown model is 404 naming model', async () => {
@@ -256,12 +269,21 @@ describe('admin API', () => {
     const bad = await http(stack.baseUrl, 'POST', '/admin/v1/workspaces', { token: ADMIN_TOKEN, json: { name: '' } });
     assertErrorShape(bad.body, 400, bad.status);
     assert.equal(bad.body.error.param, 'name');
-    const neg = await http(stack.baseUrl, 'POST', `/admin/v1/workspaces/${customer.workspaceId}/credits`, { token: ADMIN_TOKEN, json: { amount_in_euro: -1 } });
+    const neg = await http(stack.baseUrl, 'POST', `/admin/v1/workspaces/${customer.workspaceId}/credits`, {
+      token: ADMIN_TOKEN,
+      json: { amount_in_euro: -1 },
+    });
     assertErrorShape(neg.body, 400, neg.status);
     assert.equal(neg.body.error.param, 'amount_in_euro');
-    const fractional = await http(stack.baseUrl, 'POST', `/admin/v1/workspaces/${customer.workspaceId}/credits`, { token: ADMIN_TOKEN, json: { amount_in_euro: 0.0000001 } });
+    const fractional = await http(stack.baseUrl, 'POST', `/admin/v1/workspaces/${customer.workspaceId}/credits`, {
+      token: ADMIN_TOKEN,
+      json: { amount_in_euro: 0.0000001 },
+    });
     assertErrorShape(fractional.body, 400, fractional.status);
-    const unknownModel = await http(stack.baseUrl, 'POST', `/admin/v1/workspaces/${customer.workspaceId}/api-keys`, { token: ADMIN_TOKEN, json: { models: ['nope'] } });
+    const unknownModel = await http(stack.baseUrl, 'POST', `/admin/v1/workspaces/${customer.workspaceId}/api-keys`, {
+      token: ADMIN_TOKEN,
+      json: { models: ['nope'] },
+    });
     assertErrorShape(unknownModel.body, 400, unknownModel.status);
     assert.equal(unknownModel.body.error.param, 'models.0');
     const missing = await http(stack.baseUrl, 'GET', '/admin/v1/workspaces/00000000-0000-4000-8000-000000000000', { token: ADMIN_TOKEN });
@@ -286,11 +308,22 @@ describe('admin API', () => {
   test('top-ups are exact and idempotent per Idempotency-Key', async () => {
     const c = await newCustomer(stack, 0);
     const headers = { 'Idempotency-Key': 'topup-1' };
-    const a = await http(stack.baseUrl, 'POST', `/admin/v1/workspaces/${c.workspaceId}/credits`, { token: ADMIN_TOKEN, json: { amount_in_euro: 0.1 }, headers });
-    const b = await http(stack.baseUrl, 'POST', `/admin/v1/workspaces/${c.workspaceId}/credits`, { token: ADMIN_TOKEN, json: { amount_in_euro: 0.1 }, headers });
+    const a = await http(stack.baseUrl, 'POST', `/admin/v1/workspaces/${c.workspaceId}/credits`, {
+      token: ADMIN_TOKEN,
+      json: { amount_in_euro: 0.1 },
+      headers,
+    });
+    const b = await http(stack.baseUrl, 'POST', `/admin/v1/workspaces/${c.workspaceId}/credits`, {
+      token: ADMIN_TOKEN,
+      json: { amount_in_euro: 0.1 },
+      headers,
+    });
     assert.equal(a.status, 200);
     assert.equal(b.body.topup_id, a.body.topup_id);
-    const c3 = await http(stack.baseUrl, 'POST', `/admin/v1/workspaces/${c.workspaceId}/credits`, { token: ADMIN_TOKEN, json: { amount_in_euro: 0.2 } });
+    const c3 = await http(stack.baseUrl, 'POST', `/admin/v1/workspaces/${c.workspaceId}/credits`, {
+      token: ADMIN_TOKEN,
+      json: { amount_in_euro: 0.2 },
+    });
     assert.equal(c3.body.balance_in_euro, 0.3); // exact: 100_000 + 200_000 micro-euros, no float drift
     assert.equal(await balanceMicro(stack, c.workspaceId), 300_000);
     await assertAuditHolds(stack);

@@ -39,7 +39,15 @@ describe('the built-in catalog', () => {
     assert.equal(defaultVideoModelId(), 'veo-3.1-fast-generate-001');
     assert.deepEqual(
       videoModels().map((m) => m.id),
-      ['veo-3.1-fast-generate-001', 'veo-3.1-generate-001', 'kling-v2.5-turbo-pro', 'seedance-1-pro', 'wan-2.5', 'hailuo-02-pro', 'sim-video-1'],
+      [
+        'veo-3.1-fast-generate-001',
+        'veo-3.1-generate-001',
+        'kling-v2.5-turbo-pro',
+        'seedance-1-pro',
+        'wan-2.5',
+        'hailuo-02-pro',
+        'sim-video-1',
+      ],
     );
     assert.deepEqual(
       videoModelAliases().map((a) => [a.id, a.replaced_by]),
@@ -75,11 +83,18 @@ describe('the built-in catalog', () => {
     assert.equal(estimateCostMicroEur(standard, { ...params, resolution: '1080p', n: 1 }), 8 * 600_000);
     assert.equal(estimateCostMicroEur(standard, { ...params, resolution: '1080p', n: 1 }, { generateAudio: false }), 8 * 350_000);
     // an alias is priced as its replacement
-    assert.equal(estimateCostMicroEur(findVideoModel('veo-3.0-generate-001')!, { ...params, n: 1 }), estimateCostMicroEur(standard, { ...params, n: 1 }));
+    assert.equal(
+      estimateCostMicroEur(findVideoModel('veo-3.0-generate-001')!, { ...params, n: 1 }),
+      estimateCostMicroEur(standard, { ...params, n: 1 }),
+    );
     const sim = findVideoModel('sim-video-1')!;
     assert.equal(estimateCostMicroEur(sim, { ...params, durationSeconds: 4 }), 400_000, 'sim-video-1 keeps its price with audio');
     assert.equal(estimateCostMicroEur(sim, { ...params, durationSeconds: 4 }, { generateAudio: false }), 320_000);
-    const silent: VideoModel = { ...sim, audio: { supported: false, default: false }, price_micro_eur_per_second: { with_audio: null, without_audio: { '720p': 1 } } };
+    const silent: VideoModel = {
+      ...sim,
+      audio: { supported: false, default: false },
+      price_micro_eur_per_second: { with_audio: null, without_audio: { '720p': 1 } },
+    };
     assert.equal(generatesAudio(silent), false);
     assert.throws(() => generatesAudio(silent, { generateAudio: true }), /has no audio/);
   });
@@ -104,7 +119,9 @@ describe('models on several backends', () => {
     assert.equal(providerModelIdFor('veo-3.0-generate-001', 'replicate'), 'google/veo-3.1', 'a retired id resolves to its replacement');
     assert.equal(providerModelIdFor('kling-v2.5-turbo-pro', 'vertex'), undefined);
     // every aggregator model makes one video per request and n up to 4 means up to 4 requests
-    for (const m of videoModels()) for (const b of m.backends) if (b.backend === 'fal' || b.backend === 'replicate') assert.equal(b.videos_per_request, 1, `${m.id} on ${b.backend}`);
+    for (const m of videoModels())
+      for (const b of m.backends)
+        if (b.backend === 'fal' || b.backend === 'replicate') assert.equal(b.videos_per_request, 1, `${m.id} on ${b.backend}`);
   });
 
   test('the backends serving a job: those configured, in order, serving its resolution; else the simulator when it is on', () => {
@@ -115,8 +132,16 @@ describe('models on several backends', () => {
     assert.deepEqual(videoBackendsFor(fast, { simulator: false }), []);
     assert.deepEqual(videoBackendsFor(fast, { simulator: true, vertex: true, fal: true, replicate: true }), ['vertex', 'fal', 'replicate']);
     assert.deepEqual(videoBackendsFor(fast, { simulator: true, replicate: true, fal: true }), ['fal', 'replicate']);
-    assert.deepEqual(videoBackendsFor(fast, { simulator: true, vertex: true, fal: true }, { resolution: '4k' }), ['vertex'], 'only Vertex AI serves 4k');
-    assert.deepEqual(videoBackendsFor(fast, { simulator: true, fal: true }, { resolution: '4k' }), [], 'configured, but none serves 4k: no stand-in');
+    assert.deepEqual(
+      videoBackendsFor(fast, { simulator: true, vertex: true, fal: true }, { resolution: '4k' }),
+      ['vertex'],
+      'only Vertex AI serves 4k',
+    );
+    assert.deepEqual(
+      videoBackendsFor(fast, { simulator: true, fal: true }, { resolution: '4k' }),
+      [],
+      'configured, but none serves 4k: no stand-in',
+    );
     assert.deepEqual(videoBackendsFor(kling, { simulator: false, vertex: true, replicate: true }), ['replicate']);
     assert.deepEqual(videoBackendsFor(kling, { simulator: true, vertex: true }), ['simulator']);
     assert.deepEqual(videoBackendsFor(sim, { simulator: true, vertex: true, fal: true }), ['simulator']);
@@ -162,30 +187,106 @@ describe('validation of a models file: one line per problem, naming the file and
     assert.fail('the file was accepted');
   };
   const cases: [string, (f: any) => void, RegExp][] = [
-    ['a resolution without a price', (f) => delete f.video_models[0].price_eur_per_second.without_audio['4k'], /^video_models\[0\]\.price_eur_per_second\.without_audio\.4k: required: 4k is one of the model's resolutions$/],
-    ['a price for a resolution the model does not offer', (f) => (f.video_models[SIM].price_eur_per_second.with_audio['4k'] = 1), new RegExp(`^video_models\\[${SIM}\\]\\.price_eur_per_second\\.with_audio\\.4k: 4k is not one of the model's resolutions$`)],
-    ['a price finer than a micro-euro', (f) => (f.video_models[1].price_eur_per_second.with_audio['720p'] = 0.1234567), /^video_models\[1\]\.price_eur_per_second\.with_audio\.720p: must have at most 6 decimals/],
-    ['a negative price', (f) => (f.video_models[1].price_eur_per_second.with_audio['720p'] = -1), /^video_models\[1\]\.price_eur_per_second\.with_audio\.720p: /],
+    [
+      'a resolution without a price',
+      (f) => delete f.video_models[0].price_eur_per_second.without_audio['4k'],
+      /^video_models\[0\]\.price_eur_per_second\.without_audio\.4k: required: 4k is one of the model's resolutions$/,
+    ],
+    [
+      'a price for a resolution the model does not offer',
+      (f) => (f.video_models[SIM].price_eur_per_second.with_audio['4k'] = 1),
+      new RegExp(`^video_models\\[${SIM}\\]\\.price_eur_per_second\\.with_audio\\.4k: 4k is not one of the model's resolutions$`),
+    ],
+    [
+      'a price finer than a micro-euro',
+      (f) => (f.video_models[1].price_eur_per_second.with_audio['720p'] = 0.1234567),
+      /^video_models\[1\]\.price_eur_per_second\.with_audio\.720p: must have at most 6 decimals/,
+    ],
+    [
+      'a negative price',
+      (f) => (f.video_models[1].price_eur_per_second.with_audio['720p'] = -1),
+      /^video_models\[1\]\.price_eur_per_second\.with_audio\.720p: /,
+    ],
     ['an unknown resolution', (f) => (f.video_models[0].resolutions[2] = '8k'), /^video_models\[0\]\.resolutions\[2\]: Invalid option/],
     ['a misspelt key', (f) => (f.video_models[0].max_samples = 4), /^video_models\[0\]: unknown key "max_samples"$/],
     ['a missing field', (f) => delete f.video_models[1].audio, /^video_models\[1\]\.audio: required$/],
     ['an alias of nothing', (f) => (f.aliases[0].replaced_by = 'veo-4'), /^aliases\[0\]\.replaced_by: "veo-4" is not one of video_models$/],
-    ['an unknown default model', (f) => (f.default_video_model = 'veo-3.0-fast-generate-001'), /^default_video_model: "veo-3\.0-fast-generate-001" is not one of video_models$/],
-    ['an id used twice', (f) => (f.aliases[1].id = 'sim-video-1'), new RegExp(`^aliases\\[1\\]\\.id: "sim-video-1" is already used by video_models\\[${SIM}\\]$`)],
-    ['a default outside the limits', (f) => (f.video_models[0].default_params.durationSeconds = 10), /^video_models\[0\]\.default_params\.durationSeconds: must be one of durations_seconds \(4, 6, 8\)$/],
-    ['a last frame without a first frame', (f) => (f.video_models[0].inputs.image = false), /^video_models\[0\]\.inputs\.last_frame: needs inputs\.image/],
-    ['audio prices for a model without audio', (f) => (f.video_models[SIM].audio.supported = false), new RegExp(`^video_models\\[${SIM}\\]\\.audio\\.default: must be false when audio\\.supported is false$`)],
-    ['no audio prices for a model with audio', (f) => delete f.video_models[0].price_eur_per_second.with_audio, /^video_models\[0\]\.price_eur_per_second\.with_audio: required/],
+    [
+      'an unknown default model',
+      (f) => (f.default_video_model = 'veo-3.0-fast-generate-001'),
+      /^default_video_model: "veo-3\.0-fast-generate-001" is not one of video_models$/,
+    ],
+    [
+      'an id used twice',
+      (f) => (f.aliases[1].id = 'sim-video-1'),
+      new RegExp(`^aliases\\[1\\]\\.id: "sim-video-1" is already used by video_models\\[${SIM}\\]$`),
+    ],
+    [
+      'a default outside the limits',
+      (f) => (f.video_models[0].default_params.durationSeconds = 10),
+      /^video_models\[0\]\.default_params\.durationSeconds: must be one of durations_seconds \(4, 6, 8\)$/,
+    ],
+    [
+      'a last frame without a first frame',
+      (f) => (f.video_models[0].inputs.image = false),
+      /^video_models\[0\]\.inputs\.last_frame: needs inputs\.image/,
+    ],
+    [
+      'audio prices for a model without audio',
+      (f) => (f.video_models[SIM].audio.supported = false),
+      new RegExp(`^video_models\\[${SIM}\\]\\.audio\\.default: must be false when audio\\.supported is false$`),
+    ],
+    [
+      'no audio prices for a model with audio',
+      (f) => delete f.video_models[0].price_eur_per_second.with_audio,
+      /^video_models\[0\]\.price_eur_per_second\.with_audio: required/,
+    ],
     ['an unknown speech provider', (f) => (f.speech_models[0].provider = 'acme'), /^speech_models\[0\]\.provider: Invalid option/],
-    ['a fal backend without an input map', (f) => delete f.video_models[2].backends[0].input, /^video_models\[2\]\.backends\[0\]\.input: required for fal: how the job's fields map/],
-    ['an input map that cannot send what the model offers', (f) => delete f.video_models[3].backends[1].input.last_frame, /^video_models\[3\]\.backends\[1\]\.input\.last_frame: required: inputs\.last_frame is true$/],
-    ['an input map for vertex', (f) => (f.video_models[0].backends[0].input = { prompt: 'prompt' }), /^video_models\[0\]\.backends\[0\]\.input: must be absent for vertex/],
-    ['a backend listed twice', (f) => (f.video_models[0].backends[2].backend = 'fal'), /^video_models\[0\]\.backends\[2\]\.backend: "fal" is listed twice$/],
-    ['a backend and a list of backends', (f) => (f.video_models[0].backend = 'vertex'), /^video_models\[0\]\.backend: must be absent when backends is given/],
-    ['neither a backend nor a list', (f) => delete f.video_models[SIM].backend, new RegExp(`^video_models\\[${SIM}\\]\\.backend: required \\(or give backends\\)$`)],
-    ['a backend resolution the model lacks', (f) => (f.video_models[2].backends[0].resolutions = ['720p']), /^video_models\[2\]\.backends\[0\]\.resolutions: 720p is not one of the model's resolutions$/],
-    ['an endpoint id that is not a path', (f) => (f.video_models[2].backends[0].provider_model_id = 'fal-ai/../admin'), /^video_models\[2\]\.backends\[0\]\.provider_model_id: must be path segments/],
-    ['an unknown backend', (f) => (f.video_models[2].backends[0].backend = 'runway'), /^video_models\[2\]\.backends\[0\]\.backend: Invalid option/],
+    [
+      'a fal backend without an input map',
+      (f) => delete f.video_models[2].backends[0].input,
+      /^video_models\[2\]\.backends\[0\]\.input: required for fal: how the job's fields map/,
+    ],
+    [
+      'an input map that cannot send what the model offers',
+      (f) => delete f.video_models[3].backends[1].input.last_frame,
+      /^video_models\[3\]\.backends\[1\]\.input\.last_frame: required: inputs\.last_frame is true$/,
+    ],
+    [
+      'an input map for vertex',
+      (f) => (f.video_models[0].backends[0].input = { prompt: 'prompt' }),
+      /^video_models\[0\]\.backends\[0\]\.input: must be absent for vertex/,
+    ],
+    [
+      'a backend listed twice',
+      (f) => (f.video_models[0].backends[2].backend = 'fal'),
+      /^video_models\[0\]\.backends\[2\]\.backend: "fal" is listed twice$/,
+    ],
+    [
+      'a backend and a list of backends',
+      (f) => (f.video_models[0].backend = 'vertex'),
+      /^video_models\[0\]\.backend: must be absent when backends is given/,
+    ],
+    [
+      'neither a backend nor a list',
+      (f) => delete f.video_models[SIM].backend,
+      new RegExp(`^video_models\\[${SIM}\\]\\.backend: required \\(or give backends\\)$`),
+    ],
+    [
+      'a backend resolution the model lacks',
+      (f) => (f.video_models[2].backends[0].resolutions = ['720p']),
+      /^video_models\[2\]\.backends\[0\]\.resolutions: 720p is not one of the model's resolutions$/,
+    ],
+    [
+      'an endpoint id that is not a path',
+      (f) => (f.video_models[2].backends[0].provider_model_id = 'fal-ai/../admin'),
+      /^video_models\[2\]\.backends\[0\]\.provider_model_id: must be path segments/,
+    ],
+    [
+      'an unknown backend',
+      (f) => (f.video_models[2].backends[0].backend = 'runway'),
+      /^video_models\[2\]\.backends\[0\]\.backend: Invalid option/,
+    ],
   ];
   for (const [name, mutate, expected] of cases) {
     test(name, () => {
@@ -193,7 +294,10 @@ describe('validation of a models file: one line per problem, naming the file and
       assert.ok(lines.length >= 1);
       for (const line of lines) assert.match(line, /^models file \/etc\/video-api\/models\.json: /, 'every line names the file');
       const messages = lines.map((l) => l.slice('models file /etc/video-api/models.json: '.length));
-      assert.ok(messages.some((m) => expected.test(m)), `expected ${expected} in:\n${lines.join('\n')}`);
+      assert.ok(
+        messages.some((m) => expected.test(m)),
+        `expected ${expected} in:\n${lines.join('\n')}`,
+      );
     });
   }
 
@@ -209,8 +313,15 @@ describe('validation of a models file: one line per problem, naming the file and
   });
 
   test('not YAML, not a file, too large', () => {
-    assert.throws(() => parseCatalog('video_models: [', 'bad.yaml'), (e: Error) => e instanceof ConfigError && /^models file bad\.yaml: not valid YAML or JSON: .*line 1/.test(e.message) && !e.message.includes('\n'));
-    assert.throws(() => readCatalogFile('/nonexistent/models.yaml'), { name: 'ConfigError', message: 'models file /nonexistent/models.yaml: cannot be read (no such file)' });
+    assert.throws(
+      () => parseCatalog('video_models: [', 'bad.yaml'),
+      (e: Error) =>
+        e instanceof ConfigError && /^models file bad\.yaml: not valid YAML or JSON: .*line 1/.test(e.message) && !e.message.includes('\n'),
+    );
+    assert.throws(() => readCatalogFile('/nonexistent/models.yaml'), {
+      name: 'ConfigError',
+      message: 'models file /nonexistent/models.yaml: cannot be read (no such file)',
+    });
     assert.throws(() => readCatalogFile(path.dirname(BUILT_IN_MODELS_FILE)), /not a file/);
   });
 
@@ -219,7 +330,13 @@ describe('validation of a models file: one line per problem, naming the file and
     const file = path.join(dir, 'models.yaml');
     fs.writeFileSync(file, fs.readFileSync(BUILT_IN_MODELS_FILE, 'utf8').replace('max_n: 4', 'max_n: 40'));
     const child = spawn(process.execPath, ['--import', 'tsx', 'src/api-main.ts'], {
-      env: { ...process.env, MODELS_FILE: file, DATABASE_URL: infra().databaseUrl, TEMPORAL_ADDRESS: infra().temporalAddress, LOG_LEVEL: 'silent' },
+      env: {
+        ...process.env,
+        MODELS_FILE: file,
+        DATABASE_URL: infra().databaseUrl,
+        TEMPORAL_ADDRESS: infra().temporalAddress,
+        LOG_LEVEL: 'silent',
+      },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let output = '';
@@ -292,12 +409,18 @@ describe("an operator's MODELS_FILE replaces the built-in catalog", () => {
 
   test('a job on its default model, and on its alias, validated and priced from it', async () => {
     const c = await newCustomer(stack, 10);
-    const created = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: { prompt: 'p', parameters: { simulate: { delay_ms: 100 } } } });
+    const created = await http(stack.baseUrl, 'POST', '/v2/videos/generations', {
+      token: c.key,
+      json: { prompt: 'p', parameters: { simulate: { delay_ms: 100 } } },
+    });
     assert.equal(created.status, 202, JSON.stringify(created.body));
     assert.equal(created.body.model, 'sim-basic-1');
     assert.deepEqual(created.body.params, { durationSeconds: 5, resolution: '1080p', aspectRatio: '9:16', n: 1 });
     assert.equal(created.body.estimated_cost_in_euro, 0.617285); // 0.123457 EUR/s x 5 s, exact
-    const aliased = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: { prompt: 'p', model: 'sim-basic-0', n: 2, parameters: { simulate: { delay_ms: 100, videos: 1 } } } });
+    const aliased = await http(stack.baseUrl, 'POST', '/v2/videos/generations', {
+      token: c.key,
+      json: { prompt: 'p', model: 'sim-basic-0', n: 2, parameters: { simulate: { delay_ms: 100, videos: 1 } } },
+    });
     assert.equal(aliased.status, 202, JSON.stringify(aliased.body));
     assert.equal(aliased.body.model, 'sim-basic-1');
     assert.equal((await waitForJob(stack, c.key, created.body.id)).status, 'succeeded');

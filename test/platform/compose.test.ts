@@ -30,21 +30,26 @@ const DOT_ENV: Record<string, string> = Object.fromEntries(
 
 /** Compose's ${VAR:-default} and ${VAR:?message} interpolation, with `dotEnv` set: its values, else the defaults. */
 function interpolate(v: unknown, dotEnv: Record<string, string> = DOT_ENV): string {
-  return String(v).replace(/\$\{([A-Z][A-Z0-9_]*)(?::-([^}]*)|:\?([^}]*))\}/g, (_m, name: string, fallback: string | undefined, required: string | undefined) => {
-    if (dotEnv[name] !== undefined) return dotEnv[name]!;
-    if (required !== undefined) throw new Error(`compose stops: ${required}`);
-    return fallback ?? '';
-  });
+  return String(v).replace(
+    /\$\{([A-Z][A-Z0-9_]*)(?::-([^}]*)|:\?([^}]*))\}/g,
+    (_m, name: string, fallback: string | undefined, required: string | undefined) => {
+      if (dotEnv[name] !== undefined) return dotEnv[name]!;
+      if (required !== undefined) throw new Error(`compose stops: ${required}`);
+      return fallback ?? '';
+    },
+  );
 }
 const envOf = (name: string, dotEnv: Record<string, string> = DOT_ENV): Record<string, string> =>
   Object.fromEntries(Object.entries(services[name].environment ?? {}).map(([k, v]) => [k, interpolate(v, dotEnv)]));
 
 test('the stack has every part, each image pinned', () => {
-  for (const name of ['postgres', 'temporal-schema', 'temporal', 'temporal-setup', 'temporal-ui', 'minio', 'minio-setup', 'api', 'worker']) assert.ok(services[name], `service ${name}`);
+  for (const name of ['postgres', 'temporal-schema', 'temporal', 'temporal-setup', 'temporal-ui', 'minio', 'minio-setup', 'api', 'worker'])
+    assert.ok(services[name], `service ${name}`);
   for (const [name, svc] of Object.entries(services)) {
     assert.ok(svc.image || svc.build, `${name} has an image`);
     // versions like 17.6, or MinIO's RELEASE.<timestamp> tags
-    if (svc.image && !svc.build && name !== 'worker') assert.match(svc.image, /:([0-9][\w.-]*|RELEASE\.\d{4}-\d\d-\d\dT[\d-]+Z)$/, `${name} image is pinned to a version`);
+    if (svc.image && !svc.build && name !== 'worker')
+      assert.match(svc.image, /:([0-9][\w.-]*|RELEASE\.\d{4}-\d\d-\d\dT[\d-]+Z)$/, `${name} image is pinned to a version`);
   }
   assert.match(services['temporal'].image, /:1\.29\./, 'the Temporal server matches the dev server (1.29)');
   assert.equal(services['worker'].image, services['api'].image, 'api and worker run the same image');
@@ -54,7 +59,8 @@ test('api and worker environments are variables the config reads, and load for p
   for (const name of ['api', 'worker']) {
     const env = envOf(name);
     for (const key of Object.keys(env)) assert.ok(ENV_VARS.includes(key), `${name}: ${key} is not read by src/config.ts`);
-    for (const [key, value] of Object.entries(env)) assert.doesNotMatch(value, /\$\{/, `${name}: ${key} has a default for every interpolation`);
+    for (const [key, value] of Object.entries(env))
+      assert.doesNotMatch(value, /\$\{/, `${name}: ${key} has a default for every interpolation`);
     const config = loadConfig(env);
     assert.equal(config.production, true);
     assert.ok(config.adminToken && config.urlSigningSecret, `${name}: production secrets set`);
@@ -97,7 +103,10 @@ test('videos are stored in the MinIO bucket that minio-setup creates, with the a
   const publicEndpoint = new URL(config.s3.publicEndpoint!);
   assert.equal(publicEndpoint.hostname, 'localhost');
   const published = (services['minio'].ports as string[]).map((p) => p.split(':'));
-  assert.ok(published.some(([host, container]) => host === publicEndpoint.port && container === endpoint.port), `minio publishes ${endpoint.port} on ${publicEndpoint.port}`);
+  assert.ok(
+    published.some(([host, container]) => host === publicEndpoint.port && container === endpoint.port),
+    `minio publishes ${endpoint.port} on ${publicEndpoint.port}`,
+  );
   // the bucket and the app's credentials are the ones the setup creates, not MinIO's root user
   const setup = envOf('minio-setup');
   const script = (services['minio-setup'].command as string[]).join('\n');
@@ -121,7 +130,10 @@ test('the API listens on the port compose publishes, on all interfaces', () => {
   const config = loadConfig(envOf('api'));
   assert.equal(config.host, '0.0.0.0');
   const published = (services['api'].ports as string[]).map((p) => p.split(':').map(Number));
-  assert.ok(published.some(([, container]) => container === config.port), `container port ${config.port} published`);
+  assert.ok(
+    published.some(([, container]) => container === config.port),
+    `container port ${config.port} published`,
+  );
 });
 
 test('the search attributes the workflows use are registered', () => {
@@ -131,7 +143,7 @@ test('the search attributes the workflows use are registered', () => {
   assert.equal(services['worker'].depends_on['temporal-setup'].condition, 'service_completed_successfully');
 });
 
-test("the Temporal server loads the settings the dev server runs with (config/temporal-dynamic-config.yaml)", () => {
+test('the Temporal server loads the settings the dev server runs with (config/temporal-dynamic-config.yaml)', () => {
   const file = envOf('temporal')['DYNAMIC_CONFIG_FILE_PATH'];
   assert.ok(file, 'the temporal service names its dynamic config file');
   const mounts = (services['temporal'].volumes as string[]).map((v) => v.split(':'));
@@ -150,7 +162,10 @@ test('health checks and shared storage', () => {
   assert.match(JSON.stringify(services['api'].healthcheck.test), /\/readyz/);
   const dataDir = envOf('api')['DATA_DIR'];
   for (const name of ['api', 'worker']) {
-    assert.ok((services[name].volumes as string[]).some((v) => v.endsWith(`:${dataDir}`)), `${name} mounts storage at DATA_DIR`);
+    assert.ok(
+      (services[name].volumes as string[]).some((v) => v.endsWith(`:${dataDir}`)),
+      `${name} mounts storage at DATA_DIR`,
+    );
   }
 });
 
@@ -170,10 +185,11 @@ test("Temporal runs on its server image, its schema set up by Temporal's admin t
   assert.match(services['temporal'].image, /^temporalio\/server:/);
   const schema = services['temporal-schema'];
   assert.match(schema.image, /^temporalio\/admin-tools:/);
-  assert.equal(schema.image.split(':')[1], services['temporal'].image.split(':')[1], 'the schema is the server version\'s');
+  assert.equal(schema.image.split(':')[1], services['temporal'].image.split(':')[1], "the schema is the server version's");
   const script = (schema.command as string[]).join('\n');
   for (const db of ['temporal', 'temporal_visibility']) assert.match(script, new RegExp(`for db in [^;]*\\b${db}\\b`), `${db} is set up`);
-  for (const step of ['create', 'setup-schema -v 0.0', 'update-schema -d "/etc/temporal/schema/postgresql/v12/']) assert.ok(script.includes(`--db "$$db" ${step}`), step);
+  for (const step of ['create', 'setup-schema -v 0.0', 'update-schema -d "/etc/temporal/schema/postgresql/v12/'])
+    assert.ok(script.includes(`--db "$$db" ${step}`), step);
   assert.equal(services['temporal'].depends_on['temporal-schema'].condition, 'service_completed_successfully');
   assert.equal(envOf('temporal-schema')['SQL_PASSWORD'], envOf('postgres')['POSTGRES_PASSWORD']);
   assert.equal(envOf('temporal')['POSTGRES_PWD'], envOf('postgres')['POSTGRES_PASSWORD']);
@@ -183,20 +199,29 @@ test("Temporal runs on its server image, its schema set up by Temporal's admin t
 });
 
 test('PostgreSQL and Temporal publish no port; the Temporal UI only on demand and on loopback', () => {
-  for (const name of ['postgres', 'temporal-schema', 'temporal', 'temporal-setup']) assert.equal(services[name].ports, undefined, `${name} publishes nothing`);
+  for (const name of ['postgres', 'temporal-schema', 'temporal', 'temporal-setup'])
+    assert.equal(services[name].ports, undefined, `${name} publishes nothing`);
   assert.deepEqual(services['temporal-ui'].profiles, ['ui'], 'the UI starts only with --profile ui');
   for (const name of Object.keys(services)) {
     for (const p of (services[name].ports ?? []) as string[]) {
       const parts = p.split(':');
       const public_ = parts.length === 2;
-      if (public_) assert.ok(['api', 'minio'].includes(name) && ['8080', '9000'].includes(parts[1]!), `${name} publishes ${p} on every interface`);
+      if (public_)
+        assert.ok(['api', 'minio'].includes(name) && ['8080', '9000'].includes(parts[1]!), `${name} publishes ${p} on every interface`);
       else assert.equal(parts[0], '127.0.0.1', `${name}: ${p}`);
     }
   }
 });
 
 test('every secret comes from .env: compose needs each one, .env.example lists them, git and the image ignore .env', () => {
-  assert.deepEqual(REQUIRED.sort(), ['ADMIN_TOKEN', 'METRICS_TOKEN', 'MINIO_ROOT_PASSWORD', 'POSTGRES_PASSWORD', 'S3_APP_SECRET_KEY', 'URL_SIGNING_SECRET']);
+  assert.deepEqual(REQUIRED.sort(), [
+    'ADMIN_TOKEN',
+    'METRICS_TOKEN',
+    'MINIO_ROOT_PASSWORD',
+    'POSTGRES_PASSWORD',
+    'S3_APP_SECRET_KEY',
+    'URL_SIGNING_SECRET',
+  ]);
   const example = fs.readFileSync('.env.example', 'utf8');
   for (const k of REQUIRED) assert.match(example, new RegExp(`^${k}=$`, 'm'), `.env.example lists ${k}, empty`);
   assert.throws(() => envOf('api', {}), /compose stops: set [A-Z_]+ in \.env/, 'without .env compose does not start');
@@ -218,13 +243,16 @@ test('production refuses placeholder, short and well-known secrets with one line
   ];
   for (const [change, expected] of cases) {
     const env = { ...good, ...change };
-    assert.throws(() => loadConfig(env), (err: unknown) => {
-      assert.ok(err instanceof ConfigError);
-      assert.match(err.message, expected);
-      assert.doesNotMatch(err.message, /\n/, 'one line');
-      for (const v of Object.values(change)) assert.ok(!err.message.includes(v), 'the value is never printed');
-      return true;
-    });
+    assert.throws(
+      () => loadConfig(env),
+      (err: unknown) => {
+        assert.ok(err instanceof ConfigError);
+        assert.match(err.message, expected);
+        assert.doesNotMatch(err.message, /\n/, 'one line');
+        for (const v of Object.values(change)) assert.ok(!err.message.includes(v), 'the value is never printed');
+        return true;
+      },
+    );
     assert.doesNotThrow(() => loadConfig({ ...env, NODE_ENV: 'development' }), 'development takes it');
   }
 });
@@ -233,17 +261,29 @@ test("the production-topology tests set temporal-server up with compose's comman
   const schema = (services['temporal-schema'].command as string[]).join('\n');
   assert.equal(envOf('temporal')['DB'], SQL_PLUGIN, 'the server and the tests use the same SQL plugin');
   for (const step of schemaSteps('"/etc/temporal/schema/postgresql/v12/$$dir/versioned"')) {
-    assert.ok(schema.includes(`temporal-sql-tool --plugin ${SQL_PLUGIN} --ep postgres -p 5432 -u videoapi --db "$$db" ${step.join(' ')}`), `compose runs ${step[0]} as the tests do`);
+    assert.ok(
+      schema.includes(`temporal-sql-tool --plugin ${SQL_PLUGIN} --ep postgres -p 5432 -u videoapi --db "$$db" ${step.join(' ')}`),
+      `compose runs ${step[0]} as the tests do`,
+    );
   }
   const setup = JSON.stringify(services['temporal-setup'].command);
-  assert.ok(setup.includes(`namespace create --address temporal:7233 --namespace default --retention ${NAMESPACE_RETENTION}`), 'the same namespace retention');
-  assert.ok(setup.includes('search-attribute create --address temporal:7233 --namespace default --name $$sa --type Keyword'), 'the search attributes as Keyword');
+  assert.ok(
+    setup.includes(`namespace create --address temporal:7233 --namespace default --retention ${NAMESPACE_RETENTION}`),
+    'the same namespace retention',
+  );
+  assert.ok(
+    setup.includes('search-attribute create --address temporal:7233 --namespace default --name $$sa --type Keyword'),
+    'the search attributes as Keyword',
+  );
 });
 
 describe('optional mTLS between the services and Temporal (docker-compose.mtls.yml)', () => {
   const mtls = parse(fs.readFileSync('docker-compose.mtls.yml', 'utf8'), { merge: true }).services as Record<string, any>;
   /** A service's environment with the override applied (compose merges the maps). */
-  const mergedEnv = (name: string): Record<string, string> => ({ ...envOf(name), ...Object.fromEntries(Object.entries(mtls[name]?.environment ?? {}).map(([k, v]) => [k, interpolate(v)])) });
+  const mergedEnv = (name: string): Record<string, string> => ({
+    ...envOf(name),
+    ...Object.fromEntries(Object.entries(mtls[name]?.environment ?? {}).map(([k, v]) => [k, interpolate(v)])),
+  });
   /** Host directories of `name`'s bind mounts, by container path, the host side under `root` instead of ./certs/temporal. */
   const mounts = (name: string, root: string): [string, string][] =>
     ((mtls[name].volumes ?? []) as string[]).map((v) => {
@@ -264,7 +304,8 @@ describe('optional mTLS between the services and Temporal (docker-compose.mtls.y
     for (const name of ['api', 'worker']) {
       const env = mergedEnv(name);
       for (const key of Object.keys(env)) assert.ok(ENV_VARS.includes(key), `${name}: ${key} is not read by src/config.ts`);
-      for (const key of ['TEMPORAL_TLS_SERVER_CA_CERT_PATH', 'TEMPORAL_TLS_CLIENT_CERT_PATH', 'TEMPORAL_TLS_CLIENT_KEY_PATH']) env[key] = onHost(name, root, env[key]!);
+      for (const key of ['TEMPORAL_TLS_SERVER_CA_CERT_PATH', 'TEMPORAL_TLS_CLIENT_CERT_PATH', 'TEMPORAL_TLS_CLIENT_KEY_PATH'])
+        env[key] = onHost(name, root, env[key]!);
       const config = loadConfig(env);
       const tls = config.temporal.connection.connect.tls;
       assert.ok(tls && typeof tls === 'object' && tls.clientCertPair && tls.serverRootCACertificate, `${name}: mTLS configured`);
@@ -316,7 +357,8 @@ describe('optional mTLS between the services and Temporal (docker-compose.mtls.y
       }
     }
     // The CA's key is never mounted; the client's key never reaches the server, nor the server's the clients.
-    for (const name of Object.keys(mtls)) for (const [, host] of mounts(name, root)) assert.ok(!fs.existsSync(path.join(host, 'ca.key')), `${name} sees no CA key`);
+    for (const name of Object.keys(mtls))
+      for (const [, host] of mounts(name, root)) assert.ok(!fs.existsSync(path.join(host, 'ca.key')), `${name} sees no CA key`);
     assert.ok(!fs.existsSync(path.join(root, 'server', 'client.key')) && !fs.existsSync(path.join(root, 'client', 'server.key')));
     assert.match(fs.readFileSync('.gitignore', 'utf8'), /^certs\/$/m, 'certificates and keys stay out of git');
     assert.match(fs.readFileSync('.dockerignore', 'utf8'), /^certs\/$/m, 'and out of the image');

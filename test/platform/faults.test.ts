@@ -83,7 +83,10 @@ after(async () => {
 });
 
 async function customer(credits_in_euro: number) {
-  const ws = await http(api, 'POST', '/admin/v1/workspaces', { token: ADMIN_TOKEN, json: { name: `faults-${randomUUID().slice(0, 6)}`, credits_in_euro } });
+  const ws = await http(api, 'POST', '/admin/v1/workspaces', {
+    token: ADMIN_TOKEN,
+    json: { name: `faults-${randomUUID().slice(0, 6)}`, credits_in_euro },
+  });
   assert.equal(ws.status, 201, JSON.stringify(ws.body));
   const key = await http(api, 'POST', `/admin/v1/workspaces/${ws.body.id}/api-keys`, { token: ADMIN_TOKEN, json: {} });
   assert.equal(key.status, 201);
@@ -91,7 +94,11 @@ async function customer(credits_in_euro: number) {
 }
 
 const create = (key: string, body: unknown, idempotencyKey?: string) =>
-  http(api, 'POST', '/v2/videos/generations', { token: key, json: body, ...(idempotencyKey ? { headers: { 'Idempotency-Key': idempotencyKey } } : {}) });
+  http(api, 'POST', '/v2/videos/generations', {
+    token: key,
+    json: body,
+    ...(idempotencyKey ? { headers: { 'Idempotency-Key': idempotencyKey } } : {}),
+  });
 
 async function until<T>(what: string, timeout_ms: number, probe: () => Promise<T | null | undefined | false>): Promise<T> {
   const deadline = Date.now() + timeout_ms;
@@ -116,11 +123,23 @@ const finished = (key: string, id: string, timeout_ms = 60_000) =>
  * pending job's workflow) finds nothing it cannot account for.
  */
 async function assertMoneyExact(c: { workspaceId: string; credits_micro_eur: number }) {
-  const jobs = await db.query<{ status: string; cost_micro_eur: number | null }>('SELECT status, cost_micro_eur FROM video_jobs WHERE workspace_id = $1', [c.workspaceId]);
-  assert.ok(jobs.rows.every((j) => j.status !== 'pending'), 'every job is terminal');
-  const speech = await db.query<{ cost: number }>("SELECT COALESCE(sum(cost_micro_eur), 0)::bigint AS cost FROM speech_requests WHERE workspace_id = $1 AND status = 'delivered'", [c.workspaceId]);
+  const jobs = await db.query<{ status: string; cost_micro_eur: number | null }>(
+    'SELECT status, cost_micro_eur FROM video_jobs WHERE workspace_id = $1',
+    [c.workspaceId],
+  );
+  assert.ok(
+    jobs.rows.every((j) => j.status !== 'pending'),
+    'every job is terminal',
+  );
+  const speech = await db.query<{ cost: number }>(
+    "SELECT COALESCE(sum(cost_micro_eur), 0)::bigint AS cost FROM speech_requests WHERE workspace_id = $1 AND status = 'delivered'",
+    [c.workspaceId],
+  );
   const costs = jobs.rows.reduce((sum, j) => sum + j.cost_micro_eur!, 0) + speech.rows[0]!.cost;
-  const ws = await db.query<{ balance_micro_eur: number; held_micro_eur: number }>('SELECT balance_micro_eur, held_micro_eur FROM workspaces WHERE id = $1', [c.workspaceId]);
+  const ws = await db.query<{ balance_micro_eur: number; held_micro_eur: number }>(
+    'SELECT balance_micro_eur, held_micro_eur FROM workspaces WHERE id = $1',
+    [c.workspaceId],
+  );
   assert.equal(ws.rows[0]!.balance_micro_eur, c.credits_micro_eur - costs, 'balance = credits - costs');
   assert.equal(ws.rows[0]!.held_micro_eur, 0, 'nothing left held');
   const audit = await http(api, 'GET', '/admin/v1/ledger/audit', { token: ADMIN_TOKEN });
@@ -129,8 +148,7 @@ async function assertMoneyExact(c: { workspaceId: string; credits_micro_eur: num
 }
 
 /** Waits until a statement waits on a lock this test holds (`waiters`: a query returning a row per waiter). */
-const untilWaiting = (what: string, waiters: string) =>
-  until(what, 10_000, async () => ((await db.query(waiters)).rowCount ?? 0) > 0);
+const untilWaiting = (what: string, waiters: string) => until(what, 10_000, async () => ((await db.query(waiters)).rowCount ?? 0) > 0);
 
 /**
  * An operator's mistake while a worker waits on a lock the test holds: the worker is killed, the job's
@@ -146,7 +164,8 @@ async function killWorkerAndTerminate(lock: { query(sql: string): Promise<unknow
 }
 
 const operationOf = async (jobId: string) =>
-  (await db.query<{ operation_id: string | null }>('SELECT operation_id FROM video_jobs WHERE id = $1', [jobId])).rows[0]?.operation_id ?? null;
+  (await db.query<{ operation_id: string | null }>('SELECT operation_id FROM video_jobs WHERE id = $1', [jobId])).rows[0]?.operation_id ??
+  null;
 
 describe('an operator terminates pending jobs in Temporal', () => {
   test('a job whose provider operation is known is resumed by the reconciler and billed for what it delivered', async () => {
@@ -192,7 +211,10 @@ describe('an operator terminates pending jobs in Temporal', () => {
       const r = await create(c.key, simJob({ delay_ms: 0 }, { n: 2 }));
       assert.equal(r.status, 202);
       // The provider has the submit: its statement waits for the table this test holds.
-      await untilWaiting('the submit to reach the provider', "SELECT 1 FROM pg_locks WHERE relation = 'simulator.video_operations'::regclass AND NOT granted");
+      await untilWaiting(
+        'the submit to reach the provider',
+        "SELECT 1 FROM pg_locks WHERE relation = 'simulator.video_operations'::regclass AND NOT granted",
+      );
       const t0 = await killWorkerAndTerminate(lock, r.body.id);
       const job = await finished(c.key, r.body.id);
       settled_ms = Date.now() - t0;
@@ -223,7 +245,10 @@ describe('a worker killed in the middle of a reconcile', () => {
     await lock.query('LOCK TABLE video_jobs IN ACCESS EXCLUSIVE MODE');
     let settle_ms = 0;
     try {
-      await untilWaiting('a reconcile to wait on the jobs', "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'SELECT id, created_at FROM video_jobs%'");
+      await untilWaiting(
+        'a reconcile to wait on the jobs',
+        "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'SELECT id, created_at FROM video_jobs%'",
+      );
       const t0 = await killWorkerAndTerminate(lock, r.body.id);
       // Only a reconcile restarts the terminated job: the one the dead worker held must not block them.
       const job = await finished(c.key, r.body.id, 45_000);
@@ -236,7 +261,9 @@ describe('a worker killed in the middle of a reconcile', () => {
       await lock.query('ROLLBACK').catch(() => {});
       lock.release();
     }
-    process.stderr.write(`faults: a reconcile held by a killed worker; the terminated job settled ${settle_ms} ms after a worker was back\n`);
+    process.stderr.write(
+      `faults: a reconcile held by a killed worker; the terminated job settled ${settle_ms} ms after a worker was back\n`,
+    );
     await assertMoneyExact(c);
   });
 });
@@ -254,10 +281,15 @@ describe('no worker for longer than a create waits', () => {
     }
     worker = await startEntryProcess({ env }, 'worker', { track: children });
     // The run of the keyed attempt starts now, long after its acceptance window: it refuses to charge.
-    const late = (await client.workflow.getHandle(videoJobWorkflowId(jobIdForIdempotencyKey(c.workspaceId, 'no-worker-1'))).result()) as { status: string };
+    const late = (await client.workflow.getHandle(videoJobWorkflowId(jobIdForIdempotencyKey(c.workspaceId, 'no-worker-1'))).result()) as {
+      status: string;
+    };
     assert.equal(late.status, 'not_accepted');
     await new Promise((r) => setTimeout(r, 1_000));
-    assert.equal((await db.query('SELECT count(*)::int AS n FROM video_job_refusals WHERE workspace_id = $1', [c.workspaceId])).rows[0].n, 2);
+    assert.equal(
+      (await db.query('SELECT count(*)::int AS n FROM video_job_refusals WHERE workspace_id = $1', [c.workspaceId])).rows[0].n,
+      2,
+    );
     assert.equal((await db.query('SELECT count(*)::int AS n FROM video_jobs WHERE workspace_id = $1', [c.workspaceId])).rows[0].n, 0);
     assert.equal(await providerCalls(db, 'video_submit'), submits, 'nothing refused reached the provider');
     const retried = await create(c.key, simJob(), 'no-worker-1');
@@ -274,13 +306,16 @@ describe('a worker stalls in the middle of a charge', () => {
   // inside an open transaction. Held out of the workspace row, the statement waits for it (at most 2 s a
   // wait); the worker is frozen meanwhile. `fresh_ms` only takes a wait that began less than this ago.
   const chargeWaitingForWorkspace = (fresh_ms: number) =>
-    until('the charge to wait for the workspace row', 10_000, async () =>
-      (
-        await db.query(
-          "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%video_job_charge(%' AND clock_timestamp() - query_start < $1 * interval '1 millisecond'",
-          [fresh_ms],
-        )
-      ).rowCount,
+    until(
+      'the charge to wait for the workspace row',
+      10_000,
+      async () =>
+        (
+          await db.query(
+            "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%video_job_charge(%' AND clock_timestamp() - query_start < $1 * interval '1 millisecond'",
+            [fresh_ms],
+          )
+        ).rowCount,
     );
 
   test('its charge, held out of the workspace row until the API answered 503, never commits; the retry with the key is charged once', async () => {
@@ -295,8 +330,12 @@ describe('a worker stalls in the middle of a charge', () => {
       await chargeWaitingForWorkspace(60_000);
       worker.kill('SIGSTOP'); // frozen while its charge waits
       // The statement gives up on the row (its lock timeout) and rolls back, without its worker.
-      await until('the charge to give up waiting', 10_000, async () =>
-        (await db.query("SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%video_job_charge(%'")).rowCount === 0,
+      await until(
+        'the charge to give up waiting',
+        10_000,
+        async () =>
+          (await db.query("SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%video_job_charge(%'"))
+            .rowCount === 0,
       );
       // Released before the API stops waiting (its refusal's record needs the row's key lock).
       await row.query('COMMIT');
@@ -314,8 +353,16 @@ describe('a worker stalls in the middle of a charge', () => {
     await new Promise((r) => setTimeout(r, 3_000));
     const jobId = jobIdForIdempotencyKey(c.workspaceId, 'stalled-charge');
     assert.equal(await operationOf(jobId), null);
-    assert.equal((await db.query('SELECT count(*)::int AS n FROM video_jobs WHERE id = $1', [jobId])).rows[0].n, 0, 'the stalled charge never committed');
-    assert.equal((await db.query("SELECT count(*)::int AS n FROM video_job_refusals WHERE job_id = $1 AND reason = 'not_accepted_in_time'", [jobId])).rows[0].n, 1);
+    assert.equal(
+      (await db.query('SELECT count(*)::int AS n FROM video_jobs WHERE id = $1', [jobId])).rows[0].n,
+      0,
+      'the stalled charge never committed',
+    );
+    assert.equal(
+      (await db.query("SELECT count(*)::int AS n FROM video_job_refusals WHERE job_id = $1 AND reason = 'not_accepted_in_time'", [jobId]))
+        .rows[0].n,
+      1,
+    );
     const retried = await create(c.key, simJob(), 'stalled-charge');
     assert.equal(retried.status, 202, JSON.stringify(retried.body));
     assert.equal((await finished(c.key, jobId)).status, 'succeeded');
@@ -400,7 +447,9 @@ describe('speech on a small balance', () => {
 describe('PostgreSQL dies with jobs pending', () => {
   test('every request that needs it answers 503 (never 500) while it is down; afterwards the jobs finish, billed exactly', async () => {
     const c = await customer(5);
-    const jobs = await Promise.all(Array.from({ length: 3 }, (_, i) => create(c.key, simJob({ delay_ms: 3_000, videos: 1 + (i % 2) }, { n: 2 }))));
+    const jobs = await Promise.all(
+      Array.from({ length: 3 }, (_, i) => create(c.key, simJob({ delay_ms: 3_000, videos: 1 + (i % 2) }, { n: 2 }))),
+    );
     for (const j of jobs) assert.equal(j.status, 202);
     await pg.kill();
     const during = [
@@ -461,7 +510,10 @@ describe('a provider accepted an operation the worker could not record', () => {
     const recorded = (await operationOf(jobId))?.split(',') ?? [];
     const predictions = [...replicate.predictions.values()];
     for (const p of predictions) {
-      assert.ok(recorded.includes(p.id) || p.status === 'canceled' || p.status === 'aborted', `prediction ${p.id} (${p.status}) is neither recorded nor cancelled`);
+      assert.ok(
+        recorded.includes(p.id) || p.status === 'canceled' || p.status === 'aborted',
+        `prediction ${p.id} (${p.status}) is neither recorded nor cancelled`,
+      );
     }
     return { predictions: predictions.length, recorded: recorded.length };
   }
@@ -485,7 +537,9 @@ describe('a provider accepted an operation the worker could not record', () => {
     const counted = await assertEveryPredictionRecordedOrCancelled(r.body.id);
     assert.equal(counted.recorded, 1);
     assert.ok(counted.predictions <= 2, `${counted.predictions} predictions for one video`);
-    process.stderr.write(`faults: PostgreSQL killed between accept and record: ${counted.predictions} prediction(s), ${counted.predictions - 1} cancelled\n`);
+    process.stderr.write(
+      `faults: PostgreSQL killed between accept and record: ${counted.predictions} prediction(s), ${counted.predictions - 1} cancelled\n`,
+    );
     await assertMoneyExact(c);
   });
 
@@ -503,7 +557,10 @@ describe('a provider accepted an operation the worker could not record', () => {
       assert.equal(r.status, 202, JSON.stringify(r.body));
       // The poller's own claims wait on the lock too: the record's wait is the one after Replicate's answer.
       await until('Replicate to accept the prediction', 30_000, async () => replicate.predictions.size === 1);
-      await untilWaiting('the record to wait for the poll rows', "SELECT 1 FROM pg_locks WHERE relation = 'video_job_polls'::regclass AND NOT granted");
+      await untilWaiting(
+        'the record to wait for the poll rows',
+        "SELECT 1 FROM pg_locks WHERE relation = 'video_job_polls'::regclass AND NOT granted",
+      );
       assert.equal(replicate.predictions.size, 1, 'Replicate accepted the prediction');
       // The attempt's heartbeat (the accepted prediction) reaches Temporal; then the worker dies, and its
       // connections with it.

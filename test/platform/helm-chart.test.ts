@@ -16,7 +16,10 @@ import { createTestDatabase } from '../helpers/stack.js';
 import { parseCatalog } from '../../src/models/catalog-file.js';
 
 const CHART = 'deploy/helm/video-voice-api';
-const VALUES = fs.readdirSync(path.join(CHART, 'ci')).filter((f) => f.endsWith('-values.yaml')).sort();
+const VALUES = fs
+  .readdirSync(path.join(CHART, 'ci'))
+  .filter((f) => f.endsWith('-values.yaml'))
+  .sort();
 
 /** Without helm and deploy/validate (and no Go to build them) the chart's tests skip, saying why. */
 const TOOLS_MISSING = goToolsMissing(['HELM_PATH', 'K8S_VALIDATE_PATH'], 'helm and deploy/validate');
@@ -33,7 +36,10 @@ function render(valuesFile: string, extra: string[] = []): { status: number; out
 }
 
 type K8sObject = { apiVersion: string; kind: string; metadata: { name: string; annotations?: Record<string, string> }; spec: any };
-const objects = (rendered: string): K8sObject[] => YAML.parseAllDocuments(rendered).map((d) => d.toJS() as K8sObject).filter(Boolean);
+const objects = (rendered: string): K8sObject[] =>
+  YAML.parseAllDocuments(rendered)
+    .map((d) => d.toJS() as K8sObject)
+    .filter(Boolean);
 const find = (objs: K8sObject[], kind: string, name: string) => {
   const o = objs.find((x) => x.kind === kind && x.metadata.name === name);
   assert.ok(o, `${kind}/${name} in ${objs.map((x) => `${x.kind}/${x.metadata.name}`).join(', ')}`);
@@ -57,7 +63,15 @@ describe('helm lint', { skip: TOOLS_MISSING }, () => {
     const r = runTool(helm, ['template', 'video', CHART]);
     assert.notEqual(r.status, 0);
     assert.match(r.output, /secrets\.existingSecret is required/);
-    const noAddress = runTool(helm, ['template', 'video', CHART, '-f', path.join(CHART, 'ci', 'minimal-values.yaml'), '--set', 'temporal.address=']);
+    const noAddress = runTool(helm, [
+      'template',
+      'video',
+      CHART,
+      '-f',
+      path.join(CHART, 'ci', 'minimal-values.yaml'),
+      '--set',
+      'temporal.address=',
+    ]);
     assert.notEqual(noAddress.status, 0);
     assert.match(noAddress.output, /temporal\.address is required/);
   });
@@ -97,7 +111,8 @@ describe('what the rendered objects say', { skip: TOOLS_MISSING }, () => {
       assert.ok(c.volumeMounts.some((m: any) => m.mountPath === '/tmp'));
       const env = envOf(d);
       // Secrets by reference only: never a value in the rendered objects.
-      for (const name of ['DATABASE_URL', 'ADMIN_TOKEN', 'URL_SIGNING_SECRET']) assert.deepEqual(env[name], { secretKeyRef: { name: 'video-voice-api', key: name } });
+      for (const name of ['DATABASE_URL', 'ADMIN_TOKEN', 'URL_SIGNING_SECRET'])
+        assert.deepEqual(env[name], { secretKeyRef: { name: 'video-voice-api', key: name } });
       assert.equal(env['TEMPORAL_ADDRESS'], 'temporal-frontend.temporal.svc.cluster.local:7233');
       assert.equal(env['TEMPORAL_NAMESPACE'], 'default');
       assert.equal(env['TEMPORAL_TLS'], undefined);
@@ -140,7 +155,10 @@ describe('what the rendered objects say', { skip: TOOLS_MISSING }, () => {
     assert.equal(env['OTEL_EXPORTER_OTLP_PROTOCOL'], 'http/protobuf');
     assert.equal(env['OTEL_TRACES_SAMPLER'], 'parentbased_traceidratio');
     assert.equal(env['OTEL_TRACES_SAMPLER_ARG'], '0.1');
-    const cm = find(objs, 'ConfigMap', 'video-video-voice-api-models') as unknown as { metadata: { name: string }; data: Record<string, string> };
+    const cm = find(objs, 'ConfigMap', 'video-video-voice-api-models') as unknown as {
+      metadata: { name: string };
+      data: Record<string, string>;
+    };
     // The file as given, which the service's own catalog parser accepts.
     assert.equal(cm.data['models.yaml']!.trimEnd(), fs.readFileSync('config/models.yaml', 'utf8').trimEnd());
     assert.ok(parseCatalog(cm.data['models.yaml']!, '/etc/video-voice-api/models.yaml'));
@@ -161,7 +179,9 @@ describe('what the rendered objects say', { skip: TOOLS_MISSING }, () => {
     assert.ok(api.spec.template.spec.volumes.some((v: any) => v.secret?.secretName === 'temporal-client-tls'));
     assert.ok(container(api).volumeMounts.some((m: any) => m.mountPath === '/etc/temporal-tls' && m.readOnly));
     assert.equal(env['STORAGE_BACKEND'], 'local');
-    assert.ok(api.spec.template.spec.volumes.some((v: any) => v.name === 'data' && v.persistentVolumeClaim?.claimName === 'video-voice-api-data'));
+    assert.ok(
+      api.spec.template.spec.volumes.some((v: any) => v.name === 'data' && v.persistentVolumeClaim?.claimName === 'video-voice-api-data'),
+    );
     assert.equal(api.spec.replicas, 3);
     assert.ok(!objs.some((o) => o.kind === 'HorizontalPodAutoscaler'));
     assert.ok(api.spec.template.spec.volumes.some((v: any) => v.configMap?.name === 'video-models'));
@@ -180,9 +200,16 @@ describe('what the rendered objects say', { skip: TOOLS_MISSING }, () => {
       { endpoint: trigger.metadata.endpoint, namespace: trigger.metadata.namespace, taskQueue: trigger.metadata.taskQueue },
       { endpoint: 'video-prod.a1b2c.tmprl.cloud:7233', namespace: 'video-prod.a1b2c', taskQueue: 'video-voice-api' },
     );
-    assert.deepEqual(so.spec.triggers.map((t: any) => t.metadata.taskQueue), ['video-voice-api', 'video-voice-api-webhooks'], 'both queues a worker polls');
+    assert.deepEqual(
+      so.spec.triggers.map((t: any) => t.metadata.taskQueue),
+      ['video-voice-api', 'video-voice-api-webhooks'],
+      'both queues a worker polls',
+    );
     const auth = find(objs, 'TriggerAuthentication', trigger.authenticationRef.name);
-    assert.deepEqual(auth.spec.secretTargetRef.map((r: any) => `${r.parameter}=${r.name}/${r.key}`), ['cert=temporal-cloud-client/tls.crt', 'key=temporal-cloud-client/tls.key']);
+    assert.deepEqual(
+      auth.spec.secretTargetRef.map((r: any) => `${r.parameter}=${r.name}/${r.key}`),
+      ['cert=temporal-cloud-client/tls.crt', 'key=temporal-cloud-client/tls.key'],
+    );
   });
 });
 
@@ -233,11 +260,18 @@ describe('README "Running on Kubernetes"', { skip: TOOLS_MISSING }, () => {
     const block = /```sh\n([\s\S]*?)```/.exec(section)?.[1];
     assert.ok(block, 'a sh block');
     // Lines joined where they continue (a trailing backslash); comments dropped.
-    const commands = block.replace(/\\\n\s*/g, '').split('\n').map((l) => l.trim()).filter((l) => l && !l.startsWith('#'));
+    const commands = block
+      .replace(/\\\n\s*/g, '')
+      .split('\n')
+      .map((l) => l.trim())
+      .filter((l) => l && !l.startsWith('#'));
     const needCluster = commands.filter((c) => c.startsWith('kubectl ') || c.startsWith('helm upgrade '));
     const offline = commands.filter((c) => !needCluster.includes(c));
     assert.ok(offline.some((c) => c.startsWith('helm lint ')) && offline.some((c) => c.startsWith('helm template ')), offline.join('\n'));
-    assert.ok(needCluster.some((c) => c.startsWith('helm upgrade --install ')), 'the install command');
+    assert.ok(
+      needCluster.some((c) => c.startsWith('helm upgrade --install ')),
+      'the install command',
+    );
     // A directory standing for the repository's root, with helm on PATH.
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'vva-readme-k8s-'));
     fs.symlinkSync(path.resolve('deploy'), path.join(dir, 'deploy'));
@@ -245,7 +279,11 @@ describe('README "Running on Kubernetes"', { skip: TOOLS_MISSING }, () => {
     fs.symlinkSync(helm, path.join(dir, 'bin', 'helm'));
     for (const c of offline) {
       try {
-        execFileSync('bash', ['-euo', 'pipefail', '-c', c], { cwd: dir, env: { ...process.env, PATH: `${path.join(dir, 'bin')}:${process.env['PATH']}` }, stdio: ['ignore', 'pipe', 'pipe'] });
+        execFileSync('bash', ['-euo', 'pipefail', '-c', c], {
+          cwd: dir,
+          env: { ...process.env, PATH: `${path.join(dir, 'bin')}:${process.env['PATH']}` },
+          stdio: ['ignore', 'pipe', 'pipe'],
+        });
       } catch (err) {
         assert.fail(`${c}\n${(err as { stderr?: Buffer }).stderr?.toString()}`);
       }
@@ -259,7 +297,9 @@ describe('README "Running on Kubernetes"', { skip: TOOLS_MISSING }, () => {
     const [, namespace, secretName] = /^kubectl -n (\S+) create secret generic (\S+) /.exec(secretCommand)!;
     assert.ok(template.includes(`--namespace ${namespace} `), template);
     const created = new Set([...secretCommand.matchAll(/--from-literal=([A-Z_]+)=/g)].map((m) => m[1]));
-    const referenced = new Set([...rendered.matchAll(/secretKeyRef:\s+name: (\S+)\s+key: (\S+)/g)].filter((m) => m[1] === secretName).map((m) => m[2]));
+    const referenced = new Set(
+      [...rendered.matchAll(/secretKeyRef:\s+name: (\S+)\s+key: (\S+)/g)].filter((m) => m[1] === secretName).map((m) => m[2]),
+    );
     assert.deepEqual([...referenced].sort(), ['ADMIN_TOKEN', 'DATABASE_URL', 'URL_SIGNING_SECRET']);
     for (const key of referenced) assert.ok(created.has(key), `${key} is not created by: ${secretCommand}`);
     // The install command installs what was rendered: the same chart, release, namespace and values.
@@ -277,8 +317,12 @@ describe('README "Running on Kubernetes"', { skip: TOOLS_MISSING }, () => {
 describe("the migration Job's command (src/migrate-main.ts)", () => {
   test('applies every migration once, then finds the schema up to date; an unreachable database is one line, exit 1', async () => {
     const url = await createTestDatabase();
-    const migrations = fs.readdirSync('src/db/migrations').filter((f) => f.endsWith('.sql')).sort();
-    const run = (databaseUrl: string) => runTool(process.execPath, ['--import', 'tsx', 'src/migrate-main.ts'], { env: { ...process.env, DATABASE_URL: databaseUrl } });
+    const migrations = fs
+      .readdirSync('src/db/migrations')
+      .filter((f) => f.endsWith('.sql'))
+      .sort();
+    const run = (databaseUrl: string) =>
+      runTool(process.execPath, ['--import', 'tsx', 'src/migrate-main.ts'], { env: { ...process.env, DATABASE_URL: databaseUrl } });
     const first = run(url);
     assert.equal(first.status, 0, first.output);
     assert.equal(first.output, `migrate: applied ${migrations.join(', ')}\n`);

@@ -28,19 +28,23 @@ test('every recorded history is in the manifest with its SHA-256, and every mani
   for (const f of manifest.keys()) assert.ok(fs.existsSync(f), `${f} is in ${MANIFEST} but was deleted`);
 });
 
-test('no manifest entry of a supported release ever committed was changed or removed', { skip: !gitAvailable && 'not a git checkout' }, () => {
-  const current = readManifest();
-  const commits = git('log', '--format=%H', '--', MANIFEST).split('\n').filter(Boolean);
-  for (const c of commits) {
-    let committed: string;
-    try {
-      committed = git('show', `${c}:${MANIFEST}`);
-    } catch {
-      continue; // the commit that removed the manifest of releases out of the window
+test(
+  'no manifest entry of a supported release ever committed was changed or removed',
+  { skip: !gitAvailable && 'not a git checkout' },
+  () => {
+    const current = readManifest();
+    const commits = git('log', '--format=%H', '--', MANIFEST).split('\n').filter(Boolean);
+    for (const c of commits) {
+      let committed: string;
+      try {
+        committed = git('show', `${c}:${MANIFEST}`);
+      } catch {
+        continue; // the commit that removed the manifest of releases out of the window
+      }
+      for (const [f, sha] of readManifest(committed)) {
+        if (!SUPPORTED_RELEASES.includes(releaseOf(f))) continue;
+        assert.equal(current.get(f), sha, `${f} (recorded by ${c.slice(0, 8)}) was changed or removed`);
+      }
     }
-    for (const [f, sha] of readManifest(committed)) {
-      if (!SUPPORTED_RELEASES.includes(releaseOf(f))) continue;
-      assert.equal(current.get(f), sha, `${f} (recorded by ${c.slice(0, 8)}) was changed or removed`);
-    }
-  }
-});
+  },
+);

@@ -72,13 +72,21 @@ describe('GET /metrics', () => {
     const c = await newCustomer(stack, 10);
     const headers = { 'Idempotency-Key': 'metrics-1' };
     // 4 videos asked, 1 delivered: charged 4 units, refunded 3.
-    const created = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: simJob({ videos: 1 }, { n: 4 }), headers });
+    const created = await http(stack.baseUrl, 'POST', '/v2/videos/generations', {
+      token: c.key,
+      json: simJob({ videos: 1 }, { n: 4 }),
+      headers,
+    });
     assert.equal(created.status, 202, JSON.stringify(created.body));
     const job = await waitForJob(stack, c.key, created.body.id);
     assert.equal(job.status, 'succeeded');
     assert.equal(job.refunded_in_euro, 0.6);
     // An idempotent replay of the create changes no money counter.
-    const replay = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: simJob({ videos: 1 }, { n: 4 }), headers });
+    const replay = await http(stack.baseUrl, 'POST', '/v2/videos/generations', {
+      token: c.key,
+      json: simJob({ videos: 1 }, { n: 4 }),
+      headers,
+    });
     assert.equal(replay.status, 202);
     assert.equal(replay.body.id, created.body.id);
     assert.equal((await http(stack.baseUrl, 'GET', '/no/such/route')).status, 404);
@@ -110,7 +118,10 @@ describe('GET /metrics', () => {
     assert.ok(valueOf(text, 'video_provider_poll_duration_seconds_count') >= 1);
 
     // A failed job: counted by its error code, refunded in full.
-    const failed = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: simJob({ outcome: 'fail' }, { n: 1 }) });
+    const failed = await http(stack.baseUrl, 'POST', '/v2/videos/generations', {
+      token: c.key,
+      json: simJob({ outcome: 'fail' }, { n: 1 }),
+    });
     assert.equal((await waitForJob(stack, c.key, failed.body.id)).status, 'failed');
     const after = await scrape(`${stack.baseUrl}/metrics`);
     assert.equal(valueOf(after, 'video_jobs_settled_total', { outcome: 'failed', error_code: 'generation_failed' }), 1);
@@ -146,13 +157,18 @@ describe('logs', () => {
     assert.equal((await http(stack.baseUrl, 'GET', '/v2/models', { token: c.key })).status, 200);
     await http(stack.baseUrl, 'GET', '/metrics', { token: METRICS_TOKEN });
     // Settlement is logged after the workflow's last activity; give the log a moment.
-    for (let i = 0; i < 50 && !logs().some((l) => l.msg === 'video job settled' && l.job_id === created.body.id); i++) await new Promise((r) => setTimeout(r, 100));
+    for (let i = 0; i < 50 && !logs().some((l) => l.msg === 'video job settled' && l.job_id === created.body.id); i++)
+      await new Promise((r) => setTimeout(r, 100));
 
     for (const secret of [c.key, bogusKey, ADMIN_TOKEN, METRICS_TOKEN, stack.env['URL_SIGNING_SECRET']!]) {
       const leak = logLines.find((l) => l.includes(secret));
       assert.equal(leak && leak.replaceAll(secret, '<SECRET>'), undefined, 'a log line contains a secret');
     }
-    assert.equal(logLines.find((l) => /Bearer \S/i.test(l)), undefined, 'no Authorization header value in any log line');
+    assert.equal(
+      logLines.find((l) => /Bearer \S/i.test(l)),
+      undefined,
+      'no Authorization header value in any log line',
+    );
 
     const lines = logs();
     const create = lines.find((l) => l.msg === 'request' && l.method === 'POST' && l.job_id === created.body.id);
@@ -178,7 +194,10 @@ describe('logs', () => {
   test('the logger redacts secrets wherever they appear, errors included', () => {
     const captured: string[] = [];
     const logger = createLogger('info', 'redact', { write: (l: string) => void captured.push(l) });
-    const err = Object.assign(new Error('boom'), { headers: { authorization: 'Bearer s3cr3t-a' }, config: { headers: { Authorization: 'Bearer s3cr3t-b' } } });
+    const err = Object.assign(new Error('boom'), {
+      headers: { authorization: 'Bearer s3cr3t-a' },
+      config: { headers: { Authorization: 'Bearer s3cr3t-b' } },
+    });
     logger.error({ err, req: { headers: { authorization: 'Bearer s3cr3t-c', cookie: 's3cr3t-d' } } }, 'failed');
     logger.info({ key: 's3cr3t-e', token: 's3cr3t-f', adminToken: 's3cr3t-g', workspace: { api_key: 's3cr3t-h' } }, 'x');
     const out = captured.join('');
@@ -225,7 +244,12 @@ describe('a worker-only process (npm run worker)', () => {
     let running: Record<string, any> | undefined;
     for (let i = 0; !running; i++) {
       assert.ok(i < 600 && w.child.exitCode === null, `worker did not start: ${w.output()}`);
-      running = w.output().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l)).find((l) => l.msg === 'worker running');
+      running = w
+        .output()
+        .split('\n')
+        .filter((l) => l.startsWith('{'))
+        .map((l) => JSON.parse(l))
+        .find((l) => l.msg === 'worker running');
       if (!running) await new Promise((r) => setTimeout(r, 100));
     }
     const appUrl = running.metrics_url as string;
@@ -233,7 +257,10 @@ describe('a worker-only process (npm run worker)', () => {
     assert.equal((await fetch(appUrl)).status, 401, 'METRICS_TOKEN applies here too');
 
     const c = await newCustomer(workerStack, 10);
-    const created = await http(workerStack.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: simJob({ videos: 1 }, { n: 2 }) });
+    const created = await http(workerStack.baseUrl, 'POST', '/v2/videos/generations', {
+      token: c.key,
+      json: simJob({ videos: 1 }, { n: 2 }),
+    });
     assert.equal(created.status, 202, JSON.stringify(created.body));
     assert.equal((await waitForJob(workerStack, c.key, created.body.id, 60_000)).status, 'succeeded', w.output());
 
@@ -244,7 +271,10 @@ describe('a worker-only process (npm run worker)', () => {
     assert.ok(valueOf(app, 'video_provider_poll_duration_seconds_count', { backend: 'simulator' }) >= 1);
 
     const sdk = await scrape(`http://127.0.0.1:${sdkPort}/metrics`, undefined);
-    assert.ok(parseMetrics(sdk).some((s) => s.name.startsWith('temporal_') && s.labels['task_queue'] === workerStack.config.temporal.taskQueue), sdk.slice(0, 2000));
+    assert.ok(
+      parseMetrics(sdk).some((s) => s.name.startsWith('temporal_') && s.labels['task_queue'] === workerStack.config.temporal.taskQueue),
+      sdk.slice(0, 2000),
+    );
 
     w.child.kill('SIGTERM');
     assert.equal(await w.exited, 0, w.output());
@@ -269,7 +299,10 @@ describe('in production', () => {
     const { loadConfig } = await import('../../src/config.js');
     const base = { NODE_ENV: 'production', ADMIN_TOKEN, URL_SIGNING_SECRET: 'x'.repeat(32) };
     assert.throws(() => loadConfig(base), /PUBLIC_BASE_URL must be set when NODE_ENV=production/);
-    const prod = await startStack({ worker: false, env: { NODE_ENV: 'production', PUBLIC_BASE_URL: 'https://api.example.test', SIMULATOR: 'on' } });
+    const prod = await startStack({
+      worker: false,
+      env: { NODE_ENV: 'production', PUBLIC_BASE_URL: 'https://api.example.test', SIMULATOR: 'on' },
+    });
     try {
       const r = await http(prod.baseUrl, 'GET', '/metrics');
       assert.equal(r.status, 404);

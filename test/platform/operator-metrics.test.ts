@@ -45,8 +45,12 @@ function selectorNames(expr: string): string[] {
   return [...expr.matchAll(/([a-zA-Z_:][a-zA-Z0-9_:]*)\{/g)].map((m) => m[1]!);
 }
 function namesUsedByRulesAndDashboard(): Set<string> {
-  const rules = (YAML.parse(fs.readFileSync('deploy/prometheus/alerts.yaml', 'utf8')) as { groups: { rules: { expr: string }[] }[] }).groups.flatMap((g) => g.rules);
-  const dashboard = JSON.parse(fs.readFileSync('deploy/grafana/video-voice-api.json', 'utf8')) as { panels: { targets?: { expr: string }[] }[] };
+  const rules = (
+    YAML.parse(fs.readFileSync('deploy/prometheus/alerts.yaml', 'utf8')) as { groups: { rules: { expr: string }[] }[] }
+  ).groups.flatMap((g) => g.rules);
+  const dashboard = JSON.parse(fs.readFileSync('deploy/grafana/video-voice-api.json', 'utf8')) as {
+    panels: { targets?: { expr: string }[] }[];
+  };
   const exprs = [...rules.map((r) => r.expr), ...dashboard.panels.flatMap((p) => (p.targets ?? []).map((t) => t.expr))];
   return new Set(exprs.flatMap(selectorNames));
 }
@@ -72,7 +76,14 @@ before(async () => {
   stack = await startStack({ worker: false });
   [appPort, sdkPort] = [await freePort(), await freePort()];
   worker = spawn(process.execPath, ['--import', 'tsx', 'src/worker-main.ts'], {
-    env: { ...process.env, ...stack.env, LOG_LEVEL: 'info', APP_METRICS_PORT: String(appPort), WORKER_METRICS_PORT: String(sdkPort), RECONCILE_INTERVAL_MS: '1000' },
+    env: {
+      ...process.env,
+      ...stack.env,
+      LOG_LEVEL: 'info',
+      APP_METRICS_PORT: String(appPort),
+      WORKER_METRICS_PORT: String(sdkPort),
+      RECONCILE_INTERVAL_MS: '1000',
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   worker.stdout!.on('data', (b: Buffer) => (workerOutput += b.toString()));
@@ -91,11 +102,15 @@ const appUrl = (p: string) => `http://127.0.0.1:${appPort}${p}`;
 describe('a worker process answers the probes beside its app metrics', () => {
   test('/livez as soon as it serves, /readyz once its workers run (and the API has /livez too)', async () => {
     await until('the worker to answer /livez', async () => (await fetch(appUrl('/livez')).catch(() => null))?.status === 200, 120_000);
-    const ready = await until('the worker to be ready', async () => {
-      assert.equal(worker.exitCode, null, workerOutput);
-      const r = await fetch(appUrl('/readyz'));
-      return r.status === 200 && r.json();
-    }, 120_000);
+    const ready = await until(
+      'the worker to be ready',
+      async () => {
+        assert.equal(worker.exitCode, null, workerOutput);
+        const r = await fetch(appUrl('/readyz'));
+        return r.status === 200 && r.json();
+      },
+      120_000,
+    );
     assert.deepEqual(ready, { ok: true });
     assert.ok(workerOutput.includes('"worker running"'), 'ready only once the worker runs');
     assert.equal((await fetch(appUrl('/nope'))).status, 404);
@@ -110,7 +125,10 @@ describe('jobs, money and backlog', () => {
     // 4 videos asked, 1 delivered: a refunded shortfall. Then a failure (refunded in full).
     const short = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: simJob({ videos: 1 }, { n: 4 }) });
     assert.equal((await waitForJob(stack, c.key, short.body.id)).status, 'succeeded');
-    const failed = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: simJob({ outcome: 'fail' }, { n: 1 }) });
+    const failed = await http(stack.baseUrl, 'POST', '/v2/videos/generations', {
+      token: c.key,
+      json: simJob({ outcome: 'fail' }, { n: 1 }),
+    });
     assert.equal((await waitForJob(stack, c.key, failed.body.id)).status, 'failed');
     const app = await scrape(appUrl('/metrics'));
     const by = { model: 'sim-video-1', backend: 'simulator' };
@@ -119,12 +137,16 @@ describe('jobs, money and backlog', () => {
     assert.equal(valueOf(app, 'video_jobs_refunded_total', by), 2);
 
     // A job that waits on its provider is pending; made late in the database, it is counted late.
-    const slow = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: simJob({ delay_ms: 600_000 }, { n: 1 }) });
+    const slow = await http(stack.baseUrl, 'POST', '/v2/videos/generations', {
+      token: c.key,
+      json: simJob({ delay_ms: 600_000 }, { n: 1 }),
+    });
     assert.equal(slow.status, 202);
     let api = await scrape(`${stack.baseUrl}/metrics`);
     assert.equal(valueOf(api, 'video_jobs_pending', { model: 'sim-video-1' }), 1);
     assert.equal(valueOf(api, 'video_jobs_pending_past_deadline'), 0);
-    const deadline = (await db.query<{ deadline_at: Date }>('SELECT deadline_at FROM video_jobs WHERE id = $1', [slow.body.id])).rows[0]!.deadline_at;
+    const deadline = (await db.query<{ deadline_at: Date }>('SELECT deadline_at FROM video_jobs WHERE id = $1', [slow.body.id])).rows[0]!
+      .deadline_at;
     await db.query(`UPDATE video_jobs SET deadline_at = now() - interval '2 minutes' WHERE id = $1`, [slow.body.id]);
     api = await scrape(`${stack.baseUrl}/metrics`);
     assert.equal(valueOf(api, 'video_jobs_pending_past_deadline'), 1);
@@ -150,7 +172,10 @@ describe('jobs, money and backlog', () => {
       return valueOf(t, 'reconciler_runs_total') >= 1 && t;
     });
     for (const finding of ['job_restarted', 'speech_hold_released', 'webhook_delivery_started', 'voice_deletion_started']) {
-      assert.ok(samples(reconciled).some((s) => s.name === 'reconciler_findings_total' && s.labels['finding'] === finding), finding);
+      assert.ok(
+        samples(reconciled).some((s) => s.name === 'reconciler_findings_total' && s.labels['finding'] === finding),
+        finding,
+      );
     }
   });
 
@@ -161,12 +186,20 @@ describe('jobs, money and backlog', () => {
     const text = await registry.metrics();
     assert.equal(valueOf(text, 'video_provider_errors_total', { backend: 'fal', operation: 'submit', code: 'rate_limited' }), 1);
     assert.equal(valueOf(text, 'video_provider_errors_total', { backend: 'fal', operation: 'poll', code: 'provider_unavailable' }), 1);
-    assert.equal(valueOf(text, 'video_provider_errors_total', { backend: 'fal', operation: 'poll', code: 'other' }), 1, 'codes outside the known set are other');
+    assert.equal(
+      valueOf(text, 'video_provider_errors_total', { backend: 'fal', operation: 'poll', code: 'other' }),
+      1,
+      'codes outside the known set are other',
+    );
     assert.equal(valueOf(text, 'video_provider_retry_after_seconds_count', { backend: 'fal', operation: 'submit' }), 1);
     assert.equal(valueOf(text, 'video_provider_retry_after_seconds_sum', { backend: 'fal', operation: 'submit' }), 7);
     assert.equal(valueOf(text, 'video_provider_retry_after_seconds_bucket', { backend: 'fal', operation: 'submit', le: '5' }), 0);
     assert.equal(valueOf(text, 'video_provider_retry_after_seconds_bucket', { backend: 'fal', operation: 'submit', le: '10' }), 1);
-    assert.equal(valueOf(text, 'video_provider_retry_after_seconds_count', { backend: 'fal', operation: 'poll' }), 0, 'a refusal without Retry-After observes no wait');
+    assert.equal(
+      valueOf(text, 'video_provider_retry_after_seconds_count', { backend: 'fal', operation: 'poll' }),
+      0,
+      'a refusal without Retry-After observes no wait',
+    );
   });
 });
 
@@ -187,15 +220,32 @@ describe('the series the alert rules and the dashboard use', () => {
     const exported = new Set(Object.values(sources).flatMap((t) => samples(t).map((s) => s.name)));
     // Labelled series appear with their first event (a provider error, say); declared by a process
     // (its # TYPE line) is enough for them.
-    const declared = new Set(Object.values(sources).flatMap((t) => [...t.matchAll(/^# TYPE (\S+) (\S+)$/gm)].flatMap((m) => (m[2] === 'histogram' ? [`${m[1]}_bucket`, `${m[1]}_count`, `${m[1]}_sum`] : [m[1]!]))));
+    const declared = new Set(
+      Object.values(sources).flatMap((t) =>
+        [...t.matchAll(/^# TYPE (\S+) (\S+)$/gm)].flatMap((m) =>
+          m[2] === 'histogram' ? [`${m[1]}_bucket`, `${m[1]}_count`, `${m[1]}_sum`] : [m[1]!],
+        ),
+      ),
+    );
     const used = namesUsedByRulesAndDashboard();
     assert.ok(used.size >= 20, [...used].join(' '));
     const missing = [...used].filter((n) => !exported.has(n) && !declared.has(n));
-    assert.deepEqual(missing, [], `not exported: ${missing.join(', ')}\nSDK metrics: ${[...new Set(samples(sources.sdk).map((s) => s.name))].join(' ')}`);
+    assert.deepEqual(
+      missing,
+      [],
+      `not exported: ${missing.join(', ')}\nSDK metrics: ${[...new Set(samples(sources.sdk).map((s) => s.name))].join(' ')}`,
+    );
     // The Temporal SDK's series the rules use carry the worker's task queue.
     const queue = stack.config.temporal.taskQueue;
-    for (const name of ['temporal_workflow_task_schedule_to_start_latency_bucket', 'temporal_activity_schedule_to_start_latency_bucket', 'temporal_worker_task_slots_available']) {
-      assert.ok(samples(sources.sdk).some((s) => s.name === name && s.labels['task_queue'] === queue), `${name}{task_queue="${queue}"}`);
+    for (const name of [
+      'temporal_workflow_task_schedule_to_start_latency_bucket',
+      'temporal_activity_schedule_to_start_latency_bucket',
+      'temporal_worker_task_slots_available',
+    ]) {
+      assert.ok(
+        samples(sources.sdk).some((s) => s.name === name && s.labels['task_queue'] === queue),
+        `${name}{task_queue="${queue}"}`,
+      );
     }
   });
 });

@@ -36,14 +36,28 @@ before(async () => {
   if (ids) for (const f of [cert.certPath, cert.keyPath]) fs.chownSync(f, ids.uid, ids.gid);
   // The service's database only over TLS; the readiness check of the embedded server uses "postgres".
   const hba = path.join(dir, 'pg_hba.conf');
-  fs.writeFileSync(hba, ['hostssl all all 127.0.0.1/32 trust', 'hostssl all all ::1/128 trust', 'host postgres postgres 127.0.0.1/32 trust', ''].join('\n'));
+  fs.writeFileSync(
+    hba,
+    ['hostssl all all 127.0.0.1/32 trust', 'hostssl all all ::1/128 trust', 'host postgres postgres 127.0.0.1/32 trust', ''].join('\n'),
+  );
   fs.chmodSync(hba, 0o644);
   port = await freePort();
   server = await startEmbeddedPostgres({
     pgdata: path.join(dir, 'pg'),
     port,
     logFile: path.join(dir, 'postgres.log'),
-    extraArgs: ['-c', 'ssl=on', '-c', `ssl_cert_file=${cert.certPath}`, '-c', `ssl_key_file=${cert.keyPath}`, '-c', `hba_file=${hba}`, '-c', "listen_addresses=127.0.0.1,::1"],
+    extraArgs: [
+      '-c',
+      'ssl=on',
+      '-c',
+      `ssl_cert_file=${cert.certPath}`,
+      '-c',
+      `ssl_key_file=${cert.keyPath}`,
+      '-c',
+      `hba_file=${hba}`,
+      '-c',
+      'listen_addresses=127.0.0.1,::1',
+    ],
   });
 });
 after(async () => {
@@ -51,7 +65,8 @@ after(async () => {
   await server?.stop();
 });
 
-const tlsUrl = (host: string) => `postgres://postgres@${host}:${port}/videoapi?sslmode=verify-full&sslrootcert=${encodeURIComponent(ca.certPath)}`;
+const tlsUrl = (host: string) =>
+  `postgres://postgres@${host}:${port}/videoapi?sslmode=verify-full&sslrootcert=${encodeURIComponent(ca.certPath)}`;
 
 function serviceEnv(databaseUrl: string): Record<string, string> {
   return {
@@ -108,7 +123,10 @@ test('sslmode=verify-full with sslrootcert: the API and the worker migrate, run 
     "SELECT s.ssl, count(*) AS n FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid) WHERE a.datname = 'videoapi' GROUP BY s.ssl",
   );
   await check.end();
-  assert.deepEqual(sessions.rows.map((r) => r.ssl), [true]);
+  assert.deepEqual(
+    sessions.rows.map((r) => r.ssl),
+    [true],
+  );
   assert.ok(Number(sessions.rows[0]!.n) >= 3, 'the API, the worker and this check');
 });
 
@@ -127,7 +145,9 @@ test('a certificate that does not name the host: refused at startup, one line, n
     assert.equal(lines.length, 1, stderr);
     assert.match(
       lines[0]!,
-      new RegExp(`^${entry}: cannot reach PostgreSQL at postgres://postgres@127\\.0\\.0\\.1:${port}/videoapi\\?sslmode=verify-full.*: its certificate does not name the host in DATABASE_URL \\(IP: 127\\.0\\.0\\.1 is not in the cert's list: \\); connect by a name in the certificate$`),
+      new RegExp(
+        `^${entry}: cannot reach PostgreSQL at postgres://postgres@127\\.0\\.0\\.1:${port}/videoapi\\?sslmode=verify-full.*: its certificate does not name the host in DATABASE_URL \\(IP: 127\\.0\\.0\\.1 is not in the cert's list: \\); connect by a name in the certificate$`,
+      ),
     );
   }
 });

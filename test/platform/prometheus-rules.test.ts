@@ -50,33 +50,52 @@ describe('Prometheus alert rules', { skip: TOOLS_MISSING }, () => {
   });
 
   test('the unit tests fail when a rule changes (a threshold raised, an expression broken)', () => {
-    const raised = editedCopy((t) => t.replace('expr: max(video_jobs_pending_past_deadline{}) > 0', 'expr: max(video_jobs_pending_past_deadline{}) > 5'));
+    const raised = editedCopy((t) =>
+      t.replace('expr: max(video_jobs_pending_past_deadline{}) > 0', 'expr: max(video_jobs_pending_past_deadline{}) > 5'),
+    );
     const r = runTool(promtool, ['test', 'rules', path.join(raised, 'alerts.test.yaml')]);
     assert.notEqual(r.status, 0, r.output);
     assert.match(r.output, /VideoJobsPendingPastDeadline/);
 
-    const broken = editedCopy((t) => t.replace('sum by (backend, operation) (rate(video_provider_errors_total{}[10m]))', 'sum by (backend, operation) (rate(video_provider_errors_total{}[10m])'));
+    const broken = editedCopy((t) =>
+      t.replace(
+        'sum by (backend, operation) (rate(video_provider_errors_total{}[10m]))',
+        'sum by (backend, operation) (rate(video_provider_errors_total{}[10m])',
+      ),
+    );
     const c = runTool(promtool, ['check', 'rules', path.join(broken, 'alerts.yaml')]);
     assert.notEqual(c.status, 0, c.output);
   });
 
   test('every alert fires in at least one unit test', () => {
-    const tests = YAML.parse(fs.readFileSync(RULE_TESTS, 'utf8')) as { tests: { alert_rule_test?: { alertname: string; exp_alerts: unknown[] }[] }[] };
-    const fired = new Set(tests.tests.flatMap((t) => (t.alert_rule_test ?? []).filter((a) => a.exp_alerts.length > 0).map((a) => a.alertname)));
-    const untested = rules().map((r) => r.alert).filter((a) => !fired.has(a));
+    const tests = YAML.parse(fs.readFileSync(RULE_TESTS, 'utf8')) as {
+      tests: { alert_rule_test?: { alertname: string; exp_alerts: unknown[] }[] }[];
+    };
+    const fired = new Set(
+      tests.tests.flatMap((t) => (t.alert_rule_test ?? []).filter((a) => a.exp_alerts.length > 0).map((a) => a.alertname)),
+    );
+    const untested = rules()
+      .map((r) => r.alert)
+      .filter((a) => !fired.has(a));
     assert.deepEqual(untested, []);
   });
 });
 
 describe('Grafana dashboard', { skip: TOOLS_MISSING }, () => {
   test('is a dashboard whose every query is valid PromQL (checked by promtool as recording rules)', () => {
-    const dashboard = JSON.parse(fs.readFileSync(DASHBOARD, 'utf8')) as { uid: string; panels: { type: string; targets?: { expr: string }[] }[] };
+    const dashboard = JSON.parse(fs.readFileSync(DASHBOARD, 'utf8')) as {
+      uid: string;
+      panels: { type: string; targets?: { expr: string }[] }[];
+    };
     assert.equal(dashboard.uid, 'video-voice-api');
     const exprs = dashboard.panels.flatMap((p) => (p.targets ?? []).map((t) => t.expr));
     assert.ok(exprs.length >= 20, `${exprs.length} queries`);
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'vva-dashboard-'));
     const file = path.join(dir, 'dashboard-queries.yaml');
-    fs.writeFileSync(file, YAML.stringify({ groups: [{ name: 'dashboard', rules: exprs.map((expr, i) => ({ record: `dashboard:query_${i}`, expr })) }] }));
+    fs.writeFileSync(
+      file,
+      YAML.stringify({ groups: [{ name: 'dashboard', rules: exprs.map((expr, i) => ({ record: `dashboard:query_${i}`, expr })) }] }),
+    );
     const r = runTool(promtool, ['check', 'rules', file]);
     assert.equal(r.status, 0, r.output);
     assert.match(r.output, new RegExp(`SUCCESS: ${exprs.length} rules found`));

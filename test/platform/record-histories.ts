@@ -33,7 +33,8 @@ after(async () => {
   await Promise.all([stack.stop(), slow.stop(), idle.stop()]);
 });
 
-const create = (s: Stack, key: string, body: unknown, headers: Record<string, string> = {}) => http(s.baseUrl, 'POST', '/v2/videos/generations', { token: key, json: body, headers });
+const create = (s: Stack, key: string, body: unknown, headers: Record<string, string> = {}) =>
+  http(s.baseUrl, 'POST', '/v2/videos/generations', { token: key, json: body, headers });
 const save = (s: Stack, name: string, jobId: string) => saveHistory(s, name, videoJobWorkflowId(jobId));
 
 async function run(s: Stack, name: string, body: Record<string, unknown>, expectStatus: string, headers?: Record<string, string>) {
@@ -69,7 +70,12 @@ test('deadline while awaiting the operation', async () => {
   await run(slow, 'video-job-deadline', simJob({ delay_ms: 60_000 }), 'failed');
 });
 test('inputs: first and last frame, audio off, a negative prompt', async () => {
-  const inputs = { image: imageField(pngImage(32, 18, 1), 'image/png'), lastFrame: imageField(jpegImage(2), 'image/jpeg'), generateAudio: false, negativePrompt: 'text' };
+  const inputs = {
+    image: imageField(pngImage(32, 18, 1), 'image/png'),
+    lastFrame: imageField(jpegImage(2), 'image/jpeg'),
+    generateAudio: false,
+    negativePrompt: 'text',
+  };
   await run(stack, 'video-job-inputs', simJob({ delay_ms: 0 }, inputs), 'succeeded');
 });
 
@@ -108,7 +114,10 @@ test("the workspace's limit of pending jobs", async () => {
 
 test("the API key's spend limit", async () => {
   const c = await newCustomer(stack, 10);
-  const key = await http(stack.baseUrl, 'POST', `/admin/v1/workspaces/${c.workspaceId}/api-keys`, { token: ADMIN_TOKEN, json: { spend_limit_in_euro: 0.1 } });
+  const key = await http(stack.baseUrl, 'POST', `/admin/v1/workspaces/${c.workspaceId}/api-keys`, {
+    token: ADMIN_TOKEN,
+    json: { spend_limit_in_euro: 0.1 },
+  });
   const r = await create(stack, key.body.key, simJob(), { 'Idempotency-Key': 'limited' });
   assert.equal(r.status, 402);
   assert.equal(r.body.error.code, 'key_spend_limit_exceeded');
@@ -121,9 +130,17 @@ test('not accepted in time: its run starts after the API stopped waiting and ref
   const c = await newCustomer(idle, 10);
   const r = await create(idle, c.key, simJob(), { 'Idempotency-Key': 'late' });
   assert.equal(r.status, 503);
-  lateWorker = await startWorker({ config: idle.config, db: idle.db, temporalAddress: idle.config.temporal.address!, logger: createLogger('silent', 'rec') });
+  lateWorker = await startWorker({
+    config: idle.config,
+    db: idle.db,
+    temporalAddress: idle.config.temporal.address!,
+    logger: createLogger('silent', 'rec'),
+  });
   const jobId = jobIdForIdempotencyKey(c.workspaceId, 'late');
-  assert.equal(((await idle.api.temporal.workflow.getHandle(videoJobWorkflowId(jobId)).result()) as { status: string }).status, 'not_accepted');
+  assert.equal(
+    ((await idle.api.temporal.workflow.getHandle(videoJobWorkflowId(jobId)).result()) as { status: string }).status,
+    'not_accepted',
+  );
   await save(idle, 'video-job-not-accepted', jobId);
 });
 

@@ -37,7 +37,10 @@ test('delivered after two refused attempts', async () => {
   const c = await newCustomer(stack, 10);
   await register(c.key, await startReceiver({ script: [{ status: 500 }, { status: 302, headers: { location: '/x' } }] }));
   const jobId = await finishedJob(c.key);
-  const r = await stack.db.query('SELECT d.id FROM webhook_deliveries d JOIN webhook_events e ON e.id = d.event_id WHERE e.video_job_id = $1', [jobId]);
+  const r = await stack.db.query(
+    'SELECT d.id FROM webhook_deliveries d JOIN webhook_events e ON e.id = d.event_id WHERE e.video_job_id = $1',
+    [jobId],
+  );
   const id: string = r.rows[0].id;
   const result = await stack.api.temporal.workflow.getHandle(webhookDeliveryWorkflowId(id)).result();
   assert.deepEqual(result, { delivery_id: id, status: 'succeeded' });

@@ -42,10 +42,23 @@ const REQUIRED: Record<string, string[]> = { '1.0.0': PATHS_SINCE_1_0_0 };
 const files = historyFiles();
 
 test('the recorded releases are the supported ones, each with every path', () => {
-  assert.deepEqual([...new Set(files.map(releaseOf))].sort(), [...SUPPORTED_RELEASES].sort(), 'a release out of the window keeps no recordings');
-  const names = new Set(files.map((f) => `${releaseOf(f)}/${f.split('/').pop()!.replace(/\.json$/, '')}`));
+  assert.deepEqual(
+    [...new Set(files.map(releaseOf))].sort(),
+    [...SUPPORTED_RELEASES].sort(),
+    'a release out of the window keeps no recordings',
+  );
+  const names = new Set(
+    files.map(
+      (f) =>
+        `${releaseOf(f)}/${f
+          .split('/')
+          .pop()!
+          .replace(/\.json$/, '')}`,
+    ),
+  );
   for (const release of SUPPORTED_RELEASES) {
-    for (const p of REQUIRED[release] ?? assert.fail(`no required paths listed for ${release}`)) assert.ok(names.has(`${release}/${p}`), `missing test/histories/${release}/${p}.json`);
+    for (const p of REQUIRED[release] ?? assert.fail(`no required paths listed for ${release}`))
+      assert.ok(names.has(`${release}/${p}`), `missing test/histories/${release}/${p}.json`);
   }
 });
 
@@ -58,7 +71,11 @@ for (const traced of [false, true]) {
     const histories = files.map((f) => ({ workflowId: f, history: historyFromJSON(JSON.parse(fs.readFileSync(f, 'utf8'))) }));
     const failures: string[] = [];
     let replayed = 0;
-    const options = { workflowsPath: workflowsPath(), replayName: traced ? 'ci-replay-traced' : 'ci-replay', ...(traced ? tracingReplayOptions() : {}) };
+    const options = {
+      workflowsPath: workflowsPath(),
+      replayName: traced ? 'ci-replay-traced' : 'ci-replay',
+      ...(traced ? tracingReplayOptions() : {}),
+    };
     for await (const result of Worker.runReplayHistories(options, histories)) {
       replayed++;
       if (result.error) failures.push(`${result.workflowId}: ${result.error.message}`);

@@ -125,7 +125,10 @@ describe('npm start', () => {
       [{ TEMPORAL_CLI_PATH: '/nonexistent/temporal' }, /TEMPORAL_CLI_PATH=\/nonexistent\/temporal does not exist/],
       [{ DATABASE_URL: 'postgres://nobody@127.0.0.1:1/none' }, /cannot reach PostgreSQL at postgres:\/\/nobody@127\.0\.0\.1:1\/none/],
       [{ VIDEO_POLL_INTERVAL_MS: 'soon' }, /invalid environment variable VIDEO_POLL_INTERVAL_MS/],
-      [{ DATA_DIR: path.join(notADir, 'data') }, new RegExp(`^video-voice-api: cannot mkdir ${notADir}/data \\(a part of the path is not a directory\\): check DATA_DIR$`)],
+      [
+        { DATA_DIR: path.join(notADir, 'data') },
+        new RegExp(`^video-voice-api: cannot mkdir ${notADir}/data \\(a part of the path is not a directory\\): check DATA_DIR$`),
+      ],
     ];
     for (const [extra, expected] of cases) {
       const s = spawnMain({ ...(await portsEnv(dataDir)), ...extra });

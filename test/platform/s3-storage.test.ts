@@ -34,12 +34,20 @@ function getWithHost(url: URL, connectPort: number, host: string): Promise<{ sta
 }
 
 test('STORAGE_BACKEND=s3 needs S3_BUCKET; credentials stay out of anything serialised', () => {
-  assert.throws(() => loadConfig({ STORAGE_BACKEND: 's3' }), (err: Error) => err instanceof ConfigError && /S3_BUCKET must be set/.test(err.message));
+  assert.throws(
+    () => loadConfig({ STORAGE_BACKEND: 's3' }),
+    (err: Error) => err instanceof ConfigError && /S3_BUCKET must be set/.test(err.message),
+  );
   assert.throws(() => loadConfig({ STORAGE_BACKEND: 's3', S3_BUCKET: 'b-1', AWS_ACCESS_KEY_ID: 'x' }), ConfigError);
   assert.throws(() => loadConfig({ STORAGE_BACKEND: 'gcs' }), ConfigError);
   assert.equal(loadConfig({}).storageBackend, 'local');
   assert.equal(loadConfig({}).s3, null);
-  const config = loadConfig({ STORAGE_BACKEND: 's3', S3_BUCKET: 'videos', AWS_ACCESS_KEY_ID: 'AKIDEXAMPLE', AWS_SECRET_ACCESS_KEY: 'very-secret-key-material' });
+  const config = loadConfig({
+    STORAGE_BACKEND: 's3',
+    S3_BUCKET: 'videos',
+    AWS_ACCESS_KEY_ID: 'AKIDEXAMPLE',
+    AWS_SECRET_ACCESS_KEY: 'very-secret-key-material',
+  });
   assert.equal(config.s3?.bucket, 'videos');
   assert.equal(config.s3?.region, 'us-east-1');
   assert.equal(config.s3?.forcePathStyle, false);
@@ -50,7 +58,8 @@ test('STORAGE_BACKEND=s3 needs S3_BUCKET; credentials stay out of anything seria
 });
 
 const serverCmd = s3ServerCmd();
-const notInstalled = 'no S3-compatible server installed: run `bash scripts/install-s3-server.sh` (builds MinIO from the Go module proxy) or set S3_SERVER_CMD';
+const notInstalled =
+  'no S3-compatible server installed: run `bash scripts/install-s3-server.sh` (builds MinIO from the Go module proxy) or set S3_SERVER_CMD';
 
 describe('S3 storage against a real S3 server', { skip: serverCmd ? false : notInstalled }, () => {
   let server: S3Server;
@@ -179,7 +188,10 @@ describe('S3 storage against a real S3 server', { skip: serverCmd ? false : notI
       urlTtlS: 600,
     });
     try {
-      await assert.rejects(checkStorage(missing), (err: Error) => err instanceof ConfigError && /no-such-bucket-here.*no such bucket/.test(err.message));
+      await assert.rejects(
+        checkStorage(missing),
+        (err: Error) => err instanceof ConfigError && /no-such-bucket-here.*no such bucket/.test(err.message),
+      );
     } finally {
       missing.destroy();
     }

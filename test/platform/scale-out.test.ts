@@ -23,7 +23,10 @@ after(async () => {
 test('two APIs, two workers, one worker killed midway: every job completes and billing is exact', async () => {
   const ports = [await freePort(), await freePort()];
   await Promise.all(ports.map((p) => startEntryProcess(stack, 'api', { env: { PORT: String(p) }, track: children })));
-  const workers = await Promise.all([startEntryProcess(stack, 'worker', { track: children }), startEntryProcess(stack, 'worker', { track: children })]);
+  const workers = await Promise.all([
+    startEntryProcess(stack, 'worker', { track: children }),
+    startEntryProcess(stack, 'worker', { track: children }),
+  ]);
   const apis = ports.map((p) => `http://127.0.0.1:${p}`);
 
   const ws = await http(apis[0]!, 'POST', '/admin/v1/workspaces', { token: ADMIN_TOKEN, json: { name: 'scale', credits_in_euro: 20 } });
@@ -77,6 +80,11 @@ test('a process on a namespace without the search attributes stops at startup wi
     assert.ok(failed, `${entry} must not start`);
     const lines = failed.split('\n').filter((l) => l.trim() !== '' && !l.includes(' WARN '));
     assert.equal(lines.length, 1, failed); // "<entry> exited (1): <entry>: <the one line>"
-    assert.match(lines[0]!, new RegExp(`lacks the Keyword search attribute\\(s\\) WorkspaceId, VideoModel, VideoJobStatus; add them: temporal operator search-attribute create --namespace ${namespace} --name WorkspaceId --type Keyword`));
+    assert.match(
+      lines[0]!,
+      new RegExp(
+        `lacks the Keyword search attribute\\(s\\) WorkspaceId, VideoModel, VideoJobStatus; add them: temporal operator search-attribute create --namespace ${namespace} --name WorkspaceId --type Keyword`,
+      ),
+    );
   }
 });

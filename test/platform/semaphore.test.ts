@@ -34,7 +34,10 @@ test('a waiter beyond the queue bound is refused at once', async () => {
   let release = () => {};
   const holder = s.with(() => new Promise<void>((r) => (release = r)));
   const waiter = s.with(async () => 'waited');
-  await assert.rejects(s.with(async () => 'refused'), /more than 1 waiting/);
+  await assert.rejects(
+    s.with(async () => 'refused'),
+    /more than 1 waiting/,
+  );
   release();
   await holder;
   assert.equal(await waiter, 'waited');

@@ -93,20 +93,34 @@ test('the chaos loop takes down one target at a time, every kind in each round, 
     },
   }));
   const until_ms = Date.now() + 400;
-  const chaos = startChaos(targets, new Rng(1), { until_ms, down_ms: { min: 1, max: 5 }, calm_ms: { min: 1, max: 5 }, max_faults: 1_000, log: () => {} });
+  const chaos = startChaos(targets, new Rng(1), {
+    until_ms,
+    down_ms: { min: 1, max: 5 },
+    calm_ms: { min: 1, max: 5 },
+    max_faults: 1_000,
+    log: () => {},
+  });
   await chaos.done;
   assert.ok(Date.now() - until_ms < 200, 'ended at its deadline');
   assert.equal(most_down, 1);
   assert.equal(down, 0, 'everything it killed is back');
   assert.ok(chaos.faults.length >= 8, `${chaos.faults.length} faults`);
   const kinds = chaos.faults.map((f) => f.target);
-  for (let round = 0; round + 4 <= kinds.length; round += 4) assert.deepEqual([...kinds.slice(round, round + 4)].sort(), ['api', 'postgres', 'temporal', 'worker']);
+  for (let round = 0; round + 4 <= kinds.length; round += 4)
+    assert.deepEqual([...kinds.slice(round, round + 4)].sort(), ['api', 'postgres', 'temporal', 'worker']);
   assert.deepEqual(chaos.problems, []);
 });
 
 test('the chaos loop stops at a target it cannot restart, saying so', async () => {
   const targets = [{ name: 'postgres', kill: async () => {}, restart: async () => Promise.reject(new Error('port taken')) }];
-  const chaos = startChaos(targets, new Rng(1), { until_ms: Date.now() + 60_000, down_ms: { min: 1, max: 1 }, calm_ms: { min: 1, max: 1 }, max_faults: 5, log: () => {}, retry_wait_ms: 1 });
+  const chaos = startChaos(targets, new Rng(1), {
+    until_ms: Date.now() + 60_000,
+    down_ms: { min: 1, max: 1 },
+    calm_ms: { min: 1, max: 1 },
+    max_faults: 5,
+    log: () => {},
+    retry_wait_ms: 1,
+  });
   await chaos.done;
   assert.equal(chaos.faults.length, 1);
   assert.deepEqual(chaos.problems, ['postgres could not be restarted after 3 tries']);

@@ -12,17 +12,26 @@ const oneLine = (s: string) => assert.ok(!s.includes('\n'), `one line: ${s}`);
 
 describe('initdbFailureMessage', () => {
   test('initdb that could not be spawned (no output at all): says so and what to do', () => {
-    const msg = initdbFailureMessage('/root/app/.data/postgres', { error: errno('EACCES'), status: null, signal: null, stdout: null as unknown as string, stderr: null as unknown as string }, 'postgres');
+    const msg = initdbFailureMessage(
+      '/root/app/.data/postgres',
+      { error: errno('EACCES'), status: null, signal: null, stdout: null as unknown as string, stderr: null as unknown as string },
+      'postgres',
+    );
     oneLine(msg);
     assert.match(msg, /^cannot run initdb as user "postgres" \(permission denied\)/);
     assert.match(msg, /set DATA_DIR elsewhere or set DATABASE_URL$/);
     assert.doesNotMatch(msg, /null|undefined|Cannot read/);
-    const missing = initdbFailureMessage('/d', { error: errno('ENOENT'), status: null, signal: null, stdout: null as unknown as string, stderr: null as unknown as string }, null);
+    const missing = initdbFailureMessage(
+      '/d',
+      { error: errno('ENOENT'), status: null, signal: null, stdout: null as unknown as string, stderr: null as unknown as string },
+      null,
+    );
     assert.match(missing, /^cannot run initdb \(executable not found\); check that \/d is writable/);
   });
 
   test('initdb that failed: its error line, not its last line of chatter', () => {
-    const stderr = 'The files belonging to this database system will be owned by user "postgres".\ninitdb: error: could not create directory "/x/pg": Permission denied\n\n';
+    const stderr =
+      'The files belonging to this database system will be owned by user "postgres".\ninitdb: error: could not create directory "/x/pg": Permission denied\n\n';
     const msg = initdbFailureMessage('/x/pg', { status: 1, signal: null, stdout: 'Fixing permissions ... ok\n', stderr }, 'postgres');
     oneLine(msg);
     assert.equal(
@@ -32,8 +41,14 @@ describe('initdbFailureMessage', () => {
   });
 
   test('initdb killed, or silent', () => {
-    assert.match(initdbFailureMessage('/d', { status: null, signal: 'SIGKILL', stdout: '', stderr: '' }, null), /^initdb was killed by SIGKILL while creating \/d; /);
-    assert.match(initdbFailureMessage('/d', { status: 2, signal: null, stdout: '', stderr: '' }, null), /^initdb failed for \/d: exit status 2; /);
+    assert.match(
+      initdbFailureMessage('/d', { status: null, signal: 'SIGKILL', stdout: '', stderr: '' }, null),
+      /^initdb was killed by SIGKILL while creating \/d; /,
+    );
+    assert.match(
+      initdbFailureMessage('/d', { status: 2, signal: null, stdout: '', stderr: '' }, null),
+      /^initdb failed for \/d: exit status 2; /,
+    );
   });
 });
 
@@ -44,8 +59,14 @@ describe('startupFailureLine', () => {
 
   test('a file system error names the path, the reason in words and what to do', () => {
     const line = startupFailureLine(errno('EACCES', { syscall: 'mkdir', path: '/srv/data' }));
-    assert.equal(line, 'cannot mkdir /srv/data (permission denied): run as a user who may write there, or set DATA_DIR to a directory you own');
-    assert.match(startupFailureLine(errno('ENOSPC', { syscall: 'write', path: '/d/x' })), /no space left on device\): free some disk space/);
+    assert.equal(
+      line,
+      'cannot mkdir /srv/data (permission denied): run as a user who may write there, or set DATA_DIR to a directory you own',
+    );
+    assert.match(
+      startupFailureLine(errno('ENOSPC', { syscall: 'write', path: '/d/x' })),
+      /no space left on device\): free some disk space/,
+    );
   });
 
   test('anything unforeseen: no JavaScript message on the line; the details go to a file the line names', () => {
@@ -58,7 +79,10 @@ describe('startupFailureLine', () => {
     oneLine(line);
     assert.equal(line, 'could not start because of an unexpected internal error; please report it with /tmp/details.txt');
     assert.match(written, /TypeError: Cannot read properties of null/);
-    assert.equal(startupFailureLine('a string', () => null), 'could not start because of an unexpected internal error; please report it');
+    assert.equal(
+      startupFailureLine('a string', () => null),
+      'could not start because of an unexpected internal error; please report it',
+    );
   });
 });
 
@@ -67,24 +91,30 @@ describe('worker limits in the configuration', () => {
     assert.equal(loadConfig({}).workerConcurrentPollsMax, 50);
     assert.equal(loadConfig({ WORKER_MAX_CONCURRENT_POLLS: '1' }).workerConcurrentPollsMax, 1);
     for (const bad of ['0', '1001', 'many']) {
-      assert.throws(() => loadConfig({ WORKER_MAX_CONCURRENT_POLLS: bad }), (err: unknown) => {
-        assert.ok(err instanceof ConfigError);
-        assert.match(err.message, /WORKER_MAX_CONCURRENT_POLLS/);
-        return true;
-      });
+      assert.throws(
+        () => loadConfig({ WORKER_MAX_CONCURRENT_POLLS: bad }),
+        (err: unknown) => {
+          assert.ok(err instanceof ConfigError);
+          assert.match(err.message, /WORKER_MAX_CONCURRENT_POLLS/);
+          return true;
+        },
+      );
     }
   });
 });
 
 describe('the task queue in the configuration', () => {
-  test("is named in a visibility query, so only plain characters are taken: a quote is refused at startup", () => {
+  test('is named in a visibility query, so only plain characters are taken: a quote is refused at startup', () => {
     assert.equal(loadConfig({ TEMPORAL_TASK_QUEUE: 'video-voice-api.eu:2' }).temporal.taskQueue, 'video-voice-api.eu:2');
     for (const bad of ["q' OR 'x' = 'x", 'a b', 'x'.repeat(201)]) {
-      assert.throws(() => loadConfig({ TEMPORAL_TASK_QUEUE: bad }), (err: unknown) => {
-        assert.ok(err instanceof ConfigError);
-        assert.match(err.message, /TEMPORAL_TASK_QUEUE/);
-        return true;
-      });
+      assert.throws(
+        () => loadConfig({ TEMPORAL_TASK_QUEUE: bad }),
+        (err: unknown) => {
+          assert.ok(err instanceof ConfigError);
+          assert.match(err.message, /TEMPORAL_TASK_QUEUE/);
+          return true;
+        },
+      );
     }
   });
 });

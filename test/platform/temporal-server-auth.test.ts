@@ -94,7 +94,9 @@ describe("API keys against temporal-server's JWT authorizer", { skip: missing ??
         adminApiKey: token(published, ['temporal-system:admin']),
       },
     });
-    process.stderr.write(`temporal-server with the JWT authorizer up in ${Date.now() - started} ms: ${JSON.stringify(server.timings_ms)}\n`);
+    process.stderr.write(
+      `temporal-server with the JWT authorizer up in ${Date.now() - started} ms: ${JSON.stringify(server.timings_ms)}\n`,
+    );
   });
   after(async () => {
     killAll(children);

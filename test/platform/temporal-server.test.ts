@@ -39,7 +39,10 @@ let db: Db;
 
 async function customer(credits_in_euro: number) {
   const api = cluster.apiBases[0]!;
-  const ws = await http(api, 'POST', '/admin/v1/workspaces', { token: ADMIN_TOKEN, json: { name: `topology-${Date.now()}`, credits_in_euro } });
+  const ws = await http(api, 'POST', '/admin/v1/workspaces', {
+    token: ADMIN_TOKEN,
+    json: { name: `topology-${Date.now()}`, credits_in_euro },
+  });
   assert.equal(ws.status, 201, JSON.stringify(ws.body));
   const key = await http(api, 'POST', `/admin/v1/workspaces/${ws.body.id}/api-keys`, { token: ADMIN_TOKEN, json: {} });
   assert.equal(key.status, 201, JSON.stringify(key.body));
@@ -48,7 +51,10 @@ async function customer(credits_in_euro: number) {
 
 async function create(api: string, key: string, simulate: Record<string, unknown>, n = 2): Promise<string> {
   for (let attempt = 0; ; attempt++) {
-    const r = await http(api, 'POST', '/v2/videos/generations', { token: key, json: simJob(simulate, { n, prompt: `topology ${Math.random()}` }) });
+    const r = await http(api, 'POST', '/v2/videos/generations', {
+      token: key,
+      json: simJob(simulate, { n, prompt: `topology ${Math.random()}` }),
+    });
     if (r.status === 202) return r.body.id;
     assert.ok(r.status === 503 && attempt < 20, `create: ${r.status} ${JSON.stringify(r.body)}`);
     await new Promise((res) => setTimeout(res, 1_000));
@@ -59,7 +65,9 @@ async function create(api: string, key: string, simulate: Record<string, unknown
 async function settled(key: string, id: string, timeout_ms = 150_000): Promise<any> {
   const deadline = Date.now() + timeout_ms;
   for (let i = 0; ; i++) {
-    const r = await http(cluster.apiBases[i % cluster.apiBases.length]!, 'GET', `/v2/videos/generations/${id}`, { token: key }).catch(() => null);
+    const r = await http(cluster.apiBases[i % cluster.apiBases.length]!, 'GET', `/v2/videos/generations/${id}`, { token: key }).catch(
+      () => null,
+    );
     if (r?.status === 200 && r.body.status !== 'pending') return r.body;
     assert.ok(Date.now() < deadline, `job ${id} still pending after ${timeout_ms} ms`);
     await new Promise((res) => setTimeout(res, 250));
@@ -101,8 +109,13 @@ describe('the production topology: temporal-server on PostgreSQL with mTLS', { s
         LOG_LEVEL: 'info',
       },
     });
-    process.stderr.write(`production topology up in ${Date.now() - started} ms: ${JSON.stringify({ ...cluster.timings_ms, ...cluster.temporalServer!.timings_ms })}\n`);
-    temporal = new Client({ connection: await connectWithCert(cluster.temporalServer!.address, cluster.temporalServer!.certs), namespace: 'default' });
+    process.stderr.write(
+      `production topology up in ${Date.now() - started} ms: ${JSON.stringify({ ...cluster.timings_ms, ...cluster.temporalServer!.timings_ms })}\n`,
+    );
+    temporal = new Client({
+      connection: await connectWithCert(cluster.temporalServer!.address, cluster.temporalServer!.certs),
+      namespace: 'default',
+    });
     db = createPool(cluster.env['DATABASE_URL']!, 3);
   });
   after(async () => {
@@ -177,51 +190,77 @@ describe('the production topology: temporal-server on PostgreSQL with mTLS', { s
   /** How long the jobs started on the previous release run: longer than a worker process takes to start. */
   const JOB_MS = 45_000;
 
-  test("the previous release's workers beside this release's: jobs started on the old code finish on the new, billed once", { skip: previousReleaseCommit === null && 'not a git checkout with history' }, async () => {
-    const release = await bundlePreviousRelease();
-    let oldWorker: RunningWorker | null = null;
-    try {
-      // Only the previous release polls at first: the jobs start on its code. This release's worker
-      // process starts meanwhile (it bundles its workflow code first); the jobs outlast that.
-      await target('worker-1').kill();
-      await target('worker-2').kill();
-      const config = loadConfig({ ...cluster.env, LOG_LEVEL: 'silent' });
-      oldWorker = await startWorker({ config, db, temporalAddress: cluster.env['TEMPORAL_ADDRESS']!, logger: createLogger('silent', 'old-release'), workflowBundle: { code: release.code } });
-      const c = await customer(5);
-      const ids = [await create(cluster.apiBases[0]!, c.key, { delay_ms: JOB_MS }), await create(cluster.apiBases[1]!, c.key, { delay_ms: JOB_MS, videos: 1 })];
-      const joined = target('worker-2').restart();
-      for (const id of ids) {
-        for (let i = 0; !(await readVideoJob(db, id))?.operation_id; i++) {
-          assert.ok(i < 300, 'the previous release never submitted the job');
-          await new Promise((r) => setTimeout(r, 50));
+  test(
+    "the previous release's workers beside this release's: jobs started on the old code finish on the new, billed once",
+    { skip: previousReleaseCommit === null && 'not a git checkout with history' },
+    async () => {
+      const release = await bundlePreviousRelease();
+      let oldWorker: RunningWorker | null = null;
+      try {
+        // Only the previous release polls at first: the jobs start on its code. This release's worker
+        // process starts meanwhile (it bundles its workflow code first); the jobs outlast that.
+        await target('worker-1').kill();
+        await target('worker-2').kill();
+        const config = loadConfig({ ...cluster.env, LOG_LEVEL: 'silent' });
+        oldWorker = await startWorker({
+          config,
+          db,
+          temporalAddress: cluster.env['TEMPORAL_ADDRESS']!,
+          logger: createLogger('silent', 'old-release'),
+          workflowBundle: { code: release.code },
+        });
+        const c = await customer(5);
+        const ids = [
+          await create(cluster.apiBases[0]!, c.key, { delay_ms: JOB_MS }),
+          await create(cluster.apiBases[1]!, c.key, { delay_ms: JOB_MS, videos: 1 }),
+        ];
+        const joined = target('worker-2').restart();
+        for (const id of ids) {
+          for (let i = 0; !(await readVideoJob(db, id))?.operation_id; i++) {
+            assert.ok(i < 300, 'the previous release never submitted the job');
+            await new Promise((r) => setTimeout(r, 50));
+          }
         }
+        // This release's worker joins (side by side), then the previous release's leaves mid-job.
+        await joined;
+        const during = await create(cluster.apiBases[0]!, c.key, { delay_ms: 1_000 });
+        for (const id of ids)
+          assert.equal(
+            (await readVideoJob(db, id))!.status,
+            'pending',
+            `job ${id} ended before this release's worker joined; JOB_MS is too short for this machine`,
+          );
+        await oldWorker.shutdown();
+        oldWorker = null;
+        await target('worker-1').restart();
+        const bodies = [await settled(c.key, ids[0]!), await settled(c.key, ids[1]!), await settled(c.key, during)];
+        for (const b of bodies) assert.equal(b.status, 'succeeded', JSON.stringify(b));
+        assert.deepEqual(
+          bodies.map((b) => b.videos.length),
+          [2, 1, 2],
+        );
+        // Each of the first jobs had workflow tasks completed by the old release's worker (this process)
+        // and, after it left, by a worker process of this release.
+        for (const id of ids) {
+          const history = await temporal.workflow.getHandle(videoJobWorkflowId(id)).fetchHistory();
+          const identities = (history.events ?? [])
+            .map((e) => e.workflowTaskCompletedEventAttributes?.identity)
+            .filter((x): x is string => !!x);
+          const mine = `${process.pid}@${os.hostname()}`;
+          assert.equal(identities[0], mine, `the job started on the previous release: ${identities.join(', ')}`);
+          assert.ok(
+            identities.some((i) => i !== mine),
+            `the job finished on this release: ${identities.join(', ')}`,
+          );
+        }
+        assert.equal(await balanceMicro(c.id), c.credits_micro - 5 * VIDEO_MICRO_EUR);
+        await assertAuditHolds();
+      } finally {
+        await oldWorker?.shutdown();
+        release.cleanup();
       }
-      // This release's worker joins (side by side), then the previous release's leaves mid-job.
-      await joined;
-      const during = await create(cluster.apiBases[0]!, c.key, { delay_ms: 1_000 });
-      for (const id of ids) assert.equal((await readVideoJob(db, id))!.status, 'pending', `job ${id} ended before this release's worker joined; JOB_MS is too short for this machine`);
-      await oldWorker.shutdown();
-      oldWorker = null;
-      await target('worker-1').restart();
-      const bodies = [await settled(c.key, ids[0]!), await settled(c.key, ids[1]!), await settled(c.key, during)];
-      for (const b of bodies) assert.equal(b.status, 'succeeded', JSON.stringify(b));
-      assert.deepEqual(bodies.map((b) => b.videos.length), [2, 1, 2]);
-      // Each of the first jobs had workflow tasks completed by the old release's worker (this process)
-      // and, after it left, by a worker process of this release.
-      for (const id of ids) {
-        const history = await temporal.workflow.getHandle(videoJobWorkflowId(id)).fetchHistory();
-        const identities = (history.events ?? []).map((e) => e.workflowTaskCompletedEventAttributes?.identity).filter((x): x is string => !!x);
-        const mine = `${process.pid}@${os.hostname()}`;
-        assert.equal(identities[0], mine, `the job started on the previous release: ${identities.join(', ')}`);
-        assert.ok(identities.some((i) => i !== mine), `the job finished on this release: ${identities.join(', ')}`);
-      }
-      assert.equal(await balanceMicro(c.id), c.credits_micro - 5 * VIDEO_MICRO_EUR);
-      await assertAuditHolds();
-    } finally {
-      await oldWorker?.shutdown();
-      release.cleanup();
-    }
-  });
+    },
+  );
 
   test('a process without the client certificate stops at startup with one line; the frontend refuses the CLI too', async () => {
     // NODE_NO_WARNINGS: the AWS SDK's warning about this Node version is not the process's refusal.
@@ -242,7 +281,9 @@ describe('the production topology: temporal-server on PostgreSQL with mTLS', { s
     // The server's side: the CLI without a certificate is refused, with one it is served.
     const cli = resolveTemporalCli(process.env['TEMPORAL_CLI_PATH']);
     const args = cluster.temporalServer!.cliArgs;
-    const withoutCert = args.filter((a, i) => !['--tls-cert-path', '--tls-key-path'].includes(a) && !['--tls-cert-path', '--tls-key-path'].includes(args[i - 1]!));
+    const withoutCert = args.filter(
+      (a, i) => !['--tls-cert-path', '--tls-key-path'].includes(a) && !['--tls-cert-path', '--tls-key-path'].includes(args[i - 1]!),
+    );
     await assert.rejects(run(cli, ['operator', 'namespace', 'describe', '--namespace', 'default', ...withoutCert]));
     const { stdout } = await run(cli, ['operator', 'namespace', 'describe', '--namespace', 'default', ...args], { encoding: 'utf8' });
     assert.match(stdout, /default/);

@@ -11,7 +11,17 @@ import path from 'node:path';
 import { Writable } from 'node:stream';
 import { createTestCa, type TestCa } from '../helpers/tls-certs.js';
 import { startGrpcTlsProxy, type GrpcTlsProxy } from '../helpers/grpc-tls-proxy.js';
-import { assertAuditHolds, balanceMicro, createTestDatabase, http, infra, newCustomer, simJob, startStack, waitForJob } from '../helpers/stack.js';
+import {
+  assertAuditHolds,
+  balanceMicro,
+  createTestDatabase,
+  http,
+  infra,
+  newCustomer,
+  simJob,
+  startStack,
+  waitForJob,
+} from '../helpers/stack.js';
 import { connectClient } from '../../src/temporal/client.js';
 import { describeSecurity } from '../../src/temporal/connection-config.js';
 import { checkSearchAttributes } from '../../src/temporal/search-attributes.js';
@@ -29,7 +39,13 @@ before(async () => {
   ca = createTestCa(path.join(dir, 'ca'));
   otherCa = createTestCa(path.join(dir, 'other-ca'), 'some other CA');
   const server = ca.server('localhost');
-  proxy = await startGrpcTlsProxy({ upstream: infra().temporalAddress, cert: server.cert, key: server.key, clientCa: ca.cert, apiKeys: [API_KEY] });
+  proxy = await startGrpcTlsProxy({
+    upstream: infra().temporalAddress,
+    cert: server.cert,
+    key: server.key,
+    clientCa: ca.cert,
+    apiKeys: [API_KEY],
+  });
 });
 after(async () => {
   await proxy?.close();
@@ -44,10 +60,14 @@ const mtlsEnv = (pair: { certPath: string; keyPath: string }, serverCa: TestCa =
 });
 
 /** Runs an entry point to its exit; its stderr and exit code. */
-async function runEntry(entry: 'api' | 'worker', env: Record<string, string>): Promise<{ code: number | null; stderr: string; stdout: string }> {
+async function runEntry(
+  entry: 'api' | 'worker',
+  env: Record<string, string>,
+): Promise<{ code: number | null; stderr: string; stdout: string }> {
   const base: Record<string, string> = {};
   // Only this test's Temporal variables: none inherited from the shell running the tests.
-  for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !k.startsWith('TEMPORAL_') && !k.startsWith('TEST_')) base[k] = v;
+  for (const [k, v] of Object.entries(process.env))
+    if (v !== undefined && !k.startsWith('TEMPORAL_') && !k.startsWith('TEST_')) base[k] = v;
   const child = spawn(process.execPath, ['--import', 'tsx', `src/${entry}-main.ts`], {
     env: {
       ...base,
@@ -70,7 +90,12 @@ async function runEntry(entry: 'api' | 'worker', env: Record<string, string>): P
   return { code, stderr, stdout };
 }
 
-function assertRefusal(r: { code: number | null; stderr: string; stdout: string }, entry: string, pattern: RegExp, secrets: string[] = []): void {
+function assertRefusal(
+  r: { code: number | null; stderr: string; stdout: string },
+  entry: string,
+  pattern: RegExp,
+  secrets: string[] = [],
+): void {
   assert.notEqual(r.code, 0, `${entry} should have refused to start: ${r.stderr}${r.stdout}`);
   const lines = r.stderr.trim().split('\n');
   assert.equal(lines.length, 1, `one line: ${r.stderr}`);
@@ -83,12 +108,21 @@ function assertRefusal(r: { code: number | null; stderr: string; stdout: string 
 describe('startup refusals: one line, which and how to fix, non-zero exit', () => {
   test('a server that requires a client certificate, reached without one (API and worker)', async () => {
     for (const entry of ['api', 'worker'] as const) {
-      const r = await runEntry(entry, { TEMPORAL_ADDRESS: proxy.address, TEMPORAL_TLS_SERVER_CA_CERT_PATH: ca.certPath, TEMPORAL_API_KEY: API_KEY });
-      assertRefusal(r, entry, /requires a client certificate \(mTLS\): set TEMPORAL_TLS_CLIENT_CERT_PATH and TEMPORAL_TLS_CLIENT_KEY_PATH/, [API_KEY]);
+      const r = await runEntry(entry, {
+        TEMPORAL_ADDRESS: proxy.address,
+        TEMPORAL_TLS_SERVER_CA_CERT_PATH: ca.certPath,
+        TEMPORAL_API_KEY: API_KEY,
+      });
+      assertRefusal(
+        r,
+        entry,
+        /requires a client certificate \(mTLS\): set TEMPORAL_TLS_CLIENT_CERT_PATH and TEMPORAL_TLS_CLIENT_KEY_PATH/,
+        [API_KEY],
+      );
     }
   });
 
-  test("a client certificate from a CA the server does not trust; a server certificate from a CA we do not trust; an expired client certificate", async () => {
+  test('a client certificate from a CA the server does not trust; a server certificate from a CA we do not trust; an expired client certificate', async () => {
     const foreign = otherCa.client('foreign');
     const r1 = await runEntry('api', mtlsEnv(foreign));
     assertRefusal(r1, 'api', /refused the client certificate \(not signed by a CA it trusts, or revoked\)/, [foreign.key]);
@@ -99,7 +133,12 @@ describe('startup refusals: one line, which and how to fix, non-zero exit', () =
 
     const expired = ca.client('expired', { days: -1 });
     const r3 = await runEntry('api', mtlsEnv(expired));
-    assertRefusal(r3, 'api', /the Temporal client certificate expired on .*; the server refuses it: renew it \(TEMPORAL_TLS_CLIENT_CERT_PATH\)/, [expired.key]);
+    assertRefusal(
+      r3,
+      'api',
+      /the Temporal client certificate expired on .*; the server refuses it: renew it \(TEMPORAL_TLS_CLIENT_CERT_PATH\)/,
+      [expired.key],
+    );
   });
 
   test('a wrong API key (API and worker); an unknown namespace', async () => {
@@ -108,11 +147,17 @@ describe('startup refusals: one line, which and how to fix, non-zero exit', () =
     const wrongKey = 'tk-wrong-0123456789abcdefghijklmnop';
     for (const entry of ['api', 'worker'] as const) {
       const r = await runEntry(entry, { ...tlsEnv, TEMPORAL_API_KEY: wrongKey });
-      assertRefusal(r, entry, /refused this process's credentials \(UNAUTHENTICATED: invalid API key\); check TEMPORAL_API_KEY/, [wrongKey]);
+      assertRefusal(r, entry, /refused this process's credentials \(UNAUTHENTICATED: invalid API key\); check TEMPORAL_API_KEY/, [
+        wrongKey,
+      ]);
       assert.ok(!(r.stderr + r.stdout).includes(wrongKey));
     }
     const r = await runEntry('api', { ...tlsEnv, TEMPORAL_API_KEY: API_KEY, TEMPORAL_NAMESPACE: 'no-such-namespace' });
-    assertRefusal(r, 'api', /the Temporal namespace "no-such-namespace" does not exist at .*; set TEMPORAL_NAMESPACE to an existing one, or create it/);
+    assertRefusal(
+      r,
+      'api',
+      /the Temporal namespace "no-such-namespace" does not exist at .*; set TEMPORAL_NAMESPACE to an existing one, or create it/,
+    );
   });
 
   test('a plaintext connection to a TLS server; TLS to a plaintext server; a profile that does not exist', async () => {
@@ -122,11 +167,14 @@ describe('startup refusals: one line, which and how to fix, non-zero exit', () =
     assertRefusal(r2, 'worker', /did not answer TLS .*set TEMPORAL_TLS=false/);
     const toml = path.join(dir, 'temporal.toml');
     fs.writeFileSync(toml, '[profile.default]\naddress = "127.0.0.1:1"\n');
-    assert.throws(() => loadConfig({ TEMPORAL_CONFIG_FILE: toml, TEMPORAL_PROFILE: 'prod' }), (err: unknown) => {
-      assert.ok(err instanceof ConfigError);
-      assert.match(err.message, /Temporal profile "prod" \(TEMPORAL_PROFILE\) is not in .*temporal\.toml/);
-      return true;
-    });
+    assert.throws(
+      () => loadConfig({ TEMPORAL_CONFIG_FILE: toml, TEMPORAL_PROFILE: 'prod' }),
+      (err: unknown) => {
+        assert.ok(err instanceof ConfigError);
+        assert.match(err.message, /Temporal profile "prod" \(TEMPORAL_PROFILE\) is not in .*temporal\.toml/);
+        return true;
+      },
+    );
   });
 
   test('missing search attributes in the namespace', async () => {
@@ -135,7 +183,9 @@ describe('startup refusals: one line, which and how to fix, non-zero exit', () =
     const ns = `bare-${Math.random().toString(36).slice(2, 8)}`;
     await client.workflowService.registerNamespace({ namespace: ns, workflowExecutionRetentionPeriod: msToTs(86_400_000) });
     await client.connection.close();
-    const lacks = new RegExp(`Temporal namespace "${ns}" lacks the Keyword search attribute\\(s\\) WorkspaceId, VideoModel, VideoJobStatus; add them: temporal operator search-attribute create`);
+    const lacks = new RegExp(
+      `Temporal namespace "${ns}" lacks the Keyword search attribute\\(s\\) WorkspaceId, VideoModel, VideoJobStatus; add them: temporal operator search-attribute create`,
+    );
     const r = await runEntry('worker', { ...mtlsEnv(good), TEMPORAL_NAMESPACE: ns, TEMPORAL_API_KEY: API_KEY });
     assertRefusal(r, 'worker', lacks);
 
@@ -215,7 +265,10 @@ describe('a secured Temporal: mTLS and an API key from a Temporal profile file',
     try {
       const customer = await newCustomer(stack, 20);
       const create = async (i: number) => {
-        const r = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: customer.key, json: simJob({ delay_ms: 4_000 }, { prompt: `rotation ${i}` }) });
+        const r = await http(stack.baseUrl, 'POST', '/v2/videos/generations', {
+          token: customer.key,
+          json: simJob({ delay_ms: 4_000 }, { prompt: `rotation ${i}` }),
+        });
         assert.equal(r.status, 202, JSON.stringify(r.body));
         return r.body.id as string;
       };
@@ -329,11 +382,19 @@ describe('a secured Temporal: mTLS and an API key from a Temporal profile file',
     const stack = await startStack({ env: { ...mtlsEnv(ca.client('revoked')), TEMPORAL_API_KEY: key } });
     try {
       const customer = await newCustomer(stack, 5);
-      const created = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: customer.key, json: simJob({ delay_ms: 60_000 }) });
+      const created = await http(stack.baseUrl, 'POST', '/v2/videos/generations', {
+        token: customer.key,
+        json: simJob({ delay_ms: 60_000 }),
+      });
       assert.equal(created.status, 202, JSON.stringify(created.body));
       // The key is revoked once the submission has ended (its operation recorded, its completion sent):
       // what is tested here is the API's answer, not a submission whose completion Temporal refuses.
-      for (let i = 0; i < 100 && (await http(stack.baseUrl, 'GET', `/v2/videos/generations/${created.body.id}`, { token: customer.key })).body.backend === null; i++) {
+      for (
+        let i = 0;
+        i < 100 &&
+        (await http(stack.baseUrl, 'GET', `/v2/videos/generations/${created.body.id}`, { token: customer.key })).body.backend === null;
+        i++
+      ) {
         await new Promise((r) => setTimeout(r, 100));
       }
       await new Promise((r) => setTimeout(r, 3_000));
@@ -355,14 +416,24 @@ describe('a secured Temporal: mTLS and an API key from a Temporal profile file',
 
 describe("Temporal's client configuration, as Temporal's CLI and SDKs read it", () => {
   test('Temporal Cloud with an API key: the endpoint, the namespace and the key, nothing else; the key implies TLS', () => {
-    const config = loadConfig({ TEMPORAL_ADDRESS: 'eu-west-1.aws.api.temporal.io:7233', TEMPORAL_NAMESPACE: 'prod.a1b2c', TEMPORAL_API_KEY: 'key-123' });
+    const config = loadConfig({
+      TEMPORAL_ADDRESS: 'eu-west-1.aws.api.temporal.io:7233',
+      TEMPORAL_NAMESPACE: 'prod.a1b2c',
+      TEMPORAL_API_KEY: 'key-123',
+    });
     assert.equal(config.temporal.address, 'eu-west-1.aws.api.temporal.io:7233');
     assert.equal(config.temporal.namespace, 'prod.a1b2c');
     assert.deepEqual(config.temporal.connection.connect, { address: 'eu-west-1.aws.api.temporal.io:7233', apiKey: 'key-123', tls: true });
     assert.equal(describeSecurity(config.temporal.connection.connect), 'TLS + API key');
     // TEMPORAL_TLS=false turns it off even with a key (Temporal's rule), TEMPORAL_TLS=true on without one.
-    assert.equal(loadConfig({ TEMPORAL_ADDRESS: 'h:7233', TEMPORAL_API_KEY: 'k', TEMPORAL_TLS: 'false' }).temporal.connection.connect.tls, false);
-    assert.equal(loadConfig({ TEMPORAL_ADDRESS: 'h:7233', TEMPORAL_API_KEY: 'k', TEMPORAL_TLS: '0' }).temporal.connection.connect.tls, false);
+    assert.equal(
+      loadConfig({ TEMPORAL_ADDRESS: 'h:7233', TEMPORAL_API_KEY: 'k', TEMPORAL_TLS: 'false' }).temporal.connection.connect.tls,
+      false,
+    );
+    assert.equal(
+      loadConfig({ TEMPORAL_ADDRESS: 'h:7233', TEMPORAL_API_KEY: 'k', TEMPORAL_TLS: '0' }).temporal.connection.connect.tls,
+      false,
+    );
     assert.ok(loadConfig({ TEMPORAL_ADDRESS: 'h:7233', TEMPORAL_TLS: '1' }).temporal.connection.connect.tls);
     const plainTls = loadConfig({ TEMPORAL_ADDRESS: 'h:7233', TEMPORAL_TLS: 'true' }).temporal.connection.connect.tls;
     assert.ok(typeof plainTls === 'object' && !plainTls.clientCertPair && !plainTls.serverRootCACertificate, 'TLS with the system CAs');
@@ -399,7 +470,12 @@ describe("Temporal's client configuration, as Temporal's CLI and SDKs read it", 
     assert.equal(Buffer.from(tls.clientCertPair!.crt).toString(), client.cert);
     assert.deepEqual(prod.connection.files.sort(), [toml, client.certPath, client.keyPath, ca.certPath].sort());
     assert.equal(loadConfig({ TEMPORAL_CONFIG_FILE: toml }).temporal.address, 'default.example:7233');
-    const overridden = loadConfig({ TEMPORAL_CONFIG_FILE: toml, TEMPORAL_PROFILE: 'prod', TEMPORAL_NAMESPACE: 'other', TEMPORAL_API_KEY: 'from-env' }).temporal;
+    const overridden = loadConfig({
+      TEMPORAL_CONFIG_FILE: toml,
+      TEMPORAL_PROFILE: 'prod',
+      TEMPORAL_NAMESPACE: 'other',
+      TEMPORAL_API_KEY: 'from-env',
+    }).temporal;
     assert.equal(overridden.namespace, 'other');
     assert.equal(overridden.connection.connect.apiKey, 'from-env');
   });
@@ -407,36 +483,63 @@ describe("Temporal's client configuration, as Temporal's CLI and SDKs read it", 
   test("npm start keeps its dev server when only the Temporal CLI's own profile file (in the user's home) names an address", () => {
     const home = fs.mkdtempSync(path.join(dir, 'home-'));
     fs.mkdirSync(path.join(home, '.config', 'temporalio'), { recursive: true });
-    fs.writeFileSync(path.join(home, '.config', 'temporalio', 'temporal.toml'), '[profile.default]\naddress = "prod.example:7233"\nnamespace = "prod"\napi_key = "cli-key"\n');
+    fs.writeFileSync(
+      path.join(home, '.config', 'temporalio', 'temporal.toml'),
+      '[profile.default]\naddress = "prod.example:7233"\nnamespace = "prod"\napi_key = "cli-key"\n',
+    );
     // `temporal config set` writes that file: npm start without TEMPORAL_ADDRESS runs its dev server as before.
     const start = loadConfig({ HOME: home }, { userTemporalProfile: false }).temporal;
     assert.equal(start.address, undefined);
     assert.equal(start.namespace, 'default');
     assert.equal(start.connection.connect.apiKey, undefined);
     // A profile named on purpose is used by npm start too; the API and the worker read the file as Temporal's CLI does.
-    assert.equal(loadConfig({ HOME: home, TEMPORAL_PROFILE: 'default' }, { userTemporalProfile: false }).temporal.address, 'prod.example:7233');
+    assert.equal(
+      loadConfig({ HOME: home, TEMPORAL_PROFILE: 'default' }, { userTemporalProfile: false }).temporal.address,
+      'prod.example:7233',
+    );
     assert.equal(loadConfig({ HOME: home }).temporal.address, 'prod.example:7233');
   });
 
   test('refused at startup, naming the variable: a certificate without its key, a missing file, host verification off, a switch that is not a boolean', () => {
     const client = ca.client('half');
     const refusals: [Record<string, string>, RegExp][] = [
-      [{ TEMPORAL_ADDRESS: 'h:7233', TEMPORAL_TLS_CLIENT_CERT_PATH: client.certPath }, /client certificate is set without its key; set TEMPORAL_TLS_CLIENT_KEY_PATH/],
-      [{ TEMPORAL_ADDRESS: 'h:7233', TEMPORAL_TLS_CLIENT_CERT_PATH: '/nonexistent/c.pem', TEMPORAL_TLS_CLIENT_KEY_PATH: client.keyPath }, /cannot read the Temporal client configuration file \/nonexistent\/c\.pem \(ENOENT\)/],
-      [{ TEMPORAL_ADDRESS: 'h:7233', TEMPORAL_TLS_DISABLE_HOST_VERIFICATION: 'true' }, /TEMPORAL_TLS_DISABLE_HOST_VERIFICATION is not supported .* set TEMPORAL_TLS_SERVER_NAME/],
+      [
+        { TEMPORAL_ADDRESS: 'h:7233', TEMPORAL_TLS_CLIENT_CERT_PATH: client.certPath },
+        /client certificate is set without its key; set TEMPORAL_TLS_CLIENT_KEY_PATH/,
+      ],
+      [
+        { TEMPORAL_ADDRESS: 'h:7233', TEMPORAL_TLS_CLIENT_CERT_PATH: '/nonexistent/c.pem', TEMPORAL_TLS_CLIENT_KEY_PATH: client.keyPath },
+        /cannot read the Temporal client configuration file \/nonexistent\/c\.pem \(ENOENT\)/,
+      ],
+      [
+        { TEMPORAL_ADDRESS: 'h:7233', TEMPORAL_TLS_DISABLE_HOST_VERIFICATION: 'true' },
+        /TEMPORAL_TLS_DISABLE_HOST_VERIFICATION is not supported .* set TEMPORAL_TLS_SERVER_NAME/,
+      ],
       // Temporal's TypeScript envconfig reads anything but "true" and "1" as false: TEMPORAL_TLS=TRUE would
       // send the API key in plaintext. A value it would not read as the operator meant is refused.
-      [{ TEMPORAL_ADDRESS: 'h:7233', TEMPORAL_API_KEY: 'k', TEMPORAL_TLS: 'TRUE' }, /TEMPORAL_TLS must be true, 1, false or 0 \(it is "TRUE"\)/],
-      [{ TEMPORAL_ADDRESS: 'h:7233', TEMPORAL_API_KEY: 'k', TEMPORAL_TLS: 'yes' }, /TEMPORAL_TLS must be true, 1, false or 0 \(it is "yes"\)/],
-      [{ TEMPORAL_ADDRESS: 'h:7233', TEMPORAL_TLS_DISABLE_HOST_VERIFICATION: 'TRUE' }, /TEMPORAL_TLS_DISABLE_HOST_VERIFICATION must be true, 1, false or 0/],
+      [
+        { TEMPORAL_ADDRESS: 'h:7233', TEMPORAL_API_KEY: 'k', TEMPORAL_TLS: 'TRUE' },
+        /TEMPORAL_TLS must be true, 1, false or 0 \(it is "TRUE"\)/,
+      ],
+      [
+        { TEMPORAL_ADDRESS: 'h:7233', TEMPORAL_API_KEY: 'k', TEMPORAL_TLS: 'yes' },
+        /TEMPORAL_TLS must be true, 1, false or 0 \(it is "yes"\)/,
+      ],
+      [
+        { TEMPORAL_ADDRESS: 'h:7233', TEMPORAL_TLS_DISABLE_HOST_VERIFICATION: 'TRUE' },
+        /TEMPORAL_TLS_DISABLE_HOST_VERIFICATION must be true, 1, false or 0/,
+      ],
     ];
     for (const [env, pattern] of refusals) {
-      assert.throws(() => loadConfig(env), (err: unknown) => {
-        assert.ok(err instanceof ConfigError);
-        assert.match(err.message, pattern);
-        assert.ok(!err.message.includes(client.key.split('\n')[1]!));
-        return true;
-      });
+      assert.throws(
+        () => loadConfig(env),
+        (err: unknown) => {
+          assert.ok(err instanceof ConfigError);
+          assert.match(err.message, pattern);
+          assert.ok(!err.message.includes(client.key.split('\n')[1]!));
+          return true;
+        },
+      );
     }
   });
 });

@@ -64,13 +64,29 @@ describe('tracing', { skip: JAEGER_PATH ? false : 'JAEGER_PATH is not set (bash 
     assert.ok(fal.callbacks.length >= 1, 'fal called back');
 
     const expected: [string, (s: JaegerSpan) => boolean][] = [
-      ['the create request (API, HTTP server)', (s) => s.service === 'video-voice-api-api' && s.tags['span.kind'] === 'server' && /^POST /.test(s.operationName) && s.tags['http.route'] === '/v2/videos/generations'],
-      ['the Temporal client start (API)', (s) => s.service === 'video-voice-api-api' && s.operationName === 'UpdateWithStartWorkflow:acceptJob'],
+      [
+        'the create request (API, HTTP server)',
+        (s) =>
+          s.service === 'video-voice-api-api' &&
+          s.tags['span.kind'] === 'server' &&
+          /^POST /.test(s.operationName) &&
+          s.tags['http.route'] === '/v2/videos/generations',
+      ],
+      [
+        'the Temporal client start (API)',
+        (s) => s.service === 'video-voice-api-api' && s.operationName === 'UpdateWithStartWorkflow:acceptJob',
+      ],
       ['the workflow run (worker)', (s) => s.service === 'video-voice-api-worker' && s.operationName === 'RunWorkflow:videoJobWorkflow'],
       ['the submit activity (worker)', (s) => s.service === 'video-voice-api-worker' && s.operationName === 'RunActivity:submitVideoJob'],
       ['a PostgreSQL query (API)', (s) => s.service === 'video-voice-api-api' && s.tags['db.system'] === 'postgresql'],
       ['a PostgreSQL query (worker)', (s) => s.service === 'video-voice-api-worker' && s.tags['db.system'] === 'postgresql'],
-      ['a provider HTTP call (worker, to fal)', (s) => s.service === 'video-voice-api-worker' && s.tags['span.kind'] === 'client' && String(s.tags['url.full'] ?? '').startsWith(fal.url)],
+      [
+        'a provider HTTP call (worker, to fal)',
+        (s) =>
+          s.service === 'video-voice-api-worker' &&
+          s.tags['span.kind'] === 'client' &&
+          String(s.tags['url.full'] ?? '').startsWith(fal.url),
+      ],
       ['a poll of the operation (worker)', (s) => s.service === 'video-voice-api-worker' && s.operationName === 'video operation poll'],
       ["fal's callback (API)", (s) => s.service === 'video-voice-api-api' && s.operationName === 'provider callback'],
     ];
@@ -91,22 +107,36 @@ describe('tracing', { skip: JAEGER_PATH ? false : 'JAEGER_PATH is not set (bash 
     for (const role of ['api', 'worker']) {
       const lines = logs(role).filter((l) => l['trace_id'] === trace_id);
       assert.ok(lines.length > 0, `a ${role} log line carries the job's trace id ${trace_id}`);
-      assert.ok(lines.every((l) => typeof l['span_id'] === 'string' && trace.some((s) => s.spanID === l['span_id'])), `${role}: each such line names a span of the trace`);
+      assert.ok(
+        lines.every((l) => typeof l['span_id'] === 'string' && trace.some((s) => s.spanID === l['span_id'])),
+        `${role}: each such line names a span of the trace`,
+      );
     }
   });
 
   test('a speech request is one trace: its HTTP request, the provider call, PostgreSQL and the encode, each with speech_request.id', async (t) => {
     const { key } = await newCustomer({ baseUrl: apiUrl }, 10);
-    const r = await http(apiUrl, 'POST', '/v2/audio/speech', { token: key, json: { input: 'hello from a trace', voice: ELEVENLABS_PRESET_VOICES[0], response_format: 'mp3' } });
+    const r = await http(apiUrl, 'POST', '/v2/audio/speech', {
+      token: key,
+      json: { input: 'hello from a trace', voice: ELEVENLABS_PRESET_VOICES[0], response_format: 'mp3' },
+    });
     assert.equal(r.status, 200);
     const id = r.headers.get('x-speech-request-id')!;
     assert.ok(id);
-    const { trace, missing } = await traceWith(jaeger, 'video-voice-api-api', [SPEECH, id], [
-      ['the speech request (HTTP server)', (s) => s.tags['span.kind'] === 'server' && s.tags['http.route'] === '/v2/audio/speech'],
-      ['the provider call (to ElevenLabs)', (s) => s.tags['span.kind'] === 'client' && String(s.tags['url.full'] ?? '').startsWith(elevenlabs.url)],
-      ['a PostgreSQL query', (s) => s.tags['db.system'] === 'postgresql'],
-      ['the encode', (s) => s.operationName === 'speech encode'],
-    ]);
+    const { trace, missing } = await traceWith(
+      jaeger,
+      'video-voice-api-api',
+      [SPEECH, id],
+      [
+        ['the speech request (HTTP server)', (s) => s.tags['span.kind'] === 'server' && s.tags['http.route'] === '/v2/audio/speech'],
+        [
+          'the provider call (to ElevenLabs)',
+          (s) => s.tags['span.kind'] === 'client' && String(s.tags['url.full'] ?? '').startsWith(elevenlabs.url),
+        ],
+        ['a PostgreSQL query', (s) => s.tags['db.system'] === 'postgresql'],
+        ['the encode', (s) => s.operationName === 'speech encode'],
+      ],
+    );
     const tree = describeTree(trace, SPEECH);
     t.diagnostic(`the speech request's trace:\n${tree}`);
     assert.deepEqual(missing, [], `spans with ${SPEECH}=${id} missing from the request's trace:\n${tree}`);
@@ -114,7 +144,12 @@ describe('tracing', { skip: JAEGER_PATH ? false : 'JAEGER_PATH is not set (bash 
 });
 
 /** The trace in Jaeger with a span of `service` tagged `tag` that has all the expected spans (each with the tag), or the missing ones. */
-async function traceWith(jaeger: Jaeger, service: string, tag: [string, string], expected: [string, (s: JaegerSpan) => boolean][]): Promise<{ trace: JaegerSpan[]; missing: string[] }> {
+async function traceWith(
+  jaeger: Jaeger,
+  service: string,
+  tag: [string, string],
+  expected: [string, (s: JaegerSpan) => boolean][],
+): Promise<{ trace: JaegerSpan[]; missing: string[] }> {
   let trace: JaegerSpan[] = [];
   let missing: string[] = [];
   for (let i = 0; i < 100; i++) {
@@ -158,10 +193,17 @@ test('without an OTLP endpoint, nothing of the OpenTelemetry SDK is loaded (the 
   `;
   const run = (env: Record<string, string>) => {
     const clean = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('OTEL_')));
-    const r = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { env: { ...clean, ...env }, encoding: 'utf8' });
+    const r = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
+      env: { ...clean, ...env },
+      encoding: 'utf8',
+    });
     assert.equal(r.status, 0, r.stderr);
     return Number(r.stdout);
   };
-  assert.equal(run({}), 0, 'no module of the SDK, its instrumentations or exporters, or the Temporal interceptors loaded without an endpoint');
+  assert.equal(
+    run({}),
+    0,
+    'no module of the SDK, its instrumentations or exporters, or the Temporal interceptors loaded without an endpoint',
+  );
   assert.ok(run({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9' }) > 0, 'loaded with one');
 });

@@ -5,7 +5,11 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { assertAuditHolds, balanceMicro, http, newCustomer, simJob, startStack, waitForJob, type Stack } from '../helpers/stack.js';
-import { bundlePreviousRelease, PREVIOUS_RELEASE as previous, previousReleaseCommit as releaseCommit } from '../helpers/previous-release.js';
+import {
+  bundlePreviousRelease,
+  PREVIOUS_RELEASE as previous,
+  previousReleaseCommit as releaseCommit,
+} from '../helpers/previous-release.js';
 import { startWorker, type RunningWorker } from '../../src/runtime/worker.js';
 import { createLogger } from '../../src/logger.js';
 import { readVideoJob } from '../../src/video-jobs/records.js';
@@ -25,29 +29,42 @@ after(async () => {
   release?.cleanup();
 });
 
-test(`a job started on release ${previous}'s workflow code finishes on this code's, billed once`, { skip: releaseCommit === null && 'not a git checkout with history' }, async () => {
-  release = await bundlePreviousRelease();
-  const { code } = release;
-  const logger = createLogger('silent', 'upgrade');
-  const workerOf = (workflowBundle?: { code: string }) =>
-    startWorker({ config: stack.config, db: stack.db, temporalAddress: stack.config.temporal.address!, logger, ...(workflowBundle ? { workflowBundle } : {}) });
+test(
+  `a job started on release ${previous}'s workflow code finishes on this code's, billed once`,
+  { skip: releaseCommit === null && 'not a git checkout with history' },
+  async () => {
+    release = await bundlePreviousRelease();
+    const { code } = release;
+    const logger = createLogger('silent', 'upgrade');
+    const workerOf = (workflowBundle?: { code: string }) =>
+      startWorker({
+        config: stack.config,
+        db: stack.db,
+        temporalAddress: stack.config.temporal.address!,
+        logger,
+        ...(workflowBundle ? { workflowBundle } : {}),
+      });
 
-  oldWorker = await workerOf({ code });
-  const c = await newCustomer(stack, 5);
-  const created = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: simJob({ delay_ms: 4_000, videos: 1 }) });
-  assert.equal(created.status, 202, JSON.stringify(created.body));
-  for (let i = 0; !(await readVideoJob(stack.db, created.body.id))?.operation_id; i++) {
-    assert.ok(i < 250, 'the old release never submitted the job');
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  // The old release's workers stop mid-job; this code's take over (replaying the history so far).
-  await oldWorker.shutdown();
-  oldWorker = null;
-  assert.equal((await readVideoJob(stack.db, created.body.id))!.status, 'pending');
-  newWorker = await workerOf();
-  const job = await waitForJob(stack, c.key, created.body.id, 60_000);
-  assert.equal(job.status, 'succeeded', JSON.stringify(job));
-  assert.equal(job.cost_in_euro, 0.2);
-  assert.equal(await balanceMicro(stack, c.workspaceId), 5_000_000 - 200_000);
-  await assertAuditHolds(stack);
-});
+    oldWorker = await workerOf({ code });
+    const c = await newCustomer(stack, 5);
+    const created = await http(stack.baseUrl, 'POST', '/v2/videos/generations', {
+      token: c.key,
+      json: simJob({ delay_ms: 4_000, videos: 1 }),
+    });
+    assert.equal(created.status, 202, JSON.stringify(created.body));
+    for (let i = 0; !(await readVideoJob(stack.db, created.body.id))?.operation_id; i++) {
+      assert.ok(i < 250, 'the old release never submitted the job');
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    // The old release's workers stop mid-job; this code's take over (replaying the history so far).
+    await oldWorker.shutdown();
+    oldWorker = null;
+    assert.equal((await readVideoJob(stack.db, created.body.id))!.status, 'pending');
+    newWorker = await workerOf();
+    const job = await waitForJob(stack, c.key, created.body.id, 60_000);
+    assert.equal(job.status, 'succeeded', JSON.stringify(job));
+    assert.equal(job.cost_in_euro, 0.2);
+    assert.equal(await balanceMicro(stack, c.workspaceId), 5_000_000 - 200_000);
+    await assertAuditHolds(stack);
+  },
+);

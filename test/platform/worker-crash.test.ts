@@ -60,7 +60,9 @@ test('SIGKILL of the worker mid-job: a new worker finishes the job and billing i
   assert.equal(job.cost_in_euro, 0.4);
   assert.equal(job.refunded_in_euro, 0.2);
   assert.equal(await balanceMicro(stack, c.workspaceId), 10_000_000 - 400_000);
-  const entries = await stack.db.query('SELECT kind, amount_micro_eur FROM ledger_entries WHERE video_job_id = $1 ORDER BY id', [created.body.id]);
+  const entries = await stack.db.query('SELECT kind, amount_micro_eur FROM ledger_entries WHERE video_job_id = $1 ORDER BY id', [
+    created.body.id,
+  ]);
   assert.deepEqual(entries.rows, [
     { kind: 'charge', amount_micro_eur: -600_000 },
     { kind: 'refund', amount_micro_eur: 200_000 },
@@ -70,11 +72,14 @@ test('SIGKILL of the worker mid-job: a new worker finishes the job and billing i
   await assertAuditHolds(stack);
 });
 
-test('a worker stopped (SIGTERM) while its job waits for the provider stops at once; another worker\'s poller tells the same run', async () => {
+test("a worker stopped (SIGTERM) while its job waits for the provider stops at once; another worker's poller tells the same run", async () => {
   await stopEarlierWorkers();
   const first = await startEntryProcess(stack, 'worker', { track: children });
   const c = await newCustomer(stack, 10);
-  const created = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: simJob({ delay_ms: 6_000, videos: 1 }) });
+  const created = await http(stack.baseUrl, 'POST', '/v2/videos/generations', {
+    token: c.key,
+    json: simJob({ delay_ms: 6_000, videos: 1 }),
+  });
   assert.equal(created.status, 202, JSON.stringify(created.body));
   for (let i = 0; ; i++) {
     const op = await stack.db.query('SELECT 1 FROM simulator.video_operations WHERE request_id = $1', [created.body.id]);
@@ -98,10 +103,19 @@ test('a worker stopped (SIGTERM) while its job waits for the provider stops at o
   // The stopped worker held no state of the job: the new worker's poller signalled the same run (no activity
   // retried or timed out), and the job's row of video_job_polls went with its settlement.
   const events = (await stack.api.temporal.workflow.getHandle(videoJobWorkflowId(created.body.id)).fetchHistory()).events!;
-  const activityEvents = events.filter((e) => e.activityTaskStartedEventAttributes || e.activityTaskCompletedEventAttributes || e.activityTaskFailedEventAttributes || e.activityTaskTimedOutEventAttributes);
+  const activityEvents = events.filter(
+    (e) =>
+      e.activityTaskStartedEventAttributes ||
+      e.activityTaskCompletedEventAttributes ||
+      e.activityTaskFailedEventAttributes ||
+      e.activityTaskTimedOutEventAttributes,
+  );
   const retried = events.find((e) => e.activityTaskStartedEventAttributes && e.activityTaskStartedEventAttributes.attempt! > 1);
   assert.equal(retried, undefined, JSON.stringify(activityEvents));
-  assert.ok(!events.some((e) => e.activityTaskTimedOutEventAttributes || e.activityTaskFailedEventAttributes), JSON.stringify(activityEvents));
+  assert.ok(
+    !events.some((e) => e.activityTaskTimedOutEventAttributes || e.activityTaskFailedEventAttributes),
+    JSON.stringify(activityEvents),
+  );
   const rows = await stack.db.query('SELECT count(*)::int AS n FROM video_job_polls WHERE job_id = $1', [created.body.id]);
   assert.equal(rows.rows[0].n, 0);
   assert.equal(await balanceMicro(stack, c.workspaceId), 10_000_000 - 200_000);
@@ -121,7 +135,9 @@ test('a job cancelled while its submission is lost with its killed worker is can
     created = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: simJob({ delay_ms: 0 }) });
     assert.equal(created.status, 202, JSON.stringify(created.body));
     for (let i = 0; ; i++) {
-      const waiting = await stack.db.query("SELECT 1 FROM pg_locks WHERE relation = 'simulator.video_operations'::regclass AND NOT granted");
+      const waiting = await stack.db.query(
+        "SELECT 1 FROM pg_locks WHERE relation = 'simulator.video_operations'::regclass AND NOT granted",
+      );
       if (waiting.rowCount) break;
       assert.ok(i < 200, 'the submit never reached the provider');
       await new Promise((r) => setTimeout(r, 50));
@@ -136,7 +152,9 @@ test('a job cancelled while its submission is lost with its killed worker is can
     // Then the attempt's worker dies: the attempt can only time out, and the provider never got the job.
     first.kill('SIGKILL');
     await new Promise((r) => first.once('exit', r));
-    await stack.db.query("SELECT pg_terminate_backend(pid) FROM pg_locks WHERE relation = 'simulator.video_operations'::regclass AND NOT granted");
+    await stack.db.query(
+      "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE relation = 'simulator.video_operations'::regclass AND NOT granted",
+    );
     await lock.query('ROLLBACK');
     await startEntryProcess(stack, 'worker', { track: children });
     const cancelled = await cancelling;

@@ -94,7 +94,12 @@ describe('ElevenLabs end to end: the HTTP API, the ledger and the deletion workf
     assert.equal(await balanceMicro(stack, c.workspaceId), 5_000_000 - cost);
 
     // raw PCM with a default voice
-    const pcm = await speak(c.key, { input: 'abc', voice: 'JBFqnCBsd6RMkjVDRZzb', response_format: 'pcm', model: 'eleven-multilingual-v2' });
+    const pcm = await speak(c.key, {
+      input: 'abc',
+      voice: 'JBFqnCBsd6RMkjVDRZzb',
+      response_format: 'pcm',
+      model: 'eleven-multilingual-v2',
+    });
     assert.equal(pcm.status, 200);
     assert.equal(pcm.headers.get('content-type'), SIM_PCM_CONTENT_TYPE);
     assert.ok(pcm.bytes.equals(fakeSpeechPcm('JBFqnCBsd6RMkjVDRZzb', 'abc', 22_050)));
@@ -140,7 +145,10 @@ describe('ElevenLabs end to end: the HTTP API, the ledger and the deletion workf
 
   test("a provider 400 on clone is our 400 with the provider's message; a 401 (our key) is our 503; nothing registered", async () => {
     const c = await newCustomer(stack, 1);
-    fake.fail('clone', { status: 400, body: { detail: { status: 'voice_too_short', message: 'The samples must total at least 1 second of speech.' } } });
+    fake.fail('clone', {
+      status: 400,
+      body: { detail: { status: 'voice_too_short', message: 'The samples must total at least 1 second of speech.' } },
+    });
     const rejected = await cloneThroughApi(c.key, 'too short', wavBytes(0.1));
     assert.equal(rejected.status, 400, JSON.stringify(rejected.body));
     assert.deepEqual(rejected.body.error, {
@@ -198,7 +206,11 @@ describe('ElevenLabs end to end: the HTTP API, the ledger and the deletion workf
       .map((e) => JSON.parse(e.replace(/^data: /, '')));
 
   const speechStatuses = async (workspaceId: string) =>
-    (await stack.db.query<{ status: string }>('SELECT status FROM speech_requests WHERE workspace_id = $1 ORDER BY created_at', [workspaceId])).rows.map((r) => r.status);
+    (
+      await stack.db.query<{ status: string }>('SELECT status FROM speech_requests WHERE workspace_id = $1 ORDER BY created_at', [
+        workspaceId,
+      ])
+    ).rows.map((r) => r.status);
 
   async function waitFor(check: () => Promise<boolean>, timeout_ms = 10_000) {
     const until = Date.now() + timeout_ms;
@@ -243,14 +255,23 @@ describe('ElevenLabs end to end: the HTTP API, the ledger and the deletion workf
     assert.equal(await balanceMicro(stack, c.workspaceId), 5_000_000 - cost);
 
     // /v1, server-sent events: the deltas are the fake's audio; charged once more, for this request.
-    const sse = await speakStreamed(c.key, '/v1/audio/speech', { model: 'eleven-multilingual-v2', input, voice, response_format: 'pcm', stream_format: 'sse' });
+    const sse = await speakStreamed(c.key, '/v1/audio/speech', {
+      model: 'eleven-multilingual-v2',
+      input,
+      voice,
+      response_format: 'pcm',
+      stream_format: 'sse',
+    });
     assert.equal(sse.status, 200);
     assert.equal(sse.cut, null);
     const events = sseEvents(sse.bytes);
     const deltas = events.filter((e) => e.type === 'speech.audio.delta');
     assert.ok(deltas.length > 1, `${deltas.length} deltas`);
     assert.ok(Buffer.concat(deltas.map((d) => Buffer.from(d.audio, 'base64'))).equals(pcm));
-    assert.deepEqual(events.at(-1), { type: 'speech.audio.done', usage: { input_tokens: input.length, output_tokens: 0, total_tokens: input.length } });
+    assert.deepEqual(events.at(-1), {
+      type: 'speech.audio.done',
+      usage: { input_tokens: input.length, output_tokens: 0, total_tokens: input.length },
+    });
     await waitFor(async () => (await speechStatuses(c.workspaceId)).join() === 'delivered,delivered');
     assert.equal(await balanceMicro(stack, c.workspaceId), 5_000_000 - 2 * cost);
     await assertAuditHolds(stack);
@@ -260,19 +281,36 @@ describe('ElevenLabs end to end: the HTTP API, the ledger and the deletion workf
     const c = await newCustomer(stack, 1);
     const body = { input: 'never spoken', voice: 'JBFqnCBsd6RMkjVDRZzb', response_format: 'pcm', stream_format: 'audio' };
 
-    fake.fail('stream', { status: 429, headers: { 'retry-after': '3' }, body: { detail: { status: 'too_many_concurrent_requests', message: 'Too many concurrent requests.' } } });
+    fake.fail('stream', {
+      status: 429,
+      headers: { 'retry-after': '3' },
+      body: { detail: { status: 'too_many_concurrent_requests', message: 'Too many concurrent requests.' } },
+    });
     const limited = await speakStreamed(c.key, '/v2/audio/speech', body);
     assert.equal(limited.status, 503, limited.bytes.toString());
     assert.deepEqual(limited.body, {
-      error: { type: 'provider_error', code: 'provider_unavailable', message: 'the voice provider could not be reached; try again later', param: null },
+      error: {
+        type: 'provider_error',
+        code: 'provider_unavailable',
+        message: 'the voice provider could not be reached; try again later',
+        param: null,
+      },
     });
     assert.ok(limited.headers.get('retry-after'));
 
-    fake.fail('stream', { status: 422, body: { detail: [{ loc: ['body', 'text'], msg: 'String should have at most 5000 characters', type: 'string_too_long' }] } });
+    fake.fail('stream', {
+      status: 422,
+      body: { detail: [{ loc: ['body', 'text'], msg: 'String should have at most 5000 characters', type: 'string_too_long' }] },
+    });
     const invalid = await speakStreamed(c.key, '/v1/audio/speech', { ...body, stream_format: 'sse' });
     assert.equal(invalid.status, 400, invalid.bytes.toString());
     assert.deepEqual(invalid.body, {
-      error: { type: 'invalid_request_error', code: 'provider_rejected', message: 'body.text: String should have at most 5000 characters', param: null },
+      error: {
+        type: 'invalid_request_error',
+        code: 'provider_rejected',
+        message: 'body.text: String should have at most 5000 characters',
+        param: null,
+      },
     });
 
     fake.fail('stream', { status: 401, body: { detail: { status: 'invalid_api_key', message: 'Invalid API key' } } });
@@ -302,14 +340,28 @@ describe('ElevenLabs end to end: the HTTP API, the ledger and the deletion workf
     assert.ok(pcm.subarray(0, audio.bytes.length).equals(audio.bytes), 'what arrived is the start of the speech');
 
     fake.fail('stream', { cutAfterBytes });
-    const sse = await speakStreamed(c.key, '/v1/audio/speech', { model: 'eleven-multilingual-v2', input, voice, response_format: 'pcm', stream_format: 'sse' });
+    const sse = await speakStreamed(c.key, '/v1/audio/speech', {
+      model: 'eleven-multilingual-v2',
+      input,
+      voice,
+      response_format: 'pcm',
+      stream_format: 'sse',
+    });
     assert.equal(sse.status, 200);
     const events = sseEvents(sse.bytes);
     assert.ok(events.some((e) => e.type === 'speech.audio.delta'));
-    assert.equal(events.some((e) => e.type === 'speech.audio.done'), false);
+    assert.equal(
+      events.some((e) => e.type === 'speech.audio.done'),
+      false,
+    );
     assert.deepEqual(events.at(-1), {
       type: 'error',
-      error: { type: 'server_error', code: 'provider_failed', message: 'the voice provider failed mid-stream; nothing was charged', param: null },
+      error: {
+        type: 'server_error',
+        code: 'provider_failed',
+        message: 'the voice provider failed mid-stream; nothing was charged',
+        param: null,
+      },
     });
 
     await waitFor(async () => (await speechStatuses(c.workspaceId)).join() === 'released,released');
@@ -318,7 +370,11 @@ describe('ElevenLabs end to end: the HTTP API, the ledger and the deletion workf
   });
 
   /** Log lines of level error (pino: 50) since `from`. */
-  const errorsLogged = (from: number) => logLines.slice(from).filter((l) => JSON.parse(l).level === 50).map((l) => JSON.parse(l));
+  const errorsLogged = (from: number) =>
+    logLines
+      .slice(from)
+      .filter((l) => JSON.parse(l).level === 50)
+      .map((l) => JSON.parse(l));
 
   test("a wrong ELEVENLABS_API_KEY is the operator's problem: 503 without provider text, and an error logged that names the key to check", async () => {
     const c = await newCustomer(stack, 1);
@@ -347,7 +403,8 @@ describe('ElevenLabs end to end: the HTTP API, the ledger and the deletion workf
     assert.ok(Number(quota.headers.get('retry-after')) > 0);
     assert.equal(await balanceMicro(stack, c.workspaceId), 1_000_000, 'nothing charged');
 
-    const slots = 'You have reached your maximum amount of custom voices (30 / 30). You can upgrade your subscription to increase your custom voice limit.';
+    const slots =
+      'You have reached your maximum amount of custom voices (30 / 30). You can upgrade your subscription to increase your custom voice limit.';
     fake.fail('clone', { status: 400, body: { detail: { status: 'voice_limit_reached', message: slots } } });
     const full = await cloneThroughApi(c.key, 'v', wavBytes());
     assert.equal(full.status, 503, JSON.stringify(full.body));
@@ -355,7 +412,10 @@ describe('ElevenLabs end to end: the HTTP API, the ledger and the deletion workf
     assert.doesNotMatch(JSON.stringify(full.body), /30 \/ 30|upgrade your subscription/);
     assert.equal((await stack.db.query('SELECT count(*)::int AS n FROM voices WHERE workspace_id = $1', [c.workspaceId])).rows[0].n, 0);
     const logged = errorsLogged(from);
-    assert.deepEqual(logged.map((l) => l.provider_problem), ['quota_exhausted', 'voice_slots_full']);
+    assert.deepEqual(
+      logged.map((l) => l.provider_problem),
+      ['quota_exhausted', 'voice_slots_full'],
+    );
     assert.ok(logged[0].provider_message.includes('10000'), 'the operator sees the plan figures');
     await assertAuditHolds(stack);
   });

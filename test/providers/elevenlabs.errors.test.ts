@@ -4,11 +4,7 @@
 // stalled midway; each is `rejected` or `unavailable`, and the key is in no error.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import {
-  ELEVENLABS_PRESET_VOICES,
-  ElevenLabsVoiceProvider,
-  ELEVENLABS_SPEECH_BYTES_MAX,
-} from '../../src/providers/voice/elevenlabs.js';
+import { ELEVENLABS_PRESET_VOICES, ElevenLabsVoiceProvider, ELEVENLABS_SPEECH_BYTES_MAX } from '../../src/providers/voice/elevenlabs.js';
 import { retryAfterMs } from '../../src/providers/http-body.js';
 import { fakeSpeechPcm, startElevenLabsFake, STREAM_CHUNK_BYTES } from '../fakes/elevenlabs-fake.js';
 import {
@@ -68,7 +64,12 @@ describe('ElevenLabs adapter contract', () => {
 
       fake.fail(route, {
         status: 422,
-        body: { detail: [{ loc: ['body', 'files', 0], msg: 'Field required', type: 'missing' }, { loc: ['query', 'output_format'], msg: 'Input should be pcm_22050', type: 'enum' }] },
+        body: {
+          detail: [
+            { loc: ['body', 'files', 0], msg: 'Field required', type: 'missing' },
+            { loc: ['query', 'output_format'], msg: 'Input should be pcm_22050', type: 'enum' },
+          ],
+        },
       });
       const invalid = await providerError(call[op](), 'rejected');
       assert.equal(invalid.message, 'body.files.0: Field required; query.output_format: Input should be pcm_22050');
@@ -76,7 +77,10 @@ describe('ElevenLabs adapter contract', () => {
       // a 403 is about our account, not the request: unavailable, without the provider's text
       fake.fail(route, { status: 403, body: { detail: { status: 'only_for_creator+', message: 'Upgrade to use this voice' } } });
       const forbidden = await providerError(call[op](), 'unavailable');
-      assert.equal(forbidden.message, "the voice provider refused the service's credentials (HTTP 403); an operator must check ELEVENLABS_API_KEY");
+      assert.equal(
+        forbidden.message,
+        "the voice provider refused the service's credentials (HTTP 403); an operator must check ELEVENLABS_API_KEY",
+      );
       assert.deepEqual(forbidden.details, { status: 403, code: 'only_for_creator+' });
 
       fake.fail(route, { status: 400, body: 'samples are too noisy', headers: { 'content-type': 'text/plain' } });
@@ -93,12 +97,18 @@ describe('ElevenLabs adapter contract', () => {
     const wrong = new ElevenLabsVoiceProvider({ apiKey: wrongKey, baseUrl: fake.url });
     for (const op of ['clone', 'delete', 'speech', 'stream'] as const) {
       const p =
-        op === 'clone' ? wrong.cloneVoice({ name: 'v', samples: [wavSample()] })
-        : op === 'delete' ? wrong.deleteVoice('x')
-        : op === 'speech' ? wrong.synthesize({ model: 'm', voice_id: 'JBFqnCBsd6RMkjVDRZzb', text: 'hi', format: 'wav' })
-        : drain(wrong.synthesizeStream({ model: 'm', voice_id: 'JBFqnCBsd6RMkjVDRZzb', text: 'hi' }));
+        op === 'clone'
+          ? wrong.cloneVoice({ name: 'v', samples: [wavSample()] })
+          : op === 'delete'
+            ? wrong.deleteVoice('x')
+            : op === 'speech'
+              ? wrong.synthesize({ model: 'm', voice_id: 'JBFqnCBsd6RMkjVDRZzb', text: 'hi', format: 'wav' })
+              : drain(wrong.synthesizeStream({ model: 'm', voice_id: 'JBFqnCBsd6RMkjVDRZzb', text: 'hi' }));
       const err = await providerError(p, 'unavailable', wrongKey);
-      assert.equal(err.message, "the voice provider refused the service's credentials (HTTP 401); an operator must check ELEVENLABS_API_KEY");
+      assert.equal(
+        err.message,
+        "the voice provider refused the service's credentials (HTTP 401); an operator must check ELEVENLABS_API_KEY",
+      );
       assert.deepEqual(err.details, { status: 401, code: 'invalid_api_key' });
       assert.equal(lastRequest().headers['xi-api-key'], wrongKey);
       err401Account = err.account;
@@ -126,9 +136,16 @@ describe('ElevenLabs adapter contract', () => {
 
   test('429 is `unavailable`, with Retry-After in seconds when sent (delta or date), without when not', async () => {
     for (const [op, route] of ROUTES) {
-      fake.fail(route, { status: 429, headers: { 'retry-after': '7' }, body: { detail: { status: 'too_many_concurrent_requests', message: 'Too many concurrent requests.' } } });
+      fake.fail(route, {
+        status: 429,
+        headers: { 'retry-after': '7' },
+        body: { detail: { status: 'too_many_concurrent_requests', message: 'Too many concurrent requests.' } },
+      });
       const limited = await providerError(call[op](), 'unavailable');
-      assert.match(limited.message, /^ElevenLabs answered HTTP 429 \(too_many_concurrent_requests\) to the .*: Too many concurrent requests\.; retry after 7 s$/);
+      assert.match(
+        limited.message,
+        /^ElevenLabs answered HTTP 429 \(too_many_concurrent_requests\) to the .*: Too many concurrent requests\.; retry after 7 s$/,
+      );
       assert.deepEqual(limited.details, { status: 429, code: 'too_many_concurrent_requests', retryAfterSeconds: 7 });
 
       fake.fail(route, { status: 429, body: { detail: { status: 'system_busy', message: 'We are experiencing heavy traffic.' } } });
@@ -148,10 +165,17 @@ describe('ElevenLabs adapter contract', () => {
   test('5xx is `unavailable` (with the message when JSON; a proxy HTML page is not quoted); 408 too', async () => {
     for (const [op, route] of ROUTES) {
       fake.fail(route, { status: 500, body: { detail: { status: 'internal_error', message: 'An internal error occurred.' } } });
-      assert.match((await providerError(call[op](), 'unavailable')).message, /HTTP 500 \(internal_error\).*: An internal error occurred\.$/);
+      assert.match(
+        (await providerError(call[op](), 'unavailable')).message,
+        /HTTP 500 \(internal_error\).*: An internal error occurred\.$/,
+      );
       fake.fail(route, { status: 503, headers: { 'retry-after': '2' } });
       assert.match((await providerError(call[op](), 'unavailable')).message, /HTTP 503 to the .*; retry after 2 s$/);
-      fake.fail(route, { status: 502, body: '<html><body><h1>502 Bad Gateway</h1></body></html>', headers: { 'content-type': 'text/html' } });
+      fake.fail(route, {
+        status: 502,
+        body: '<html><body><h1>502 Bad Gateway</h1></body></html>',
+        headers: { 'content-type': 'text/html' },
+      });
       const gw = await providerError(call[op](), 'unavailable');
       assert.doesNotMatch(gw.message, /html/i);
       assert.match(gw.message, /HTTP 502/);
@@ -213,7 +237,10 @@ describe('ElevenLabs adapter contract', () => {
     const url = closed.url;
     await closed.close();
     const nowhere = new ElevenLabsVoiceProvider({ apiKey: KEY, baseUrl: url });
-    assert.match((await providerError(nowhere.deleteVoice('x'), 'unavailable')).message, /could not be reached for voice deletion: ECONNREFUSED/);
+    assert.match(
+      (await providerError(nowhere.deleteVoice('x'), 'unavailable')).message,
+      /could not be reached for voice deletion: ECONNREFUSED/,
+    );
   });
 
   test('the key is checked before use and kept out of errors', () => {

@@ -10,7 +10,19 @@ import { createVoiceProvider } from '../../src/runtime/providers.js';
 import { SIM_PCM_CONTENT_TYPE } from '../../src/providers/voice/simulator.js';
 import { ELEVENLABS_SAMPLE_RATE_HZ, ElevenLabsVoiceProvider } from '../../src/providers/voice/elevenlabs.js';
 import { fakeSpeechPcm, STREAM_CHUNK_BYTES } from '../fakes/elevenlabs-fake.js';
-import { KEY, wavBytes, mp3Bytes, providerError, drain, parseWav, fake, el, lastRequest, clone, useElevenLabsAdapter } from './elevenlabs.setup.js';
+import {
+  KEY,
+  wavBytes,
+  mp3Bytes,
+  providerError,
+  drain,
+  parseWav,
+  fake,
+  el,
+  lastRequest,
+  clone,
+  useElevenLabsAdapter,
+} from './elevenlabs.setup.js';
 
 useElevenLabsAdapter();
 
@@ -75,7 +87,10 @@ describe('ElevenLabs adapter contract', () => {
     // again: the fake answers 404 voice_not_found, which is success (idempotent)
     await el.deleteVoice(voice_id);
     assert.equal(lastRequest().path, `/v1/voices/${voice_id}`);
-    fake.fail('delete', { status: 400, body: { detail: { status: 'voice_does_not_exist', message: `A voice with voice_id ${voice_id} does not exist.` } } });
+    fake.fail('delete', {
+      status: 400,
+      body: { detail: { status: 'voice_does_not_exist', message: `A voice with voice_id ${voice_id} does not exist.` } },
+    });
     await el.deleteVoice(voice_id);
     // but another 400 is a refusal
     fake.fail('delete', { status: 400, body: { detail: { status: 'voice_in_use', message: 'this voice cannot be deleted' } } });
@@ -124,7 +139,10 @@ describe('ElevenLabs adapter contract', () => {
     assert.ok(pcm.length > 4 * STREAM_CHUNK_BYTES);
     assert.ok(chunks.length > 4, `${chunks.length} chunks`);
     // The fake's chunks split samples (an odd size); the adapter's never do.
-    assert.deepEqual(chunks.filter((c) => c.length === 0 || c.length % 2 !== 0), []);
+    assert.deepEqual(
+      chunks.filter((c) => c.length === 0 || c.length % 2 !== 0),
+      [],
+    );
     assert.ok(Buffer.concat(chunks).equals(pcm), 'the provider PCM, unchanged');
   });
 
@@ -142,7 +160,10 @@ describe('ElevenLabs configuration', () => {
   test('VOICE_PROVIDER=elevenlabs without ELEVENLABS_API_KEY is a one-line ConfigError at startup', () => {
     assert.throws(
       () => loadConfig({ ...base, VOICE_PROVIDER: 'elevenlabs' }),
-      (err: unknown) => err instanceof ConfigError && /^ELEVENLABS_API_KEY must be set when VOICE_PROVIDER=elevenlabs/.test(err.message) && !err.message.includes('\n'),
+      (err: unknown) =>
+        err instanceof ConfigError &&
+        /^ELEVENLABS_API_KEY must be set when VOICE_PROVIDER=elevenlabs/.test(err.message) &&
+        !err.message.includes('\n'),
     );
     assert.throws(() => loadConfig({ ...base, VOICE_PROVIDER: 'elevenlabs', ELEVENLABS_API_KEY: '' }), ConfigError);
     // not needed with another provider

@@ -55,7 +55,13 @@ export function parseWav(b: Buffer) {
   assert.equal(b.toString('ascii', 8, 16), 'WAVEfmt ');
   assert.equal(b.toString('ascii', 36, 40), 'data');
   assert.equal(b.readUInt32LE(40), b.length - 44);
-  return { format: b.readUInt16LE(20), channels: b.readUInt16LE(22), rate: b.readUInt32LE(24), byteRate: b.readUInt32LE(28), bits: b.readUInt16LE(34) };
+  return {
+    format: b.readUInt16LE(20),
+    channels: b.readUInt16LE(22),
+    rate: b.readUInt32LE(24),
+    byteRate: b.readUInt32LE(28),
+    bits: b.readUInt16LE(34),
+  };
 }
 
 export let fake: ElevenLabsFake;

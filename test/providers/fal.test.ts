@@ -11,7 +11,13 @@ import { checkInput } from '../fakes/fake-http.js';
 import { FalVideoProvider, type FalOptions } from '../../src/providers/video/fal.js';
 import { findVideoModel, videoModelBackendFor, videoModels } from '../../src/models/catalog.js';
 import { mappedInput } from '../../src/providers/video/mapped-input.js';
-import { CallbackRejected, OPERATION_ID_CHARS_MAX, ProviderError, type VideoOperationStatus, type VideoSubmission } from '../../src/providers/video/types.js';
+import {
+  CallbackRejected,
+  OPERATION_ID_CHARS_MAX,
+  ProviderError,
+  type VideoOperationStatus,
+  type VideoSubmission,
+} from '../../src/providers/video/types.js';
 import { jpegImage, pngImage } from '../helpers/images.js';
 
 let fake: FalFake;
@@ -24,7 +30,14 @@ after(async () => {
 beforeEach(() => fake.reset());
 
 function provider(opts: Partial<FalOptions> = {}): FalVideoProvider {
-  return new FalVideoProvider({ key: fake.key, queueUrl: fake.url, jwksUrl: fake.jwksUrl, backendFor: (id) => videoModelBackendFor(id, 'fal'), requestTimeoutMs: 2_000, ...opts });
+  return new FalVideoProvider({
+    key: fake.key,
+    queueUrl: fake.url,
+    jwksUrl: fake.jwksUrl,
+    backendFor: (id) => videoModelBackendFor(id, 'fal'),
+    requestTimeoutMs: 2_000,
+    ...opts,
+  });
 }
 
 function request(extra: Partial<VideoSubmission> = {}): VideoSubmission {
@@ -50,7 +63,10 @@ async function settle(p: FalVideoProvider, operation_id: string): Promise<{ stat
   throw new Error('still running');
 }
 
-async function rejects(promise: Promise<unknown>, expected: { code: string; retryable: boolean; message?: RegExp; retry_after_ms?: number }) {
+async function rejects(
+  promise: Promise<unknown>,
+  expected: { code: string; retryable: boolean; message?: RegExp; retry_after_ms?: number },
+) {
   await assert.rejects(promise, (err: unknown) => {
     assert.ok(err instanceof ProviderError, String(err));
     assert.equal(err.opts.code, expected.code, err.message);
@@ -83,7 +99,14 @@ describe('submit', () => {
     const op = JSON.parse(operation_id);
     const [id] = [...fake.submitted.keys()];
     assert.deepEqual(op, {
-      fal: [{ request_id: id, status_url: `${fake.url}/fal-ai/veo3.1/requests/${id}/status`, response_url: `${fake.url}/fal-ai/veo3.1/requests/${id}`, cancel_url: `${fake.url}/fal-ai/veo3.1/requests/${id}/cancel` }],
+      fal: [
+        {
+          request_id: id,
+          status_url: `${fake.url}/fal-ai/veo3.1/requests/${id}/status`,
+          response_url: `${fake.url}/fal-ai/veo3.1/requests/${id}`,
+          cancel_url: `${fake.url}/fal-ai/veo3.1/requests/${id}/cancel`,
+        },
+      ],
     });
   });
 
@@ -111,8 +134,16 @@ describe('submit', () => {
       if (!entry) continue;
       for (const resolution of entry.resolutions) {
         for (const durationSeconds of m.durations_seconds) {
-          const base = request({ model: m.id, params: { durationSeconds, resolution, aspectRatio: m.aspect_ratios.at(-1)!, n: 1 }, generate_audio: m.audio.supported ? false : undefined });
-          const shapes = [base, ...(m.inputs.image ? [{ ...base, image }] : []), ...(m.inputs.last_frame ? [{ ...base, image, last_frame: image }] : [])];
+          const base = request({
+            model: m.id,
+            params: { durationSeconds, resolution, aspectRatio: m.aspect_ratios.at(-1)!, n: 1 },
+            generate_audio: m.audio.supported ? false : undefined,
+          });
+          const shapes = [
+            base,
+            ...(m.inputs.image ? [{ ...base, image }] : []),
+            ...(m.inputs.last_frame ? [{ ...base, image, last_frame: image }] : []),
+          ];
           for (const req of shapes) {
             const { endpoint, input } = p.buildInput(req);
             assert.ok(FAL_ENDPOINTS[endpoint], `${m.id}: ${endpoint} is an endpoint fal serves`);
@@ -127,7 +158,15 @@ describe('submit', () => {
 
   test('what the map cannot send is refused before any request (final)', async () => {
     const kling = findVideoModel('kling-v2.5-turbo-pro')!;
-    assert.throws(() => mappedInput(request({ model: kling.id, seed: 3, generate_audio: undefined }), videoModelBackendFor(kling.id, 'fal')!.input!, 'fal kling'), /does not take a seed/);
+    assert.throws(
+      () =>
+        mappedInput(
+          request({ model: kling.id, seed: 3, generate_audio: undefined }),
+          videoModelBackendFor(kling.id, 'fal')!.input!,
+          'fal kling',
+        ),
+      /does not take a seed/,
+    );
     await rejects(provider().submit(request({ model: 'sim-video-1' })), { code: 'model_not_supported', retryable: false });
     assert.equal(fake.requestsTo('submit').length, 0);
   });
@@ -139,14 +178,20 @@ describe('submit', () => {
     assert.ok(operation_id.length < OPERATION_ID_CHARS_MAX);
     fake.reset();
     fake.fault({ route: 'submit', status: 503, body: { detail: 'runner unavailable', error_type: 'runner_scheduling_failure' } });
-    await rejects(p.submit(request({ params: { durationSeconds: 4, resolution: '720p', aspectRatio: '16:9', n: 3 } })), { code: 'provider_unavailable', retryable: true, message: /runner unavailable/ });
+    await rejects(p.submit(request({ params: { durationSeconds: 4, resolution: '720p', aspectRatio: '16:9', n: 3 } })), {
+      code: 'provider_unavailable',
+      retryable: true,
+      message: /runner unavailable/,
+    });
     assert.equal(fake.requestsTo('submit').length, 3);
     assert.equal(fake.requestsTo('cancel').length, 2, 'the two accepted requests were cancelled');
     assert.ok([...fake.submitted.values()].every((r) => r.cancelled));
   });
 
   test('the operation id of n = 4 requests stays under 4 KB', async () => {
-    const { operation_id } = await provider().submit(request({ params: { durationSeconds: 4, resolution: '720p', aspectRatio: '16:9', n: 4 } }));
+    const { operation_id } = await provider().submit(
+      request({ params: { durationSeconds: 4, resolution: '720p', aspectRatio: '16:9', n: 4 } }),
+    );
     assert.ok(operation_id.length < OPERATION_ID_CHARS_MAX, `${operation_id.length} characters`);
   });
 });
@@ -157,16 +202,13 @@ describe('poll, result, download', () => {
     const p = provider();
     const { operation_id } = await p.submit(request());
     const { status, seen } = await settle(p, operation_id);
-    assert.deepEqual(
-      seen.slice(0, -1),
-      [
-        { state: 'running', progress: null, queue_position: 2 },
-        { state: 'running', progress: null, queue_position: 1 },
-        { state: 'running', progress: null, queue_position: 0 },
-        { state: 'running', progress: null, queue_position: 0 },
-        { state: 'running', progress: null, queue_position: 0 },
-      ],
-    );
+    assert.deepEqual(seen.slice(0, -1), [
+      { state: 'running', progress: null, queue_position: 2 },
+      { state: 'running', progress: null, queue_position: 1 },
+      { state: 'running', progress: null, queue_position: 0 },
+      { state: 'running', progress: null, queue_position: 0 },
+      { state: 'running', progress: null, queue_position: 0 },
+    ]);
     assert.equal(status.state, 'succeeded');
     const outputs = status.state === 'succeeded' ? status.outputs : [];
     assert.equal(outputs.length, 1);
@@ -178,10 +220,14 @@ describe('poll, result, download', () => {
     assert.equal(download!.headers['authorization'], undefined, 'the key is not sent to the file host');
   });
 
-  test('n = 3 with one failed by the model: succeeded with the two videos (the shortfall is the core\'s to refund); all failed: failed with the model\'s message', async () => {
+  test("n = 3 with one failed by the model: succeeded with the two videos (the shortfall is the core's to refund); all failed: failed with the model's message", async () => {
     const p = provider();
     const three = { params: { durationSeconds: 4, resolution: '720p', aspectRatio: '16:9', n: 3 } } as const;
-    fake.plans = [{ queue_polls: 0, progress_polls: 0 }, { queue_polls: 0, progress_polls: 0, outcome: 'error' }, { queue_polls: 2, progress_polls: 0 }];
+    fake.plans = [
+      { queue_polls: 0, progress_polls: 0 },
+      { queue_polls: 0, progress_polls: 0, outcome: 'error' },
+      { queue_polls: 2, progress_polls: 0 },
+    ];
     const { operation_id } = await p.submit(request(three));
     const first = await p.poll(operation_id);
     assert.deepEqual(first, { state: 'running', progress: null, queue_position: 1 }, 'running while one is still queued');
@@ -222,16 +268,25 @@ describe('poll, result, download', () => {
 
   test("4xx refusals are final: the input (422, with fal's message), the key (401), the endpoint (404)", async () => {
     const wrongMap = provider({
-      backendFor: () => ({ ...videoModelBackendFor('wan-2.5', 'fal')!, input: { prompt: 'prompt', duration: { field: 'duration', format: 'integer' } } }),
+      backendFor: () => ({
+        ...videoModelBackendFor('wan-2.5', 'fal')!,
+        input: { prompt: 'prompt', duration: { field: 'duration', format: 'integer' } },
+      }),
     });
-    const wan = { model: 'wan-2.5', params: { durationSeconds: 5, resolution: '720p', aspectRatio: '16:9', n: 1 }, generate_audio: undefined } as const;
+    const wan = {
+      model: 'wan-2.5',
+      params: { durationSeconds: 5, resolution: '720p', aspectRatio: '16:9', n: 1 },
+      generate_audio: undefined,
+    } as const;
     await rejects(wrongMap.submit(request(wan)), {
       code: 'invalid_request',
       retryable: false,
       message: /^duration: must be of type string$/,
     });
     await rejects(provider({ key: 'wrong' }).submit(request()), { code: 'provider_unauthenticated', retryable: false });
-    const unknown = provider({ backendFor: () => ({ ...videoModelBackendFor('wan-2.5', 'fal')!, provider_model_id: 'fal-ai/no-such-model' }) });
+    const unknown = provider({
+      backendFor: () => ({ ...videoModelBackendFor('wan-2.5', 'fal')!, provider_model_id: 'fal-ai/no-such-model' }),
+    });
     await rejects(unknown.submit(request(wan)), { code: 'not_found', retryable: false });
   });
 
@@ -239,7 +294,16 @@ describe('poll, result, download', () => {
     const p = provider();
     fake.fault({ route: 'submit', status: 200, body: 'this is not JSON' });
     await rejects(p.submit(request()), { code: 'invalid_response', retryable: true, message: /malformed JSON/ });
-    fake.fault({ route: 'submit', status: 200, body: { request_id: 'x', status_url: 'https://elsewhere.example/status', response_url: 'https://elsewhere.example/r', cancel_url: 'https://elsewhere.example/c' } });
+    fake.fault({
+      route: 'submit',
+      status: 200,
+      body: {
+        request_id: 'x',
+        status_url: 'https://elsewhere.example/status',
+        response_url: 'https://elsewhere.example/r',
+        cancel_url: 'https://elsewhere.example/c',
+      },
+    });
     await rejects(p.submit(request()), { code: 'invalid_response', retryable: true, message: /queue host/ });
     const { operation_id } = await p.submit(request());
     fake.fault({ route: 'status', status: 200, body: { status: 'SOMETHING_NEW' } });
@@ -250,7 +314,16 @@ describe('poll, result, download', () => {
   });
 
   test('an operation id naming another host is refused: the key only goes to the queue host', async () => {
-    const forged = JSON.stringify({ fal: [{ request_id: 'abc', status_url: 'https://attacker.example/s', response_url: 'https://attacker.example/r', cancel_url: 'https://attacker.example/c' }] });
+    const forged = JSON.stringify({
+      fal: [
+        {
+          request_id: 'abc',
+          status_url: 'https://attacker.example/s',
+          response_url: 'https://attacker.example/r',
+          cancel_url: 'https://attacker.example/c',
+        },
+      ],
+    });
     await rejects(provider().poll(forged), { code: 'not_found', retryable: false });
     await rejects(provider().poll('not json'), { code: 'not_found', retryable: false });
   });
@@ -266,7 +339,7 @@ describe('callback verification', () => {
     return { request_id: id!, headers: c!.headers, body: c!.body };
   }
 
-  test("a callback as fal signs it verifies; the JWKS is fetched once and cached", async () => {
+  test('a callback as fal signs it verifies; the JWKS is fetched once and cached', async () => {
     const p = provider();
     const c = await delivered(p);
     await p.verifyCallback({ headers: c.headers, raw_body: c.body });
@@ -278,7 +351,8 @@ describe('callback verification', () => {
   test('forged: another key, a changed body, another request id, a bad signature, missing headers: CallbackRejected', async () => {
     const p = provider({ jwksMinRefreshMs: 60_000 });
     const c = await delivered(p);
-    const reject = (headers: Record<string, string>, body = c.body) => assert.rejects(p.verifyCallback({ headers, raw_body: body }), CallbackRejected);
+    const reject = (headers: Record<string, string>, body = c.body) =>
+      assert.rejects(p.verifyCallback({ headers, raw_body: body }), CallbackRejected);
     const { privateKey } = generateKeyPairSync('ed25519');
     await reject(fake.signCallback(c.request_id, c.body, { key: privateKey }));
     await reject(c.headers, Buffer.from(c.body.toString().replace('"OK"', '"ERROR"')));
@@ -299,7 +373,10 @@ describe('callback verification', () => {
     const future = fake.signCallback(c.request_id, c.body, { timestamp_s: Math.floor(now / 1000) + 301 });
     await assert.rejects(provider().verifyCallback({ headers: future, raw_body: c.body }), CallbackRejected);
     await provider({ now_ms: () => now + 290_000 }).verifyCallback({ headers: c.headers, raw_body: c.body });
-    await assert.rejects(provider({ now_ms: () => now + 310_000 }).verifyCallback({ headers: c.headers, raw_body: c.body }), CallbackRejected);
+    await assert.rejects(
+      provider({ now_ms: () => now + 310_000 }).verifyCallback({ headers: c.headers, raw_body: c.body }),
+      CallbackRejected,
+    );
   });
 
   test('fal rotates its key: the cached keys fail, the JWKS is fetched again, the callback verifies', async () => {
@@ -315,6 +392,9 @@ describe('callback verification', () => {
   test("fal's JWKS unreachable: a ProviderError (retryable: answered 503, fal delivers again), not a rejection", async () => {
     const c = await delivered();
     fake.fault({ route: 'jwks', status: 503, body: {} });
-    await assert.rejects(provider().verifyCallback({ headers: c.headers, raw_body: c.body }), (err: unknown) => err instanceof ProviderError && err.opts.retryable);
+    await assert.rejects(
+      provider().verifyCallback({ headers: c.headers, raw_body: c.body }),
+      (err: unknown) => err instanceof ProviderError && err.opts.retryable,
+    );
   });
 });

@@ -73,7 +73,10 @@ interface Fake<P> {
 /** A driver of a fake: what differs is how a plan reads, its request ids and how its callbacks are signed. */
 function driverOf<P>(
   fake: Fake<P>,
-  d: Pick<Driver, 'backend' | 'env' | 'requests' | 'forgeries' | 'reportsProgress' | 'reportsQueuePosition'> & { planOf: (p: { started?: boolean; fails?: string }) => P; polled: P },
+  d: Pick<Driver, 'backend' | 'env' | 'requests' | 'forgeries' | 'reportsProgress' | 'reportsQueuePosition'> & {
+    planOf: (p: { started?: boolean; fails?: string }) => P;
+    polled: P;
+  },
 ): Driver {
   return {
     ...d,
@@ -90,7 +93,11 @@ function driverOf<P>(
 const falDriver = driverOf<FalPlan>(fal, {
   backend: 'fal',
   env: () => ({ ...fal.env(), ...replicate.env() }),
-  planOf: (p) => ({ queue_polls: p.started ? 0 : NEVER, progress_polls: NEVER, ...(p.fails ? { outcome: 'error', error_message: p.fails } : {}) }),
+  planOf: (p) => ({
+    queue_polls: p.started ? 0 : NEVER,
+    progress_polls: NEVER,
+    ...(p.fails ? { outcome: 'error', error_message: p.fails } : {}),
+  }),
   polled: { queue_polls: 3, progress_polls: 2 },
   requests: () => [...fal.submitted.keys()],
   forgeries: (id) => {
@@ -110,7 +117,11 @@ const falDriver = driverOf<FalPlan>(fal, {
 const replicateDriver = driverOf<ReplicatePlan>(replicate, {
   backend: 'replicate',
   env: () => replicate.env(),
-  planOf: (p) => ({ starting_polls: p.started ? 0 : NEVER, processing_polls: NEVER, ...(p.fails ? { outcome: 'failed', error: p.fails } : {}) }),
+  planOf: (p) => ({
+    starting_polls: p.started ? 0 : NEVER,
+    processing_polls: NEVER,
+    ...(p.fails ? { outcome: 'failed', error: p.fails } : {}),
+  }),
   polled: { starting_polls: 1, processing_polls: 4 },
   requests: () => [...replicate.predictions.keys()],
   forgeries: (id) => {
@@ -139,7 +150,12 @@ after(async () => {
  * The hooks of a suite with its own stack: started before its tests (given to `use`), the fakes reset
  * before each test, the ledger audit after each, the receivers of `receivers` closed at the end.
  */
-function suiteStack(env: () => Record<string, string>, poll_interval_ms: number, use: (stack: Stack) => void, receivers: Receiver[] = []): void {
+function suiteStack(
+  env: () => Record<string, string>,
+  poll_interval_ms: number,
+  use: (stack: Stack) => void,
+  receivers: Receiver[] = [],
+): void {
   let stack: Stack | undefined;
   before(async () => {
     stack = await providerStack(env(), poll_interval_ms);
@@ -213,7 +229,9 @@ for (const d of [falDriver, replicateDriver]) {
         }
         assert.equal(await balanceMicro(stack, c.workspaceId), 5_000_000 - 5 * KLING_VIDEO_MICRO_EUR);
       } finally {
-        t.diagnostic(`${d.backend}: callback delivered -> job seen finished on GET: ${delays.map((ms) => `${ms} ms`).join(', ')} (poll interval ${NEVER_POLLED_MS} ms)`);
+        t.diagnostic(
+          `${d.backend}: callback delivered -> job seen finished on GET: ${delays.map((ms) => `${ms} ms`).join(', ')} (poll interval ${NEVER_POLLED_MS} ms)`,
+        );
         await receiver.close();
       }
     });
@@ -230,7 +248,7 @@ for (const d of [falDriver, replicateDriver]) {
       assert.ok(Date.now() - started < 5_000, `finished ${Date.now() - started} ms after creation`);
     });
 
-    test('the provider fails the job: refunded in full, with the model\'s message about the input', async () => {
+    test("the provider fails the job: refunded in full, with the model's message about the input", async () => {
       const c = await newCustomer(stack, 5);
       const receiver = await webhookReceiver(stack, c.key);
       try {
@@ -284,7 +302,10 @@ for (const d of [falDriver, replicateDriver]) {
         assert.equal(r.body.status, 'failed');
         assert.equal(r.body.error.code, 'cancelled');
         assert.deepEqual(r.body.videos, []);
-        assert.deepEqual({ cost_in_euro: r.body.cost_in_euro, refunded_in_euro: r.body.refunded_in_euro }, { cost_in_euro: expected.cost_in_euro, refunded_in_euro: expected.refunded_in_euro });
+        assert.deepEqual(
+          { cost_in_euro: r.body.cost_in_euro, refunded_in_euro: r.body.refunded_in_euro },
+          { cost_in_euro: expected.cost_in_euro, refunded_in_euro: expected.refunded_in_euro },
+        );
         const rec = await stack.db.query('SELECT cancel_billed, cancel_answer FROM video_jobs WHERE id = $1', [id]);
         assert.equal(rec.rows[0].cancel_billed, expected.billed);
         assert.match(rec.rows[0].cancel_answer, expected.billed ? /billed/ : /not billed/);
@@ -296,11 +317,17 @@ for (const d of [falDriver, replicateDriver]) {
 
       const running = await submitted(c.key, 1, { started: true });
       await cancel(running, { cost_in_euro: 0.5, refunded_in_euro: 0, billed: true });
-      assert.doesNotMatch((await stack.db.query('SELECT cancel_answer FROM video_jobs WHERE id = $1', [running])).rows[0].cancel_answer, /not billed/);
+      assert.doesNotMatch(
+        (await stack.db.query('SELECT cancel_answer FROM video_jobs WHERE id = $1', [running])).rows[0].cancel_answer,
+        /not billed/,
+      );
       assert.deepEqual(await ledgerOf(stack, running), [['charge', -KLING_VIDEO_MICRO_EUR]]);
       assert.equal(await balanceMicro(stack, c.workspaceId), 5_000_000 - KLING_VIDEO_MICRO_EUR);
       // The provider's callback of the cancelled request changes nothing.
-      assert.equal(await stack.db.query('SELECT 1 FROM video_job_polls WHERE job_id = ANY($1::uuid[])', [[queued, running]]).then((r) => r.rowCount), 0);
+      assert.equal(
+        await stack.db.query('SELECT 1 FROM video_job_polls WHERE job_id = ANY($1::uuid[])', [[queued, running]]).then((r) => r.rowCount),
+        0,
+      );
     });
 
     test('forged callbacks for a pending job: 401 in the error shape, the job not polled, nothing changes', async () => {
@@ -407,7 +434,11 @@ for (const d of [falDriver, replicateDriver]) {
 
 describe('fallback: the first backend refuses the submission', () => {
   let stack: Stack;
-  suiteStack(() => ({ ...fal.env(), ...replicate.env() }), NEVER_POLLED_MS, (s) => (stack = s));
+  suiteStack(
+    () => ({ ...fal.env(), ...replicate.env() }),
+    NEVER_POLLED_MS,
+    (s) => (stack = s),
+  );
 
   test('fal answers 503: the job runs on Replicate, says so, at the same price', async () => {
     const c = await newCustomer(stack, 5);
@@ -453,12 +484,19 @@ describe('fallback: the first backend refuses the submission', () => {
     await replicate.finishAll();
     const { job } = await watchJob(stack, c.key, id, 10_000);
     assert.equal(job.status, 'succeeded', JSON.stringify(job));
-    assert.equal(await count('video_jobs_settled_by_backend_total', { backend: 'replicate', outcome: 'succeeded', model: klingJob().model }), before.settled + 1);
+    assert.equal(
+      await count('video_jobs_settled_by_backend_total', { backend: 'replicate', outcome: 'succeeded', model: klingJob().model }),
+      before.settled + 1,
+    );
   });
 
-  test('fal refuses the input (422): final, no fallback; refunded in full with fal\'s message', async () => {
+  test("fal refuses the input (422): final, no fallback; refunded in full with fal's message", async () => {
     const c = await newCustomer(stack, 5);
-    fal.fault({ route: 'submit', status: 422, body: { detail: [{ loc: ['body', 'prompt'], msg: 'the prompt is longer than this model accepts', type: 'value_error' }] } });
+    fal.fault({
+      route: 'submit',
+      status: 422,
+      body: { detail: [{ loc: ['body', 'prompt'], msg: 'the prompt is longer than this model accepts', type: 'value_error' }] },
+    });
     const id = await createJob(stack, c.key, klingJob());
     const { job } = await watchJob(stack, c.key, id, 10_000);
     assert.equal(job.status, 'failed');

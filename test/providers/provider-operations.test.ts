@@ -62,10 +62,17 @@ describe('a job past its deadline', () => {
     assert.equal(job.error.code, 'deadline_exceeded');
     assert.equal(job.refunded_in_euro, 1);
     // The settlement asks fal once the refund is committed: its answer is recorded a moment later.
-    const answer = await until('the cancel answer', 10_000, async () => (await stack.db.query('SELECT cancel_answer FROM video_jobs WHERE id = $1', [id])).rows[0].cancel_answer);
+    const answer = await until(
+      'the cancel answer',
+      10_000,
+      async () => (await stack.db.query('SELECT cancel_answer FROM video_jobs WHERE id = $1', [id])).rows[0].cancel_answer,
+    );
     assert.match(answer, /^fal: /);
     assert.equal(cancelledAtFal(op.operation_id), 2, 'both requests asked to cancel');
-    assert.deepEqual(await ledgerOf(stack, id), [['charge', -2 * KLING_VIDEO_MICRO_EUR], ['refund', 2 * KLING_VIDEO_MICRO_EUR]]);
+    assert.deepEqual(await ledgerOf(stack, id), [
+      ['charge', -2 * KLING_VIDEO_MICRO_EUR],
+      ['refund', 2 * KLING_VIDEO_MICRO_EUR],
+    ]);
     assert.equal(await balanceMicro(stack, c.workspaceId), 5_000_000);
   });
 });
@@ -122,7 +129,11 @@ describe('Replicate: a job with a first and a last frame of 7.5 MB each', () => 
     const { job } = await watchJob(rstack, c.key, id, 30_000, 200);
     assert.equal(job.status, 'succeeded', JSON.stringify(job));
     assert.equal(job.videos.length, 2);
-    assert.deepEqual(op.operation_id.split(',').sort(), [...replicate.predictions.keys()].sort(), 'every prediction Replicate made is the job\'s');
+    assert.deepEqual(
+      op.operation_id.split(',').sort(),
+      [...replicate.predictions.keys()].sort(),
+      "every prediction Replicate made is the job's",
+    );
     assert.equal(replicate.requestsTo('create').length, 2);
     assert.deepEqual([...replicate.files.values()].map((f) => f.bytes.length).sort(), [first.length, last.length].sort());
     assert.deepEqual(await ledgerOf(rstack, id), [['charge', -Math.round(job.cost_in_euro * 1e6)]]);

@@ -23,7 +23,13 @@ after(async () => {
 beforeEach(() => fake.reset());
 
 function provider(opts: Partial<ReplicateOptions> = {}): ReplicateVideoProvider {
-  return new ReplicateVideoProvider({ token: fake.token, apiUrl: fake.url, backendFor: (id) => videoModelBackendFor(id, 'replicate'), requestTimeoutMs: 2_000, ...opts });
+  return new ReplicateVideoProvider({
+    token: fake.token,
+    apiUrl: fake.url,
+    backendFor: (id) => videoModelBackendFor(id, 'replicate'),
+    requestTimeoutMs: 2_000,
+    ...opts,
+  });
 }
 
 function request(extra: Partial<VideoSubmission> = {}): VideoSubmission {
@@ -49,7 +55,10 @@ async function settle(p: ReplicateVideoProvider, operation_id: string) {
   throw new Error('still running');
 }
 
-async function rejects(promise: Promise<unknown>, expected: { code: string; retryable: boolean; message?: RegExp; retry_after_ms?: number }) {
+async function rejects(
+  promise: Promise<unknown>,
+  expected: { code: string; retryable: boolean; message?: RegExp; retry_after_ms?: number },
+) {
   await assert.rejects(promise, (err: unknown) => {
     assert.ok(err instanceof ProviderError, String(err));
     assert.equal(err.opts.code, expected.code, err.message);
@@ -66,7 +75,9 @@ describe('create', () => {
     const p = provider();
     const deadline_at_ms = Date.now() + 29 * 60_000 + 30_000;
     const image = { bytes: pngImage(), mime_type: 'image/png' as const };
-    const { operation_id } = await p.submit(request({ image, last_frame: image, seed: 3, negative_prompt: 'blur', deadline_at_ms }), { callback_url: 'https://api.example/cb' });
+    const { operation_id } = await p.submit(request({ image, last_frame: image, seed: 3, negative_prompt: 'blur', deadline_at_ms }), {
+      callback_url: 'https://api.example/cb',
+    });
     const [sent] = fake.requestsTo('create');
     assert.equal(sent!.path, '/v1/models/google/veo-3.1-fast/predictions');
     assert.equal(sent!.headers['authorization'], `Bearer ${fake.token}`);
@@ -94,7 +105,9 @@ describe('create', () => {
     const p = provider();
     const big = { bytes: pngOfSize(7_500_000), mime_type: 'image/png' as const };
     const last = { bytes: pngOfSize(7_400_000), mime_type: 'image/png' as const };
-    const { operation_id } = await p.submit(request({ ...N(2), image: big, last_frame: last, request_id: '7d0f2a8e-0000-4000-8000-0000000000aa' }));
+    const { operation_id } = await p.submit(
+      request({ ...N(2), image: big, last_frame: last, request_id: '7d0f2a8e-0000-4000-8000-0000000000aa' }),
+    );
     const uploads = fake.requestsTo('upload');
     assert.equal(uploads.length, 2, 'each frame uploaded once, whatever n');
     const files = [...fake.files.values()];
@@ -110,7 +123,11 @@ describe('create', () => {
       assert.equal(input.last_frame, `${fake.url}/v1/files/${files.find((f) => (f.metadata as any).input === 'last_frame')!.id}`);
       assert.ok(c.raw.length < 10_000, `a create of ${c.raw.length} bytes carries no image`);
     }
-    assert.deepEqual(operation_id.split(',').sort(), [...fake.predictions.keys()].sort(), 'every prediction Replicate created is in the operation');
+    assert.deepEqual(
+      operation_id.split(',').sort(),
+      [...fake.predictions.keys()].sort(),
+      'every prediction Replicate created is in the operation',
+    );
     // A frame of at most 256 KB stays a data URL (Replicate's advice), as the first test shows.
     fake.reset();
     await p.submit(request({ image: { bytes: pngOfSize(200_000), mime_type: 'image/png' } }));
@@ -120,11 +137,18 @@ describe('create', () => {
 
   test('a create answer larger than any cap (the input echoed, before or after the id) still names its prediction', async () => {
     const p = provider({ requestTimeoutMs: 30_000 }); // 20 MiB through loopback on a busy machine
-    const echoed = { image: `data:image/png;base64,${'A'.repeat(20 * 1024 * 1024)}`, prompt: 'a "quoted" prompt } with { braces ] and \\ "id": "no"' };
+    const echoed = {
+      image: `data:image/png;base64,${'A'.repeat(20 * 1024 * 1024)}`,
+      prompt: 'a "quoted" prompt } with { braces ] and \\ "id": "no"',
+    };
     const id = 'q9ykd2m1hxrj00cqnx8r3sk4dw';
     fake.fault({ route: 'create', status: 201, body: { id, model: 'google/veo-3.1-fast', input: echoed, status: 'starting' } });
     assert.equal((await p.submit(request())).operation_id, id);
-    fake.fault({ route: 'create', status: 201, body: { input: echoed, logs: '', status: 'starting', urls: { get: 'x', id: 'not-this-one' }, id } });
+    fake.fault({
+      route: 'create',
+      status: 201,
+      body: { input: echoed, logs: '', status: 'starting', urls: { get: 'x', id: 'not-this-one' }, id },
+    });
     assert.equal((await p.submit(request())).operation_id, id);
   });
 
@@ -140,14 +164,20 @@ describe('create', () => {
   test('a pinned version goes to POST /v1/predictions {"version"}', async () => {
     const [version] = Object.entries(REPLICATE_VERSIONS).find(([, m]) => m === 'kwaivgi/kling-v2.5-turbo-pro')!;
     const p = provider({ backendFor: (id) => ({ ...videoModelBackendFor(id, 'replicate')!, version }) });
-    await p.submit(request({ model: 'kling-v2.5-turbo-pro', params: { durationSeconds: 10, resolution: '1080p', aspectRatio: '16:9', n: 1 }, generate_audio: undefined }));
+    await p.submit(
+      request({
+        model: 'kling-v2.5-turbo-pro',
+        params: { durationSeconds: 10, resolution: '1080p', aspectRatio: '16:9', n: 1 },
+        generate_audio: undefined,
+      }),
+    );
     const [sent] = fake.requestsTo('create');
     assert.equal(sent!.path, '/v1/predictions');
     assert.equal((sent!.json as any).version, version);
     assert.deepEqual((sent!.json as any).input, { prompt: 'a lighthouse at dusk', duration: 10, aspect_ratio: '16:9' });
   });
 
-  test("every Replicate model of the catalog, for text, a first frame and a last frame where it takes them: an input its schema accepts", () => {
+  test('every Replicate model of the catalog, for text, a first frame and a last frame where it takes them: an input its schema accepts', () => {
     const p = provider();
     const image = { bytes: pngImage(), mime_type: 'image/png' as const };
     let checked = 0;
@@ -156,8 +186,16 @@ describe('create', () => {
       if (!entry) continue;
       for (const resolution of entry.resolutions) {
         for (const durationSeconds of m.durations_seconds) {
-          const base = request({ model: m.id, params: { durationSeconds, resolution, aspectRatio: m.aspect_ratios[0]!, n: 1 }, generate_audio: m.audio.supported ? true : undefined });
-          const shapes = [base, ...(m.inputs.image ? [{ ...base, image }] : []), ...(m.inputs.last_frame ? [{ ...base, image, last_frame: image }] : [])];
+          const base = request({
+            model: m.id,
+            params: { durationSeconds, resolution, aspectRatio: m.aspect_ratios[0]!, n: 1 },
+            generate_audio: m.audio.supported ? true : undefined,
+          });
+          const shapes = [
+            base,
+            ...(m.inputs.image ? [{ ...base, image }] : []),
+            ...(m.inputs.last_frame ? [{ ...base, image, last_frame: image }] : []),
+          ];
           for (const req of shapes) {
             const { url, body } = p.buildRequest(req);
             const model = new URL(url).pathname.split('/').slice(3, 5).join('/');
@@ -176,7 +214,12 @@ describe('create', () => {
     const { operation_id } = await p.submit(request(N(3)));
     assert.equal(operation_id.split(',').length, 3);
     fake.reset();
-    fake.fault({ route: 'create', status: 429, body: { title: 'Too many requests', detail: 'Request was throttled. Expected available in 3 seconds.', status: 429 }, headers: { 'retry-after': '3' } });
+    fake.fault({
+      route: 'create',
+      status: 429,
+      body: { title: 'Too many requests', detail: 'Request was throttled. Expected available in 3 seconds.', status: 429 },
+      headers: { 'retry-after': '3' },
+    });
     await rejects(p.submit(request(N(3))), { code: 'rate_limited', retryable: true, retry_after_ms: 3_000, message: /throttled/ });
     assert.equal(fake.requestsTo('cancel').length, 2);
     assert.ok([...fake.predictions.values()].every((x) => x.status === 'aborted' || x.status === 'canceled'));
@@ -202,11 +245,43 @@ describe('poll, output, download', () => {
 
   test("a job's status from its requests': progress the mean (an ended request 100) when all running report one, the largest queue position, outputs of those that succeeded", () => {
     const video = (ref: string) => ({ ref, content_type: 'video/mp4' });
-    assert.deepEqual(combineStatuses([{ state: 'running', progress: 50 }, { state: 'succeeded', outputs: [video('a')] }]), { state: 'running', progress: 75, queue_position: null });
-    assert.deepEqual(combineStatuses([{ state: 'running', progress: null }, { state: 'running', progress: 20 }]), { state: 'running', progress: null, queue_position: null });
-    assert.deepEqual(combineStatuses([{ state: 'running', queue_position: 3 }, { state: 'running', queue_position: 7 }, { state: 'failed', code: 'x', message: 'm' }]), { state: 'running', progress: null, queue_position: 7 });
-    assert.deepEqual(combineStatuses([{ state: 'succeeded', outputs: [video('a')] }, { state: 'failed', code: 'x', message: 'm' }, { state: 'succeeded', outputs: [video('b')] }]), { state: 'succeeded', outputs: [video('a'), video('b')] });
-    assert.deepEqual(combineStatuses([{ state: 'failed', code: 'first', message: 'm1' }, { state: 'failed', code: 'second', message: 'm2' }]), { state: 'failed', code: 'first', message: 'm1' });
+    assert.deepEqual(
+      combineStatuses([
+        { state: 'running', progress: 50 },
+        { state: 'succeeded', outputs: [video('a')] },
+      ]),
+      { state: 'running', progress: 75, queue_position: null },
+    );
+    assert.deepEqual(
+      combineStatuses([
+        { state: 'running', progress: null },
+        { state: 'running', progress: 20 },
+      ]),
+      { state: 'running', progress: null, queue_position: null },
+    );
+    assert.deepEqual(
+      combineStatuses([
+        { state: 'running', queue_position: 3 },
+        { state: 'running', queue_position: 7 },
+        { state: 'failed', code: 'x', message: 'm' },
+      ]),
+      { state: 'running', progress: null, queue_position: 7 },
+    );
+    assert.deepEqual(
+      combineStatuses([
+        { state: 'succeeded', outputs: [video('a')] },
+        { state: 'failed', code: 'x', message: 'm' },
+        { state: 'succeeded', outputs: [video('b')] },
+      ]),
+      { state: 'succeeded', outputs: [video('a'), video('b')] },
+    );
+    assert.deepEqual(
+      combineStatuses([
+        { state: 'failed', code: 'first', message: 'm1' },
+        { state: 'failed', code: 'second', message: 'm2' },
+      ]),
+      { state: 'failed', code: 'first', message: 'm1' },
+    );
   });
 
   test('progress from logs: the last progress bar, null without one', () => {
@@ -217,7 +292,11 @@ describe('poll, output, download', () => {
 
   test('n = 3 with one failed: succeeded with two (a shortfall); all failed: failed with the error; canceled and aborted', async () => {
     const p = provider();
-    fake.plans = [{ starting_polls: 0, processing_polls: 0 }, { starting_polls: 0, processing_polls: 0, outcome: 'failed', error: 'NSFW content detected' }, { starting_polls: 0, processing_polls: 0 }];
+    fake.plans = [
+      { starting_polls: 0, processing_polls: 0 },
+      { starting_polls: 0, processing_polls: 0, outcome: 'failed', error: 'NSFW content detected' },
+      { starting_polls: 0, processing_polls: 0 },
+    ];
     const { status } = await settle(p, (await p.submit(request(N(3)))).operation_id);
     assert.equal(status.state === 'succeeded' && status.outputs.length, 2);
     fake.reset();
@@ -243,15 +322,37 @@ describe('poll, output, download', () => {
     const { operation_id } = await p.submit(request());
     const { status } = await settle(p, operation_id);
     fake.expire();
-    await rejects(p.fetchOutput(operation_id, (status as { outputs: { ref: string; content_type: string }[] }).outputs[0]!), { code: 'output_expired', retryable: false });
-    assert.deepEqual(await p.poll(operation_id), { state: 'failed', code: 'output_expired', message: 'Replicate deleted the outputs of this prediction (an hour after it ended)' });
+    await rejects(p.fetchOutput(operation_id, (status as { outputs: { ref: string; content_type: string }[] }).outputs[0]!), {
+      code: 'output_expired',
+      retryable: false,
+    });
+    assert.deepEqual(await p.poll(operation_id), {
+      state: 'failed',
+      code: 'output_expired',
+      message: 'Replicate deleted the outputs of this prediction (an hour after it ended)',
+    });
   });
 
   test("4xx refusals are final: the input (422 with Replicate's words), the token (401), the model (404); 5xx passing", async () => {
-    const wrongMap = provider({ backendFor: () => ({ ...videoModelBackendFor('veo-3.1-generate-001', 'replicate')!, input: { prompt: 'prompt', duration: { field: 'duration', format: 'seconds_suffix' } } }) });
-    await rejects(wrongMap.submit(request({ generate_audio: undefined })), { code: 'invalid_request', retryable: false, message: /duration: duration must be of type integer/ });
-    await rejects(provider({ token: 'r8_wrong' }).submit(request()), { code: 'provider_unauthenticated', retryable: false, message: /valid authentication token/ });
-    const unknown = provider({ backendFor: () => ({ ...videoModelBackendFor('veo-3.1-generate-001', 'replicate')!, provider_model_id: 'google/veo-9' }) });
+    const wrongMap = provider({
+      backendFor: () => ({
+        ...videoModelBackendFor('veo-3.1-generate-001', 'replicate')!,
+        input: { prompt: 'prompt', duration: { field: 'duration', format: 'seconds_suffix' } },
+      }),
+    });
+    await rejects(wrongMap.submit(request({ generate_audio: undefined })), {
+      code: 'invalid_request',
+      retryable: false,
+      message: /duration: duration must be of type integer/,
+    });
+    await rejects(provider({ token: 'r8_wrong' }).submit(request()), {
+      code: 'provider_unauthenticated',
+      retryable: false,
+      message: /valid authentication token/,
+    });
+    const unknown = provider({
+      backendFor: () => ({ ...videoModelBackendFor('veo-3.1-generate-001', 'replicate')!, provider_model_id: 'google/veo-9' }),
+    });
     await rejects(unknown.submit(request()), { code: 'not_found', retryable: false });
     const { operation_id } = await provider().submit(request());
     fake.fault({ route: 'get', status: 500, body: { title: 'Internal server error', status: 500 } });
@@ -295,7 +396,8 @@ describe('callback verification (Standard Webhooks)', () => {
   test('forged: another secret, a changed body, a bad signature, missing headers: CallbackRejected', async () => {
     const c = await delivered();
     const p = provider({ webhookSecret: fake.secret });
-    const reject = (headers: Record<string, string>, body = c.body) => assert.rejects(p.verifyCallback({ headers, raw_body: body }), CallbackRejected);
+    const reject = (headers: Record<string, string>, body = c.body) =>
+      assert.rejects(p.verifyCallback({ headers, raw_body: body }), CallbackRejected);
     await reject(fake.signCallback(c.body, { secret: `whsec_${Buffer.from('another-secret-of-someone-else').toString('base64')}` }));
     await reject(c.headers, Buffer.from(c.body.toString().replace('succeeded', 'failed')));
     await reject({ ...c.headers, 'webhook-signature': 'v1,AAAA' });
@@ -307,8 +409,14 @@ describe('callback verification (Standard Webhooks)', () => {
   test('a timestamp more than 5 minutes away is rejected (stale replay); a replay within it verifies (it only nudges a poll)', async () => {
     const c = await delivered();
     const p = provider({ webhookSecret: fake.secret });
-    await assert.rejects(p.verifyCallback({ headers: fake.signCallback(c.body, { at: new Date(Date.now() - 301_000) }), raw_body: c.body }), CallbackRejected);
-    await assert.rejects(p.verifyCallback({ headers: fake.signCallback(c.body, { at: new Date(Date.now() + 301_000) }), raw_body: c.body }), CallbackRejected);
+    await assert.rejects(
+      p.verifyCallback({ headers: fake.signCallback(c.body, { at: new Date(Date.now() - 301_000) }), raw_body: c.body }),
+      CallbackRejected,
+    );
+    await assert.rejects(
+      p.verifyCallback({ headers: fake.signCallback(c.body, { at: new Date(Date.now() + 301_000) }), raw_body: c.body }),
+      CallbackRejected,
+    );
     await p.verifyCallback({ headers: c.headers, raw_body: c.body });
     await p.verifyCallback({ headers: c.headers, raw_body: c.body });
   });
@@ -322,6 +430,9 @@ describe('callback verification (Standard Webhooks)', () => {
     await p.verifyCallback({ headers: fake.signCallback(body), raw_body: body });
     assert.equal(fake.requestsTo('secret').length, 2);
     fake.fault({ route: 'secret', status: 503, body: {} });
-    await assert.rejects(provider().verifyCallback({ headers: fake.signCallback(body), raw_body: body }), (err: unknown) => err instanceof ProviderError && err.opts.retryable);
+    await assert.rejects(
+      provider().verifyCallback({ headers: fake.signCallback(body), raw_body: body }),
+      (err: unknown) => err instanceof ProviderError && err.opts.retryable,
+    );
   });
 });

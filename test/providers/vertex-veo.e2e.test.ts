@@ -66,11 +66,23 @@ describe('Vertex AI Veo: a job end to end through the workflow', () => {
   test('n=4, 3 delivered + 1 filtered by Responsible AI: succeeded with 3 videos, charged 4 units, refunded exactly 1', async () => {
     fake.scenario = { pollsUntilDone: 2, videos: 3, filtered: 1, filteredReasons: ['content filtered'], payloads: PAYLOADS };
     // one transient 429 with Retry-After on the first poll: retried by the activity, invisible to the job
-    fake.fault({ route: 'fetchPredictOperation', status: 429, headers: { 'retry-after': '1' }, body: googleError(429, 'Resource exhausted') });
+    fake.fault({
+      route: 'fetchPredictOperation',
+      status: 429,
+      headers: { 'retry-after': '1' },
+      body: googleError(429, 'Resource exhausted'),
+    });
     const c = await newCustomer(stack, 10);
     const created = await api(stack.baseUrl, 'POST', '/v2/videos/generations', {
       token: c.key,
-      json: { prompt: 'a lighthouse at dusk, waves crashing', model: 'veo-3.1-fast-generate-001', durationSeconds: 4, resolution: '720p', aspectRatio: '16:9', n: 4 },
+      json: {
+        prompt: 'a lighthouse at dusk, waves crashing',
+        model: 'veo-3.1-fast-generate-001',
+        durationSeconds: 4,
+        resolution: '720p',
+        aspectRatio: '16:9',
+        n: 4,
+      },
     });
     assert.equal(created.status, 202, JSON.stringify(created.body));
     assert.equal(created.body.estimated_cost_in_euro, 3.2);
@@ -92,7 +104,14 @@ describe('Vertex AI Veo: a job end to end through the workflow', () => {
     assert.equal(submitted!.headers['authorization'], `Bearer ${TOKEN}`);
     assert.deepEqual(submitted!.json, {
       instances: [{ prompt: 'a lighthouse at dusk, waves crashing' }],
-      parameters: { sampleCount: 4, durationSeconds: 4, resolution: '720p', aspectRatio: '16:9', generateAudio: true, storageUri: `gs://our-bucket/videos/${created.body.id}/` },
+      parameters: {
+        sampleCount: 4,
+        durationSeconds: 4,
+        resolution: '720p',
+        aspectRatio: '16:9',
+        generateAudio: true,
+        storageUri: `gs://our-bucket/videos/${created.body.id}/`,
+      },
     });
     assert.equal(fake.requestsTo('download').length, 3);
     await assertAuditHolds(stack);
@@ -161,7 +180,10 @@ describe('Vertex AI Veo: a job end to end through the workflow', () => {
     const job = await waitForJob(stack, c.key, created.body.id, 60_000);
     assert.equal(job.status, 'succeeded', JSON.stringify(job));
     assert.equal(job.model, 'veo-3.1-fast-generate-001');
-    assert.ok(fake.requests.every((r) => !r.path.includes('veo-3.0')), 'no request names a retired model');
+    assert.ok(
+      fake.requests.every((r) => !r.path.includes('veo-3.0')),
+      'no request names a retired model',
+    );
     assert.equal(fake.requestsTo('predictLongRunning')[0]!.path, `${MODEL_PATH}:predictLongRunning`);
     await assertAuditHolds(stack);
   });
@@ -169,8 +191,14 @@ describe('Vertex AI Veo: a job end to end through the workflow', () => {
   test('a key permitted only the retired id may use its replacement', async () => {
     const c = await newCustomer(stack, 10, ['veo-3.0-fast-generate-001']);
     const models = await api(stack.baseUrl, 'GET', '/v2/models', { token: c.key });
-    assert.deepEqual(models.body.data.map((m: any) => m.id), ['veo-3.1-fast-generate-001']);
-    const other = await api(stack.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: { prompt: 'p', model: 'veo-3.1-generate-001', durationSeconds: 4 } });
+    assert.deepEqual(
+      models.body.data.map((m: any) => m.id),
+      ['veo-3.1-fast-generate-001'],
+    );
+    const other = await api(stack.baseUrl, 'POST', '/v2/videos/generations', {
+      token: c.key,
+      json: { prompt: 'p', model: 'veo-3.1-generate-001', durationSeconds: 4 },
+    });
     assert.equal(other.status, 403);
     assert.equal(await balanceMicro(stack, c.workspaceId), 10_000_000);
   });
@@ -186,9 +214,13 @@ describe('Vertex AI Veo: a job end to end through the workflow', () => {
     return { c, job: await waitForJob(stack, c.key, created.body.id, 60_000) };
   };
 
-  test('Vertex refusing our credentials: the job fails, refunded in full, without the provider\'s text', async () => {
+  test("Vertex refusing our credentials: the job fails, refunded in full, without the provider's text", async () => {
     fake.scenario = { payloads: PAYLOADS };
-    fake.fault({ route: 'predictLongRunning', status: 403, body: googleError(403, "Permission 'aiplatform.endpoints.predict' denied on resource projects/test-project") });
+    fake.fault({
+      route: 'predictLongRunning',
+      status: 403,
+      body: googleError(403, "Permission 'aiplatform.endpoints.predict' denied on resource projects/test-project"),
+    });
     const { c, job } = await oneFastJob();
     assert.equal(job.status, 'failed');
     assert.equal(job.error.code, 'provider_permission_denied');
@@ -197,9 +229,14 @@ describe('Vertex AI Veo: a job end to end through the workflow', () => {
     assert.equal(await balanceMicro(stack, c.workspaceId), 10_000_000);
     await assertAuditHolds(stack);
   });
-  test('Vertex unavailable on every submit: the job submits SUBMIT_ATTEMPTS_MAX times, then fails with the provider\'s code, refunded in full', async () => {
+  test("Vertex unavailable on every submit: the job submits SUBMIT_ATTEMPTS_MAX times, then fails with the provider's code, refunded in full", async () => {
     fake.scenario = { payloads: PAYLOADS };
-    fake.fault({ route: 'predictLongRunning', status: 503, body: googleError(503, 'The service is currently unavailable.'), times: SUBMIT_ATTEMPTS_MAX + 1 });
+    fake.fault({
+      route: 'predictLongRunning',
+      status: 503,
+      body: googleError(503, 'The service is currently unavailable.'),
+      times: SUBMIT_ATTEMPTS_MAX + 1,
+    });
     const { c, job } = await oneFastJob();
     assert.equal(job.status, 'failed', JSON.stringify(job));
     assert.equal(job.error.code, 'provider_unavailable');

@@ -21,7 +21,11 @@ describe('the Vertex fake behaves like Vertex AI today', () => {
 
   for (const model of ['veo-3.0-generate-001', 'veo-3.0-fast-generate-001', 'veo-9.9-imaginary-001']) {
     test(`${model}: 404 NOT_FOUND (retired or unknown), not retryable`, async () => {
-      await rejectsWith(raw().submit(request({ model })), { code: 'not_found', retryable: false, message: /HTTP 404 \(NOT_FOUND: Publisher Model .* was not found/ });
+      await rejectsWith(raw().submit(request({ model })), {
+        code: 'not_found',
+        retryable: false,
+        message: /HTTP 404 \(NOT_FOUND: Publisher Model .* was not found/,
+      });
     });
   }
 
@@ -43,12 +47,28 @@ describe('the Vertex fake behaves like Vertex AI today', () => {
 
   const png = { bytes: pngImage(), mime_type: 'image/png' as const };
   const refusals: [string, Partial<VideoSubmission>, RegExp][] = [
-    ['a duration Veo 3.1 does not make', { params: { durationSeconds: 5, resolution: '720p', aspectRatio: '16:9', n: 1 } }, /parameters\.durationSeconds/],
-    ['a resolution it does not make', { params: { durationSeconds: 4, resolution: '480p' as never, aspectRatio: '16:9', n: 1 } }, /parameters\.resolution/],
-    ['an aspect ratio it does not make', { params: { durationSeconds: 4, resolution: '720p', aspectRatio: '1:1' as never, n: 1 } }, /parameters\.aspectRatio/],
+    [
+      'a duration Veo 3.1 does not make',
+      { params: { durationSeconds: 5, resolution: '720p', aspectRatio: '16:9', n: 1 } },
+      /parameters\.durationSeconds/,
+    ],
+    [
+      'a resolution it does not make',
+      { params: { durationSeconds: 4, resolution: '480p' as never, aspectRatio: '16:9', n: 1 } },
+      /parameters\.resolution/,
+    ],
+    [
+      'an aspect ratio it does not make',
+      { params: { durationSeconds: 4, resolution: '720p', aspectRatio: '1:1' as never, n: 1 } },
+      /parameters\.aspectRatio/,
+    ],
     ['more than 4 samples', { params: { durationSeconds: 4, resolution: '720p', aspectRatio: '16:9', n: 5 } }, /parameters\.sampleCount/],
     ['no generateAudio (required for Veo 3 models)', { generate_audio: undefined }, /generateAudio is required/],
-    ['a WebP image (image/jpeg and image/png only)', { image: { bytes: WEBP_IMAGE, mime_type: 'image/webp' } }, /instances\[0\]\.image: mimeType/],
+    [
+      'a WebP image (image/jpeg and image/png only)',
+      { image: { bytes: WEBP_IMAGE, mime_type: 'image/webp' } },
+      /instances\[0\]\.image: mimeType/,
+    ],
     ['a last frame without an image', { last_frame: png }, /lastFrame can only be used together with/],
   ];
   for (const [name, extra, message] of refusals) {
@@ -63,7 +83,10 @@ describe('the Vertex fake behaves like Vertex AI today', () => {
     const res = await fetch(`${fake.url}${MODEL_PATH}:predictLongRunning`, {
       method: 'POST',
       headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ instances: [{ prompt: 'p', image: { bytesBase64Encoded: 'not base64!', mimeType: 'image/png' } }], parameters: { generateAudio: true } }),
+      body: JSON.stringify({
+        instances: [{ prompt: 'p', image: { bytesBase64Encoded: 'not base64!', mimeType: 'image/png' } }],
+        parameters: { generateAudio: true },
+      }),
     });
     assert.equal(res.status, 400);
     assert.match(((await res.json()) as any).error.message, /bytesBase64Encoded is not valid base64/);
@@ -104,7 +127,11 @@ describe('Vertex AI Veo adapter: every documented answer', () => {
   ] as const) {
     test(`${status}: fails fast (not retryable) with the provider's message`, async () => {
       fake.fault({ route: 'predictLongRunning', status, body: googleError(status, message) });
-      await rejectsWith(provider().submit(request()), { code, retryable: false, message: new RegExp(`HTTP ${status}.*${message.slice(0, 20)}`) });
+      await rejectsWith(provider().submit(request()), {
+        code,
+        retryable: false,
+        message: new RegExp(`HTTP ${status}.*${message.slice(0, 20)}`),
+      });
     });
   }
 
@@ -117,8 +144,18 @@ describe('Vertex AI Veo adapter: every documented answer', () => {
   });
 
   test('429 with Retry-After: retryable, the delay carried', async () => {
-    fake.fault({ route: 'predictLongRunning', status: 429, headers: { 'retry-after': '7' }, body: googleError(429, 'Quota exceeded for aiplatform.googleapis.com/online_prediction_requests_per_base_model') });
-    await rejectsWith(provider().submit(request()), { code: 'rate_limited', retryable: true, retry_after_ms: 7_000, message: /HTTP 429.*Quota exceeded.*retry after 7 s/ });
+    fake.fault({
+      route: 'predictLongRunning',
+      status: 429,
+      headers: { 'retry-after': '7' },
+      body: googleError(429, 'Quota exceeded for aiplatform.googleapis.com/online_prediction_requests_per_base_model'),
+    });
+    await rejectsWith(provider().submit(request()), {
+      code: 'rate_limited',
+      retryable: true,
+      retry_after_ms: 7_000,
+      message: /HTTP 429.*Quota exceeded.*retry after 7 s/,
+    });
   });
 
   test('429 without Retry-After: retryable, no delay given (the retry policy backs off)', async () => {
@@ -146,7 +183,12 @@ describe('Vertex AI Veo adapter: every documented answer', () => {
   }
 
   test('5xx with a non-JSON body (a proxy page) is still retryable', async () => {
-    fake.fault({ route: 'predictLongRunning', status: 502, body: '<html><body>Bad Gateway</body></html>', headers: { 'content-type': 'text/html' } });
+    fake.fault({
+      route: 'predictLongRunning',
+      status: 502,
+      body: '<html><body>Bad Gateway</body></html>',
+      headers: { 'content-type': 'text/html' },
+    });
     await rejectsWith(provider().submit(request()), { code: 'provider_unavailable', retryable: true });
   });
 
@@ -187,12 +229,18 @@ describe('Vertex AI Veo adapter: every documented answer', () => {
     await new Promise<void>((r) => closed.listen(0, '127.0.0.1', r));
     const port = (closed.address() as AddressInfo).port;
     await new Promise<void>((r) => closed.close(() => r()));
-    await rejectsWith(provider({ apiEndpoint: `http://127.0.0.1:${port}` }).submit(request()), { code: 'provider_unreachable', retryable: true });
+    await rejectsWith(provider({ apiEndpoint: `http://127.0.0.1:${port}` }).submit(request()), {
+      code: 'provider_unreachable',
+      retryable: true,
+    });
   });
 
   test('credentials: missing Application Default Credentials fail fast; a transient token error is retryable', async () => {
     const missing = provider({
-      tokenSource: { getAccessToken: () => Promise.reject(new Error('Could not load the default credentials. Browse to https://cloud.google.com/docs/authentication')) },
+      tokenSource: {
+        getAccessToken: () =>
+          Promise.reject(new Error('Could not load the default credentials. Browse to https://cloud.google.com/docs/authentication')),
+      },
     });
     await rejectsWith(missing.submit(request()), { code: 'provider_auth_failed', retryable: false });
     const flaky = provider({ tokenSource: { getAccessToken: () => Promise.reject(new Error('metadata server timed out')) } });

@@ -29,15 +29,23 @@ describe('Vertex AI Veo adapter: what it sends', () => {
       parameters: { sampleCount: 2, durationSeconds: 4, resolution: '720p', aspectRatio: '16:9', generateAudio: true },
     });
     // the operation id is the operation name, with the sample count the outputs are capped at
-    assert.match(operation_id, /^projects\/test-project\/locations\/europe-west4\/publishers\/google\/models\/veo-3\.1-fast-generate-001\/operations\/[0-9a-f-]+#n=2$/);
+    assert.match(
+      operation_id,
+      /^projects\/test-project\/locations\/europe-west4\/publishers\/google\/models\/veo-3\.1-fast-generate-001\/operations\/[0-9a-f-]+#n=2$/,
+    );
     assert.ok(fake.operations.has(operation_id.split('#')[0]!));
   });
 
   test('seed, the other model, 1080p portrait, and storageUri (one folder per job) when an output bucket is set', async () => {
     const p = provider({ outputGcsUri: 'gs://our-bucket/videos' });
-    await p.submit(request({ model: 'veo-3.1-generate-001', seed: 42, params: { durationSeconds: 8, resolution: '4k', aspectRatio: '9:16', n: 4 } }));
+    await p.submit(
+      request({ model: 'veo-3.1-generate-001', seed: 42, params: { durationSeconds: 8, resolution: '4k', aspectRatio: '9:16', n: 4 } }),
+    );
     const [sent] = fake.requestsTo('predictLongRunning');
-    assert.equal(sent!.path, '/v1/projects/test-project/locations/europe-west4/publishers/google/models/veo-3.1-generate-001:predictLongRunning');
+    assert.equal(
+      sent!.path,
+      '/v1/projects/test-project/locations/europe-west4/publishers/google/models/veo-3.1-generate-001:predictLongRunning',
+    );
     assert.deepEqual(sent!.json, {
       instances: [{ prompt: 'a lighthouse at dusk, waves crashing' }],
       parameters: {
@@ -56,7 +64,12 @@ describe('Vertex AI Veo adapter: what it sends', () => {
     const modelIdFor = (id: string) => providerModelIdFor(id, 'vertex');
     const eu = new VertexVeoProvider({ projectId: 'test-project', modelIdFor, tokenSource: staticTokenSource(TOKEN) });
     assert.equal((eu as any).apiEndpoint, 'https://europe-west4-aiplatform.googleapis.com');
-    const us = new VertexVeoProvider({ projectId: 'test-project', modelIdFor, location: 'us-central1', tokenSource: staticTokenSource(TOKEN) });
+    const us = new VertexVeoProvider({
+      projectId: 'test-project',
+      modelIdFor,
+      location: 'us-central1',
+      tokenSource: staticTokenSource(TOKEN),
+    });
     assert.equal((us as any).apiEndpoint, 'https://us-central1-aiplatform.googleapis.com');
     assert.equal((us as any).gcsApiEndpoint, 'https://storage.googleapis.com');
   });
@@ -102,7 +115,14 @@ describe('Vertex AI Veo adapter: what it sends', () => {
 
   test('mergeVertexParameters reports what it dropped; no storageUri is sent without an output bucket', () => {
     const { parameters, dropped } = mergeVertexParameters(
-      { negativePrompt: 'x', generate_audio: false, storageUri: 'gs://elsewhere/', webhookUrl: 'https://example.com', __proto__x: 1, fps: 24 },
+      {
+        negativePrompt: 'x',
+        generate_audio: false,
+        storageUri: 'gs://elsewhere/',
+        webhookUrl: 'https://example.com',
+        __proto__x: 1,
+        fps: 24,
+      },
       { sampleCount: 1, seed: undefined, storageUri: undefined },
     );
     assert.deepEqual(parameters, { __proto__x: 1, fps: 24, sampleCount: 1 });
@@ -145,7 +165,14 @@ describe('Vertex AI Veo adapter: what it sends', () => {
           lastFrame: { bytesBase64Encoded: last.toString('base64'), mimeType: 'image/jpeg' },
         },
       ],
-      parameters: { sampleCount: 2, durationSeconds: 4, resolution: '720p', aspectRatio: '16:9', generateAudio: false, negativePrompt: 'text overlays, watermarks' },
+      parameters: {
+        sampleCount: 2,
+        durationSeconds: 4,
+        resolution: '720p',
+        aspectRatio: '16:9',
+        generateAudio: false,
+        negativePrompt: 'text overlays, watermarks',
+      },
     });
     const name = operation_id.split('#')[0]!;
     assert.deepEqual(fake.receivedImage(name, 'image'), first, 'the first frame arrives byte for byte');
@@ -181,7 +208,11 @@ describe('Vertex AI Veo adapter: every documented answer', () => {
     assert.deepEqual(await p.fetchOutput(operation_id, { ref: 'inline:0', content_type: 'video/mp4' }), PAYLOADS[0]);
     // the finished operation is read once: its outputs, and a poll again (a completion lost in a Temporal outage), reuse it
     assert.deepEqual(await p.poll(operation_id), status);
-    assert.equal(fake.requestsTo('fetchPredictOperation').length, before, 'a finished inline operation is not read again per output or per poll');
+    assert.equal(
+      fake.requestsTo('fetchPredictOperation').length,
+      before,
+      'a finished inline operation is not read again per output or per poll',
+    );
     // another process (nothing cached) reads the operation once for all its outputs
     const other = provider();
     assert.deepEqual(await other.fetchOutput(operation_id, { ref: 'inline:0', content_type: 'video/mp4' }), PAYLOADS[0]);
@@ -246,8 +277,14 @@ describe('Vertex AI Veo: config and routing', () => {
     assert.equal(c.outputGcsUri, undefined);
     assert.equal(c.accessToken, 'ya29.secret');
     assert.ok(!JSON.stringify(c).includes('ya29.secret'));
-    assert.equal(loadConfig({ VERTEX_PROJECT_ID: 'my-project', VERTEX_LOCATION: 'us-central1' }).vertex!.apiEndpoint, 'https://us-central1-aiplatform.googleapis.com');
-    assert.throws(() => loadConfig({ VERTEX_PROJECT_ID: 'my-project', VERTEX_OUTPUT_GCS_URI: 'https://bucket/x' }), /VERTEX_OUTPUT_GCS_URI/);
+    assert.equal(
+      loadConfig({ VERTEX_PROJECT_ID: 'my-project', VERTEX_LOCATION: 'us-central1' }).vertex!.apiEndpoint,
+      'https://us-central1-aiplatform.googleapis.com',
+    );
+    assert.throws(
+      () => loadConfig({ VERTEX_PROJECT_ID: 'my-project', VERTEX_OUTPUT_GCS_URI: 'https://bucket/x' }),
+      /VERTEX_OUTPUT_GCS_URI/,
+    );
     assert.throws(() => loadConfig({ VERTEX_PROJECT_ID: 'my-project', VERTEX_API_ENDPOINT: 'http://vertex.example.com' }), /https/);
   });
 });

@@ -43,7 +43,17 @@ describe('Vertex AI Veo adapter: every documented answer', () => {
     fake.scenario = { pollsUntilDone: 0, payloads: [big] };
     const p = provider();
     const ops = [];
-    for (let i = 0; i < 6; i++) ops.push((await p.submit(request({ request_id: `7d0f2a8e-0000-4000-8000-00000000010${i}`, params: { durationSeconds: 4, resolution: '720p', aspectRatio: '16:9', n: 1 } }))).operation_id);
+    for (let i = 0; i < 6; i++)
+      ops.push(
+        (
+          await p.submit(
+            request({
+              request_id: `7d0f2a8e-0000-4000-8000-00000000010${i}`,
+              params: { durationSeconds: 4, resolution: '720p', aspectRatio: '16:9', n: 1 },
+            }),
+          )
+        ).operation_id,
+      );
     const statuses = await Promise.all(ops.map((id) => p.poll(id)));
     for (const st of statuses) assert.equal(st.state, 'succeeded');
     assert.equal(p.largeReadStats.in_flight_max, CONCURRENT_LARGE_OPERATION_READS_MAX, 'large answers queued for a slot');
@@ -68,6 +78,9 @@ describe('Vertex AI Veo adapter: every documented answer', () => {
     const inline = provider({ outputBytesMax: 10_000 });
     const second = await inline.submit(request({ params: { durationSeconds: 4, resolution: '720p', aspectRatio: '16:9', n: 1 } }));
     await settle(inline, second.operation_id);
-    await rejectsWith(inline.fetchOutput(second.operation_id, { ref: 'inline:0', content_type: 'video/mp4' }), { code: 'output_too_large', retryable: false });
+    await rejectsWith(inline.fetchOutput(second.operation_id, { ref: 'inline:0', content_type: 'video/mp4' }), {
+      code: 'output_too_large',
+      retryable: false,
+    });
   });
 });

@@ -50,7 +50,10 @@ export async function settle(p: VertexVeoProvider, operation_id: string) {
   throw new Error('operation still running');
 }
 
-export async function rejectsWith(promise: Promise<unknown>, expected: { code: string; retryable: boolean; message?: RegExp; retry_after_ms?: number }) {
+export async function rejectsWith(
+  promise: Promise<unknown>,
+  expected: { code: string; retryable: boolean; message?: RegExp; retry_after_ms?: number },
+) {
   await assert.rejects(promise, (err: unknown) => {
     assert.ok(err instanceof ProviderError, `a ProviderError, got ${String(err)}`);
     assert.equal(err.opts.code, expected.code, err.message);

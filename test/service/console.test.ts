@@ -65,7 +65,8 @@ describe('web console', { skip }, () => {
     const id = (await top.getAttribute('data-job-id'))!;
     return { id, card: page.locator(`li[data-job-id="${id}"]`) };
   }
-  const topJobId = async () => (await page.locator('li[data-job-id]').count()) ? page.locator('li[data-job-id]').first().getAttribute('data-job-id') : null;
+  const topJobId = async () =>
+    (await page.locator('li[data-job-id]').count()) ? page.locator('li[data-job-id]').first().getAttribute('data-job-id') : null;
 
   async function generate(opts: { n: number; duration: number; simulate: string }) {
     const previous = await topJobId();
@@ -126,7 +127,8 @@ describe('web console', { skip }, () => {
     await page.getByLabel('Resolution', exact).selectOption('1080p');
     assert.equal(await price.textContent(), '€1.28'); // 0.08 EUR/s
     // Every input the model takes is offered.
-    for (const label of ['Prompt', 'Aspect ratio', 'First frame', 'Last frame', 'Negative prompt']) assert.equal(await page.getByLabel(label, exact).count(), 1, label);
+    for (const label of ['Prompt', 'Aspect ratio', 'First frame', 'Last frame', 'Negative prompt'])
+      assert.equal(await page.getByLabel(label, exact).count(), 1, label);
     const balance = await http(stack.baseUrl, 'GET', '/v2/balance', { token: customer.key });
     assert.equal(balance.body.balance_in_euro, 10);
     await page.getByLabel('Resolution', exact).selectOption('720p');
@@ -140,13 +142,20 @@ describe('web console', { skip }, () => {
     assert.equal(created.body.status, 'succeeded');
     const video = card.locator('video[controls]');
     await video.waitFor();
-    await page.waitForFunction(([sel, ready]) => ((document.querySelector(sel) as HTMLVideoElement | null)?.readyState ?? -1) >= ready, [`li[data-job-id="${id}"] video`, HAVE_CURRENT_DATA] as const, { timeout: 20_000 });
+    await page.waitForFunction(
+      ([sel, ready]) => ((document.querySelector(sel) as HTMLVideoElement | null)?.readyState ?? -1) >= ready,
+      [`li[data-job-id="${id}"] video`, HAVE_CURRENT_DATA] as const,
+      { timeout: 20_000 },
+    );
     const duration = await video.evaluate((v: HTMLVideoElement) => v.duration);
-    assert.ok(Math.abs(duration - created.body.params.durationSeconds) < 0.5, `duration ${duration} s, job ${created.body.params.durationSeconds} s`);
+    assert.ok(
+      Math.abs(duration - created.body.params.durationSeconds) < 0.5,
+      `duration ${duration} s, job ${created.body.params.durationSeconds} s`,
+    );
     const download = card.getByRole('link', { name: 'Download video 1', exact: true });
     assert.equal(await download.getAttribute('href'), await video.getAttribute('src'));
     assert.equal(await download.getAttribute('download'), `${id}-1.mp4`);
-    assert.match(await card.textContent() ?? '', /Cost €0\.20 · Refunded €0\.00/);
+    assert.match((await card.textContent()) ?? '', /Cost €0\.20 · Refunded €0\.00/);
   });
 
   test('a shortfall shows its refund', async () => {
@@ -196,7 +205,16 @@ describe('web console', { skip }, () => {
   test('the list pages through all jobs and filters by status and model', async () => {
     // 3 succeeded jobs so far; 9 more made through the API make 12, over two pages of 10.
     for (let i = 0; i < 9; i++) {
-      const r = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: customer.key, json: { prompt: `p${i}`, model: 'sim-video-1', durationSeconds: 4, generateAudio: false, parameters: { simulate: { delay_ms: 0 } } } });
+      const r = await http(stack.baseUrl, 'POST', '/v2/videos/generations', {
+        token: customer.key,
+        json: {
+          prompt: `p${i}`,
+          model: 'sim-video-1',
+          durationSeconds: 4,
+          generateAudio: false,
+          parameters: { simulate: { delay_ms: 0 } },
+        },
+      });
       assert.equal(r.status, 202);
       await waitForJob(stack, customer.key, r.body.id);
     }
@@ -216,14 +234,20 @@ describe('web console', { skip }, () => {
 
   test('Voices: clone from a file and from the microphone, speak and play with its cost, delete', async () => {
     await page.getByRole('link', { name: 'Voices', exact: true }).click();
-    const wav = encodeWav(Int16Array.from({ length: 22_050 }, (_, i) => Math.round(8000 * Math.sin(i / 8))), 22_050);
+    const wav = encodeWav(
+      Int16Array.from({ length: 22_050 }, (_, i) => Math.round(8000 * Math.sin(i / 8))),
+      22_050,
+    );
     await page.getByLabel('Voice name', exact).fill('Console voice');
     await page.getByLabel('Voice sample', exact).setInputFiles({ name: 'me.wav', mimeType: 'audio/wav', buffer: wav });
     await page.getByRole('button', { name: 'Clone voice', exact: true }).click();
     const row = page.getByRole('row', { name: 'Voice Console voice' });
     await row.waitFor();
     const voices = await http(stack.baseUrl, 'GET', '/v2/audio/voices', { token: customer.key });
-    assert.deepEqual(voices.body.data.map((v: { name: string }) => v.name), ['Console voice']);
+    assert.deepEqual(
+      voices.body.data.map((v: { name: string }) => v.name),
+      ['Console voice'],
+    );
     const voiceId = voices.body.data[0].voice_id as string;
 
     // The browser's fake microphone (a beep) recorded for a second and cloned.
@@ -236,21 +260,30 @@ describe('web console', { skip }, () => {
     await page.getByRole('row', { name: 'Voice Recorded voice' }).waitFor();
 
     // Cloned and preset voices to speak with.
-    const options = await page.getByLabel('Voice', exact).locator('option').evaluateAll((os) => os.map((o) => (o as HTMLOptionElement).value));
+    const options = await page
+      .getByLabel('Voice', exact)
+      .locator('option')
+      .evaluateAll((os) => os.map((o) => (o as HTMLOptionElement).value));
     assert.ok(options.includes(voiceId) && options.includes('sim-narrator'), options.join());
     await page.getByLabel('Voice', exact).selectOption(voiceId);
     await page.getByLabel('Text', exact).fill('Hello from the console.'); // 23 characters at 0.15 EUR per 1,000
     await page.getByRole('button', { name: 'Speak', exact: true }).click();
     const audio = page.locator('audio[controls][aria-label="Speech"]');
     await audio.waitFor();
-    await page.waitForFunction((ready) => ((document.querySelector('audio[aria-label="Speech"]') as HTMLAudioElement | null)?.readyState ?? -1) >= ready, HAVE_CURRENT_DATA);
+    await page.waitForFunction(
+      (ready) => ((document.querySelector('audio[aria-label="Speech"]') as HTMLAudioElement | null)?.readyState ?? -1) >= ready,
+      HAVE_CURRENT_DATA,
+    );
     assert.ok((await audio.evaluate((a: HTMLAudioElement) => a.duration)) > 0);
     await page.getByText('Cost: €0.00345 for 23 characters.').waitFor();
 
     await row.getByRole('button', { name: 'Delete', exact: true }).click();
     await row.waitFor({ state: 'detached' });
     const left = await http(stack.baseUrl, 'GET', '/v2/audio/voices', { token: customer.key });
-    assert.deepEqual(left.body.data.map((v: { name: string }) => v.name), ['Recorded voice']);
+    assert.deepEqual(
+      left.body.data.map((v: { name: string }) => v.name),
+      ['Recorded voice'],
+    );
   });
 
   test('Account: the balance, the statement, a webhook with its secret shown once, its deliveries, delete', async () => {
@@ -258,7 +291,12 @@ describe('web console', { skip }, () => {
     const balance = await http(stack.baseUrl, 'GET', '/v2/balance', { token: customer.key });
     const shown = page.getByLabel('Balance', exact);
     await page.waitForFunction(() => document.getElementById('balance')?.textContent?.startsWith('€'));
-    assert.equal(await shown.textContent(), new Intl.NumberFormat('en-IE', { style: 'currency', currency: 'EUR', minimumFractionDigits: 2, maximumFractionDigits: 6 }).format(balance.body.balance_in_euro));
+    assert.equal(
+      await shown.textContent(),
+      new Intl.NumberFormat('en-IE', { style: 'currency', currency: 'EUR', minimumFractionDigits: 2, maximumFractionDigits: 6 }).format(
+        balance.body.balance_in_euro,
+      ),
+    );
     await page.getByRole('cell', { name: 'charge', exact: true }).first().waitFor();
     assert.equal(await page.getByRole('button', { name: 'Next page', exact: true }).isEnabled(), true); // more than 10 entries
 
@@ -274,7 +312,10 @@ describe('web console', { skip }, () => {
     assert.equal(endpoints.body.data[0].secret, undefined, 'the API never shows the secret again');
 
     // A finished job is delivered to it; its deliveries list says so.
-    const r = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: customer.key, json: { prompt: 'hook', model: 'sim-video-1', durationSeconds: 4, parameters: { simulate: { delay_ms: 0 } } } });
+    const r = await http(stack.baseUrl, 'POST', '/v2/videos/generations', {
+      token: customer.key,
+      json: { prompt: 'hook', model: 'sim-video-1', durationSeconds: 4, parameters: { simulate: { delay_ms: 0 } } },
+    });
     assert.equal(r.status, 202);
     await receiver.waitFor(1);
     const endpoint = page.getByRole('listitem', { name: `Webhook ${receiver.url}` });
@@ -310,7 +351,8 @@ describe('web console', { skip }, () => {
       reached.push(label ?? '');
       if (label === 'Generate') break;
     }
-    for (const name of ['Model', 'Duration', 'Resolution', 'Aspect ratio', 'Number of videos', 'Audio', 'Generate']) assert.ok(reached.includes(name), `${name} not reached by Tab: ${reached.join(' | ')}`);
+    for (const name of ['Model', 'Duration', 'Resolution', 'Aspect ratio', 'Number of videos', 'Audio', 'Generate'])
+      assert.ok(reached.includes(name), `${name} not reached by Tab: ${reached.join(' | ')}`);
   });
 
   test('a 402 is shown in words; Sign out returns to the sign-in screen', async () => {

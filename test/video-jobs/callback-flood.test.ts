@@ -85,11 +85,15 @@ after(async () => {
 function send(p: string, headers: Record<string, string>, body: Buffer): Promise<number> {
   return new Promise((resolve) => {
     const url = new URL(p, base);
-    const req = http.request(url, { method: 'POST', headers: { ...headers, 'content-length': String(body.length) }, agent: false }, (res) => {
-      res.resume();
-      res.on('end', () => resolve(res.statusCode ?? 0));
-      res.on('error', () => resolve(res.statusCode ?? 0));
-    });
+    const req = http.request(
+      url,
+      { method: 'POST', headers: { ...headers, 'content-length': String(body.length) }, agent: false },
+      (res) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode ?? 0));
+        res.on('error', () => resolve(res.statusCode ?? 0));
+      },
+    );
     req.on('error', () => resolve(0));
     req.end(body);
   });
@@ -157,12 +161,21 @@ test('gzip bombs, unsigned and oversized bodies sent at once to the callback rou
   }
   const summary = Object.fromEntries([...byKind].map(([k, m]) => [k, Object.fromEntries(m)]));
   const growth = peak - baseline;
-  console.log(`callback flood: ${results.length} requests, RSS ${Math.round(baseline / MiB)} -> peak ${Math.round(peak / MiB)} MiB (+${Math.round(growth / MiB)}); ${JSON.stringify(summary)}; authenticated requests during it: ${JSON.stringify(during)}`);
-  assert.ok(growth < RSS_GROWTH_BYTES_MAX, `RSS grew by ${Math.round(growth / MiB)} MiB during the flood (bound ${RSS_GROWTH_BYTES_MAX / MiB} MiB)`);
+  console.log(
+    `callback flood: ${results.length} requests, RSS ${Math.round(baseline / MiB)} -> peak ${Math.round(peak / MiB)} MiB (+${Math.round(growth / MiB)}); ${JSON.stringify(summary)}; authenticated requests during it: ${JSON.stringify(during)}`,
+  );
+  assert.ok(
+    growth < RSS_GROWTH_BYTES_MAX,
+    `RSS grew by ${Math.round(growth / MiB)} MiB during the flood (bound ${RSS_GROWTH_BYTES_MAX / MiB} MiB)`,
+  );
   // Nothing of the flood was accepted; what was answered was refused (a refusal may also close the connection unanswered: 0).
   for (const [kind, status] of results) assert.ok([0, 401, 413, 415, 429, 503].includes(status), `${kind}: ${status}`);
-  for (const kind of ['fal gzip bomb', 'replicate gzip bomb']) assert.ok((byKind.get(kind)!.get(415) ?? 0) > 0, `${kind}: ${JSON.stringify(summary[kind])}`);
+  for (const kind of ['fal gzip bomb', 'replicate gzip bomb'])
+    assert.ok((byKind.get(kind)!.get(415) ?? 0) > 0, `${kind}: ${JSON.stringify(summary[kind])}`);
   assert.ok((byKind.get('fal forged 60 KiB')!.get(401) ?? 0) > 0, 'forged bodies under the limit were read and refused by verification');
-  assert.ok(during.length === 5 && during.every((d) => d.status === 200 && d.ms < 10_000), `authenticated requests during the flood: ${JSON.stringify(during)}`);
+  assert.ok(
+    during.length === 5 && during.every((d) => d.status === 200 && d.ms < 10_000),
+    `authenticated requests during the flood: ${JSON.stringify(during)}`,
+  );
   assert.equal((await served()).status, 200);
 });

@@ -4,7 +4,17 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { ADMIN_TOKEN, assertAuditHolds, balanceMicro, http, newCustomer, simJob, startStack, waitForJob, type Stack } from '../helpers/stack.js';
+import {
+  ADMIN_TOKEN,
+  assertAuditHolds,
+  balanceMicro,
+  http,
+  newCustomer,
+  simJob,
+  startStack,
+  waitForJob,
+  type Stack,
+} from '../helpers/stack.js';
 import { providerCalls } from '../../src/providers/simulator-usage.js';
 import { videoJobWorkflowId } from '../../workflows/messages.js';
 
@@ -18,7 +28,8 @@ after(async () => {
 
 // sim-video-1 at 720p, with audio: 0.05 EUR per second; a 4 s video is 200_000 micro-euros.
 const UNIT = 200_000;
-const create = (key: string, body: unknown, headers: Record<string, string> = {}) => http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: key, json: body, headers });
+const create = (key: string, body: unknown, headers: Record<string, string> = {}) =>
+  http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: key, json: body, headers });
 
 describe('list', () => {
   test('newest first, a page at a time with after and has_more; filters by status and model; only the workspace', async () => {
@@ -37,12 +48,21 @@ describe('list', () => {
     const page1 = await http(stack.baseUrl, 'GET', '/v2/videos/generations?limit=2', { token: c.key });
     assert.equal(page1.status, 200);
     assert.equal(page1.body.object, 'list');
-    assert.deepEqual(page1.body.data.map((j: { id: string }) => j.id), newestFirst.slice(0, 2));
+    assert.deepEqual(
+      page1.body.data.map((j: { id: string }) => j.id),
+      newestFirst.slice(0, 2),
+    );
     assert.equal(page1.body.has_more, true);
     const page2 = await http(stack.baseUrl, 'GET', `/v2/videos/generations?limit=2&after=${page1.body.data[1].id}`, { token: c.key });
-    assert.deepEqual(page2.body.data.map((j: { id: string }) => j.id), newestFirst.slice(2, 4));
+    assert.deepEqual(
+      page2.body.data.map((j: { id: string }) => j.id),
+      newestFirst.slice(2, 4),
+    );
     const page3 = await http(stack.baseUrl, 'GET', `/v2/videos/generations?limit=2&after=${page2.body.data[1].id}`, { token: c.key });
-    assert.deepEqual(page3.body.data.map((j: { id: string }) => j.id), newestFirst.slice(4));
+    assert.deepEqual(
+      page3.body.data.map((j: { id: string }) => j.id),
+      newestFirst.slice(4),
+    );
     assert.equal(page3.body.has_more, false);
     // Every job as GET answers it, videos signed.
     const one = await http(stack.baseUrl, 'GET', `/v2/videos/generations/${ids[4]}`, { token: c.key });
@@ -50,7 +70,10 @@ describe('list', () => {
     assert.equal(page1.body.data[0].videos.length, 1);
 
     const failed = await http(stack.baseUrl, 'GET', '/v2/videos/generations?status=failed', { token: c.key });
-    assert.deepEqual(failed.body.data.map((j: { id: string }) => j.id), [ids[2]]);
+    assert.deepEqual(
+      failed.body.data.map((j: { id: string }) => j.id),
+      [ids[2]],
+    );
     const byModel = await http(stack.baseUrl, 'GET', '/v2/videos/generations?model=sim-video-1&limit=100', { token: c.key });
     assert.equal(byModel.body.data.length, 5);
     const noneOfThat = await http(stack.baseUrl, 'GET', '/v2/videos/generations?model=veo-3.1-generate-001', { token: c.key });
@@ -99,7 +122,11 @@ describe('cancel', () => {
     assert.equal(r.status, 202);
     assert.equal(await balanceMicro(stack, c.workspaceId), 5_000_000 - 2 * UNIT);
     // wait until the provider has it
-    for (let t = 0; (await stack.db.query('SELECT operation_id FROM video_jobs WHERE id = $1', [r.body.id])).rows[0].operation_id === null; t++) {
+    for (
+      let t = 0;
+      (await stack.db.query('SELECT operation_id FROM video_jobs WHERE id = $1', [r.body.id])).rows[0].operation_id === null;
+      t++
+    ) {
       assert.ok(t < 100);
       await new Promise((res) => setTimeout(res, 50));
     }
@@ -164,7 +191,10 @@ describe('cancel', () => {
         assert.equal(job.cost_in_euro, 0);
         assert.equal(job.refunded_in_euro, 0.2);
         const entries = await stack.db.query('SELECT kind FROM ledger_entries WHERE video_job_id = $1 ORDER BY id', [j.body.id]);
-        assert.deepEqual(entries.rows.map((e) => e.kind), ['charge', 'refund']);
+        assert.deepEqual(
+          entries.rows.map((e) => e.kind),
+          ['charge', 'refund'],
+        );
       }
     }
     assert.equal(charged, finishedFirst);
@@ -219,9 +249,15 @@ describe('delete', () => {
     assert.equal(replay.status, 409);
     assert.equal(replay.body.error.code, 'idempotency_key_job_deleted');
     const entries = await stack.db.query('SELECT kind FROM ledger_entries WHERE video_job_id = $1', [r.body.id]);
-    assert.deepEqual(entries.rows.map((e) => e.kind), ['charge']);
+    assert.deepEqual(
+      entries.rows.map((e) => e.kind),
+      ['charge'],
+    );
     const statement = await http(stack.baseUrl, 'GET', '/v2/ledger?limit=100', { token: c.key });
-    assert.ok(statement.body.data.some((e: { job_id: string | null }) => e.job_id === r.body.id), 'the statement keeps the entry');
+    assert.ok(
+      statement.body.data.some((e: { job_id: string | null }) => e.job_id === r.body.id),
+      'the statement keeps the entry',
+    );
     await http(stack.baseUrl, 'POST', `/v2/videos/generations/${pending.body.id}/cancel`, { token: c.key });
     await assertAuditHolds(stack);
   });
@@ -230,7 +266,10 @@ describe('delete', () => {
 describe('API key spend limits', () => {
   test('50 creates racing against a key limit: exactly as many accepted as the limit covers; the rest 402, nothing charged', async () => {
     const c = await newCustomer(stack, 100);
-    const key = await http(stack.baseUrl, 'POST', `/admin/v1/workspaces/${c.workspaceId}/api-keys`, { token: ADMIN_TOKEN, json: { spend_limit_in_euro: 2.2 } });
+    const key = await http(stack.baseUrl, 'POST', `/admin/v1/workspaces/${c.workspaceId}/api-keys`, {
+      token: ADMIN_TOKEN,
+      json: { spend_limit_in_euro: 2.2 },
+    });
     assert.equal(key.status, 201, JSON.stringify(key.body));
     assert.equal(key.body.spend_limit_in_euro, 2.2);
     // n=2 at 0.2 EUR each: 0.4 per job; 2.2 covers 5 jobs (2.0), not 6.
@@ -249,7 +288,10 @@ describe('API key spend limits', () => {
 
   test("the key's spend is net of refunds: a shortfall gives room back; speech counts too; the workspace's other keys are not limited", async () => {
     const c = await newCustomer(stack, 100);
-    const limited = await http(stack.baseUrl, 'POST', `/admin/v1/workspaces/${c.workspaceId}/api-keys`, { token: ADMIN_TOKEN, json: { spend_limit_in_euro: 0.8 } });
+    const limited = await http(stack.baseUrl, 'POST', `/admin/v1/workspaces/${c.workspaceId}/api-keys`, {
+      token: ADMIN_TOKEN,
+      json: { spend_limit_in_euro: 0.8 },
+    });
     const k = limited.body.key;
     const full = await create(k, simJob({ delay_ms: 0, videos: 1 }, { n: 4 })); // 0.8 charged, 0.6 refunded
     assert.equal(full.status, 202);
@@ -266,16 +308,23 @@ describe('API key spend limits', () => {
     const again = await create(k, simJob({ delay_ms: 0 }, { n: 1 }), { 'Idempotency-Key': 'over-limit' });
     assert.equal(again.status, 402, 'a refused key stays refused under its Idempotency-Key');
     assert.equal(again.body.error.code, 'key_spend_limit_exceeded');
-    for (const j of (await http(stack.baseUrl, 'GET', '/v2/videos/generations?status=pending', { token: c.key })).body.data) await waitForJob(stack, c.key, j.id);
+    for (const j of (await http(stack.baseUrl, 'GET', '/v2/videos/generations?status=pending', { token: c.key })).body.data)
+      await waitForJob(stack, c.key, j.id);
     await assertAuditHolds(stack);
   });
 
   test('the limit is validated (400) and revocation still works with it', async () => {
     const c = await newCustomer(stack, 1);
-    const bad = await http(stack.baseUrl, 'POST', `/admin/v1/workspaces/${c.workspaceId}/api-keys`, { token: ADMIN_TOKEN, json: { spend_limit_in_euro: -1 } });
+    const bad = await http(stack.baseUrl, 'POST', `/admin/v1/workspaces/${c.workspaceId}/api-keys`, {
+      token: ADMIN_TOKEN,
+      json: { spend_limit_in_euro: -1 },
+    });
     assert.equal(bad.status, 400);
     assert.equal(bad.body.error.param, 'spend_limit_in_euro');
-    const k = await http(stack.baseUrl, 'POST', `/admin/v1/workspaces/${c.workspaceId}/api-keys`, { token: ADMIN_TOKEN, json: { spend_limit_in_euro: 0 } });
+    const k = await http(stack.baseUrl, 'POST', `/admin/v1/workspaces/${c.workspaceId}/api-keys`, {
+      token: ADMIN_TOKEN,
+      json: { spend_limit_in_euro: 0 },
+    });
     assert.equal(k.status, 201);
     assert.equal((await create(k.body.key, simJob({ delay_ms: 0 }, { n: 1 }))).status, 402);
     assert.equal((await http(stack.baseUrl, 'DELETE', `/admin/v1/api-keys/${k.body.id}`, { token: ADMIN_TOKEN })).status, 200);

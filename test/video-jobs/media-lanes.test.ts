@@ -34,8 +34,12 @@ async function videos(key: string, count: number): Promise<string[]> {
 
 const speechCharges = async (workspaceId: string) =>
   Number(
-    (await stack.db.query<{ n: string }>("SELECT count(*) AS n FROM ledger_entries WHERE workspace_id = $1 AND speech_request_id IS NOT NULL AND kind = 'charge'", [workspaceId]))
-      .rows[0]!.n,
+    (
+      await stack.db.query<{ n: string }>(
+        "SELECT count(*) AS n FROM ledger_entries WHERE workspace_id = $1 AND speech_request_id IS NOT NULL AND kind = 'charge'",
+        [workspaceId],
+      )
+    ).rows[0]!.n,
   );
 
 describe('media work', () => {
@@ -48,7 +52,9 @@ describe('media work', () => {
     // 48 requests in flight at all times, over three videos, until the speeches are done.
     const flood = Array.from({ length: 48 }, async (_, i) => {
       while (flooding) {
-        const r = await fetch(`${stack.baseUrl}/v1/videos/${ids[i % ids.length]}/content?variant=thumbnail`, { headers: { authorization: `Bearer ${c.key}` } });
+        const r = await fetch(`${stack.baseUrl}/v1/videos/${ids[i % ids.length]}/content?variant=thumbnail`, {
+          headers: { authorization: `Bearer ${c.key}` },
+        });
         await r.arrayBuffer();
         thumbnailStatuses.push(r.status);
       }
@@ -57,19 +63,29 @@ describe('media work', () => {
     const formats = ['opus', 'aac', 'flac'] as const;
     const speeches = await Promise.all(
       Array.from({ length: 12 }, (_, i) =>
-        http(stack.baseUrl, 'POST', '/v2/audio/speech', { token: c.key, json: { input: `Speech number ${i} during a flood of thumbnails.`, voice: 'sim-narrator', response_format: formats[i % 3] } }),
+        http(stack.baseUrl, 'POST', '/v2/audio/speech', {
+          token: c.key,
+          json: { input: `Speech number ${i} during a flood of thumbnails.`, voice: 'sim-narrator', response_format: formats[i % 3] },
+        }),
       ),
     );
     flooding = false;
     await Promise.all(flood);
     const calls = (await providerCalls(stack.db, 'speech')) - calls_before;
     const charged = await speechCharges(c.workspaceId);
-    assert.deepEqual(speeches.map((s) => s.status), Array(12).fill(200), JSON.stringify(speeches.filter((s) => s.status !== 200).map((s) => s.body)));
+    assert.deepEqual(
+      speeches.map((s) => s.status),
+      Array(12).fill(200),
+      JSON.stringify(speeches.filter((s) => s.status !== 200).map((s) => s.body)),
+    );
     assert.equal(calls, 12, 'one provider call per speech');
     assert.equal(charged, calls, 'every provider call is charged');
     // Thumbnails: made once per video and kept; a full lane is a 503, never another status.
     assert.ok(thumbnailStatuses.filter((s) => s === 200).length > ids.length, `${thumbnailStatuses.length} thumbnail answers`);
-    assert.deepEqual([...new Set(thumbnailStatuses)].filter((s) => s !== 200 && s !== 503), []);
+    assert.deepEqual(
+      [...new Set(thumbnailStatuses)].filter((s) => s !== 200 && s !== 503),
+      [],
+    );
     const storage = createStorage(stack.config);
     for (const id of ids) assert.ok(await storage.open(thumbnailKey(id)), `the thumbnail of ${id} is kept`);
     await assertAuditHolds(stack);
@@ -79,18 +95,23 @@ describe('media work', () => {
     const c = await newCustomer(stack, 5);
     const id = (await videos(c.key, 1))[0]!;
     const storage = createStorage(stack.config);
-    const first = await fetch(`${stack.baseUrl}/v1/videos/${id}/content?variant=thumbnail`, { headers: { authorization: `Bearer ${c.key}` } });
+    const first = await fetch(`${stack.baseUrl}/v1/videos/${id}/content?variant=thumbnail`, {
+      headers: { authorization: `Bearer ${c.key}` },
+    });
     assert.equal(first.status, 200);
     const jpeg = Buffer.from(await first.arrayBuffer());
     assert.deepEqual([...jpeg.subarray(0, 3)], [0xff, 0xd8, 0xff]);
     const job = await http(stack.baseUrl, 'GET', `/v2/videos/generations/${id}`, { token: c.key });
     // The MP4 goes (as if unreadable): the thumbnail is answered from what was kept.
-    const mp4Key = (await stack.db.query<{ k: string }>("SELECT videos->0->>'storage_key' AS k FROM video_jobs WHERE id = $1", [id])).rows[0]!.k;
+    const mp4Key = (await stack.db.query<{ k: string }>("SELECT videos->0->>'storage_key' AS k FROM video_jobs WHERE id = $1", [id]))
+      .rows[0]!.k;
     assert.ok(job.body.videos.length === 1 && mp4Key);
     const mp4 = await storage.open(mp4Key);
     const mp4Bytes = Buffer.concat(await mp4!.stream.toArray());
     await storage.delete(mp4Key);
-    const again = await fetch(`${stack.baseUrl}/v1/videos/${id}/content?variant=thumbnail`, { headers: { authorization: `Bearer ${c.key}` } });
+    const again = await fetch(`${stack.baseUrl}/v1/videos/${id}/content?variant=thumbnail`, {
+      headers: { authorization: `Bearer ${c.key}` },
+    });
     assert.equal(again.status, 200);
     assert.deepEqual(Buffer.from(await again.arrayBuffer()), jpeg);
     await storage.put(mp4Key, mp4Bytes, 'video/mp4');
@@ -105,8 +126,13 @@ describe('media work', () => {
       const wav = pcmToWav(Buffer.alloc(22050 * 2 * 2), 22050); // two seconds of silence
       const flac = ['-c:a', 'flac', '-f', 'flac'];
       const order: string[] = [];
-      const thumbs = [0, 1, 2].map((i) => ffmpeg.run(wav, 'in.wav', flac, 'out.flac', 'thumbnail').then(() => order.push(`thumbnail ${i}`)));
-      assert.throws(() => ffmpeg.reserve('thumbnail'), (err: unknown) => err instanceof ApiError && err.status === 503 && err.code === 'media_worker_unavailable');
+      const thumbs = [0, 1, 2].map((i) =>
+        ffmpeg.run(wav, 'in.wav', flac, 'out.flac', 'thumbnail').then(() => order.push(`thumbnail ${i}`)),
+      );
+      assert.throws(
+        () => ffmpeg.reserve('thumbnail'),
+        (err: unknown) => err instanceof ApiError && err.status === 503 && err.code === 'media_worker_unavailable',
+      );
       const place = ffmpeg.reserve('speech');
       const speech = place.run(wav, 'in.wav', flac, 'out.flac').then((out) => {
         order.push('speech');

@@ -27,10 +27,7 @@ for (const aspect of ASPECTS) {
       assert.ok(KNOWN_BRANDS.has(info.brand), `unexpected brand '${info.brand}'`);
       assert.equal(info.has_moov, true);
       assert.equal(info.has_mdat, true);
-      assert.ok(
-        Math.abs(info.duration_seconds - seconds) <= 0.05,
-        `duration ${info.duration_seconds} not within 0.05s of ${seconds}`,
-      );
+      assert.ok(Math.abs(info.duration_seconds - seconds) <= 0.05, `duration ${info.duration_seconds} not within 0.05s of ${seconds}`);
       assert.equal(info.width, DIMENSIONS[aspect].width);
       assert.equal(info.height, DIMENSIONS[aspect].height);
     });

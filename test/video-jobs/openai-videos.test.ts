@@ -108,7 +108,10 @@ describe('videos through the openai SDK', () => {
     assert.equal((await openai.videos.retrieve(id)).progress, 37);
     const listed = [];
     for await (const v of openai.videos.list()) listed.push(v);
-    assert.deepEqual(listed.map((v) => [v.id, v.status, v.progress]), [[id, 'in_progress', 37]]);
+    assert.deepEqual(
+      listed.map((v) => [v.id, v.status, v.progress]),
+      [[id, 'in_progress', 37]],
+    );
     const v2 = await http(stack.baseUrl, 'GET', `/v2/videos/generations/${id}`, { token: c.key });
     assert.equal(v2.body.progress, 37, 'the figure /v2 shows');
     const cancelled = await http(stack.baseUrl, 'POST', `/v2/videos/generations/${id}/cancel`, { token: c.key });
@@ -119,8 +122,18 @@ describe('videos through the openai SDK', () => {
   test('an uploaded first frame and a data: URL reach the job as its image', async () => {
     const c = await newCustomer(stack, 10);
     const openai = client(c.key);
-    const file = await openai.videos.create({ prompt: 'from a frame', model: 'sim-video-1', seconds: 4, input_reference: await toFile(pngImage(), 'frame.png', { type: 'image/png' }) } as any);
-    const url = await openai.videos.create({ prompt: 'from a data url', model: 'sim-video-1', seconds: '4', input_reference: { image_url: `data:image/png;base64,${pngImage(64, 36, 1).toString('base64')}` } });
+    const file = await openai.videos.create({
+      prompt: 'from a frame',
+      model: 'sim-video-1',
+      seconds: 4,
+      input_reference: await toFile(pngImage(), 'frame.png', { type: 'image/png' }),
+    } as any);
+    const url = await openai.videos.create({
+      prompt: 'from a data url',
+      model: 'sim-video-1',
+      seconds: '4',
+      input_reference: { image_url: `data:image/png;base64,${pngImage(64, 36, 1).toString('base64')}` },
+    });
     for (const id of [file.id, url.id]) {
       const inputs = await stack.db.query('SELECT 1 FROM video_job_inputs WHERE job_id = $1', [id]);
       assert.equal(inputs.rowCount, 1, 'the image was stored with the job');
@@ -133,12 +146,17 @@ describe('videos through the openai SDK', () => {
     await assertAuditHolds(stack);
   });
 
-  test('a first frame of megabytes as a data: URL, the SDK\'s way (multipart input_reference[image_url]): accepted as in JSON, bounded by the image limit once decoded', async () => {
+  test("a first frame of megabytes as a data: URL, the SDK's way (multipart input_reference[image_url]): accepted as in JSON, bounded by the image limit once decoded", async () => {
     const c = await newCustomer(stack, 10);
     const openai = client(c.key);
     const png = pngOfSize(3 * 1024 * 1024);
     const dataUrl = `data:image/png;base64,${png.toString('base64')}`;
-    const made = await openai.videos.create({ prompt: 'from a large data url', model: 'sim-video-1', seconds: '4', input_reference: { image_url: dataUrl } });
+    const made = await openai.videos.create({
+      prompt: 'from a large data url',
+      model: 'sim-video-1',
+      seconds: '4',
+      input_reference: { image_url: dataUrl },
+    });
     const inputs = await stack.db.query('SELECT 1 FROM video_job_inputs WHERE job_id = $1', [made.id]);
     assert.equal(inputs.rowCount, 1, 'the image was stored with the job');
     assert.equal((await pollUntilDone(openai, made.id)).status, 'completed');
@@ -158,7 +176,8 @@ describe('videos through the openai SDK', () => {
     // A body without a Content-Length whose text parts together pass the request's limit (each within
     // the large part's bound) is refused as it arrives, not buffered whole.
     const boundary = 'b0undary';
-    const part = (name: string) => `--${boundary}\r\nContent-Disposition: form-data; name="${name}"\r\n\r\n${'x'.repeat(6 * 1024 * 1024)}\r\n`;
+    const part = (name: string) =>
+      `--${boundary}\r\nContent-Disposition: form-data; name="${name}"\r\n\r\n${'x'.repeat(6 * 1024 * 1024)}\r\n`;
     const chunks = ['prompt', 'model', 'seconds', 'size'].map((n) => new TextEncoder().encode(part(n)));
     const stream = new ReadableStream<Uint8Array>({
       pull(controller) {
@@ -219,7 +238,9 @@ describe('videos through the openai SDK', () => {
 
     // No credits: 402, the SDK's APIError with status 402; nothing charged.
     const poor = await newCustomer(stack, 0);
-    const err = await client(poor.key).videos.create({ prompt: 'x', model: 'sim-video-1', seconds: '4' }).catch((e) => e);
+    const err = await client(poor.key)
+      .videos.create({ prompt: 'x', model: 'sim-video-1', seconds: '4' })
+      .catch((e) => e);
     assert.ok(err instanceof OpenAI.APIError);
     assert.equal(err.status, 402);
     assert.equal(err.code, 'insufficient_credits');
@@ -240,7 +261,10 @@ describe('videos through the openai SDK', () => {
     const limited = await newCustomer(stack, 1, ['sim-video-1']);
     const openai = client(limited.key);
     const page = await openai.models.list();
-    assert.deepEqual(page.data.map((m) => m.id), ['sim-video-1']);
+    assert.deepEqual(
+      page.data.map((m) => m.id),
+      ['sim-video-1'],
+    );
     assert.deepEqual(Object.keys(page.data[0]!).sort(), ['created', 'id', 'object', 'owned_by']);
     assert.equal((await openai.models.retrieve('sim-video-1')).object, 'model');
     await assert.rejects(openai.models.retrieve('sim-speech-1'), OpenAI.NotFoundError);

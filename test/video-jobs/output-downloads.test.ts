@@ -43,7 +43,10 @@ describe('output downloads', () => {
     await assert.rejects(downloadOutput(`${base}/video.mp4`, 'download', 5_000, 1024, production), refused);
     await assert.rejects(downloadOutput('http://localhost:9/video.mp4', 'download', 5_000, 1024, production), refused);
     const resolver = async () => [{ address: '127.0.0.1', family: 4 as const }];
-    await assert.rejects(downloadOutput('https://cdn.example.test/video.mp4', 'download', 5_000, 1024, { ...production, resolver }), refused);
+    await assert.rejects(
+      downloadOutput('https://cdn.example.test/video.mp4', 'download', 5_000, 1024, { ...production, resolver }),
+      refused,
+    );
     assert.deepEqual(hits, []);
   });
 
@@ -57,7 +60,10 @@ describe('output downloads', () => {
 
   test(`at most ${OUTPUT_REDIRECTS_MAX} redirects are followed`, async () => {
     hits.length = 0;
-    await assert.rejects(downloadOutput(`${base}/loop`, 'download', 5_000, 1024, dev), (err: unknown) => refused(err) && /redirects/.test((err as Error).message));
+    await assert.rejects(
+      downloadOutput(`${base}/loop`, 'download', 5_000, 1024, dev),
+      (err: unknown) => refused(err) && /redirects/.test((err as Error).message),
+    );
     assert.equal(hits.length, OUTPUT_REDIRECTS_MAX + 1);
   });
 });

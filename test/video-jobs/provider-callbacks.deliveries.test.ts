@@ -42,13 +42,20 @@ describe('configuration', () => {
     const none = loadConfig({});
     assert.equal(none.fal, null);
     assert.equal(none.replicate, null);
-    const c = loadConfig({ FAL_KEY: 'fal-secret-key', REPLICATE_API_TOKEN: 'r8_secret', REPLICATE_WEBHOOK_SECRET: `whsec_${Buffer.from('0123456789abcdef0123').toString('base64')}` });
+    const c = loadConfig({
+      FAL_KEY: 'fal-secret-key',
+      REPLICATE_API_TOKEN: 'r8_secret',
+      REPLICATE_WEBHOOK_SECRET: `whsec_${Buffer.from('0123456789abcdef0123').toString('base64')}`,
+    });
     assert.deepEqual({ ...c.fal }, { queueUrl: 'https://queue.fal.run', jwksUrl: 'https://rest.fal.ai/.well-known/jwks.json' });
     assert.equal(c.fal!.key, 'fal-secret-key');
     assert.deepEqual({ ...c.replicate }, { apiUrl: 'https://api.replicate.com' });
     assert.equal(c.replicate!.token, 'r8_secret');
     assert.ok(!JSON.stringify(c).includes('secret'), 'no secret in the serialised config');
-    assert.throws(() => loadConfig({ FAL_KEY: 'k', FAL_QUEUE_URL: 'http://queue.example' }), (e: Error) => e instanceof ConfigError && /FAL_QUEUE_URL: must be an https/.test(e.message));
+    assert.throws(
+      () => loadConfig({ FAL_KEY: 'k', FAL_QUEUE_URL: 'http://queue.example' }),
+      (e: Error) => e instanceof ConfigError && /FAL_QUEUE_URL: must be an https/.test(e.message),
+    );
     assert.throws(() => loadConfig({ REPLICATE_API_TOKEN: 't', REPLICATE_API_URL: 'http://api.example' }), ConfigError);
     assert.throws(() => loadConfig({ REPLICATE_API_TOKEN: 't', REPLICATE_WEBHOOK_SECRET: 'not-a-secret' }), /REPLICATE_WEBHOOK_SECRET/);
     assert.throws(() => loadConfig({ FAL_KEY: 'a key with spaces' }), /FAL_KEY/);
@@ -121,11 +128,18 @@ describe('the route on its own', () => {
     assert.equal(first!.delivery.delivery_id, `replicate:${r.headers['webhook-id']}`);
   });
 
-  test("a callback concerns a job only through one of its recorded request ids (fal) or predictions (Replicate)", async () => {
+  test('a callback concerns a job only through one of its recorded request ids (fal) or predictions (Replicate)', async () => {
     const f = await falCallback(base);
     const r = await replicateCallback(base);
     const [fd, rd] = deliveries;
-    const falOp = JSON.stringify({ fal: [...fal.submitted.keys()].map((id) => ({ request_id: id, status_url: `${fal.url}/fal-ai/veo3.1/requests/${id}/status`, response_url: `${fal.url}/fal-ai/veo3.1/requests/${id}`, cancel_url: `${fal.url}/fal-ai/veo3.1/requests/${id}/cancel` })) });
+    const falOp = JSON.stringify({
+      fal: [...fal.submitted.keys()].map((id) => ({
+        request_id: id,
+        status_url: `${fal.url}/fal-ai/veo3.1/requests/${id}/status`,
+        response_url: `${fal.url}/fal-ai/veo3.1/requests/${id}`,
+        cancel_url: `${fal.url}/fal-ai/veo3.1/requests/${id}/cancel`,
+      })),
+    });
     assert.equal(fd!.concerns(falOp), true);
     assert.equal(fd!.concerns(falOp.replaceAll(f.request_id, '0c4d5e6f-0000-4000-8000-000000000000')), false);
     assert.equal(fd!.concerns('not an operation'), false);
@@ -141,7 +155,11 @@ describe('the route on its own', () => {
     const forged = [
       { backend: 'fal', headers: { ...f.headers, 'x-fal-webhook-signature': 'ab'.repeat(64) }, body: f.body },
       { backend: 'fal', headers: f.headers, body: Buffer.from(f.body.toString().replace('OK', 'KO')) },
-      { backend: 'fal', headers: fal.signCallback(f.request_id, f.body, { timestamp_s: Math.floor(Date.now() / 1000) - 600 }), body: f.body },
+      {
+        backend: 'fal',
+        headers: fal.signCallback(f.request_id, f.body, { timestamp_s: Math.floor(Date.now() / 1000) - 600 }),
+        body: f.body,
+      },
       { backend: 'fal', headers: {}, body: f.body },
       { backend: 'replicate', headers: { ...r.headers, 'webhook-signature': 'v1,bm90IGEgc2lnbmF0dXJl' }, body: r.body },
       { backend: 'replicate', headers: r.headers, body: Buffer.from(r.body.toString().replace('succeeded', 'failed')) },
@@ -166,7 +184,10 @@ describe('the route on its own', () => {
       assert.equal(res.body.error.code, 'provider_not_found');
     }
     const f = await falCallback(base);
-    const big = await api(base, 'POST', `/v2/provider-callbacks/fal/${JOB_ID}`, { headers: f.headers, rawBody: Buffer.alloc(FAL_CALLBACK_BODY_BYTES_MAX + 1, 0x20) });
+    const big = await api(base, 'POST', `/v2/provider-callbacks/fal/${JOB_ID}`, {
+      headers: f.headers,
+      rawBody: Buffer.alloc(FAL_CALLBACK_BODY_BYTES_MAX + 1, 0x20),
+    });
     assert.equal(big.status, 413);
     fal.fault({ route: 'jwks', status: 500, body: {} });
     // a new adapter (nothing cached) behind a new router: the JWKS answers 500
@@ -175,7 +196,10 @@ describe('the route on its own', () => {
     app.use(errorHandler(pino({ level: 'silent' })));
     const s = http.createServer(app);
     await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-    const res = await api(`http://127.0.0.1:${(s.address() as AddressInfo).port}`, 'POST', `/v2/provider-callbacks/fal/${JOB_ID}`, { headers: f.headers, rawBody: f.body });
+    const res = await api(`http://127.0.0.1:${(s.address() as AddressInfo).port}`, 'POST', `/v2/provider-callbacks/fal/${JOB_ID}`, {
+      headers: f.headers,
+      rawBody: f.body,
+    });
     s.closeAllConnections();
     s.close();
     assert.equal(res.status, 503);
@@ -202,7 +226,7 @@ describe('the service with fal and Replicate configured (against their fakes)', 
     await stack?.stop();
   });
 
-  test('/v2/models/all names each model\'s backends in order, their regions and which are configured; the first configured serves', async () => {
+  test("/v2/models/all names each model's backends in order, their regions and which are configured; the first configured serves", async () => {
     const c = await newCustomer(stack, 1);
     const r = await api(stack.baseUrl, 'GET', '/v2/models/all', { token: c.key });
     assert.equal(r.status, 200);
@@ -218,16 +242,22 @@ describe('the service with fal and Replicate configured (against their fakes)', 
     ]);
     assert.equal(byId.get('veo-3.0-fast-generate-001').backend, 'fal', 'an alias as its replacement');
     assert.equal(byId.get('wan-2.5').backend, 'fal');
-    assert.deepEqual(byId.get('kling-v2.5-turbo-pro').backends.map((b: any) => b.backend), ['fal', 'replicate']);
+    assert.deepEqual(
+      byId.get('kling-v2.5-turbo-pro').backends.map((b: any) => b.backend),
+      ['fal', 'replicate'],
+    );
     assert.equal(byId.get('sim-video-1').backend, 'simulator');
   });
 
-  test('the fakes\' signed deliveries reach the service: 200 (an unknown job changes nothing); forged: 401', async () => {
+  test("the fakes' signed deliveries reach the service: 200 (an unknown job changes nothing); forged: 401", async () => {
     const f = await falCallback(stack.baseUrl);
     assert.equal(f.answered, 200);
     const r = await replicateCallback(stack.baseUrl);
     assert.equal(r.answered, 200);
-    const forged = await api(stack.baseUrl, 'POST', `/v2/provider-callbacks/replicate/${JOB_ID}`, { headers: { ...r.headers, 'webhook-id': 'msg_forged' }, rawBody: r.body });
+    const forged = await api(stack.baseUrl, 'POST', `/v2/provider-callbacks/replicate/${JOB_ID}`, {
+      headers: { ...r.headers, 'webhook-id': 'msg_forged' },
+      rawBody: r.body,
+    });
     assert.equal(forged.status, 401);
     assert.equal(forged.body.error.code, 'invalid_signature');
     const none = await api(stack.baseUrl, 'POST', `/v2/provider-callbacks/vertex/${JOB_ID}`, { json: {} });
@@ -259,7 +289,10 @@ describe('a fal job and its callbacks: only its own requests count, a delivery c
   async function queuedFalJob() {
     fal.defaultPlan = { queue_polls: 100_000 };
     const c = await newCustomer(stack, 10);
-    const created = await api(stack.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: { prompt: 'a lighthouse', model: 'veo-3.1-fast-generate-001', durationSeconds: 4 } });
+    const created = await api(stack.baseUrl, 'POST', '/v2/videos/generations', {
+      token: c.key,
+      json: { prompt: 'a lighthouse', model: 'veo-3.1-fast-generate-001', durationSeconds: 4 },
+    });
     assert.equal(created.status, 202, JSON.stringify(created.body));
     const id: string = created.body.id;
     for (let i = 0; !(await readVideoJob(stack.db, id))?.operation_id; i++) {
@@ -275,7 +308,9 @@ describe('a fal job and its callbacks: only its own requests count, a delivery c
     const path = `/v2/provider-callbacks/fal/${id}`;
     const post = (headers: Record<string, string>) => api(stack.baseUrl, 'POST', path, { headers, rawBody: body });
     const polls = () => fal.requestsTo('status').length;
-    const deliveries = async () => (await stack.db.query<{ n: number }>('SELECT cardinality(callback_deliveries) AS n FROM video_job_polls WHERE job_id = $1', [id])).rows[0]?.n;
+    const deliveries = async () =>
+      (await stack.db.query<{ n: number }>('SELECT cardinality(callback_deliveries) AS n FROM video_job_polls WHERE job_id = $1', [id]))
+        .rows[0]?.n;
 
     // fal signs every account's callbacks alike: a genuine delivery for a request that is not this job's changes nothing.
     const foreign = await post(fal.signCallback(randomUUID(), body));
@@ -334,7 +369,11 @@ describe('a fal job and its callbacks: only its own requests count, a delivery c
     }
     const startedAt = Date.now();
     await sleep(200);
-    assert.equal((await api(stack.baseUrl, 'POST', `/v2/provider-callbacks/fal/${id}`, { headers: fal.signCallback(request_id, body), rawBody: body })).status, 200);
+    assert.equal(
+      (await api(stack.baseUrl, 'POST', `/v2/provider-callbacks/fal/${id}`, { headers: fal.signCallback(request_id, body), rawBody: body }))
+        .status,
+      200,
+    );
     for (let i = 0; polls() === before + 1; i++) {
       assert.ok(i < 800, 'not polled again');
       await sleep(10);

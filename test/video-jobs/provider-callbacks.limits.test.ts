@@ -17,8 +17,19 @@ describe("what is checked before a callback's body is read", () => {
   const path = `/v2/provider-callbacks/fal/${JOB_ID}`;
   const falHeaders = () => fal.signCallback(randomUUID(), Buffer.from('{}'));
 
-  test('an unknown backend (404), missing signature headers (401), a compressed body (415), another fal account (401), a declared length above the backend\'s limit (413): answered without reading the body, the connection closed', async () => {
-    const s = await callbackServer({ providerFor: (b) => (b === 'fal' ? new FalVideoProvider({ key: fal.key, queueUrl: fal.url, jwksUrl: fal.jwksUrl, userId: FAL_USER_ID, backendFor: (id) => videoModelBackendFor(id, 'fal') }) : undefined) });
+  test("an unknown backend (404), missing signature headers (401), a compressed body (415), another fal account (401), a declared length above the backend's limit (413): answered without reading the body, the connection closed", async () => {
+    const s = await callbackServer({
+      providerFor: (b) =>
+        b === 'fal'
+          ? new FalVideoProvider({
+              key: fal.key,
+              queueUrl: fal.url,
+              jwksUrl: fal.jwksUrl,
+              userId: FAL_USER_ID,
+              backendFor: (id) => videoModelBackendFor(id, 'fal'),
+            })
+          : undefined,
+    });
     try {
       const cases: [string, Record<string, string>, number, number][] = [
         [`/v2/provider-callbacks/runway/${JOB_ID}`, falHeaders(), 10_000_000, 404],
@@ -67,7 +78,14 @@ describe("what is checked before a callback's body is read", () => {
     assert.equal(callbackSourceOf('::ffff:203.0.113.7'), '203.0.113.7');
     assert.notEqual(callbackSourceOf('203.0.113.7'), callbackSourceOf('203.0.113.8'));
     const net64 = callbackSourceOf('2001:db8:1:2::1');
-    for (const a of ['2001:db8:1:2::2', '2001:0db8:0001:0002:ffff:ffff:ffff:ffff', '2001:db8:1:2:a:b:c:d', '2001:db8:1:2::10.0.0.1', '2001:db8:1:2::1%eth0']) assert.equal(callbackSourceOf(a), net64, a);
+    for (const a of [
+      '2001:db8:1:2::2',
+      '2001:0db8:0001:0002:ffff:ffff:ffff:ffff',
+      '2001:db8:1:2:a:b:c:d',
+      '2001:db8:1:2::10.0.0.1',
+      '2001:db8:1:2::1%eth0',
+    ])
+      assert.equal(callbackSourceOf(a), net64, a);
     for (const a of ['2001:db8:1:3::1', '2001:db8::1:2:0:1', '::1']) assert.notEqual(callbackSourceOf(a), net64, a);
     assert.equal(callbackSourceOf(undefined), 'unknown');
   });
@@ -93,7 +111,10 @@ describe("what is checked before a callback's body is read", () => {
   test('bodies being read at once are capped in the process (503 server_busy) and per source address (429); a slow body is cut after the read timeout (408) and frees its slot', async () => {
     const s = await callbackServer({ limits: { reads_max: 2, reads_per_source_max: 3, read_timeout_ms: 1_500 } });
     try {
-      const slow = [partialRequest(s.port, path, falHeaders(), 1000, Buffer.alloc(10)), partialRequest(s.port, path, falHeaders(), 1000, Buffer.alloc(10))];
+      const slow = [
+        partialRequest(s.port, path, falHeaders(), 1000, Buffer.alloc(10)),
+        partialRequest(s.port, path, falHeaders(), 1000, Buffer.alloc(10)),
+      ];
       await new Promise((r) => setTimeout(r, 200));
       const third = partialRequest(s.port, path, falHeaders(), 1000, Buffer.alloc(10));
       const busy = await third.answered;

@@ -28,8 +28,10 @@ export const request: VideoSubmission = {
 export let fal: FalFake;
 export let replicate: ReplicateFake;
 
-export const falProvider = () => new FalVideoProvider({ key: fal.key, queueUrl: fal.url, jwksUrl: fal.jwksUrl, backendFor: (id) => videoModelBackendFor(id, 'fal') });
-export const replicateProvider = () => new ReplicateVideoProvider({ token: replicate.token, apiUrl: replicate.url, backendFor: (id) => videoModelBackendFor(id, 'replicate') });
+export const falProvider = () =>
+  new FalVideoProvider({ key: fal.key, queueUrl: fal.url, jwksUrl: fal.jwksUrl, backendFor: (id) => videoModelBackendFor(id, 'fal') });
+export const replicateProvider = () =>
+  new ReplicateVideoProvider({ token: replicate.token, apiUrl: replicate.url, backendFor: (id) => videoModelBackendFor(id, 'replicate') });
 
 /** Submits through the adapter with the callback URL of `base`, ends the request at the fake, returns the fake's delivery. */
 export async function falCallback(base: string, job_id = JOB_ID) {
@@ -73,7 +75,13 @@ export async function callbackServer(deps: Partial<ProviderCallbackDeps> = {}) {
  * answer: an answer to a body never sent in full is one given before reading it. The connection stays
  * open until `release` is called (a slow sender) unless the server closes it.
  */
-export function partialRequest(port: number, path: string, headers: Record<string, string>, content_length: number, sent: Buffer = Buffer.alloc(0)) {
+export function partialRequest(
+  port: number,
+  path: string,
+  headers: Record<string, string>,
+  content_length: number,
+  sent: Buffer = Buffer.alloc(0),
+) {
   const socket = net.connect(port, '127.0.0.1');
   let data = '';
   let closed = false;
@@ -81,7 +89,8 @@ export function partialRequest(port: number, path: string, headers: Record<strin
     socket.on('data', (d) => {
       data += d.toString('latin1');
       const m = /^HTTP\/1\.1 (\d{3})/.exec(data);
-      if (m && data.includes('\r\n\r\n')) resolve({ status: Number(m[1]), head: data.slice(0, data.indexOf('\r\n\r\n')).toLowerCase(), closed: () => closed });
+      if (m && data.includes('\r\n\r\n'))
+        resolve({ status: Number(m[1]), head: data.slice(0, data.indexOf('\r\n\r\n')).toLowerCase(), closed: () => closed });
     });
     socket.on('close', () => {
       closed = true;
@@ -89,7 +98,14 @@ export function partialRequest(port: number, path: string, headers: Record<strin
     });
     socket.on('error', () => {});
   });
-  const head = [`POST ${path} HTTP/1.1`, 'Host: 127.0.0.1', `Content-Length: ${content_length}`, ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`), '', ''].join('\r\n');
+  const head = [
+    `POST ${path} HTTP/1.1`,
+    'Host: 127.0.0.1',
+    `Content-Length: ${content_length}`,
+    ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`),
+    '',
+    '',
+  ].join('\r\n');
   socket.write(head);
   if (sent.length) socket.write(sent);
   return { answered, release: () => socket.destroy(), socket };

@@ -39,11 +39,14 @@ async function waitUntil(what: string, check: () => Promise<boolean>, timeout_ms
 describe('status reads', () => {
   test('a GET right after each query of the workflow is never staler than the query, and a settled job reads settled at once', async () => {
     const c = await newCustomer(stack, 10);
-    const created = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: simJob({ delay_ms: 400, videos: 1 }, { n: 2 }) });
+    const created = await http(stack.baseUrl, 'POST', '/v2/videos/generations', {
+      token: c.key,
+      json: simJob({ delay_ms: 400, videos: 1 }, { n: 2 }),
+    });
     assert.equal(created.status, 202, JSON.stringify(created.body));
     const id = created.body.id as string;
     let compared = 0;
-    for (const deadline = Date.now() + 30_000; ; ) {
+    for (const deadline = Date.now() + 30_000; ;) {
       assert.ok(Date.now() < deadline, 'the job settles within 30 s');
       const live = await query(id);
       const read = await http(stack.baseUrl, 'GET', jobPath(id), { token: c.key });
@@ -118,18 +121,27 @@ describe('status reads', () => {
     const before = await http(stack.baseUrl, 'GET', jobPath(id), { token: c.key });
     const beforeV1 = await http(stack.baseUrl, 'GET', `/v1/videos/${id}`, { token: c.key });
     await stack.db.query('UPDATE video_jobs SET progress = 37 WHERE id = $1', [id]);
-    const moved = await http(stack.baseUrl, 'GET', jobPath(id), { token: c.key, headers: { 'if-none-match': before.headers.get('etag')! } });
+    const moved = await http(stack.baseUrl, 'GET', jobPath(id), {
+      token: c.key,
+      headers: { 'if-none-match': before.headers.get('etag')! },
+    });
     assert.equal(moved.status, 200);
     assert.equal(moved.body.progress, 37);
     assert.notEqual(moved.headers.get('etag'), before.headers.get('etag'));
-    const movedV1 = await http(stack.baseUrl, 'GET', `/v1/videos/${id}`, { token: c.key, headers: { 'if-none-match': beforeV1.headers.get('etag')! } });
+    const movedV1 = await http(stack.baseUrl, 'GET', `/v1/videos/${id}`, {
+      token: c.key,
+      headers: { 'if-none-match': beforeV1.headers.get('etag')! },
+    });
     assert.equal(movedV1.status, 200);
     assert.equal(movedV1.body.progress, 37);
 
     // The job settles: the tag of the pending job no longer matches.
     const cancelled = await http(stack.baseUrl, 'POST', `${jobPath(id)}/cancel`, { token: c.key });
     assert.equal(cancelled.status, 200);
-    const settled = await http(stack.baseUrl, 'GET', jobPath(id), { token: c.key, headers: { 'if-none-match': moved.headers.get('etag')! } });
+    const settled = await http(stack.baseUrl, 'GET', jobPath(id), {
+      token: c.key,
+      headers: { 'if-none-match': moved.headers.get('etag')! },
+    });
     assert.equal(settled.status, 200);
     assert.equal(settled.body.status, 'failed');
     // Another workspace's job is a 404 whatever the tag.
@@ -238,7 +250,14 @@ describe('status reads', () => {
       release('read 3');
       release('read 4');
       for (const r of await Promise.all([r3, r4])) assert.equal(r.status, 200);
-      assert.deepEqual(log, ['read 1 (1 running)', 'read 2 (2 running)', 'write (2 reads running)', 'read 3 (1 running)', 'write ends', 'read 4 (2 running)']);
+      assert.deepEqual(log, [
+        'read 1 (1 running)',
+        'read 2 (2 running)',
+        'write (2 reads running)',
+        'read 3 (1 running)',
+        'write ends',
+        'read 4 (2 running)',
+      ]);
       assert.deepEqual(gate.state(), { writes_in_flight: 0, reads_in_flight: 0, reads_waiting: 0 });
     } finally {
       server.close();

@@ -79,7 +79,13 @@ describe('accepted inputs reach the provider', () => {
   test('a Veo 3.1 model on the simulator (no Vertex configured) takes a first frame and 4k', async () => {
     const c = await newCustomer(stack, 20);
     const frame = jpegImage(5);
-    const created = await create(c.key, { prompt: 'a lighthouse', model: 'veo-3.1-generate-001', durationSeconds: 4, resolution: '4k', image: imageField(frame, 'image/jpeg') });
+    const created = await create(c.key, {
+      prompt: 'a lighthouse',
+      model: 'veo-3.1-generate-001',
+      durationSeconds: 4,
+      resolution: '4k',
+      image: imageField(frame, 'image/jpeg'),
+    });
     assert.equal(created.status, 202, JSON.stringify(created.body));
     assert.equal(created.body.estimated_cost_in_euro, 3.2); // 4 s x 0.80 EUR/s (4k, with audio)
     assert.equal((await waitForJob(stack, c.key, created.body.id, 60_000)).status, 'succeeded');
@@ -97,7 +103,12 @@ describe('accepted inputs reach the provider', () => {
     };
     const first = atLimit(1);
     const last = atLimit(2);
-    const created = await create(c.key, { ...simJob(), n: 1, image: imageField(first, 'image/png'), lastFrame: imageField(last, 'image/png') });
+    const created = await create(c.key, {
+      ...simJob(),
+      n: 1,
+      image: imageField(first, 'image/png'),
+      lastFrame: imageField(last, 'image/png'),
+    });
     assert.equal(created.status, 202, JSON.stringify(created.body).slice(0, 500));
     await waitForJob(stack, c.key, created.body.id);
     const seen = await simulatorRequest(created.body.id);
@@ -118,7 +129,11 @@ describe('accepted inputs reach the provider', () => {
     const other = await create(c.key, { ...body, image: imageField(pngImage(32, 32, 2), 'image/png') }, headers);
     assert.equal(other.status, 409, JSON.stringify(other.body));
     await waitForJob(stack, c.key, first.body.id);
-    assert.equal((await simulatorRequest(first.body.id)).image.sha256, sha256(pngImage(32, 32, 1)), 'the first request\'s image is the job\'s');
+    assert.equal(
+      (await simulatorRequest(first.body.id)).image.sha256,
+      sha256(pngImage(32, 32, 1)),
+      "the first request's image is the job's",
+    );
     assert.equal(await balanceMicro(stack, c.workspaceId), 10_000_000 - 400_000, 'charged once');
     await assertAuditHolds(stack);
   });
@@ -134,21 +149,55 @@ describe('refused inputs: a 4xx naming the field, nothing charged or stored', ()
   const cases: [string, Record<string, unknown>, number, string, string?][] = [
     ['image bytes not base64', { image: { bytesBase64Encoded: 'not base64!', mimeType: 'image/png' } }, 400, 'image.bytesBase64Encoded'],
     ['image bytes empty', { image: { bytesBase64Encoded: '', mimeType: 'image/png' } }, 400, 'image.bytesBase64Encoded'],
-    ['image bytes that are not an image', { image: imageField(Buffer.from('GIF89a, or rather plain text'), 'image/png') }, 400, 'image.bytesBase64Encoded', 'unsupported_image'],
-    ['a GIF image', { image: imageField(Buffer.from('GIF89a\x01\x00\x01\x00\x00\x00\x00;', 'latin1'), 'image/gif') }, 400, 'image.mimeType'],
+    [
+      'image bytes that are not an image',
+      { image: imageField(Buffer.from('GIF89a, or rather plain text'), 'image/png') },
+      400,
+      'image.bytesBase64Encoded',
+      'unsupported_image',
+    ],
+    [
+      'a GIF image',
+      { image: imageField(Buffer.from('GIF89a\x01\x00\x01\x00\x00\x00\x00;', 'latin1'), 'image/gif') },
+      400,
+      'image.mimeType',
+    ],
     ['a declared type other than the content', { image: imageField(jpegImage(), 'image/png') }, 400, 'image.mimeType'],
     ['no mimeType', { image: { bytesBase64Encoded: png.bytesBase64Encoded } }, 400, 'image.mimeType'],
     ['an unknown image field', { image: { ...png, gcsUri: 'gs://b/o.png' } }, 400, 'image.gcsUri'],
     ['an image that is not an object', { image: 'data:image/png;base64,xyz' }, 400, 'image'],
     ['a last frame without a first frame', { lastFrame: png }, 400, 'lastFrame'],
-    ['a last frame that is not an image', { image: png, lastFrame: imageField(Buffer.from('nope'), 'image/jpeg') }, 400, 'lastFrame.bytesBase64Encoded'],
-    ['a WebP image for a Veo model (JPEG and PNG only)', { model: 'veo-3.1-fast-generate-001', image: imageField(WEBP_IMAGE, 'image/webp') }, 400, 'image.mimeType', 'unsupported_image'],
+    [
+      'a last frame that is not an image',
+      { image: png, lastFrame: imageField(Buffer.from('nope'), 'image/jpeg') },
+      400,
+      'lastFrame.bytesBase64Encoded',
+    ],
+    [
+      'a WebP image for a Veo model (JPEG and PNG only)',
+      { model: 'veo-3.1-fast-generate-001', image: imageField(WEBP_IMAGE, 'image/webp') },
+      400,
+      'image.mimeType',
+      'unsupported_image',
+    ],
     ['generateAudio not a boolean', { generateAudio: 'yes' }, 400, 'generateAudio'],
     ['an empty negative prompt', { negativePrompt: '   ' }, 400, 'negativePrompt'],
     ['a negative prompt too long', { negativePrompt: 'x'.repeat(NEGATIVE_PROMPT_CHARS_MAX + 1) }, 400, 'negativePrompt'],
     ['4k for a model without it', { resolution: '4k' }, 400, 'resolution'],
-    ['an image above the size limit', { image: imageField(Buffer.concat([pngImage(), Buffer.alloc(IMAGE_BYTES_MAX)]), 'image/png') }, 413, 'image.bytesBase64Encoded', 'image_too_large'],
-    ['a last frame above the size limit', { image: png, lastFrame: imageField(Buffer.concat([pngImage(), Buffer.alloc(IMAGE_BYTES_MAX)]), 'image/png') }, 413, 'lastFrame.bytesBase64Encoded', 'image_too_large'],
+    [
+      'an image above the size limit',
+      { image: imageField(Buffer.concat([pngImage(), Buffer.alloc(IMAGE_BYTES_MAX)]), 'image/png') },
+      413,
+      'image.bytesBase64Encoded',
+      'image_too_large',
+    ],
+    [
+      'a last frame above the size limit',
+      { image: png, lastFrame: imageField(Buffer.concat([pngImage(), Buffer.alloc(IMAGE_BYTES_MAX)]), 'image/png') },
+      413,
+      'lastFrame.bytesBase64Encoded',
+      'image_too_large',
+    ],
   ];
   for (const [name, extra, status, param, code] of cases) {
     test(name, async () => {
@@ -173,16 +222,20 @@ test('large bodies in progress at once are limited per process: beyond, 503 serv
   const url = new URL(`${stack.baseUrl}/v2/videos/generations`);
   // Requests that declare a large body and send only its start: each holds a slot while in progress
   // (one key holds at most LARGE_BODIES_PER_KEY_MAX of them, so several keys fill the process's slots).
-  const holders = await Promise.all(Array.from({ length: VIDEO_CREATE_CONCURRENT_LARGE_BODIES_MAX / LARGE_BODIES_PER_KEY_MAX }, () => newCustomer(stack, 1)));
-  const pending = holders.flatMap((h) => Array.from({ length: LARGE_BODIES_PER_KEY_MAX }, () => {
-    const req = http.request(url, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${h.key}`, 'content-type': 'application/json', 'content-length': String(1024 * 1024) },
-    });
-    req.on('error', () => {});
-    req.write('{"prompt": "p", "image": {"bytesBase64Encoded": "');
-    return req;
-  }));
+  const holders = await Promise.all(
+    Array.from({ length: VIDEO_CREATE_CONCURRENT_LARGE_BODIES_MAX / LARGE_BODIES_PER_KEY_MAX }, () => newCustomer(stack, 1)),
+  );
+  const pending = holders.flatMap((h) =>
+    Array.from({ length: LARGE_BODIES_PER_KEY_MAX }, () => {
+      const req = http.request(url, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${h.key}`, 'content-type': 'application/json', 'content-length': String(1024 * 1024) },
+      });
+      req.on('error', () => {});
+      req.write('{"prompt": "p", "image": {"bytesBase64Encoded": "');
+      return req;
+    }),
+  );
   try {
     await new Promise((r) => setTimeout(r, 500));
     const busy = await create(c.key, { ...simJob(), image: imageField(Buffer.concat([pngImage(), Buffer.alloc(100_000)]), 'image/png') });

@@ -70,7 +70,10 @@ describe('video jobs', () => {
 
   test('provider failure refunds everything and reports the provider message', async () => {
     const c = await newCustomer(stack, 5);
-    const created = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: simJob({ outcome: 'fail', message: 'content policy violation' }) });
+    const created = await http(stack.baseUrl, 'POST', '/v2/videos/generations', {
+      token: c.key,
+      json: simJob({ outcome: 'fail', message: 'content policy violation' }),
+    });
     assert.equal(created.status, 202);
     assert.equal(await balanceMicro(stack, c.workspaceId), 5_000_000 - 2 * UNIT_4S_720P);
     const job = await waitForJob(stack, c.key, created.body.id);

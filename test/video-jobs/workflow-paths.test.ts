@@ -48,7 +48,8 @@ describe('deadline', () => {
 });
 
 test("a failed submission ends the job at its deadline only when the deadline ended it; a lost attempt's timeout is not the deadline", () => {
-  const ended = (retryState: RetryState, cause: Error) => submissionEnd(new ActivityFailure('activity failed', 'submitVideoJob', '7', retryState, 'worker', cause));
+  const ended = (retryState: RetryState, cause: Error) =>
+    submissionEnd(new ActivityFailure('activity failed', 'submitVideoJob', '7', retryState, 'worker', cause));
   const timeout = (type: TimeoutType) => new TimeoutFailure(`activity ${type} timeout`, undefined, type);
   // The time left to the deadline ran out, or did not leave room for another attempt.
   assert.equal(ended(RetryState.TIMEOUT, timeout(TimeoutType.SCHEDULE_TO_CLOSE)), 'deadline');
@@ -84,7 +85,10 @@ describe('waiting for the provider costs no history', () => {
     assert.equal((await waitForJob(stack, c.key, quick.body.id)).status, 'succeeded');
 
     const polls_before = await providerCalls(stack.db, 'video_poll');
-    const slow = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: simJob({ delay_ms: 3_000, videos: 1 }) });
+    const slow = await http(stack.baseUrl, 'POST', '/v2/videos/generations', {
+      token: c.key,
+      json: simJob({ delay_ms: 3_000, videos: 1 }),
+    });
     assert.equal(slow.status, 202);
     const mid = await http(stack.baseUrl, 'GET', `/v2/videos/generations/${slow.body.id}`, { token: c.key });
     assert.equal(mid.body.status, 'pending');
@@ -100,14 +104,25 @@ describe('waiting for the provider costs no history', () => {
     const slowEvents = await eventsOf(slow.body.id);
     // Workflow tasks vary by timing; what a poll would add (activity or timer events) must not be there.
     const notWorkflowTasks = (events: typeof quickEvents) =>
-      events.filter((e) => !e.workflowTaskScheduledEventAttributes && !e.workflowTaskStartedEventAttributes && !e.workflowTaskCompletedEventAttributes).length;
-    assert.equal(notWorkflowTasks(slowEvents), notWorkflowTasks(quickEvents), `${slowEvents.length} events after ${polls} polls vs ${quickEvents.length}`);
+      events.filter(
+        (e) => !e.workflowTaskScheduledEventAttributes && !e.workflowTaskStartedEventAttributes && !e.workflowTaskCompletedEventAttributes,
+      ).length;
+    assert.equal(
+      notWorkflowTasks(slowEvents),
+      notWorkflowTasks(quickEvents),
+      `${slowEvents.length} events after ${polls} polls vs ${quickEvents.length}`,
+    );
     assert.ok(slowEvents.length <= 30, `${slowEvents.length} events`);
     assert.equal(slowEvents.filter((e) => e.workflowExecutionSignaledEventAttributes).length, 1, 'told once that the operation ended');
     assert.ok(!slowEvents.some((e) => e.markerRecordedEventAttributes?.markerName === 'core_patch'), 'one path: no patch markers');
-    assert.ok(!slowEvents.some((e) => e.activityTaskStartedEventAttributes && e.activityTaskStartedEventAttributes.attempt! > 1), 'no activity was retried');
+    assert.ok(
+      !slowEvents.some((e) => e.activityTaskStartedEventAttributes && e.activityTaskStartedEventAttributes.attempt! > 1),
+      'no activity was retried',
+    );
     assert.equal(await balanceMicro(stack, c.workspaceId), 5_000_000 - 2 * 200_000);
-    const refunds = await stack.db.query("SELECT count(*)::int AS n FROM ledger_entries WHERE video_job_id = $1 AND kind = 'refund'", [slow.body.id]);
+    const refunds = await stack.db.query("SELECT count(*)::int AS n FROM ledger_entries WHERE video_job_id = $1 AND kind = 'refund'", [
+      slow.body.id,
+    ]);
     assert.equal(refunds.rows[0].n, 1);
     await assertAuditHolds(stack);
   });
@@ -116,7 +131,9 @@ describe('waiting for the provider costs no history', () => {
 describe("the workers' poller", () => {
   let stack: Stack;
   before(async () => {
-    stack = await startStack({ env: { VIDEO_POLL_INTERVAL_MS: '200', VIDEO_POLL_MAX_INTERVAL_MS: '200', WORKER_MAX_CONCURRENT_POLLS: '1' } });
+    stack = await startStack({
+      env: { VIDEO_POLL_INTERVAL_MS: '200', VIDEO_POLL_MAX_INTERVAL_MS: '200', WORKER_MAX_CONCURRENT_POLLS: '1' },
+    });
   });
   after(async () => {
     await stack.stop();
@@ -126,7 +143,10 @@ describe("the workers' poller", () => {
     const c = await newCustomer(stack, 5);
     const ids: string[] = [];
     for (let i = 0; i < 6; i++) {
-      const created = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: simJob({ delay_ms: 1_500, videos: 1 }) });
+      const created = await http(stack.baseUrl, 'POST', '/v2/videos/generations', {
+        token: c.key,
+        json: simJob({ delay_ms: 1_500, videos: 1 }),
+      });
       assert.equal(created.status, 202, JSON.stringify(created.body));
       ids.push(created.body.id);
     }
@@ -152,7 +172,10 @@ describe("the workers' poller", () => {
     const c = await newCustomer(stack, 5);
     const ids: string[] = [];
     for (let i = 0; i < 2; i++) {
-      const created = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: simJob({ delay_ms: 60_000, videos: 1 }) });
+      const created = await http(stack.baseUrl, 'POST', '/v2/videos/generations', {
+        token: c.key,
+        json: simJob({ delay_ms: 60_000, videos: 1 }),
+      });
       assert.equal(created.status, 202, JSON.stringify(created.body));
       ids.push(created.body.id);
     }
@@ -164,7 +187,12 @@ describe("the workers' poller", () => {
       await new Promise((res) => setTimeout(res, 20));
     }
     const read = async () =>
-      (await stack.db.query<{ id: string; progress: number | null; queue_position: number | null }>('SELECT id, progress, queue_position FROM video_jobs WHERE id = ANY($1::uuid[])', [ids])).rows.reduce(
+      (
+        await stack.db.query<{ id: string; progress: number | null; queue_position: number | null }>(
+          'SELECT id, progress, queue_position FROM video_jobs WHERE id = ANY($1::uuid[])',
+          [ids],
+        )
+      ).rows.reduce(
         (m, r) => m.set(r.id, { progress: r.progress, queue_position: r.queue_position }),
         new Map<string, { progress: number | null; queue_position: number | null }>(),
       );
@@ -255,11 +283,24 @@ describe('submission', () => {
   const chargedJob = async (workspace_id: string) => {
     const input = directInput(workspace_id, randomUUID(), { accept_by_ms: Date.now() + 60_000 });
     assert.equal((await chargeDirect(stack.db, input)).ok, true);
-    const request = { request_id: input.job_id, model: input.model, prompt: input.prompt, params: input.params, parameters: { simulate: { delay_ms: 60_000 } } };
+    const request = {
+      request_id: input.job_id,
+      model: input.model,
+      prompt: input.prompt,
+      params: input.params,
+      parameters: { simulate: { delay_ms: 60_000 } },
+    };
     return { input, request };
   };
   const settleByHand = async (job_id: string) => {
-    await settleVideoJob(stack.db, { jobId: job_id, outcome: 'failed', delivered: 0, videos: [], error: { code: 'test', message: 'settled by the test' }, completed_at_ms: Date.now() });
+    await settleVideoJob(stack.db, {
+      jobId: job_id,
+      outcome: 'failed',
+      delivered: 0,
+      videos: [],
+      error: { code: 'test', message: 'settled by the test' },
+      completed_at_ms: Date.now(),
+    });
   };
 
   test('submits once and records the operation with its poll row; a retried attempt finds it and never submits again', async () => {
@@ -267,16 +308,31 @@ describe('submission', () => {
     const { input, request } = await chargedJob(c.workspaceId);
     const activities = activitiesWith({});
     const submits_before = await providerCalls(stack.db, 'video_submit');
-    const first = (await new MockActivityEnvironment({ attempt: 1 }).run(activities.submitVideoJob, { request, backends: ['simulator'], max_attempts: 5 })) as { operation_id: string; backend: string };
+    const first = (await new MockActivityEnvironment({ attempt: 1 }).run(activities.submitVideoJob, {
+      request,
+      backends: ['simulator'],
+      max_attempts: 5,
+    })) as { operation_id: string; backend: string };
     assert.equal(first.backend, 'simulator');
-    const again = (await new MockActivityEnvironment({ attempt: 2 }).run(activities.submitVideoJob, { request, backends: ['simulator'], max_attempts: 5 })) as { operation_id: string };
+    const again = (await new MockActivityEnvironment({ attempt: 2 }).run(activities.submitVideoJob, {
+      request,
+      backends: ['simulator'],
+      max_attempts: 5,
+    })) as { operation_id: string };
     assert.equal(again.operation_id, first.operation_id);
     assert.equal(await providerCalls(stack.db, 'video_submit'), submits_before + 1, 'submitted once');
-    const row = await stack.db.query('SELECT p.operation_id, j.operation_id AS recorded FROM video_job_polls p JOIN video_jobs j ON j.id = p.job_id WHERE p.job_id = $1', [input.job_id]);
+    const row = await stack.db.query(
+      'SELECT p.operation_id, j.operation_id AS recorded FROM video_job_polls p JOIN video_jobs j ON j.id = p.job_id WHERE p.job_id = $1',
+      [input.job_id],
+    );
     assert.equal(row.rows[0].operation_id, first.operation_id);
     assert.equal(row.rows[0].recorded, first.operation_id);
     await settleByHand(input.job_id);
-    assert.equal((await stack.db.query('SELECT count(*)::int AS n FROM video_job_polls WHERE job_id = $1', [input.job_id])).rows[0].n, 0, 'settlement removes the row');
+    assert.equal(
+      (await stack.db.query('SELECT count(*)::int AS n FROM video_job_polls WHERE job_id = $1', [input.job_id])).rows[0].n,
+      0,
+      'settlement removes the row',
+    );
     await assertAuditHolds(stack);
   });
 
@@ -286,24 +342,38 @@ describe('submission', () => {
     const final = refusing(new ProviderError('the prompt is refused', { code: 'invalid_request', retryable: false }));
     const activities = activitiesWith({ busy, final });
     const passing = await chargedJob(c.workspaceId);
-    const moved = (await new MockActivityEnvironment().run(activities.submitVideoJob, { request: passing.request, backends: ['busy', 'simulator'], max_attempts: 5 })) as { backend: string };
+    const moved = (await new MockActivityEnvironment().run(activities.submitVideoJob, {
+      request: passing.request,
+      backends: ['busy', 'simulator'],
+      max_attempts: 5,
+    })) as { backend: string };
     assert.equal(moved.backend, 'simulator');
     assert.equal((await readVideoJob(stack.db, passing.input.job_id))!.backend, 'simulator', 'the job says which backend ran it');
     await settleByHand(passing.input.job_id);
 
     const refused = await chargedJob(c.workspaceId);
-    await assert.rejects(new MockActivityEnvironment().run(activities.submitVideoJob, { request: refused.request, backends: ['final', 'simulator'], max_attempts: 5 }), (err: unknown) => {
-      assert.ok(err instanceof ApplicationFailure, String(err));
-      assert.equal(err.nonRetryable, true);
-      assert.equal(err.message, 'the prompt is refused');
-      return true;
-    });
-    await assert.rejects(new MockActivityEnvironment().run(activities.submitVideoJob, { request: refused.request, backends: ['busy'], max_attempts: 5 }), (err: unknown) => {
-      assert.ok(err instanceof ApplicationFailure);
-      assert.equal(err.nonRetryable, false, 'retried by Temporal, after the Retry-After');
-      assert.equal(err.nextRetryDelay, 1_000);
-      return true;
-    });
+    await assert.rejects(
+      new MockActivityEnvironment().run(activities.submitVideoJob, {
+        request: refused.request,
+        backends: ['final', 'simulator'],
+        max_attempts: 5,
+      }),
+      (err: unknown) => {
+        assert.ok(err instanceof ApplicationFailure, String(err));
+        assert.equal(err.nonRetryable, true);
+        assert.equal(err.message, 'the prompt is refused');
+        return true;
+      },
+    );
+    await assert.rejects(
+      new MockActivityEnvironment().run(activities.submitVideoJob, { request: refused.request, backends: ['busy'], max_attempts: 5 }),
+      (err: unknown) => {
+        assert.ok(err instanceof ApplicationFailure);
+        assert.equal(err.nonRetryable, false, 'retried by Temporal, after the Retry-After');
+        assert.equal(err.nextRetryDelay, 1_000);
+        return true;
+      },
+    );
     await settleByHand(refused.input.job_id);
     await assertAuditHolds(stack);
   });
@@ -313,21 +383,28 @@ describe('submission', () => {
     const { input, request } = await chargedJob(c.workspaceId);
     const activities = activitiesWith({});
     // An attempt recorded the operation; its answer never reached the workflow (the last attempt was lost with its worker).
-    const { operation_id } = (await new MockActivityEnvironment({ attempt: 1 }).run(activities.submitVideoJob, { request, backends: ['simulator'], max_attempts: 5 })) as { operation_id: string };
-    const settled = await new MockActivityEnvironment().run(activities.settleVideoJob, {
+    const { operation_id } = (await new MockActivityEnvironment({ attempt: 1 }).run(activities.submitVideoJob, {
+      request,
+      backends: ['simulator'],
+      max_attempts: 5,
+    })) as { operation_id: string };
+    const settled = (await new MockActivityEnvironment().run(activities.settleVideoJob, {
       jobId: input.job_id,
       outcome: 'failed' as const,
       delivered: 0,
       videos: [],
       error: { code: 'submit_failed', message: 'the video provider could not be reached' },
       completed_at_ms: Date.now(),
-    }) as SettlementResult;
+    })) as SettlementResult;
     assert.equal(settled.status, 'failed');
     assert.equal(settled.cost_micro_eur, 0);
     assert.equal(await balanceMicro(stack, c.workspaceId), 5_000_000);
     const op = await stack.db.query('SELECT cancelled_at FROM simulator.video_operations WHERE id = $1', [operation_id]);
     assert.notEqual(op.rows[0].cancelled_at, null, 'the operation nobody waits for was cancelled at the provider');
-    assert.match((await stack.db.query('SELECT cancel_answer FROM video_jobs WHERE id = $1', [input.job_id])).rows[0].cancel_answer, /^cancelled; not billed/);
+    assert.match(
+      (await stack.db.query('SELECT cancel_answer FROM video_jobs WHERE id = $1', [input.job_id])).rows[0].cancel_answer,
+      /^cancelled; not billed/,
+    );
     await assertAuditHolds(stack);
   });
 });
@@ -382,7 +459,11 @@ describe('no worker running', () => {
   test('a create no worker confirms in time is a 503 that never charges, also once a worker returns; a retry with its key is accepted', async () => {
     const c = await newCustomer(stack, 5);
     const started = Date.now();
-    const keyed = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: simJob(), headers: { 'Idempotency-Key': 'k-503' } });
+    const keyed = await http(stack.baseUrl, 'POST', '/v2/videos/generations', {
+      token: c.key,
+      json: simJob(),
+      headers: { 'Idempotency-Key': 'k-503' },
+    });
     assert.equal(keyed.status, 503, JSON.stringify(keyed.body));
     assert.ok(Date.now() - started < 10_000);
     assert.equal(keyed.body.error.code, 'temporarily_unavailable');
@@ -400,7 +481,9 @@ describe('no worker running', () => {
     const late = (await stack.api.temporal.workflow.getHandle(videoJobWorkflowId(jobId)).result()) as { status: string };
     assert.equal(late.status, 'not_accepted');
     const wait_ms = Date.now() + 5_000;
-    while ((await stack.db.query('SELECT count(*)::int AS n FROM video_job_refusals WHERE workspace_id = $1', [c.workspaceId])).rows[0].n < 2) {
+    while (
+      (await stack.db.query('SELECT count(*)::int AS n FROM video_job_refusals WHERE workspace_id = $1', [c.workspaceId])).rows[0].n < 2
+    ) {
       assert.ok(Date.now() < wait_ms, 'both late attempts are refused for good');
       await new Promise((r) => setTimeout(r, 100));
     }
@@ -408,7 +491,11 @@ describe('no worker running', () => {
     assert.equal((await stack.db.query('SELECT count(*)::int AS n FROM video_jobs WHERE workspace_id = $1', [c.workspaceId])).rows[0].n, 0);
 
     // The client retries with the same key: a new attempt, accepted and charged once.
-    const retried = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: simJob(), headers: { 'Idempotency-Key': 'k-503' } });
+    const retried = await http(stack.baseUrl, 'POST', '/v2/videos/generations', {
+      token: c.key,
+      json: simJob(),
+      headers: { 'Idempotency-Key': 'k-503' },
+    });
     assert.equal(retried.status, 202, JSON.stringify(retried.body));
     assert.equal(retried.body.id, jobId);
     assert.equal((await waitForJob(stack, c.key, jobId)).status, 'succeeded');
@@ -443,7 +530,11 @@ describe('a run whose charge step starts late', () => {
       .filter((e) => e.markerRecordedEventAttributes?.markerName === 'core_local_activity')
       .map((e) => {
         const data = e.markerRecordedEventAttributes!.details!['data']!.payloads![0]!.data!;
-        return (JSON.parse(typeof data === 'string' ? Buffer.from(data, 'base64').toString() : Buffer.from(data).toString()) as { activity_type: string }).activity_type;
+        return (
+          JSON.parse(typeof data === 'string' ? Buffer.from(data, 'base64').toString() : Buffer.from(data).toString()) as {
+            activity_type: string;
+          }
+        ).activity_type;
       });
     assert.ok(localActivities.includes('decideVideoJobAcceptance'), `the late run decided its attempt (${localActivities.join(', ')})`);
     assert.ok(!localActivities.includes('chargeVideoJob'), 'and never charged');
@@ -451,7 +542,14 @@ describe('a run whose charge step starts late', () => {
     const never = directInput(c.workspaceId, randomUUID(), { accept_by_ms: Date.now() - 1 });
     const refused = (await (await startDirect(stack, never)).result()) as { status: string };
     assert.equal(refused.status, 'not_accepted');
-    assert.equal((await stack.db.query("SELECT count(*)::int AS n FROM video_job_refusals WHERE job_id = $1 AND reason = 'not_accepted_in_time'", [never.job_id])).rows[0].n, 1);
+    assert.equal(
+      (
+        await stack.db.query("SELECT count(*)::int AS n FROM video_job_refusals WHERE job_id = $1 AND reason = 'not_accepted_in_time'", [
+          never.job_id,
+        ])
+      ).rows[0].n,
+      1,
+    );
     assert.equal(await balanceMicro(stack, c.workspaceId), 5_000_000 - 200_000, 'charged once, for the job that ran');
     await assertAuditHolds(stack);
   });
@@ -469,7 +567,11 @@ describe('the job status search attribute', () => {
   type Events = NonNullable<Awaited<ReturnType<ReturnType<Stack['api']['temporal']['workflow']['getHandle']>['fetchHistory']>>['events']>;
   /** The search attributes each upsert of the history set, in order (their names). */
   const upserts = (events: Events) =>
-    events.flatMap((e) => (e.upsertWorkflowSearchAttributesEventAttributes ? [Object.keys(e.upsertWorkflowSearchAttributesEventAttributes.searchAttributes?.indexedFields ?? {}).join(',')] : []));
+    events.flatMap((e) =>
+      e.upsertWorkflowSearchAttributesEventAttributes
+        ? [Object.keys(e.upsertWorkflowSearchAttributesEventAttributes.searchAttributes?.indexedFields ?? {}).join(',')]
+        : [],
+    );
 
   test('is "pending" from the start of an accepted job, which upserts only its final status; a refused attempt ends with its refusal', async () => {
     const c = await newCustomer(stack, 5);
@@ -486,7 +588,10 @@ describe('the job status search attribute', () => {
     // the charge would refuse before starting any run: a run refused by its charge is one that raced
     // another create, started here directly.)
     const poor = await newCustomer(stack, 0.1);
-    const refusedRun = await startDirect(stack, directInput(poor.workspaceId, jobIdForIdempotencyKey(poor.workspaceId, 'poor-1'), { sticky_refusal: true }));
+    const refusedRun = await startDirect(
+      stack,
+      directInput(poor.workspaceId, jobIdForIdempotencyKey(poor.workspaceId, 'poor-1'), { sticky_refusal: true }),
+    );
     assert.equal(((await refusedRun.result()) as { status: string }).status, 'rejected');
     assert.equal((await refusedRun.describe()).typedSearchAttributes.get(JOB_STATUS_SA), 'rejected');
     await assertAuditHolds(stack);

@@ -62,10 +62,16 @@ describe('speech through the openai SDK', () => {
       assert.equal(await balanceMicro(stack, c.workspaceId), 10_000_000 - spent);
     }
     // mp3 is the default, as OpenAI's; a voice may be given as {id}.
-    const dflt = Buffer.from(await (await openai.audio.speech.create({ model: 'sim-speech-1', voice: { id: 'sim-deep' }, input: 'hi' })).arrayBuffer());
+    const dflt = Buffer.from(
+      await (await openai.audio.speech.create({ model: 'sim-speech-1', voice: { id: 'sim-deep' }, input: 'hi' })).arrayBuffer(),
+    );
     assert.ok(MAGIC['mp3']!(dflt));
     // speed 2 speaks in half the time.
-    const fast = Buffer.from(await (await openai.audio.speech.create({ model: 'sim-speech-1', voice: 'sim-deep', input, response_format: 'pcm', speed: 2 })).arrayBuffer());
+    const fast = Buffer.from(
+      await (
+        await openai.audio.speech.create({ model: 'sim-speech-1', voice: 'sim-deep', input, response_format: 'pcm', speed: 2 })
+      ).arrayBuffer(),
+    );
     assert.equal(fast.length, input.length * Math.round(SIM_SAMPLES_PER_CHAR / 2) * 2);
     await assertAuditHolds(stack);
   });
@@ -73,13 +79,22 @@ describe('speech through the openai SDK', () => {
   test('stream_format audio: the first bytes arrive while the provider is still speaking; captured when it finished', async () => {
     const c = await newCustomer(stack, 10);
     const input = 'Streaming speech arrives while it is made. '.repeat(20); // 860 characters: ~43 chunks, ~1 s
-    const res = await client(c.key).audio.speech.create({ model: 'sim-speech-1', voice: 'sim-bright', input, response_format: 'mp3', stream_format: 'audio' });
+    const res = await client(c.key).audio.speech.create({
+      model: 'sim-speech-1',
+      voice: 'sim-bright',
+      input,
+      response_format: 'mp3',
+      stream_format: 'audio',
+    });
     const reader = res.body!.getReader();
     const first = await reader.read();
     assert.ok(!first.done && first.value.length > 0);
     // The synthesis is not over: the money is still held, not yet charged.
-    const held = await stack.db.query<{ status: string }>("SELECT status FROM speech_requests WHERE workspace_id = $1", [c.workspaceId]);
-    assert.deepEqual(held.rows.map((r) => r.status), ['held']);
+    const held = await stack.db.query<{ status: string }>('SELECT status FROM speech_requests WHERE workspace_id = $1', [c.workspaceId]);
+    assert.deepEqual(
+      held.rows.map((r) => r.status),
+      ['held'],
+    );
     const parts = [Buffer.from(first.value)];
     for (let r = await reader.read(); !r.done; r = await reader.read()) parts.push(Buffer.from(r.value));
     assert.ok(parts.length > 2, `streamed in ${parts.length} parts`);
@@ -93,9 +108,18 @@ describe('speech through the openai SDK', () => {
   test('stream_format sse: speech.audio.delta events then speech.audio.done', async () => {
     const c = await newCustomer(stack, 10);
     const input = 'Events carry the audio. '.repeat(5);
-    const res = await client(c.key).audio.speech.create({ model: 'sim-speech-1', voice: 'sim-bright', input, response_format: 'pcm', stream_format: 'sse' });
+    const res = await client(c.key).audio.speech.create({
+      model: 'sim-speech-1',
+      voice: 'sim-bright',
+      input,
+      response_format: 'pcm',
+      stream_format: 'sse',
+    });
     assert.match(res.headers.get('content-type') ?? '', /^text\/event-stream/);
-    const events = (await res.text()).split('\n\n').filter(Boolean).map((e) => JSON.parse(e.replace(/^data: /, '')));
+    const events = (await res.text())
+      .split('\n\n')
+      .filter(Boolean)
+      .map((e) => JSON.parse(e.replace(/^data: /, '')));
     const deltas = events.filter((e) => e.type === 'speech.audio.delta');
     assert.ok(deltas.length > 1);
     assert.equal(events.at(-1).type, 'speech.audio.done');
@@ -117,11 +141,17 @@ describe('speech through the openai SDK', () => {
     const reader = res.body!.getReader();
     await reader.read();
     controller.abort();
-    await waitFor(async () => (await stack.db.query("SELECT 1 FROM speech_requests WHERE workspace_id = $1 AND status = 'delivered'", [c.workspaceId])).rowCount === 1);
+    await waitFor(
+      async () =>
+        (await stack.db.query("SELECT 1 FROM speech_requests WHERE workspace_id = $1 AND status = 'delivered'", [c.workspaceId]))
+          .rowCount === 1,
+    );
     assert.equal(await balanceMicro(stack, c.workspaceId), 10_000_000 - input.length * PER_CHAR);
 
     await sim.injectFaults('speech', { kind: 'unavailable', count: 1 });
-    const err = await client(c.key).audio.speech.create({ model: 'sim-speech-1', voice: 'sim-bright', input: 'fails', stream_format: 'audio' }).catch((e) => e);
+    const err = await client(c.key)
+      .audio.speech.create({ model: 'sim-speech-1', voice: 'sim-bright', input: 'fails', stream_format: 'audio' })
+      .catch((e) => e);
     assert.ok(err instanceof OpenAI.InternalServerError, String(err));
     assert.equal(err.status, 503);
     assert.equal(await balanceMicro(stack, c.workspaceId), 10_000_000 - input.length * PER_CHAR, 'released: nothing charged');
@@ -136,13 +166,21 @@ describe('speech through the openai SDK', () => {
       openai.audio.speech.create({ model: 'sim-speech-1', voice: 'sim-deep', input: 'x', response_format: 'ogg' as any }),
       (e: any) => e instanceof OpenAI.BadRequestError && e.param === 'response_format',
     );
-    await assert.rejects(openai.audio.speech.create({ model: 'sim-speech-1', voice: 'sim-deep', input: 'x', speed: 5 }), OpenAI.BadRequestError);
+    await assert.rejects(
+      openai.audio.speech.create({ model: 'sim-speech-1', voice: 'sim-deep', input: 'x', speed: 5 }),
+      OpenAI.BadRequestError,
+    );
     await assert.rejects(openai.audio.speech.create({ model: 'tts-1', voice: 'sim-deep', input: 'x' }), OpenAI.NotFoundError);
     const poor = await newCustomer(stack, 0);
-    const e402 = await client(poor.key).audio.speech.create({ model: 'sim-speech-1', voice: 'sim-deep', input: 'x', stream_format: 'audio' }).catch((e) => e);
+    const e402 = await client(poor.key)
+      .audio.speech.create({ model: 'sim-speech-1', voice: 'sim-deep', input: 'x', stream_format: 'audio' })
+      .catch((e) => e);
     assert.equal(e402.status, 402);
     const limited = await newCustomer(stack, 1, ['sim-video-1']);
-    await assert.rejects(client(limited.key).audio.speech.create({ model: 'sim-speech-1', voice: 'sim-deep', input: 'x' }), OpenAI.PermissionDeniedError);
+    await assert.rejects(
+      client(limited.key).audio.speech.create({ model: 'sim-speech-1', voice: 'sim-deep', input: 'x' }),
+      OpenAI.PermissionDeniedError,
+    );
     await assertAuditHolds(stack);
   });
 
@@ -156,7 +194,10 @@ describe('speech through the openai SDK', () => {
     assert.equal(res.status, 200);
     assert.equal(res.headers.get('x-characters'), '11');
     assert.ok(MAGIC['flac']!(Buffer.from(await res.arrayBuffer())));
-    const whole = await http(stack.baseUrl, 'POST', '/v2/audio/speech', { token: c.key, json: { input: 'version two', voice: 'sim-deep', response_format: 'opus' } });
+    const whole = await http(stack.baseUrl, 'POST', '/v2/audio/speech', {
+      token: c.key,
+      json: { input: 'version two', voice: 'sim-deep', response_format: 'opus' },
+    });
     assert.equal(whole.status, 200);
     assert.equal(whole.headers.get('content-type'), 'audio/ogg; codecs=opus');
     await waitFor(async () => (await balanceMicro(stack, c.workspaceId)) === 10_000_000 - 22 * PER_CHAR);

@@ -39,12 +39,26 @@ describe('voice consents and voices through the openai SDK', () => {
     const renamed = await openai.audio.voiceConsents.update(consent.id, { name: 'Ada Lovelace' });
     assert.equal(renamed.name, 'Ada Lovelace');
 
-    const voice = await openai.audio.voices.create({ name: 'ada', audio_sample: await toFile(wav(), 'sample.wav', { type: 'audio/wav' }), consent: consent.id });
+    const voice = await openai.audio.voices.create({
+      name: 'ada',
+      audio_sample: await toFile(wav(), 'sample.wav', { type: 'audio/wav' }),
+      consent: consent.id,
+    });
     assert.equal(voice.object, 'audio.voice');
     assert.equal(voice.type, 'audio_sample');
 
-    const spoken = await openai.audio.speech.create({ model: 'sim-speech-1', voice: voice.id, input: 'my own voice', response_format: 'wav' });
-    assert.equal(Buffer.from(await spoken.arrayBuffer()).subarray(0, 4).toString('latin1'), 'RIFF');
+    const spoken = await openai.audio.speech.create({
+      model: 'sim-speech-1',
+      voice: voice.id,
+      input: 'my own voice',
+      response_format: 'wav',
+    });
+    assert.equal(
+      Buffer.from(await spoken.arrayBuffer())
+        .subarray(0, 4)
+        .toString('latin1'),
+      'RIFF',
+    );
     const v2 = await http(stack.baseUrl, 'POST', '/v2/audio/speech', { token: c.key, json: { voice: voice.id, input: 'and on v2' } });
     assert.equal(v2.status, 200);
     const listed = await http(stack.baseUrl, 'GET', '/v2/audio/voices', { token: c.key });
@@ -65,7 +79,8 @@ describe('voice consents and voices through the openai SDK', () => {
     const c = await newCustomer(stack, 10);
     const openai = client(stack, c.key);
     const ids: string[] = [];
-    for (let i = 0; i < 5; i++) ids.push((await openai.audio.voiceConsents.create({ recording: await recording(), name: `c${i}`, language: 'fr' })).id);
+    for (let i = 0; i < 5; i++)
+      ids.push((await openai.audio.voiceConsents.create({ recording: await recording(), name: `c${i}`, language: 'fr' })).id);
     const seen: string[] = [];
     for await (const k of openai.audio.voiceConsents.list({ limit: 2 })) seen.push(k.id);
     assert.deepEqual(seen, [...ids].reverse());
@@ -76,8 +91,14 @@ describe('voice consents and voices through the openai SDK', () => {
       other.audio.voices.create({ name: 'stolen', audio_sample: await toFile(wav(), 's.wav'), consent: ids[0]! }),
       (e: any) => e instanceof OpenAI.NotFoundError && e.param === 'consent',
     );
-    await assert.rejects(openai.audio.voiceConsents.create({ recording: await recording(), name: 'x', language: 'not a tag' }), OpenAI.BadRequestError);
-    await assert.rejects(openai.audio.voiceConsents.create({ recording: await toFile(Buffer.from('not audio at all'), 'x.txt'), name: 'x', language: 'en' }), OpenAI.APIError);
+    await assert.rejects(
+      openai.audio.voiceConsents.create({ recording: await recording(), name: 'x', language: 'not a tag' }),
+      OpenAI.BadRequestError,
+    );
+    await assert.rejects(
+      openai.audio.voiceConsents.create({ recording: await toFile(Buffer.from('not audio at all'), 'x.txt'), name: 'x', language: 'en' }),
+      OpenAI.APIError,
+    );
     await assert.rejects(openai.audio.voices.delete('simvoice_nothing'), OpenAI.NotFoundError);
   });
 

@@ -74,7 +74,9 @@ export function rawMultipart(parts: Part[], opts: { close?: boolean } = {}): Buf
   const chunks: Buffer[] = [];
   for (const p of parts) {
     const disposition =
-      'value' in p ? `form-data; name="${p.name}"` : `form-data; name="${p.name}"; filename="${p.filename}"\r\nContent-Type: ${p.type ?? 'audio/wav'}`;
+      'value' in p
+        ? `form-data; name="${p.name}"`
+        : `form-data; name="${p.name}"; filename="${p.filename}"\r\nContent-Type: ${p.type ?? 'audio/wav'}`;
     chunks.push(Buffer.from(`--${BOUNDARY}\r\nContent-Disposition: ${disposition}\r\n\r\n`));
     chunks.push('value' in p ? Buffer.from(p.value) : p.file);
     chunks.push(Buffer.from('\r\n'));

@@ -107,10 +107,17 @@ describe('POST /v2/audio/speech', () => {
     assert.equal(res.headers.get('x-cost-in-euro'), String(cost / 1e6));
     assert.equal(res.headers.get('x-model'), 'sim-speech-1');
     assert.equal(await balanceMicro(stack, c.workspaceId), 1_000_000 - cost);
-    const row = await stack.db.query('SELECT characters, cost_micro_eur, voice, voice_registry_id, audio_bytes FROM speech_requests WHERE id = $1', [
-      res.headers.get('x-speech-request-id'),
-    ]);
-    assert.deepEqual(row.rows[0], { characters: input.length, cost_micro_eur: cost, voice: voice.voice_id, voice_registry_id: voice.id, audio_bytes: res.bytes.length });
+    const row = await stack.db.query(
+      'SELECT characters, cost_micro_eur, voice, voice_registry_id, audio_bytes FROM speech_requests WHERE id = $1',
+      [res.headers.get('x-speech-request-id')],
+    );
+    assert.deepEqual(row.rows[0], {
+      characters: input.length,
+      cost_micro_eur: cost,
+      voice: voice.voice_id,
+      voice_registry_id: voice.id,
+      audio_bytes: res.bytes.length,
+    });
     // deterministic: the same request is the same audio (and a second charge, without an Idempotency-Key)
     const again = await speak(c.key, { input, voice: voice.voice_id });
     assert.equal(again.status, 200);
@@ -158,7 +165,11 @@ describe('POST /v2/audio/speech', () => {
     }
     const max = await speak(c.key, { input: 'x'.repeat(4096), voice: 'sim-narrator', response_format: 'pcm' });
     assert.equal(max.status, 200, 'exactly the limit is allowed');
-    const notJson = await http(stack.baseUrl, 'POST', '/v2/audio/speech', { token: c.key, rawBody: 'input=hi', headers: { 'content-type': 'text/plain' } });
+    const notJson = await http(stack.baseUrl, 'POST', '/v2/audio/speech', {
+      token: c.key,
+      rawBody: 'input=hi',
+      headers: { 'content-type': 'text/plain' },
+    });
     assert.equal(notJson.status, 415);
     const anon = await http(stack.baseUrl, 'POST', '/v2/audio/speech', { json: { input: 'hi', voice: 'sim-narrator' } });
     assert.equal(anon.status, 401);
@@ -194,8 +205,14 @@ describe('POST /v2/audio/speech', () => {
       assert.equal(r.body.error.param, 'voice');
       assert.equal(r.body.error.type, 'not_found_error');
     }
-    assert.equal(deleted.body.error.message.replace(mine.voice_id, 'X'), never.body.error.message.replace('simvoice_00000000000000000000', 'X'));
-    assert.equal(other.body.error.message.replace(theirs.voice_id, 'X'), never.body.error.message.replace('simvoice_00000000000000000000', 'X'));
+    assert.equal(
+      deleted.body.error.message.replace(mine.voice_id, 'X'),
+      never.body.error.message.replace('simvoice_00000000000000000000', 'X'),
+    );
+    assert.equal(
+      other.body.error.message.replace(theirs.voice_id, 'X'),
+      never.body.error.message.replace('simvoice_00000000000000000000', 'X'),
+    );
     // b still speaks with its voice; a was charged only for what it got
     assert.equal((await speak(b.key, { input: 'mine', voice: theirs.voice_id })).status, 200);
     assert.equal(await balanceMicro(stack, a.workspaceId), 1_000_000 - spent);
@@ -260,7 +277,10 @@ describe('POST /v2/audio/speech', () => {
     // 1000 - 750 held = 250 available: a second 750 hold is refused, and so is spending the balance directly.
     const second = await speak(c.key, { input: 'hello', voice: 'sim-narrator' });
     assert.equal(second.status, 402);
-    await assert.rejects(stack.db.query('UPDATE workspaces SET balance_micro_eur = 500 WHERE id = $1', [c.workspaceId]), /workspaces_held_covered/);
+    await assert.rejects(
+      stack.db.query('UPDATE workspaces SET balance_micro_eur = 500 WHERE id = $1', [c.workspaceId]),
+      /workspaces_held_covered/,
+    );
     const { releaseSpeech } = await import('../../src/voices/speech-billing.js');
     assert.equal(await releaseSpeech(stack.db, '33333333-3333-4333-8333-333333333333'), true);
     assert.equal(await releaseSpeech(stack.db, '33333333-3333-4333-8333-333333333333'), false, 'released once');
@@ -326,7 +346,12 @@ describe('POST /v2/audio/speech', () => {
     await sim.injectFaults('speech', { kind: 'rejected', count: 1, message: 'text contains unsupported characters' });
     const rejected = await speak(c.key, { input: 'hi', voice: 'sim-narrator' });
     assert.equal(rejected.status, 400);
-    assert.deepEqual(rejected.body.error, { type: 'invalid_request_error', code: 'provider_rejected', message: 'text contains unsupported characters', param: null });
+    assert.deepEqual(rejected.body.error, {
+      type: 'invalid_request_error',
+      code: 'provider_rejected',
+      message: 'text contains unsupported characters',
+      param: null,
+    });
     await sim.injectFaults('speech', { kind: 'unavailable', count: 1 });
     const down = await speak(c.key, { input: 'hi', voice: 'sim-narrator' });
     assert.equal(down.status, 503);

@@ -13,7 +13,23 @@ import { MockActivityEnvironment } from '@temporalio/testing';
 import { createPool } from '../../src/db/pool.js';
 import { createLogger } from '../../src/logger.js';
 import { createReconcilerActivities, type ReconcileReport } from '../../activities/reconciler.js';
-import { stack, sim, MiB, wavFile, wavOfSize, formOf, postForm, BOUNDARY, multipartType, rawMultipart, sample, registryCount, uploadRequest, assertError, useVoicesStack } from './setup.js';
+import {
+  stack,
+  sim,
+  MiB,
+  wavFile,
+  wavOfSize,
+  formOf,
+  postForm,
+  BOUNDARY,
+  multipartType,
+  rawMultipart,
+  sample,
+  registryCount,
+  uploadRequest,
+  assertError,
+  useVoicesStack,
+} from './setup.js';
 
 useVoicesStack();
 
@@ -30,7 +46,13 @@ describe('POST /v2/audio/voices', () => {
     assertError(neither, 400, 'missing_parameter', 'name');
     assert.match(neither.body.error.message, /name, file/);
     // a "file" part that is text, not a file upload
-    const textFile = await postForm(c.key, formOf([{ name: 'name', value: 'v' }, { name: 'file', value: 'not a file' }]));
+    const textFile = await postForm(
+      c.key,
+      formOf([
+        { name: 'name', value: 'v' },
+        { name: 'file', value: 'not a file' },
+      ]),
+    );
     assertError(textFile, 400, 'invalid_parameter', 'file');
     const emptyName = await postForm(c.key, formOf([{ name: 'name', value: '   ' }, sample()]));
     assertError(emptyName, 400, 'invalid_parameter', 'name');
@@ -55,7 +77,13 @@ describe('POST /v2/audio/voices', () => {
     const c = await newCustomer(stack, 5);
     const extra = await postForm(c.key, formOf([{ name: 'name', value: 'v' }, { name: 'description', value: 'd' }, sample()]));
     assertError(extra, 400, 'unknown_parameter', 'description');
-    const otherFile = await postForm(c.key, formOf([{ name: 'name', value: 'v' }, { name: 'audio', file: wavFile(0.1), filename: 'a.wav' }]));
+    const otherFile = await postForm(
+      c.key,
+      formOf([
+        { name: 'name', value: 'v' },
+        { name: 'audio', file: wavFile(0.1), filename: 'a.wav' },
+      ]),
+    );
     assertError(otherFile, 400, 'unknown_parameter', 'audio');
     const nested = await postForm(c.key, formOf([{ name: 'name[x]', value: 'v' }, sample()]));
     assert.equal(nested.status, 400, JSON.stringify(nested.body));
@@ -65,15 +93,31 @@ describe('POST /v2/audio/voices', () => {
     const c = await newCustomer(stack, 5);
     const text = await postForm(
       c.key,
-      formOf([{ name: 'name', value: 'v' }, sample('ok.wav'), { name: 'file', file: Buffer.from('just some text, honestly'.repeat(10)), filename: 'voice.wav', type: 'audio/wav' }]),
+      formOf([
+        { name: 'name', value: 'v' },
+        sample('ok.wav'),
+        { name: 'file', file: Buffer.from('just some text, honestly'.repeat(10)), filename: 'voice.wav', type: 'audio/wav' },
+      ]),
     );
     assertError(text, 415, 'unsupported_file_type', 'file');
     assert.match(text.body.error.message, /voice\.wav/);
     // large enough to be refused from its head, while streaming
     const bigPdf = Buffer.concat([Buffer.from('%PDF-1.7\n'), Buffer.alloc(MiB, 0x20)]);
-    const pdf = await postForm(c.key, formOf([{ name: 'name', value: 'v' }, { name: 'file', file: bigPdf, filename: 'a.mp3', type: 'audio/mpeg' }]));
+    const pdf = await postForm(
+      c.key,
+      formOf([
+        { name: 'name', value: 'v' },
+        { name: 'file', file: bigPdf, filename: 'a.mp3', type: 'audio/mpeg' },
+      ]),
+    );
     assertError(pdf, 415, 'unsupported_file_type', 'file');
-    const empty = await postForm(c.key, formOf([{ name: 'name', value: 'v' }, { name: 'file', file: Buffer.alloc(0), filename: 'e.wav' }]));
+    const empty = await postForm(
+      c.key,
+      formOf([
+        { name: 'name', value: 'v' },
+        { name: 'file', file: Buffer.alloc(0), filename: 'e.wav' },
+      ]),
+    );
     assertError(empty, 400, 'empty_file', 'file');
     assert.equal(await registryCount(c.workspaceId), 0);
   });
@@ -82,7 +126,9 @@ describe('POST /v2/audio/voices', () => {
     const c = await newCustomer(stack, 5);
     const full = rawMultipart([{ name: 'name', value: 'v' }, sample()]);
     // no closing boundary
-    const unclosed = await postForm(c.key, rawMultipart([{ name: 'name', value: 'v' }, sample()], { close: false }), { 'content-type': multipartType });
+    const unclosed = await postForm(c.key, rawMultipart([{ name: 'name', value: 'v' }, sample()], { close: false }), {
+      'content-type': multipartType,
+    });
     assertError(unclosed, 400, 'malformed_multipart', 'file');
     // cut in the middle of the file's bytes
     const cut = await postForm(c.key, full.subarray(0, full.length - 300), { 'content-type': multipartType });
@@ -114,7 +160,10 @@ describe('POST /v2/audio/voices', () => {
 
   test('a client that aborts mid-upload does not hurt the server', async () => {
     const c = await newCustomer(stack, 5);
-    const body = rawMultipart([{ name: 'name', value: 'v' }, { name: 'file', file: wavOfSize(2 * MiB), filename: 'a.wav' }]);
+    const body = rawMultipart([
+      { name: 'name', value: 'v' },
+      { name: 'file', file: wavOfSize(2 * MiB), filename: 'a.wav' },
+    ]);
     await new Promise<void>((resolve) => {
       const req = uploadRequest(c.key, body);
       req.on('error', () => resolve());
@@ -161,7 +210,11 @@ describe('VOICE_PROVIDER=none', () => {
   test('every voice operation answers 503: the third-party voice provider is not configured', async () => {
     const token = (await newCustomer(none, 5)).key;
     const fd = formOf([{ name: 'name', value: 'v' }, sample()]);
-    const clone = await fetch(`${none.baseUrl}/v2/audio/voices`, { method: 'POST', headers: { authorization: `Bearer ${token}` }, body: fd });
+    const clone = await fetch(`${none.baseUrl}/v2/audio/voices`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}` },
+      body: fd,
+    });
     const responses = [
       { status: clone.status, body: await clone.json() },
       await http(none.baseUrl, 'GET', '/v2/audio/voices', { token }),
@@ -172,7 +225,12 @@ describe('VOICE_PROVIDER=none', () => {
     ];
     for (const r of responses) {
       assert.equal(r.status, 503, JSON.stringify(r.body));
-      assert.deepEqual(r.body.error, { type: 'provider_error', code: 'provider_not_configured', message: 'the third-party voice provider is not configured', param: null });
+      assert.deepEqual(r.body.error, {
+        type: 'provider_error',
+        code: 'provider_not_configured',
+        message: 'the third-party voice provider is not configured',
+        param: null,
+      });
     }
     // authentication still comes first
     const anon = await http(none.baseUrl, 'GET', '/v2/audio/voices');
@@ -197,7 +255,13 @@ describe('voice deletion while Temporal does not answer', () => {
     const dead = new Client({ connection: Connection.lazy({ address: `127.0.0.1:${port}` }) });
     const pool = createPool(stack.env['DATABASE_URL']!, 2);
     try {
-      const voices = new VoicesService({ db: pool, provider: sim, temporal: dead, taskQueue: stack.config.temporal.taskQueue, logger: createLogger('silent', 'test') });
+      const voices = new VoicesService({
+        db: pool,
+        provider: sim,
+        temporal: dead,
+        taskQueue: stack.config.temporal.taskQueue,
+        logger: createLogger('silent', 'test'),
+      });
       const principal = { key_id: randomUUID(), workspace_id: c.workspaceId, models: null };
       const started = Date.now();
       const deleting = Promise.all(ids.map((id) => voices.delete(principal, id)));
@@ -206,7 +270,10 @@ describe('voice deletion while Temporal does not answer', () => {
       const probe = Date.now();
       await pool.query('SELECT 1');
       assert.ok(Date.now() - probe < 1_000, `the pool waited ${Date.now() - probe} ms`);
-      assert.deepEqual(await deleting, ids.map((id) => ({ id })));
+      assert.deepEqual(
+        await deleting,
+        ids.map((id) => ({ id })),
+      );
       assert.ok(Date.now() - started < 12_000, `deletes took ${Date.now() - started} ms`);
     } finally {
       await pool.end();
@@ -214,15 +281,28 @@ describe('voice deletion while Temporal does not answer', () => {
       blackhole.close();
       await dead.connection.close().catch(() => {});
     }
-    const marked = await stack.db.query('SELECT count(*)::int AS n FROM voices WHERE id = ANY($1::uuid[]) AND deleted_at IS NOT NULL AND provider_deleted_at IS NULL', [ids]);
+    const marked = await stack.db.query(
+      'SELECT count(*)::int AS n FROM voices WHERE id = ANY($1::uuid[]) AND deleted_at IS NOT NULL AND provider_deleted_at IS NULL',
+      [ids],
+    );
     assert.equal(marked.rows[0].n, 3, 'gone from the registry, not yet from the provider');
     // The reconciler starts the deletions that could not be started.
     await stack.db.query("UPDATE voices SET deleted_at = deleted_at - interval '1 minute' WHERE id = ANY($1::uuid[])", [ids]);
-    const activities = createReconcilerActivities({ db: stack.db, logger: createLogger('silent', 'test'), taskQueue: stack.config.temporal.taskQueue, video: { pollIntervalMs: 100, pollIntervalMsMax: 300, jobTimeoutMs: 60_000 } });
-    const report = (await new MockActivityEnvironment(undefined, { client: stack.api.temporal }).run(activities.reconcileMoney)) as ReconcileReport;
+    const activities = createReconcilerActivities({
+      db: stack.db,
+      logger: createLogger('silent', 'test'),
+      taskQueue: stack.config.temporal.taskQueue,
+      video: { pollIntervalMs: 100, pollIntervalMsMax: 300, jobTimeoutMs: 60_000 },
+    });
+    const report = (await new MockActivityEnvironment(undefined, { client: stack.api.temporal }).run(
+      activities.reconcileMoney,
+    )) as ReconcileReport;
     assert.ok(report.voice_deletions_started >= 3, JSON.stringify(report));
     for (const id of ids) await stack.api.temporal.workflow.getHandle(voiceDeletionWorkflowId(id)).result();
-    const done = await stack.db.query('SELECT count(*)::int AS n FROM voices WHERE id = ANY($1::uuid[]) AND provider_deleted_at IS NOT NULL', [ids]);
+    const done = await stack.db.query(
+      'SELECT count(*)::int AS n FROM voices WHERE id = ANY($1::uuid[]) AND provider_deleted_at IS NOT NULL',
+      [ids],
+    );
     assert.equal(done.rows[0].n, 3);
   });
 });

@@ -26,7 +26,11 @@ describe('audio sniffing', () => {
     assert.equal(await sniffAudio(mp4Video), null, 'an MP4 without an audio brand');
     const m4aGeneric = Buffer.from(m4a);
     m4aGeneric.write('ftypmp42\0\0\0\0mp42M4A ', 4, 'ascii');
-    assert.equal(await sniffAudio(m4aGeneric), 'm4a', 'a generic major brand with an audio compatible brand (a check file-type does not make)');
+    assert.equal(
+      await sniffAudio(m4aGeneric),
+      'm4a',
+      'a generic major brand with an audio compatible brand (a check file-type does not make)',
+    );
     // EBML header with DocType "webm"
     const webm = Buffer.from([0x1a, 0x45, 0xdf, 0xa3, 0x87, 0x42, 0x82, 0x84, ...Buffer.from('webm')]);
     assert.equal(await sniffAudio(webm), 'webm');
@@ -34,7 +38,11 @@ describe('audio sniffing', () => {
     assert.equal(await sniffAudio(id3), 'mp3');
     assert.equal(await sniffAudio(Buffer.from('hello, this is plain text and not audio at all')), null);
     assert.equal(await sniffAudio(Buffer.from('%PDF-1.7\n')), null);
-    assert.equal(await sniffAudio(Buffer.from([0xff, 0xfb, 0x90, 0x64, 1, 2, 3, 4, 5, 6, 7, 8])), null, 'a lone frame header is not enough');
+    assert.equal(
+      await sniffAudio(Buffer.from([0xff, 0xfb, 0x90, 0x64, 1, 2, 3, 4, 5, 6, 7, 8])),
+      null,
+      'a lone frame header is not enough',
+    );
     assert.equal(await sniffAudio(Buffer.from('OggS\0\x02' + '\0'.repeat(20) + '\x01\x10\x80theora', 'latin1')), null, 'Ogg video');
   });
 });
@@ -95,9 +103,15 @@ describe('a voice exists only for its workspace', () => {
     const delTheirs = await http(stack.baseUrl, 'DELETE', `/v2/audio/voices/${voice.id}`, { token: b.key });
     const delUnknown = await http(stack.baseUrl, 'DELETE', `/v2/audio/voices/${unknownId}`, { token: b.key });
     assertError(delTheirs, 404, 'voice_not_found', 'id');
-    assert.deepEqual(delTheirs.body.error, { ...delUnknown.body.error, message: delUnknown.body.error.message.replace(unknownId, voice.id) });
+    assert.deepEqual(delTheirs.body.error, {
+      ...delUnknown.body.error,
+      message: delUnknown.body.error.message.replace(unknownId, voice.id),
+    });
 
-    const speakTheirs = await http(stack.baseUrl, 'POST', '/v2/audio/speech', { token: b.key, json: { input: 'hello', voice: voice.voice_id } });
+    const speakTheirs = await http(stack.baseUrl, 'POST', '/v2/audio/speech', {
+      token: b.key,
+      json: { input: 'hello', voice: voice.voice_id },
+    });
     assertError(speakTheirs, 404, 'voice_not_found', 'voice');
 
     // a's voice is untouched
@@ -138,9 +152,10 @@ describe('DELETE /v2/audio/voices/{id}', () => {
     const result = await stack.api.temporal.workflow.getHandle(voiceDeletionWorkflowId(voice.id)).result();
     assert.deepEqual(result, { registry_id: voice.id, voice_id: voice.voice_id, provider_deleted: true });
     assert.equal(await sim.hasVoice(voice.voice_id), false);
-    const row = await stack.db.query('SELECT deleted_at IS NOT NULL AS deleted, provider_deleted_at IS NOT NULL AS provider_deleted FROM voices WHERE id = $1', [
-      voice.id,
-    ]);
+    const row = await stack.db.query(
+      'SELECT deleted_at IS NOT NULL AS deleted, provider_deleted_at IS NOT NULL AS provider_deleted FROM voices WHERE id = $1',
+      [voice.id],
+    );
     assert.deepEqual(row.rows[0], { deleted: true, provider_deleted: true });
   });
 
@@ -181,9 +196,10 @@ describe('DELETE /v2/audio/voices/{id}', () => {
       assert.equal((await handle.describe()).status.name, 'COMPLETED');
       assert.equal(await sim.hasVoice(voice.voice_id), true, 'not deleted at the provider');
     }
-    const row = await stack.db.query('SELECT deleted_at IS NOT NULL AS deleted, provider_deleted_at IS NOT NULL AS provider_deleted FROM voices WHERE id = $1', [
-      voice.id,
-    ]);
+    const row = await stack.db.query(
+      'SELECT deleted_at IS NOT NULL AS deleted, provider_deleted_at IS NOT NULL AS provider_deleted FROM voices WHERE id = $1',
+      [voice.id],
+    );
     assert.deepEqual(row.rows[0], { deleted: false, provider_deleted: false });
     const got = await http(stack.baseUrl, 'GET', `/v2/audio/voices/${voice.id}`, { token: c.key });
     assert.equal(got.status, 200, JSON.stringify(got.body));

@@ -6,7 +6,19 @@ import nodeHttp from 'node:http';
 import { http, newCustomer } from '../helpers/stack.js';
 import { DEFAULT_VOICE_CLONES_PER_WORKSPACE } from '../../src/voices/service.js';
 import { LARGE_BODIES_PER_KEY_MAX } from '../../src/http/in-flight.js';
-import { stack, MiB, wavOfSize, formOf, postForm, rawMultipart, sample, registryCount, uploadRequest, assertError, useVoicesStack } from './setup.js';
+import {
+  stack,
+  MiB,
+  wavOfSize,
+  formOf,
+  postForm,
+  rawMultipart,
+  sample,
+  registryCount,
+  uploadRequest,
+  assertError,
+  useVoicesStack,
+} from './setup.js';
 
 useVoicesStack();
 
@@ -32,11 +44,23 @@ describe('POST /v2/audio/voices', () => {
 
   test('a file too large: 413 naming file; 10 MiB exactly is accepted', async () => {
     const c = await newCustomer(stack, 5);
-    const res = await postForm(c.key, formOf([{ name: 'name', value: 'v' }, { name: 'file', file: wavOfSize(10 * MiB + 1), filename: 'big.wav' }]));
+    const res = await postForm(
+      c.key,
+      formOf([
+        { name: 'name', value: 'v' },
+        { name: 'file', file: wavOfSize(10 * MiB + 1), filename: 'big.wav' },
+      ]),
+    );
     assertError(res, 413, 'file_too_large', 'file');
     assert.match(res.body.error.message, /big\.wav/);
     assert.match(res.body.error.message, /10 MiB/);
-    const exact = await postForm(c.key, formOf([{ name: 'name', value: 'v' }, { name: 'file', file: wavOfSize(10 * MiB), filename: 'max.wav' }]));
+    const exact = await postForm(
+      c.key,
+      formOf([
+        { name: 'name', value: 'v' },
+        { name: 'file', file: wavOfSize(10 * MiB), filename: 'max.wav' },
+      ]),
+    );
     assert.equal(exact.status, 200, JSON.stringify(exact.body));
     assert.equal(await registryCount(c.workspaceId), 1);
   });
@@ -64,7 +88,10 @@ describe('POST /v2/audio/voices', () => {
     // One key holds at most LARGE_BODIES_PER_KEY_MAX uploads at once: the hanging ones come from several keys.
     const holders = await Promise.all(Array.from({ length: 8 / LARGE_BODIES_PER_KEY_MAX }, () => newCustomer(stack, 5)));
     let opened = 0;
-    const body = rawMultipart([{ name: 'name', value: 'v' }, { name: 'file', file: wavOfSize(MiB), filename: 'a.wav' }]);
+    const body = rawMultipart([
+      { name: 'name', value: 'v' },
+      { name: 'file', file: wavOfSize(MiB), filename: 'a.wav' },
+    ]);
     const hanging: nodeHttp.ClientRequest[] = [];
     // An upload that never finishes sending holds its slot. One that was itself refused (a probe below
     // can overtake it) is replaced, so that eventually 8 hang.
@@ -122,7 +149,7 @@ describe('POST /v2/audio/voices', () => {
     assert.equal(ok.status, 200, JSON.stringify(ok.body));
   });
 
-  test('a workspace without credit clones no voice (402): it cannot take the shared provider account\'s voice slots', async () => {
+  test("a workspace without credit clones no voice (402): it cannot take the shared provider account's voice slots", async () => {
     const c = await newCustomer(stack, 0);
     const before = await stack.db.query('SELECT count(*)::int AS n FROM simulator.voices');
     const r = await postForm(c.key, formOf([{ name: 'name', value: 'free ride' }, sample()]));
@@ -136,7 +163,10 @@ describe('POST /v2/audio/voices', () => {
 describe('uploads per key', () => {
   test('one API key holds at most its share of the upload slots (429 too_many_concurrent_uploads): other keys still upload', async () => {
     const hog = await newCustomer(stack, 5);
-    const body = rawMultipart([{ name: 'name', value: 'v' }, { name: 'file', file: wavOfSize(MiB), filename: 'a.wav' }]);
+    const body = rawMultipart([
+      { name: 'name', value: 'v' },
+      { name: 'file', file: wavOfSize(MiB), filename: 'a.wav' },
+    ]);
     const hanging = Array.from({ length: LARGE_BODIES_PER_KEY_MAX }, () => {
       const req = uploadRequest(hog.key, body);
       req.on('error', () => {});

@@ -52,7 +52,14 @@ const PRIVATE_ADDRESSES = [
   '2001:db8::1', // documentation
   'fec0::1', // site-local (deprecated)
 ];
-const PUBLIC_ADDRESSES = ['93.184.216.34', '8.8.8.8', '1.1.1.1', '2606:2800:220:1:248:1893:25c8:1946', '2001:4860:4860::8888', '::ffff:93.184.216.34'];
+const PUBLIC_ADDRESSES = [
+  '93.184.216.34',
+  '8.8.8.8',
+  '1.1.1.1',
+  '2606:2800:220:1:248:1893:25c8:1946',
+  '2001:4860:4860::8888',
+  '::ffff:93.184.216.34',
+];
 
 describe('addresses', () => {
   test('public addresses are public; private, loopback, link-local, unique-local, CGNAT, multicast, unspecified and embedded-IPv4 forms are not', () => {
@@ -65,22 +72,55 @@ describe('addresses', () => {
   test('after DNS resolution: a host resolving to any private address is refused, in production and (but loopback) in development', async () => {
     for (const a of PRIVATE_ADDRESSES) {
       const resolver = fakeResolver({ 'hooks.example.com': ['93.184.216.34', a] });
-      await assert.rejects(resolveWebhookTarget(new URL('https://hooks.example.com/x'), production, resolver), { code: 'url_not_allowed' }, a);
+      await assert.rejects(
+        resolveWebhookTarget(new URL('https://hooks.example.com/x'), production, resolver),
+        { code: 'url_not_allowed' },
+        a,
+      );
       if (addressKind(a) !== 'loopback') {
-        await assert.rejects(resolveWebhookTarget(new URL('https://hooks.example.com/x'), development, resolver), { code: 'url_not_allowed' }, a);
+        await assert.rejects(
+          resolveWebhookTarget(new URL('https://hooks.example.com/x'), development, resolver),
+          { code: 'url_not_allowed' },
+          a,
+        );
       }
     }
-    const resolver = fakeResolver({ 'hooks.example.com': ['93.184.216.34', '2606:2800:220:1:248:1893:25c8:1946'], 'local.test': ['127.0.0.1'] });
-    assert.deepEqual(await resolveWebhookTarget(new URL('https://hooks.example.com/x'), production, resolver), { address: '93.184.216.34', family: 4 });
+    const resolver = fakeResolver({
+      'hooks.example.com': ['93.184.216.34', '2606:2800:220:1:248:1893:25c8:1946'],
+      'local.test': ['127.0.0.1'],
+    });
+    assert.deepEqual(await resolveWebhookTarget(new URL('https://hooks.example.com/x'), production, resolver), {
+      address: '93.184.216.34',
+      family: 4,
+    });
     await assert.rejects(resolveWebhookTarget(new URL('https://local.test/x'), production, resolver), { code: 'url_not_allowed' });
-    assert.deepEqual(await resolveWebhookTarget(new URL('http://local.test/x'), development, resolver), { address: '127.0.0.1', family: 4 });
-    await assert.rejects(resolveWebhookTarget(new URL('http://hooks.example.com/x'), development, resolver), { code: 'url_not_allowed' }, 'http only to loopback');
+    assert.deepEqual(await resolveWebhookTarget(new URL('http://local.test/x'), development, resolver), {
+      address: '127.0.0.1',
+      family: 4,
+    });
+    await assert.rejects(
+      resolveWebhookTarget(new URL('http://hooks.example.com/x'), development, resolver),
+      { code: 'url_not_allowed' },
+      'http only to loopback',
+    );
     await assert.rejects(resolveWebhookTarget(new URL('https://nowhere.test/x'), production, resolver), { code: 'url_unresolvable' });
     // IP literals are judged without DNS, in any spelling the URL parser accepts.
-    for (const u of ['https://127.0.0.1/', 'https://0x7f.1/', 'https://2130706433/', 'https://[::1]/', 'https://[::ffff:7f00:1]/', 'https://[::127.0.0.1]/', 'https://10.1/']) {
+    for (const u of [
+      'https://127.0.0.1/',
+      'https://0x7f.1/',
+      'https://2130706433/',
+      'https://[::1]/',
+      'https://[::ffff:7f00:1]/',
+      'https://[::127.0.0.1]/',
+      'https://10.1/',
+    ]) {
       await assert.rejects(resolveWebhookTarget(new URL(u), production, resolver), { code: 'url_not_allowed' }, u);
     }
-    assert.deepEqual(resolver.calls.filter((h) => /^[\d.[\]:x]+$/.test(h)), [], 'literals never reach the resolver');
+    assert.deepEqual(
+      resolver.calls.filter((h) => /^[\d.[\]:x]+$/.test(h)),
+      [],
+      'literals never reach the resolver',
+    );
   });
 });
 
@@ -112,7 +152,13 @@ describe('delivery attempts', () => {
       const r = await sendWebhook({ url, headers, body: '{}', policy: production });
       assert.match(r.error!, /^refused: url must be an https URL naming its host by a DNS name/);
     }
-    const r = await sendWebhook({ url: receiver.url.replace('http:', 'https:').replace('127.0.0.1', 'loopback.example.test'), headers, body: '{}', policy: production, resolver: fakeResolver({ 'loopback.example.test': ['127.0.0.1'] }) });
+    const r = await sendWebhook({
+      url: receiver.url.replace('http:', 'https:').replace('127.0.0.1', 'loopback.example.test'),
+      headers,
+      body: '{}',
+      policy: production,
+      resolver: fakeResolver({ 'loopback.example.test': ['127.0.0.1'] }),
+    });
     assert.match(r.error!, /^refused: the host of url resolves to an address that is not a permitted target/);
     assert.ok(!r.error!.includes('127.0.0.1'), r.error!);
     assert.equal(receiver.received.length, before, 'nothing reached the receiver');
@@ -122,8 +168,15 @@ describe('delivery attempts', () => {
     const port = new URL(receiver.url).port;
     // A resolver that answers differently the second time: only the checked answer can have been used.
     let answers = 0;
-    const rebinding: Resolver = async () => (answers++ === 0 ? [{ address: '127.0.0.1', family: 4 }] : [{ address: '10.0.0.1', family: 4 }]);
-    const r = await sendWebhook({ url: `http://localhost:${port}/hooks?x=1`, headers, body: '{"ok":true}', policy: development, resolver: rebinding });
+    const rebinding: Resolver = async () =>
+      answers++ === 0 ? [{ address: '127.0.0.1', family: 4 }] : [{ address: '10.0.0.1', family: 4 }];
+    const r = await sendWebhook({
+      url: `http://localhost:${port}/hooks?x=1`,
+      headers,
+      body: '{"ok":true}',
+      policy: development,
+      resolver: rebinding,
+    });
     assert.equal(r.succeeded, true, JSON.stringify(r));
     assert.equal(answers, 1, 'resolved once: the socket did not ask DNS again');
     const last = receiver.received.at(-1)!;
@@ -179,11 +232,28 @@ describe('registration in production (NODE_ENV=production)', () => {
     assert.equal(created.url, 'https://hooks.example.com/video-events');
     const pattern = new RegExp(webhookUrlPattern(production));
     for (const ok of ['https://hooks.example.com/x?y=1', 'https://a.b:8443/', 'https://EXAMPLE.org']) assert.ok(pattern.test(ok), ok);
-    for (const no of ['https://10.0.0.1/x', 'https://localhost/x', 'https://LocalHost:1/', 'https://[::1]/', 'http://hooks.example.com/', 'https://a.b:0/', 'https://u@a.b/', 'https://a.b/#x', 'https://xn--a.b/']) {
+    for (const no of [
+      'https://10.0.0.1/x',
+      'https://localhost/x',
+      'https://LocalHost:1/',
+      'https://[::1]/',
+      'http://hooks.example.com/',
+      'https://a.b:0/',
+      'https://u@a.b/',
+      'https://a.b/#x',
+      'https://xn--a.b/',
+    ]) {
       assert.ok(!pattern.test(no), no);
-      await assert.rejects(service.create(principal, { url: no }), (err: any) => err.status === 400 && err.param === 'url' && err.code === 'url_not_allowed', no);
+      await assert.rejects(
+        service.create(principal, { url: no }),
+        (err: any) => err.status === 400 && err.param === 'url' && err.code === 'url_not_allowed',
+        no,
+      );
     }
     const listed = await http(stack.baseUrl, 'GET', '/v2/webhooks', { token: c.key });
-    assert.deepEqual(listed.body.data.map((e: any) => e.url), ['https://hooks.example.com/video-events']);
+    assert.deepEqual(
+      listed.body.data.map((e: any) => e.url),
+      ['https://hooks.example.com/video-events'],
+    );
   });
 });

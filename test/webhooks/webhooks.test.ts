@@ -48,7 +48,10 @@ async function register(key: string, url: string, events?: string[]) {
 }
 
 async function runJob(key: string, simulate: Record<string, unknown> = {}) {
-  const created = await request(stack.baseUrl, 'POST', '/v2/videos/generations', { token: key, json: simJob({ delay_ms: 0, ...simulate }) });
+  const created = await request(stack.baseUrl, 'POST', '/v2/videos/generations', {
+    token: key,
+    json: simJob({ delay_ms: 0, ...simulate }),
+  });
   assert.equal(created.status, 202, JSON.stringify(created.body));
   return waitForJob(stack, key, created.body.id);
 }
@@ -70,7 +73,8 @@ async function until<T>(what: string, probe: () => Promise<T | undefined | false
 }
 
 const deliveryRow = async (eventId: string) =>
-  (await stack.db.query('SELECT id, status, attempts, last_error, dispatched_at FROM webhook_deliveries WHERE event_id = $1', [eventId])).rows;
+  (await stack.db.query('SELECT id, status, attempts, last_error, dispatched_at FROM webhook_deliveries WHERE event_id = $1', [eventId]))
+    .rows;
 
 /** Verifies a received request as a receiver would, with the Standard Webhooks reference library. */
 function verify(secret: string, w: ReceivedWebhook): any {
@@ -123,13 +127,22 @@ describe('endpoints', () => {
 
     const list = await request(stack.baseUrl, 'GET', '/v2/webhooks', { token: a.key });
     assert.equal(list.status, 200);
-    assert.deepEqual(list.body, { object: 'list', data: [{ id, object: 'webhook_endpoint', url: 'http://127.0.0.1:9/hook', events: created.body.events, created: created.body.created }] });
+    assert.deepEqual(list.body, {
+      object: 'list',
+      data: [
+        { id, object: 'webhook_endpoint', url: 'http://127.0.0.1:9/hook', events: created.body.events, created: created.body.created },
+      ],
+    });
     const got = await request(stack.baseUrl, 'GET', `/v2/webhooks/${id}`, { token: a.key });
     assert.equal(got.status, 200);
     assert.equal(got.body.secret, undefined);
     assert.ok(!JSON.stringify(list.body).includes(created.body.secret));
 
-    for (const [method, path] of [['GET', `/v2/webhooks/${id}`], ['DELETE', `/v2/webhooks/${id}`], ['GET', `/v2/webhooks/${id}/deliveries`]] as const) {
+    for (const [method, path] of [
+      ['GET', `/v2/webhooks/${id}`],
+      ['DELETE', `/v2/webhooks/${id}`],
+      ['GET', `/v2/webhooks/${id}/deliveries`],
+    ] as const) {
       const r = await request(stack.baseUrl, method, path, { token: b.key });
       assert.equal(r.status, 404, `${method} ${path} from another workspace`);
       assert.equal(r.body.error.code, 'webhook_endpoint_not_found');
@@ -202,13 +215,19 @@ describe('endpoints', () => {
     const list = await request(stack.baseUrl, 'GET', '/v2/webhooks', { token: c.key });
     assert.equal(list.body.data.length, WEBHOOK_ENDPOINTS_PER_WORKSPACE_MAX);
     await request(stack.baseUrl, 'DELETE', `/v2/webhooks/${list.body.data[0].id}`, { token: c.key });
-    assert.equal((await request(stack.baseUrl, 'POST', '/v2/webhooks', { token: c.key, json: { url: 'http://127.0.0.1:9/again' } })).status, 201);
+    assert.equal(
+      (await request(stack.baseUrl, 'POST', '/v2/webhooks', { token: c.key, json: { url: 'http://127.0.0.1:9/again' } })).status,
+      201,
+    );
   });
 });
 
 describe('delivery', () => {
   test('a receiver failing twice (500, then a redirect) gets the event a third time: same webhook-id, valid signatures, every attempt listed', async () => {
-    const hook = await receiver({ script: [{ status: 500 }, { status: 302, headers: { location: 'http://127.0.0.1:9/elsewhere' } }], fallback: { status: 200, body: 'ok' } });
+    const hook = await receiver({
+      script: [{ status: 500 }, { status: 302, headers: { location: 'http://127.0.0.1:9/elsewhere' } }],
+      fallback: { status: 200, body: 'ok' },
+    });
     const c = await newCustomer(stack, 10);
     const endpoint = await register(c.key, hook.url);
     const job = await runJob(c.key);
@@ -260,10 +279,16 @@ describe('delivery', () => {
     assert.equal(delivery.has_more, false);
     // Pagination: newest first, `after` = the last id of the previous page.
     const first = await deliveries(c.key, endpoint.id, '?limit=2');
-    assert.deepEqual(first.data.map((a) => a.attempt), [3, 2]);
+    assert.deepEqual(
+      first.data.map((a) => a.attempt),
+      [3, 2],
+    );
     assert.equal(first.has_more, true);
     const second = await deliveries(c.key, endpoint.id, `?limit=2&after=${first.data[1].id}`);
-    assert.deepEqual(second.data.map((a) => a.attempt), [1]);
+    assert.deepEqual(
+      second.data.map((a) => a.attempt),
+      [1],
+    );
     assert.equal(second.has_more, false);
     assert.equal(hook.received.length, 3, 'nothing more after the 2xx');
     await assertAuditHolds(stack);
@@ -306,21 +331,28 @@ describe('delivery', () => {
     assert.equal(ids.length, 1);
     assert.deepEqual(await inTransaction(stack.db, (tx) => recordJobEvent(tx, job.id, eventContext)), [], 'recorded once');
     // A settlement retried later records nothing again either.
-    const again = await settleVideoJob(stack.db, { jobId: job.id, outcome: 'succeeded', delivered: 2, videos: [], error: null, completed_at_ms: Date.now() }, eventContext);
+    const again = await settleVideoJob(
+      stack.db,
+      { jobId: job.id, outcome: 'succeeded', delivered: 2, videos: [], error: null, completed_at_ms: Date.now() },
+      eventContext,
+    );
     assert.equal(again.already_settled, true);
     assert.equal((await stack.db.query('SELECT count(*)::int AS n FROM webhook_events WHERE video_job_id = $1', [job.id])).rows[0].n, 1);
     // The reconciler leaves it to the settlement that recorded it for a grace period, then starts it.
     await dispatchUndispatched(dispatch, 100);
     await new Promise((r) => setTimeout(r, 500));
     assert.equal(hook.received.length, 0, 'not started by anyone yet');
-    assert.equal((await stack.db.query('SELECT dispatched_at FROM webhook_deliveries WHERE id = $1', [ids[0]])).rows[0].dispatched_at, null);
+    assert.equal(
+      (await stack.db.query('SELECT dispatched_at FROM webhook_deliveries WHERE id = $1', [ids[0]])).rows[0].dispatched_at,
+      null,
+    );
 
     assert.ok((await dispatchUndispatched(dispatch, 100, 0)) >= 1, 'once the grace has passed');
     await hook.waitFor(1);
     const eventId = hook.received[0]!.headers['webhook-id']!;
     await until('the delivery to succeed', async () => (await deliveryRow(eventId))[0]?.status === 'succeeded');
     const described = await dispatch.client.workflow.getHandle(webhookDeliveryWorkflowId(ids[0]!)).describe();
-    assert.equal(described.taskQueue, webhookTaskQueue(dispatch.taskQueue), 'deliveries never share the jobs\' task queue');
+    assert.equal(described.taskQueue, webhookTaskQueue(dispatch.taskQueue), "deliveries never share the jobs' task queue");
     assert.notEqual(described.taskQueue, dispatch.taskQueue);
     assert.equal(await dispatchWebhookDeliveries(dispatch, ids), 0, 'already started: nothing to do');
     // Even if the mark of the start was lost, the workflow of a delivery never runs twice.
@@ -366,7 +398,10 @@ describe('delivery', () => {
     const rows = (await stack.db.query('SELECT status, attempts, last_error FROM webhook_deliveries WHERE id = $1', [id])).rows;
     assert.equal(rows[0].status, 'failed');
     assert.match(rows[0].last_error, /^not accepted within 1.5 seconds; not retried any more$/);
-    assert.ok(rows[0].attempts >= 2 && rows[0].attempts === hook.received.length, `attempts ${rows[0].attempts}, received ${hook.received.length}`);
+    assert.ok(
+      rows[0].attempts >= 2 && rows[0].attempts === hook.received.length,
+      `attempts ${rows[0].attempts}, received ${hook.received.length}`,
+    );
     const list = await deliveries(c.key, endpoint.id);
     assert.equal(list.data.length, hook.received.length);
     assert.ok(list.data.every((a) => a.delivery_status === 'failed' && a.status === 'failed' && a.http_status === 500));
@@ -399,7 +434,13 @@ describe('one HTTP attempt', () => {
     });
     await new Promise<void>((r) => endless.listen(0, '127.0.0.1', r));
     try {
-      const big = await sendWebhook({ url: `http://127.0.0.1:${(endless.address() as AddressInfo).port}/`, headers: signed, body: '{}', policy: dev, timeout_ms: 5_000 });
+      const big = await sendWebhook({
+        url: `http://127.0.0.1:${(endless.address() as AddressInfo).port}/`,
+        headers: signed,
+        body: '{}',
+        policy: dev,
+        timeout_ms: 5_000,
+      });
       assert.deepEqual([big.succeeded, big.http_status, big.error], [true, 200, null]);
       assert.ok(big.duration_ms < 2_000);
     } finally {

@@ -53,7 +53,9 @@ function Ledger() {
               <td>{e.type}</td>
               <td className="text-end text-nowrap">{`${e.type === 'charge' ? '−' : '+'}${euros(e.amount_in_euro)}`}</td>
               <td className="text-end text-nowrap">{euros(e.balance_after_in_euro)}</td>
-              <td className="small font-monospace text-break">{e.job_id ? `job ${e.job_id}` : e.speech_request_id ? `speech ${e.speech_request_id}` : 'top-up'}</td>
+              <td className="small font-monospace text-break">
+                {e.job_id ? `job ${e.job_id}` : e.speech_request_id ? `speech ${e.speech_request_id}` : 'top-up'}
+              </td>
             </tr>
           ))}
         </tbody>

@@ -27,7 +27,8 @@ function Deliveries({ endpointId }: { endpointId: string }) {
   }, [endpointId, pages.after]);
   if (error) return <ErrorAlert error={error} />;
   if (!attempts) return null;
-  if (attempts.length === 0) return <p className="small text-body-secondary mb-0">No deliveries yet: events are sent when a video job finishes.</p>;
+  if (attempts.length === 0)
+    return <p className="small text-body-secondary mb-0">No deliveries yet: events are sent when a video job finishes.</p>;
   return (
     <>
       <Table responsive size="sm" className="small mb-1">
@@ -129,7 +130,14 @@ export function Webhooks() {
       <Form onSubmit={submit} className="mb-3">
         <Form.Group className="mb-2" controlId="webhook-url">
           <Form.Label>Webhook URL</Form.Label>
-          <Form.Control type="url" required maxLength={2048} value={url} onChange={(e) => setUrl(e.target.value)} placeholder="https://example.com/hooks/video" />
+          <Form.Control
+            type="url"
+            required
+            maxLength={2048}
+            value={url}
+            onChange={(e) => setUrl(e.target.value)}
+            placeholder="https://example.com/hooks/video"
+          />
         </Form.Group>
         <Button type="submit" disabled={busy}>
           Add webhook
@@ -137,9 +145,7 @@ export function Webhooks() {
       </Form>
       {secret && (
         <Alert variant="success" dismissible onClose={() => setSecret(null)}>
-          <p className="mb-2">
-            Endpoint added. Its signing secret is shown this once: keep it to verify deliveries.
-          </p>
+          <p className="mb-2">Endpoint added. Its signing secret is shown this once: keep it to verify deliveries.</p>
           <Form.Group controlId="webhook-secret">
             <Form.Label className="small mb-1">Signing secret</Form.Label>
             <InputGroup>

@@ -13,7 +13,10 @@ import { Panel, useAction } from '../ui';
 
 /** The price of a choice, in exact micro-euros: price per second x seconds x videos. */
 export function priceOf(model: VideoModel, choice: { resolution: string; durationSeconds: number; n: number; audio: boolean }) {
-  const table = choice.audio && model.pricing.per_second_with_audio_in_euro ? model.pricing.per_second_with_audio_in_euro : model.pricing.per_second_without_audio_in_euro;
+  const table =
+    choice.audio && model.pricing.per_second_with_audio_in_euro
+      ? model.pricing.per_second_with_audio_in_euro
+      : model.pricing.per_second_without_audio_in_euro;
   const perSecond = table[choice.resolution];
   if (perSecond === undefined) return null;
   return { per_second_in_euro: perSecond, total_micro_eur: microEur(perSecond) * choice.durationSeconds * choice.n };
@@ -69,7 +72,10 @@ export function CreateVideo({ models, onCreated }: { models: VideoModel[]; onCre
     setAudio(model.generate_audio_default);
   }, [model]);
 
-  const price = useMemo(() => (model ? priceOf(model, { resolution, durationSeconds, n, audio: audio && pricesAudio(model) }) : null), [model, resolution, durationSeconds, n, audio]);
+  const price = useMemo(
+    () => (model ? priceOf(model, { resolution, durationSeconds, n, audio: audio && pricesAudio(model) }) : null),
+    [model, resolution, durationSeconds, n, audio],
+  );
 
   if (!model) return <p>This API key may not use any video model.</p>;
 
@@ -79,7 +85,8 @@ export function CreateVideo({ models, onCreated }: { models: VideoModel[]; onCre
     e.preventDefault();
     void run(async () => {
       if (lastFrame && !firstFrame) throw new Error('a last frame needs a first frame');
-      for (const f of [firstFrame, lastFrame]) if (tooBig(f)) throw new Error(`${f!.name} is larger than ${model.max_image_bytes / 1024 / 1024} MiB`);
+      for (const f of [firstFrame, lastFrame])
+        if (tooBig(f)) throw new Error(`${f!.name} is larger than ${model.max_image_bytes / 1024 / 1024} MiB`);
       let parameters: Record<string, unknown> | undefined;
       if (model.family === 'simulator' && simulate.trim() !== '') {
         try {
@@ -165,13 +172,21 @@ export function CreateVideo({ models, onCreated }: { models: VideoModel[]; onCre
             {model.supports_image && (
               <Form.Group as={Col} controlId="first-frame">
                 <Form.Label>First frame</Form.Label>
-                <Form.Control type="file" accept={accept} onChange={(e) => setFirstFrame((e.target as HTMLInputElement).files?.[0] ?? null)} />
+                <Form.Control
+                  type="file"
+                  accept={accept}
+                  onChange={(e) => setFirstFrame((e.target as HTMLInputElement).files?.[0] ?? null)}
+                />
               </Form.Group>
             )}
             {model.supports_last_frame && (
               <Form.Group as={Col} controlId="last-frame">
                 <Form.Label>Last frame</Form.Label>
-                <Form.Control type="file" accept={accept} onChange={(e) => setLastFrame((e.target as HTMLInputElement).files?.[0] ?? null)} />
+                <Form.Control
+                  type="file"
+                  accept={accept}
+                  onChange={(e) => setLastFrame((e.target as HTMLInputElement).files?.[0] ?? null)}
+                />
               </Form.Group>
             )}
           </Row>
@@ -179,14 +194,26 @@ export function CreateVideo({ models, onCreated }: { models: VideoModel[]; onCre
         {model.supports_negative_prompt && (
           <Form.Group className="mb-3" controlId="negative-prompt">
             <Form.Label>Negative prompt</Form.Label>
-            <Form.Control maxLength={1000} value={negativePrompt} onChange={(e) => setNegativePrompt(e.target.value)} placeholder="what the video should not show" />
+            <Form.Control
+              maxLength={1000}
+              value={negativePrompt}
+              onChange={(e) => setNegativePrompt(e.target.value)}
+              placeholder="what the video should not show"
+            />
           </Form.Group>
         )}
         {model.family === 'simulator' && (
           <Form.Group className="mb-3" controlId="simulate">
             <Form.Label>Simulator parameters (JSON)</Form.Label>
-            <Form.Control value={simulate} onChange={(e) => setSimulate(e.target.value)} placeholder='optional, e.g. {"videos": 1} or {"outcome": "fail"}' aria-describedby="simulate-help" />
-            <Form.Text id="simulate-help">Sent as parameters.simulate: how the simulated provider behaves (videos delivered, outcome, delay_ms).</Form.Text>
+            <Form.Control
+              value={simulate}
+              onChange={(e) => setSimulate(e.target.value)}
+              placeholder='optional, e.g. {"videos": 1} or {"outcome": "fail"}'
+              aria-describedby="simulate-help"
+            />
+            <Form.Text id="simulate-help">
+              Sent as parameters.simulate: how the simulated provider behaves (videos delivered, outcome, delay_ms).
+            </Form.Text>
           </Form.Group>
         )}
         <div className="d-flex flex-wrap align-items-center gap-3">

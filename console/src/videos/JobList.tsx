@@ -27,7 +27,17 @@ function percentOf(progress: number | null | undefined): number | null {
   return Math.max(0, Math.min(100, Math.round(progress <= 1 ? progress * 100 : progress)));
 }
 
-function JobCard({ job, videos, onChange, onError }: { job: VideoJob; videos: Videos; onChange: () => void; onError: (e: unknown) => void }) {
+function JobCard({
+  job,
+  videos,
+  onChange,
+  onError,
+}: {
+  job: VideoJob;
+  videos: Videos;
+  onChange: () => void;
+  onError: (e: unknown) => void;
+}) {
   const [busy, setBusy] = useState(false);
   const act = async (path: string, method: string) => {
     setBusy(true);
@@ -56,7 +66,12 @@ function JobCard({ job, videos, onChange, onError }: { job: VideoJob; videos: Vi
           </div>
           <div>
             {job.status === 'pending' ? (
-              <Button size="sm" variant="outline-warning" disabled={busy} onClick={() => act(`/v2/videos/generations/${job.id}/cancel`, 'POST')}>
+              <Button
+                size="sm"
+                variant="outline-warning"
+                disabled={busy}
+                onClick={() => act(`/v2/videos/generations/${job.id}/cancel`, 'POST')}
+              >
                 Cancel
               </Button>
             ) : (
@@ -67,14 +82,16 @@ function JobCard({ job, videos, onChange, onError }: { job: VideoJob; videos: Vi
           </div>
         </div>
         <p className="small mb-2 mt-1 text-body-secondary text-break">
-          {p.durationSeconds} s · {p.resolution} · {p.aspectRatio} · {p.n} video{p.n > 1 ? 's' : ''} · <span className="font-monospace">{job.id}</span>
+          {p.durationSeconds} s · {p.resolution} · {p.aspectRatio} · {p.n} video{p.n > 1 ? 's' : ''} ·{' '}
+          <span className="font-monospace">{job.id}</span>
         </p>
         <p className="mb-2 money">
           {job.status === 'pending' ? (
             <>Charged {euros(job.estimated_cost_in_euro)}</>
           ) : (
             <>
-              Charged {euros(job.estimated_cost_in_euro)} · Cost {euros(job.cost_in_euro ?? 0)} · <strong>Refunded {euros(job.refunded_in_euro)}</strong>
+              Charged {euros(job.estimated_cost_in_euro)} · Cost {euros(job.cost_in_euro ?? 0)} ·{' '}
+              <strong>Refunded {euros(job.refunded_in_euro)}</strong>
             </>
           )}
         </p>
@@ -87,12 +104,22 @@ function JobCard({ job, videos, onChange, onError }: { job: VideoJob; videos: Vi
               Generating…
             </div>
           ))}
-        {job.status === 'failed' && job.error && <p className="mb-0 text-danger-emphasis">{cancelled ? 'Cancelled: refunded in full.' : `Failed (${job.error.code}): ${job.error.message}`}</p>}
+        {job.status === 'failed' && job.error && (
+          <p className="mb-0 text-danger-emphasis">
+            {cancelled ? 'Cancelled: refunded in full.' : `Failed (${job.error.code}): ${job.error.message}`}
+          </p>
+        )}
         {job.status === 'succeeded' && (
           <Row xs={1} sm={2} className="g-2">
             {videos.map((v, i) => (
               <Col key={v.url}>
-                <video controls preload="metadata" src={v.url} className="w-100 rounded bg-black" aria-label={`Video ${i + 1} of job ${job.id}`} />
+                <video
+                  controls
+                  preload="metadata"
+                  src={v.url}
+                  className="w-100 rounded bg-black"
+                  aria-label={`Video ${i + 1} of job ${job.id}`}
+                />
                 <a href={v.url} download={`${job.id}-${i + 1}.mp4`} className="small">
                   Download video {i + 1}
                 </a>

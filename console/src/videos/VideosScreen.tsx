@@ -14,10 +14,7 @@ export function VideosScreen() {
   const [created, setCreated] = useState(0);
 
   useEffect(() => {
-    api<ListPage<Model>>('/v2/models').then(
-      (page) => setModels(page.data.filter((m): m is VideoModel => m.kind === 'video')),
-      setError,
-    );
+    api<ListPage<Model>>('/v2/models').then((page) => setModels(page.data.filter((m): m is VideoModel => m.kind === 'video')), setError);
   }, []);
 
   return (

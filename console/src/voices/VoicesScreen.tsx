@@ -46,7 +46,13 @@ function CloneVoice({ onCloned }: { onCloned: () => void }) {
         </Form.Group>
         <Form.Group className="mb-3" controlId="voice-sample">
           <Form.Label>Voice sample</Form.Label>
-          <Form.Control key={fileInputKey} type="file" accept="audio/*" onChange={(e) => setSample((e.target as HTMLInputElement).files?.[0] ?? null)} aria-describedby="voice-sample-help" />
+          <Form.Control
+            key={fileInputKey}
+            type="file"
+            accept="audio/*"
+            onChange={(e) => setSample((e.target as HTMLInputElement).files?.[0] ?? null)}
+            aria-describedby="voice-sample-help"
+          />
           <Form.Text id="voice-sample-help">A recording of the voice (WAV, MP3, FLAC, Ogg, M4A or WebM), up to 10 MiB.</Form.Text>
         </Form.Group>
         {canRecord() && (
@@ -135,9 +141,17 @@ function Speak({ voices, model }: { voices: Voice[]; model: SpeechModel | undefi
   const submit = (e: FormEvent) => {
     e.preventDefault();
     void run(async () => {
-      const res = await apiRaw('/v2/audio/speech', { method: 'POST', json: { input: text, voice: chosen }, idempotencyKey: crypto.randomUUID() });
+      const res = await apiRaw('/v2/audio/speech', {
+        method: 'POST',
+        json: { input: text, voice: chosen },
+        idempotencyKey: crypto.randomUUID(),
+      });
       const audio = await res.blob();
-      setResult({ url: URL.createObjectURL(audio), cost_in_euro: Number(res.headers.get('X-Cost-In-Euro')), characters: Number(res.headers.get('X-Characters')) });
+      setResult({
+        url: URL.createObjectURL(audio),
+        cost_in_euro: Number(res.headers.get('X-Cost-In-Euro')),
+        characters: Number(res.headers.get('X-Characters')),
+      });
     });
   };
 
@@ -146,7 +160,15 @@ function Speak({ voices, model }: { voices: Voice[]; model: SpeechModel | undefi
       <Form onSubmit={submit}>
         <Form.Group className="mb-3" controlId="speech-text">
           <Form.Label>Text</Form.Label>
-          <Form.Control as="textarea" rows={3} required maxLength={model?.max_input_chars} value={text} onChange={(e) => setText(e.target.value)} aria-describedby="speech-price" />
+          <Form.Control
+            as="textarea"
+            rows={3}
+            required
+            maxLength={model?.max_input_chars}
+            value={text}
+            onChange={(e) => setText(e.target.value)}
+            aria-describedby="speech-price"
+          />
           {model && (
             <Form.Text id="speech-price">
               {euros(model.pricing.per_1000_characters_in_euro)} per 1,000 characters: this text costs{' '}
@@ -204,7 +226,10 @@ export function VoicesScreen() {
   }, []);
   useEffect(() => {
     load();
-    api<ListPage<Model>>('/v2/models').then((page) => setModel(page.data.find((m): m is SpeechModel => m.kind === 'speech' && m.available)), setError);
+    api<ListPage<Model>>('/v2/models').then(
+      (page) => setModel(page.data.find((m): m is SpeechModel => m.kind === 'speech' && m.available)),
+      setError,
+    );
   }, [load]);
 
   return (

@@ -40,13 +40,16 @@ export function openAiErrorHandler(logger: Logger): ErrorRequestHandler {
 export const OPENAI_OPERATION = { tag: 'OpenAI-compatible', security: 'apiKey', errorShape: 'openai' } as const;
 
 /** The 402 of an operation that charges, as the SDKs see it. */
-export const INSUFFICIENT_CREDITS_402 = 'Insufficient credits (insufficient_credits; the SDKs raise their generic APIError with status 402). Nothing was charged.';
+export const INSUFFICIENT_CREDITS_402 =
+  'Insufficient credits (insufficient_credits; the SDKs raise their generic APIError with status 402). Nothing was charged.';
 
 export const openAiNotFoundRoute: RequestHandler = (req) => {
   throw notFound('route_not_found', `no route for ${req.method} ${req.originalUrl.split('?')[0]} in the OpenAI-compatible API`);
 };
 
 /** An OpenAI endpoint this service does not offer: a 400 saying so (the SDKs raise BadRequestError). */
-export const notOffered = (what: string): RequestHandler => () => {
-  throw new ApiError(400, 'invalid_request_error', 'unsupported_feature', `${what} is not offered by this service`);
-};
+export const notOffered =
+  (what: string): RequestHandler =>
+  () => {
+    throw new ApiError(400, 'invalid_request_error', 'unsupported_feature', `${what} is not offered by this service`);
+  };

@@ -21,11 +21,13 @@ export const OpenAiErrorResponse = z
     error: z.strictObject({
       message: z.string().describe('Human-readable explanation.'),
       type: OpenAiErrorType.describe("OpenAI's error type; the SDKs choose their error class by the status, not by this."),
-      param: z.string().nullable().describe('The parameter or multipart part at fault, when there is one (e.g. "size", "input_reference").'),
+      param: z
+        .string()
+        .nullable()
+        .describe('The parameter or multipart part at fault, when there is one (e.g. "size", "input_reference").'),
       code: z.string().describe('Machine-readable, e.g. invalid_parameter, model_not_found, insufficient_credits, unsupported_feature.'),
     }),
   })
   .describe("Every /v1 error, whatever its status, has OpenAI's shape.");
-
 
 export const OPENAI_RESPONSE_COMPONENTS = { OpenAiErrorResponse } satisfies Record<string, z.ZodType>;

@@ -179,7 +179,10 @@ export class FalVideoProvider implements VideoProvider {
     const operation_id = JSON.stringify({ fal: requests } satisfies FalOperation);
     if (operation_id.length > OPERATION_ID_CHARS_MAX) {
       await Promise.allSettled(requests.map((r) => this.cancelOne(r)));
-      throw new ProviderError(`fal's request URLs make an operation id longer than ${OPERATION_ID_CHARS_MAX} characters`, { code: 'invalid_response', retryable: false });
+      throw new ProviderError(`fal's request URLs make an operation id longer than ${OPERATION_ID_CHARS_MAX} characters`, {
+        code: 'invalid_response',
+        retryable: false,
+      });
     }
     return { operation_id };
   }
@@ -225,7 +228,8 @@ export class FalVideoProvider implements VideoProvider {
     const timestamp = header('x-fal-webhook-timestamp');
     const signatureHex = header('x-fal-webhook-signature');
     if (!request_id || !user_id || !timestamp || !signatureHex) throw new CallbackRejected('the fal webhook headers are missing');
-    if (!REQUEST_ID.test(request_id) || user_id.length > 200) throw new CallbackRejected('the fal webhook request id or user id is malformed');
+    if (!REQUEST_ID.test(request_id) || user_id.length > 200)
+      throw new CallbackRejected('the fal webhook request id or user id is malformed');
     if (this.userId !== undefined && user_id !== this.userId) throw new CallbackRejected('the fal webhook is from another fal account');
     if (!/^[0-9]{1,12}$/.test(timestamp)) throw new CallbackRejected('the fal webhook timestamp is not Unix seconds');
     if (Math.abs(this.now_ms() / 1000 - Number(timestamp)) > this.toleranceS) {
@@ -245,14 +249,17 @@ export class FalVideoProvider implements VideoProvider {
    */
   async verifyCallback(callback: ProviderCallback): Promise<VerifiedCallback> {
     const { request_id, user_id, timestamp, signatureHex } = this.callbackHeaders(callback.headers);
-    const message = Buffer.from(`${request_id}\n${user_id}\n${timestamp}\n${createHash('sha256').update(callback.raw_body).digest('hex')}`, 'utf8');
+    const message = Buffer.from(
+      `${request_id}\n${user_id}\n${timestamp}\n${createHash('sha256').update(callback.raw_body).digest('hex')}`,
+      'utf8',
+    );
     const signature = Buffer.from(signatureHex, 'hex');
     const verifiedBy = (keys: KeyObject[]) => keys.some((key) => verifySignature(null, message, key, signature));
     const verified = { delivery_id: `fal:${request_id}:${timestamp}`, request_ref: request_id };
     if (verifiedBy(await this.jwks.get(false))) return verified;
     // Perhaps fal rotated its keys since they were cached: fetch them again (rate-bounded) and retry.
     if (verifiedBy(await this.jwks.get(true))) return verified;
-    throw new CallbackRejected('the fal webhook signature does not verify with any of fal\'s keys');
+    throw new CallbackRejected("the fal webhook signature does not verify with any of fal's keys");
   }
 
   /** A fal callback concerns a job only if its request id is one of the job's requests. */
@@ -269,14 +276,22 @@ export class FalVideoProvider implements VideoProvider {
     const s = body as { status?: unknown; queue_position?: unknown; error?: unknown; error_type?: unknown } | null;
     switch (s?.status) {
       case 'IN_QUEUE':
-        return { state: 'running', progress: null, queue_position: typeof s.queue_position === 'number' && s.queue_position >= 0 ? Math.floor(s.queue_position) : null };
+        return {
+          state: 'running',
+          progress: null,
+          queue_position: typeof s.queue_position === 'number' && s.queue_position >= 0 ? Math.floor(s.queue_position) : null,
+        };
       case 'IN_PROGRESS':
         // Out of the queue: position 0, which also replaces the last position kept for the job (a null
         // would leave it, as the job's queue position only moves down).
         return { state: 'running', progress: null, queue_position: 0 };
       case 'COMPLETED':
         if (typeof s.error === 'string' && s.error) {
-          return { state: 'failed', code: typeof s.error_type === 'string' && s.error_type ? s.error_type : 'generation_failed', message: truncate(s.error) };
+          return {
+            state: 'failed',
+            code: typeof s.error_type === 'string' && s.error_type ? s.error_type : 'generation_failed',
+            message: truncate(s.error),
+          };
         }
         return this.result(r);
       default:
@@ -301,7 +316,8 @@ export class FalVideoProvider implements VideoProvider {
     for (const v of candidates) {
       const file = v as { url?: unknown; content_type?: unknown } | null;
       if (typeof file?.url !== 'string' || !isFetchableUrl(file.url)) continue;
-      const content_type = typeof file.content_type === 'string' && file.content_type.startsWith('video/') ? file.content_type : 'video/mp4';
+      const content_type =
+        typeof file.content_type === 'string' && file.content_type.startsWith('video/') ? file.content_type : 'video/mp4';
       outputs.push({ ref: file.url, content_type });
     }
     if (outputs.length === 0) throw unreadable('fal result', 'no video file in the output');
@@ -330,7 +346,13 @@ export class FalVideoProvider implements VideoProvider {
 
   private isRequest(r: Partial<Record<keyof FalRequest, unknown>>): r is FalRequest {
     const onQueueHost = (u: unknown) => typeof u === 'string' && isFetchableUrl(u) && new URL(u).origin === this.queueOrigin;
-    return typeof r.request_id === 'string' && REQUEST_ID.test(r.request_id) && onQueueHost(r.status_url) && onQueueHost(r.response_url) && onQueueHost(r.cancel_url);
+    return (
+      typeof r.request_id === 'string' &&
+      REQUEST_ID.test(r.request_id) &&
+      onQueueHost(r.status_url) &&
+      onQueueHost(r.response_url) &&
+      onQueueHost(r.cancel_url)
+    );
   }
 
   private parseOperationId(operation_id: string): FalOperation {

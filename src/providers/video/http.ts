@@ -12,7 +12,13 @@ import type http from 'node:http';
 import { Readable } from 'node:stream';
 import { ProviderError } from './types.js';
 import { ERROR_BODY_BYTES_MAX, readCapped, retryAfterMs } from '../http-body.js';
-import { resolveWebhookTarget, systemResolver, WebhookTargetError, type Resolver, type TargetPolicy } from '../../webhooks/target-policy.js';
+import {
+  resolveWebhookTarget,
+  systemResolver,
+  WebhookTargetError,
+  type Resolver,
+  type TargetPolicy,
+} from '../../webhooks/target-policy.js';
 import { pinnedRequest } from '../../webhooks/sender.js';
 
 const MESSAGE_CHARS_MAX = 500;
@@ -29,7 +35,10 @@ export function transportError(err: unknown, what: string, timeoutMs: number): P
   }
   const cause = (err as { cause?: { code?: string; message?: string } } | null)?.cause;
   const reason = cause?.code ?? cause?.message ?? (err as Error)?.message ?? 'network error';
-  return new ProviderError(`${what} could not be reached (${truncate(String(reason), 200)})`, { code: 'provider_unreachable', retryable: true });
+  return new ProviderError(`${what} could not be reached (${truncate(String(reason), 200)})`, {
+    code: 'provider_unreachable',
+    retryable: true,
+  });
 }
 
 /** The retryable error of a passing refusal (408, 429, 5xx), carrying the provider's Retry-After. */
@@ -37,7 +46,11 @@ export function passingRefusal(status: number, described: string, retryAfter: st
   const retry_after_ms = retryAfterMs(retryAfter);
   const suffix = retry_after_ms !== undefined ? `; retry after ${Math.ceil(retry_after_ms / 1000)} s` : '';
   const code = status === 429 ? 'rate_limited' : status === 408 ? 'provider_timeout' : 'provider_unavailable';
-  return new ProviderError(truncate(described + suffix), { code, retryable: true, ...(retry_after_ms !== undefined ? { retry_after_ms } : {}) });
+  return new ProviderError(truncate(described + suffix), {
+    code,
+    retryable: true,
+    ...(retry_after_ms !== undefined ? { retry_after_ms } : {}),
+  });
 }
 
 export const isPassingStatus = (status: number) => status === 408 || status === 429 || status >= 500;
@@ -59,12 +72,22 @@ export async function readErrorDetail(res: Response, what: string, describe: Err
 export async function aggregatorRefusal(res: Response, what: string, describe: ErrorDescriber): Promise<ProviderError> {
   const detail = await readErrorDetail(res, what, describe);
   const s = res.status;
-  if (isPassingStatus(s)) return passingRefusal(s, `${what} answered HTTP ${s}${detail ? ` (${detail})` : ''}`, res.headers.get('retry-after'));
+  if (isPassingStatus(s))
+    return passingRefusal(s, `${what} answered HTTP ${s}${detail ? ` (${detail})` : ''}`, res.headers.get('retry-after'));
   if (s === 400 || s === 422) {
     // The provider's words about the input, as the job's error message.
     return new ProviderError(truncate(detail || `${what} refused the input (HTTP ${s})`), { code: 'invalid_request', retryable: false });
   }
-  const code = s === 401 ? 'provider_unauthenticated' : s === 402 ? 'provider_payment_required' : s === 403 ? 'provider_permission_denied' : s === 404 ? 'not_found' : 'provider_rejected';
+  const code =
+    s === 401
+      ? 'provider_unauthenticated'
+      : s === 402
+        ? 'provider_payment_required'
+        : s === 403
+          ? 'provider_permission_denied'
+          : s === 404
+            ? 'not_found'
+            : 'provider_rejected';
   return new ProviderError(truncate(`${what} answered HTTP ${s}${detail ? ` (${detail})` : ''}`), { code, retryable: false });
 }
 
@@ -81,7 +104,10 @@ export interface JsonRequest {
 }
 
 /** One request to an aggregator whose 2xx answer `read` reads; a refusal or a failure is a ProviderError by the rules above. */
-async function requestAnswer<T>(r: JsonRequest & { form?: FormData }, read: (res: Response) => Promise<T>): Promise<{ status: number; answer: T }> {
+async function requestAnswer<T>(
+  r: JsonRequest & { form?: FormData },
+  read: (res: Response) => Promise<T>,
+): Promise<{ status: number; answer: T }> {
   const headers: Record<string, string> = { accept: 'application/json', ...r.headers };
   if (r.json !== undefined) headers['content-type'] = 'application/json';
   try {
@@ -115,7 +141,9 @@ export async function requestJson(r: JsonRequest & { form?: FormData }): Promise
  * the request's input): only the string values of the `fields` named at the top level of the answer's
  * object are kept (see scanTopLevelStrings); the rest is read and dropped, never held.
  */
-export async function requestJsonFields(r: JsonRequest & { fields: readonly string[] }): Promise<{ status: number; fields: Record<string, string> }> {
+export async function requestJsonFields(
+  r: JsonRequest & { fields: readonly string[] },
+): Promise<{ status: number; fields: Record<string, string> }> {
   const { status, answer } = await requestAnswer(r, (res) => scanTopLevelStrings(res, r.fields, r.bytesMax, r.what));
   return { status, fields: answer };
 }
@@ -129,7 +157,12 @@ const SCANNED_VALUE_BYTES_MAX = 4096;
  * they arrive. Stops reading once every field named was found. At most `bytesMax` are read; a body that
  * is not a JSON object is `invalid_response`.
  */
-export async function scanTopLevelStrings(res: Response, names: readonly string[], bytesMax: number, what: string): Promise<Record<string, string>> {
+export async function scanTopLevelStrings(
+  res: Response,
+  names: readonly string[],
+  bytesMax: number,
+  what: string,
+): Promise<Record<string, string>> {
   const wanted = new Set(names);
   const found: Record<string, string> = {};
   if (!res.body) throw unreadable(what, 'an empty body');
@@ -151,7 +184,11 @@ export async function scanTopLevelStrings(res: Response, names: readonly string[
       const { done, value } = await reader.read();
       if (done) break;
       total += value.byteLength;
-      if (total > bytesMax) throw new ProviderError(`${what}: the answer is larger than the ${bytesMax} bytes read`, { code: 'invalid_response', retryable: false });
+      if (total > bytesMax)
+        throw new ProviderError(`${what}: the answer is larger than the ${bytesMax} bytes read`, {
+          code: 'invalid_response',
+          retryable: false,
+        });
       for (let i = 0; i < value.length; i++) {
         if (inString && !kept && !escaped) {
           // A string nothing keeps (an echoed image): skip to its next quote or backslash unseen.
@@ -261,8 +298,15 @@ function getPinned(url: URL, target: { address: string; family: 4 | 6 }, signal:
  * production only public https addresses; in development loopback too, for local fakes). A 404/410 is
  * final (the provider deleted it: Replicate keeps outputs an hour); other failures pass.
  */
-export async function downloadOutput(url: string, what: string, timeoutMs: number, bytesMax: number, policy: OutputPolicy = outputPolicyOfEnv()): Promise<Buffer> {
-  const refused = (u: string, why: string) => new ProviderError(`${what}: refusing to download ${truncate(u, 200)} (${why})`, { code: 'invalid_response', retryable: false });
+export async function downloadOutput(
+  url: string,
+  what: string,
+  timeoutMs: number,
+  bytesMax: number,
+  policy: OutputPolicy = outputPolicyOfEnv(),
+): Promise<Buffer> {
+  const refused = (u: string, why: string) =>
+    new ProviderError(`${what}: refusing to download ${truncate(u, 200)} (${why})`, { code: 'invalid_response', retryable: false });
   const signal = AbortSignal.timeout(timeoutMs);
   let current = url;
   try {
@@ -270,7 +314,8 @@ export async function downloadOutput(url: string, what: string, timeoutMs: numbe
       if (!isFetchableUrl(current)) throw refused(current, 'not https');
       const target = await resolveWebhookTarget(new URL(current), policy, policy.resolver ?? systemResolver).catch((err: unknown) => {
         if (!(err instanceof WebhookTargetError)) throw err;
-        if (err.code === 'dns_unavailable') throw new ProviderError(`${what}: ${err.message}`, { code: 'provider_unreachable', retryable: true });
+        if (err.code === 'dns_unavailable')
+          throw new ProviderError(`${what}: ${err.message}`, { code: 'provider_unreachable', retryable: true });
         throw refused(current, err.message.replace(/^the host of url/, 'its host'));
       });
       const res = await getPinned(new URL(current), target, signal);
@@ -278,7 +323,8 @@ export async function downloadOutput(url: string, what: string, timeoutMs: numbe
       const location = res.headers.location;
       if (status >= 300 && status < 400 && location) {
         res.destroy();
-        if (hop >= OUTPUT_REDIRECTS_MAX) throw new ProviderError(`${what}: more than ${OUTPUT_REDIRECTS_MAX} redirects`, { code: 'invalid_response', retryable: false });
+        if (hop >= OUTPUT_REDIRECTS_MAX)
+          throw new ProviderError(`${what}: more than ${OUTPUT_REDIRECTS_MAX} redirects`, { code: 'invalid_response', retryable: false });
         try {
           current = new URL(location, current).toString();
         } catch {
@@ -292,7 +338,10 @@ export async function downloadOutput(url: string, what: string, timeoutMs: numbe
       if (status < 200 || status >= 300) {
         res.destroy();
         if (isPassingStatus(status)) throw passingRefusal(status, `${what} answered HTTP ${status}`, headers.get('retry-after'));
-        throw new ProviderError(`${what} answered HTTP ${status}`, { code: status === 404 || status === 410 ? 'output_expired' : 'provider_rejected', retryable: false });
+        throw new ProviderError(`${what} answered HTTP ${status}`, {
+          code: status === 404 || status === 410 ? 'output_expired' : 'provider_rejected',
+          retryable: false,
+        });
       }
       const body = new Response(Readable.toWeb(res) as ReadableStream<Uint8Array>, { status, headers });
       const bytes = await readCapped(body, bytesMax, what, 'output_too_large');

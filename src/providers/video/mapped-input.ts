@@ -33,8 +33,13 @@ export function mappedInput(req: VideoSubmission, map: VideoInputMap, what: stri
   if (map.duration) input[map.duration.field] = durationValue(req.params.durationSeconds, map.duration.format);
   if (map.resolution) input[map.resolution] = req.params.resolution;
   if (map.aspect_ratio) input[map.aspect_ratio] = req.params.aspectRatio;
-  if (req.last_frame && !req.image) throw new ProviderError('a last frame needs a first frame', { code: 'invalid_request', retryable: false });
-  set(req.last_frame ? (map.image_with_last_frame ?? map.image) : map.image, req.image ? (imageRefs.image ?? dataUri(req.image)) : undefined, 'a first frame');
+  if (req.last_frame && !req.image)
+    throw new ProviderError('a last frame needs a first frame', { code: 'invalid_request', retryable: false });
+  set(
+    req.last_frame ? (map.image_with_last_frame ?? map.image) : map.image,
+    req.image ? (imageRefs.image ?? dataUri(req.image)) : undefined,
+    'a first frame',
+  );
   set(map.last_frame, req.last_frame ? (imageRefs.last_frame ?? dataUri(req.last_frame)) : undefined, 'a last frame');
   set(map.generate_audio, req.generate_audio, 'generateAudio');
   set(map.negative_prompt, req.negative_prompt, 'a negative prompt');
@@ -43,9 +48,14 @@ export function mappedInput(req: VideoSubmission, map: VideoInputMap, what: stri
 }
 
 /** The catalog's entry of this backend for the request's model, or a final refusal. */
-export function backendEntry(entryFor: (model: string) => VideoModelBackend | undefined, model: string, backend: string): VideoModelBackend & { input: VideoInputMap } {
+export function backendEntry(
+  entryFor: (model: string) => VideoModelBackend | undefined,
+  model: string,
+  backend: string,
+): VideoModelBackend & { input: VideoInputMap } {
   const entry = entryFor(model);
-  if (!entry?.input) throw new ProviderError(`model ${model} is not served by ${backend}`, { code: 'model_not_supported', retryable: false });
+  if (!entry?.input)
+    throw new ProviderError(`model ${model} is not served by ${backend}`, { code: 'model_not_supported', retryable: false });
   return entry as VideoModelBackend & { input: VideoInputMap };
 }
 
@@ -54,7 +64,11 @@ export function backendEntry(entryFor: (model: string) => VideoModelBackend | un
  * effort: a failure to cancel is not reported, the request would just run unbilled to the customer) and
  * the first refusal (in request order) is thrown.
  */
-export async function submitEach<T>(n: number, submitOne: (index: number) => Promise<T>, cancelOne: (made: T) => Promise<unknown>): Promise<T[]> {
+export async function submitEach<T>(
+  n: number,
+  submitOne: (index: number) => Promise<T>,
+  cancelOne: (made: T) => Promise<unknown>,
+): Promise<T[]> {
   const settled = await Promise.allSettled(Array.from({ length: n }, (_, i) => submitOne(i)));
   const refused = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
   if (!refused) return settled.map((s) => (s as PromiseFulfilledResult<T>).value);

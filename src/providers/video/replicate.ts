@@ -95,7 +95,8 @@ export const describeReplicateError: ErrorDescriber = (body) => {
   if (Array.isArray(b?.invalid_fields)) {
     for (const f of b.invalid_fields.slice(0, 5)) {
       const field = f as { field?: unknown; description?: unknown } | null;
-      if (typeof field?.description === 'string') parts.push(`${typeof field.field === 'string' ? `${field.field}: ` : ''}${field.description}`);
+      if (typeof field?.description === 'string')
+        parts.push(`${typeof field.field === 'string' ? `${field.field}: ` : ''}${field.description}`);
     }
   }
   return parts.filter(Boolean).join('; ');
@@ -117,7 +118,10 @@ export function cancelAfterValue(remaining_ms: number): string {
  */
 export function progressFromLogs(logs: unknown): number | null {
   if (typeof logs !== 'string' || logs.length === 0) return null;
-  const lines = logs.slice(-64 * 1024).split(/\r?\n|\r/).reverse();
+  const lines = logs
+    .slice(-64 * 1024)
+    .split(/\r?\n|\r/)
+    .reverse();
   for (const line of lines) {
     const m = /^\s*(\d+)%\s*\|.+?\|\s*(\d+)\/(\d+)/.exec(line);
     if (m && Number(m[3]) > 0) return Math.min(100, Math.floor((Number(m[2]) / Number(m[3])) * 100));
@@ -154,7 +158,10 @@ export class ReplicateVideoProvider implements VideoProvider {
       failure_backoff_ms_max: opts.secretFetchBackoffMsMax ?? KEY_FETCH_BACKOFF_MS_MAX,
       now_ms: this.now_ms,
     });
-    this.callbackReception = { body_bytes_max: REPLICATE_CALLBACK_BODY_BYTES_MAX, checkHeaders: (headers) => void this.callbackHeaders(headers) };
+    this.callbackReception = {
+      body_bytes_max: REPLICATE_CALLBACK_BODY_BYTES_MAX,
+      checkHeaders: (headers) => void this.callbackHeaders(headers),
+    };
     // A configured secret is checked now: a mistake stops the process at startup, not every callback.
     if (this.#configuredSecret !== undefined) new Webhook(this.#configuredSecret);
   }
@@ -184,7 +191,8 @@ export class ReplicateVideoProvider implements VideoProvider {
     };
     const { url, body } = this.buildRequest(req, opts, imageRefs);
     // The job's deadline is the prediction's: Replicate cancels it then (aborted if it never started, not billed).
-    const headers: Record<string, string> = req.deadline_at_ms !== undefined ? { 'cancel-after': cancelAfterValue(req.deadline_at_ms - Date.now()) } : {};
+    const headers: Record<string, string> =
+      req.deadline_at_ms !== undefined ? { 'cancel-after': cancelAfterValue(req.deadline_at_ms - Date.now()) } : {};
     const ids = await submitEach(
       req.params.n,
       async () => {
@@ -242,16 +250,19 @@ export class ReplicateVideoProvider implements VideoProvider {
     const headers: Record<string, string> = {};
     for (const name of ['webhook-id', 'webhook-timestamp', 'webhook-signature']) {
       const v = given[name];
-      if (typeof v !== 'string' || v.length === 0 || v.length > 4096) throw new CallbackRejected(`the Replicate webhook header ${name} is missing`);
+      if (typeof v !== 'string' || v.length === 0 || v.length > 4096)
+        throw new CallbackRejected(`the Replicate webhook header ${name} is missing`);
       headers[name] = v;
     }
     if (headers['webhook-id']!.length > 256) throw new CallbackRejected('the Replicate webhook id is longer than 256 characters');
-    if (!/^[0-9]{1,12}$/.test(headers['webhook-timestamp']!)) throw new CallbackRejected('the Replicate webhook timestamp is not Unix seconds');
+    if (!/^[0-9]{1,12}$/.test(headers['webhook-timestamp']!))
+      throw new CallbackRejected('the Replicate webhook timestamp is not Unix seconds');
     // The library checks the timestamp against the real clock; a test clock is checked here first.
     if (Math.abs(this.now_ms() / 1000 - Number(headers['webhook-timestamp'])) > REPLICATE_CALLBACK_TOLERANCE_S) {
       throw new CallbackRejected(`the Replicate webhook timestamp is more than ${REPLICATE_CALLBACK_TOLERANCE_S} s away from now`);
     }
-    if (!/^v1,[A-Za-z0-9+/=]+( |$)/.test(headers['webhook-signature']!)) throw new CallbackRejected('the Replicate webhook signature is not a v1 signature');
+    if (!/^v1,[A-Za-z0-9+/=]+( |$)/.test(headers['webhook-signature']!))
+      throw new CallbackRejected('the Replicate webhook signature is not a v1 signature');
     return headers;
   }
 
@@ -297,16 +308,28 @@ export class ReplicateVideoProvider implements VideoProvider {
   private async pollOne(id: string): Promise<VideoOperationStatus> {
     const { body } = await this.call('GET', `${this.apiUrl}/v1/predictions/${id}`, undefined, 'Replicate get prediction');
     const p = body as { status?: unknown; output?: unknown; error?: unknown; logs?: unknown; data_removed?: unknown } | null;
-    const error = typeof p?.error === 'string' && p.error ? truncate(p.error) : typeof p?.error === 'object' && p.error ? truncate(JSON.stringify(p.error)) : undefined;
+    const error =
+      typeof p?.error === 'string' && p.error
+        ? truncate(p.error)
+        : typeof p?.error === 'object' && p.error
+          ? truncate(JSON.stringify(p.error))
+          : undefined;
     switch (p?.status) {
       case 'starting':
         return { state: 'running', progress: null, queue_position: null };
       case 'processing':
         return { state: 'running', progress: progressFromLogs(p.logs), queue_position: null };
       case 'succeeded': {
-        const urls = (Array.isArray(p.output) ? p.output : [p.output]).filter((u): u is string => typeof u === 'string' && isFetchableUrl(u));
+        const urls = (Array.isArray(p.output) ? p.output : [p.output]).filter(
+          (u): u is string => typeof u === 'string' && isFetchableUrl(u),
+        );
         if (urls.length === 0) {
-          if (p.data_removed === true) return { state: 'failed', code: 'output_expired', message: 'Replicate deleted the outputs of this prediction (an hour after it ended)' };
+          if (p.data_removed === true)
+            return {
+              state: 'failed',
+              code: 'output_expired',
+              message: 'Replicate deleted the outputs of this prediction (an hour after it ended)',
+            };
           throw unreadable('Replicate get prediction', 'no video URL in the output');
         }
         return { state: 'succeeded', outputs: urls.map((ref) => ({ ref, content_type: 'video/mp4' })) };
@@ -316,7 +339,11 @@ export class ReplicateVideoProvider implements VideoProvider {
       case 'canceled':
         return { state: 'failed', code: 'cancelled', message: 'the prediction was cancelled' };
       case 'aborted':
-        return { state: 'failed', code: 'deadline_exceeded', message: 'the prediction was aborted before it started (its deadline passed)' };
+        return {
+          state: 'failed',
+          code: 'deadline_exceeded',
+          message: 'the prediction was aborted before it started (its deadline passed)',
+        };
       default:
         throw unreadable('Replicate get prediction', `an unknown status ${truncate(JSON.stringify(p?.status ?? null), 50)}`);
     }
@@ -329,7 +356,11 @@ export class ReplicateVideoProvider implements VideoProvider {
   private async uploadedUrl(image: InputImage, request_id: string, which: 'image' | 'last_frame'): Promise<string | undefined> {
     if (image.bytes.length <= REPLICATE_DATA_URL_BYTES_MAX) return undefined;
     const form = new FormData();
-    form.append('content', new Blob([new Uint8Array(image.bytes)], { type: image.mime_type }), `${which}.${FILE_EXTENSIONS[image.mime_type]}`);
+    form.append(
+      'content',
+      new Blob([new Uint8Array(image.bytes)], { type: image.mime_type }),
+      `${which}.${FILE_EXTENSIONS[image.mime_type]}`,
+    );
     form.append('filename', `${which}.${FILE_EXTENSIONS[image.mime_type]}`);
     form.append('type', image.mime_type);
     form.append('metadata', JSON.stringify({ job_id: request_id, input: which }));

@@ -13,7 +13,15 @@ import type { Db } from '../../db/pool.js';
 import { projectPath } from '../../paths.js';
 import { prepared } from '../../db/pool.js';
 import { COUNT_PROVIDER_CALL, countProviderCallSql } from '../simulator-usage.js';
-import { ProviderError, type CancelAnswer, type InputImage, type VideoOperationStatus, type VideoOutputRef, type VideoProvider, type VideoSubmission } from './types.js';
+import {
+  ProviderError,
+  type CancelAnswer,
+  type InputImage,
+  type VideoOperationStatus,
+  type VideoOutputRef,
+  type VideoProvider,
+  type VideoSubmission,
+} from './types.js';
 
 export const SIMULATOR_DEFAULT_DELAY_MS = 2_000;
 export const SIMULATOR_DELAY_MS_MAX = 60 * 60_000;
@@ -116,7 +124,10 @@ export class SimulatedVideoProvider implements VideoProvider {
     const parsed = SimulateSchema.safeParse(raw);
     if (!parsed.success) {
       await this.db.query({ ...COUNT_PROVIDER_CALL, values: ['video_submit'] });
-      throw new ProviderError(`invalid simulate parameters: ${parsed.error.issues[0]?.message}`, { code: 'invalid_request', retryable: false });
+      throw new ProviderError(`invalid simulate parameters: ${parsed.error.issues[0]?.message}`, {
+        code: 'invalid_request',
+        retryable: false,
+      });
     }
     const stored: StoredRequest = {
       n: req.params.n,
@@ -129,7 +140,10 @@ export class SimulatedVideoProvider implements VideoProvider {
       ...(req.image ? { image: imageRecord(req.image) } : {}),
       ...(req.last_frame ? { last_frame: imageRecord(req.last_frame) } : {}),
     };
-    const r = await this.db.query<{ id: string }>({ ...INSERT_OPERATION_COUNTED, values: [`simop_${randomUUID()}`, req.request_id, req.model, JSON.stringify(stored), 'video_submit'] });
+    const r = await this.db.query<{ id: string }>({
+      ...INSERT_OPERATION_COUNTED,
+      values: [`simop_${randomUUID()}`, req.request_id, req.model, JSON.stringify(stored), 'video_submit'],
+    });
     return { operation_id: r.rows[0]!.id };
   }
 
@@ -139,7 +153,8 @@ export class SimulatedVideoProvider implements VideoProvider {
     const s = op.request.simulate;
     if (op.cancelled) return { state: 'failed', code: 'cancelled', message: 'the operation was cancelled' };
     if (op.elapsed_ms < s.delay_ms) return { state: 'running' };
-    if (s.outcome === 'fail') return { state: 'failed', code: 'generation_failed', message: s.message ?? 'the simulated provider failed the generation' };
+    if (s.outcome === 'fail')
+      return { state: 'failed', code: 'generation_failed', message: s.message ?? 'the simulated provider failed the generation' };
     const k = Math.min(s.videos ?? op.request.n, op.request.n);
     const outputs: VideoOutputRef[] = Array.from({ length: k }, (_, i) => ({ ref: String(i), content_type: 'video/mp4' }));
     return { state: 'succeeded', outputs };
@@ -153,15 +168,22 @@ export class SimulatedVideoProvider implements VideoProvider {
     await this.db.query({ ...COUNT_PROVIDER_CALL, values: ['video_cancel'] });
     const op = await this.load(operation_id);
     const finished = op.elapsed_ms >= op.request.simulate.delay_ms;
-    if (!finished) await this.db.query('UPDATE simulator.video_operations SET cancelled_at = clock_timestamp() WHERE id = $1 AND cancelled_at IS NULL', [operation_id]);
+    if (!finished)
+      await this.db.query('UPDATE simulator.video_operations SET cancelled_at = clock_timestamp() WHERE id = $1 AND cancelled_at IS NULL', [
+        operation_id,
+      ]);
     const billed = op.request.simulate.billed_on_cancel ?? false;
-    return { billed, answer: `${finished ? 'the operation had finished' : 'cancelled'}; ${billed ? 'billed' : 'not billed'} by the simulated provider` };
+    return {
+      billed,
+      answer: `${finished ? 'the operation had finished' : 'cancelled'}; ${billed ? 'billed' : 'not billed'} by the simulated provider`,
+    };
   }
 
   async fetchOutput(operation_id: string, output: VideoOutputRef): Promise<Buffer> {
     const op = await this.load(operation_id);
     const index = Number(output.ref);
-    if (!Number.isInteger(index) || index < 0 || index >= op.request.n) throw new ProviderError(`no output ${output.ref}`, { code: 'not_found', retryable: false });
+    if (!Number.isInteger(index) || index < 0 || index >= op.request.n)
+      throw new ProviderError(`no output ${output.ref}`, { code: 'not_found', retryable: false });
     const aspect = op.request.aspectRatio.replace(':', 'x');
     return fs.readFile(path.join(ASSETS_DIR, `${aspect}-${clipSecondsFor(op.request.durationSeconds)}s.mp4`));
   }

@@ -86,7 +86,10 @@ export interface VeoInstance {
   lastFrame?: VeoImage;
 }
 
-export const veoImage = (image: InputImage): VeoImage => ({ bytesBase64Encoded: image.bytes.toString('base64'), mimeType: image.mime_type });
+export const veoImage = (image: InputImage): VeoImage => ({
+  bytesBase64Encoded: image.bytes.toString('base64'),
+  mimeType: image.mime_type,
+});
 
 export interface VeoVideo {
   bytesBase64Encoded?: unknown;
@@ -138,12 +141,22 @@ export function parseGcsUri(uri: string): { bucket: string; object: string } | n
 export async function httpError(res: Response, what: string): Promise<ProviderError> {
   const detail = await readErrorDetail(res, what, (body) => {
     const error = (body as { error?: { message?: unknown; status?: unknown } } | null)?.error;
-    return [typeof error?.status === 'string' ? error.status : '', typeof error?.message === 'string' ? error.message : ''].filter(Boolean).join(': ');
+    return [typeof error?.status === 'string' ? error.status : '', typeof error?.message === 'string' ? error.message : '']
+      .filter(Boolean)
+      .join(': ');
   });
   const s = res.status;
   const described = `${what} answered HTTP ${s}${detail ? ` (${detail})` : ''}`;
   if (isPassingStatus(s)) return passingRefusal(s, described, res.headers.get('retry-after'));
   const code =
-    s === 400 ? 'invalid_request' : s === 401 ? 'provider_unauthenticated' : s === 403 ? 'provider_permission_denied' : s === 404 ? 'not_found' : 'provider_rejected';
+    s === 400
+      ? 'invalid_request'
+      : s === 401
+        ? 'provider_unauthenticated'
+        : s === 403
+          ? 'provider_permission_denied'
+          : s === 404
+            ? 'not_found'
+            : 'provider_rejected';
   return new ProviderError(truncate(described), { code, retryable: false });
 }

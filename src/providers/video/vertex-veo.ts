@@ -119,7 +119,8 @@ export class VertexVeoProvider implements VideoProvider {
     this.apiEndpoint = (opts.apiEndpoint ?? vertexDefaultApiEndpoint(this.location)).replace(/\/+$/, '');
     this.gcsApiEndpoint = (opts.gcsApiEndpoint ?? GCS_DEFAULT_API_ENDPOINT).replace(/\/+$/, '');
     if (opts.outputGcsUri !== undefined) {
-      if (!parseGcsUri(opts.outputGcsUri)) throw new Error(`VERTEX_OUTPUT_GCS_URI must be gs://<bucket>[/<folder>], not ${opts.outputGcsUri}`);
+      if (!parseGcsUri(opts.outputGcsUri))
+        throw new Error(`VERTEX_OUTPUT_GCS_URI must be gs://<bucket>[/<folder>], not ${opts.outputGcsUri}`);
       this.outputPrefix = opts.outputGcsUri.endsWith('/') ? opts.outputGcsUri : `${opts.outputGcsUri}/`;
     }
     this.tokenSource = opts.tokenSource;
@@ -155,7 +156,10 @@ export class VertexVeoProvider implements VideoProvider {
     const body = await this.postJson(this.modelUrl(model, 'predictLongRunning'), this.buildRequestBody(req), 'predictLongRunning');
     const name = (body as { name?: unknown } | null)?.name;
     if (typeof name !== 'string' || !OPERATION_NAME.test(name)) {
-      throw new ProviderError('Vertex AI predictLongRunning answered without a valid operation name', { code: 'invalid_response', retryable: false });
+      throw new ProviderError('Vertex AI predictLongRunning answered without a valid operation name', {
+        code: 'invalid_response',
+        retryable: false,
+      });
     }
     return { operation_id: `${name}#n=${req.params.n}` };
   }
@@ -189,23 +193,34 @@ export class VertexVeoProvider implements VideoProvider {
     const filtered = typeof response.raiMediaFilteredCount === 'number' ? response.raiMediaFilteredCount : 0;
     let status: VideoOperationStatus;
     if (outputs.length === 0 && filtered > 0) {
-      const reasons = Array.isArray(response.raiMediaFilteredReasons) ? response.raiMediaFilteredReasons.filter((r): r is string => typeof r === 'string') : [];
+      const reasons = Array.isArray(response.raiMediaFilteredReasons)
+        ? response.raiMediaFilteredReasons.filter((r): r is string => typeof r === 'string')
+        : [];
       status = {
         state: 'failed',
         code: 'content_filtered',
-        message: truncate(`all ${filtered} videos were filtered by the provider's Responsible AI policies${reasons.length ? `: ${reasons.join('; ')}` : ''}`),
+        message: truncate(
+          `all ${filtered} videos were filtered by the provider's Responsible AI policies${reasons.length ? `: ${reasons.join('; ')}` : ''}`,
+        ),
       };
     } else {
       status = { state: 'succeeded', outputs: op.n !== undefined ? outputs.slice(0, op.n) : outputs };
     }
-    const entry: FinishedOperation = { status, videos: decoded, bytes: decoded.reduce((n, b) => n + (b instanceof Buffer ? b.length : 0), 0) };
+    const entry: FinishedOperation = {
+      status,
+      videos: decoded,
+      bytes: decoded.reduce((n, b) => n + (b instanceof Buffer ? b.length : 0), 0),
+    };
     this.finished.put(op.name, entry);
     return entry;
   }
 
   private decodeInline(b64: string, index: number): Buffer | ProviderError {
     if (Math.floor((b64.length * 3) / 4) > this.outputBytesMax + 2) {
-      return new ProviderError(`inline video ${index} is larger than the ${this.outputBytesMax} bytes accepted`, { code: 'output_too_large', retryable: false });
+      return new ProviderError(`inline video ${index} is larger than the ${this.outputBytesMax} bytes accepted`, {
+        code: 'output_too_large',
+        retryable: false,
+      });
     }
     const bytes = Buffer.from(b64, 'base64');
     if (bytes.length === 0 || bytes.length > this.outputBytesMax) {
@@ -222,7 +237,15 @@ export class VertexVeoProvider implements VideoProvider {
    */
   async cancel(operation_id: string): Promise<CancelAnswer> {
     const op = parseOperationId(operation_id);
-    await this.request('POST', `${this.apiEndpoint}/v1/${op.name}:cancel`, {}, 'Vertex AI cancel', this.requestTimeoutMs, JSON_BYTES_MAX, 'invalid_response');
+    await this.request(
+      'POST',
+      `${this.apiEndpoint}/v1/${op.name}:cancel`,
+      {},
+      'Vertex AI cancel',
+      this.requestTimeoutMs,
+      JSON_BYTES_MAX,
+      'invalid_response',
+    );
     const finished = await this.withOperation(op, (after) => after.done === true && !after.error);
     if (finished) return { billed: true, answer: 'Vertex AI: the operation had already finished' };
     return { billed: false, answer: 'Vertex AI: cancellation accepted before the operation finished' };
@@ -240,7 +263,10 @@ export class VertexVeoProvider implements VideoProvider {
       this.finished.get(op.name) ??
       (await this.withOperation(op, (operation) => {
         if (operation.done !== true || operation.error) {
-          throw new ProviderError(`operation ${op.name} has no result to read output ${index} from`, { code: 'invalid_response', retryable: false });
+          throw new ProviderError(`operation ${op.name} has no result to read output ${index} from`, {
+            code: 'invalid_response',
+            retryable: false,
+          });
         }
         return this.remember(op, operation);
       }));
@@ -258,7 +284,8 @@ export class VertexVeoProvider implements VideoProvider {
       });
     }
     const gcs = parseGcsUri(uri);
-    if (!gcs || !gcs.object) throw new ProviderError(`invalid Cloud Storage URI ${truncate(uri, 200)}`, { code: 'invalid_response', retryable: false });
+    if (!gcs || !gcs.object)
+      throw new ProviderError(`invalid Cloud Storage URI ${truncate(uri, 200)}`, { code: 'invalid_response', retryable: false });
     const url = `${this.gcsApiEndpoint}/storage/v1/b/${encodeURIComponent(gcs.bucket)}/o/${encodeURIComponent(gcs.object)}?alt=media`;
     return this.request('GET', url, undefined, 'Cloud Storage download', this.downloadTimeoutMs, this.outputBytesMax, 'output_too_large');
   }
@@ -270,9 +297,17 @@ export class VertexVeoProvider implements VideoProvider {
   private async withOperation<T>(op: ParsedOperationId, use: (operation: VeoOperation) => T): Promise<T> {
     const lease: ReadLease = { release: () => {} };
     try {
-      const body = await this.postJson(this.modelUrl(op.model, 'fetchPredictOperation'), { operationName: op.name }, 'fetchPredictOperation', lease);
+      const body = await this.postJson(
+        this.modelUrl(op.model, 'fetchPredictOperation'),
+        { operationName: op.name },
+        'fetchPredictOperation',
+        lease,
+      );
       if (typeof body !== 'object' || body === null || Array.isArray(body)) {
-        throw new ProviderError('Vertex AI fetchPredictOperation answered with something other than an operation', { code: 'invalid_response', retryable: false });
+        throw new ProviderError('Vertex AI fetchPredictOperation answered with something other than an operation', {
+          code: 'invalid_response',
+          retryable: false,
+        });
       }
       return use(body as VeoOperation);
     } finally {
@@ -304,7 +339,16 @@ export class VertexVeoProvider implements VideoProvider {
 
   private async postJson(url: string, json: unknown, what: string, lease?: ReadLease): Promise<unknown> {
     const large = lease ? { threshold_bytes: LARGE_OPERATION_BYTES, take: () => this.takeLargeRead(lease) } : undefined;
-    const raw = await this.request('POST', url, json, `Vertex AI ${what}`, this.requestTimeoutMs, JSON_BYTES_MAX, 'invalid_response', large);
+    const raw = await this.request(
+      'POST',
+      url,
+      json,
+      `Vertex AI ${what}`,
+      this.requestTimeoutMs,
+      JSON_BYTES_MAX,
+      'invalid_response',
+      large,
+    );
     try {
       return JSON.parse(raw.toString('utf8'));
     } catch {
@@ -348,8 +392,10 @@ export class VertexVeoProvider implements VideoProvider {
       // No credentials at all is configuration, not a transient fault; anything else (metadata server,
       // token endpoint) may be. The message comes from the auth library and never holds a token.
       const permanent = /could not load the default credentials|no access token|empty access token/i.test(message);
-      throw new ProviderError(`could not get Google credentials: ${truncate(message, 300)}`, { code: 'provider_auth_failed', retryable: !permanent });
+      throw new ProviderError(`could not get Google credentials: ${truncate(message, 300)}`, {
+        code: 'provider_auth_failed',
+        retryable: !permanent,
+      });
     }
   }
 }
-

@@ -192,20 +192,27 @@ export class ElevenLabsVoiceProvider implements VoiceProvider {
     const { res, body } = await this.exchange('clone', 'POST', '/v1/voices/add', { body: form, headers: { accept: 'application/json' } });
     if (!res.ok) throw this.failure('clone', res, body);
     const json = parseJson(body);
-    const voice_id = isObject(json) && typeof json['voice_id'] === 'string' && /^[A-Za-z0-9_-]{1,128}$/.test(json['voice_id']) ? json['voice_id'] : null;
+    const voice_id =
+      isObject(json) && typeof json['voice_id'] === 'string' && /^[A-Za-z0-9_-]{1,128}$/.test(json['voice_id']) ? json['voice_id'] : null;
     const requires_verification = isObject(json) ? json['requires_verification'] : undefined;
     if (voice_id === null || typeof requires_verification !== 'boolean') {
       // A voice it did create but answered unreadably would be orphaned: remove it, best effort.
       if (voice_id !== null) await this.deleteVoice(voice_id).catch(() => {});
-      throw new ElevenLabsError('unavailable', malformed('clone', res.status, json === undefined ? 'not JSON' : 'voice_id or requires_verification missing'), {
-        status: res.status,
-      });
+      throw new ElevenLabsError(
+        'unavailable',
+        malformed('clone', res.status, json === undefined ? 'not JSON' : 'voice_id or requires_verification missing'),
+        {
+          status: res.status,
+        },
+      );
     }
     return { voice_id, requires_verification };
   }
 
   async deleteVoice(voice_id: string): Promise<void> {
-    const { res, body } = await this.exchange('delete', 'DELETE', `/v1/voices/${encodeURIComponent(voice_id)}`, { headers: { accept: 'application/json' } });
+    const { res, body } = await this.exchange('delete', 'DELETE', `/v1/voices/${encodeURIComponent(voice_id)}`, {
+      headers: { accept: 'application/json' },
+    });
     if (res.status === 404) return; // already gone: deleted before, or never there
     if (!res.ok) {
       const failure = this.failure('delete', res, body);
@@ -267,9 +274,15 @@ export class ElevenLabsVoiceProvider implements VoiceProvider {
         if (next.done) return; // an odd byte left at the end is not a sample
         received_bytes += next.value.byteLength;
         if (received_bytes > ELEVENLABS_SPEECH_BYTES_MAX) {
-          throw new ElevenLabsError('unavailable', `ElevenLabs streamed more than ${ELEVENLABS_SPEECH_BYTES_MAX} bytes of speech; the stream was abandoned`, { status: res.status });
+          throw new ElevenLabsError(
+            'unavailable',
+            `ElevenLabs streamed more than ${ELEVENLABS_SPEECH_BYTES_MAX} bytes of speech; the stream was abandoned`,
+            { status: res.status },
+          );
         }
-        const chunk: Buffer = odd ? Buffer.concat([odd, next.value]) : Buffer.from(next.value.buffer, next.value.byteOffset, next.value.byteLength);
+        const chunk: Buffer = odd
+          ? Buffer.concat([odd, next.value])
+          : Buffer.from(next.value.buffer, next.value.byteOffset, next.value.byteLength);
         const whole = chunk.length - (chunk.length % 2);
         odd = whole < chunk.length ? Buffer.from(chunk.subarray(whole)) : null;
         if (whole > 0) yield chunk.subarray(0, whole);
@@ -301,7 +314,12 @@ export class ElevenLabsVoiceProvider implements VoiceProvider {
   }
 
   /** The request, answered up to its headers. */
-  private send(method: string, path: string, init: { body?: FormData | string; headers?: Record<string, string> }, signal: AbortSignal): Promise<Response> {
+  private send(
+    method: string,
+    path: string,
+    init: { body?: FormData | string; headers?: Record<string, string> },
+    signal: AbortSignal,
+  ): Promise<Response> {
     return fetch(this.baseUrl + path, {
       method,
       headers: { 'xi-api-key': this.#apiKey, 'user-agent': 'video-voice-api', ...init.headers },
@@ -313,12 +331,21 @@ export class ElevenLabsVoiceProvider implements VoiceProvider {
   }
 
   /** A request or body that failed in transport: past its time limit (`timeout` fired), or the network's failure. */
-  private transportFailure(op: ElevenLabsOperation, timeout: AbortSignal, err: unknown, what = `could not be reached for ${OPERATION_LABELS[op]}`): ElevenLabsError {
+  private transportFailure(
+    op: ElevenLabsOperation,
+    timeout: AbortSignal,
+    err: unknown,
+    what = `could not be reached for ${OPERATION_LABELS[op]}`,
+  ): ElevenLabsError {
     if (timeout.aborted) {
-      return new ElevenLabsError('unavailable', `ElevenLabs did not complete the ${OPERATION_LABELS[op]} within ${this.timeoutsMs[op] / 1000} s`);
+      return new ElevenLabsError(
+        'unavailable',
+        `ElevenLabs did not complete the ${OPERATION_LABELS[op]} within ${this.timeoutsMs[op] / 1000} s`,
+      );
     }
     const cause = (err as { cause?: { code?: unknown; message?: unknown } }).cause;
-    const reason = typeof cause?.code === 'string' ? cause.code : typeof cause?.message === 'string' ? cause.message : (err as Error).message;
+    const reason =
+      typeof cause?.code === 'string' ? cause.code : typeof cause?.message === 'string' ? cause.message : (err as Error).message;
     return new ElevenLabsError('unavailable', this.scrub(`ElevenLabs ${what}: ${reason}`));
   }
 

@@ -118,8 +118,13 @@ export class SimulatedVoiceProvider implements VoiceProvider {
   }
 
   /** The next `count` calls of `operation` fail with `kind` (shared by every process on this database). */
-  async injectFaults(operation: SimulatedVoiceOperation, fault: { kind: 'rejected' | 'unavailable'; count: number; message?: string }): Promise<void> {
-    const message = fault.message ?? (fault.kind === 'rejected' ? `the simulated provider rejected the ${operation}` : 'the simulated provider is unavailable');
+  async injectFaults(
+    operation: SimulatedVoiceOperation,
+    fault: { kind: 'rejected' | 'unavailable'; count: number; message?: string },
+  ): Promise<void> {
+    const message =
+      fault.message ??
+      (fault.kind === 'rejected' ? `the simulated provider rejected the ${operation}` : 'the simulated provider is unavailable');
     await this.db.query(
       `INSERT INTO simulator.voice_faults (operation, kind, message, remaining) VALUES ($1, $2, $3, $4)
        ON CONFLICT (operation) DO UPDATE SET kind = EXCLUDED.kind, message = EXCLUDED.message, remaining = EXCLUDED.remaining`,
@@ -143,7 +148,10 @@ export class SimulatedVoiceProvider implements VoiceProvider {
   }
 
   /** The simulator's storage failing is, to its callers, a provider that cannot be reached. */
-  private async query<R extends pg.QueryResultRow = pg.QueryResultRow>(sql: string | PreparedStatement, params: unknown[]): Promise<pg.QueryResult<R>> {
+  private async query<R extends pg.QueryResultRow = pg.QueryResultRow>(
+    sql: string | PreparedStatement,
+    params: unknown[],
+  ): Promise<pg.QueryResult<R>> {
     try {
       return await this.db.query<R>(typeof sql === 'string' ? { text: sql, values: params } : { ...sql, values: params });
     } catch {
