@@ -9,8 +9,10 @@
 // but GET, HEAD and OPTIONS) is in flight in the process, the gate admits fewer reads at once
 // (JOB_READS_IN_FLIGHT_UNDER_WRITES_MAX), and a read it admits starts only after the I/O callbacks
 // already due have run (setImmediate), which are the writes' database and Temporal answers among
-// others. Reads keep moving (one at a time at least), so a stream of writes never starves them; once
-// no write is in flight the gate opens to its full number again.
+// others, and no sooner than JOB_READS_SPACING_UNDER_WRITES_MS after the read before it began: with
+// creates running, a process answers at most 500 job reads a second, and the CPU the rest would take
+// goes to the creates. Reads keep moving (one at a time at least), so a stream of writes never starves
+// them; once no write is in flight the gate opens to its full number and pace again.
 import type { Request, RequestHandler } from 'express';
 import { ApiError } from '../errors.js';
 import { RETRY_AFTER_S } from '../dependency-errors.js';
@@ -19,6 +21,8 @@ import { RETRY_AFTER_S } from '../dependency-errors.js';
 export const JOB_READS_IN_FLIGHT_MAX = 4;
 /** Job reads running at once while a write is in flight in the process. */
 export const JOB_READS_IN_FLIGHT_UNDER_WRITES_MAX = 1;
+/** While a write is in flight, a job read starts at least this long after the one before it began. */
+export const JOB_READS_SPACING_UNDER_WRITES_MS = 2;
 /** Job reads waiting for a turn, at most; beyond, 503 server_busy. */
 export const JOB_READS_WAITING_MAX = 10_000;
 
@@ -33,6 +37,8 @@ export interface JobReadGateOptions {
   permits?: number;
   /** Reads running at once while a write is in flight (at least 1: reads are slowed, never stopped). */
   permits_under_writes?: number;
+  /** While a write is in flight, the least time between the starts of two reads. */
+  spacing_under_writes_ms?: number;
   /** Reads waiting, at most. */
   waiting_max?: number;
 }
@@ -50,16 +56,31 @@ export function jobReadGate(opts: JobReadGateOptions = {}): JobReadGate {
   const permits = opts.permits ?? JOB_READS_IN_FLIGHT_MAX;
   const permits_under_writes = Math.min(permits, opts.permits_under_writes ?? JOB_READS_IN_FLIGHT_UNDER_WRITES_MAX);
   const waiting_max = opts.waiting_max ?? JOB_READS_WAITING_MAX;
+  const spacing_under_writes_ms = opts.spacing_under_writes_ms ?? JOB_READS_SPACING_UNDER_WRITES_MS;
   if (!Number.isInteger(permits_under_writes) || permits_under_writes < 1) throw new RangeError('the read gate needs at least one permit');
   let writes_in_flight = 0;
   let reads_in_flight = 0;
   const waiting: Array<() => void> = [];
 
+  let last_start_ms = -Infinity;
+  let spacing_timer: NodeJS.Timeout | undefined;
+
   const capacity = () => (writes_in_flight > 0 ? permits_under_writes : permits);
-  /** Hands free permits to waiting reads, first come first served. */
+  /** How long the next read must still wait for its turn under writes (0: it may start now). */
+  const spacingLeftMs = () => (writes_in_flight > 0 ? Math.max(0, last_start_ms + spacing_under_writes_ms - performance.now()) : 0);
+  /** Hands free permits to waiting reads, first come first served, paced while a write is in flight. */
   const admit = () => {
     while (reads_in_flight < capacity() && waiting.length > 0) {
+      const left_ms = spacingLeftMs();
+      if (left_ms > 0) {
+        spacing_timer ??= setTimeout(() => {
+          spacing_timer = undefined;
+          admit();
+        }, Math.ceil(left_ms)).unref();
+        return;
+      }
       reads_in_flight++;
+      last_start_ms = performance.now();
       const start = waiting.shift()!;
       if (writes_in_flight > 0) setImmediate(start);
       else start();
@@ -90,8 +111,9 @@ export function jobReadGate(opts: JobReadGateOptions = {}): JobReadGate {
       if (req.destroyed || res.destroyed || res.writableEnded) return release();
       next();
     };
-    if (waiting.length === 0 && reads_in_flight < capacity()) {
+    if (waiting.length === 0 && reads_in_flight < capacity() && spacingLeftMs() === 0) {
       reads_in_flight++;
+      last_start_ms = performance.now();
       return start();
     }
     if (waiting.length >= waiting_max) {
@@ -102,6 +124,7 @@ export function jobReadGate(opts: JobReadGateOptions = {}): JobReadGate {
       );
     }
     waiting.push(start);
+    admit();
   };
 
   return { writes, reads, state: () => ({ writes_in_flight, reads_in_flight, reads_waiting: waiting.length }) };

@@ -188,6 +188,43 @@ describe('status reads', () => {
     }
   });
 
+  test('job reads are paced while a write is in flight: a free permit waits out the spacing, and the write ending lifts it', async () => {
+    // Two permits in either case, so only the pacing (here a minute, far beyond the test) holds read 2 back.
+    const gate = jobReadGate({ permits: 2, permits_under_writes: 2, spacing_under_writes_ms: 60_000 });
+    const releases = new Map<string, () => void>();
+    const app = express();
+    app.use(gate.writes);
+    app.get('/read', gate.reads, async (req, res) => {
+      await new Promise<void>((r) => releases.set(`read ${String(req.query['n'])}`, r));
+      res.json({ ok: true });
+    });
+    app.post('/write', async (_req, res) => {
+      await new Promise<void>((r) => releases.set('write', r));
+      res.json({ ok: true });
+    });
+    app.use(errorHandler(pino({ level: 'silent' })));
+    const server = app.listen(0, '127.0.0.1');
+    await new Promise((r) => server.once('listening', r));
+    const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    try {
+      const write = fetch(`${base}/write`, { method: 'POST' });
+      await waitUntil('the write started', async () => releases.has('write'));
+      const r1 = fetch(`${base}/read?n=1`);
+      await waitUntil('read 1 admitted', async () => releases.has('read 1'));
+      const r2 = fetch(`${base}/read?n=2`);
+      await waitUntil('read 2 waiting', async () => gate.state().reads_waiting === 1);
+      assert.deepEqual(gate.state(), { writes_in_flight: 1, reads_in_flight: 1, reads_waiting: 1 });
+      releases.get('write')!();
+      assert.equal((await write).status, 200);
+      await waitUntil('read 2 admitted once the write ended', async () => releases.has('read 2'));
+      releases.get('read 1')!();
+      releases.get('read 2')!();
+      for (const r of await Promise.all([r1, r2])) assert.equal(r.status, 200);
+    } finally {
+      server.close();
+    }
+  });
+
   test('job reads yield to writes: while a write is in flight one read runs at a time and the queued reads wait; when it ends the gate opens again', async () => {
     // A gate of 2 permits (1 while a write is in flight) in front of reads that hold until released, and
     // a write that holds until released. Each admission is logged with the reads then running.
