@@ -22,12 +22,14 @@
 // callbacks with its own ED25519 key, served as its JWKS. For tests: requests follow a plan (polls in
 // queue, polls in progress, or completion after a delay; success or the model's error), `finish` ends a
 // request now, `dropCallbacks` stops deliveries, `redeliver` sends the last callback again, `fault`
-// scripts failures per route, `expire` makes results and files disappear. An end-to-end test starts it
+// scripts failures per route, `expire` makes results and files disappear (fal keeps results an hour,
+// files a while). The plans, endings and deliveries are the machinery of `fake-plans.ts`. An end-to-end test starts it
 // on loopback, gives the service `env()`, and then: `defaultPlan = { complete_after_ms }` completes by
 // callback alone; `dropCallbacks = true` leaves completion to polling; `fault({ route: 'submit', status:
 // 503, times })` makes fal refuse for a passing reason (a fallback to the next backend).
 import { createHash, generateKeyPairSync, randomUUID, sign, type KeyObject } from 'node:crypto';
-import { checkInput, deliverCallback, FAKE_OUTPUT_VIDEO, FakeHttpServer, type FakeRequest, type FieldSpec } from './fake-http.js';
+import { checkInput, FAKE_OUTPUT_VIDEO, type FakeRequest, type FieldSpec } from './fake-http.js';
+import { PlannedFake, type CallbackDelivery, type Plan, type PlannedRequest } from './fake-plans.js';
 
 export type FalRoute = 'submit' | 'status' | 'result' | 'cancel' | 'jwks' | 'file';
 
@@ -110,60 +112,42 @@ export const FAL_ENDPOINTS: Readonly<Record<string, Readonly<Record<string, Fiel
   'fal-ai/minimax/hailuo-02/pro/image-to-video': { ...HAILUO, image_url: { type: 'uri', required: true } },
 };
 
-/** How a submitted request goes. */
-export interface FalPlan {
+type FalOutcome = 'ok' | 'error';
+
+/** How a submitted request goes (or `complete_after_ms`: it completes by itself, by callback). */
+export interface FalPlan extends Plan<FalOutcome> {
   /** Status polls answered IN_QUEUE (queue_position counting down to 0) before it runs. Default 1. */
   queue_polls?: number;
   /** Then status polls answered IN_PROGRESS before it completes. Default 1. */
   progress_polls?: number;
-  /** Instead of polls, it completes by itself this long after submission (callback completion). */
-  complete_after_ms?: number;
   /** `error`: the model fails it (its result answers 422 with the model's error; the callback says ERROR). */
-  outcome?: 'ok' | 'error';
+  outcome?: FalOutcome;
   error_message?: string;
 }
 
-interface FalRequestState {
-  id: string;
+interface FalRequestState extends PlannedRequest<FalPlan> {
   endpoint: string;
   /** owner/app: the prefix of its status, result and cancel URLs. */
   app: string;
   input: Record<string, unknown>;
-  webhook: string | undefined;
-  plan: FalPlan;
   state: 'IN_QUEUE' | 'IN_PROGRESS' | 'COMPLETED';
-  polls: number;
   cancelled: boolean;
-  timer: NodeJS.Timeout | undefined;
 }
 
-export interface FalCallbackDelivery {
-  request_id: string;
-  url: string;
-  headers: Record<string, string>;
-  body: Buffer;
-  /** The receiver's HTTP status; 0 when unreachable; undefined when the delivery was dropped. */
-  answered: number | undefined;
-}
+export type FalCallbackDelivery = CallbackDelivery<'request_id'>;
 
 export const FAL_USER_ID = 'fake-user-1';
 
-export class FalFake extends FakeHttpServer<FalRoute> {
+export class FalFake extends PlannedFake<FalRoute, FalOutcome, FalPlan, FalRequestState, 'request_id'> {
   /** The key every queue request must carry (`Authorization: Key <key>`). */
   key = 'fal-test-key';
-  /** Plans of the next submitted requests, in order; then `defaultPlan`. */
-  plans: FalPlan[] = [];
-  defaultPlan: FalPlan = {};
-  /** Completions are not called back (tests of the polling fallback). */
-  dropCallbacks = false;
-  readonly callbacks: FalCallbackDelivery[] = [];
-  readonly submitted = new Map<string, FalRequestState>();
+  /** The submitted requests, by request id. */
+  readonly submitted = this.planned;
   private signingKey: KeyObject;
   private publicKeys: KeyObject[];
-  private expired = false;
 
   constructor() {
-    super();
+    super('request_id');
     const { privateKey, publicKey } = generateKeyPairSync('ed25519');
     this.signingKey = privateKey;
     this.publicKeys = [publicKey];
@@ -178,52 +162,11 @@ export class FalFake extends FakeHttpServer<FalRoute> {
     return { FAL_KEY: this.key, FAL_QUEUE_URL: this.url, FAL_JWKS_URL: this.jwksUrl };
   }
 
-  reset(): void {
-    this.resetHttp();
-    for (const r of this.submitted.values()) clearTimeout(r.timer);
-    this.submitted.clear();
-    this.callbacks.length = 0;
-    this.plans = [];
-    this.defaultPlan = {};
-    this.dropCallbacks = false;
-    this.expired = false;
-  }
-
-  override async stop(): Promise<void> {
-    for (const r of this.submitted.values()) clearTimeout(r.timer);
-    await super.stop();
-  }
-
   /** A new signing key; the JWKS then serves both (keep_old) or only the new one. */
   rotateKey(keep_old = true): void {
     const { privateKey, publicKey } = generateKeyPairSync('ed25519');
     this.signingKey = privateKey;
     this.publicKeys = keep_old ? [...this.publicKeys, publicKey] : [publicKey];
-  }
-
-  /** Results and files are gone (fal keeps results an hour, files a while). */
-  expire(): void {
-    this.expired = true;
-  }
-
-  /** Completes a request now (its callback is delivered unless dropped). */
-  async finish(request_id: string, outcome?: 'ok' | 'error'): Promise<void> {
-    const r = this.submitted.get(request_id);
-    if (!r || r.state === 'COMPLETED') return;
-    if (outcome) r.plan = { ...r.plan, outcome };
-    await this.complete(r);
-  }
-
-  /** Completes every request not completed yet. */
-  async finishAll(outcome?: 'ok' | 'error'): Promise<void> {
-    await Promise.all([...this.submitted.keys()].map((id) => this.finish(id, outcome)));
-  }
-
-  /** Delivers a request's last callback again, byte for byte (a replay). */
-  async redeliver(request_id: string): Promise<number> {
-    const last = this.callbacks.filter((c) => c.request_id === request_id).at(-1);
-    if (!last) throw new Error(`no callback for ${request_id}`);
-    return deliverCallback(last.url, last.headers, last.body);
   }
 
   /**
@@ -250,7 +193,7 @@ export class FalFake extends FakeHttpServer<FalRoute> {
   callbackBody(request_id: string): Buffer {
     const r = this.submitted.get(request_id);
     if (!r) throw new Error(`no request ${request_id}`);
-    const ok = (r.plan.outcome ?? 'ok') === 'ok' && !r.cancelled;
+    const ok = this.plannedOutcome(r.plan) === 'ok' && !r.cancelled;
     return Buffer.from(
       JSON.stringify(
         ok
@@ -320,8 +263,8 @@ export class FalFake extends FakeHttpServer<FalRoute> {
       return this.json(res, 422, { detail: [{ loc: ['query', 'fal_webhook'], msg: 'invalid URL', type: 'value_error.url' }] });
     const id = randomUUID();
     const app = endpoint.split('/').slice(0, 2).join('/');
-    const plan = this.plans.shift() ?? this.defaultPlan;
-    const r: FalRequestState = {
+    const plan = this.nextPlan();
+    this.admit({
       id,
       endpoint,
       app,
@@ -331,10 +274,8 @@ export class FalFake extends FakeHttpServer<FalRoute> {
       state: 'IN_QUEUE',
       polls: 0,
       cancelled: false,
-      timer: undefined,
-    };
-    this.submitted.set(id, r);
-    if (plan.complete_after_ms !== undefined) r.timer = setTimeout(() => void this.complete(r), plan.complete_after_ms);
+      timers: [],
+    });
     const base = `${this.url}/${app}/requests/${id}`;
     this.json(res, 200, {
       status: 'IN_QUEUE',
@@ -348,13 +289,7 @@ export class FalFake extends FakeHttpServer<FalRoute> {
   }
 
   private async status(res: FakeRequest<FalRoute>['res'], r: FalRequestState): Promise<void> {
-    if (r.state !== 'COMPLETED' && r.plan.complete_after_ms === undefined) {
-      r.polls += 1;
-      const queued = r.plan.queue_polls ?? 1;
-      const progressing = r.plan.progress_polls ?? 1;
-      if (r.polls > queued + progressing) await this.complete(r);
-      else if (r.polls > queued) r.state = 'IN_PROGRESS';
-    }
+    await this.poll(r);
     const base = `${this.url}/${r.app}/requests/${r.id}`;
     const urls = { response_url: base, status_url: `${base}/status`, cancel_url: `${base}/cancel` };
     if (r.state === 'IN_QUEUE')
@@ -367,14 +302,14 @@ export class FalFake extends FakeHttpServer<FalRoute> {
     if (r.state !== 'COMPLETED') return this.json(res, 400, { detail: 'Request is still in progress' });
     if (this.expired) return this.json(res, 404, { detail: `Request ${r.id} not found` });
     if (r.cancelled) return this.json(res, 400, { detail: 'Request was cancelled', error_type: 'request_cancelled' });
-    if ((r.plan.outcome ?? 'ok') === 'error') return this.json(res, 422, this.modelError(r), { 'x-fal-retryable': 'false' });
+    if (this.plannedOutcome(r.plan) === 'error') return this.json(res, 422, this.modelError(r), { 'x-fal-retryable': 'false' });
     this.json(res, 200, this.output(r));
   }
 
   private async cancelRequest(res: FakeRequest<FalRoute>['res'], r: FalRequestState): Promise<void> {
     if (r.state === 'COMPLETED') return this.json(res, 400, { status: 'ALREADY_COMPLETED' });
     r.cancelled = true;
-    await this.complete(r);
+    await this.end(r, this.plannedOutcome(r.plan));
     this.json(res, 202, { status: 'CANCELLATION_REQUESTED' });
   }
 
@@ -402,20 +337,29 @@ export class FalFake extends FakeHttpServer<FalRoute> {
     };
   }
 
-  private async complete(r: FalRequestState): Promise<void> {
-    if (r.state === 'COMPLETED') return;
-    clearTimeout(r.timer);
+  protected ended(r: FalRequestState): boolean {
+    return r.state === 'COMPLETED';
+  }
+
+  protected plannedOutcome(plan: FalPlan): FalOutcome {
+    return plan.outcome ?? 'ok';
+  }
+
+  protected pollStages(plan: FalPlan): [number, number] {
+    return [plan.queue_polls ?? 1, plan.progress_polls ?? 1];
+  }
+
+  protected running(r: FalRequestState): void {
+    r.state = 'IN_PROGRESS';
+  }
+
+  protected settle(r: FalRequestState, outcome: FalOutcome): void {
+    if (outcome !== this.plannedOutcome(r.plan)) r.plan = { ...r.plan, outcome };
     r.state = 'COMPLETED';
-    if (!r.webhook) return;
+  }
+
+  protected signedCallback(r: FalRequestState) {
     const body = this.callbackBody(r.id);
-    const delivery: FalCallbackDelivery = {
-      request_id: r.id,
-      url: r.webhook,
-      headers: this.signCallback(r.id, body),
-      body,
-      answered: undefined,
-    };
-    this.callbacks.push(delivery);
-    if (!this.dropCallbacks) delivery.answered = await deliverCallback(r.webhook, delivery.headers, body);
+    return { headers: this.signCallback(r.id, body), body };
   }
 }
