@@ -35,10 +35,12 @@
 // `dropCallbacks` stops deliveries, `redeliver` replays the last one, `fault` scripts failures per route,
 // `expire` removes outputs (data_removed). An end-to-end test starts it on loopback and gives the service
 // `env()`; `defaultPlan = { complete_after_ms }` completes by callback alone, `dropCallbacks` leaves it
-// to polling, `fault({ route: 'create', status: 503 })` refuses for a passing reason.
+// to polling, `fault({ route: 'create', status: 503 })` refuses for a passing reason. The plans, endings
+// and deliveries are the machinery of `fake-plans.ts`.
 import { createHash, randomUUID } from 'node:crypto';
 import { Webhook } from 'standardwebhooks';
-import { checkInput, deliverCallback, FakeHttpServer, type FakeRequest, type FieldSpec } from './fake-http.js';
+import { checkInput, type FakeRequest, type FieldSpec } from './fake-http.js';
+import { PlannedFake, type CallbackDelivery, type Plan, type PlannedRequest } from './fake-plans.js';
 
 export type ReplicateRoute = 'create' | 'get' | 'cancel' | 'secret' | 'file' | 'upload' | 'uploaded' | 'delete_file';
 
@@ -89,33 +91,30 @@ export const REPLICATE_VERSIONS: Readonly<Record<string, string>> = Object.fromE
   Object.keys(REPLICATE_MODELS).map((m) => [createHash('sha256').update(m).digest('hex'), m]),
 );
 
-export interface ReplicatePlan {
+/** The statuses a prediction ends in: its plan's outcomes, and cancelled by a request or at its deadline. */
+type Ending = 'succeeded' | 'failed' | 'canceled' | 'aborted';
+
+/** How a prediction goes (or `complete_after_ms`: it ends by itself, by callback). */
+export interface ReplicatePlan extends Plan<Ending> {
   /** Polls answered "starting" before it runs. Default 1. */
   starting_polls?: number;
   /** Then polls answered "processing" (with progress-bar logs) before it ends. Default 2. */
   processing_polls?: number;
-  /** Instead of polls, it ends by itself this long after creation (callback completion). */
-  complete_after_ms?: number;
   /** `failed`: the model fails it with `error`. */
   outcome?: 'succeeded' | 'failed';
   error?: string;
 }
 
-interface Prediction {
-  id: string;
+interface Prediction extends PlannedRequest<ReplicatePlan> {
   model: string;
   version: string;
   input: Record<string, unknown>;
-  webhook: string | undefined;
   events: string[];
-  plan: ReplicatePlan;
-  status: 'starting' | 'processing' | 'succeeded' | 'failed' | 'canceled' | 'aborted';
-  polls: number;
+  status: 'starting' | 'processing' | Ending;
   logs: string;
   created_at: string;
   started_at: string | null;
   completed_at: string | null;
-  timers: NodeJS.Timeout[];
   /** The Cancel-After it was created with, seconds. */
   cancel_after_s: number | undefined;
 }
@@ -129,13 +128,7 @@ interface UploadedFile {
   created_at: string;
 }
 
-export interface ReplicateCallbackDelivery {
-  prediction_id: string;
-  url: string;
-  headers: Record<string, string>;
-  body: Buffer;
-  answered: number | undefined;
-}
+export type ReplicateCallbackDelivery = CallbackDelivery<'prediction_id'>;
 
 const TERMINAL = new Set(['succeeded', 'failed', 'canceled', 'aborted']);
 
@@ -146,60 +139,27 @@ export function parseCancelAfter(value: string): number | undefined {
   return Number(m[1] ?? 0) * 3600 + Number(m[2] ?? 0) * 60 + Number(m[3] ?? 0);
 }
 
-export class ReplicateFake extends FakeHttpServer<ReplicateRoute> {
+export class ReplicateFake extends PlannedFake<ReplicateRoute, Ending, ReplicatePlan, Prediction, 'prediction_id'> {
   token = 'r8_test_token';
   /** The account's signing secret (GET /v1/webhooks/default/secret). */
   secret = `whsec_${Buffer.from('replicate-fake-signing-secret-0001').toString('base64')}`;
-  plans: ReplicatePlan[] = [];
-  defaultPlan: ReplicatePlan = {};
-  dropCallbacks = false;
-  readonly callbacks: ReplicateCallbackDelivery[] = [];
-  readonly predictions = new Map<string, Prediction>();
+  /** The predictions created, by id. */
+  readonly predictions = this.planned;
   /** Files uploaded with the files API, by id. */
   readonly files = new Map<string, UploadedFile>();
-  private expired = false;
+
+  constructor() {
+    super('prediction_id');
+  }
 
   /** The service's environment that points it at this fake (the signing secret is fetched from it). */
   env(): Record<string, string> {
     return { REPLICATE_API_TOKEN: this.token, REPLICATE_API_URL: this.url };
   }
 
-  reset(): void {
-    this.resetHttp();
-    for (const p of this.predictions.values()) p.timers.forEach(clearTimeout);
-    this.predictions.clear();
+  override reset(): void {
+    super.reset();
     this.files.clear();
-    this.callbacks.length = 0;
-    this.plans = [];
-    this.defaultPlan = {};
-    this.dropCallbacks = false;
-    this.expired = false;
-  }
-
-  override async stop(): Promise<void> {
-    for (const p of this.predictions.values()) p.timers.forEach(clearTimeout);
-    await super.stop();
-  }
-
-  /** Outputs are deleted (Replicate: an hour after the prediction ended). */
-  expire(): void {
-    this.expired = true;
-  }
-
-  async finish(id: string, outcome?: 'succeeded' | 'failed'): Promise<void> {
-    const p = this.predictions.get(id);
-    if (!p || TERMINAL.has(p.status)) return;
-    await this.end(p, outcome ?? p.plan.outcome ?? 'succeeded');
-  }
-
-  async finishAll(outcome?: 'succeeded' | 'failed'): Promise<void> {
-    await Promise.all([...this.predictions.keys()].map((id) => this.finish(id, outcome)));
-  }
-
-  async redeliver(prediction_id: string): Promise<number> {
-    const last = this.callbacks.filter((c) => c.prediction_id === prediction_id).at(-1);
-    if (!last) throw new Error(`no callback for ${prediction_id}`);
-    return deliverCallback(last.url, last.headers, last.body);
   }
 
   /** Standard Webhooks headers for a body, signed with `secret` (default the account's) at `at`. */
@@ -261,7 +221,7 @@ export class ReplicateFake extends FakeHttpServer<ReplicateRoute> {
     const p = this.predictions.get(id);
     if (!p) return this.notFound(r);
     if (route === 'get') return this.get(res, p);
-    if (!TERMINAL.has(p.status)) await this.end(p, 'canceled');
+    await this.end(p, 'canceled');
     this.json(res, 200, this.present(p));
   }
 
@@ -301,7 +261,7 @@ export class ReplicateFake extends FakeHttpServer<ReplicateRoute> {
     const events = Array.isArray(body.webhook_events_filter)
       ? body.webhook_events_filter.map(String)
       : ['start', 'output', 'logs', 'completed'];
-    const plan = this.plans.shift() ?? this.defaultPlan;
+    const plan = this.nextPlan();
     const p: Prediction = {
       id: randomUUID().replace(/-/g, '').slice(0, 26),
       model,
@@ -319,12 +279,8 @@ export class ReplicateFake extends FakeHttpServer<ReplicateRoute> {
       timers: [],
       cancel_after_s,
     };
-    this.predictions.set(p.id, p);
-    if (plan.complete_after_ms !== undefined)
-      p.timers.push(setTimeout(() => void this.end(p, plan.outcome ?? 'succeeded'), plan.complete_after_ms));
-    if (cancel_after_s !== undefined) {
-      p.timers.push(setTimeout(() => void this.end(p, p.status === 'starting' ? 'aborted' : 'canceled'), cancel_after_s * 1000));
-    }
+    this.admit(p);
+    if (cancel_after_s !== undefined) this.endAfter(p, cancel_after_s * 1000, () => (p.status === 'starting' ? 'aborted' : 'canceled'));
     this.json(res, 201, this.present(p));
   }
 
@@ -381,19 +337,7 @@ export class ReplicateFake extends FakeHttpServer<ReplicateRoute> {
   }
 
   private async get(res: FakeRequest<ReplicateRoute>['res'], p: Prediction): Promise<void> {
-    if (!TERMINAL.has(p.status) && p.plan.complete_after_ms === undefined) {
-      p.polls += 1;
-      const starting = p.plan.starting_polls ?? 1;
-      const processing = p.plan.processing_polls ?? 2;
-      if (p.polls > starting + processing) await this.end(p, p.plan.outcome ?? 'succeeded');
-      else if (p.polls > starting) {
-        p.status = 'processing';
-        p.started_at ??= new Date().toISOString();
-        const step = p.polls - starting;
-        const total = processing + 1;
-        p.logs += `${Math.floor((step / total) * 100)}%|${'█'.repeat(step)}${' '.repeat(total - step)}| ${step}/${total} [00:0${step}<00:0${total - step}, 1.00it/s]\n`;
-      }
-    }
+    await this.poll(p);
     this.json(res, 200, this.present(p));
   }
 
@@ -418,21 +362,35 @@ export class ReplicateFake extends FakeHttpServer<ReplicateRoute> {
     };
   }
 
-  private async end(p: Prediction, status: Prediction['status']): Promise<void> {
-    if (TERMINAL.has(p.status)) return;
-    p.timers.forEach(clearTimeout);
+  protected ended(p: Prediction): boolean {
+    return TERMINAL.has(p.status);
+  }
+
+  protected plannedOutcome(plan: ReplicatePlan): Ending {
+    return plan.outcome ?? 'succeeded';
+  }
+
+  protected pollStages(plan: ReplicatePlan): [number, number] {
+    return [plan.starting_polls ?? 1, plan.processing_polls ?? 2];
+  }
+
+  /** "processing", its logs a progress bar one step further. */
+  protected running(p: Prediction, step: number, steps: number): void {
+    p.status = 'processing';
+    p.started_at ??= new Date().toISOString();
+    const total = steps + 1;
+    p.logs += `${Math.floor((step / total) * 100)}%|${'█'.repeat(step)}${' '.repeat(total - step)}| ${step}/${total} [00:0${step}<00:0${total - step}, 1.00it/s]\n`;
+  }
+
+  protected settle(p: Prediction, status: Ending): void {
     p.status = status;
     p.completed_at = new Date().toISOString();
-    if (!p.webhook || !p.events.includes('completed')) return;
+  }
+
+  /** The prediction as the API answers it, when its webhook asked for the `completed` event. */
+  protected signedCallback(p: Prediction) {
+    if (!p.events.includes('completed')) return undefined;
     const body = this.predictionBody(p.id);
-    const delivery: ReplicateCallbackDelivery = {
-      prediction_id: p.id,
-      url: p.webhook,
-      headers: this.signCallback(body),
-      body,
-      answered: undefined,
-    };
-    this.callbacks.push(delivery);
-    if (!this.dropCallbacks) delivery.answered = await deliverCallback(p.webhook, delivery.headers, body);
+    return { headers: this.signCallback(body), body };
   }
 }
