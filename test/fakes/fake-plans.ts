@@ -6,11 +6,10 @@
 // a callback is signed and what a provider refuses stay in each fake.
 import { deliverCallback, FakeHttpServer } from './fake-http.js';
 
-/** How a submitted request goes; each fake adds the polls of its own states. */
-export interface Plan<O extends string> {
+/** How a submitted request goes; each fake adds the polls of its own states and its outcomes. */
+export interface Plan {
   /** Instead of polls, the request ends by itself this long after submission (callback completion). */
   complete_after_ms?: number;
-  outcome?: O;
 }
 
 /** A request as the shared machinery follows it; each fake adds its provider's fields. */
@@ -41,7 +40,7 @@ export type CallbackDelivery<K extends string> = { [key in K]: string } & {
 export abstract class PlannedFake<
   R extends string,
   O extends string,
-  P extends Plan<O>,
+  P extends Plan,
   Q extends PlannedRequest<P>,
   K extends string,
 > extends FakeHttpServer<R> {

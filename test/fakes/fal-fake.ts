@@ -115,7 +115,7 @@ export const FAL_ENDPOINTS: Readonly<Record<string, Readonly<Record<string, Fiel
 type FalOutcome = 'ok' | 'error';
 
 /** How a submitted request goes (or `complete_after_ms`: it completes by itself, by callback). */
-export interface FalPlan extends Plan<FalOutcome> {
+export interface FalPlan extends Plan {
   /** Status polls answered IN_QUEUE (queue_position counting down to 0) before it runs. Default 1. */
   queue_polls?: number;
   /** Then status polls answered IN_PROGRESS before it completes. Default 1. */

@@ -95,7 +95,7 @@ export const REPLICATE_VERSIONS: Readonly<Record<string, string>> = Object.fromE
 type Ending = 'succeeded' | 'failed' | 'canceled' | 'aborted';
 
 /** How a prediction goes (or `complete_after_ms`: it ends by itself, by callback). */
-export interface ReplicatePlan extends Plan<Ending> {
+export interface ReplicatePlan extends Plan {
   /** Polls answered "starting" before it runs. Default 1. */
   starting_polls?: number;
   /** Then polls answered "processing" (with progress-bar logs) before it ends. Default 2. */
