@@ -33,9 +33,9 @@ export type CallbackDelivery<K extends string> = { [key in K]: string } & {
 };
 
 /**
- * A fake whose requests follow plans. `O` is what a request can end as (more than a plan's outcomes
- * when the provider also ends requests itself, e.g. cancelled ones), `Q` the fake's request, `K` the name
- * of the request's id in its recorded callbacks.
+ * A fake whose requests follow plans. `R` is its routes, `O` what a request can end as (more than a
+ * plan's outcomes when the provider also ends requests itself, e.g. cancelled ones), `P` its plan, `Q`
+ * its request, `K` the name of the request's id in its recorded callbacks.
  */
 export abstract class PlannedFake<
   R extends string,

@@ -23,10 +23,11 @@
 // queue, polls in progress, or completion after a delay; success or the model's error), `finish` ends a
 // request now, `dropCallbacks` stops deliveries, `redeliver` sends the last callback again, `fault`
 // scripts failures per route, `expire` makes results and files disappear (fal keeps results an hour,
-// files a while). The plans, endings and deliveries are the machinery of `fake-plans.ts`. An end-to-end test starts it
-// on loopback, gives the service `env()`, and then: `defaultPlan = { complete_after_ms }` completes by
-// callback alone; `dropCallbacks = true` leaves completion to polling; `fault({ route: 'submit', status:
-// 503, times })` makes fal refuse for a passing reason (a fallback to the next backend).
+// files a while). An end-to-end test starts it on loopback, gives the service `env()`, and then:
+// `defaultPlan = { complete_after_ms }` completes by callback alone; `dropCallbacks = true` leaves
+// completion to polling; `fault({ route: 'submit', status: 503, times })` makes fal refuse for a passing
+// reason (a fallback to the next backend). The plans, endings and deliveries are the machinery of
+// `fake-plans.ts`.
 import { createHash, generateKeyPairSync, randomUUID, sign, type KeyObject } from 'node:crypto';
 import { checkInput, FAKE_OUTPUT_VIDEO, type FakeRequest, type FieldSpec } from './fake-http.js';
 import { PlannedFake, type CallbackDelivery, type Plan, type PlannedRequest } from './fake-plans.js';
