@@ -79,7 +79,7 @@ export async function benchStatusReads(infra: Infra, cfg: BenchConfig, log: Log)
     const profDir = process.env['BENCH_CPU_PROF_DIR'];
     const [product, floor] = await Promise.all([
       spawnSubject('product', env, { cpuProfDir: profDir && path.join(profDir, 'reads') }),
-      spawnSubject('rowread', env),
+      spawnSubject('rowread', env, { cpuProfDir: profDir && path.join(profDir, 'rowread') }),
     ]);
     started.push(product, floor);
     const customer = await productCustomer(product.url);

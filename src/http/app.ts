@@ -14,7 +14,7 @@ import { errorHandler, notFoundRoute } from './errors.js';
 import type { AuditOptions } from '../billing/audit.js';
 import { requireAdmin, requireApiKey } from './auth.js';
 import { rateLimit } from './rate-limit.js';
-import { jobReadGate } from './read-gate.js';
+import { jobReadGate, jobReadsInFlightMax } from './read-gate.js';
 import { videoRoutes } from '../video-jobs/routes.js';
 import { modelRoutes } from '../models/routes.js';
 import { fileRoutes } from '../video-jobs/file-routes.js';
@@ -147,7 +147,7 @@ export function createApp(deps: AppDeps): express.Express {
   });
 
   // Job reads yield to writes: the gate counts every write in flight in the process (./read-gate.ts).
-  const gate = jobReadGate();
+  const gate = jobReadGate({ permits: jobReadsInFlightMax(deps.db.options.max ?? 10) });
   app.use(gate.writes);
   app.use(optionsAllow(app));
   const health = healthRoutes({ ready: deps.ready });

@@ -17,8 +17,16 @@ import type { Request, RequestHandler } from 'express';
 import { ApiError } from '../errors.js';
 import { RETRY_AFTER_S } from '../dependency-errors.js';
 
-/** Job reads running at once per API process: under half of the default pool (DATABASE_POOL_MAX 10). */
-export const JOB_READS_IN_FLIGHT_MAX = 4;
+/**
+ * Connections of the process's pool that job reads leave to everything else (creates, cancels, and
+ * with `npm start` the worker's charges and settlements): reads run at most the pool's size less this
+ * many at once (DATABASE_POOL_MAX 10: 8), and never fewer than one.
+ */
+export const JOB_READS_POOL_RESERVE = 2;
+/** Job reads running at once per API process with a pool of `pool_max` connections. */
+export const jobReadsInFlightMax = (pool_max: number): number => Math.max(1, pool_max - JOB_READS_POOL_RESERVE);
+/** Job reads running at once when no pool size is given: as with the default pool (DATABASE_POOL_MAX 10). */
+export const JOB_READS_IN_FLIGHT_MAX = jobReadsInFlightMax(10);
 /** Job reads running at once while a write is in flight in the process. */
 export const JOB_READS_IN_FLIGHT_UNDER_WRITES_MAX = 1;
 /** While a write is in flight, a job read starts at least this long after the one before it began. */

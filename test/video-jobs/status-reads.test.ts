@@ -8,7 +8,7 @@ import { jobStateQuery, videoJobWorkflowId, type VideoJobState } from '../../wor
 import express from 'express';
 import type { AddressInfo } from 'node:net';
 import { pino } from 'pino';
-import { jobReadGate } from '../../src/http/read-gate.js';
+import { jobReadGate, jobReadsInFlightMax } from '../../src/http/read-gate.js';
 import { errorHandler } from '../../src/http/errors.js';
 
 let stack: Stack;
@@ -149,6 +149,13 @@ describe('status reads', () => {
     const foreign = await http(stack.baseUrl, 'GET', jobPath(id), { token: stranger.key, headers: { 'if-none-match': '*' } });
     assert.equal(foreign.status, 404);
     await assertAuditHolds(stack);
+  });
+
+  test("the gate's permits are the pool's connections less the two left to writes and the worker, never fewer than one", () => {
+    assert.equal(jobReadsInFlightMax(10), 8);
+    assert.equal(jobReadsInFlightMax(40), 38);
+    assert.equal(jobReadsInFlightMax(3), 1);
+    assert.equal(jobReadsInFlightMax(1), 1);
   });
 
   test('job reads pass a gate: beyond its permits they wait their turn without holding anything, beyond its queue they are a 503', async () => {
