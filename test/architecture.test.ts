@@ -8,6 +8,8 @@
 //      billing, records and the like do not, and activities/ and workflows/ import nothing of src/http/;
 //   4. workflow code is deterministic: workflows/ imports values only from workflows/ and the Temporal
 //      workflow packages; anything else it names is a type (`import type`), erased before it runs.
+// And outside src/http/, no module reads a request's path parameters, query or headers by hand: a route
+// takes them typed from its contract's schemas (src/http/openapi.ts) or from a zod parse of its own.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -140,4 +142,53 @@ test('the rules name files that exist, and each rule catches an import that brea
     { from: 'workflows/video-job.ts', to: 'src/video-jobs/billing.ts', typeOnly: false },
   ];
   for (const i of bad) assert.equal(violations([i]).length > 0, true, `${i.from} -> ${i.to} is not caught`);
+});
+
+/**
+ * Where `text` reads an Express request (named `req`) by hand: `req.params[...]`, `req.query[...]`,
+ * `req.headers[...]`, `req.query.x`, `String(req.params...)`, `req.get(...)`, `req.header(...)`.
+ */
+function handReadsOf(file: string, text: string): string[] {
+  const source = ts.createSourceFile(file, text, ts.ScriptTarget.Latest, true);
+  const isReq = (node: ts.Node) => ts.isIdentifier(node) && node.text === 'req';
+  const reqPart = (node: ts.Node, parts: string[]) =>
+    ts.isPropertyAccessExpression(node) && isReq(node.expression) && parts.includes(node.name.text);
+  const found: string[] = [];
+  const visit = (node: ts.Node) => {
+    const handRead =
+      (ts.isElementAccessExpression(node) && reqPart(node.expression, ['params', 'query', 'headers'])) ||
+      (ts.isPropertyAccessExpression(node) && reqPart(node.expression, ['query'])) ||
+      (ts.isCallExpression(node) && reqPart(node.expression, ['get', 'header'])) ||
+      (ts.isCallExpression(node) &&
+        ts.isIdentifier(node.expression) &&
+        node.expression.text === 'String' &&
+        node.arguments.some((a) =>
+          reqPart(ts.isElementAccessExpression(a) || ts.isPropertyAccessExpression(a) ? a.expression : a, ['params']),
+        ));
+    if (handRead) found.push(`${file}:${source.getLineAndCharacterOfPosition(node.getStart(source)).line + 1}: ${node.getText(source)}`);
+    ts.forEachChild(node, visit);
+  };
+  visit(source);
+  return found;
+}
+
+test("outside src/http/, no module reads a request's path parameters, query or headers by hand", () => {
+  const found = modules.filter((f) => f.startsWith('src/') && !isHttp(f)).flatMap((f) => handReadsOf(f, fs.readFileSync(f, 'utf8')));
+  assert.deepEqual(found, []);
+  for (const read of [
+    "String(req.params['backend'])",
+    'String(req.params.backend)',
+    'req.params[0]',
+    "req.query['expires']",
+    'req.query.expires',
+    "req.headers['content-length']",
+    "req.get('content-encoding')",
+    "req.header('content-length')",
+  ])
+    assert.ok(handReadsOf('x.ts', `const v = ${read};`).length > 0, `${read} is not caught`);
+  // What a contract hands a handler, and a video submission's parameters, are no hand reads.
+  assert.deepEqual(
+    handReadsOf('x.ts', 'const v = [input.params.key, input.query.expires, req.params.n, verify({ headers: req.headers })];'),
+    [],
+  );
 });

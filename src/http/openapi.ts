@@ -145,7 +145,10 @@ export interface RouteContract extends Omit<ZodOpenApiOperationObject, 'tags' | 
   method: 'get' | 'post' | 'delete';
   /** The OpenAPI path template, e.g. /v2/videos/generations/{id} (mounted as /v2/videos/generations/:id). */
   path: string;
-  /** Mounted on this pattern instead, for a parameter that spans slashes. */
+  /**
+   * Mounted on this pattern instead, for a parameter that spans slashes: its capture groups are the
+   * path template's parameters, in order.
+   */
   expressPath?: RegExp;
   operationId: string;
   tag: Tag;
@@ -207,6 +210,13 @@ function validBody(bodies: BodyContract[], req: Request, res: Response): unknown
   return check(schema, value, (err) => (invalid ? invalid(err, value) : fromZodError(err)));
 }
 
+/** The path parameters by name: on an `expressPath`, its capture groups named by the path template's parameters. */
+function pathParams(c: RouteContract, req: Request): Record<string, unknown> {
+  if (!c.expressPath) return req.params;
+  const groups: Record<string, unknown> = req.params;
+  return Object.fromEntries([...c.path.matchAll(/\{(\w+)\}/g)].map(([, name], i) => [name, groups[i]]));
+}
+
 /**
  * The input of an operation, validated in this order: path, query, declared headers (a header schema
  * names them in lower case, as Node gives them), body, then the Idempotency-Key. A refusal is thrown,
@@ -217,8 +227,9 @@ function validInput<C extends RouteContract>(c: C, req: Request, res: Response):
   const refuse = (where: 'path' | 'query' | 'header', input: unknown) => (err: ZodError) =>
     c.invalid ? c.invalid(err, where, input) : fromZodError(err);
   const key = req.get('idempotency-key');
+  const params = pathParams(c, req);
   return {
-    params: p?.path ? check(p.path, req.params, refuse('path', req.params)) : undefined,
+    params: p?.path ? check(p.path, params, refuse('path', params)) : undefined,
     query: p?.query ? check(p.query, req.query, refuse('query', req.query)) : undefined,
     headers: p?.header ? check(p.header, req.headers, refuse('header', req.headers)) : undefined,
     body: validBody(bodiesOf(c), req, res),
@@ -319,6 +330,21 @@ function requestBody(bodies: BodyContract[], ctx: DocumentContext): NonNullable<
   };
 }
 
+/**
+ * The requestParams the document states: a location (path, query, header) whose every parameter is
+ * stated by hand (`parameters`) is documented by those, its schema then only validating.
+ */
+function documentedParams(
+  requestParams: RouteContract['requestParams'],
+  parameters: RouteContract['parameters'],
+): RouteContract['requestParams'] {
+  if (!requestParams) return undefined;
+  const stated = new Set((parameters ?? []).map((p) => ('in' in p && 'name' in p ? `${String(p.in)} ${String(p.name)}` : '')));
+  const byHand = ([where, schema]: [string, unknown]) =>
+    schema instanceof z.ZodObject && Object.keys(schema.shape).every((name) => stated.has(`${where} ${name}`));
+  return Object.fromEntries(Object.entries(requestParams).filter((entry) => !byHand(entry)));
+}
+
 function operation(c: RouteContract, ctx: DocumentContext): ZodOpenApiOperationObject {
   const {
     method: _m,
@@ -332,6 +358,7 @@ function operation(c: RouteContract, ctx: DocumentContext): ZodOpenApiOperationO
     errorShape,
     responses,
     parameters,
+    requestParams,
     ...rest
   } = c;
   const params = [...(parameters ?? []), ...(idempotent ? [IDEMPOTENCY_REF] : [])];
@@ -356,6 +383,7 @@ function operation(c: RouteContract, ctx: DocumentContext): ZodOpenApiOperationO
   ]);
   return {
     ...rest,
+    requestParams: documentedParams(requestParams, parameters),
     tags: [tag],
     security: SECURITY[security],
     ...(params.length ? { parameters: params } : {}),

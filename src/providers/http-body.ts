@@ -1,6 +1,9 @@
 // What every provider adapter (video and voice) reads of an HTTP answer the same way: a body with a cap
-// on its bytes, and the Retry-After header.
+// on its bytes, the Retry-After header, and the length a provider's message is kept to.
 import { ProviderError } from './video/types.js';
+
+/** The most characters of a provider's message kept (an error's, a simulated failure's): a longer one is cut. */
+export const MESSAGE_CHARS_MAX = 500;
 
 /** What is read of a provider's error answer: enough for its message. */
 export const ERROR_BODY_BYTES_MAX = 64 * 1024;

@@ -22,8 +22,10 @@
 //   503                       too many callback bodies being read at once (server_busy), or the provider's
 //                             keys (fal's JWKS, Replicate's secret) or the database are unreachable: the
 //                             provider delivers the callback again later (Retry-After)
-import express, { Router, type NextFunction, type Request, type RequestHandler, type Response } from 'express';
-import { ApiError, notFound } from '../errors.js';
+import type { IncomingHttpHeaders } from 'node:http';
+import express, { Router, type Request, type RequestHandler, type Response } from 'express';
+import { z } from 'zod';
+import { ApiError, fromZodError, notFound } from '../errors.js';
 import { CallbackRejected, ProviderError, type VerifiedCallback, type VideoProvider } from '../providers/video/types.js';
 import { inFlightLimit } from '../http/in-flight.js';
 import { rateLimit } from '../http/rate-limit.js';
@@ -79,50 +81,69 @@ export function callbackSourceOf(address: string | undefined): string {
 
 const sourceOf = (req: Request): string => callbackSourceOf(req.socket.remoteAddress);
 
-export function providerCallbackRoutes(deps: ProviderCallbackDeps): Router {
-  const limits = { ...PROVIDER_CALLBACK_LIMITS, ...deps.limits };
-  const r = Router();
-  const perSource = rateLimit(limits.per_source_per_minute, Date.now, (req) => sourceOf(req));
-  const reads = inFlightLimit(limits.reads_max, 'provider callbacks being read', limits.reads_per_source_max, 'this address');
-  const parsers = new Map<number, RequestHandler>();
-  const rawBody = (limit: number) => {
-    let parser = parsers.get(limit);
-    if (!parser) parsers.set(limit, (parser = express.raw({ type: () => true, limit, inflate: false })));
-    return parser;
-  };
-  const route = '/v2/provider-callbacks/:backend/:job_id';
+/** What of a callback's request is read before its body: its path and the headers the route checks itself. */
+const CallbackHead = z
+  .object({
+    params: z.object({ backend: z.string(), job_id: z.string() }),
+    headers: z.object({
+      // Absent: identity; named in any case, with blanks around it.
+      'content-encoding': z
+        .string()
+        .default('identity')
+        .transform((encoding) => encoding.trim().toLowerCase()),
+      // What is no number declares no length (Node refuses such a request before it gets here).
+      'content-length': z
+        .string()
+        .optional()
+        .transform((declared) => (declared === undefined ? undefined : Number(declared))),
+    }),
+  })
+  .transform(({ params, headers }) => ({
+    ...params,
+    encoding: headers['content-encoding'],
+    declared_bytes: headers['content-length'],
+  }));
+type CallbackHead = z.output<typeof CallbackHead>;
 
-  // Until its body has been read, any refusal closes the connection.
-  r.post(route, (_req, res, next) => {
-    res.set('Connection', 'close');
-    next();
-  });
-  r.post(route, perSource);
-  r.post(route, (req: Request, res: Response, next: NextFunction) => {
-    const backend = String(req.params['backend']);
-    const provider = deps.providerFor(backend);
-    const reception = provider?.callbackReception;
-    if (!provider?.verifyCallback || !reception)
-      throw notFound('provider_not_found', `no provider "${backend}" calls back here`, 'backend');
-    const encoding = (req.get('content-encoding') ?? 'identity').trim().toLowerCase();
-    if (encoding !== 'identity')
-      throw new ApiError(
-        415,
-        'invalid_request_error',
-        'unsupported_encoding',
-        `a provider callback is sent without Content-Encoding, not "${encoding.slice(0, 40)}"`,
-      );
-    try {
-      reception.checkHeaders(req.headers);
-    } catch (err) {
-      throw rejected(err);
-    }
-    const declared = req.get('content-length');
-    if (declared !== undefined && Number(declared) > reception.body_bytes_max) {
-      throw new ApiError(413, 'invalid_request_error', 'request_too_large', `request body exceeds ${reception.body_bytes_max} bytes`);
-    }
-    reads.acquire(res, sourceOf(req));
-    // A body still arriving after the time limit: the connection goes (its slot with it).
+function callbackHead(req: Request): CallbackHead {
+  const parsed = CallbackHead.safeParse({ params: req.params, headers: req.headers });
+  if (!parsed.success) throw fromZodError(parsed.error);
+  return parsed.data;
+}
+
+/** The adapter that takes the callback, once the headers allow its body to be read: else the 404, 415, 401 or 413. */
+function receiverOf(deps: ProviderCallbackDeps, head: CallbackHead, headers: IncomingHttpHeaders) {
+  const provider = deps.providerFor(head.backend);
+  const reception = provider?.callbackReception;
+  if (!provider?.verifyCallback || !reception)
+    throw notFound('provider_not_found', `no provider "${head.backend}" calls back here`, 'backend');
+  if (head.encoding !== 'identity')
+    throw new ApiError(
+      415,
+      'invalid_request_error',
+      'unsupported_encoding',
+      `a provider callback is sent without Content-Encoding, not "${head.encoding.slice(0, 40)}"`,
+    );
+  try {
+    reception.checkHeaders(headers);
+  } catch (err) {
+    throw rejected(err);
+  }
+  if (head.declared_bytes !== undefined && head.declared_bytes > reception.body_bytes_max) {
+    throw new ApiError(413, 'invalid_request_error', 'request_too_large', `request body exceeds ${reception.body_bytes_max} bytes`);
+  }
+  return { provider, body_bytes_max: reception.body_bytes_max };
+}
+
+/**
+ * Reads a callback's raw body (never inflated, at most `body_bytes_max`), then calls `done`; a body
+ * still arriving after `timeout_ms` is answered 408 and the connection goes (its slot with it).
+ */
+function bodyReader(timeout_ms: number) {
+  const parsers = new Map<number, RequestHandler>();
+  return (body_bytes_max: number, req: Request, res: Response, done: (err?: unknown) => void) => {
+    let parser = parsers.get(body_bytes_max);
+    if (!parser) parsers.set(body_bytes_max, (parser = express.raw({ type: () => true, limit: body_bytes_max, inflate: false })));
     const timer = setTimeout(() => {
       if (!res.headersSent)
         res.status(408).json({
@@ -134,36 +155,45 @@ export function providerCallbackRoutes(deps: ProviderCallbackDeps): Router {
           },
         });
       req.destroy();
-    }, limits.read_timeout_ms);
+    }, timeout_ms);
     res.once('close', () => clearTimeout(timer));
-    rawBody(reception.body_bytes_max)(req, res, (err?: unknown) => {
+    void parser(req, res, (err?: unknown) => {
       clearTimeout(timer);
       if (!err && !res.headersSent) res.removeHeader('Connection');
-      next(err);
+      done(err);
     });
-  });
-  r.post(route, async (req, res) => {
-    if (res.headersSent) return;
-    const backend = String(req.params['backend']);
-    const job_id = String(req.params['job_id']);
-    const provider = deps.providerFor(backend)!;
-    const raw_body = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
-    let delivery: VerifiedCallback;
-    try {
-      delivery = await provider.verifyCallback!({ headers: req.headers, raw_body });
-    } catch (err) {
-      if (err instanceof ProviderError) {
-        throw new ApiError(
-          503,
-          'api_error',
-          'service_unavailable',
-          `the callback cannot be verified right now (${err.message}); deliver it again later`,
-          null,
-          { 'Retry-After': '30' },
-        );
-      }
-      throw rejected(err);
+  };
+}
+
+/** The delivery, verified by the adapter over the raw body: else the 401, or the 503 while its keys are unreachable. */
+async function verified(provider: VideoProvider, headers: IncomingHttpHeaders, raw_body: Buffer): Promise<VerifiedCallback> {
+  try {
+    return await provider.verifyCallback!({ headers, raw_body });
+  } catch (err) {
+    if (err instanceof ProviderError) {
+      throw new ApiError(
+        503,
+        'api_error',
+        'service_unavailable',
+        `the callback cannot be verified right now (${err.message}); deliver it again later`,
+        null,
+        { 'Retry-After': '30' },
+      );
     }
+    throw rejected(err);
+  }
+}
+
+export function providerCallbackRoutes(deps: ProviderCallbackDeps): Router {
+  const limits = { ...PROVIDER_CALLBACK_LIMITS, ...deps.limits };
+  const perSource = rateLimit(limits.per_source_per_minute, Date.now, (req) => sourceOf(req));
+  const reads = inFlightLimit(limits.reads_max, 'provider callbacks being read', limits.reads_per_source_max, 'this address');
+  const readBody = bodyReader(limits.read_timeout_ms);
+
+  /** Verifies the body read and nudges the job it names. */
+  const received = async (head: CallbackHead, provider: VideoProvider, req: Request, res: Response) => {
+    const { job_id, backend } = head;
+    const delivery = await verified(provider, req.headers, Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0));
     res.locals['jobId'] = job_id; // for the request log
     // Not one of our ids: acknowledged, nothing to nudge (a verified callback is never refused, or the
     // provider would keep delivering it).
@@ -174,7 +204,27 @@ export function providerCallbackRoutes(deps: ProviderCallbackDeps): Router {
       }
     }
     res.json({ received: true });
-  });
+  };
+
+  const r = Router();
+  r.post(
+    '/v2/provider-callbacks/:backend/:job_id',
+    // Until its body has been read, any refusal closes the connection.
+    (_req, res, next) => {
+      res.set('Connection', 'close');
+      next();
+    },
+    perSource,
+    (req, res, next) => {
+      const head = callbackHead(req);
+      const { provider, body_bytes_max } = receiverOf(deps, head, req.headers);
+      reads.acquire(res, sourceOf(req));
+      readBody(body_bytes_max, req, res, (err) => {
+        if (err) return next(err);
+        if (!res.headersSent) received(head, provider, req, res).catch(next);
+      });
+    },
+  );
   return r;
 }
 

@@ -65,6 +65,19 @@ const uploadThing = {
   responses: { '200': json(ErrorResponse, 'unused') },
 } satisfies RouteContract;
 
+/** A path parameter that spans slashes: mounted on a pattern whose capture groups are the template's parameters, in order. */
+const getNestedThing = {
+  method: 'get',
+  path: '/v2/shelves/{shelf}/things/{path}',
+  expressPath: /^\/v2\/shelves\/([a-z]+)\/things\/(.+)$/,
+  operationId: 'getNestedThing',
+  tag: 'Service',
+  summary: 'Get a thing by its path',
+  security: 'none',
+  requestParams: { path: z.object({ shelf: z.string(), path: z.string().regex(/^[a-z/]+$/) }) },
+  responses: { '200': json(ErrorResponse, 'unused') },
+} satisfies RouteContract;
+
 let server: Server;
 let baseUrl: string;
 const seen: unknown[] = [];
@@ -105,6 +118,12 @@ before(async () => {
   api.route(uploadThing, upload, (input, _req, res) => {
     seen.push(input);
     res.json({ name: input.body.name, bytes: input.body.file.bytes, mode: input.query.mode ?? null });
+  });
+  api.route(getNestedThing, (input, _req, res) => {
+    seen.push(input);
+    // Typed from the contract.
+    const answer: { shelf: string; path: string } = input.params;
+    res.json(answer);
   });
   const logger = pino({ level: 'silent' });
   const app = express();
@@ -198,6 +217,17 @@ describe("a contract's schemas run before its handler", () => {
       assert.equal(seen.length, 0, 'the handler did not run');
     });
   }
+
+  test('a path pattern: its capture groups are the named path parameters, validated', async () => {
+    seen.length = 0;
+    const r = await fetch(`${baseUrl}/v2/shelves/top/things/a/b/c`);
+    assert.equal(r.status, 200);
+    assert.deepEqual(await r.json(), { shelf: 'top', path: 'a/b/c' });
+    const refused = await fetch(`${baseUrl}/v2/shelves/top/things/a/B`);
+    assert.equal(refused.status, 400);
+    assert.equal(((await refused.json()) as any).error.param, 'path');
+    assert.equal(seen.length, 1, 'the handler ran once');
+  });
 
   test("under /v1, the same refusal in OpenAI's error shape", async () => {
     seen.length = 0;

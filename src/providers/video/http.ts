@@ -11,7 +11,7 @@
 import type http from 'node:http';
 import { Readable } from 'node:stream';
 import { ProviderError } from './types.js';
-import { ERROR_BODY_BYTES_MAX, readCapped, retryAfterMs } from '../http-body.js';
+import { ERROR_BODY_BYTES_MAX, MESSAGE_CHARS_MAX, readCapped, retryAfterMs } from '../http-body.js';
 import {
   resolveWebhookTarget,
   systemResolver,
@@ -20,8 +20,6 @@ import {
   type TargetPolicy,
 } from '../../webhooks/target-policy.js';
 import { pinnedRequest } from '../../webhooks/sender.js';
-
-const MESSAGE_CHARS_MAX = 500;
 
 export function truncate(s: string, max = MESSAGE_CHARS_MAX): string {
   return s.length <= max ? s : `${s.slice(0, max - 1)}…`;

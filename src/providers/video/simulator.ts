@@ -13,6 +13,7 @@ import type { Db } from '../../db/pool.js';
 import { projectPath } from '../../paths.js';
 import { prepared } from '../../db/pool.js';
 import { COUNT_PROVIDER_CALL, countProviderCallSql } from '../simulator-usage.js';
+import { MESSAGE_CHARS_MAX } from '../http-body.js';
 import {
   ProviderError,
   type CancelAnswer,
@@ -25,7 +26,6 @@ import {
 
 export const SIMULATOR_DEFAULT_DELAY_MS = 2_000;
 export const SIMULATOR_DELAY_MS_MAX = 60 * 60_000;
-const MESSAGE_CHARS_MAX = 500;
 
 /** `parameters.simulate` of a request to a model the simulator serves with its own behaviour. */
 export const SimulateSchema = z

@@ -44,7 +44,7 @@
 //
 // The API key lives in a private field: it is sent in the header and nowhere else, is never part of
 // an error message (any message is scrubbed of it, to be sure) and is never logged.
-import { ERROR_BODY_BYTES_MAX, readCapped, readPrefix, retryAfterMs } from '../http-body.js';
+import { ERROR_BODY_BYTES_MAX, MESSAGE_CHARS_MAX, readCapped, readPrefix, retryAfterMs } from '../http-body.js';
 import { pcmToWav } from '../../media/wav.js';
 import type { AudioFormat } from '../../media/audio-sniff.js';
 import {
@@ -406,7 +406,6 @@ function parseJson(body: Buffer): unknown {
 const malformed = (op: ElevenLabsOperation, status: number, what: string) =>
   `ElevenLabs answered the ${OPERATION_LABELS[op]} with HTTP ${status} but an unexpected body (${what})`;
 
-const MESSAGE_CHARS_MAX = 500;
 const clip = (s: string) => {
   const one = s.replace(/\s+/g, ' ').trim();
   return one.length > MESSAGE_CHARS_MAX ? `${one.slice(0, MESSAGE_CHARS_MAX - 1)}…` : one;
