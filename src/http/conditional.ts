@@ -34,12 +34,17 @@ export function ifNoneMatchNames(ifNoneMatch: string | undefined, etag: string):
 export function sendJsonConditionally(req: Request, res: Response, body: unknown): void {
   const text = JSON.stringify(body);
   const etag = entityTagOf(text);
-  res.set({ ETag: etag, 'Cache-Control': 'private, no-cache' });
-  if (ifNoneMatchNames(req.get('If-None-Match'), etag)) {
+  res.setHeader('ETag', etag);
+  res.setHeader('Cache-Control', 'private, no-cache');
+  if (ifNoneMatchNames(req.headers['if-none-match'], etag)) {
     res.status(304).end();
     return;
   }
-  res.type('application/json').send(text);
+  // Written directly rather than through Express's res.send: the type, length and tag are known, and
+  // send's content-type parsing, freshness and tag checks would only redo them on every poll.
+  res.setHeader('Content-Type', 'application/json; charset=utf-8');
+  res.setHeader('Content-Length', Buffer.byteLength(text));
+  res.end(req.method === 'HEAD' ? undefined : text);
 }
 
 /** The If-None-Match parameter of a conditional read, for its contract. */

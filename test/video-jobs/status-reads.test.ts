@@ -115,6 +115,13 @@ describe('status reads', () => {
       }
       const other = await http(stack.baseUrl, 'GET', path, { token: c.key, headers: { 'if-none-match': '"something-else"' } });
       assert.equal(other.status, 200, path);
+      assert.equal(other.headers.get('content-type'), 'application/json; charset=utf-8', path);
+      // HEAD: the GET's headers, its length and tag included, and no body.
+      const head = await fetch(`${stack.baseUrl}${path}`, { method: 'HEAD', headers: { authorization: `Bearer ${c.key}` } });
+      assert.equal(head.status, 200, `HEAD ${path}`);
+      assert.equal(head.headers.get('etag'), etag, `HEAD ${path}`);
+      assert.equal(head.headers.get('content-length'), String(Buffer.byteLength(JSON.stringify(first.body))), `HEAD ${path}`);
+      assert.equal(await head.text(), '', `HEAD ${path}`);
     }
 
     // Anything in the answer changes: the provider's progress moves.
