@@ -67,114 +67,147 @@ const CONSENT_RECORDINGS_PER_RUN = 500;
 const FILE_SWEEP_JOBS_PER_RUN = 500;
 const SPEECH_AUDIO_PER_RUN = 1_000;
 
-export function createReconcilerActivities(deps: ReconcilerActivityDeps) {
+/** Restarts one pending job whose workflow is not running (after a look of its own: visibility trails). */
+async function reconcileJob(deps: ReconcilerActivityDeps, client: Client, id: string, restarted: string[]): Promise<void> {
+  const state = await videoJobWorkflowState(client, id);
+  const job = state === 'running' ? null : await readVideoJob(deps.db, id);
   const settings = { taskQueue: deps.taskQueue, job_timeout_ms: deps.video.jobTimeoutMs };
+  if (job && job.status === 'pending' && (await restartVideoJob(client, job, settings))) {
+    restarted.push(id);
+    deps.logger.warn(
+      { job_id: id, workspace_id: job.workspace_id, workflow: state, operation_id: job.operation_id },
+      job.operation_id
+        ? 'video job restarted: resuming its provider operation'
+        : 'video job restarted: no provider operation known, refunding in full',
+    );
+  }
+}
 
-  /** Restarts one pending job whose workflow is not running (after a look of its own: visibility trails). */
-  async function reconcileJob(client: Client, id: string, restarted: string[]): Promise<void> {
-    const state = await videoJobWorkflowState(client, id);
-    const job = state === 'running' ? null : await readVideoJob(deps.db, id);
-    if (job && job.status === 'pending' && (await restartVideoJob(client, job, settings))) {
-      restarted.push(id);
-      deps.logger.warn(
-        { job_id: id, workspace_id: job.workspace_id, workflow: state, operation_id: job.operation_id },
-        job.operation_id
-          ? 'video job restarted: resuming its provider operation'
-          : 'video job restarted: no provider operation known, refunding in full',
-      );
+/** The ids of the job workflows Temporal lists as running; none when it cannot list them. */
+async function listRunningJobs(deps: ReconcilerActivityDeps, ctx: Context): Promise<Set<string>> {
+  ctx.heartbeat('listing running jobs');
+  return runningVideoJobIds(ctx.client, deps.taskQueue, () => ctx.heartbeat('listing running jobs')).catch((err: Error) => {
+    // A visibility store that cannot list (down, or slow past the listing's deadline) does not stop the
+    // run: every pending job is then looked up on its own, as slowly as that is.
+    deps.logger.warn(
+      { err_message: err.message },
+      'reconcile: Temporal could not list the running jobs; each pending job is looked up on its own',
+    );
+    return new Set<string>();
+  });
+}
+
+/**
+ * Restarts the pending jobs whose workflow is not running. The jobs pending since before Temporal listed
+ * its running job workflows are read page by page (oldest first): one not listed is looked at on its own.
+ * Temporal is asked once per run, not once per job.
+ */
+async function restartLostJobs(
+  deps: ReconcilerActivityDeps,
+  ctx: Context,
+): Promise<Pick<ReconcileReport, 'pending_checked' | 'jobs_looked_up' | 'jobs_restarted'>> {
+  const started = await deps.db.query<{ at: Date }>('SELECT clock_timestamp() AS at');
+  const run_started = started.rows[0]!.at;
+  const running = await listRunningJobs(deps, ctx);
+  const restarted: string[] = [];
+  let checked = 0;
+  let looked_up = 0;
+  let after: { created_at: Date; id: string } | null = null;
+  for (;;) {
+    const page: { rows: { id: string; created_at: Date }[] } = await deps.db.query<{ id: string; created_at: Date }>(
+      `SELECT id, created_at FROM video_jobs
+        WHERE status = 'pending' AND created_at < $1 AND ($2::timestamptz IS NULL OR (created_at, id) > ($2::timestamptz, $3::uuid))
+        ORDER BY created_at, id LIMIT $4`,
+      [run_started, after?.created_at ?? null, after?.id ?? null, PENDING_PAGE_SIZE],
+    );
+    if (page.rows.length === 0) break;
+    checked += page.rows.length;
+    after = page.rows.at(-1)!;
+    ctx.heartbeat(after.id);
+    for (const { id } of page.rows) {
+      if (running.has(id)) continue;
+      looked_up++;
+      ctx.heartbeat(id);
+      await reconcileJob(deps, ctx.client, id, restarted);
     }
   }
+  return { pending_checked: checked, jobs_looked_up: looked_up, jobs_restarted: restarted };
+}
 
+/** Releases speech holds of requests that died, starts unstarted webhook deliveries and voice deletions, and sweeps storage. */
+async function sweep(
+  deps: ReconcilerActivityDeps,
+  ctx: Context,
+): Promise<Omit<ReconcileReport, 'pending_checked' | 'jobs_looked_up' | 'jobs_restarted'>> {
+  const client = ctx.client;
+  ctx.heartbeat('speech holds');
+  const released = await releaseExpiredSpeechHolds(deps.db, SPEECH_HOLD_TTL_MS, HOLDS_PER_RUN);
+  if (released > 0) deps.logger.warn({ released }, 'speech holds of requests that died were released');
+  ctx.heartbeat('webhook deliveries');
+  const deliveries = deps.webhookEvents
+    ? await dispatchUndispatched(
+        { client, db: deps.db, taskQueue: deps.taskQueue, retry_initial_ms: deps.webhookEvents.retry_initial_ms },
+        DELIVERIES_PER_RUN,
+      )
+    : 0;
+  ctx.heartbeat('orphan inputs');
+  const orphans = await discardOrphanVideoJobInputs(deps.db, deps.storage, ORPHAN_INPUTS_MIN_AGE_MS, ORPHAN_INPUTS_PER_RUN);
+  if (orphans > 0) deps.logger.info({ deleted: orphans }, 'images of create attempts that did not charge their job were deleted');
+  ctx.heartbeat('voice deletions');
+  const voiceDeletions = await startPendingVoiceDeletions(
+    deps.db,
+    client,
+    deps.taskQueue,
+    VOICE_DELETION_GRACE_MS,
+    VOICE_DELETIONS_PER_RUN,
+  );
+  ctx.heartbeat('storage');
+  const orphanFiles = deps.storage ? await sweepFinishedJobFiles(deps.db, deps.storage, FILE_SWEEP_GRACE_MS, FILE_SWEEP_JOBS_PER_RUN) : 0;
+  const audioExpired =
+    deps.storage && deps.retention
+      ? await expireSpeechAudio(deps.db, deps.storage, deps.retention.speech_audio_ms, SPEECH_AUDIO_PER_RUN)
+      : 0;
+  const consentRecordings = deps.storage
+    ? await sweepConsentRecordings(deps.db, deps.storage, FILE_SWEEP_GRACE_MS, CONSENT_RECORDINGS_PER_RUN)
+    : 0;
   return {
-    async reconcileMoney(): Promise<ReconcileReport> {
-      const ctx = Context.current();
-      const client = ctx.client;
-      const restarted: string[] = [];
-      // The jobs pending since before Temporal listed its running job workflows, page by page (oldest
-      // first): one not listed is looked at on its own. Temporal is asked once per run, not once per job.
-      const started = await deps.db.query<{ at: Date }>('SELECT clock_timestamp() AS at');
-      const run_started = started.rows[0]!.at;
-      ctx.heartbeat('listing running jobs');
-      const running = await runningVideoJobIds(client, deps.taskQueue, () => ctx.heartbeat('listing running jobs')).catch((err: Error) => {
-        // A visibility store that cannot list (down, or slow past the listing's deadline) does not stop the
-        // run: every pending job is then looked up on its own, as slowly as that is.
-        deps.logger.warn(
-          { err_message: err.message },
-          'reconcile: Temporal could not list the running jobs; each pending job is looked up on its own',
-        );
-        return new Set<string>();
-      });
-      let checked = 0;
-      let looked_up = 0;
-      let after: { created_at: Date; id: string } | null = null;
-      for (;;) {
-        const page: { rows: { id: string; created_at: Date }[] } = await deps.db.query<{ id: string; created_at: Date }>(
-          `SELECT id, created_at FROM video_jobs
-            WHERE status = 'pending' AND created_at < $1 AND ($2::timestamptz IS NULL OR (created_at, id) > ($2::timestamptz, $3::uuid))
-            ORDER BY created_at, id LIMIT $4`,
-          [run_started, after?.created_at ?? null, after?.id ?? null, PENDING_PAGE_SIZE],
-        );
-        if (page.rows.length === 0) break;
-        checked += page.rows.length;
-        after = page.rows.at(-1)!;
-        ctx.heartbeat(after.id);
-        for (const { id } of page.rows) {
-          if (running.has(id)) continue;
-          looked_up++;
-          ctx.heartbeat(id);
-          await reconcileJob(client, id, restarted);
-        }
-      }
-      ctx.heartbeat('speech holds');
-      const released = await releaseExpiredSpeechHolds(deps.db, SPEECH_HOLD_TTL_MS, HOLDS_PER_RUN);
-      if (released > 0) deps.logger.warn({ released }, 'speech holds of requests that died were released');
-      ctx.heartbeat('webhook deliveries');
-      const deliveries = deps.webhookEvents
-        ? await dispatchUndispatched(
-            { client, db: deps.db, taskQueue: deps.taskQueue, retry_initial_ms: deps.webhookEvents.retry_initial_ms },
-            DELIVERIES_PER_RUN,
-          )
-        : 0;
-      ctx.heartbeat('orphan inputs');
-      const orphans = await discardOrphanVideoJobInputs(deps.db, deps.storage, ORPHAN_INPUTS_MIN_AGE_MS, ORPHAN_INPUTS_PER_RUN);
-      if (orphans > 0) deps.logger.info({ deleted: orphans }, 'images of create attempts that did not charge their job were deleted');
-      ctx.heartbeat('voice deletions');
-      const voiceDeletions = await startPendingVoiceDeletions(
-        deps.db,
-        client,
-        deps.taskQueue,
-        VOICE_DELETION_GRACE_MS,
-        VOICE_DELETIONS_PER_RUN,
-      );
-      ctx.heartbeat('storage');
-      const orphanFiles = deps.storage
-        ? await sweepFinishedJobFiles(deps.db, deps.storage, FILE_SWEEP_GRACE_MS, FILE_SWEEP_JOBS_PER_RUN)
-        : 0;
-      const audioExpired =
-        deps.storage && deps.retention
-          ? await expireSpeechAudio(deps.db, deps.storage, deps.retention.speech_audio_ms, SPEECH_AUDIO_PER_RUN)
-          : 0;
-      const consentRecordings = deps.storage
-        ? await sweepConsentRecordings(deps.db, deps.storage, FILE_SWEEP_GRACE_MS, CONSENT_RECORDINGS_PER_RUN)
-        : 0;
-      reconcilerRuns.inc();
-      reconcilerFindings.inc({ finding: 'job_restarted' }, restarted.length);
-      reconcilerFindings.inc({ finding: 'speech_hold_released' }, released);
-      reconcilerFindings.inc({ finding: 'webhook_delivery_started' }, deliveries);
-      reconcilerFindings.inc({ finding: 'voice_deletion_started' }, voiceDeletions);
-      return {
-        consent_recordings_removed: consentRecordings,
-        orphan_files_deleted: orphanFiles,
-        speech_audio_expired: audioExpired,
-        voice_deletions_started: voiceDeletions,
-        pending_checked: checked,
-        jobs_looked_up: looked_up,
-        jobs_restarted: restarted,
-        speech_holds_released: released,
-        webhook_deliveries_started: deliveries,
-        orphan_inputs_deleted: orphans,
-      };
-    },
+    consent_recordings_removed: consentRecordings,
+    orphan_files_deleted: orphanFiles,
+    speech_audio_expired: audioExpired,
+    voice_deletions_started: voiceDeletions,
+    speech_holds_released: released,
+    webhook_deliveries_started: deliveries,
+    orphan_inputs_deleted: orphans,
+  };
+}
+
+/** One reconciler run: lost jobs restarted, then the sweeps; counted in the metrics. */
+async function reconcileMoney(deps: ReconcilerActivityDeps): Promise<ReconcileReport> {
+  const ctx = Context.current();
+  const jobs = await restartLostJobs(deps, ctx);
+  const swept = await sweep(deps, ctx);
+  reconcilerRuns.inc();
+  reconcilerFindings.inc({ finding: 'job_restarted' }, jobs.jobs_restarted.length);
+  reconcilerFindings.inc({ finding: 'speech_hold_released' }, swept.speech_holds_released);
+  reconcilerFindings.inc({ finding: 'webhook_delivery_started' }, swept.webhook_deliveries_started);
+  reconcilerFindings.inc({ finding: 'voice_deletion_started' }, swept.voice_deletions_started);
+  return {
+    consent_recordings_removed: swept.consent_recordings_removed,
+    orphan_files_deleted: swept.orphan_files_deleted,
+    speech_audio_expired: swept.speech_audio_expired,
+    voice_deletions_started: swept.voice_deletions_started,
+    pending_checked: jobs.pending_checked,
+    jobs_looked_up: jobs.jobs_looked_up,
+    jobs_restarted: jobs.jobs_restarted,
+    speech_holds_released: swept.speech_holds_released,
+    webhook_deliveries_started: swept.webhook_deliveries_started,
+    orphan_inputs_deleted: swept.orphan_inputs_deleted,
+  };
+}
+
+export function createReconcilerActivities(deps: ReconcilerActivityDeps) {
+  return {
+    reconcileMoney: (): Promise<ReconcileReport> => reconcileMoney(deps),
   };
 }
 

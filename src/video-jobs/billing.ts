@@ -297,6 +297,28 @@ export interface SettlementResult {
   error?: { code: string; message: string } | null;
 }
 
+/** What the settlement decides from the job's charge and what was delivered, its invariants asserted. */
+function settledAmounts(job: { params: VideoParams; estimated_cost_micro_eur: number }, s: Settlement) {
+  const n = job.params.n;
+  const delivered = s.outcome === 'failed' ? 0 : s.delivered;
+  if (!(Number.isInteger(delivered) && delivered >= 0 && delivered <= n)) {
+    throw new Error(`invariant: delivered ${delivered} of ${n}`);
+  }
+  if (s.outcome === 'succeeded' && s.videos.length !== delivered) throw new Error('invariant: one stored video per delivered video');
+  const unit = job.estimated_cost_micro_eur / n;
+  const billed = s.outcome === 'failed' && s.billed_without_delivery === true;
+  const cost = billed ? job.estimated_cost_micro_eur : unit * delivered;
+  const refund = job.estimated_cost_micro_eur - cost;
+  if (!(Number.isSafeInteger(unit) && cost >= 0 && refund >= 0 && cost + refund === job.estimated_cost_micro_eur)) {
+    throw new Error('invariant: cost + refund = charge');
+  }
+  // A job that delivers nothing has failed, whatever the provider said.
+  const status: 'succeeded' | 'failed' = delivered === 0 ? 'failed' : 'succeeded';
+  const error = status === 'failed' ? (s.error ?? { code: 'no_videos', message: 'the provider returned no videos' }) : null;
+  const videos = status === 'succeeded' ? s.videos : [];
+  return { billed, cost, refund, status, error, videos };
+}
+
 /**
  * Keeps the charge for what was delivered and refunds the rest, once. With `webhooks`, the job's webhook
  * event and its deliveries are recorded in the same transaction (started after commit by the caller).
@@ -327,23 +349,7 @@ export async function settleVideoJob(db: Db, s: Settlement, webhooks?: JobEventC
         error: job.error,
       };
     }
-    const n = job.params.n;
-    const delivered = s.outcome === 'failed' ? 0 : s.delivered;
-    if (!(Number.isInteger(delivered) && delivered >= 0 && delivered <= n)) {
-      throw new Error(`invariant: delivered ${delivered} of ${n}`);
-    }
-    if (s.outcome === 'succeeded' && s.videos.length !== delivered) throw new Error('invariant: one stored video per delivered video');
-    const unit = job.estimated_cost_micro_eur / n;
-    const billed = s.outcome === 'failed' && s.billed_without_delivery === true;
-    const cost = billed ? job.estimated_cost_micro_eur : unit * delivered;
-    const refund = job.estimated_cost_micro_eur - cost;
-    if (!(Number.isSafeInteger(unit) && cost >= 0 && refund >= 0 && cost + refund === job.estimated_cost_micro_eur)) {
-      throw new Error('invariant: cost + refund = charge');
-    }
-    // A job that delivers nothing has failed, whatever the provider said.
-    const status = delivered === 0 ? 'failed' : 'succeeded';
-    const error = status === 'failed' ? (s.error ?? { code: 'no_videos', message: 'the provider returned no videos' }) : null;
-    const videos = status === 'succeeded' ? s.videos : [];
+    const { billed, cost, refund, status, error, videos } = settledAmounts(job, s);
     // The webhook event's body (download URLs signed: possibly a network call) before the workspace lock.
     const event = webhooks
       ? await prepareJobEvent(

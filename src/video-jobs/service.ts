@@ -17,7 +17,7 @@ import { readKeyedVideoJob, readVideoJob } from './records.js';
 import type { CreateVideoBody } from './schemas.js';
 import { keyAllowsModel, type ApiKeyPrincipal } from '../account/workspaces.js';
 import { inputsFingerprint, resolveVideoRequestInputs } from './request-inputs.js';
-import { discardVideoJobInputs, storeVideoJobInputs } from './images.js';
+import { discardVideoJobInputs, storeVideoJobInputs, type VideoJobInputs } from './images.js';
 import {
   acceptJobUpdate,
   CHARGED_BY_ANOTHER_ATTEMPT,
@@ -75,6 +75,9 @@ export function isUuid(s: string): boolean {
 export function jobIdForIdempotencyKey(workspaceId: string, key: string): string {
   return uuidForKey('video-job', workspaceId, key);
 }
+
+/** A create's request resolved against the catalog: its model, backends, inputs and price. */
+type ResolvedVideoRequest = ReturnType<VideoJobsService['resolveRequest']>;
 
 export class VideoJobsService {
   constructor(private readonly deps: VideoJobsDeps) {}
@@ -141,6 +144,11 @@ export class VideoJobsService {
     return { model, params, backend, backends, parameters, inputs, estimated_cost_micro_eur };
   }
 
+  /**
+   * Creates a job: an Idempotency-Key retry is answered from the job's record; a create its charge would
+   * refuse is refused before anything is written; otherwise the attempt's images are kept and its
+   * workflow started, which charges the job.
+   */
   async create(principal: ApiKeyPrincipal, body: CreateVideoBody, idempotencyKey: string | undefined): Promise<VideoJobState> {
     const r = this.resolveRequest(principal, body);
     const job_id = idempotencyKey ? jobIdForIdempotencyKey(principal.workspace_id, idempotencyKey) : randomUUID();
@@ -152,47 +160,10 @@ export class VideoJobsService {
       parameters: r.parameters ?? null,
       inputs: inputsFingerprint(body, r.inputs),
     });
-    const timeout_ms = this.deps.create_timeout_ms ?? CREATE_TIMEOUT_MS;
-    const now_ms = Date.now();
-    const input: VideoJobInput = {
-      job_id,
-      workspace_id: principal.workspace_id,
-      model: r.model.id,
-      backends: r.backends,
-      prompt: body.prompt.trim(),
-      params: r.params,
-      ...(body.seed !== undefined ? { seed: body.seed } : {}),
-      ...(r.parameters !== undefined ? { parameters: r.parameters } : {}),
-      ...(r.inputs.generate_audio !== undefined ? { generate_audio: r.inputs.generate_audio } : {}),
-      ...(r.inputs.negative_prompt !== undefined ? { negative_prompt: r.inputs.negative_prompt } : {}),
-      ...(r.inputs.image ? { has_image: true } : {}),
-      ...(r.inputs.last_frame ? { has_last_frame: true } : {}),
-      estimated_cost_micro_eur: r.estimated_cost_micro_eur,
-      created_at_ms: now_ms,
-      request_fingerprint: fingerprint.current,
-      deadline_at_ms: now_ms + this.deps.job_timeout_ms,
-      attempt_id: randomUUID(),
-      accept_by_ms: now_ms + acceptWindowMs(timeout_ms),
-      sticky_refusal: idempotencyKey !== undefined,
-      api_key_id: principal.key_id,
-    };
+    const input = this.workflowInput(principal, body, r, job_id, fingerprint, idempotencyKey !== undefined);
     if (idempotencyKey) {
-      // A retry answers from the job's record once the job exists; Temporal is not asked to start
-      // anything (its history may be gone after retention, and a new run must never generate again).
-      const { record, refusal: refused } = await readKeyedVideoJob(this.deps.db, job_id);
-      if (record?.deleted) {
-        throw new ApiError(
-          409,
-          'idempotency_error',
-          'idempotency_key_job_deleted',
-          'this Idempotency-Key names a job that was deleted; use a new key for a new job',
-        );
-      }
-      if (record) return this.checkedReplay(record, fingerprint);
-      if (refused) {
-        if (!fingerprint.matches(refused.request_fingerprint)) throw keyReused();
-        throw refused.reason === 'key_spend_limit_exceeded' ? keySpendLimitExceeded() : insufficientCredits();
-      }
+      const answer = await this.answerFromRecord(job_id, fingerprint);
+      if (answer) return answer;
     }
     // A create its charge would refuse now is refused before anything is written (no images, no workflow).
     const foreseen = await foreseeRefusal(this.deps.db, {
@@ -212,13 +183,82 @@ export class VideoJobsService {
     // attempt that charged the job. Unless this attempt charged it, its images go when it answers.
     if (!r.inputs.image) return this.startAttempt(principal, r.model.id, input, fingerprint, idempotencyKey !== undefined);
     const attempt = { job_id, attempt_id: input.attempt_id! };
+    await this.keepImages(principal, { image: r.inputs.image, last_frame: r.inputs.last_frame }, attempt);
     try {
-      await storeVideoJobInputs(
-        this.deps.db,
-        this.deps.storage,
-        { ...attempt, workspace_id: principal.workspace_id },
-        { image: r.inputs.image, last_frame: r.inputs.last_frame },
+      return await this.startAttempt(principal, r.model.id, input, fingerprint, idempotencyKey !== undefined);
+    } finally {
+      // Kept when this attempt charged the job (the statement checks): refused (402, 429, 503), joined to
+      // another attempt's job, or failed, they go. A failure to delete is left to the reconciler's sweep.
+      await discardVideoJobInputs(this.deps.db, this.deps.storage, attempt).catch(() => {});
+    }
+  }
+
+  /** The workflow's input for a new attempt at the job: its request as resolved, its deadlines from now. */
+  private workflowInput(
+    principal: ApiKeyPrincipal,
+    body: CreateVideoBody,
+    r: ResolvedVideoRequest,
+    job_id: string,
+    fingerprint: Fingerprint,
+    keyed: boolean,
+  ): VideoJobInput {
+    const timeout_ms = this.deps.create_timeout_ms ?? CREATE_TIMEOUT_MS;
+    const now_ms = Date.now();
+    return {
+      job_id,
+      workspace_id: principal.workspace_id,
+      model: r.model.id,
+      backends: r.backends,
+      prompt: body.prompt.trim(),
+      params: r.params,
+      ...(body.seed !== undefined ? { seed: body.seed } : {}),
+      ...(r.parameters !== undefined ? { parameters: r.parameters } : {}),
+      ...(r.inputs.generate_audio !== undefined ? { generate_audio: r.inputs.generate_audio } : {}),
+      ...(r.inputs.negative_prompt !== undefined ? { negative_prompt: r.inputs.negative_prompt } : {}),
+      ...(r.inputs.image ? { has_image: true } : {}),
+      ...(r.inputs.last_frame ? { has_last_frame: true } : {}),
+      estimated_cost_micro_eur: r.estimated_cost_micro_eur,
+      created_at_ms: now_ms,
+      request_fingerprint: fingerprint.current,
+      deadline_at_ms: now_ms + this.deps.job_timeout_ms,
+      attempt_id: randomUUID(),
+      accept_by_ms: now_ms + acceptWindowMs(timeout_ms),
+      sticky_refusal: keyed,
+      api_key_id: principal.key_id,
+    };
+  }
+
+  /**
+   * A retry with an Idempotency-Key answers from the job's record once the job exists (or its refusal
+   * was recorded); Temporal is not asked to start anything (its history may be gone after retention, and
+   * a new run must never generate again). Null when the key names no job yet.
+   */
+  private async answerFromRecord(job_id: string, fingerprint: Fingerprint): Promise<VideoJobState | null> {
+    const { record, refusal: refused } = await readKeyedVideoJob(this.deps.db, job_id);
+    if (record?.deleted) {
+      throw new ApiError(
+        409,
+        'idempotency_error',
+        'idempotency_key_job_deleted',
+        'this Idempotency-Key names a job that was deleted; use a new key for a new job',
       );
+    }
+    if (record) return this.checkedReplay(record, fingerprint);
+    if (refused) {
+      if (!fingerprint.matches(refused.request_fingerprint)) throw keyReused();
+      throw refused.reason === 'key_spend_limit_exceeded' ? keySpendLimitExceeded() : insufficientCredits();
+    }
+    return null;
+  }
+
+  /** Keeps the attempt's images in storage; storage refusing them answers 503 with nothing started or charged. */
+  private async keepImages(
+    principal: ApiKeyPrincipal,
+    images: VideoJobInputs,
+    attempt: { job_id: string; attempt_id: string },
+  ): Promise<void> {
+    try {
+      await storeVideoJobInputs(this.deps.db, this.deps.storage, { ...attempt, workspace_id: principal.workspace_id }, images);
     } catch (err) {
       if (isDependencyDown(err)) throw err;
       // Storage refused the images (full, unreachable): nothing was started or charged.
@@ -231,13 +271,6 @@ export class VideoJobsService {
         null,
         { 'Retry-After': String(RETRY_AFTER_S) },
       );
-    }
-    try {
-      return await this.startAttempt(principal, r.model.id, input, fingerprint, idempotencyKey !== undefined);
-    } finally {
-      // Kept when this attempt charged the job (the statement checks): refused (402, 429, 503), joined to
-      // another attempt's job, or failed, they go. A failure to delete is left to the reconciler's sweep.
-      await discardVideoJobInputs(this.deps.db, this.deps.storage, attempt).catch(() => {});
     }
   }
 

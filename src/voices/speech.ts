@@ -19,7 +19,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { PassThrough, type Readable } from 'node:stream';
 import type { Db } from '../db/pool.js';
 import { uuidForKey } from '../ids.js';
-import { captureSpeech, holdSpeech, releaseSpeech } from './speech-billing.js';
+import { captureSpeech, holdSpeech, releaseSpeech, type DeliveredSpeech } from './speech-billing.js';
 import type { Storage } from '../storage/local.js';
 import { defaultSpeechModelFor, findSpeechModel, speechCostMicroEur, type SpeechModel } from '../models/catalog.js';
 import { ApiError, invalidParam, keySpendLimitExceeded, notFound } from '../errors.js';
@@ -27,11 +27,12 @@ import { microEurToEur } from '../money.js';
 import { creditsCharged } from '../metrics.js';
 import { keyAllowsModel, type ApiKeyPrincipal } from '../account/workspaces.js';
 import type { VoicesService } from './service.js';
-import { audioEncoder, needsMediaWorker, pcmRateOf } from '../media/audio-encode.js';
+import { audioEncoder, needsMediaWorker, pcmRateOf, type AudioEncoder } from '../media/audio-encode.js';
 import type { SpeechFormat } from '../models/values.js';
 import type { FfmpegWasm, MediaReservation } from '../media/ffmpeg-wasm.js';
 import { inSpan, markSpans, SPEECH_REQUEST_ID_ATTRIBUTE } from '../telemetry/index.js';
 import { SIM_SAMPLE_RATE_HZ } from '../providers/voice/simulator.js';
+import type { SpeechRequest, VoiceProvider } from '../providers/voice/types.js';
 
 export interface SpeechInput {
   model?: string | undefined;
@@ -100,6 +101,45 @@ async function readAll(stream: Readable): Promise<Buffer> {
 const keyReused = () =>
   new ApiError(409, 'idempotency_error', 'idempotency_key_reused', 'this Idempotency-Key was already used with different parameters');
 
+const requestInProgress = () =>
+  new ApiError(
+    409,
+    'idempotency_error',
+    'idempotency_request_in_progress',
+    'a request with this Idempotency-Key is being answered; retry in a moment',
+    null,
+    { 'Retry-After': '1' },
+  );
+
+/**
+ * What makes two requests under one Idempotency-Key the same request. A streamed WAV differs from a whole
+ * one (its sizes are unknown): another request under the same key.
+ */
+function speechFingerprint(model_id: string, voice_id: string, body: SpeechInput, format: SpeechFormat, streamed: boolean): string {
+  return createHash('sha256')
+    .update(
+      JSON.stringify([
+        model_id,
+        voice_id,
+        body.input,
+        format,
+        ...(body.speed !== undefined && body.speed !== 1 ? [body.speed] : []),
+        ...(streamed ? ['stream'] : []),
+      ]),
+    )
+    .digest('hex');
+}
+
+/** The provider's PCM chunk by chunk: streamed when it streams, else its whole synthesis as one chunk. */
+function pcmChunks(provider: VoiceProvider, request: Omit<SpeechRequest, 'format'>): AsyncIterator<Buffer> {
+  const source: AsyncIterable<Buffer> = provider.synthesizeStream
+    ? provider.synthesizeStream(request)
+    : (async function* () {
+        yield (await provider.synthesize({ ...request, format: 'pcm' })).audio;
+      })();
+  return source[Symbol.asyncIterator]();
+}
+
 export class SpeechService {
   constructor(private readonly deps: { db: Db; voices: VoicesService; storage: Storage; ffmpeg: FfmpegWasm }) {}
 
@@ -135,13 +175,8 @@ export class SpeechService {
     return model;
   }
 
-  /** Validates, resolves the voice and holds the cost (or finds the request delivered before). */
-  private async prepare(
-    principal: ApiKeyPrincipal,
-    body: SpeechInput,
-    idempotencyKey: string | undefined,
-    streamed: boolean,
-  ): Promise<Prepared> {
+  /** The model, format and length of a speech request, checked against the catalog. */
+  private validated(principal: ApiKeyPrincipal, body: SpeechInput): { model: SpeechModel; format: SpeechFormat; characters: number } {
     this.deps.voices.assertConfigured();
     const model = this.resolveModel(principal, body.model);
     const format = body.response_format ?? 'wav';
@@ -153,27 +188,25 @@ export class SpeechService {
     if (characters > model.max_input_chars) {
       throw invalidParam('input', `input must be at most ${model.max_input_chars} characters for model ${model.id} (it has ${characters})`);
     }
+    return { model, format, characters };
+  }
+
+  /** Validates, resolves the voice and holds the cost (or finds the request delivered before). */
+  private async prepare(
+    principal: ApiKeyPrincipal,
+    body: SpeechInput,
+    idempotencyKey: string | undefined,
+    streamed: boolean,
+  ): Promise<Prepared> {
+    const { model, format, characters } = this.validated(principal, body);
     const voice = await this.deps.voices.resolveForSpeech(principal, body.voice);
     const cost_micro_eur = speechCostMicroEur(model, characters);
     const workspaceId = principal.workspace_id;
-    // A streamed WAV differs from a whole one (its sizes are unknown): another request under the same key.
-    const fingerprint = createHash('sha256')
-      .update(
-        JSON.stringify([
-          model.id,
-          voice.voice_id,
-          body.input,
-          format,
-          ...(body.speed !== undefined && body.speed !== 1 ? [body.speed] : []),
-          ...(streamed ? ['stream'] : []),
-        ]),
-      )
-      .digest('hex');
     const held = await holdSpeech(this.deps.db, {
       speechRequestId: idempotencyKey ? speechRequestIdForKey(workspaceId, idempotencyKey) : randomUUID(),
       workspaceId,
       idempotencyKey: idempotencyKey ?? randomUUID(),
-      requestFingerprint: fingerprint,
+      requestFingerprint: speechFingerprint(model.id, voice.voice_id, body, format, streamed),
       model: model.id,
       voice: voice.voice_id,
       voiceRegistryId: voice.registry_id,
@@ -182,7 +215,6 @@ export class SpeechService {
       cost_micro_eur,
       apiKeyId: principal.key_id,
     });
-    const result = { model: model.id, characters };
     switch (held.kind) {
       case 'idempotency_key_reused':
         throw keyReused();
@@ -191,37 +223,9 @@ export class SpeechService {
       case 'key_spend_limit_exceeded':
         throw keySpendLimitExceeded();
       case 'in_progress':
-        throw new ApiError(
-          409,
-          'idempotency_error',
-          'idempotency_request_in_progress',
-          'a request with this Idempotency-Key is being answered; retry in a moment',
-          null,
-          {
-            'Retry-After': '1',
-          },
-        );
-      case 'delivered': {
-        const audio = held.prior.audio_storage_key ? await this.deps.storage.open(held.prior.audio_storage_key) : null;
-        if (!audio)
-          throw new ApiError(
-            410,
-            'invalid_request_error',
-            'speech_no_longer_available',
-            'this request was delivered and charged once; its audio is no longer kept',
-          );
-        return {
-          kind: 'replay',
-          result: {
-            ...result,
-            audio: await readAll(audio.stream),
-            content_type: held.prior.audio_content_type ?? 'application/octet-stream',
-            speech_request_id: held.prior.speech_request_id,
-            cost_micro_eur: held.prior.cost_micro_eur,
-            replayed: true,
-          },
-        };
-      }
+        throw requestInProgress();
+      case 'delivered':
+        return { kind: 'replay', result: await this.deliveredBefore(held.prior, { model: model.id, characters }) };
       case 'held':
         return {
           kind: 'held',
@@ -234,6 +238,26 @@ export class SpeechService {
           speed: body.speed,
         };
     }
+  }
+
+  /** The answer to a replay of a request delivered before: its kept audio, not charged again (410 once the audio is gone). */
+  private async deliveredBefore(prior: DeliveredSpeech, result: { model: string; characters: number }): Promise<SpeechResult> {
+    const audio = prior.audio_storage_key ? await this.deps.storage.open(prior.audio_storage_key) : null;
+    if (!audio)
+      throw new ApiError(
+        410,
+        'invalid_request_error',
+        'speech_no_longer_available',
+        'this request was delivered and charged once; its audio is no longer kept',
+      );
+    return {
+      ...result,
+      audio: await readAll(audio.stream),
+      content_type: prior.audio_content_type ?? 'application/octet-stream',
+      speech_request_id: prior.speech_request_id,
+      cost_micro_eur: prior.cost_micro_eur,
+      replayed: true,
+    };
   }
 
   /**
@@ -331,14 +355,8 @@ export class SpeechService {
     markSpans(SPEECH_REQUEST_ID_ATTRIBUTE, speechRequestId);
     const place = await this.reserveEncoder(speechRequestId, format);
     const provider = this.deps.voices.provider;
-    const request = { model: model.id, voice_id: prepared.voice_id, text: prepared.text, speed: prepared.speed };
     const rate_hz = provider.pcm_rate_hz ?? SIM_SAMPLE_RATE_HZ;
-    const source: AsyncIterable<Buffer> = provider.synthesizeStream
-      ? provider.synthesizeStream(request)
-      : (async function* () {
-          yield (await provider.synthesize({ ...request, format: 'pcm' })).audio;
-        })();
-    const chunks = source[Symbol.asyncIterator]();
+    const chunks = pcmChunks(provider, { model: model.id, voice_id: prepared.voice_id, text: prepared.text, speed: prepared.speed });
     const release = () => releaseSpeech(this.deps.db, speechRequestId).catch(() => false);
     let first: IteratorResult<Buffer>;
     try {
@@ -352,43 +370,7 @@ export class SpeechService {
     }
     const encoder = audioEncoder(format, rate_hz, place?.run ?? null, true);
     const out = new PassThrough();
-    const sent: Buffer[] = [];
-    const send = (b: Buffer) => {
-      if (b.length === 0) return;
-      sent.push(b);
-      if (!out.destroyed) out.write(b);
-    };
-    // Reads the provider to its end whatever the client does, then settles the money.
-    const settled = (async (): Promise<'captured' | 'released' | 'unsettled'> => {
-      try {
-        send(encoder.push(first.value));
-        for (let next = await chunks.next(); !next.done; next = await chunks.next()) send(encoder.push(next.value));
-        send(await encoder.end());
-      } catch (err) {
-        await release();
-        out.destroy(err instanceof Error ? err : new Error(String(err)));
-        return 'released';
-      } finally {
-        place?.release();
-      }
-      const audio = Buffer.concat(sent);
-      const key = audioKey(speechRequestId, format);
-      // Kept for replays; the audio was delivered, so a storage failure does not undo the charge.
-      await this.deps.storage.put(key, audio, encoder.content_type).catch(() => {});
-      out.end();
-      try {
-        const captured = await captureSpeech(this.deps.db, {
-          speechRequestId,
-          audioBytes: audio.length,
-          audioStorageKey: key,
-          audioContentType: encoder.content_type,
-        });
-        if (captured.captured) creditsCharged.inc({ kind: 'speech' }, captured.cost_micro_eur);
-        return 'captured';
-      } catch {
-        return 'unsettled';
-      }
-    })();
+    const settled = this.streamAndSettle({ speechRequestId, format, first: first.value, chunks, encoder, out, place, release });
     const cost_micro_eur = speechCostMicroEur(model, characters);
     return {
       content_type: encoder.content_type,
@@ -400,5 +382,56 @@ export class SpeechService {
       body: out,
       settled,
     };
+  }
+
+  /**
+   * Reads the provider to its end whatever the client does, encoding into `out`, then settles the money:
+   * captured once the provider finished (the audio kept for replays), released when it failed midway.
+   */
+  private async streamAndSettle(stream: {
+    speechRequestId: string;
+    format: SpeechFormat;
+    first: Buffer;
+    chunks: AsyncIterator<Buffer>;
+    encoder: AudioEncoder;
+    out: PassThrough;
+    place: MediaReservation | null;
+    release: () => Promise<unknown>;
+  }): Promise<'captured' | 'released' | 'unsettled'> {
+    const { speechRequestId, chunks, encoder, out } = stream;
+    const sent: Buffer[] = [];
+    const send = (b: Buffer) => {
+      if (b.length === 0) return;
+      sent.push(b);
+      if (!out.destroyed) out.write(b);
+    };
+    try {
+      send(encoder.push(stream.first));
+      for (let next = await chunks.next(); !next.done; next = await chunks.next()) send(encoder.push(next.value));
+      send(await encoder.end());
+    } catch (err) {
+      await stream.release();
+      out.destroy(err instanceof Error ? err : new Error(String(err)));
+      return 'released';
+    } finally {
+      stream.place?.release();
+    }
+    const audio = Buffer.concat(sent);
+    const key = audioKey(speechRequestId, stream.format);
+    // Kept for replays; the audio was delivered, so a storage failure does not undo the charge.
+    await this.deps.storage.put(key, audio, encoder.content_type).catch(() => {});
+    out.end();
+    try {
+      const captured = await captureSpeech(this.deps.db, {
+        speechRequestId,
+        audioBytes: audio.length,
+        audioStorageKey: key,
+        audioContentType: encoder.content_type,
+      });
+      if (captured.captured) creditsCharged.inc({ kind: 'speech' }, captured.cost_micro_eur);
+      return 'captured';
+    } catch {
+      return 'unsettled';
+    }
   }
 }
