@@ -166,7 +166,8 @@ const adminInspectVideoJob = {
   tag: 'Admin',
   summary: "Inspect a video job: its record beside its workflow's answer",
   description:
-    "Customers' reads answer from the job's record, which the workflow's activities keep current; this asks the job's workflow itself (the jobState query, a workflow task on a worker), " +
+    "Customers' reads answer from the job's record, which the workflow's activities keep current; this " +
+    "asks the job's workflow itself (the jobState query, a workflow task on a worker), " +
     'so an operator can see both. Any workspace.',
   security: 'admin',
   requestParams: { path: z.object({ id: z.string().describe('The job id.') }) },

@@ -132,11 +132,15 @@ export const LedgerAudit = z
         }),
       )
       .describe(
-        'Charged jobs nothing will settle: a pending job whose workflow is not running, one pending long past its deadline, a charge for a refused attempt. The reconciler settles the first kind within two intervals.',
+        'Charged jobs nothing will settle: a pending job whose workflow is not running, one pending long past ' +
+          'its deadline, a charge for a refused attempt. The reconciler settles the first kind within two ' +
+          'intervals.',
       ),
   })
   .describe(
-    "ok: every balance equals the sum of its ledger entries, every speech hold is backed by a request in flight, every API key's spend is what its requests charged net of refunds, every job and speech charge matches its cost, and no charged job is unaccounted for (at most 100 of each kind listed).",
+    'ok: every balance equals the sum of its ledger entries, every speech hold is backed by a request in ' +
+      "flight, every API key's spend is what its requests charged net of refunds, every job and speech " +
+      'charge matches its cost, and no charged job is unaccounted for (at most 100 of each kind listed).',
   );
 export const ApiKeyRevoked = z.strictObject({ id: Uuid, object: z.literal('api_key'), revoked: z.literal(true) });
 

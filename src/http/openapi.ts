@@ -89,10 +89,13 @@ const TAGS = [
   {
     name: 'Webhooks',
     description:
-      'Events `video.generation.succeeded` and `video.generation.failed` (cancelled jobs too) are POSTed to every endpoint of the workspace subscribed to them, ' +
+      'Events `video.generation.succeeded` and `video.generation.failed` (cancelled jobs too) are POSTed to ' +
+      'every endpoint of the workspace subscribed to them, ' +
       'with body WebhookEvent and the Standard Webhooks headers `webhook-id` (the event id), `webhook-timestamp` (Unix seconds of the attempt) and ' +
-      '`webhook-signature` = `v1,` + base64(HMAC-SHA256(key, "<webhook-id>.<webhook-timestamp>.<body>")), key = the base64-decoded part of the secret after `whsec_`. ' +
-      'Answer 2xx within 10 s; anything else (redirects included) is retried with the same webhook-id, backing off from 5 s (WEBHOOK_RETRY_INITIAL_MS) up to an hour between attempts, for 24 hours.',
+      '`webhook-signature` = `v1,` + base64(HMAC-SHA256(key, "<webhook-id>.<webhook-timestamp>.<body>")), ' +
+      'key = the base64-decoded part of the secret after `whsec_`. ' +
+      'Answer 2xx within 10 s; anything else (redirects included) is retried with the same webhook-id, ' +
+      'backing off from 5 s (WEBHOOK_RETRY_INITIAL_MS) up to an hour between attempts, for 24 hours.',
   },
   { name: 'Billing', description: "The workspace's balance and ledger statement." },
   { name: 'Files', description: 'Generated files behind signed, expiring URLs.' },
@@ -101,7 +104,8 @@ const TAGS = [
   {
     name: 'OpenAI-compatible',
     description:
-      "OpenAI's Videos, Audio (speech, voices, voice consents) and Models APIs under /v1, for the official openai SDKs with their base URL set to <service>/v1 " +
+      "OpenAI's Videos, Audio (speech, voices, voice consents) and Models APIs under /v1, for the official " +
+      'openai SDKs with their base URL set to <service>/v1 ' +
       "and an API key of this service: the same workspaces, jobs, voices and money as /v2. Errors have OpenAI's shape (OpenAiErrorResponse). " +
       'Remix, edits, extensions and characters of videos are not offered: they answer 400 `unsupported_feature` and are not listed here.',
   },
@@ -434,7 +438,8 @@ export function buildOpenApiDocument(ctx: DocumentContext, contracts: readonly R
       version: packageVersion(),
       description:
         'Paid video generation and voice cloning. Authenticate with `Authorization: Bearer <API key>`. ' +
-        'Money is in euros, as JSON numbers. Every error answers `{"error": {"type", "code", "message", "param"}}` (under /v1 with OpenAI\'s error types: OpenAiErrorResponse), ' +
+        'Money is in euros, as JSON numbers. Every error answers `{"error": {"type", "code", "message", ' +
+        '"param"}}` (under /v1 with OpenAI\'s error types: OpenAiErrorResponse), ' +
         'and every response carries an `X-Request-Id` header. Schemas are generated from the zod schemas the API validates with.',
     },
     tags: TAGS.map((t) => ({ ...t })),

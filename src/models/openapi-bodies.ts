@@ -128,7 +128,9 @@ export function videoBodySchema(base: ObjectSchema, avail: ModelAvailability, si
   const defBackend = def ? videoBackendFor(def, avail) : null;
   if (def && defBackend) variants.push(...videoVariants(base, def, simulateOf(def, defBackend), false));
   return {
-    description: `${base['description'] ?? 'A video generation request.'} One variant per model served here (GET /v2/models/all), with its limits and inputs; without \`model\`, the default model's (${defaultId}).`,
+    description:
+      `${base['description'] ?? 'A video generation request.'} One variant per model served here (GET ` +
+      `/v2/models/all), with its limits and inputs; without \`model\`, the default model's (${defaultId}).`,
     oneOf: variants,
   };
 }
@@ -154,7 +156,8 @@ export function speechBodySchema(base: ObjectSchema, avail: ModelAvailability): 
   if (served.length === 0 || !def) return base;
   return {
     description:
-      'A text-to-speech request. One variant per speech model of the configured voice provider (GET /v2/models), with its limits; without `model`, its default model.',
+      'A text-to-speech request. One variant per speech model of the configured voice provider (GET ' +
+      '/v2/models), with its limits; without `model`, its default model.',
     oneOf: [...served.map((m) => speechVariant(base, m, true)), speechVariant(base, def, false)],
   };
 }

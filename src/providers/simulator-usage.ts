@@ -10,7 +10,8 @@ export const PROVIDER_CALL_SHARDS = 16;
  * one call, or as many as parameter `calls` holds.
  */
 export const countProviderCallSql = (param: `$${number}`, calls: `$${number}` | 1 = 1): string =>
-  `INSERT INTO simulator.provider_calls (operation, shard, calls) VALUES (${param}, floor(random() * ${PROVIDER_CALL_SHARDS})::smallint, ${calls === 1 ? '1' : `${calls}::bigint`})
+  `INSERT INTO simulator.provider_calls (operation, shard, calls) VALUES (${param},
+    floor(random() * ${PROVIDER_CALL_SHARDS})::smallint, ${calls === 1 ? '1' : `${calls}::bigint`})
    ON CONFLICT (operation, shard) DO UPDATE SET calls = simulator.provider_calls.calls + EXCLUDED.calls`;
 
 /** Counts one call of `operation` ($1). */

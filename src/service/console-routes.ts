@@ -124,7 +124,8 @@ const LANDING_HTML = page(
 
 // A play button: the console's tab icon (an own one, so the browser asks for no /favicon.ico).
 const FAVICON =
-  '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32"><rect width="32" height="32" rx="6" fill="#0d6efd"/><path d="M12 9v14l11-7z" fill="#fff"/></svg>';
+  '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32"><rect width="32" height="32" rx="6" ' +
+  'fill="#0d6efd"/><path d="M12 9v14l11-7z" fill="#fff"/></svg>';
 
 export function consoleRoutes(deps: { logger: Logger }): Router {
   const r = Router();

@@ -77,7 +77,9 @@ function profileError(err: unknown, env: Record<string, string>): ConfigError {
   const profile = env['TEMPORAL_PROFILE'];
   if (profile && /not found/.test(e.message)) {
     return new ConfigError(
-      `Temporal profile "${profile}" (TEMPORAL_PROFILE) is not in ${configFile(env) ?? 'the Temporal configuration file'}; set TEMPORAL_PROFILE to one of its [profile.*] names or unset it`,
+      `Temporal profile "${profile}" (TEMPORAL_PROFILE) is not in ` +
+        `${configFile(env) ?? 'the Temporal configuration file'}; set TEMPORAL_PROFILE to one of its ` +
+        `[profile.*] names or unset it`,
     );
   }
   const line = (e.message ?? String(err)).split('\n')[0]!.slice(0, 200);
@@ -105,7 +107,8 @@ export function loadTemporalSettings(env: Record<string, string>): TemporalSetti
   if (env['TEMPORAL_TLS_DISABLE_HOST_VERIFICATION'] === 'true' || env['TEMPORAL_TLS_DISABLE_HOST_VERIFICATION'] === '1') {
     // Temporal's TypeScript SDK has no such switch: refused rather than silently verifying anyway.
     throw new ConfigError(
-      "TEMPORAL_TLS_DISABLE_HOST_VERIFICATION is not supported by this service's Temporal SDK; set TEMPORAL_TLS_SERVER_NAME to a name in the server's certificate instead",
+      "TEMPORAL_TLS_DISABLE_HOST_VERIFICATION is not supported by this service's Temporal SDK; set " +
+        "TEMPORAL_TLS_SERVER_NAME to a name in the server's certificate instead",
     );
   }
   const tls = profile.tls;

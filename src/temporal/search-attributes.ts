@@ -55,6 +55,7 @@ export async function checkSearchAttributes(
     .map((name) => `temporal operator search-attribute create --namespace ${namespace} --name ${name} --type Keyword`)
     .join(' && ');
   throw new ConfigError(
-    `Temporal namespace "${namespace}" lacks the Keyword search attribute(s) ${missing.join(', ')}; add them: ${commands} (on Temporal Cloud: in the namespace's settings or with tcld)`,
+    `Temporal namespace "${namespace}" lacks the Keyword search attribute(s) ${missing.join(', ')}; add ` +
+      `them: ${commands} (on Temporal Cloud: in the namespace's settings or with tcld)`,
   );
 }

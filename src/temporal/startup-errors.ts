@@ -57,7 +57,8 @@ async function probeTls(opts: TemporalConnectOptions): Promise<string | null> {
     socket.once('end', () =>
       done(
         t.clientCertPair
-          ? `the Temporal server at ${opts.address} closed the connection after the TLS handshake: it refused the client certificate (not signed by a CA it trusts, or revoked): ${CERT_FIX}`
+          ? `the Temporal server at ${opts.address} closed the connection after the TLS handshake: it refused the ` +
+              `client certificate (not signed by a CA it trusts, or revoked): ${CERT_FIX}`
           : `the Temporal server at ${opts.address} requires a client certificate (mTLS): ${CERT_FIX}`,
       ),
     );
@@ -81,7 +82,11 @@ function tlsFailure(err: NodeJS.ErrnoException, opts: TemporalConnectOptions): s
   if (code === 'CERT_HAS_EXPIRED') return `${at} presents an expired certificate; renew the server's certificate`;
   if (code === 'CERT_NOT_YET_VALID') return `${at} presents a certificate that is not valid yet; check the clocks`;
   if (code === 'ERR_TLS_CERT_ALTNAME_INVALID') {
-    return `${at} presents a certificate for another name (${err.message.replace(/^Hostname\/IP does not match certificate's altnames: /, '')}); set TEMPORAL_TLS_SERVER_NAME to the name in its certificate`;
+    return (
+      `${at} presents a certificate for another name ` +
+      `(${err.message.replace(/^Hostname\/IP does not match certificate's altnames: /, '')}); set ` +
+      `TEMPORAL_TLS_SERVER_NAME to the name in its certificate`
+    );
   }
   if (/SELF_SIGNED|UNABLE_TO_GET_ISSUER|UNABLE_TO_VERIFY_LEAF|CERT_UNTRUSTED|CERT_SIGNATURE_FAILURE/.test(code)) {
     return `${at} presents a certificate signed by an unknown CA (${code}); set TEMPORAL_TLS_SERVER_CA_CERT_PATH to its CA certificate`;
@@ -90,7 +95,10 @@ function tlsFailure(err: NodeJS.ErrnoException, opts: TemporalConnectOptions): s
     return `${at} did not answer TLS (${code}); if it serves plaintext, unset TEMPORAL_TLS and TEMPORAL_API_KEY or set TEMPORAL_TLS=false`;
   }
   if (/KEY_VALUES_MISMATCH|BAD_DECRYPT|NO_START_LINE|PEM/.test(code) || /key|certificate/i.test(err.message)) {
-    return `the Temporal client certificate or key cannot be used (${code || err.message.split('\n')[0]}); check TEMPORAL_TLS_CLIENT_CERT_PATH and TEMPORAL_TLS_CLIENT_KEY_PATH`;
+    return (
+      `the Temporal client certificate or key cannot be used (${code || err.message.split('\n')[0]}); check ` +
+      `TEMPORAL_TLS_CLIENT_CERT_PATH and TEMPORAL_TLS_CLIENT_KEY_PATH`
+    );
   }
   return `TLS with ${at} failed (${code || err.message.split('\n')[0]})`;
 }
@@ -107,9 +115,15 @@ function expiredClientCertificate(opts: TemporalConnectOptions): string | null {
   }
   const now = Date.now();
   if (Date.parse(cert.validTo) < now)
-    return `the Temporal client certificate expired on ${new Date(cert.validTo).toISOString()}; the server refuses it: renew it (TEMPORAL_TLS_CLIENT_CERT_PATH)`;
+    return (
+      `the Temporal client certificate expired on ${new Date(cert.validTo).toISOString()}; the server ` +
+      `refuses it: renew it (TEMPORAL_TLS_CLIENT_CERT_PATH)`
+    );
   if (Date.parse(cert.validFrom) > now)
-    return `the Temporal client certificate is valid only from ${new Date(cert.validFrom).toISOString()}; check the clocks or the certificate (TEMPORAL_TLS_CLIENT_CERT_PATH)`;
+    return (
+      `the Temporal client certificate is valid only from ${new Date(cert.validFrom).toISOString()}; check ` +
+      `the clocks or the certificate (TEMPORAL_TLS_CLIENT_CERT_PATH)`
+    );
   return null;
 }
 
@@ -188,14 +202,18 @@ export async function diagnoseConnectFailure(err: unknown, opts: TemporalConnect
     const g = grpcCode(err);
     if (!g || g.code === GRPC.UNAVAILABLE) {
       return new ConfigError(
-        `the Temporal server at ${opts.address} does not answer gRPC in plaintext; if it requires TLS, set TEMPORAL_TLS=true (with TEMPORAL_TLS_CLIENT_CERT_PATH and TEMPORAL_TLS_CLIENT_KEY_PATH, or TEMPORAL_API_KEY)`,
+        `the Temporal server at ${opts.address} does not answer gRPC in plaintext; if it requires TLS, set ` +
+          `TEMPORAL_TLS=true (with TEMPORAL_TLS_CLIENT_CERT_PATH and TEMPORAL_TLS_CLIENT_KEY_PATH, or ` +
+          `TEMPORAL_API_KEY)`,
       );
     }
   }
   const g = grpcCode(err);
   const first = (err instanceof Error ? err.message : String(err)).split('\n')[0]!.slice(0, 200);
   return new ConfigError(
-    `cannot connect to the Temporal server at ${opts.address} (${g ? `gRPC status ${g.code}: ${g.details.slice(0, 160)}` : first}); check TEMPORAL_ADDRESS and its TLS settings`,
+    `cannot connect to the Temporal server at ${opts.address} ` +
+      `(${g ? `gRPC status ${g.code}: ${g.details.slice(0, 160)}` : first}); check TEMPORAL_ADDRESS and its ` +
+      `TLS settings`,
   );
 }
 
@@ -215,7 +233,8 @@ export async function checkNamespace(
     if (refused) throw refused;
     if (grpcCode(err)?.code === GRPC.NOT_FOUND) {
       throw new ConfigError(
-        `the Temporal namespace "${namespace}" does not exist at ${opts.address}; set TEMPORAL_NAMESPACE to an existing one, or create it (temporal operator namespace create --namespace ${namespace})`,
+        `the Temporal namespace "${namespace}" does not exist at ${opts.address}; set TEMPORAL_NAMESPACE to ` +
+          `an existing one, or create it (temporal operator namespace create --namespace ${namespace})`,
       );
     }
     throw await diagnoseConnectFailure(err, opts);

@@ -105,7 +105,8 @@ interface ChargeRow {
 
 const CHARGE = prepared(
   'video-job-charge',
-  'SELECT outcome, before_micro_eur, after_micro_eur, charged_micro_eur FROM video_job_charge($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)',
+  'SELECT outcome, before_micro_eur, after_micro_eur, charged_micro_eur FROM video_job_charge($1, $2, ' +
+    '$3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)',
 );
 
 /**
@@ -335,7 +336,8 @@ export async function settleVideoJob(db: Db, s: Settlement, webhooks?: JobEventC
       error: { code: string; message: string } | null;
       api_key_id: string | null;
     }>(
-      'SELECT workspace_id, status, params, estimated_cost_micro_eur, cost_micro_eur, refunded_micro_eur, error, api_key_id FROM video_jobs WHERE id = $1 FOR UPDATE',
+      'SELECT workspace_id, status, params, estimated_cost_micro_eur, cost_micro_eur, refunded_micro_eur, ' +
+        'error, api_key_id FROM video_jobs WHERE id = $1 FOR UPDATE',
       [s.jobId],
     );
     const job = r.rows[0];

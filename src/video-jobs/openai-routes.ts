@@ -136,18 +136,22 @@ export const OpenAiCreateVideoForm = z
       .max(IMAGE_BYTES_MAX)
       .optional()
       .describe(
-        `The first frame: a PNG, JPEG or WebP file of at most ${bytesText(IMAGE_BYTES_MAX)}, recognised by its content (the part's Content-Type is not trusted).`,
+        `The first frame: a PNG, JPEG or WebP file of at most ${bytesText(IMAGE_BYTES_MAX)}, recognised by ` +
+          `its content (the part's Content-Type is not trusted).`,
       ),
     'input_reference[image_url]': z
       .string()
       .max(IMAGE_DATA_URL_CHARS_MAX)
       .optional()
       .describe(
-        `Or the first frame as a data: URL (data:image/png;base64,...; what the openai SDKs send for input_reference: {image_url}), an image of at most ${bytesText(IMAGE_BYTES_MAX)} once decoded; other URLs are not fetched.`,
+        `Or the first frame as a data: URL (data:image/png;base64,...; what the openai SDKs send for ` +
+          `input_reference: {image_url}), an image of at most ${bytesText(IMAGE_BYTES_MAX)} once decoded; other ` +
+          `URLs are not fetched.`,
       ),
   })
   .describe(
-    'multipart/form-data: text parts prompt, model, seconds and size, and the first frame as the file part input_reference or the text part input_reference[image_url]; no other parts.',
+    'multipart/form-data: text parts prompt, model, seconds and size, and the first frame as the file ' +
+      'part input_reference or the text part input_reference[image_url]; no other parts.',
   );
 
 export const OpenAiListVideosQuery = z.strictObject({
@@ -256,7 +260,8 @@ const openaiCreateVideo = {
   operationId: 'openaiCreateVideo',
   summary: 'Create a video (client.videos.create)',
   description:
-    'Starts a video generation job, exactly as POST /v2/videos/generations with n = 1: validated against the model, charged its estimate when accepted, refunded if it fails. ' +
+    'Starts a video generation job, exactly as POST /v2/videos/generations with n = 1: validated against ' +
+    'the model, charged its estimate when accepted, refunded if it fails. ' +
     '`size` and `seconds` become the resolution, aspect ratio and duration; a size the model does not offer is a 400 with `param: "size"`. ' +
     'Poll GET /v1/videos/{id} until `completed` or `failed`. With an `Idempotency-Key` (the SDKs send one), a retry returns the same video and charges once.',
   ...OPENAI_OPERATION,
@@ -287,8 +292,13 @@ const openaiCreateVideo = {
     403: undefined,
     404: 'Unknown model (model_not_found, `param: model`).',
     409: undefined,
-    413: `The JSON body exceeds ${bytesText(VIDEO_CREATE_BODY_BYTES_MAX)} (request_too_large), or the first frame exceeds ${bytesText(IMAGE_BYTES_MAX)} (image_too_large, file_too_large; \`param: input_reference\`).`,
-    415: 'The body is neither application/json nor multipart/form-data (unsupported_media_type), or the input_reference file is not a PNG, JPEG or WebP image (unsupported_file_type).',
+    413:
+      `The JSON body exceeds ${bytesText(VIDEO_CREATE_BODY_BYTES_MAX)} (request_too_large), or the first ` +
+      `frame exceeds ${bytesText(IMAGE_BYTES_MAX)} (image_too_large, file_too_large; \`param: ` +
+      `input_reference\`).`,
+    415:
+      'The body is neither application/json nor multipart/form-data (unsupported_media_type), or the ' +
+      'input_reference file is not a PNG, JPEG or WebP image (unsupported_file_type).',
     429: 'Rate limited (per API key; rate_limited), or the workspace already has its limit of pending jobs (too_many_pending_jobs; nothing charged).',
     503: 'No video provider is configured for the model (provider_not_configured), or too many requests with images are in progress (server_busy).',
   },
@@ -318,7 +328,8 @@ const openaiRetrieveVideo = {
   summary: 'Retrieve a video (client.videos.retrieve)',
   ...OPENAI_OPERATION,
   description:
-    "Answered from the job's record, which its workflow keeps current. With `If-None-Match` (the `ETag` of an earlier answer), a video in which nothing changed is a 304 with no body.",
+    "Answered from the job's record, which its workflow keeps current. With `If-None-Match` (the `ETag` " +
+    'of an earlier answer), a video in which nothing changed is a 304 with no body.',
   requestParams: { path: VIDEO_ID },
   parameters: [IF_NONE_MATCH_PARAMETER],
   responses: { '200': json(OpenAiVideo, 'The video.', CONDITIONAL_HEADERS), '304': NOT_MODIFIED_RESPONSE },

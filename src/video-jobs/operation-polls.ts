@@ -133,7 +133,8 @@ const RESCHEDULE = prepared(
       WHERE j.id = v.job_id AND (v.progress IS NOT NULL OR v.queue_position IS NOT NULL)
         AND (j.progress IS DISTINCT FROM GREATEST(j.progress, v.progress) OR j.queue_position IS DISTINCT FROM LEAST(j.queue_position, v.queue_position)))
    UPDATE video_job_polls p SET interval_ms = v.interval_ms, failures = v.failures,
-     next_poll_at = CASE WHEN p.nudge_pending AND v.failures = 0 THEN LEAST(now() + make_interval(secs => v.wait_ms / 1000), GREATEST(now(), p.nudge_not_before))
+     next_poll_at = CASE WHEN p.nudge_pending AND v.failures = 0 THEN LEAST(now() + make_interval(secs => v.wait_ms / 1000),
+                                                                    GREATEST(now(), p.nudge_not_before))
                          ELSE now() + make_interval(secs => v.wait_ms / 1000) END,
      nudge_not_before = CASE WHEN v.failures > 0 THEN GREATEST(p.nudge_not_before, now() + make_interval(secs => v.wait_ms / 1000)) ELSE p.nudge_not_before END
      FROM v WHERE p.job_id = v.job_id`,

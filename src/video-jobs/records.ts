@@ -131,7 +131,9 @@ export async function listVideoJobs(
   }
   args.push(q.limit + 1);
   const r = await db.query<Row>(
-    `SELECT ${COLUMNS} FROM video_jobs WHERE ${where.join(' AND ')} ORDER BY created_at ${q.order === 'asc' ? 'ASC' : 'DESC'}, id ${q.order === 'asc' ? 'ASC' : 'DESC'} LIMIT $${args.length}`,
+    `SELECT ${COLUMNS} FROM video_jobs WHERE ${where.join(' AND ')} ORDER BY created_at ` +
+      `${q.order === 'asc' ? 'ASC' : 'DESC'}, id ${q.order === 'asc' ? 'ASC' : 'DESC'} LIMIT ` +
+      `$${args.length}`,
     args,
   );
   return { jobs: r.rows.slice(0, q.limit).map(toRecord), has_more: r.rows.length > q.limit };

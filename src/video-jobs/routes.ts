@@ -32,8 +32,10 @@ const createVideoGeneration = {
   tag: 'Videos',
   summary: 'Create a video generation job',
   description:
-    'Validates the request against the model (GET /v2/models), charges the estimated cost (n videos at the model price for the resolution and audio setting) and starts the job. ' +
-    'Image to video: `image` (the first frame) and, with it, `lastFrame`, each `{"bytesBase64Encoded", "mimeType"}`, for models with supports_image / supports_last_frame. ' +
+    'Validates the request against the model (GET /v2/models), charges the estimated cost (n videos at ' +
+    'the model price for the resolution and audio setting) and starts the job. ' +
+    'Image to video: `image` (the first frame) and, with it, `lastFrame`, each `{"bytesBase64Encoded", ' +
+    '"mimeType"}`, for models with supports_image / supports_last_frame. ' +
     'A field the model does not support is a 400 naming it. ' +
     'Poll the job at the `Location` URL. With an `Idempotency-Key`, a retry from the same workspace returns the same job and charges once.',
   security: 'apiKey',
@@ -55,8 +57,13 @@ const createVideoGeneration = {
     403: undefined,
     404: 'Unknown model (model_not_found, `param: model`).',
     409: undefined,
-    413: `The JSON body exceeds ${bytesText(VIDEO_CREATE_BODY_BYTES_MAX)} (request_too_large), or an image exceeds ${bytesText(IMAGE_BYTES_MAX)} decoded (image_too_large, \`param\` naming it).`,
-    429: 'Rate limited (per API key; rate_limited), this key already has 2 requests with images in progress (too_many_concurrent_uploads), or the workspace already has its limit of pending jobs (too_many_pending_jobs; nothing charged).',
+    413:
+      `The JSON body exceeds ${bytesText(VIDEO_CREATE_BODY_BYTES_MAX)} (request_too_large), or an image ` +
+      `exceeds ${bytesText(IMAGE_BYTES_MAX)} decoded (image_too_large, \`param\` naming it).`,
+    429:
+      'Rate limited (per API key; rate_limited), this key already has 2 requests with images in progress ' +
+      '(too_many_concurrent_uploads), or the workspace already has its limit of pending jobs ' +
+      '(too_many_pending_jobs; nothing charged).',
     503: 'No video provider is configured for the model (provider_not_configured), or too many requests with images are in progress (server_busy).',
   },
 } satisfies RouteContract;
@@ -89,8 +96,10 @@ const cancelVideoGeneration = {
   tag: 'Videos',
   summary: 'Cancel a pending video generation job',
   description:
-    "Stops the job: the provider's operation is cancelled where the provider allows it, and the job is refunded in full and ends `failed` with `error.code` `cancelled`. " +
-    'A job that has finished, or is settling (its videos are being delivered), cannot be cancelled: it is either charged for what it delivered or cancelled and refunded, never both.',
+    "Stops the job: the provider's operation is cancelled where the provider allows it, and the job is " +
+    'refunded in full and ends `failed` with `error.code` `cancelled`. ' +
+    'A job that has finished, or is settling (its videos are being delivered), cannot be cancelled: it is ' +
+    'either charged for what it delivered or cancelled and refunded, never both.',
   security: 'apiKey',
   requestParams: { path: JOB_ID },
   responses: { '200': json(VideoJob, 'The job, now failed (cancelled) and refunded.') },

@@ -38,7 +38,9 @@ const Parameters = z
     }
   })
   .describe(
-    `Model-specific options, passed to models that read them (sim-video-1 reads parameters.simulate); ignored by the others. At most ${PARAMETERS_DEPTH_MAX} levels of nesting and ${PARAMETERS_BYTES_MAX} bytes as JSON.`,
+    `Model-specific options, passed to models that read them (sim-video-1 reads parameters.simulate); ` +
+      `ignored by the others. At most ${PARAMETERS_DEPTH_MAX} levels of nesting and ${PARAMETERS_BYTES_MAX} ` +
+      `bytes as JSON.`,
   );
 // Per-model limits and capabilities live in the catalog (GET /v2/models), which the operator may
 // replace; the descriptions (OpenAPI only, not validation) say where to look.
@@ -67,7 +69,8 @@ export const CreateVideoBody = z
       .max(100)
       .optional()
       .describe(
-        "A video model id (GET /v2/models); default: the catalog's default model (veo-3.1-fast-generate-001 in the built-in catalog). A retired id listed with `deprecated: true` runs as its `replaced_by`.",
+        "A video model id (GET /v2/models); default: the catalog's default model (veo-3.1-fast-generate-001 " +
+          'in the built-in catalog). A retired id listed with `deprecated: true` runs as its `replaced_by`.',
       ),
     n: z.number().int().min(1).optional().describe("Videos to generate: 1 to the model's max_n; default 1."),
     durationSeconds: z

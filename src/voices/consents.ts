@@ -66,7 +66,8 @@ export class VoiceConsentsService {
     await inTransaction(this.deps.db, async (tx) => {
       await tx.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [CONSENT_LOCK_CLASS, principal.workspace_id]);
       const used = await tx.query<{ live: number; kept_bytes: string }>(
-        `SELECT count(*) FILTER (WHERE deleted_at IS NULL)::int AS live, COALESCE(sum(recording_bytes) FILTER (WHERE recording_removed_at IS NULL), 0)::bigint AS kept_bytes
+        `SELECT count(*) FILTER (WHERE deleted_at IS NULL)::int AS live,
+                COALESCE(sum(recording_bytes) FILTER (WHERE recording_removed_at IS NULL), 0)::bigint AS kept_bytes
            FROM voice_consents WHERE workspace_id = $1`,
         [principal.workspace_id],
       );

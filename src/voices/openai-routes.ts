@@ -59,7 +59,8 @@ const AUDIO_FILE = z
   .min(1)
   .max(VOICE_UPLOAD_LIMITS.fileBytesMax)
   .describe(
-    `At most ${bytesText(VOICE_UPLOAD_LIMITS.fileBytesMax)}, recognised as audio by its content (the part's Content-Type is not trusted): ${Object.values(AUDIO_CONTENT_TYPES).join(', ')}.`,
+    `At most ${bytesText(VOICE_UPLOAD_LIMITS.fileBytesMax)}, recognised as audio by its content (the ` +
+      `part's Content-Type is not trusted): ${Object.values(AUDIO_CONTENT_TYPES).join(', ')}.`,
   );
 /** An upload form of one audio file, in the part `filePart`, as a request body of the document. */
 const audioForm = <P extends MultipartParts>(component: string, schema: z.ZodType, filePart: string, parts: P) => ({
@@ -129,7 +130,9 @@ const openaiCreateVoiceConsent = {
   body: audioForm('CreateVoiceConsentForm', CreateVoiceConsentForm, 'recording', CreateVoiceConsentParts),
   responses: { '200': json(VoiceConsent, 'The consent.') },
   errors: {
-    400: 'A missing, repeated or unknown part, a blank name, a language that is not a BCP 47 tag, or the workspace already holds its maximum of consents; `error.param` names the part.',
+    400:
+      'A missing, repeated or unknown part, a blank name, a language that is not a BCP 47 tag, or the ' +
+      'workspace already holds its maximum of consents; `error.param` names the part.',
     413: upload413,
     415: upload415,
     429: undefined,
@@ -199,7 +202,9 @@ const openaiCreateVoice = {
   body: audioForm('CreateOpenAiVoiceForm', CreateOpenAiVoiceForm, 'audio_sample', CreateOpenAiVoiceParts),
   responses: { '200': json(OpenAiVoice, 'The new voice.') },
   errors: {
-    400: 'A missing, repeated or unknown part, a blank name, a `type` other than audio_sample, or the workspace already holds its maximum of voices; `error.param` names the part.',
+    400:
+      'A missing, repeated or unknown part, a blank name, a `type` other than audio_sample, or the ' +
+      'workspace already holds its maximum of voices; `error.param` names the part.',
     404: 'The consent names no consent of this workspace (consent_not_found, `param: consent`).',
     413: upload413,
     415: upload415,

@@ -37,7 +37,8 @@ const openaiCreateSpeech = {
   summary: 'Text to speech (client.audio.speech.create)',
   description:
     'Speaks `input` with `voice` (a preset voice of the provider or the id of a cloned voice, as a string or `{"id": ...}`) and answers the audio; ' +
-    'charged per character as POST /v2/audio/speech, once the audio is produced. With an `Idempotency-Key`, a retry with the same body answers again without a second charge.',
+    'charged per character as POST /v2/audio/speech, once the audio is produced. With an ' +
+    '`Idempotency-Key`, a retry with the same body answers again without a second charge.',
   ...OPENAI_OPERATION,
   idempotent: true,
   // One variant per speech model of the configured voice provider, with its limits.
@@ -53,7 +54,8 @@ const openaiCreateSpeech = {
   responses: {
     '200': {
       description:
-        'The audio, in `response_format` (mp3 unless asked otherwise). With `stream_format: "audio"` the bytes are streamed while they are made; with `"sse"`, ' +
+        'The audio, in `response_format` (mp3 unless asked otherwise). With `stream_format: "audio"` the ' +
+        'bytes are streamed while they are made; with `"sse"`, ' +
         'as `speech.audio.delta` (base64 audio) and `speech.audio.done` server-sent events.',
       content: SPEECH_CONTENT,
     },

@@ -53,7 +53,8 @@ const missingParts = (parts: string[]) =>
 export const VoiceName = text({ chars_max: VOICE_NAME_CHARS_MAX, notBlank: true, noControl: true })
   .trim()
   .describe(
-    `The voice's name: one text part, not blank, at most ${VOICE_NAME_CHARS_MAX} characters, no control characters; leading and trailing white space is removed.`,
+    `The voice's name: one text part, not blank, at most ${VOICE_NAME_CHARS_MAX} characters, no control ` +
+      `characters; leading and trailing white space is removed.`,
   );
 
 /**
@@ -100,7 +101,8 @@ const CreateVoiceParts = {
 };
 
 export const VOICE_503 =
-  'No voice provider is configured (provider_not_configured), the provider could not be reached (provider_unavailable), or too many uploads are in progress (server_busy).';
+  'No voice provider is configured (provider_not_configured), the provider could not be reached ' +
+  '(provider_unavailable), or too many uploads are in progress (server_busy).';
 const NO_VOICE = 'No such voice in this workspace (voice_not_found).';
 
 const createVoice = {
@@ -121,8 +123,13 @@ const createVoice = {
   },
   responses: { '200': json(Voice, 'The new voice.') },
   errors: {
-    400: 'Invalid form: a missing, repeated or unknown part, a blank name, an empty file, too many files, a malformed or truncated body, or the workspace already holds its maximum of voices.',
-    413: `A file above ${bytesText(VOICE_UPLOAD_LIMITS.fileBytesMax)} (file_too_large), the files together above ${bytesText(VOICE_UPLOAD_LIMITS.totalFileBytesMax)} (upload_too_large), or the declared body too large (request_too_large).`,
+    400:
+      'Invalid form: a missing, repeated or unknown part, a blank name, an empty file, too many files, a ' +
+      'malformed or truncated body, or the workspace already holds its maximum of voices.',
+    413:
+      `A file above ${bytesText(VOICE_UPLOAD_LIMITS.fileBytesMax)} (file_too_large), the files together ` +
+      `above ${bytesText(VOICE_UPLOAD_LIMITS.totalFileBytesMax)} (upload_too_large), or the declared body ` +
+      `too large (request_too_large).`,
     415: 'Not multipart/form-data (unsupported_media_type), or a file that is not recognised as audio (unsupported_file_type, `param: file`).',
     429: undefined,
     503: VOICE_503,

@@ -34,7 +34,9 @@ export const CreateSpeechBody = z
       .enum(['audio', 'sse'], { error: 'must be one of audio, sse' })
       .optional()
       .describe(
-        'audio: the bytes are streamed as they are made (mp3, wav and pcm before the synthesis ends; opus, aac and flac when it has); sse: server-sent events speech.audio.delta (base64 audio) and speech.audio.done. Absent: one complete file.',
+        'audio: the bytes are streamed as they are made (mp3, wav and pcm before the synthesis ends; opus, ' +
+          'aac and flac when it has); sse: server-sent events speech.audio.delta (base64 audio) and ' +
+          'speech.audio.done. Absent: one complete file.',
       ),
   })
   .strict();

@@ -93,7 +93,8 @@ export async function dispatchJobWebhooks(d: WebhookDispatch, jobId: string): Pr
 /** Starts up to `limit` recorded deliveries that were never started, oldest first. */
 export async function dispatchUndispatched(d: WebhookDispatch, limit: number, min_age_ms = UNDISPATCHED_GRACE_MS): Promise<number> {
   const r = await d.db.query<{ id: string }>(
-    'SELECT id FROM webhook_deliveries WHERE dispatched_at IS NULL AND created_at <= now() - make_interval(secs => $2::float8 / 1000) ORDER BY created_at LIMIT $1',
+    'SELECT id FROM webhook_deliveries WHERE dispatched_at IS NULL AND created_at <= now() - ' +
+      'make_interval(secs => $2::float8 / 1000) ORDER BY created_at LIMIT $1',
     [Math.max(1, Math.min(limit, DISPATCH_BATCH_MAX)), Math.max(0, min_age_ms)],
   );
   return dispatchWebhookDeliveries(

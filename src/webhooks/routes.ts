@@ -68,7 +68,10 @@ const createWebhookEndpoint = {
   },
   responses: { '201': json(WebhookEndpointCreated, 'The new endpoint, with its signing secret.') },
   errors: {
-    400: 'Invalid request: `url` not allowed (url_not_allowed), unresolvable (url_unresolvable) or malformed (invalid_url), an unknown event type, or the workspace already has its maximum of 20 endpoints (webhook_endpoint_limit_reached).',
+    400:
+      'Invalid request: `url` not allowed (url_not_allowed), unresolvable (url_unresolvable) or malformed ' +
+      '(invalid_url), an unknown event type, or the workspace already has its maximum of 20 endpoints ' +
+      '(webhook_endpoint_limit_reached).',
     429: undefined,
     503: "The URL's host could not be resolved right now (temporarily_unavailable); nothing was registered.",
   },

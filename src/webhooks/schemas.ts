@@ -20,7 +20,8 @@ export const CreateWebhookBody = z
       .describe(
         'Where events are POSTed: an https URL naming its host by a DNS name (not an IP address), without credentials or fragment; ' +
           'in development (not NODE_ENV=production) also a loopback URL (localhost, 127.x.x.x, [::1]) over http or https. ' +
-          'The name is resolved at every delivery attempt, and an attempt to a host resolving to a private, loopback, link-local or otherwise non-public address is refused (its deliveries show why).',
+          'The name is resolved at every delivery attempt, and an attempt to a host resolving to a private, ' +
+          'loopback, link-local or otherwise non-public address is refused (its deliveries show why).',
       ),
     events: z
       .array(WebhookEventType)

@@ -121,7 +121,8 @@ export function parseWebhookUrl(raw: string, policy: TargetPolicy): URL {
   if (!new RegExp(webhookUrlPattern(policy)).test(raw)) {
     throw new WebhookTargetError(
       'url_not_allowed',
-      `url must be an https URL naming its host by a DNS name (not an IP address), without credentials or fragment${policy.production ? '' : ', or a loopback URL (localhost, 127.x.x.x, [::1]) over http or https'}`,
+      `url must be an https URL naming its host by a DNS name (not an IP address), without credentials or ` +
+        `fragment${policy.production ? '' : ', or a loopback URL (localhost, 127.x.x.x, [::1]) over http or https'}`,
     );
   }
   return new URL(raw);

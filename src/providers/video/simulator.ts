@@ -77,7 +77,9 @@ const INSERT_OPERATION_COUNTED = prepared(
    INSERT INTO simulator.video_operations (id, request_id, model, request) VALUES ($1, $2, $3, $4)
    ON CONFLICT (request_id) DO UPDATE SET request_id = EXCLUDED.request_id RETURNING id`,
 );
-const OPERATION_COLUMNS = `id, request, (extract(epoch FROM clock_timestamp() - submitted_at) * 1000)::float8 AS elapsed_ms, cancelled_at IS NOT NULL AS cancelled`;
+const OPERATION_COLUMNS =
+  `id, request, (extract(epoch FROM clock_timestamp() - submitted_at) * 1000)::float8 AS elapsed_ms, ` +
+  `cancelled_at IS NOT NULL AS cancelled`;
 const LOAD = prepared('simulator-load-operation', `SELECT ${OPERATION_COLUMNS} FROM simulator.video_operations WHERE id = $1`);
 /** The operations of many polls ($1), each counted as a call (of operation $2) in the same statement. */
 const LOAD_POLLED = prepared(

@@ -360,7 +360,10 @@ export class ElevenLabsVoiceProvider implements VoiceProvider {
     if (code === 'quota_exceeded' || code === 'voice_limit_reached') {
       // The operator's plan is used up (characters) or full (voice slots): not the customer's request.
       const account = code === 'quota_exceeded' ? 'quota_exhausted' : 'voice_slots_full';
-      const message = `ElevenLabs refused the ${OPERATION_LABELS[op]}: the account's ${code === 'quota_exceeded' ? 'quota is used up' : 'voice slots are all taken'} (HTTP ${status} ${code})${said.message ? `: ${said.message}` : ''}`;
+      const message =
+        `ElevenLabs refused the ${OPERATION_LABELS[op]}: the account's ` +
+        `${code === 'quota_exceeded' ? 'quota is used up' : 'voice slots are all taken'} (HTTP ${status} ` +
+        `${code})${said.message ? `: ${said.message}` : ''}`;
       return new ElevenLabsError('unavailable', this.scrub(message), details, account);
     }
     if (status === 401 || status === 403) {

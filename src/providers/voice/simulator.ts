@@ -27,7 +27,10 @@ export const SIM_SAMPLE_RATE_HZ = 22_050;
 export const SIM_SAMPLES_PER_CHAR = 1_102;
 export const SIM_PRESET_VOICES = ['sim-narrator', 'sim-bright', 'sim-deep'] as const;
 export const SIM_PCM_CONTENT_TYPE = `audio/pcm;rate=${SIM_SAMPLE_RATE_HZ};channels=1;encoding=s16le`;
-/** A streamed synthesis hands out this many characters of speech at a time, one chunk per SIM_STREAM_CHUNK_MS (like a remote provider, the whole takes time). */
+/**
+ * A streamed synthesis hands out this many characters of speech at a time, one chunk per
+ * SIM_STREAM_CHUNK_MS (like a remote provider, the whole takes time).
+ */
 export const SIM_STREAM_CHUNK_CHARS = 20;
 export const SIM_STREAM_CHUNK_MS = 20;
 
