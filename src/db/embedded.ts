@@ -100,10 +100,9 @@ interface EmbeddedPostgresOptions {
 export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Promise<EmbeddedPostgres> {
   const ids = postgresUserIds();
   const { bin, pgdata, moved } = placeForPostgresUser(await binaries(), opts.pgdata, ids);
-  const spawnIds = ids ?? {};
   initCluster(bin, pgdata, ids);
   await stopOrphan(pgdata);
-  const server = spawnPostgres(bin, pgdata, opts, spawnIds);
+  const server = spawnPostgres(bin, pgdata, opts, ids);
   await waitUntilReady(server, bin, opts);
   return {
     url: `postgres://postgres@127.0.0.1:${opts.port}/${DATABASE}`,
@@ -147,7 +146,7 @@ interface PostgresProcess {
 }
 
 /** Starts the server on 127.0.0.1 only (no Unix socket), its output appended to `logFile` when given. */
-function spawnPostgres(bin: Binaries, pgdata: string, opts: EmbeddedPostgresOptions, spawnIds: UserIds | object): PostgresProcess {
+function spawnPostgres(bin: Binaries, pgdata: string, opts: EmbeddedPostgresOptions, ids: UserIds | null): PostgresProcess {
   const logFd = opts.logFile ? fs.openSync(opts.logFile, 'a') : 'ignore';
   const child: ChildProcess = spawn(
     bin.postgres,
@@ -164,7 +163,7 @@ function spawnPostgres(bin: Binaries, pgdata: string, opts: EmbeddedPostgresOpti
       'max_connections=200',
       ...(opts.extraArgs ?? []),
     ],
-    { ...spawnIds, stdio: ['ignore', logFd, logFd], env: { ...process.env, LC_ALL: 'C' } },
+    { ...(ids ?? {}), stdio: ['ignore', logFd, logFd], env: { ...process.env, LC_ALL: 'C' } },
   );
   const server: PostgresProcess = { child, exited: false, spawnError: null };
   child.once('exit', () => (server.exited = true));
