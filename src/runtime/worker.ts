@@ -47,7 +47,7 @@ function workerUrlSigningSecret(config: Config, storage: Storage, given: string 
  */
 const pollerIdleMs = (poll_interval_ms: number) => Math.min(Math.max(Math.floor(poll_interval_ms / 10), 20), 200);
 
-export interface StartWorkerOptions {
+interface StartWorkerOptions {
   config: Config;
   db: Db;
   temporalAddress: string;
