@@ -37,6 +37,12 @@ export interface RunningApi {
   close(): Promise<void>;
 }
 
+/**
+ * Starts an API process: checks the storage, builds the provider adapters, connects to Temporal
+ * (refusing to start without its namespace and search attributes), builds the app and listens.
+ * `close` stops in reverse: the server (requests in flight end first), the Temporal connections,
+ * FFmpeg, the storage.
+ */
 export async function startApi(opts: {
   config: Config;
   db: Db;

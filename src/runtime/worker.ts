@@ -57,6 +57,12 @@ interface StartWorkerOptions {
   workflowBundle?: { code: string };
 }
 
+/**
+ * Starts a worker process: checks the storage, builds the activities, connects to Temporal (refusing to
+ * start without its namespace and search attributes), creates both workers, watches the credentials,
+ * makes sure of the reconciler's Schedule and starts the operation poller last. `run` settles when the
+ * workers stop, after the watcher, the poller, the storage and the connection are closed.
+ */
 export async function startWorker(opts: StartWorkerOptions): Promise<RunningWorker> {
   const storage = createStorage(opts.config);
   await checkStorage(storage);
