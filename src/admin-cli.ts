@@ -38,8 +38,9 @@ function euros(flag: string, raw: string | undefined): number {
   return n;
 }
 
-async function main(): Promise<void> {
-  const { positionals, values } = parseArgs({
+/** The command line: the command's words and its flags. */
+function parseCommandLine() {
+  return parseArgs({
     args: process.argv.slice(2),
     allowPositionals: true,
     options: {
@@ -55,10 +56,23 @@ async function main(): Promise<void> {
       help: { type: 'boolean', short: 'h' },
     },
   });
-  if (values.help || positionals.length === 0) {
-    process.stdout.write(USAGE + '\n');
-    return;
-  }
+}
+
+type Flags = ReturnType<typeof parseCommandLine>['values'];
+
+/** One call of the admin API. */
+interface AdminRequest {
+  method: string;
+  route: string;
+  body: unknown;
+  headers: Record<string, string>;
+}
+
+/**
+ * The admin API call a command stands for. A missing or invalid flag, or an unknown command, ends the
+ * process (exit 2) with one line and, where it helps, the usage.
+ */
+function requestFor(positionals: string[], values: Flags): AdminRequest {
   const need = (flag: keyof typeof values): string => {
     const v = values[flag];
     if (typeof v !== 'string' || v === '') fail(`missing --${flag}\n${USAGE}`);
@@ -121,13 +135,22 @@ async function main(): Promise<void> {
     default:
       fail(`unknown command "${positionals.join(' ')}"\n${USAGE}`);
   }
+  return { method, route, body, headers: extraHeaders };
+}
+
+/**
+ * Sends the call with the admin token (the token is looked up only now, after the command was
+ * understood) and prints the answer, indented when it is JSON; an error answer exits 1, and so does a
+ * service that cannot be reached.
+ */
+async function send({ method, route, body, headers }: AdminRequest): Promise<void> {
   const base = (process.env['API_URL'] ?? `http://127.0.0.1:${process.env['PORT'] || 8080}`).replace(/\/+$/, '');
   let res: Response;
   try {
     res = await fetch(base + route, {
       method,
       headers: {
-        ...extraHeaders,
+        ...headers,
         authorization: `Bearer ${adminToken()}`,
         ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
       },
@@ -146,6 +169,15 @@ async function main(): Promise<void> {
   }
   process.stdout.write(out + '\n');
   if (!res.ok) process.exit(1);
+}
+
+async function main(): Promise<void> {
+  const { positionals, values } = parseCommandLine();
+  if (values.help || positionals.length === 0) {
+    process.stdout.write(USAGE + '\n');
+    return;
+  }
+  await send(requestFor(positionals, values));
 }
 
 main().catch((err) => fail((err as Error).message, 1));

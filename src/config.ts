@@ -435,6 +435,56 @@ function checkProductionSecrets(e: z.infer<typeof EnvSchema>): void {
   }
 }
 
+/**
+ * The environment without its empty variables (an empty value means unset), validated; the first
+ * invalid variable refuses with one line naming it.
+ */
+function parseEnv(env: NodeJS.ProcessEnv): { cleaned: Record<string, string>; e: z.infer<typeof EnvSchema> } {
+  const cleaned: Record<string, string> = {};
+  for (const [k, v] of Object.entries(env)) if (v !== undefined && v !== '') cleaned[k] = v;
+  const parsed = EnvSchema.safeParse(cleaned);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    throw new ConfigError(`invalid environment variable ${String(issue.path[0])}: ${issue.message}`);
+  }
+  return { cleaned, e: parsed.data };
+}
+
+/** Where Temporal is and how to reach it (from its own client settings), and this service's use of it. */
+function temporalConfigOf(e: z.infer<typeof EnvSchema>, settings: TemporalSettings, clientEnv: Record<string, string>): Config['temporal'] {
+  return {
+    address: settings.address,
+    namespace: settings.namespace,
+    connection: settings,
+    env: clientEnv,
+    credentialsCheckIntervalMs: e.TEMPORAL_CREDENTIALS_CHECK_INTERVAL_MS,
+    taskQueue: e.TEMPORAL_TASK_QUEUE,
+    cliPath: e.TEMPORAL_CLI_PATH,
+    devPort: e.TEMPORAL_DEV_PORT,
+    uiPort: e.TEMPORAL_UI_PORT,
+  };
+}
+
+/** The jobs' worker's slots and cache (WORKER_MAX_*). */
+function workerLimitsOf(e: z.infer<typeof EnvSchema>): WorkerLimits {
+  return {
+    maxCachedWorkflows: e.WORKER_MAX_CACHED_WORKFLOWS,
+    maxConcurrentWorkflowTaskExecutions: e.WORKER_MAX_CONCURRENT_WORKFLOW_TASKS,
+    maxConcurrentActivityTaskExecutions: e.WORKER_MAX_CONCURRENT_ACTIVITIES,
+    maxConcurrentLocalActivityExecutions: e.WORKER_MAX_CONCURRENT_LOCAL_ACTIVITIES,
+  };
+}
+
+/** How webhook deliveries are paced: slots per workspace and in all, attempts a second, the first retry's wait. */
+function webhooksConfigOf(e: z.infer<typeof EnvSchema>): Config['webhooks'] {
+  return {
+    concurrentAttemptsPerWorkspaceMax: e.WEBHOOK_MAX_CONCURRENT_ATTEMPTS_PER_WORKSPACE,
+    retryInitialMs: e.WEBHOOK_RETRY_INITIAL_MS,
+    concurrentAttemptsMax: e.WEBHOOK_MAX_CONCURRENT_ATTEMPTS,
+    attemptsPerSecondMax: e.WEBHOOK_MAX_ATTEMPTS_PER_SECOND,
+  };
+}
+
 export function loadConfig(
   env: NodeJS.ProcessEnv = process.env,
   options: {
@@ -446,14 +496,7 @@ export function loadConfig(
     userTemporalProfile?: boolean;
   } = {},
 ): Config {
-  const cleaned: Record<string, string> = {};
-  for (const [k, v] of Object.entries(env)) if (v !== undefined && v !== '') cleaned[k] = v;
-  const parsed = EnvSchema.safeParse(cleaned);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0]!;
-    throw new ConfigError(`invalid environment variable ${String(issue.path[0])}: ${issue.message}`);
-  }
-  const e = parsed.data;
+  const { cleaned, e } = parseEnv(env);
   const production = e.NODE_ENV === 'production';
   const simulator = e.SIMULATOR ?? !production;
   if (production && !e.PUBLIC_BASE_URL) {
@@ -476,17 +519,7 @@ export function loadConfig(
     databaseUrl: e.DATABASE_URL,
     embeddedPgPort: e.EMBEDDED_PG_PORT,
     databasePoolMax: e.DATABASE_POOL_MAX,
-    temporal: {
-      address: temporalSettings.address,
-      namespace: temporalSettings.namespace,
-      connection: temporalSettings,
-      env: temporalClientEnv,
-      credentialsCheckIntervalMs: e.TEMPORAL_CREDENTIALS_CHECK_INTERVAL_MS,
-      taskQueue: e.TEMPORAL_TASK_QUEUE,
-      cliPath: e.TEMPORAL_CLI_PATH,
-      devPort: e.TEMPORAL_DEV_PORT,
-      uiPort: e.TEMPORAL_UI_PORT,
-    },
+    temporal: temporalConfigOf(e, temporalSettings, temporalClientEnv),
     adminToken: e.ADMIN_TOKEN,
     urlSigningSecret: e.URL_SIGNING_SECRET,
     video: {
@@ -496,12 +529,7 @@ export function loadConfig(
       createTimeoutMs: e.VIDEO_CREATE_TIMEOUT_MS,
     },
     reconcileIntervalMs: e.RECONCILE_INTERVAL_MS,
-    workerLimits: {
-      maxCachedWorkflows: e.WORKER_MAX_CACHED_WORKFLOWS,
-      maxConcurrentWorkflowTaskExecutions: e.WORKER_MAX_CONCURRENT_WORKFLOW_TASKS,
-      maxConcurrentActivityTaskExecutions: e.WORKER_MAX_CONCURRENT_ACTIVITIES,
-      maxConcurrentLocalActivityExecutions: e.WORKER_MAX_CONCURRENT_LOCAL_ACTIVITIES,
-    },
+    workerLimits: workerLimitsOf(e),
     workerConcurrentPollsMax: e.WORKER_MAX_CONCURRENT_POLLS,
     signedUrlTtlS: e.SIGNED_URL_TTL_S,
     storageBackend: e.STORAGE_BACKEND,
@@ -520,12 +548,7 @@ export function loadConfig(
     pendingJobsPerWorkspaceMax: e.MAX_PENDING_JOBS_PER_WORKSPACE,
     voiceClonesPerWorkspace: e.VOICE_CLONES_PER_WORKSPACE,
     speechAudioRetentionMs: e.SPEECH_AUDIO_RETENTION_MS,
-    webhooks: {
-      concurrentAttemptsPerWorkspaceMax: e.WEBHOOK_MAX_CONCURRENT_ATTEMPTS_PER_WORKSPACE,
-      retryInitialMs: e.WEBHOOK_RETRY_INITIAL_MS,
-      concurrentAttemptsMax: e.WEBHOOK_MAX_CONCURRENT_ATTEMPTS,
-      attemptsPerSecondMax: e.WEBHOOK_MAX_ATTEMPTS_PER_SECOND,
-    },
+    webhooks: webhooksConfigOf(e),
     logLevel: e.LOG_LEVEL,
     metricsToken: e.METRICS_TOKEN,
     workerMetricsPort: e.WORKER_METRICS_PORT,

@@ -8,7 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { ConfigError } from '../config.js';
-import { placeForPostgresUser, postgresUserIds, type Binaries } from './embedded-placement.js';
+import { placeForPostgresUser, postgresUserIds, type Binaries, type UserIds } from './embedded-placement.js';
 
 export interface EmbeddedPostgres {
   url: string;
@@ -88,32 +88,65 @@ async function stopOrphan(pgdata: string): Promise<void> {
   }
 }
 
-export async function startEmbeddedPostgres(opts: {
+/** Where and how the embedded server runs. */
+interface EmbeddedPostgresOptions {
   pgdata: string;
   port: number;
   logFile?: string;
   /** More server settings, as `-c name=value` arguments (e.g. ssl=on and its certificate files). */
   extraArgs?: string[];
-}): Promise<EmbeddedPostgres> {
+}
+
+export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Promise<EmbeddedPostgres> {
   const ids = postgresUserIds();
   const { bin, pgdata, moved } = placeForPostgresUser(await binaries(), opts.pgdata, ids);
-  const spawnIds = ids ?? {};
-
-  if (!fs.existsSync(path.join(pgdata, 'PG_VERSION'))) {
-    const init = spawnSync(
-      bin.initdb,
-      [`--pgdata=${pgdata}`, '--auth=trust', '--username=postgres', '--encoding=UTF8', '--no-instructions'],
-      {
-        ...spawnIds,
-        encoding: 'utf8',
-        env: { ...process.env, LC_ALL: 'C' },
-        timeout: STARTUP_TIMEOUT_MS,
-      },
-    );
-    if (init.status !== 0) throw new ConfigError(initdbFailureMessage(pgdata, init, ids ? 'postgres' : null));
-  }
+  initCluster(bin, pgdata, ids);
   await stopOrphan(pgdata);
+  const server = spawnPostgres(bin, pgdata, opts, ids);
+  await waitUntilReady(server, bin, opts);
+  return {
+    url: `postgres://postgres@127.0.0.1:${opts.port}/${DATABASE}`,
+    pgdata,
+    moved,
+    async stop() {
+      if (server.exited) return;
+      const done = new Promise<void>((r) => server.child.once('exit', () => r()));
+      server.child.kill('SIGINT');
+      const timer = setTimeout(() => server.child.kill('SIGKILL'), 15_000);
+      await done;
+      clearTimeout(timer);
+    },
+  };
+}
 
+/**
+ * Creates the cluster in `pgdata` (initdb, as the postgres user when running as root) unless one is
+ * there; a failure refuses to start with one line saying why and what to do.
+ */
+function initCluster(bin: Binaries, pgdata: string, ids: UserIds | null): void {
+  if (fs.existsSync(path.join(pgdata, 'PG_VERSION'))) return;
+  const init = spawnSync(
+    bin.initdb,
+    [`--pgdata=${pgdata}`, '--auth=trust', '--username=postgres', '--encoding=UTF8', '--no-instructions'],
+    {
+      ...(ids ?? {}),
+      encoding: 'utf8',
+      env: { ...process.env, LC_ALL: 'C' },
+      timeout: STARTUP_TIMEOUT_MS,
+    },
+  );
+  if (init.status !== 0) throw new ConfigError(initdbFailureMessage(pgdata, init, ids ? 'postgres' : null));
+}
+
+/** The server's process, and whether it has exited or could not be started at all. */
+interface PostgresProcess {
+  child: ChildProcess;
+  exited: boolean;
+  spawnError: NodeJS.ErrnoException | null;
+}
+
+/** Starts the server on 127.0.0.1 only (no Unix socket), its output appended to `logFile` when given. */
+function spawnPostgres(bin: Binaries, pgdata: string, opts: EmbeddedPostgresOptions, ids: UserIds | null): PostgresProcess {
   const logFd = opts.logFile ? fs.openSync(opts.logFile, 'a') : 'ignore';
   const child: ChildProcess = spawn(
     bin.postgres,
@@ -130,24 +163,31 @@ export async function startEmbeddedPostgres(opts: {
       'max_connections=200',
       ...(opts.extraArgs ?? []),
     ],
-    { ...spawnIds, stdio: ['ignore', logFd, logFd], env: { ...process.env, LC_ALL: 'C' } },
+    { ...(ids ?? {}), stdio: ['ignore', logFd, logFd], env: { ...process.env, LC_ALL: 'C' } },
   );
-  let exited = false;
-  let spawnError: NodeJS.ErrnoException | null = null;
-  child.once('exit', () => (exited = true));
+  const server: PostgresProcess = { child, exited: false, spawnError: null };
+  child.once('exit', () => (server.exited = true));
   child.once('error', (err) => {
-    spawnError = err;
-    exited = true;
+    server.spawnError = err;
+    server.exited = true;
   });
+  return server;
+}
 
+/**
+ * Waits until the server accepts connections and creates the service's database the first time.
+ * A server that could not run, exited, or is not ready within the startup timeout (then killed)
+ * refuses to start with one line.
+ */
+async function waitUntilReady(server: PostgresProcess, bin: Binaries, opts: EmbeddedPostgresOptions): Promise<void> {
   const adminUrl = `postgres://postgres@127.0.0.1:${opts.port}/postgres`;
   const deadline = Date.now() + STARTUP_TIMEOUT_MS;
   for (;;) {
-    if (spawnError)
+    if (server.spawnError)
       throw new ConfigError(
-        `cannot run PostgreSQL (${(spawnError as NodeJS.ErrnoException).code ?? 'spawn failed'}) from ${bin.postgres}; set DATABASE_URL to an existing PostgreSQL`,
+        `cannot run PostgreSQL (${server.spawnError.code ?? 'spawn failed'}) from ${bin.postgres}; set DATABASE_URL to an existing PostgreSQL`,
       );
-    if (exited)
+    if (server.exited)
       throw new ConfigError(
         `embedded PostgreSQL exited at start; is port ${opts.port} taken?${opts.logFile ? ` See ${opts.logFile}` : ''}`,
       );
@@ -157,28 +197,14 @@ export async function startEmbeddedPostgres(opts: {
       const has = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [DATABASE]);
       if (has.rowCount === 0) await client.query(`CREATE DATABASE ${DATABASE}`);
       await client.end();
-      break;
+      return;
     } catch {
       await client.end().catch(() => {});
       if (Date.now() > deadline) {
-        child.kill('SIGKILL');
+        server.child.kill('SIGKILL');
         throw new ConfigError(`embedded PostgreSQL did not become ready on port ${opts.port}`);
       }
       await new Promise((r) => setTimeout(r, 100));
     }
   }
-
-  return {
-    url: `postgres://postgres@127.0.0.1:${opts.port}/${DATABASE}`,
-    pgdata,
-    moved,
-    async stop() {
-      if (exited) return;
-      const done = new Promise<void>((r) => child.once('exit', () => r()));
-      child.kill('SIGINT');
-      const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
-      await done;
-      clearTimeout(timer);
-    },
-  };
 }

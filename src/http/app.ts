@@ -102,27 +102,12 @@ function withReadLimit(auth: express.RequestHandler, readLimit: express.RequestH
     });
 }
 
-/** The response components of the OpenAPI document, from every feature: /v2's, then /v1's. */
-export const RESPONSE_COMPONENTS = {
-  ...SharedSchemas.RESPONSE_COMPONENTS,
-  ...VideoJobSchemas.RESPONSE_COMPONENTS,
-  ...ModelSchemas.RESPONSE_COMPONENTS,
-  ...VoiceSchemas.RESPONSE_COMPONENTS,
-  ...ServiceSchemas.RESPONSE_COMPONENTS,
-  ...AdminSchemas.RESPONSE_COMPONENTS,
-  ...AccountSchemas.RESPONSE_COMPONENTS,
-  ...WebhookSchemas.RESPONSE_COMPONENTS,
-  ...SharedOpenAiSchemas.OPENAI_RESPONSE_COMPONENTS,
-  ...VideoJobOpenAiSchemas.OPENAI_RESPONSE_COMPONENTS,
-  ...ModelOpenAiSchemas.OPENAI_RESPONSE_COMPONENTS,
-  ...VoiceOpenAiSchemas.OPENAI_RESPONSE_COMPONENTS,
-};
-
-export function createApp(deps: AppDeps): express.Express {
-  const app = express();
-  app.disable('x-powered-by');
-  app.set('query parser', 'simple');
-  app.use((req, res, next) => {
+/**
+ * Gives every request an id (the X-Request-Id header) and, once answered, records its duration in the
+ * metrics and logs one `request` line with its status, workspace and job.
+ */
+function requestLog(logger: Logger): express.RequestHandler {
+  return (req, res, next) => {
     const requestId = randomUUID();
     res.locals['requestId'] = requestId;
     res.set('X-Request-Id', requestId);
@@ -130,7 +115,7 @@ export function createApp(deps: AppDeps): express.Express {
     res.on('finish', () => {
       const duration_ms = Number(process.hrtime.bigint() - started) / 1e6;
       observeHttpRequest(req, res.statusCode, duration_ms / 1000);
-      deps.logger.info(
+      logger.info(
         {
           request_id: requestId,
           method: req.method,
@@ -144,25 +129,27 @@ export function createApp(deps: AppDeps): express.Express {
       );
     });
     next();
-  });
+  };
+}
 
-  // Job reads yield to writes: the gate counts every write in flight in the process (./read-gate.ts).
-  const gate = jobReadGate({ permits: jobReadsInFlightMax(deps.db.options.max ?? 10) });
-  app.use(gate.writes);
-  app.use(optionsAllow(app));
-  const health = healthRoutes({ ready: deps.ready });
-  app.use(health.router);
-  app.get('/metrics', (req, res, next) => {
-    // In production the business figures are not public: served only behind METRICS_TOKEN.
-    if (deps.production && !deps.metricsToken) return next();
-    handleMetricsRequest(req, res, deps.metricsToken).catch(next);
-  });
+/** What the customers' routes put before their handlers. */
+interface CustomerGuards {
+  /** The API key, then for GET and HEAD the per-key read limit. */
+  auth: express.RequestHandler;
+  /** Job reads: the read gate, then `auth`. */
+  readAuth: express.RequestHandler;
+  /** The per-key limit of writes, which routes take after `auth`. */
+  limit: express.RequestHandler;
+}
 
-  // Every authenticated read is rate limited per key after authentication (its own budget: a client
-  // polling its jobs never uses up its creates); writes take `limit` in their routes.
+/**
+ * Every authenticated read is rate limited per key after authentication (its own budget: a client
+ * polling its jobs never uses up its creates); writes take `limit` in their routes. Reads of jobs
+ * pass the gate before authenticating.
+ */
+function customerGuards(deps: AppDeps, gate: ReturnType<typeof jobReadGate>): CustomerGuards {
   const auth = withReadLimit(requireApiKey(deps.db), rateLimit(deps.rateLimitReadsPerMinute ?? 600));
   const limit = rateLimit(deps.rateLimitPerMinute);
-  // Reads of jobs pass the gate before authenticating.
   // Authentication runs inside the gate's callback, where Express does not see its promise: a failure
   // (PostgreSQL down) is handed to `next` here, or it would be an unhandled rejection.
   const readAuth: express.RequestHandler = (req, res, next) =>
@@ -170,6 +157,15 @@ export function createApp(deps: AppDeps): express.Express {
       if (err !== undefined) return next(err as Error);
       Promise.resolve(auth(req, res, next)).catch(next);
     });
+  return { auth, readAuth, limit };
+}
+
+/**
+ * The features' routers, in the order they are mounted and documented: /v2's, the operators' API, the
+ * docs page (serving `document()`), then the OpenAI-compatible /v1 when storage is given.
+ */
+function featureRouters(app: express.Express, deps: AppDeps, guards: CustomerGuards, document: () => OpenApiDocument): ApiRouter[] {
+  const { auth, readAuth, limit } = guards;
   // The OpenAI-compatible surface (/v1): the same services, OpenAI's shapes and error format.
   const openAi = (storage: Storage) =>
     openAiRoutes({
@@ -187,7 +183,7 @@ export function createApp(deps: AppDeps): express.Express {
       ],
     });
   // The OpenAPI document is built from the contracts of the routers mounted here (./openapi.ts).
-  const routers: ApiRouter[] = [
+  return [
     videoRoutes({
       auth,
       readAuth,
@@ -218,9 +214,46 @@ export function createApp(deps: AppDeps): express.Express {
       downloadUrls: deps.downloadUrls,
       publicBaseUrl: deps.publicBaseUrl,
     }),
-    docsRoutes(() => document),
+    docsRoutes(document),
     ...(deps.storage ? [openAi(deps.storage)] : []),
   ];
+}
+
+/** The response components of the OpenAPI document, from every feature: /v2's, then /v1's. */
+export const RESPONSE_COMPONENTS = {
+  ...SharedSchemas.RESPONSE_COMPONENTS,
+  ...VideoJobSchemas.RESPONSE_COMPONENTS,
+  ...ModelSchemas.RESPONSE_COMPONENTS,
+  ...VoiceSchemas.RESPONSE_COMPONENTS,
+  ...ServiceSchemas.RESPONSE_COMPONENTS,
+  ...AdminSchemas.RESPONSE_COMPONENTS,
+  ...AccountSchemas.RESPONSE_COMPONENTS,
+  ...WebhookSchemas.RESPONSE_COMPONENTS,
+  ...SharedOpenAiSchemas.OPENAI_RESPONSE_COMPONENTS,
+  ...VideoJobOpenAiSchemas.OPENAI_RESPONSE_COMPONENTS,
+  ...ModelOpenAiSchemas.OPENAI_RESPONSE_COMPONENTS,
+  ...VoiceOpenAiSchemas.OPENAI_RESPONSE_COMPONENTS,
+};
+
+export function createApp(deps: AppDeps): express.Express {
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('query parser', 'simple');
+  app.use(requestLog(deps.logger));
+
+  // Job reads yield to writes: the gate counts every write in flight in the process (./read-gate.ts).
+  const gate = jobReadGate({ permits: jobReadsInFlightMax(deps.db.options.max ?? 10) });
+  app.use(gate.writes);
+  app.use(optionsAllow(app));
+  const health = healthRoutes({ ready: deps.ready });
+  app.use(health.router);
+  app.get('/metrics', (req, res, next) => {
+    // In production the business figures are not public: served only behind METRICS_TOKEN.
+    if (deps.production && !deps.metricsToken) return next();
+    handleMetricsRequest(req, res, deps.metricsToken).catch(next);
+  });
+
+  const routers = featureRouters(app, deps, customerGuards(deps, gate), () => document);
   // Provider callbacks are the providers' (verified by their signatures), not the customers' API: undocumented.
   if (deps.providerCallbacks) app.use(providerCallbackRoutes(deps.providerCallbacks));
   for (const r of routers) app.use(r.router);

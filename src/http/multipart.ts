@@ -90,6 +90,25 @@ interface RequestState {
   openPart: string | null;
 }
 
+/** The 415 for file `name` (in `part`) whose content is not of the type the route accepts. */
+const fileNotAccepted = (name: string, part: string, fileType: FileTypeCheck) =>
+  new ApiError(
+    415,
+    'invalid_request_error',
+    'unsupported_file_type',
+    `file "${name}" is not ${fileType.expected}; its content was not recognised`,
+    part,
+  );
+
+/** The 413 for files that together exceed totalFileBytesMax (named by the part where the limit was crossed). */
+const filesTooLarge = (limits: MultipartLimits, part: string) =>
+  new ApiError(413, 'invalid_request_error', 'upload_too_large', `the files together exceed ${bytesText(limits.totalFileBytesMax)}`, part);
+
+/**
+ * Keeps each file in memory, counting the bytes of the request's files against totalFileBytesMax,
+ * and checks its content's type on its head (the stream paused meanwhile) or, for a shorter file, on
+ * the whole; an empty file or one of another type is refused.
+ */
 function memoryEngine(opts: MultipartOptions, states: WeakMap<Request, RequestState>): multer.StorageEngine {
   const { limits, fileType } = opts;
   return {
@@ -108,29 +127,12 @@ function memoryEngine(opts: MultipartOptions, states: WeakMap<Request, RequestSt
         cb(err);
       };
       const name = shortName(file.originalname);
-      const notAccepted = () =>
-        new ApiError(
-          415,
-          'invalid_request_error',
-          'unsupported_file_type',
-          `file "${name}" is not ${fileType.expected}; its content was not recognised`,
-          file.fieldname,
-        );
+      const notAccepted = () => fileNotAccepted(name, file.fieldname, fileType);
       file.stream.on('data', (chunk: Buffer) => {
         if (failed) return; // keep consuming: multer drains the request before answering
         bytes += chunk.length;
         state.totalBytes += chunk.length;
-        if (state.totalBytes > limits.totalFileBytesMax) {
-          return fail(
-            new ApiError(
-              413,
-              'invalid_request_error',
-              'upload_too_large',
-              `the files together exceed ${bytesText(limits.totalFileBytesMax)}`,
-              file.fieldname,
-            ),
-          );
-        }
+        if (state.totalBytes > limits.totalFileBytesMax) return fail(filesTooLarge(limits, file.fieldname));
         chunks.push(chunk);
         if (detected === null && !detecting && bytes >= fileType.headBytes) {
           // Decided on the head, before the rest is read: the stream waits for the answer.
@@ -237,27 +239,29 @@ function toApiError(err: unknown, opts: MultipartOptions, state: RequestState): 
   return invalid('malformed_multipart', 'the multipart body could not be parsed', state.openPart);
 }
 
+/** The 413 for a request body over `maxRequestBytes`; the connection is closed after the answer. */
+const requestTooLarge = (bytes: string, maxRequestBytes: number) =>
+  new ApiError(
+    413,
+    'invalid_request_error',
+    'request_too_large',
+    `request body of ${bytes} bytes exceeds ${bytesText(maxRequestBytes)}`,
+    null,
+    { Connection: 'close' },
+  );
+
+/** multer's options with multer 2.5's `streamHandler` (feeds busboy; not in @types/multer). */
+type MulterOptions = multer.Options & { streamHandler(req: Request, busboy: NodeJS.WritableStream & { destroy(err: Error): void }): void };
+
 /**
- * Parses a multipart/form-data body into `multipartOf(res)`: each allowed text part at most once,
- * files only in `fileParts`, within `limits`. Anything else is a 4xx.
+ * multer's options: files kept in memory by `memoryEngine`, busboy's limits (every text part within
+ * the largest text part's bound, each checked against its own afterwards), the request's bytes
+ * counted as they arrive, and a file in a part other than `fileParts` refused.
  */
-export function multipartForm(opts: MultipartOptions): RequestHandler {
+function multerOptions(opts: MultipartOptions, states: WeakMap<Request, RequestState>, maxRequestBytes: number): MulterOptions {
   const { limits } = opts;
-  const states = new WeakMap<Request, RequestState>();
   const large = Object.values(opts.largeFields ?? {});
-  const maxRequestBytes = limits.totalFileBytesMax + large.reduce((a, b) => a + b, 0) + FRAMING_ALLOWANCE_BYTES;
-  const tooLarge = (bytes: string) =>
-    new ApiError(
-      413,
-      'invalid_request_error',
-      'request_too_large',
-      `request body of ${bytes} bytes exceeds ${bytesText(maxRequestBytes)}`,
-      null,
-      { Connection: 'close' },
-    );
-  const inFlight = inFlightLimit(limits.concurrentRequestsMax, 'uploads');
-  // multer 2.5's `streamHandler` (feeds busboy; not in @types/multer).
-  const options: multer.Options & { streamHandler(req: Request, busboy: NodeJS.WritableStream & { destroy(err: Error): void }): void } = {
+  return {
     storage: memoryEngine(opts, states),
     defParamCharset: 'utf8',
     limits: {
@@ -279,7 +283,7 @@ export function multipartForm(opts: MultipartOptions): RequestHandler {
         req.off('data', count);
         req.unpipe(busboy);
         req.resume(); // the rest is read and dropped, so the answer can be sent
-        busboy.destroy(tooLarge(`${received}+`));
+        busboy.destroy(requestTooLarge(`${received}+`, maxRequestBytes));
       };
       req.on('data', count);
       req.pipe(busboy);
@@ -297,7 +301,20 @@ export function multipartForm(opts: MultipartOptions): RequestHandler {
       cb(null, true);
     },
   };
-  const upload = multer(options).any();
+}
+
+/**
+ * Parses a multipart/form-data body into `multipartOf(res)`: each allowed text part at most once,
+ * files only in `fileParts`, within `limits`. Anything else is a 4xx.
+ */
+export function multipartForm(opts: MultipartOptions): RequestHandler {
+  const { limits } = opts;
+  const states = new WeakMap<Request, RequestState>();
+  const large = Object.values(opts.largeFields ?? {});
+  const maxRequestBytes = limits.totalFileBytesMax + large.reduce((a, b) => a + b, 0) + FRAMING_ALLOWANCE_BYTES;
+  const tooLarge = (bytes: string) => requestTooLarge(bytes, maxRequestBytes);
+  const inFlight = inFlightLimit(limits.concurrentRequestsMax, 'uploads');
+  const upload = multer(multerOptions(opts, states, maxRequestBytes)).any();
 
   return (req, res, next) => {
     if (!req.is('multipart/form-data')) {

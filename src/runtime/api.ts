@@ -24,6 +24,9 @@ import { createStorage, checkStorage, closeStorage, createDownloads } from './st
 import { createVideoProviders, createVoiceProvider } from './providers.js';
 import { temporalClientOptions } from '../telemetry/index.js';
 import { traceProviderCallback } from '../telemetry/job-trace.js';
+import type { Storage } from '../storage/local.js';
+import type { VideoProvider } from '../providers/video/types.js';
+import type { VoiceProvider } from '../providers/voice/types.js';
 
 /** How long a connection replaced by a certificate rotation stays open for the calls begun on it. */
 const RETIRED_CONNECTION_GRACE_MS = 60_000;
@@ -34,6 +37,12 @@ export interface RunningApi {
   close(): Promise<void>;
 }
 
+/**
+ * Starts an API process: checks the storage, builds the provider adapters, connects to Temporal
+ * (refusing to start without its namespace and search attributes), builds the app and listens.
+ * `close` stops in reverse: the server (requests in flight end first), the Temporal connections,
+ * FFmpeg, the storage.
+ */
 export async function startApi(opts: {
   config: Config;
   db: Db;
@@ -47,7 +56,44 @@ export async function startApi(opts: {
   const voiceProvider = createVoiceProvider(opts.db, config);
   // The adapters verify their providers' callbacks (POST /v2/provider-callbacks/...).
   const callbackProviders = createVideoProviders(opts.db, config);
-  const connect = temporalConnectOptions(config, opts.temporalAddress);
+  const connected = await connectTemporal(config, opts.temporalAddress, opts.logger);
+  const { temporal } = connected;
+  // FFmpeg (WebAssembly, one worker thread): thumbnails and compressed speech formats.
+  const ffmpeg = new FfmpegWasm();
+  const app = buildApp({ ...opts, storage, voiceProvider, callbackProviders, temporal, ffmpeg });
+  const server = await listen(app, config);
+  const address = server.address();
+  const port = typeof address === 'object' && address ? address.port : config.port;
+  return {
+    url: `http://${config.host}:${port}`,
+    temporal,
+    async close() {
+      await new Promise<void>((r) => {
+        server.close(() => r());
+        server.closeIdleConnections();
+      });
+      await connected.close();
+      await ffmpeg.close();
+      closeStorage(storage);
+    },
+  };
+}
+
+/** The API's Temporal client, and what closes it. */
+interface ConnectedTemporal {
+  temporal: Client;
+  /** Stops the credential watcher, then closes the retired connections and the current one. */
+  close(): Promise<void>;
+}
+
+/**
+ * Opens the Temporal client, checks that its namespace and search attributes exist (closing the
+ * connection before refusing to start), and watches the credentials: a rotated API key is set on the
+ * open connection; rotated TLS files swap in a client on a new connection, the old one kept open for
+ * the calls begun on it. Only the configured connection is watched (not a dev server's).
+ */
+async function connectTemporal(config: Config, temporalAddress: string, logger: Logger): Promise<ConnectedTemporal> {
+  const connect = temporalConnectOptions(config, temporalAddress);
   const namespace = config.temporal.namespace;
   const swappable = new SwappableClient(new Client({ connection: await openConnection(connect), namespace, ...temporalClientOptions() }));
   const temporal = swappable.client;
@@ -63,7 +109,7 @@ export async function startApi(opts: {
     env: config.temporal.env,
     settings: config.temporal.connection,
     intervalMs: config.temporal.credentialsCheckIntervalMs,
-    logger: opts.logger,
+    logger,
     apply: async (change) => {
       if (!change.tls && change.next.connect.apiKey !== undefined) {
         (swappable.connection as Connection).setApiKey(change.next.connect.apiKey);
@@ -88,8 +134,36 @@ export async function startApi(opts: {
     throw err;
   }
   if (connect === config.temporal.connection.connect) credentials.start();
+  return {
+    temporal,
+    async close() {
+      credentials.stop();
+      for (const c of retired) await c.close().catch(() => {});
+      await temporal.connection.close();
+    },
+  };
+}
+
+/** The parts `buildApp` is given: the process's wiring and what `startApi` has already opened. */
+interface AppParts {
+  config: Config;
+  db: Db;
+  secrets: Secrets;
+  logger: Logger;
+  storage: Storage;
+  voiceProvider: VoiceProvider;
+  callbackProviders: Map<string, VideoProvider>;
+  temporal: Client;
+  ffmpeg: FfmpegWasm;
+}
+
+/**
+ * The services that start workflows: creating video jobs, listing, cancelling and deleting them
+ * (with recovery of lost runs), and cloned voices (whose deletion is a workflow).
+ */
+function createWorkflowServices({ config, db, storage, temporal, voiceProvider, logger }: AppParts) {
   const jobs = new VideoJobsService({
-    db: opts.db,
+    db,
     storage,
     temporal,
     taskQueue: config.temporal.taskQueue,
@@ -101,42 +175,50 @@ export async function startApi(opts: {
     create_timeout_ms: config.video.createTimeoutMs,
   });
   const lifecycle = new VideoJobLifecycle({
-    db: opts.db,
+    db,
     temporal,
     storage,
     recovery: { taskQueue: config.temporal.taskQueue, job_timeout_ms: config.video.jobTimeoutMs },
   });
   const voices = new VoicesService({
-    db: opts.db,
+    db,
     provider: voiceProvider,
     temporal,
     taskQueue: config.temporal.taskQueue,
-    logger: opts.logger,
+    logger,
     voices_per_workspace_max: config.voiceClonesPerWorkspace,
   });
-  // FFmpeg (WebAssembly, one worker thread): thumbnails and compressed speech formats.
-  const ffmpeg = new FfmpegWasm();
-  const app = createApp({
-    db: opts.db,
-    ...createDownloads(storage, opts.secrets.urlSigningSecret, config.signedUrlTtlS),
+  return { jobs, lifecycle, voices };
+}
+
+/**
+ * Builds the Express app over the services the routes call; readiness asks the database and the
+ * Temporal namespace.
+ */
+function buildApp(parts: AppParts): http.RequestListener {
+  const { config, db, storage, temporal, ffmpeg } = parts;
+  const { jobs, lifecycle, voices } = createWorkflowServices(parts);
+  return createApp({
+    db,
+    ...createDownloads(storage, parts.secrets.urlSigningSecret, config.signedUrlTtlS),
     jobs,
     lifecycle,
     voices,
-    speech: new SpeechService({ db: opts.db, voices, storage, ffmpeg }),
+    speech: new SpeechService({ db, voices, storage, ffmpeg }),
     ffmpeg,
-    webhooks: new WebhooksService({ db: opts.db, policy: { production: config.production } }),
-    logger: opts.logger,
-    adminToken: opts.secrets.adminToken,
+    webhooks: new WebhooksService({ db, policy: { production: config.production } }),
+    logger: parts.logger,
+    adminToken: parts.secrets.adminToken,
     simulator: config.simulator,
     vertex: config.vertex !== null,
     fal: config.fal !== null,
     replicate: config.replicate !== null,
     providerCallbacks: {
-      providerFor: (backend) => callbackProviders.get(backend),
+      providerFor: (backend) => parts.callbackProviders.get(backend),
       // With tracing, a span of the job's trace.
       nudgeJob: (c) =>
-        traceProviderCallback(opts.db, c, () =>
-          nudgePollForCallback(opts.db, {
+        traceProviderCallback(db, c, () =>
+          nudgePollForCallback(db, {
             job_id: c.job_id,
             backend: c.backend,
             delivery_id: c.delivery.delivery_id,
@@ -153,15 +235,22 @@ export async function startApi(opts: {
     production: config.production,
     audit: { workflowStates: videoJobWorkflowStates(temporal) },
     storage,
-    voiceConsents: new VoiceConsentsService({ db: opts.db, storage, required: config.voiceConsentRequired }),
+    voiceConsents: new VoiceConsentsService({ db, storage, required: config.voiceConsentRequired }),
     ready: async () => {
-      await opts.db.query('SELECT 1');
+      await db.query('SELECT 1');
       await temporal.connection.withDeadline(Date.now() + 2_000, () =>
         temporal.workflowService.describeNamespace({ namespace: config.temporal.namespace }),
       );
       return true;
     },
   });
+}
+
+/**
+ * Serves `app` on the configured host and port, with limits on slow clients; a port already in use
+ * refuses with a one-line configuration error.
+ */
+async function listen(app: http.RequestListener, config: Config): Promise<http.Server> {
   const server = http.createServer(app);
   // Limits on slow clients: headers within 10 s, a whole request within 60 s.
   server.headersTimeout = 10_000;
@@ -173,21 +262,5 @@ export async function startApi(opts: {
     );
     server.listen(config.port, config.host, () => resolve());
   });
-  const address = server.address();
-  const port = typeof address === 'object' && address ? address.port : config.port;
-  return {
-    url: `http://${config.host}:${port}`,
-    temporal,
-    async close() {
-      await new Promise<void>((r) => {
-        server.close(() => r());
-        server.closeIdleConnections();
-      });
-      credentials.stop();
-      for (const c of retired) await c.close().catch(() => {});
-      await temporal.connection.close();
-      await ffmpeg.close();
-      closeStorage(storage);
-    },
-  };
+  return server;
 }

@@ -6,9 +6,10 @@ import { ConfigError, type Config } from '../config.js';
 import type { Db } from '../db/pool.js';
 import type { Storage } from '../storage/local.js';
 import { S3Storage } from '../storage/s3.js';
+import type { NativeConnection, Worker } from '@temporalio/worker';
 import { createWorker, installTemporalRuntime, openNativeConnection } from '../temporal/worker.js';
 import { SwappableClient } from '../temporal/client.js';
-import { temporalConnectOptions } from '../temporal/connection-config.js';
+import { temporalConnectOptions, type TemporalConnectOptions } from '../temporal/connection-config.js';
 import { CredentialWatcher } from '../temporal/credentials.js';
 import { checkNamespace } from '../temporal/startup-errors.js';
 import { ensureReconcileSchedule } from '../temporal/reconcile-schedule.js';
@@ -46,7 +47,7 @@ function workerUrlSigningSecret(config: Config, storage: Storage, given: string 
  */
 const pollerIdleMs = (poll_interval_ms: number) => Math.min(Math.max(Math.floor(poll_interval_ms / 10), 20), 200);
 
-export async function startWorker(opts: {
+interface StartWorkerOptions {
   config: Config;
   db: Db;
   temporalAddress: string;
@@ -54,9 +55,77 @@ export async function startWorker(opts: {
   urlSigningSecret?: string;
   /** Workflow code bundled elsewhere (another release's, in the upgrade test); else this code's workflows. */
   workflowBundle?: { code: string };
-}): Promise<RunningWorker> {
+}
+
+/**
+ * Starts a worker process: checks the storage, builds the activities, connects to Temporal (refusing to
+ * start without its namespace and search attributes), creates both workers, watches the credentials,
+ * makes sure of the reconciler's Schedule and starts the operation poller last. `run` settles when the
+ * workers stop, after the watcher, the poller, the storage and the connection are closed.
+ */
+export async function startWorker(opts: StartWorkerOptions): Promise<RunningWorker> {
   const storage = createStorage(opts.config);
   await checkStorage(storage);
+  const { activities, videoProviders } = createWorkerActivities(opts, storage);
+  const temporal = await connectTemporal(opts.config, opts.temporalAddress);
+  const workers = await createWorkers(opts, temporal, activities);
+  const swappable = new SwappableClient(
+    new Client({ connection: temporal.connection, namespace: temporal.namespace, ...temporalClientOptions() }),
+  );
+  const client = swappable.client;
+  const credentials = watchCredentials(opts, temporal, workers, swappable);
+  if (temporal.connect === opts.config.temporal.connection.connect) credentials.start();
+  // Polls the jobs' provider operations and signals their workflows when they end (a pending job is a row).
+  const poller = new OperationPoller({
+    db: opts.db,
+    temporal: client,
+    providers: videoProviders,
+    logger: opts.logger,
+    concurrent_max: opts.config.workerConcurrentPollsMax,
+    idle_ms: pollerIdleMs(opts.config.video.pollIntervalMs),
+  });
+  // The reconciler's schedule, with this configuration's interval (every worker makes sure of it).
+  await ensureReconcileSchedule(client, {
+    taskQueue: opts.config.temporal.taskQueue,
+    interval_ms: opts.config.reconcileIntervalMs,
+  });
+  // Started last: a start that fails above leaves no poller running.
+  poller.start();
+  const run = Promise.all(workers.map((w) => w.run()))
+    .then(() => undefined)
+    .finally(async () => {
+      credentials.stop();
+      await poller.shutdown();
+      closeStorage(storage);
+      return temporal.connection.close();
+    });
+  run.catch((err) => opts.logger.error({ err }, 'worker stopped with an error'));
+  return {
+    run,
+    /** Ready: every worker of the process is running, and PostgreSQL and Temporal answer (within 2 s). */
+    async ready(): Promise<boolean> {
+      if (!workers.every((w) => w.getState() === 'RUNNING')) return false;
+      await opts.db.query('SELECT 1');
+      const { connection } = temporal;
+      await connection.withDeadline(Date.now() + 2_000, () =>
+        connection.workflowService.describeNamespace({ namespace: opts.config.temporal.namespace }),
+      );
+      return true;
+    },
+    async shutdown() {
+      for (const w of workers) if (w.getState() === 'RUNNING') w.shutdown();
+      await run.catch(() => {});
+    },
+  };
+}
+
+type WorkerActivities = ReturnType<typeof createActivities>;
+
+/**
+ * The activities every workflow of this process orders, over this configuration's storage, provider
+ * adapters and webhook settings; the video adapters are returned too, for the operation poller.
+ */
+function createWorkerActivities(opts: StartWorkerOptions, storage: Storage) {
   const { downloadUrls } = createDownloads(
     storage,
     workerUrlSigningSecret(opts.config, storage, opts.urlSigningSecret),
@@ -77,14 +146,31 @@ export async function startWorker(opts: {
     retention: { speech_audio_ms: opts.config.speechAudioRetentionMs },
     webhookAttemptsPerWorkspace: opts.config.webhooks.concurrentAttemptsPerWorkspaceMax,
   });
-  const { host } = opts.config;
-  const connect = temporalConnectOptions(opts.config, opts.temporalAddress);
-  const namespace = opts.config.temporal.namespace;
-  const metricsBindAddress = opts.config.workerMetricsPort
-    ? `${host.includes(':') ? `[${host}]` : host}:${opts.config.workerMetricsPort}`
+  return { activities, videoProviders };
+}
+
+/** The process's one connection to Temporal; `connection` changes when a certificate rotation replaces it. */
+interface TemporalLink {
+  connect: TemporalConnectOptions;
+  namespace: string;
+  metricsBindAddress: string | undefined;
+  connection: NativeConnection;
+}
+
+/**
+ * Installs the SDK's runtime (with its Prometheus exporter when WORKER_METRICS_PORT is set), opens the
+ * connection and checks that the namespace and search attributes exist, closing the connection before
+ * refusing to start.
+ */
+async function connectTemporal(config: Config, temporalAddress: string): Promise<TemporalLink> {
+  const { host } = config;
+  const connect = temporalConnectOptions(config, temporalAddress);
+  const namespace = config.temporal.namespace;
+  const metricsBindAddress = config.workerMetricsPort
+    ? `${host.includes(':') ? `[${host}]` : host}:${config.workerMetricsPort}`
     : undefined;
   installTemporalRuntime({ metricsBindAddress }); // before any connection: the first one would install a default runtime
-  let connection = await openNativeConnection(connect);
+  const connection = await openNativeConnection(connect);
   try {
     await checkNamespace(connection.workflowService, connect, namespace);
     await checkSearchAttributes(connection, namespace, connect);
@@ -92,6 +178,12 @@ export async function startWorker(opts: {
     await connection.close().catch(() => {});
     throw err;
   }
+  return { connect, namespace, metricsBindAddress, connection };
+}
+
+/** The jobs' worker and the webhook deliveries' worker, both on the one connection. */
+async function createWorkers(opts: StartWorkerOptions, temporal: TemporalLink, activities: WorkerActivities): Promise<Worker[]> {
+  const { connect, connection, namespace, metricsBindAddress } = temporal;
   const { worker } = await createWorker({
     connect,
     connection,
@@ -117,72 +209,38 @@ export async function startWorker(opts: {
     },
     maxTaskQueueActivitiesPerSecond: opts.config.webhooks.attemptsPerSecondMax,
   });
-  const workers = [worker, webhookWorker];
-  const swappable = new SwappableClient(new Client({ connection, namespace, ...temporalClientOptions() }));
-  const client = swappable.client;
-  // Rotation: a new API key is set on the connection; a new certificate opens a new connection that
-  // both workers switch to while running (Worker.connection: polls and completions go to it from then
-  // on, nothing is dropped), then the old one is closed.
-  const credentials = new CredentialWatcher({
+  return [worker, webhookWorker];
+}
+
+/**
+ * Rotation: a new API key is set on the connection; a new certificate opens a new connection that
+ * both workers switch to while running (Worker.connection: polls and completions go to it from then
+ * on, nothing is dropped), then the old one is closed. Returned unstarted.
+ */
+function watchCredentials(
+  opts: StartWorkerOptions,
+  temporal: TemporalLink,
+  workers: Worker[],
+  swappable: SwappableClient,
+): CredentialWatcher {
+  return new CredentialWatcher({
     env: opts.config.temporal.env,
     settings: opts.config.temporal.connection,
     intervalMs: opts.config.temporal.credentialsCheckIntervalMs,
     logger: opts.logger,
     apply: async (change) => {
       if (!change.tls && change.next.connect.apiKey !== undefined) {
-        await connection.setApiKey(change.next.connect.apiKey);
+        await temporal.connection.setApiKey(change.next.connect.apiKey);
         return;
       }
-      const next = await openNativeConnection({ ...change.next.connect, address: connect.address });
+      const next = await openNativeConnection({ ...change.next.connect, address: temporal.connect.address });
       for (const w of workers) w.connection = next;
-      swappable.swap(new Client({ connection: next, namespace, ...temporalClientOptions() }));
-      const previous = connection;
-      connection = next;
+      swappable.swap(new Client({ connection: next, namespace: temporal.namespace, ...temporalClientOptions() }));
+      const previous = temporal.connection;
+      temporal.connection = next;
       await previous
         .close()
         .catch((err) => opts.logger.warn({ error: (err as Error).message }, 'closing the replaced Temporal connection failed'));
     },
   });
-  if (connect === opts.config.temporal.connection.connect) credentials.start();
-  // Polls the jobs' provider operations and signals their workflows when they end (a pending job is a row).
-  const poller = new OperationPoller({
-    db: opts.db,
-    temporal: client,
-    providers: videoProviders,
-    logger: opts.logger,
-    concurrent_max: opts.config.workerConcurrentPollsMax,
-    idle_ms: pollerIdleMs(opts.config.video.pollIntervalMs),
-  });
-  // The reconciler's schedule, with this configuration's interval (every worker makes sure of it).
-  await ensureReconcileSchedule(client, {
-    taskQueue: opts.config.temporal.taskQueue,
-    interval_ms: opts.config.reconcileIntervalMs,
-  });
-  // Started last: a start that fails above leaves no poller running.
-  poller.start();
-  const run = Promise.all(workers.map((w) => w.run()))
-    .then(() => undefined)
-    .finally(async () => {
-      credentials.stop();
-      await poller.shutdown();
-      closeStorage(storage);
-      return connection.close();
-    });
-  run.catch((err) => opts.logger.error({ err }, 'worker stopped with an error'));
-  return {
-    run,
-    /** Ready: every worker of the process is running, and PostgreSQL and Temporal answer (within 2 s). */
-    async ready(): Promise<boolean> {
-      if (!workers.every((w) => w.getState() === 'RUNNING')) return false;
-      await opts.db.query('SELECT 1');
-      await connection.withDeadline(Date.now() + 2_000, () =>
-        connection.workflowService.describeNamespace({ namespace: opts.config.temporal.namespace }),
-      );
-      return true;
-    },
-    async shutdown() {
-      for (const w of workers) if (w.getState() === 'RUNNING') w.shutdown();
-      await run.catch(() => {});
-    },
-  };
 }

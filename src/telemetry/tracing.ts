@@ -20,6 +20,7 @@ import {
   type Context,
   type Link,
   type Span,
+  type Tracer,
 } from '@opentelemetry/api';
 import { getRPCMetadata, RPCType } from '@opentelemetry/core';
 import { registerInstrumentations } from '@opentelemetry/instrumentation';
@@ -208,48 +209,10 @@ async function ended<T>(span: Span, fn: () => Promise<T>): Promise<T> {
 }
 
 export async function startTracing(role: TelemetryRole, env: NodeJS.ProcessEnv = process.env): Promise<TracingHooks> {
-  const { registerOptions, waitForAllMessagesAcknowledged } = createAddHookMessageChannel();
-  register('import-in-the-middle/hook.mjs', import.meta.url, registerOptions);
-
-  const resource: Resource = defaultResource()
-    .merge(resourceFromAttributes({ [ATTR_SERVICE_NAME]: SERVICE_NAMES[role] }))
-    .merge(detectResources({ detectors: [envDetector] }));
-  const exporter = new TraceAttributesExporter(await otlpExporter(env));
-  const exporting = new BatchSpanProcessor(exporter);
-  const processor = new JobAttributeProcessor(exporting);
-  const provider = new NodeTracerProvider({ resource, spanProcessors: [processor] });
-  provider.register();
-  registerInstrumentations({
-    tracerProvider: provider,
-    instrumentations: [
-      new HttpInstrumentation({
-        ignoreIncomingRequestHook: (req) => UNTRACED_PATHS.test(req.url ?? ''),
-        // Outgoing calls outside any trace (storage housekeeping, the exporter's own) start none.
-        requireParentforOutgoingSpans: true,
-      }),
-      new ExpressInstrumentation(),
-      // The poller's claim queries and other background statements run outside any job: no trace of their own.
-      new PgInstrumentation({ requireParentSpan: true }),
-      new UndiciInstrumentation({ requireParentforSpans: true }),
-    ],
-  });
-  await waitForAllMessagesAcknowledged();
-
+  const { provider, exporter, processor, resource } = await startPipeline(role, env);
   const tracer = trace.getTracer('video-voice-api');
   const workflowSpans = new WorkflowSpanProcessor(processor);
-
-  /** Sets the job's attribute on the spans of a Temporal call about a video job's workflow. */
-  const markJobCall = (workflow_id: string | undefined) => {
-    const job_id = workflow_id ? VIDEO_JOB_WORKFLOW_ID.exec(workflow_id)?.[1] : undefined;
-    if (job_id) hooks.markSpans(VIDEO_JOB_ID_ATTRIBUTE, job_id);
-  };
-  const jobMarking: WorkflowClientInterceptor = {
-    start: (input, next) => (markJobCall(input.options.workflowId), next(input)),
-    startWithDetails: (input, next) => (markJobCall(input.options.workflowId), next(input)),
-    startUpdateWithStart: (input, next) => (markJobCall(input.workflowStartOptions.workflowId), next(input)),
-    startUpdate: (input, next) => (markJobCall(input.workflowExecution.workflowId), next(input)),
-    signal: (input, next) => (markJobCall(input.workflowExecution.workflowId), next(input)),
-  };
+  const jobMarking = jobMarkingInterceptor((job_id) => hooks.markSpans(VIDEO_JOB_ID_ATTRIBUTE, job_id));
 
   const hooks: TracingHooks = {
     logFields(): Record<string, string> {
@@ -282,28 +245,87 @@ export async function startTracing(role: TelemetryRole, env: NodeJS.ProcessEnv =
     clientInterceptors() {
       return { workflow: [new OpenTelemetryWorkflowClientInterceptor({ tracer }), jobMarking] };
     },
-    workerOptions() {
-      return {
-        interceptors: {
-          activity: [
-            (ctx) => ({
-              inbound: new OpenTelemetryActivityInboundInterceptor(ctx, { tracer }),
-              outbound: new OpenTelemetryActivityOutboundInterceptor(ctx),
-            }),
-          ],
-        },
-        // Typed by the 1.x line (the interceptors' own SDK): the processor converts its spans, and they carry this provider's resource.
-        sinks: {
-          exporter: makeWorkflowExporter(
-            workflowSpans as unknown as Parameters<typeof makeWorkflowExporter>[0],
-            resource as unknown as Parameters<typeof makeWorkflowExporter>[1],
-          ),
-        },
-      };
-    },
+    workerOptions: () => tracingWorkerOptions(tracer, workflowSpans, resource),
     async shutdown() {
       await provider.shutdown();
     },
   };
   return hooks;
+}
+
+/**
+ * Registers import-in-the-middle's loader hook, then the tracer provider (this role's resource, the
+ * OTLP exporter behind a batch processor and the job attribute's processor) and the instrumentations
+ * of HTTP, Express, pg and undici; resolves once the hook has taken them all in, so that the modules
+ * imported afterwards are patched.
+ */
+async function startPipeline(role: TelemetryRole, env: NodeJS.ProcessEnv) {
+  const { registerOptions, waitForAllMessagesAcknowledged } = createAddHookMessageChannel();
+  register('import-in-the-middle/hook.mjs', import.meta.url, registerOptions);
+
+  const resource: Resource = defaultResource()
+    .merge(resourceFromAttributes({ [ATTR_SERVICE_NAME]: SERVICE_NAMES[role] }))
+    .merge(detectResources({ detectors: [envDetector] }));
+  const exporter = new TraceAttributesExporter(await otlpExporter(env));
+  const exporting = new BatchSpanProcessor(exporter);
+  const processor = new JobAttributeProcessor(exporting);
+  const provider = new NodeTracerProvider({ resource, spanProcessors: [processor] });
+  provider.register();
+  registerInstrumentations({
+    tracerProvider: provider,
+    instrumentations: [
+      new HttpInstrumentation({
+        ignoreIncomingRequestHook: (req) => UNTRACED_PATHS.test(req.url ?? ''),
+        // Outgoing calls outside any trace (storage housekeeping, the exporter's own) start none.
+        requireParentforOutgoingSpans: true,
+      }),
+      new ExpressInstrumentation(),
+      // The poller's claim queries and other background statements run outside any job: no trace of their own.
+      new PgInstrumentation({ requireParentSpan: true }),
+      new UndiciInstrumentation({ requireParentforSpans: true }),
+    ],
+  });
+  await waitForAllMessagesAcknowledged();
+  return { provider, exporter, processor, resource };
+}
+
+/** Marks the spans of a Temporal call about a video job's workflow with the job (`mark`), the job id read from the workflow id. */
+function jobMarkingInterceptor(mark: (job_id: string) => void): WorkflowClientInterceptor {
+  /** Sets the job's attribute on the spans of a Temporal call about a video job's workflow. */
+  const markJobCall = (workflow_id: string | undefined) => {
+    const job_id = workflow_id ? VIDEO_JOB_WORKFLOW_ID.exec(workflow_id)?.[1] : undefined;
+    if (job_id) mark(job_id);
+  };
+  return {
+    start: (input, next) => (markJobCall(input.options.workflowId), next(input)),
+    startWithDetails: (input, next) => (markJobCall(input.options.workflowId), next(input)),
+    startUpdateWithStart: (input, next) => (markJobCall(input.workflowStartOptions.workflowId), next(input)),
+    startUpdate: (input, next) => (markJobCall(input.workflowExecution.workflowId), next(input)),
+    signal: (input, next) => (markJobCall(input.workflowExecution.workflowId), next(input)),
+  };
+}
+
+/** A worker's activity interceptors (spans of its activities) and the sink that exports its workflows' spans. */
+function tracingWorkerOptions(
+  tracer: Tracer,
+  workflowSpans: WorkflowSpanProcessor,
+  resource: Resource,
+): ReturnType<TracingHooks['workerOptions']> {
+  return {
+    interceptors: {
+      activity: [
+        (ctx) => ({
+          inbound: new OpenTelemetryActivityInboundInterceptor(ctx, { tracer }),
+          outbound: new OpenTelemetryActivityOutboundInterceptor(ctx),
+        }),
+      ],
+    },
+    // Typed by the 1.x line (the interceptors' own SDK): the processor converts its spans, and they carry this provider's resource.
+    sinks: {
+      exporter: makeWorkflowExporter(
+        workflowSpans as unknown as Parameters<typeof makeWorkflowExporter>[0],
+        resource as unknown as Parameters<typeof makeWorkflowExporter>[1],
+      ),
+    },
+  };
 }

@@ -41,7 +41,7 @@ export function resolveTemporalCli(cliPath: string | undefined): string {
   );
 }
 
-export async function startDevServer(opts: {
+interface DevServerOptions {
   cliPath: string;
   namespace: string;
   port: number;
@@ -54,8 +54,33 @@ export async function startDevServer(opts: {
   pidFile?: string;
   /** The port of the server's Prometheus /metrics (a random one when absent). */
   metricsPort?: number;
-}): Promise<DevServer> {
+}
+
+export async function startDevServer(opts: DevServerOptions): Promise<DevServer> {
   if (opts.pidFile) await stopOrphan(opts.pidFile);
+  const server = spawnDevServer(opts);
+  const address = `127.0.0.1:${opts.port}`;
+  await waitUntilReady(server, address, opts);
+  return {
+    address,
+    uiUrl: `http://127.0.0.1:${opts.uiPort}`,
+    async stop() {
+      if (server.exited) return;
+      const done = new Promise<void>((r) => server.child.once('exit', () => r()));
+      server.child.kill('SIGTERM');
+      const timer = setTimeout(() => server.child.kill('SIGKILL'), 10_000);
+      await done;
+      clearTimeout(timer);
+      if (opts.pidFile) fs.rmSync(opts.pidFile, { force: true });
+    },
+  };
+}
+
+/**
+ * The CLI's arguments: the server on 127.0.0.1, its namespace and this service's search attributes
+ * registered, its dynamic config, and with a db file (its folder created) persistence.
+ */
+function devServerArgs(opts: DevServerOptions): string[] {
   const args = [
     'server',
     'start-dev',
@@ -77,55 +102,61 @@ export async function startDevServer(opts: {
     fs.mkdirSync(path.dirname(opts.dbFile), { recursive: true });
     args.push('--db-filename', opts.dbFile);
   }
+  return args;
+}
+
+/** The dev server's process, and the line saying it has exited or could not be started at all. */
+interface DevServerProcess {
+  child: ChildProcess;
+  exited: string | null;
+  spawnFailure: string | null;
+}
+
+/** Starts the dev server, its output appended to `logFile` when given and its pid recorded in `pidFile`. */
+function spawnDevServer(opts: DevServerOptions): DevServerProcess {
+  const args = devServerArgs(opts);
   const logFd = opts.logFile ? fs.openSync(opts.logFile, 'a') : 'ignore';
   const child: ChildProcess = spawn(opts.cliPath, args, { stdio: ['ignore', logFd, logFd], detached: false });
   if (opts.pidFile && child.pid) fs.writeFileSync(opts.pidFile, String(child.pid));
-  const address = `127.0.0.1:${opts.port}`;
-  let exited: string | null = null;
+  const server: DevServerProcess = { child, exited: null, spawnFailure: null };
   child.once('exit', (code, signal) => {
-    exited = `temporal dev server exited (${signal ?? code})`;
+    server.exited = `temporal dev server exited (${signal ?? code})`;
   });
-  let spawnFailure: string | null = null;
   child.once('error', (err: NodeJS.ErrnoException) => {
-    spawnFailure = `cannot run the temporal CLI ${opts.cliPath} (${err.code ?? 'spawn failed'}); set TEMPORAL_CLI_PATH to a temporal executable or TEMPORAL_ADDRESS to a running server`;
+    server.spawnFailure = `cannot run the temporal CLI ${opts.cliPath} (${err.code ?? 'spawn failed'}); set TEMPORAL_CLI_PATH to a temporal executable or TEMPORAL_ADDRESS to a running server`;
   });
+  return server;
+}
+
+/**
+ * Waits until the server answers for its namespace. A CLI that could not run, a server that exited,
+ * or one not ready within the startup timeout (then killed) refuses to start with one line.
+ */
+async function waitUntilReady(server: DevServerProcess, address: string, opts: DevServerOptions): Promise<void> {
   const deadline = Date.now() + STARTUP_TIMEOUT_MS;
   for (;;) {
-    if (spawnFailure) throw new ConfigError(spawnFailure);
-    if (exited) {
+    if (server.spawnFailure) throw new ConfigError(server.spawnFailure);
+    if (server.exited) {
       throw new ConfigError(
-        `${exited} at start; is port ${opts.port} or ${opts.uiPort} taken?${opts.logFile ? ` See ${opts.logFile}` : ''}`,
+        `${server.exited} at start; is port ${opts.port} or ${opts.uiPort} taken?${opts.logFile ? ` See ${opts.logFile}` : ''}`,
       );
     }
     try {
       const conn = await Connection.connect({ address, connectTimeout: 1_000 });
       try {
         await conn.workflowService.describeNamespace({ namespace: opts.namespace });
-        break;
+        return;
       } finally {
         await conn.close();
       }
     } catch {
       if (Date.now() > deadline) {
-        child.kill('SIGKILL');
+        server.child.kill('SIGKILL');
         throw new ConfigError(`temporal dev server did not become ready on ${address} within ${STARTUP_TIMEOUT_MS / 1000}s`);
       }
       await new Promise((r) => setTimeout(r, 250));
     }
   }
-  return {
-    address,
-    uiUrl: `http://127.0.0.1:${opts.uiPort}`,
-    async stop() {
-      if (exited) return;
-      const done = new Promise<void>((r) => child.once('exit', () => r()));
-      child.kill('SIGTERM');
-      const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
-      await done;
-      clearTimeout(timer);
-      if (opts.pidFile) fs.rmSync(opts.pidFile, { force: true });
-    },
-  };
 }
 
 /** Stops a dev server left running by a crashed `npm start` (its pid file names a live temporal process). */

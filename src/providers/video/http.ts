@@ -161,22 +161,10 @@ export async function scanTopLevelStrings(
   bytesMax: number,
   what: string,
 ): Promise<Record<string, string>> {
-  const wanted = new Set(names);
-  const found: Record<string, string> = {};
+  const scan = new TopLevelStringScan(new Set(names), what);
   if (!res.body) throw unreadable(what, 'an empty body');
   const reader = res.body.getReader();
-  let depth = 0;
-  let started = false;
-  let inString = false;
-  let escaped = false;
-  let expectKey = false;
-  /** The key whose value comes next at the top level. */
-  let key: string | undefined;
-  /** The bytes of the top-level string being kept (a key, or a wanted value), or undefined. */
-  let kept: number[] | undefined;
-  let keptIsKey = false;
   let total = 0;
-  const decode = (bytes: number[]) => JSON.parse(`"${Buffer.from(bytes).toString('utf8')}"`) as string;
   try {
     for (;;) {
       const { done, value } = await reader.read();
@@ -187,66 +175,118 @@ export async function scanTopLevelStrings(
           code: 'invalid_response',
           retryable: false,
         });
-      for (let i = 0; i < value.length; i++) {
-        if (inString && !kept && !escaped) {
-          // A string nothing keeps (an echoed image): skip to its next quote or backslash unseen.
-          const quote = value.indexOf(0x22, i);
-          const backslash = quote === -1 ? value.indexOf(0x5c, i) : value.subarray(i, quote).indexOf(0x5c);
-          const next = backslash !== -1 ? (quote === -1 ? backslash : i + backslash) : quote;
-          if (next === -1) break;
-          i = next;
-        }
-        const c = value[i]!;
-        if (inString) {
-          // Kept as written (escapes included), decoded once the string ends; too long, it is dropped.
-          if (kept && (escaped || c !== 0x22)) {
-            if (kept.length >= SCANNED_VALUE_BYTES_MAX) kept = undefined;
-            else kept.push(c);
-          }
-          if (escaped) escaped = false;
-          else if (c === 0x5c) escaped = true;
-          else if (c === 0x22) {
-            inString = false;
-            if (kept) {
-              const text = decode(kept);
-              if (keptIsKey) key = text;
-              else if (key !== undefined) found[key] = text;
-            }
-            kept = undefined;
-          }
-          continue;
-        }
-        if (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) continue;
-        if (!started) {
-          if (c !== 0x7b) throw unreadable(what, 'an answer that is not a JSON object');
-          started = true;
-        }
-        if (c === 0x22) {
-          inString = true;
-          keptIsKey = depth === 1 && expectKey;
-          kept = keptIsKey || (depth === 1 && key !== undefined && wanted.has(key) && !(key in found)) ? [] : undefined;
-          continue;
-        }
-        if (c === 0x7b || c === 0x5b) {
-          depth++;
-          if (depth === 1) expectKey = true;
-        } else if (c === 0x7d || c === 0x5d) {
-          depth--;
-          if (depth === 0) return found;
-        } else if (depth === 1 && c === 0x3a) expectKey = false;
-        else if (depth === 1 && c === 0x2c) {
-          expectKey = true;
-          key = undefined;
-        }
-      }
-      if (names.every((n) => n in found)) return found;
+      if (scan.feed(value)) return scan.found;
+      if (names.every((n) => n in scan.found)) return scan.found;
     }
   } finally {
     await reader.cancel().catch(() => {});
   }
-  if (!started || depth !== 0) throw unreadable(what, 'malformed JSON');
-  return found;
+  if (!scan.started || scan.depth !== 0) throw unreadable(what, 'malformed JSON');
+  return scan.found;
 }
+
+/**
+ * Where scanTopLevelStrings is in the answer between its chunks (the nesting depth, inside a string or
+ * not, after a backslash, before a key or a value) and the top-level strings it keeps.
+ */
+class TopLevelStringScan {
+  /** The wanted fields' string values found so far. */
+  readonly found: Record<string, string> = {};
+  depth = 0;
+  /** The answer's opening brace was seen. */
+  started = false;
+  private inString = false;
+  private escaped = false;
+  private expectKey = false;
+  /** The key whose value comes next at the top level. */
+  private key: string | undefined;
+  /** The bytes of the top-level string being kept (a key, or a wanted value), or undefined. */
+  private kept: number[] | undefined;
+  private keptIsKey = false;
+
+  constructor(
+    private readonly wanted: ReadonlySet<string>,
+    private readonly what: string,
+  ) {}
+
+  /** Scans one chunk of the answer; true once the top-level object has closed (the rest is not read). */
+  feed(value: Uint8Array): boolean {
+    for (let i = 0; i < value.length; i++) {
+      if (this.inString && !this.kept && !this.escaped) {
+        // A string nothing keeps (an echoed image): skip to its next quote or backslash unseen.
+        const next = nextQuoteOrBackslash(value, i);
+        if (next === -1) break;
+        i = next;
+      }
+      const c = value[i]!;
+      if (this.inString) {
+        this.stringByte(c);
+        continue;
+      }
+      if (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) continue;
+      if (!this.started) {
+        if (c !== 0x7b) throw unreadable(this.what, 'an answer that is not a JSON object');
+        this.started = true;
+      }
+      if (c === 0x22) this.openString();
+      else if (this.structural(c)) return true;
+    }
+    return false;
+  }
+
+  /** A byte inside a string: kept as written (escapes included), decoded once the string ends; too long, it is dropped. */
+  private stringByte(c: number): void {
+    if (this.kept && (this.escaped || c !== 0x22)) {
+      if (this.kept.length >= SCANNED_VALUE_BYTES_MAX) this.kept = undefined;
+      else this.kept.push(c);
+    }
+    if (this.escaped) this.escaped = false;
+    else if (c === 0x5c) this.escaped = true;
+    else if (c === 0x22) {
+      this.inString = false;
+      if (this.kept) {
+        const text = decodeJsonString(this.kept);
+        if (this.keptIsKey) this.key = text;
+        else if (this.key !== undefined) this.found[this.key] = text;
+      }
+      this.kept = undefined;
+    }
+  }
+
+  /** An opening quote: the string is kept when it is a top-level key, or the value of a wanted field not found yet. */
+  private openString(): void {
+    this.inString = true;
+    this.keptIsKey = this.depth === 1 && this.expectKey;
+    const wantedValue = this.depth === 1 && this.key !== undefined && this.wanted.has(this.key) && !(this.key in this.found);
+    this.kept = this.keptIsKey || wantedValue ? [] : undefined;
+  }
+
+  /** A byte outside strings: brackets change the depth, a top-level colon or comma moves from key to value and back. True when the top-level object closes. */
+  private structural(c: number): boolean {
+    if (c === 0x7b || c === 0x5b) {
+      this.depth++;
+      if (this.depth === 1) this.expectKey = true;
+    } else if (c === 0x7d || c === 0x5d) {
+      this.depth--;
+      if (this.depth === 0) return true;
+    } else if (this.depth === 1 && c === 0x3a) this.expectKey = false;
+    else if (this.depth === 1 && c === 0x2c) {
+      this.expectKey = true;
+      this.key = undefined;
+    }
+    return false;
+  }
+}
+
+/** The index of the first quote or backslash of `value` from `from` on, or -1. */
+function nextQuoteOrBackslash(value: Uint8Array, from: number): number {
+  const quote = value.indexOf(0x22, from);
+  const backslash = quote === -1 ? value.indexOf(0x5c, from) : value.subarray(from, quote).indexOf(0x5c);
+  return backslash !== -1 ? (quote === -1 ? backslash : from + backslash) : quote;
+}
+
+/** A JSON string's bytes as written between its quotes (escapes included), decoded. */
+const decodeJsonString = (bytes: number[]) => JSON.parse(`"${Buffer.from(bytes).toString('utf8')}"`) as string;
 
 /** A 2xx answer that is not what the provider documents: retryable, bounded by the core. */
 export function unreadable(what: string, why: string): ProviderError {
