@@ -24,6 +24,13 @@ export default tseslint.config(
       ],
     },
   },
+  // At most 70 lines a function in the service and its activities (blank lines and comments aside), so each
+  // reads on one screen. Not in workflows/: a workflow is one path read top to bottom, its nested steps
+  // share the run's state and are counted with it; nor in the console's components, tests or tools.
+  {
+    files: ['src/**/*.ts', 'activities/**/*.ts'],
+    rules: { 'max-lines-per-function': ['error', { max: 70, skipBlankLines: true, skipComments: true }] },
+  },
   { files: ['console/src/**/*.{ts,tsx}'], languageOptions: { globals: { ...globals.browser } } },
   // Tests, the soak and the benchmark read answers of the service as untyped JSON and look into them.
   { files: ['test/**/*.ts', 'soak/**/*.ts', 'bench/**/*.ts'], rules: { '@typescript-eslint/no-explicit-any': 'off' } },

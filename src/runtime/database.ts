@@ -47,7 +47,11 @@ function databaseFailure(err: unknown): string {
   const code = e.code ?? '';
   const message = (e.message ?? String(err)).split('\n')[0]!;
   if (code === 'ERR_TLS_CERT_ALTNAME_INVALID') {
-    return `its certificate does not name the host in DATABASE_URL (${message.replace(/^Hostname\/IP does not match certificate's altnames: /, '')}); connect by a name in the certificate`;
+    return (
+      `its certificate does not name the host in DATABASE_URL ` +
+      `(${message.replace(/^Hostname\/IP does not match certificate's altnames: /, '')}); connect by a name ` +
+      `in the certificate`
+    );
   }
   if (code === 'CERT_HAS_EXPIRED') return "its certificate has expired; renew the server's certificate";
   if (/SELF_SIGNED|UNABLE_TO_GET_ISSUER|UNABLE_TO_VERIFY_LEAF|CERT_UNTRUSTED|CERT_SIGNATURE_FAILURE/.test(code)) {

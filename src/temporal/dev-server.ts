@@ -123,7 +123,9 @@ function spawnDevServer(opts: DevServerOptions): DevServerProcess {
     server.exited = `temporal dev server exited (${signal ?? code})`;
   });
   child.once('error', (err: NodeJS.ErrnoException) => {
-    server.spawnFailure = `cannot run the temporal CLI ${opts.cliPath} (${err.code ?? 'spawn failed'}); set TEMPORAL_CLI_PATH to a temporal executable or TEMPORAL_ADDRESS to a running server`;
+    server.spawnFailure =
+      `cannot run the temporal CLI ${opts.cliPath} (${err.code ?? 'spawn failed'}); set TEMPORAL_CLI_PATH ` +
+      `to a temporal executable or TEMPORAL_ADDRESS to a running server`;
   });
   return server;
 }
