@@ -91,6 +91,8 @@ export interface AppDeps {
   ffmpeg?: FfmpegWasm;
   /** Whether the process is ready (Postgres and Temporal reachable). */
   ready: () => Promise<boolean>;
+  /** Connections of `db`'s pool (DATABASE_POOL_MAX, default 10): the job reads run at once follow it (./read-gate.ts). */
+  databasePoolMax?: number;
 }
 
 /** `auth`, then for GET and HEAD requests the read limit. */
@@ -244,7 +246,7 @@ export function createApp(deps: AppDeps): express.Express {
   app.use(requestLog(deps.logger));
 
   // Job reads yield to writes: the gate counts every write in flight in the process (./read-gate.ts).
-  const gate = jobReadGate({ permits: jobReadsInFlightMax(deps.db.options.max ?? 10) });
+  const gate = jobReadGate({ permits: jobReadsInFlightMax(deps.databasePoolMax ?? 10) });
   app.use(gate.writes);
   app.use(optionsAllow(app));
   const health = healthRoutes({ ready: deps.ready });

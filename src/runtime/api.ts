@@ -200,6 +200,7 @@ function buildApp(parts: AppParts): http.RequestListener {
   const { jobs, lifecycle, voices } = createWorkflowServices(parts);
   return createApp({
     db,
+    databasePoolMax: config.databasePoolMax,
     ...createDownloads(storage, parts.secrets.urlSigningSecret, config.signedUrlTtlS),
     jobs,
     lifecycle,
