@@ -15,7 +15,7 @@ import { decideAcceptance, foreseeRefusal, recordForeseenRefusal, type ForeseenR
 import { requestFingerprint, type Fingerprint } from './request-fingerprint.js';
 import { readKeyedVideoJob, readVideoJob } from './records.js';
 import type { CreateVideoBody } from './schemas.js';
-import { keyAllowsModel, type ApiKeyPrincipal } from '../account/workspaces.js';
+import { requireKeyAllowsModel, type ApiKeyPrincipal } from '../account/workspaces.js';
 import { inputsFingerprint, resolveVideoRequestInputs } from './request-inputs.js';
 import { discardVideoJobInputs, storeVideoJobInputs, type VideoJobInputs } from './images.js';
 import {
@@ -90,15 +90,7 @@ export class VideoJobsService {
     const modelId = body.model ?? defaultVideoModelId();
     const model = findVideoModel(modelId);
     if (!model) throw notFound('model_not_found', `model "${modelId}" does not exist; see GET /v2/models`, 'model');
-    if (!keyAllowsModel(principal, model.id)) {
-      throw new ApiError(
-        403,
-        'permission_error',
-        'model_not_permitted',
-        `this API key is not permitted to use model "${model.id}"`,
-        'model',
-      );
-    }
+    requireKeyAllowsModel(principal, model.id);
     const params: VideoParams = {
       durationSeconds: body.durationSeconds ?? model.default_params.durationSeconds,
       resolution: (body.resolution ?? model.default_params.resolution) as Resolution,

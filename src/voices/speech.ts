@@ -25,7 +25,7 @@ import { defaultSpeechModelFor, findSpeechModel, speechCostMicroEur, type Speech
 import { ApiError, invalidParam, keySpendLimitExceeded, notFound } from '../errors.js';
 import { microEurToEur } from '../money.js';
 import { creditsCharged } from '../metrics.js';
-import { keyAllowsModel, type ApiKeyPrincipal } from '../account/workspaces.js';
+import { requireKeyAllowsModel, type ApiKeyPrincipal } from '../account/workspaces.js';
 import type { VoicesService } from './service.js';
 import { audioEncoder, needsMediaWorker, pcmRateOf, type AudioEncoder } from '../media/audio-encode.js';
 import type { SpeechFormat } from '../models/values.js';
@@ -163,15 +163,7 @@ export class SpeechService {
     if (model.provider !== provider.name) {
       throw new ApiError(503, 'provider_error', 'provider_not_configured', `the provider of model ${model.id} is not configured`, 'model');
     }
-    if (!keyAllowsModel(principal, model.id)) {
-      throw new ApiError(
-        403,
-        'permission_error',
-        'model_not_permitted',
-        `this API key is not permitted to use model "${model.id}"`,
-        'model',
-      );
-    }
+    requireKeyAllowsModel(principal, model.id);
     return model;
   }
 

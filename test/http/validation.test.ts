@@ -175,6 +175,7 @@ describe('authentication, permission, existence', () => {
     const r = await create(simJob(), { token: limited.key });
     assertErrorShape(r.body, 403, r.status);
     assert.equal(r.body.error.type, 'permission_error');
+    assert.equal(r.body.error.code, 'model_not_permitted');
     assert.equal(r.body.error.param, 'model');
     assert.equal(await balanceMicro(stack, limited.workspaceId), 10_000_000);
     const models = await http(stack.baseUrl, 'GET', '/v2/models', { token: limited.key });
