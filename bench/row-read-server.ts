@@ -1,6 +1,7 @@
-// The floor of a status read (phase 6): Express with the product's API key lookup and the same read of
-// the job's row in the product's database, answering the row as JSON. Nothing else: no rate limit, no
-// presentation, no request log. Its pool has the product's size, so only the work differs.
+// The floor of a status read (phase 6): Express with the product's API key lookup, then the read of
+// the job's row in the product's database (two queries; the product's GET makes them one), answering the
+// row as JSON. Nothing else: no rate limit, no presentation, no request log. Its pool has the product's
+// size, so only the work differs.
 import express from 'express';
 import { loadConfig } from '../src/config.js';
 import { createPool } from '../src/db/pool.js';

@@ -77,14 +77,27 @@ export async function revokeApiKey(db: Db, id: string): Promise<{ id: string }> 
   return r.rows[0];
 }
 
-const PRINCIPAL = prepared(
-  'api-key-principal',
-  'SELECT id AS key_id, workspace_id, models FROM api_keys WHERE key_sha256 = $1 AND revoked_at IS NULL',
-);
+/**
+ * The active key of SHA-256 digest $1, as the principal a request is authenticated as (ApiKeyPrincipal's
+ * columns). Every lookup of a key is this query, alone or as the subquery of a read that authenticates
+ * in the same round trip (a job's status read).
+ */
+export const ACTIVE_KEY_SQL = 'SELECT id AS key_id, workspace_id, models FROM api_keys WHERE key_sha256 = $1 AND revoked_at IS NULL';
+const PRINCIPAL = prepared('api-key-principal', ACTIVE_KEY_SQL);
+
+/** The digest a bearer key is looked up by; null for what no key can be (empty, or longer than any key). */
+export function apiKeyDigest(key: string): Buffer | null {
+  return key.length === 0 || key.length > API_KEY_LENGTH_MAX ? null : hashApiKey(key);
+}
 
 export async function authenticateApiKey(db: Db, key: string): Promise<ApiKeyPrincipal | null> {
-  if (key.length === 0 || key.length > API_KEY_LENGTH_MAX) return null;
-  const r = await db.query<ApiKeyPrincipal>({ ...PRINCIPAL, values: [hashApiKey(key)] });
+  const digest = apiKeyDigest(key);
+  return digest ? authenticateApiKeyDigest(db, digest) : null;
+}
+
+/** The principal of the active key of this digest (apiKeyDigest), or null. */
+export async function authenticateApiKeyDigest(db: Db, digest: Buffer): Promise<ApiKeyPrincipal | null> {
+  const r = await db.query<ApiKeyPrincipal>({ ...PRINCIPAL, values: [digest] });
   return r.rows[0] ?? null;
 }
 

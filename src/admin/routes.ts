@@ -31,7 +31,8 @@ import {
   type Workspace as WorkspaceRecord,
 } from '../account/workspaces.js';
 import { findSpeechModel, findVideoModel } from '../models/catalog.js';
-import { isUuid, type VideoJobsService } from '../video-jobs/service.js';
+import { isUuid } from '../ids.js';
+import type { VideoJobsService } from '../video-jobs/service.js';
 import { recordLedgerAudit } from '../metrics.js';
 import { presentVideoJob } from '../video-jobs/present.js';
 import type { DownloadUrlSigner } from '../storage/signed-urls.js';

@@ -6,13 +6,14 @@ import type { Db } from '../db/pool.js';
 import type { Storage } from '../storage/local.js';
 import type { DownloadUrlSigner, UrlSigner } from '../storage/signed-urls.js';
 import type { VideoJobsService } from '../video-jobs/service.js';
+import { readVideoJobWithKey } from '../video-jobs/records.js';
 import type { VideoJobLifecycle } from '../video-jobs/lifecycle.js';
 import type { VoicesService } from '../voices/service.js';
 import type { SpeechService } from '../voices/speech.js';
 import type { WebhooksService } from '../webhooks/service.js';
 import { errorHandler, notFoundRoute } from './errors.js';
 import type { AuditOptions } from '../billing/audit.js';
-import { requireAdmin, requireApiKey } from './auth.js';
+import { requireAdmin, requireApiKey, requireApiKeyReading } from './auth.js';
 import { rateLimit } from './rate-limit.js';
 import { jobReadGate, jobReadsInFlightMax } from './read-gate.js';
 import { videoRoutes } from '../video-jobs/routes.js';
@@ -140,8 +141,10 @@ function requestLog(logger: Logger): express.RequestHandler {
 interface CustomerGuards {
   /** The API key, then for GET and HEAD the per-key read limit. */
   auth: express.RequestHandler;
-  /** Job reads: the read gate, then `auth`. */
+  /** Reads of lists of jobs: the read gate, then `auth`. */
   readAuth: express.RequestHandler;
+  /** A job's status read: the read gate, then the API key and the job in one query, then the read limit. */
+  jobReadAuth: express.RequestHandler;
   /** The per-key limit of writes, which routes take after `auth`. */
   limit: express.RequestHandler;
 }
@@ -149,19 +152,29 @@ interface CustomerGuards {
 /**
  * Every authenticated read is rate limited per key after authentication (its own budget: a client
  * polling its jobs never uses up its creates); writes take `limit` in their routes. Reads of jobs
- * pass the gate before authenticating.
+ * pass the gate before authenticating; a status read looks its key and its job up in one query.
  */
 function customerGuards(deps: AppDeps, gate: ReturnType<typeof jobReadGate>): CustomerGuards {
-  const auth = withReadLimit(requireApiKey(deps.db), rateLimit(deps.rateLimitReadsPerMinute ?? 600));
+  const readLimit = rateLimit(deps.rateLimitReadsPerMinute ?? 600);
+  const auth = withReadLimit(requireApiKey(deps.db), readLimit);
+  const jobAuth = withReadLimit(
+    requireApiKeyReading(async (digest, job_id) => {
+      const read = await readVideoJobWithKey(deps.db, digest, job_id);
+      return read && { principal: read.principal, found: read.job };
+    }),
+    readLimit,
+  );
   const limit = rateLimit(deps.rateLimitPerMinute);
   // Authentication runs inside the gate's callback, where Express does not see its promise: a failure
   // (PostgreSQL down) is handed to `next` here, or it would be an unhandled rejection.
-  const readAuth: express.RequestHandler = (req, res, next) =>
-    gate.reads(req, res, (err?: unknown) => {
-      if (err !== undefined) return next(err as Error);
-      Promise.resolve(auth(req, res, next)).catch(next);
-    });
-  return { auth, readAuth, limit };
+  const gated =
+    (authenticate: express.RequestHandler): express.RequestHandler =>
+    (req, res, next) =>
+      gate.reads(req, res, (err?: unknown) => {
+        if (err !== undefined) return next(err as Error);
+        Promise.resolve(authenticate(req, res, next)).catch(next);
+      });
+  return { auth, readAuth: gated(auth), jobReadAuth: gated(jobAuth), limit };
 }
 
 /**
@@ -169,13 +182,14 @@ function customerGuards(deps: AppDeps, gate: ReturnType<typeof jobReadGate>): Cu
  * docs page (serving `document()`), then the OpenAI-compatible /v1 when storage is given.
  */
 function featureRouters(app: express.Express, deps: AppDeps, guards: CustomerGuards, document: () => OpenApiDocument): ApiRouter[] {
-  const { auth, readAuth, limit } = guards;
+  const { auth, readAuth, jobReadAuth, limit } = guards;
   // The OpenAI-compatible surface (/v1): the same services, OpenAI's shapes and error format.
   const openAi = (storage: Storage) =>
     openAiRoutes({
       ...deps,
       auth,
       readAuth,
+      jobReadAuth,
       limit,
       storage,
       thumbnails: new Thumbnails({ storage, ffmpeg: deps.ffmpeg ?? new FfmpegWasm() }),
@@ -191,6 +205,7 @@ function featureRouters(app: express.Express, deps: AppDeps, guards: CustomerGua
     videoRoutes({
       auth,
       readAuth,
+      jobReadAuth,
       limit,
       jobs: deps.jobs,
       lifecycle: deps.lifecycle,

@@ -1,8 +1,9 @@
-// Bearer authentication for API keys (public API) and the admin token (operators).
+// Bearer authentication for API keys (public API) and the admin token (operators). A read of one thing
+// by id may look its key up in the same query as the thing (requireApiKeyReading).
 import { timingSafeEqual, createHash } from 'node:crypto';
 import type { Request, RequestHandler, Response } from 'express';
 import type { Db } from '../db/pool.js';
-import { authenticateApiKey, type ApiKeyPrincipal } from '../account/workspaces.js';
+import { apiKeyDigest, authenticateApiKey, type ApiKeyPrincipal } from '../account/workspaces.js';
 import { ApiError } from '../errors.js';
 
 function bearer(req: Request): string | null {
@@ -15,15 +16,51 @@ function bearer(req: Request): string | null {
 const unauthorized = (message: string) =>
   new ApiError(401, 'authentication_error', 'invalid_api_key', message, null, { 'WWW-Authenticate': 'Bearer' });
 
+const missingKey = () => unauthorized('missing API key: send Authorization: Bearer <API_KEY>');
+const invalidKey = () => unauthorized('invalid API key');
+
 export function requireApiKey(db: Db): RequestHandler {
   return async (req, res, next) => {
     const key = bearer(req);
-    if (!key) return next(unauthorized('missing API key: send Authorization: Bearer <API_KEY>'));
+    if (!key) return next(missingKey());
     const principal = await authenticateApiKey(db, key);
-    if (!principal) return next(unauthorized('invalid API key'));
+    if (!principal) return next(invalidKey());
     res.locals['principal'] = principal;
     next();
   };
+}
+
+/**
+ * A read of one thing by its path's `id` that authenticates in the same database round trip: given the
+ * key's digest (apiKeyDigest) and the id, the key's principal and what the id names in the key's
+ * workspace (null: nothing), or null when no active key has the digest.
+ */
+export type ReadWithKey<T> = (digest: Buffer, id: string) => Promise<{ principal: ApiKeyPrincipal; found: T | null } | null>;
+
+/**
+ * requireApiKey for a read of one thing by its path's `id`: the key and the thing in one query, so a
+ * status poll costs one round trip. The same 401s as requireApiKey; the handler takes the thing with
+ * foundWithKey. The id is as the client sent it: `read` looks up only what can be an id (the route's
+ * contract refuses the rest after authentication, as on any route).
+ */
+export function requireApiKeyReading<T>(read: ReadWithKey<T>): RequestHandler {
+  return async (req, res, next) => {
+    const key = bearer(req);
+    if (!key) return next(missingKey());
+    const digest = apiKeyDigest(key);
+    const read_with_key = digest && (await read(digest, String(req.params['id'] ?? '')));
+    if (!read_with_key) return next(invalidKey());
+    res.locals['principal'] = read_with_key.principal;
+    res.locals['foundWithKey'] = read_with_key.found;
+    next();
+  };
+}
+
+/** What requireApiKeyReading found with the request's key (null: nothing in the key's workspace). */
+export function foundWithKey<T>(res: Response): T | null {
+  const found = res.locals['foundWithKey'] as T | null | undefined;
+  if (found === undefined) throw new Error('route reached without requireApiKeyReading');
+  return found;
 }
 
 export function principalOf(res: Response): ApiKeyPrincipal {

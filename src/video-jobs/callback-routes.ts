@@ -29,11 +29,10 @@ import { ApiError, fromZodError, notFound } from '../errors.js';
 import { CallbackRejected, ProviderError, type VerifiedCallback, type VideoProvider } from '../providers/video/types.js';
 import { inFlightLimit } from '../http/in-flight.js';
 import { rateLimit } from '../http/rate-limit.js';
+import { isUuid } from '../ids.js';
 import { PROVIDER_CALLBACK_LIMITS, type ProviderCallbackLimits } from './callbacks.js';
 
 /** A job id as the service makes them (a UUID): anything else cannot be one of ours. */
-const JOB_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
-
 /** What a verified callback did to its job. */
 export type CallbackNudge = 'nudged' | 'unchanged' | 'not_this_job';
 
@@ -197,7 +196,7 @@ export function providerCallbackRoutes(deps: ProviderCallbackDeps): Router {
     res.locals['jobId'] = job_id; // for the request log
     // Not one of our ids: acknowledged, nothing to nudge (a verified callback is never refused, or the
     // provider would keep delivering it).
-    if (JOB_ID.test(job_id)) {
+    if (isUuid(job_id)) {
       const concerns = (operation_id: string) => provider.callbackConcerns?.(operation_id, delivery) ?? false;
       if ((await deps.nudgeJob({ job_id, backend, delivery, concerns })) === 'not_this_job') {
         throw new ApiError(401, 'authentication_error', 'invalid_signature', "the callback is not about one of this job's requests");

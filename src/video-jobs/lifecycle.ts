@@ -18,7 +18,7 @@ import { cancelJobUpdate, JOB_NOT_CANCELLABLE, videoJobWorkflowId, type VideoJob
 import { listVideoJobs, markVideoJobDeleted, readVideoJob, type JobListQuery, type VideoJobRecord } from './records.js';
 import { restartVideoJob, type RecoverySettings } from './recovery.js';
 import { deleteVideoJobInputs } from './images.js';
-import { isUuid } from './service.js';
+import { isUuid } from '../ids.js';
 import type { ApiKeyPrincipal } from '../account/workspaces.js';
 
 /** A cancel waits this long for the job to settle before answering 503 (the cancel still happens). */

@@ -16,7 +16,7 @@ import { z } from 'zod';
 import { defaultVideoModelId, findVideoModel } from '../models/catalog.js';
 import type { AspectRatio, Resolution } from '../models/values.js';
 import { ApiError, invalidParam, notFound } from '../errors.js';
-import { principalOf } from '../http/auth.js';
+import { foundWithKey, principalOf } from '../http/auth.js';
 import { LIST_LIMIT_MAX } from '../http/schemas.js';
 import { CreateVideoBody, IMAGE_BYTES_MAX, PROMPT_CHARS_MAX } from './schemas.js';
 import { jsonBodyParser } from '../http/json-body.js';
@@ -27,7 +27,9 @@ import { multipartForm, type MultipartForm, type UploadedFile } from '../http/mu
 import { sniffImage } from '../media/image-sniff.js';
 import { videoContentGone, type Thumbnails } from '../media/thumbnails.js';
 import type { Storage } from '../storage/local.js';
-import { isUuid, type VideoJobsService } from './service.js';
+import { isUuid } from '../ids.js';
+import type { VideoJobsService } from './service.js';
+import type { VideoJobRecord } from './records.js';
 import type { VideoJobLifecycle } from './lifecycle.js';
 import { READS_BUSY } from '../http/read-gate.js';
 import { CONDITIONAL_HEADERS, IF_NONE_MATCH_PARAMETER, NOT_MODIFIED_RESPONSE, sendJsonConditionally } from '../http/conditional.js';
@@ -400,6 +402,8 @@ export interface OpenAiVideoRoutesDeps {
   auth: RequestHandler;
   /** `auth` behind the process's gate of job reads (../http/read-gate.ts). */
   readAuth: RequestHandler;
+  /** A job's status read: the gate, then the API key and the job in one query (foundWithKey). */
+  jobReadAuth: RequestHandler;
   limit: RequestHandler;
   jobs: VideoJobsService;
   lifecycle: VideoJobLifecycle;
@@ -525,8 +529,8 @@ export function openAiVideoRoutes(deps: OpenAiVideoRoutesDeps): ApiRouter {
     sendJsonConditionally(req, res, openAiPage(data, page.has_more));
   });
 
-  api.route(openaiRetrieveVideo, deps.readAuth, async ({ params }, req, res) => {
-    const job = await deps.jobs.get(principalOf(res), params.id);
+  api.route(openaiRetrieveVideo, deps.jobReadAuth, async ({ params }, req, res) => {
+    const job = deps.jobs.found(principalOf(res), params.id, foundWithKey<VideoJobRecord>(res));
     res.locals['jobId'] = job.job_id;
     sendJsonConditionally(req, res, presentOpenAiVideo(job));
   });

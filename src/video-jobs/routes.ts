@@ -8,9 +8,10 @@ import { videoBodyExample, videoBodySchema } from '../models/openapi-bodies.js';
 import { SimulateSchema } from '../providers/video/simulator.js';
 import type { VideoJobLifecycle } from './lifecycle.js';
 import { JSON_BODY_BYTES_MAX, jsonBodyParser } from '../http/json-body.js';
-import { principalOf } from '../http/auth.js';
+import { foundWithKey, principalOf } from '../http/auth.js';
 import { presentVideoJob } from './present.js';
 import type { VideoJobsService } from './service.js';
+import type { VideoJobRecord } from './records.js';
 import type { DownloadUrlSigner } from '../storage/signed-urls.js';
 import { baseUrlOf } from '../http/base-url.js';
 import { READS_BUSY } from '../http/read-gate.js';
@@ -150,6 +151,8 @@ export function videoRoutes(deps: {
   auth: RequestHandler;
   /** `auth` behind the process's gate of job reads (../http/read-gate.ts). */
   readAuth: RequestHandler;
+  /** A job's status read: the gate, then the API key and the job in one query (foundWithKey). */
+  jobReadAuth: RequestHandler;
   limit: RequestHandler;
   jobs: VideoJobsService;
   lifecycle: VideoJobLifecycle;
@@ -193,8 +196,8 @@ export function videoRoutes(deps: {
     res.json(await deps.lifecycle.delete(principalOf(res), params.id));
   });
 
-  api.route(getVideoGeneration, deps.readAuth, async ({ params }, req, res) => {
-    const job = await deps.jobs.get(principalOf(res), params.id);
+  api.route(getVideoGeneration, deps.jobReadAuth, async ({ params }, req, res) => {
+    const job = deps.jobs.found(principalOf(res), params.id, foundWithKey<VideoJobRecord>(res));
     res.locals['jobId'] = job.job_id; // for the request log
     sendJsonConditionally(req, res, await presentVideoJob(job, deps.downloadUrls, baseUrlOf(req, deps.publicBaseUrl)));
   });

@@ -5,7 +5,7 @@ import { WithStartWorkflowOperation, WorkflowFailedError, WorkflowUpdateFailedEr
 import { ApplicationFailure } from '@temporalio/common';
 import type { Db } from '../db/pool.js';
 import type { Storage } from '../storage/local.js';
-import { uuidForKey } from '../ids.js';
+import { isUuid, uuidForKey } from '../ids.js';
 import { defaultVideoModelId, estimateCostMicroEur, findVideoModel, videoBackendsFor } from '../models/catalog.js';
 import type { AspectRatio, Resolution, VideoParams } from '../models/values.js';
 import { SimulateSchema } from '../providers/video/simulator.js';
@@ -13,7 +13,7 @@ import { ApiError, fromZodError, invalidParam, keySpendLimitExceeded, notFound }
 import { isDependencyDown, RETRY_AFTER_S } from '../dependency-errors.js';
 import { decideAcceptance, foreseeRefusal, recordForeseenRefusal, type ForeseenRefusal } from './billing.js';
 import { requestFingerprint, type Fingerprint } from './request-fingerprint.js';
-import { readKeyedVideoJob, readVideoJob } from './records.js';
+import { readKeyedVideoJob, readVideoJob, type VideoJobRecord } from './records.js';
 import type { CreateVideoBody } from './schemas.js';
 import { requireKeyAllowsModel, type ApiKeyPrincipal } from '../account/workspaces.js';
 import { inputsFingerprint, resolveVideoRequestInputs } from './request-inputs.js';
@@ -65,12 +65,6 @@ const CLOCK_SKEW_MARGIN_MS = 5_000;
 export function acceptWindowMs(create_timeout_ms: number): number {
   return create_timeout_ms - Math.min(Math.max(Math.floor(create_timeout_ms / 3), 1_000), 10_000);
 }
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
-
-export function isUuid(s: string): boolean {
-  return UUID.test(s);
-}
-
 /** A job id derived from (workspace, Idempotency-Key): the same key from the same workspace is the same job. */
 export function jobIdForIdempotencyKey(workspaceId: string, key: string): string {
   return uuidForKey('video-job', workspaceId, key);
@@ -402,8 +396,15 @@ export class VideoJobsService {
    * the caller's is a 404.
    */
   async get(principal: ApiKeyPrincipal, job_id: string): Promise<VideoJobState> {
-    const record = isUuid(job_id) ? await this.fromDatabase(job_id) : null;
-    if (!record || record.workspace_id !== principal.workspace_id)
+    return this.found(principal, job_id, isUuid(job_id) ? await readVideoJob(this.deps.db, job_id) : null);
+  }
+
+  /**
+   * The job as `record` has it, read already (a status read reads it with the caller's key:
+   * readVideoJobWithKey); a 404 when there is none, it was deleted, or it is not the caller's.
+   */
+  found(principal: ApiKeyPrincipal, job_id: string, record: VideoJobRecord | null): VideoJobState {
+    if (!record || record.deleted || record.workspace_id !== principal.workspace_id)
       throw notFound('job_not_found', `no video generation job ${job_id}`, 'id');
     return record;
   }

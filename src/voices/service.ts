@@ -17,7 +17,7 @@ import { ApiError, notFound } from '../errors.js';
 import { VoiceProviderError, type ProviderAccountProblem, type VoiceProvider, type VoiceSample } from '../providers/voice/types.js';
 import { NOT_CONFIGURED_MESSAGE } from '../providers/voice/none.js';
 import type { ApiKeyPrincipal } from '../account/workspaces.js';
-import { isUuid } from '../video-jobs/service.js';
+import { isUuid } from '../ids.js';
 import { WORKSPACE_ID_SA } from '../../workflows/messages.js';
 import { voiceDeletionWorkflowId, type VoiceDeletionInput, type voiceDeletionWorkflow } from '../../workflows/voice-deletion.js';
 

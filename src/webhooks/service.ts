@@ -11,7 +11,7 @@ import { generateWebhookSecret } from './signature.js';
 import { WEBHOOK_EVENT_TYPES, type WebhookEventType } from './events.js';
 import { parseWebhookUrl, WebhookTargetError, type TargetPolicy } from './target-policy.js';
 import type { ApiKeyPrincipal } from '../account/workspaces.js';
-import { isUuid } from '../video-jobs/service.js';
+import { isUuid } from '../ids.js';
 import { cursorOf, pageOf, type Page } from '../db/pagination.js';
 
 /** Live endpoints a workspace may have: keeps the (unpaginated) listing and the fan-out per event bounded. */

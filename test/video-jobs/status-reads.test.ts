@@ -3,6 +3,7 @@
 // workflow task. Conditional reads (ETag, If-None-Match) on /v2 and /v1, and the list of pending jobs.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
 import { ADMIN_TOKEN, assertAuditHolds, http, newCustomer, simJob, startStack, type Stack } from '../helpers/stack.js';
 import { jobStateQuery, videoJobWorkflowId, type VideoJobState } from '../../workflows/messages.js';
 import express from 'express';
@@ -316,6 +317,59 @@ describe('status reads', () => {
   });
 
   // Last: it stops this stack's worker.
+  test("a status read is one query, its key and its job together; the key's refusals and another workspace's 404 are as before", async () => {
+    const c = await newCustomer(stack, 10);
+    const created = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: simJob({ delay_ms: 600_000 }) });
+    assert.equal(created.status, 202);
+    const id = created.body.id as string;
+    // The statements that look a key or a job up, by name, while one read runs (the worker's own, on the
+    // same pool, have other names).
+    const lookups = new Set(['api-key-principal', 'video-job-read', 'video-job-read-with-key']);
+    const seen: string[] = [];
+    const query = stack.db.query.bind(stack.db);
+    (stack.db as { query: unknown }).query = (config: unknown, ...rest: unknown[]) => {
+      const name = (config as { name?: string } | null)?.name;
+      if (name && lookups.has(name)) seen.push(name);
+      return (query as (...a: unknown[]) => unknown)(config, ...rest);
+    };
+    try {
+      for (const path of [jobPath(id), `/v1/videos/${id}`]) {
+        seen.length = 0;
+        const read = await http(stack.baseUrl, 'GET', path, { token: c.key });
+        assert.equal(read.status, 200, path);
+        assert.equal(read.body.id, id);
+        assert.deepEqual(seen, ['video-job-read-with-key'], `${path}: one query`);
+      }
+      // An id that names no job of this workspace, or is no id at all: the key alone is looked up.
+      seen.length = 0;
+      assert.equal((await http(stack.baseUrl, 'GET', jobPath(randomUUID()), { token: c.key })).status, 404);
+      assert.equal((await http(stack.baseUrl, 'GET', '/v1/videos/not-an-id', { token: c.key })).status, 404);
+      assert.deepEqual(seen, ['video-job-read-with-key', 'api-key-principal']);
+    } finally {
+      (stack.db as { query: unknown }).query = query;
+    }
+    const stranger = await newCustomer(stack, 1);
+    const foreign = await http(stack.baseUrl, 'GET', jobPath(id), { token: stranger.key });
+    assert.equal(foreign.status, 404);
+    assert.equal(foreign.body.error.code, 'job_not_found');
+    for (const token of [undefined, 'vva_sk_not-a-key', 'x'.repeat(201)]) {
+      const refused = await http(stack.baseUrl, 'GET', jobPath(id), token === undefined ? {} : { token });
+      assert.equal(refused.status, 401, String(token));
+      assert.equal(refused.body.error.code, 'invalid_api_key');
+    }
+    // A key revoked a moment ago is refused by the next read.
+    const second = await http(stack.baseUrl, 'POST', `/admin/v1/workspaces/${c.workspaceId}/api-keys`, { token: ADMIN_TOKEN, json: {} });
+    assert.equal((await http(stack.baseUrl, 'GET', jobPath(id), { token: second.body.key })).status, 200);
+    assert.equal((await http(stack.baseUrl, 'DELETE', `/admin/v1/api-keys/${second.body.id}`, { token: ADMIN_TOKEN })).status, 200);
+    assert.equal((await http(stack.baseUrl, 'GET', jobPath(id), { token: second.body.key })).status, 401);
+    // A deleted job is a 404 to its own workspace.
+    assert.equal((await http(stack.baseUrl, 'POST', `${jobPath(id)}/cancel`, { token: c.key })).status, 200);
+    assert.equal((await http(stack.baseUrl, 'DELETE', jobPath(id), { token: c.key })).status, 200);
+    const deleted = await http(stack.baseUrl, 'GET', jobPath(id), { token: c.key });
+    assert.equal(deleted.status, 404);
+    await assertAuditHolds(stack);
+  });
+
   test('a GET and the list of pending jobs never ask the workflow: with no worker running they answer at once', async () => {
     const c = await newCustomer(stack, 10);
     const ids: string[] = [];
