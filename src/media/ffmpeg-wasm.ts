@@ -23,6 +23,12 @@ export type MediaLane = 'speech' | 'thumbnail';
 export const MEDIA_LANE_PLACES: Readonly<Record<MediaLane, number>> = { speech: 16, thumbnail: 4 };
 /** One command, decode and encode, within this (FFmpeg's own timeout). */
 export const MEDIA_COMMAND_TIMEOUT_MS = 30_000;
+/**
+ * Runs of one command, at most. A command that throws inside the worker (a WebAssembly trap such as
+ * "memory access out of bounds") may leave FFmpeg's memory unusable for every command after it: that
+ * worker is discarded, and the command is tried once more on a new one.
+ */
+export const MEDIA_COMMAND_ATTEMPTS_MAX = 2;
 
 // The worker's code: CommonJS, run with `eval` so it works the same under tsx and from dist/.
 const WORKER_SOURCE = `
@@ -63,6 +69,8 @@ interface Task {
   lane: MediaLane;
   message: { input: Buffer; input_name: string; args: readonly string[]; output_name: string };
   worker?: Worker;
+  /** Runs started so far (at most MEDIA_COMMAND_ATTEMPTS_MAX). */
+  attempts: number;
   resolve(output: Buffer | null): void;
   reject(err: Error): void;
 }
@@ -93,6 +101,7 @@ export class FfmpegWasm {
   private readonly waiting: Record<MediaLane, Task[]> = { speech: [], thumbnail: [] };
   private running: Task | null = null;
   private nextId = 1;
+  private workers_started = 0;
 
   constructor(private readonly places: Readonly<Record<MediaLane, number>> = MEDIA_LANE_PLACES) {}
 
@@ -135,6 +144,11 @@ export class FfmpegWasm {
     return this.held[lane];
   }
 
+  /** Worker threads started so far: one, and one more after each that failed or was discarded. */
+  workersStarted(): number {
+    return this.workers_started;
+  }
+
   async close(): Promise<void> {
     const w = this.worker;
     this.worker = null;
@@ -145,7 +159,7 @@ export class FfmpegWasm {
 
   private enqueue(lane: MediaLane, message: Task['message']): Promise<Buffer | null> {
     return new Promise<Buffer | null>((resolve, reject) => {
-      this.waiting[lane].push({ id: this.nextId++, lane, message, resolve, reject });
+      this.waiting[lane].push({ id: this.nextId++, lane, message, attempts: 0, resolve, reject });
       this.pump();
     });
   }
@@ -157,6 +171,7 @@ export class FfmpegWasm {
     if (!task) return;
     const worker = this.ensureWorker();
     task.worker = worker;
+    task.attempts++;
     this.running = task;
     worker.postMessage({ id: task.id, ...task.message, timeout_ms: MEDIA_COMMAND_TIMEOUT_MS });
   }
@@ -164,13 +179,19 @@ export class FfmpegWasm {
   private ensureWorker(): Worker {
     if (this.worker) return this.worker;
     const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: coreFiles() });
+    this.workers_started++;
     worker.unref();
     worker.on('message', (m: { id: number; output: Uint8Array | null; rc: number; error?: string }) => {
       const t = this.running;
       if (!t || t.id !== m.id) return;
       this.running = null;
-      if (m.error) t.reject(mediaUnavailable(`the media worker failed (${m.error})`));
-      else t.resolve(m.output ? Buffer.from(m.output.buffer, m.output.byteOffset, m.output.byteLength) : null);
+      if (m.error) {
+        // FFmpeg threw: this worker's memory may be unusable from now on, so the next command gets a new
+        // worker; the command is tried once more there, first of its lane.
+        this.discard(worker);
+        if (t.attempts < MEDIA_COMMAND_ATTEMPTS_MAX) this.waiting[t.lane].unshift(t);
+        else t.reject(mediaUnavailable(`the media worker failed (${m.error})`));
+      } else t.resolve(m.output ? Buffer.from(m.output.buffer, m.output.byteOffset, m.output.byteLength) : null);
       this.pump();
     });
     const fail = (err: Error) => {
@@ -187,5 +208,11 @@ export class FfmpegWasm {
     worker.on('exit', (code) => fail(new Error(`exit ${code}`)));
     this.worker = worker;
     return worker;
+  }
+
+  /** Stops a worker no command may run on again; the next command starts a new one. */
+  private discard(worker: Worker): void {
+    if (this.worker === worker) this.worker = null;
+    void worker.terminate();
   }
 }

@@ -148,4 +148,25 @@ describe('media work', () => {
       await ffmpeg.close();
     }
   });
+  test('a command FFmpeg throws on is tried once more on a new worker, and the commands after it run on a fresh one', async () => {
+    const ffmpeg = new FfmpegWasm({ speech: 2, thumbnail: 2 });
+    try {
+      const wav = pcmToWav(Buffer.alloc(22050 * 2), 22050); // one second of silence
+      const flac = ['-c:a', 'flac', '-f', 'flac'];
+      assert.ok((await ffmpeg.run(wav, 'in.wav', flac, 'out.flac', 'speech'))?.subarray(0, 4).equals(Buffer.from('fLaC')));
+      assert.equal(ffmpeg.workersStarted(), 1);
+      // Writing the input into a directory that does not exist throws inside the worker, as a trap would.
+      await assert.rejects(ffmpeg.run(wav, 'no/such/dir/in.wav', flac, 'out.flac', 'speech'), (err: unknown) => {
+        return err instanceof ApiError && err.status === 503 && err.code === 'media_worker_unavailable' && /failed/.test(err.message);
+      });
+      assert.equal(ffmpeg.workersStarted(), 2, 'it was tried again on a new worker');
+      assert.ok((await ffmpeg.run(wav, 'in.wav', flac, 'out.flac', 'thumbnail'))?.subarray(0, 4).equals(Buffer.from('fLaC')));
+      assert.equal(ffmpeg.workersStarted(), 3, 'the worker it threw on again was discarded too');
+      assert.ok((await ffmpeg.run(wav, 'in.wav', flac, 'out.flac', 'speech'))?.subarray(0, 4).equals(Buffer.from('fLaC')));
+      assert.equal(ffmpeg.workersStarted(), 3, 'a worker that did not throw is kept');
+      assert.equal(ffmpeg.placesHeld('speech'), 0);
+    } finally {
+      await ffmpeg.close();
+    }
+  });
 });
