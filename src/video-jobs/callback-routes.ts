@@ -32,7 +32,6 @@ import { rateLimit } from '../http/rate-limit.js';
 import { isUuid } from '../ids.js';
 import { PROVIDER_CALLBACK_LIMITS, type ProviderCallbackLimits } from './callbacks.js';
 
-/** A job id as the service makes them (a UUID): anything else cannot be one of ours. */
 /** What a verified callback did to its job. */
 export type CallbackNudge = 'nudged' | 'unchanged' | 'not_this_job';
 
@@ -194,7 +193,7 @@ export function providerCallbackRoutes(deps: ProviderCallbackDeps): Router {
     const { job_id, backend } = head;
     const delivery = await verified(provider, req.headers, Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0));
     res.locals['jobId'] = job_id; // for the request log
-    // Not one of our ids: acknowledged, nothing to nudge (a verified callback is never refused, or the
+    // Not one of our ids (a job id is a UUID): acknowledged, nothing to nudge (a verified callback is never refused, or the
     // provider would keep delivering it).
     if (isUuid(job_id)) {
       const concerns = (operation_id: string) => provider.callbackConcerns?.(operation_id, delivery) ?? false;

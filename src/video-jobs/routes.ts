@@ -149,7 +149,7 @@ const getVideoGeneration = {
 
 export function videoRoutes(deps: {
   auth: RequestHandler;
-  /** `auth` behind the process's gate of job reads (../http/read-gate.ts). */
+  /** Lists of jobs: `auth` behind the process's gate of job reads (../http/read-gate.ts). */
   readAuth: RequestHandler;
   /** A job's status read: the gate, then the API key and the job in one query (foundWithKey). */
   jobReadAuth: RequestHandler;
