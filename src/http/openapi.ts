@@ -8,7 +8,7 @@
 // contract's schemas (path parameters, query, declared headers, the body, the Idempotency-Key) and
 // calls the handler with the values they give, typed from the contract: a refusal is the 400 of
 // fromZodError (or the contract's own `invalid` answer) and the handler never runs. What no schema can
-// say (a model's limits, which ids exist) the handler's services check. createApp (./app.ts) mounts the
+// say (a model's limits, which ids exist) the handler's services check. createApp (../runtime/app.ts) mounts the
 // routers and builds this document from the contracts of what it mounted, so the document lists
 // exactly the operations served (a handler mounted on `api.router` directly, like the docs page's
 // assets, is not an operation of the API).

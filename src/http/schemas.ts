@@ -1,7 +1,7 @@
 // Schemas every feature's routes share: the Idempotency-Key header, the pages of a list, ids, times and
 // amounts, and the error shape. Each feature's request and response schemas are in its own schemas.ts
 // (and openai-schemas.ts for /v1), each listing its response components (RESPONSE_COMPONENTS), which
-// the composition root (./app.ts) hands to the OpenAPI document.
+// the composition root (../runtime/app.ts) hands to the OpenAPI document.
 import { z } from 'zod';
 
 export const IDEMPOTENCY_KEY_CHARS_MAX = 255;

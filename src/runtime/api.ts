@@ -9,7 +9,7 @@ import { SpeechService } from '../voices/speech.js';
 import { WebhooksService } from '../webhooks/service.js';
 import { VideoJobsService } from '../video-jobs/service.js';
 import { VideoJobLifecycle } from '../video-jobs/lifecycle.js';
-import { createApp } from '../http/app.js';
+import { createApp } from './app.js';
 import { FfmpegWasm } from '../media/ffmpeg-wasm.js';
 import { VoiceConsentsService } from '../voices/consents.js';
 import { openConnection, SwappableClient } from '../temporal/client.js';

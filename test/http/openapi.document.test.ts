@@ -8,7 +8,7 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { z } from 'zod';
-import { createApp, RESPONSE_COMPONENTS as RESPONSE_SCHEMAS, type AppDeps } from '../../src/http/app.js';
+import { createApp, RESPONSE_COMPONENTS as RESPONSE_SCHEMAS, type AppDeps } from '../../src/runtime/app.js';
 import { ApiError } from '../../src/errors.js';
 import { openAiErrorBody } from '../../src/http/openai/errors.js';
 import { defaultVideoModelId, videoModels, videoBackendFor } from '../../src/models/catalog.js';

@@ -11,11 +11,11 @@ import type { VideoJobLifecycle } from '../video-jobs/lifecycle.js';
 import type { VoicesService } from '../voices/service.js';
 import type { SpeechService } from '../voices/speech.js';
 import type { WebhooksService } from '../webhooks/service.js';
-import { errorHandler, notFoundRoute } from './errors.js';
+import { errorHandler, notFoundRoute } from '../http/errors.js';
 import type { AuditOptions } from '../billing/audit.js';
-import { requireAdmin, requireApiKey, requireApiKeyReading } from './auth.js';
-import { rateLimit } from './rate-limit.js';
-import { jobReadGate, jobReadsInFlightMax } from './read-gate.js';
+import { requireAdmin, requireApiKey, requireApiKeyReading } from '../http/auth.js';
+import { rateLimit } from '../http/rate-limit.js';
+import { jobReadGate, jobReadsInFlightMax } from '../http/read-gate.js';
 import { videoRoutes } from '../video-jobs/routes.js';
 import { modelRoutes } from '../models/routes.js';
 import { fileRoutes } from '../video-jobs/file-routes.js';
@@ -28,9 +28,9 @@ import { statementRoutes } from '../account/statement-routes.js';
 import { consoleRoutes } from '../service/console-routes.js';
 import { providerCallbackRoutes, type ProviderCallbackDeps } from '../video-jobs/callback-routes.js';
 import { healthRoutes } from '../service/health-routes.js';
-import { buildOpenApiDocument, type ApiRouter, type OpenApiDocument } from './openapi.js';
-import * as SharedSchemas from './schemas.js';
-import * as SharedOpenAiSchemas from './openai/schemas.js';
+import { buildOpenApiDocument, type ApiRouter, type OpenApiDocument } from '../http/openapi.js';
+import * as SharedSchemas from '../http/schemas.js';
+import * as SharedOpenAiSchemas from '../http/openai/schemas.js';
 import * as VideoJobSchemas from '../video-jobs/schemas.js';
 import * as VideoJobOpenAiSchemas from '../video-jobs/openai-schemas.js';
 import * as ModelSchemas from '../models/schemas.js';
@@ -42,11 +42,11 @@ import * as AdminSchemas from '../admin/schemas.js';
 import * as AccountSchemas from '../account/schemas.js';
 import * as WebhookSchemas from '../webhooks/schemas.js';
 import { webhookOperations } from '../webhooks/openapi.js';
-import { methodNotAllowed, optionsAllow } from './method-not-allowed.js';
+import { methodNotAllowed, optionsAllow } from '../http/method-not-allowed.js';
 import { handleMetricsRequest, observeHttpRequest } from '../metrics.js';
 import { FfmpegWasm } from '../media/ffmpeg-wasm.js';
 import { Thumbnails } from '../media/thumbnails.js';
-import { openAiRoutes } from './openai/index.js';
+import { openAiRoutes } from './openai-app.js';
 import { openAiSpeechRoutes } from '../voices/openai-speech-routes.js';
 import { openAiVoiceRoutes } from '../voices/openai-routes.js';
 import type { VoiceConsentsService } from '../voices/consents.js';
@@ -92,7 +92,7 @@ export interface AppDeps {
   ffmpeg?: FfmpegWasm;
   /** Whether the process is ready (Postgres and Temporal reachable). */
   ready: () => Promise<boolean>;
-  /** Connections of `db`'s pool (DATABASE_POOL_MAX, default 10): the job reads run at once follow it (./read-gate.ts). */
+  /** Connections of `db`'s pool (DATABASE_POOL_MAX, default 10): the job reads run at once follow it (../http/read-gate.ts). */
   databasePoolMax?: number;
 }
 
@@ -200,7 +200,7 @@ function featureRouters(app: express.Express, deps: AppDeps, guards: CustomerGua
         ...(deps.voiceConsents ? [openAiVoiceRoutes({ auth, limit, voices: deps.voices, consents: deps.voiceConsents })] : []),
       ],
     });
-  // The OpenAPI document is built from the contracts of the routers mounted here (./openapi.ts).
+  // The OpenAPI document is built from the contracts of the routers mounted here (../http/openapi.ts).
   return [
     videoRoutes({
       auth,
@@ -260,7 +260,7 @@ export function createApp(deps: AppDeps): express.Express {
   app.set('query parser', 'simple');
   app.use(requestLog(deps.logger));
 
-  // Job reads yield to writes: the gate counts every write in flight in the process (./read-gate.ts).
+  // Job reads yield to writes: the gate counts every write in flight in the process (../http/read-gate.ts).
   const gate = jobReadGate({ permits: jobReadsInFlightMax(deps.databasePoolMax ?? 10) });
   app.use(gate.writes);
   app.use(optionsAllow(app));

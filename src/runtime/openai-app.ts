@@ -1,20 +1,20 @@
 // The OpenAI-compatible API under /v1: the openai SDKs work against this service by setting their base
 // URL to <service>/v1 and their API key to one of ours. Same keys, workspaces, jobs, voices and money as
-// /v2; OpenAI's shapes and error format (./errors.ts) on every answer under /v1, errors included. Its
-// routes are mounted from their contracts (../openapi.ts), so the OpenAPI document lists them.
+// /v2; OpenAI's shapes and error format (../http/openai/errors.ts) on every answer under /v1, errors included. Its
+// routes are mounted from their contracts (../http/openapi.ts), so the OpenAPI document lists them.
 import type { RequestHandler } from 'express';
 import type { Logger } from 'pino';
-import { ApiRouter } from '../openapi.js';
-import { openAiErrorHandler, openAiNotFoundRoute } from './errors.js';
-import { openAiVideoRoutes } from '../../video-jobs/openai-routes.js';
-import { openAiModelRoutes } from '../../models/openai-routes.js';
+import { ApiRouter } from '../http/openapi.js';
+import { openAiErrorHandler, openAiNotFoundRoute } from '../http/openai/errors.js';
+import { openAiVideoRoutes } from '../video-jobs/openai-routes.js';
+import { openAiModelRoutes } from '../models/openai-routes.js';
 
 export type OpenAiDeps = Parameters<typeof openAiVideoRoutes>[0] &
   Parameters<typeof openAiModelRoutes>[0] & {
     logger: Logger;
     /** Further /v1 routers (speech, voices), mounted before the 404. */
     more?: ApiRouter[];
-    /** The 405 of a known path asked with a method none of its routes has (../method-not-allowed.ts), before the 404. */
+    /** The 405 of a known path asked with a method none of its routes has (../http/method-not-allowed.ts), before the 404. */
     methodNotAllowed?: RequestHandler;
   };
 
