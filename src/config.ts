@@ -13,12 +13,11 @@ import { ConfigError } from './config-error.js';
 import { useCatalogFile } from './models/catalog.js';
 import { SPEECH_PROVIDERS, type SpeechProvider } from './models/values.js';
 import { loadTemporalSettings, temporalEnv, type TemporalSettings } from './temporal/connection-config.js';
+import { TASK_QUEUE_NAME } from './temporal/workflow-states.js';
 
 export { ConfigError };
 
 const boolish = z.enum(['on', 'off', 'true', 'false', '1', '0']).transform((v) => v === 'on' || v === 'true' || v === '1');
-/** A task queue's name; it is written into the reconciler's visibility query, so plain characters only. */
-export const TASK_QUEUE_NAME = /^[A-Za-z0-9._:-]{1,200}$/;
 
 const intFrom = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
 

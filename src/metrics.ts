@@ -5,7 +5,7 @@
 import http from 'node:http';
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import { ConfigError } from './config.js';
+import { ConfigError } from './config-error.js';
 import type { Db } from './db/pool.js';
 
 export const registry = new Registry();

@@ -2,7 +2,7 @@
 // (src/db/migrations) to DATABASE_URL, prints what it applied, and exits. Deployments run it once per
 // release before the new processes start (the Helm chart's migration Job); every API and worker
 // process also migrates at startup, which is then a no-op check under the same advisory lock.
-import { ConfigError } from './config.js';
+import { ConfigError } from './config-error.js';
 import { createPool } from './db/pool.js';
 import { migrate } from './db/migrate.js';
 import { redactUrl } from './runtime/database.js';

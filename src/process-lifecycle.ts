@@ -2,7 +2,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { ConfigError } from './config.js';
+import { ConfigError } from './config-error.js';
 
 const ERRNO_TEXT: Record<string, { what: string; fix: string }> = {
   EACCES: { what: 'permission denied', fix: 'run as a user who may write there, or set DATA_DIR to a directory you own' },

@@ -148,4 +148,13 @@ export const videoJobStartSearchAttributes = (workspace_id: string, model: strin
   { key: JOB_STATUS_SA, value: 'pending' },
 ];
 
+/** What the voice deletion workflow (./voice-deletion.ts) and its activity are given. */
+export interface VoiceDeletionInput {
+  registry_id: string;
+  workspace_id: string;
+  /** The provider that holds the voice, fixed when it was cloned. */
+  provider: string;
+  voice_id: string;
+}
+
 export const videoJobWorkflowId = (job_id: string) => `video-job-${job_id}`;

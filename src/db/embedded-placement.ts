@@ -14,7 +14,7 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { ConfigError } from '../config.js';
+import { ConfigError } from '../config-error.js';
 
 /** Everything placed for the `postgres` user lives under here (root only ever writes it). */
 export const PLACEMENT_ROOT = '/var/lib/video-voice-api';

@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
-import { ConfigError } from '../config.js';
+import { ConfigError } from '../config-error.js';
 import { placeForPostgresUser, postgresUserIds, type Binaries, type UserIds } from './embedded-placement.js';
 
 export interface EmbeddedPostgres {

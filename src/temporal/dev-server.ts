@@ -4,7 +4,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { Connection } from '@temporalio/client';
-import { ConfigError } from '../config.js';
+import { ConfigError } from '../config-error.js';
 import { projectPath } from '../paths.js';
 import { isProcessAlive } from '../pids.js';
 import { SEARCH_ATTRIBUTES } from '../../workflows/messages.js';

@@ -4,7 +4,7 @@
 // the operator service; where this process may not use it (Temporal Cloud, or an identity without that
 // permission), each is looked up by a visibility query naming it, which Temporal refuses as an invalid
 // argument when the namespace has no such attribute.
-import { ConfigError } from '../config.js';
+import { ConfigError } from '../config-error.js';
 import { SEARCH_ATTRIBUTES } from '../../workflows/messages.js';
 import type { TemporalConnectOptions } from './connection-config.js';
 import { credentialRefusal, grpcCode, GRPC } from './startup-errors.js';

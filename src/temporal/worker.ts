@@ -2,7 +2,7 @@
 import fs from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { DefaultLogger, NativeConnection, Runtime, Worker, makeTelemetryFilterString, type LogLevel } from '@temporalio/worker';
-import { ConfigError } from '../config.js';
+import { ConfigError } from '../config-error.js';
 import { DEFAULT_WORKER_LIMITS, type WorkerLimits } from './worker-limits.js';
 import type { TemporalConnectOptions } from './connection-config.js';
 import { diagnoseConnectFailure } from './startup-errors.js';

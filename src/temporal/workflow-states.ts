@@ -3,7 +3,9 @@
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import type { WorkflowState } from '../billing/audit.js';
 import { videoJobWorkflowId } from '../../workflows/messages.js';
-import { TASK_QUEUE_NAME } from '../config.js';
+
+/** A task queue's name; it is written into the visibility query below, so plain characters only (the config checks TEMPORAL_TASK_QUEUE with it). */
+export const TASK_QUEUE_NAME = /^[A-Za-z0-9._:-]{1,200}$/;
 
 /** Job workflows listed per page, and at most in one listing (the ids of 200,000 jobs are about 15 MiB). */
 const LIST_PAGE_SIZE = 1_000;
