@@ -10,7 +10,7 @@ import { NoVoiceProvider } from '../providers/voice/none.js';
 import { ElevenLabsVoiceProvider } from '../providers/voice/elevenlabs.js';
 import type { VoiceProvider } from '../providers/voice/types.js';
 import { findVideoModel, providerModelIdFor, videoModelBackendFor, type ConfiguredBackends } from '../models/catalog.js';
-import type { VideoBackend } from '../models/values.js';
+import { VIDEO_BACKENDS, type VideoBackend } from '../models/values.js';
 import { FalVideoProvider } from '../providers/video/fal.js';
 import { ReplicateVideoProvider } from '../providers/video/replicate.js';
 
@@ -60,8 +60,7 @@ export function createVideoProviders(db: Db, config: Config): Map<string, VideoP
  * create, so none of them can name a backend the others miss.
  */
 export function configuredBackends(providers: ReadonlyMap<string, unknown>): ConfiguredBackends {
-  const has = (b: VideoBackend) => providers.has(b);
-  return { simulator: has('simulator'), vertex: has('vertex'), fal: has('fal'), replicate: has('replicate') };
+  return Object.fromEntries(VIDEO_BACKENDS.map((b) => [b, providers.has(b)])) as Record<VideoBackend, boolean>;
 }
 
 /** The voice provider of VOICE_PROVIDER (ElevenLabs: its key, base URL and model from ELEVENLABS_*). */
