@@ -18,9 +18,9 @@ case "$(uname -s)-$(uname -m)" in
 esac
 mkdir -p "$dir"
 echo "install-node24: installing node@$major into $dir (one time)..." >&2
-npm install --prefix "$dir" --ignore-scripts --no-audit --no-fund "node@$major" >&2
+npm install --prefix "$dir" --save-exact --ignore-scripts --no-audit --no-fund "node@$major" >&2
 version="$(node -p "require('$dir/node_modules/node/package.json').version")"
-npm install --prefix "$dir" --ignore-scripts --no-audit --no-fund "node-$platform@$version" >&2
+npm install --prefix "$dir" --save-exact --ignore-scripts --no-audit --no-fund "node-$platform@$version" >&2
 mkdir -p "$bin"
 ln -sf "$dir/node_modules/node-$platform/bin/node" "$bin/node"
 "$bin/node" --version >&2
