@@ -3,7 +3,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import type { Logger } from 'pino';
 import type { Db } from '../src/db/pool.js';
 import { VoiceProviderError, type VoiceProvider } from '../src/providers/voice/types.js';
-import type { VoiceDeletionInput } from '../workflows/voice-deletion.js';
+import type { VoiceDeletionInput } from '../workflows/messages.js';
 
 export interface VoiceActivityDeps {
   db: Db;

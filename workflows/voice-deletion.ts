@@ -5,14 +5,7 @@
 // is idempotent (a provider that no longer has the voice counts as deleted).
 import { proxyActivities } from '@temporalio/workflow';
 import type { VoiceActivities } from '../activities/voice.js';
-
-export interface VoiceDeletionInput {
-  registry_id: string;
-  workspace_id: string;
-  /** The provider that holds the voice, fixed when it was cloned. */
-  provider: string;
-  voice_id: string;
-}
+import type { VoiceDeletionInput } from './messages.js';
 
 export interface VoiceDeletionResult {
   registry_id: string;
