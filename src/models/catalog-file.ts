@@ -6,7 +6,7 @@ import { parseDocument } from 'yaml';
 import { z } from 'zod';
 import { ConfigError } from '../config-error.js';
 import { eurToMicroEur } from '../money.js';
-import type { Catalog, PricePerSecond, SpeechModel, VideoModel, VideoModelBackend } from './catalog.js';
+import type { Catalog, PricePerSecond, SpeechModel, VideoModel, VideoModelBackend } from './catalog-types.js';
 import { ASPECT_RATIOS, RESOLUTIONS, SPEECH_FORMATS, SPEECH_PROVIDERS, VIDEO_BACKENDS, type Resolution } from './values.js';
 
 /** Limits on the file itself. */
