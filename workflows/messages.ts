@@ -1,9 +1,19 @@
-// Message definitions and types shared by the API, the workers and the video job workflow: the job's
-// input and state, its query, updates and signal, and its search attributes.
+// Message definitions and types shared by the API, the workers and the workflows: the video job's input
+// and state, its query, updates and signal, and its search attributes; the voice deletion's input (here,
+// not in its workflow's file, so that its activity and its workflow do not import each other).
 // Imported by workflow code: no Node APIs here, only types and Temporal definitions.
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
 import type { VideoParams } from '../src/models/values.js';
+
+/** What the voice deletion workflow (./voice-deletion.ts) and its activity are given. */
+export interface VoiceDeletionInput {
+  registry_id: string;
+  workspace_id: string;
+  /** The provider that holds the voice, fixed when it was cloned. */
+  provider: string;
+  voice_id: string;
+}
 
 export interface StoredVideo {
   storage_key: string;
@@ -147,14 +157,5 @@ export const videoJobStartSearchAttributes = (workspace_id: string, model: strin
   { key: VIDEO_MODEL_SA, value: model },
   { key: JOB_STATUS_SA, value: 'pending' },
 ];
-
-/** What the voice deletion workflow (./voice-deletion.ts) and its activity are given. */
-export interface VoiceDeletionInput {
-  registry_id: string;
-  workspace_id: string;
-  /** The provider that holds the voice, fixed when it was cloned. */
-  provider: string;
-  voice_id: string;
-}
 
 export const videoJobWorkflowId = (job_id: string) => `video-job-${job_id}`;

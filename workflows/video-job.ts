@@ -8,7 +8,7 @@
 // Settlement keeps the charge for what was delivered and refunds the rest; it also runs on provider
 // failure, deadline and cancellation, in a scope nothing can cancel. While the provider works, the job
 // is a timer and a row the workers' poller reads (src/video-jobs/operation-poller.ts): nothing runs.
-// How a change to this file ships is in README ("Changing a workflow").
+// How a change to this file ships is in docs/architecture.md ("Changing a workflow").
 import {
   ActivityCancellationType,
   ActivityFailure,

@@ -61,10 +61,9 @@ export type ObjectSchema = JsonSchema & { properties: Record<string, JsonSchema>
 const MiB = 1024 * 1024;
 export const bytesText = (n: number) => (n % MiB === 0 ? `${n / MiB} MiB` : n % 1024 === 0 ? `${n / 1024} KiB` : `${n} bytes`);
 
-/** What serves the models here: the simulator, Vertex AI, the configured voice provider. */
+/** What serves the models here: the video backends this process serves (the catalog's ConfiguredBackends), and the voice provider. */
 export interface ModelAvailability {
-  simulator: boolean;
-  vertex: boolean;
+  backends: { simulator: boolean } & { readonly [backend: string]: boolean | undefined };
   voiceProvider: string;
 }
 

@@ -1,5 +1,6 @@
-// The shapes of the model catalog: what config/models.yaml holds once read and checked (./catalog-file.ts),
-// and what ./catalog.ts serves to the rest of the service.
+// The shape of the model catalog: its video models (with their backends and how a job's fields map to an
+// aggregator's input), retired aliases and speech models. ./catalog-file.ts builds one from a file and
+// ./catalog.ts holds the process's; both import the shape from here, so neither imports the other back.
 import type { AspectRatio, ImageMimeType, Resolution, SpeechFormat, SpeechProvider, VideoBackend, VideoParams } from './values.js';
 
 /** Price of one second of video by resolution, in micro-euros. */

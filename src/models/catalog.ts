@@ -5,9 +5,9 @@
 import path from 'node:path';
 import { readCatalogFile } from './catalog-file.js';
 import { projectPath } from '../paths.js';
-
 import type { Catalog, SpeechModel, VideoModel, VideoModelAlias, VideoModelBackend } from './catalog-types.js';
 import type { VideoBackend, VideoParams } from './values.js';
+
 export type {
   Catalog,
   PricePerSecond,
@@ -88,13 +88,12 @@ export function estimateCostMicroEur(model: VideoModel, params: VideoParams, opt
   return unitPriceMicroEur(model, params, options) * params.n;
 }
 
-/** Which real backends this process has credentials for (VERTEX_PROJECT_ID, FAL_KEY, REPLICATE_API_TOKEN), and SIMULATOR. */
-export interface ConfiguredBackends {
-  simulator: boolean;
-  vertex?: boolean | undefined;
-  fal?: boolean | undefined;
-  replicate?: boolean | undefined;
-}
+/**
+ * Which real backends this process has credentials for (VERTEX_PROJECT_ID, FAL_KEY, REPLICATE_API_TOKEN), and
+ * SIMULATOR. One value per process (src/runtime/providers.ts, configuredBackends) is what both model lists,
+ * the OpenAPI document and the create read, so what is listed is what is accepted.
+ */
+export type ConfiguredBackends = { simulator: boolean } & { readonly [B in Exclude<VideoBackend, 'simulator'>]?: boolean | undefined };
 
 /**
  * The backends that can serve a job of this model, in the model's order: those configured (and, given

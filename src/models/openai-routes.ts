@@ -3,7 +3,7 @@
 // lists). Any other id, including one the key may not use, is a 404 as OpenAI answers it.
 import type { RequestHandler } from 'express';
 import { z } from 'zod';
-import { speechModels, videoBackendFor, videoModels } from './catalog.js';
+import { speechModels, videoBackendFor, videoModels, type ConfiguredBackends } from './catalog.js';
 import { keyAllowsModel, type ApiKeyPrincipal } from '../account/workspaces.js';
 import { principalOf } from '../http/auth.js';
 import { notFound } from '../errors.js';
@@ -35,11 +35,12 @@ const openaiRetrieveModel = {
   errors: { 404: 'No such model, or one this API key may not use (model_not_found, `param: model`).' },
 } satisfies RouteContract;
 
-export function openAiModelRoutes(deps: { auth: RequestHandler; simulator: boolean; vertex: boolean; voiceProvider: string }): ApiRouter {
+/** `backends`: the process's one set of configured video backends, the one GET /v2/models and the create read. */
+export function openAiModelRoutes(deps: { auth: RequestHandler; backends: ConfiguredBackends; voiceProvider: string }): ApiRouter {
   const api = new ApiRouter();
   const usable = (principal: ApiKeyPrincipal) =>
     [
-      ...videoModels().filter((m) => videoBackendFor(m, { simulator: deps.simulator, vertex: deps.vertex }) !== null),
+      ...videoModels().filter((m) => videoBackendFor(m, deps.backends) !== null),
       ...speechModels().filter((m) => m.provider === deps.voiceProvider),
     ]
       .filter((m) => keyAllowsModel(principal, m.id))

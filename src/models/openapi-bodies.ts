@@ -113,19 +113,19 @@ function videoVariants(
  */
 export function videoBodySchema(base: ObjectSchema, avail: ModelAvailability, simulate: SimulateJsonSchema): JsonSchema {
   const served = videoModels()
-    .map((m) => ({ m, backend: videoBackendFor(m, avail) }))
+    .map((m) => ({ m, backend: videoBackendFor(m, avail.backends) }))
     .filter((x) => x.backend !== null);
   if (served.length === 0) return base;
   const simulateOf = (m: VideoModel, backend: string | null) => (backend === 'simulator' && m.accepts_parameters ? simulate : null);
   const variants = served.flatMap(({ m, backend }) => videoVariants(base, m, simulateOf(m, backend), true));
   for (const alias of videoModelAliases()) {
     const m = findVideoModel(alias.replaced_by);
-    const backend = m ? videoBackendFor(m, avail) : null;
+    const backend = m ? videoBackendFor(m, avail.backends) : null;
     if (m && backend) variants.push(...videoVariants(base, m, simulateOf(m, backend), true, alias.id));
   }
   const defaultId = defaultVideoModelId();
   const def = findVideoModel(defaultId);
-  const defBackend = def ? videoBackendFor(def, avail) : null;
+  const defBackend = def ? videoBackendFor(def, avail.backends) : null;
   if (def && defBackend) variants.push(...videoVariants(base, def, simulateOf(def, defBackend), false));
   return {
     description:
@@ -182,8 +182,8 @@ export function apiKeyBodySchema(base: ObjectSchema): JsonSchema {
 
 /** An example request (shown by /docs, sent by "Try it out"): the first model served here, with its defaults. */
 export function videoBodyExample(avail: ModelAvailability): Record<string, unknown> | undefined {
-  const m = findVideoModel(defaultVideoModelId()) ?? videoModels().find((x) => videoBackendFor(x, avail) !== null);
-  if (m && videoBackendFor(m, avail) === null) return undefined;
+  const m = findVideoModel(defaultVideoModelId()) ?? videoModels().find((x) => videoBackendFor(x, avail.backends) !== null);
+  if (m && videoBackendFor(m, avail.backends) === null) return undefined;
   if (!m) return undefined;
   return { prompt: 'a lighthouse at dusk, waves crashing', model: m.id, durationSeconds: m.default_params.durationSeconds, n: 1 };
 }

@@ -53,17 +53,10 @@ const getModel = {
   errors: { 404: 'Unknown model (model_not_found).' },
 } satisfies RouteContract;
 
-export function modelRoutes(deps: {
-  auth: RequestHandler;
-  simulator: boolean;
-  vertex?: boolean;
-  fal?: boolean;
-  replicate?: boolean;
-  voiceProvider: string;
-}): ApiRouter {
+/** `backends`: the process's one set of configured video backends, the one GET /v1/models and the create read. */
+export function modelRoutes(deps: { auth: RequestHandler; backends: ConfiguredBackends; voiceProvider: string }): ApiRouter {
   const api = new ApiRouter();
-  const configured: ConfiguredBackends = { simulator: deps.simulator, vertex: deps.vertex, fal: deps.fal, replicate: deps.replicate };
-  const usableOf = (m: VideoModel) => videoBackendsFor(m, configured);
+  const usableOf = (m: VideoModel) => videoBackendsFor(m, deps.backends);
   const all = () => [
     ...videoModels().map((m) => {
       const usable = usableOf(m);

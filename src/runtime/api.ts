@@ -21,7 +21,7 @@ import { checkSearchAttributes } from '../temporal/search-attributes.js';
 import { nudgePollForCallback } from '../video-jobs/operation-polls.js';
 import { Secrets } from './secrets.js';
 import { createStorage, checkStorage, closeStorage, createDownloads } from './storage.js';
-import { createVideoProviders, createVoiceProvider } from './providers.js';
+import { configuredBackends, createVideoProviders, createVoiceProvider } from './providers.js';
 import { temporalClientOptions } from '../telemetry/index.js';
 import { traceProviderCallback } from '../telemetry/job-trace.js';
 import type { Storage } from '../storage/local.js';
@@ -161,16 +161,14 @@ interface AppParts {
  * The services that start workflows: creating video jobs, listing, cancelling and deleting them
  * (with recovery of lost runs), and cloned voices (whose deletion is a workflow).
  */
-function createWorkflowServices({ config, db, storage, temporal, voiceProvider, logger }: AppParts) {
+function createWorkflowServices(parts: AppParts) {
+  const { config, db, storage, temporal, voiceProvider, logger } = parts;
   const jobs = new VideoJobsService({
     db,
     storage,
     temporal,
     taskQueue: config.temporal.taskQueue,
-    simulator: config.simulator,
-    vertex: config.vertex !== null,
-    fal: config.fal !== null,
-    replicate: config.replicate !== null,
+    backends: configuredBackends(parts.callbackProviders),
     job_timeout_ms: config.video.jobTimeoutMs,
     create_timeout_ms: config.video.createTimeoutMs,
   });
@@ -210,10 +208,7 @@ function buildApp(parts: AppParts): http.RequestListener {
     webhooks: new WebhooksService({ db, policy: { production: config.production } }),
     logger: parts.logger,
     adminToken: parts.secrets.adminToken,
-    simulator: config.simulator,
-    vertex: config.vertex !== null,
-    fal: config.fal !== null,
-    replicate: config.replicate !== null,
+    backends: configuredBackends(parts.callbackProviders),
     providerCallbacks: {
       providerFor: (backend) => parts.callbackProviders.get(backend),
       // With tracing, a span of the job's trace.

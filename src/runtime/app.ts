@@ -18,6 +18,7 @@ import { rateLimit } from '../http/rate-limit.js';
 import { jobReadGate, jobReadsInFlightMax } from '../http/read-gate.js';
 import { videoRoutes } from '../video-jobs/routes.js';
 import { modelRoutes } from '../models/routes.js';
+import type { ConfiguredBackends } from '../models/catalog.js';
 import { fileRoutes } from '../video-jobs/file-routes.js';
 import { adminRoutes } from '../admin/routes.js';
 import { voiceRoutes } from '../voices/routes.js';
@@ -64,12 +65,8 @@ export interface AppDeps {
   webhooks: WebhooksService;
   logger: Logger;
   adminToken: string;
-  simulator: boolean;
-  /** Vertex AI is configured (it serves the reference family). */
-  vertex?: boolean;
-  /** fal and Replicate are configured (FAL_KEY, REPLICATE_API_TOKEN). */
-  fal?: boolean;
-  replicate?: boolean;
+  /** The video backends this process serves: one set for /v2/models, /v1/models and the OpenAPI document (the create has the same). */
+  backends: ConfiguredBackends;
   /** POST /v2/provider-callbacks/...: the adapters that verify callbacks and what a verified one does; unset = not mounted. */
   providerCallbacks?: ProviderCallbackDeps;
   /** The configured voice provider (VOICE_PROVIDER). */
@@ -194,7 +191,6 @@ function featureRouters(app: express.Express, deps: AppDeps, guards: CustomerGua
       storage,
       thumbnails: new Thumbnails({ storage, ffmpeg: deps.ffmpeg ?? new FfmpegWasm() }),
       methodNotAllowed: methodNotAllowed(app),
-      vertex: deps.vertex ?? false,
       more: [
         openAiSpeechRoutes({ auth, limit, speech: deps.speech }),
         ...(deps.voiceConsents ? [openAiVoiceRoutes({ auth, limit, voices: deps.voices, consents: deps.voiceConsents })] : []),
@@ -212,14 +208,7 @@ function featureRouters(app: express.Express, deps: AppDeps, guards: CustomerGua
       downloadUrls: deps.downloadUrls,
       publicBaseUrl: deps.publicBaseUrl,
     }),
-    modelRoutes({
-      auth,
-      simulator: deps.simulator,
-      vertex: deps.vertex ?? false,
-      fal: deps.fal,
-      replicate: deps.replicate,
-      voiceProvider: deps.voiceProvider,
-    }),
+    modelRoutes({ auth, backends: deps.backends, voiceProvider: deps.voiceProvider }),
     voiceRoutes({ auth, limit, voices: deps.voices, ...(deps.voiceConsents ? { consents: deps.voiceConsents } : {}) }),
     speechRoutes({ auth, limit, speech: deps.speech }),
     webhookRoutes({ auth, limit, webhooks: deps.webhooks }),
@@ -278,8 +267,7 @@ export function createApp(deps: AppDeps): express.Express {
   for (const r of routers) app.use(r.router);
   app.use(consoleRoutes({ logger: deps.logger }));
   const documentContext = {
-    simulator: deps.simulator,
-    vertex: deps.vertex ?? false,
+    backends: deps.backends,
     voiceProvider: deps.voiceProvider,
     production: deps.production ?? false,
   };

@@ -9,7 +9,8 @@ import { SimulatedVoiceProvider } from '../providers/voice/simulator.js';
 import { NoVoiceProvider } from '../providers/voice/none.js';
 import { ElevenLabsVoiceProvider } from '../providers/voice/elevenlabs.js';
 import type { VoiceProvider } from '../providers/voice/types.js';
-import { findVideoModel, providerModelIdFor, videoModelBackendFor } from '../models/catalog.js';
+import { findVideoModel, providerModelIdFor, videoModelBackendFor, type ConfiguredBackends } from '../models/catalog.js';
+import { VIDEO_BACKENDS, type VideoBackend } from '../models/values.js';
 import { FalVideoProvider } from '../providers/video/fal.js';
 import { ReplicateVideoProvider } from '../providers/video/replicate.js';
 
@@ -51,6 +52,15 @@ export function createVideoProviders(db: Db, config: Config): Map<string, VideoP
     );
   }
   return providers;
+}
+
+/**
+ * The backends a process serves, as the catalog reads them: exactly those createVideoProviders built an
+ * adapter for. The API passes this one set to the model lists (/v2 and /v1), the OpenAPI document and the
+ * create, so none of them can name a backend the others miss.
+ */
+export function configuredBackends(providers: ReadonlyMap<string, unknown>): ConfiguredBackends {
+  return Object.fromEntries(VIDEO_BACKENDS.map((b) => [b, providers.has(b)])) as Record<VideoBackend, boolean>;
 }
 
 /** The voice provider of VOICE_PROVIDER (ElevenLabs: its key, base URL and model from ELEVENLABS_*). */

@@ -12,36 +12,9 @@
 import { createRequire } from 'node:module';
 import type { ClientInterceptors } from '@temporalio/client';
 import type { ReplayWorkerOptions, WorkerOptions } from '@temporalio/worker';
+import type { JobSpan, TelemetryRole, TracingHooks } from './hooks.js';
 
-/** Which processes' parts run here: `npm run api`, `npm run worker`, or both (`npm start`). */
-export type TelemetryRole = 'api' | 'worker' | 'all';
-
-/** The attribute naming the public id of the video job a span is part of. */
-export const VIDEO_JOB_ID_ATTRIBUTE = 'video_job.id';
-/** The attribute naming the id of the speech request a span is part of. */
-export const SPEECH_REQUEST_ID_ATTRIBUTE = 'speech_request.id';
-
-/** A span started by the service's own code (a poll, a callback), in a job's trace. */
-export interface JobSpan {
-  /** The span's name. */
-  name: string;
-  job_id: string;
-  /** The job's trace context (W3C traceparent) as kept with the job; null: a trace of its own. */
-  trace_parent: string | null;
-  attributes?: Record<string, string | number | boolean>;
-}
-
-/** What ./tracing.js installs once tracing has started. */
-export interface TracingHooks {
-  logFields(): Record<string, string>;
-  traceParent(): string | null;
-  inJobSpan<T>(span: JobSpan, fn: () => Promise<T>): Promise<T>;
-  inSpan<T>(name: string, attributes: Record<string, string | number | boolean>, fn: () => Promise<T>): Promise<T>;
-  markSpans(attribute: string, value: string): void;
-  clientInterceptors(): ClientInterceptors;
-  workerOptions(): Pick<WorkerOptions, 'interceptors' | 'sinks'>;
-  shutdown(): Promise<void>;
-}
+export { SPEECH_REQUEST_ID_ATTRIBUTE, VIDEO_JOB_ID_ATTRIBUTE, type JobSpan, type TelemetryRole, type TracingHooks } from './hooks.js';
 
 let hooks: TracingHooks | null = null;
 

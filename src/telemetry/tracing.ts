@@ -39,7 +39,7 @@ import {
   OpenTelemetryActivityOutboundInterceptor,
   OpenTelemetryWorkflowClientInterceptor,
 } from '@temporalio/interceptors-opentelemetry';
-import { VIDEO_JOB_ID_ATTRIBUTE, type JobSpan, type TelemetryRole, type TracingHooks } from './index.js';
+import { VIDEO_JOB_ID_ATTRIBUTE, type JobSpan, type TelemetryRole, type TracingHooks } from './hooks.js';
 
 /** The default service name of each role (OTEL_SERVICE_NAME overrides it). */
 export const SERVICE_NAMES: Record<TelemetryRole, string> = {

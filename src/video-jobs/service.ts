@@ -6,7 +6,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import type { Db } from '../db/pool.js';
 import type { Storage } from '../storage/local.js';
 import { isUuid, uuidForKey } from '../ids.js';
-import { defaultVideoModelId, estimateCostMicroEur, findVideoModel, videoBackendsFor } from '../models/catalog.js';
+import { defaultVideoModelId, estimateCostMicroEur, findVideoModel, videoBackendsFor, type ConfiguredBackends } from '../models/catalog.js';
 import type { AspectRatio, Resolution, VideoParams } from '../models/values.js';
 import { SimulateSchema } from '../providers/video/simulator.js';
 import { ApiError, fromZodError, invalidParam, keySpendLimitExceeded, notFound } from '../errors.js';
@@ -39,12 +39,8 @@ export interface VideoJobsDeps {
   storage: Storage;
   temporal: Client;
   taskQueue: string;
-  simulator: boolean;
-  /** Vertex AI is configured: it serves the reference family. */
-  vertex?: boolean;
-  /** fal and Replicate are configured (FAL_KEY, REPLICATE_API_TOKEN): they serve the models that list them. */
-  fal?: boolean;
-  replicate?: boolean;
+  /** The backends this process serves (the simulator, Vertex AI, fal, Replicate): the set the model lists read too. */
+  backends: ConfiguredBackends;
   job_timeout_ms: number;
   /** How long a create waits for the workflow's charge step before answering 503. */
   create_timeout_ms?: number;
@@ -102,12 +98,7 @@ export class VideoJobsService {
     }
     if (params.n > model.max_n) throw invalidParam('n', `n must be between 1 and ${model.max_n} for model ${model.id}`);
     if (body.seed !== undefined && !model.supports_seed) throw invalidParam('seed', `model ${model.id} does not support seed`);
-    const configured = {
-      simulator: this.deps.simulator,
-      vertex: this.deps.vertex ?? false,
-      fal: this.deps.fal ?? false,
-      replicate: this.deps.replicate ?? false,
-    };
+    const configured = this.deps.backends;
     const backends = videoBackendsFor(model, configured, params);
     if (backends.length === 0) {
       if (videoBackendsFor(model, configured).length > 0) {

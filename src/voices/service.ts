@@ -18,8 +18,9 @@ import { VoiceProviderError, type ProviderAccountProblem, type VoiceProvider, ty
 import { NOT_CONFIGURED_MESSAGE } from '../providers/voice/none.js';
 import type { ApiKeyPrincipal } from '../account/workspaces.js';
 import { isUuid } from '../ids.js';
-import { WORKSPACE_ID_SA, type VoiceDeletionInput } from '../../workflows/messages.js';
+import { WORKSPACE_ID_SA } from '../../workflows/messages.js';
 import { voiceDeletionWorkflowId, type voiceDeletionWorkflow } from '../../workflows/voice-deletion.js';
+import type { VoiceDeletionInput } from '../../workflows/messages.js';
 
 /** Voices a workspace may hold at once unless configured (VOICE_CLONES_PER_WORKSPACE): each takes a slot of the shared provider account. */
 export const DEFAULT_VOICE_CLONES_PER_WORKSPACE = 10;

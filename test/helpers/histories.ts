@@ -1,6 +1,6 @@
 // Recorded event histories, for the replay test. Each supported release records every path of its
 // workflows once, in test/histories/<version>/, and lists them in test/histories/MANIFEST with their
-// SHA-256. Within the support window (SUPPORTED_RELEASES; README, "Changing a workflow") recordings are
+// SHA-256. Within the support window (SUPPORTED_RELEASES; docs/architecture.md, "Changing a workflow") recordings are
 // append-only: test/platform/history-discipline.test.ts checks them against the manifest and git.
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';

@@ -18,6 +18,7 @@ import { Ajv2020 } from 'ajv/dist/2020.js';
 import { speechModels, videoModelAliases, videoModels, videoBackendFor } from '../../src/models/catalog.js';
 import { imageField, jpegImage, pngImage, WEBP_IMAGE } from '../helpers/images.js';
 import { encodeWav } from '../../src/media/wav.js';
+import { configuredBackends, createVideoProviders } from '../../src/runtime/providers.js';
 import { ADMIN_TOKEN, assertAuditHolds, http, newCustomer, startStack, type Stack } from '../helpers/stack.js';
 
 type Json = any;
@@ -95,9 +96,8 @@ describe('request bodies: the document and the server agree', () => {
       ['NUL deep in parameters', { prompt: 'p', parameters: { k: [{ v: ['\u0000'] }] } }],
       ['control characters but no NUL in parameters', { prompt: 'p\u0007', parameters: { k: [{ v: ['\u0001'] }] } }],
     ];
-    for (const m of videoModels().filter((x) =>
-      videoBackendFor(x, { simulator: stack.config.simulator, vertex: stack.config.vertex !== null }),
-    )) {
+    const backends = configuredBackends(createVideoProviders(stack.db, stack.config));
+    for (const m of videoModels().filter((x) => videoBackendFor(x, backends))) {
       const base = { prompt: 'p', model: m.id, ...(m.accepts_parameters ? { parameters: { simulate: { delay_ms: 0 } } } : {}) };
       for (const d of m.durations_seconds) cases.push([`${m.id} durationSeconds ${d}`, { ...base, durationSeconds: d }]);
       cases.push([`${m.id} durationSeconds 5`, { ...base, durationSeconds: 5 }]);

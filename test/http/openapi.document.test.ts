@@ -334,7 +334,7 @@ describe('the document covers exactly the routes the app registers', () => {
     const deps = {
       adminToken: 'x'.repeat(32),
       rateLimitPerMinute: 60,
-      simulator: true,
+      backends: { simulator: true },
       voiceProvider: 'simulator',
       files: {},
       storage: {},

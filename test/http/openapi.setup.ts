@@ -27,6 +27,7 @@ import type { AuditReport } from '../../src/billing/audit.js';
 import type { SpeechModel } from '../../src/models/catalog.js';
 import type { AspectRatio, Resolution, SpeechFormat, VideoBackend } from '../../src/models/values.js';
 import { encodeWav } from '../../src/media/wav.js';
+import { configuredBackends, createVideoProviders } from '../../src/runtime/providers.js';
 import { http, newCustomer, startStack, type HttpResult, type Stack } from '../helpers/stack.js';
 
 /** The schemas of /v2 and of /v1, by their exports. */
@@ -97,11 +98,8 @@ export const SAMPLE_ID = '00000000-0000-4000-8000-000000000000';
 
 export let stack: Stack;
 export let customer: { workspaceId: string; key: string };
-export const availability = () => ({
-  simulator: stack.config.simulator,
-  vertex: stack.config.vertex !== null,
-  voiceProvider: stack.config.voiceProvider,
-});
+/** The backends the stack's API serves, as it computes them (from the adapters its configuration builds). */
+export const availability = () => configuredBackends(createVideoProviders(stack.db, stack.config));
 export let doc: OpenApiDocument & Json;
 
 /** A JSON Schema without its root $schema (the document declares the dialect once). */

@@ -23,7 +23,7 @@ const services = compose.services as Record<string, any>;
 const composeText = fs.readFileSync('docker-compose.yml', 'utf8');
 /** The variables compose requires (${VAR:?message}): the secrets an operator writes into .env. */
 const REQUIRED = [...new Set([...composeText.matchAll(/\$\{([A-Z][A-Z0-9_]*):\?[^}]*\}/g)].map((m) => m[1]!))];
-/** A .env as the README tells operators to write it: every secret freshly generated. */
+/** A .env as docs/production.md tells operators to write it: every secret freshly generated. */
 const DOT_ENV: Record<string, string> = Object.fromEntries(
   REQUIRED.map((k) => [k, k === 'POSTGRES_PASSWORD' ? randomBytes(24).toString('hex') : randomBytes(48).toString('base64')]),
 );
@@ -227,7 +227,11 @@ test('every secret comes from .env: compose needs each one, .env.example lists t
   assert.throws(() => envOf('api', {}), /compose stops: set [A-Z_]+ in \.env/, 'without .env compose does not start');
   assert.match(fs.readFileSync('.gitignore', 'utf8'), /^\.env$/m);
   assert.match(fs.readFileSync('.dockerignore', 'utf8'), /^\.env$/m);
-  assert.match(fs.readFileSync('README.md', 'utf8'), /cp \.env\.example \.env/, 'the README tells operators to write .env');
+  assert.match(
+    fs.readFileSync('docs/production.md', 'utf8'),
+    /cp \.env\.example \.env/,
+    'docs/production.md tells operators to write .env',
+  );
 });
 
 test('production refuses placeholder, short and well-known secrets with one line naming the variable', () => {

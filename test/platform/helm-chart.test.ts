@@ -3,7 +3,7 @@
 // its Kubernetes API type by deploy/validate (an unknown field, a field twice or a wrong type fails;
 // KEDA's ScaledObject and TriggerAuthentication against their documented fields); what the objects
 // say (probes, security context, secrets by reference, Temporal's client variables, the migration
-// hook, KEDA); that a broken value fails; and README's "Running on Kubernetes" commands, run as written.
+// hook, KEDA); that a broken value fails; and the commands of docs/kubernetes.md, run as written.
 import { before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -252,11 +252,11 @@ describe('a broken value fails', { skip: TOOLS_MISSING }, () => {
   });
 });
 
-describe('README "Running on Kubernetes"', { skip: TOOLS_MISSING }, () => {
+describe('docs/kubernetes.md, "Running on Kubernetes"', { skip: TOOLS_MISSING }, () => {
   test('its commands, run word for word (all but those that need a cluster), render objects that validate', () => {
-    const readme = fs.readFileSync('README.md', 'utf8');
-    const section = /^## Running on Kubernetes\n([\s\S]*?)(?=^## )/m.exec(readme)?.[1];
-    assert.ok(section, 'README has the section');
+    const page = fs.readFileSync('docs/kubernetes.md', 'utf8');
+    const section = /^# Running on Kubernetes\n([\s\S]*?)(?=^## )/m.exec(page)?.[1];
+    assert.ok(section, 'the page opens with the install commands, before its first section');
     const block = /```sh\n([\s\S]*?)```/.exec(section)?.[1];
     assert.ok(block, 'a sh block');
     // Lines joined where they continue (a trailing backslash); comments dropped.

@@ -1,6 +1,6 @@
 // Records the event history of every path of this release's workflows into test/histories/<version>/
 // (test/helpers/histories.ts), for the replay test. Run with `npm run record-histories` once per release
-// that changes workflow code (README, "Changing a workflow"): a path already recorded for this version is
+// that changes workflow code (docs/architecture.md, "Changing a workflow"): a path already recorded for this version is
 // never recorded again (MANIFEST).
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';

@@ -1,6 +1,6 @@
 // Replays every recorded history of every supported release (test/histories/<version>/) with the current
 // workflow code. A change that would break a running job of a supported release (non-determinism) fails
-// here. README, "Changing a workflow", says how a change ships.
+// here. docs/architecture.md, "Changing a workflow", says how a change ships.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';

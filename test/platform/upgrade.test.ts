@@ -1,5 +1,5 @@
 // A job started by the workers of the previous supported release and finished by this code's: the
-// rolling upgrade README's "Changing a workflow" describes. The previous release's workflow code is the
+// rolling upgrade docs/architecture.md's "Changing a workflow" describes. The previous release's workflow code is the
 // tree of the commit that recorded its histories (test/histories/<version>/); while this release is the
 // only one supported, that is this release's own recording commit.
 import { after, before, test } from 'node:test';
