@@ -7,7 +7,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import nodeHttp from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { createApp, type AppDeps } from '../../src/http/app.js';
+import { createApp, type AppDeps } from '../../src/runtime/app.js';
 import { loadConfig } from '../../src/config.js';
 import { configuredBackends, createVideoProviders } from '../../src/runtime/providers.js';
 import { VideoJobsService, type VideoJobsDeps } from '../../src/video-jobs/service.js';
