@@ -12,7 +12,6 @@ import { assertMicroEur } from '../money.js';
 import type { VideoParams } from '../models/values.js';
 import { applyEntry, lockWorkspaceBalance, NotFoundError, spendFromKey } from '../billing/ledger.js';
 import { insertJobEvent, prepareJobEvent, type JobEventContext } from '../webhooks/events.js';
-import { cancelChargedUnits } from '../providers/video/types.js';
 
 // A job's charge entry is keyed `video_job:<id>:charge` (written by video_job_charge, 008_video_job_charge.sql).
 export const refundKey = (jobId: string) => `video_job:${jobId}:refund`;
@@ -331,14 +330,17 @@ function settledAmounts(job: { params: VideoParams; estimated_cost_micro_eur: nu
   return { billed, billedUnits, cost, refund, status, error, videos };
 }
 
-/** The units a cancelled job is charged without delivery: what the provider bills of what the cancel stopped, at most n. */
+/**
+ * The units a cancelled job is charged without delivery: the requests its provider bills that the cancel
+ * stopped while they ran (billed - ended), at most n; all n when the answer counted nothing.
+ */
 function cancelBilledUnits(counts: Settlement['cancel_units'], n: number): number {
   if (counts === undefined) return n;
-  const units = cancelChargedUnits(counts);
-  if (!(Number.isInteger(counts.billed_units) && Number.isInteger(counts.ended_units) && counts.ended_units >= 0 && units >= 0)) {
+  const { billed_units: billed, ended_units: ended } = counts;
+  if (!(Number.isInteger(billed) && Number.isInteger(ended) && ended >= 0 && billed >= ended)) {
     throw new Error(`invariant: cancel counts ${JSON.stringify(counts)}`);
   }
-  return Math.min(units, n);
+  return Math.min(billed - ended, n);
 }
 
 /**

@@ -147,7 +147,7 @@ describe('Vertex AI Veo: a job end to end through the workflow', () => {
       created.body.id,
     ]);
     assert.deepEqual([rec.rows[0].cancel_billed, rec.rows[0].cancel_billed_units], [false, null]);
-    assert.match(rec.rows[0].cancel_answer, /had already finished \(1 videos, billed\); none delivered or charged/);
+    assert.match(rec.rows[0].cancel_answer, /had already finished with 1 video\(s\), billed; none delivered or charged/);
     assert.equal(fake.requestsTo('cancel').length, 1);
     assert.equal(await balanceMicro(stack, c.workspaceId), 10_000_000);
     await assertAuditHolds(stack);

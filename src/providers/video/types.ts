@@ -67,10 +67,6 @@ export interface CancelAnswer {
   answer: string;
 }
 
-/** The requests the customer pays for after a cancel: those the provider bills that were still running. */
-export const cancelChargedUnits = (a: Pick<CancelAnswer, 'billed_units' | 'ended_units'>): number =>
-  Math.max(a.billed_units - a.ended_units, 0);
-
 export interface SubmitOptions {
   /**
    * Where the provider should call back when the operation ends (fal's fal_webhook, Replicate's webhook).

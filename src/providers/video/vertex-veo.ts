@@ -257,7 +257,7 @@ export class VertexVeoProvider implements VideoProvider {
         billed: false,
         billed_units: made,
         ended_units: made,
-        answer: `Vertex AI: the operation had already finished (${made} videos, billed); none delivered or charged on a cancel`,
+        answer: `Vertex AI: the operation had already finished with ${made} video(s), billed; none delivered or charged on a cancel`,
       };
     return {
       billed: false,
