@@ -320,10 +320,11 @@ async function cancelRecordedOperation(
   const recorded = input.operation_id === null || input.backend === null ? await recordedOperation(deps.db, input.job_id) : null;
   const operation_id = input.operation_id ?? recorded?.operation_id ?? null;
   const backend = input.backend ?? recorded?.backend ?? null;
-  if (operation_id === null || backend === null) return { billed: false, answer: 'cancelled before the provider accepted the job' };
+  if (operation_id === null || backend === null)
+    return { billed: false, billed_units: 0, ended_units: 0, answer: 'cancelled before the provider accepted the job' };
   const answer = await providerFor(deps, backend).cancel(operation_id);
   deps.logger.info(
-    { job_id: input.job_id, backend, operation_id, billed: answer.billed, answer: answer.answer },
+    { job_id: input.job_id, backend, operation_id, billed: answer.billed, billed_units: answer.billed_units, answer: answer.answer },
     'video provider operation cancelled',
   );
   return answer;

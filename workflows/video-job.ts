@@ -98,8 +98,11 @@ const cleanup = proxyActivities<Pick<VideoJobActivities, 'cancelVideoOperation'>
 
 type Outcome =
   | { kind: 'succeeded'; videos: StoredVideo[] }
-  /** `billed`: the provider bills the cancelled operation, so its charge is kept. */
-  | { kind: 'failed'; error: JobError; billed?: boolean };
+  /**
+   * `billed`: the provider bills requests the cancel stopped while they ran, so their share of the charge is
+   * kept; `cancel_units` are the provider's counts (absent from an activity that gave none).
+   */
+  | { kind: 'failed'; error: JobError; billed?: boolean; cancel_units?: { billed_units: number; ended_units: number } };
 
 const failed = (code: string, message: string): Outcome => ({ kind: 'failed', error: { code, message } });
 const DEADLINE_EXCEEDED = failed('deadline_exceeded', 'the job did not finish within its deadline');
@@ -186,6 +189,7 @@ export async function videoJobWorkflow(input: VideoJobInput): Promise<VideoJobSt
       videos: outcome.kind === 'succeeded' ? outcome.videos : [],
       error: outcome.kind === 'failed' ? outcome.error : null,
       billed_without_delivery: outcome.kind === 'failed' && outcome.billed === true,
+      cancel_units: outcome.kind === 'failed' ? outcome.cancel_units : undefined,
       completed_at_ms: Date.now(),
     }),
   );
@@ -259,8 +263,9 @@ export async function videoJobWorkflow(input: VideoJobInput): Promise<VideoJobSt
 
   /**
    * A cancelled job: asks the provider to stop its operation and deletes anything copied. Free before the
-   * provider accepted the job; after that, the charge is kept only if the provider says it bills the
-   * operation (its answer is recorded with the job).
+   * provider accepted the job; after that, the share of the charge of the requests the provider bills and
+   * the cancel stopped while they ran is kept (its answer is recorded with the job); videos already made
+   * are neither delivered nor charged.
    */
   async function cancelled(): Promise<Outcome> {
     const outcome: Outcome = { kind: 'failed', error: { code: 'cancelled', message: 'the job was cancelled' } };
@@ -274,9 +279,11 @@ export async function videoJobWorkflow(input: VideoJobInput): Promise<VideoJobSt
         }),
       );
       if (answer.billed) {
+        const counted = typeof answer.billed_units === 'number' && typeof answer.ended_units === 'number';
         return {
           kind: 'failed',
           billed: true,
+          ...(counted ? { cancel_units: { billed_units: answer.billed_units, ended_units: answer.ended_units } } : {}),
           error: {
             code: 'cancelled',
             message: 'the job was cancelled after the provider started it; the provider bills it, so it is charged',

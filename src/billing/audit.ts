@@ -1,5 +1,6 @@
 // The ledger audit (GET /admin/v1/ledger/audit): every balance equals the sum of its entries, every
-// hold is backed by a request in flight, every API key's spend is what its requests charged, every job and speech request is charged exactly its cost, and
+// hold is backed by a request in flight, every API key's spend is what its requests charged, every job and speech request is charged exactly its cost
+// (a cancelled job at most its unit price per video delivered and per request its provider bills), and
 // nothing is charged that the service cannot account for: a pending job whose workflow is not running
 // (every pending job is looked up, however many), a job pending long past its deadline, a charge for an
 // attempt the API refused, a speech hold that outlived its request (the reconciler releases those), and a
@@ -92,6 +93,14 @@ async function readAccounts(tx: Tx) {
   };
 }
 
+/**
+ * A settled job's unit price, videos delivered and requests billed without delivery (those of a cancel
+ * its provider bills), as a LATERAL subquery of `video_jobs j`.
+ */
+const JOB_UNITS = `SELECT j.estimated_cost_micro_eur / (j.params->>'n')::int AS unit, jsonb_array_length(j.videos) AS delivered,
+         CASE WHEN j.cancel_billed AND j.status = 'failed' AND jsonb_array_length(j.videos) = 0
+              THEN COALESCE(j.cancel_billed_units, (j.params->>'n')::int) ELSE 0 END AS billed`;
+
 /** Jobs and speech requests whose ledger entries do not add up to their charge. */
 async function readCharges(tx: Tx) {
   // A pending job's net charge is its estimate; a finished job's is its actual cost.
@@ -106,13 +115,18 @@ async function readCharges(tx: Tx) {
             (-COALESCE(SUM(l.amount_micro_eur), 0))::bigint AS ledger_net_charge_micro_eur
        FROM video_jobs j LEFT JOIN ledger_entries l ON l.video_job_id = j.id GROUP BY j.id
      UNION ALL
-     -- A finished job's cost is recomputed from what it delivered: (estimate / n) per stored video; a job
-     -- cancelled after its provider started it, which the provider bills, keeps its whole charge.
-     SELECT j.id, j.status || ':cost', c.expected, j.cost_micro_eur
-       FROM video_jobs j,
-            LATERAL (SELECT CASE WHEN j.cancel_billed AND j.status = 'failed' AND jsonb_array_length(j.videos) = 0 THEN j.estimated_cost_micro_eur
-                                 ELSE (j.estimated_cost_micro_eur / (j.params->>'n')::int) * jsonb_array_length(j.videos) END AS expected) c
-      WHERE j.status <> 'pending' AND j.cost_micro_eur <> c.expected
+     -- A finished job's cost is recomputed: (estimate / n) per stored video, plus, for a job cancelled while
+     -- its provider ran it, per request the provider bills that the cancel stopped (cancel_billed_units;
+     -- n for a job the previous release settled, which kept the whole charge and recorded no count).
+     SELECT j.id, j.status || ':cost', c.unit * (c.delivered + c.billed), j.cost_micro_eur
+       FROM video_jobs j, LATERAL (${JOB_UNITS}) c
+      WHERE j.status <> 'pending' AND j.cost_micro_eur <> c.unit * (c.delivered + c.billed)
+     UNION ALL
+     -- A cancelled job costs at most (estimate / n) x (requests its provider bills + videos delivered).
+     SELECT j.id, j.status || ':cancel', c.unit * (c.delivered + c.billed), j.cost_micro_eur
+       FROM video_jobs j, LATERAL (${JOB_UNITS}) c
+      WHERE j.status <> 'pending' AND j.error->>'code' = 'cancelled'
+        AND (j.cost_micro_eur > c.unit * (c.delivered + c.billed) OR c.billed > (j.params->>'n')::int)
      UNION ALL
      -- Every entry of a job is booked to the job's own workspace.
      SELECT j.id, j.status || ':workspace', 0, count(*)

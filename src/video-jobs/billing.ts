@@ -284,8 +284,17 @@ export interface Settlement {
   delivered: number;
   videos: StoredVideo[];
   error: { code: string; message: string } | null;
-  /** A cancelled job whose provider bills the operation it had started: the charge is kept, nothing delivered. */
+  /**
+   * A cancelled job whose provider bills requests the cancel stopped while they ran: their share of the
+   * charge is kept, nothing delivered.
+   */
   billed_without_delivery?: boolean;
+  /**
+   * With billed_without_delivery, the provider's counts (CancelAnswer): unit price x (billed - ended) is
+   * kept. Absent when the cancel was answered by a worker of the previous release, which counted nothing:
+   * the whole charge is then kept, as that release did.
+   */
+  cancel_units?: { billed_units: number; ended_units: number } | undefined;
   completed_at_ms: number;
 }
 
@@ -308,7 +317,8 @@ function settledAmounts(job: { params: VideoParams; estimated_cost_micro_eur: nu
   if (s.outcome === 'succeeded' && s.videos.length !== delivered) throw new Error('invariant: one stored video per delivered video');
   const unit = job.estimated_cost_micro_eur / n;
   const billed = s.outcome === 'failed' && s.billed_without_delivery === true;
-  const cost = billed ? job.estimated_cost_micro_eur : unit * delivered;
+  const billedUnits = billed ? cancelBilledUnits(s.cancel_units, n) : null;
+  const cost = unit * (delivered + (billedUnits ?? 0));
   const refund = job.estimated_cost_micro_eur - cost;
   if (!(Number.isSafeInteger(unit) && cost >= 0 && refund >= 0 && cost + refund === job.estimated_cost_micro_eur)) {
     throw new Error('invariant: cost + refund = charge');
@@ -317,7 +327,20 @@ function settledAmounts(job: { params: VideoParams; estimated_cost_micro_eur: nu
   const status: 'succeeded' | 'failed' = delivered === 0 ? 'failed' : 'succeeded';
   const error = status === 'failed' ? (s.error ?? { code: 'no_videos', message: 'the provider returned no videos' }) : null;
   const videos = status === 'succeeded' ? s.videos : [];
-  return { billed, cost, refund, status, error, videos };
+  return { billed, billedUnits, cost, refund, status, error, videos };
+}
+
+/**
+ * The units a cancelled job is charged without delivery: the requests its provider bills that the cancel
+ * stopped while they ran (billed - ended), at most n; all n when the answer counted nothing.
+ */
+function cancelBilledUnits(counts: Settlement['cancel_units'], n: number): number {
+  if (counts === undefined) return n;
+  const { billed_units: billed, ended_units: ended } = counts;
+  if (!(Number.isInteger(billed) && Number.isInteger(ended) && ended >= 0 && billed >= ended)) {
+    throw new Error(`invariant: cancel counts ${JSON.stringify(counts)}`);
+  }
+  return Math.min(billed - ended, n);
 }
 
 /**
@@ -351,7 +374,7 @@ export async function settleVideoJob(db: Db, s: Settlement, webhooks?: JobEventC
         error: job.error,
       };
     }
-    const { billed, cost, refund, status, error, videos } = settledAmounts(job, s);
+    const { billed, billedUnits, cost, refund, status, error, videos } = settledAmounts(job, s);
     // The webhook event's body (download URLs signed: possibly a network call) before the workspace lock.
     const event = webhooks
       ? await prepareJobEvent(
@@ -376,8 +399,8 @@ export async function settleVideoJob(db: Db, s: Settlement, webhooks?: JobEventC
     }
     await tx.query(
       `UPDATE video_jobs SET status = $2, cost_micro_eur = $3, refunded_micro_eur = $4, videos = $5, error = $6,
-         completed_at = to_timestamp($7 / 1000.0), cancel_billed = $8 WHERE id = $1`,
-      [s.jobId, status, cost, refund, JSON.stringify(videos), error && JSON.stringify(error), s.completed_at_ms, billed],
+         completed_at = to_timestamp($7 / 1000.0), cancel_billed = $8, cancel_billed_units = $9 WHERE id = $1`,
+      [s.jobId, status, cost, refund, JSON.stringify(videos), error && JSON.stringify(error), s.completed_at_ms, billed, billedUnits],
     );
     // Nothing is polled for a settled job.
     await tx.query('DELETE FROM video_job_polls WHERE job_id = $1', [s.jobId]);

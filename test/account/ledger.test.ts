@@ -265,3 +265,65 @@ test("the audit recomputes a finished job's cost from the videos it delivered", 
   assert.equal(after.ok, false);
   assert.ok(after.job_mismatches.some((m) => m.job_id === j.jobId && m.status === 'succeeded:cost'));
 });
+
+test('a cancelled job keeps unit x the requests its provider bills that the cancel stopped; the audit holds it to that', async () => {
+  const ws = await createWorkspace(db, { name: 'j', credits_micro_eur: 1_000_000 });
+  const cancelled = { outcome: 'failed' as const, delivered: 0, videos: [], completed_at_ms: Date.now() };
+  const error = { code: 'cancelled', message: 'the job was cancelled' };
+  // Two videos: one request running (billed, stopped), one queued (free).
+  const j = job(ws.id, 2, 500_000);
+  await chargeVideoJob(db, j);
+  const settled = await settleVideoJob(db, {
+    ...cancelled,
+    jobId: j.jobId,
+    error,
+    billed_without_delivery: true,
+    cancel_units: { billed_units: 1, ended_units: 0 },
+  });
+  assert.deepEqual([settled.cost_micro_eur, settled.refunded_micro_eur], [500_000, 500_000]);
+  // One finished (billed, but neither delivered nor charged) and one running.
+  const k = job(ws.id, 2, 100_000);
+  await chargeVideoJob(db, k);
+  const finished = await settleVideoJob(db, {
+    ...cancelled,
+    jobId: k.jobId,
+    error,
+    billed_without_delivery: true,
+    cancel_units: { billed_units: 2, ended_units: 1 },
+  });
+  assert.deepEqual([finished.cost_micro_eur, finished.refunded_micro_eur], [100_000, 100_000]);
+  // Settled by a worker that gave no counts: the whole charge is kept, as the previous release did.
+  const l = job(ws.id, 2, 100_000);
+  await chargeVideoJob(db, l);
+  const uncounted = await settleVideoJob(db, { ...cancelled, jobId: l.jobId, error, billed_without_delivery: true });
+  assert.deepEqual([uncounted.cost_micro_eur, uncounted.refunded_micro_eur], [200_000, 0]);
+  const rows = await db.query('SELECT id, cancel_billed_units FROM video_jobs WHERE id = ANY($1::uuid[])', [[j.jobId, k.jobId, l.jobId]]);
+  assert.deepEqual(
+    new Map(rows.rows.map((r) => [r.id, r.cancel_billed_units])),
+    new Map([
+      [j.jobId, 1],
+      [k.jobId, 1],
+      [l.jobId, 2],
+    ]),
+  );
+  const audit = await auditLedger(db);
+  assert.ok(![j, k, l].some((x) => audit.job_mismatches.some((m) => m.job_id === x.jobId)), JSON.stringify(audit.job_mismatches));
+
+  // The ledger and the recorded cost agree (the whole charge kept), but the provider bills one request of two.
+  const m = job(ws.id, 2, 100_000);
+  await chargeVideoJob(db, m);
+  await settleVideoJob(db, { ...cancelled, jobId: m.jobId, error, billed_without_delivery: true });
+  await db.query('UPDATE video_jobs SET cancel_billed_units = 1 WHERE id = $1', [m.jobId]);
+  const wrong = await auditLedger(db);
+  assert.equal(wrong.ok, false);
+  assert.deepEqual(
+    wrong.job_mismatches
+      .filter((x) => x.job_id === m.jobId)
+      .map((x) => [x.status, x.expected_net_charge_micro_eur, x.ledger_net_charge_micro_eur]),
+    [
+      ['failed:cost', 100_000, 200_000],
+      ['failed:cancel', 100_000, 200_000],
+    ],
+  );
+  await db.query('UPDATE video_jobs SET cancel_billed_units = NULL WHERE id = $1', [m.jobId]);
+});

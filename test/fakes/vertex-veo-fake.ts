@@ -7,6 +7,8 @@
 //        {"operationName"} -> google.longrunning.Operation: {"name"} while running, then {"name", "done": true,
 //        "response": {"@type", "videos": [{"bytesBase64Encoded" | "gcsUri", "mimeType"}], "raiMediaFilteredCount"?,
 //        "raiMediaFilteredReasons"?}} or {"name", "done": true, "error": {"code", "message"}} (google.rpc.Status)
+//   POST /v1/{operation name}:cancel -> {} (google.longrunning CancelOperation: best effort; an operation
+//        still running then ends with {"code": 1} CANCELLED, a finished one stays as it was)
 //   GET  /storage/v1/b/{bucket}/o/{object}?alt=media -> the object's bytes (Cloud Storage JSON API)
 //
 // Errors use the Google API error body {"error": {"code", "message", "status"}}. Videos come back inline
@@ -24,7 +26,7 @@ import http from 'node:http';
 import { randomUUID } from 'node:crypto';
 import { FakeHttpServer, type FakeRequest } from './fake-http.js';
 
-export type FakeRoute = 'predictLongRunning' | 'fetchPredictOperation' | 'download';
+export type FakeRoute = 'predictLongRunning' | 'fetchPredictOperation' | 'cancel' | 'download';
 
 /** What Vertex documents for a model it serves. */
 export interface VertexModelSpec {
@@ -147,6 +149,7 @@ export function googleError(status: number, message: string) {
 const MODEL_PATH =
   /^\/v1\/projects\/([^/]+)\/locations\/([^/]+)\/publishers\/google\/models\/([^/:]+):(predictLongRunning|fetchPredictOperation)$/;
 const GCS_MEDIA = /^\/storage\/v1\/b\/([^/]+)\/o\/([^/?]+)$/;
+const CANCEL_PATH = /^\/v1\/(projects\/[^/]+\/locations\/[^/]+\/publishers\/google\/models\/[^/:]+\/operations\/[^/:]+):cancel$/;
 
 export class VertexVeoFake extends FakeHttpServer<FakeRoute> {
   /** gs://bucket/object -> bytes, as written by operations with a storageUri (or put by tests). */
@@ -169,6 +172,7 @@ export class VertexVeoFake extends FakeHttpServer<FakeRoute> {
   protected routeOf(method: string, url: URL): FakeRoute | 'unknown' {
     const model = MODEL_PATH.exec(url.pathname);
     const media = GCS_MEDIA.exec(url.pathname);
+    if (method === 'POST' && CANCEL_PATH.test(url.pathname)) return 'cancel';
     return method === 'POST' && model
       ? (model[4] as FakeRoute)
       : method === 'GET' && media && url.searchParams.get('alt') === 'media'
@@ -192,6 +196,7 @@ export class VertexVeoFake extends FakeHttpServer<FakeRoute> {
     if (!String(req.headers['content-type'] ?? '').startsWith('application/json')) {
       return this.json(res, 400, googleError(400, 'Invalid JSON payload: expected application/json'));
     }
+    if (recorded.route === 'cancel') return this.cancel(res, CANCEL_PATH.exec(url.pathname)![1]!);
     const [, project, location, modelId] = MODEL_PATH.exec(url.pathname)!;
     const spec = VERTEX_MODELS[modelId!];
     if (!spec) {
@@ -234,6 +239,15 @@ export class VertexVeoFake extends FakeHttpServer<FakeRoute> {
     if (op.polls <= (op.scenario.pollsUntilDone ?? 1)) return this.json(res, 200, { name });
     op.result ??= this.complete(op);
     this.json(res, 200, { name, done: true, ...op.result });
+  }
+
+  /** CancelOperation: a running operation ends cancelled; a finished one is left as it was. */
+  private cancel(res: http.ServerResponse, name: string): void {
+    const op = this.operations.get(name);
+    if (!op) return this.json(res, 404, googleError(404, `Operation ${name} not found.`));
+    op.result ??= { error: { code: 1, message: 'CANCELLED' } };
+    op.polls = Math.max(op.polls, op.scenario.pollsUntilDone ?? 1);
+    this.json(res, 200, {});
   }
 
   private complete(op: Operation): Record<string, unknown> {

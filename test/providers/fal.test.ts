@@ -255,6 +255,39 @@ describe('poll, result, download', () => {
     await p.cancel(operation_id); // 400 ALREADY_COMPLETED: nothing left to cancel
   });
 
+  test('cancel counts per request: one running is billed and charged, one queued free, one completed billed but not charged', async () => {
+    const p = provider();
+    const two = request({ params: { ...request().params, n: 2 } });
+    const RUNNING = { queue_polls: 0, progress_polls: 1_000 };
+    const QUEUED = { queue_polls: 1_000 };
+    const counts = (a: { billed: boolean; billed_units: number; ended_units: number }) => [a.billed, a.billed_units, a.ended_units];
+
+    fake.plans = [RUNNING, QUEUED];
+    const runningAndQueued = await p.cancel((await p.submit(two)).operation_id);
+    assert.deepEqual(counts(runningAndQueued), [true, 1, 0]);
+    assert.match(runningAndQueued.answer, /^fal: 1 of 2 requests were running \(IN_PROGRESS\) when cancelled and are billed; 0 had ended/);
+    assert.doesNotMatch(runningAndQueued.answer, /not billed/);
+
+    fake.reset();
+    fake.plans = [RUNNING, RUNNING];
+    const { operation_id } = await p.submit(two);
+    await fake.finish([...fake.submitted.keys()][0]!);
+    assert.deepEqual(counts(await p.cancel(operation_id)), [true, 2, 1]);
+
+    // A request that completes between its status and its cancel (400 ALREADY_COMPLETED) has ended.
+    fake.reset();
+    fake.plans = [RUNNING];
+    const raced = await p.submit(request());
+    fake.fault({ route: 'cancel', status: 400, body: { status: 'ALREADY_COMPLETED' } });
+    assert.deepEqual(counts(await p.cancel(raced.operation_id)), [false, 1, 1]);
+
+    fake.reset();
+    fake.plans = [QUEUED, QUEUED];
+    const queued = await p.cancel((await p.submit(two)).operation_id);
+    assert.deepEqual(counts(queued), [false, 0, 0]);
+    assert.match(queued.answer, /^fal: cancelled while in the queue \(IN_QUEUE\); not billed/);
+  });
+
   test('429 with Retry-After is passing with its delay; 5xx passing; a timeout passing', async () => {
     const p = provider({ requestTimeoutMs: 300 });
     fake.fault({ route: 'submit', status: 429, body: { detail: 'Too many requests' }, headers: { 'retry-after': '7' } });

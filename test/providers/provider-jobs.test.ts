@@ -330,6 +330,40 @@ for (const d of [falDriver, replicateDriver]) {
       );
     });
 
+    test('two videos cancelled with one request running and one queued: one charged, one refunded; with one finished: neither delivered nor charged', async () => {
+      const c = await newCustomer(stack, 5);
+      const cancelled = async (id: string) => {
+        const r = await http(stack.baseUrl, 'POST', `/v2/videos/generations/${id}/cancel`, { token: c.key });
+        assert.equal(r.status, 200, JSON.stringify(r.body));
+        assert.equal(r.body.status, 'failed');
+        assert.equal(r.body.error.code, 'cancelled');
+        assert.deepEqual(r.body.videos, [], 'a cancelled job delivers nothing');
+        const rec = await stack.db.query('SELECT cancel_billed, cancel_billed_units, cancel_answer FROM video_jobs WHERE id = $1', [id]);
+        return { job: r.body, rec: rec.rows[0] };
+      };
+
+      const runningAndQueued = await submitted(c.key, 2, { started: true }, { started: false });
+      const first = await cancelled(runningAndQueued);
+      assert.deepEqual([first.job.cost_in_euro, first.job.refunded_in_euro], [0.5, 0.5]);
+      assert.deepEqual([first.rec.cancel_billed, first.rec.cancel_billed_units], [true, 1]);
+      assert.match(first.rec.cancel_answer, /1 of 2 requests were running/);
+      assert.deepEqual(await ledgerOf(stack, runningAndQueued), [
+        ['charge', -2 * KLING_VIDEO_MICRO_EUR],
+        ['refund', KLING_VIDEO_MICRO_EUR],
+      ]);
+      d.reset();
+
+      const finishedAndRunning = await submitted(c.key, 2, { started: true }, { started: true });
+      await d.finish(d.requests()[0]!);
+      await sleep(300);
+      const pending = await http(stack.baseUrl, 'GET', `/v2/videos/generations/${finishedAndRunning}`, { token: c.key });
+      assert.equal(pending.body.status, 'pending', 'one request still runs');
+      const second = await cancelled(finishedAndRunning);
+      assert.deepEqual([second.job.cost_in_euro, second.job.refunded_in_euro], [0.5, 0.5]);
+      assert.deepEqual([second.rec.cancel_billed, second.rec.cancel_billed_units], [true, 1]);
+      assert.equal(await balanceMicro(stack, c.workspaceId), 5_000_000 - 2 * KLING_VIDEO_MICRO_EUR);
+    });
+
     test('forged callbacks for a pending job: 401 in the error shape, the job not polled, nothing changes', async () => {
       const c = await newCustomer(stack, 5);
       const id = await submitted(c.key, 1);

@@ -316,6 +316,30 @@ describe('poll, output, download', () => {
     assert.equal(((await p.poll(aborted.operation_id)) as { code: string }).code, 'deadline_exceeded');
   });
 
+  test('cancel counts per prediction: one processing is billed and charged, one starting free, one succeeded billed but not charged', async () => {
+    const p = provider();
+    const PROCESSING = { starting_polls: 0, processing_polls: 1_000 };
+    const STARTING = { starting_polls: 1_000 };
+    const counts = (a: { billed: boolean; billed_units: number; ended_units: number }) => [a.billed, a.billed_units, a.ended_units];
+
+    fake.plans = [PROCESSING, STARTING];
+    const processingAndStarting = await p.cancel((await p.submit(request(N(2)))).operation_id);
+    assert.deepEqual(counts(processingAndStarting), [true, 1, 0]);
+    assert.match(processingAndStarting.answer, /^Replicate: 1 of 2 requests were running \(processing\) when cancelled and are billed/);
+
+    fake.reset();
+    fake.plans = [PROCESSING, PROCESSING];
+    const { operation_id } = await p.submit(request(N(2)));
+    await fake.finish(operation_id.split(',')[0]!);
+    assert.deepEqual(counts(await p.cancel(operation_id)), [true, 2, 1]);
+
+    fake.reset();
+    fake.plans = [STARTING, STARTING];
+    const starting = await p.cancel((await p.submit(request(N(2)))).operation_id);
+    assert.deepEqual(counts(starting), [false, 0, 0]);
+    assert.match(starting.answer, /not billed/);
+  });
+
   test('outputs deleted after an hour (data_removed): the poll says so and the download is final', async () => {
     fake.defaultPlan = { starting_polls: 0, processing_polls: 0 };
     const p = provider();

@@ -117,6 +117,42 @@ describe('Vertex AI Veo: a job end to end through the workflow', () => {
     await assertAuditHolds(stack);
   });
 
+  test('n=4 cancelled while the 1 video Vertex made is being copied: neither delivered nor charged, refunded in full', async () => {
+    fake.scenario = { pollsUntilDone: 1, videos: 1, filtered: 3, payloads: PAYLOADS };
+    fake.fault({ route: 'download', delay_ms: 5_000 });
+    const c = await newCustomer(stack, 10);
+    const created = await api(stack.baseUrl, 'POST', '/v2/videos/generations', {
+      token: c.key,
+      json: {
+        prompt: 'a lighthouse at dusk',
+        model: 'veo-3.1-fast-generate-001',
+        durationSeconds: 4,
+        resolution: '720p',
+        aspectRatio: '16:9',
+        n: 4,
+      },
+    });
+    assert.equal(created.status, 202, JSON.stringify(created.body));
+    for (let i = 0; fake.requestsTo('download').length === 0; i++) {
+      assert.ok(i < 300, 'the copy never started');
+      await new Promise((res) => setTimeout(res, 50));
+    }
+    const r = await api(stack.baseUrl, 'POST', `/v2/videos/generations/${created.body.id}/cancel`, { token: c.key });
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    assert.equal(r.body.status, 'failed');
+    assert.equal(r.body.error.code, 'cancelled');
+    assert.deepEqual(r.body.videos, []);
+    assert.deepEqual([r.body.cost_in_euro, r.body.refunded_in_euro], [0, 3.2]);
+    const rec = await stack.db.query('SELECT cancel_billed, cancel_billed_units, cancel_answer FROM video_jobs WHERE id = $1', [
+      created.body.id,
+    ]);
+    assert.deepEqual([rec.rows[0].cancel_billed, rec.rows[0].cancel_billed_units], [false, null]);
+    assert.match(rec.rows[0].cancel_answer, /had already finished with 1 video\(s\), billed; none delivered or charged/);
+    assert.equal(fake.requestsTo('cancel').length, 1);
+    assert.equal(await balanceMicro(stack, c.workspaceId), 10_000_000);
+    await assertAuditHolds(stack);
+  });
+
   test('image to video with a last frame, audio off, a negative prompt: the bytes reach Vertex intact, priced without audio; kept with the job, not in workflow history', async () => {
     fake.scenario = { payloads: PAYLOADS };
     // Vertex is briefly unavailable: the submit is retried, and the retry sends the same bytes.

@@ -270,7 +270,7 @@ describe('submission', () => {
     },
     poll: async () => ({ state: 'running' }),
     fetchOutput: async () => Buffer.alloc(0),
-    cancel: async () => ({ billed: false, answer: 'n/a' }),
+    cancel: async () => ({ billed: false, billed_units: 0, ended_units: 0, answer: 'n/a' }),
   });
   const activitiesWith = (extra: Record<string, VideoProvider>) =>
     createVideoJobActivities({

@@ -19,7 +19,7 @@ import type { VideoModelBackend } from '../../models/catalog.js';
 import type { IncomingHttpHeaders } from 'node:http';
 import { downloadOutput, isFetchableUrl, requestJson, truncate, unreadable, type ErrorDescriber } from './http.js';
 import { KEY_FETCH_BACKOFF_MS_MAX, KEY_FETCH_BACKOFF_MS, KeyCache } from './key-cache.js';
-import { backendEntry, combineStatuses, mappedInput, submitEach } from './mapped-input.js';
+import { backendEntry, cancelAnswerOf, combineStatuses, mappedInput, submitEach, type CancelledRequest } from './mapped-input.js';
 import {
   CallbackRejected,
   OPERATION_ID_CHARS_MAX,
@@ -198,18 +198,18 @@ export class FalVideoProvider implements VideoProvider {
 
   /**
    * Cancels every request of the job; one that already ended (400 ALREADY_COMPLETED, 404) is fine. fal
-   * bills the compute a request used: one cancelled while still in the queue (IN_QUEUE) costs nothing, one
-   * that had started (IN_PROGRESS or COMPLETED) is billed.
+   * (fal.ai/docs/inference-api/queue/cancel) removes a request still in the queue (IN_QUEUE: never run, so
+   * never billed) and sends a cancellation signal to the runner of one in progress (IN_PROGRESS: it used
+   * compute, which fal bills, and may even run on); a COMPLETED one is billed and the cancel changes nothing.
+   * The answer counts them per request (see CancelAnswer): a job of n videos is n requests, each one unit.
    */
   async cancel(operation_id: string): Promise<CancelAnswer> {
     const op = this.parseOperationId(operation_id);
     const results = await Promise.allSettled(op.fal.map((r) => this.cancelOne(r)));
     const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
     if (failed) throw failed.reason;
-    const started = results.filter((r) => r.status === 'fulfilled' && r.value).length;
-    return started > 0
-      ? { billed: true, answer: `fal: ${started} of ${op.fal.length} requests had started (IN_PROGRESS or COMPLETED) and are billed` }
-      : { billed: false, answer: `fal: cancelled while in the queue (IN_QUEUE); not billed` };
+    const requests = results.map((r) => (r as PromiseFulfilledResult<CancelledRequest>).value);
+    return cancelAnswerOf('fal', requests, { queued: 'IN_QUEUE', running: 'IN_PROGRESS', ended: 'COMPLETED' });
   }
 
   /**
@@ -324,17 +324,23 @@ export class FalVideoProvider implements VideoProvider {
     return { state: 'succeeded', outputs };
   }
 
-  /** Cancels one request; whether it had started (left the queue) when asked. */
-  private async cancelOne(r: FalRequest): Promise<boolean> {
+  /**
+   * Cancels one request; where it stood: its status just before the cancel, unless the cancel found it
+   * completed meanwhile (400 ALREADY_COMPLETED). A request that left the queue between the two counts as
+   * queued: its cost is then fal's to us, never more than the customer's.
+   */
+  private async cancelOne(r: FalRequest): Promise<CancelledRequest> {
     const { body } = await this.call('GET', r.status_url, undefined, 'fal status');
-    const started = (body as { status?: unknown } | null)?.status !== 'IN_QUEUE';
+    const status = (body as { status?: unknown } | null)?.status;
+    let stood: CancelledRequest = status === 'IN_QUEUE' ? 'queued' : status === 'IN_PROGRESS' ? 'running' : 'ended';
     try {
       await this.call('PUT', r.cancel_url, undefined, 'fal cancel');
     } catch (err) {
       // 400 ALREADY_COMPLETED and 404 NOT_FOUND: nothing left to cancel.
       if (!(err instanceof ProviderError && (err.opts.code === 'invalid_request' || err.opts.code === 'not_found'))) throw err;
+      if (err.opts.code === 'invalid_request') stood = 'ended';
     }
-    return started;
+    return stood;
   }
 
   private submitted(body: unknown): FalRequest {

@@ -2,7 +2,14 @@
 // input by the catalog's input map, and a job of n videos run as n provider requests of one video each,
 // submitted all or nothing and settled per video.
 import type { VideoInputMap, VideoModelBackend } from '../../models/catalog.js';
-import { ProviderError, type InputImage, type VideoOperationStatus, type VideoOutputRef, type VideoSubmission } from './types.js';
+import {
+  ProviderError,
+  type CancelAnswer,
+  type InputImage,
+  type VideoOperationStatus,
+  type VideoOutputRef,
+  type VideoSubmission,
+} from './types.js';
 
 const dataUri = (image: InputImage) => `data:${image.mime_type};base64,${image.bytes.toString('base64')}`;
 
@@ -97,4 +104,28 @@ export function combineStatuses(statuses: readonly VideoOperationStatus[]): Vide
   if (outputs.length > 0) return { state: 'succeeded', outputs };
   const failed = statuses.find((s) => s.state === 'failed');
   return failed ?? { state: 'failed', code: 'generation_failed', message: 'the provider returned no video' };
+}
+
+/** Where one request of a job stood when it was cancelled. */
+export type CancelledRequest = 'queued' | 'running' | 'ended';
+
+/**
+ * The cancel answer of a job's n requests: those running when cancelled are billed and stopped (the
+ * customer pays for them), those that had ended are billed but neither delivered nor charged, those still
+ * queued cost nothing. `states` names each kind as the provider does, for the record.
+ */
+export function cancelAnswerOf(
+  provider: string,
+  requests: readonly CancelledRequest[],
+  states: { queued: string; running: string; ended: string },
+): CancelAnswer {
+  const count = (kind: CancelledRequest) => requests.filter((r) => r === kind).length;
+  const [queued, running, ended] = [count('queued'), count('running'), count('ended')];
+  const answer = (() => {
+    if (running === 0 && ended === 0) return `${provider}: cancelled while in the queue (${states.queued}); not billed`;
+    const others = `${ended} had ended (${states.ended}), ${queued} had not started (${states.queued})`;
+    if (running === 0) return `${provider}: none of ${requests.length} requests was running when cancelled: not billed; ${others}`;
+    return `${provider}: ${running} of ${requests.length} requests were running (${states.running}) when cancelled and are billed; ${others}`;
+  })();
+  return { billed: running > 0, billed_units: running + ended, ended_units: ended, answer };
 }

@@ -21,7 +21,15 @@ import type { VideoModelBackend } from '../../models/catalog.js';
 import type { IncomingHttpHeaders } from 'node:http';
 import { downloadOutput, isFetchableUrl, requestJson, requestJsonFields, truncate, unreadable, type ErrorDescriber } from './http.js';
 import { KEY_FETCH_BACKOFF_MS_MAX, KEY_FETCH_BACKOFF_MS, KeyCache } from './key-cache.js';
-import { backendEntry, combineStatuses, mappedInput, submitEach, type ImageRefs } from './mapped-input.js';
+import {
+  backendEntry,
+  cancelAnswerOf,
+  combineStatuses,
+  mappedInput,
+  submitEach,
+  type CancelledRequest,
+  type ImageRefs,
+} from './mapped-input.js';
 import {
   CallbackRejected,
   VIDEO_OUTPUT_BYTES_MAX,
@@ -227,18 +235,19 @@ export class ReplicateVideoProvider implements VideoProvider {
 
   /**
    * Cancels every prediction of the job (an ended one stays as it is: Replicate answers it unchanged).
-   * Replicate bills the time a prediction ran: one cancelled while `starting` costs nothing, one that was
-   * `processing` or had ended is billed.
+   * Replicate bills the compute time a prediction used while it ran, not the setup before it
+   * (replicate.com/docs/billing; statuses in replicate.com/docs/reference/http#predictions.get): one
+   * cancelled while `starting` costs nothing, one that was `processing` is billed for the time it ran, one
+   * that had ended is billed and the cancel changes nothing. The answer counts them per prediction (see
+   * CancelAnswer): a job of n videos is n predictions, each one unit.
    */
   async cancel(operation_id: string): Promise<CancelAnswer> {
     const ids = parseOperationId(operation_id);
     const results = await Promise.allSettled(ids.map((id) => this.cancelOne(id)));
     const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
     if (failed) throw failed.reason;
-    const started = results.filter((r) => r.status === 'fulfilled' && r.value).length;
-    return started > 0
-      ? { billed: true, answer: `Replicate: ${started} of ${ids.length} predictions had started processing and are billed` }
-      : { billed: false, answer: 'Replicate: cancelled while starting; not billed' };
+    const predictions = results.map((r) => (r as PromiseFulfilledResult<CancelledRequest>).value);
+    return cancelAnswerOf('Replicate', predictions, { queued: 'starting', running: 'processing', ended: 'succeeded, failed or canceled' });
   }
 
   /**
@@ -379,12 +388,18 @@ export class ReplicateVideoProvider implements VideoProvider {
     return get;
   }
 
-  /** Cancels one prediction; whether it had started processing when asked. */
-  private async cancelOne(id: string): Promise<boolean> {
+  /**
+   * Cancels one prediction; where it stood: its status just before the cancel, unless the cancel's answer
+   * (the prediction) shows it had ended meanwhile. One that started processing between the two counts as
+   * starting: its cost is then Replicate's to us, never more than the customer's.
+   */
+  private async cancelOne(id: string): Promise<CancelledRequest> {
     const { body } = await this.call('GET', `${this.apiUrl}/v1/predictions/${id}`, undefined, 'Replicate get prediction');
-    const started = (body as { status?: unknown } | null)?.status !== 'starting';
-    await this.call('POST', `${this.apiUrl}/v1/predictions/${id}/cancel`, undefined, 'Replicate cancel prediction');
-    return started;
+    const status = (body as { status?: unknown } | null)?.status;
+    const { body: after } = await this.call('POST', `${this.apiUrl}/v1/predictions/${id}/cancel`, undefined, 'Replicate cancel prediction');
+    const now = (after as { status?: unknown } | null)?.status;
+    if (now === 'succeeded' || now === 'failed') return 'ended';
+    return status === 'starting' ? 'queued' : status === 'processing' ? 'running' : 'ended';
   }
 
   private call(method: 'GET' | 'POST', url: string, json: unknown, what: string, headers: Record<string, string> = {}) {

@@ -174,9 +174,13 @@ export class SimulatedVideoProvider implements VideoProvider {
       await this.db.query('UPDATE simulator.video_operations SET cancelled_at = clock_timestamp() WHERE id = $1 AND cancelled_at IS NULL', [
         operation_id,
       ]);
+    // Billed: every video of the operation (one unit each); charged only when the cancel stopped it running.
     const billed = op.request.simulate.billed_on_cancel ?? false;
+    const units = billed ? op.request.n : 0;
     return {
-      billed,
+      billed: billed && !finished,
+      billed_units: units,
+      ended_units: finished ? units : 0,
       answer: `${finished ? 'the operation had finished' : 'cancelled'}; ${billed ? 'billed' : 'not billed'} by the simulated provider`,
     };
   }

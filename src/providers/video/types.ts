@@ -51,9 +51,19 @@ export type VideoOperationStatus =
   | { state: 'succeeded'; outputs: VideoOutputRef[] }
   | { state: 'failed'; code: string; message: string };
 
-/** What a provider answered to a cancel: whether it still bills the operation, and its answer for the record. */
+/**
+ * What a provider answered to a cancel, per request of the operation (one per video for fal and Replicate,
+ * one for all n videos on Vertex AI), and its answer for the record. A request the provider bills
+ * (`billed_units`) either had already ended (`ended_units`: its video, if any, is neither delivered nor
+ * charged on a cancel) or was running and is stopped by the cancel: the customer pays for those alone.
+ */
 export interface CancelAnswer {
+  /** Whether the provider bills requests that the cancel stopped while they ran (billed_units > ended_units). */
   billed: boolean;
+  /** Requests the provider bills: those that had started (were running, or had ended) when cancelled. */
+  billed_units: number;
+  /** Of the billed requests, those that had already ended when cancelled. */
+  ended_units: number;
   answer: string;
 }
 
@@ -107,9 +117,9 @@ export interface VideoProvider {
   poll(operation_id: string): Promise<VideoOperationStatus>;
   fetchOutput(operation_id: string, output: VideoOutputRef): Promise<Buffer>;
   /**
-   * Asks the provider to stop the operation, and says whether the provider still bills it (an operation
-   * that had already finished is billed). Throws when the provider could not be asked: the customer is
-   * then refunded in full.
+   * Asks the provider to stop the operation, and says how many of its requests the provider bills and how
+   * many of those had already ended (see CancelAnswer). Throws when the provider could not be asked: the
+   * customer is then refunded in full.
    */
   cancel(operation_id: string): Promise<CancelAnswer>;
   /**

@@ -233,7 +233,8 @@ export class VertexVeoProvider implements VideoProvider {
    * google.longrunning CancelOperation (`POST {endpoint}/v1/{operation name}:cancel`, Vertex AI
    * "Long-running operations"): best effort; on success the operation ends with code 1 (CANCELLED). Veo is
    * priced per second of video generated, so an operation cancelled before it finished is not billed; one
-   * that had finished (its cancel has no effect) is.
+   * that had finished (its cancel has no effect) is billed for the videos it made, which a cancelled job
+   * neither delivers nor charges (see CancelAnswer): the customer never pays for a Vertex AI cancel.
    */
   async cancel(operation_id: string): Promise<CancelAnswer> {
     const op = parseOperationId(operation_id);
@@ -246,9 +247,24 @@ export class VertexVeoProvider implements VideoProvider {
       JSON_BYTES_MAX,
       'invalid_response',
     );
-    const finished = await this.withOperation(op, (after) => after.done === true && !after.error);
-    if (finished) return { billed: true, answer: 'Vertex AI: the operation had already finished' };
-    return { billed: false, answer: 'Vertex AI: cancellation accepted before the operation finished' };
+    const made = await this.withOperation(op, (after) => {
+      if (after.done !== true || after.error) return null;
+      const videos = Array.isArray(after.response?.videos) ? after.response.videos.length : 0;
+      return op.n !== undefined ? Math.min(videos, op.n) : videos;
+    });
+    if (made !== null)
+      return {
+        billed: false,
+        billed_units: made,
+        ended_units: made,
+        answer: `Vertex AI: the operation had already finished with ${made} video(s), billed; none delivered or charged on a cancel`,
+      };
+    return {
+      billed: false,
+      billed_units: 0,
+      ended_units: 0,
+      answer: 'Vertex AI: cancellation accepted before the operation finished; not billed',
+    };
   }
 
   async fetchOutput(operation_id: string, output: VideoOutputRef): Promise<Buffer> {
