@@ -17,7 +17,7 @@ const intList = (min: number, max: number, count_max: number, what: string) =>
 const secondsList = intList(1, 3_000, 20, 'whole seconds');
 
 /** 1 creates with jobs left pending, 2 history events, 3 done -> seen, 4 pending jobs' memory and CPU, 5 whole jobs, 6 status reads. */
-const PHASES = [1, 2, 3, 4, 5, 6];
+const PHASES = [1, 2, 3, 4, 5, 6, 7];
 const concurrencyList = intList(1, 500, 8, 'concurrencies');
 
 const BenchEnv = z.object({
@@ -60,10 +60,16 @@ const BenchEnv = z.object({
    */
   BENCH_READ_S: intFrom(2, 600).default(6),
   BENCH_READ_ROUNDS: intFrom(1, 20).default(4),
-  /** Phases to run, for a partial run: any of 1,2,3,4,5,6. */
+  /**
+   * Phase 7: the Node binary the product runs on beside the bench's own (the other LTS line); unset = Node 24
+   * from scripts/install-node24.sh's cache when the bench runs on an older Node, else the machine's `node`
+   * on PATH when it is older than the bench's. Skipped, saying so, when neither is there.
+   */
+  BENCH_OTHER_NODE: z.string().optional(),
+  /** Phases to run, for a partial run: any of 1,2,3,4,5,6,7. */
   BENCH_PHASES: z
     .string()
-    .default('1,2,3,4,5,6')
+    .default('1,2,3,4,5,6,7')
     .transform((s, ctx) => {
       const phases = s.split(',').map((x) => Number(x.trim()));
       if (phases.some((n) => !PHASES.includes(n))) {

@@ -11,6 +11,7 @@ import type { CompletionPath, DoneToSeen } from './done-to-seen.js';
 import type { CpuWindow, PendingRss } from './pending-rss.js';
 import type { CodeLines } from './code-size.js';
 import type { ReadSeries, ReadSubject, ReadTurn, StatusReads } from './status-reads.js';
+import type { NodeSubject, NodeVersions } from './node-versions.js';
 import { temporalDynamicConfig } from '../src/temporal/dynamic-config.js';
 
 const MIB = 2 ** 20;
@@ -614,4 +615,28 @@ export function formatEngines(dev: Summary, server: Summary): string {
     ...rows.map(([a, b, c]) => `  ${a.padEnd(w0)}  ${b.padEnd(w1)}  ${c}`),
     '',
   ].join('\n');
+}
+
+/** Phase 7: the status read on the bench's own Node and on the other line, each beside the floor. */
+export function formatNodeVersions(r: NodeVersions): string {
+  const names: Record<NodeSubject, string> = {
+    floor: `floor (${r.this_version}): Express + key lookup + job row read`,
+    this_node: `product GET on ${r.this_version}`,
+    other_node: `product GET on ${r.other_version}`,
+  };
+  const out = [
+    `== phase 7: status reads on two Node lines (${r.pending} pending, turns of ${r.turn_s} s; the floor on the bench's Node) ==`,
+  ];
+  for (const x of r.series) {
+    const f = (s: NodeSubject) => readFigures(x.rounds.map((round) => round[s]));
+    const floor = f('floor');
+    out.push(
+      `  ${`${x.concurrency} GETs in flight`.padEnd(NAME_WIDTH)} ${'GET/s'.padStart(8)} ${'p50 ms'.padStart(8)} ${'p99 ms'.padStart(8)} ${'vs floor'.padStart(9)}`,
+    );
+    for (const s of ['floor', 'this_node', 'other_node'] as NodeSubject[])
+      out.push(figuresLine(names[s], f(s), s === 'floor' ? null : floor));
+    const errors = x.rounds.flatMap((round) => Object.values(round).map((t) => t.load)).filter((l) => l.errors > 0);
+    if (errors.length) out.push(`  errors: ${errors.reduce((a, l) => a + l.errors, 0)} (${errors[0]!.first_error})`);
+  }
+  return `${out.join('\n')}\n`;
 }

@@ -10,11 +10,13 @@ import { benchHistoryEvents } from './history-events.js';
 import { benchDoneToSeen } from './done-to-seen.js';
 import { benchPendingRss } from './pending-rss.js';
 import { benchStatusReads } from './status-reads.js';
+import { benchNodeVersions, otherNode } from './node-versions.js';
 import {
   formatCreates,
   formatEngines,
   formatHeader,
   formatHistory,
+  formatNodeVersions,
   formatRss,
   formatSeen,
   formatStatusReads,
@@ -62,6 +64,11 @@ async function main() {
     if (cfg.BENCH_PHASES.has(6)) {
       all.reads = await benchStatusReads(infra, cfg, log);
       print(formatStatusReads(all.reads));
+    }
+    if (cfg.BENCH_PHASES.has(7)) {
+      const other = otherNode(cfg);
+      if (typeof other === 'string') print(`== phase 7: status reads on two Node lines: skipped, ${other} ==\n`);
+      else print(formatNodeVersions(await benchNodeVersions(infra, cfg, other, log)));
     }
     all.code_lines = codeLines();
     print(formatSummary(all));

@@ -188,7 +188,7 @@ export async function benchStatusReads(infra: Infra, cfg: BenchConfig, log: Log)
   }
 }
 
-async function createPending(customer: Customer, n: number, concurrency: number, label: string): Promise<string[]> {
+export async function createPending(customer: Customer, n: number, concurrency: number, label: string): Promise<string[]> {
   const ids: string[] = [];
   const r = await runLoad(n, concurrency, async (i) => {
     const created = await createJob(customer, simulatedJob(PENDING_DELAY_MS, `${label} ${i}`));
@@ -200,7 +200,7 @@ async function createPending(customer: Customer, n: number, concurrency: number,
 }
 
 /** Pending means submitted, its operation waiting for the poller (a row of video_job_polls). */
-async function waitSubmitted(db: Db, n: number): Promise<void> {
+export async function waitSubmitted(db: Db, n: number): Promise<void> {
   const deadline = Date.now() + SUBMIT_TIMEOUT_MS;
   while ((await polledJobs(db)) < n) {
     if (Date.now() > deadline) throw new Error('pending jobs not all submitted in time');
@@ -219,7 +219,7 @@ function getJob(subject: SubjectProcess, customer: Customer, ids: string[], _i: 
 }
 
 /** GETs of random pending jobs for `duration_ms`, with the CPU each party spent meanwhile. */
-async function readTurn(
+export async function readTurn(
   subject: SubjectProcess,
   customer: Customer,
   ids: string[],

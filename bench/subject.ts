@@ -36,12 +36,14 @@ const MEMORY_TIMEOUT_MS = 30_000;
 export async function spawnSubject(
   kind: SubjectKind,
   env: NodeJS.ProcessEnv,
-  opts: { cpuProfDir?: string | undefined } = {},
+  opts: { cpuProfDir?: string | undefined; nodePath?: string | undefined } = {},
 ): Promise<SubjectProcess> {
   const execArgv = ['--import', 'tsx', '--expose-gc', ...(opts.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${opts.cpuProfDir}`] : [])];
   const child = fork(fileURLToPath(new URL('./subject-process.ts', import.meta.url)), [kind], {
     env,
     execArgv,
+    // Another Node than the bench's own (phase 7 compares Node lines); the default is this process's.
+    ...(opts.nodePath ? { execPath: opts.nodePath } : {}),
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
   const exited = new Promise<string>((resolve) =>
