@@ -40,6 +40,7 @@ export interface TracingHooks {
   markSpans(attribute: string, value: string): void;
   clientInterceptors(): ClientInterceptors;
   workerOptions(): Pick<WorkerOptions, 'interceptors' | 'sinks'>;
+  withoutPropagation<T>(fn: () => T): T;
   shutdown(): Promise<void>;
 }
 
@@ -101,6 +102,14 @@ export function inSpan<T>(name: string, attributes: Record<string, string | numb
  */
 export function markSpans(attribute: string, value: string): void {
   hooks?.markSpans(attribute, value);
+}
+
+/**
+ * Runs `fn` so that the requests it starts carry nothing of our traces (no traceparent, tracestate or
+ * baggage): for requests to customers' servers, such as webhooks. Just `fn` without tracing.
+ */
+export function withoutTracePropagation<T>(fn: () => T): T {
+  return hooks ? hooks.withoutPropagation(fn) : fn();
 }
 
 /** The Temporal client's interceptors: the OpenTelemetry ones with tracing, none without. */
