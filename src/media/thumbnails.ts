@@ -17,7 +17,7 @@ import { MEDIA_LANE_PLACES, MediaCommandTrapped, type FfmpegWasm } from './ffmpe
  * Largest MP4 decoded for a thumbnail (FFmpeg decodes from a copy in memory, one at a time in a process):
  * part of the API's memory bounds (src/runtime/memory-bounds.ts). Providers' 8 s 1080p clips are 5-30 MB.
  */
-export const THUMBNAIL_VIDEO_BYTES_MAX = 160 * 1024 * 1024;
+export const THUMBNAIL_VIDEO_BYTES_MAX = 128 * 1024 * 1024;
 /** Largest thumbnail read back from storage (a JPEG of one frame is far smaller). */
 const THUMBNAIL_BYTES_MAX = 16 * 1024 * 1024;
 /**
