@@ -159,6 +159,8 @@ const EnvSchema = z.object({
   WORKER_METRICS_PORT: intFrom(1, 65535).optional(),
   APP_METRICS_PORT: intFrom(0, 65535).optional(),
   ADMIN_PORT: intFrom(0, 65535).optional(),
+  /** Read by src/telemetry/tracing.ts before the config loads (addresses or CIDR ranges whose trace context is followed). */
+  TRACING_TRUSTED_CALLERS: z.string().optional(),
 });
 
 /** Every environment variable the service reads. */

@@ -165,6 +165,10 @@ ADMIN_TOKEN; secrets.extra entries go to the processes their `processes` names (
 - name: OTEL_TRACES_SAMPLER_ARG
   value: {{ . | quote }}
 {{- end }}
+{{- with $ctx.Values.tracing.trustedCallers }}
+- name: TRACING_TRUSTED_CALLERS
+  value: {{ . | quote }}
+{{- end }}
 {{- end }}
 {{- range $k, $v := .Values.env }}
 - name: {{ $k }}
