@@ -91,6 +91,39 @@ describe('media work', () => {
     await assertAuditHolds(stack);
   });
 
+  test('thumbnails of veo-3.1-fast-generate-001 jobs on the simulator: every resolution, aspect ratio and duration, in turn and at once', async () => {
+    const c = await newCustomer(stack, 500);
+    const jobs: { id: string; what: string }[] = [];
+    for (const resolution of ['720p', '1080p', '4k'])
+      for (const aspectRatio of ['16:9', '9:16'])
+        for (const durationSeconds of [4, 6, 8]) {
+          const json = {
+            prompt: 'a lighthouse at dusk',
+            model: 'veo-3.1-fast-generate-001',
+            resolution,
+            aspectRatio,
+            durationSeconds,
+            n: 1,
+          };
+          const r = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json });
+          assert.equal(r.status, 202, JSON.stringify(r.body));
+          jobs.push({ id: r.body.id, what: `${resolution} ${aspectRatio} ${durationSeconds}s` });
+        }
+    for (const j of jobs) assert.equal((await waitForJob(stack, c.key, j.id, 60_000)).status, 'succeeded', j.what);
+    const thumbnail = async (j: { id: string; what: string }) => {
+      const r = await fetch(`${stack.baseUrl}/v1/videos/${j.id}/content?variant=thumbnail`, {
+        headers: { authorization: `Bearer ${c.key}` },
+      });
+      const body = Buffer.from(await r.arrayBuffer());
+      assert.equal(r.status, 200, `${j.what}: ${body.toString('utf8').slice(0, 300)}`);
+      assert.deepEqual([...body.subarray(0, 3)], [0xff, 0xd8, 0xff], j.what);
+    };
+    for (const j of jobs.slice(0, 10)) await thumbnail(j);
+    // As many at once as the thumbnail lane holds.
+    for (let i = 10; i < jobs.length; i += 4) await Promise.all(jobs.slice(i, i + 4).map(thumbnail));
+    await assertAuditHolds(stack);
+  });
+
   test('a kept thumbnail is served without reading the video; deleting the video removes it', async () => {
     const c = await newCustomer(stack, 5);
     const id = (await videos(c.key, 1))[0]!;
