@@ -59,8 +59,11 @@ export interface VideoJobActivityDeps {
 /** The longest wait between two fallback polls of a job whose backend calls back. */
 export const CALLBACK_FALLBACK_POLL_INTERVAL_MS_MAX = 30_000;
 
-/** Videos copied from a provider into storage at once by one worker process (each is held in memory), and copies left waiting. */
-export const CONCURRENT_OUTPUT_COPIES_MAX = 8;
+/**
+ * Videos copied from a provider into storage at once by one worker process (each is held in memory:
+ * src/runtime/memory-bounds.ts checks them against the chart's limit), and copies left waiting.
+ */
+export const CONCURRENT_OUTPUT_COPIES_MAX = 2;
 const WAITING_OUTPUT_COPIES_MAX = 10_000;
 const HEARTBEAT_EVERY_MS = 5_000;
 /** An accepted operation's record is tried this many times, RECORD_RETRY_MS apart and doubling (about 8 s in all), before it is cancelled. */

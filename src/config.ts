@@ -157,6 +157,9 @@ const EnvSchema = z.object({
   METRICS_TOKEN: z.string().min(16, 'METRICS_TOKEN must be at least 16 characters').optional(),
   WORKER_METRICS_PORT: intFrom(1, 65535).optional(),
   APP_METRICS_PORT: intFrom(0, 65535).optional(),
+  ADMIN_PORT: intFrom(0, 65535).optional(),
+  /** Read by src/telemetry/tracing.ts before the config loads (addresses or CIDR ranges whose trace context is followed). */
+  TRACING_TRUSTED_CALLERS: z.string().optional(),
 });
 
 /** Every environment variable the service reads. */
@@ -248,6 +251,8 @@ export interface Config {
   workerMetricsPort: number | undefined;
   /** Port of the app's /metrics in a worker-only process (`npm run worker`); unset = off. */
   appMetricsPort: number | undefined;
+  /** ADMIN_PORT: the operators' API (/admin) on a listener of its own, and no longer on PORT; unset = on PORT. */
+  adminPort: number | undefined;
 }
 
 export interface S3Config {
@@ -552,5 +557,6 @@ export function loadConfig(
     metricsToken: e.METRICS_TOKEN,
     workerMetricsPort: e.WORKER_METRICS_PORT,
     appMetricsPort: e.APP_METRICS_PORT,
+    adminPort: e.ADMIN_PORT,
   };
 }

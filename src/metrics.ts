@@ -209,6 +209,8 @@ export async function startMetricsServer(opts: {
   token: string | undefined;
   portVariable: string;
   ready?: () => Promise<boolean>;
+  /** Whether GET /metrics is served (false: 404, as the API does in production without METRICS_TOKEN); default true. */
+  serveMetrics?: boolean;
 }): Promise<{ url: string; close(): Promise<void> }> {
   const server = http.createServer((req, res) => {
     const path = (req.url ?? '').split('?')[0];
@@ -222,11 +224,16 @@ export async function startMetricsServer(opts: {
       else opts.ready().then(answer, () => answer(false));
       return;
     }
-    if (path !== '/metrics' || !read) {
+    if (path !== '/metrics' || !read || opts.serveMetrics === false) {
       res.writeHead(404, { 'Content-Type': 'application/json; charset=utf-8' });
       res.end(
         JSON.stringify({
-          error: { type: 'not_found_error', code: 'route_not_found', message: 'only GET /metrics is served here', param: null },
+          error: {
+            type: 'not_found_error',
+            code: 'route_not_found',
+            message: opts.serveMetrics === false ? 'no route here' : 'only GET /metrics is served here',
+            param: null,
+          },
         }),
       );
       return;

@@ -16,9 +16,10 @@ runMain('worker', async () => {
   if (!config.databaseUrl) throw new ConfigError('DATABASE_URL is required for a worker process (npm start runs an embedded one)');
   if (!config.temporal.address) throw new ConfigError('TEMPORAL_ADDRESS is required for a worker process (npm start runs a dev server)');
   const logger = createLogger(config.logLevel, 'worker');
-  const db = await openDatabase(config.databaseUrl, config);
+  const db = await openDatabase(config.databaseUrl, config, { gauges: false });
   // This process's own metrics (jobs settled, credits, provider polls): an API process serves them
-  // on PORT, a worker-only process on APP_METRICS_PORT. The SDK's metrics are on WORKER_METRICS_PORT.
+  // on PORT, a worker-only process on APP_METRICS_PORT, by the API's rule: in production only behind
+  // METRICS_TOKEN (without it, /metrics answers 404). The SDK's metrics are on WORKER_METRICS_PORT.
   // The same server answers the probes: /livez at once, /readyz once the worker runs.
   let ready: () => Promise<boolean> = async () => false;
   const metrics =
@@ -28,6 +29,7 @@ runMain('worker', async () => {
           port: config.appMetricsPort,
           host: config.host,
           token: config.metricsToken,
+          serveMetrics: !config.production || config.metricsToken !== undefined,
           portVariable: 'APP_METRICS_PORT',
           ready: () => ready(),
         });

@@ -12,10 +12,10 @@
 // ./ffmpeg-wasm.ts), which encodes a complete input: a stream in these formats sends its bytes when
 // the provider has finished. Their encoder runs in a place of the worker's speech lane that the caller
 // reserved before the provider was called; a worker that stopped mid-encode is replaced and the encode
-// tried once more. No encoder downloads anything at install or run time.
+// tried once more (an encode FFmpeg threw on is not: it would throw again). No encoder downloads anything at install or run time.
 import { Mp3Encoder } from '@breezystack/lamejs';
 import { ApiError } from '../errors.js';
-import type { MediaCommand } from './ffmpeg-wasm.js';
+import { MediaCommandTrapped, type MediaCommand } from './ffmpeg-wasm.js';
 import type { SpeechFormat } from '../models/values.js';
 import { pcmToWav } from './wav.js';
 
@@ -113,13 +113,14 @@ export function audioEncoder(format: SpeechFormat, rate_hz: number, media: Media
       const { args, out } = FFMPEG_ARGS[format];
       if (!media) throw new Error(`invariant: ${format} is encoded with a place reserved in the media worker`);
       return wholeFile(content_type, async (pcm) => {
-        const wav = pcmToWav(pcm, rate_hz);
+        // The media worker takes the input it is given: each attempt gets a WAV of its own.
         let encoded: Buffer | null;
         try {
-          encoded = await media(wav, 'in.wav', args, out);
+          encoded = await media(pcmToWav(pcm, rate_hz), 'in.wav', args, out);
         } catch (err) {
-          if (!(err instanceof ApiError && err.code === 'media_worker_unavailable')) throw err;
-          encoded = await media(wav, 'in.wav', args, out);
+          // A worker that stopped is replaced; FFmpeg that threw on this input would throw again.
+          if (!(err instanceof ApiError && err.code === 'media_worker_unavailable') || err instanceof MediaCommandTrapped) throw err;
+          encoded = await media(pcmToWav(pcm, rate_hz), 'in.wav', args, out);
         }
         if (!encoded) throw new Error(`FFmpeg could not encode ${format}`);
         return encoded;

@@ -23,30 +23,43 @@ export type MediaLane = 'speech' | 'thumbnail';
 export const MEDIA_LANE_PLACES: Readonly<Record<MediaLane, number>> = { speech: 16, thumbnail: 4 };
 /** One command, decode and encode, within this (FFmpeg's own timeout). */
 export const MEDIA_COMMAND_TIMEOUT_MS = 30_000;
-/**
- * Runs of one command, at most. A command that throws inside the worker (a WebAssembly trap such as
- * "memory access out of bounds") may leave FFmpeg's memory unusable for every command after it: that
- * worker is discarded, and the command is tried once more on a new one.
- */
-export const MEDIA_COMMAND_ATTEMPTS_MAX = 2;
-
-// The worker's code: CommonJS, run with `eval` so it works the same under tsx and from dist/.
+// Every command runs on an FFmpeg of its own, instantiated from the WebAssembly module the worker
+// compiled once. FFmpeg's `main` is not made to run twice: each run ends in `exit`, which @ffmpeg/core
+// turns into an exception that unwinds past the C code, so the stack it used is never given back (224
+// bytes a run, kilobytes a failed one) and FFmpeg's statics are never reset. After some 30 commands on
+// one instance its stack reaches its data, and a later command fails or traps ("memory access out of
+// bounds") whatever its input. A fresh instance costs some 50 ms (the next one is made while the worker
+// waits) and makes a command's outcome depend on its input alone: a command that throws would throw
+// again on the same input, so it is never run twice.
+// The input is handed over, not copied: the caller's buffer moves to the worker and into FFmpeg's
+// in-memory file system as it is, so a command holds one copy of its input.
 const WORKER_SOURCE = `
 const { parentPort, workerData } = require('node:worker_threads');
 const fs = require('node:fs');
 globalThis.self = { location: { href: workerData.coreDirUrl } };
-const ready = import(workerData.coreEntryUrl).then((m) =>
-  m.default({ wasmBinary: fs.readFileSync(workerData.wasmPath), print() {}, printErr() {} }));
+const factory = import(workerData.coreEntryUrl).then((m) => m.default);
+const compiled = WebAssembly.compile(fs.readFileSync(workerData.wasmPath));
+const fresh = () => {
+  const made = Promise.all([factory, compiled]).then(([make, module]) => new Promise((resolve, reject) => {
+    const instantiateWasm = (imports, done) => {
+      WebAssembly.instantiate(module, imports).then((instance) => done(instance), reject);
+      return {};
+    };
+    make({ instantiateWasm, print() {}, printErr() {} }).then(resolve, reject);
+  }));
+  made.catch(() => {});
+  return made;
+};
+let next = fresh();
 parentPort.on('message', async ({ id, input, input_name, args, output_name, timeout_ms }) => {
   try {
-    const core = await ready;
-    core.reset();
+    const core = await next;
+    next = fresh();
     core.setTimeout(timeout_ms);
-    core.FS.writeFile(input_name, new Uint8Array(input));
+    core.FS.writeFile(input_name, input, { canOwn: true });
     const rc = core.exec('-i', input_name, ...args, output_name);
     let out = null;
     try { out = rc === 0 ? core.FS.readFile(output_name) : null; } catch {}
-    for (const f of [input_name, output_name]) { try { core.FS.unlink(f); } catch {} }
     parentPort.postMessage({ id, output: out && out.length > 0 ? out : null, rc });
   } catch (err) {
     parentPort.postMessage({ id, output: null, rc: -1, error: String(err && err.message || err) });
@@ -54,7 +67,10 @@ parentPort.on('message', async ({ id, input, input_name, args, output_name, time
 });
 `;
 
-/** `ffmpeg -i <input_name> ...args <output_name>` on in-memory files: the output's bytes, or null when FFmpeg failed. */
+/**
+ * `ffmpeg -i <input_name> ...args <output_name>` on in-memory files: the output's bytes, or null when FFmpeg failed.
+ * The command takes `input`: its memory moves to the media worker, and the caller's buffer is left empty.
+ */
 export type MediaCommand = (input: Buffer, input_name: string, args: readonly string[], output_name: string) => Promise<Buffer | null>;
 
 /** A place in a lane: its commands run without being refused until it is released. */
@@ -69,8 +85,6 @@ interface Task {
   lane: MediaLane;
   message: { input: Buffer; input_name: string; args: readonly string[]; output_name: string };
   worker?: Worker;
-  /** Runs started so far (at most MEDIA_COMMAND_ATTEMPTS_MAX). */
-  attempts: number;
   resolve(output: Buffer | null): void;
   reject(err: Error): void;
 }
@@ -88,6 +102,16 @@ function coreFiles() {
 
 export const mediaUnavailable = (message: string) =>
   new ApiError(503, 'api_error', 'media_worker_unavailable', message, null, { 'Retry-After': '5' });
+
+/**
+ * FFmpeg threw (a WebAssembly trap such as "memory access out of bounds") on a fresh instance: the same
+ * input would make it throw again, so the caller must not run the command again as it is.
+ */
+export class MediaCommandTrapped extends ApiError {
+  constructor(readonly trap: string) {
+    super(503, 'api_error', 'media_worker_unavailable', `the media worker failed (${trap})`, null, { 'Retry-After': '5' });
+  }
+}
 
 const LANE_FULL: Record<MediaLane, string> = {
   speech: 'too many speeches in opus, aac or flac are being made right now; nothing was charged; retry in a moment',
@@ -144,7 +168,7 @@ export class FfmpegWasm {
     return this.held[lane];
   }
 
-  /** Worker threads started so far: one, and one more after each that failed or was discarded. */
+  /** Worker threads started so far: one, and one more after each that stopped. */
   workersStarted(): number {
     return this.workers_started;
   }
@@ -159,7 +183,7 @@ export class FfmpegWasm {
 
   private enqueue(lane: MediaLane, message: Task['message']): Promise<Buffer | null> {
     return new Promise<Buffer | null>((resolve, reject) => {
-      this.waiting[lane].push({ id: this.nextId++, lane, message, attempts: 0, resolve, reject });
+      this.waiting[lane].push({ id: this.nextId++, lane, message, resolve, reject });
       this.pump();
     });
   }
@@ -171,9 +195,11 @@ export class FfmpegWasm {
     if (!task) return;
     const worker = this.ensureWorker();
     task.worker = worker;
-    task.attempts++;
     this.running = task;
-    worker.postMessage({ id: task.id, ...task.message, timeout_ms: MEDIA_COMMAND_TIMEOUT_MS });
+    const { input, ...rest } = task.message;
+    // Moved, not copied (a buffer sharing its memory with others is copied once, into one of its own).
+    const owned = input.byteOffset === 0 && input.byteLength === input.buffer.byteLength ? input : Uint8Array.prototype.slice.call(input);
+    worker.postMessage({ id: task.id, input: owned, ...rest, timeout_ms: MEDIA_COMMAND_TIMEOUT_MS }, [owned.buffer as ArrayBuffer]);
   }
 
   private ensureWorker(): Worker {
@@ -185,13 +211,9 @@ export class FfmpegWasm {
       const t = this.running;
       if (!t || t.id !== m.id) return;
       this.running = null;
-      if (m.error) {
-        // FFmpeg threw: this worker's memory may be unusable from now on, so the next command gets a new
-        // worker; the command is tried once more there, first of its lane.
-        this.discard(worker);
-        if (t.attempts < MEDIA_COMMAND_ATTEMPTS_MAX) this.waiting[t.lane].unshift(t);
-        else t.reject(mediaUnavailable(`the media worker failed (${m.error})`));
-      } else t.resolve(m.output ? Buffer.from(m.output.buffer, m.output.byteOffset, m.output.byteLength) : null);
+      // FFmpeg threw on a fresh instance: it would throw again on this input, so it is not run again.
+      if (m.error) t.reject(new MediaCommandTrapped(m.error));
+      else t.resolve(m.output ? Buffer.from(m.output.buffer, m.output.byteOffset, m.output.byteLength) : null);
       this.pump();
     });
     const fail = (err: Error) => {
@@ -208,11 +230,5 @@ export class FfmpegWasm {
     worker.on('exit', (code) => fail(new Error(`exit ${code}`)));
     this.worker = worker;
     return worker;
-  }
-
-  /** Stops a worker no command may run on again; the next command starts a new one. */
-  private discard(worker: Worker): void {
-    if (this.worker === worker) this.worker = null;
-    void worker.terminate();
   }
 }

@@ -33,6 +33,8 @@ const RETIRED_CONNECTION_GRACE_MS = 60_000;
 
 export interface RunningApi {
   url: string;
+  /** The operators' API's own listener (ADMIN_PORT), when configured. */
+  adminUrl?: string;
   temporal: Client;
   close(): Promise<void>;
 }
@@ -61,17 +63,28 @@ export async function startApi(opts: {
   // FFmpeg (WebAssembly, one worker thread): thumbnails and compressed speech formats.
   const ffmpeg = new FfmpegWasm();
   const app = buildApp({ ...opts, storage, voiceProvider, callbackProviders, temporal, ffmpeg });
-  const server = await listen(app, config);
-  const address = server.address();
-  const port = typeof address === 'object' && address ? address.port : config.port;
+  // With ADMIN_PORT, the operators' API is served on a listener of its own and not on PORT.
+  const split = config.adminPort !== undefined;
+  const server = await listen(split ? only(app, (p) => !isAdminPath(p)) : app, config.port, config.host, 'PORT');
+  const adminServer = split ? await listen(only(app, isAdminListenerPath), config.adminPort!, config.host, 'ADMIN_PORT') : null;
+  const portOf = (s: http.Server, configured: number) => {
+    const address = s.address();
+    return typeof address === 'object' && address ? address.port : configured;
+  };
   return {
-    url: `http://${config.host}:${port}`,
+    url: `http://${config.host}:${portOf(server, config.port)}`,
+    ...(adminServer ? { adminUrl: `http://${config.host}:${portOf(adminServer, config.adminPort!)}` } : {}),
     temporal,
     async close() {
-      await new Promise<void>((r) => {
-        server.close(() => r());
-        server.closeIdleConnections();
-      });
+      await Promise.all(
+        [server, ...(adminServer ? [adminServer] : [])].map(
+          (s) =>
+            new Promise<void>((r) => {
+              s.close(() => r());
+              s.closeIdleConnections();
+            }),
+        ),
+      );
       await connected.close();
       await ffmpeg.close();
       closeStorage(storage);
@@ -242,11 +255,31 @@ function buildApp(parts: AppParts): http.RequestListener {
   });
 }
 
+/** The operators' API (/admin/...). */
+export const isAdminPath = (path: string) => path === '/admin' || path.startsWith('/admin/');
+/** What the admin listener serves: the operators' API, the probes and the metrics. */
+const isAdminListenerPath = (path: string) => isAdminPath(path) || /^\/(livez|readyz|healthz|metrics)$/.test(path);
+
+/** `app` for the requests whose path `serves`; a 404 in the API's error shape for the others. */
+function only(app: http.RequestListener, serves: (path: string) => boolean): http.RequestListener {
+  return (req, res) => {
+    const path = (req.url ?? '/').split('?')[0]!;
+    if (serves(path)) return app(req, res);
+    req.resume();
+    res.writeHead(404, { 'Content-Type': 'application/json; charset=utf-8' });
+    res.end(
+      JSON.stringify({
+        error: { type: 'not_found_error', code: 'route_not_found', message: `no route for ${req.method} ${path}`, param: null },
+      }),
+    );
+  };
+}
+
 /**
- * Serves `app` on the configured host and port, with limits on slow clients; a port already in use
- * refuses with a one-line configuration error.
+ * Serves `app` on `host` and `port`, with limits on slow clients; a port already in use refuses with a
+ * one-line configuration error naming `variable`.
  */
-async function listen(app: http.RequestListener, config: Config): Promise<http.Server> {
+async function listen(app: http.RequestListener, port: number, host: string, variable: string): Promise<http.Server> {
   const server = http.createServer(app);
   // Limits on slow clients: headers within 10 s, a whole request within 60 s.
   server.headersTimeout = 10_000;
@@ -254,9 +287,9 @@ async function listen(app: http.RequestListener, config: Config): Promise<http.S
   server.keepAliveTimeout = 5_000;
   await new Promise<void>((resolve, reject) => {
     server.once('error', (err: NodeJS.ErrnoException) =>
-      reject(err.code === 'EADDRINUSE' ? new ConfigError(`port ${config.port} is already in use; set PORT to a free port`) : err),
+      reject(err.code === 'EADDRINUSE' ? new ConfigError(`port ${port} is already in use; set ${variable} to a free port`) : err),
     );
-    server.listen(config.port, config.host, () => resolve());
+    server.listen(port, host, () => resolve());
   });
   return server;
 }

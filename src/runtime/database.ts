@@ -7,7 +7,12 @@ import { createPool, type Db } from '../db/pool.js';
 import { migrate } from '../db/migrate.js';
 import { registerDatabaseGauges } from '../metrics.js';
 
-export async function openDatabase(url: string, config: Config): Promise<Db> {
+/**
+ * Opens the pool and migrates. With `gauges` (the API's processes), the pending-work gauges read from
+ * PostgreSQL are served by this process's /metrics; a worker-only process leaves them to the API's, so
+ * its scrapes cost no queries.
+ */
+export async function openDatabase(url: string, config: Config, opts: { gauges: boolean } = { gauges: true }): Promise<Db> {
   const connectionString = withSystemRootCert(url);
   let db: Db;
   try {
@@ -22,7 +27,7 @@ export async function openDatabase(url: string, config: Config): Promise<Db> {
     throw new ConfigError(`cannot reach PostgreSQL at ${redactUrl(url)}: ${databaseFailure(err)}`);
   }
   await migrate(db);
-  registerDatabaseGauges(db);
+  if (opts.gauges) registerDatabaseGauges(db);
   return db;
 }
 

@@ -31,5 +31,6 @@ export interface TracingHooks {
   markSpans(attribute: string, value: string): void;
   clientInterceptors(): ClientInterceptors;
   workerOptions(): Pick<WorkerOptions, 'interceptors' | 'sinks'>;
+  withoutPropagation<T>(fn: () => T): T;
   shutdown(): Promise<void>;
 }

@@ -76,6 +76,14 @@ export function markSpans(attribute: string, value: string): void {
   hooks?.markSpans(attribute, value);
 }
 
+/**
+ * Runs `fn` so that the requests it starts carry nothing of our traces (no traceparent, tracestate or
+ * baggage): for requests to customers' servers, such as webhooks. Just `fn` without tracing.
+ */
+export function withoutTracePropagation<T>(fn: () => T): T {
+  return hooks ? hooks.withoutPropagation(fn) : fn();
+}
+
 /** The Temporal client's interceptors: the OpenTelemetry ones with tracing, none without. */
 export function temporalClientOptions(): { interceptors?: ClientInterceptors } {
   return hooks ? { interceptors: hooks.clientInterceptors() } : {};

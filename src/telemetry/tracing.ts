@@ -7,10 +7,21 @@
 // _PROTOCOL: http/protobuf by default, grpc or http/json; _HEADERS); the sampler by OTEL_TRACES_SAMPLER
 // and OTEL_TRACES_SAMPLER_ARG (parent-based, always on, by default); the resource by OTEL_SERVICE_NAME and
 // OTEL_RESOURCE_ATTRIBUTES over this role's default service name.
+//
+// The traces are ours. An incoming request's trace context (traceparent, tracestate, baggage) is
+// taken only from the callers TRACING_TRUSTED_CALLERS names (addresses or CIDR ranges, comma-separated;
+// none by default): a client's context would otherwise choose our trace ids and, under the parent-based
+// sampler, force (or refuse) sampling. Nothing of our traces goes out to customers: webhook attempts
+// carry no trace context (withoutTracePropagation). And no span keeps a credential: the query strings of
+// URLs (signed /v2/files links, providers' signed output URLs) and parameters named like one (signature,
+// token, key, credential, ...) are removed from every attribute and event before export.
 import { register } from 'node:module';
 import { createAddHookMessageChannel } from 'import-in-the-middle';
+import { isIP } from 'node:net';
+import ipaddr from 'ipaddr.js';
 import {
   context,
+  createContextKey,
   propagation,
   ROOT_CONTEXT,
   SpanKind,
@@ -20,9 +31,12 @@ import {
   type Context,
   type Link,
   type Span,
+  type TextMapGetter,
+  type TextMapPropagator,
+  type TextMapSetter,
   type Tracer,
 } from '@opentelemetry/api';
-import { getRPCMetadata, RPCType } from '@opentelemetry/core';
+import { CompositePropagator, getRPCMetadata, RPCType, W3CBaggagePropagator, W3CTraceContextPropagator } from '@opentelemetry/core';
 import { registerInstrumentations } from '@opentelemetry/instrumentation';
 import { HttpInstrumentation } from '@opentelemetry/instrumentation-http';
 import { ExpressInstrumentation } from '@opentelemetry/instrumentation-express';
@@ -150,6 +164,114 @@ class TraceAttributesExporter implements SpanExporter {
   }
 }
 
+/** A URL's query string (signed links carry their signature there). */
+const URL_QUERY = /\b([a-z][a-z0-9+.-]*:\/\/[^\s?#"'<>]*)\?[^\s#"'<>]*/gi;
+/** A parameter named like a credential, anywhere in a value (a relative signed link, an error message). */
+const CREDENTIAL_PARAM = /\b([\w.-]*(?:signature|sig|token|credential|secret|password|api[_-]?key|key)[\w.-]*)=[^\s&#"'<>]+/gi;
+/** Attributes that hold a request target or query without a scheme: their query string goes entirely. */
+const TARGET_ATTRIBUTES = new Set(['http.target', 'url.path']);
+const QUERY_ATTRIBUTES = new Set(['url.query']);
+export const REDACTED = 'REDACTED';
+
+/** `value` without URL query strings or credential-like parameters (for `key`, an attribute's name). */
+export function redactedValue(key: string, value: unknown): unknown {
+  if (Array.isArray(value)) return value.map((v) => redactedValue(key, v));
+  if (typeof value !== 'string') return value;
+  if (QUERY_ATTRIBUTES.has(key)) return REDACTED;
+  const v = TARGET_ATTRIBUTES.has(key) && value.includes('?') ? `${value.slice(0, value.indexOf('?'))}?${REDACTED}` : value;
+  return v.replace(URL_QUERY, `$1?${REDACTED}`).replace(CREDENTIAL_PARAM, `$1=${REDACTED}`);
+}
+
+export function redactedAttributes(attributes: Attributes): Attributes {
+  let changed = false;
+  const out: Attributes = {};
+  for (const [k, v] of Object.entries(attributes)) {
+    const r = redactedValue(k, v) as Attributes[string];
+    if (r !== v && JSON.stringify(r) !== JSON.stringify(v)) changed = true;
+    out[k] = r;
+  }
+  return changed ? out : attributes;
+}
+
+/** Spans exported without credentials: their attributes, their events' (an exception's message) and their name. */
+class RedactingExporter implements SpanExporter {
+  constructor(private readonly next: SpanExporter) {}
+
+  export(spans: ReadableSpan[], done: Parameters<SpanExporter['export']>[1]): void {
+    this.next.export(spans.map(redactedSpan), done);
+  }
+
+  forceFlush(): Promise<void> {
+    return this.next.forceFlush?.() ?? Promise.resolve();
+  }
+
+  shutdown(): Promise<void> {
+    return this.next.shutdown();
+  }
+}
+
+function redactedSpan(span: ReadableSpan): ReadableSpan {
+  const attributes = redactedAttributes(span.attributes);
+  const events = span.events.map((e) => {
+    const a = e.attributes ? redactedAttributes(e.attributes) : undefined;
+    return a === e.attributes ? e : { ...e, attributes: a };
+  });
+  const name = redactedValue('', span.name) as string;
+  if (attributes === span.attributes && name === span.name && events.every((e, i) => e === span.events[i])) return span;
+  return Object.create(span, {
+    attributes: { value: attributes, enumerable: true },
+    events: { value: events, enumerable: true },
+    name: { value: name, enumerable: true },
+  });
+}
+
+/** Set in a context whose outgoing requests carry no trace context (withoutTracePropagation). */
+const NO_PROPAGATION = createContextKey('video-voice-api no trace propagation');
+
+/**
+ * The W3C trace context and baggage propagators, except that nothing is injected in a context marked
+ * NO_PROPAGATION, and nothing is extracted from the headers of an incoming request of an untrusted
+ * caller (noted in `untrusted` just before the HTTP instrumentation extracts from them).
+ */
+class GuardedPropagator implements TextMapPropagator {
+  private readonly inner = new CompositePropagator({ propagators: [new W3CTraceContextPropagator(), new W3CBaggagePropagator()] });
+
+  constructor(private readonly untrusted: WeakSet<object>) {}
+
+  inject(ctx: Context, carrier: unknown, setter: TextMapSetter): void {
+    if (ctx.getValue(NO_PROPAGATION)) return;
+    this.inner.inject(ctx, carrier, setter);
+  }
+
+  extract(ctx: Context, carrier: unknown, getter: TextMapGetter): Context {
+    if (carrier !== null && typeof carrier === 'object' && this.untrusted.has(carrier)) return ctx;
+    return this.inner.extract(ctx, carrier, getter);
+  }
+
+  fields(): string[] {
+    return this.inner.fields();
+  }
+}
+
+/** Whether an address is one of TRACING_TRUSTED_CALLERS (addresses or CIDR ranges, comma-separated). */
+export function trustedCallers(spec: string | undefined): (address: string | undefined) => boolean {
+  const ranges = (spec ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)
+    .map((s) => {
+      if (s.includes('/')) return ipaddr.parseCIDR(s);
+      if (!isIP(s)) throw new Error(`TRACING_TRUSTED_CALLERS: ${s} is neither an address nor a CIDR range`);
+      const a = ipaddr.parse(s);
+      return [a, a.kind() === 'ipv4' ? 32 : 128] as [ipaddr.IPv4 | ipaddr.IPv6, number];
+    });
+  return (address) => {
+    if (!address || ranges.length === 0 || !isIP(address)) return false;
+    const a = ipaddr.process(address);
+    return ranges.some(([net, bits]) => a.kind() === net.kind() && a.match([net, bits] as Parameters<typeof a.match>[0]));
+  };
+}
+
 /** A workflow span as the Temporal interceptors' sink delivers it (built by an SDK of the 1.x line). */
 type WorkflowSinkSpan = ReadableSpan & { parentSpanId?: string; instrumentationLibrary?: ReadableSpan['instrumentationScope'] };
 
@@ -246,6 +368,9 @@ export async function startTracing(role: TelemetryRole, env: NodeJS.ProcessEnv =
       return { workflow: [new OpenTelemetryWorkflowClientInterceptor({ tracer }), jobMarking] };
     },
     workerOptions: () => tracingWorkerOptions(tracer, workflowSpans, resource),
+    withoutPropagation(fn) {
+      return context.with(context.active().setValue(NO_PROPAGATION, true), fn);
+    },
     async shutdown() {
       await provider.shutdown();
     },
@@ -266,16 +391,23 @@ async function startPipeline(role: TelemetryRole, env: NodeJS.ProcessEnv) {
   const resource: Resource = defaultResource()
     .merge(resourceFromAttributes({ [ATTR_SERVICE_NAME]: SERVICE_NAMES[role] }))
     .merge(detectResources({ detectors: [envDetector] }));
-  const exporter = new TraceAttributesExporter(await otlpExporter(env));
+  const exporter = new TraceAttributesExporter(new RedactingExporter(await otlpExporter(env)));
   const exporting = new BatchSpanProcessor(exporter);
   const processor = new JobAttributeProcessor(exporting);
   const provider = new NodeTracerProvider({ resource, spanProcessors: [processor] });
-  provider.register();
+  const untrusted = new WeakSet<object>();
+  const trusted = trustedCallers(env['TRACING_TRUSTED_CALLERS']);
+  provider.register({ propagator: new GuardedPropagator(untrusted) });
   registerInstrumentations({
     tracerProvider: provider,
     instrumentations: [
       new HttpInstrumentation({
-        ignoreIncomingRequestHook: (req) => UNTRACED_PATHS.test(req.url ?? ''),
+        ignoreIncomingRequestHook: (req) => {
+          if (UNTRACED_PATHS.test(req.url ?? '')) return true;
+          // Called just before the request's context is extracted from its headers: an untrusted caller's is not.
+          if (!trusted(req.socket?.remoteAddress)) untrusted.add(req.headers);
+          return false;
+        },
         // Outgoing calls outside any trace (storage housekeeping, the exporter's own) start none.
         requireParentforOutgoingSpans: true,
       }),

@@ -6,6 +6,7 @@
 import http from 'node:http';
 import https from 'node:https';
 import type { LookupFunction } from 'node:net';
+import { withoutTracePropagation } from '../telemetry/index.js';
 import {
   hostOf,
   parseWebhookUrl,
@@ -98,12 +99,15 @@ export async function sendWebhook(req: WebhookRequest): Promise<WebhookAttemptRe
       request.destroy();
       resolve({ ...r, duration_ms: elapsed() });
     };
-    const request = pinnedRequest(url, target, 'POST', {
-      ...req.headers,
-      'content-type': 'application/json',
-      'content-length': String(body.length),
-      'user-agent': USER_AGENT,
-    });
+    // A customer's server gets nothing of our traces.
+    const request = withoutTracePropagation(() =>
+      pinnedRequest(url, target, 'POST', {
+        ...req.headers,
+        'content-type': 'application/json',
+        'content-length': String(body.length),
+        'user-agent': USER_AGENT,
+      }),
+    );
     const timer = setTimeout(
       () => finish({ succeeded: false, http_status: null, error: `timeout: no answer within ${timeout_ms} ms` }),
       timeout_ms,

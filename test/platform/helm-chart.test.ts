@@ -111,14 +111,18 @@ describe('what the rendered objects say', { skip: TOOLS_MISSING }, () => {
       assert.ok(c.volumeMounts.some((m: any) => m.mountPath === '/tmp'));
       const env = envOf(d);
       // Secrets by reference only: never a value in the rendered objects.
-      for (const name of ['DATABASE_URL', 'ADMIN_TOKEN', 'URL_SIGNING_SECRET'])
-        assert.deepEqual(env[name], { secretKeyRef: { name: 'video-voice-api', key: name } });
+      assert.deepEqual(env['DATABASE_URL'], { secretKeyRef: { name: 'video-voice-api', key: 'DATABASE_URL' } });
       assert.equal(env['TEMPORAL_ADDRESS'], 'temporal-frontend.temporal.svc.cluster.local:7233');
       assert.equal(env['TEMPORAL_NAMESPACE'], 'default');
       assert.equal(env['TEMPORAL_TLS'], undefined);
       assert.equal(env['HOST'], '0.0.0.0');
       assert.equal(env['STORAGE_BACKEND'], 's3');
     }
+    // Each process gets only the secrets it uses: a worker never ADMIN_TOKEN, and with S3 (presigned URLs) no URL_SIGNING_SECRET.
+    for (const name of ['ADMIN_TOKEN', 'URL_SIGNING_SECRET'])
+      assert.deepEqual(envOf(api)[name], { secretKeyRef: { name: 'video-voice-api', key: name } });
+    assert.equal(envOf(worker)['ADMIN_TOKEN'], undefined);
+    assert.equal(envOf(worker)['URL_SIGNING_SECRET'], undefined);
     assert.equal(envOf(worker)['APP_METRICS_PORT'], '9465');
     assert.equal(container(worker).readinessProbe.httpGet.port, 'app-metrics');
     assert.equal(api.spec.replicas, undefined, 'the HPA owns the API replica count');
@@ -131,11 +135,83 @@ describe('what the rendered objects say', { skip: TOOLS_MISSING }, () => {
     const audit = find(objs, 'CronJob', 'video-video-voice-api-ledger-audit').spec.jobTemplate.spec.template.spec.containers[0];
     assert.deepEqual(audit.command, ['node', 'dist/src/admin-cli.js', 'ledger', 'audit']);
     assert.deepEqual(Object.fromEntries(audit.env.map((e: any) => [e.name, e.value ?? e.valueFrom])), {
-      API_URL: 'http://video-video-voice-api-api:80',
+      API_URL: 'http://video-video-voice-api-admin:80',
       ADMIN_TOKEN: { secretKeyRef: { name: 'video-voice-api', key: 'ADMIN_TOKEN' } },
     });
     assert.ok(!objs.some((o) => o.kind === 'Secret'), 'the chart makes no Secret');
     assert.ok(!objs.some((o) => o.kind === 'ScaledObject'));
+  });
+
+  test('the admin API on its own port and Service; NetworkPolicies for the API and the workers', () => {
+    const objs = objects(render('minimal-values.yaml').stdout);
+    const api = find(objs, 'Deployment', 'video-video-voice-api-api');
+    assert.equal(envOf(api)['ADMIN_PORT'], '8081');
+    assert.ok(container(api).ports.some((p: any) => p.name === 'admin' && p.containerPort === 8081));
+    const customers = find(objs, 'Service', 'video-video-voice-api-api');
+    assert.deepEqual(
+      customers.spec.ports.map((p: any) => p.targetPort),
+      ['http'],
+      "the customers' Service has no admin port",
+    );
+    const admin = find(objs, 'Service', 'video-video-voice-api-admin');
+    assert.equal(admin.spec.type, 'ClusterIP');
+    assert.deepEqual(
+      admin.spec.ports.map((p: any) => p.targetPort),
+      ['admin'],
+    );
+    const apiPolicy = find(objs, 'NetworkPolicy', 'video-video-voice-api-api');
+    assert.deepEqual(apiPolicy.spec.policyTypes, ['Ingress']);
+    const adminRule = apiPolicy.spec.ingress.find((r: any) => r.ports.some((p: any) => p.port === 'admin'));
+    assert.deepEqual(adminRule.from, [
+      {
+        podSelector: {
+          matchLabels: {
+            'app.kubernetes.io/name': 'video-voice-api',
+            'app.kubernetes.io/instance': 'video',
+            'app.kubernetes.io/component': 'ledger-audit',
+          },
+        },
+      },
+    ]);
+    const workerPolicy = find(objs, 'NetworkPolicy', 'video-video-voice-api-worker');
+    assert.deepEqual(workerPolicy.spec.ingress, [], 'nobody reaches a worker until networkPolicy.metricsFrom names its scraper');
+    const monitoring = [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' } } }];
+    const scraped = objects(
+      render('minimal-values.yaml', ['--set-json', `networkPolicy.metricsFrom=${JSON.stringify(monitoring)}`]).stdout,
+    );
+    assert.deepEqual(find(scraped, 'NetworkPolicy', 'video-video-voice-api-worker').spec.ingress, [
+      {
+        ports: [
+          { port: 'app-metrics', protocol: 'TCP' },
+          { port: 'sdk-metrics', protocol: 'TCP' },
+        ],
+        from: monitoring,
+      },
+    ]);
+    // api.adminPort=0: the admin API on the customers' port, as before; local storage: workers sign URLs.
+    const shared = objects(
+      render('minimal-values.yaml', [
+        '--set',
+        'api.adminPort=0',
+        '--set',
+        'storage.backend=local',
+        '--set',
+        'storage.local.existingClaim=videos',
+      ]).stdout,
+    );
+    assert.equal(envOf(find(shared, 'Deployment', 'video-video-voice-api-api'))['ADMIN_PORT'], undefined);
+    assert.ok(!shared.some((o) => o.kind === 'Service' && o.metadata.name === 'video-video-voice-api-admin'));
+    const audit = find(shared, 'CronJob', 'video-video-voice-api-ledger-audit').spec.jobTemplate.spec.template.spec.containers[0];
+    assert.equal(audit.env.find((e: any) => e.name === 'API_URL').value, 'http://video-video-voice-api-api:80');
+    const localWorker = envOf(find(shared, 'Deployment', 'video-video-voice-api-worker'));
+    assert.deepEqual(localWorker['URL_SIGNING_SECRET'], { secretKeyRef: { name: 'video-voice-api', key: 'URL_SIGNING_SECRET' } });
+    assert.equal(localWorker['ADMIN_TOKEN'], undefined);
+    // secrets.extra with processes: only those processes get it.
+    const extra = objects(
+      render('minimal-values.yaml', ['--set-json', 'secrets.extra=[{"env":"ELEVENLABS_API_KEY","key":"el","processes":["api"]}]']).stdout,
+    );
+    assert.ok(envOf(find(extra, 'Deployment', 'video-video-voice-api-api'))['ELEVENLABS_API_KEY']);
+    assert.equal(envOf(find(extra, 'Deployment', 'video-video-voice-api-worker'))['ELEVENLABS_API_KEY'], undefined);
   });
 
   test('Temporal Cloud with an API key: TEMPORAL_TLS, TEMPORAL_API_KEY by reference, provider keys, models.yaml as a ConfigMap', () => {

@@ -238,20 +238,25 @@ describe('a worker-only process (npm run worker)', () => {
     return { child, output: () => output, exited };
   }
 
-  test('serves its own metrics on APP_METRICS_PORT and the Temporal SDK metrics on WORKER_METRICS_PORT', async () => {
-    const sdkPort = await freePort();
-    const w = spawnWorker({ WORKER_METRICS_PORT: String(sdkPort), APP_METRICS_PORT: '0', METRICS_TOKEN });
-    let running: Record<string, any> | undefined;
-    for (let i = 0; !running; i++) {
+  /** The worker's `worker running` log line, once it has started. */
+  async function runningLine(w: ReturnType<typeof spawnWorker>): Promise<Record<string, any>> {
+    for (let i = 0; ; i++) {
       assert.ok(i < 600 && w.child.exitCode === null, `worker did not start: ${w.output()}`);
-      running = w
+      const running = w
         .output()
         .split('\n')
         .filter((l) => l.startsWith('{'))
         .map((l) => JSON.parse(l))
         .find((l) => l.msg === 'worker running');
-      if (!running) await new Promise((r) => setTimeout(r, 100));
+      if (running) return running;
+      await new Promise((r) => setTimeout(r, 100));
     }
+  }
+
+  test('serves its own metrics on APP_METRICS_PORT and the Temporal SDK metrics on WORKER_METRICS_PORT', async () => {
+    const sdkPort = await freePort();
+    const w = spawnWorker({ WORKER_METRICS_PORT: String(sdkPort), APP_METRICS_PORT: '0', METRICS_TOKEN });
+    const running = await runningLine(w);
     const appUrl = running.metrics_url as string;
     assert.match(appUrl, /^http:\/\/127\.0\.0\.1:\d+\/metrics$/);
     assert.equal((await fetch(appUrl)).status, 401, 'METRICS_TOKEN applies here too');
@@ -269,6 +274,8 @@ describe('a worker-only process (npm run worker)', () => {
     assert.equal(valueOf(app, 'credits_charged_micro_eur_total', { kind: 'video' }), 2 * UNIT_4S_720P);
     assert.equal(valueOf(app, 'credits_refunded_micro_eur_total', { kind: 'video' }), UNIT_4S_720P);
     assert.ok(valueOf(app, 'video_provider_poll_duration_seconds_count', { backend: 'simulator' }) >= 1);
+    // The gauges read from PostgreSQL are the API's: a worker's scrape costs no query.
+    assert.ok(!/^(video_jobs_pending|webhook_deliveries_pending|webhook_delivery_oldest)/m.test(app), 'no database gauges');
 
     const sdk = await scrape(`http://127.0.0.1:${sdkPort}/metrics`, undefined);
     assert.ok(
@@ -276,6 +283,23 @@ describe('a worker-only process (npm run worker)', () => {
       sdk.slice(0, 2000),
     );
 
+    w.child.kill('SIGTERM');
+    assert.equal(await w.exited, 0, w.output());
+  });
+
+  test("in production without METRICS_TOKEN, the worker's business metrics are not served (the API's rule); its probes are", async () => {
+    const w = spawnWorker({
+      NODE_ENV: 'production',
+      PUBLIC_BASE_URL: 'https://api.example.test',
+      URL_SIGNING_SECRET: 'Vq3kZp8WmR2tXy7LbN4cHd9FgJ6sQe1A',
+      APP_METRICS_PORT: '0',
+      LOG_LEVEL: 'info',
+    });
+    const appUrl = (await runningLine(w)).metrics_url as string;
+    const r = await fetch(appUrl);
+    assert.equal(r.status, 404);
+    assert.doesNotMatch(await r.text(), /credits_charged/);
+    assert.equal((await fetch(appUrl.replace(/\/metrics$/, '/livez'))).status, 200);
     w.child.kill('SIGTERM');
     assert.equal(await w.exited, 0, w.output());
   });

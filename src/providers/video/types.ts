@@ -153,5 +153,8 @@ export class ProviderError extends Error {
   }
 }
 
-/** Largest video file accepted from a provider. */
-export const VIDEO_OUTPUT_BYTES_MAX = 512 * 1024 * 1024;
+/**
+ * Largest video file accepted from a provider (a copy holds it in memory: src/runtime/memory-bounds.ts).
+ * Providers' 8 s clips are 5-30 MB at 1080p, some 100 MB at 4K.
+ */
+export const VIDEO_OUTPUT_BYTES_MAX = 256 * 1024 * 1024;

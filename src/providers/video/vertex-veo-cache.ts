@@ -34,7 +34,7 @@ export function staticTokenSource(token: string): AccessTokenSource {
  * this many bytes) for the copies of their outputs and any re-poll: each is then read from Vertex once,
  * not once per poll and again per output.
  */
-export const INLINE_VIDEO_CACHE_BYTES_MAX = 512 * 1024 * 1024;
+export const INLINE_VIDEO_CACHE_BYTES_MAX = 128 * 1024 * 1024;
 
 /** A finished operation as poll reported it, with its inline videos decoded (or why one cannot be delivered). */
 export interface FinishedOperation {

@@ -63,8 +63,16 @@ app.kubernetes.io/component: {{ .component }}
       key: {{ .key }}
 {{- end -}}
 
-{{/* The environment every process (API, worker, migrations) gets. */}}
+{{/*
+The environment of a long-running process: pass (dict "ctx" $ "process" "api") or "worker". Each gets
+only the secrets it uses: the API ADMIN_TOKEN and URL_SIGNING_SECRET (it signs download URLs); a worker
+URL_SIGNING_SECRET only with local storage (it signs the URLs in webhook events; S3 presigns them), never
+ADMIN_TOKEN; secrets.extra entries go to the processes their `processes` names (both by default).
+*/}}
 {{- define "vva.env" -}}
+{{- $process := .process -}}
+{{- $ctx := .ctx -}}
+{{- with .ctx -}}
 {{- $secret := required "secrets.existingSecret is required: the Secret holding DATABASE_URL, ADMIN_TOKEN and URL_SIGNING_SECRET" .Values.secrets.existingSecret -}}
 - name: NODE_ENV
   value: production
@@ -75,13 +83,19 @@ app.kubernetes.io/component: {{ .component }}
 - name: PUBLIC_BASE_URL
   value: {{ required "publicBaseUrl is required (PUBLIC_BASE_URL: the base of the URLs handed to customers)" .Values.publicBaseUrl | quote }}
 {{ include "vva.secretEnv" (dict "env" "DATABASE_URL" "secret" $secret "key" .Values.secrets.databaseUrlKey) }}
+{{- if eq $process "api" }}
 {{ include "vva.secretEnv" (dict "env" "ADMIN_TOKEN" "secret" $secret "key" .Values.secrets.adminTokenKey) }}
+{{- end }}
+{{- if or (eq $process "api") (eq .Values.storage.backend "local") }}
 {{ include "vva.secretEnv" (dict "env" "URL_SIGNING_SECRET" "secret" $secret "key" .Values.secrets.urlSigningSecretKey) }}
+{{- end }}
 {{- if .Values.secrets.metricsTokenKey }}
 {{ include "vva.secretEnv" (dict "env" "METRICS_TOKEN" "secret" $secret "key" .Values.secrets.metricsTokenKey) }}
 {{- end }}
 {{- range .Values.secrets.extra }}
+{{- if has $process (default (list "api" "worker") .processes) }}
 {{ include "vva.secretEnv" (dict "env" (required "secrets.extra[].env is required" .env) "secret" (default $secret .secret) "key" (required "secrets.extra[].key is required" .key)) }}
+{{- end }}
 {{- end }}
 - name: TEMPORAL_ADDRESS
   value: {{ required "temporal.address is required (the Temporal frontend, host:port)" .Values.temporal.address | quote }}
@@ -144,17 +158,22 @@ app.kubernetes.io/component: {{ .component }}
 - name: OTEL_EXPORTER_OTLP_ENDPOINT
   value: {{ . | quote }}
 - name: OTEL_EXPORTER_OTLP_PROTOCOL
-  value: {{ $.Values.tracing.protocol | quote }}
+  value: {{ $ctx.Values.tracing.protocol | quote }}
 - name: OTEL_TRACES_SAMPLER
-  value: {{ $.Values.tracing.sampler | quote }}
-{{- with $.Values.tracing.samplerArg }}
+  value: {{ $ctx.Values.tracing.sampler | quote }}
+{{- with $ctx.Values.tracing.samplerArg }}
 - name: OTEL_TRACES_SAMPLER_ARG
+  value: {{ . | quote }}
+{{- end }}
+{{- with $ctx.Values.tracing.trustedCallers }}
+- name: TRACING_TRUSTED_CALLERS
   value: {{ . | quote }}
 {{- end }}
 {{- end }}
 {{- range $k, $v := .Values.env }}
 - name: {{ $k }}
   value: {{ include "vva.envValue" $v }}
+{{- end }}
 {{- end }}
 {{- end -}}
 
