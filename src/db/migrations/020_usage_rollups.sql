@@ -130,7 +130,7 @@ CREATE TRIGGER usage_speech_requests_insert AFTER INSERT ON speech_requests FOR 
 CREATE TRIGGER usage_speech_requests_update AFTER UPDATE ON speech_requests FOR EACH ROW
   WHEN (OLD.status IS DISTINCT FROM NEW.status OR OLD.cost_micro_eur IS DISTINCT FROM NEW.cost_micro_eur
         OR OLD.api_key_id IS DISTINCT FROM NEW.api_key_id OR OLD.backend IS DISTINCT FROM NEW.backend
-        OR OLD.characters IS DISTINCT FROM NEW.characters OR OLD.model IS DISTINCT FROM NEW.model)
+        OR OLD.characters IS DISTINCT FROM NEW.characters OR OLD.model IS DISTINCT FROM NEW.model OR OLD.created_at IS DISTINCT FROM NEW.created_at)
   EXECUTE FUNCTION usage_speech_requests_trigger();
 CREATE TRIGGER usage_voices_insert AFTER INSERT ON voices FOR EACH ROW EXECUTE FUNCTION usage_voices_trigger();
 
