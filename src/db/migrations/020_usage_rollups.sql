@@ -40,19 +40,19 @@ ALTER TABLE speech_requests ADD COLUMN backend text;
 -- The API key that cloned a voice (NULL: before this column).
 ALTER TABLE voices ADD COLUMN api_key_id uuid REFERENCES api_keys(id);
 
--- Adds `sign` times one request's contribution to its row. Callers within one statement take rows in
--- a fixed order (usage_move), and every writer of a workspace's rows holds its workspace row lock or the
--- request's own row lock first, so concurrent requests of one workspace queue as they do on the balance.
+-- A request's counters, in this order: requests, succeeded, failed, pending, charged, refunded, cost,
+-- videos, video_seconds, characters (micro-euros for money).
+--
+-- Adds `c` to the row of the request's hour and fields. Every writer of a workspace's rows holds its
+-- workspace row lock or the request's own row lock first, so concurrent requests of one workspace queue
+-- as they do on the balance; one statement that moves a request between rows takes them in a fixed order.
 CREATE FUNCTION usage_add(
-  p_workspace_id uuid, p_created_at timestamptz, p_kind text, p_model text, p_api_key_id uuid, p_backend text, sign integer,
-  requests bigint, succeeded bigint, failed bigint, pending bigint, charged bigint, refunded bigint, cost bigint,
-  videos bigint, video_seconds bigint, characters bigint
+  p_workspace_id uuid, p_created_at timestamptz, p_kind text, p_model text, p_api_key_id uuid, p_backend text, c bigint[]
 ) RETURNS void LANGUAGE sql VOLATILE AS $$
   INSERT INTO usage_rollups AS u (workspace_id, hour, kind, model, api_key_id, backend, requests, succeeded, failed, pending,
                                   charged_micro_eur, refunded_micro_eur, cost_micro_eur, videos, video_seconds, characters)
   VALUES (p_workspace_id, date_trunc('hour', p_created_at, 'UTC'), p_kind, p_model, p_api_key_id, p_backend,
-          sign * requests, sign * succeeded, sign * failed, sign * pending, sign * charged, sign * refunded, sign * cost,
-          sign * videos, sign * video_seconds, sign * characters)
+          c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9], c[10])
   ON CONFLICT (workspace_id, hour, kind, model, api_key_id, backend) DO UPDATE SET
     requests = u.requests + EXCLUDED.requests, succeeded = u.succeeded + EXCLUDED.succeeded, failed = u.failed + EXCLUDED.failed,
     pending = u.pending + EXCLUDED.pending, charged_micro_eur = u.charged_micro_eur + EXCLUDED.charged_micro_eur,
@@ -60,41 +60,59 @@ CREATE FUNCTION usage_add(
     videos = u.videos + EXCLUDED.videos, video_seconds = u.video_seconds + EXCLUDED.video_seconds, characters = u.characters + EXCLUDED.characters
 $$;
 
--- One video job's contribution: a request, its outcome, its charge (the estimate, charged at creation),
--- its refund and cost (set at settlement), the videos it delivered and their seconds.
-CREATE FUNCTION usage_video_job_add(j video_jobs, sign integer) RETURNS void LANGUAGE sql VOLATILE AS $$
-  SELECT usage_add(j.workspace_id, j.created_at, 'video', j.model, j.api_key_id, j.backend, sign,
-    1, (j.status = 'succeeded')::int, (j.status = 'failed')::int, (j.status = 'pending')::int,
+-- One video job's counters: a request, its outcome, its charge (the estimate, charged at creation), its
+-- refund and cost (set at settlement), the videos it delivered and their seconds.
+CREATE FUNCTION usage_video_job_counts(j video_jobs) RETURNS bigint[] LANGUAGE sql IMMUTABLE AS $$
+  SELECT ARRAY[1, (j.status = 'succeeded')::int, (j.status = 'failed')::int, (j.status = 'pending')::int,
     j.estimated_cost_micro_eur, j.refunded_micro_eur, COALESCE(j.cost_micro_eur, 0),
     CASE WHEN j.status = 'succeeded' THEN jsonb_array_length(j.videos) ELSE 0 END,
     CASE WHEN j.status = 'succeeded' THEN jsonb_array_length(j.videos) * COALESCE((j.params->>'durationSeconds')::int, 0) ELSE 0 END,
-    0)
+    0]::bigint[]
 $$;
 
--- One speech request's contribution: held = pending, delivered = succeeded (its capture is its charge and
+-- One speech request's counters: held = pending, delivered = succeeded (its capture is its charge and
 -- its cost), released = failed (nothing charged). A retry of a released request under the same
 -- Idempotency-Key is the same request, held again.
-CREATE FUNCTION usage_speech_add(s speech_requests, sign integer) RETURNS void LANGUAGE sql VOLATILE AS $$
-  SELECT usage_add(s.workspace_id, s.created_at, 'speech', s.model, s.api_key_id, s.backend, sign,
-    1, (s.status = 'delivered')::int, (s.status = 'released')::int, (s.status = 'held')::int,
+CREATE FUNCTION usage_speech_counts(s speech_requests) RETURNS bigint[] LANGUAGE sql IMMUTABLE AS $$
+  SELECT ARRAY[1, (s.status = 'delivered')::int, (s.status = 'released')::int, (s.status = 'held')::int,
     CASE WHEN s.status = 'delivered' THEN s.cost_micro_eur ELSE 0 END, 0,
     CASE WHEN s.status = 'delivered' THEN s.cost_micro_eur ELSE 0 END,
-    0, 0, CASE WHEN s.status = 'delivered' THEN s.characters ELSE 0 END)
+    0, 0, CASE WHEN s.status = 'delivered' THEN s.characters ELSE 0 END]::bigint[]
 $$;
+
+CREATE FUNCTION usage_minus(a bigint[], b bigint[]) RETURNS bigint[] LANGUAGE sql IMMUTABLE AS $$
+  SELECT array_agg(x - y ORDER BY i) FROM unnest(a, b) WITH ORDINALITY AS t(x, y, i)
+$$;
+
+-- A changed request: in the same row, one update by the difference; moved to another row (another
+-- backend, key, model or hour), out of the old row and into the new, the two rows in a fixed order.
+CREATE FUNCTION usage_move(
+  kind text, o_ws uuid, o_at timestamptz, o_model text, o_key uuid, o_backend text, o_c bigint[],
+  n_ws uuid, n_at timestamptz, n_model text, n_key uuid, n_backend text, n_c bigint[]
+) RETURNS void LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+  IF o_ws = n_ws AND date_trunc('hour', o_at, 'UTC') = date_trunc('hour', n_at, 'UTC') AND o_model IS NOT DISTINCT FROM n_model
+     AND o_key IS NOT DISTINCT FROM n_key AND o_backend IS NOT DISTINCT FROM n_backend THEN
+    IF o_c IS DISTINCT FROM n_c THEN
+      PERFORM usage_add(n_ws, n_at, kind, n_model, n_key, n_backend, usage_minus(n_c, o_c));
+    END IF;
+  ELSIF ROW(o_ws, o_at, COALESCE(o_model, ''), COALESCE(o_key::text, ''), COALESCE(o_backend, ''))
+        <= ROW(n_ws, n_at, COALESCE(n_model, ''), COALESCE(n_key::text, ''), COALESCE(n_backend, '')) THEN
+    PERFORM usage_add(o_ws, o_at, kind, o_model, o_key, o_backend, usage_minus(ARRAY[0,0,0,0,0,0,0,0,0,0]::bigint[], o_c));
+    PERFORM usage_add(n_ws, n_at, kind, n_model, n_key, n_backend, n_c);
+  ELSE
+    PERFORM usage_add(n_ws, n_at, kind, n_model, n_key, n_backend, n_c);
+    PERFORM usage_add(o_ws, o_at, kind, o_model, o_key, o_backend, usage_minus(ARRAY[0,0,0,0,0,0,0,0,0,0]::bigint[], o_c));
+  END IF;
+END $$;
 
 CREATE FUNCTION usage_video_jobs_trigger() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   IF TG_OP = 'UPDATE' THEN
-    -- Moved to another backend (a failover): the old row first or the new one, in one fixed order.
-    IF COALESCE(OLD.backend, '') <= COALESCE(NEW.backend, '') THEN
-      PERFORM usage_video_job_add(OLD, -1);
-      PERFORM usage_video_job_add(NEW, 1);
-    ELSE
-      PERFORM usage_video_job_add(NEW, 1);
-      PERFORM usage_video_job_add(OLD, -1);
-    END IF;
+    PERFORM usage_move('video', OLD.workspace_id, OLD.created_at, OLD.model, OLD.api_key_id, OLD.backend, usage_video_job_counts(OLD),
+                       NEW.workspace_id, NEW.created_at, NEW.model, NEW.api_key_id, NEW.backend, usage_video_job_counts(NEW));
   ELSE
-    PERFORM usage_video_job_add(NEW, 1);
+    PERFORM usage_add(NEW.workspace_id, NEW.created_at, 'video', NEW.model, NEW.api_key_id, NEW.backend, usage_video_job_counts(NEW));
   END IF;
   RETURN NULL;
 END $$;
@@ -102,16 +120,17 @@ END $$;
 CREATE FUNCTION usage_speech_requests_trigger() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   IF TG_OP = 'UPDATE' THEN
-    PERFORM usage_speech_add(OLD, -1);
+    PERFORM usage_move('speech', OLD.workspace_id, OLD.created_at, OLD.model, OLD.api_key_id, OLD.backend, usage_speech_counts(OLD),
+                       NEW.workspace_id, NEW.created_at, NEW.model, NEW.api_key_id, NEW.backend, usage_speech_counts(NEW));
+  ELSE
+    PERFORM usage_add(NEW.workspace_id, NEW.created_at, 'speech', NEW.model, NEW.api_key_id, NEW.backend, usage_speech_counts(NEW));
   END IF;
-  PERFORM usage_speech_add(NEW, 1);
   RETURN NULL;
 END $$;
 
 CREATE FUNCTION usage_voices_trigger() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-  PERFORM usage_add(NEW.workspace_id, NEW.created_at, 'voice_clone', NULL, NEW.api_key_id, NEW.provider, 1,
-    1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+  PERFORM usage_add(NEW.workspace_id, NEW.created_at, 'voice_clone', NULL, NEW.api_key_id, NEW.provider, ARRAY[1,1,0,0,0,0,0,0,0,0]::bigint[]);
   RETURN NULL;
 END $$;
 
