@@ -40,7 +40,7 @@ const COUNTERS = [
   'characters',
 ];
 
-/** What every request's row contributes, grouped as the rollups are (the triggers of 020_usage_rollups.sql, as a scan). */
+/** What every request's row contributes, grouped as the rollups are (the triggers of 021_usage_rollups.sql, as a scan). */
 const EXPECTED_SQL = `
   SELECT j.workspace_id, date_trunc('hour', j.created_at, 'UTC') AS hour, 'video' AS kind, j.model, j.api_key_id, j.backend,
          count(*) AS requests, count(*) FILTER (WHERE j.status = 'succeeded') AS succeeded,

@@ -1,5 +1,5 @@
 // Reads of usage: sums of the hourly rollups (usage_rollups, kept by the database in the transactions that
-// move the money: src/db/migrations/020_usage_rollups.sql) per UTC hour, day or month and group. A read
+// move the money: src/db/migrations/021_usage_rollups.sql) per UTC hour, day or month and group. A read
 // touches at most one row per hour and group of the range, never the ledger, so its cost follows the range
 // and the groups asked for, not how many requests were made.
 import type { Db } from '../db/pool.js';

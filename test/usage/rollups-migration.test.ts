@@ -1,4 +1,4 @@
-// Migration 020 counts what existed before it once (jobs pending and settled, speech delivered, held and
+// Migration 021 counts what existed before it once (jobs pending and settled, speech delivered, held and
 // released, clones), and from then on the rows keep the rollups: a job charged before the migration and
 // settled after it lands in its creation hour, exact against the ledger.
 import { test } from 'node:test';
@@ -17,14 +17,14 @@ import { createTestDatabase } from '../helpers/stack.js';
 
 const HOUR_MS = 3_600_000;
 
-test('migration 020 counts the existing requests once; a job settled after it updates its creation hour', async () => {
+test('migration 021 counts the existing requests once; a job settled after it updates its creation hour', async () => {
   const db = createPool(await createTestDatabase(), 2);
   try {
     const dir = projectPath('src', 'db', 'migrations');
     await db.query('CREATE TABLE schema_migrations (version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())');
     for (const f of fs
       .readdirSync(dir)
-      .filter((f) => /^\d{3}_.*\.sql$/.test(f) && f < '020')
+      .filter((f) => /^\d{3}_.*\.sql$/.test(f) && f < '021')
       .sort()) {
       await db.query(fs.readFileSync(path.join(dir, f), 'utf8'));
       await db.query('INSERT INTO schema_migrations (version) VALUES ($1)', [f]);
@@ -89,7 +89,7 @@ test('migration 020 counts the existing requests once; a job settled after it up
       ws,
     ]);
 
-    assert.deepEqual(await migrate(db), ['020_usage_rollups.sql']);
+    assert.deepEqual(await migrate(db), ['021_usage_rollups.sql']);
     const audit = await auditLedger(db);
     assert.deepEqual([audit.usage_ledger_mismatches, audit.usage_row_mismatches], [[], []]);
 
