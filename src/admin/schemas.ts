@@ -136,6 +136,33 @@ export const LedgerAudit = z
           'its deadline, a charge for a refused attempt. The reconciler settles the first kind within two ' +
           'intervals.',
       ),
+    usage_ledger_mismatches: z
+      .array(
+        z.strictObject({
+          workspace_id: Uuid,
+          rollups_micro_eur: z.array(MicroEuros).length(3),
+          ledger_micro_eur: z.array(MicroEuros).length(3),
+        }),
+      )
+      .describe("Workspaces whose usage (charged, refunded, cost) differs from the ledger's (cost: what it kept net of pending jobs)."),
+    usage_rows_checked: z.int().nonnegative(),
+    usage_row_mismatches: z
+      .array(
+        z.strictObject({
+          workspace_id: Uuid,
+          hour: z.string(),
+          kind: z.string(),
+          model: z.string().nullable(),
+          api_key_id: Uuid.nullable(),
+          backend: z.string().nullable(),
+          rollup: z.array(z.int()),
+          expected: z.array(z.int()),
+        }),
+      )
+      .describe(
+        'Usage rows whose counters (requests, succeeded, failed, pending, charged, refunded, cost, videos, video_seconds, characters) ' +
+          'differ from those of the requests created in their hour.',
+      ),
   })
   .describe(
     'ok: every balance equals the sum of its ledger entries, every speech hold is backed by a request in ' +

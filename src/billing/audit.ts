@@ -7,6 +7,7 @@
 // top-up that is not exactly one ledger entry of its own workspace and amount.
 import { inTransaction, type Db, type Tx } from '../db/pool.js';
 import { SPEECH_HOLD_TTL_MS } from '../voices/speech-billing.js';
+import { readUsageMismatches, type UsageLedgerMismatch, type UsageRowMismatch } from '../usage/audit.js';
 
 /** How a job's workflow stands in Temporal. */
 export type WorkflowState = 'running' | 'closed' | 'not_found';
@@ -35,6 +36,11 @@ export interface AuditReport {
   topup_mismatches: { topup_id: string; amount_micro_eur: number; ledger_sum_micro_eur: number; entries: number }[];
   pending_jobs_checked: number;
   unaccounted_jobs: UnaccountedJob[];
+  /** Usage's rollups (src/usage/audit.ts): workspaces whose charged, refunded or cost differ from the ledger's. */
+  usage_ledger_mismatches: UsageLedgerMismatch[];
+  usage_rows_checked: number;
+  /** Rollup rows whose counters differ from what their requests' rows say. */
+  usage_row_mismatches: UsageRowMismatch[];
 }
 
 export interface AuditOptions {
@@ -56,7 +62,8 @@ export async function auditLedger(db: Db, opts: AuditOptions = {}): Promise<Audi
     const charges = await readCharges(tx);
     const unsettled = await readUnsettled(tx, margin_ms);
     const topups = await readTopups(tx);
-    return { ...accounts, ...charges, ...unsettled, ...topups };
+    const usage = { usage: await readUsageMismatches(tx) };
+    return { ...accounts, ...charges, ...unsettled, ...topups, ...usage };
   });
   if (opts.workflowStates && snapshot.pending.length > 0) await findStoppedWorkflows(db, snapshot, opts.workflowStates);
   return toReport(snapshot);
@@ -65,7 +72,7 @@ export async function auditLedger(db: Db, opts: AuditOptions = {}): Promise<Audi
 type Snapshot = Awaited<ReturnType<typeof readAccounts>> &
   Awaited<ReturnType<typeof readCharges>> &
   Awaited<ReturnType<typeof readUnsettled>> &
-  Awaited<ReturnType<typeof readTopups>>;
+  Awaited<ReturnType<typeof readTopups>> & { usage: Awaited<ReturnType<typeof readUsageMismatches>> };
 
 /** Workspaces' balances and holds, and API keys' spend, that differ from what their entries and requests say. */
 async function readAccounts(tx: Tx) {
@@ -229,7 +236,9 @@ function toReport(report: Snapshot): AuditReport {
     report.speech.length === 0 &&
     report.unaccounted.length === 0 &&
     report.staleHolds.length === 0 &&
-    report.topups.length === 0;
+    report.topups.length === 0 &&
+    report.usage.ledger.length === 0 &&
+    report.usage.rows.length === 0;
   return {
     ok,
     workspaces_checked: report.workspaces,
@@ -246,5 +255,8 @@ function toReport(report: Snapshot): AuditReport {
     topup_mismatches: report.topups.slice(0, MISMATCHES_LISTED_MAX),
     pending_jobs_checked: report.pending.length,
     unaccounted_jobs: report.unaccounted.slice(0, MISMATCHES_LISTED_MAX),
+    usage_ledger_mismatches: report.usage.ledger,
+    usage_rows_checked: report.usage.rows_checked,
+    usage_row_mismatches: report.usage.rows,
   };
 }

@@ -26,6 +26,7 @@ import { speechRoutes } from '../voices/speech-routes.js';
 import { docsRoutes } from '../service/docs-routes.js';
 import { webhookRoutes } from '../webhooks/routes.js';
 import { statementRoutes } from '../account/statement-routes.js';
+import { usageRoutes } from '../usage/routes.js';
 import { consoleRoutes } from '../service/console-routes.js';
 import { providerCallbackRoutes, type ProviderCallbackDeps } from '../video-jobs/callback-routes.js';
 import { healthRoutes } from '../service/health-routes.js';
@@ -42,6 +43,7 @@ import * as ServiceSchemas from '../service/schemas.js';
 import * as AdminSchemas from '../admin/schemas.js';
 import * as AccountSchemas from '../account/schemas.js';
 import * as WebhookSchemas from '../webhooks/schemas.js';
+import * as UsageSchemas from '../usage/schemas.js';
 import { webhookOperations } from '../webhooks/openapi.js';
 import { methodNotAllowed, optionsAllow } from '../http/method-not-allowed.js';
 import { handleMetricsRequest, observeHttpRequest } from '../metrics.js';
@@ -213,6 +215,7 @@ function featureRouters(app: express.Express, deps: AppDeps, guards: CustomerGua
     speechRoutes({ auth, limit, speech: deps.speech }),
     webhookRoutes({ auth, limit, webhooks: deps.webhooks }),
     statementRoutes({ auth, db: deps.db }),
+    usageRoutes({ auth, admin: requireAdmin(deps.adminToken), db: deps.db }),
     ...(deps.files ? [fileRoutes(deps.files)] : []),
     adminRoutes({
       db: deps.db,
@@ -237,6 +240,7 @@ export const RESPONSE_COMPONENTS = {
   ...AdminSchemas.RESPONSE_COMPONENTS,
   ...AccountSchemas.RESPONSE_COMPONENTS,
   ...WebhookSchemas.RESPONSE_COMPONENTS,
+  ...UsageSchemas.RESPONSE_COMPONENTS,
   ...SharedOpenAiSchemas.OPENAI_RESPONSE_COMPONENTS,
   ...VideoJobOpenAiSchemas.OPENAI_RESPONSE_COMPONENTS,
   ...ModelOpenAiSchemas.OPENAI_RESPONSE_COMPONENTS,

@@ -151,7 +151,8 @@ export class VoicesService {
         await tx.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [VOICE_LOCK_CLASS, workspace_id]);
         if ((await this.countLive(tx, workspace_id)) >= this.quota) throw voiceLimitReached(this.quota);
         const r = await tx.query<VoiceRecord>(
-          `INSERT INTO voices (id, workspace_id, provider, voice_id, name, requires_verification, consent_id) VALUES ($1, $2, $3, $4, $5, $6, $7)
+          `INSERT INTO voices (id, workspace_id, provider, voice_id, name, requires_verification, consent_id, api_key_id)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
            RETURNING id, workspace_id, provider, voice_id, name, requires_verification, (extract(epoch FROM created_at) * 1000)::bigint AS created_at_ms`,
           [
             id,
@@ -161,6 +162,7 @@ export class VoicesService {
             input.name,
             cloned.requires_verification || !input.consent_id,
             input.consent_id ?? null,
+            principal.key_id,
           ],
         );
         return r.rows[0]!;

@@ -28,6 +28,8 @@ export interface SpeechHoldRequest {
   cost_micro_eur: number;
   /** The API key making the request: its spend limit applies to the hold. */
   apiKeyId?: string | undefined;
+  /** The voice provider that speaks it (usage by backend). */
+  backend?: string | undefined;
 }
 
 export interface DeliveredSpeech {
@@ -74,16 +76,15 @@ export async function holdSpeech(db: Db, s: SpeechHoldRequest): Promise<SpeechHo
       if (s.apiKeyId !== undefined && !(await spendFromKey(tx, s.apiKeyId, s.cost_micro_eur))) return { kind: 'key_spend_limit_exceeded' };
       if (prior) {
         // Released before (the provider failed): this retry holds again.
-        await tx.query("UPDATE speech_requests SET status = 'held', held_at = now(), cost_micro_eur = $2, api_key_id = $3 WHERE id = $1", [
-          prior.speech_request_id,
-          s.cost_micro_eur,
-          s.apiKeyId ?? null,
-        ]);
+        await tx.query(
+          "UPDATE speech_requests SET status = 'held', held_at = now(), cost_micro_eur = $2, api_key_id = $3, backend = $4 WHERE id = $1",
+          [prior.speech_request_id, s.cost_micro_eur, s.apiKeyId ?? null, s.backend ?? null],
+        );
       } else {
         await tx.query(
           `INSERT INTO speech_requests (id, workspace_id, idempotency_key, request_fingerprint, model, voice, voice_registry_id,
-                                        characters, response_format, cost_micro_eur, status, held_at, api_key_id)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'held', now(), $11)`,
+                                        characters, response_format, cost_micro_eur, status, held_at, api_key_id, backend)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'held', now(), $11, $12)`,
           [
             s.speechRequestId,
             s.workspaceId,
@@ -96,6 +97,7 @@ export async function holdSpeech(db: Db, s: SpeechHoldRequest): Promise<SpeechHo
             s.responseFormat,
             s.cost_micro_eur,
             s.apiKeyId ?? null,
+            s.backend ?? null,
           ],
         );
       }

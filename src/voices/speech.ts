@@ -206,6 +206,7 @@ export class SpeechService {
       responseFormat: format,
       cost_micro_eur,
       apiKeyId: principal.key_id,
+      backend: this.deps.voices.provider.name,
     });
     switch (held.kind) {
       case 'idempotency_key_reused':

@@ -1,6 +1,6 @@
 // Real responses of the running API, looked up in the OpenAPI document by the operation and status
 // that answered them, parse with the schema documented there: video jobs, models, voices and speech,
-// errors, the OpenAI-compatible /v1 surface, admin and health, webhooks, balance and ledger. And the
+// errors, the OpenAI-compatible /v1 surface, admin and health, webhooks, balance and ledger, usage. And the
 // docs page (GET /docs): Swagger UI from its npm package, everything served from this origin.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -338,6 +338,19 @@ describe('webhooks, balance, ledger and key revocation', () => {
     } finally {
       await receiver.close();
     }
+  });
+
+  test("usage, the operators' usage (JSON, with 400s and a 404)", async () => {
+    const all = '?group_by=model,api_key,kind,backend&bucket=hour';
+    const usage = await http(stack.baseUrl, 'GET', `/v2/usage${all}`, { token: customer.key });
+    assert.equal(usage.status, 200);
+    assert.ok(usage.body.data.length > 0);
+    assertDocumented('get', '/v2/usage', usage);
+    assertDocumented('get', '/v2/usage', await http(stack.baseUrl, 'GET', '/v2/usage?bucket=week', { token: customer.key }));
+    const admin = (q: string) => http(stack.baseUrl, 'GET', `/admin/v1/usage${q}`, { token: ADMIN_TOKEN });
+    assertDocumented('get', '/admin/v1/usage', await admin(`?group_by=workspace,kind&workspace_id=${customer.workspaceId}`));
+    assertDocumented('get', '/admin/v1/usage', await admin(`?workspace_id=${SAMPLE_ID}`));
+    assertDocumented('get', '/admin/v1/usage', await admin('?bucket=hour&start=0&end=99999999'));
   });
 
   test('balance, ledger (with a 400), and revoking a key (then 404 for an unknown one)', async () => {

@@ -11,6 +11,7 @@ import * as ServiceSchemas from '../../src/service/schemas.js';
 import * as AdminSchemas from '../../src/admin/schemas.js';
 import * as AccountSchemas from '../../src/account/schemas.js';
 import * as WebhookSchemas from '../../src/webhooks/schemas.js';
+import * as UsageSchemas from '../../src/usage/schemas.js';
 import * as SharedOpenAiSchemas from '../../src/http/openai/schemas.js';
 import * as VideoJobOpenAiSchemas from '../../src/video-jobs/openai-schemas.js';
 import * as ModelOpenAiSchemas from '../../src/models/openai-schemas.js';
@@ -40,6 +41,7 @@ export const S = {
   ...AdminSchemas,
   ...AccountSchemas,
   ...WebhookSchemas,
+  ...UsageSchemas,
 };
 export const OS = { ...SharedOpenAiSchemas, ...VideoJobOpenAiSchemas, ...ModelOpenAiSchemas, ...VoiceOpenAiSchemas };
 

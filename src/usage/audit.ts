@@ -1,0 +1,119 @@
+// The usage part of the ledger audit (src/billing/audit.ts): the rollups equal the ledger, and what the
+// requests' rows say. Read in the audit's snapshot.
+//   1. Per workspace: the rollups' charged and refunded are the ledger's charges and refunds, and their
+//      cost is what the ledger kept net of every pending job's charge (the estimate it still holds).
+//   2. Per rollup row (workspace, hour, kind, model, API key, backend): its counters are those of the
+//      jobs, speech requests and voice clones created in that hour with those fields, as they stand.
+import type { Tx } from '../db/pool.js';
+
+export interface UsageLedgerMismatch {
+  workspace_id: string;
+  /** charged, refunded, cost */
+  rollups_micro_eur: [number, number, number];
+  ledger_micro_eur: [number, number, number];
+}
+
+export interface UsageRowMismatch {
+  workspace_id: string;
+  hour: string;
+  kind: string;
+  model: string | null;
+  api_key_id: string | null;
+  backend: string | null;
+  /** requests, succeeded, failed, pending, charged, refunded, cost, videos, video_seconds, characters */
+  rollup: number[];
+  expected: number[];
+}
+
+const LISTED_MAX = 100;
+
+const COUNTERS = [
+  'requests',
+  'succeeded',
+  'failed',
+  'pending',
+  'charged_micro_eur',
+  'refunded_micro_eur',
+  'cost_micro_eur',
+  'videos',
+  'video_seconds',
+  'characters',
+];
+
+/** What every request's row contributes, grouped as the rollups are (the triggers of 021_usage_rollups.sql, as a scan). */
+const EXPECTED_SQL = `
+  SELECT j.workspace_id, date_trunc('hour', j.created_at, 'UTC') AS hour, 'video' AS kind, j.model, j.api_key_id, j.backend,
+         count(*) AS requests, count(*) FILTER (WHERE j.status = 'succeeded') AS succeeded,
+         count(*) FILTER (WHERE j.status = 'failed') AS failed, count(*) FILTER (WHERE j.status = 'pending') AS pending,
+         sum(j.estimated_cost_micro_eur) AS charged_micro_eur, sum(j.refunded_micro_eur) AS refunded_micro_eur,
+         COALESCE(sum(j.cost_micro_eur), 0) AS cost_micro_eur,
+         COALESCE(sum(jsonb_array_length(j.videos)) FILTER (WHERE j.status = 'succeeded'), 0) AS videos,
+         COALESCE(sum(jsonb_array_length(j.videos) * COALESCE((j.params->>'durationSeconds')::int, 0)) FILTER (WHERE j.status = 'succeeded'), 0)
+           AS video_seconds,
+         0 AS characters
+    FROM video_jobs j GROUP BY 1, 2, 3, 4, 5, 6
+  UNION ALL
+  SELECT s.workspace_id, date_trunc('hour', s.created_at, 'UTC'), 'speech', s.model, s.api_key_id, s.backend,
+         count(*), count(*) FILTER (WHERE s.status = 'delivered'), count(*) FILTER (WHERE s.status = 'released'),
+         count(*) FILTER (WHERE s.status = 'held'),
+         COALESCE(sum(s.cost_micro_eur) FILTER (WHERE s.status = 'delivered'), 0), 0,
+         COALESCE(sum(s.cost_micro_eur) FILTER (WHERE s.status = 'delivered'), 0), 0, 0,
+         COALESCE(sum(s.characters) FILTER (WHERE s.status = 'delivered'), 0)
+    FROM speech_requests s GROUP BY 1, 2, 3, 4, 5, 6
+  UNION ALL
+  SELECT v.workspace_id, date_trunc('hour', v.created_at, 'UTC'), 'voice_clone', NULL, v.api_key_id, v.provider,
+         count(*), count(*), 0, 0, 0, 0, 0, 0, 0, 0
+    FROM voices v GROUP BY 1, 2, 3, 4, 5, 6`;
+
+const sameKey = (a: string, b: string) =>
+  ['workspace_id', 'hour', 'kind'].map((k) => `${a}.${k} = ${b}.${k}`).join(' AND ') +
+  ` AND COALESCE(${a}.model, '') = COALESCE(${b}.model, '') AND COALESCE(${a}.api_key_id::text, '') = COALESCE(${b}.api_key_id::text, '')` +
+  ` AND COALESCE(${a}.backend, '') = COALESCE(${b}.backend, '')`;
+
+export async function readUsageMismatches(
+  tx: Tx,
+): Promise<{ ledger: UsageLedgerMismatch[]; rows: UsageRowMismatch[]; rows_checked: number }> {
+  const ledger = await tx.query<{ workspace_id: string; r: string[]; l: string[] }>(
+    `WITH r AS (SELECT workspace_id, sum(charged_micro_eur) AS charged, sum(refunded_micro_eur) AS refunded, sum(cost_micro_eur) AS cost
+                  FROM usage_rollups GROUP BY workspace_id),
+          l AS (SELECT workspace_id, -COALESCE(sum(amount_micro_eur) FILTER (WHERE kind = 'charge'), 0) AS charged,
+                       COALESCE(sum(amount_micro_eur) FILTER (WHERE kind = 'refund'), 0) AS refunded,
+                       -COALESCE(sum(amount_micro_eur) FILTER (WHERE kind IN ('charge', 'refund')), 0) AS kept
+                  FROM ledger_entries GROUP BY workspace_id),
+          p AS (SELECT workspace_id, sum(estimated_cost_micro_eur) AS held FROM video_jobs WHERE status = 'pending' GROUP BY workspace_id)
+     SELECT w.id AS workspace_id,
+            ARRAY[COALESCE(r.charged, 0), COALESCE(r.refunded, 0), COALESCE(r.cost, 0)]::bigint[] AS r,
+            ARRAY[COALESCE(l.charged, 0), COALESCE(l.refunded, 0), COALESCE(l.kept, 0) - COALESCE(p.held, 0)]::bigint[] AS l
+       FROM workspaces w LEFT JOIN r ON r.workspace_id = w.id LEFT JOIN l ON l.workspace_id = w.id LEFT JOIN p ON p.workspace_id = w.id`,
+  );
+  const rows = await tx.query<UsageRowMismatch & { hour: Date }>(
+    `WITH e AS (${EXPECTED_SQL})
+     SELECT COALESCE(u.workspace_id, e.workspace_id) AS workspace_id, COALESCE(u.hour, e.hour) AS hour, COALESCE(u.kind, e.kind) AS kind,
+            COALESCE(u.model, e.model) AS model, COALESCE(u.api_key_id, e.api_key_id) AS api_key_id, COALESCE(u.backend, e.backend) AS backend,
+            ARRAY[${COUNTERS.map((c) => `COALESCE(u.${c}, 0)`).join(', ')}]::bigint[] AS rollup,
+            ARRAY[${COUNTERS.map((c) => `COALESCE(e.${c}, 0)`).join(', ')}]::bigint[] AS expected
+       FROM usage_rollups u FULL JOIN e ON ${sameKey('u', 'e')}
+      WHERE ${COUNTERS.map((c) => `COALESCE(u.${c}, 0) <> COALESCE(e.${c}, 0)`).join(' OR ')}
+      LIMIT ${LISTED_MAX}`,
+  );
+  const checked = await tx.query<{ n: number }>(`SELECT count(*)::bigint AS n FROM usage_rollups`);
+  const toNumbers = (a: string[]) => a.map(Number);
+  return {
+    ledger: ledger.rows
+      .map((m) => ({ workspace_id: m.workspace_id, rollups: toNumbers(m.r), ledger: toNumbers(m.l) }))
+      .filter((m) => m.rollups.some((v, i) => v !== m.ledger[i]))
+      .slice(0, LISTED_MAX)
+      .map((m) => ({
+        workspace_id: m.workspace_id,
+        rollups_micro_eur: m.rollups as [number, number, number],
+        ledger_micro_eur: m.ledger as [number, number, number],
+      })),
+    rows: rows.rows.map((m) => ({
+      ...m,
+      hour: m.hour.toISOString(),
+      rollup: toNumbers(m.rollup as unknown as string[]),
+      expected: toNumbers(m.expected as unknown as string[]),
+    })),
+    rows_checked: checked.rows[0]!.n,
+  };
+}

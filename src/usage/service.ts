@@ -1,0 +1,159 @@
+// Reads of usage: sums of the hourly rollups (usage_rollups, kept by the database in the transactions that
+// move the money: src/db/migrations/021_usage_rollups.sql) per UTC hour, day or month and group. A read
+// touches at most one row per hour and group of the range, never the ledger, so its cost follows the range
+// and the groups asked for, not how many requests were made.
+import type { Db } from '../db/pool.js';
+import { invalidParam } from '../errors.js';
+import { microEurToEur } from '../money.js';
+import {
+  USAGE_DEFAULT_RANGE_S,
+  USAGE_RANGE_MAX_S,
+  USAGE_ROWS_MAX,
+  type UsageBucket,
+  type UsageGroup,
+  type Usage,
+  type UsageRow,
+  type UsageTotal,
+} from './schemas.js';
+
+export interface UsageRequest {
+  /** One workspace, or null: every workspace (operators only). */
+  workspaceId: string | null;
+  start?: number | undefined;
+  end?: number | undefined;
+  bucket: UsageBucket;
+  group_by?: UsageGroup[] | undefined;
+}
+
+/** The rollup's column of each group, in the order the groups are named. */
+const GROUP_COLUMN: Record<UsageGroup, 'model' | 'api_key_id' | 'kind' | 'backend' | 'workspace_id'> = {
+  model: 'model',
+  api_key: 'api_key_id',
+  kind: 'kind',
+  backend: 'backend',
+  workspace: 'workspace_id',
+};
+
+const COUNTERS = [
+  'requests',
+  'succeeded',
+  'failed',
+  'pending',
+  'charged_micro_eur',
+  'refunded_micro_eur',
+  'cost_micro_eur',
+  'videos',
+  'video_seconds',
+  'characters',
+] as const;
+type Counts = Record<(typeof COUNTERS)[number], number>;
+
+/** The start of the bucket holding `s` (Unix seconds, UTC). */
+export function bucketStart(s: number, bucket: UsageBucket): number {
+  if (bucket === 'hour') return s - (s % 3600);
+  if (bucket === 'day') return s - (s % 86_400);
+  const d = new Date(s * 1000);
+  return Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), 1) / 1000;
+}
+
+/** The end (excluded) of the bucket that starts at `start`. */
+export function bucketEnd(start: number, bucket: UsageBucket): number {
+  if (bucket === 'hour') return start + 3600;
+  if (bucket === 'day') return start + 86_400;
+  const d = new Date(start * 1000);
+  return Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + 1, 1) / 1000;
+}
+
+/** The range asked for, checked, as whole buckets: from the bucket holding `start` to the one holding `end - 1`. */
+export function usageRange(q: Pick<UsageRequest, 'start' | 'end' | 'bucket'>, now_s: number): { start: number; end: number } {
+  const end = q.end ?? now_s;
+  const start = q.start ?? Math.max(0, end - USAGE_DEFAULT_RANGE_S);
+  if (!(start < end)) throw invalidParam(q.start === undefined ? 'end' : 'start', '`start` must be before `end`');
+  const max = USAGE_RANGE_MAX_S[q.bucket];
+  if (end - start > max) {
+    throw invalidParam(
+      'start',
+      `a range by ${q.bucket} spans at most ${max / 86_400} days; narrow it (start, end) or take a larger bucket`,
+      'usage_range_too_long',
+    );
+  }
+  return { start: bucketStart(start, q.bucket), end: bucketEnd(bucketStart(end - 1, q.bucket), q.bucket) };
+}
+
+type SqlRow = Counts & { bucket_start: number } & Partial<
+    Record<'model' | 'api_key_id' | 'kind' | 'backend' | 'workspace_id', string | null>
+  >;
+
+export async function readUsage(db: Db, q: UsageRequest, now_s = Math.floor(Date.now() / 1000)): Promise<Usage> {
+  const range = usageRange(q, now_s);
+  const groups = q.group_by ?? [];
+  const columns = groups.map((g) => GROUP_COLUMN[g]);
+  const values: unknown[] = [q.bucket, range.start, range.end, USAGE_ROWS_MAX + 1];
+  if (q.workspaceId !== null) values.push(q.workspaceId);
+  const r = await db.query<SqlRow>(
+    `SELECT extract(epoch FROM date_trunc($1, hour, 'UTC'))::bigint AS bucket_start${columns.map((c) => `, ${c}`).join('')},
+            ${COUNTERS.map((c) => `sum(${c})::bigint AS ${c}`).join(', ')}
+       FROM usage_rollups
+      WHERE hour >= to_timestamp($2) AND hour < to_timestamp($3)${q.workspaceId !== null ? ' AND workspace_id = $5' : ''}
+      GROUP BY 1${columns.map((c) => `, ${c}`).join('')}
+     HAVING sum(requests) > 0
+      ORDER BY 1${columns.map((c) => `, ${c} NULLS FIRST`).join('')}
+      LIMIT $4`,
+    values,
+  );
+  if (r.rows.length > USAGE_ROWS_MAX) {
+    throw invalidParam(
+      'start',
+      `more than ${USAGE_ROWS_MAX} rows: narrow the range (start, end), take a larger bucket or fewer group_by fields`,
+      'usage_too_many_rows',
+    );
+  }
+  const total = Object.fromEntries(COUNTERS.map((c) => [c, 0])) as Counts;
+  const data = r.rows.map((row) => {
+    for (const c of COUNTERS) total[c] += row[c];
+    const fields = Object.fromEntries(columns.map((c) => [c, row[c] ?? null]));
+    return { start: row.bucket_start, end: bucketEnd(row.bucket_start, q.bucket), ...fields, ...presentCounts(row) } as UsageRow;
+  });
+  return { object: 'usage', start: range.start, end: range.end, bucket: q.bucket, data, total: presentCounts(total) };
+}
+
+function presentCounts(c: Counts): UsageTotal {
+  return {
+    requests: c.requests,
+    succeeded: c.succeeded,
+    failed: c.failed,
+    pending: c.pending,
+    charged_in_euro: microEurToEur(c.charged_micro_eur),
+    refunded_in_euro: microEurToEur(c.refunded_micro_eur),
+    cost_in_euro: microEurToEur(c.cost_micro_eur),
+    videos: c.videos,
+    video_seconds: c.video_seconds,
+    characters: c.characters,
+  };
+}
+
+const CSV_COUNTERS = [
+  'requests',
+  'succeeded',
+  'failed',
+  'pending',
+  'charged_in_euro',
+  'refunded_in_euro',
+  'cost_in_euro',
+  'videos',
+  'video_seconds',
+  'characters',
+] as const;
+
+const csvField = (v: unknown): string => {
+  const s = v === null || v === undefined ? '' : String(v);
+  return /[",\r\n]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
+};
+
+/** The rows as CSV: a header line, then per row `start,end`, the grouped fields in the order named, then the counters. */
+export function usageCsv(usage: Usage, groups: readonly UsageGroup[]): string {
+  const fields = ['start', 'end', ...groups.map((g) => GROUP_COLUMN[g]), ...CSV_COUNTERS];
+  const lines = [fields.join(',')];
+  for (const row of usage.data) lines.push(fields.map((f) => csvField((row as Record<string, unknown>)[f])).join(','));
+  return lines.join('\r\n') + '\r\n';
+}
