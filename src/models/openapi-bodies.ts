@@ -13,7 +13,7 @@ import {
   type SpeechModel,
   type VideoModel,
 } from './catalog.js';
-import { IMAGE_BYTES_MAX } from '../video-jobs/schemas.js';
+import { IMAGE_BYTES_MAX } from './values.js';
 import { imageInputSchema } from './openapi-images.js';
 import type { ModelAvailability } from '../http/openapi.js';
 

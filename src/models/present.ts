@@ -3,7 +3,7 @@
 import { microEurToEur } from '../money.js';
 import type { PricePerSecond, SpeechModel, VideoModel, VideoModelAlias } from './catalog.js';
 import type { VideoBackend } from './values.js';
-import { IMAGE_BYTES_MAX } from '../video-jobs/schemas.js';
+import { IMAGE_BYTES_MAX } from './values.js';
 import { SIM_PRESET_VOICES } from '../providers/voice/simulator.js';
 import { ELEVENLABS_PRESET_VOICES } from '../providers/voice/elevenlabs.js';
 

@@ -12,6 +12,8 @@ export type AspectRatio = (typeof ASPECT_RATIOS)[number];
 
 export const IMAGE_MIME_TYPES = ['image/png', 'image/jpeg', 'image/webp'] as const;
 export type ImageMimeType = (typeof IMAGE_MIME_TYPES)[number];
+/** The largest image a job takes, decoded: the create's limit, and what the models list says of it. */
+export const IMAGE_BYTES_MAX = 8 * 1024 * 1024;
 
 /** The backends a model can name in the catalog (the simulator stands in for any of them when none is configured). */
 export const VIDEO_BACKENDS = ['simulator', 'vertex', 'fal', 'replicate'] as const;

@@ -1,15 +1,16 @@
 // Video jobs' schemas: the create request (the single source for its validation and its type), the
 // list query, and the job as /v2 answers it.
 import { z } from 'zod';
-import { ASPECT_RATIOS, IMAGE_MIME_TYPES, RESOLUTIONS } from '../models/values.js';
+import { ASPECT_RATIOS, IMAGE_BYTES_MAX, IMAGE_MIME_TYPES, RESOLUTIONS } from '../models/values.js';
 import { VideoAspectRatio, VideoResolution } from '../models/schemas.js';
 import { Euros, PageLimit, UnixSeconds, Uuid } from '../http/schemas.js';
 import { text } from '../zod-text.js';
 
+/** Largest `image` / `lastFrame` accepted, decoded (413 beyond): the models list says it too. */
+export { IMAGE_BYTES_MAX };
+
 export const PROMPT_CHARS_MAX = 4_000;
 export const NEGATIVE_PROMPT_CHARS_MAX = 1_000;
-/** Largest `image` / `lastFrame` accepted, decoded (413 beyond). */
-export const IMAGE_BYTES_MAX = 8 * 1024 * 1024;
 /** Nesting of `parameters`: objects and arrays at most this deep (the object itself is level 1). */
 export const PARAMETERS_DEPTH_MAX = 8;
 /** `parameters` as JSON: at most this many bytes (UTF-8), whatever the body limit allows. */
