@@ -202,7 +202,7 @@ async function sweep(deps: ReconcilerActivityDeps, ctx: Context): Promise<SweepR
     storage && deps.retention ? expireSpeechAudio(db, storage, deps.retention.speech_audio_ms, SPEECH_AUDIO_PER_RUN) : 0,
   );
   const consentRecordings = await step(deps, ctx, 'consent recordings', 0, async () =>
-    storage ? sweepConsentRecordings(db, storage, FILE_SWEEP_GRACE_MS, CONSENT_RECORDINGS_PER_RUN) : 0,
+    storage ? sweepConsentRecordings(db, storage, FILE_SWEEP_GRACE_MS, CONSENT_RECORDINGS_PER_RUN, consentRowFailed(deps)) : 0,
   );
   return {
     consent_recordings_removed: consentRecordings,
@@ -215,6 +215,12 @@ async function sweep(deps: ReconcilerActivityDeps, ctx: Context): Promise<SweepR
     orphan_inputs_deleted: orphans,
   };
 }
+
+/** A consent recording the sweep could not remove: logged and counted; the sweep goes on with the next. */
+const consentRowFailed = (deps: ReconcilerActivityDeps) => (consent_id: string, err: Error) => {
+  reconcilerStepFailures.inc({ step: 'consent recordings' });
+  deps.logger.error({ consent_id, err_message: err.message }, 'reconcile: a consent recording could not be removed');
+};
 
 /** One reconciler run: lost jobs restarted, then the sweeps; counted in the metrics. */
 async function reconcileMoney(deps: ReconcilerActivityDeps): Promise<ReconcileReport> {
