@@ -77,8 +77,11 @@ export interface SpeechResult {
   replayed: boolean;
 }
 
-/** Pauses between attempts to record a streamed speech as delivered, before its last bytes go out (the client waits meanwhile). */
-const MARK_RETRY_DELAYS_MS = [100, 300, 1_000];
+/**
+ * Pauses between attempts at a write the client's answer waits for: recording a streamed speech as
+ * delivered before its last bytes go out, capturing a whole speech before it is answered.
+ */
+const ANSWER_RETRY_DELAYS_MS = [100, 300, 1_000];
 /** Pauses between attempts to capture a delivered speech's hold; after the last, the reconciler captures it. */
 const CAPTURE_RETRY_DELAYS_MS = [100, 300, 1_000, 3_000, 10_000];
 
@@ -332,12 +335,16 @@ export class SpeechService {
     } finally {
       place?.release();
     }
-    const captured = await captureSpeech(this.deps.db, {
-      speechRequestId,
-      audioBytes: speech.audio.length,
-      audioStorageKey: key,
-      audioContentType: speech.content_type,
-    });
+    // A database blip does not lose audio the provider made (and billed us for); if it outlasts the
+    // retries, nothing was delivered and the reconciler releases the hold.
+    const captured = await withRetries(ANSWER_RETRY_DELAYS_MS, () =>
+      captureSpeech(this.deps.db, {
+        speechRequestId,
+        audioBytes: speech.audio.length,
+        audioStorageKey: key,
+        audioContentType: speech.content_type,
+      }),
+    );
     if (captured.captured) creditsCharged.inc({ kind: 'speech' }, captured.cost_micro_eur);
     return {
       model: model.id,
@@ -454,7 +461,7 @@ export class SpeechService {
       audioContentType: d.content_type,
     };
     try {
-      if (!(await withRetries(MARK_RETRY_DELAYS_MS, () => markSpeechDelivered(this.deps.db, delivered))))
+      if (!(await withRetries(ANSWER_RETRY_DELAYS_MS, () => markSpeechDelivered(this.deps.db, delivered))))
         throw new Error(`speech request ${d.speechRequestId} is no longer held`);
     } catch (err) {
       d.out.destroy(new Error(`the delivery could not be recorded (${(err as Error).message}); nothing was charged`));

@@ -102,6 +102,23 @@ describe('a streamed speech whose capture fails is charged', () => {
     await assertAuditHolds(stack);
   });
 
+  test('a whole (not streamed) speech whose capture fails once: answered and charged', async () => {
+    const c = await newCustomer(stack, 10);
+    const input = 'Answered in one piece. '.repeat(5);
+    await refuseCharges(1);
+    const res = await fetch(`${stack.baseUrl}/v2/audio/speech`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${c.key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ input, voice: 'sim-deep', response_format: 'wav' }),
+    });
+    assert.equal(res.status, 200, await res.clone().text());
+    assert.ok((await res.arrayBuffer()).byteLength > 44);
+    assert.equal(await chargeAttempts(), 2, 'refused once, then charged');
+    assert.equal(await balanceMicro(stack, c.workspaceId), 10_000_000 - input.length * PER_CHAR);
+    await refuseCharges(0);
+    await assertAuditHolds(stack);
+  });
+
   test('a capture that keeps failing: the hold stays, marked delivered; the reconciler captures it, never releases it', async () => {
     const c = await newCustomer(stack, 10);
     const input = 'The database stays away. '.repeat(8);
