@@ -7,7 +7,7 @@ import { Context } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
 import type { Logger } from 'pino';
 import type { Db } from '../src/db/pool.js';
-import { releaseExpiredSpeechHolds, SPEECH_HOLD_TTL_MS } from '../src/voices/speech-billing.js';
+import { captureDeliveredSpeechHolds, releaseExpiredSpeechHolds, SPEECH_HOLD_TTL_MS } from '../src/voices/speech-billing.js';
 import { runningVideoJobIds, videoJobWorkflowState } from '../src/temporal/workflow-states.js';
 import { dispatchUndispatched } from '../src/webhooks/dispatch.js';
 import { readVideoJob } from '../src/video-jobs/records.js';
@@ -18,7 +18,7 @@ import { expireSpeechAudio } from '../src/storage/retention.js';
 import { sweepFinishedJobFiles } from '../src/video-jobs/retention.js';
 import { sweepConsentRecordings } from '../src/voices/consents.js';
 import type { Storage } from '../src/storage/local.js';
-import { reconcilerFindings, reconcilerRuns } from '../src/metrics.js';
+import { creditsCharged, reconcilerFindings, reconcilerRuns, reconcilerStepFailures } from '../src/metrics.js';
 
 export interface ReconcilerActivityDeps {
   db: Db;
@@ -38,6 +38,8 @@ export interface ReconcileReport {
   jobs_looked_up: number;
   jobs_restarted: string[];
   speech_holds_released: number;
+  /** Holds of speech delivered whose capture had failed, captured. */
+  speech_holds_captured: number;
   webhook_deliveries_started: number;
   /** Images of create attempts that did not charge their job (refused, superseded, or left by a crash), deleted. */
   orphan_inputs_deleted: number;
@@ -55,6 +57,8 @@ const DELIVERIES_PER_RUN = 500;
 /** Pending jobs read per page; a run pages through all of them, oldest first. */
 export const PENDING_PAGE_SIZE = 500;
 const HOLDS_PER_RUN = 500;
+/** A delivered speech's hold is captured here once this old (its request retries the capture for less than this). */
+const DELIVERED_HOLD_GRACE_MS = 60_000;
 /** Images of attempts that did not charge their job are deleted once this old (an attempt is decided within minutes). */
 const ORPHAN_INPUTS_MIN_AGE_MS = 60 * 60_000;
 const ORPHAN_INPUTS_PER_RUN = 1_000;
@@ -129,58 +133,95 @@ async function restartLostJobs(
       if (running.has(id)) continue;
       looked_up++;
       ctx.heartbeat(id);
-      await reconcileJob(deps, ctx.client, id, restarted);
+      // One job that cannot be looked at or restarted now does not stop the others (nor the sweeps).
+      await reconcileJob(deps, ctx.client, id, restarted).catch((err: Error) => {
+        reconcilerStepFailures.inc({ step: 'pending jobs' });
+        deps.logger.error({ job_id: id, err_message: err.message }, 'reconcile: a pending job could not be reconciled');
+      });
     }
   }
   return { pending_checked: checked, jobs_looked_up: looked_up, jobs_restarted: restarted };
 }
 
-/** Releases speech holds of requests that died, starts unstarted webhook deliveries and voice deletions, and sweeps storage. */
-async function sweep(
-  deps: ReconcilerActivityDeps,
-  ctx: Context,
-): Promise<Omit<ReconcileReport, 'pending_checked' | 'jobs_looked_up' | 'jobs_restarted'>> {
-  const client = ctx.client;
-  ctx.heartbeat('speech holds');
+type SweepReport = Omit<ReconcileReport, 'pending_checked' | 'jobs_looked_up' | 'jobs_restarted'>;
+
+/**
+ * Runs one sweep step; a step that throws is logged and counted, and the run goes on with the next (its
+ * count is then 0): one row or one dependency that fails never stops the other steps, run after run.
+ */
+async function step<T>(deps: ReconcilerActivityDeps, ctx: Context, name: string, fallback: T, run: () => Promise<T>): Promise<T> {
+  ctx.heartbeat(name);
+  try {
+    return await run();
+  } catch (err) {
+    reconcilerStepFailures.inc({ step: name });
+    deps.logger.error({ step: name, err_message: (err as Error).message }, 'reconcile: a sweep step failed; the others go on');
+    return fallback;
+  }
+}
+
+/** Speech holds: those of delivered audio captured, those of requests that died released. */
+async function settleSpeechHolds(deps: ReconcilerActivityDeps): Promise<{ captured: number; released: number }> {
+  const onFailure = (speech_request_id: string, err: Error) => {
+    reconcilerStepFailures.inc({ step: 'speech holds' });
+    deps.logger.error({ speech_request_id, err_message: err.message }, 'reconcile: a delivered speech hold could not be captured');
+  };
+  const captured = await captureDeliveredSpeechHolds(deps.db, DELIVERED_HOLD_GRACE_MS, HOLDS_PER_RUN, onFailure);
+  if (captured.captured > 0) {
+    creditsCharged.inc({ kind: 'speech' }, captured.cost_micro_eur);
+    deps.logger.warn({ captured: captured.captured }, 'speech holds of delivered audio whose capture had failed were captured');
+  }
   const released = await releaseExpiredSpeechHolds(deps.db, SPEECH_HOLD_TTL_MS, HOLDS_PER_RUN);
   if (released > 0) deps.logger.warn({ released }, 'speech holds of requests that died were released');
-  ctx.heartbeat('webhook deliveries');
-  const deliveries = deps.webhookEvents
-    ? await dispatchUndispatched(
-        { client, db: deps.db, taskQueue: deps.taskQueue, retry_initial_ms: deps.webhookEvents.retry_initial_ms },
-        DELIVERIES_PER_RUN,
-      )
-    : 0;
-  ctx.heartbeat('orphan inputs');
-  const orphans = await discardOrphanVideoJobInputs(deps.db, deps.storage, ORPHAN_INPUTS_MIN_AGE_MS, ORPHAN_INPUTS_PER_RUN);
-  if (orphans > 0) deps.logger.info({ deleted: orphans }, 'images of create attempts that did not charge their job were deleted');
-  ctx.heartbeat('voice deletions');
-  const voiceDeletions = await startPendingVoiceDeletions(
-    deps.db,
-    client,
-    deps.taskQueue,
-    VOICE_DELETION_GRACE_MS,
-    VOICE_DELETIONS_PER_RUN,
+  return { captured: captured.captured, released };
+}
+
+/** Settles speech holds, starts unstarted webhook deliveries and voice deletions, and sweeps storage; each step on its own. */
+async function sweep(deps: ReconcilerActivityDeps, ctx: Context): Promise<SweepReport> {
+  const { client } = ctx;
+  const { db, storage } = deps;
+  const holds = await step(deps, ctx, 'speech holds', { captured: 0, released: 0 }, () => settleSpeechHolds(deps));
+  const deliveries = await step(deps, ctx, 'webhook deliveries', 0, async () =>
+    deps.webhookEvents
+      ? dispatchUndispatched(
+          { client, db, taskQueue: deps.taskQueue, retry_initial_ms: deps.webhookEvents.retry_initial_ms },
+          DELIVERIES_PER_RUN,
+        )
+      : 0,
   );
-  ctx.heartbeat('storage');
-  const orphanFiles = deps.storage ? await sweepFinishedJobFiles(deps.db, deps.storage, FILE_SWEEP_GRACE_MS, FILE_SWEEP_JOBS_PER_RUN) : 0;
-  const audioExpired =
-    deps.storage && deps.retention
-      ? await expireSpeechAudio(deps.db, deps.storage, deps.retention.speech_audio_ms, SPEECH_AUDIO_PER_RUN)
-      : 0;
-  const consentRecordings = deps.storage
-    ? await sweepConsentRecordings(deps.db, deps.storage, FILE_SWEEP_GRACE_MS, CONSENT_RECORDINGS_PER_RUN)
-    : 0;
+  const orphans = await step(deps, ctx, 'orphan inputs', 0, () =>
+    discardOrphanVideoJobInputs(db, storage, ORPHAN_INPUTS_MIN_AGE_MS, ORPHAN_INPUTS_PER_RUN),
+  );
+  if (orphans > 0) deps.logger.info({ deleted: orphans }, 'images of create attempts that did not charge their job were deleted');
+  const voiceDeletions = await step(deps, ctx, 'voice deletions', 0, () =>
+    startPendingVoiceDeletions(db, client, deps.taskQueue, VOICE_DELETION_GRACE_MS, VOICE_DELETIONS_PER_RUN),
+  );
+  const orphanFiles = await step(deps, ctx, 'job files', 0, async () =>
+    storage ? sweepFinishedJobFiles(db, storage, FILE_SWEEP_GRACE_MS, FILE_SWEEP_JOBS_PER_RUN) : 0,
+  );
+  const audioExpired = await step(deps, ctx, 'speech audio', 0, async () =>
+    storage && deps.retention ? expireSpeechAudio(db, storage, deps.retention.speech_audio_ms, SPEECH_AUDIO_PER_RUN) : 0,
+  );
+  const consentRecordings = await step(deps, ctx, 'consent recordings', 0, async () =>
+    storage ? sweepConsentRecordings(db, storage, FILE_SWEEP_GRACE_MS, CONSENT_RECORDINGS_PER_RUN, consentRowFailed(deps)) : 0,
+  );
   return {
     consent_recordings_removed: consentRecordings,
     orphan_files_deleted: orphanFiles,
     speech_audio_expired: audioExpired,
     voice_deletions_started: voiceDeletions,
-    speech_holds_released: released,
+    speech_holds_released: holds.released,
+    speech_holds_captured: holds.captured,
     webhook_deliveries_started: deliveries,
     orphan_inputs_deleted: orphans,
   };
 }
+
+/** A consent recording the sweep could not remove: logged and counted; the sweep goes on with the next. */
+const consentRowFailed = (deps: ReconcilerActivityDeps) => (consent_id: string, err: Error) => {
+  reconcilerStepFailures.inc({ step: 'consent recordings' });
+  deps.logger.error({ consent_id, err_message: err.message }, 'reconcile: a consent recording could not be removed');
+};
 
 /** One reconciler run: lost jobs restarted, then the sweeps; counted in the metrics. */
 async function reconcileMoney(deps: ReconcilerActivityDeps): Promise<ReconcileReport> {
@@ -190,6 +231,7 @@ async function reconcileMoney(deps: ReconcilerActivityDeps): Promise<ReconcileRe
   reconcilerRuns.inc();
   reconcilerFindings.inc({ finding: 'job_restarted' }, jobs.jobs_restarted.length);
   reconcilerFindings.inc({ finding: 'speech_hold_released' }, swept.speech_holds_released);
+  reconcilerFindings.inc({ finding: 'speech_hold_captured' }, swept.speech_holds_captured);
   reconcilerFindings.inc({ finding: 'webhook_delivery_started' }, swept.webhook_deliveries_started);
   reconcilerFindings.inc({ finding: 'voice_deletion_started' }, swept.voice_deletions_started);
   return {
@@ -201,6 +243,7 @@ async function reconcileMoney(deps: ReconcilerActivityDeps): Promise<ReconcileRe
     jobs_looked_up: jobs.jobs_looked_up,
     jobs_restarted: jobs.jobs_restarted,
     speech_holds_released: swept.speech_holds_released,
+    speech_holds_captured: swept.speech_holds_captured,
     webhook_deliveries_started: swept.webhook_deliveries_started,
     orphan_inputs_deleted: swept.orphan_inputs_deleted,
   };

@@ -62,8 +62,15 @@ export const reconcilerRuns = new Counter({
 
 export const reconcilerFindings = new Counter({
   name: 'reconciler_findings_total',
-  help: 'What reconciler runs found and repaired: job_restarted, speech_hold_released, webhook_delivery_started, voice_deletion_started',
+  help: 'What reconciler runs found and repaired: job_restarted, speech_hold_released, speech_hold_captured, webhook_delivery_started, voice_deletion_started',
   labelNames: ['finding'] as const,
+  registers: [registry],
+});
+
+export const reconcilerStepFailures = new Counter({
+  name: 'reconciler_step_failures_total',
+  help: 'Reconciler steps (or rows of a step) that failed in a run, by step; the other steps and rows went on',
+  labelNames: ['step'] as const,
   registers: [registry],
 });
 

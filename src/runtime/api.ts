@@ -1,7 +1,7 @@
 // An API process's parts: the services behind the HTTP API and the server itself.
 import http from 'node:http';
 import type { Logger } from 'pino';
-import { Client, type Connection, type ConnectionLike } from '@temporalio/client';
+import { Client, type Connection } from '@temporalio/client';
 import { ConfigError, type Config } from '../config.js';
 import type { Db } from '../db/pool.js';
 import { VoicesService } from '../voices/service.js';
@@ -14,7 +14,7 @@ import { FfmpegWasm } from '../media/ffmpeg-wasm.js';
 import { VoiceConsentsService } from '../voices/consents.js';
 import { openConnection, SwappableClient } from '../temporal/client.js';
 import { temporalConnectOptions } from '../temporal/connection-config.js';
-import { CredentialWatcher } from '../temporal/credentials.js';
+import { CredentialWatcher, RetiredConnections } from '../temporal/credentials.js';
 import { checkNamespace } from '../temporal/startup-errors.js';
 import { videoJobWorkflowStates } from '../temporal/workflow-states.js';
 import { checkSearchAttributes } from '../temporal/search-attributes.js';
@@ -27,9 +27,6 @@ import { traceProviderCallback } from '../telemetry/job-trace.js';
 import type { Storage } from '../storage/local.js';
 import type { VideoProvider } from '../providers/video/types.js';
 import type { VoiceProvider } from '../providers/voice/types.js';
-
-/** How long a connection replaced by a certificate rotation stays open for the calls begun on it. */
-const RETIRED_CONNECTION_GRACE_MS = 60_000;
 
 export interface RunningApi {
   url: string;
@@ -111,13 +108,7 @@ async function connectTemporal(config: Config, temporalAddress: string, logger: 
   const swappable = new SwappableClient(new Client({ connection: await openConnection(connect), namespace, ...temporalClientOptions() }));
   const temporal = swappable.client;
   // The connections a certificate rotation replaced: closed once calls begun on them have ended.
-  const retired = new Set<ConnectionLike>();
-  const retire = (connection: ConnectionLike) => {
-    retired.add(connection);
-    setTimeout(() => {
-      if (retired.delete(connection)) void connection.close().catch(() => {});
-    }, RETIRED_CONNECTION_GRACE_MS).unref();
-  };
+  const retired = new RetiredConnections();
   const credentials = new CredentialWatcher({
     env: config.temporal.env,
     settings: config.temporal.connection,
@@ -128,7 +119,7 @@ async function connectTemporal(config: Config, temporalAddress: string, logger: 
         (swappable.connection as Connection).setApiKey(change.next.connect.apiKey);
         return;
       }
-      retire(
+      retired.retire(
         swappable.swap(
           new Client({
             connection: await openConnection({ ...change.next.connect, address: connect.address }),
@@ -151,7 +142,7 @@ async function connectTemporal(config: Config, temporalAddress: string, logger: 
     temporal,
     async close() {
       credentials.stop();
-      for (const c of retired) await c.close().catch(() => {});
+      await retired.closeAll();
       await temporal.connection.close();
     },
   };

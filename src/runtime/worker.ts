@@ -10,7 +10,7 @@ import type { NativeConnection, Worker } from '@temporalio/worker';
 import { createWorker, installTemporalRuntime, openNativeConnection } from '../temporal/worker.js';
 import { SwappableClient } from '../temporal/client.js';
 import { temporalConnectOptions, type TemporalConnectOptions } from '../temporal/connection-config.js';
-import { CredentialWatcher } from '../temporal/credentials.js';
+import { CredentialWatcher, RetiredConnections } from '../temporal/credentials.js';
 import { checkNamespace } from '../temporal/startup-errors.js';
 import { ensureReconcileSchedule } from '../temporal/reconcile-schedule.js';
 import { webhookTaskQueue } from '../webhooks/dispatch.js';
@@ -73,7 +73,8 @@ export async function startWorker(opts: StartWorkerOptions): Promise<RunningWork
     new Client({ connection: temporal.connection, namespace: temporal.namespace, ...temporalClientOptions() }),
   );
   const client = swappable.client;
-  const credentials = watchCredentials(opts, temporal, workers, swappable);
+  const retired = new RetiredConnections();
+  const credentials = watchCredentials(opts, temporal, workers, swappable, retired);
   if (temporal.connect === opts.config.temporal.connection.connect) credentials.start();
   // Polls the jobs' provider operations and signals their workflows when they end (a pending job is a row).
   const poller = new OperationPoller({
@@ -97,6 +98,7 @@ export async function startWorker(opts: StartWorkerOptions): Promise<RunningWork
       credentials.stop();
       await poller.shutdown();
       closeStorage(storage);
+      await retired.closeAll();
       return temporal.connection.close();
     });
   run.catch((err) => opts.logger.error({ err }, 'worker stopped with an error'));
@@ -215,13 +217,15 @@ async function createWorkers(opts: StartWorkerOptions, temporal: TemporalLink, a
 /**
  * Rotation: a new API key is set on the connection; a new certificate opens a new connection that
  * both workers switch to while running (Worker.connection: polls and completions go to it from then
- * on, nothing is dropped), then the old one is closed. Returned unstarted.
+ * on, nothing is dropped), and the old one is retired: closed once what was begun on it has ended
+ * (`retired`). Returned unstarted.
  */
 function watchCredentials(
   opts: StartWorkerOptions,
   temporal: TemporalLink,
   workers: Worker[],
   swappable: SwappableClient,
+  retired: RetiredConnections,
 ): CredentialWatcher {
   return new CredentialWatcher({
     env: opts.config.temporal.env,
@@ -236,11 +240,9 @@ function watchCredentials(
       const next = await openNativeConnection({ ...change.next.connect, address: temporal.connect.address });
       for (const w of workers) w.connection = next;
       swappable.swap(new Client({ connection: next, namespace: temporal.namespace, ...temporalClientOptions() }));
-      const previous = temporal.connection;
+      // Drained like the API's: the polls and completions begun on the old connection end before it closes.
+      retired.retire(temporal.connection);
       temporal.connection = next;
-      await previous
-        .close()
-        .catch((err) => opts.logger.warn({ error: (err as Error).message }, 'closing the replaced Temporal connection failed'));
     },
   });
 }

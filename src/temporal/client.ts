@@ -19,6 +19,8 @@ export async function openConnection(opts: TemporalConnectOptions): Promise<Conn
   }
 }
 
+const VERIFY_CALL_TIMEOUT_MS = 10_000;
+
 /**
  * Throws (one line, no secret) unless Temporal accepts these credentials on the namespace: checked on
  * a connection of its own, closed after, so that no connection in use is touched.
@@ -26,7 +28,10 @@ export async function openConnection(opts: TemporalConnectOptions): Promise<Conn
 export async function verifyCredentials(connect: TemporalConnectOptions, namespace: string): Promise<void> {
   const connection = await openConnection(connect);
   try {
-    await checkNamespace(connection.workflowService, connect, namespace);
+    // A server that accepted the connection and never answers is a timeout, not a wait forever.
+    await connection.withDeadline(Date.now() + VERIFY_CALL_TIMEOUT_MS, () =>
+      checkNamespace(connection.workflowService, connect, namespace),
+    );
   } finally {
     await connection.close().catch(() => {});
   }

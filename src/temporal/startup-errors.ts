@@ -11,6 +11,7 @@ import type { TemporalConnectOptions } from './connection-config.js';
 /** gRPC status codes (https://grpc.github.io/grpc/core/md_doc_statuscodes.html). */
 export const GRPC = {
   INVALID_ARGUMENT: 3,
+  DEADLINE_EXCEEDED: 4,
   NOT_FOUND: 5,
   PERMISSION_DENIED: 7,
   UNIMPLEMENTED: 12,
@@ -19,6 +20,48 @@ export const GRPC = {
 } as const;
 
 const PROBE_TIMEOUT_MS = 5_000;
+
+/**
+ * What kind of failure kept a connection or check from succeeding: `refused` (credentials or client
+ * certificate refused), `unreachable` (no TCP connection), `timeout` (no answer in time), `unavailable`
+ * (gRPC UNAVAILABLE), `tls_failed` (another TLS failure: the server's certificate, a key that cannot be
+ * used), `not_grpc` (something that does not speak gRPC as configured), `namespace_not_found`, `failed`.
+ */
+export type TemporalFailureKind =
+  'refused' | 'unreachable' | 'timeout' | 'unavailable' | 'tls_failed' | 'not_grpc' | 'namespace_not_found' | 'failed';
+
+/** A diagnosed failure to reach or use Temporal: the one line for the operator, and its kind. */
+export class TemporalConnectError extends ConfigError {
+  constructor(
+    message: string,
+    readonly kind: TemporalFailureKind,
+  ) {
+    super(message);
+  }
+}
+
+/** The kind of a failure (a diagnosed one's own; else read from its gRPC status). */
+export function temporalFailureKind(err: unknown): TemporalFailureKind {
+  if (err instanceof TemporalConnectError) return err.kind;
+  const g = grpcCode(err);
+  if (g?.code === GRPC.UNAUTHENTICATED || g?.code === GRPC.PERMISSION_DENIED) return 'refused';
+  if (g?.code === GRPC.DEADLINE_EXCEEDED) return 'timeout';
+  if (g?.code === GRPC.UNAVAILABLE) return 'unavailable';
+  if (g?.code === GRPC.NOT_FOUND) return 'namespace_not_found';
+  return 'failed';
+}
+
+/** The kind of a failed TLS handshake of our own (probeTls's answer). */
+const tlsProbeKind = (why: string): TemporalFailureKind =>
+  /^cannot reach /.test(why)
+    ? 'unreachable'
+    : /refused the client certificate|requires a client certificate|does not trust the client certificate|client certificate expired/.test(
+          why,
+        )
+      ? 'refused'
+      : /did not answer TLS/.test(why)
+        ? 'not_grpc'
+        : 'tls_failed';
 
 function hostPort(address: string): { host: string; port: number } {
   const m = /^\[?([^\]]*?)\]?:(\d+)$/.exec(address);
@@ -180,7 +223,10 @@ export function credentialRefusal(err: unknown, opts: TemporalConnectOptions, na
   const fix = opts.apiKey
     ? `check TEMPORAL_API_KEY (a valid key${namespace ? ` with access to namespace "${namespace}"` : ''})`
     : `set TEMPORAL_API_KEY or a client certificate${namespace ? ` allowed on namespace "${namespace}"` : ''}`;
-  return new ConfigError(`the Temporal server at ${opts.address} refused this process's credentials (${what}: ${details}); ${fix}`);
+  return new TemporalConnectError(
+    `the Temporal server at ${opts.address} refused this process's credentials (${what}: ${details}); ${fix}`,
+    'refused',
+  );
 }
 
 /**
@@ -193,29 +239,39 @@ export async function diagnoseConnectFailure(err: unknown, opts: TemporalConnect
   if (refused) return refused;
   if (opts.tls) {
     const expired = expiredClientCertificate(opts);
-    if (expired) return new ConfigError(expired);
+    if (expired) return new TemporalConnectError(expired, 'refused');
     const why = await probeTls(opts);
-    if (why) return new ConfigError(why);
+    if (why) return new TemporalConnectError(why, tlsProbeKind(why));
   } else {
     const code = await reachable(opts.address);
-    if (code) return new ConfigError(`cannot reach the Temporal server at ${opts.address} (${code}); check TEMPORAL_ADDRESS`);
+    if (code)
+      return new TemporalConnectError(
+        `cannot reach the Temporal server at ${opts.address} (${code}); check TEMPORAL_ADDRESS`,
+        code === 'ETIMEDOUT' ? 'timeout' : 'unreachable',
+      );
     const g = grpcCode(err);
     if (!g || g.code === GRPC.UNAVAILABLE) {
-      return new ConfigError(
+      return new TemporalConnectError(
         `the Temporal server at ${opts.address} does not answer gRPC in plaintext; if it requires TLS, set ` +
           `TEMPORAL_TLS=true (with TEMPORAL_TLS_CLIENT_CERT_PATH and TEMPORAL_TLS_CLIENT_KEY_PATH, or ` +
           `TEMPORAL_API_KEY)`,
+        timedOut(err) ? 'timeout' : 'not_grpc',
       );
     }
   }
   const g = grpcCode(err);
   const first = (err instanceof Error ? err.message : String(err)).split('\n')[0]!.slice(0, 200);
-  return new ConfigError(
+  const kind = temporalFailureKind(err);
+  return new TemporalConnectError(
     `cannot connect to the Temporal server at ${opts.address} ` +
       `(${g ? `gRPC status ${g.code}: ${g.details.slice(0, 160)}` : first}); check TEMPORAL_ADDRESS and its ` +
       `TLS settings`,
+    kind === 'failed' && timedOut(err) ? 'timeout' : kind,
   );
 }
+
+/** Whether an error says a deadline passed (a connection or call that got no answer in time). */
+const timedOut = (err: unknown) => /deadline|timed? ?out/i.test(err instanceof Error ? err.message : String(err));
 
 /**
  * The namespace must exist and this process's credentials must be allowed on it: checked once at
@@ -232,9 +288,10 @@ export async function checkNamespace(
     const refused = credentialRefusal(err, opts, namespace);
     if (refused) throw refused;
     if (grpcCode(err)?.code === GRPC.NOT_FOUND) {
-      throw new ConfigError(
+      throw new TemporalConnectError(
         `the Temporal namespace "${namespace}" does not exist at ${opts.address}; set TEMPORAL_NAMESPACE to ` +
           `an existing one, or create it (temporal operator namespace create --namespace ${namespace})`,
+        'namespace_not_found',
       );
     }
     throw await diagnoseConnectFailure(err, opts);

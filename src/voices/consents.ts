@@ -29,8 +29,11 @@ export interface VoiceConsentRecord {
 }
 
 const SELECT = `SELECT id, name, language, (extract(epoch FROM created_at) * 1000)::bigint AS created_at_ms FROM voice_consents`;
-/** A consent that exists for its workspace: not deleted, its recording stored. */
-const LIVE = 'deleted_at IS NULL AND recording_stored_at IS NOT NULL';
+/**
+ * A consent that exists for its workspace: not deleted, and not an upload still in progress (claimed,
+ * its recording not yet stored). A row without a claim is a finished upload, whichever release wrote it.
+ */
+const LIVE = 'deleted_at IS NULL AND (recording_stored_at IS NOT NULL OR recording_claimed_at IS NULL)';
 const ID_PATTERN = /^cons_[0-9a-f]{24}$/;
 
 const consentNotFound = (id: string, param = 'consent_id') => notFound('consent_not_found', `no voice consent ${id}`, param);
@@ -90,7 +93,8 @@ export class VoiceConsentsService {
         );
       }
       await tx.query(
-        'INSERT INTO voice_consents (id, workspace_id, name, language, recording_storage_key, recording_bytes) VALUES ($1, $2, $3, $4, $5, $6)',
+        `INSERT INTO voice_consents (id, workspace_id, name, language, recording_storage_key, recording_bytes, recording_claimed_at)
+         VALUES ($1, $2, $3, $4, $5, $6, now())`,
         [id, principal.workspace_id, input.name, input.language, key, bytes],
       );
     });
@@ -201,23 +205,51 @@ async function removeRecording(db: Db, storage: Storage, id: string, key: string
 
 /**
  * Removes up to `limit` recordings nobody may use: those of deleted consents not yet removed, and those
- * of uploads that did not finish within `grace_ms` (their rows go too: no voice can name them). Answers
- * the number removed.
+ * of uploads claimed but not finished within `grace_ms` (their rows go too: no voice can name them).
+ * A row no upload claimed (an earlier release's finished upload) is never taken for an unfinished one,
+ * and a consent a voice names is never deleted. Each row is removed on its own: one that fails is passed
+ * to `onFailure` and the sweep goes on. Answers the number removed.
  */
-export async function sweepConsentRecordings(db: Db, storage: Storage, grace_ms: number, limit: number): Promise<number> {
-  const r = await db.query<{ id: string; recording_storage_key: string; stored: boolean }>(
-    `SELECT id, recording_storage_key, recording_stored_at IS NOT NULL AS stored FROM voice_consents
+export async function sweepConsentRecordings(
+  db: Db,
+  storage: Storage,
+  grace_ms: number,
+  limit: number,
+  onFailure: (consentId: string, err: Error) => void = () => {},
+): Promise<number> {
+  const r = await db.query<{ id: string; recording_storage_key: string; deleted: boolean }>(
+    `SELECT id, recording_storage_key, deleted_at IS NOT NULL AS deleted FROM voice_consents c
       WHERE recording_removed_at IS NULL
-        AND (deleted_at IS NOT NULL OR (recording_stored_at IS NULL AND created_at < now() - make_interval(secs => $1::float8 / 1000)))
+        AND (deleted_at IS NOT NULL
+             OR (recording_stored_at IS NULL AND recording_claimed_at IS NOT NULL
+                 AND created_at < now() - make_interval(secs => $1::float8 / 1000)
+                 AND NOT EXISTS (SELECT 1 FROM voices v WHERE v.consent_id = c.id)))
       ORDER BY created_at LIMIT $2`,
     [grace_ms, limit],
   );
+  let removed = 0;
   for (const c of r.rows) {
-    if (c.stored) await removeRecording(db, storage, c.id, c.recording_storage_key);
-    else {
-      await storage.delete(c.recording_storage_key);
-      await db.query('DELETE FROM voice_consents WHERE id = $1 AND recording_stored_at IS NULL', [c.id]);
+    try {
+      // A deleted consent's row stays (voices name it): only its recording goes.
+      if (c.deleted) await removeRecording(db, storage, c.id, c.recording_storage_key);
+      else if (!(await removeUnfinishedUpload(db, storage, c.id, c.recording_storage_key))) continue;
+      removed++;
+    } catch (err) {
+      onFailure(c.id, err instanceof Error ? err : new Error(String(err)));
     }
   }
-  return r.rows.length;
+  return removed;
+}
+
+/** Deletes an abandoned upload's claim, then its recording; false when it finished (or a voice names it) meanwhile. */
+async function removeUnfinishedUpload(db: Db, storage: Storage, id: string, key: string): Promise<boolean> {
+  const gone = await db.query(
+    `DELETE FROM voice_consents c WHERE id = $1 AND recording_stored_at IS NULL AND recording_claimed_at IS NOT NULL
+        AND NOT EXISTS (SELECT 1 FROM voices v WHERE v.consent_id = c.id)`,
+    [id],
+  );
+  if (gone.rowCount !== 1) return false;
+  // The row goes first: a failure here leaves an object no row lists, never a row naming a deleted recording.
+  await storage.delete(key);
+  return true;
 }

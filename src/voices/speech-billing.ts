@@ -5,6 +5,8 @@
 // ledger charge; a failure releases it. The request row is keyed by (workspace, Idempotency-Key): a
 // replay of a delivered request is answered from the stored audio, never by the provider, never charged
 // again. A hold whose process died mid-call is released by the reconciler after SPEECH_HOLD_TTL_MS.
+// A streamed speech is marked delivered (`markSpeechDelivered`) before its last bytes go out: from then on
+// its hold is only ever captured (by the request, retried, else by the reconciler), never released.
 import { inTransaction, type Db } from '../db/pool.js';
 import { assertMicroEur } from '../money.js';
 import { applyEntry, isUniqueViolation, lockWorkspaceBalance, spendFromKey } from '../billing/ledger.js';
@@ -148,7 +150,7 @@ export async function captureSpeech(
   });
 }
 
-/** Gives a held amount back (the provider failed, or the request died). Idempotent; a delivered request stays delivered. */
+/** Gives a held amount back (the provider failed, or the request died). Idempotent; a delivered request (or one marked delivered) stays delivered. */
 export async function releaseSpeech(db: Db, speechRequestId: string): Promise<boolean> {
   return inTransaction(db, async (tx) => {
     const r = await tx.query<{ workspace_id: string }>('SELECT workspace_id FROM speech_requests WHERE id = $1', [speechRequestId]);
@@ -156,7 +158,8 @@ export async function releaseSpeech(db: Db, speechRequestId: string): Promise<bo
     if (!row) return false;
     await lockWorkspaceBalance(tx, row.workspace_id);
     const released = await tx.query<{ cost_micro_eur: number; api_key_id: string | null }>(
-      "UPDATE speech_requests SET status = 'released', held_at = NULL WHERE id = $1 AND status = 'held' RETURNING cost_micro_eur, api_key_id",
+      `UPDATE speech_requests SET status = 'released', held_at = NULL
+        WHERE id = $1 AND status = 'held' AND delivered_at IS NULL RETURNING cost_micro_eur, api_key_id`,
       [speechRequestId],
     );
     const hold = released.rows[0];
@@ -170,10 +173,63 @@ export async function releaseSpeech(db: Db, speechRequestId: string): Promise<bo
 /** Releases holds older than `older_than_ms` (their request's process died); at most `limit`. Returns how many. */
 export async function releaseExpiredSpeechHolds(db: Db, older_than_ms: number, limit: number): Promise<number> {
   const r = await db.query<{ id: string }>(
-    "SELECT id FROM speech_requests WHERE status = 'held' AND held_at < now() - make_interval(secs => $1 / 1000.0) ORDER BY held_at LIMIT $2",
+    `SELECT id FROM speech_requests
+      WHERE status = 'held' AND delivered_at IS NULL AND held_at < now() - make_interval(secs => $1 / 1000.0)
+      ORDER BY held_at LIMIT $2`,
     [older_than_ms, limit],
   );
   let released = 0;
   for (const { id } of r.rows) if (await releaseSpeech(db, id)) released++;
   return released;
+}
+
+/**
+ * Records that a held request's audio is going out (its last bytes follow), with where the audio is kept:
+ * from now on the hold is captured, never released. False when the request is no longer held.
+ */
+export async function markSpeechDelivered(
+  db: Db,
+  c: { speechRequestId: string; audioBytes: number; audioStorageKey: string; audioContentType: string },
+): Promise<boolean> {
+  if (!(Number.isSafeInteger(c.audioBytes) && c.audioBytes > 0)) throw new Error('invariant: delivered speech has audio');
+  const r = await db.query(
+    `UPDATE speech_requests SET delivered_at = COALESCE(delivered_at, now()), audio_bytes = $2, audio_storage_key = $3, audio_content_type = $4
+      WHERE id = $1 AND status = 'held'`,
+    [c.speechRequestId, c.audioBytes, c.audioStorageKey, c.audioContentType],
+  );
+  return r.rowCount === 1;
+}
+
+/**
+ * Captures the holds of requests marked delivered at least `older_than_ms` ago whose capture never
+ * landed (the database failed while their request tried); at most `limit`. Returns how many.
+ */
+export async function captureDeliveredSpeechHolds(
+  db: Db,
+  older_than_ms: number,
+  limit: number,
+  onFailure: (speechRequestId: string, err: Error) => void = () => {},
+): Promise<{ captured: number; cost_micro_eur: number }> {
+  const r = await db.query<{ id: string; audio_bytes: number; audio_storage_key: string; audio_content_type: string }>(
+    `SELECT id, audio_bytes, audio_storage_key, audio_content_type FROM speech_requests
+      WHERE status = 'held' AND delivered_at IS NOT NULL AND delivered_at < now() - make_interval(secs => $1 / 1000.0)
+      ORDER BY delivered_at LIMIT $2`,
+    [older_than_ms, limit],
+  );
+  let captured = 0;
+  let cost_micro_eur = 0;
+  for (const row of r.rows) {
+    // One request that cannot be captured now does not keep the others from theirs.
+    const done = await captureSpeech(db, {
+      speechRequestId: row.id,
+      audioBytes: row.audio_bytes,
+      audioStorageKey: row.audio_storage_key,
+      audioContentType: row.audio_content_type,
+    }).catch((err: Error) => (onFailure(row.id, err), null));
+    if (done?.captured) {
+      captured++;
+      cost_micro_eur += done.cost_micro_eur;
+    }
+  }
+  return { captured, cost_micro_eur };
 }

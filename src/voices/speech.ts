@@ -12,14 +12,16 @@
 // answer (`speakStream`) is held the same way before the provider is called, and its first bytes go out
 // as soon as the provider's first chunk is encoded: if the provider fails before it made anything, the
 // hold is released and the request answered with the error; if it fails after, the hold is released
-// (nothing charged) and the stream is cut. Once the provider finished, the hold is captured. A client
+// (nothing charged) and the stream is cut. Once the provider finished, the request is recorded as
+// delivered before the last bytes go out, then the hold is captured (retried; what still fails, the
+// reconciler captures: delivered audio is always charged). A client
 // that goes away mid-stream does not stop that: the service reads the provider to the end (the provider
 // bills the whole synthesis) and captures, so the client is charged for what the provider made.
 import { createHash, randomUUID } from 'node:crypto';
 import { PassThrough, type Readable } from 'node:stream';
 import type { Db } from '../db/pool.js';
 import { uuidForKey } from '../ids.js';
-import { captureSpeech, holdSpeech, releaseSpeech, type DeliveredSpeech } from './speech-billing.js';
+import { captureSpeech, holdSpeech, markSpeechDelivered, releaseSpeech, type DeliveredSpeech } from './speech-billing.js';
 import type { Storage } from '../storage/local.js';
 import { defaultSpeechModelFor, findSpeechModel, speechCostMicroEur, type SpeechModel } from '../models/catalog.js';
 import { ApiError, invalidParam, keySpendLimitExceeded, notFound } from '../errors.js';
@@ -73,6 +75,26 @@ export interface SpeechResult {
   cost_micro_eur: number;
   /** An Idempotency-Key retry of a request already charged: delivered again, not charged again. */
   replayed: boolean;
+}
+
+/**
+ * Pauses between attempts at a write the client's answer waits for: recording a streamed speech as
+ * delivered before its last bytes go out, capturing a whole speech before it is answered.
+ */
+const ANSWER_RETRY_DELAYS_MS = [100, 300, 1_000];
+/** Pauses between attempts to capture a delivered speech's hold; after the last, the reconciler captures it. */
+const CAPTURE_RETRY_DELAYS_MS = [100, 300, 1_000, 3_000, 10_000];
+
+/** `attempt`, tried again after each pause of `delays_ms` while it throws; the last error is thrown. */
+async function withRetries<T>(delays_ms: readonly number[], attempt: () => Promise<T>): Promise<T> {
+  for (const delay of delays_ms) {
+    try {
+      return await attempt();
+    } catch {
+      await new Promise((r) => setTimeout(r, delay));
+    }
+  }
+  return attempt();
 }
 
 /** Characters as billed and limited: Unicode code points. */
@@ -314,12 +336,16 @@ export class SpeechService {
     } finally {
       place?.release();
     }
-    const captured = await captureSpeech(this.deps.db, {
-      speechRequestId,
-      audioBytes: speech.audio.length,
-      audioStorageKey: key,
-      audioContentType: speech.content_type,
-    });
+    // A database blip does not lose audio the provider made (and billed us for); if it outlasts the
+    // retries, nothing was delivered and the reconciler releases the hold.
+    const captured = await withRetries(ANSWER_RETRY_DELAYS_MS, () =>
+      captureSpeech(this.deps.db, {
+        speechRequestId,
+        audioBytes: speech.audio.length,
+        audioStorageKey: key,
+        audioContentType: speech.content_type,
+      }),
+    );
     if (captured.captured) creditsCharged.inc({ kind: 'speech' }, captured.cost_micro_eur);
     return {
       model: model.id,
@@ -410,17 +436,41 @@ export class SpeechService {
       stream.place?.release();
     }
     const audio = Buffer.concat(sent);
-    const key = audioKey(speechRequestId, stream.format);
-    // Kept for replays; the audio was delivered, so a storage failure does not undo the charge.
-    await this.deps.storage.put(key, audio, encoder.content_type).catch(() => {});
-    out.end();
+    return this.deliverAndCapture({ speechRequestId, format: stream.format, audio, content_type: encoder.content_type, out });
+  }
+
+  /**
+   * The end of a streamed speech the provider finished: kept for replays, marked delivered before its
+   * last bytes go out (else the stream is cut: audio that is not recorded as delivered is not handed
+   * out whole), then captured, retried; a capture that still fails is left to the reconciler, which
+   * captures delivered holds.
+   */
+  private async deliverAndCapture(d: {
+    speechRequestId: string;
+    format: SpeechFormat;
+    audio: Buffer;
+    content_type: string;
+    out: PassThrough;
+  }): Promise<'captured' | 'released' | 'unsettled'> {
+    const key = audioKey(d.speechRequestId, d.format);
+    // Kept for replays; the audio is delivered, so a storage failure does not undo the charge.
+    await this.deps.storage.put(key, d.audio, d.content_type).catch(() => {});
+    const delivered = {
+      speechRequestId: d.speechRequestId,
+      audioBytes: d.audio.length,
+      audioStorageKey: key,
+      audioContentType: d.content_type,
+    };
     try {
-      const captured = await captureSpeech(this.deps.db, {
-        speechRequestId,
-        audioBytes: audio.length,
-        audioStorageKey: key,
-        audioContentType: encoder.content_type,
-      });
+      if (!(await withRetries(ANSWER_RETRY_DELAYS_MS, () => markSpeechDelivered(this.deps.db, delivered))))
+        throw new Error(`speech request ${d.speechRequestId} is no longer held`);
+    } catch (err) {
+      d.out.destroy(new Error(`the delivery could not be recorded (${(err as Error).message}); nothing was charged`));
+      return (await releaseSpeech(this.deps.db, d.speechRequestId).catch(() => false)) ? 'released' : 'unsettled';
+    }
+    d.out.end();
+    try {
+      const captured = await withRetries(CAPTURE_RETRY_DELAYS_MS, () => captureSpeech(this.deps.db, delivered));
       if (captured.captured) creditsCharged.inc({ kind: 'speech' }, captured.cost_micro_eur);
       return 'captured';
     } catch {

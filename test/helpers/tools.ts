@@ -1,8 +1,8 @@
-// The Go-built tools of the deployment tests (helm, promtool, deploy/validate): the path .ci/run
+// The Go-built tools of the deployment tests (helm, promtool, deploy/validate) and squawk: the path .ci/run
 // exported, else the install script's (instant when cached; it builds the tool once otherwise).
 import { execFileSync, spawnSync } from 'node:child_process';
 
-export function toolPath(envVariable: 'HELM_PATH' | 'PROMTOOL_PATH' | 'K8S_VALIDATE_PATH', script: string): string {
+export function toolPath(envVariable: 'HELM_PATH' | 'PROMTOOL_PATH' | 'K8S_VALIDATE_PATH' | 'SQUAWK_PATH', script: string): string {
   const fromEnv = process.env[envVariable];
   if (fromEnv) return fromEnv;
   return execFileSync('bash', [script], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'], timeout: 30 * 60_000 }).trim();
