@@ -12,6 +12,12 @@
 -- A row's contribution is what its current state says (a job: 1 request, its outcome, its charge, refund,
 -- cost and videos); a change subtracts the old contribution and adds the new one. Only inserts and
 -- updates count: a row is never deleted (a deleted job is marked), and usage is history.
+--
+-- The existing rows are counted once below, with the three tables locked against writes meanwhile: the
+-- lock is waited for at most 5 s (the migration fails and is tried again by the next process), and the
+-- count may take minutes on a large database.
+SET LOCAL lock_timeout = '5s';
+SET LOCAL statement_timeout = '10min';
 CREATE TABLE usage_rollups (
   workspace_id        uuid NOT NULL REFERENCES workspaces(id),
   hour                timestamptz NOT NULL CHECK (hour = date_trunc('hour', hour, 'UTC')),
@@ -37,8 +43,9 @@ CREATE INDEX usage_rollups_hour ON usage_rollups (hour);
 
 -- The voice provider a speech request was spoken by (NULL: recorded by a release before this column).
 ALTER TABLE speech_requests ADD COLUMN backend text;
--- The API key that cloned a voice (NULL: before this column).
-ALTER TABLE voices ADD COLUMN api_key_id uuid REFERENCES api_keys(id);
+-- The API key that cloned a voice (NULL: before this column). No foreign key: keys are never deleted
+-- (revoked keys keep their row), and adding one would lock api_keys against writes while it is checked.
+ALTER TABLE voices ADD COLUMN api_key_id uuid;
 
 -- A request's counters, in this order: requests, succeeded, failed, pending, charged, refunded, cost,
 -- videos, video_seconds, characters (micro-euros for money).
