@@ -89,7 +89,8 @@ test('migration 021 counts the existing requests once; a job settled after it up
       ws,
     ]);
 
-    assert.deepEqual(await migrate(db), ['021_usage_rollups.sql']);
+    // The rollups' migration, then those after it.
+    assert.equal((await migrate(db))[0], '021_usage_rollups.sql');
     const audit = await auditLedger(db);
     assert.deepEqual([audit.usage_ledger_mismatches, audit.usage_row_mismatches], [[], []]);
 
