@@ -110,7 +110,7 @@ describe('a job whose workflow was terminated', () => {
   });
 });
 
-describe('Replicate: a job with a first and a last frame of 7.5 MB each', () => {
+describe('Replicate', () => {
   const replicate = new ReplicateFake();
   let rstack: Stack;
   before(async () => {
@@ -122,7 +122,7 @@ describe('Replicate: a job with a first and a last frame of 7.5 MB each', () => 
     await replicate.stop();
   });
 
-  test('two videos: the frames are uploaded once each, both predictions are recorded and delivered, charged once; none runs unrecorded', async () => {
+  test('a job with a first and a last frame of 7.5 MB each, two videos: the frames are uploaded once each, both predictions are recorded and delivered, charged once; none runs unrecorded', async () => {
     const c = await newCustomer(rstack, 10);
     replicate.dropCallbacks = true;
     replicate.defaultPlan = { starting_polls: 1, processing_polls: 1 };
@@ -151,6 +151,19 @@ describe('Replicate: a job with a first and a last frame of 7.5 MB each', () => 
     assert.equal(replicate.requestsTo('create').length, 2);
     assert.deepEqual([...replicate.files.values()].map((f) => f.bytes.length).sort(), [first.length, last.length].sort());
     assert.deepEqual(await ledgerOf(rstack, id), [['charge', -Math.round(job.cost_in_euro * 1e6)]]);
+    await assertAuditHolds(rstack);
+  });
+
+  test('polls refused 401 twice (a token revoked before its successor is deployed): polled again, the job succeeds, charged once', async () => {
+    const c = await newCustomer(rstack, 10);
+    replicate.dropCallbacks = true;
+    replicate.defaultPlan = { starting_polls: 1, processing_polls: 1 };
+    replicate.fault({ route: 'get', status: 401, body: { title: 'Unauthenticated', detail: 'Invalid token', status: 401 }, times: 2 });
+    const id = await createJob(rstack, c.key, klingJob());
+    const { job } = await watchJob(rstack, c.key, id, 30_000, 200);
+    assert.equal(job.status, 'succeeded', JSON.stringify(job));
+    assert.equal(replicate.requestsTo('cancel').length, 0);
+    assert.deepEqual(await ledgerOf(rstack, id), [['charge', -KLING_VIDEO_MICRO_EUR]]);
     await assertAuditHolds(rstack);
   });
 });
