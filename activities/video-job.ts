@@ -32,7 +32,7 @@ import {
   type VideoProvider,
   type VideoSubmission,
 } from '../src/providers/video/types.js';
-import { describeAnyProviderError } from '../src/providers/video/provider-errors.js';
+import { describeAnyProviderError, mayPass, type DescribedProviderError } from '../src/providers/video/provider-errors.js';
 import { loadVideoJobInputs } from '../src/video-jobs/images.js';
 import { isPermanentStorageError, type Storage } from '../src/storage/local.js';
 import type { StoredVideo } from '../workflows/messages.js';
@@ -42,6 +42,7 @@ import { Semaphore } from '../src/semaphore.js';
 import { videoOutputKey } from '../src/storage/retention.js';
 import { recordedOperation, recordOperation, type PollPacing } from '../src/video-jobs/operation-polls.js';
 import { providerCallbackUrl } from '../src/video-jobs/callbacks.js';
+import { cancelAndRecord } from '../src/video-jobs/operation-cancel.js';
 
 export interface VideoJobActivityDeps {
   db: Db;
@@ -82,11 +83,18 @@ interface SubmitProgress {
  * (its last attempt lost with its worker, after it may have recorded the operation).
  */
 const UNWATCHED_OPERATION_CODES: ReadonlySet<string> = new Set(['deadline_exceeded', 'submit_failed']);
-/** How long a settlement waits for the provider to confirm the cancel of such a job's operation. */
-const UNWATCHED_CANCEL_WAIT_MS = 10_000;
 
-/** The provider error as the activity's failure: its code in details, the provider's Retry-After as the next retry's delay. */
-function providerFailure(err: unknown, logger: Logger, fields: Record<string, unknown>, final = false): ApplicationFailure {
+/**
+ * The provider error as the activity's failure: its code in details, the provider's Retry-After as the
+ * next retry's delay; retried when `retried` says so of it (by default, when the provider said to try again).
+ */
+function providerFailure(
+  err: unknown,
+  logger: Logger,
+  fields: Record<string, unknown>,
+  final = false,
+  retried: (e: DescribedProviderError) => boolean = (e) => e.retryable,
+): ApplicationFailure {
   const e = describeAnyProviderError(err);
   if (!e.visible)
     logger.warn(
@@ -96,7 +104,7 @@ function providerFailure(err: unknown, logger: Logger, fields: Record<string, un
   return ApplicationFailure.create({
     type: 'ProviderError',
     message: e.message,
-    nonRetryable: final || !e.retryable,
+    nonRetryable: final || !retried(e),
     details: [{ code: e.code }],
     ...(e.retry_after_ms !== undefined ? { nextRetryDelay: e.retry_after_ms } : {}),
   });
@@ -217,7 +225,9 @@ function copyOne(
       try {
         body = await provider.fetchOutput(operation_id, ref);
       } catch (err) {
-        throw providerFailure(err, deps.logger, { job_id, operation_id, output: index });
+        // The output is made and paid for: a refusal of our credentials (a key being rotated) is retried
+        // as a passing fault is, not refunded at once.
+        throw providerFailure(err, deps.logger, { job_id, operation_id, output: index }, false, mayPass);
       }
       if (body.length === 0 || body.length > VIDEO_OUTPUT_BYTES_MAX) {
         throw ApplicationFailure.create({
@@ -337,23 +347,10 @@ async function cancelRecordedOperation(
  * A job past its deadline, or whose submission ended without an answer, was refunded in full: its
  * recorded provider operation, which nobody waits for any more, is asked to stop, as a customer's
  * cancel does (fal has no deadline of its own). Best effort and bounded in time: the settlement never
- * waits long on a provider, and a failure is only logged.
+ * waits long on a provider; the answer, or the failure, is recorded with the job.
  */
 async function cancelUnwatched(deps: VideoJobActivityDeps, job_id: string): Promise<void> {
-  const cancelling = cancelRecordedOperation(deps, { backend: null, job_id, operation_id: null }).then((answer) =>
-    deps.db.query('UPDATE video_jobs SET cancel_answer = $2 WHERE id = $1', [job_id, answer.answer.slice(0, 1000)]),
-  );
-  let timer: NodeJS.Timeout | undefined;
-  const gaveUp = new Promise<'gave_up'>((resolve) => (timer = setTimeout(() => resolve('gave_up'), UNWATCHED_CANCEL_WAIT_MS)));
-  try {
-    if ((await Promise.race([cancelling, gaveUp])) === 'gave_up')
-      deps.logger.warn({ job_id }, "the provider did not confirm the cancel of a failed job's operation in time");
-  } catch (err) {
-    deps.logger.warn({ job_id, err: (err as Error).message }, 'the operation of a failed job could not be cancelled');
-  } finally {
-    clearTimeout(timer);
-  }
-  cancelling.catch(() => {});
+  await cancelAndRecord(deps, job_id, () => cancelRecordedOperation(deps, { backend: null, job_id, operation_id: null }));
 }
 
 /** The job's price from this worker's catalog (never from the request); a different estimate is logged. */

@@ -46,6 +46,13 @@ export const videoProviderErrors = new Counter({
   registers: [registry],
 });
 
+export const videoProviderPollRetries = new Counter({
+  name: 'video_provider_poll_retries_total',
+  help: 'Failed polls of a video operation retried later (its job waits, until its deadline at most), by backend and reason (passing, credentials, unreadable)',
+  labelNames: ['backend', 'reason'] as const,
+  registers: [registry],
+});
+
 export const videoProviderRetryAfter = new Histogram({
   name: 'video_provider_retry_after_seconds',
   help: 'The wait a video provider asked for (its Retry-After, as honoured) on a passing refusal, by backend and operation',
@@ -140,6 +147,7 @@ const KNOWN_PROVIDER_ERROR_CODES = new Set([
   'provider_unauthenticated',
   'provider_permission_denied',
   'provider_auth_failed',
+  'provider_payment_required',
   'invalid_request',
   'invalid_response',
   'content_filtered',

@@ -8,8 +8,9 @@ import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import type { Logger } from 'pino';
 import type { Db } from '../db/pool.js';
 import { traceOperationPoll } from '../telemetry/job-trace.js';
-import { observeProviderError, videoProviderPollDuration } from '../metrics.js';
-import { describeAnyProviderError } from '../providers/video/provider-errors.js';
+import { observeProviderError, videoProviderPollDuration, videoProviderPollRetries } from '../metrics.js';
+import { describeAnyProviderError, providerErrorKind, type DescribedProviderError } from '../providers/video/provider-errors.js';
+import { cancelAndRecord } from './operation-cancel.js';
 import type { VideoOperationStatus, VideoProvider } from '../providers/video/types.js';
 import { operationEndedSignal, videoJobWorkflowId, type VideoOperationEnd } from '../../workflows/messages.js';
 import {
@@ -38,8 +39,14 @@ export interface OperationPollerDeps {
 const LEASE_MS = 30_000;
 /** A workflow told its operation ended that has not settled after this is told again. */
 const REMIND_AFTER_MS = 5 * 60_000;
-/** Failed polls of one operation in a row before the job is told the operation failed. */
-export const CONSECUTIVE_POLL_FAILURES_MAX = 20;
+/**
+ * After failed polls in a row, the next waits the row's interval doubled for each failure before it, up
+ * to this (or the row's own maximum when that is longer): an outage, a minute of 429s or a key being
+ * rotated costs a job a few polls, not a storm of them.
+ */
+export const FAILED_POLL_WAIT_MS_MAX = 30_000;
+/** The row counts failed polls in a row; bounded, so years of them stay far from the column's limit. */
+const FAILURES_COUNTED_MAX = 1_000_000;
 /** A database or Temporal call that failed: the row is tried again after this long. */
 const RETRY_AFTER_ERROR_MS = 5_000;
 /** The wait after a claim query failed (PostgreSQL down: one warning a second, not one per idle wait). */
@@ -159,8 +166,11 @@ export class OperationPoller {
   }
 
   /**
-   * The operation's status, or 'rescheduled' after a passing failure. A final provider error, or too many
-   * passing ones in a row, is the operation's end: the job fails with it (refunded).
+   * The operation's status, or 'rescheduled' after a failure that may pass. Only the provider ends an
+   * operation: a passing error, our credentials refused or an answer we could not read is retried, backing
+   * off, for as long as the job waits (its workflow's deadline fails it, and cancels the operation); a
+   * final error (the provider does not know the operation, or refuses the poll for good) ends it as
+   * failed, after the operation, which may still run, is asked to stop.
    */
   private async poll(provider: VideoProvider, row: DuePoll): Promise<VideoOperationStatus | 'rescheduled'> {
     const started = process.hrtime.bigint();
@@ -180,23 +190,37 @@ export class OperationPoller {
       observe('error');
       const e = describeAnyProviderError(err);
       observeProviderError(row.backend, 'poll', e);
+      const kind = providerErrorKind(e);
       const failures = row.failures + 1;
-      this.deps.logger.warn(
-        {
-          job_id: row.job_id,
-          backend: row.backend,
-          code: e.code,
-          retryable: e.retryable,
-          failures,
-          provider_message: (err as Error).message,
-        },
-        'video provider poll failed',
-      );
-      if (e.retryable && failures < CONSECUTIVE_POLL_FAILURES_MAX) {
-        await this.reschedule(row, { wait_ms: e.retry_after_ms ?? row.interval_ms, interval_ms: row.interval_ms, failures });
-        return 'rescheduled';
+      const fields = { job_id: row.job_id, backend: row.backend, code: e.code, kind, failures, provider_message: (err as Error).message };
+      if (kind === 'final') {
+        this.deps.logger.warn(fields, 'video provider poll failed for good; the job fails and its operation is cancelled');
+        if (!row.signalled) await cancelAndRecord(this.deps, row.job_id, () => provider.cancel(row.operation_id));
+        return { state: 'failed', code: e.code, message: e.message };
       }
-      return { state: 'failed', code: e.code, message: e.message };
+      videoProviderPollRetries.inc({ backend: row.backend, reason: kind });
+      if (kind === 'passing') this.deps.logger.warn(fields, 'video provider poll failed; retried later');
+      else this.deps.logger.error(fields, 'video provider poll refused or unreadable; retried until the job deadline');
+      await this.reschedule(row, afterFailedPoll(row, e, failures));
+      return 'rescheduled';
     }
   }
+}
+
+/**
+ * The next poll after the `failures`-th failed one in a row: the row's interval doubled per failure
+ * before it (capped), or the provider's Retry-After when that is longer. The interval itself is kept.
+ */
+export function afterFailedPoll(
+  row: Pick<DuePoll, 'interval_ms' | 'max_interval_ms'>,
+  e: Pick<DescribedProviderError, 'retry_after_ms'>,
+  failures: number,
+): Omit<PollReschedule, 'job_id'> {
+  const ceiling = Math.max(row.max_interval_ms, FAILED_POLL_WAIT_MS_MAX);
+  const backoff = Math.min(row.interval_ms * 2 ** Math.min(failures - 1, 30), ceiling);
+  return {
+    wait_ms: Math.max(e.retry_after_ms ?? 0, backoff),
+    interval_ms: row.interval_ms,
+    failures: Math.min(failures, FAILURES_COUNTED_MAX),
+  };
 }

@@ -20,6 +20,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { downloadOutput, isFetchableUrl, requestJson, truncate, unreadable, type ErrorDescriber } from './http.js';
 import { KEY_FETCH_BACKOFF_MS_MAX, KEY_FETCH_BACKOFF_MS, KeyCache } from './key-cache.js';
 import { backendEntry, cancelAnswerOf, combineStatuses, mappedInput, submitEach, type CancelledRequest } from './mapped-input.js';
+import { providerErrorKind } from './provider-errors.js';
 import {
   CallbackRejected,
   OPERATION_ID_CHARS_MAX,
@@ -306,8 +307,9 @@ export class FalVideoProvider implements VideoProvider {
       ({ body } = await this.call('GET', r.response_url, undefined, 'fal result'));
     } catch (err) {
       // The result answers with the model's own error (a 422 about the input, a content policy refusal):
-      // that request failed for good. A passing error is thrown, and the poll retried.
-      if (err instanceof ProviderError && !err.opts.retryable) return { state: 'failed', code: err.opts.code, message: err.message };
+      // that request failed for good. A passing error, or our key refused, is thrown, and the poll retried.
+      if (err instanceof ProviderError && !err.opts.retryable && providerErrorKind(err.opts) !== 'credentials')
+        return { state: 'failed', code: err.opts.code, message: err.message };
       throw err;
     }
     const b = body as { video?: unknown; videos?: unknown } | null;

@@ -47,3 +47,28 @@ export const INTERNAL_PROVIDER_ERROR: DescribedProviderError = {
 
 export const describeAnyProviderError = (err: unknown): DescribedProviderError =>
   err instanceof ProviderError ? describeProviderError(err) : INTERNAL_PROVIDER_ERROR;
+
+/**
+ * Why a provider call failed, as far as waiting may help: `passing` (429, 5xx, timeouts: the provider
+ * said to try again), `credentials` (our key, token or account refused: an operator's rotation or a
+ * permission fixes it, and the provider's operation runs on meanwhile), `unreadable` (an answer we could
+ * not read: a proxy's page, a truncated body), `final` (anything else: the provider's answer stands).
+ */
+export type ProviderErrorKind = 'passing' | 'credentials' | 'unreadable' | 'final';
+
+const CREDENTIAL_CODES: ReadonlySet<string> = new Set([
+  'provider_unauthenticated',
+  'provider_permission_denied',
+  'provider_auth_failed',
+  'provider_payment_required',
+]);
+
+export function providerErrorKind(e: Pick<DescribedProviderError, 'code' | 'retryable'>): ProviderErrorKind {
+  if (CREDENTIAL_CODES.has(e.code)) return 'credentials';
+  if (e.code === 'invalid_response') return 'unreadable';
+  return e.retryable ? 'passing' : 'final';
+}
+
+/** A provider error that may pass with time (a passing refusal, or our credentials refused): worth another try. */
+export const mayPass = (e: Pick<DescribedProviderError, 'code' | 'retryable'>): boolean =>
+  e.retryable || providerErrorKind(e) === 'credentials';
