@@ -150,7 +150,8 @@ describe('jobs, money and backlog', () => {
     await db.query(`UPDATE video_jobs SET deadline_at = now() - interval '2 minutes' WHERE id = $1`, [slow.body.id]);
     api = await scrape(`${stack.baseUrl}/metrics`);
     assert.equal(valueOf(api, 'video_jobs_pending_past_deadline'), 1);
-    assert.equal(valueOf(await scrape(appUrl('/metrics')), 'video_jobs_pending_past_deadline'), 1, 'the worker serves the same value');
+    // The gauges read from PostgreSQL are the API's: a worker's scrape runs no query.
+    assert.ok(!(await scrape(appUrl('/metrics'))).includes('video_jobs_pending_past_deadline'), 'the worker serves no database gauge');
     await db.query('UPDATE video_jobs SET deadline_at = $2 WHERE id = $1', [slow.body.id, deadline]);
     assert.equal((await http(stack.baseUrl, 'POST', `/v2/videos/generations/${slow.body.id}/cancel`, { token: c.key })).status, 200);
     assert.equal((await waitForJob(stack, c.key, slow.body.id)).error?.code, 'cancelled');
