@@ -3,7 +3,7 @@
 // limits). Each entry is a worst case the code enforces; the baselines are what a process holds
 // at rest (Node, the loaded modules, pools, caches), measured with some margin. A bound that grows
 // here must fit the chart's limit with MEMORY_HEADROOM of it left over, or the chart's limit grows too.
-import { CONCURRENT_OUTPUT_COPIES_MAX } from '../../activities/video-job.js';
+import { CONCURRENT_OUTPUT_COPIES_MAX } from '../video-jobs/job-steps.js';
 import { THUMBNAIL_VIDEO_BYTES_MAX } from '../media/thumbnails.js';
 import { VIDEO_OUTPUT_BYTES_MAX } from '../providers/video/types.js';
 import { INLINE_VIDEO_CACHE_BYTES_MAX } from '../providers/video/vertex-veo-cache.js';

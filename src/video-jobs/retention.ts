@@ -1,7 +1,7 @@
 // A finished job's files that nobody refers to are deleted. Run by the reconciler (activities/reconciler.ts),
 // a page per run.
 //
-// A job's videos are stored as videos/<job id>/<index>.mp4 (activities/video-job.ts), index < n. A copy
+// A job's videos are stored as videos/<job id>/<index>.mp4 (./outputs.ts), index < n. A copy
 // that finishes after the job was settled without it (a cancel's clean-up ran first, or the copy was
 // abandoned and retried) leaves a file the job does not list: once the job has been finished longer
 // than any copy can take, every such key of the job is deleted, with the images it was created with
