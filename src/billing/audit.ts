@@ -6,7 +6,7 @@
 // attempt the API refused, a speech hold that outlived its request (the reconciler releases those), and a
 // top-up that is not exactly one ledger entry of its own workspace and amount.
 import { inTransaction, type Db, type Tx } from '../db/pool.js';
-import { SPEECH_HOLD_TTL_MS } from '../voices/speech-billing.js';
+import { SPEECH_HOLD_TTL_MS } from './ledger.js';
 import { readUsageMismatches, type UsageLedgerMismatch, type UsageRowMismatch } from '../usage/audit.js';
 
 /** How a job's workflow stands in Temporal. */

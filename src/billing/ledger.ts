@@ -9,6 +9,12 @@ import { assertMicroEur, AMOUNT_MICRO_EUR_MAX } from '../money.js';
 
 export class NotFoundError extends Error {}
 
+/**
+ * A speech hold older than this belongs to a request whose process died: the reconciler releases it (or
+ * captures it, when its audio was delivered). Here, beside the balance it holds, so that the audit reads it too.
+ */
+export const SPEECH_HOLD_TTL_MS = 10 * 60_000;
+
 const UNIQUE_VIOLATION = '23505';
 
 export function isUniqueViolation(err: unknown): boolean {

@@ -9,10 +9,9 @@
 // its hold is only ever captured (by the request, retried, else by the reconciler), never released.
 import { inTransaction, type Db } from '../db/pool.js';
 import { assertMicroEur } from '../money.js';
-import { applyEntry, isUniqueViolation, lockWorkspaceBalance, spendFromKey } from '../billing/ledger.js';
+import { applyEntry, isUniqueViolation, lockWorkspaceBalance, spendFromKey, SPEECH_HOLD_TTL_MS } from '../billing/ledger.js';
 
-/** A hold older than this belongs to a request whose process died: the reconciler releases it. */
-export const SPEECH_HOLD_TTL_MS = 10 * 60_000;
+export { SPEECH_HOLD_TTL_MS };
 
 export const speechChargeKey = (speechRequestId: string) => `speech_request:${speechRequestId}:charge`;
 
