@@ -15,7 +15,7 @@ import { createTestDatabase } from '../helpers/stack.js';
 import { createPool, type Db } from '../../src/db/pool.js';
 import { migrate } from '../../src/db/migrate.js';
 import { ENV_VARS, loadConfig } from '../../src/config.js';
-import { findVideoModel, videoModelBackendFor, videoModels } from '../../src/models/catalog.js';
+import { findVideoModel, speechModels, videoModelBackendFor, videoModels } from '../../src/models/catalog.js';
 import { SPEECH_PROVIDERS, VIDEO_BACKENDS } from '../../src/models/values.js';
 import { PROVIDERS_ENV, VIDEO_PROVIDERS, VOICE_PROVIDERS, configureProviders } from '../../src/providers/registry.js';
 import type { VideoCatalogView, VideoProviderDescriptor, VoiceProviderDescriptor } from '../../src/providers/descriptor.js';
@@ -298,7 +298,7 @@ for (const descriptor of VOICE_PROVIDERS) {
 
     test('clone, speak in each of its formats at its PCM rate, delete; an unknown voice is refused', async () => {
       const p = build();
-      const model = descriptor.name === 'elevenlabs' ? 'eleven_multilingual_v2' : 'sim-speech-1';
+      const model = speechModels().find((m) => m.provider === descriptor.name)!.id;
       const { voice_id } = await p.cloneVoice({ name: 'adapters voice', samples: [wavSample()] });
       for (const format of descriptor.capabilities.formats) {
         const speech = await p.synthesize({ model, voice_id, text: 'Hello there.', format });
