@@ -80,7 +80,8 @@ export function settingsOf<S>(
   descriptor: VideoProviderDescriptor<S> | VoiceProviderDescriptor<S>,
 ): S | null {
   const found = descriptor.kind === 'voice' ? [configured.voice] : configured.video;
-  return (found.find((c) => c.descriptor === (descriptor as unknown)) ?? null)?.settings as S | null;
+  const entry = found.find((c) => c.descriptor === (descriptor as unknown));
+  return entry ? (entry.settings as S) : null;
 }
 
 /** The adapters of the configured video providers, by backend name. */
