@@ -53,6 +53,8 @@ interface VideoHarness {
   callbacks(): { headers: Record<string, string>; body: Buffer }[];
   /** Requests of the next submit stay queued (cancel before they run). */
   holdQueued(): void;
+  /** Requests of the next submit run at the first poll and go on running; a request to submit then (one asking to be billed, where that is asked). */
+  holdRunning(id: string): VideoSubmission;
 }
 
 /** A request of the first catalog model served by `backend`, at its smallest settings. */
@@ -104,6 +106,8 @@ const HARNESSES: Record<(typeof VIDEO_BACKENDS)[number], () => VideoHarness> = {
     endSoon: async () => {},
     callbacks: () => [],
     holdQueued: () => {},
+    holdRunning: (id) =>
+      requestFor('simulator', id, { model: 'sim-video-1', parameters: { simulate: { delay_ms: 60_000, billed_on_cancel: true } } }),
   }),
   vertex: () => ({
     env: () => ({
@@ -122,6 +126,10 @@ const HARNESSES: Record<(typeof VIDEO_BACKENDS)[number], () => VideoHarness> = {
     holdQueued: () => {
       vertex.scenario = { pollsUntilDone: 100 };
     },
+    holdRunning: (id) => {
+      vertex.scenario = { pollsUntilDone: 100 };
+      return requestFor('vertex', id);
+    },
   }),
   fal: () => ({
     env: () => fal.env(),
@@ -136,6 +144,10 @@ const HARNESSES: Record<(typeof VIDEO_BACKENDS)[number], () => VideoHarness> = {
     holdQueued: () => {
       fal.defaultPlan = { queue_polls: 100 };
     },
+    holdRunning: (id) => {
+      fal.defaultPlan = { queue_polls: 0, progress_polls: 100 };
+      return requestFor('fal', id);
+    },
   }),
   replicate: () => ({
     env: () => replicate.env(),
@@ -149,6 +161,10 @@ const HARNESSES: Record<(typeof VIDEO_BACKENDS)[number], () => VideoHarness> = {
     callbacks: () => replicate.callbacks,
     holdQueued: () => {
       replicate.defaultPlan = { starting_polls: 100 };
+    },
+    holdRunning: (id) => {
+      replicate.defaultPlan = { starting_polls: 0, processing_polls: 100 };
+      return requestFor('replicate', id);
     },
   }),
 };
@@ -250,6 +266,17 @@ for (const descriptor of VIDEO_PROVIDERS) {
         !(after && typeof after === 'object' && 'state' in after && after.state === 'succeeded'),
         'a cancelled operation delivers nothing',
       );
+    });
+
+    test('cancel while it runs: billed as its capabilities say', async () => {
+      const p = build();
+      const { operation_id } = await p.submit(h.holdRunning('7d0f2a8e-0000-4000-8000-000000000104'));
+      assert.equal((await p.poll(operation_id)).state, 'running');
+      const answer = await p.cancel(operation_id);
+      // `as_requested`: the request asked to be billed; `started_requests`: its one request had started.
+      const billed = descriptor.capabilities.cancel_bills !== 'nothing';
+      assert.equal(answer.billed, billed, answer.answer);
+      assert.deepEqual([answer.billed_units, answer.ended_units], [billed ? 1 : 0, 0], answer.answer);
     });
 
     test('refusals: a request it cannot serve, and a credential the provider refuses, are ProviderErrors that are not retried', async () => {
