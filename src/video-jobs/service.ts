@@ -39,7 +39,7 @@ export interface VideoJobsDeps {
   storage: Storage;
   temporal: Client;
   taskQueue: string;
-  /** The backends this process serves (the simulator, Vertex AI, fal, Replicate): the set the model lists read too. */
+  /** The backends this process serves (the providers' registry's configured set): the set the model lists read too. */
   backends: ConfiguredBackends;
   job_timeout_ms: number;
   /** How long a create waits for the workflow's charge step before answering 503. */
