@@ -78,8 +78,10 @@ const EnvSchema = z.object({
   AWS_ACCESS_KEY_ID: z.string().optional(),
   AWS_SECRET_ACCESS_KEY: z.string().optional(),
   AWS_SESSION_TOKEN: z.string().optional(),
+  // The providers' own variables (SIMULATOR, VOICE_PROVIDER, ELEVENLABS_*, VERTEX_*, FAL_*, REPLICATE_*), from their descriptors;
+  // VOICE_CONSENT_REQUIRED keeps its place after SIMULATOR, so the first invalid variable reported is the one it always was.
+  SIMULATOR: PROVIDERS_ENV['SIMULATOR']!,
   VOICE_CONSENT_REQUIRED: boolish.optional(),
-  // The providers' own variables (SIMULATOR, VOICE_PROVIDER, ELEVENLABS_*, VERTEX_*, FAL_*, REPLICATE_*), from their descriptors.
   ...PROVIDERS_ENV,
   // The operator's model catalog (YAML or JSON), replacing the built-in config/models.yaml.
   MODELS_FILE: z.string().optional(),
