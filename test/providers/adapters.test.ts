@@ -191,6 +191,25 @@ describe('the registry', () => {
     for (const name of Object.keys(PROVIDERS_ENV)) assert.ok(ENV_VARS.includes(name));
   });
 
+  test('the config reads the providers’ variables in their place: the first invalid variable reported is the one it always was', () => {
+    const at = ENV_VARS.indexOf('SIMULATOR');
+    assert.deepEqual(ENV_VARS.slice(at, at + 4), ['SIMULATOR', 'VOICE_CONSENT_REQUIRED', 'VOICE_PROVIDER', 'ELEVENLABS_API_KEY']);
+    assert.throws(
+      () => loadConfig({ SIMULATOR: 'maybe', VOICE_CONSENT_REQUIRED: 'maybe' }),
+      /^ConfigError: invalid environment variable SIMULATOR:/,
+    );
+    assert.throws(
+      () =>
+        loadConfig({
+          VOICE_PROVIDER: 'elevenlabs',
+          ELEVENLABS_BASE_URL: 'http://x.example',
+          FAL_KEY: 'k',
+          FAL_QUEUE_URL: 'http://y.example',
+        }),
+      /ELEVENLABS_API_KEY must be set when VOICE_PROVIDER=elevenlabs/,
+    );
+  });
+
   test('the configured set: nothing in production without settings; the simulator and its voices elsewhere; VOICE_PROVIDER selects', () => {
     const parsed = z.object(PROVIDERS_ENV).parse({});
     const prod = configureProviders(parsed, true);
