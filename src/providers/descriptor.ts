@@ -45,6 +45,8 @@ export interface VideoCapabilities {
   cancel_bills: 'started_requests' | 'nothing' | 'as_requested';
   /** A request's `parameters.<name>` this provider reads (for the models whose catalog entry accepts parameters); null = none. */
   parameters: ProviderParameters | null;
+  /** What its adapter holds in memory at most in a worker, beyond the copies every adapter's outputs take (its caches). */
+  memory_held: readonly { what: string; bytes: number }[];
 }
 
 /** A request's `parameters.<name>` a provider reads: validated at the create and stated in the OpenAPI document. */

@@ -460,5 +460,5 @@ export const falDescriptor = videoProvider({
   },
   build: ({ key, queueUrl, jwksUrl, userId }, { catalog }) =>
     new FalVideoProvider({ key, queueUrl, jwksUrl, userId, backendFor: (id) => catalog.backendFor(id, 'fal') }),
-  capabilities: { callbacks: true, cancel_bills: 'started_requests', parameters: null },
+  capabilities: { callbacks: true, cancel_bills: 'started_requests', parameters: null, memory_held: [] },
 });

@@ -483,5 +483,5 @@ export const replicateDescriptor = videoProvider({
       ...(webhookSecret ? { webhookSecret } : {}),
       backendFor: (id) => catalog.backendFor(id, 'replicate'),
     }),
-  capabilities: { callbacks: true, cancel_bills: 'started_requests', parameters: null },
+  capabilities: { callbacks: true, cancel_bills: 'started_requests', parameters: null, memory_held: [] },
 });

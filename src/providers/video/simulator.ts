@@ -220,5 +220,6 @@ export const simulatorVideoDescriptor = videoProvider({
         return videos !== undefined && videos > n ? { field: 'videos', message: `must be at most n (${n})` } : null;
       },
     },
+    memory_held: [],
   },
 });

@@ -49,6 +49,7 @@ import {
 import {
   FinishedOperationCache,
   googleAuthTokenSource,
+  INLINE_VIDEO_CACHE_BYTES_MAX,
   staticTokenSource,
   type AccessTokenSource,
   type FinishedOperation,
@@ -482,5 +483,10 @@ export const vertexVeoDescriptor = videoProvider({
       ...(v.outputGcsUri !== undefined ? { outputGcsUri: v.outputGcsUri } : {}),
       tokenSource: v.accessToken ? staticTokenSource(v.accessToken) : googleAuthTokenSource(),
     }),
-  capabilities: { callbacks: false, cancel_bills: 'nothing', parameters: null },
+  capabilities: {
+    callbacks: false,
+    cancel_bills: 'nothing',
+    parameters: null,
+    memory_held: [{ what: "Vertex AI's inline videos of finished operations, kept for their copies", bytes: INLINE_VIDEO_CACHE_BYTES_MAX }],
+  },
 });
