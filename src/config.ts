@@ -3,21 +3,15 @@
 import path from 'node:path';
 import { z } from 'zod';
 import { DEFAULT_CONCURRENT_POLLS_MAX, DEFAULT_WORKER_LIMITS, type WorkerLimits } from './temporal/worker-limits.js';
-import { checkElevenLabsBaseUrl, ELEVENLABS_DEFAULT_BASE_URL, ELEVENLABS_DEFAULT_MODEL_ID } from './providers/voice/elevenlabs.js';
-import { GCS_DEFAULT_API_ENDPOINT, VERTEX_DEFAULT_LOCATION, vertexDefaultApiEndpoint } from './providers/video/vertex-veo.js';
-import { parseGcsUri } from './providers/video/vertex-veo-wire.js';
-import { FAL_DEFAULT_JWKS_URL, FAL_DEFAULT_QUEUE_URL } from './providers/video/fal.js';
-import { REPLICATE_DEFAULT_API_URL } from './providers/video/replicate.js';
+import { boolish } from './providers/descriptor.js';
+import { configureProviders, PROVIDERS_ENV, type ConfiguredProviders } from './providers/registry.js';
 import { PROVIDER_CALLBACK_LIMITS } from './video-jobs/callbacks.js';
 import { ConfigError } from './config-error.js';
 import { useCatalogFile } from './models/catalog.js';
-import { SPEECH_PROVIDERS, type SpeechProvider } from './models/values.js';
 import { loadTemporalSettings, temporalEnv, type TemporalSettings } from './temporal/connection-config.js';
 import { TASK_QUEUE_NAME } from './temporal/workflow-states.js';
 
 export { ConfigError };
-
-const boolish = z.enum(['on', 'off', 'true', 'false', '1', '0']).transform((v) => v === 'on' || v === 'true' || v === '1');
 
 const intFrom = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
 
@@ -84,62 +78,11 @@ const EnvSchema = z.object({
   AWS_ACCESS_KEY_ID: z.string().optional(),
   AWS_SECRET_ACCESS_KEY: z.string().optional(),
   AWS_SESSION_TOKEN: z.string().optional(),
-  SIMULATOR: boolish.optional(),
+  // The providers' own variables (SIMULATOR, VOICE_PROVIDER, ELEVENLABS_*, VERTEX_*, FAL_*, REPLICATE_*), from their descriptors;
+  // VOICE_CONSENT_REQUIRED keeps its place after SIMULATOR, so the first invalid variable reported is the one it always was.
+  SIMULATOR: PROVIDERS_ENV['SIMULATOR']!,
   VOICE_CONSENT_REQUIRED: boolish.optional(),
-  VOICE_PROVIDER: z.enum([...SPEECH_PROVIDERS, 'none']).optional(),
-  ELEVENLABS_API_KEY: z
-    .string()
-    .regex(/^[\x21-\x7e]+$/, 'must be printable characters without spaces (check for a stray newline)')
-    .optional(),
-  ELEVENLABS_BASE_URL: z.string().default(ELEVENLABS_DEFAULT_BASE_URL),
-  ELEVENLABS_MODEL_ID: z
-    .string()
-    .regex(/^[A-Za-z0-9_.-]{1,100}$/, 'not an ElevenLabs model id')
-    .default(ELEVENLABS_DEFAULT_MODEL_ID),
-  // Vertex AI Veo: enabled by VERTEX_PROJECT_ID; credentials from Application Default Credentials.
-  VERTEX_PROJECT_ID: z
-    .string()
-    .regex(/^(?:[a-z0-9.-]+:)?[a-z][a-z0-9-]{4,28}[a-z0-9]$/, 'not a Google Cloud project id')
-    .optional(),
-  VERTEX_LOCATION: z
-    .string()
-    .regex(/^[a-z][a-z0-9-]{1,40}$/, 'not a Google Cloud region')
-    .default(VERTEX_DEFAULT_LOCATION),
-  VERTEX_API_ENDPOINT: z.string().url().optional(),
-  VERTEX_OUTPUT_GCS_URI: z
-    .string()
-    .refine((v) => parseGcsUri(v) !== null, 'must be gs://<bucket>[/<folder>/]')
-    .optional(),
-  GCS_API_ENDPOINT: z.string().url().default(GCS_DEFAULT_API_ENDPOINT),
-  VERTEX_ACCESS_TOKEN: z
-    .string()
-    .regex(/^[\x21-\x7e]+$/, 'must be printable characters without spaces (check for a stray newline)')
-    .optional(),
-  // fal (queue API): enabled by FAL_KEY; callbacks verified with the keys of FAL_JWKS_URL.
-  FAL_KEY: z
-    .string()
-    .regex(/^[\x21-\x7e]+$/, 'must be printable characters without spaces (check for a stray newline)')
-    .optional(),
-  FAL_QUEUE_URL: z.string().url().default(FAL_DEFAULT_QUEUE_URL),
-  FAL_JWKS_URL: z.string().url().default(FAL_DEFAULT_JWKS_URL),
-  // This service's fal user id: fal signs every account's callbacks with the same keys, so a callback
-  // naming another user is refused before its body is read. Unset: any user id (the request id still
-  // has to be one of the job's).
-  FAL_USER_ID: z
-    .string()
-    .regex(/^[\x21-\x7e]{1,200}$/, 'must be printable characters without spaces')
-    .optional(),
-  // Replicate (predictions API): enabled by REPLICATE_API_TOKEN; callbacks verified with
-  // REPLICATE_WEBHOOK_SECRET, else the account's secret fetched from Replicate.
-  REPLICATE_API_TOKEN: z
-    .string()
-    .regex(/^[\x21-\x7e]+$/, 'must be printable characters without spaces (check for a stray newline)')
-    .optional(),
-  REPLICATE_API_URL: z.string().url().default(REPLICATE_DEFAULT_API_URL),
-  REPLICATE_WEBHOOK_SECRET: z
-    .string()
-    .regex(/^whsec_[A-Za-z0-9+/=]{16,200}$/, 'must be the signing secret Replicate gives (whsec_ then base64)')
-    .optional(),
+  ...PROVIDERS_ENV,
   // The operator's model catalog (YAML or JSON), replacing the built-in config/models.yaml.
   MODELS_FILE: z.string().optional(),
   RATE_LIMIT_PER_MINUTE: intFrom(1, 1_000_000).default(120),
@@ -209,18 +152,10 @@ export interface Config {
   storageBackend: 'local' | 's3';
   /** Set when storageBackend is s3. */
   s3: S3Config | null;
-  simulator: boolean;
-  voiceProvider: SpeechProvider | 'none';
+  /** The providers this process serves (src/providers/registry.ts): the video backends enabled and the voice provider, with their settings. */
+  providers: ConfiguredProviders;
   /** VOICE_CONSENT_REQUIRED (default: on in production): a clone must name a voice consent. */
   voiceConsentRequired: boolean;
-  /** The ElevenLabs voice provider (used when voiceProvider is elevenlabs). */
-  elevenlabs: ElevenLabsConfig;
-  /** Vertex AI Veo, when VERTEX_PROJECT_ID is set: it then serves the reference (Veo) family. */
-  vertex: VertexConfig | null;
-  /** fal, when FAL_KEY is set: it serves the models whose catalog entry lists a fal backend. */
-  fal: FalConfig | null;
-  /** Replicate, when REPLICATE_API_TOKEN is set. */
-  replicate: ReplicateConfig | null;
   /** The model catalog in use (MODELS_FILE, else the built-in config/models.yaml), validated and installed by loadConfig. */
   modelsFile: string;
   /** Requests that change something (creates, cancels, deletes), per API key and minute. */
@@ -289,101 +224,6 @@ function s3ConfigOf(e: z.infer<typeof EnvSchema>): S3Config | null {
       : undefined;
   Object.defineProperty(s3, 'credentials', { value: credentials, enumerable: false });
   return s3;
-}
-
-export interface ElevenLabsConfig {
-  /** From ELEVENLABS_API_KEY only; required when VOICE_PROVIDER=elevenlabs. Not enumerable: never serialised or logged. */
-  apiKey: string | undefined;
-  baseUrl: string;
-  /** The ElevenLabs model (`model_id`) that speaks for the catalog's ElevenLabs speech model. */
-  modelId: string;
-}
-
-function elevenLabsConfigOf(e: z.infer<typeof EnvSchema>, selected: boolean): ElevenLabsConfig {
-  if (selected && !e.ELEVENLABS_API_KEY) {
-    throw new ConfigError('ELEVENLABS_API_KEY must be set when VOICE_PROVIDER=elevenlabs (an API key of your ElevenLabs account)');
-  }
-  const base = checkElevenLabsBaseUrl(e.ELEVENLABS_BASE_URL);
-  if ('error' in base) throw new ConfigError(`invalid environment variable ELEVENLABS_BASE_URL: ${base.error}`);
-  const config: ElevenLabsConfig = { apiKey: undefined, baseUrl: base.url, modelId: e.ELEVENLABS_MODEL_ID };
-  Object.defineProperty(config, 'apiKey', { value: e.ELEVENLABS_API_KEY, enumerable: false });
-  return config;
-}
-
-export interface VertexConfig {
-  projectId: string;
-  location: string;
-  apiEndpoint: string;
-  /** gs:// prefix the service owns, sent as `storageUri`; unset = videos come back inline. */
-  outputGcsUri: string | undefined;
-  gcsApiEndpoint: string;
-  /** VERTEX_ACCESS_TOKEN (tests, local use) instead of Application Default Credentials. Not enumerable: never serialised or logged. */
-  accessToken: string | undefined;
-}
-
-/** Credentials only travel over TLS, except to a local fake (Google's, fal's and Replicate's endpoints). */
-function checkGoogleEndpoint(name: string, url: string): string {
-  const u = new URL(url);
-  const loopback = ['localhost', '127.0.0.1', '[::1]'].includes(u.hostname);
-  if (u.protocol !== 'https:' && !(u.protocol === 'http:' && loopback)) {
-    throw new ConfigError(`invalid environment variable ${name}: must be an https:// URL (http:// only to localhost)`);
-  }
-  return url.replace(/\/+$/, '');
-}
-
-export interface FalConfig {
-  /** FAL_KEY. Not enumerable: never serialised or logged. */
-  key: string;
-  queueUrl: string;
-  jwksUrl: string;
-  /** FAL_USER_ID, when set. */
-  userId?: string;
-}
-
-function falConfigOf(e: z.infer<typeof EnvSchema>): FalConfig | null {
-  if (!e.FAL_KEY) return null;
-  const config: FalConfig = {
-    key: '',
-    queueUrl: checkGoogleEndpoint('FAL_QUEUE_URL', e.FAL_QUEUE_URL),
-    jwksUrl: checkGoogleEndpoint('FAL_JWKS_URL', e.FAL_JWKS_URL),
-    ...(e.FAL_USER_ID ? { userId: e.FAL_USER_ID } : {}),
-  };
-  Object.defineProperty(config, 'key', { value: e.FAL_KEY, enumerable: false });
-  return config;
-}
-
-export interface ReplicateConfig {
-  /** REPLICATE_API_TOKEN. Not enumerable: never serialised or logged. */
-  token: string;
-  apiUrl: string;
-  /** REPLICATE_WEBHOOK_SECRET; unset = fetched from Replicate. Not enumerable. */
-  webhookSecret: string | undefined;
-}
-
-function replicateConfigOf(e: z.infer<typeof EnvSchema>): ReplicateConfig | null {
-  if (!e.REPLICATE_API_TOKEN) return null;
-  const config = {
-    token: '',
-    apiUrl: checkGoogleEndpoint('REPLICATE_API_URL', e.REPLICATE_API_URL),
-    webhookSecret: undefined as string | undefined,
-  };
-  Object.defineProperty(config, 'token', { value: e.REPLICATE_API_TOKEN, enumerable: false });
-  Object.defineProperty(config, 'webhookSecret', { value: e.REPLICATE_WEBHOOK_SECRET, enumerable: false });
-  return config;
-}
-
-function vertexConfigOf(e: z.infer<typeof EnvSchema>): VertexConfig | null {
-  if (!e.VERTEX_PROJECT_ID) return null;
-  const config: VertexConfig = {
-    projectId: e.VERTEX_PROJECT_ID,
-    location: e.VERTEX_LOCATION,
-    apiEndpoint: checkGoogleEndpoint('VERTEX_API_ENDPOINT', e.VERTEX_API_ENDPOINT ?? vertexDefaultApiEndpoint(e.VERTEX_LOCATION)),
-    outputGcsUri: e.VERTEX_OUTPUT_GCS_URI,
-    gcsApiEndpoint: checkGoogleEndpoint('GCS_API_ENDPOINT', e.GCS_API_ENDPOINT),
-    accessToken: undefined,
-  };
-  Object.defineProperty(config, 'accessToken', { value: e.VERTEX_ACCESS_TOKEN, enumerable: false });
-  return config;
 }
 
 /** Shortest secret (token, signing key, storage secret) a production process accepts. */
@@ -502,7 +342,6 @@ export function loadConfig(
 ): Config {
   const { cleaned, e } = parseEnv(env);
   const production = e.NODE_ENV === 'production';
-  const simulator = e.SIMULATOR ?? !production;
   if (production && !e.PUBLIC_BASE_URL) {
     // Download URLs are built from it; from a request's Host header they could point anywhere.
     throw new ConfigError('PUBLIC_BASE_URL must be set when NODE_ENV=production (the base of the URLs handed to customers)');
@@ -538,13 +377,8 @@ export function loadConfig(
     signedUrlTtlS: e.SIGNED_URL_TTL_S,
     storageBackend: e.STORAGE_BACKEND,
     s3: s3ConfigOf(e),
-    simulator,
-    voiceProvider: e.VOICE_PROVIDER ?? (simulator ? 'simulator' : 'none'),
+    providers: configureProviders(e, production),
     voiceConsentRequired: e.VOICE_CONSENT_REQUIRED ?? production,
-    elevenlabs: elevenLabsConfigOf(e, e.VOICE_PROVIDER === 'elevenlabs'),
-    vertex: vertexConfigOf(e),
-    fal: falConfigOf(e),
-    replicate: replicateConfigOf(e),
     modelsFile: useCatalogFile(e.MODELS_FILE).file,
     rateLimitPerMinute: e.RATE_LIMIT_PER_MINUTE,
     rateLimitReadsPerMinute: e.RATE_LIMIT_READS_PER_MINUTE,

@@ -8,7 +8,9 @@
 //   3. only a route module (or a composition root) imports a route module: a feature's service,
 //      billing, records and the like do not, and activities/ and workflows/ import nothing of src/http/;
 //   4. workflow code is deterministic: workflows/ imports values only from workflows/ and the Temporal
-//      workflow packages; anything else it names is a type (`import type`), erased before it runs.
+//      workflow packages; anything else it names is a type (`import type`), erased before it runs;
+//   5. outside src/providers/, no module imports an adapter: providers are reached through their registry
+//      (the one list of them), what a descriptor is, and the interfaces adapters implement (PROVIDERS_PUBLIC).
 // And outside src/http/, no module reads a request's path parameters, query or headers by hand: a route
 // takes them typed from its contract's schemas (src/http/openapi.ts) or from a zod parse of its own.
 import { test } from 'node:test';
@@ -50,6 +52,15 @@ const HTTP_PUBLIC = [
   'src/http/openai/errors.ts',
   'src/http/openai/page.ts',
   'src/http/openai/schemas.ts',
+];
+
+/** What of src/providers/ the rest of the service may import: no adapter by name. */
+const PROVIDERS_PUBLIC = [
+  'src/providers/registry.ts',
+  'src/providers/descriptor.ts',
+  'src/providers/video/types.ts',
+  'src/providers/video/provider-errors.ts',
+  'src/providers/voice/types.ts',
 ];
 
 /** What workflow code may import values from, besides workflows/ itself. */
@@ -115,6 +126,8 @@ function violations(imports: readonly Import[]): string[] {
       out.push(`${edge}: a module that is no route imports a route module`);
     if ((from.startsWith('activities/') || from.startsWith('workflows/')) && isHttp(to))
       out.push(`${edge}: activities and workflows import nothing of src/http/`);
+    if (!from.startsWith('src/providers/') && to.startsWith('src/providers/') && !PROVIDERS_PUBLIC.includes(to))
+      out.push(`${edge}: outside src/providers/, a provider is reached through its registry, not its adapter`);
     if (from.startsWith('workflows/') && !typeOnly && !to.startsWith('workflows/') && !WORKFLOW_PACKAGES.includes(to)) {
       out.push(`${edge}: workflow code imports values only from workflows/ and ${WORKFLOW_PACKAGES.join(', ')}`);
     }
@@ -130,7 +143,14 @@ test('the imports of src/, workflows/ and activities/ keep their direction', () 
 });
 
 test('the rules name files that exist, and each rule catches an import that breaks it', () => {
-  for (const f of [...FEATURES, ...COMPOSITION_ROOTS, ...APP_IMPORTERS, ...HTTP_PUBLIC, ...Object.entries(HTTP_FEATURE_IMPORTS).flat(2)])
+  for (const f of [
+    ...FEATURES,
+    ...COMPOSITION_ROOTS,
+    ...APP_IMPORTERS,
+    ...HTTP_PUBLIC,
+    ...PROVIDERS_PUBLIC,
+    ...Object.entries(HTTP_FEATURE_IMPORTS).flat(2),
+  ])
     assert.ok(fs.existsSync(f), f);
   // Imports of the service itself are read: relative ones as repository paths, with their kind.
   assert.ok(imports.some((i) => i.from === 'src/runtime/app.ts' && i.to === 'src/video-jobs/routes.ts' && !i.typeOnly));
@@ -146,6 +166,8 @@ test('the rules name files that exist, and each rule catches an import that brea
     { from: 'activities/video-job.ts', to: 'src/video-jobs/callback-routes.ts', typeOnly: false },
     { from: 'workflows/video-job.ts', to: 'src/http/errors.ts', typeOnly: true },
     { from: 'workflows/video-job.ts', to: 'src/video-jobs/billing.ts', typeOnly: false },
+    { from: 'src/config.ts', to: 'src/providers/video/fal.ts', typeOnly: false },
+    { from: 'src/models/present.ts', to: 'src/providers/voice/simulator.ts', typeOnly: true },
   ];
   for (const i of bad) assert.equal(violations([i]).length > 0, true, `${i.from} -> ${i.to} is not caught`);
 });

@@ -7,7 +7,17 @@ import { z } from 'zod';
 import { ConfigError } from '../config-error.js';
 import { eurToMicroEur } from '../money.js';
 import type { Catalog, PricePerSecond, SpeechModel, VideoModel, VideoModelBackend } from './catalog-types.js';
-import { ASPECT_RATIOS, RESOLUTIONS, SPEECH_FORMATS, SPEECH_PROVIDERS, VIDEO_BACKENDS, type Resolution } from './values.js';
+import {
+  ASPECT_RATIOS,
+  ENDPOINT_PER_INPUT_BACKEND,
+  MAPPED_INPUT_BACKENDS,
+  RESOLUTIONS,
+  SPEECH_FORMATS,
+  SPEECH_PROVIDERS,
+  VERSIONED_BACKEND,
+  VIDEO_BACKENDS,
+  type Resolution,
+} from './values.js';
 
 /** Limits on the file itself. */
 const FILE_BYTES_MAX = 1024 * 1024;
@@ -191,7 +201,7 @@ function backendEntries(m: VideoModelEntry): BackendEntry[] {
 }
 
 /** Aggregators take a mapped input; Vertex AI and the simulator take the job as it is. */
-const MAPPED_BACKENDS = new Set(['fal', 'replicate']);
+const MAPPED_BACKENDS = new Set<string>(MAPPED_INPUT_BACKENDS);
 
 function checkBackends(m: VideoModelEntry, at: (string | number)[], problem: Problem): void {
   if (m.backends) {
@@ -212,9 +222,10 @@ function checkBackends(m: VideoModelEntry, at: (string | number)[], problem: Pro
       if (!m.resolutions.includes(r)) problem([...where, 'resolutions'], `${r} is not one of the model's resolutions`);
     if (b.videos_per_request !== undefined && b.videos_per_request > m.max_n)
       problem([...where, 'videos_per_request'], `must be at most max_n (${m.max_n})`);
-    if (b.version !== undefined && b.backend !== 'replicate') problem([...where, 'version'], 'only a replicate backend has a version');
-    if ((b.image_endpoint ?? b.first_last_frame_endpoint) !== undefined && b.backend !== 'fal')
-      problem([...where, 'image_endpoint'], 'only a fal backend has endpoints per input');
+    if (b.version !== undefined && b.backend !== VERSIONED_BACKEND)
+      problem([...where, 'version'], `only a ${VERSIONED_BACKEND} backend has a version`);
+    if ((b.image_endpoint ?? b.first_last_frame_endpoint) !== undefined && b.backend !== ENDPOINT_PER_INPUT_BACKEND)
+      problem([...where, 'image_endpoint'], `only a ${ENDPOINT_PER_INPUT_BACKEND} backend has endpoints per input`);
     if (!MAPPED_BACKENDS.has(b.backend)) {
       if (b.input) problem([...where, 'input'], `must be absent for ${b.backend} (it takes the job's fields as they are)`);
       return;

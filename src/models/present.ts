@@ -4,8 +4,7 @@ import { microEurToEur } from '../money.js';
 import type { PricePerSecond, SpeechModel, VideoModel, VideoModelAlias } from './catalog.js';
 import type { VideoBackend } from './values.js';
 import { IMAGE_BYTES_MAX } from './values.js';
-import { SIM_PRESET_VOICES } from '../providers/voice/simulator.js';
-import { ELEVENLABS_PRESET_VOICES } from '../providers/voice/elevenlabs.js';
+import { voiceDescriptorOf } from '../providers/registry.js';
 
 const eurTable = (table: PricePerSecond) => Object.fromEntries(Object.entries(table).map(([res, micro]) => [res, microEurToEur(micro)]));
 
@@ -62,9 +61,6 @@ export function presentVideoModelAlias(
   return { ...presentVideoModel(replacement, backend, usable), id: alias.id, deprecated: true, replaced_by: replacement.id };
 }
 
-/** Each voice provider's preset voices: usable by every workspace as `voice` without cloning. */
-const PRESET_VOICES: Readonly<Record<string, readonly string[]>> = { simulator: SIM_PRESET_VOICES, elevenlabs: ELEVENLABS_PRESET_VOICES };
-
 export function presentSpeechModel(model: SpeechModel, configuredVoiceProvider: string) {
   const available = model.provider === configuredVoiceProvider;
   return {
@@ -78,7 +74,8 @@ export function presentSpeechModel(model: SpeechModel, configuredVoiceProvider: 
     available,
     max_input_chars: model.max_input_chars,
     response_formats: model.response_formats,
-    preset_voices: available ? [...(PRESET_VOICES[model.provider] ?? [])] : [],
+    // The provider's preset voices (its descriptor's): usable by every workspace as `voice` without cloning.
+    preset_voices: available ? [...(voiceDescriptorOf(model.provider)?.capabilities.preset_voices ?? [])] : [],
     pricing: { currency: 'EUR', unit: '1000_characters', per_1000_characters_in_euro: microEurToEur(model.price_micro_eur_per_1000_chars) },
   };
 }

@@ -19,6 +19,14 @@ export const IMAGE_BYTES_MAX = 8 * 1024 * 1024;
 export const VIDEO_BACKENDS = ['simulator', 'vertex', 'fal', 'replicate'] as const;
 export type VideoBackend = (typeof VIDEO_BACKENDS)[number];
 
+/**
+ * What the catalog's entries of some backends carry: the aggregators take a mapped input (`input:`, one
+ * video per request by default); Replicate's may pin a `version`; fal's may name endpoints per input.
+ */
+export const MAPPED_INPUT_BACKENDS: readonly VideoBackend[] = ['fal', 'replicate'];
+export const VERSIONED_BACKEND: VideoBackend = 'replicate';
+export const ENDPOINT_PER_INPUT_BACKEND: VideoBackend = 'fal';
+
 /** The voice providers a speech model can name in the catalog. */
 export const SPEECH_PROVIDERS = ['simulator', 'elevenlabs'] as const;
 export type SpeechProvider = (typeof SPEECH_PROVIDERS)[number];

@@ -227,7 +227,7 @@ function buildApp(parts: AppParts): http.RequestListener {
         ),
       limits: config.providerCallbackLimits,
     },
-    voiceProvider: config.voiceProvider,
+    voiceProvider: config.providers.voice.descriptor.name,
     publicBaseUrl: config.publicBaseUrl,
     rateLimitPerMinute: config.rateLimitPerMinute,
     rateLimitReadsPerMinute: config.rateLimitReadsPerMinute,

@@ -6,7 +6,7 @@
 import { CONCURRENT_OUTPUT_COPIES_MAX } from '../video-jobs/job-steps.js';
 import { THUMBNAIL_VIDEO_BYTES_MAX } from '../media/thumbnails.js';
 import { VIDEO_OUTPUT_BYTES_MAX } from '../providers/video/types.js';
-import { INLINE_VIDEO_CACHE_BYTES_MAX } from '../providers/video/vertex-veo-cache.js';
+import { VIDEO_PROVIDERS } from '../providers/registry.js';
 
 const MIB = 1024 * 1024;
 
@@ -43,7 +43,8 @@ export function workerMemoryBounds(): MemoryBound[] {
       what: `provider outputs copied at once (${CONCURRENT_OUTPUT_COPIES_MAX}), each read whole: twice its largest size`,
       bytes: CONCURRENT_OUTPUT_COPIES_MAX * 2 * VIDEO_OUTPUT_BYTES_MAX,
     },
-    { what: "Vertex AI's inline videos of finished operations, kept for their copies", bytes: INLINE_VIDEO_CACHE_BYTES_MAX },
+    // What each video provider's adapter holds besides (Vertex AI's inline videos), from its descriptor.
+    ...VIDEO_PROVIDERS.flatMap((d) => d.capabilities.memory_held),
   ];
 }
 

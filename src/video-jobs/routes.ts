@@ -5,7 +5,7 @@ import { z } from 'zod';
 import { CreateVideoBody, IMAGE_BYTES_MAX, ListVideoJobsQuery, VideoJob, VideoJobDeleted, VideoJobList } from './schemas.js';
 import { ApiRouter, bareJsonSchema, bytesText, header, json, type RouteContract } from '../http/openapi.js';
 import { videoBodyExample, videoBodySchema } from '../models/openapi-bodies.js';
-import { SimulateSchema } from '../providers/video/simulator.js';
+import { videoDescriptorOf } from '../providers/registry.js';
 import type { VideoJobLifecycle } from './lifecycle.js';
 import { JSON_BODY_BYTES_MAX, jsonBodyParser } from '../http/json-body.js';
 import { foundWithKey, principalOf } from '../http/auth.js';
@@ -23,8 +23,10 @@ export const VIDEO_CREATE_BODY_BYTES_MAX = 2 * 4 * Math.ceil(IMAGE_BYTES_MAX / 3
 export const VIDEO_CREATE_CONCURRENT_LARGE_BODIES_MAX = 8;
 
 const JOB_ID = z.object({ id: z.string().describe('The job id.') });
-/** The simulator's `parameters.simulate`, stated in the variants of the models it serves. */
-const SIMULATE_JSON_SCHEMA = bareJsonSchema(SimulateSchema, 'input') as Parameters<typeof videoBodySchema>[2];
+/** The simulator's `parameters.simulate` (its descriptor's), stated in the variants of the models it serves. */
+const SIMULATE_JSON_SCHEMA = bareJsonSchema(videoDescriptorOf('simulator').capabilities.parameters!.schema, 'input') as Parameters<
+  typeof videoBodySchema
+>[2];
 
 const createVideoGeneration = {
   method: 'post',

@@ -1,7 +1,7 @@
 // Video jobs' schemas: the create request (the single source for its validation and its type), the
 // list query, and the job as /v2 answers it.
 import { z } from 'zod';
-import { ASPECT_RATIOS, IMAGE_BYTES_MAX, IMAGE_MIME_TYPES, RESOLUTIONS } from '../models/values.js';
+import { ASPECT_RATIOS, IMAGE_BYTES_MAX, IMAGE_MIME_TYPES, RESOLUTIONS, VIDEO_BACKENDS } from '../models/values.js';
 import { VideoAspectRatio, VideoResolution } from '../models/schemas.js';
 import { Euros, PageLimit, UnixSeconds, Uuid } from '../http/schemas.js';
 import { text } from '../zod-text.js';
@@ -157,7 +157,7 @@ export const VideoJob = z
     backend: z
       .string()
       .nullable()
-      .describe('The backend that ran the job (simulator, vertex, fal, replicate); null until one accepted it.'),
+      .describe(`The backend that ran the job (${VIDEO_BACKENDS.join(', ')}); null until one accepted it.`),
     progress: z
       .int()
       .min(0)

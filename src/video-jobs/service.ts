@@ -8,7 +8,7 @@ import type { Storage } from '../storage/local.js';
 import { isUuid, uuidForKey } from '../ids.js';
 import { defaultVideoModelId, estimateCostMicroEur, findVideoModel, videoBackendsFor, type ConfiguredBackends } from '../models/catalog.js';
 import type { AspectRatio, Resolution, VideoParams } from '../models/values.js';
-import { SimulateSchema } from '../providers/video/simulator.js';
+import { videoDescriptorOf } from '../providers/registry.js';
 import { ApiError, fromZodError, invalidParam, keySpendLimitExceeded, notFound } from '../errors.js';
 import { isDependencyDown, RETRY_AFTER_S } from '../dependency-errors.js';
 import { decideAcceptance, foreseeRefusal, recordForeseenRefusal, type ForeseenRefusal } from './billing.js';
@@ -39,7 +39,7 @@ export interface VideoJobsDeps {
   storage: Storage;
   temporal: Client;
   taskQueue: string;
-  /** The backends this process serves (the simulator, Vertex AI, fal, Replicate): the set the model lists read too. */
+  /** The backends this process serves (the providers' registry's configured set): the set the model lists read too. */
   backends: ConfiguredBackends;
   job_timeout_ms: number;
   /** How long a create waits for the workflow's charge step before answering 503. */
@@ -109,12 +109,14 @@ export class VideoJobsService {
     // The backends that may run the job, in order; the simulator only ever alone.
     const backend = backends[0]!;
     const parameters = model.accepts_parameters ? body.parameters : undefined;
-    if (backend === 'simulator' && model.accepts_parameters && parameters?.['simulate'] !== undefined) {
-      const sim = SimulateSchema.safeParse(parameters['simulate']);
-      if (!sim.success) throw fromZodError(sim.error, 'parameters.simulate.');
-      if (sim.data.videos !== undefined && sim.data.videos > params.n) {
-        throw invalidParam('parameters.simulate.videos', `parameters.simulate.videos must be at most n (${params.n})`);
-      }
+    // The parameters the backend reads (the simulator's `simulate`), checked here so a bad one is a 400, not a failed job.
+    const reads = videoDescriptorOf(backend).capabilities.parameters;
+    if (reads && parameters?.[reads.name] !== undefined) {
+      const at = `parameters.${reads.name}`;
+      const parsed = reads.schema.safeParse(parameters[reads.name]);
+      if (!parsed.success) throw fromZodError(parsed.error, `${at}.`);
+      const problem = reads.problem(parsed.data, params.n);
+      if (problem) throw invalidParam(`${at}.${problem.field}`, `${at}.${problem.field} ${problem.message}`);
     }
     const inputs = resolveVideoRequestInputs(model, body);
     const estimated_cost_micro_eur = estimateCostMicroEur(model, params, { generateAudio: inputs.generate_audio });

@@ -14,8 +14,13 @@ import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/c
 import type { Logger } from 'pino';
 import { inTransaction, type Db, type Tx } from '../db/pool.js';
 import { ApiError, notFound } from '../errors.js';
-import { VoiceProviderError, type ProviderAccountProblem, type VoiceProvider, type VoiceSample } from '../providers/voice/types.js';
-import { NOT_CONFIGURED_MESSAGE } from '../providers/voice/none.js';
+import {
+  NOT_CONFIGURED_MESSAGE,
+  VoiceProviderError,
+  type ProviderAccountProblem,
+  type VoiceProvider,
+  type VoiceSample,
+} from '../providers/voice/types.js';
 import type { ApiKeyPrincipal } from '../account/workspaces.js';
 import { isUuid } from '../ids.js';
 import { WORKSPACE_ID_SA } from '../../workflows/messages.js';

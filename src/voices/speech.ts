@@ -33,8 +33,7 @@ import { audioEncoder, needsMediaWorker, pcmRateOf, type AudioEncoder } from '..
 import type { SpeechFormat } from '../models/values.js';
 import type { FfmpegWasm, MediaReservation } from '../media/ffmpeg-wasm.js';
 import { inSpan, markSpans, SPEECH_REQUEST_ID_ATTRIBUTE } from '../telemetry/index.js';
-import { SIM_SAMPLE_RATE_HZ } from '../providers/voice/simulator.js';
-import type { SpeechRequest, VoiceProvider } from '../providers/voice/types.js';
+import { NOT_CONFIGURED_MESSAGE, type SpeechRequest, type VoiceProvider } from '../providers/voice/types.js';
 
 export interface SpeechInput {
   model?: string | undefined;
@@ -374,7 +373,7 @@ export class SpeechService {
     markSpans(SPEECH_REQUEST_ID_ATTRIBUTE, speechRequestId);
     const place = await this.reserveEncoder(speechRequestId, format);
     const provider = this.deps.voices.provider;
-    const rate_hz = provider.pcm_rate_hz ?? SIM_SAMPLE_RATE_HZ;
+    const rate_hz = provider.pcm_rate_hz;
     const chunks = pcmChunks(provider, { model: model.id, voice_id: prepared.voice_id, text: prepared.text, speed: prepared.speed });
     const release = () => releaseSpeech(this.deps.db, speechRequestId).catch(() => false);
     let first: IteratorResult<Buffer>;
@@ -382,6 +381,7 @@ export class SpeechService {
       first = await chunks.next();
       if (first.done || first.value.length === 0)
         throw new ApiError(502, 'provider_error', 'provider_invalid_response', 'the voice provider returned no audio; nothing was charged');
+      if (rate_hz === null) throw new ApiError(503, 'provider_error', 'provider_not_configured', NOT_CONFIGURED_MESSAGE);
     } catch (err) {
       place?.release();
       await release();

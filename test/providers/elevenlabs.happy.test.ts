@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { ConfigError, loadConfig } from '../../src/config.js';
 import { createVoiceProvider } from '../../src/runtime/providers.js';
 import { SIM_PCM_CONTENT_TYPE } from '../../src/providers/voice/simulator.js';
-import { ELEVENLABS_SAMPLE_RATE_HZ, ElevenLabsVoiceProvider } from '../../src/providers/voice/elevenlabs.js';
+import { ELEVENLABS_SAMPLE_RATE_HZ, ElevenLabsVoiceProvider, elevenLabsDescriptor } from '../../src/providers/voice/elevenlabs.js';
 import { fakeSpeechPcm, STREAM_CHUNK_BYTES } from '../fakes/elevenlabs-fake.js';
 import {
   KEY,
@@ -23,6 +23,7 @@ import {
   clone,
   useElevenLabsAdapter,
 } from './elevenlabs.setup.js';
+import { settingsOf } from '../../src/providers/registry.js';
 
 useElevenLabsAdapter();
 
@@ -167,7 +168,7 @@ describe('ElevenLabs configuration', () => {
     );
     assert.throws(() => loadConfig({ ...base, VOICE_PROVIDER: 'elevenlabs', ELEVENLABS_API_KEY: '' }), ConfigError);
     // not needed with another provider
-    assert.equal(loadConfig({ ...base, VOICE_PROVIDER: 'simulator' }).elevenlabs.apiKey, undefined);
+    assert.equal(settingsOf(loadConfig({ ...base, VOICE_PROVIDER: 'simulator' }).providers, elevenLabsDescriptor), null);
   });
 
   test('a bad key or base URL is refused without echoing the key', () => {
@@ -185,10 +186,11 @@ describe('ElevenLabs configuration', () => {
 
   test('defaults; the key is in the config but never serialised; createVoiceProvider builds the adapter', () => {
     const config = loadConfig({ ...base, VOICE_PROVIDER: 'elevenlabs', ELEVENLABS_API_KEY: KEY });
-    assert.equal(config.voiceProvider, 'elevenlabs');
-    assert.equal(config.elevenlabs.apiKey, KEY);
-    assert.equal(config.elevenlabs.baseUrl, 'https://api.elevenlabs.io');
-    assert.equal(config.elevenlabs.modelId, 'eleven_multilingual_v2');
+    assert.equal(config.providers.voice.descriptor.name, 'elevenlabs');
+    const settings = settingsOf(config.providers, elevenLabsDescriptor)!;
+    assert.equal(settings.apiKey, KEY);
+    assert.equal(settings.baseUrl, 'https://api.elevenlabs.io');
+    assert.equal(settings.modelId, 'eleven_multilingual_v2');
     assert.ok(!JSON.stringify(config).includes(KEY), 'not in JSON (and so not in a logged config)');
     const provider = createVoiceProvider(null as never, config);
     assert.ok(provider instanceof ElevenLabsVoiceProvider);
@@ -200,6 +202,9 @@ describe('ElevenLabs configuration', () => {
       ELEVENLABS_BASE_URL: 'https://api.eu.residency.elevenlabs.io/',
       ELEVENLABS_MODEL_ID: 'eleven_flash_v2_5',
     });
-    assert.deepEqual({ ...custom.elevenlabs }, { baseUrl: 'https://api.eu.residency.elevenlabs.io', modelId: 'eleven_flash_v2_5' });
+    assert.deepEqual(
+      { ...settingsOf(custom.providers, elevenLabsDescriptor) },
+      { baseUrl: 'https://api.eu.residency.elevenlabs.io', modelId: 'eleven_flash_v2_5' },
+    );
   });
 });

@@ -4,13 +4,14 @@
 // and its configuration and routing.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { VertexVeoProvider } from '../../src/providers/video/vertex-veo.js';
+import { VertexVeoProvider, vertexVeoDescriptor } from '../../src/providers/video/vertex-veo.js';
 import { mergeVertexParameters } from '../../src/providers/video/vertex-veo-wire.js';
 import { staticTokenSource } from '../../src/providers/video/vertex-veo-cache.js';
 import { findVideoModel, providerModelIdFor, videoBackendFor, videoModels } from '../../src/models/catalog.js';
 import { loadConfig } from '../../src/config.js';
 import { jpegImage, pngImage } from '../helpers/images.js';
 import { TOKEN, MODEL_PATH, PAYLOADS, fake, provider, request, settle, rejectsWith, useVertexFake } from './vertex-veo.setup.js';
+import { settingsOf } from '../../src/providers/registry.js';
 
 useVertexFake();
 
@@ -269,8 +270,11 @@ describe('Vertex AI Veo: config and routing', () => {
   });
 
   test('VERTEX_PROJECT_ID enables it with EU defaults; the token is never enumerable', () => {
-    assert.equal(loadConfig({}).vertex, null);
-    const c = loadConfig({ VERTEX_PROJECT_ID: 'my-project', VERTEX_ACCESS_TOKEN: 'ya29.secret' }).vertex!;
+    assert.equal(settingsOf(loadConfig({}).providers, vertexVeoDescriptor), null);
+    const c = settingsOf(
+      loadConfig({ VERTEX_PROJECT_ID: 'my-project', VERTEX_ACCESS_TOKEN: 'ya29.secret' }).providers,
+      vertexVeoDescriptor,
+    )!;
     assert.equal(c.location, 'europe-west4');
     assert.equal(c.apiEndpoint, 'https://europe-west4-aiplatform.googleapis.com');
     assert.equal(c.gcsApiEndpoint, 'https://storage.googleapis.com');
@@ -278,7 +282,8 @@ describe('Vertex AI Veo: config and routing', () => {
     assert.equal(c.accessToken, 'ya29.secret');
     assert.ok(!JSON.stringify(c).includes('ya29.secret'));
     assert.equal(
-      loadConfig({ VERTEX_PROJECT_ID: 'my-project', VERTEX_LOCATION: 'us-central1' }).vertex!.apiEndpoint,
+      settingsOf(loadConfig({ VERTEX_PROJECT_ID: 'my-project', VERTEX_LOCATION: 'us-central1' }).providers, vertexVeoDescriptor)!
+        .apiEndpoint,
       'https://us-central1-aiplatform.googleapis.com',
     );
     assert.throws(

@@ -14,7 +14,8 @@ import pino from 'pino';
 import { FAL_USER_ID } from '../fakes/fal-fake.js';
 import { errorHandler } from '../../src/http/errors.js';
 import { providerCallbackRoutes, type CallbackForJob } from '../../src/video-jobs/callback-routes.js';
-import { FAL_CALLBACK_BODY_BYTES_MAX } from '../../src/providers/video/fal.js';
+import { FAL_CALLBACK_BODY_BYTES_MAX, falDescriptor } from '../../src/providers/video/fal.js';
+import { replicateDescriptor } from '../../src/providers/video/replicate.js';
 import type { VideoProvider } from '../../src/providers/video/types.js';
 import { assertAuditHolds, http as api, newCustomer, startStack, waitForJob, type Stack } from '../helpers/stack.js';
 import { readVideoJob } from '../../src/video-jobs/records.js';
@@ -34,23 +35,26 @@ import {
   replicateCallback,
   useProviderFakes,
 } from './provider-callbacks.setup.js';
+import { settingsOf } from '../../src/providers/registry.js';
 
 useProviderFakes();
 
 describe('configuration', () => {
   test('FAL_KEY and REPLICATE_API_TOKEN enable them with the documented defaults; the secrets are never enumerable; credentials only over TLS (or to a local fake)', () => {
     const none = loadConfig({});
-    assert.equal(none.fal, null);
-    assert.equal(none.replicate, null);
+    assert.equal(settingsOf(none.providers, falDescriptor), null);
+    assert.equal(settingsOf(none.providers, replicateDescriptor), null);
     const c = loadConfig({
       FAL_KEY: 'fal-secret-key',
       REPLICATE_API_TOKEN: 'r8_secret',
       REPLICATE_WEBHOOK_SECRET: `whsec_${Buffer.from('0123456789abcdef0123').toString('base64')}`,
     });
-    assert.deepEqual({ ...c.fal }, { queueUrl: 'https://queue.fal.run', jwksUrl: 'https://rest.fal.ai/.well-known/jwks.json' });
-    assert.equal(c.fal!.key, 'fal-secret-key');
-    assert.deepEqual({ ...c.replicate }, { apiUrl: 'https://api.replicate.com' });
-    assert.equal(c.replicate!.token, 'r8_secret');
+    const fal = settingsOf(c.providers, falDescriptor)!;
+    const replicate = settingsOf(c.providers, replicateDescriptor)!;
+    assert.deepEqual({ ...fal }, { queueUrl: 'https://queue.fal.run', jwksUrl: 'https://rest.fal.ai/.well-known/jwks.json' });
+    assert.equal(fal.key, 'fal-secret-key');
+    assert.deepEqual({ ...replicate }, { apiUrl: 'https://api.replicate.com' });
+    assert.equal(replicate.token, 'r8_secret');
     assert.ok(!JSON.stringify(c).includes('secret'), 'no secret in the serialised config');
     assert.throws(
       () => loadConfig({ FAL_KEY: 'k', FAL_QUEUE_URL: 'http://queue.example' }),
@@ -59,7 +63,10 @@ describe('configuration', () => {
     assert.throws(() => loadConfig({ REPLICATE_API_TOKEN: 't', REPLICATE_API_URL: 'http://api.example' }), ConfigError);
     assert.throws(() => loadConfig({ REPLICATE_API_TOKEN: 't', REPLICATE_WEBHOOK_SECRET: 'not-a-secret' }), /REPLICATE_WEBHOOK_SECRET/);
     assert.throws(() => loadConfig({ FAL_KEY: 'a key with spaces' }), /FAL_KEY/);
-    assert.equal(loadConfig({ FAL_KEY: 'k', FAL_QUEUE_URL: 'http://127.0.0.1:9999' }).fal!.queueUrl, 'http://127.0.0.1:9999');
+    assert.equal(
+      settingsOf(loadConfig({ FAL_KEY: 'k', FAL_QUEUE_URL: 'http://127.0.0.1:9999' }).providers, falDescriptor)!.queueUrl,
+      'http://127.0.0.1:9999',
+    );
   });
 });
 

@@ -36,6 +36,8 @@ import {
   type VideoProvider,
   type VideoSubmission,
 } from './types.js';
+import { credential, hideSecret, secureEndpoint, videoProvider } from '../descriptor.js';
+import { z } from 'zod';
 
 export const FAL_DEFAULT_QUEUE_URL = 'https://queue.fal.run';
 /** fal's webhooks page: the public keys that verify its callbacks. */
@@ -417,3 +419,46 @@ export class FalVideoProvider implements VideoProvider {
     return keys;
   }
 }
+
+/** fal's settings: enabled by FAL_KEY. */
+export interface FalConfig {
+  /** FAL_KEY. Not enumerable: never serialised or logged. */
+  key: string;
+  queueUrl: string;
+  jwksUrl: string;
+  /** FAL_USER_ID, when set. */
+  userId?: string;
+}
+
+const FAL_ENV = {
+  FAL_KEY: credential().optional(),
+  FAL_QUEUE_URL: z.string().url().default(FAL_DEFAULT_QUEUE_URL),
+  FAL_JWKS_URL: z.string().url().default(FAL_DEFAULT_JWKS_URL),
+  // This service's fal user id: fal signs every account's callbacks with the same keys, so a callback
+  // naming another user is refused before its body is read. Unset: any user id (the request id still
+  // has to be one of the job's).
+  FAL_USER_ID: z
+    .string()
+    .regex(/^[\x21-\x7e]{1,200}$/, 'must be printable characters without spaces')
+    .optional(),
+};
+
+/** fal (queue API) as a video backend: it serves the models whose catalog entry lists a fal backend; callbacks verified with FAL_JWKS_URL's keys. */
+export const falDescriptor = videoProvider({
+  kind: 'video',
+  name: 'fal',
+  env: FAL_ENV,
+  settings(e): FalConfig | null {
+    if (!e.FAL_KEY) return null;
+    const config: FalConfig = {
+      key: '',
+      queueUrl: secureEndpoint('FAL_QUEUE_URL', e.FAL_QUEUE_URL),
+      jwksUrl: secureEndpoint('FAL_JWKS_URL', e.FAL_JWKS_URL),
+      ...(e.FAL_USER_ID ? { userId: e.FAL_USER_ID } : {}),
+    };
+    return hideSecret(config, 'key', e.FAL_KEY);
+  },
+  build: ({ key, queueUrl, jwksUrl, userId }, { catalog }) =>
+    new FalVideoProvider({ key, queueUrl, jwksUrl, userId, backendFor: (id) => catalog.backendFor(id, 'fal') }),
+  capabilities: { callbacks: true, cancel_bills: 'started_requests', parameters: null, memory_held: [] },
+});

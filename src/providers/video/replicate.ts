@@ -45,6 +45,8 @@ import {
   type VideoProvider,
   type VideoSubmission,
 } from './types.js';
+import { credential, hideSecret, secureEndpoint, videoProvider } from '../descriptor.js';
+import { z } from 'zod';
 
 export const REPLICATE_DEFAULT_API_URL = 'https://api.replicate.com';
 export const REPLICATE_REQUEST_TIMEOUT_MS = 15_000;
@@ -440,3 +442,46 @@ function parseOperationId(operation_id: string): string[] {
   }
   return ids;
 }
+
+/** Replicate's settings: enabled by REPLICATE_API_TOKEN. */
+export interface ReplicateConfig {
+  /** REPLICATE_API_TOKEN. Not enumerable: never serialised or logged. */
+  token: string;
+  apiUrl: string;
+  /** REPLICATE_WEBHOOK_SECRET; unset = fetched from Replicate. Not enumerable. */
+  webhookSecret: string | undefined;
+}
+
+const REPLICATE_ENV = {
+  REPLICATE_API_TOKEN: credential().optional(),
+  REPLICATE_API_URL: z.string().url().default(REPLICATE_DEFAULT_API_URL),
+  REPLICATE_WEBHOOK_SECRET: z
+    .string()
+    .regex(/^whsec_[A-Za-z0-9+/=]{16,200}$/, 'must be the signing secret Replicate gives (whsec_ then base64)')
+    .optional(),
+};
+
+/** Replicate (predictions API) as a video backend; callbacks verified with REPLICATE_WEBHOOK_SECRET, else the account's secret fetched from Replicate. */
+export const replicateDescriptor = videoProvider({
+  kind: 'video',
+  name: 'replicate',
+  env: REPLICATE_ENV,
+  settings(e): ReplicateConfig | null {
+    if (!e.REPLICATE_API_TOKEN) return null;
+    const config: ReplicateConfig = {
+      token: '',
+      apiUrl: secureEndpoint('REPLICATE_API_URL', e.REPLICATE_API_URL),
+      webhookSecret: undefined,
+    };
+    hideSecret(config, 'token', e.REPLICATE_API_TOKEN);
+    return hideSecret(config, 'webhookSecret', e.REPLICATE_WEBHOOK_SECRET);
+  },
+  build: ({ token, apiUrl, webhookSecret }, { catalog }) =>
+    new ReplicateVideoProvider({
+      token,
+      apiUrl,
+      ...(webhookSecret ? { webhookSecret } : {}),
+      backendFor: (id) => catalog.backendFor(id, 'replicate'),
+    }),
+  capabilities: { callbacks: true, cancel_bills: 'started_requests', parameters: null, memory_held: [] },
+});

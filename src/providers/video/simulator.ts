@@ -14,6 +14,7 @@ import { projectPath } from '../../paths.js';
 import { prepared } from '../../db/pool.js';
 import { COUNT_PROVIDER_CALL, countProviderCallSql } from '../simulator-usage.js';
 import { MESSAGE_CHARS_MAX } from '../http-body.js';
+import { boolish, videoProvider } from '../descriptor.js';
 import {
   ProviderError,
   type CancelAnswer,
@@ -200,3 +201,25 @@ export class SimulatedVideoProvider implements VideoProvider {
     return r.rows[0];
   }
 }
+
+/** The simulator as a video backend: on by SIMULATOR, which defaults to on outside production. */
+export const simulatorVideoDescriptor = videoProvider({
+  kind: 'video',
+  name: 'simulator',
+  env: { SIMULATOR: boolish.optional() },
+  settings: (e, { production }) => ((e.SIMULATOR ?? !production) ? {} : null),
+  build: (_settings, { db, catalog }) => new SimulatedVideoProvider(db, (model) => catalog.acceptsParameters(model)),
+  capabilities: {
+    callbacks: false,
+    cancel_bills: 'as_requested',
+    parameters: {
+      name: 'simulate',
+      schema: SimulateSchema,
+      problem: (value, n) => {
+        const videos = (value as Simulate).videos;
+        return videos !== undefined && videos > n ? { field: 'videos', message: `must be at most n (${n})` } : null;
+      },
+    },
+    memory_held: [],
+  },
+});

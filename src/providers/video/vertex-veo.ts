@@ -46,8 +46,17 @@ import {
   type VeoOperation,
   type VeoVideo,
 } from './vertex-veo-wire.js';
-import { FinishedOperationCache, type AccessTokenSource, type FinishedOperation } from './vertex-veo-cache.js';
+import {
+  FinishedOperationCache,
+  googleAuthTokenSource,
+  INLINE_VIDEO_CACHE_BYTES_MAX,
+  staticTokenSource,
+  type AccessTokenSource,
+  type FinishedOperation,
+} from './vertex-veo-cache.js';
 import { readCapped, type LargeRead } from '../http-body.js';
+import { credential, hideSecret, secureEndpoint, videoProvider } from '../descriptor.js';
+import { z } from 'zod';
 
 export const VERTEX_DEFAULT_LOCATION = 'europe-west4';
 export const GCS_DEFAULT_API_ENDPOINT = 'https://storage.googleapis.com';
@@ -415,3 +424,69 @@ export class VertexVeoProvider implements VideoProvider {
     }
   }
 }
+
+/** Vertex AI Veo's settings: enabled by VERTEX_PROJECT_ID; credentials from Application Default Credentials. */
+export interface VertexConfig {
+  projectId: string;
+  location: string;
+  apiEndpoint: string;
+  /** gs:// prefix the service owns, sent as `storageUri`; unset = videos come back inline. */
+  outputGcsUri: string | undefined;
+  gcsApiEndpoint: string;
+  /** VERTEX_ACCESS_TOKEN (tests, local use) instead of Application Default Credentials. Not enumerable: never serialised or logged. */
+  accessToken: string | undefined;
+}
+
+const VERTEX_ENV = {
+  VERTEX_PROJECT_ID: z
+    .string()
+    .regex(/^(?:[a-z0-9.-]+:)?[a-z][a-z0-9-]{4,28}[a-z0-9]$/, 'not a Google Cloud project id')
+    .optional(),
+  VERTEX_LOCATION: z
+    .string()
+    .regex(/^[a-z][a-z0-9-]{1,40}$/, 'not a Google Cloud region')
+    .default(VERTEX_DEFAULT_LOCATION),
+  VERTEX_API_ENDPOINT: z.string().url().optional(),
+  VERTEX_OUTPUT_GCS_URI: z
+    .string()
+    .refine((v) => parseGcsUri(v) !== null, 'must be gs://<bucket>[/<folder>/]')
+    .optional(),
+  GCS_API_ENDPOINT: z.string().url().default(GCS_DEFAULT_API_ENDPOINT),
+  VERTEX_ACCESS_TOKEN: credential().optional(),
+};
+
+/** Vertex AI Veo as a video backend: it serves the reference (Veo) family when VERTEX_PROJECT_ID is set. */
+export const vertexVeoDescriptor = videoProvider({
+  kind: 'video',
+  name: 'vertex',
+  env: VERTEX_ENV,
+  settings(e): VertexConfig | null {
+    if (!e.VERTEX_PROJECT_ID) return null;
+    const config: VertexConfig = {
+      projectId: e.VERTEX_PROJECT_ID,
+      location: e.VERTEX_LOCATION,
+      apiEndpoint: secureEndpoint('VERTEX_API_ENDPOINT', e.VERTEX_API_ENDPOINT ?? vertexDefaultApiEndpoint(e.VERTEX_LOCATION)),
+      outputGcsUri: e.VERTEX_OUTPUT_GCS_URI,
+      gcsApiEndpoint: secureEndpoint('GCS_API_ENDPOINT', e.GCS_API_ENDPOINT),
+      accessToken: undefined,
+    };
+    return hideSecret(config, 'accessToken', e.VERTEX_ACCESS_TOKEN);
+  },
+  build: (v, { catalog }) =>
+    new VertexVeoProvider({
+      projectId: v.projectId,
+      // A retired id resolves to its replacement: Vertex never sees it (it answers 404 for those).
+      modelIdFor: (id) => catalog.backendFor(id, 'vertex')?.provider_model_id,
+      location: v.location,
+      apiEndpoint: v.apiEndpoint,
+      gcsApiEndpoint: v.gcsApiEndpoint,
+      ...(v.outputGcsUri !== undefined ? { outputGcsUri: v.outputGcsUri } : {}),
+      tokenSource: v.accessToken ? staticTokenSource(v.accessToken) : googleAuthTokenSource(),
+    }),
+  capabilities: {
+    callbacks: false,
+    cancel_bills: 'nothing',
+    parameters: null,
+    memory_held: [{ what: "Vertex AI's inline videos of finished operations, kept for their copies", bytes: INLINE_VIDEO_CACHE_BYTES_MAX }],
+  },
+});

@@ -56,6 +56,9 @@ import {
   type VoiceProvider,
   type VoiceSample,
 } from './types.js';
+import { credential, hideSecret, voiceProvider } from '../descriptor.js';
+import { ConfigError } from '../../config-error.js';
+import { z } from 'zod';
 
 export const ELEVENLABS_DEFAULT_BASE_URL = 'https://api.elevenlabs.io';
 export const ELEVENLABS_DEFAULT_MODEL_ID = 'eleven_multilingual_v2';
@@ -445,3 +448,50 @@ export function providerSaid(body: Buffer): { code?: string; message?: string } 
   }
   return {};
 }
+
+/** The ElevenLabs voice provider's settings (VOICE_PROVIDER=elevenlabs). */
+export interface ElevenLabsConfig {
+  /** From ELEVENLABS_API_KEY only; required when VOICE_PROVIDER=elevenlabs. Not enumerable: never serialised or logged. */
+  apiKey: string | undefined;
+  baseUrl: string;
+  /** The ElevenLabs model (`model_id`) that speaks for the catalog's ElevenLabs speech model. */
+  modelId: string;
+}
+
+const ELEVENLABS_ENV = {
+  ELEVENLABS_API_KEY: credential().optional(),
+  ELEVENLABS_BASE_URL: z.string().default(ELEVENLABS_DEFAULT_BASE_URL),
+  ELEVENLABS_MODEL_ID: z
+    .string()
+    .regex(/^[A-Za-z0-9_.-]{1,100}$/, 'not an ElevenLabs model id')
+    .default(ELEVENLABS_DEFAULT_MODEL_ID),
+};
+
+/** ElevenLabs as the voice provider; its base URL is checked even when another provider is selected. */
+export const elevenLabsDescriptor = voiceProvider({
+  kind: 'voice',
+  name: 'elevenlabs',
+  env: ELEVENLABS_ENV,
+  settings(e, { selected }): ElevenLabsConfig {
+    if (selected && !e.ELEVENLABS_API_KEY) {
+      throw new ConfigError('ELEVENLABS_API_KEY must be set when VOICE_PROVIDER=elevenlabs (an API key of your ElevenLabs account)');
+    }
+    const base = checkElevenLabsBaseUrl(e.ELEVENLABS_BASE_URL);
+    if ('error' in base) throw new ConfigError(`invalid environment variable ELEVENLABS_BASE_URL: ${base.error}`);
+    return hideSecret<ElevenLabsConfig>(
+      { apiKey: undefined, baseUrl: base.url, modelId: e.ELEVENLABS_MODEL_ID },
+      'apiKey',
+      e.ELEVENLABS_API_KEY,
+    );
+  },
+  build({ apiKey, baseUrl, modelId }) {
+    if (!apiKey) throw new ConfigError('ELEVENLABS_API_KEY must be set when VOICE_PROVIDER=elevenlabs');
+    return new ElevenLabsVoiceProvider({ apiKey, baseUrl, modelId });
+  },
+  capabilities: {
+    preset_voices: ELEVENLABS_PRESET_VOICES,
+    pcm_rate_hz: ELEVENLABS_SAMPLE_RATE_HZ,
+    formats: ['wav', 'pcm'],
+    example_voice: null,
+  },
+});

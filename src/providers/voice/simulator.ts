@@ -13,6 +13,7 @@ import type pg from 'pg';
 import type { Db, PreparedStatement } from '../../db/pool.js';
 import { COUNT_PROVIDER_CALL } from '../simulator-usage.js';
 import { encodeWav } from '../../media/wav.js';
+import { voiceProvider } from '../descriptor.js';
 import {
   VoiceProviderError,
   type ClonedVoice,
@@ -162,3 +163,18 @@ export class SimulatedVoiceProvider implements VoiceProvider {
     }
   }
 }
+
+/** The simulated voice provider (VOICE_PROVIDER=simulator, the default while the simulator is on). */
+export const simulatorVoiceDescriptor = voiceProvider({
+  kind: 'voice',
+  name: 'simulator',
+  env: {},
+  settings: () => ({}),
+  build: (_settings, { db }) => new SimulatedVoiceProvider(db),
+  capabilities: {
+    preset_voices: SIM_PRESET_VOICES,
+    pcm_rate_hz: SIM_SAMPLE_RATE_HZ,
+    formats: ['wav', 'pcm'],
+    example_voice: SIM_PRESET_VOICES[0],
+  },
+});

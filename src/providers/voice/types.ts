@@ -56,8 +56,8 @@ export interface VoiceProvider {
    * answers streamed while they are made. Providers without it are asked for the whole PCM instead.
    */
   synthesizeStream?(req: Omit<SpeechRequest, 'format'>): AsyncIterable<Buffer>;
-  /** The sample rate of this provider's PCM. */
-  readonly pcm_rate_hz?: number;
+  /** The sample rate of this provider's PCM (its descriptor's pcm_rate_hz); null for `none`, which speaks nothing. */
+  readonly pcm_rate_hz: number | null;
 }
 
 /**
@@ -66,6 +66,9 @@ export interface VoiceProvider {
  * the account's details; the operator gets a log line with them.
  */
 export type ProviderAccountProblem = 'credentials' | 'quota_exhausted' | 'voice_slots_full';
+
+/** What every voice operation answers (503 provider_not_configured) while no voice provider is configured. */
+export const NOT_CONFIGURED_MESSAGE = 'the third-party voice provider is not configured';
 
 export class VoiceProviderError extends Error {
   override name = 'VoiceProviderError';

@@ -1,0 +1,105 @@
+// The one list of provider adapters. Outside src/providers/ nothing names a provider but this list and the
+// catalog's value sets (src/models/values.ts): the config reads their variables through it, the runtime
+// builds their adapters through it, and the configured set it makes is what the model lists, the OpenAPI
+// document and the create read. A new provider is its adapter, its descriptor here and its catalog entries.
+import { z } from 'zod';
+import { SPEECH_PROVIDERS, type VideoBackend } from '../models/values.js';
+import type { VideoProviderDescriptor, VoiceProviderDescriptor, VideoBuildContext, VoiceBuildContext } from './descriptor.js';
+import type { VideoProvider } from './video/types.js';
+import type { VoiceProvider } from './voice/types.js';
+import { simulatorVideoDescriptor } from './video/simulator.js';
+import { vertexVeoDescriptor } from './video/vertex-veo.js';
+import { falDescriptor } from './video/fal.js';
+import { replicateDescriptor } from './video/replicate.js';
+import { simulatorVoiceDescriptor } from './voice/simulator.js';
+import { noVoiceDescriptor } from './voice/none.js';
+import { elevenLabsDescriptor } from './voice/elevenlabs.js';
+
+export type { VideoProviderDescriptor, VoiceProviderDescriptor } from './descriptor.js';
+
+/** The video providers, in the order their adapters are built. Names are the catalog's VIDEO_BACKENDS (a test checks both ways). */
+export const VIDEO_PROVIDERS: readonly VideoProviderDescriptor[] = [
+  simulatorVideoDescriptor,
+  vertexVeoDescriptor,
+  falDescriptor,
+  replicateDescriptor,
+];
+
+/** The voice providers VOICE_PROVIDER selects from: the catalog's SPEECH_PROVIDERS and `none`. */
+export const VOICE_PROVIDERS: readonly VoiceProviderDescriptor[] = [simulatorVoiceDescriptor, noVoiceDescriptor, elevenLabsDescriptor];
+
+/** Every provider's environment variables with their schemas, and VOICE_PROVIDER: the config validates them with its own. */
+export const PROVIDERS_ENV: z.ZodRawShape = {
+  ...simulatorVideoDescriptor.env,
+  VOICE_PROVIDER: z.enum([...SPEECH_PROVIDERS, 'none']).optional(),
+  ...Object.assign({}, ...VOICE_PROVIDERS.map((d) => d.env)),
+  ...Object.assign({}, ...VIDEO_PROVIDERS.map((d) => d.env)),
+};
+
+/** A provider this configuration enables, with its settings (secrets in properties never serialised). */
+export interface Configured<D> {
+  descriptor: D;
+  settings: unknown;
+}
+
+/** The one configured set: which providers this process serves, and how each is set up. */
+export interface ConfiguredProviders {
+  /** The video providers enabled, in VIDEO_PROVIDERS' order. */
+  video: readonly Configured<VideoProviderDescriptor>[];
+  /** The voice provider VOICE_PROVIDER selects (default: the simulator's while it is on, else none). */
+  voice: Configured<VoiceProviderDescriptor>;
+}
+
+/**
+ * The configured set from the validated environment (PROVIDERS_ENV's variables). Throws ConfigError, naming
+ * the variable, on a bad combination. Voice settings are read first, then the video providers', each in its
+ * list's order, so the first problem reported is the same whatever else is wrong.
+ */
+export function configureProviders(env: Readonly<Record<string, unknown>>, production: boolean): ConfiguredProviders {
+  const simulator: VideoProviderDescriptor = simulatorVideoDescriptor;
+  const simulatorOn = simulator.settings(env, { production, selected: true }) !== null;
+  const voiceName = (env['VOICE_PROVIDER'] as string | undefined) ?? (simulatorOn ? simulatorVoiceDescriptor.name : noVoiceDescriptor.name);
+  let voice: Configured<VoiceProviderDescriptor> | undefined;
+  for (const descriptor of VOICE_PROVIDERS) {
+    const selected = descriptor.name === voiceName;
+    const settings = descriptor.settings(env, { production, selected });
+    if (selected) voice = { descriptor, settings };
+  }
+  if (!voice) throw new Error(`invariant: no voice provider named ${voiceName}`);
+  const video: Configured<VideoProviderDescriptor>[] = [];
+  for (const descriptor of VIDEO_PROVIDERS) {
+    const settings = descriptor.settings(env, { production, selected: true });
+    if (settings !== null) video.push({ descriptor, settings });
+  }
+  return { video, voice };
+}
+
+/** The settings a descriptor was configured with, typed as its own; null when it is not configured. */
+export function settingsOf<S>(
+  configured: ConfiguredProviders,
+  descriptor: VideoProviderDescriptor<S> | VoiceProviderDescriptor<S>,
+): S | null {
+  const found = descriptor.kind === 'voice' ? [configured.voice] : configured.video;
+  const entry = found.find((c) => c.descriptor === (descriptor as unknown));
+  return entry ? (entry.settings as S) : null;
+}
+
+/** The adapters of the configured video providers, by backend name. */
+export function buildVideoProviders(configured: ConfiguredProviders, ctx: VideoBuildContext): Map<VideoBackend, VideoProvider> {
+  return new Map(configured.video.map(({ descriptor, settings }) => [descriptor.name, descriptor.build(settings, ctx)]));
+}
+
+/** The adapter of the configured voice provider. */
+export function buildVoiceProvider(configured: ConfiguredProviders, ctx: VoiceBuildContext): VoiceProvider {
+  return configured.voice.descriptor.build(configured.voice.settings, ctx);
+}
+
+/** The descriptor of a video backend the catalog names. */
+export function videoDescriptorOf(name: VideoBackend): VideoProviderDescriptor {
+  const d = VIDEO_PROVIDERS.find((p) => p.name === name);
+  if (!d) throw new Error(`invariant: no video provider named ${name}`);
+  return d;
+}
+
+/** The descriptor of a voice provider (VOICE_PROVIDER's value or a speech model's provider); undefined for an unknown name. */
+export const voiceDescriptorOf = (name: string): VoiceProviderDescriptor | undefined => VOICE_PROVIDERS.find((p) => p.name === name);
