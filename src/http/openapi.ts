@@ -65,6 +65,8 @@ export const bytesText = (n: number) => (n % MiB === 0 ? `${n / MiB} MiB` : n % 
 export interface ModelAvailability {
   backends: { simulator: boolean } & { readonly [backend: string]: boolean | undefined };
   voiceProvider: string;
+  /** A preset voice of that provider the examples name (its descriptor's), if it has one. */
+  exampleVoice?: string | undefined;
 }
 
 /** What the document depends on in this process: which models are served, and production mode (webhook targets). */

@@ -16,7 +16,6 @@ import {
 import { IMAGE_BYTES_MAX } from './values.js';
 import { imageInputSchema } from './openapi-images.js';
 import type { ModelAvailability } from '../http/openapi.js';
-import { voiceDescriptorOf } from '../providers/registry.js';
 
 type JsonSchema = Record<string, unknown>;
 type ObjectSchema = JsonSchema & { properties: Record<string, JsonSchema>; required?: string[] };
@@ -196,6 +195,6 @@ export function speechBodyExample(avail: ModelAvailability): Record<string, unkn
   return {
     input: 'Hello from a cloned voice.',
     model: m.id,
-    voice: voiceDescriptorOf(avail.voiceProvider)?.capabilities.example_voice ?? '<voice_id of one of your voices>',
+    voice: avail.exampleVoice ?? '<voice_id of one of your voices>',
   };
 }

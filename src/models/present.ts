@@ -4,7 +4,6 @@ import { microEurToEur } from '../money.js';
 import type { PricePerSecond, SpeechModel, VideoModel, VideoModelAlias } from './catalog.js';
 import type { VideoBackend } from './values.js';
 import { IMAGE_BYTES_MAX } from './values.js';
-import { voiceDescriptorOf } from '../providers/registry.js';
 
 const eurTable = (table: PricePerSecond) => Object.fromEntries(Object.entries(table).map(([res, micro]) => [res, microEurToEur(micro)]));
 
@@ -61,7 +60,8 @@ export function presentVideoModelAlias(
   return { ...presentVideoModel(replacement, backend, usable), id: alias.id, deprecated: true, replaced_by: replacement.id };
 }
 
-export function presentSpeechModel(model: SpeechModel, configuredVoiceProvider: string) {
+/** `presetVoices`: the configured voice provider's preset voices (its descriptor's). */
+export function presentSpeechModel(model: SpeechModel, configuredVoiceProvider: string, presetVoices: readonly string[]) {
   const available = model.provider === configuredVoiceProvider;
   return {
     id: model.id,
@@ -75,7 +75,7 @@ export function presentSpeechModel(model: SpeechModel, configuredVoiceProvider: 
     max_input_chars: model.max_input_chars,
     response_formats: model.response_formats,
     // The provider's preset voices (its descriptor's): usable by every workspace as `voice` without cloning.
-    preset_voices: available ? [...(voiceDescriptorOf(model.provider)?.capabilities.preset_voices ?? [])] : [],
+    preset_voices: available ? [...presetVoices] : [],
     pricing: { currency: 'EUR', unit: '1000_characters', per_1000_characters_in_euro: microEurToEur(model.price_micro_eur_per_1000_chars) },
   };
 }

@@ -54,7 +54,13 @@ const getModel = {
 } satisfies RouteContract;
 
 /** `backends`: the process's one set of configured video backends, the one GET /v1/models and the create read. */
-export function modelRoutes(deps: { auth: RequestHandler; backends: ConfiguredBackends; voiceProvider: string }): ApiRouter {
+export function modelRoutes(deps: {
+  auth: RequestHandler;
+  backends: ConfiguredBackends;
+  voiceProvider: string;
+  /** The configured voice provider's preset voices. */
+  presetVoices: readonly string[];
+}): ApiRouter {
   const api = new ApiRouter();
   const usableOf = (m: VideoModel) => videoBackendsFor(m, deps.backends);
   const all = () => [
@@ -67,7 +73,7 @@ export function modelRoutes(deps: { auth: RequestHandler; backends: ConfiguredBa
       const usable = usableOf(replacement);
       return presentVideoModelAlias(a, replacement, usable[0] ?? null, usable);
     }),
-    ...speechModels().map((m) => presentSpeechModel(m, deps.voiceProvider)),
+    ...speechModels().map((m) => presentSpeechModel(m, deps.voiceProvider, deps.presetVoices)),
   ];
 
   api.route(listModels, deps.auth, (_input, _req, res) => {

@@ -29,6 +29,7 @@ import { statementRoutes } from '../account/statement-routes.js';
 import { usageRoutes } from '../usage/routes.js';
 import { consoleRoutes } from '../service/console-routes.js';
 import { providerCallbackRoutes, type ProviderCallbackDeps } from '../video-jobs/callback-routes.js';
+import { voiceDescriptorOf } from '../providers/registry.js';
 import { healthRoutes } from '../service/health-routes.js';
 import { buildOpenApiDocument, type ApiRouter, type OpenApiDocument } from '../http/openapi.js';
 import * as SharedSchemas from '../http/schemas.js';
@@ -93,6 +94,12 @@ export interface AppDeps {
   ready: () => Promise<boolean>;
   /** Connections of `db`'s pool (DATABASE_POOL_MAX, default 10): the job reads run at once follow it (../http/read-gate.ts). */
   databasePoolMax?: number;
+}
+
+/** What the configured voice provider's descriptor says the model lists and examples show: its preset voices. */
+function voiceCapabilities(deps: AppDeps): { preset_voices: readonly string[]; example_voice: string | undefined } {
+  const capabilities = voiceDescriptorOf(deps.voiceProvider)?.capabilities;
+  return { preset_voices: capabilities?.preset_voices ?? [], example_voice: capabilities?.example_voice ?? undefined };
 }
 
 /** `auth`, then for GET and HEAD requests the read limit. */
@@ -210,7 +217,7 @@ function featureRouters(app: express.Express, deps: AppDeps, guards: CustomerGua
       downloadUrls: deps.downloadUrls,
       publicBaseUrl: deps.publicBaseUrl,
     }),
-    modelRoutes({ auth, backends: deps.backends, voiceProvider: deps.voiceProvider }),
+    modelRoutes({ auth, backends: deps.backends, voiceProvider: deps.voiceProvider, presetVoices: voiceCapabilities(deps).preset_voices }),
     voiceRoutes({ auth, limit, voices: deps.voices, ...(deps.voiceConsents ? { consents: deps.voiceConsents } : {}) }),
     speechRoutes({ auth, limit, speech: deps.speech }),
     webhookRoutes({ auth, limit, webhooks: deps.webhooks }),
@@ -273,6 +280,7 @@ export function createApp(deps: AppDeps): express.Express {
   const documentContext = {
     backends: deps.backends,
     voiceProvider: deps.voiceProvider,
+    exampleVoice: voiceCapabilities(deps).example_voice,
     production: deps.production ?? false,
   };
   const document: OpenApiDocument = buildOpenApiDocument(
