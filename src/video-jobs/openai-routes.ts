@@ -11,6 +11,7 @@
 // refunds), created, read, listed and deleted by the same services. Each operation's contract sits
 // above its handlers (../http/openapi.ts); the routes that only answer 400 unsupported_feature are mounted
 // without one, so the OpenAPI document lists only what is offered (its tag says what is not).
+import { pipeline } from 'node:stream/promises';
 import type { RequestHandler } from 'express';
 import { z } from 'zod';
 import { defaultVideoModelId, findVideoModel } from '../models/catalog.js';
@@ -490,8 +491,10 @@ function downloadContentHandler(deps: OpenAiVideoRoutesDeps): ContractHandler<ty
         'Content-Length': String(stored.bytes),
         'Content-Disposition': `attachment; filename="${job.job_id}.mp4"`,
       });
-      stored.stream.on('error', (err) => res.destroy(err));
-      stored.stream.pipe(res);
+      // pipeline, not pipe: a client that leaves mid-download closes the file too (and is no error of ours).
+      await pipeline(stored.stream, res).catch((err: NodeJS.ErrnoException) => {
+        if (err.code !== 'ERR_STREAM_PREMATURE_CLOSE') throw err;
+      });
       return;
     }
     const jpeg = await deps.thumbnails.of(job.job_id, video.storage_key);
