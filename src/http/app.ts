@@ -90,7 +90,7 @@ export interface AppDeps {
   voiceConsents?: VoiceConsentsService;
   /** FFmpeg (WebAssembly) for thumbnails; one is made when not given. */
   ffmpeg?: FfmpegWasm;
-  /** Whether the process is ready (Postgres and Temporal reachable). */
+  /** Whether the process is ready (PostgreSQL reachable; ../service/readiness.ts). */
   ready: () => Promise<boolean>;
   /** Connections of `db`'s pool (DATABASE_POOL_MAX, default 10): the job reads run at once follow it (./read-gate.ts). */
   databasePoolMax?: number;

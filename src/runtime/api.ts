@@ -25,6 +25,7 @@ import { createVideoProviders, createVoiceProvider } from './providers.js';
 import { temporalClientOptions } from '../telemetry/index.js';
 import { traceProviderCallback } from '../telemetry/job-trace.js';
 import type { Storage } from '../storage/local.js';
+import { Readiness } from '../service/readiness.js';
 import type { VideoProvider } from '../providers/video/types.js';
 import type { VoiceProvider } from '../providers/voice/types.js';
 
@@ -60,7 +61,16 @@ export async function startApi(opts: {
   const { temporal } = connected;
   // FFmpeg (WebAssembly, one worker thread): thumbnails and compressed speech formats.
   const ffmpeg = new FfmpegWasm();
-  const app = buildApp({ ...opts, storage, voiceProvider, callbackProviders, temporal, ffmpeg });
+  // Ready: PostgreSQL answers. Temporal is checked in the background, for the temporal_reachable gauge.
+  const readiness = new Readiness({
+    database: () => opts.db.query('SELECT 1'),
+    temporal: (timeout_ms) =>
+      temporal.connection.withDeadline(Date.now() + timeout_ms, () =>
+        temporal.workflowService.describeNamespace({ namespace: config.temporal.namespace }),
+      ),
+  });
+  readiness.start();
+  const app = buildApp({ ...opts, storage, voiceProvider, callbackProviders, temporal, ffmpeg, readiness });
   const server = await listen(app, config);
   const address = server.address();
   const port = typeof address === 'object' && address ? address.port : config.port;
@@ -68,6 +78,7 @@ export async function startApi(opts: {
     url: `http://${config.host}:${port}`,
     temporal,
     async close() {
+      readiness.stop();
       await new Promise<void>((r) => {
         server.close(() => r());
         server.closeIdleConnections();
@@ -155,6 +166,7 @@ interface AppParts {
   callbackProviders: Map<string, VideoProvider>;
   temporal: Client;
   ffmpeg: FfmpegWasm;
+  readiness: Readiness;
 }
 
 /**
@@ -237,13 +249,7 @@ function buildApp(parts: AppParts): http.RequestListener {
     audit: { workflowStates: videoJobWorkflowStates(temporal) },
     storage,
     voiceConsents: new VoiceConsentsService({ db, storage, required: config.voiceConsentRequired }),
-    ready: async () => {
-      await db.query('SELECT 1');
-      await temporal.connection.withDeadline(Date.now() + 2_000, () =>
-        temporal.workflowService.describeNamespace({ namespace: config.temporal.namespace }),
-      );
-      return true;
-    },
+    ready: () => parts.readiness.ready(),
   });
 }
 

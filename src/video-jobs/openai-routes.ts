@@ -303,7 +303,10 @@ const openaiCreateVideo = {
       'The body is neither application/json nor multipart/form-data (unsupported_media_type), or the ' +
       'input_reference file is not a PNG, JPEG or WebP image (unsupported_file_type).',
     429: 'Rate limited (per API key; rate_limited), or the workspace already has its limit of pending jobs (too_many_pending_jobs; nothing charged).',
-    503: 'No video provider is configured for the model (provider_not_configured), or too many requests with images are in progress (server_busy).',
+    503:
+      'No video provider is configured for the model (provider_not_configured), too many requests with images are in ' +
+      'progress (server_busy), or the video could not be accepted in time, e.g. while the workflow service is unreachable ' +
+      '(service_unavailable, temporarily_unavailable; nothing charged). With Retry-After.',
   },
 } satisfies RouteContract;
 

@@ -4,56 +4,18 @@
 // reused, and the pool works again once the network does. Connections use TCP keepalive.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import net from 'node:net';
-import type { AddressInfo } from 'node:net';
 import { createPool, inTransaction, QUERY_TIMEOUT_MS, STATEMENT_TIMEOUT_MS, type Db } from '../../src/db/pool.js';
 import { unreachableDependency } from '../../src/dependency-errors.js';
 import { createTestDatabase } from '../helpers/stack.js';
+import { TcpProxy } from '../helpers/tcp-proxy.js';
 
-/** A TCP proxy to `target` that, while `silent`, forwards nothing either way and keeps every connection open. */
-class BlackHoleProxy {
-  silent = false;
-  private server = net.createServer((client) => this.connect(client));
-  private sockets = new Set<net.Socket>();
-  constructor(private target: { host: string; port: number }) {}
-
-  private connect(client: net.Socket) {
-    const upstream = net.connect(this.target.port, this.target.host);
-    for (const [from, to] of [
-      [client, upstream],
-      [upstream, client],
-    ] as const) {
-      this.sockets.add(from);
-      from.on('data', (chunk) => {
-        if (!this.silent) to.write(chunk);
-      });
-      from.on('error', () => to.destroy());
-      from.on('close', () => {
-        this.sockets.delete(from);
-        to.destroy();
-      });
-    }
-  }
-
-  async start(): Promise<number> {
-    this.server.listen(0, '127.0.0.1');
-    await new Promise((r) => this.server.once('listening', r));
-    return (this.server.address() as AddressInfo).port;
-  }
-
-  async stop() {
-    for (const s of this.sockets) s.destroy();
-    await new Promise((r) => this.server.close(r));
-  }
-}
-
-let proxy: BlackHoleProxy;
+let proxy: TcpProxy;
 let db: Db;
 const QUERY_TIMEOUT_TEST_MS = 800;
 
 before(async () => {
   const url = new URL(await createTestDatabase());
-  proxy = new BlackHoleProxy({ host: url.hostname, port: Number(url.port) });
+  proxy = new TcpProxy({ host: url.hostname, port: Number(url.port) });
   url.port = String(await proxy.start());
   url.hostname = '127.0.0.1';
   db = createPool(url.toString(), 2, {}, { statement_timeout_ms: 400, query_timeout_ms: QUERY_TIMEOUT_TEST_MS });
