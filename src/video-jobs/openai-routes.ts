@@ -29,6 +29,7 @@ import { sniffImage } from '../media/image-sniff.js';
 import { videoContentGone, type Thumbnails } from '../media/thumbnails.js';
 import type { Storage } from '../storage/local.js';
 import { isUuid } from '../ids.js';
+import { text } from '../zod-text.js';
 import type { VideoJobsService } from './service.js';
 import type { VideoJobRecord } from './records.js';
 import type { VideoJobLifecycle } from './lifecycle.js';
@@ -97,7 +98,9 @@ export const IMAGE_DATA_URL_CHARS_MAX = 4 * Math.ceil(IMAGE_BYTES_MAX / 3) + 64 
 
 export const OpenAiCreateVideoBody = z
   .object({
-    prompt: z.string().max(PROMPT_CHARS_MAX).describe('What to generate.'),
+    prompt: text({ chars_max: PROMPT_CHARS_MAX, notBlank: true }).describe(
+      `What to generate: at most ${PROMPT_CHARS_MAX} characters, not blank (leading and trailing white space is removed).`,
+    ),
     model: z.string().min(1).max(100).optional().describe("A video model id of GET /v1/models; absent: the service's default model."),
     seconds: Seconds.optional().describe(`${SECONDS_TEXT} A string ("4", "8") or a number.`),
     size: Size.optional().describe(SIZE_TEXT),

@@ -123,6 +123,27 @@ describe('document structure (OpenAPI 3.1)', () => {
     }
   });
 
+  test('a prompt is documented as the API holds it: at least one character, not blank, on /v2 and /v1 alike', async () => {
+    const prompts = (schema: Json): Json[] =>
+      typeof schema !== 'object' || schema === null
+        ? []
+        : [...(schema.properties?.prompt ? [schema.properties.prompt] : []), ...Object.values(schema).flatMap((v) => prompts(v as Json))];
+    for (const name of ['CreateVideoBody', 'OpenAiCreateVideoBody']) {
+      const found = prompts(doc.components.schemas[name]);
+      assert.ok(found.length > 0, name);
+      for (const prompt of found) {
+        assert.equal(prompt.minLength, 1, name);
+        assert.equal(prompt.maxLength, 4000, name);
+        assert.ok(!new RegExp(prompt.pattern, 'u').test('   ') && new RegExp(prompt.pattern, 'u').test(' a '), name);
+      }
+    }
+    for (const prompt of ['', '   ']) {
+      const r = await http(stack.baseUrl, 'POST', '/v1/videos', { token: customer.key, json: { prompt } });
+      assert.equal(r.status, 400, JSON.stringify(r.body));
+      assert.equal(r.body.error.param, 'prompt');
+    }
+  });
+
   test('every string parameter of a path or query refuses control characters, as the API does (400)', () => {
     let strings = 0;
     for (const { path, method, op } of operations())

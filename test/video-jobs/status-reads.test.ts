@@ -161,6 +161,42 @@ describe('status reads', () => {
     await assertAuditHolds(stack);
   });
 
+  test("a succeeded job's answer, signed URLs included, is the same from one second to the next: same ETag, and a 304", async () => {
+    const c = await newCustomer(stack, 10);
+    const created = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: simJob({ delay_ms: 0 }) });
+    assert.equal(created.status, 202);
+    const id = created.body.id as string;
+    await waitUntil(
+      'the job to succeed',
+      async () => (await http(stack.baseUrl, 'GET', jobPath(id), { token: c.key })).body.status === 'succeeded',
+    );
+    // Not across the turn of a step of the URLs' validity (an hour): the URLs are then re-signed, on purpose.
+    while (3600 - ((Date.now() / 1000) % 3600) < 5) await new Promise((r) => setTimeout(r, 500));
+    for (const path of [jobPath(id), `/v1/videos/${id}`]) {
+      const first = await http(stack.baseUrl, 'GET', path, { token: c.key });
+      await new Promise((r) => setTimeout(r, 2_100));
+      const second = await http(stack.baseUrl, 'GET', path, { token: c.key });
+      assert.equal(second.headers.get('etag'), first.headers.get('etag'), path);
+      assert.deepEqual(second.body, first.body, path);
+      const again = await http(stack.baseUrl, 'GET', path, { token: c.key, headers: { 'if-none-match': first.headers.get('etag')! } });
+      assert.equal(again.status, 304, path);
+    }
+    const v = (await http(stack.baseUrl, 'GET', jobPath(id), { token: c.key })).body.videos[0];
+    assert.ok(v.expires_at >= Date.now() / 1000 + stack.config.signedUrlTtlS - 5, 'valid at least SIGNED_URL_TTL_S from now');
+    assert.equal((await fetch(v.url)).status, 200);
+  });
+
+  test('an If-None-Match longer than the document allows is a 400 naming it', async () => {
+    const c = await newCustomer(stack, 10);
+    for (const path of ['/v2/videos/generations', '/v1/videos']) {
+      const r = await http(stack.baseUrl, 'GET', path, { token: c.key, headers: { 'if-none-match': `"${'a'.repeat(2_100)}"` } });
+      assert.equal(r.status, 400, path);
+      assert.equal(r.body.error.param, 'If-None-Match', path);
+      const ok = await http(stack.baseUrl, 'GET', path, { token: c.key, headers: { 'if-none-match': `"${'a'.repeat(2_000)}"` } });
+      assert.equal(ok.status, 200, path);
+    }
+  });
+
   test("the gate's permits are the pool's connections less the two left to writes and the worker, never fewer than one", () => {
     assert.equal(jobReadsInFlightMax(10), 8);
     assert.equal(jobReadsInFlightMax(40), 38);
