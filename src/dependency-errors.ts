@@ -27,6 +27,8 @@ const PG_UNAVAILABLE_MESSAGES = [
   'Client has encountered a connection error',
   'Connection terminated unexpectedly',
   'terminating connection',
+  // node-postgres' query_timeout (src/db/pool.ts): the server went silent.
+  'Query read timeout',
 ];
 // gRPC status codes (grpc.io/docs/guides/status-codes): CANCELLED 1, DEADLINE_EXCEEDED 4, RESOURCE_EXHAUSTED 8,
 // UNAVAILABLE 14; and PERMISSION_DENIED 7, UNAUTHENTICATED 16: Temporal refusing this process's credentials

@@ -27,7 +27,7 @@ export class ApiError extends Error {
   }
 }
 
-export const invalidParam = (param: string, message: string, code = 'invalid_parameter') =>
+export const invalidParam = (param: string | null, message: string, code = 'invalid_parameter') =>
   new ApiError(400, 'invalid_request_error', code, message, param);
 export const notFound = (code: string, message: string, param: string | null = null) =>
   new ApiError(404, 'not_found_error', code, message, param);

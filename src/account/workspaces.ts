@@ -68,13 +68,59 @@ export async function createApiKey(
 }
 
 /**
- * Revokes a key, for good: authentication reads revoked_at on every request, so every API process
- * refuses the key from the next request on. Idempotent (a revoked key stays revoked).
+ * Revokes a key, for good. The process that revokes it refuses it from the next request on; every other
+ * API process within API_KEY_CACHE_TTL_MS (authentication keeps a key it found active that long).
+ * Idempotent (a revoked key stays revoked).
  */
 export async function revokeApiKey(db: Db, id: string): Promise<{ id: string }> {
   const r = await db.query<{ id: string }>('UPDATE api_keys SET revoked_at = COALESCE(revoked_at, now()) WHERE id = $1 RETURNING id', [id]);
   if (!r.rows[0]) throw new NotFoundError(`API key ${id} not found`);
+  activeKeys.forget(id);
   return r.rows[0];
+}
+
+/** How long authentication trusts a key it found active without looking again: a revocation elsewhere takes this long at most. */
+export const API_KEY_CACHE_TTL_MS = 5_000;
+/** Keys remembered at once, at most (the oldest forgotten first). */
+const API_KEY_CACHE_MAX = 10_000;
+
+/**
+ * The keys this process found active lately, by digest: a client polling its jobs costs one key lookup
+ * per API_KEY_CACHE_TTL_MS, not one per request. Only keys found active are kept (an unknown digest is
+ * looked up every time; the per-address limit of failed authentications bounds that).
+ */
+class ActiveKeys {
+  private readonly byDigest = new Map<string, { principal: ApiKeyPrincipal; until_ms: number }>();
+
+  get(digest: Buffer): ApiKeyPrincipal | null {
+    const hex = digest.toString('hex');
+    const hit = this.byDigest.get(hex);
+    if (!hit) return null;
+    if (performance.now() < hit.until_ms) return hit.principal;
+    this.byDigest.delete(hex);
+    return null;
+  }
+
+  set(digest: Buffer, principal: ApiKeyPrincipal): void {
+    const hex = digest.toString('hex');
+    this.byDigest.delete(hex);
+    if (this.byDigest.size >= API_KEY_CACHE_MAX) this.byDigest.delete(this.byDigest.keys().next().value!);
+    this.byDigest.set(hex, { principal, until_ms: performance.now() + API_KEY_CACHE_TTL_MS });
+  }
+
+  forget(key_id: string): void {
+    for (const [hex, { principal }] of this.byDigest) if (principal.key_id === key_id) this.byDigest.delete(hex);
+  }
+}
+const activeKeys = new ActiveKeys();
+
+/** authenticateApiKeyDigest, answered from the keys found active in the last API_KEY_CACHE_TTL_MS when it can be. */
+export async function authenticateApiKeyDigestCached(db: Db, digest: Buffer): Promise<ApiKeyPrincipal | null> {
+  const known = activeKeys.get(digest);
+  if (known) return known;
+  const principal = await authenticateApiKeyDigest(db, digest);
+  if (principal) activeKeys.set(digest, principal);
+  return principal;
 }
 
 /**

@@ -28,7 +28,24 @@ export type Tx = pg.PoolClient;
  */
 export type SessionSettings = Record<`video_api.${string}`, string | number>;
 
-export function createPool(connectionString: string, max: number, settings: SessionSettings = {}): Db {
+/** How long the server lets a statement run (statement_timeout) unless a transaction sets its own. */
+export const STATEMENT_TIMEOUT_MS = 30_000;
+/**
+ * How long the client waits for a statement's answer (node-postgres' query_timeout) before it gives up
+ * on it and drops the connection: above every statement_timeout a session sets (the charge's refusal
+ * path sets 35 s), so it ends only statements whose server went silent (a black-holed network, a
+ * frozen host), which statement_timeout cannot end.
+ */
+export const QUERY_TIMEOUT_MS = 45_000;
+/** Idle time before TCP keepalive probes start on a connection: a peer gone without a word is noticed. */
+export const KEEPALIVE_INITIAL_DELAY_MS = 10_000;
+
+export interface PoolTimeouts {
+  statement_timeout_ms?: number;
+  query_timeout_ms?: number;
+}
+
+export function createPool(connectionString: string, max: number, settings: SessionSettings = {}, timeouts: PoolTimeouts = {}): Db {
   const options = Object.entries(settings)
     .map(([k, v]) => `-c ${k}=${String(v)}`)
     .join(' ');
@@ -38,12 +55,18 @@ export function createPool(connectionString: string, max: number, settings: Sess
     ...(options ? { options } : {}),
     connectionTimeoutMillis: 10_000,
     idleTimeoutMillis: 30_000,
-    statement_timeout: 30_000,
+    statement_timeout: timeouts.statement_timeout_ms ?? STATEMENT_TIMEOUT_MS,
+    query_timeout: timeouts.query_timeout_ms ?? QUERY_TIMEOUT_MS,
+    keepAlive: true,
+    keepAliveInitialDelayMillis: KEEPALIVE_INITIAL_DELAY_MS,
   });
   // An idle client losing its connection must not crash the process; the pool replaces it.
   pool.on('error', () => {});
   return pool;
 }
+
+/** node-postgres' error for a statement unanswered within query_timeout. */
+export const isQueryTimeout = (err: unknown): boolean => err instanceof Error && err.message === 'Query read timeout';
 
 /**
  * Runs `fn` with a client of its own, returned to the pool afterwards. While it is checked out, a
@@ -60,6 +83,10 @@ export async function withClient<T>(db: Db, fn: (client: Tx) => Promise<T>): Pro
   client.on('error', onError);
   try {
     return await fn(client);
+  } catch (err) {
+    // A statement the server never answered leaves the connection waiting for it: never reused.
+    if (isQueryTimeout(err)) broken ??= err as Error;
+    throw err;
   } finally {
     client.off('error', onError);
     client.release(broken);
@@ -75,7 +102,8 @@ export async function inTransaction<T>(db: Db, fn: (tx: Tx) => Promise<T>, opts:
       await tx.query('COMMIT');
       return result;
     } catch (err) {
-      await tx.query('ROLLBACK').catch(() => {});
+      // After a statement the server never answered, the connection is dropped (withClient): the server rolls back.
+      if (!isQueryTimeout(err)) await tx.query('ROLLBACK').catch(() => {});
       throw err;
     }
   });

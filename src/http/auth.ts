@@ -3,8 +3,9 @@
 import { timingSafeEqual, createHash } from 'node:crypto';
 import type { Request, RequestHandler, Response } from 'express';
 import type { Db } from '../db/pool.js';
-import { apiKeyDigest, authenticateApiKey, type ApiKeyPrincipal } from '../account/workspaces.js';
+import { apiKeyDigest, authenticateApiKeyDigestCached, type ApiKeyPrincipal } from '../account/workspaces.js';
 import { ApiError } from '../errors.js';
+import { rateLimited, TokenBuckets } from './rate-limit.js';
 
 function bearer(req: Request): string | null {
   const h = req.get('authorization');
@@ -19,12 +20,29 @@ const unauthorized = (message: string) =>
 const missingKey = () => unauthorized('missing API key: send Authorization: Bearer <API_KEY>');
 const invalidKey = () => unauthorized('invalid API key');
 
-export function requireApiKey(db: Db): RequestHandler {
+/** Failed key lookups per client address and minute, by default: beyond, a 429 without any lookup. */
+export const AUTH_FAILURES_PER_ADDRESS_PER_MINUTE = 600;
+
+/**
+ * The API key, looked up by its digest among the keys this process found active in the last few seconds,
+ * else in PostgreSQL (../account/workspaces.ts). A key that names no active key costs a lookup each time:
+ * those are limited per client address (`failuresPerMinute`), checked before the lookup.
+ */
+export function requireApiKey(db: Db, opts: { failuresPerMinute?: number } = {}): RequestHandler {
+  const failures = new TokenBuckets(opts.failuresPerMinute ?? AUTH_FAILURES_PER_ADDRESS_PER_MINUTE);
   return async (req, res, next) => {
     const key = bearer(req);
     if (!key) return next(missingKey());
-    const principal = await authenticateApiKey(db, key);
-    if (!principal) return next(invalidKey());
+    const digest = apiKeyDigest(key);
+    if (!digest) return next(invalidKey());
+    const address = req.socket.remoteAddress ?? '';
+    const wait_s = failures.take(address, 0);
+    if (wait_s > 0) return next(rateLimited(wait_s, `too many failed authentications from this address; retry after ${wait_s}s`));
+    const principal = await authenticateApiKeyDigestCached(db, digest);
+    if (!principal) {
+      failures.take(address);
+      return next(invalidKey());
+    }
     res.locals['principal'] = principal;
     next();
   };

@@ -7,6 +7,7 @@
 import { createHash } from 'node:crypto';
 import type { Request, Response } from 'express';
 import { header } from './openapi.js';
+import { invalidParam } from '../errors.js';
 
 /** The strong entity tag of a body: any change of any byte of the answer changes it. */
 export function entityTagOf(body: string): string {
@@ -32,11 +33,14 @@ export function ifNoneMatchNames(ifNoneMatch: string | undefined, etag: string):
  * tag. `Cache-Control: private, no-cache`: a cache may keep the answer but must ask again each time.
  */
 export function sendJsonConditionally(req: Request, res: Response, body: unknown): void {
+  const ifNoneMatch = req.headers['if-none-match'];
+  if (ifNoneMatch !== undefined && ifNoneMatch.length > IF_NONE_MATCH_CHARS_MAX)
+    throw invalidParam('If-None-Match', `If-None-Match must be at most ${IF_NONE_MATCH_CHARS_MAX} characters`);
   const text = JSON.stringify(body);
   const etag = entityTagOf(text);
   res.setHeader('ETag', etag);
   res.setHeader('Cache-Control', 'private, no-cache');
-  if (ifNoneMatchNames(req.headers['if-none-match'], etag)) {
+  if (ifNoneMatchNames(ifNoneMatch, etag)) {
     res.status(304).end();
     return;
   }
@@ -47,13 +51,16 @@ export function sendJsonConditionally(req: Request, res: Response, body: unknown
   res.end(req.method === 'HEAD' ? undefined : text);
 }
 
+/** The longest If-None-Match a conditional read takes (a list of a few dozen tags); longer is a 400. */
+export const IF_NONE_MATCH_CHARS_MAX = 2048;
+
 /** The If-None-Match parameter of a conditional read, for its contract. */
 export const IF_NONE_MATCH_PARAMETER = {
   name: 'If-None-Match',
   in: 'header' as const,
   required: false,
   description: 'The `ETag` of an earlier answer: when nothing in the answer changed since, it is 304 with no body.',
-  schema: { type: 'string' as const, maxLength: 2048 },
+  schema: { type: 'string' as const, maxLength: IF_NONE_MATCH_CHARS_MAX },
 };
 
 /** The headers of a conditional read's 200 answer. */

@@ -43,6 +43,7 @@ export function errorHandler(logger: Logger): ErrorRequestHandler {
     else {
       apiError =
         fromFrameworkError(err) ??
+        textRefused(err) ??
         dependencyDown(err) ??
         new ApiError(500, 'api_error', 'internal_error', 'an internal error occurred; it has been logged');
     }
@@ -62,6 +63,23 @@ export function errorHandler(logger: Logger): ErrorRequestHandler {
     }
     res.status(apiError.status).set(apiError.headers).json(errorBody(apiError));
   };
+}
+
+/**
+ * PostgreSQL refusing a character of the request's text (22021 character_not_in_repertoire: a NUL or
+ * bytes that are not UTF-8; 22P05 untranslatable_character): the client's input, a 400, wherever it came
+ * from. The routes refuse such input first; this is what answers if a value gets past them.
+ */
+function textRefused(err: unknown): ApiError | null {
+  const e = err as { code?: unknown; severity?: unknown } | null;
+  if (typeof e !== 'object' || e === null || typeof e.severity !== 'string') return null;
+  if (e.code !== '22021' && e.code !== '22P05') return null;
+  return new ApiError(
+    400,
+    'invalid_request_error',
+    'invalid_text',
+    'the request holds a character that cannot be stored (NUL or not UTF-8)',
+  );
 }
 
 /** PostgreSQL or Temporal unreachable: a 503 the client may retry, never a 500. */

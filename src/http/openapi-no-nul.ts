@@ -1,7 +1,8 @@
 // JSON request bodies refuse a NUL character in any string or key (./json-body.ts: no text column can
 // store one). This states it in their schemas: every free string gets the pattern below (beside any
 // pattern it has), every object's keys too, and a value of any JSON type (zod's z.unknown()) refers to
-// JsonValue, a JSON value with no NUL anywhere in it.
+// JsonValue, a JSON value with no NUL anywhere in it. Path and query parameters refuse every control
+// character (refuseControl).
 type JsonSchema = Record<string, unknown>;
 
 /** A string without NUL. */
@@ -21,12 +22,26 @@ export const JSON_VALUE_SCHEMA: JsonSchema = {
 const isObject = (v: unknown): v is JsonSchema => typeof v === 'object' && v !== null && !Array.isArray(v);
 const isAnything = (v: unknown) => v === true || (isObject(v) && Object.keys(v).filter((k) => k !== 'description').length === 0);
 
-function noNulString(s: JsonSchema): JsonSchema {
+/** `s` (a string schema) refusing what `pattern` refuses too, beside any pattern it has. */
+function withPattern(s: JsonSchema, pattern: string): JsonSchema {
   if ('const' in s || 'enum' in s) return s;
-  if (s['pattern'] === undefined) return { ...s, pattern: NO_NUL_PATTERN };
-  if (s['pattern'] === NO_NUL_PATTERN) return s;
+  if (s['pattern'] === undefined) return { ...s, pattern };
+  if (s['pattern'] === pattern) return s;
   const allOf = Array.isArray(s['allOf']) ? (s['allOf'] as JsonSchema[]) : [];
-  return allOf.some((x) => x['pattern'] === NO_NUL_PATTERN) ? s : { ...s, allOf: [...allOf, { pattern: NO_NUL_PATTERN }] };
+  return allOf.some((x) => x['pattern'] === pattern) ? s : { ...s, allOf: [...allOf, { pattern }] };
+}
+const noNulString = (s: JsonSchema) => withPattern(s, NO_NUL_PATTERN);
+
+/** A string without control characters (Unicode Cc, NUL included): every path and query parameter (./openapi.ts refuses the rest). */
+export const NO_CONTROL_PATTERN = '^[^\\x00-\\x1f\\x7f-\\x9f]*$';
+
+/** The schema of a path or query parameter, its strings refusing control characters. */
+export function refuseControl(schema: JsonSchema): JsonSchema {
+  const out: JsonSchema = { ...schema };
+  for (const k of ['oneOf', 'anyOf'])
+    if (Array.isArray(out[k])) out[k] = (out[k] as unknown[]).map((s) => (isObject(s) ? refuseControl(s) : s));
+  if (isObject(out['items'])) out['items'] = refuseControl(out['items']);
+  return out['type'] === 'string' ? withPattern(out, NO_CONTROL_PATTERN) : out;
 }
 
 /** `schema` with NUL refused in every string and key it admits. */

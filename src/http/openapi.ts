@@ -49,9 +49,9 @@ import { createDocument, type ZodOpenApiOperationObject, type ZodOpenApiPathsObj
 import * as S from './schemas.js';
 import * as OpenAi from './openai/schemas.js';
 import { JSON_BODY_BYTES_MAX } from './json-body.js';
-import { JSON_VALUE_COMPONENT, JSON_VALUE_SCHEMA, refuseNul } from './openapi-no-nul.js';
+import { JSON_VALUE_COMPONENT, JSON_VALUE_SCHEMA, refuseControl, refuseNul } from './openapi-no-nul.js';
 import { projectPath } from '../paths.js';
-import { fromZodError, type ApiError } from '../errors.js';
+import { fromZodError, invalidParam, type ApiError } from '../errors.js';
 import { multipartOf, type MultipartForm } from './multipart.js';
 
 type JsonSchema = Record<string, unknown>;
@@ -222,6 +222,23 @@ function pathParams(c: RouteContract, req: Request): Record<string, unknown> {
   return Object.fromEntries([...c.path.matchAll(/\{(\w+)\}/g)].map(([, name], i) => [name, groups[i]]));
 }
 
+/** Unicode control characters (general category Cc, NUL included): no path or query parameter holds one (NO_CONTROL_PATTERN). */
+// eslint-disable-next-line no-control-regex -- the very characters refused
+const CONTROL_CHARACTER = /[\x00-\x1f\x7f-\x9f]/;
+
+/**
+ * Refuses a path or query parameter (its name or its value) holding a control character, whatever the
+ * route's schema says: no id, name or cursor has one, and PostgreSQL cannot store NUL in text.
+ */
+function refuseControlCharacters(values: Record<string, unknown>): void {
+  for (const [name, value] of Object.entries(values)) {
+    const texts = Array.isArray(value) ? value : [value];
+    if (CONTROL_CHARACTER.test(name)) throw invalidParam(null, 'a parameter name must not contain control characters');
+    if (texts.some((v) => typeof v === 'string' && CONTROL_CHARACTER.test(v)))
+      throw invalidParam(name, `invalid ${name}: must not contain control characters`);
+  }
+}
+
 /**
  * The input of an operation, validated in this order: path, query, declared headers (a header schema
  * names them in lower case, as Node gives them), body, then the Idempotency-Key. A refusal is thrown,
@@ -233,6 +250,8 @@ function validInput<C extends RouteContract>(c: C, req: Request, res: Response):
     c.invalid ? c.invalid(err, where, input) : fromZodError(err);
   const key = req.get('idempotency-key');
   const params = pathParams(c, req);
+  refuseControlCharacters(params);
+  refuseControlCharacters(req.query as Record<string, unknown>);
   return {
     params: p?.path ? check(p.path, params, refuse('path', params)) : undefined,
     query: p?.query ? check(p.query, req.query, refuse('query', req.query)) : undefined,
@@ -471,5 +490,10 @@ export function buildOpenApiDocument(ctx: DocumentContext, contracts: readonly R
     schemas[name] = mediaTypeOf(b) === 'application/json' ? refuseNul(stated) : stated;
   }
   if (bodies.size > 0) schemas[JSON_VALUE_COMPONENT] = JSON_VALUE_SCHEMA;
+  // Path and query parameters: no control characters (validInput refuses them).
+  for (const op of Object.values(doc.paths).flatMap((ops) => Object.values(ops)))
+    for (const p of (op['parameters'] ?? []) as Obj[])
+      if ((p['in'] === 'path' || p['in'] === 'query') && typeof p['schema'] === 'object')
+        p['schema'] = refuseControl(p['schema'] as JsonSchema);
   return doc;
 }

@@ -7,31 +7,43 @@ import { principalOf } from './auth.js';
 
 const TRACKED_KEYS_MAX = 100_000;
 
+/** Token buckets of `perMinute` tokens each, refilled continuously, by key. */
+export class TokenBuckets {
+  private readonly buckets = new Map<string, { tokens: number; at_ms: number }>();
+  private readonly refill_per_ms: number;
+  constructor(
+    private readonly perMinute: number,
+    private readonly now: () => number = Date.now,
+  ) {
+    this.refill_per_ms = perMinute / 60_000;
+  }
+
+  /** Takes `n` tokens (0: only looks) of `key`'s bucket: 0 when it had them, else seconds until it will. */
+  take(key: string, n = 1): number {
+    const t = this.now();
+    const b = this.buckets.get(key) ?? { tokens: this.perMinute, at_ms: t };
+    this.buckets.delete(key);
+    b.tokens = Math.min(this.perMinute, b.tokens + (t - b.at_ms) * this.refill_per_ms);
+    b.at_ms = t;
+    if (this.buckets.size >= TRACKED_KEYS_MAX) this.buckets.delete(this.buckets.keys().next().value!);
+    this.buckets.set(key, b);
+    if (b.tokens < Math.max(n, 1)) return Math.ceil((Math.max(n, 1) - b.tokens) / this.refill_per_ms / 1000);
+    b.tokens -= n;
+    return 0;
+  }
+}
+
+export const rateLimited = (retry_after_s: number, message = `too many requests; retry after ${retry_after_s}s`) =>
+  new ApiError(429, 'rate_limit_error', 'rate_limited', message, null, { 'Retry-After': String(retry_after_s) });
+
 export function rateLimit(
   perMinute: number,
   now: () => number = Date.now,
   keyOf: (req: Request, res: Response) => string = (_req, res) => principalOf(res).key_id,
 ): RequestHandler {
-  const buckets = new Map<string, { tokens: number; at_ms: number }>();
-  const refill_per_ms = perMinute / 60_000;
+  const buckets = new TokenBuckets(perMinute, now);
   return (req, res, next) => {
-    const key = keyOf(req, res);
-    const t = now();
-    const b = buckets.get(key) ?? { tokens: perMinute, at_ms: t };
-    buckets.delete(key);
-    b.tokens = Math.min(perMinute, b.tokens + (t - b.at_ms) * refill_per_ms);
-    b.at_ms = t;
-    if (buckets.size >= TRACKED_KEYS_MAX) buckets.delete(buckets.keys().next().value!);
-    buckets.set(key, b);
-    if (b.tokens < 1) {
-      const retry_after_s = Math.ceil((1 - b.tokens) / refill_per_ms / 1000);
-      return next(
-        new ApiError(429, 'rate_limit_error', 'rate_limited', `too many requests; retry after ${retry_after_s}s`, null, {
-          'Retry-After': String(retry_after_s),
-        }),
-      );
-    }
-    b.tokens -= 1;
-    next();
+    const retry_after_s = buckets.take(keyOf(req, res));
+    next(retry_after_s > 0 ? rateLimited(retry_after_s) : undefined);
   };
 }

@@ -5,8 +5,8 @@
 // gate's permits a read waits its turn (in arrival order, holding nothing); beyond the waiting bound it
 // is a 503.
 //
-// Writes come first: while any request that is not a read (a create, a cancel, a delete: any method
-// but GET, HEAD and OPTIONS) is in flight in the process, the gate admits fewer reads at once
+// Writes come first: while any authenticated request that is not a read (a create, a cancel, a delete:
+// any method but GET, HEAD and OPTIONS) is in flight in the process, the gate admits fewer reads at once
 // (JOB_READS_IN_FLIGHT_UNDER_WRITES_MAX), and a read it admits starts only after the I/O callbacks
 // already due have run (setImmediate), which are the writes' database and Temporal answers among
 // others, and no sooner than JOB_READS_SPACING_UNDER_WRITES_MS after the read before it began: with
@@ -33,6 +33,8 @@ export const JOB_READS_IN_FLIGHT_UNDER_WRITES_MAX = 1;
 export const JOB_READS_SPACING_UNDER_WRITES_MS = 2;
 /** Job reads waiting for a turn, at most; beyond, 503 server_busy. */
 export const JOB_READS_WAITING_MAX = 10_000;
+/** The share of the waiting places one API key may hold; beyond, its reads are a 429 (the others still queue). */
+export const JOB_READS_WAITING_SHARE_PER_KEY = 0.1;
 
 /** What a route gated by it documents for its 503. */
 export const READS_BUSY = 'Too many reads are waiting in this API process (server_busy); retry after `Retry-After` seconds.';
@@ -49,10 +51,12 @@ export interface JobReadGateOptions {
   spacing_under_writes_ms?: number;
   /** Reads waiting, at most. */
   waiting_max?: number;
+  /** Reads waiting of one API key (res.locals.principal), at most; default a tenth of waiting_max. */
+  waiting_per_key_max?: number;
 }
 
 export interface JobReadGate {
-  /** Every request of the process passes it first: it counts the writes in flight. */
+  /** Every write passes it once authenticated: it counts the writes in flight (unauthenticated requests and provider callbacks are not writes). */
   writes: RequestHandler;
   /** Runs the rest of a job read (authentication included) holding one of the gate's permits until the answer is sent. */
   reads: RequestHandler;
@@ -60,10 +64,40 @@ export interface JobReadGate {
   state(): { writes_in_flight: number; reads_in_flight: number; reads_waiting: number };
 }
 
+const serverBusy = () =>
+  new ApiError(503, 'api_error', 'server_busy', 'too many reads are waiting; retry shortly', null, {
+    'Retry-After': String(RETRY_AFTER_S),
+  });
+const keyShareTaken = () =>
+  new ApiError(429, 'rate_limit_error', 'rate_limited', 'too many reads of this API key are waiting; retry shortly', null, {
+    'Retry-After': '1',
+  });
+
+/** Waiting places held by each API key, at most `max` each. */
+function waitingShares(max: number) {
+  const by_key = new Map<string, number>();
+  return {
+    /** Takes a place for `key`; false when it holds its share already. */
+    take(key: string): boolean {
+      const n = by_key.get(key) ?? 0;
+      if (n >= max) return false;
+      by_key.set(key, n + 1);
+      return true;
+    },
+    release(key: string): void {
+      const n = (by_key.get(key) ?? 1) - 1;
+      if (n > 0) by_key.set(key, n);
+      else by_key.delete(key);
+    },
+  };
+}
+
 export function jobReadGate(opts: JobReadGateOptions = {}): JobReadGate {
   const permits = opts.permits ?? JOB_READS_IN_FLIGHT_MAX;
   const permits_under_writes = Math.min(permits, opts.permits_under_writes ?? JOB_READS_IN_FLIGHT_UNDER_WRITES_MAX);
   const waiting_max = opts.waiting_max ?? JOB_READS_WAITING_MAX;
+  const waiting_per_key_max = opts.waiting_per_key_max ?? Math.max(1, Math.floor(waiting_max * JOB_READS_WAITING_SHARE_PER_KEY));
+  const shares = waitingShares(waiting_per_key_max);
   const spacing_under_writes_ms = opts.spacing_under_writes_ms ?? JOB_READS_SPACING_UNDER_WRITES_MS;
   if (!Number.isInteger(permits_under_writes) || permits_under_writes < 1) throw new RangeError('the read gate needs at least one permit');
   let writes_in_flight = 0;
@@ -124,14 +158,14 @@ export function jobReadGate(opts: JobReadGateOptions = {}): JobReadGate {
       last_start_ms = performance.now();
       return start();
     }
-    if (waiting.length >= waiting_max) {
-      return next(
-        new ApiError(503, 'api_error', 'server_busy', 'too many reads are waiting; retry shortly', null, {
-          'Retry-After': String(RETRY_AFTER_S),
-        }),
-      );
-    }
-    waiting.push(start);
+    if (waiting.length >= waiting_max) return next(serverBusy());
+    // One key holds at most its share of the waiting places: a client flooding reads waits behind its own.
+    const key = (res.locals['principal'] as { key_id?: string } | undefined)?.key_id ?? '';
+    if (!shares.take(key)) return next(keyShareTaken());
+    waiting.push(() => {
+      shares.release(key);
+      start();
+    });
     admit();
   };
 

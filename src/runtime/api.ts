@@ -25,6 +25,7 @@ import { configuredBackends, createVideoProviders, createVoiceProvider } from '.
 import { temporalClientOptions } from '../telemetry/index.js';
 import { traceProviderCallback } from '../telemetry/job-trace.js';
 import type { Storage } from '../storage/local.js';
+import { Readiness } from '../service/readiness.js';
 import type { VideoProvider } from '../providers/video/types.js';
 import type { VoiceProvider } from '../providers/voice/types.js';
 
@@ -59,7 +60,16 @@ export async function startApi(opts: {
   const { temporal } = connected;
   // FFmpeg (WebAssembly, one worker thread): thumbnails and compressed speech formats.
   const ffmpeg = new FfmpegWasm();
-  const app = buildApp({ ...opts, storage, voiceProvider, callbackProviders, temporal, ffmpeg });
+  // Ready: PostgreSQL answers. Temporal is checked in the background, for the temporal_reachable gauge.
+  const readiness = new Readiness({
+    database: () => opts.db.query('SELECT 1'),
+    temporal: (timeout_ms) =>
+      temporal.connection.withDeadline(Date.now() + timeout_ms, () =>
+        temporal.workflowService.describeNamespace({ namespace: config.temporal.namespace }),
+      ),
+  });
+  readiness.start();
+  const app = buildApp({ ...opts, storage, voiceProvider, callbackProviders, temporal, ffmpeg, readiness });
   // With ADMIN_PORT, the operators' API is served on a listener of its own and not on PORT.
   const split = config.adminPort !== undefined;
   const server = await listen(split ? only(app, (p) => !isAdminPath(p)) : app, config.port, config.host, 'PORT');
@@ -73,6 +83,7 @@ export async function startApi(opts: {
     ...(adminServer ? { adminUrl: `http://${config.host}:${portOf(adminServer, config.adminPort!)}` } : {}),
     temporal,
     async close() {
+      readiness.stop();
       await Promise.all(
         [server, ...(adminServer ? [adminServer] : [])].map(
           (s) =>
@@ -159,6 +170,7 @@ interface AppParts {
   callbackProviders: Map<string, VideoProvider>;
   temporal: Client;
   ffmpeg: FfmpegWasm;
+  readiness: Readiness;
 }
 
 /**
@@ -236,13 +248,7 @@ function buildApp(parts: AppParts): http.RequestListener {
     audit: { workflowStates: videoJobWorkflowStates(temporal) },
     storage,
     voiceConsents: new VoiceConsentsService({ db, storage, required: config.voiceConsentRequired }),
-    ready: async () => {
-      await db.query('SELECT 1');
-      await temporal.connection.withDeadline(Date.now() + 2_000, () =>
-        temporal.workflowService.describeNamespace({ namespace: config.temporal.namespace }),
-      );
-      return true;
-    },
+    ready: () => parts.readiness.ready(),
   });
 }
 

@@ -6,14 +6,15 @@ import type { Db } from '../db/pool.js';
 import type { Storage } from '../storage/local.js';
 import type { DownloadUrlSigner, UrlSigner } from '../storage/signed-urls.js';
 import type { VideoJobsService } from '../video-jobs/service.js';
-import { readVideoJobWithKey } from '../video-jobs/records.js';
+import { readVideoJob } from '../video-jobs/records.js';
+import { isUuid } from '../ids.js';
 import type { VideoJobLifecycle } from '../video-jobs/lifecycle.js';
 import type { VoicesService } from '../voices/service.js';
 import type { SpeechService } from '../voices/speech.js';
 import type { WebhooksService } from '../webhooks/service.js';
 import { errorHandler, notFoundRoute } from '../http/errors.js';
 import type { AuditOptions } from '../billing/audit.js';
-import { requireAdmin, requireApiKey, requireApiKeyReading } from '../http/auth.js';
+import { principalOf, requireAdmin, requireApiKey } from '../http/auth.js';
 import { rateLimit } from '../http/rate-limit.js';
 import { jobReadGate, jobReadsInFlightMax } from '../http/read-gate.js';
 import { videoRoutes } from '../video-jobs/routes.js';
@@ -90,7 +91,7 @@ export interface AppDeps {
   voiceConsents?: VoiceConsentsService;
   /** FFmpeg (WebAssembly) for thumbnails; one is made when not given. */
   ffmpeg?: FfmpegWasm;
-  /** Whether the process is ready (Postgres and Temporal reachable). */
+  /** Whether the process is ready (PostgreSQL reachable; ../service/readiness.ts). */
   ready: () => Promise<boolean>;
   /** Connections of `db`'s pool (DATABASE_POOL_MAX, default 10): the job reads run at once follow it (../http/read-gate.ts). */
   databasePoolMax?: number;
@@ -102,13 +103,24 @@ function voiceCapabilities(deps: AppDeps): { preset_voices: readonly string[]; e
   return { preset_voices: capabilities?.preset_voices ?? [], example_voice: capabilities?.example_voice ?? undefined };
 }
 
-/** `auth`, then for GET and HEAD requests the read limit. */
-function withReadLimit(auth: express.RequestHandler, readLimit: express.RequestHandler): express.RequestHandler {
-  return (req, res, next) =>
-    auth(req, res, (err?: unknown) => {
-      if (err !== undefined || (req.method !== 'GET' && req.method !== 'HEAD')) return next(err as Error | undefined);
-      readLimit(req, res, next);
-    });
+/** `first`, then (unless it failed) `then`. */
+const chain =
+  (first: express.RequestHandler, then: express.RequestHandler): express.RequestHandler =>
+  (req, res, next) =>
+    Promise.resolve(
+      first(req, res, (err?: unknown) => {
+        if (err !== undefined) return next(err as Error);
+        Promise.resolve(then(req, res, next)).catch(next);
+      }),
+    ).catch(next);
+
+/** `auth`, then for GET and HEAD requests the read limit, and for any other the count of writes in flight. */
+function withReadLimit(
+  auth: express.RequestHandler,
+  readLimit: express.RequestHandler,
+  writes: express.RequestHandler,
+): express.RequestHandler {
+  return chain(auth, (req, res, next) => (req.method === 'GET' || req.method === 'HEAD' ? readLimit : writes)(req, res, next));
 }
 
 /**
@@ -156,31 +168,24 @@ interface CustomerGuards {
 }
 
 /**
- * Every authenticated read is rate limited per key after authentication (its own budget: a client
- * polling its jobs never uses up its creates); writes take `limit` in their routes. Reads of jobs
- * pass the gate before authenticating; a status read looks its key and its job up in one query.
+ * Every request authenticates first (a key found active is remembered a few seconds; failed lookups
+ * are limited per address), then a read takes its key's read limit (its own budget: a client polling
+ * its jobs never uses up its creates) and a write is counted by the read gate; writes take `limit` in
+ * their routes. Only then do reads of jobs queue in the gate, each key for a bounded share of it: a
+ * flood without a valid key, or over a key's limit, never waits in the gate nor slows others' reads.
  */
 function customerGuards(deps: AppDeps, gate: ReturnType<typeof jobReadGate>): CustomerGuards {
   const readLimit = rateLimit(deps.rateLimitReadsPerMinute ?? 600);
-  const auth = withReadLimit(requireApiKey(deps.db), readLimit);
-  const jobAuth = withReadLimit(
-    requireApiKeyReading(async (digest, job_id) => {
-      const read = await readVideoJobWithKey(deps.db, digest, job_id);
-      return read && { principal: read.principal, found: read.job };
-    }),
-    readLimit,
-  );
-  const limit = rateLimit(deps.rateLimitPerMinute);
-  // Authentication runs inside the gate's callback, where Express does not see its promise: a failure
-  // (PostgreSQL down) is handed to `next` here, or it would be an unhandled rejection.
-  const gated =
-    (authenticate: express.RequestHandler): express.RequestHandler =>
-    (req, res, next) =>
-      gate.reads(req, res, (err?: unknown) => {
-        if (err !== undefined) return next(err as Error);
-        Promise.resolve(authenticate(req, res, next)).catch(next);
-      });
-  return { auth, readAuth: gated(auth), jobReadAuth: gated(jobAuth), limit };
+  const auth = withReadLimit(requireApiKey(deps.db), readLimit, gate.writes);
+  // A status read's job, read once the gate admits it: what the id names in the key's workspace (null: nothing).
+  const readJob: express.RequestHandler = async (req, res, next) => {
+    const id = String(req.params['id'] ?? '');
+    const job = isUuid(id) ? await readVideoJob(deps.db, id) : null;
+    res.locals['foundWithKey'] = job && job.workspace_id === principalOf(res).workspace_id ? job : null;
+    next();
+  };
+  const gated = (after: express.RequestHandler) => chain(auth, chain(gate.reads, after));
+  return { auth, readAuth: gated((_req, _res, next) => next()), jobReadAuth: gated(readJob), limit: rateLimit(deps.rateLimitPerMinute) };
 }
 
 /**
@@ -260,9 +265,8 @@ export function createApp(deps: AppDeps): express.Express {
   app.set('query parser', 'simple');
   app.use(requestLog(deps.logger));
 
-  // Job reads yield to writes: the gate counts every write in flight in the process (../http/read-gate.ts).
+  // Job reads yield to writes: the gate counts the authenticated writes in flight in the process (../http/read-gate.ts).
   const gate = jobReadGate({ permits: jobReadsInFlightMax(deps.databasePoolMax ?? 10) });
-  app.use(gate.writes);
   app.use(optionsAllow(app));
   const health = healthRoutes({ ready: deps.ready });
   app.use(health.router);

@@ -1,4 +1,4 @@
-// GET /healthz and GET /livez (the process is up) and GET /readyz (PostgreSQL and Temporal are reachable).
+// GET /healthz and GET /livez (the process is up) and GET /readyz (PostgreSQL is reachable: ./readiness.ts).
 import { Health } from './schemas.js';
 import { ApiRouter, json } from '../http/openapi.js';
 
@@ -42,7 +42,9 @@ export function healthRoutes(deps: { ready: () => Promise<boolean> }): ApiRouter
       operationId: 'readyz',
       tag: 'Service',
       summary: 'Readiness',
-      description: 'Whether PostgreSQL and Temporal are reachable.',
+      description:
+        'Whether PostgreSQL is reachable (checked at most once every 1.5 s). Temporal is not part of readiness: ' +
+        'without it, creates answer 503 and everything else works.',
       security: 'none',
       responses: { '200': json(Health, 'Ready (`ok: true`).'), '503': json(Health, 'Not ready (`ok: false`).') },
     },

@@ -14,7 +14,7 @@ import {
 } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import { contentTypeOfKey, isValidStorageKey, type Storage } from './local.js';
-import type { DownloadUrl, DownloadUrlSigner } from './signed-urls.js';
+import { steppedValidity, type DownloadUrl, type DownloadUrlSigner } from './signed-urls.js';
 
 export interface S3StorageOptions {
   bucket: string;
@@ -118,9 +118,13 @@ export class S3Storage implements Storage, DownloadUrlSigner {
     return { url, expires_at: now_s + ttl_s };
   }
 
-  /** DownloadUrlSigner: presigned for SIGNED_URL_TTL_S; the API's base URL is not involved. */
+  /**
+   * DownloadUrlSigner: presigned for at least SIGNED_URL_TTL_S, signed at the start of the current step
+   * (steppedValidity), so the URL stays the same for a while; the API's base URL is not involved.
+   */
   downloadUrl(key: string, _baseUrl: string): Promise<DownloadUrl> {
-    return this.presign(key, this.urlTtlS);
+    const { issued_at, expires_at } = steppedValidity(this.urlTtlS, Math.floor(Date.now() / 1000));
+    return this.presign(key, Math.min(expires_at - issued_at, PRESIGN_TTL_S_MAX), issued_at);
   }
 
   destroy(): void {

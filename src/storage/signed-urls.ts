@@ -19,6 +19,20 @@ export interface DownloadUrlSigner {
   downloadUrl(key: string, baseUrl: string): Promise<DownloadUrl>;
 }
 
+/** The step in which URL validity moves: a job's answer (its URLs) stays the same for a step, so its ETag does. */
+export const URL_EXPIRY_STEP_S = 3600;
+
+/**
+ * The validity of a URL signed at `now_s` for at least `ttl_s`: issued at the start of the current step
+ * (of URL_EXPIRY_STEP_S, or `ttl_s` when shorter) and expiring `ttl_s` after its end. Every URL signed
+ * within one step is the same; it is valid at least `ttl_s` and at most `ttl_s` plus a step from now.
+ */
+export function steppedValidity(ttl_s: number, now_s: number): { issued_at: number; expires_at: number } {
+  const step_s = Math.max(1, Math.min(URL_EXPIRY_STEP_S, ttl_s));
+  const issued_at = Math.floor(now_s / step_s) * step_s;
+  return { issued_at, expires_at: issued_at + step_s + ttl_s };
+}
+
 /** HMAC-signed URLs of our own GET /v2/files route, for LocalStorage. */
 export class UrlSigner implements DownloadUrlSigner {
   constructor(
@@ -32,9 +46,9 @@ export class UrlSigner implements DownloadUrlSigner {
     return createHmac('sha256', this.secret).update(`${key}\n${expires_at}`).digest('base64url');
   }
 
-  /** Path and query of a signed URL for `key`, valid until now + ttl. */
+  /** Path and query of a signed URL for `key`, valid at least ttl from now (steppedValidity: the same URL for a while). */
   sign(key: string, now_s: number = Math.floor(Date.now() / 1000)): { path: string; expires_at: number } {
-    const expires_at = now_s + this.ttl_s;
+    const { expires_at } = steppedValidity(this.ttl_s, now_s);
     return { path: `/v2/files/${key}?expires=${expires_at}&signature=${this.mac(key, expires_at)}`, expires_at };
   }
 

@@ -11,6 +11,7 @@
 // refunds), created, read, listed and deleted by the same services. Each operation's contract sits
 // above its handlers (../http/openapi.ts); the routes that only answer 400 unsupported_feature are mounted
 // without one, so the OpenAPI document lists only what is offered (its tag says what is not).
+import { pipeline } from 'node:stream/promises';
 import type { RequestHandler } from 'express';
 import { z } from 'zod';
 import { defaultVideoModelId, findVideoModel } from '../models/catalog.js';
@@ -28,6 +29,7 @@ import { sniffImage } from '../media/image-sniff.js';
 import { videoContentGone, type Thumbnails } from '../media/thumbnails.js';
 import type { Storage } from '../storage/local.js';
 import { isUuid } from '../ids.js';
+import { text } from '../zod-text.js';
 import type { VideoJobsService } from './service.js';
 import type { VideoJobRecord } from './records.js';
 import type { VideoJobLifecycle } from './lifecycle.js';
@@ -96,7 +98,9 @@ export const IMAGE_DATA_URL_CHARS_MAX = 4 * Math.ceil(IMAGE_BYTES_MAX / 3) + 64 
 
 export const OpenAiCreateVideoBody = z
   .object({
-    prompt: z.string().max(PROMPT_CHARS_MAX).describe('What to generate.'),
+    prompt: text({ chars_max: PROMPT_CHARS_MAX, notBlank: true }).describe(
+      `What to generate: at most ${PROMPT_CHARS_MAX} characters, not blank (leading and trailing white space is removed).`,
+    ),
     model: z.string().min(1).max(100).optional().describe("A video model id of GET /v1/models; absent: the service's default model."),
     seconds: Seconds.optional().describe(`${SECONDS_TEXT} A string ("4", "8") or a number.`),
     size: Size.optional().describe(SIZE_TEXT),
@@ -302,7 +306,10 @@ const openaiCreateVideo = {
       'The body is neither application/json nor multipart/form-data (unsupported_media_type), or the ' +
       'input_reference file is not a PNG, JPEG or WebP image (unsupported_file_type).',
     429: 'Rate limited (per API key; rate_limited), or the workspace already has its limit of pending jobs (too_many_pending_jobs; nothing charged).',
-    503: 'No video provider is configured for the model (provider_not_configured), or too many requests with images are in progress (server_busy).',
+    503:
+      'No video provider is configured for the model (provider_not_configured), too many requests with images are in ' +
+      'progress (server_busy), or the video could not be accepted in time, e.g. while the workflow service is unreachable ' +
+      '(service_unavailable, temporarily_unavailable; nothing charged). With Retry-After.',
   },
 } satisfies RouteContract;
 
@@ -490,8 +497,10 @@ function downloadContentHandler(deps: OpenAiVideoRoutesDeps): ContractHandler<ty
         'Content-Length': String(stored.bytes),
         'Content-Disposition': `attachment; filename="${job.job_id}.mp4"`,
       });
-      stored.stream.on('error', (err) => res.destroy(err));
-      stored.stream.pipe(res);
+      // pipeline, not pipe: a client that leaves mid-download closes the file too (and is no error of ours).
+      await pipeline(stored.stream, res).catch((err: NodeJS.ErrnoException) => {
+        if (err.code !== 'ERR_STREAM_PREMATURE_CLOSE') throw err;
+      });
       return;
     }
     const jpeg = await deps.thumbnails.of(job.job_id, video.storage_key);

@@ -67,7 +67,10 @@ const createVideoGeneration = {
       'Rate limited (per API key; rate_limited), this key already has 2 requests with images in progress ' +
       '(too_many_concurrent_uploads), or the workspace already has its limit of pending jobs ' +
       '(too_many_pending_jobs; nothing charged).',
-    503: 'No video provider is configured for the model (provider_not_configured), or too many requests with images are in progress (server_busy).',
+    503:
+      'No video provider is configured for the model (provider_not_configured), too many requests with images are in ' +
+      'progress (server_busy), or the job could not be accepted in time, e.g. while the workflow service is unreachable ' +
+      '(service_unavailable, temporarily_unavailable; nothing charged). With Retry-After.',
   },
 } satisfies RouteContract;
 

@@ -4,6 +4,7 @@ import { randomUUID } from 'node:crypto';
 import { WithStartWorkflowOperation, WorkflowFailedError, WorkflowUpdateFailedError, type Client } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import type { Db } from '../db/pool.js';
+import { DatabaseClock } from '../db/clock.js';
 import type { Storage } from '../storage/local.js';
 import { isUuid, uuidForKey } from '../ids.js';
 import { defaultVideoModelId, estimateCostMicroEur, findVideoModel, videoBackendsFor, type ConfiguredBackends } from '../models/catalog.js';
@@ -44,13 +45,17 @@ export interface VideoJobsDeps {
   job_timeout_ms: number;
   /** How long a create waits for the workflow's charge step before answering 503. */
   create_timeout_ms?: number;
+  /** PostgreSQL's clock, which stamps a create's absolute times; default: one read through `db`. */
+  clock?: DatabaseClock;
+  /** This host's clock (Date.now), which the default `clock` corrects. */
+  hostNow?: () => number;
 }
 
 /** How long an operator's inspection of a job waits for its workflow's answer to the jobState query. */
 const INSPECT_QUERY_TIMEOUT_MS = 5_000;
 /** A create waits this long for the charge step (a worker must be running) before answering 503. */
 const CREATE_TIMEOUT_MS = 30_000;
-/** Clock difference between this process and PostgreSQL tolerated by the fallback of giveUp(). */
+/** Error of the measured clock offset (and drift since) tolerated by the fallback of giveUp(). */
 const CLOCK_SKEW_MARGIN_MS = 5_000;
 
 /**
@@ -66,11 +71,25 @@ export function jobIdForIdempotencyKey(workspaceId: string, key: string): string
   return uuidForKey('video-job', workspaceId, key);
 }
 
+/**
+ * An attempt at a job: its workflow's input, its request's fingerprint, whether an Idempotency-Key names
+ * it, and when (this host's clock) the API stops waiting for its charge.
+ */
+interface AttemptOf {
+  input: VideoJobInput;
+  fingerprint: Fingerprint;
+  keyed: boolean;
+  deadline_ms: number;
+}
+
 /** A create's request resolved against the catalog: its model, backends, inputs and price. */
 type ResolvedVideoRequest = ReturnType<VideoJobsService['resolveRequest']>;
 
 export class VideoJobsService {
-  constructor(private readonly deps: VideoJobsDeps) {}
+  private readonly clock: DatabaseClock;
+  constructor(private readonly deps: VideoJobsDeps) {
+    this.clock = deps.clock ?? new DatabaseClock(deps.db, deps.hostNow ? { hostNow: deps.hostNow } : {});
+  }
 
   /**
    * Validates a request against the catalog; every rejection names its parameter. A retired model id
@@ -139,7 +158,9 @@ export class VideoJobsService {
       parameters: r.parameters ?? null,
       inputs: inputsFingerprint(body, r.inputs),
     });
-    const input = this.workflowInput(principal, body, r, job_id, fingerprint, idempotencyKey !== undefined);
+    // The create's own waits are measured on this host's clock, from now; what PostgreSQL compares is in `input`.
+    const deadline_ms = Date.now() + this.createTimeoutMs();
+    const input = await this.workflowInput(principal, body, r, job_id, fingerprint, idempotencyKey !== undefined);
     if (idempotencyKey) {
       const answer = await this.answerFromRecord(job_id, fingerprint);
       if (answer) return answer;
@@ -160,11 +181,12 @@ export class VideoJobsService {
       });
     // The images stay with the attempt, out of workflow history: the submit activity reads those of the
     // attempt that charged the job. Unless this attempt charged it, its images go when it answers.
-    if (!r.inputs.image) return this.startAttempt(principal, r.model.id, input, fingerprint, idempotencyKey !== undefined);
+    const attempt_of = { input, fingerprint, keyed: idempotencyKey !== undefined, deadline_ms };
+    if (!r.inputs.image) return this.startAttempt(principal, r.model.id, attempt_of);
     const attempt = { job_id, attempt_id: input.attempt_id! };
     await this.keepImages(principal, { image: r.inputs.image, last_frame: r.inputs.last_frame }, attempt);
     try {
-      return await this.startAttempt(principal, r.model.id, input, fingerprint, idempotencyKey !== undefined);
+      return await this.startAttempt(principal, r.model.id, attempt_of);
     } finally {
       // Kept when this attempt charged the job (the statement checks): refused (402, 429, 503), joined to
       // another attempt's job, or failed, they go. A failure to delete is left to the reconciler's sweep.
@@ -172,17 +194,19 @@ export class VideoJobsService {
     }
   }
 
-  /** The workflow's input for a new attempt at the job: its request as resolved, its deadlines from now. */
-  private workflowInput(
+  /**
+   * The workflow's input for a new attempt at the job: its request as resolved, its deadlines from now
+   * by PostgreSQL's clock, which the charge checks them against and the reconciler compares with.
+   */
+  private async workflowInput(
     principal: ApiKeyPrincipal,
     body: CreateVideoBody,
     r: ResolvedVideoRequest,
     job_id: string,
     fingerprint: Fingerprint,
     keyed: boolean,
-  ): VideoJobInput {
-    const timeout_ms = this.deps.create_timeout_ms ?? CREATE_TIMEOUT_MS;
-    const now_ms = Date.now();
+  ): Promise<VideoJobInput> {
+    const now_ms = await this.clock.nowMs();
     return {
       job_id,
       workspace_id: principal.workspace_id,
@@ -201,7 +225,7 @@ export class VideoJobsService {
       request_fingerprint: fingerprint.current,
       deadline_at_ms: now_ms + this.deps.job_timeout_ms,
       attempt_id: randomUUID(),
-      accept_by_ms: now_ms + acceptWindowMs(timeout_ms),
+      accept_by_ms: now_ms + acceptWindowMs(this.createTimeoutMs()),
       sticky_refusal: keyed,
       api_key_id: principal.key_id,
     };
@@ -277,15 +301,9 @@ export class VideoJobsService {
   }
 
   /** Starts (or joins) the job's workflow for this attempt and waits for its charge step's answer. */
-  private async startAttempt(
-    principal: ApiKeyPrincipal,
-    model: string,
-    input: VideoJobInput,
-    fingerprint: Fingerprint,
-    keyed: boolean,
-  ): Promise<VideoJobState> {
+  private async startAttempt(principal: ApiKeyPrincipal, model: string, attempt: AttemptOf): Promise<VideoJobState> {
+    const { input, fingerprint, keyed, deadline_ms } = attempt;
     const job_id = input.job_id;
-    const deadline_ms = input.created_at_ms + (this.deps.create_timeout_ms ?? CREATE_TIMEOUT_MS);
     let state: VideoJobState;
     for (let tries = 1; ; tries++) {
       // A new operation per try: the SDK runs a WithStartWorkflowOperation once, and refuses it again.
@@ -321,7 +339,7 @@ export class VideoJobsService {
         // No answer (no worker in time, Temporal unreachable, anything else): this attempt's fate is
         // unknown, so decide it now, for good, before answering. Our own deadline passing is "not
         // confirmed in time"; failing before it is a dependency down.
-        return this.giveUp(input, fingerprint, keyed, Date.now() < deadline_ms - 100 ? err : undefined);
+        return this.giveUp(attempt, Date.now() < deadline_ms - 100 ? err : undefined);
       }
     }
     return this.checkedReplay(state, fingerprint);
@@ -331,16 +349,18 @@ export class VideoJobsService {
    * The API stops waiting for an attempt: it is either found charged (then accepted: 202) or refused for
    * good under the job's lock, so a non-2xx answer never comes with a charge, now or later. If even that
    * cannot be recorded (PostgreSQL down), the answer waits until the attempt's acceptance deadline (plus a
-   * margin for clock skew) has passed, after which the charge refuses itself.
+   * margin for the clock offset's error) has passed, after which the charge refuses itself. That wait is
+   * relative, on this host's clock: the acceptance window from when the create began.
    */
-  private async giveUp(input: VideoJobInput, fingerprint: Fingerprint, keyed: boolean, cause: unknown | undefined): Promise<VideoJobState> {
+  private async giveUp({ input, fingerprint, keyed, deadline_ms }: AttemptOf, cause: unknown | undefined): Promise<VideoJobState> {
     const attempt = {
       jobId: input.job_id,
       attemptId: input.attempt_id!,
       workspaceId: input.workspace_id,
       fingerprint: input.request_fingerprint,
     };
-    const settle_by_ms = input.accept_by_ms! + CLOCK_SKEW_MARGIN_MS;
+    const timeout_ms = this.createTimeoutMs();
+    const settle_by_ms = deadline_ms - timeout_ms + acceptWindowMs(timeout_ms) + CLOCK_SKEW_MARGIN_MS;
     for (;;) {
       try {
         const decided = await decideAcceptance(this.deps.db, attempt);
@@ -352,6 +372,10 @@ export class VideoJobsService {
         await new Promise((r) => setTimeout(r, Math.min(1_000, Math.max(settle_by_ms - Date.now(), 0))));
       }
     }
+  }
+
+  private createTimeoutMs(): number {
+    return this.deps.create_timeout_ms ?? CREATE_TIMEOUT_MS;
   }
 
   /** Waits (until `deadline_ms` at most) for the job's current workflow run to close; whether it did. */

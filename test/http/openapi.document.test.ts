@@ -16,7 +16,7 @@ import { CreateVoiceForm, VOICE_UPLOAD_LIMITS } from '../../src/voices/routes.js
 import { OpenAiCreateVideoBody, OpenAiCreateVideoForm } from '../../src/video-jobs/openai-routes.js';
 import { OpenAiSpeechBody } from '../../src/voices/openai-speech-routes.js';
 import { CreateOpenAiVoiceForm, CreateVoiceConsentForm, UpdateVoiceConsentBody } from '../../src/voices/openai-routes.js';
-import { JSON_VALUE_COMPONENT, NO_NUL_PATTERN, refuseNul } from '../../src/http/openapi-no-nul.js';
+import { JSON_VALUE_COMPONENT, NO_CONTROL_PATTERN, NO_NUL_PATTERN, refuseNul } from '../../src/http/openapi-no-nul.js';
 import { ADMIN_TOKEN, http } from '../helpers/stack.js';
 import {
   S,
@@ -121,6 +121,41 @@ describe('document structure (OpenAPI 3.1)', () => {
       for (const req of op.security ?? [])
         for (const name of Object.keys(req)) assert.ok(doc.components.securitySchemes[name], `${where}: ${name}`);
     }
+  });
+
+  test('a prompt is documented as the API holds it: at least one character, not blank, on /v2 and /v1 alike', async () => {
+    const prompts = (schema: Json): Json[] =>
+      typeof schema !== 'object' || schema === null
+        ? []
+        : [...(schema.properties?.prompt ? [schema.properties.prompt] : []), ...Object.values(schema).flatMap((v) => prompts(v as Json))];
+    for (const name of ['CreateVideoBody', 'OpenAiCreateVideoBody']) {
+      const found = prompts(doc.components.schemas[name]);
+      assert.ok(found.length > 0, name);
+      for (const prompt of found) {
+        assert.equal(prompt.minLength, 1, name);
+        assert.equal(prompt.maxLength, 4000, name);
+        assert.ok(!new RegExp(prompt.pattern, 'u').test('   ') && new RegExp(prompt.pattern, 'u').test(' a '), name);
+      }
+    }
+    for (const prompt of ['', '   ']) {
+      const r = await http(stack.baseUrl, 'POST', '/v1/videos', { token: customer.key, json: { prompt } });
+      assert.equal(r.status, 400, JSON.stringify(r.body));
+      assert.equal(r.body.error.param, 'prompt');
+    }
+  });
+
+  test('every string parameter of a path or query refuses control characters, as the API does (400)', () => {
+    let strings = 0;
+    for (const { path, method, op } of operations())
+      for (const p of (op.parameters ?? []).map(deref).filter((x: Json) => x.in === 'path' || x.in === 'query')) {
+        const schema = deref(p.schema);
+        if (schema.type !== 'string' || 'enum' in schema || 'const' in schema) continue;
+        strings++;
+        const patterns = [schema.pattern, ...(schema.allOf ?? []).map((x: Json) => x.pattern)];
+        assert.ok(patterns.includes(NO_CONTROL_PATTERN), `${method.toUpperCase()} ${path} ${p.name}: ${JSON.stringify(schema)}`);
+        assert.ok(!new RegExp(NO_CONTROL_PATTERN, 'u').test('a\u0000b') && new RegExp(NO_CONTROL_PATTERN, 'u').test('veo-3.1'));
+      }
+    assert.ok(strings > 10, `${strings} string parameters`);
   });
 
   test('authentication: /v2 and /v1 routes take an API key, /admin the admin token, files the signature; 401 documented wherever a token is', () => {

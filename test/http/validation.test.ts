@@ -4,6 +4,11 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ADMIN_TOKEN, assertAuditHolds, balanceMicro, http, newCustomer, simJob, startStack, type Stack } from '../helpers/stack.js';
 import { VIDEO_CREATE_BODY_BYTES_MAX } from '../../src/video-jobs/routes.js';
+import { once } from 'node:events';
+import type { AddressInfo } from 'node:net';
+import express from 'express';
+import { errorHandler } from '../../src/http/errors.js';
+import { createLogger } from '../../src/logger.js';
 
 let stack: Stack;
 let customer: { workspaceId: string; key: string };
@@ -209,6 +214,54 @@ describe('authentication, permission, existence', () => {
     const jobs = await stack.db.query('SELECT count(*)::int AS n FROM video_jobs');
     assert.equal(jobs.rows[0].n, 0);
     await assertAuditHolds(stack);
+  });
+});
+
+describe('control characters in path and query parameters', () => {
+  test('a NUL or control character in any query or path parameter is a 400 naming it, never a 500', async () => {
+    const cases: [string, string | null, 'v2' | 'openai' | 'admin'][] = [
+      ['/v2/videos/generations?model=%00', 'model', 'v2'],
+      ['/v2/videos/generations?model=veo%00x', 'model', 'v2'],
+      ['/v2/videos/generations?model=veo%1Bx', 'model', 'v2'],
+      ['/v2/videos/generations?model=veo%C2%85x', 'model', 'v2'],
+      ['/v2/videos/generations?after=%00', 'after', 'v2'],
+      ['/v2/videos/generations?%00=1', null, 'v2'],
+      ['/v2/videos/generations/%00', 'id', 'v2'],
+      ['/v2/videos/generations/veo%7F', 'id', 'v2'],
+      ['/v2/models/%00', 'id', 'v2'],
+      ['/v2/models/sim-video-1%0A', 'id', 'v2'],
+      ['/v2/audio/voices/%00', 'id', 'v2'],
+      ['/v2/ledger?after=%00', 'after', 'v2'],
+      ['/v1/videos?after=%00', 'after', 'openai'],
+      ['/v1/videos/%00', 'id', 'openai'],
+      ['/v1/models/%00', 'id', 'openai'],
+      ['/admin/v1/video-jobs/%00', 'id', 'admin'],
+    ];
+    for (const [p, param, surface] of cases) {
+      const r = await http(stack.baseUrl, 'GET', p, { token: surface === 'admin' ? ADMIN_TOKEN : customer.key });
+      assert.equal(r.status, 400, `${p}: ${JSON.stringify(r.body)}`);
+      assert.equal(r.body.error.param, param, p);
+      assert.equal(r.body.error.code, 'invalid_parameter', p);
+      if (surface === 'openai') assert.deepEqual(Object.keys(r.body.error).sort(), ['code', 'message', 'param', 'type'], p);
+      else assertErrorShape(r.body, 400, r.status);
+    }
+  });
+
+  test('PostgreSQL refusing a character (22021) is a 400 in the error shape', async () => {
+    const app = express();
+    app.get('/nul', async () => {
+      await stack.db.query('SELECT $1::text AS t', ['a\u0000b']);
+    });
+    app.use(errorHandler(createLogger('silent', 'test')));
+    const server = app.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    try {
+      const r = await http(`http://127.0.0.1:${(server.address() as AddressInfo).port}`, 'GET', '/nul');
+      assertErrorShape(r.body, 400, r.status);
+      assert.equal(r.body.error.type, 'invalid_request_error');
+    } finally {
+      server.close();
+    }
   });
 });
 

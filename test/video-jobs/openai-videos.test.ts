@@ -4,6 +4,9 @@
 // error a client can cause; a /v1 video is the /v2 job with the same id and the same money.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import nodeHttp from 'node:http';
+import path from 'node:path';
 import OpenAI, { toFile } from 'openai';
 import { assertAuditHolds, balanceMicro, http, newCustomer, startStack, type Stack } from '../helpers/stack.js';
 import { inspectMp4 } from '../helpers/mp4.js';
@@ -268,5 +271,46 @@ describe('videos through the openai SDK', () => {
     assert.deepEqual(Object.keys(page.data[0]!).sort(), ['created', 'id', 'object', 'owned_by']);
     assert.equal((await openai.models.retrieve('sim-video-1')).object, 'model');
     await assert.rejects(openai.models.retrieve('sim-speech-1'), OpenAI.NotFoundError);
+  });
+
+  test('downloads aborted after their first bytes leave no file open in the process', async () => {
+    const c = await newCustomer(stack, 10);
+    const openai = client(c.key);
+    const created = await openai.videos.create({ prompt: 'a lighthouse at dusk', model: 'sim-video-1', seconds: '4', size: '720x1280' });
+    assert.equal((await pollUntilDone(openai, created.id)).status, 'completed');
+    // A large stored video (48 MiB), so each download is still reading its file when the client leaves.
+    const v2 = await http(stack.baseUrl, 'GET', `/v2/videos/generations/${created.id}`, { token: c.key });
+    const key = new URL(v2.body.videos[0].url).pathname.slice('/v2/files/'.length).split('/').map(decodeURIComponent);
+    fs.writeFileSync(path.join(stack.config.dataDir, 'storage', ...key), Buffer.alloc(48 * 1024 * 1024));
+    const openFiles = () => fs.readdirSync('/proc/self/fd').length;
+    const before_fds = openFiles();
+    const DOWNLOADS = 12;
+    await Promise.all(
+      Array.from(
+        { length: DOWNLOADS },
+        () =>
+          new Promise<void>((resolve, reject) => {
+            const req = nodeHttp.get(
+              `${stack.baseUrl}/v1/videos/${created.id}/content`,
+              { headers: { authorization: `Bearer ${c.key}` }, agent: false },
+              (res) => {
+                assert.equal(res.statusCode, 200);
+                res.once('data', () => {
+                  req.destroy();
+                  resolve();
+                });
+              },
+            );
+            req.on('error', (err) => (req.destroyed ? resolve() : reject(err)));
+          }),
+      ),
+    );
+    // The server sees each client leave and closes what it was sending.
+    const until = Date.now() + 5_000;
+    while (openFiles() > before_fds + 2 && Date.now() < until) await new Promise((r) => setTimeout(r, 100));
+    assert.ok(
+      openFiles() <= before_fds + 2,
+      `${openFiles() - before_fds} more descriptors open than before ${DOWNLOADS} aborted downloads`,
+    );
   });
 });

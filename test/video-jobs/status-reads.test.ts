@@ -11,6 +11,8 @@ import type { AddressInfo } from 'node:net';
 import { pino } from 'pino';
 import { jobReadGate, jobReadsInFlightMax } from '../../src/http/read-gate.js';
 import { errorHandler } from '../../src/http/errors.js';
+import { requireApiKey } from '../../src/http/auth.js';
+import type { Db } from '../../src/db/pool.js';
 
 let stack: Stack;
 before(async () => {
@@ -157,6 +159,42 @@ describe('status reads', () => {
     const foreign = await http(stack.baseUrl, 'GET', jobPath(id), { token: stranger.key, headers: { 'if-none-match': '*' } });
     assert.equal(foreign.status, 404);
     await assertAuditHolds(stack);
+  });
+
+  test("a succeeded job's answer, signed URLs included, is the same from one second to the next: same ETag, and a 304", async () => {
+    const c = await newCustomer(stack, 10);
+    const created = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: simJob({ delay_ms: 0 }) });
+    assert.equal(created.status, 202);
+    const id = created.body.id as string;
+    await waitUntil(
+      'the job to succeed',
+      async () => (await http(stack.baseUrl, 'GET', jobPath(id), { token: c.key })).body.status === 'succeeded',
+    );
+    // Not across the turn of a step of the URLs' validity (an hour): the URLs are then re-signed, on purpose.
+    while (3600 - ((Date.now() / 1000) % 3600) < 5) await new Promise((r) => setTimeout(r, 500));
+    for (const path of [jobPath(id), `/v1/videos/${id}`]) {
+      const first = await http(stack.baseUrl, 'GET', path, { token: c.key });
+      await new Promise((r) => setTimeout(r, 2_100));
+      const second = await http(stack.baseUrl, 'GET', path, { token: c.key });
+      assert.equal(second.headers.get('etag'), first.headers.get('etag'), path);
+      assert.deepEqual(second.body, first.body, path);
+      const again = await http(stack.baseUrl, 'GET', path, { token: c.key, headers: { 'if-none-match': first.headers.get('etag')! } });
+      assert.equal(again.status, 304, path);
+    }
+    const v = (await http(stack.baseUrl, 'GET', jobPath(id), { token: c.key })).body.videos[0];
+    assert.ok(v.expires_at >= Date.now() / 1000 + stack.config.signedUrlTtlS - 5, 'valid at least SIGNED_URL_TTL_S from now');
+    assert.equal((await fetch(v.url)).status, 200);
+  });
+
+  test('an If-None-Match longer than the document allows is a 400 naming it', async () => {
+    const c = await newCustomer(stack, 10);
+    for (const path of ['/v2/videos/generations', '/v1/videos']) {
+      const r = await http(stack.baseUrl, 'GET', path, { token: c.key, headers: { 'if-none-match': `"${'a'.repeat(2_100)}"` } });
+      assert.equal(r.status, 400, path);
+      assert.equal(r.body.error.param, 'If-None-Match', path);
+      const ok = await http(stack.baseUrl, 'GET', path, { token: c.key, headers: { 'if-none-match': `"${'a'.repeat(2_000)}"` } });
+      assert.equal(ok.status, 200, path);
+    }
   });
 
   test("the gate's permits are the pool's connections less the two left to writes and the worker, never fewer than one", () => {
@@ -316,8 +354,107 @@ describe('status reads', () => {
     }
   });
 
+  test("each API key holds a bounded share of the gate's waiting places: beyond it its reads are a 429, another key's still queue", async () => {
+    const gate = jobReadGate({ permits: 1, waiting_max: 10, waiting_per_key_max: 2 });
+    const releases: (() => void)[] = [];
+    const app = express();
+    app.get(
+      '/read',
+      (req, res, next) => {
+        res.locals['principal'] = { key_id: String(req.query['key']) };
+        next();
+      },
+      gate.reads,
+      async (_req, res) => {
+        await new Promise<void>((r) => releases.push(r));
+        res.json({ ok: true });
+      },
+    );
+    app.use(errorHandler(pino({ level: 'silent' })));
+    const server = app.listen(0, '127.0.0.1');
+    await new Promise((r) => server.once('listening', r));
+    const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    try {
+      const held = [fetch(`${base}/read?key=a`)];
+      await waitUntil('the first read admitted', async () => releases.length === 1);
+      held.push(fetch(`${base}/read?key=a`), fetch(`${base}/read?key=a`));
+      await waitUntil('two reads of key a waiting', async () => gate.state().reads_waiting === 2);
+      const over = await fetch(`${base}/read?key=a`);
+      assert.equal(over.status, 429);
+      assert.equal((await over.json()).error.type, 'rate_limit_error');
+      held.push(fetch(`${base}/read?key=b`));
+      await waitUntil('key b still queues', async () => gate.state().reads_waiting === 3);
+      while (held.length > releases.length + gate.state().reads_waiting) await new Promise((r) => setTimeout(r, 10));
+      for (let done = 0; done < 4; done++) {
+        await waitUntil('a read admitted', async () => releases.length > 0);
+        releases.shift()!();
+      }
+      for (const r of await Promise.all(held)) assert.equal(r.status, 200);
+    } finally {
+      server.close();
+    }
+  });
+
+  test('reads without a valid key are refused before the gate: while every permit is held, they answer 401 at once', async () => {
+    const c = await newCustomer(stack, 10);
+    const created = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: simJob({ delay_ms: 0 }) });
+    assert.equal(created.status, 202);
+    // Every job read of the API waits in PostgreSQL until released: the gate's permits are all held.
+    const held: (() => void)[] = [];
+    const query = stack.db.query.bind(stack.db);
+    (stack.db as { query: unknown }).query = async (config: unknown, ...rest: unknown[]) => {
+      const name = (config as { name?: string } | null)?.name ?? '';
+      if (name.startsWith('video-job-read')) await new Promise<void>((r) => held.push(r));
+      return (query as (...a: unknown[]) => unknown)(config, ...rest);
+    };
+    const permits = jobReadsInFlightMax(stack.config.databasePoolMax);
+    const reads = Array.from({ length: permits + 3 }, () => http(stack.baseUrl, 'GET', jobPath(created.body.id), { token: c.key }));
+    try {
+      await waitUntil('every permit held', async () => held.length === permits);
+      const started = performance.now();
+      for (const token of [undefined, 'vva_sk_not-a-key']) {
+        const refused = await http(stack.baseUrl, 'GET', jobPath(created.body.id), token === undefined ? {} : { token });
+        assert.equal(refused.status, 401);
+        const list = await http(stack.baseUrl, 'GET', '/v2/videos/generations', token === undefined ? {} : { token });
+        assert.equal(list.status, 401);
+      }
+      assert.ok(performance.now() - started < 2_000, 'not queued behind the held reads');
+    } finally {
+      (stack.db as { query: unknown }).query = query;
+      while (
+        held.length > 0 ||
+        (await Promise.race([Promise.all(reads).then(() => true), new Promise((r) => setTimeout(() => r(false), 50))])) === false
+      )
+        held.shift()?.();
+    }
+    for (const r of await Promise.all(reads)) assert.equal(r.status, 200);
+  });
+
+  test('failed key lookups are limited per client address, checked before the lookup', async () => {
+    let lookups = 0;
+    const db = { query: async () => (lookups++, { rows: [] }) } as unknown as Db;
+    const app = express();
+    app.get('/x', requireApiKey(db, { failuresPerMinute: 3 }), (_req, res) => res.json({ ok: true }));
+    app.use(errorHandler(pino({ level: 'silent' })));
+    const server = app.listen(0, '127.0.0.1');
+    await new Promise((r) => server.once('listening', r));
+    const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    try {
+      const statuses = [];
+      for (let i = 0; i < 5; i++)
+        statuses.push((await fetch(`${base}/x`, { headers: { authorization: `Bearer vva_sk_wrong-${i}` } })).status);
+      assert.deepEqual(statuses, [401, 401, 401, 429, 429]);
+      assert.equal(lookups, 3);
+      // No key at all costs no lookup and is no failure of a lookup.
+      assert.equal((await fetch(`${base}/x`)).status, 401);
+      assert.equal(lookups, 3);
+    } finally {
+      server.close();
+    }
+  });
+
   // Last: it stops this stack's worker.
-  test("a status read is one query, its key and its job together; the key's refusals and another workspace's 404 are as before", async () => {
+  test("a status read is one query, its job's, once its key is known (a key is looked up once per few seconds); the key's refusals and another workspace's 404 are as before", async () => {
     const c = await newCustomer(stack, 10);
     const created = await http(stack.baseUrl, 'POST', '/v2/videos/generations', { token: c.key, json: simJob({ delay_ms: 600_000 }) });
     assert.equal(created.status, 202);
@@ -325,6 +462,8 @@ describe('status reads', () => {
     // The statements that look a key or a job up, by name, while one read runs (the worker's own, on the
     // same pool, have other names).
     const lookups = new Set(['api-key-principal', 'video-job-read', 'video-job-read-with-key']);
+    // A key of its own, not yet used: its first read looks it up, the next ones only read the job.
+    const reader = await http(stack.baseUrl, 'POST', `/admin/v1/workspaces/${c.workspaceId}/api-keys`, { token: ADMIN_TOKEN, json: {} });
     const seen: string[] = [];
     const query = stack.db.query.bind(stack.db);
     (stack.db as { query: unknown }).query = (config: unknown, ...rest: unknown[]) => {
@@ -333,18 +472,21 @@ describe('status reads', () => {
       return (query as (...a: unknown[]) => unknown)(config, ...rest);
     };
     try {
+      const first = await http(stack.baseUrl, 'GET', jobPath(id), { token: reader.body.key });
+      assert.equal(first.status, 200);
+      assert.deepEqual(seen, ['api-key-principal', 'video-job-read'], 'a key not seen lately is looked up first');
       for (const path of [jobPath(id), `/v1/videos/${id}`]) {
         seen.length = 0;
-        const read = await http(stack.baseUrl, 'GET', path, { token: c.key });
+        const read = await http(stack.baseUrl, 'GET', path, { token: reader.body.key });
         assert.equal(read.status, 200, path);
         assert.equal(read.body.id, id);
-        assert.deepEqual(seen, ['video-job-read-with-key'], `${path}: one query`);
+        assert.deepEqual(seen, ['video-job-read'], `${path}: one query`);
       }
-      // An id that names no job of this workspace, or is no id at all: the key alone is looked up.
+      // An id that names no job of this workspace: its read; no id at all: nothing read.
       seen.length = 0;
-      assert.equal((await http(stack.baseUrl, 'GET', jobPath(randomUUID()), { token: c.key })).status, 404);
-      assert.equal((await http(stack.baseUrl, 'GET', '/v1/videos/not-an-id', { token: c.key })).status, 404);
-      assert.deepEqual(seen, ['video-job-read-with-key', 'api-key-principal']);
+      assert.equal((await http(stack.baseUrl, 'GET', jobPath(randomUUID()), { token: reader.body.key })).status, 404);
+      assert.equal((await http(stack.baseUrl, 'GET', '/v1/videos/not-an-id', { token: reader.body.key })).status, 404);
+      assert.deepEqual(seen, ['video-job-read']);
     } finally {
       (stack.db as { query: unknown }).query = query;
     }
