@@ -49,35 +49,22 @@ export function requireApiKey(db: Db, opts: { failuresPerMinute?: number } = {})
 }
 
 /**
- * A read of one thing by its path's `id` that authenticates in the same database round trip: given the
- * key's digest (apiKeyDigest) and the id, the key's principal and what the id names in the key's
- * workspace (null: nothing), or null when no active key has the digest.
+ * After authentication: what the path's `id` names in the key's workspace (null: nothing), read by `read`
+ * and handed to the route (foundWithKey), so that the read can run where the route's guards want it (after
+ * the read gate). The id is as the client sent it: `read` looks up only what can be an id (the route's
+ * contract refuses the rest after this, as on any route).
  */
-export type ReadWithKey<T> = (digest: Buffer, id: string) => Promise<{ principal: ApiKeyPrincipal; found: T | null } | null>;
-
-/**
- * requireApiKey for a read of one thing by its path's `id`: the key and the thing in one query, so a
- * status poll costs one round trip. The same 401s as requireApiKey; the handler takes the thing with
- * foundWithKey. The id is as the client sent it: `read` looks up only what can be an id (the route's
- * contract refuses the rest after authentication, as on any route).
- */
-export function requireApiKeyReading<T>(read: ReadWithKey<T>): RequestHandler {
+export function readingByPathId<T>(read: (id: string, principal: ApiKeyPrincipal) => Promise<T | null>): RequestHandler {
   return async (req, res, next) => {
-    const key = bearer(req);
-    if (!key) return next(missingKey());
-    const digest = apiKeyDigest(key);
-    const read_with_key = digest && (await read(digest, String(req.params['id'] ?? '')));
-    if (!read_with_key) return next(invalidKey());
-    res.locals['principal'] = read_with_key.principal;
-    res.locals['foundWithKey'] = read_with_key.found;
+    res.locals['foundWithKey'] = await read(String(req.params['id'] ?? ''), principalOf(res));
     next();
   };
 }
 
-/** What requireApiKeyReading found with the request's key (null: nothing in the key's workspace). */
+/** What readingByPathId found with the request's key (null: nothing in the key's workspace). */
 export function foundWithKey<T>(res: Response): T | null {
   const found = res.locals['foundWithKey'] as T | null | undefined;
-  if (found === undefined) throw new Error('route reached without requireApiKeyReading');
+  if (found === undefined) throw new Error('route reached without readingByPathId');
   return found;
 }
 

@@ -14,7 +14,7 @@ import type { SpeechService } from '../voices/speech.js';
 import type { WebhooksService } from '../webhooks/service.js';
 import { errorHandler, notFoundRoute } from '../http/errors.js';
 import type { AuditOptions } from '../billing/audit.js';
-import { principalOf, requireAdmin, requireApiKey } from '../http/auth.js';
+import { readingByPathId, requireAdmin, requireApiKey } from '../http/auth.js';
 import { rateLimit } from '../http/rate-limit.js';
 import { jobReadGate, jobReadsInFlightMax } from '../http/read-gate.js';
 import { videoRoutes } from '../video-jobs/routes.js';
@@ -178,12 +178,10 @@ function customerGuards(deps: AppDeps, gate: ReturnType<typeof jobReadGate>): Cu
   const readLimit = rateLimit(deps.rateLimitReadsPerMinute ?? 600);
   const auth = withReadLimit(requireApiKey(deps.db), readLimit, gate.writes);
   // A status read's job, read once the gate admits it: what the id names in the key's workspace (null: nothing).
-  const readJob: express.RequestHandler = async (req, res, next) => {
-    const id = String(req.params['id'] ?? '');
+  const readJob = readingByPathId(async (id, principal) => {
     const job = isUuid(id) ? await readVideoJob(deps.db, id) : null;
-    res.locals['foundWithKey'] = job && job.workspace_id === principalOf(res).workspace_id ? job : null;
-    next();
-  };
+    return job && job.workspace_id === principal.workspace_id ? job : null;
+  });
   const gated = (after: express.RequestHandler) => chain(auth, chain(gate.reads, after));
   return { auth, readAuth: gated((_req, _res, next) => next()), jobReadAuth: gated(readJob), limit: rateLimit(deps.rateLimitPerMinute) };
 }

@@ -1,9 +1,7 @@
-// Video jobs as PostgreSQL records them: one job by id (for a status read, with the caller's API key in
-// the same query), and a workspace's jobs newest first, a page at a time (cursor pagination on
+// Video jobs as PostgreSQL records them: one job by id (a status read, once its key is authenticated), and a
+// workspace's jobs newest first, a page at a time (cursor pagination on
 // (created_at, id), served by the video_jobs_list* indexes).
 import { prepared, type Db } from '../db/pool.js';
-import { isUuid } from '../ids.js';
-import { ACTIVE_KEY_SQL, authenticateApiKeyDigest, type ApiKeyPrincipal } from '../account/workspaces.js';
 import type { VideoJobState } from '../../workflows/messages.js';
 import type { VideoParams } from '../models/values.js';
 import { stickyRefusalSql, type StickyRefusal } from './billing.js';
@@ -76,40 +74,6 @@ const JOB_BY_ID = prepared('video-job-read', `SELECT ${COLUMNS} FROM video_jobs 
 export async function readVideoJob(db: Db, job_id: string): Promise<VideoJobRecord | null> {
   const r = await db.query<Row>({ ...JOB_BY_ID, values: [job_id] });
   return r.rows[0] ? toRecord(r.rows[0]) : null;
-}
-
-/**
- * A status read in one round trip: the active key of digest $1 (the very query authentication runs)
- * and, beside it, the job of id $2 when the key's workspace owns it. No row: no such active key.
- */
-const JOB_WITH_KEY = prepared(
-  'video-job-read-with-key',
-  `SELECT key.key_id, key.workspace_id AS key_workspace_id, key.models AS key_models, job.*
-     FROM (${ACTIVE_KEY_SQL}) AS key
-     LEFT JOIN LATERAL (SELECT ${COLUMNS} FROM video_jobs WHERE id = $2 AND workspace_id = key.workspace_id) AS job ON true`,
-);
-
-type KeyColumns = { key_id: string; key_workspace_id: string; key_models: string[] | null };
-
-/**
- * The caller's principal and the job `job_id` names if the caller's workspace owns it (deleted or not),
- * in one query; null when no active key has this digest. An id that is not a UUID names no job: the key
- * alone is looked up.
- */
-export async function readVideoJobWithKey(
-  db: Db,
-  digest: Buffer,
-  job_id: string,
-): Promise<{ principal: ApiKeyPrincipal; job: VideoJobRecord | null } | null> {
-  if (!isUuid(job_id)) {
-    const principal = await authenticateApiKeyDigest(db, digest);
-    return principal && { principal, job: null };
-  }
-  const r = await db.query<KeyColumns & (Row | { [K in keyof Row]: null })>({ ...JOB_WITH_KEY, values: [digest, job_id] });
-  const row = r.rows[0];
-  if (!row) return null;
-  const principal = { key_id: row.key_id, workspace_id: row.key_workspace_id, models: row.key_models };
-  return { principal, job: row.id === null ? null : toRecord(row as Row) };
 }
 
 /**

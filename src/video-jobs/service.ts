@@ -417,8 +417,8 @@ export class VideoJobsService {
   }
 
   /**
-   * The job as `record` has it, read already (a status read reads it with the caller's key:
-   * readVideoJobWithKey); a 404 when there is none, it was deleted, or it is not the caller's.
+   * The job as `record` has it, read already (a status read reads it once the read gate admits it:
+   * readingByPathId); a 404 when there is none, it was deleted, or it is not the caller's.
    */
   found(principal: ApiKeyPrincipal, job_id: string, record: VideoJobRecord | null): VideoJobState {
     if (!record || record.deleted || record.workspace_id !== principal.workspace_id)
