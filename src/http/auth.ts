@@ -68,6 +68,9 @@ export function foundWithKey<T>(res: Response): T | null {
   return found;
 }
 
+/** The authenticated request's API key id: what per-key limits count by. */
+export const keyIdOf = (_req: Request, res: Response): string => principalOf(res).key_id;
+
 export function principalOf(res: Response): ApiKeyPrincipal {
   const p = res.locals['principal'] as ApiKeyPrincipal | undefined;
   if (!p) throw new Error('route reached without authentication');

@@ -3,7 +3,6 @@
 // Bounded: at most TRACKED_KEYS_MAX buckets, the least recently used evicted first.
 import type { Request, RequestHandler, Response } from 'express';
 import { ApiError } from '../errors.js';
-import { principalOf } from './auth.js';
 
 const TRACKED_KEYS_MAX = 100_000;
 
@@ -36,11 +35,8 @@ export class TokenBuckets {
 export const rateLimited = (retry_after_s: number, message = `too many requests; retry after ${retry_after_s}s`) =>
   new ApiError(429, 'rate_limit_error', 'rate_limited', message, null, { 'Retry-After': String(retry_after_s) });
 
-export function rateLimit(
-  perMinute: number,
-  now: () => number = Date.now,
-  keyOf: (req: Request, res: Response) => string = (_req, res) => principalOf(res).key_id,
-): RequestHandler {
+/** Limits requests per minute per `keyOf` (an API key: auth.ts's keyIdOf; a source address, ...). */
+export function rateLimit(perMinute: number, keyOf: (req: Request, res: Response) => string, now: () => number = Date.now): RequestHandler {
   const buckets = new TokenBuckets(perMinute, now);
   return (req, res, next) => {
     const retry_after_s = buckets.take(keyOf(req, res));

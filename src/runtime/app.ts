@@ -14,7 +14,7 @@ import type { SpeechService } from '../voices/speech.js';
 import type { WebhooksService } from '../webhooks/service.js';
 import { errorHandler, notFoundRoute } from '../http/errors.js';
 import type { AuditOptions } from '../billing/audit.js';
-import { readingByPathId, requireAdmin, requireApiKey } from '../http/auth.js';
+import { keyIdOf, readingByPathId, requireAdmin, requireApiKey } from '../http/auth.js';
 import { rateLimit } from '../http/rate-limit.js';
 import { jobReadGate, jobReadsInFlightMax } from '../http/read-gate.js';
 import { videoRoutes } from '../video-jobs/routes.js';
@@ -175,7 +175,7 @@ interface CustomerGuards {
  * flood without a valid key, or over a key's limit, never waits in the gate nor slows others' reads.
  */
 function customerGuards(deps: AppDeps, gate: ReturnType<typeof jobReadGate>): CustomerGuards {
-  const readLimit = rateLimit(deps.rateLimitReadsPerMinute ?? 600);
+  const readLimit = rateLimit(deps.rateLimitReadsPerMinute ?? 600, keyIdOf);
   const auth = withReadLimit(requireApiKey(deps.db), readLimit, gate.writes);
   // A status read's job, read once the gate admits it: what the id names in the key's workspace (null: nothing).
   const readJob = readingByPathId(async (id, principal) => {
@@ -183,7 +183,12 @@ function customerGuards(deps: AppDeps, gate: ReturnType<typeof jobReadGate>): Cu
     return job && job.workspace_id === principal.workspace_id ? job : null;
   });
   const gated = (after: express.RequestHandler) => chain(auth, chain(gate.reads, after));
-  return { auth, readAuth: gated((_req, _res, next) => next()), jobReadAuth: gated(readJob), limit: rateLimit(deps.rateLimitPerMinute) };
+  return {
+    auth,
+    readAuth: gated((_req, _res, next) => next()),
+    jobReadAuth: gated(readJob),
+    limit: rateLimit(deps.rateLimitPerMinute, keyIdOf),
+  };
 }
 
 /**

@@ -184,7 +184,7 @@ async function verified(provider: VideoProvider, headers: IncomingHttpHeaders, r
 
 export function providerCallbackRoutes(deps: ProviderCallbackDeps): Router {
   const limits = { ...PROVIDER_CALLBACK_LIMITS, ...deps.limits };
-  const perSource = rateLimit(limits.per_source_per_minute, Date.now, (req) => sourceOf(req));
+  const perSource = rateLimit(limits.per_source_per_minute, (req) => sourceOf(req));
   const reads = inFlightLimit(limits.reads_max, 'provider callbacks being read', limits.reads_per_source_max, 'this address');
   const readBody = bodyReader(limits.read_timeout_ms);
 
