@@ -2,12 +2,21 @@
 // parse, call the service, present.
 import type { RequestHandler } from 'express';
 import { z } from 'zod';
-import { CreateVideoBody, IMAGE_BYTES_MAX, ListVideoJobsQuery, VideoJob, VideoJobDeleted, VideoJobList } from './schemas.js';
+import {
+  CreateVideoBody,
+  IMAGE_BYTES_MAX,
+  ListVideoJobsQuery,
+  VideoJob,
+  VideoJobDeleted,
+  VideoJobList,
+  VIDEO_CREATE_BODY_BYTES_MAX,
+  VIDEO_CREATE_CONCURRENT_LARGE_BODIES_MAX,
+} from './schemas.js';
 import { ApiRouter, bareJsonSchema, bytesText, header, json, type RouteContract } from '../http/openapi.js';
 import { videoBodyExample, videoBodySchema } from '../models/openapi-bodies.js';
 import { videoDescriptorOf } from '../providers/registry.js';
 import type { VideoJobLifecycle } from './lifecycle.js';
-import { JSON_BODY_BYTES_MAX, jsonBodyParser } from '../http/json-body.js';
+import { jsonBodyParser } from '../http/json-body.js';
 import { foundWithKey, principalOf } from '../http/auth.js';
 import { presentVideoJob } from './present.js';
 import type { VideoJobsService } from './service.js';
@@ -16,11 +25,6 @@ import type { DownloadUrlSigner } from '../storage/signed-urls.js';
 import { baseUrlOf } from '../http/base-url.js';
 import { READS_BUSY } from '../http/read-gate.js';
 import { CONDITIONAL_HEADERS, IF_NONE_MATCH_PARAMETER, NOT_MODIFIED_RESPONSE, sendJsonConditionally } from '../http/conditional.js';
-
-/** Room for two images (image, lastFrame) at IMAGE_BYTES_MAX in base64, plus the rest of a request. */
-export const VIDEO_CREATE_BODY_BYTES_MAX = 2 * 4 * Math.ceil(IMAGE_BYTES_MAX / 3) + JSON_BODY_BYTES_MAX;
-/** Creates with a body over JSON_BODY_BYTES_MAX (images) in progress at once, per API process. */
-export const VIDEO_CREATE_CONCURRENT_LARGE_BODIES_MAX = 8;
 
 const JOB_ID = z.object({ id: z.string().describe('The job id.') });
 /** The simulator's `parameters.simulate` (its descriptor's), stated in the variants of the models it serves. */

@@ -5,9 +5,15 @@ import { ASPECT_RATIOS, IMAGE_BYTES_MAX, IMAGE_MIME_TYPES, RESOLUTIONS, VIDEO_BA
 import { VideoAspectRatio, VideoResolution } from '../models/schemas.js';
 import { Euros, PageLimit, UnixSeconds, Uuid } from '../http/schemas.js';
 import { text } from '../zod-text.js';
+import { JSON_BODY_BYTES_MAX } from '../http/json-body.js';
 
 /** Largest `image` / `lastFrame` accepted, decoded (413 beyond): the models list says it too. */
 export { IMAGE_BYTES_MAX };
+
+/** Room for two images (image, lastFrame) at IMAGE_BYTES_MAX in base64, plus the rest of a request. */
+export const VIDEO_CREATE_BODY_BYTES_MAX = 2 * 4 * Math.ceil(IMAGE_BYTES_MAX / 3) + JSON_BODY_BYTES_MAX;
+/** Creates with a body over JSON_BODY_BYTES_MAX (images) in progress at once, per API process. */
+export const VIDEO_CREATE_CONCURRENT_LARGE_BODIES_MAX = 8;
 
 export const PROMPT_CHARS_MAX = 4_000;
 export const NEGATIVE_PROMPT_CHARS_MAX = 1_000;

@@ -10,7 +10,7 @@ import { MockActivityEnvironment } from '@temporalio/testing';
 import * as messages from '../../workflows/messages.js';
 import { PARAMETERS_BYTES_MAX, PARAMETERS_DEPTH_MAX } from '../../src/video-jobs/schemas.js';
 import { LARGE_BODIES_PER_KEY_MAX } from '../../src/http/in-flight.js';
-import { VIDEO_CREATE_CONCURRENT_LARGE_BODIES_MAX } from '../../src/video-jobs/routes.js';
+import { VIDEO_CREATE_CONCURRENT_LARGE_BODIES_MAX } from '../../src/video-jobs/schemas.js';
 import { jobIdForIdempotencyKey } from '../../src/video-jobs/service.js';
 import { createReconcilerActivities, type ReconcileReport } from '../../activities/reconciler.js';
 import { createLogger } from '../../src/logger.js';

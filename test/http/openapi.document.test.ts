@@ -13,7 +13,7 @@ import { ApiError } from '../../src/errors.js';
 import { openAiErrorBody } from '../../src/http/openai/errors.js';
 import { defaultVideoModelId, videoModels, videoBackendFor } from '../../src/models/catalog.js';
 import { CreateVoiceForm, VOICE_UPLOAD_LIMITS } from '../../src/voices/routes.js';
-import { OpenAiCreateVideoBody, OpenAiCreateVideoForm } from '../../src/video-jobs/openai-routes.js';
+import { OpenAiCreateVideoBody, OpenAiCreateVideoForm } from '../../src/video-jobs/openai-create.js';
 import { OpenAiSpeechBody } from '../../src/voices/openai-speech-routes.js';
 import { CreateOpenAiVoiceForm, CreateVoiceConsentForm, UpdateVoiceConsentBody } from '../../src/voices/openai-routes.js';
 import { JSON_VALUE_COMPONENT, NO_CONTROL_PATTERN, NO_NUL_PATTERN, refuseNul } from '../../src/http/openapi-no-nul.js';

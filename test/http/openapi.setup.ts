@@ -22,7 +22,7 @@ import type { errorBody } from '../../src/http/errors.js';
 import type { presentVoice } from '../../src/voices/routes.js';
 import type { presentDeliveryAttempt, presentWebhookEndpoint } from '../../src/webhooks/routes.js';
 import type { presentLedgerEntry } from '../../src/account/statement-routes.js';
-import type { presentOpenAiVideo } from '../../src/video-jobs/openai-routes.js';
+import type { presentOpenAiVideo } from '../../src/video-jobs/openai-create.js';
 import type { presentConsent } from '../../src/voices/openai-routes.js';
 import type { AuditReport } from '../../src/billing/audit.js';
 import type { SpeechModel } from '../../src/models/catalog.js';

@@ -3,7 +3,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ADMIN_TOKEN, assertAuditHolds, balanceMicro, http, newCustomer, simJob, startStack, type Stack } from '../helpers/stack.js';
-import { VIDEO_CREATE_BODY_BYTES_MAX } from '../../src/video-jobs/routes.js';
+import { VIDEO_CREATE_BODY_BYTES_MAX } from '../../src/video-jobs/schemas.js';
 import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
 import express from 'express';

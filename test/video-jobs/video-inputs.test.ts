@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import http from 'node:http';
 import { IMAGE_BYTES_MAX, NEGATIVE_PROMPT_CHARS_MAX } from '../../src/video-jobs/schemas.js';
-import { VIDEO_CREATE_CONCURRENT_LARGE_BODIES_MAX } from '../../src/video-jobs/routes.js';
+import { VIDEO_CREATE_CONCURRENT_LARGE_BODIES_MAX } from '../../src/video-jobs/schemas.js';
 import { LARGE_BODIES_PER_KEY_MAX } from '../../src/http/in-flight.js';
 import { assertAuditHolds, balanceMicro, http as api, newCustomer, simJob, startStack, waitForJob, type Stack } from '../helpers/stack.js';
 import { imageField, jpegImage, pngImage, WEBP_IMAGE } from '../helpers/images.js';
