@@ -5,6 +5,7 @@
 //   2. Per rollup row (workspace, hour, kind, model, API key, backend): its counters are those of the
 //      jobs, speech requests and voice clones created in that hour with those fields, as they stand.
 import type { Tx } from '../db/pool.js';
+import { COUNTERS } from './service.js';
 
 export interface UsageLedgerMismatch {
   workspace_id: string;
@@ -26,19 +27,6 @@ export interface UsageRowMismatch {
 }
 
 const LISTED_MAX = 100;
-
-const COUNTERS = [
-  'requests',
-  'succeeded',
-  'failed',
-  'pending',
-  'charged_micro_eur',
-  'refunded_micro_eur',
-  'cost_micro_eur',
-  'videos',
-  'video_seconds',
-  'characters',
-];
 
 /** What every request's row contributes, grouped as the rollups are (the triggers of 021_usage_rollups.sql, as a scan). */
 const EXPECTED_SQL = `

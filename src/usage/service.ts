@@ -34,7 +34,8 @@ const GROUP_COLUMN: Record<UsageGroup, 'model' | 'api_key_id' | 'kind' | 'backen
   workspace: 'workspace_id',
 };
 
-const COUNTERS = [
+/** The counters of a rollup row, in the order reads and the audit list them. */
+export const COUNTERS = [
   'requests',
   'succeeded',
   'failed',
