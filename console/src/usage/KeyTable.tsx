@@ -43,7 +43,7 @@ export function KeyTable({ usage, labelledBy }: { usage: Usage; labelledBy: stri
       <tbody>
         {totalsByKey(usage).map(({ key, counters }) => (
           <tr key={key ?? ''} data-api-key-id={key ?? ''}>
-            <th scope="row" className="small font-monospace fw-normal text-nowrap">
+            <th scope="row" className="small font-monospace fw-normal text-break">
               {key ?? 'no key'}
             </th>
             <Cells counters={counters} />
