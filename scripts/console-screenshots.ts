@@ -1,13 +1,14 @@
 // `npm run screenshots`: the README's pictures of the console, taken from the real pages. Starts the
 // whole service as the tests do (embedded PostgreSQL, a Temporal dev server, the worker and the API,
 // the simulator for videos and voices), makes a workspace with a few jobs, a voice, speech and a
-// webhook through the console itself, then photographs each screen into docs/screenshots/.
+// webhook through the console itself (and, for Usage, a second key's job and speech through the API),
+// then photographs each screen into docs/screenshots/.
 // With --serve it keeps the service running afterwards and prints its URL and key (for a look by hand).
 import fs from 'node:fs';
 import path from 'node:path';
 import { startInfra } from '../test/helpers/infra.js';
 import { chromiumInstalled, CHROMIUM_PATH, launchChromium, signIn } from '../test/helpers/browser.js';
-import { encodeWav } from '../src/providers/voice/simulator.js';
+import { encodeWav } from '../src/media/wav.js';
 
 const OUT_DIR = path.resolve('docs', 'screenshots');
 const DESKTOP = { width: 1280, height: 900 };
@@ -19,11 +20,11 @@ async function main() {
   const infra = await startInfra('vva-screenshots-');
   Object.assign(process.env, infra.env);
   // test/helpers/stack.ts reads the infrastructure from the environment set just above.
-  const { startStack, newCustomer } = await import('../test/helpers/stack.js');
+  const { ADMIN_TOKEN, http, newCustomer, startStack, waitForJob } = await import('../test/helpers/stack.js');
   const stack = await startStack({ env: { RATE_LIMIT_PER_MINUTE: '1000' } });
   const browser = await launchChromium();
   try {
-    const { key } = await newCustomer(stack, 25);
+    const { key, workspaceId } = await newCustomer(stack, 25);
     fs.mkdirSync(OUT_DIR, { recursive: true });
     const page = await browser.newPage({ viewport: DESKTOP });
     const shot = (name: string) => page.screenshot({ path: path.join(OUT_DIR, `${name}.png`), fullPage: true });
@@ -73,6 +74,24 @@ async function main() {
     await page.getByLabel('Signing secret', { exact: true }).waitFor();
     await page.getByRole('cell', { name: 'top-up' }).waitFor();
     await shot('account');
+
+    // Usage: what was made above, and a second key's video and speech, over the last 7 days by model.
+    const second = await http(stack.baseUrl, 'POST', `/admin/v1/workspaces/${workspaceId}/api-keys`, { token: ADMIN_TOKEN, json: {} });
+    const job = await http(stack.baseUrl, 'POST', '/v2/videos/generations', {
+      token: second.body.key,
+      json: { prompt: 'a harbour at dawn', model: 'sim-video-1', durationSeconds: 8, parameters: { simulate: { delay_ms: 0 } } },
+    });
+    await waitForJob(stack, second.body.key, job.body.id);
+    await http(stack.baseUrl, 'POST', '/v2/audio/speech', {
+      token: second.body.key,
+      json: { model: 'sim-speech-1', voice: 'sim-narrator', input: 'Welcome aboard. '.repeat(40) },
+    });
+    await page.getByRole('link', { name: 'Usage', exact: true }).click();
+    await page.getByLabel('Range', { exact: true }).selectOption('7d');
+    await page.locator(`tr[data-api-key-id="${second.body.id}"]`).waitFor();
+    await page.locator('.recharts-legend-item').first().waitFor();
+    await page.mouse.move(0, 0);
+    await shot('usage');
 
     // The Videos screen on a phone.
     await page.setViewportSize(PHONE);

@@ -1,21 +1,31 @@
-// The console's frame: sign in, then three screens (Videos, Voices, Account) chosen by the URL's hash,
-// so that each screen has an address and the browser's back button works.
-import { useEffect, useState } from 'react';
+// The console's frame: sign in, then four screens (Videos, Voices, Usage, Account) chosen by the URL's
+// hash (`#/usage?range=30d`: a screen may keep its own state after a `?`), so that each screen has an
+// address and the browser's back button works.
+import { lazy, Suspense, useEffect, useState } from 'react';
 import Container from 'react-bootstrap/Container';
 import Nav from 'react-bootstrap/Nav';
 import Navbar from 'react-bootstrap/Navbar';
+import Spinner from 'react-bootstrap/Spinner';
 import { onUnauthorized, session } from './api';
 import { SignIn } from './SignIn';
 import { VideosScreen } from './videos/VideosScreen';
 import { VoicesScreen } from './voices/VoicesScreen';
 import { AccountScreen } from './account/AccountScreen';
 
-const SCREENS = { videos: 'Videos', voices: 'Voices', account: 'Account' } as const;
+const SCREENS = { videos: 'Videos', voices: 'Voices', usage: 'Usage', account: 'Account' } as const;
 type Screen = keyof typeof SCREENS;
 
+// The Usage screen's charts are most of the console's code: loaded (a chunk of the bundle) when it opens.
+const UsageScreen = lazy(() => import('./usage/UsageScreen').then((m) => ({ default: m.UsageScreen })));
+
+/** The screen the hash names, if any: `#/usage?range=7d` names `usage`. */
+function namedScreen(): Screen | null {
+  const name = location.hash.replace(/^#\/?/, '').split('?')[0]!;
+  return name in SCREENS ? (name as Screen) : null;
+}
+
 function screenOfHash(): Screen {
-  const name = location.hash.replace(/^#\/?/, '');
-  return name in SCREENS ? (name as Screen) : 'videos';
+  return namedScreen() ?? 'videos';
 }
 
 export function App() {
@@ -49,7 +59,7 @@ export function App() {
           session.signIn(k);
           setNotice(null);
           setKey(k);
-          if (!(location.hash.replace(/^#\/?/, '') in SCREENS)) location.hash = '#/videos';
+          if (!namedScreen()) location.hash = '#/videos';
         }}
       />
     );
@@ -84,6 +94,17 @@ export function App() {
         <h1 className="visually-hidden">{SCREENS[screen]}</h1>
         {screen === 'videos' && <VideosScreen />}
         {screen === 'voices' && <VoicesScreen />}
+        {screen === 'usage' && (
+          <Suspense
+            fallback={
+              <Spinner animation="border" role="status">
+                <span className="visually-hidden">Loading the Usage screen</span>
+              </Spinner>
+            }
+          >
+            <UsageScreen />
+          </Suspense>
+        )}
         {screen === 'account' && <AccountScreen />}
       </Container>
     </>

@@ -344,3 +344,139 @@ export interface DeliveryAttempt {
    */
   delivery_status: "pending" | "succeeded" | "failed";
 }
+
+/**
+ * Requests, outcomes, what was produced and money, per bucket and group.
+ */
+export interface Usage {
+  object: "usage";
+  /**
+   * Start of the first bucket.
+   */
+  start: number;
+  /**
+   * End of the last bucket.
+   */
+  end: number;
+  bucket: "hour" | "day" | "month";
+  /**
+   * Bucket by bucket, then by group; buckets and groups without requests are left out.
+   *
+   * Items: The usage of one bucket and group.
+   */
+  data: {
+    /**
+     * The bucket's start (included), Unix seconds.
+     */
+    start: number;
+    /**
+     * The bucket's end (excluded), Unix seconds.
+     */
+    end: number;
+    /**
+     * With group_by=workspace (the operators’ API).
+     */
+    workspace_id?: string;
+    /**
+     * With group_by=model; null for voice clones.
+     */
+    model?: string | null;
+    /**
+     * With group_by=api_key.
+     */
+    api_key_id?: string | null;
+    /**
+     * With group_by=kind.
+     */
+    kind?: "video" | "speech" | "voice_clone";
+    /**
+     * With group_by=backend: the video backend that ran the job, the voice provider.
+     */
+    backend?: string | null;
+    /**
+     * Requests accepted (created) in the bucket; refused ones are not requests.
+     */
+    requests: number;
+    /**
+     * Of those, ended succeeded (a shortfall included).
+     */
+    succeeded: number;
+    /**
+     * Of those, ended failed (cancelled and released included).
+     */
+    failed: number;
+    /**
+     * Of those, not finished yet.
+     */
+    pending: number;
+    /**
+     * Charged for them: the video jobs’ estimates, the speech delivered.
+     */
+    charged_in_euro: number;
+    /**
+     * Refunded to them (what video jobs did not deliver).
+     */
+    refunded_in_euro: number;
+    /**
+     * What the finished ones cost: charged minus refunded, pending work excluded.
+     */
+    cost_in_euro: number;
+    /**
+     * Videos delivered.
+     */
+    videos: number;
+    /**
+     * Seconds of video delivered.
+     */
+    video_seconds: number;
+    /**
+     * Characters of speech delivered.
+     */
+    characters: number;
+  }[];
+  /**
+   * The sums of every row.
+   */
+  total: {
+    /**
+     * Requests accepted (created) in the bucket; refused ones are not requests.
+     */
+    requests: number;
+    /**
+     * Of those, ended succeeded (a shortfall included).
+     */
+    succeeded: number;
+    /**
+     * Of those, ended failed (cancelled and released included).
+     */
+    failed: number;
+    /**
+     * Of those, not finished yet.
+     */
+    pending: number;
+    /**
+     * Charged for them: the video jobs’ estimates, the speech delivered.
+     */
+    charged_in_euro: number;
+    /**
+     * Refunded to them (what video jobs did not deliver).
+     */
+    refunded_in_euro: number;
+    /**
+     * What the finished ones cost: charged minus refunded, pending work excluded.
+     */
+    cost_in_euro: number;
+    /**
+     * Videos delivered.
+     */
+    videos: number;
+    /**
+     * Seconds of video delivered.
+     */
+    video_seconds: number;
+    /**
+     * Characters of speech delivered.
+     */
+    characters: number;
+  };
+}

@@ -122,6 +122,7 @@ export type {
   DeliveryAttempt,
   LedgerEntry,
   SpeechModel,
+  Usage,
   VideoJob,
   VideoModel,
   Voice,

@@ -16,25 +16,29 @@ import { projectPath } from '../paths.js';
 /** The console's sources (console/src/main.tsx is the entry point). */
 export const CONSOLE_DIR = projectPath('console');
 
-/** The bundle's files, by the name they are served under /console/. */
-export interface ConsoleBundle {
-  'app.js': Buffer;
-  'app.css': Buffer;
-}
+/**
+ * The bundle's files, by the name they are served under /console/: `app.js` and `app.css`, and the chunks
+ * `app.js` loads when a screen that needs them opens (`chunk-<hash>.js`: the Usage screen's charts).
+ */
+export type ConsoleBundle = ReadonlyMap<string, Buffer>;
 
-export const CONSOLE_ASSET_TYPES: Readonly<Record<keyof ConsoleBundle | 'favicon.svg', string>> = {
-  'app.js': 'text/javascript; charset=utf-8',
-  'app.css': 'text/css; charset=utf-8',
-  'favicon.svg': 'image/svg+xml',
+const ASSET_NAME = /^(app|chunk-[A-Z0-9]+)\.(js|css)$/;
+
+export const CONSOLE_ASSET_TYPES: Readonly<Record<'js' | 'css' | 'svg', string>> = {
+  js: 'text/javascript; charset=utf-8',
+  css: 'text/css; charset=utf-8',
+  svg: 'image/svg+xml',
 };
 
-/** Bundles console/src/main.tsx and the CSS it imports, minified, in memory. */
+/** Bundles console/src/main.tsx and the CSS it imports, minified, in memory, split where it imports lazily. */
 export async function buildConsoleBundle(): Promise<ConsoleBundle> {
   const esbuild = await import('esbuild');
   const result = await esbuild.build({
     entryPoints: { app: path.join(CONSOLE_DIR, 'src', 'main.tsx') },
     tsconfig: path.join(CONSOLE_DIR, 'tsconfig.json'),
     bundle: true,
+    splitting: true,
+    chunkNames: 'chunk-[hash]',
     write: false,
     outdir: path.join(CONSOLE_DIR, 'out'),
     format: 'esm',
@@ -46,12 +50,10 @@ export async function buildConsoleBundle(): Promise<ConsoleBundle> {
     define: { 'process.env.NODE_ENV': '"production"' },
     logLevel: 'silent',
   });
-  const file = (ext: string) => {
-    const out = result.outputFiles.find((f) => f.path.endsWith(`app${ext}`));
-    if (!out) throw new Error(`the console bundle has no app${ext}`);
-    return Buffer.from(out.contents);
-  };
-  return { 'app.js': file('.js'), 'app.css': file('.css') };
+  const files = new Map(result.outputFiles.map((f) => [path.basename(f.path), Buffer.from(f.contents)]));
+  for (const name of files.keys()) if (!ASSET_NAME.test(name)) throw new Error(`the console bundle has an unexpected file ${name}`);
+  for (const name of ['app.js', 'app.css']) if (!files.has(name)) throw new Error(`the console bundle has no ${name}`);
+  return files;
 }
 
 let bundle: Promise<ConsoleBundle> | undefined;
@@ -135,17 +137,19 @@ export function consoleRoutes(deps: { logger: Logger }): Router {
   r.get('/console/favicon.svg', (_req, res) => {
     res
       .status(200)
-      .set({ ...PAGE_HEADERS, 'Content-Type': CONSOLE_ASSET_TYPES['favicon.svg'], 'Cache-Control': 'public, max-age=86400' })
+      .set({ ...PAGE_HEADERS, 'Content-Type': CONSOLE_ASSET_TYPES.svg, 'Cache-Control': 'public, max-age=86400' })
       .send(FAVICON);
   });
-  for (const name of ['app.js', 'app.css'] as const) {
-    r.get(`/console/${name}`, async (_req, res) => {
-      const files = await consoleBundle(deps.logger);
-      res
-        .status(200)
-        .set({ ...PAGE_HEADERS, 'Content-Type': CONSOLE_ASSET_TYPES[name] })
-        .send(files[name]);
-    });
-  }
+  r.get('/console/:asset', async (req, res, next) => {
+    const name = req.path.slice('/console/'.length);
+    const match = ASSET_NAME.exec(name);
+    if (!match) return next();
+    const file = (await consoleBundle(deps.logger)).get(name);
+    if (!file) return next();
+    res
+      .status(200)
+      .set({ ...PAGE_HEADERS, 'Content-Type': CONSOLE_ASSET_TYPES[match[2] as 'js' | 'css'] })
+      .send(file);
+  });
   return r;
 }
