@@ -267,9 +267,9 @@ export interface WebhookEndpoint {
   object: "webhook_endpoint";
   url: string;
   /**
-   * Items: video.generation.failed includes cancelled jobs.
+   * Items: video.generation.failed includes cancelled jobs; balance.low: a charge left the balance below the low balance alert; api_key.spend_threshold: a key's charges reached 50, 80 or 100 % of its spend limit.
    */
-  events: ("video.generation.succeeded" | "video.generation.failed")[];
+  events: ("video.generation.succeeded" | "video.generation.failed" | "balance.low" | "api_key.spend_threshold")[];
   /**
    * Unix time (seconds).
    */
@@ -284,9 +284,9 @@ export interface WebhookEndpointCreated {
   object: "webhook_endpoint";
   url: string;
   /**
-   * Items: video.generation.failed includes cancelled jobs.
+   * Items: video.generation.failed includes cancelled jobs; balance.low: a charge left the balance below the low balance alert; api_key.spend_threshold: a key's charges reached 50, 80 or 100 % of its spend limit.
    */
-  events: ("video.generation.succeeded" | "video.generation.failed")[];
+  events: ("video.generation.succeeded" | "video.generation.failed" | "balance.low" | "api_key.spend_threshold")[];
   /**
    * Unix time (seconds).
    */
@@ -315,9 +315,9 @@ export interface DeliveryAttempt {
    */
   event_id: string;
   /**
-   * video.generation.failed includes cancelled jobs.
+   * video.generation.failed includes cancelled jobs; balance.low: a charge left the balance below the low balance alert; api_key.spend_threshold: a key's charges reached 50, 80 or 100 % of its spend limit.
    */
-  event_type: "video.generation.succeeded" | "video.generation.failed";
+  event_type: "video.generation.succeeded" | "video.generation.failed" | "balance.low" | "api_key.spend_threshold";
   /**
    * 1 for the first attempt of the delivery, then 2, 3, ...
    */
