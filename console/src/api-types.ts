@@ -225,6 +225,26 @@ export interface Voice {
 }
 
 /**
+ * The caller's workspace: its balance and budget settings.
+ */
+export interface Account {
+  object: "account";
+  /**
+   * The workspace's balance.
+   */
+  balance_in_euro: number;
+  /**
+   * What the workspace owes and has not paid; 0 when nothing is owed.
+   */
+  owed_in_euro: number;
+  low_balance_threshold_in_euro: number | null;
+  /**
+   * Automatic top-up; null = off.
+   */
+  auto_top_up: null;
+}
+
+/**
  * One entry of the append-only ledger.
  */
 export interface LedgerEntry {
