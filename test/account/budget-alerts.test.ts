@@ -5,7 +5,11 @@
 // recorded once with its ledger entry and delivered signed; the ledger audit after each.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
 import { Webhook } from 'standardwebhooks';
+import { inTransaction, type Db } from '../../src/db/pool.js';
+import { chargeVideoJob } from '../../src/video-jobs/billing.js';
+import { adminCli } from '../helpers/admin-cli.js';
 import { ADMIN_TOKEN, assertAuditHolds, http, newCustomer, simJob, startStack, waitForJob, type Stack } from '../helpers/stack.js';
 import { startReceiver, type ReceivedWebhook, type Receiver } from '../helpers/webhook-receiver.js';
 
@@ -104,7 +108,7 @@ describe('the account', () => {
     assert.equal((await http(stack.baseUrl, 'GET', '/v2/account', { token: c.key })).body.low_balance_threshold_in_euro, 2);
   });
 
-  test("an operator sets a workspace's alert through the admin API; an unknown workspace is 404", async () => {
+  test("an operator sets a workspace's alert through the admin API; an unknown workspace is 404; the CLI's workspace alert", async () => {
     const c = await newCustomer(stack, 3);
     const r = await http(stack.baseUrl, 'PATCH', `/admin/v1/workspaces/${c.workspaceId}/account`, {
       token: ADMIN_TOKEN,
@@ -125,6 +129,16 @@ describe('the account', () => {
     assert.equal(bad.status, 400);
     assert.equal(bad.body.error.param, 'low_balance_threshold_in_euro');
     assert.equal((await http(stack.baseUrl, 'PATCH', `/admin/v1/workspaces/${c.workspaceId}/account`, { json: {} })).status, 401);
+
+    const cli = await adminCli(stack.baseUrl, ['workspace', 'alert', '--id', c.workspaceId, '--low-balance', '2.75']);
+    assert.equal(cli.code, 0, cli.stderr);
+    assert.equal(JSON.parse(cli.stdout).low_balance_threshold_in_euro, 2.75);
+    const off = await adminCli(stack.baseUrl, ['workspace', 'alert', '--id', c.workspaceId, '--low-balance', 'off']);
+    assert.equal(off.code, 0, off.stderr);
+    assert.equal((await http(stack.baseUrl, 'GET', '/v2/account', { token: c.key })).body.low_balance_threshold_in_euro, null);
+    const wrong = await adminCli(stack.baseUrl, ['workspace', 'alert', '--id', c.workspaceId, '--low-balance', 'lots']);
+    assert.equal(wrong.code, 2);
+    assert.match(wrong.stderr, /--low-balance must be a number of euros/);
   });
 });
 
@@ -190,6 +204,40 @@ describe('balance.low', () => {
     assert.equal((await eventsOf(quiet.workspaceId, 'balance.low')).length, 0);
     const armed = await stack.db.query('SELECT low_balance_armed FROM workspaces WHERE id = $1', [quiet.workspaceId]);
     assert.equal(armed.rows[0].low_balance_armed, false, 'crossed all the same: a subscription later does not send the old crossing');
+    await assertAuditHolds(stack);
+  });
+
+  test('a charge whose transaction rolls back leaves no event and the alert armed; the one that commits sends one', async () => {
+    const c = await customerWithEndpoint(1, ['balance.low']);
+    await setThreshold(c.key, 0.9);
+    const jobId = randomUUID();
+    const crash = inTransaction(stack.db, async (tx) => {
+      // The charge's own statement (video_job_charge) on this transaction's connection.
+      const charged = await chargeVideoJob(tx as unknown as Db, {
+        jobId,
+        workflowId: `rolled-back-${jobId}`,
+        workspaceId: c.workspaceId,
+        model: 'sim-video-1',
+        prompt: 'p',
+        params: { durationSeconds: 4, resolution: '720p', aspectRatio: '16:9', n: 1 },
+        estimated_cost_micro_eur: 200_000,
+        created_at_ms: Date.now(),
+        request_fingerprint: 'f',
+      });
+      assert.equal(charged.ok, true);
+      const inside = await tx.query("SELECT count(*)::int AS n FROM webhook_events WHERE workspace_id = $1 AND type = 'balance.low'", [
+        c.workspaceId,
+      ]);
+      assert.equal(inside.rows[0].n, 1, "recorded in the charge's transaction");
+      throw new Error('the process died before the commit');
+    });
+    await assert.rejects(crash, /died before the commit/);
+    assert.equal((await eventsOf(c.workspaceId, 'balance.low')).length, 0);
+    const row = await stack.db.query('SELECT low_balance_armed, balance_micro_eur FROM workspaces WHERE id = $1', [c.workspaceId]);
+    assert.deepEqual(row.rows[0], { low_balance_armed: true, balance_micro_eur: 1_000_000 });
+    await runJob(c.key); // 0.80
+    assert.equal((await eventsOf(c.workspaceId, 'balance.low')).length, 1);
+    await c.receiver.waitFor(1);
     await assertAuditHolds(stack);
   });
 
