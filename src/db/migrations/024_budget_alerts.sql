@@ -70,8 +70,10 @@ BEGIN
    WHERE e.workspace_id = p_workspace_id AND e.deleted_at IS NULL AND p_type = ANY(e.events);
 END $$;
 
--- The key's spend thresholds a charge entry crossed (the key's row locked after the workspace's, as
--- every writer of a key's spend does).
+-- The key's spend thresholds a charge entry crossed. Every writer of a key's spend (a job's charge and
+-- refund, a speech hold and release) and of spend_alerted_percent (here) holds the workspace row lock
+-- first, as this entry's writer does: the key's row is read as it stands, and only a key that reached
+-- its next threshold is written.
 CREATE FUNCTION ledger_entry_key_alerts(e ledger_entries) RETURNS void LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
   v_key_id  uuid;
@@ -80,16 +82,13 @@ DECLARE
   v_alerted bigint;
   v_percent integer;
 BEGIN
-  IF e.video_job_id IS NOT NULL THEN
-    SELECT j.api_key_id INTO v_key_id FROM video_jobs j WHERE j.id = e.video_job_id;
-  ELSIF e.speech_request_id IS NOT NULL THEN
-    SELECT s.api_key_id INTO v_key_id FROM speech_requests s WHERE s.id = e.speech_request_id;
-  END IF;
-  IF v_key_id IS NULL THEN
-    RETURN;
-  END IF;
-  SELECT k.spent_micro_eur, k.spend_limit_micro_eur, k.spend_alerted_percent INTO v_spent, v_limit, v_alerted
-    FROM api_keys k WHERE k.id = v_key_id AND k.spend_limit_micro_eur > 0 FOR UPDATE;
+  SELECT k.id, k.spent_micro_eur, k.spend_limit_micro_eur, k.spend_alerted_percent INTO v_key_id, v_spent, v_limit, v_alerted
+    FROM api_keys k
+   WHERE k.id = CASE WHEN e.video_job_id IS NOT NULL THEN (SELECT j.api_key_id FROM video_jobs j WHERE j.id = e.video_job_id)
+                     ELSE (SELECT s.api_key_id FROM speech_requests s WHERE s.id = e.speech_request_id) END
+     AND k.spend_limit_micro_eur > 0 AND k.spend_alerted_percent < 100
+     AND k.spent_micro_eur * 100 >= k.spend_limit_micro_eur * CASE WHEN k.spend_alerted_percent < 50 THEN 50
+                                                                  WHEN k.spend_alerted_percent < 80 THEN 80 ELSE 100 END;
   IF NOT FOUND THEN
     RETURN;
   END IF;
@@ -98,8 +97,9 @@ BEGIN
     PERFORM webhook_alert_record(e.workspace_id, 'api_key.spend_threshold', 'api_key.spend_threshold:' || v_key_id || ':' || v_percent, e.id,
       json_build_object('object', 'api_key', 'id', v_key_id, 'spend_in_euro', micro_eur_to_eur(v_spent),
                         'spend_limit_in_euro', micro_eur_to_eur(v_limit), 'threshold_percent', v_percent));
-    UPDATE api_keys k SET spend_alerted_percent = v_percent WHERE k.id = v_key_id;
+    v_alerted := v_percent;
   END LOOP;
+  UPDATE api_keys k SET spend_alerted_percent = v_alerted WHERE k.id = v_key_id;
 END $$;
 
 CREATE FUNCTION ledger_entries_alerts() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -116,11 +116,13 @@ BEGIN
                           'low_balance_threshold_in_euro', micro_eur_to_eur(v_threshold)));
     END IF;
     PERFORM ledger_entry_key_alerts(NEW);
-  ELSIF NEW.kind <> 'refund' THEN
+  ELSE
     UPDATE workspaces w SET low_balance_armed = true
      WHERE w.id = NEW.workspace_id AND NOT w.low_balance_armed
        AND (w.low_balance_threshold_micro_eur IS NULL OR NEW.balance_after_micro_eur >= w.low_balance_threshold_micro_eur);
   END IF;
   RETURN NULL;
 END $$;
-CREATE TRIGGER ledger_entries_alerts AFTER INSERT ON ledger_entries FOR EACH ROW EXECUTE FUNCTION ledger_entries_alerts();
+-- A refund neither crosses nor arms: it does not call the function at all.
+CREATE TRIGGER ledger_entries_alerts AFTER INSERT ON ledger_entries FOR EACH ROW
+  WHEN (NEW.kind <> 'refund') EXECUTE FUNCTION ledger_entries_alerts();
