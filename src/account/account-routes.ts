@@ -30,7 +30,7 @@ const updateAccountOperation = {
   security: 'apiKey',
   body: { component: 'UpdateAccountBody', schema: UpdateAccountBody, example: { low_balance_threshold_in_euro: 5 } },
   responses: { '200': json(Account, 'The account, changed.') },
-  errors: { 400: 'Invalid request, e.g. a threshold below 0 or above 1000000 (naming the field).' },
+  errors: { 400: 'Invalid request, e.g. a threshold below 0 or above 1000000 (naming the field).', 429: undefined },
 } satisfies RouteContract;
 
 export function accountRoutes(deps: { auth: RequestHandler; limit: RequestHandler; db: Db }): ApiRouter {
