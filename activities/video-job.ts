@@ -108,11 +108,15 @@ function catalogPrice(deps: VideoJobActivityDeps, job: VideoJobCharge): number {
  */
 function dispatchAlertsAfterCharge(deps: VideoJobActivityDeps, workspaceId: string): void {
   if (!deps.webhookEvents) return;
-  const { client, info } = Context.current();
-  const dispatch = { client, db: deps.db, taskQueue: info.taskQueue, retry_initial_ms: deps.webhookEvents.retry_initial_ms };
-  dispatchAlertWebhooks(dispatch, workspaceId).catch((err: Error) =>
-    deps.logger.warn({ workspace_id: workspaceId, err: err.message }, 'budget alert deliveries not started; the reconciler starts them'),
-  );
+  const notStarted = (err: Error) =>
+    deps.logger.warn({ workspace_id: workspaceId, err: err.message }, 'budget alert deliveries not started; the reconciler starts them');
+  try {
+    const { client, info } = Context.current();
+    const dispatch = { client, db: deps.db, taskQueue: info.taskQueue, retry_initial_ms: deps.webhookEvents.retry_initial_ms };
+    dispatchAlertWebhooks(dispatch, workspaceId).catch(notStarted);
+  } catch (err) {
+    notStarted(err as Error); // never the charge's failure: it has committed
+  }
 }
 
 /** Prices the job from the catalog (never from the request) and charges it; see billing's chargeVideoJob. */
