@@ -10,7 +10,7 @@ import { compile } from 'json-schema-to-typescript';
 import { VideoJob } from '../src/video-jobs/schemas.js';
 import { SpeechModel, VideoModel } from '../src/models/schemas.js';
 import { Voice } from '../src/voices/schemas.js';
-import { LedgerEntry } from '../src/account/schemas.js';
+import { Account, LedgerEntry } from '../src/account/schemas.js';
 import { WebhookDeliveryAttempt, WebhookEndpoint, WebhookEndpointCreated } from '../src/webhooks/schemas.js';
 import { Usage } from '../src/usage/schemas.js';
 
@@ -20,6 +20,7 @@ export const CONSOLE_TYPES: Record<string, z.ZodType> = {
   VideoModel,
   SpeechModel,
   Voice,
+  Account,
   LedgerEntry,
   WebhookEndpoint,
   WebhookEndpointCreated,

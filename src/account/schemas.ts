@@ -1,4 +1,4 @@
-// The account's schemas: the balance and the ledger statement, and its pages.
+// The account's schemas: the account and its settings, the balance and the ledger statement, and its pages.
 import { z } from 'zod';
 import { Euros, serialPageQuery, UnixSeconds, Uuid } from '../http/schemas.js';
 
@@ -7,6 +7,36 @@ export const LEDGER_ENTRY_ID_PREFIX = 'le_';
 export const LedgerPageQuery = serialPageQuery(LEDGER_ENTRY_ID_PREFIX);
 
 export const Balance = z.strictObject({ object: z.literal('balance'), balance_in_euro: Euros }).describe("The caller's workspace balance.");
+/** The highest low balance alert a workspace may set, in euros (as much as one top-up may add). */
+export const LOW_BALANCE_THRESHOLD_EUR_MAX = 1_000_000;
+export const LowBalanceThreshold = Euros.describe(
+  'Low balance alert: the webhook event balance.low is sent when a charge leaves the balance below this amount (once, ' +
+    'then again only after a credit brought the balance back to or above it); null = off.',
+);
+export const Account = z
+  .strictObject({
+    object: z.literal('account'),
+    balance_in_euro: Euros.describe("The workspace's balance."),
+    owed_in_euro: Euros.describe('What the workspace owes and has not paid; 0 when nothing is owed.'),
+    low_balance_threshold_in_euro: LowBalanceThreshold.nullable(),
+    auto_top_up: z.null().describe('Automatic top-up; null = off.'),
+  })
+  .describe("The caller's workspace: its balance and budget settings.");
+export const UpdateAccountBody = z
+  .object({
+    low_balance_threshold_in_euro: z
+      .number()
+      .min(0)
+      .max(LOW_BALANCE_THRESHOLD_EUR_MAX)
+      .nullable()
+      .optional()
+      .describe(
+        `Euros from 0 to ${LOW_BALANCE_THRESHOLD_EUR_MAX}, rounded to the nearest micro-euro; null turns the alert off; absent leaves it as it is. ` +
+          'A new amount arms the alert: the next charge leaving the balance below it sends balance.low.',
+      ),
+  })
+  .strict();
+
 export const LedgerEntry = z
   .strictObject({
     id: z
@@ -33,8 +63,9 @@ export const LedgerEntryList = z.strictObject({
 });
 
 /** What the API answers, as its clients read it (z.output of the response schemas). */
+export type Account = z.output<typeof Account>;
 export type Balance = z.output<typeof Balance>;
 export type LedgerEntry = z.output<typeof LedgerEntry>;
 export type LedgerEntryList = z.output<typeof LedgerEntryList>;
 
-export const RESPONSE_COMPONENTS = { Balance, LedgerEntry, LedgerEntryList } satisfies Record<string, z.ZodType>;
+export const RESPONSE_COMPONENTS = { Account, Balance, LedgerEntry, LedgerEntryList } satisfies Record<string, z.ZodType>;

@@ -27,6 +27,7 @@ import { speechRoutes } from '../voices/speech-routes.js';
 import { docsRoutes } from '../service/docs-routes.js';
 import { webhookRoutes } from '../webhooks/routes.js';
 import { statementRoutes } from '../account/statement-routes.js';
+import { accountRoutes } from '../account/account-routes.js';
 import { usageRoutes } from '../usage/routes.js';
 import { consoleRoutes } from '../service/console-routes.js';
 import { providerCallbackRoutes, type ProviderCallbackDeps } from '../video-jobs/callback-routes.js';
@@ -230,6 +231,7 @@ function featureRouters(app: express.Express, deps: AppDeps, guards: CustomerGua
     speechRoutes({ auth, limit, speech: deps.speech }),
     webhookRoutes({ auth, limit, webhooks: deps.webhooks }),
     statementRoutes({ auth, db: deps.db }),
+    accountRoutes({ auth, limit, db: deps.db }),
     usageRoutes({ auth, admin: requireAdmin(deps.adminToken), db: deps.db }),
     ...(deps.files ? [fileRoutes(deps.files)] : []),
     adminRoutes({
