@@ -6,6 +6,8 @@ import { ConfigError, type Config } from '../config.js';
 import type { Db } from '../db/pool.js';
 import { VoicesService } from '../voices/service.js';
 import { SpeechService } from '../voices/speech.js';
+import { SpeechTokens } from '../voices/speech-tokens.js';
+import { SpeechSocketServer } from '../voices/speech-socket.js';
 import { WebhooksService } from '../webhooks/service.js';
 import { VideoJobsService } from '../video-jobs/service.js';
 import { VideoJobLifecycle } from '../video-jobs/lifecycle.js';
@@ -69,11 +71,21 @@ export async function startApi(opts: {
       ),
   });
   readiness.start();
-  const app = buildApp({ ...opts, storage, voiceProvider, callbackProviders, temporal, ffmpeg, readiness });
+  const speechTokens = new SpeechTokens(opts.secrets.urlSigningSecret, config.speechTokenTtlS);
+  const { app, speech } = buildApp({ ...opts, storage, voiceProvider, callbackProviders, temporal, ffmpeg, readiness, speechTokens });
   // With ADMIN_PORT, the operators' API is served on a listener of its own and not on PORT.
   const split = config.adminPort !== undefined;
   const server = await listen(split ? only(app, (p) => !isAdminPath(p)) : app, config.port, config.host, 'PORT');
   const adminServer = split ? await listen(only(app, isAdminListenerPath), config.adminPort!, config.host, 'ADMIN_PORT') : null;
+  // Speech over a WebSocket: the upgrades of the public listener.
+  const speechSocket = new SpeechSocketServer({
+    db: opts.db,
+    speech,
+    tokens: speechTokens,
+    limits: config.speechSocket,
+    logger: opts.logger,
+  });
+  speechSocket.attach(server);
   const portOf = (s: http.Server, configured: number) => {
     const address = s.address();
     return typeof address === 'object' && address ? address.port : configured;
@@ -84,6 +96,8 @@ export async function startApi(opts: {
     temporal,
     async close() {
       readiness.stop();
+      // Sockets first (each context settled for what was spoken): the server waits for its connections.
+      await speechSocket.close();
       await Promise.all(
         [server, ...(adminServer ? [adminServer] : [])].map(
           (s) =>
@@ -171,6 +185,7 @@ interface AppParts {
   temporal: Client;
   ffmpeg: FfmpegWasm;
   readiness: Readiness;
+  speechTokens: SpeechTokens;
 }
 
 /**
@@ -209,17 +224,19 @@ function createWorkflowServices(parts: AppParts) {
  * Builds the Express app over the services the routes call; readiness asks the database and the
  * Temporal namespace.
  */
-function buildApp(parts: AppParts): http.RequestListener {
+function buildApp(parts: AppParts): { app: http.RequestListener; speech: SpeechService } {
   const { config, db, storage, temporal, ffmpeg } = parts;
   const { jobs, lifecycle, voices } = createWorkflowServices(parts);
-  return createApp({
+  const speech = new SpeechService({ db, voices, storage, ffmpeg });
+  const app = createApp({
     db,
     databasePoolMax: config.databasePoolMax,
     ...createDownloads(storage, parts.secrets.urlSigningSecret, config.signedUrlTtlS),
     jobs,
     lifecycle,
     voices,
-    speech: new SpeechService({ db, voices, storage, ffmpeg }),
+    speech,
+    speechTokens: parts.speechTokens,
     ffmpeg,
     webhooks: new WebhooksService({ db, policy: { production: config.production } }),
     logger: parts.logger,
@@ -250,6 +267,7 @@ function buildApp(parts: AppParts): http.RequestListener {
     voiceConsents: new VoiceConsentsService({ db, storage, required: config.voiceConsentRequired }),
     ready: () => parts.readiness.ready(),
   });
+  return { app, speech };
 }
 
 /** The operators' API (/admin/...). */

@@ -11,6 +11,7 @@ import { isUuid } from '../ids.js';
 import type { VideoJobLifecycle } from '../video-jobs/lifecycle.js';
 import type { VoicesService } from '../voices/service.js';
 import type { SpeechService } from '../voices/speech.js';
+import type { SpeechTokens } from '../voices/speech-tokens.js';
 import type { WebhooksService } from '../webhooks/service.js';
 import { errorHandler, notFoundRoute } from '../http/errors.js';
 import type { AuditOptions } from '../billing/audit.js';
@@ -66,6 +67,8 @@ export interface AppDeps {
   lifecycle: VideoJobLifecycle;
   voices: VoicesService;
   speech: SpeechService;
+  /** The speech WebSocket's tokens (POST /v2/audio/speech/tokens); unset = that route answers 503. */
+  speechTokens?: SpeechTokens;
   webhooks: WebhooksService;
   logger: Logger;
   adminToken: string;
@@ -227,7 +230,7 @@ function featureRouters(app: express.Express, deps: AppDeps, guards: CustomerGua
     }),
     modelRoutes({ auth, backends: deps.backends, voiceProvider: deps.voiceProvider, presetVoices: voiceCapabilities(deps).preset_voices }),
     voiceRoutes({ auth, limit, voices: deps.voices, ...(deps.voiceConsents ? { consents: deps.voiceConsents } : {}) }),
-    speechRoutes({ auth, limit, speech: deps.speech }),
+    speechRoutes({ auth, limit, speech: deps.speech, ...(deps.speechTokens ? { tokens: deps.speechTokens } : {}) }),
     webhookRoutes({ auth, limit, webhooks: deps.webhooks }),
     statementRoutes({ auth, db: deps.db }),
     usageRoutes({ auth, admin: requireAdmin(deps.adminToken), db: deps.db }),

@@ -54,9 +54,19 @@ export const Voice = z
 export const VoiceList = z.strictObject({ object: z.literal('list'), data: z.array(Voice) });
 export const VoiceDeleted = z.strictObject({ id: Uuid, object: z.literal('voice'), deleted: z.literal(true) });
 
+export const SpeechToken = z
+  .strictObject({
+    object: z.literal('speech.token'),
+    token: z.string().describe('Opens the speech WebSocket: `GET /v2/audio/speech/stream?token=<token>`.'),
+    expires_at: UnixSeconds.describe('Unix time (seconds) after which the token opens no socket.'),
+    url_path: z.literal('/v2/audio/speech/stream').describe('Where the WebSocket is, on this API.'),
+  })
+  .describe('A short-lived token for the speech WebSocket, as its API key, for browsers.');
+
 /** What the API answers, as its clients read it (z.output of the response schemas). */
 export type Voice = z.output<typeof Voice>;
 export type VoiceList = z.output<typeof VoiceList>;
 export type VoiceDeleted = z.output<typeof VoiceDeleted>;
+export type SpeechToken = z.output<typeof SpeechToken>;
 
-export const RESPONSE_COMPONENTS = { Voice, VoiceList, VoiceDeleted } satisfies Record<string, z.ZodType>;
+export const RESPONSE_COMPONENTS = { Voice, VoiceList, VoiceDeleted, SpeechToken } satisfies Record<string, z.ZodType>;

@@ -1,7 +1,10 @@
 // POST /v2/audio/speech: JSON in, audio bytes out (charged once delivered; see ./speech.ts).
 import type { RequestHandler } from 'express';
-import { CreateSpeechBody } from './schemas.js';
-import { ApiRouter, header, type ContractHandler, type RouteContract } from '../http/openapi.js';
+import { ApiRouter, header, json, type ContractHandler, type RouteContract } from '../http/openapi.js';
+import { ApiError } from '../errors.js';
+import { CreateSpeechBody, SpeechToken } from './schemas.js';
+import type { SpeechTokens } from './speech-tokens.js';
+import { SPEECH_SOCKET_PATH } from './speech-socket.js';
 import { speechBodyExample, speechBodySchema } from '../models/openapi-bodies.js';
 import { jsonBody } from '../http/json-body.js';
 import { principalOf } from '../http/auth.js';
@@ -163,7 +166,27 @@ function createSpeechHandler(deps: { speech: SpeechService }): ContractHandler<t
   };
 }
 
-export function speechRoutes(deps: { auth: RequestHandler; limit: RequestHandler; speech: SpeechService }): ApiRouter {
+const createSpeechToken = {
+  method: 'post',
+  path: '/v2/audio/speech/tokens',
+  operationId: 'createSpeechToken',
+  tag: 'Speech',
+  summary: 'A token for the speech WebSocket',
+  description:
+    'A short-lived token that opens the speech WebSocket (`GET /v2/audio/speech/stream?token=...`) as this API key, for a browser, which ' +
+    'cannot send an Authorization header on a WebSocket. Good for opening sockets until `expires_at` (SPEECH_TOKEN_TTL_S after it was ' +
+    "made), never beyond its key: a revoked key's tokens are refused at once.",
+  security: 'apiKey',
+  responses: { '201': json(SpeechToken, 'The token.') },
+  errors: { 429: undefined, 503: 'No voice provider is configured.' },
+} satisfies RouteContract;
+
+export function speechRoutes(deps: {
+  auth: RequestHandler;
+  limit: RequestHandler;
+  speech: SpeechService;
+  tokens?: SpeechTokens;
+}): ApiRouter {
   const api = new ApiRouter();
   // With no voice provider every request is a 503, whatever its body.
   const configured: RequestHandler = (_req, _res, next) => {
@@ -172,6 +195,11 @@ export function speechRoutes(deps: { auth: RequestHandler; limit: RequestHandler
   };
 
   api.route(createSpeech, deps.auth, deps.limit, configured, jsonBody, createSpeechHandler(deps));
+  api.route(createSpeechToken, deps.auth, deps.limit, configured, async (_input, _req, res) => {
+    if (!deps.tokens) throw new ApiError(503, 'api_error', 'speech_socket_unavailable', 'the speech WebSocket is not served here');
+    const { token, expires_at_s } = deps.tokens.issue(principalOf(res));
+    res.status(201).json({ object: 'speech.token', token, expires_at: expires_at_s, url_path: SPEECH_SOCKET_PATH });
+  });
 
   return api;
 }

@@ -188,6 +188,25 @@ export class SpeechService {
     return model;
   }
 
+  /**
+   * What speaks an utterance streamed over a WebSocket (./speech-socket.ts): its model and voice checked
+   * as a speech request's, and the provider that speaks it.
+   */
+  async resolveUtterance(
+    principal: ApiKeyPrincipal,
+    body: { model?: string | undefined; voice: string },
+  ): Promise<{ model: SpeechModel; voice_id: string; registry_id: string | null; provider: VoiceProvider }> {
+    this.deps.voices.assertConfigured();
+    const model = this.resolveModel(principal, body.model);
+    const voice = await this.deps.voices.resolveForSpeech(principal, body.voice);
+    return { model, voice_id: voice.voice_id, registry_id: voice.registry_id, provider: this.deps.voices.provider };
+  }
+
+  /** A provider failure as the customer's error (logged for the operator when it is theirs). */
+  failure(err: unknown): unknown {
+    return this.deps.voices.failure(err);
+  }
+
   /** The model, format and length of a speech request, checked against the catalog. */
   private validated(principal: ApiKeyPrincipal, body: SpeechInput): { model: SpeechModel; format: SpeechFormat; characters: number } {
     this.deps.voices.assertConfigured();

@@ -56,6 +56,11 @@ export interface VoiceProvider {
    * answers streamed while they are made. Providers without it are asked for the whole PCM instead.
    */
   synthesizeStream?(req: Omit<SpeechRequest, 'format'>): AsyncIterable<Buffer>;
+  /**
+   * An utterance spoken while its text arrives (a WebSocket context): over the provider's own streaming
+   * input when it has one. Providers without it are asked segment by segment (src/voices/speech-contexts.ts).
+   */
+  openContext?(req: SpeechContextRequest): ProviderSpeechContext;
   /** The sample rate of this provider's PCM (its descriptor's pcm_rate_hz); null for `none`, which speaks nothing. */
   readonly pcm_rate_hz: number | null;
 }
@@ -82,3 +87,35 @@ export class VoiceProviderError extends Error {
 }
 
 export const isVoiceProviderError = (err: unknown): err is VoiceProviderError => err instanceof VoiceProviderError;
+
+/** What opens an utterance whose text arrives piece by piece. */
+export interface SpeechContextRequest {
+  model: string;
+  voice_id: string;
+  speed?: number | undefined;
+}
+
+/** Words of a speech and when each is spoken, in seconds from the start of its audio (three arrays of one length). */
+export interface WordTimestamps {
+  words: string[];
+  start_s: number[];
+  end_s: number[];
+}
+
+/**
+ * What an utterance yields as the provider makes it: the next PCM (s16le mono at pcm_rate_hz), the timing
+ * of the next words, or how many of the characters sent it has now spoken (a running total).
+ */
+export type ContextPiece = { pcm: Buffer } | { words: WordTimestamps } | { spoken_characters: number };
+
+/** One utterance at the provider: text in, pieces out. */
+export interface ProviderSpeechContext {
+  /** The next text of the utterance; `flush`: speak what it has now rather than wait for more. */
+  send(text: string, flush: boolean): void;
+  /** No more text: the pieces end once everything sent is spoken. */
+  end(): void;
+  /** Stop now: the pieces end without the rest (what was spoken so far has been reported). */
+  cancel(): void;
+  /** Ends when the utterance is spoken (or cancelled); throws a VoiceProviderError when the provider failed. */
+  readonly pieces: AsyncIterable<ContextPiece>;
+}
