@@ -39,7 +39,7 @@ export const SPEECH_SOCKET_CLOSE = {
   unsupported_data: 1003,
   /** A frame above frame_bytes_max (sent by the ws library). */
   message_too_big: 1009,
-  /** Nothing from the client, and no audio to it, for idle_ms. */
+  /** Nothing from the client for idle_ms while no context was speaking what it was sent. */
   idle: 4000,
   /** Messages faster than MESSAGES_PER_SECOND for long. */
   too_many_messages: 4029,
@@ -54,7 +54,7 @@ export interface SpeechSocketLimits {
   message_chars_max: number;
   /** Characters of one context, all its texts together (SPEECH_WS_CONTEXT_CHARS_MAX). */
   context_chars_max: number;
-  /** A socket with no message from its client and no audio to it this long is closed (SPEECH_WS_IDLE_MS). */
+  /** A socket with no message from its client this long, while no context speaks what it was sent, is closed (SPEECH_WS_IDLE_MS). */
   idle_ms: number;
   /** The largest frame accepted, in bytes (SPEECH_WS_FRAME_BYTES_MAX). */
   frame_bytes_max: number;
@@ -213,6 +213,8 @@ class SpeechSocketSession {
     ws.on('error', () => {});
     const every = Math.max(50, Math.min(1_000, Math.floor(deps.limits.idle_ms / 4)));
     this.idleTimer = setInterval(() => {
+      // A context speaking (or settling) what was all sent is not idle; one waiting for text or for the client to read is.
+      if ([...this.utterances.values()].some((u) => u.busy)) this.touch();
       if (performance.now() - this.last_activity_ms >= deps.limits.idle_ms) {
         ws.close(SPEECH_SOCKET_CLOSE.idle, `idle for ${deps.limits.idle_ms} ms`);
       }

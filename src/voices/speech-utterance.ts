@@ -63,6 +63,8 @@ export class Utterance {
   private audio_bytes = 0;
   private progress_at_ms = 0;
   private progress_writing = false;
+  /** The client is behind: the provider is not read until it caught up. */
+  private behind = false;
   private resolveSettled!: () => void;
   /** Resolves once the utterance ended and is settled (or never opened). */
   readonly settled = new Promise<void>((r) => (this.resolveSettled = r));
@@ -84,6 +86,11 @@ export class Utterance {
         this.error(e?.code ?? 'internal_error', e?.message ?? 'the message could not be handled');
         if (!this.opened) this.finish();
       });
+  }
+
+  /** Speaking or settling what the client has finished sending, not held back by the client: the socket is not idle. */
+  get busy(): boolean {
+    return this.input_ended && !this.behind;
   }
 
   /** Stops the utterance: the provider stops, what was spoken is charged, the rest released. */
@@ -206,7 +213,11 @@ export class Utterance {
           this.events.touch();
           this.progress(o);
           // A slow client: the provider is not read until it caught up (or went away).
-          while (this.events.open() && this.events.buffered_bytes() > this.deps.limits.buffered_bytes_max) await sleep(DRAIN_POLL_MS);
+          while (this.events.open() && this.events.buffered_bytes() > this.deps.limits.buffered_bytes_max) {
+            this.behind = true;
+            await sleep(DRAIN_POLL_MS);
+          }
+          this.behind = false;
         } else if ('words' in piece) {
           this.events.send({ type: 'word_timestamps', context_id: this.context_id, ...piece.words });
         } else {

@@ -30,13 +30,15 @@
 // Tests script faults per endpoint (`fail`): a status with a body (JSON or raw, e.g. malformed JSON on a
 // 200), extra headers (Retry-After), a delay (beyond the client's time limit), or a connection reset;
 // on the stream, the connection cut or the body stalled once some audio has gone out.
-// Every request is recorded (method, path, query, headers, JSON body or multipart parts).
+// Every request is recorded (method, path, query, headers, JSON body or multipart parts). The WebSocket of
+// text to speech from partial input (stream-input) is ./elevenlabs-stream-input-fake.ts, on the same server.
 import http from 'node:http';
 import { createHash, randomBytes } from 'node:crypto';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import multer from 'multer';
 import { ELEVENLABS_PRESET_VOICES } from '../../src/providers/voice/elevenlabs.js';
 import { closeServer, listenOnLoopback } from './fake-http.js';
+import { attachStreamInput, type StreamInputFake } from './elevenlabs-stream-input-fake.js';
 
 export type FakeRoute = 'clone' | 'delete' | 'speech' | 'stream';
 
@@ -145,6 +147,8 @@ export interface ElevenLabsFake {
   /** Faults not yet met. */
   pendingFaults(route: FakeRoute): number;
   requestsTo(route: FakeRoute): RecordedRequest[];
+  /** The WebSocket of text to speech from partial input (./elevenlabs-stream-input-fake.ts). */
+  streamInput: StreamInputFake;
   close(): Promise<void>;
 }
 
@@ -346,6 +350,12 @@ export async function startElevenLabsFake(opts: { apiKey?: string; voiceSlots?: 
   });
 
   const server = http.createServer(app);
+  const streamInput = attachStreamInput(server, {
+    apiKey,
+    hasVoice: (id) => voices.has(id),
+    pcm: fakeSpeechPcm,
+    chunkIntervalMs: STREAM_CHUNK_INTERVAL_MS,
+  });
   const url = await listenOnLoopback(server);
 
   return {
@@ -368,7 +378,9 @@ export async function startElevenLabsFake(opts: { apiKey?: string; voiceSlots?: 
     requestsTo(route) {
       return requests.filter((r) => r.route === route);
     },
+    streamInput,
     async close() {
+      streamInput.close();
       for (const t of timers) clearTimeout(t);
       timers.clear();
       await closeServer(server);

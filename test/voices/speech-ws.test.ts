@@ -4,6 +4,7 @@
 // agreement with it) after each.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import net from 'node:net';
 import { assertAuditHolds, balanceMicro, http, newCustomer, startStack, ADMIN_TOKEN, type Stack } from '../helpers/stack.js';
 import { SIM_SAMPLE_RATE_HZ, synthesizeTones } from '../../src/providers/voice/simulator.js';
 import { SpeechTokens } from '../../src/voices/speech-tokens.js';
@@ -153,6 +154,32 @@ describe('contexts', () => {
     assert.equal(done['characters'], 2);
     assert.deepEqual(c.audio('q'), tones('sim-deep', 'ab'));
     assert.equal(await balanceMicro(stack, workspaceId), 0);
+    c.close();
+    await assertAuditHolds(stack);
+  });
+});
+
+describe('backpressure', () => {
+  test('a client that does not read is not buffered for: the provider is read as it catches up', async () => {
+    const { key, workspaceId } = await newCustomer(stack, 10);
+    const c = await connect(wsUrl(stack), key);
+    // Stop reading: the kernel's buffers fill, then the server's (bufferedAmount) passes its 1 MiB.
+    const socket = (c.ws as unknown as { _socket: net.Socket })._socket;
+    socket.pause();
+    // Three texts of 2,000 characters, 4.4 MB of PCM each, each its own synthesis at the simulator,
+    // which, read, makes one in 2 s (and counts it spoken as it starts).
+    for (const [i, ch] of ['x', 'y', 'z'].entries()) {
+      c.send({ context_id: 'slow', ...(i === 0 ? { voice: 'sim-deep' } : {}), text: ch.repeat(2000), continue: i < 2 });
+    }
+    await new Promise((r) => setTimeout(r, 6_000));
+    // The provider was not read past what the client could take: the second synthesis never started.
+    const row = (await speechRows(stack, workspaceId))[0]!;
+    assert.equal(row.status, 'held');
+    assert.equal(Number(row.spoken_characters), 2000);
+    socket.resume();
+    const done = await c.done('slow', 60_000);
+    assert.equal(done['characters'], 6000);
+    assert.equal(c.audio('slow').length, 6000 * 1102 * 2);
     c.close();
     await assertAuditHolds(stack);
   });

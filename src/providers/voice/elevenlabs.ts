@@ -6,6 +6,8 @@
 //   delete  DELETE /v1/voices/{voice_id}          -> 200 {"status": "ok"}
 //   speech  POST   /v1/text-to-speech/{voice_id}?output_format=pcm_22050
 //                                                 JSON {"text", "model_id"} -> 200 audio bytes
+//   context GET    /v1/text-to-speech/{voice_id}/stream-input (a WebSocket: text in as it comes, audio
+//                                                 and its alignment out; ./elevenlabs-stream-input.ts)
 //   stream  POST   /v1/text-to-speech/{voice_id}/stream?output_format=pcm_22050
 //                                                 the same JSON -> 200 audio bytes in a chunked body,
 //                                                 sent while they are made; errors as speech's
@@ -55,7 +57,10 @@ import {
   type SynthesizedSpeech,
   type VoiceProvider,
   type VoiceSample,
+  type ProviderSpeechContext,
+  type SpeechContextRequest,
 } from './types.js';
+import { streamInputContext } from './elevenlabs-stream-input.js';
 import { credential, hideSecret, voiceProvider } from '../descriptor.js';
 import { ConfigError } from '../../config-error.js';
 import { z } from 'zod';
@@ -295,6 +300,11 @@ export class ElevenLabsVoiceProvider implements VoiceProvider {
       stopped.abort();
       await reader?.cancel().catch(() => {});
     }
+  }
+
+  /** An utterance over ElevenLabs' WebSocket of partial text input (./elevenlabs-stream-input.ts). */
+  openContext(req: SpeechContextRequest): ProviderSpeechContext {
+    return streamInputContext({ baseUrl: this.baseUrl, apiKey: this.#apiKey, modelId: this.modelId, req });
   }
 
   /**
