@@ -23,7 +23,7 @@ import type { Db } from '../db/pool.js';
 import { uuidForKey } from '../ids.js';
 import { captureSpeech, holdSpeech, markSpeechDelivered, releaseSpeech, type DeliveredSpeech } from './speech-billing.js';
 import type { Storage } from '../storage/local.js';
-import { defaultSpeechModelFor, findSpeechModel, speechCostMicroEur, type SpeechModel } from '../models/catalog.js';
+import { defaultSpeechModelFor, findSpeechModel, speechCostMicroEur, speechModels, type SpeechModel } from '../models/catalog.js';
 import { ApiError, invalidParam, keySpendLimitExceeded, notFound } from '../errors.js';
 import { microEurToEur } from '../money.js';
 import { creditsCharged } from '../metrics.js';
@@ -34,6 +34,9 @@ import type { SpeechFormat } from '../models/values.js';
 import type { FfmpegWasm, MediaReservation } from '../media/ffmpeg-wasm.js';
 import { inSpan, markSpans, SPEECH_REQUEST_ID_ATTRIBUTE } from '../telemetry/index.js';
 import { NOT_CONFIGURED_MESSAGE, type SpeechRequest, type VoiceProvider } from '../providers/voice/types.js';
+
+/** A speech request's voice: its provider voice id, its registry row (null for a preset voice), the provider that speaks it. */
+type VoiceForSpeech = Awaited<ReturnType<VoicesService['resolveForSpeech']>>;
 
 export interface SpeechInput {
   model?: string | undefined;
@@ -59,6 +62,8 @@ type Prepared =
       speechRequestId: string;
       model: SpeechModel;
       voice_id: string;
+      /** The provider of the voice: the one that speaks. */
+      provider: VoiceProvider;
       format: SpeechFormat;
       characters: number;
       text: string;
@@ -168,30 +173,62 @@ export class SpeechService {
     this.deps.voices.assertConfigured();
   }
 
-  resolveModel(principal: ApiKeyPrincipal, requested: string | undefined): SpeechModel {
-    const provider = this.deps.voices.provider;
-    const model = requested === undefined ? defaultSpeechModelFor(provider.name) : findSpeechModel(requested);
-    if (!model) {
-      if (requested === undefined)
-        throw new ApiError(
-          503,
-          'provider_error',
-          'provider_not_configured',
-          `no speech model is available for voice provider ${provider.name}`,
-        );
-      throw notFound('model_not_found', `speech model "${requested}" does not exist`, 'model');
-    }
-    if (model.provider !== provider.name) {
+  /** The model a request names: it exists (404), its provider is configured here (503), the key may use it (403). */
+  private requestedModel(principal: ApiKeyPrincipal, requested: string): SpeechModel {
+    const model = findSpeechModel(requested);
+    if (!model) throw notFound('model_not_found', `speech model "${requested}" does not exist`, 'model');
+    if (!this.deps.voices.providers.get(model.provider)) {
       throw new ApiError(503, 'provider_error', 'provider_not_configured', `the provider of model ${model.id} is not configured`, 'model');
     }
     requireKeyAllowsModel(principal, model.id);
     return model;
   }
 
-  /** The model, format and length of a speech request, checked against the catalog. */
-  private validated(principal: ApiKeyPrincipal, body: SpeechInput): { model: SpeechModel; format: SpeechFormat; characters: number } {
+  /**
+   * The model that speaks with the voice's provider: the one asked for, which must be that provider's (400
+   * naming `model` otherwise), else that provider's default model.
+   */
+  private modelForVoice(principal: ApiKeyPrincipal, requested: SpeechModel | undefined, voice: VoiceForSpeech): SpeechModel {
+    const provider = voice.provider.name;
+    if (requested) {
+      if (requested.provider !== provider) {
+        throw invalidParam(
+          'model',
+          `model ${requested.id} is spoken by voice provider ${requested.provider}, but voice "${voice.voice_id}" is a voice of ` +
+            `${provider}: use one of its models (${speechModels()
+              .filter((m) => m.provider === provider)
+              .map((m) => m.id)
+              .join(', ')}) or omit model`,
+        );
+      }
+      return requested;
+    }
+    const model = defaultSpeechModelFor(provider);
+    if (!model) {
+      throw new ApiError(503, 'provider_error', 'provider_not_configured', `no speech model is available for voice provider ${provider}`);
+    }
+    requireKeyAllowsModel(principal, model.id);
+    return model;
+  }
+
+  /**
+   * The model, voice, format and length of a speech request, checked against the catalog: a model asked for
+   * is checked before the voice is looked up, the default model after (it is the voice's provider's).
+   */
+  private async validated(
+    principal: ApiKeyPrincipal,
+    body: SpeechInput,
+  ): Promise<{ model: SpeechModel; voice: VoiceForSpeech; format: SpeechFormat; characters: number }> {
     this.deps.voices.assertConfigured();
-    const model = this.resolveModel(principal, body.model);
+    const requested = body.model === undefined ? undefined : this.requestedModel(principal, body.model);
+    if (requested) this.checkInput(requested, body);
+    const voice = await this.deps.voices.resolveForSpeech(principal, body.voice, requested?.provider);
+    const model = this.modelForVoice(principal, requested, voice);
+    return { model, voice, ...this.checkInput(model, body) };
+  }
+
+  /** The format and length of the input, as `model` takes them. */
+  private checkInput(model: SpeechModel, body: SpeechInput): { format: SpeechFormat; characters: number } {
     const format = body.response_format ?? 'wav';
     if (!model.response_formats.includes(format)) {
       throw invalidParam('response_format', `response_format must be one of ${model.response_formats.join(', ')} for model ${model.id}`);
@@ -201,7 +238,7 @@ export class SpeechService {
     if (characters > model.max_input_chars) {
       throw invalidParam('input', `input must be at most ${model.max_input_chars} characters for model ${model.id} (it has ${characters})`);
     }
-    return { model, format, characters };
+    return { format, characters };
   }
 
   /** Validates, resolves the voice and holds the cost (or finds the request delivered before). */
@@ -211,8 +248,7 @@ export class SpeechService {
     idempotencyKey: string | undefined,
     streamed: boolean,
   ): Promise<Prepared> {
-    const { model, format, characters } = this.validated(principal, body);
-    const voice = await this.deps.voices.resolveForSpeech(principal, body.voice);
+    const { model, voice, format, characters } = await this.validated(principal, body);
     const cost_micro_eur = speechCostMicroEur(model, characters);
     const workspaceId = principal.workspace_id;
     const held = await holdSpeech(this.deps.db, {
@@ -227,7 +263,7 @@ export class SpeechService {
       responseFormat: format,
       cost_micro_eur,
       apiKeyId: principal.key_id,
-      backend: this.deps.voices.provider.name,
+      backend: voice.provider.name,
     });
     switch (held.kind) {
       case 'idempotency_key_reused':
@@ -246,6 +282,7 @@ export class SpeechService {
           speechRequestId: held.speech_request_id,
           model,
           voice_id: voice.voice_id,
+          provider: voice.provider,
           format,
           characters,
           text: body.input,
@@ -300,7 +337,7 @@ export class SpeechService {
     try {
       let pcm;
       try {
-        pcm = await this.deps.voices.provider.synthesize({
+        pcm = await prepared.provider.synthesize({
           model: model.id,
           voice_id: prepared.voice_id,
           text: prepared.text,
@@ -372,7 +409,7 @@ export class SpeechService {
     const { speechRequestId, model, format, characters } = prepared;
     markSpans(SPEECH_REQUEST_ID_ATTRIBUTE, speechRequestId);
     const place = await this.reserveEncoder(speechRequestId, format);
-    const provider = this.deps.voices.provider;
+    const provider = prepared.provider;
     const rate_hz = provider.pcm_rate_hz;
     const chunks = pcmChunks(provider, { model: model.id, voice_id: prepared.voice_id, text: prepared.text, speed: prepared.speed });
     const release = () => releaseSpeech(this.deps.db, speechRequestId).catch(() => false);
