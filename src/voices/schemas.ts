@@ -46,6 +46,13 @@ export const CreateSpeechBody = z
           'aac and flac when it has); sse: server-sent events speech.audio.delta (base64 audio) and ' +
           'speech.audio.done. Absent: one complete file.',
       ),
+    timestamps: z
+      .enum(['word'], { error: 'must be word' })
+      .optional()
+      .describe(
+        'word (only with stream_format "sse", else a 400): speech.word_timestamps events ({"words", "start_s", "end_s"}: each word once, in order, ' +
+          "its start and end in seconds from the start of the audio) come between the speech.audio.delta events, whatever the voice's provider.",
+      ),
   })
   .strict();
 

@@ -33,7 +33,13 @@ import { audioEncoder, needsMediaWorker, pcmRateOf, type AudioEncoder } from '..
 import type { SpeechFormat } from '../models/values.js';
 import type { FfmpegWasm, MediaReservation } from '../media/ffmpeg-wasm.js';
 import { inSpan, markSpans, SPEECH_REQUEST_ID_ATTRIBUTE } from '../telemetry/index.js';
-import { NOT_CONFIGURED_MESSAGE, type SpeechRequest, type VoiceProvider } from '../providers/voice/types.js';
+import {
+  NOT_CONFIGURED_MESSAGE,
+  type SpeechRequest,
+  type TimedSpeechPiece,
+  type VoiceProvider,
+  type WordTimestamps,
+} from '../providers/voice/types.js';
 
 /** A speech request's voice: its provider voice id, its registry row (null for a preset voice), the provider that speaks it. */
 type VoiceForSpeech = Awaited<ReturnType<VoicesService['resolveForSpeech']>>;
@@ -44,11 +50,16 @@ export interface SpeechInput {
   voice: string;
   response_format?: SpeechFormat | undefined;
   speed?: number | undefined;
+  /** `word`: a streamed speech carries its words' timings between its audio (stream_format sse only). */
+  timestamps?: 'word' | undefined;
 }
 
 /** A streamed speech: what is known when it starts, and its bytes as they are made. */
 export interface SpeechStream extends Omit<SpeechResult, 'audio'> {
-  /** Ends when the audio is complete; errors (and is cut) when the provider failed midway. */
+  /**
+   * Object mode: the audio bytes (Buffers) and, when word timestamps were asked for, the words' timings
+   * (WordTimestamps) between them. Ends when the audio is complete; errors (and is cut) when the provider failed midway.
+   */
   body: Readable;
   /** Settles when the money is settled (captured, or released after a failure; `unsettled` when the database failed, left to the reconciler); never rejects. */
   settled: Promise<'captured' | 'released' | 'unsettled'>;
@@ -151,19 +162,38 @@ function speechFingerprint(model_id: string, voice_id: string, body: SpeechInput
         format,
         ...(body.speed !== undefined && body.speed !== 1 ? [body.speed] : []),
         ...(streamed ? ['stream'] : []),
+        ...(body.timestamps ? [`timestamps:${body.timestamps}`] : []),
       ]),
     )
     .digest('hex');
 }
 
-/** The provider's PCM chunk by chunk: streamed when it streams, else its whole synthesis as one chunk. */
-function pcmChunks(provider: VoiceProvider, request: Omit<SpeechRequest, 'format'>): AsyncIterator<Buffer> {
-  const source: AsyncIterable<Buffer> = provider.synthesizeStream
-    ? provider.synthesizeStream(request)
-    : (async function* () {
-        yield (await provider.synthesize({ ...request, format: 'pcm' })).audio;
-      })();
+/**
+ * The provider's PCM chunk by chunk: streamed when it streams, else its whole synthesis as one chunk; with
+ * `timed`, its words' timings between the chunks (every adapter that speaks streams them).
+ */
+function pcmChunks(provider: VoiceProvider, request: Omit<SpeechRequest, 'format'>, timed: boolean): AsyncIterator<TimedSpeechPiece> {
+  const source: AsyncIterable<TimedSpeechPiece> =
+    timed && provider.synthesizeStreamWithTimestamps
+      ? provider.synthesizeStreamWithTimestamps(request)
+      : (async function* () {
+          if (provider.synthesizeStream) {
+            for await (const pcm of provider.synthesizeStream(request)) yield { pcm };
+          } else {
+            yield { pcm: (await provider.synthesize({ ...request, format: 'pcm' })).audio };
+          }
+        })();
   return source[Symbol.asyncIterator]();
+}
+
+/** The provider's first audio, and the word timings it sent before it (null when it ended without audio). */
+async function firstAudio(chunks: AsyncIterator<TimedSpeechPiece>): Promise<{ pcm: Buffer; words: WordTimestamps[] } | null> {
+  const words: WordTimestamps[] = [];
+  for (let next = await chunks.next(); !next.done; next = await chunks.next()) {
+    if ('words' in next.value) words.push(next.value.words);
+    else if (next.value.pcm.length > 0) return { pcm: next.value.pcm, words };
+  }
+  return null;
 }
 
 export class SpeechService {
@@ -411,12 +441,13 @@ export class SpeechService {
     const place = await this.reserveEncoder(speechRequestId, format);
     const provider = prepared.provider;
     const rate_hz = provider.pcm_rate_hz;
-    const chunks = pcmChunks(provider, { model: model.id, voice_id: prepared.voice_id, text: prepared.text, speed: prepared.speed });
+    const request = { model: model.id, voice_id: prepared.voice_id, text: prepared.text, speed: prepared.speed };
+    const chunks = pcmChunks(provider, request, body.timestamps === 'word');
     const release = () => releaseSpeech(this.deps.db, speechRequestId).catch(() => false);
-    let first: IteratorResult<Buffer>;
+    let first: { pcm: Buffer; words: WordTimestamps[] } | null;
     try {
-      first = await chunks.next();
-      if (first.done || first.value.length === 0)
+      first = await firstAudio(chunks);
+      if (!first)
         throw new ApiError(502, 'provider_error', 'provider_invalid_response', 'the voice provider returned no audio; nothing was charged');
       if (rate_hz === null) throw new ApiError(503, 'provider_error', 'provider_not_configured', NOT_CONFIGURED_MESSAGE);
     } catch (err) {
@@ -425,8 +456,9 @@ export class SpeechService {
       throw this.deps.voices.failure(err);
     }
     const encoder = audioEncoder(format, rate_hz, place?.run ?? null, true);
-    const out = new PassThrough();
-    const settled = this.streamAndSettle({ speechRequestId, format, first: first.value, chunks, encoder, out, place, release });
+    // Object mode: audio bytes (Buffers), and with timestamps the words' timings between them.
+    const out = new PassThrough({ objectMode: true });
+    const settled = this.streamAndSettle({ speechRequestId, format, first, chunks, encoder, out, place, release });
     const cost_micro_eur = speechCostMicroEur(model, characters);
     return {
       content_type: encoder.content_type,
@@ -447,8 +479,8 @@ export class SpeechService {
   private async streamAndSettle(stream: {
     speechRequestId: string;
     format: SpeechFormat;
-    first: Buffer;
-    chunks: AsyncIterator<Buffer>;
+    first: { pcm: Buffer; words: WordTimestamps[] };
+    chunks: AsyncIterator<TimedSpeechPiece>;
     encoder: AudioEncoder;
     out: PassThrough;
     place: MediaReservation | null;
@@ -462,8 +494,15 @@ export class SpeechService {
       if (!out.destroyed) out.write(b);
     };
     try {
-      send(encoder.push(stream.first));
-      for (let next = await chunks.next(); !next.done; next = await chunks.next()) send(encoder.push(next.value));
+      const words = (w: WordTimestamps) => {
+        if (!out.destroyed) out.write(w);
+      };
+      send(encoder.push(stream.first.pcm));
+      stream.first.words.forEach(words);
+      for (let next = await chunks.next(); !next.done; next = await chunks.next()) {
+        if ('pcm' in next.value) send(encoder.push(next.value.pcm));
+        else words(next.value.words);
+      }
       send(await encoder.end());
     } catch (err) {
       await stream.release();
