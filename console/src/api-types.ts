@@ -187,7 +187,7 @@ export interface SpeechModel {
   /**
    * The voice provider serving the model; null when it is not the configured one.
    */
-  backend: ("simulator" | "elevenlabs") | null;
+  backend: ("simulator" | "elevenlabs" | "cartesia") | null;
   simulated: boolean;
   available: boolean;
   max_input_chars: number;
@@ -218,6 +218,10 @@ export interface Voice {
   voice_id: string;
   name: string;
   requires_verification: boolean;
+  /**
+   * The voice provider that cloned the voice: it speaks it, with its own speech models.
+   */
+  provider: "simulator" | "elevenlabs" | "cartesia";
   /**
    * Unix time (seconds).
    */

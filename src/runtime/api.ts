@@ -23,13 +23,14 @@ import { checkSearchAttributes } from '../temporal/search-attributes.js';
 import { nudgePollForCallback } from '../video-jobs/operation-polls.js';
 import { Secrets } from './secrets.js';
 import { createStorage, checkStorage, closeStorage, createDownloads } from './storage.js';
-import { configuredBackends, createVideoProviders, createVoiceProvider } from './providers.js';
+import { configuredBackends, createVideoProviders, createVoiceProviders } from './providers.js';
+import { voiceProviderNames } from '../providers/registry.js';
 import { temporalClientOptions } from '../telemetry/index.js';
 import { traceProviderCallback } from '../telemetry/job-trace.js';
 import type { Storage } from '../storage/local.js';
 import { Readiness } from '../service/readiness.js';
 import type { VideoProvider } from '../providers/video/types.js';
-import type { VoiceProvider } from '../providers/voice/types.js';
+import type { VoiceProviderSet } from '../providers/voice/types.js';
 
 export interface RunningApi {
   url: string;
@@ -55,7 +56,7 @@ export async function startApi(opts: {
   const { config } = opts;
   const storage = createStorage(config);
   await checkStorage(storage);
-  const voiceProvider = createVoiceProvider(opts.db, config);
+  const voiceProviders = createVoiceProviders(opts.db, config);
   // The adapters verify their providers' callbacks (POST /v2/provider-callbacks/...).
   const callbackProviders = createVideoProviders(opts.db, config);
   const connected = await connectTemporal(config, opts.temporalAddress, opts.logger);
@@ -72,7 +73,7 @@ export async function startApi(opts: {
   });
   readiness.start();
   const speechTokens = new SpeechTokens(opts.secrets.urlSigningSecret, config.speechTokenTtlS);
-  const { app, speech } = buildApp({ ...opts, storage, voiceProvider, callbackProviders, temporal, ffmpeg, readiness, speechTokens });
+  const { app, speech } = buildApp({ ...opts, storage, voiceProviders, callbackProviders, temporal, ffmpeg, readiness, speechTokens });
   // With ADMIN_PORT, the operators' API is served on a listener of its own and not on PORT.
   const split = config.adminPort !== undefined;
   const server = await listen(split ? only(app, (p) => !isAdminPath(p)) : app, config.port, config.host, 'PORT');
@@ -180,7 +181,7 @@ interface AppParts {
   secrets: Secrets;
   logger: Logger;
   storage: Storage;
-  voiceProvider: VoiceProvider;
+  voiceProviders: VoiceProviderSet;
   callbackProviders: Map<string, VideoProvider>;
   temporal: Client;
   ffmpeg: FfmpegWasm;
@@ -193,7 +194,7 @@ interface AppParts {
  * (with recovery of lost runs), and cloned voices (whose deletion is a workflow).
  */
 function createWorkflowServices(parts: AppParts) {
-  const { config, db, storage, temporal, voiceProvider, logger } = parts;
+  const { config, db, storage, temporal, voiceProviders, logger } = parts;
   const jobs = new VideoJobsService({
     db,
     storage,
@@ -211,7 +212,7 @@ function createWorkflowServices(parts: AppParts) {
   });
   const voices = new VoicesService({
     db,
-    provider: voiceProvider,
+    providers: voiceProviders,
     temporal,
     taskQueue: config.temporal.taskQueue,
     logger,
@@ -256,7 +257,7 @@ function buildApp(parts: AppParts): { app: http.RequestListener; speech: SpeechS
         ),
       limits: config.providerCallbackLimits,
     },
-    voiceProvider: config.providers.voice.descriptor.name,
+    voiceProviders: voiceProviderNames(config.providers),
     publicBaseUrl: config.publicBaseUrl,
     rateLimitPerMinute: config.rateLimitPerMinute,
     rateLimitReadsPerMinute: config.rateLimitReadsPerMinute,

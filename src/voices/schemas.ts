@@ -2,7 +2,15 @@
 import { z } from 'zod';
 import { UnixSeconds, Uuid } from '../http/schemas.js';
 import { text } from '../zod-text.js';
-import { SPEECH_FORMATS } from '../models/values.js';
+import { SPEECH_FORMATS, SPEECH_PROVIDERS } from '../models/values.js';
+
+/** A voice provider's name: where a voice is cloned, and then always spoken and deleted. */
+export const VoiceProviderName = z
+  .enum(SPEECH_PROVIDERS, { error: `must be one of ${SPEECH_PROVIDERS.join(', ')}` })
+  .describe(
+    'The voice provider that clones the voice (one of those configured here, listed as `backend` by GET /v2/models); ' +
+      'default: the first configured. The voice is then always spoken and deleted there.',
+  );
 
 export const CreateSpeechBody = z
   .object({
@@ -38,6 +46,13 @@ export const CreateSpeechBody = z
           'aac and flac when it has); sse: server-sent events speech.audio.delta (base64 audio) and ' +
           'speech.audio.done. Absent: one complete file.',
       ),
+    timestamps: z
+      .enum(['word'], { error: 'must be word' })
+      .optional()
+      .describe(
+        'word (only with stream_format "sse", else a 400): speech.word_timestamps events ({"words", "start_s", "end_s"}: each word once, in order, ' +
+          "its start and end in seconds from the start of the audio) come between the speech.audio.delta events, whatever the voice's provider.",
+      ),
   })
   .strict();
 
@@ -48,6 +63,7 @@ export const Voice = z
     voice_id: z.string().describe('The provider voice id: the `voice` of POST /v2/audio/speech.'),
     name: z.string(),
     requires_verification: z.boolean(),
+    provider: z.enum(SPEECH_PROVIDERS).describe('The voice provider that cloned the voice: it speaks it, with its own speech models.'),
     created: UnixSeconds.describe('Unix time (seconds).'),
   })
   .describe('A cloned voice, visible only from its own workspace.');

@@ -9,6 +9,7 @@ import { speechBodyExample, speechBodySchema } from '../models/openapi-bodies.js
 import { jsonBody } from '../http/json-body.js';
 import { principalOf } from '../http/auth.js';
 import { microEurToEur } from '../money.js';
+import { invalidParam } from '../errors.js';
 import type { SpeechService } from './speech.js';
 import { sendSpeechStream } from './speech-stream.js';
 
@@ -22,6 +23,19 @@ const SPEECH_EVENT_DATA = {
       properties: {
         type: { const: 'speech.audio.delta' },
         audio: { type: 'string', contentEncoding: 'base64', description: 'Base64 of the next bytes.' },
+      },
+    },
+    {
+      type: 'object',
+      description:
+        'With `timestamps: "word"`: the timings of the next words, between the audio deltas. Each word once, in order; ' +
+        'start_s and end_s in seconds from the start of the audio, monotonic, within its duration.',
+      required: ['type', 'words', 'start_s', 'end_s'],
+      properties: {
+        type: { const: 'speech.word_timestamps' },
+        words: { type: 'array', items: { type: 'string' }, minItems: 1 },
+        start_s: { type: 'array', items: { type: 'number', minimum: 0 }, minItems: 1 },
+        end_s: { type: 'array', items: { type: 'number', minimum: 0 }, minItems: 1 },
       },
     },
     {
@@ -69,7 +83,8 @@ const SPEECH_EVENT_DATA = {
 export const SPEECH_SSE_EVENT = {
   type: 'object',
   description:
-    'One event of the stream (stream_format "sse"): `data: <JSON>` lines, each a speech.audio.delta, then one speech.audio.done (or an error).',
+    'One event of the stream (stream_format "sse"): `data: <JSON>` lines, each a speech.audio.delta (with `timestamps: "word"`, ' +
+    'speech.word_timestamps between them), then one speech.audio.done (or an error).',
   required: ['data'],
   properties: {
     event: { type: 'string', const: 'message', description: 'No event name is sent: the default, "message".' },
@@ -89,7 +104,9 @@ export const SPEECH_CONTENT = Object.fromEntries([
 
 /** The errors speech can answer. */
 export const SPEECH_ERRORS: RouteContract['errors'] = {
-  400: 'Invalid request, e.g. blank or too long `input`, or a response_format the model does not offer.',
+  400:
+    'Invalid request, e.g. blank or too long `input`, a response_format the model does not offer, a `model` of another voice provider ' +
+    "than the voice's (`param: model`), or `timestamps` without stream_format sse.",
   402: undefined,
   403: undefined,
   404: 'Unknown model (model_not_found, `param: model`) or voice (voice_not_found, `param: voice`).',
@@ -139,6 +156,9 @@ const createSpeech = {
 
 function createSpeechHandler(deps: { speech: SpeechService }): ContractHandler<typeof createSpeech> {
   return async ({ body, idempotencyKey }, _req, res) => {
+    if (body.timestamps !== undefined && body.stream_format !== 'sse') {
+      throw invalidParam('timestamps', 'timestamps needs stream_format "sse" (the timings are events of the stream)');
+    }
     if (body.stream_format !== undefined) {
       const stream = await deps.speech.speakStream(principalOf(res), body, idempotencyKey);
       sendSpeechStream(res, stream, body.stream_format, {

@@ -170,7 +170,7 @@ describe('request bodies: the document and the server agree', () => {
   // /v1 takes the same speech body, with voice also as {"id"} and instructions.
   for (const path of ['/v2/audio/speech', '/v1/audio/speech']) {
     test(`POST ${path}: blank and over-long input (code points), per-model formats`, async () => {
-      const model = speechModels().find((m) => m.provider === stack.config.providers.voice.descriptor.name)!;
+      const model = speechModels().find((m) => m.provider === stack.config.providers.voices[0]!.descriptor.name)!;
       const base = { voice: voiceId };
       const openAiOnly: [string, unknown][] = [
         ['voice as {id}', { voice: { id: voiceId }, input: 'Hello.' }],

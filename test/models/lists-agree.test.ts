@@ -46,7 +46,7 @@ async function serve(backends: ConfiguredBackends): Promise<{ url: string; close
     adminToken: 'x'.repeat(32),
     rateLimitPerMinute: 1000,
     backends,
-    voiceProvider: 'simulator',
+    voiceProviders: ['simulator'],
     storage: {},
     ffmpeg: {},
     logger: { isLevelEnabled: () => false, info() {}, warn() {}, error() {} },

@@ -77,6 +77,16 @@ describe('contexts', () => {
     assert.equal(done['characters'], n);
     assert.equal(c.messages.filter((m) => m.type === 'context').length, 1);
     assert.deepEqual(c.audio('u'), tones('sim-deep', parts.join('')));
+    // The words' timings, counted from the start of the utterance's audio (50 ms a character).
+    const timed = c.messages.filter((m) => m.type === 'word_timestamps' && m.context_id === 'u');
+    assert.deepEqual(
+      timed.flatMap((m) => m['words']),
+      ['The', 'quick', 'brown', 'fox', 'jumps', 'over', 'the', 'lazy', 'dog.'],
+    );
+    assert.deepEqual(
+      timed.flatMap((m) => m['start_s']),
+      [0, 4, 10, 16, 20, 26, 31, 35, 40].map((chars) => chars * 0.05),
+    );
     const rows = await speechRows(stack, workspaceId);
     assert.equal(rows.length, 1);
     assert.equal(rows[0]!.characters, n);

@@ -16,7 +16,8 @@
 // `unavailable` (or `rejected` for a policy close: a voice, format or text it refuses). Messages are read
 // only as fast as the utterance takes them: past QUEUED_MAX waiting, the socket is paused.
 import WebSocket from 'ws';
-import type { ContextPiece, ProviderSpeechContext, SpeechContextRequest, WordTimestamps } from './types.js';
+import type { ContextPiece, ProviderSpeechContext, SpeechContextRequest } from './types.js';
+import { CharacterWords } from './speech-pieces.js';
 import { ElevenLabsError, ELEVENLABS_OUTPUT_FORMAT, ELEVENLABS_SAMPLE_RATE_HZ } from './elevenlabs.js';
 
 /** Pieces waiting to be taken beyond which the provider's socket is paused (and resumed below a quarter of it). */
@@ -33,43 +34,16 @@ interface Alignment {
   charDurationsMs?: unknown;
 }
 
-/** Groups aligned characters into words, carrying a word cut by the end of a chunk over to the next. */
-class WordGrouper {
-  private word = '';
-  private start_s = 0;
-  private end_s = 0;
-
-  /** The words completed by these characters (times in seconds from the utterance's start). */
-  add(a: Alignment, offset_s: number): WordTimestamps {
-    const out: WordTimestamps = { words: [], start_s: [], end_s: [] };
-    const chars = Array.isArray(a.chars) ? (a.chars as unknown[]) : [];
-    const starts = Array.isArray(a.charStartTimesMs) ? (a.charStartTimesMs as unknown[]) : [];
-    const durations = (
-      Array.isArray(a.charsDurationsMs) ? a.charsDurationsMs : Array.isArray(a.charDurationsMs) ? a.charDurationsMs : []
-    ) as unknown[];
-    chars.forEach((ch, i) => {
-      const start = offset_s + Number(starts[i] ?? 0) / 1000;
-      const end = start + Number(durations[i] ?? 0) / 1000;
-      if (typeof ch !== 'string' || /^\s$/u.test(ch)) return this.flushInto(out);
-      if (this.word === '') this.start_s = start;
-      this.word += ch;
-      this.end_s = Math.max(this.end_s, end);
-    });
-    return out;
-  }
-
-  flushInto(out: WordTimestamps): WordTimestamps {
-    if (this.word !== '') {
-      out.words.push(this.word);
-      out.start_s.push(round(this.start_s));
-      out.end_s.push(round(this.end_s));
-      this.word = '';
-    }
-    return out;
-  }
+/** The alignment's characters with their start and end, in seconds from the utterance's start (its times count from its chunk's start). */
+function alignedCharacters(a: Alignment, offset_s: number): { chars: string[]; starts: number[]; ends: number[] } {
+  const chars = Array.isArray(a.chars) ? (a.chars as unknown[]).map(String) : [];
+  const starts = Array.isArray(a.charStartTimesMs) ? (a.charStartTimesMs as unknown[]) : [];
+  const durations = (
+    Array.isArray(a.charsDurationsMs) ? a.charsDurationsMs : Array.isArray(a.charDurationsMs) ? a.charDurationsMs : []
+  ) as unknown[];
+  const start_s = chars.map((_, i) => offset_s + Number(starts[i] ?? 0) / 1000);
+  return { chars, starts: start_s, ends: start_s.map((s, i) => s + Number(durations[i] ?? 0) / 1000) };
 }
-
-const round = (s: number) => Math.round(s * 1000) / 1000;
 
 type Queued = ContextPiece | { end: true } | { failure: ElevenLabsError };
 
@@ -97,7 +71,7 @@ class StreamInput {
   private spoken = 0;
   private audio_bytes = 0;
   private odd: Buffer | null = null;
-  private readonly words = new WordGrouper();
+  private readonly words = new CharacterWords();
   ended = false;
   cancelled = false;
 
@@ -173,8 +147,8 @@ class StreamInput {
       this.onAudio(msg['audio'], (msg['alignment'] ?? msg['normalizedAlignment']) as Alignment | null | undefined);
     }
     if (msg['isFinal'] === true) {
-      const w = this.words.flushInto({ words: [], start_s: [], end_s: [] });
-      if (w.words.length > 0) this.push({ words: w });
+      const w = this.words.end(this.audio_bytes / 2 / ELEVENLABS_SAMPLE_RATE_HZ);
+      if (w) this.push({ words: w });
       this.push({ end: true });
     }
   }
@@ -193,8 +167,9 @@ class StreamInput {
     }
     if (whole > 0) this.push({ pcm: chunk.subarray(0, whole) });
     if (alignment) {
-      const w = this.words.add(alignment, offset_s);
-      if (w.words.length > 0) this.push({ words: w });
+      const a = alignedCharacters(alignment, offset_s);
+      const w = this.words.push(a.chars, a.starts, a.ends, this.audio_bytes / 2 / ELEVENLABS_SAMPLE_RATE_HZ);
+      if (w) this.push({ words: w });
     }
   }
 
