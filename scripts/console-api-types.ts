@@ -9,7 +9,7 @@ import { z } from 'zod';
 import { compile } from 'json-schema-to-typescript';
 import { VideoJob } from '../src/video-jobs/schemas.js';
 import { SpeechModel, VideoModel } from '../src/models/schemas.js';
-import { Voice } from '../src/voices/schemas.js';
+import { SpeechToken, Voice } from '../src/voices/schemas.js';
 import { LedgerEntry } from '../src/account/schemas.js';
 import { WebhookDeliveryAttempt, WebhookEndpoint, WebhookEndpointCreated } from '../src/webhooks/schemas.js';
 
@@ -19,6 +19,7 @@ export const CONSOLE_TYPES: Record<string, z.ZodType> = {
   VideoModel,
   SpeechModel,
   Voice,
+  SpeechToken,
   LedgerEntry,
   WebhookEndpoint,
   WebhookEndpointCreated,

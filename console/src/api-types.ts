@@ -229,6 +229,25 @@ export interface Voice {
 }
 
 /**
+ * A short-lived token for the speech WebSocket, as its API key, for browsers.
+ */
+export interface SpeechToken {
+  object: "speech.token";
+  /**
+   * Opens the speech WebSocket: `GET /v2/audio/speech/stream?token=<token>`.
+   */
+  token: string;
+  /**
+   * Unix time (seconds) after which the token opens no socket.
+   */
+  expires_at: number;
+  /**
+   * Where the WebSocket is, on this API.
+   */
+  url_path: "/v2/audio/speech/stream";
+}
+
+/**
  * One entry of the append-only ledger.
  */
 export interface LedgerEntry {

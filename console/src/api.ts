@@ -122,6 +122,7 @@ export type {
   DeliveryAttempt,
   LedgerEntry,
   SpeechModel,
+  SpeechToken,
   VideoJob,
   VideoModel,
   Voice,

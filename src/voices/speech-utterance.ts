@@ -138,6 +138,8 @@ export class Utterance {
     if (m.text.trim().length === 0) throw new ApiError(400, 'invalid_request_error', 'invalid_message', 'text: a context opens with text');
     this.checkLength(characters, 0);
     const u = await this.deps.speech.resolveUtterance(this.principal, { model: m.model, voice: m.voice });
+    // The provider's connection opens while the hold is taken (no text goes to it before the hold is).
+    const context = openSpeechContext(u.provider, { model: u.model.id, voice_id: u.voice_id });
     const speechRequestId = randomUUID();
     const held = await holdSpeech(this.deps.db, {
       speechRequestId,
@@ -152,10 +154,15 @@ export class Utterance {
       cost_micro_eur: speechCostMicroEur(u.model, characters),
       apiKeyId: this.principal.key_id,
       backend: u.provider.name,
+    }).catch((err: unknown) => {
+      context.cancel();
+      throw err;
     });
-    if (held.kind !== 'held') throw holdRefused(held.kind);
+    if (held.kind !== 'held') {
+      context.cancel();
+      throw holdRefused(held.kind);
+    }
     this.characters = characters;
-    const context = openSpeechContext(u.provider, { model: u.model.id, voice_id: u.voice_id });
     this.opened = { speechRequestId, model: u.model, voice: m.voice, provider: u.provider, context };
     this.events.send({
       type: 'context',
@@ -165,6 +172,8 @@ export class Utterance {
       sample_rate_hz: u.provider.pcm_rate_hz,
     });
     void this.pump(this.opened);
+    // Cancelled while the hold was taken: nothing is spoken (the settlement releases the hold).
+    if (this.cancelled) return context.cancel();
     this.speak(this.opened, m, characters);
   }
 

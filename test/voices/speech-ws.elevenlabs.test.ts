@@ -1,24 +1,36 @@
 // Speech over a WebSocket spoken by ElevenLabs' stream-input WebSocket (its fake, per ElevenLabs' docs):
 // the handshake and messages sent, audio and word timestamps relayed as they come, and the money: the
 // characters charged are the characters the provider spoke, once per context, whether the utterance
-// ends, is cancelled or is broken off by the provider.
+// ends, is cancelled or is broken off by the provider. Cartesia beside it (VOICE_PROVIDERS): a context
+// with a Cartesia voice is spoken by Cartesia, text by text over its timed stream (/tts/sse).
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { assertAuditHolds, balanceMicro, newCustomer, startStack, type Stack } from '../helpers/stack.js';
 import { fakeSpeechPcm, startElevenLabsFake, type ElevenLabsFake } from '../fakes/elevenlabs-fake.js';
 import { AUDIO_CHARS_PER_MESSAGE } from '../fakes/elevenlabs-stream-input-fake.js';
+import { startCartesiaFake, type CartesiaFake } from '../fakes/cartesia-fake.js';
+import { CARTESIA_PRESET_VOICES } from '../../src/providers/voice/cartesia.js';
 import { assertNoError, connect, errorOf, heldMicro, speechRows, wsUrl } from './speech-ws-setup.js';
 
 let stack: Stack;
 let fake: ElevenLabsFake;
+let cartesia: CartesiaFake;
 const VOICE = 'JBFqnCBsd6RMkjVDRZzb';
 before(async () => {
-  fake = await startElevenLabsFake();
-  stack = await startStack({ env: { VOICE_PROVIDER: 'elevenlabs', ELEVENLABS_API_KEY: fake.apiKey, ELEVENLABS_BASE_URL: fake.url } });
+  [fake, cartesia] = await Promise.all([startElevenLabsFake(), startCartesiaFake()]);
+  stack = await startStack({
+    env: {
+      VOICE_PROVIDERS: 'elevenlabs,cartesia',
+      ELEVENLABS_API_KEY: fake.apiKey,
+      ELEVENLABS_BASE_URL: fake.url,
+      CARTESIA_API_KEY: cartesia.apiKey,
+      CARTESIA_BASE_URL: cartesia.url,
+    },
+  });
 });
 after(async () => {
   await stack.stop();
-  await fake.close();
+  await Promise.all([fake.close(), cartesia.close()]);
 });
 
 // eleven-multilingual-v2: 0.30 EUR per 1000 characters.
@@ -139,6 +151,32 @@ describe('ElevenLabs stream-input', () => {
     assert.deepEqual([rows[0]!.characters, rows[0]!.charges], [done['characters'], 1]);
     await new Promise((r) => setTimeout(r, 100));
     assert.equal(conn.closed, true);
+    c.close();
+    await assertAuditHolds(stack);
+  });
+
+  test("a Cartesia voice and an ElevenLabs voice on one socket: each context spoken by its voice's provider", async () => {
+    const { key, workspaceId } = await newCustomer(stack, 10);
+    const c = await connect(wsUrl(stack), key);
+    const before = cartesia.requestsTo('sse').length;
+    c.send({ context_id: 'car', voice: CARTESIA_PRESET_VOICES[0], text: 'Spoken by Cartesia, ', continue: true });
+    c.send({ context_id: 'eleven', voice: VOICE, text: 'Spoken by ElevenLabs.' });
+    c.send({ context_id: 'car', text: 'in two texts.' });
+    const [car, eleven] = await Promise.all([c.done('car'), c.done('eleven')]);
+    assertNoError(c);
+    assert.equal(c.messages.find((m) => m.type === 'context' && m.context_id === 'car')!['model'], 'sonic-3');
+    const sent = cartesia
+      .requestsTo('sse')
+      .slice(before)
+      .map((r) => (r.json as { transcript: string }).transcript);
+    assert.deepEqual(sent, ['Spoken by Cartesia, ', 'in two texts.'], 'each text its own timed synthesis, in order');
+    assert.equal(car['characters'], [...sent.join('')].length);
+    assert.equal(eleven['characters'], 21);
+    const words = c.messages.filter((m) => m.type === 'word_timestamps' && m.context_id === 'car').flatMap((m) => m['words']);
+    assert.deepEqual(words, ['Spoken', 'by', 'Cartesia,', 'in', 'two', 'texts.']);
+    const rows = await speechRows(stack, workspaceId);
+    assert.equal(rows.length, 2);
+    assert.ok(rows.every((r) => r.charges === 1 && r.status === 'delivered'));
     c.close();
     await assertAuditHolds(stack);
   });

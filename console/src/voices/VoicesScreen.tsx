@@ -10,6 +10,7 @@ import { api, apiRaw, type ListPage, type Model, type SpeechModel, type Voice } 
 import { ErrorAlert } from '../ErrorAlert';
 import { euros, when } from '../format';
 import { canRecord, Recorder } from './Recorder';
+import { LiveSpeech } from './LiveSpeech';
 import { Panel, useAction } from '../ui';
 
 function CloneVoice({ onCloned }: { onCloned: () => void }) {
@@ -202,6 +203,7 @@ function Speak({ voices, model }: { voices: Voice[]; model: SpeechModel | undefi
           Speak
         </Button>
       </Form>
+      <LiveSpeech text={text} voice={chosen} />
       {result && (
         <div className="mt-3">
           <audio controls autoPlay src={result.url} className="w-100" aria-label="Speech" />
