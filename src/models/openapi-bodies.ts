@@ -149,11 +149,17 @@ function speechVariant(base: ObjectSchema, m: SpeechModel, modelGiven: boolean):
   );
 }
 
+/** `timestamps` (where the body has it) needs `stream_format: "sse"`: the timings are events of the stream. */
+function timestampsNeedSse(base: ObjectSchema): JsonSchema {
+  if (!base.properties['timestamps']) return {};
+  return { dependentSchemas: { timestamps: { required: ['stream_format'], properties: { stream_format: { const: 'sse' } } } } };
+}
+
 /** POST /v2/audio/speech: one variant per speech model of the configured voice providers, and one without `model`. */
 export function speechBodySchema(base: ObjectSchema, avail: ModelAvailability): JsonSchema {
   const served = speechModels().filter((m) => avail.voiceProviders.includes(m.provider));
   const defaults = avail.voiceProviders.map((p) => defaultSpeechModelFor(p)).filter((m) => m !== undefined);
-  if (served.length === 0 || defaults.length === 0) return base;
+  if (served.length === 0 || defaults.length === 0) return { ...base, ...timestampsNeedSse(base) };
   // Without `model`, the default model of the voice's provider speaks: the widest of their limits.
   const def: SpeechModel = {
     ...defaults[0]!,
@@ -165,6 +171,7 @@ export function speechBodySchema(base: ObjectSchema, avail: ModelAvailability): 
       'A text-to-speech request. One variant per speech model of the configured voice providers (GET ' +
       "/v2/models), with its limits; without `model`, the default model of the voice's provider.",
     oneOf: [...served.map((m) => speechVariant(base, m, true)), speechVariant(base, def, false)],
+    ...timestampsNeedSse(base),
   };
 }
 

@@ -239,6 +239,12 @@ describe('web console', { skip }, () => {
       22_050,
     );
     await page.getByLabel('Voice name', exact).fill('Console voice');
+    // Only the configured voice providers are offered (here the simulator alone).
+    const providers = await page
+      .getByLabel('Provider', exact)
+      .locator('option')
+      .evaluateAll((os) => os.map((o) => (o as HTMLOptionElement).value));
+    assert.deepEqual(providers, ['simulator']);
     await page.getByLabel('Voice sample', exact).setInputFiles({ name: 'me.wav', mimeType: 'audio/wav', buffer: wav });
     await page.getByRole('button', { name: 'Clone voice', exact: true }).click();
     const row = page.getByRole('row', { name: 'Voice Console voice' });
@@ -249,6 +255,8 @@ describe('web console', { skip }, () => {
       ['Console voice'],
     );
     const voiceId = voices.body.data[0].voice_id as string;
+    assert.equal(voices.body.data[0].provider, 'simulator');
+    assert.equal(await row.getByRole('cell', { name: 'simulator', exact: true }).count(), 1, 'the list shows the provider');
 
     // The browser's fake microphone (a beep) recorded for a second and cloned.
     await page.getByRole('button', { name: 'Record', exact: true }).click();

@@ -293,5 +293,28 @@ describe('voices cloned under the old single VOICE_PROVIDER keep working', () =>
     assert.equal(sim.rowCount, 0, 'deleted at the simulator');
     assert.equal(cartesia.requestsTo('delete').length, 0);
     await assertAuditHolds(stack);
+
+    // The simulator no longer listed: its voice is a 503 naming `voice` (nothing charged), a clone there a 400.
+    const kept = await clone(stack, c.key, 'kept at the simulator', 'simulator');
+    assert.equal(kept.body.provider, 'simulator');
+    await stack.stop();
+    stack = await startStack({
+      env: {
+        DATABASE_URL: old.env['DATABASE_URL']!,
+        VOICE_PROVIDERS: 'cartesia',
+        CARTESIA_API_KEY: cartesia.apiKey,
+        CARTESIA_BASE_URL: cartesia.url,
+      },
+    });
+    const balance = await balanceMicro(stack, c.workspaceId);
+    const unserved = await speak(stack, c.key, { voice: kept.body.voice_id, input: 'Hello.' });
+    assert.equal(unserved.status, 503, unserved.bytes.toString());
+    assert.equal(unserved.body.error.code, 'provider_not_configured');
+    assert.equal(unserved.body.error.param, 'voice');
+    assert.equal(await balanceMicro(stack, c.workspaceId), balance);
+    const nowhere = await clone(stack, c.key, 'nowhere', 'simulator');
+    assert.equal(nowhere.status, 400);
+    assert.equal(nowhere.body.error.param, 'provider');
+    await assertAuditHolds(stack);
   });
 });
