@@ -2,12 +2,13 @@
 import { ApplicationFailure } from '@temporalio/common';
 import type { Logger } from 'pino';
 import type { Db } from '../src/db/pool.js';
-import { VoiceProviderError, type VoiceProvider } from '../src/providers/voice/types.js';
+import { VoiceProviderError, type VoiceProviderSet } from '../src/providers/voice/types.js';
 import type { VoiceDeletionInput } from '../workflows/messages.js';
 
 export interface VoiceActivityDeps {
   db: Db;
-  voiceProvider: VoiceProvider;
+  /** The worker's voice providers: a voice is deleted at the one that cloned it. */
+  voiceProviders: VoiceProviderSet;
   logger?: Logger;
 }
 
@@ -32,11 +33,11 @@ export function createVoiceActivities(deps: VoiceActivityDeps) {
         );
         return;
       }
-      const provider = deps.voiceProvider;
-      if (provider.name !== input.provider) {
+      const provider = deps.voiceProviders.get(input.provider);
+      if (!provider) {
         // Configuration changed since the voice was cloned: wait for its provider to be configured again.
         throw ApplicationFailure.retryable(
-          `voice provider "${input.provider}" is not configured on this worker (VOICE_PROVIDER is "${provider.name}")`,
+          `voice provider "${input.provider}" is not configured on this worker (VOICE_PROVIDERS is "${deps.voiceProviders.names.join(',')}")`,
           'VoiceProviderNotConfigured',
         );
       }

@@ -16,8 +16,8 @@ const intList = (min: number, max: number, count_max: number, what: string) =>
   });
 const secondsList = intList(1, 3_000, 20, 'whole seconds');
 
-/** 1 creates with jobs left pending, 2 history events, 3 done -> seen, 4 pending jobs' memory and CPU, 5 whole jobs, 6 status reads. */
-const PHASES = [1, 2, 3, 4, 5, 6, 7];
+/** 1 creates with jobs left pending, 2 history events, 3 done -> seen, 4 pending jobs' memory and CPU, 5 whole jobs, 6 status reads, 8 speech latency. */
+const PHASES = [1, 2, 3, 4, 5, 6, 7, 8];
 const concurrencyList = intList(1, 500, 8, 'concurrencies');
 
 const BenchEnv = z.object({
@@ -66,10 +66,10 @@ const BenchEnv = z.object({
    * on PATH when it is older than the bench's. Skipped, saying so, when neither is there.
    */
   BENCH_OTHER_NODE: z.string().optional(),
-  /** Phases to run, for a partial run: any of 1,2,3,4,5,6,7. */
+  /** Phases to run, for a partial run: any of 1,2,3,4,5,6,7,8. */
   BENCH_PHASES: z
     .string()
-    .default('1,2,3,4,5,6,7')
+    .default('1,2,3,4,5,6,7,8')
     .transform((s, ctx) => {
       const phases = s.split(',').map((x) => Number(x.trim()));
       if (phases.some((n) => !PHASES.includes(n))) {

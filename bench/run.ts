@@ -30,6 +30,7 @@ import type { BenchConfig } from './bench-config.js';
 import type { Environment } from './environment.js';
 import type { Log } from './log.js';
 import { codeLines } from './code-size.js';
+import { benchSpeechLatency, formatSpeechLatency } from './speech-latency.js';
 import { progressLog } from './log.js';
 
 async function main() {
@@ -70,6 +71,7 @@ async function main() {
       if (typeof other === 'string') print(`== phase 7: status reads on two Node lines: skipped, ${other} ==\n`);
       else print(formatNodeVersions(await benchNodeVersions(infra, cfg, other, log)));
     }
+    if (cfg.BENCH_PHASES.has(8)) print(formatSpeechLatency(await benchSpeechLatency(infra, log)));
     all.code_lines = codeLines();
     print(formatSummary(all));
     const onServer = await onTemporalServer(infra, cfg, environment, log, print);

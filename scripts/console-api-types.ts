@@ -9,7 +9,7 @@ import { z } from 'zod';
 import { compile } from 'json-schema-to-typescript';
 import { VideoJob } from '../src/video-jobs/schemas.js';
 import { SpeechModel, VideoModel } from '../src/models/schemas.js';
-import { Voice } from '../src/voices/schemas.js';
+import { SpeechToken, Voice } from '../src/voices/schemas.js';
 import { Account, LedgerEntry } from '../src/account/schemas.js';
 import { WebhookDeliveryAttempt, WebhookEndpoint, WebhookEndpointCreated } from '../src/webhooks/schemas.js';
 import { Usage } from '../src/usage/schemas.js';
@@ -21,6 +21,7 @@ export const CONSOLE_TYPES: Record<string, z.ZodType> = {
   SpeechModel,
   Voice,
   Account,
+  SpeechToken,
   LedgerEntry,
   WebhookEndpoint,
   WebhookEndpointCreated,

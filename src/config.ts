@@ -6,6 +6,7 @@ import { DEFAULT_CONCURRENT_POLLS_MAX, DEFAULT_WORKER_LIMITS, type WorkerLimits 
 import { boolish } from './providers/descriptor.js';
 import { configureProviders, PROVIDERS_ENV, type ConfiguredProviders } from './providers/registry.js';
 import { PROVIDER_CALLBACK_LIMITS } from './video-jobs/callbacks.js';
+import type { SpeechSocketLimits } from './voices/speech-socket.js';
 import { ConfigError } from './config-error.js';
 import { useCatalogFile } from './models/catalog.js';
 import { loadTemporalSettings, temporalEnv, type TemporalSettings } from './temporal/connection-config.js';
@@ -95,6 +96,15 @@ const EnvSchema = z.object({
   VOICE_CLONES_PER_WORKSPACE: intFrom(1, 10_000).default(10),
   WEBHOOK_MAX_CONCURRENT_ATTEMPTS_PER_WORKSPACE: intFrom(1, 1_000).default(4),
   SPEECH_AUDIO_RETENTION_MS: intFrom(60_000, 365 * 24 * 3_600_000).default(24 * 3_600_000),
+  // The speech WebSocket's limits (src/voices/speech-socket.ts) and its browsers' tokens' lifetime.
+  SPEECH_WS_CONTEXTS_MAX: intFrom(1, 1_000).default(10),
+  SPEECH_WS_SOCKETS_PER_KEY_MAX: intFrom(1, 10_000).default(20),
+  SPEECH_WS_MESSAGE_CHARS_MAX: intFrom(1, 100_000).default(5_000),
+  SPEECH_WS_CONTEXT_CHARS_MAX: intFrom(1, 1_000_000).default(50_000),
+  SPEECH_WS_IDLE_MS: intFrom(100, 3_600_000).default(30_000),
+  SPEECH_WS_FRAME_BYTES_MAX: intFrom(1_024, 16 * 1024 * 1024).default(64 * 1024),
+  SPEECH_WS_BUFFERED_BYTES_MAX: intFrom(1_024, 256 * 1024 * 1024).default(1024 * 1024),
+  SPEECH_TOKEN_TTL_S: intFrom(10, 3_600).default(60),
   WEBHOOK_RETRY_INITIAL_MS: intFrom(10, 3_600_000).default(5_000),
   LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error', 'silent']).default('info'),
   METRICS_TOKEN: z.string().min(16, 'METRICS_TOKEN must be at least 16 characters').optional(),
@@ -170,6 +180,10 @@ export interface Config {
   voiceClonesPerWorkspace: number;
   /** How long delivered speech audio is kept for replays of its Idempotency-Key (then 410). */
   speechAudioRetentionMs: number;
+  /** The speech WebSocket's limits (SPEECH_WS_*). */
+  speechSocket: SpeechSocketLimits;
+  /** How long a token of POST /v2/audio/speech/tokens opens sockets (SPEECH_TOKEN_TTL_S). */
+  speechTokenTtlS: number;
   webhooks: {
     /** Delivery attempts of one workspace in progress at once across the task queue's workers. */
     concurrentAttemptsPerWorkspaceMax: number;
@@ -386,6 +400,16 @@ export function loadConfig(
     pendingJobsPerWorkspaceMax: e.MAX_PENDING_JOBS_PER_WORKSPACE,
     voiceClonesPerWorkspace: e.VOICE_CLONES_PER_WORKSPACE,
     speechAudioRetentionMs: e.SPEECH_AUDIO_RETENTION_MS,
+    speechSocket: {
+      contexts_per_socket_max: e.SPEECH_WS_CONTEXTS_MAX,
+      sockets_per_key_max: e.SPEECH_WS_SOCKETS_PER_KEY_MAX,
+      message_chars_max: e.SPEECH_WS_MESSAGE_CHARS_MAX,
+      context_chars_max: e.SPEECH_WS_CONTEXT_CHARS_MAX,
+      idle_ms: e.SPEECH_WS_IDLE_MS,
+      frame_bytes_max: e.SPEECH_WS_FRAME_BYTES_MAX,
+      buffered_bytes_max: e.SPEECH_WS_BUFFERED_BYTES_MAX,
+    },
+    speechTokenTtlS: e.SPEECH_TOKEN_TTL_S,
     webhooks: webhooksConfigOf(e),
     logLevel: e.LOG_LEVEL,
     metricsToken: e.METRICS_TOKEN,

@@ -187,7 +187,7 @@ export interface SpeechModel {
   /**
    * The voice provider serving the model; null when it is not the configured one.
    */
-  backend: ("simulator" | "elevenlabs") | null;
+  backend: ("simulator" | "elevenlabs" | "cartesia") | null;
   simulated: boolean;
   available: boolean;
   max_input_chars: number;
@@ -219,6 +219,10 @@ export interface Voice {
   name: string;
   requires_verification: boolean;
   /**
+   * The voice provider that cloned the voice: it speaks it, with its own speech models.
+   */
+  provider: "simulator" | "elevenlabs" | "cartesia";
+  /**
    * Unix time (seconds).
    */
   created: number;
@@ -242,6 +246,25 @@ export interface Account {
    * Automatic top-up; null = off.
    */
   auto_top_up: null;
+}
+
+/**
+ * A short-lived token for the speech WebSocket, as its API key, for browsers.
+ */
+export interface SpeechToken {
+  object: "speech.token";
+  /**
+   * Opens the speech WebSocket: `GET /v2/audio/speech/stream?token=<token>`.
+   */
+  token: string;
+  /**
+   * Unix time (seconds) after which the token opens no socket.
+   */
+  expires_at: number;
+  /**
+   * Where the WebSocket is, on this API.
+   */
+  url_path: "/v2/audio/speech/stream";
 }
 
 /**

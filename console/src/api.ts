@@ -123,6 +123,7 @@ export type {
   DeliveryAttempt,
   LedgerEntry,
   SpeechModel,
+  SpeechToken,
   Usage,
   VideoJob,
   VideoModel,

@@ -8,7 +8,10 @@ import { ApiError } from '../errors.js';
 import { rateLimited, TokenBuckets } from './rate-limit.js';
 
 function bearer(req: Request): string | null {
-  const h = req.get('authorization');
+  return bearerOf(req.get('authorization'));
+}
+
+function bearerOf(h: string | undefined): string | null {
   if (!h) return null;
   const m = /^Bearer +(\S+) *$/i.exec(h);
   return m ? m[1]! : null;
@@ -46,6 +49,19 @@ export function requireApiKey(db: Db, opts: { failuresPerMinute?: number } = {})
     res.locals['principal'] = principal;
     next();
   };
+}
+
+/**
+ * The principal of the bearer key of an `Authorization` header, for what is not an Express request (the
+ * upgrade of a WebSocket); throws the 401 the middleware answers.
+ */
+export async function principalOfBearer(db: Db, authorization: string | undefined): Promise<ApiKeyPrincipal> {
+  const key = bearerOf(authorization);
+  if (!key) throw missingKey();
+  const digest = apiKeyDigest(key);
+  const principal = digest ? await authenticateApiKeyDigestCached(db, digest) : null;
+  if (!principal) throw invalidKey();
+  return principal;
 }
 
 /**

@@ -64,8 +64,9 @@ export const bytesText = (n: number) => (n % MiB === 0 ? `${n / MiB} MiB` : n % 
 /** What serves the models here: the video backends this process serves (the catalog's ConfiguredBackends), and the voice provider. */
 export interface ModelAvailability {
   backends: { simulator: boolean } & { readonly [backend: string]: boolean | undefined };
-  voiceProvider: string;
-  /** A preset voice of that provider the examples name (its descriptor's), if it has one. */
+  /** The configured voice providers' names, in their order (the first is a clone's default). */
+  voiceProviders: readonly string[];
+  /** A preset voice of the first provider the examples name (its descriptor's), if it has one. */
   exampleVoice?: string | undefined;
 }
 

@@ -9,6 +9,7 @@ import { principalOf } from '../http/auth.js';
 import { notFound } from '../errors.js';
 import { ApiRouter, json, type RouteContract } from '../http/openapi.js';
 import { OpenAiModel, OpenAiModelList } from './openai-schemas.js';
+import type { ConfiguredVoiceProvider } from './present.js';
 import { OPENAI_OPERATION } from '../http/openai/errors.js';
 
 /** The catalog has no dates: every model is reported as created at this service's first release. */
@@ -36,12 +37,16 @@ const openaiRetrieveModel = {
 } satisfies RouteContract;
 
 /** `backends`: the process's one set of configured video backends, the one GET /v2/models and the create read. */
-export function openAiModelRoutes(deps: { auth: RequestHandler; backends: ConfiguredBackends; voiceProvider: string }): ApiRouter {
+export function openAiModelRoutes(deps: {
+  auth: RequestHandler;
+  backends: ConfiguredBackends;
+  voiceProviders: readonly ConfiguredVoiceProvider[];
+}): ApiRouter {
   const api = new ApiRouter();
   const usable = (principal: ApiKeyPrincipal) =>
     [
       ...videoModels().filter((m) => videoBackendFor(m, deps.backends) !== null),
-      ...speechModels().filter((m) => m.provider === deps.voiceProvider),
+      ...speechModels().filter((m) => deps.voiceProviders.some((p) => p.name === m.provider)),
     ]
       .filter((m) => keyAllowsModel(principal, m.id))
       .map((m) => ({ id: m.id, object: 'model' as const, created: CATALOG_CREATED_S, owned_by: m.owned_by }));

@@ -13,7 +13,7 @@ import {
   type SpeechModel,
   type VideoModel,
 } from './catalog.js';
-import { IMAGE_BYTES_MAX } from './values.js';
+import { IMAGE_BYTES_MAX, SPEECH_FORMATS } from './values.js';
 import { imageInputSchema } from './openapi-images.js';
 import type { ModelAvailability } from '../http/openapi.js';
 
@@ -149,16 +149,29 @@ function speechVariant(base: ObjectSchema, m: SpeechModel, modelGiven: boolean):
   );
 }
 
-/** POST /v2/audio/speech: one variant per speech model of the configured voice provider, and its default without `model`. */
+/** `timestamps` (where the body has it) needs `stream_format: "sse"`: the timings are events of the stream. */
+function timestampsNeedSse(base: ObjectSchema): JsonSchema {
+  if (!base.properties['timestamps']) return {};
+  return { dependentSchemas: { timestamps: { required: ['stream_format'], properties: { stream_format: { const: 'sse' } } } } };
+}
+
+/** POST /v2/audio/speech: one variant per speech model of the configured voice providers, and one without `model`. */
 export function speechBodySchema(base: ObjectSchema, avail: ModelAvailability): JsonSchema {
-  const served = speechModels().filter((m) => m.provider === avail.voiceProvider);
-  const def = defaultSpeechModelFor(avail.voiceProvider);
-  if (served.length === 0 || !def) return base;
+  const served = speechModels().filter((m) => avail.voiceProviders.includes(m.provider));
+  const defaults = avail.voiceProviders.map((p) => defaultSpeechModelFor(p)).filter((m) => m !== undefined);
+  if (served.length === 0 || defaults.length === 0) return { ...base, ...timestampsNeedSse(base) };
+  // Without `model`, the default model of the voice's provider speaks: the widest of their limits.
+  const def: SpeechModel = {
+    ...defaults[0]!,
+    max_input_chars: Math.max(...defaults.map((m) => m.max_input_chars)),
+    response_formats: SPEECH_FORMATS.filter((f) => defaults.some((m) => m.response_formats.includes(f))),
+  };
   return {
     description:
-      'A text-to-speech request. One variant per speech model of the configured voice provider (GET ' +
-      '/v2/models), with its limits; without `model`, its default model.',
+      'A text-to-speech request. One variant per speech model of the configured voice providers (GET ' +
+      "/v2/models), with its limits; without `model`, the default model of the voice's provider.",
     oneOf: [...served.map((m) => speechVariant(base, m, true)), speechVariant(base, def, false)],
+    ...timestampsNeedSse(base),
   };
 }
 
@@ -190,7 +203,7 @@ export function videoBodyExample(avail: ModelAvailability): Record<string, unkno
 
 /** An example speech request: the configured provider's default model, with a preset voice of the simulator. */
 export function speechBodyExample(avail: ModelAvailability): Record<string, unknown> | undefined {
-  const m = defaultSpeechModelFor(avail.voiceProvider);
+  const m = avail.voiceProviders[0] === undefined ? undefined : defaultSpeechModelFor(avail.voiceProviders[0]);
   if (!m) return undefined;
   return {
     input: 'Hello from a cloned voice.',

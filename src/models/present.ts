@@ -60,9 +60,16 @@ export function presentVideoModelAlias(
   return { ...presentVideoModel(replacement, backend, usable), id: alias.id, deprecated: true, replaced_by: replacement.id };
 }
 
-/** `presetVoices`: the configured voice provider's preset voices (its descriptor's). */
-export function presentSpeechModel(model: SpeechModel, configuredVoiceProvider: string, presetVoices: readonly string[]) {
-  const available = model.provider === configuredVoiceProvider;
+/** A configured voice provider as the model lists show it: its name and its preset voices (its descriptor's). */
+export interface ConfiguredVoiceProvider {
+  name: string;
+  preset_voices: readonly string[];
+}
+
+/** `voiceProviders`: the configured voice providers; a speech model is available when its provider is one of them. */
+export function presentSpeechModel(model: SpeechModel, voiceProviders: readonly ConfiguredVoiceProvider[]) {
+  const provider = voiceProviders.find((p) => p.name === model.provider);
+  const available = provider !== undefined;
   return {
     id: model.id,
     object: 'model' as const,
@@ -75,7 +82,7 @@ export function presentSpeechModel(model: SpeechModel, configuredVoiceProvider: 
     max_input_chars: model.max_input_chars,
     response_formats: model.response_formats,
     // The provider's preset voices (its descriptor's): usable by every workspace as `voice` without cloning.
-    preset_voices: available ? [...presetVoices] : [],
+    preset_voices: provider ? [...provider.preset_voices] : [],
     pricing: { currency: 'EUR', unit: '1000_characters', per_1000_characters_in_euro: microEurToEur(model.price_micro_eur_per_1000_chars) },
   };
 }

@@ -15,7 +15,7 @@ import {
 import { keyAllowsModel } from '../account/workspaces.js';
 import { principalOf } from '../http/auth.js';
 import { notFound } from '../errors.js';
-import { presentSpeechModel, presentVideoModel, presentVideoModelAlias } from './present.js';
+import { presentSpeechModel, presentVideoModel, presentVideoModelAlias, type ConfiguredVoiceProvider } from './present.js';
 import { ApiRouter, json, type RouteContract } from '../http/openapi.js';
 import { Model, ModelList } from './schemas.js';
 
@@ -57,9 +57,8 @@ const getModel = {
 export function modelRoutes(deps: {
   auth: RequestHandler;
   backends: ConfiguredBackends;
-  voiceProvider: string;
-  /** The configured voice provider's preset voices. */
-  presetVoices: readonly string[];
+  /** The configured voice providers, with their preset voices. */
+  voiceProviders: readonly ConfiguredVoiceProvider[];
 }): ApiRouter {
   const api = new ApiRouter();
   const usableOf = (m: VideoModel) => videoBackendsFor(m, deps.backends);
@@ -73,7 +72,7 @@ export function modelRoutes(deps: {
       const usable = usableOf(replacement);
       return presentVideoModelAlias(a, replacement, usable[0] ?? null, usable);
     }),
-    ...speechModels().map((m) => presentSpeechModel(m, deps.voiceProvider, deps.presetVoices)),
+    ...speechModels().map((m) => presentSpeechModel(m, deps.voiceProviders)),
   ];
 
   api.route(listModels, deps.auth, (_input, _req, res) => {

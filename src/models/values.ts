@@ -28,7 +28,7 @@ export const VERSIONED_BACKEND: VideoBackend = 'replicate';
 export const ENDPOINT_PER_INPUT_BACKEND: VideoBackend = 'fal';
 
 /** The voice providers a speech model can name in the catalog. */
-export const SPEECH_PROVIDERS = ['simulator', 'elevenlabs'] as const;
+export const SPEECH_PROVIDERS = ['simulator', 'elevenlabs', 'cartesia'] as const;
 export type SpeechProvider = (typeof SPEECH_PROVIDERS)[number];
 
 /** The formats a speech is returned in (OpenAI's speech API's), in the order the API lists them. */

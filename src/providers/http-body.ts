@@ -101,3 +101,21 @@ export function retryAfterMs(value: string | null, now_ms = Date.now()): number 
   const at = Date.parse(v);
   return Number.isFinite(at) ? Math.max(0, at - now_ms) : undefined;
 }
+
+/** A JSON object (not an array, not null). */
+export const isJsonObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** A body parsed as JSON; undefined when it is not JSON. */
+export function parseJsonBody(body: Buffer): unknown {
+  try {
+    return JSON.parse(body.toString('utf8'));
+  } catch {
+    return undefined;
+  }
+}
+
+/** A provider's message on one line, cut to MESSAGE_CHARS_MAX. */
+export function clipMessage(s: string): string {
+  const one = s.replace(/\s+/g, ' ').trim();
+  return one.length > MESSAGE_CHARS_MAX ? `${one.slice(0, MESSAGE_CHARS_MAX - 1)}…` : one;
+}

@@ -6,7 +6,7 @@ import { z } from 'zod';
 import { SPEECH_PROVIDERS, type VideoBackend } from '../models/values.js';
 import type { VideoProviderDescriptor, VoiceProviderDescriptor, VideoBuildContext, VoiceBuildContext } from './descriptor.js';
 import type { VideoProvider } from './video/types.js';
-import type { VoiceProvider } from './voice/types.js';
+import { VoiceProviderSet } from './voice/types.js';
 import { simulatorVideoDescriptor } from './video/simulator.js';
 import { vertexVeoDescriptor } from './video/vertex-veo.js';
 import { falDescriptor } from './video/fal.js';
@@ -14,6 +14,7 @@ import { replicateDescriptor } from './video/replicate.js';
 import { simulatorVoiceDescriptor } from './voice/simulator.js';
 import { noVoiceDescriptor } from './voice/none.js';
 import { elevenLabsDescriptor } from './voice/elevenlabs.js';
+import { cartesiaDescriptor } from './voice/cartesia.js';
 
 export type { VideoProviderDescriptor, VoiceProviderDescriptor } from './descriptor.js';
 
@@ -25,13 +26,31 @@ export const VIDEO_PROVIDERS: readonly VideoProviderDescriptor[] = [
   replicateDescriptor,
 ];
 
-/** The voice providers VOICE_PROVIDER selects from: the catalog's SPEECH_PROVIDERS and `none`. */
-export const VOICE_PROVIDERS: readonly VoiceProviderDescriptor[] = [simulatorVoiceDescriptor, noVoiceDescriptor, elevenLabsDescriptor];
+/** The voice providers VOICE_PROVIDERS (or VOICE_PROVIDER) selects from: the catalog's SPEECH_PROVIDERS and `none`. */
+export const VOICE_PROVIDERS: readonly VoiceProviderDescriptor[] = [
+  simulatorVoiceDescriptor,
+  noVoiceDescriptor,
+  elevenLabsDescriptor,
+  cartesiaDescriptor,
+];
 
-/** Every provider's environment variables with their schemas, and VOICE_PROVIDER: the config validates them with its own. */
+/** VOICE_PROVIDERS: a comma list of speech providers, each once (`none` alone: no voice provider). */
+const voiceProviderList = z
+  .string()
+  .transform((s) => s.split(',').map((x) => x.trim()))
+  .pipe(
+    z
+      .array(z.enum([...SPEECH_PROVIDERS, 'none'], { error: `each must be one of ${[...SPEECH_PROVIDERS, 'none'].join(', ')}` }))
+      .min(1)
+      .refine((l) => new Set(l).size === l.length, 'names a provider twice')
+      .refine((l) => !l.includes('none') || l.length === 1, '`none` cannot be listed with a provider'),
+  );
+
+/** Every provider's environment variables with their schemas, and VOICE_PROVIDER(S): the config validates them with its own. */
 export const PROVIDERS_ENV: z.ZodRawShape = {
   ...simulatorVideoDescriptor.env,
   VOICE_PROVIDER: z.enum([...SPEECH_PROVIDERS, 'none']).optional(),
+  VOICE_PROVIDERS: voiceProviderList.optional(),
   ...Object.assign({}, ...VOICE_PROVIDERS.map((d) => d.env)),
   ...Object.assign({}, ...VIDEO_PROVIDERS.map((d) => d.env)),
 };
@@ -46,8 +65,19 @@ export interface Configured<D> {
 export interface ConfiguredProviders {
   /** The video providers enabled, in VIDEO_PROVIDERS' order. */
   video: readonly Configured<VideoProviderDescriptor>[];
-  /** The voice provider VOICE_PROVIDER selects (default: the simulator's while it is on, else none). */
-  voice: Configured<VoiceProviderDescriptor>;
+  /**
+   * The voice providers VOICE_PROVIDERS lists (or the one VOICE_PROVIDER names), in its order: the first is the
+   * default of a clone. Default: the simulator's while it is on. Empty: none is configured (`none`).
+   */
+  voices: readonly Configured<VoiceProviderDescriptor>[];
+}
+
+/** The voice providers' names the environment selects (VOICE_PROVIDERS, else VOICE_PROVIDER, else the default); [] = none. */
+function selectedVoiceProviders(env: Readonly<Record<string, unknown>>, simulatorOn: boolean): readonly string[] {
+  const listed = (env['VOICE_PROVIDERS'] as string[] | undefined) ?? [
+    (env['VOICE_PROVIDER'] as string | undefined) ?? (simulatorOn ? simulatorVoiceDescriptor.name : noVoiceDescriptor.name),
+  ];
+  return listed.filter((n) => n !== noVoiceDescriptor.name);
 }
 
 /**
@@ -58,20 +88,18 @@ export interface ConfiguredProviders {
 export function configureProviders(env: Readonly<Record<string, unknown>>, production: boolean): ConfiguredProviders {
   const simulator: VideoProviderDescriptor = simulatorVideoDescriptor;
   const simulatorOn = simulator.settings(env, { production, selected: true }) !== null;
-  const voiceName = (env['VOICE_PROVIDER'] as string | undefined) ?? (simulatorOn ? simulatorVoiceDescriptor.name : noVoiceDescriptor.name);
-  let voice: Configured<VoiceProviderDescriptor> | undefined;
+  const names = selectedVoiceProviders(env, simulatorOn);
+  const settingsByName = new Map<string, unknown>();
   for (const descriptor of VOICE_PROVIDERS) {
-    const selected = descriptor.name === voiceName;
-    const settings = descriptor.settings(env, { production, selected });
-    if (selected) voice = { descriptor, settings };
+    settingsByName.set(descriptor.name, descriptor.settings(env, { production, selected: names.includes(descriptor.name) }));
   }
-  if (!voice) throw new Error(`invariant: no voice provider named ${voiceName}`);
+  const voices = names.map((name) => ({ descriptor: voiceDescriptorOf(name)!, settings: settingsByName.get(name) }));
   const video: Configured<VideoProviderDescriptor>[] = [];
   for (const descriptor of VIDEO_PROVIDERS) {
     const settings = descriptor.settings(env, { production, selected: true });
     if (settings !== null) video.push({ descriptor, settings });
   }
-  return { video, voice };
+  return { video, voices };
 }
 
 /** The settings a descriptor was configured with, typed as its own; null when it is not configured. */
@@ -79,7 +107,7 @@ export function settingsOf<S>(
   configured: ConfiguredProviders,
   descriptor: VideoProviderDescriptor<S> | VoiceProviderDescriptor<S>,
 ): S | null {
-  const found = descriptor.kind === 'voice' ? [configured.voice] : configured.video;
+  const found = descriptor.kind === 'voice' ? configured.voices : configured.video;
   const entry = found.find((c) => c.descriptor === (descriptor as unknown));
   return entry ? (entry.settings as S) : null;
 }
@@ -89,10 +117,13 @@ export function buildVideoProviders(configured: ConfiguredProviders, ctx: VideoB
   return new Map(configured.video.map(({ descriptor, settings }) => [descriptor.name, descriptor.build(settings, ctx)]));
 }
 
-/** The adapter of the configured voice provider. */
-export function buildVoiceProvider(configured: ConfiguredProviders, ctx: VoiceBuildContext): VoiceProvider {
-  return configured.voice.descriptor.build(configured.voice.settings, ctx);
+/** The adapters of the configured voice providers, in their configured order (the first is a clone's default). */
+export function buildVoiceProviders(configured: ConfiguredProviders, ctx: VoiceBuildContext): VoiceProviderSet {
+  return new VoiceProviderSet(configured.voices.map(({ descriptor, settings }) => descriptor.build(settings, ctx)));
 }
+
+/** The configured voice providers' names, in their order (the first is a clone's default); [] when none is. */
+export const voiceProviderNames = (configured: ConfiguredProviders): readonly string[] => configured.voices.map((c) => c.descriptor.name);
 
 /** The descriptor of a video backend the catalog names. */
 export function videoDescriptorOf(name: VideoBackend): VideoProviderDescriptor {
@@ -101,5 +132,5 @@ export function videoDescriptorOf(name: VideoBackend): VideoProviderDescriptor {
   return d;
 }
 
-/** The descriptor of a voice provider (VOICE_PROVIDER's value or a speech model's provider); undefined for an unknown name. */
+/** The descriptor of a voice provider (a VOICE_PROVIDERS name or a speech model's provider); undefined for an unknown name. */
 export const voiceDescriptorOf = (name: string): VoiceProviderDescriptor | undefined => VOICE_PROVIDERS.find((p) => p.name === name);

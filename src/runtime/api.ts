@@ -6,6 +6,8 @@ import { ConfigError, type Config } from '../config.js';
 import type { Db } from '../db/pool.js';
 import { VoicesService } from '../voices/service.js';
 import { SpeechService } from '../voices/speech.js';
+import { SpeechTokens } from '../voices/speech-tokens.js';
+import { SpeechSocketServer } from '../voices/speech-socket.js';
 import { WebhooksService } from '../webhooks/service.js';
 import { dispatchAlertWebhooks } from '../webhooks/dispatch.js';
 import { VideoJobsService } from '../video-jobs/service.js';
@@ -22,13 +24,14 @@ import { checkSearchAttributes } from '../temporal/search-attributes.js';
 import { nudgePollForCallback } from '../video-jobs/operation-polls.js';
 import { Secrets } from './secrets.js';
 import { createStorage, checkStorage, closeStorage, createDownloads } from './storage.js';
-import { configuredBackends, createVideoProviders, createVoiceProvider } from './providers.js';
+import { configuredBackends, createVideoProviders, createVoiceProviders } from './providers.js';
+import { voiceProviderNames } from '../providers/registry.js';
 import { temporalClientOptions } from '../telemetry/index.js';
 import { traceProviderCallback } from '../telemetry/job-trace.js';
 import type { Storage } from '../storage/local.js';
 import { Readiness } from '../service/readiness.js';
 import type { VideoProvider } from '../providers/video/types.js';
-import type { VoiceProvider } from '../providers/voice/types.js';
+import type { VoiceProviderSet } from '../providers/voice/types.js';
 
 export interface RunningApi {
   url: string;
@@ -54,7 +57,7 @@ export async function startApi(opts: {
   const { config } = opts;
   const storage = createStorage(config);
   await checkStorage(storage);
-  const voiceProvider = createVoiceProvider(opts.db, config);
+  const voiceProviders = createVoiceProviders(opts.db, config);
   // The adapters verify their providers' callbacks (POST /v2/provider-callbacks/...).
   const callbackProviders = createVideoProviders(opts.db, config);
   const connected = await connectTemporal(config, opts.temporalAddress, opts.logger);
@@ -70,11 +73,21 @@ export async function startApi(opts: {
       ),
   });
   readiness.start();
-  const app = buildApp({ ...opts, storage, voiceProvider, callbackProviders, temporal, ffmpeg, readiness });
+  const speechTokens = new SpeechTokens(opts.secrets.urlSigningSecret, config.speechTokenTtlS);
+  const { app, speech } = buildApp({ ...opts, storage, voiceProviders, callbackProviders, temporal, ffmpeg, readiness, speechTokens });
   // With ADMIN_PORT, the operators' API is served on a listener of its own and not on PORT.
   const split = config.adminPort !== undefined;
   const server = await listen(split ? only(app, (p) => !isAdminPath(p)) : app, config.port, config.host, 'PORT');
   const adminServer = split ? await listen(only(app, isAdminListenerPath), config.adminPort!, config.host, 'ADMIN_PORT') : null;
+  // Speech over a WebSocket: the upgrades of the public listener.
+  const speechSocket = new SpeechSocketServer({
+    db: opts.db,
+    speech,
+    tokens: speechTokens,
+    limits: config.speechSocket,
+    logger: opts.logger,
+  });
+  speechSocket.attach(server);
   const portOf = (s: http.Server, configured: number) => {
     const address = s.address();
     return typeof address === 'object' && address ? address.port : configured;
@@ -85,6 +98,8 @@ export async function startApi(opts: {
     temporal,
     async close() {
       readiness.stop();
+      // Sockets first (each context settled for what was spoken): the server waits for its connections.
+      await speechSocket.close();
       await Promise.all(
         [server, ...(adminServer ? [adminServer] : [])].map(
           (s) =>
@@ -167,11 +182,12 @@ interface AppParts {
   secrets: Secrets;
   logger: Logger;
   storage: Storage;
-  voiceProvider: VoiceProvider;
+  voiceProviders: VoiceProviderSet;
   callbackProviders: Map<string, VideoProvider>;
   temporal: Client;
   ffmpeg: FfmpegWasm;
   readiness: Readiness;
+  speechTokens: SpeechTokens;
 }
 
 /**
@@ -179,7 +195,7 @@ interface AppParts {
  * (with recovery of lost runs), and cloned voices (whose deletion is a workflow).
  */
 function createWorkflowServices(parts: AppParts) {
-  const { config, db, storage, temporal, voiceProvider, logger } = parts;
+  const { config, db, storage, temporal, voiceProviders, logger } = parts;
   const jobs = new VideoJobsService({
     db,
     storage,
@@ -197,7 +213,7 @@ function createWorkflowServices(parts: AppParts) {
   });
   const voices = new VoicesService({
     db,
-    provider: voiceProvider,
+    providers: voiceProviders,
     temporal,
     taskQueue: config.temporal.taskQueue,
     logger,
@@ -210,17 +226,19 @@ function createWorkflowServices(parts: AppParts) {
  * Builds the Express app over the services the routes call; readiness asks the database and the
  * Temporal namespace.
  */
-function buildApp(parts: AppParts): http.RequestListener {
+function buildApp(parts: AppParts): { app: http.RequestListener; speech: SpeechService } {
   const { config, db, storage, temporal, ffmpeg } = parts;
   const { jobs, lifecycle, voices } = createWorkflowServices(parts);
-  return createApp({
+  const speech = new SpeechService({ db, voices, storage, ffmpeg, afterCharge: alertDispatcher(parts) });
+  const app = createApp({
     db,
     databasePoolMax: config.databasePoolMax,
     ...createDownloads(storage, parts.secrets.urlSigningSecret, config.signedUrlTtlS),
     jobs,
     lifecycle,
     voices,
-    speech: new SpeechService({ db, voices, storage, ffmpeg, afterCharge: alertDispatcher(parts) }),
+    speech,
+    speechTokens: parts.speechTokens,
     ffmpeg,
     webhooks: new WebhooksService({ db, policy: { production: config.production } }),
     logger: parts.logger,
@@ -240,7 +258,7 @@ function buildApp(parts: AppParts): http.RequestListener {
         ),
       limits: config.providerCallbackLimits,
     },
-    voiceProvider: config.providers.voice.descriptor.name,
+    voiceProviders: voiceProviderNames(config.providers),
     publicBaseUrl: config.publicBaseUrl,
     rateLimitPerMinute: config.rateLimitPerMinute,
     rateLimitReadsPerMinute: config.rateLimitReadsPerMinute,
@@ -251,6 +269,7 @@ function buildApp(parts: AppParts): http.RequestListener {
     voiceConsents: new VoiceConsentsService({ db, storage, required: config.voiceConsentRequired }),
     ready: () => parts.readiness.ready(),
   });
+  return { app, speech };
 }
 
 /**

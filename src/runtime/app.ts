@@ -11,6 +11,7 @@ import { isUuid } from '../ids.js';
 import type { VideoJobLifecycle } from '../video-jobs/lifecycle.js';
 import type { VoicesService } from '../voices/service.js';
 import type { SpeechService } from '../voices/speech.js';
+import type { SpeechTokens } from '../voices/speech-tokens.js';
 import type { WebhooksService } from '../webhooks/service.js';
 import { errorHandler, notFoundRoute } from '../http/errors.js';
 import type { AuditOptions } from '../billing/audit.js';
@@ -19,6 +20,7 @@ import { rateLimit } from '../http/rate-limit.js';
 import { jobReadGate, jobReadsInFlightMax } from '../http/read-gate.js';
 import { videoRoutes } from '../video-jobs/routes.js';
 import { modelRoutes } from '../models/routes.js';
+import type { ConfiguredVoiceProvider } from '../models/present.js';
 import type { ConfiguredBackends } from '../models/catalog.js';
 import { fileRoutes } from '../video-jobs/file-routes.js';
 import { adminRoutes } from '../admin/routes.js';
@@ -67,6 +69,8 @@ export interface AppDeps {
   lifecycle: VideoJobLifecycle;
   voices: VoicesService;
   speech: SpeechService;
+  /** The speech WebSocket's tokens (POST /v2/audio/speech/tokens); unset = that route answers 503. */
+  speechTokens?: SpeechTokens;
   webhooks: WebhooksService;
   logger: Logger;
   adminToken: string;
@@ -74,8 +78,8 @@ export interface AppDeps {
   backends: ConfiguredBackends;
   /** POST /v2/provider-callbacks/...: the adapters that verify callbacks and what a verified one does; unset = not mounted. */
   providerCallbacks?: ProviderCallbackDeps;
-  /** The configured voice provider (VOICE_PROVIDER). */
-  voiceProvider: string;
+  /** The configured voice providers' names (VOICE_PROVIDERS), in their order: the first is a clone's default. */
+  voiceProviders: readonly string[];
   publicBaseUrl: string | undefined;
   rateLimitPerMinute: number;
   /** Reads (GET, HEAD) per API key and minute, a budget apart from rateLimitPerMinute; unset = 600. */
@@ -98,11 +102,13 @@ export interface AppDeps {
   databasePoolMax?: number;
 }
 
-/** What the configured voice provider's descriptor says the model lists and examples show: its preset voices. */
-function voiceCapabilities(deps: AppDeps): { preset_voices: readonly string[]; example_voice: string | undefined } {
-  const capabilities = voiceDescriptorOf(deps.voiceProvider)?.capabilities;
-  return { preset_voices: capabilities?.preset_voices ?? [], example_voice: capabilities?.example_voice ?? undefined };
-}
+/** What the configured voice providers' descriptors say the model lists show: each one's preset voices. */
+const configuredVoiceProviders = (deps: AppDeps): ConfiguredVoiceProvider[] =>
+  deps.voiceProviders.map((name) => ({ name, preset_voices: voiceDescriptorOf(name)?.capabilities.preset_voices ?? [] }));
+
+/** The voice the API document's examples name: the first provider's example voice, if it has one. */
+const exampleVoice = (deps: AppDeps): string | undefined =>
+  (deps.voiceProviders[0] === undefined ? null : voiceDescriptorOf(deps.voiceProviders[0])?.capabilities.example_voice) ?? undefined;
 
 /** `first`, then (unless it failed) `then`. */
 const chain =
@@ -202,6 +208,7 @@ function featureRouters(app: express.Express, deps: AppDeps, guards: CustomerGua
   const openAi = (storage: Storage) =>
     openAiRoutes({
       ...deps,
+      voiceProviders: configuredVoiceProviders(deps),
       auth,
       readAuth,
       jobReadAuth,
@@ -226,9 +233,9 @@ function featureRouters(app: express.Express, deps: AppDeps, guards: CustomerGua
       downloadUrls: deps.downloadUrls,
       publicBaseUrl: deps.publicBaseUrl,
     }),
-    modelRoutes({ auth, backends: deps.backends, voiceProvider: deps.voiceProvider, presetVoices: voiceCapabilities(deps).preset_voices }),
+    modelRoutes({ auth, backends: deps.backends, voiceProviders: configuredVoiceProviders(deps) }),
     voiceRoutes({ auth, limit, voices: deps.voices, ...(deps.voiceConsents ? { consents: deps.voiceConsents } : {}) }),
-    speechRoutes({ auth, limit, speech: deps.speech }),
+    speechRoutes({ auth, limit, speech: deps.speech, ...(deps.speechTokens ? { tokens: deps.speechTokens } : {}) }),
     webhookRoutes({ auth, limit, webhooks: deps.webhooks }),
     statementRoutes({ auth, db: deps.db }),
     accountRoutes({ auth, limit, db: deps.db }),
@@ -288,8 +295,8 @@ export function createApp(deps: AppDeps): express.Express {
   app.use(consoleRoutes({ logger: deps.logger }));
   const documentContext = {
     backends: deps.backends,
-    voiceProvider: deps.voiceProvider,
-    exampleVoice: voiceCapabilities(deps).example_voice,
+    voiceProviders: deps.voiceProviders,
+    exampleVoice: exampleVoice(deps),
     production: deps.production ?? false,
   };
   const document: OpenApiDocument = buildOpenApiDocument(

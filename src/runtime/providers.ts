@@ -2,9 +2,9 @@
 import type { Config } from '../config.js';
 import type { Db } from '../db/pool.js';
 import type { VideoProvider } from '../providers/video/types.js';
-import type { VoiceProvider } from '../providers/voice/types.js';
+import type { VoiceProviderSet } from '../providers/voice/types.js';
 import type { VideoCatalogView } from '../providers/descriptor.js';
-import { buildVideoProviders, buildVoiceProvider, VIDEO_PROVIDERS } from '../providers/registry.js';
+import { buildVideoProviders, buildVoiceProviders, VIDEO_PROVIDERS } from '../providers/registry.js';
 import { findVideoModel, videoModelBackendFor, type ConfiguredBackends } from '../models/catalog.js';
 import type { VideoBackend } from '../models/values.js';
 
@@ -27,7 +27,7 @@ export function configuredBackends(providers: ReadonlyMap<string, unknown>): Con
   return Object.fromEntries(VIDEO_PROVIDERS.map((d) => [d.name, providers.has(d.name)])) as Record<VideoBackend, boolean>;
 }
 
-/** The voice provider of VOICE_PROVIDER (ElevenLabs: its key, base URL and model from ELEVENLABS_*). */
-export function createVoiceProvider(db: Db, config: Config): VoiceProvider {
-  return buildVoiceProvider(config.providers, { db });
+/** The voice providers of VOICE_PROVIDERS (or VOICE_PROVIDER), side by side, each with its own settings. */
+export function createVoiceProviders(db: Db, config: Config): VoiceProviderSet {
+  return buildVoiceProviders(config.providers, { db });
 }

@@ -19,7 +19,7 @@ import { createActivities } from '../../activities/index.js';
 import { OperationPoller } from '../video-jobs/operation-poller.js';
 import { loadSecrets } from './secrets.js';
 import { createStorage, checkStorage, closeStorage, createDownloads } from './storage.js';
-import { createVideoProviders, createVoiceProvider } from './providers.js';
+import { createVideoProviders, createVoiceProviders } from './providers.js';
 import { temporalClientOptions } from '../telemetry/index.js';
 import { apiBaseUrl } from './base-url.js';
 
@@ -138,7 +138,7 @@ function createWorkerActivities(opts: StartWorkerOptions, storage: Storage) {
     db: opts.db,
     storage,
     videoProviders,
-    voiceProvider: createVoiceProvider(opts.db, opts.config),
+    voiceProviders: createVoiceProviders(opts.db, opts.config),
     logger: opts.logger,
     taskQueue: opts.config.temporal.taskQueue,
     video: opts.config.video,

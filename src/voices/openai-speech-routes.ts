@@ -18,17 +18,19 @@ import { INSUFFICIENT_CREDITS_402, OPENAI_OPERATION } from '../http/openai/error
 
 export const INSTRUCTIONS_CHARS_MAX = 4_096;
 
-export const OpenAiSpeechBody = CreateSpeechBody.extend({
-  voice: z.union([CreateSpeechBody.shape.voice, z.strictObject({ id: CreateSpeechBody.shape.voice })]),
-  instructions: z
-    .string()
-    .max(INSTRUCTIONS_CHARS_MAX)
-    .optional()
-    .describe('Accepted; no configured provider takes instructions, so they do not change the speech.'),
-  response_format: CreateSpeechBody.shape.response_format.describe(
-    'mp3 (default); opus (in Ogg); aac (ADTS); flac; wav: a RIFF WAVE file; pcm: raw signed 16-bit little-endian mono samples.',
-  ),
-}).strict();
+export const OpenAiSpeechBody = CreateSpeechBody.omit({ timestamps: true })
+  .extend({
+    voice: z.union([CreateSpeechBody.shape.voice, z.strictObject({ id: CreateSpeechBody.shape.voice })]),
+    instructions: z
+      .string()
+      .max(INSTRUCTIONS_CHARS_MAX)
+      .optional()
+      .describe('Accepted; no configured provider takes instructions, so they do not change the speech.'),
+    response_format: CreateSpeechBody.shape.response_format.describe(
+      'mp3 (default); opus (in Ogg); aac (ADTS); flac; wav: a RIFF WAVE file; pcm: raw signed 16-bit little-endian mono samples.',
+    ),
+  })
+  .strict();
 
 const openaiCreateSpeech = {
   method: 'post',

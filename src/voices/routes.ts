@@ -10,7 +10,7 @@ import { text } from '../zod-text.js';
 import { AUDIO_CONTENT_TYPES, SNIFF_BYTES, sniffAudio, type AudioFormat } from '../media/audio-sniff.js';
 import type { VoiceRecord, VoicesService } from './service.js';
 import { ApiRouter, bytesText, json, type RouteContract } from '../http/openapi.js';
-import { Voice, VoiceDeleted, VoiceList } from './schemas.js';
+import { Voice, VoiceDeleted, VoiceList, VoiceProviderName } from './schemas.js';
 import type { VoiceConsentsService } from './consents.js';
 
 const MiB = 1024 * 1024;
@@ -36,6 +36,7 @@ export function presentVoice(v: VoiceRecord) {
     voice_id: v.voice_id,
     name: v.name,
     requires_verification: v.requires_verification,
+    provider: v.provider,
     created: Math.floor(v.created_at_ms / 1000),
   };
 }
@@ -81,22 +82,38 @@ export const CreateVoiceForm = z
       .describe(
         'The id of a voice consent of this workspace (POST /v1/audio/voice_consents); required when the operator sets VOICE_CONSENT_REQUIRED.',
       ),
+    provider: VoiceProviderName.optional(),
   })
-  .describe('multipart/form-data: one "name" part, one or more "file" parts and an optional "consent" part; no other parts.');
+  .describe(
+    'multipart/form-data: one "name" part, one or more "file" parts, an optional "consent" and an optional "provider" part; no other parts.',
+  );
 
 /**
  * The form as the handler takes it: the parts named, then `name` validated. The file parts' size and
  * type are the multipart parser's (../http/multipart.ts); `consent` is looked up by the clone.
  */
 const CreateVoiceParts = {
-  schema: z.object({ name: VoiceName, file: z.array(z.custom<UploadedFile>()).min(1), consent: z.string().optional() }),
-  input: (form: MultipartForm) => ({ name: form.fields.get('name'), file: form.files, consent: form.fields.get('consent') }),
+  schema: z.object({
+    name: VoiceName,
+    file: z.array(z.custom<UploadedFile>()).min(1),
+    consent: z.string().optional(),
+    provider: VoiceProviderName.optional(),
+  }),
+  input: (form: MultipartForm) => ({
+    name: form.fields.get('name'),
+    file: form.files,
+    consent: form.fields.get('consent'),
+    provider: form.fields.get('provider'),
+  }),
   invalid: (err: ZodError, input: Record<string, unknown>) => {
     const missing = [
       ...(input['name'] === undefined ? ['name'] : []),
       ...(Array.isArray(input['file']) && input['file'].length === 0 ? ['file'] : []),
     ];
-    return missing.length > 0 ? missingParts(missing) : invalidParam('name', `name ${err.issues[0]!.message}`);
+    if (missing.length > 0) return missingParts(missing);
+    const issue = err.issues[0]!;
+    const param = issue.path[0] === 'provider' ? 'provider' : 'name';
+    return invalidParam(param, `${param} ${issue.message}`);
   },
 };
 
@@ -191,19 +208,19 @@ export function voiceRoutes(deps: {
   const upload = multipartForm({
     limits: VOICE_UPLOAD_LIMITS,
     fileParts: ['file'],
-    fieldParts: ['name', 'consent'],
+    fieldParts: ['name', 'consent', 'provider'],
     fileType: { headBytes: SNIFF_BYTES, detect: sniffAudio, expected: 'an audio file (WAV, MP3, AAC, FLAC, Ogg, M4A or WebM)' },
   });
 
   api.route(createVoice, deps.auth, deps.limit, configured, upload, async (input, _req, res) => {
-    const { name, file, consent } = input.body;
+    const { name, file, consent, provider } = input.body;
     const samples = file.map((f) => {
       const format = f.type as AudioFormat;
       return { filename: f.filename, format, content_type: AUDIO_CONTENT_TYPES[format], data: f.buffer };
     });
     // `consent`: the id of a voice consent of this workspace (POST /v1/audio/voice_consents).
     const consent_id = deps.consents ? await deps.consents.forClone(principalOf(res), consent) : null;
-    const voice = await deps.voices.create(principalOf(res), { name, samples, consent_id });
+    const voice = await deps.voices.create(principalOf(res), { name, samples, consent_id, provider });
     res.json(presentVoice(voice));
   });
 

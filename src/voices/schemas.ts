@@ -2,7 +2,15 @@
 import { z } from 'zod';
 import { UnixSeconds, Uuid } from '../http/schemas.js';
 import { text } from '../zod-text.js';
-import { SPEECH_FORMATS } from '../models/values.js';
+import { SPEECH_FORMATS, SPEECH_PROVIDERS } from '../models/values.js';
+
+/** A voice provider's name: where a voice is cloned, and then always spoken and deleted. */
+export const VoiceProviderName = z
+  .enum(SPEECH_PROVIDERS, { error: `must be one of ${SPEECH_PROVIDERS.join(', ')}` })
+  .describe(
+    'The voice provider that clones the voice (one of those configured here, listed as `backend` by GET /v2/models); ' +
+      'default: the first configured. The voice is then always spoken and deleted there.',
+  );
 
 export const CreateSpeechBody = z
   .object({
@@ -38,6 +46,13 @@ export const CreateSpeechBody = z
           'aac and flac when it has); sse: server-sent events speech.audio.delta (base64 audio) and ' +
           'speech.audio.done. Absent: one complete file.',
       ),
+    timestamps: z
+      .enum(['word'], { error: 'must be word' })
+      .optional()
+      .describe(
+        'word (only with stream_format "sse", else a 400): speech.word_timestamps events ({"words", "start_s", "end_s"}: each word once, in order, ' +
+          "its start and end in seconds from the start of the audio) come between the speech.audio.delta events, whatever the voice's provider.",
+      ),
   })
   .strict();
 
@@ -48,15 +63,26 @@ export const Voice = z
     voice_id: z.string().describe('The provider voice id: the `voice` of POST /v2/audio/speech.'),
     name: z.string(),
     requires_verification: z.boolean(),
+    provider: z.enum(SPEECH_PROVIDERS).describe('The voice provider that cloned the voice: it speaks it, with its own speech models.'),
     created: UnixSeconds.describe('Unix time (seconds).'),
   })
   .describe('A cloned voice, visible only from its own workspace.');
 export const VoiceList = z.strictObject({ object: z.literal('list'), data: z.array(Voice) });
 export const VoiceDeleted = z.strictObject({ id: Uuid, object: z.literal('voice'), deleted: z.literal(true) });
 
+export const SpeechToken = z
+  .strictObject({
+    object: z.literal('speech.token'),
+    token: z.string().describe('Opens the speech WebSocket: `GET /v2/audio/speech/stream?token=<token>`.'),
+    expires_at: UnixSeconds.describe('Unix time (seconds) after which the token opens no socket.'),
+    url_path: z.literal('/v2/audio/speech/stream').describe('Where the WebSocket is, on this API.'),
+  })
+  .describe('A short-lived token for the speech WebSocket, as its API key, for browsers.');
+
 /** What the API answers, as its clients read it (z.output of the response schemas). */
 export type Voice = z.output<typeof Voice>;
 export type VoiceList = z.output<typeof VoiceList>;
 export type VoiceDeleted = z.output<typeof VoiceDeleted>;
+export type SpeechToken = z.output<typeof SpeechToken>;
 
-export const RESPONSE_COMPONENTS = { Voice, VoiceList, VoiceDeleted } satisfies Record<string, z.ZodType>;
+export const RESPONSE_COMPONENTS = { Voice, VoiceList, VoiceDeleted, SpeechToken } satisfies Record<string, z.ZodType>;

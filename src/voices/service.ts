@@ -13,15 +13,17 @@ import { randomUUID } from 'node:crypto';
 import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
 import type { Logger } from 'pino';
 import { inTransaction, type Db, type Tx } from '../db/pool.js';
-import { ApiError, notFound } from '../errors.js';
+import { ApiError, invalidParam, notFound } from '../errors.js';
 import {
   NOT_CONFIGURED_MESSAGE,
   VoiceProviderError,
   type ProviderAccountProblem,
   type VoiceProvider,
+  type VoiceProviderSet,
   type VoiceSample,
 } from '../providers/voice/types.js';
 import type { ApiKeyPrincipal } from '../account/workspaces.js';
+import type { SpeechProvider } from '../models/values.js';
 import { isUuid } from '../ids.js';
 import { WORKSPACE_ID_SA } from '../../workflows/messages.js';
 import { voiceDeletionWorkflowId, type voiceDeletionWorkflow } from '../../workflows/voice-deletion.js';
@@ -38,7 +40,8 @@ const START_DELETION_TIMEOUT_MS = 5_000;
 export interface VoiceRecord {
   id: string;
   workspace_id: string;
-  provider: string;
+  /** The provider that cloned the voice (recorded since voices were first kept): it speaks and deletes it. */
+  provider: SpeechProvider;
   voice_id: string;
   name: string;
   requires_verification: boolean;
@@ -47,7 +50,8 @@ export interface VoiceRecord {
 
 export interface VoicesDeps {
   db: Db;
-  provider: VoiceProvider;
+  /** The voice providers configured side by side; a voice is cloned, spoken and deleted at its own. */
+  providers: VoiceProviderSet;
   temporal: Client;
   taskQueue: string;
   logger: Logger;
@@ -109,8 +113,8 @@ const SELECT_VOICE = `SELECT id, workspace_id, provider, voice_id, name, require
 export class VoicesService {
   constructor(private readonly deps: VoicesDeps) {}
 
-  get provider(): VoiceProvider {
-    return this.deps.provider;
+  get providers(): VoiceProviderSet {
+    return this.deps.providers;
   }
 
   /** A provider failure as the customer's answer, logged for the operator when it is theirs (providerFailure). */
@@ -120,7 +124,7 @@ export class VoicesService {
 
   /** Every voice operation answers 503 while no voice provider is configured. */
   assertConfigured(): void {
-    if (!this.deps.provider.configured) {
+    if (!this.deps.providers.configured) {
       throw new ApiError(503, 'provider_error', 'provider_not_configured', NOT_CONFIGURED_MESSAGE);
     }
   }
@@ -132,9 +136,10 @@ export class VoicesService {
   /** `consent_id`: the consent the clone was made with (src/voices/consents.ts); none marks the voice requires_verification. */
   async create(
     principal: ApiKeyPrincipal,
-    input: { name: string; samples: VoiceSample[]; consent_id?: string | null },
+    input: { name: string; samples: VoiceSample[]; consent_id?: string | null; provider?: string | undefined },
   ): Promise<VoiceRecord> {
     this.assertConfigured();
+    const clonedBy = this.cloningProvider(input.provider);
     const workspace_id = principal.workspace_id;
     // Checked before the provider is asked: a workspace without credit or with its quota used takes no slot.
     const available = await this.deps.db.query<{ available_micro_eur: number }>(
@@ -145,12 +150,12 @@ export class VoicesService {
     if ((await this.countLive(this.deps.db, workspace_id)) >= this.quota) throw voiceLimitReached(this.quota);
     let cloned;
     try {
-      cloned = await this.deps.provider.cloneVoice(input);
+      cloned = await clonedBy.cloneVoice(input);
     } catch (err) {
       throw providerFailure(err, this.deps.logger);
     }
     const id = randomUUID();
-    const provider = this.deps.provider.name;
+    const provider = clonedBy.name;
     try {
       return await inTransaction(this.deps.db, async (tx) => {
         await tx.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [VOICE_LOCK_CLASS, workspace_id]);
@@ -196,6 +201,16 @@ export class VoicesService {
       }
       throw err;
     }
+  }
+
+  /** The provider a clone goes to: the one named (400 naming `provider` when it is not configured here), else the first configured. */
+  private cloningProvider(name: string | undefined): VoiceProvider {
+    if (name === undefined) return this.deps.providers.default!;
+    const provider = this.deps.providers.get(name);
+    if (!provider) {
+      throw invalidParam('provider', `voice provider "${name}" is not configured here; use one of ${this.deps.providers.names.join(', ')}`);
+    }
+    return provider;
   }
 
   async list(principal: ApiKeyPrincipal): Promise<VoiceRecord[]> {
@@ -247,21 +262,40 @@ export class VoicesService {
   }
 
   /**
-   * The provider voice id that `voice` (a speech request's parameter) stands for in this workspace:
-   * one of its own live cloned voices, or a preset voice of the provider. Anything else, including a
-   * deleted voice and another workspace's voice, is the same 404.
+   * The provider voice id that `voice` (a speech request's parameter) stands for in this workspace, and the
+   * provider that speaks it: one of its own live cloned voices (at the provider that cloned it), or a preset
+   * voice of a configured provider (`prefer`'s first, the provider of the model asked for). Anything else,
+   * including a deleted voice and another workspace's voice, is the same 404. A voice whose provider is no
+   * longer configured here is a 503.
    */
-  async resolveForSpeech(principal: ApiKeyPrincipal, voice: string): Promise<{ voice_id: string; registry_id: string | null }> {
-    const r = await this.deps.db.query<{ id: string; workspace_id: string; deleted: boolean }>(
-      'SELECT id, workspace_id, deleted_at IS NOT NULL AS deleted FROM voices WHERE provider = $1 AND voice_id = $2',
-      [this.deps.provider.name, voice],
+  async resolveForSpeech(
+    principal: ApiKeyPrincipal,
+    voice: string,
+    prefer?: string,
+  ): Promise<{ voice_id: string; registry_id: string | null; provider: VoiceProvider }> {
+    // The workspace's live voices (the partial index voices_workspace_live): at most its quota of rows.
+    const r = await this.deps.db.query<{ id: string; provider: string }>(
+      'SELECT id, provider FROM voices WHERE workspace_id = $1 AND voice_id = $2 AND deleted_at IS NULL ORDER BY created_at LIMIT 2',
+      [principal.workspace_id, voice],
     );
-    const row = r.rows[0];
+    const rows = prefer === undefined ? r.rows : [...r.rows].sort((a, b) => Number(b.provider === prefer) - Number(a.provider === prefer));
+    const row = rows[0];
     if (row) {
-      if (row.workspace_id === principal.workspace_id && !row.deleted) return { voice_id: voice, registry_id: row.id };
-    } else if (this.deps.provider.presetVoices().includes(voice)) {
-      return { voice_id: voice, registry_id: null };
+      const provider = this.deps.providers.get(row.provider);
+      if (!provider) {
+        throw new ApiError(
+          503,
+          'provider_error',
+          'provider_not_configured',
+          `voice "${voice}" was cloned by voice provider ${row.provider}, which is not configured here now`,
+          'voice',
+        );
+      }
+      return { voice_id: voice, registry_id: row.id, provider };
     }
+    const presets = this.deps.providers.list.filter((p) => p.presetVoices().includes(voice));
+    const preset = presets.find((p) => p.name === prefer) ?? presets[0];
+    if (preset) return { voice_id: voice, registry_id: null, provider: preset };
     throw voiceNotFound('voice', `"${voice}"; use a voice_id from GET /v2/audio/voices or a preset voice`);
   }
 

@@ -7,8 +7,9 @@
 // again. A hold whose process died mid-call is released by the reconciler after SPEECH_HOLD_TTL_MS.
 // A streamed speech is marked delivered (`markSpeechDelivered`) before its last bytes go out: from then on
 // its hold is only ever captured (by the request, retried, else by the reconciler), never released.
-import { inTransaction, type Db } from '../db/pool.js';
+import { inTransaction, type Db, type Tx } from '../db/pool.js';
 import { assertMicroEur } from '../money.js';
+import { findSpeechModel, speechCostMicroEur } from '../models/catalog.js';
 import { applyEntry, isUniqueViolation, lockWorkspaceBalance, spendFromKey, SPEECH_HOLD_TTL_MS } from '../billing/ledger.js';
 
 export { SPEECH_HOLD_TTL_MS };
@@ -115,43 +116,47 @@ export async function holdSpeech(db: Db, s: SpeechHoldRequest): Promise<SpeechHo
 /** Turns the hold into one ledger charge, with where the audio is kept for replays. Idempotent. */
 export async function captureSpeech(
   db: Db,
-  c: { speechRequestId: string; audioBytes: number; audioStorageKey: string; audioContentType: string },
+  c: { speechRequestId: string; audioBytes: number; audioStorageKey: string | null; audioContentType: string },
 ): Promise<{ captured: boolean; cost_micro_eur: number; balance_micro_eur: number; workspace_id: string }> {
   if (!(Number.isSafeInteger(c.audioBytes) && c.audioBytes > 0)) throw new Error('invariant: delivered speech has audio');
   return inTransaction(db, async (tx) => {
-    const r = await tx.query<{ workspace_id: string; status: string; cost_micro_eur: number }>(
-      'SELECT workspace_id, status, cost_micro_eur FROM speech_requests WHERE id = $1',
-      [c.speechRequestId],
-    );
+    const r = await tx.query<{ workspace_id: string }>('SELECT workspace_id FROM speech_requests WHERE id = $1', [c.speechRequestId]);
     const row = r.rows[0];
     if (!row) throw new Error(`invariant: speech request ${c.speechRequestId} was never held`);
     const locked = await lockWorkspaceBalance(tx, row.workspace_id);
-    // Re-read under the workspace lock: release and capture of one request are serialised by it.
-    const current = (await tx.query<{ status: string }>('SELECT status FROM speech_requests WHERE id = $1', [c.speechRequestId])).rows[0]!;
-    if (current.status === 'delivered')
-      return {
-        captured: false,
-        cost_micro_eur: row.cost_micro_eur,
-        balance_micro_eur: locked.balance_micro_eur,
-        workspace_id: row.workspace_id,
-      };
-    if (current.status !== 'held') throw new Error(`invariant: speech request ${c.speechRequestId} is ${current.status}, not held`);
-    await tx.query('UPDATE workspaces SET held_micro_eur = held_micro_eur - $2 WHERE id = $1', [row.workspace_id, row.cost_micro_eur]);
-    const balance = await applyEntry(tx, {
-      workspaceId: row.workspace_id,
-      kind: 'charge',
-      amount_micro_eur: -row.cost_micro_eur,
-      idempotencyKey: speechChargeKey(c.speechRequestId),
-      speechRequestId: c.speechRequestId,
-    });
-    if (balance !== locked.balance_micro_eur - row.cost_micro_eur) throw new Error('invariant: capture moved the balance by the cost');
-    await tx.query(
-      `UPDATE speech_requests SET status = 'delivered', held_at = NULL, audio_bytes = $2, audio_storage_key = $3, audio_content_type = $4
-        WHERE id = $1`,
-      [c.speechRequestId, c.audioBytes, c.audioStorageKey, c.audioContentType],
-    );
-    return { captured: true, cost_micro_eur: row.cost_micro_eur, balance_micro_eur: balance, workspace_id: row.workspace_id };
+    return { ...(await captureLocked(tx, row.workspace_id, locked.balance_micro_eur, c)), workspace_id: row.workspace_id };
   });
+}
+
+/** The capture, under the workspace's lock (release and capture of one request are serialised by it). */
+async function captureLocked(
+  tx: Tx,
+  workspaceId: string,
+  balance_micro_eur: number,
+  c: { speechRequestId: string; audioBytes: number; audioStorageKey: string | null; audioContentType: string },
+): Promise<{ captured: boolean; cost_micro_eur: number; balance_micro_eur: number }> {
+  const current = (
+    await tx.query<{ status: string; cost_micro_eur: number }>('SELECT status, cost_micro_eur FROM speech_requests WHERE id = $1', [
+      c.speechRequestId,
+    ])
+  ).rows[0]!;
+  if (current.status === 'delivered') return { captured: false, cost_micro_eur: current.cost_micro_eur, balance_micro_eur };
+  if (current.status !== 'held') throw new Error(`invariant: speech request ${c.speechRequestId} is ${current.status}, not held`);
+  await tx.query('UPDATE workspaces SET held_micro_eur = held_micro_eur - $2 WHERE id = $1', [workspaceId, current.cost_micro_eur]);
+  const balance = await applyEntry(tx, {
+    workspaceId,
+    kind: 'charge',
+    amount_micro_eur: -current.cost_micro_eur,
+    idempotencyKey: speechChargeKey(c.speechRequestId),
+    speechRequestId: c.speechRequestId,
+  });
+  if (balance !== balance_micro_eur - current.cost_micro_eur) throw new Error('invariant: capture moved the balance by the cost');
+  await tx.query(
+    `UPDATE speech_requests SET status = 'delivered', held_at = NULL, audio_bytes = $2, audio_storage_key = $3, audio_content_type = $4
+      WHERE id = $1`,
+    [c.speechRequestId, c.audioBytes, c.audioStorageKey, c.audioContentType],
+  );
+  return { captured: true, cost_micro_eur: current.cost_micro_eur, balance_micro_eur: balance };
 }
 
 /** Gives a held amount back (the provider failed, or the request died). Idempotent; a delivered request (or one marked delivered) stays delivered. */
@@ -161,29 +166,65 @@ export async function releaseSpeech(db: Db, speechRequestId: string): Promise<bo
     const row = r.rows[0];
     if (!row) return false;
     await lockWorkspaceBalance(tx, row.workspace_id);
-    const released = await tx.query<{ cost_micro_eur: number; api_key_id: string | null }>(
-      `UPDATE speech_requests SET status = 'released', held_at = NULL
-        WHERE id = $1 AND status = 'held' AND delivered_at IS NULL RETURNING cost_micro_eur, api_key_id`,
-      [speechRequestId],
-    );
-    const hold = released.rows[0];
-    if (hold === undefined) return false;
-    await tx.query('UPDATE workspaces SET held_micro_eur = held_micro_eur - $2 WHERE id = $1', [row.workspace_id, hold.cost_micro_eur]);
-    if (hold.api_key_id !== null) await spendFromKey(tx, hold.api_key_id, -hold.cost_micro_eur);
-    return true;
+    return releaseLocked(tx, row.workspace_id, speechRequestId);
   });
 }
 
-/** Releases holds older than `older_than_ms` (their request's process died); at most `limit`. Returns how many. */
-export async function releaseExpiredSpeechHolds(db: Db, older_than_ms: number, limit: number): Promise<number> {
-  const r = await db.query<{ id: string }>(
-    `SELECT id FROM speech_requests
+/** The release, under the workspace's lock. */
+async function releaseLocked(tx: Tx, workspaceId: string, speechRequestId: string): Promise<boolean> {
+  const released = await tx.query<{ cost_micro_eur: number; api_key_id: string | null }>(
+    `UPDATE speech_requests SET status = 'released', held_at = NULL
+      WHERE id = $1 AND status = 'held' AND delivered_at IS NULL RETURNING cost_micro_eur, api_key_id`,
+    [speechRequestId],
+  );
+  const hold = released.rows[0];
+  if (hold === undefined) return false;
+  await tx.query('UPDATE workspaces SET held_micro_eur = held_micro_eur - $2 WHERE id = $1', [workspaceId, hold.cost_micro_eur]);
+  if (hold.api_key_id !== null) await spendFromKey(tx, hold.api_key_id, -hold.cost_micro_eur);
+  return true;
+}
+
+/** What `characters` of a speech model cost (null for a model the catalog no longer has: released, not guessed). */
+function catalogSpeechCost(modelId: string, characters: number): number | null {
+  const model = findSpeechModel(modelId);
+  return model ? speechCostMicroEur(model, characters) : null;
+}
+
+/**
+ * Settles holds older than `older_than_ms` (their request's process died); at most `limit`. A speech
+ * streamed over a WebSocket that had spoken some of its text is charged what was spoken (its recorded
+ * progress), the rest released; the others are released whole. Returns how many were settled.
+ */
+export async function releaseExpiredSpeechHolds(
+  db: Db,
+  older_than_ms: number,
+  limit: number,
+  spokenCost: (model: string, characters: number) => number | null = catalogSpeechCost,
+): Promise<number> {
+  const r = await db.query<{ id: string; model: string; spoken_characters: number | null; audio_bytes: number | null }>(
+    `SELECT id, model, spoken_characters, audio_bytes FROM speech_requests
       WHERE status = 'held' AND delivered_at IS NULL AND held_at < now() - make_interval(secs => $1 / 1000.0)
       ORDER BY held_at LIMIT $2`,
     [older_than_ms, limit],
   );
   let released = 0;
-  for (const { id } of r.rows) if (await releaseSpeech(db, id)) released++;
+  for (const row of r.rows) {
+    const spoken = Number(row.spoken_characters ?? 0);
+    const cost = spoken > 0 && row.audio_bytes ? spokenCost(row.model, spoken) : null;
+    const settled =
+      cost === null
+        ? (await releaseSpeech(db, row.id)) && 'released'
+        : (
+            await settleSpokenSpeech(db, {
+              speechRequestId: row.id,
+              spokenCharacters: spoken,
+              spoken_cost_micro_eur: cost,
+              audioBytes: Number(row.audio_bytes),
+              audioContentType: 'audio/pcm',
+            })
+          ).status;
+    if (settled === 'released' || settled === 'captured') released++;
+  }
   return released;
 }
 
@@ -236,4 +277,108 @@ export async function captureDeliveredSpeechHolds(
     }
   }
   return { captured, cost_micro_eur };
+}
+
+// ---------------------------------------------------------------------------------------------
+// A speech streamed over a WebSocket (./speech-socket.ts): one request per context, its hold grown as
+// its text arrives, before the provider is asked to speak it; settled once, for what was spoken.
+
+export type SpeechGrowResult =
+  | { kind: 'held' }
+  | { kind: 'insufficient_credits'; available_micro_eur: number }
+  | { kind: 'key_spend_limit_exceeded' }
+  /** Settled meanwhile (the reconciler, or the socket's end): nothing more may be held for it. */
+  | { kind: 'not_held' };
+
+/** Raises a held request to `characters` costing `cost_micro_eur` in all (its next text), if the balance and the key's limit cover the difference. */
+export async function growSpeechHold(
+  db: Db,
+  g: { speechRequestId: string; workspaceId: string; characters: number; cost_micro_eur: number },
+): Promise<SpeechGrowResult> {
+  assertMicroEur(g.cost_micro_eur);
+  return inTransaction(db, async (tx): Promise<SpeechGrowResult> => {
+    const locked = await lockWorkspaceBalance(tx, g.workspaceId);
+    const row = (
+      await tx.query<{ status: string; cost_micro_eur: number; characters: number; api_key_id: string | null }>(
+        'SELECT status, cost_micro_eur, characters, api_key_id FROM speech_requests WHERE id = $1 AND workspace_id = $2',
+        [g.speechRequestId, g.workspaceId],
+      )
+    ).rows[0];
+    if (row?.status !== 'held') return { kind: 'not_held' };
+    if (!(g.characters > row.characters && g.cost_micro_eur >= row.cost_micro_eur)) throw new Error('invariant: a hold only grows');
+    const more = g.cost_micro_eur - Number(row.cost_micro_eur);
+    if (locked.available_micro_eur < more) return { kind: 'insufficient_credits', available_micro_eur: locked.available_micro_eur };
+    if (row.api_key_id !== null && !(await spendFromKey(tx, row.api_key_id, more))) return { kind: 'key_spend_limit_exceeded' };
+    await tx.query('UPDATE speech_requests SET characters = $2, cost_micro_eur = $3, held_at = now() WHERE id = $1', [
+      g.speechRequestId,
+      g.characters,
+      g.cost_micro_eur,
+    ]);
+    await tx.query('UPDATE workspaces SET held_micro_eur = held_micro_eur + $2 WHERE id = $1', [g.workspaceId, more]);
+    return { kind: 'held' };
+  });
+}
+
+/**
+ * Records how much of a held request the provider has spoken (characters, and bytes of audio), which is
+ * also a sign of life: held_at moves on, so the reconciler leaves a speech that is still going alone.
+ */
+export async function recordSpokenSpeech(
+  db: Db,
+  p: { speechRequestId: string; spokenCharacters: number; audioBytes: number },
+): Promise<void> {
+  await db.query(
+    `UPDATE speech_requests SET spoken_characters = GREATEST(COALESCE(spoken_characters, 0), $2), audio_bytes = GREATEST(COALESCE(audio_bytes, 0), $3),
+            held_at = now()
+      WHERE id = $1 AND status = 'held'`,
+    [p.speechRequestId, p.spokenCharacters, p.audioBytes],
+  );
+}
+
+/**
+ * Settles a held request for what was spoken: `spokenCharacters` (at most what was held) charged at
+ * `spoken_cost_micro_eur`, the rest of the hold released; nothing spoken releases it all. Idempotent.
+ */
+export async function settleSpokenSpeech(
+  db: Db,
+  s: { speechRequestId: string; spokenCharacters: number; spoken_cost_micro_eur: number; audioBytes: number; audioContentType: string },
+): Promise<{ status: 'captured' | 'released' | 'not_held'; characters: number; cost_micro_eur: number }> {
+  return inTransaction(db, async (tx) => {
+    const first = (await tx.query<{ workspace_id: string }>('SELECT workspace_id FROM speech_requests WHERE id = $1', [s.speechRequestId]))
+      .rows[0];
+    if (!first) return { status: 'not_held' as const, characters: 0, cost_micro_eur: 0 };
+    const locked = await lockWorkspaceBalance(tx, first.workspace_id);
+    const row = (
+      await tx.query<{ status: string; cost_micro_eur: number; characters: number; api_key_id: string | null }>(
+        'SELECT status, cost_micro_eur, characters, api_key_id FROM speech_requests WHERE id = $1',
+        [s.speechRequestId],
+      )
+    ).rows[0]!;
+    if (row.status !== 'held') return { status: 'not_held' as const, characters: 0, cost_micro_eur: 0 };
+    if (s.spokenCharacters <= 0 || s.audioBytes <= 0) {
+      await releaseLocked(tx, first.workspace_id, s.speechRequestId);
+      return { status: 'released' as const, characters: 0, cost_micro_eur: 0 };
+    }
+    const characters = Math.min(s.spokenCharacters, row.characters);
+    const cost = Math.min(s.spoken_cost_micro_eur, Number(row.cost_micro_eur));
+    assertMicroEur(cost);
+    const unspoken = Number(row.cost_micro_eur) - cost;
+    if (unspoken > 0) {
+      await tx.query('UPDATE workspaces SET held_micro_eur = held_micro_eur - $2 WHERE id = $1', [first.workspace_id, unspoken]);
+      if (row.api_key_id !== null) await spendFromKey(tx, row.api_key_id, -unspoken);
+    }
+    await tx.query('UPDATE speech_requests SET characters = $2, cost_micro_eur = $3, spoken_characters = $4 WHERE id = $1', [
+      s.speechRequestId,
+      characters,
+      cost,
+      characters,
+    ]);
+    const captured = await captureLocked(tx, first.workspace_id, locked.balance_micro_eur, {
+      speechRequestId: s.speechRequestId,
+      audioBytes: s.audioBytes,
+      audioStorageKey: null,
+      audioContentType: s.audioContentType,
+    });
+    return { status: 'captured' as const, characters, cost_micro_eur: captured.cost_micro_eur };
+  });
 }

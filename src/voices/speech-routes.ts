@@ -1,11 +1,15 @@
 // POST /v2/audio/speech: JSON in, audio bytes out (charged once delivered; see ./speech.ts).
 import type { RequestHandler } from 'express';
-import { CreateSpeechBody } from './schemas.js';
-import { ApiRouter, header, type ContractHandler, type RouteContract } from '../http/openapi.js';
+import { ApiRouter, header, json, type ContractHandler, type RouteContract } from '../http/openapi.js';
+import { ApiError } from '../errors.js';
+import { CreateSpeechBody, SpeechToken } from './schemas.js';
+import type { SpeechTokens } from './speech-tokens.js';
+import { SPEECH_SOCKET_PATH } from './speech-socket.js';
 import { speechBodyExample, speechBodySchema } from '../models/openapi-bodies.js';
 import { jsonBody } from '../http/json-body.js';
 import { principalOf } from '../http/auth.js';
 import { microEurToEur } from '../money.js';
+import { invalidParam } from '../errors.js';
 import type { SpeechService } from './speech.js';
 import { sendSpeechStream } from './speech-stream.js';
 
@@ -19,6 +23,19 @@ const SPEECH_EVENT_DATA = {
       properties: {
         type: { const: 'speech.audio.delta' },
         audio: { type: 'string', contentEncoding: 'base64', description: 'Base64 of the next bytes.' },
+      },
+    },
+    {
+      type: 'object',
+      description:
+        'With `timestamps: "word"`: the timings of the next words, between the audio deltas. Each word once, in order; ' +
+        'start_s and end_s in seconds from the start of the audio, monotonic, within its duration.',
+      required: ['type', 'words', 'start_s', 'end_s'],
+      properties: {
+        type: { const: 'speech.word_timestamps' },
+        words: { type: 'array', items: { type: 'string' }, minItems: 1 },
+        start_s: { type: 'array', items: { type: 'number', minimum: 0 }, minItems: 1 },
+        end_s: { type: 'array', items: { type: 'number', minimum: 0 }, minItems: 1 },
       },
     },
     {
@@ -66,7 +83,8 @@ const SPEECH_EVENT_DATA = {
 export const SPEECH_SSE_EVENT = {
   type: 'object',
   description:
-    'One event of the stream (stream_format "sse"): `data: <JSON>` lines, each a speech.audio.delta, then one speech.audio.done (or an error).',
+    'One event of the stream (stream_format "sse"): `data: <JSON>` lines, each a speech.audio.delta (with `timestamps: "word"`, ' +
+    'speech.word_timestamps between them), then one speech.audio.done (or an error).',
   required: ['data'],
   properties: {
     event: { type: 'string', const: 'message', description: 'No event name is sent: the default, "message".' },
@@ -86,7 +104,9 @@ export const SPEECH_CONTENT = Object.fromEntries([
 
 /** The errors speech can answer. */
 export const SPEECH_ERRORS: RouteContract['errors'] = {
-  400: 'Invalid request, e.g. blank or too long `input`, or a response_format the model does not offer.',
+  400:
+    'Invalid request, e.g. blank or too long `input`, a response_format the model does not offer, a `model` of another voice provider ' +
+    "than the voice's (`param: model`), or `timestamps` without stream_format sse.",
   402: undefined,
   403: undefined,
   404: 'Unknown model (model_not_found, `param: model`) or voice (voice_not_found, `param: voice`).',
@@ -136,6 +156,9 @@ const createSpeech = {
 
 function createSpeechHandler(deps: { speech: SpeechService }): ContractHandler<typeof createSpeech> {
   return async ({ body, idempotencyKey }, _req, res) => {
+    if (body.timestamps !== undefined && body.stream_format !== 'sse') {
+      throw invalidParam('timestamps', 'timestamps needs stream_format "sse" (the timings are events of the stream)');
+    }
     if (body.stream_format !== undefined) {
       const stream = await deps.speech.speakStream(principalOf(res), body, idempotencyKey);
       sendSpeechStream(res, stream, body.stream_format, {
@@ -163,7 +186,27 @@ function createSpeechHandler(deps: { speech: SpeechService }): ContractHandler<t
   };
 }
 
-export function speechRoutes(deps: { auth: RequestHandler; limit: RequestHandler; speech: SpeechService }): ApiRouter {
+const createSpeechToken = {
+  method: 'post',
+  path: '/v2/audio/speech/tokens',
+  operationId: 'createSpeechToken',
+  tag: 'Speech',
+  summary: 'A token for the speech WebSocket',
+  description:
+    'A short-lived token that opens the speech WebSocket (`GET /v2/audio/speech/stream?token=...`) as this API key, for a browser, which ' +
+    'cannot send an Authorization header on a WebSocket. Good for opening sockets until `expires_at` (SPEECH_TOKEN_TTL_S after it was ' +
+    "made), never beyond its key: a revoked key's tokens are refused at once.",
+  security: 'apiKey',
+  responses: { '201': json(SpeechToken, 'The token.') },
+  errors: { 429: undefined, 503: 'No voice provider is configured.' },
+} satisfies RouteContract;
+
+export function speechRoutes(deps: {
+  auth: RequestHandler;
+  limit: RequestHandler;
+  speech: SpeechService;
+  tokens?: SpeechTokens;
+}): ApiRouter {
   const api = new ApiRouter();
   // With no voice provider every request is a 503, whatever its body.
   const configured: RequestHandler = (_req, _res, next) => {
@@ -172,6 +215,11 @@ export function speechRoutes(deps: { auth: RequestHandler; limit: RequestHandler
   };
 
   api.route(createSpeech, deps.auth, deps.limit, configured, jsonBody, createSpeechHandler(deps));
+  api.route(createSpeechToken, deps.auth, deps.limit, configured, async (_input, _req, res) => {
+    if (!deps.tokens) throw new ApiError(503, 'api_error', 'speech_socket_unavailable', 'the speech WebSocket is not served here');
+    const { token, expires_at_s } = deps.tokens.issue(principalOf(res));
+    res.status(201).json({ object: 'speech.token', token, expires_at: expires_at_s, url_path: SPEECH_SOCKET_PATH });
+  });
 
   return api;
 }

@@ -2,6 +2,7 @@
 // (`stream_format: "audio"`) or as OpenAI's server-sent events (`"sse"`):
 //
 //   data: {"type": "speech.audio.delta", "audio": "<base64 of the next bytes>"}
+//   data: {"type": "speech.word_timestamps", "words": [...], "start_s": [...], "end_s": [...]}  (with timestamps: word)
 //   data: {"type": "speech.audio.done", "usage": {"input_tokens", "output_tokens", "total_tokens"}}
 //
 // A client that goes away is not followed by the provider: the stream is drained so the synthesis
@@ -9,6 +10,7 @@
 // (the client sees an incomplete body) or ends an SSE stream with an `error` event.
 import type { Response } from 'express';
 import type { SpeechStream } from './speech.js';
+import type { WordTimestamps } from '../providers/voice/types.js';
 
 export type StreamFormat = 'audio' | 'sse';
 
@@ -34,7 +36,13 @@ export function sendSpeechStream(res: Response, speech: SpeechStream, format: St
   const event = (data: unknown) => {
     if (!res.destroyed) res.write(`data: ${JSON.stringify(data)}\n\n`);
   };
-  body.on('data', (chunk: Buffer) => event({ type: 'speech.audio.delta', audio: chunk.toString('base64') }));
+  body.on('data', (chunk: Buffer | WordTimestamps) =>
+    event(
+      Buffer.isBuffer(chunk)
+        ? { type: 'speech.audio.delta', audio: chunk.toString('base64') }
+        : { type: 'speech.word_timestamps', words: chunk.words, start_s: chunk.start_s, end_s: chunk.end_s },
+    ),
+  );
   body.on('end', () => {
     // Characters stand in for tokens: they are what the request is billed by.
     event({ type: 'speech.audio.done', usage: { input_tokens: speech.characters, output_tokens: 0, total_tokens: speech.characters } });

@@ -23,7 +23,7 @@ import type { Db } from '../db/pool.js';
 import { uuidForKey } from '../ids.js';
 import { captureSpeech, holdSpeech, markSpeechDelivered, releaseSpeech, type DeliveredSpeech } from './speech-billing.js';
 import type { Storage } from '../storage/local.js';
-import { defaultSpeechModelFor, findSpeechModel, speechCostMicroEur, type SpeechModel } from '../models/catalog.js';
+import { defaultSpeechModelFor, findSpeechModel, speechCostMicroEur, speechModels, type SpeechModel } from '../models/catalog.js';
 import { ApiError, invalidParam, keySpendLimitExceeded, notFound } from '../errors.js';
 import { microEurToEur } from '../money.js';
 import { creditsCharged } from '../metrics.js';
@@ -33,7 +33,16 @@ import { audioEncoder, needsMediaWorker, pcmRateOf, type AudioEncoder } from '..
 import type { SpeechFormat } from '../models/values.js';
 import type { FfmpegWasm, MediaReservation } from '../media/ffmpeg-wasm.js';
 import { inSpan, markSpans, SPEECH_REQUEST_ID_ATTRIBUTE } from '../telemetry/index.js';
-import { NOT_CONFIGURED_MESSAGE, type SpeechRequest, type VoiceProvider } from '../providers/voice/types.js';
+import {
+  NOT_CONFIGURED_MESSAGE,
+  type SpeechRequest,
+  type TimedSpeechPiece,
+  type VoiceProvider,
+  type WordTimestamps,
+} from '../providers/voice/types.js';
+
+/** A speech request's voice: its provider voice id, its registry row (null for a preset voice), the provider that speaks it. */
+type VoiceForSpeech = Awaited<ReturnType<VoicesService['resolveForSpeech']>>;
 
 export interface SpeechInput {
   model?: string | undefined;
@@ -41,11 +50,16 @@ export interface SpeechInput {
   voice: string;
   response_format?: SpeechFormat | undefined;
   speed?: number | undefined;
+  /** `word`: a streamed speech carries its words' timings between its audio (stream_format sse only). */
+  timestamps?: 'word' | undefined;
 }
 
 /** A streamed speech: what is known when it starts, and its bytes as they are made. */
 export interface SpeechStream extends Omit<SpeechResult, 'audio'> {
-  /** Ends when the audio is complete; errors (and is cut) when the provider failed midway. */
+  /**
+   * Object mode: the audio bytes (Buffers) and, when word timestamps were asked for, the words' timings
+   * (WordTimestamps) between them. Ends when the audio is complete; errors (and is cut) when the provider failed midway.
+   */
   body: Readable;
   /** Settles when the money is settled (captured, or released after a failure; `unsettled` when the database failed, left to the reconciler); never rejects. */
   settled: Promise<'captured' | 'released' | 'unsettled'>;
@@ -59,6 +73,8 @@ type Prepared =
       speechRequestId: string;
       model: SpeechModel;
       voice_id: string;
+      /** The provider of the voice: the one that speaks. */
+      provider: VoiceProvider;
       format: SpeechFormat;
       characters: number;
       text: string;
@@ -146,19 +162,38 @@ function speechFingerprint(model_id: string, voice_id: string, body: SpeechInput
         format,
         ...(body.speed !== undefined && body.speed !== 1 ? [body.speed] : []),
         ...(streamed ? ['stream'] : []),
+        ...(body.timestamps ? [`timestamps:${body.timestamps}`] : []),
       ]),
     )
     .digest('hex');
 }
 
-/** The provider's PCM chunk by chunk: streamed when it streams, else its whole synthesis as one chunk. */
-function pcmChunks(provider: VoiceProvider, request: Omit<SpeechRequest, 'format'>): AsyncIterator<Buffer> {
-  const source: AsyncIterable<Buffer> = provider.synthesizeStream
-    ? provider.synthesizeStream(request)
-    : (async function* () {
-        yield (await provider.synthesize({ ...request, format: 'pcm' })).audio;
-      })();
+/**
+ * The provider's PCM chunk by chunk: streamed when it streams, else its whole synthesis as one chunk; with
+ * `timed`, its words' timings between the chunks (every adapter that speaks streams them).
+ */
+function pcmChunks(provider: VoiceProvider, request: Omit<SpeechRequest, 'format'>, timed: boolean): AsyncIterator<TimedSpeechPiece> {
+  const source: AsyncIterable<TimedSpeechPiece> =
+    timed && provider.synthesizeStreamWithTimestamps
+      ? provider.synthesizeStreamWithTimestamps(request)
+      : (async function* () {
+          if (provider.synthesizeStream) {
+            for await (const pcm of provider.synthesizeStream(request)) yield { pcm };
+          } else {
+            yield { pcm: (await provider.synthesize({ ...request, format: 'pcm' })).audio };
+          }
+        })();
   return source[Symbol.asyncIterator]();
+}
+
+/** The provider's first audio, and the word timings it sent before it (null when it ended without audio). */
+async function firstAudio(chunks: AsyncIterator<TimedSpeechPiece>): Promise<{ pcm: Buffer; words: WordTimestamps[] } | null> {
+  const words: WordTimestamps[] = [];
+  for (let next = await chunks.next(); !next.done; next = await chunks.next()) {
+    if ('words' in next.value) words.push(next.value.words);
+    else if (next.value.pcm.length > 0) return { pcm: next.value.pcm, words };
+  }
+  return null;
 }
 
 export class SpeechService {
@@ -184,30 +219,82 @@ export class SpeechService {
     this.deps.voices.assertConfigured();
   }
 
-  resolveModel(principal: ApiKeyPrincipal, requested: string | undefined): SpeechModel {
-    const provider = this.deps.voices.provider;
-    const model = requested === undefined ? defaultSpeechModelFor(provider.name) : findSpeechModel(requested);
-    if (!model) {
-      if (requested === undefined)
-        throw new ApiError(
-          503,
-          'provider_error',
-          'provider_not_configured',
-          `no speech model is available for voice provider ${provider.name}`,
-        );
-      throw notFound('model_not_found', `speech model "${requested}" does not exist`, 'model');
-    }
-    if (model.provider !== provider.name) {
+  /** The model a request names: it exists (404), its provider is configured here (503), the key may use it (403). */
+  private requestedModel(principal: ApiKeyPrincipal, requested: string): SpeechModel {
+    const model = findSpeechModel(requested);
+    if (!model) throw notFound('model_not_found', `speech model "${requested}" does not exist`, 'model');
+    if (!this.deps.voices.providers.get(model.provider)) {
       throw new ApiError(503, 'provider_error', 'provider_not_configured', `the provider of model ${model.id} is not configured`, 'model');
     }
     requireKeyAllowsModel(principal, model.id);
     return model;
   }
 
-  /** The model, format and length of a speech request, checked against the catalog. */
-  private validated(principal: ApiKeyPrincipal, body: SpeechInput): { model: SpeechModel; format: SpeechFormat; characters: number } {
+  /**
+   * What speaks an utterance streamed over a WebSocket (./speech-socket.ts): its model and voice checked
+   * as a speech request's (a model asked for must be the voice's provider's), and the provider of the voice.
+   */
+  async resolveUtterance(
+    principal: ApiKeyPrincipal,
+    body: { model?: string | undefined; voice: string },
+  ): Promise<{ model: SpeechModel; voice_id: string; registry_id: string | null; provider: VoiceProvider }> {
     this.deps.voices.assertConfigured();
-    const model = this.resolveModel(principal, body.model);
+    const requested = body.model === undefined ? undefined : this.requestedModel(principal, body.model);
+    const voice = await this.deps.voices.resolveForSpeech(principal, body.voice, requested?.provider);
+    const model = this.modelForVoice(principal, requested, voice);
+    return { model, voice_id: voice.voice_id, registry_id: voice.registry_id, provider: voice.provider };
+  }
+
+  /** A provider failure as the customer's error (logged for the operator when it is theirs). */
+  failure(err: unknown): unknown {
+    return this.deps.voices.failure(err);
+  }
+
+  /**
+   * The model that speaks with the voice's provider: the one asked for, which must be that provider's (400
+   * naming `model` otherwise), else that provider's default model.
+   */
+  private modelForVoice(principal: ApiKeyPrincipal, requested: SpeechModel | undefined, voice: VoiceForSpeech): SpeechModel {
+    const provider = voice.provider.name;
+    if (requested) {
+      if (requested.provider !== provider) {
+        throw invalidParam(
+          'model',
+          `model ${requested.id} is spoken by voice provider ${requested.provider}, but voice "${voice.voice_id}" is a voice of ` +
+            `${provider}: use one of its models (${speechModels()
+              .filter((m) => m.provider === provider)
+              .map((m) => m.id)
+              .join(', ')}) or omit model`,
+        );
+      }
+      return requested;
+    }
+    const model = defaultSpeechModelFor(provider);
+    if (!model) {
+      throw new ApiError(503, 'provider_error', 'provider_not_configured', `no speech model is available for voice provider ${provider}`);
+    }
+    requireKeyAllowsModel(principal, model.id);
+    return model;
+  }
+
+  /**
+   * The model, voice, format and length of a speech request, checked against the catalog: a model asked for
+   * is checked before the voice is looked up, the default model after (it is the voice's provider's).
+   */
+  private async validated(
+    principal: ApiKeyPrincipal,
+    body: SpeechInput,
+  ): Promise<{ model: SpeechModel; voice: VoiceForSpeech; format: SpeechFormat; characters: number }> {
+    this.deps.voices.assertConfigured();
+    const requested = body.model === undefined ? undefined : this.requestedModel(principal, body.model);
+    if (requested) this.checkInput(requested, body);
+    const voice = await this.deps.voices.resolveForSpeech(principal, body.voice, requested?.provider);
+    const model = this.modelForVoice(principal, requested, voice);
+    return { model, voice, ...this.checkInput(model, body) };
+  }
+
+  /** The format and length of the input, as `model` takes them. */
+  private checkInput(model: SpeechModel, body: SpeechInput): { format: SpeechFormat; characters: number } {
     const format = body.response_format ?? 'wav';
     if (!model.response_formats.includes(format)) {
       throw invalidParam('response_format', `response_format must be one of ${model.response_formats.join(', ')} for model ${model.id}`);
@@ -217,7 +304,7 @@ export class SpeechService {
     if (characters > model.max_input_chars) {
       throw invalidParam('input', `input must be at most ${model.max_input_chars} characters for model ${model.id} (it has ${characters})`);
     }
-    return { model, format, characters };
+    return { format, characters };
   }
 
   /** Validates, resolves the voice and holds the cost (or finds the request delivered before). */
@@ -227,8 +314,7 @@ export class SpeechService {
     idempotencyKey: string | undefined,
     streamed: boolean,
   ): Promise<Prepared> {
-    const { model, format, characters } = this.validated(principal, body);
-    const voice = await this.deps.voices.resolveForSpeech(principal, body.voice);
+    const { model, voice, format, characters } = await this.validated(principal, body);
     const cost_micro_eur = speechCostMicroEur(model, characters);
     const workspaceId = principal.workspace_id;
     const held = await holdSpeech(this.deps.db, {
@@ -243,7 +329,7 @@ export class SpeechService {
       responseFormat: format,
       cost_micro_eur,
       apiKeyId: principal.key_id,
-      backend: this.deps.voices.provider.name,
+      backend: voice.provider.name,
     });
     switch (held.kind) {
       case 'idempotency_key_reused':
@@ -262,6 +348,7 @@ export class SpeechService {
           speechRequestId: held.speech_request_id,
           model,
           voice_id: voice.voice_id,
+          provider: voice.provider,
           format,
           characters,
           text: body.input,
@@ -316,7 +403,7 @@ export class SpeechService {
     try {
       let pcm;
       try {
-        pcm = await this.deps.voices.provider.synthesize({
+        pcm = await prepared.provider.synthesize({
           model: model.id,
           voice_id: prepared.voice_id,
           text: prepared.text,
@@ -388,14 +475,15 @@ export class SpeechService {
     const { speechRequestId, model, format, characters } = prepared;
     markSpans(SPEECH_REQUEST_ID_ATTRIBUTE, speechRequestId);
     const place = await this.reserveEncoder(speechRequestId, format);
-    const provider = this.deps.voices.provider;
+    const provider = prepared.provider;
     const rate_hz = provider.pcm_rate_hz;
-    const chunks = pcmChunks(provider, { model: model.id, voice_id: prepared.voice_id, text: prepared.text, speed: prepared.speed });
+    const request = { model: model.id, voice_id: prepared.voice_id, text: prepared.text, speed: prepared.speed };
+    const chunks = pcmChunks(provider, request, body.timestamps === 'word');
     const release = () => releaseSpeech(this.deps.db, speechRequestId).catch(() => false);
-    let first: IteratorResult<Buffer>;
+    let first: { pcm: Buffer; words: WordTimestamps[] } | null;
     try {
-      first = await chunks.next();
-      if (first.done || first.value.length === 0)
+      first = await firstAudio(chunks);
+      if (!first)
         throw new ApiError(502, 'provider_error', 'provider_invalid_response', 'the voice provider returned no audio; nothing was charged');
       if (rate_hz === null) throw new ApiError(503, 'provider_error', 'provider_not_configured', NOT_CONFIGURED_MESSAGE);
     } catch (err) {
@@ -404,8 +492,9 @@ export class SpeechService {
       throw this.deps.voices.failure(err);
     }
     const encoder = audioEncoder(format, rate_hz, place?.run ?? null, true);
-    const out = new PassThrough();
-    const settled = this.streamAndSettle({ speechRequestId, format, first: first.value, chunks, encoder, out, place, release });
+    // Object mode: audio bytes (Buffers), and with timestamps the words' timings between them.
+    const out = new PassThrough({ objectMode: true });
+    const settled = this.streamAndSettle({ speechRequestId, format, first, chunks, encoder, out, place, release });
     const cost_micro_eur = speechCostMicroEur(model, characters);
     return {
       content_type: encoder.content_type,
@@ -426,8 +515,8 @@ export class SpeechService {
   private async streamAndSettle(stream: {
     speechRequestId: string;
     format: SpeechFormat;
-    first: Buffer;
-    chunks: AsyncIterator<Buffer>;
+    first: { pcm: Buffer; words: WordTimestamps[] };
+    chunks: AsyncIterator<TimedSpeechPiece>;
     encoder: AudioEncoder;
     out: PassThrough;
     place: MediaReservation | null;
@@ -441,8 +530,15 @@ export class SpeechService {
       if (!out.destroyed) out.write(b);
     };
     try {
-      send(encoder.push(stream.first));
-      for (let next = await chunks.next(); !next.done; next = await chunks.next()) send(encoder.push(next.value));
+      const words = (w: WordTimestamps) => {
+        if (!out.destroyed) out.write(w);
+      };
+      send(encoder.push(stream.first.pcm));
+      stream.first.words.forEach(words);
+      for (let next = await chunks.next(); !next.done; next = await chunks.next()) {
+        if ('pcm' in next.value) send(encoder.push(next.value.pcm));
+        else words(next.value.words);
+      }
       send(await encoder.end());
     } catch (err) {
       await stream.release();

@@ -15,6 +15,17 @@
 //                                         chunks split samples as network chunks may; one every
 //                                         STREAM_CHUNK_INTERVAL_MS
 //
+//   POST   /v1/text-to-speech/{voice_id}/stream/with-timestamps
+//                                         the same query, body, key and refusals -> 200 newline-separated
+//                                         JSON objects {"audio_base64", "alignment": {"characters",
+//                                         "character_start_times_seconds", "character_end_times_seconds"},
+//                                         "normalized_alignment"}: each the next audio and the characters it
+//                                         speaks, times in seconds from the start of the audio (50 ms per
+//                                         character, as the fake's PCM), as
+//                                         https://elevenlabs.io/docs/api-reference/text-to-speech/stream-with-timestamps
+//                                         and https://elevenlabs.io/docs/api-reference/streaming-with-timestamps
+//                                         document it
+//
 // The stream endpoint as https://elevenlabs.io/docs/api-reference/text-to-speech/stream documents it
 // (query `output_format`, JSON `text`, `model_id`, `voice_settings`; answered with an audio stream, or
 // the errors of the other endpoints), sending raw audio bytes with chunked transfer encoding as
@@ -30,15 +41,17 @@
 // Tests script faults per endpoint (`fail`): a status with a body (JSON or raw, e.g. malformed JSON on a
 // 200), extra headers (Retry-After), a delay (beyond the client's time limit), or a connection reset;
 // on the stream, the connection cut or the body stalled once some audio has gone out.
-// Every request is recorded (method, path, query, headers, JSON body or multipart parts).
+// Every request is recorded (method, path, query, headers, JSON body or multipart parts). The WebSocket of
+// text to speech from partial input (stream-input) is ./elevenlabs-stream-input-fake.ts, on the same server.
 import http from 'node:http';
 import { createHash, randomBytes } from 'node:crypto';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import multer from 'multer';
 import { ELEVENLABS_PRESET_VOICES } from '../../src/providers/voice/elevenlabs.js';
 import { closeServer, listenOnLoopback } from './fake-http.js';
+import { attachStreamInput, type StreamInputFake } from './elevenlabs-stream-input-fake.js';
 
-export type FakeRoute = 'clone' | 'delete' | 'speech' | 'stream';
+export type FakeRoute = 'clone' | 'delete' | 'speech' | 'stream' | 'timed';
 
 export interface RecordedFile {
   field: string;
@@ -145,6 +158,8 @@ export interface ElevenLabsFake {
   /** Faults not yet met. */
   pendingFaults(route: FakeRoute): number;
   requestsTo(route: FakeRoute): RecordedRequest[];
+  /** The WebSocket of text to speech from partial input (./elevenlabs-stream-input-fake.ts). */
+  streamInput: StreamInputFake;
   close(): Promise<void>;
 }
 
@@ -152,7 +167,7 @@ export async function startElevenLabsFake(opts: { apiKey?: string; voiceSlots?: 
   const apiKey = opts.apiKey ?? 'test-key';
   const requests: RecordedRequest[] = [];
   const voices = new Map<string, FakeVoice>();
-  const faults: Record<FakeRoute, { fault: Fault; remaining: number }[]> = { clone: [], delete: [], speech: [], stream: [] };
+  const faults: Record<FakeRoute, { fault: Fault; remaining: number }[]> = { clone: [], delete: [], speech: [], stream: [], timed: [] };
   const timers = new Set<NodeJS.Timeout>();
   const state = { requiresVerification: false };
 
@@ -332,6 +347,34 @@ export async function startElevenLabsFake(opts: { apiKey?: string; voiceSlots?: 
     res.end();
   });
 
+  app.post('/v1/text-to-speech/:voice_id/stream/with-timestamps', express.json({ limit: '1mb' }), async (req, res) => {
+    record('timed', req, { json: req.body });
+    const { answered } = await applyFault('timed', req, res);
+    if (answered || !authorized(req, res)) return;
+    const audio = speechAudio(req, res);
+    if (!audio) return;
+    const chars = [...(req.body as { text: string }).text];
+    const rate = Number(String(req.query['output_format'] ?? '').split('_')[1]) || 44_100;
+    const bytesPerChar = Math.round(rate * 0.05) * 2;
+    res.status(200).type('application/json');
+    res.flushHeaders();
+    // A few characters' audio per object, with their alignment.
+    const CHARS_PER_OBJECT = 7;
+    for (let i = 0; i < chars.length && !res.destroyed; i += CHARS_PER_OBJECT) {
+      const these = chars.slice(i, i + CHARS_PER_OBJECT);
+      const starts = these.map((_, k) => Math.round((i + k) * 50) / 1000);
+      const alignment = {
+        characters: these,
+        character_start_times_seconds: starts,
+        character_end_times_seconds: starts.map((s) => Math.round((s + 0.05) * 1000) / 1000),
+      };
+      const pcm = audio.bytes.subarray(i * bytesPerChar, (i + these.length) * bytesPerChar);
+      res.write(`${JSON.stringify({ audio_base64: pcm.toString('base64'), alignment, normalized_alignment: alignment })}\n`);
+      await sleep(STREAM_CHUNK_INTERVAL_MS);
+    }
+    res.end();
+  });
+
   // Unparseable JSON, as FastAPI reports it.
   app.use((err: unknown, req: Request, res: Response, next: NextFunction) => {
     if ((err as { type?: string }).type === 'entity.parse.failed') {
@@ -346,6 +389,12 @@ export async function startElevenLabsFake(opts: { apiKey?: string; voiceSlots?: 
   });
 
   const server = http.createServer(app);
+  const streamInput = attachStreamInput(server, {
+    apiKey,
+    hasVoice: (id) => voices.has(id),
+    pcm: fakeSpeechPcm,
+    chunkIntervalMs: STREAM_CHUNK_INTERVAL_MS,
+  });
   const url = await listenOnLoopback(server);
 
   return {
@@ -368,7 +417,9 @@ export async function startElevenLabsFake(opts: { apiKey?: string; voiceSlots?: 
     requestsTo(route) {
       return requests.filter((r) => r.route === route);
     },
+    streamInput,
     async close() {
+      streamInput.close();
       for (const t of timers) clearTimeout(t);
       timers.clear();
       await closeServer(server);

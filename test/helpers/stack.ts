@@ -58,7 +58,8 @@ export interface Stack {
 
 export async function startStack(opts: StackOptions = {}): Promise<Stack> {
   const { temporalAddress: runTemporalAddress, tmp } = infra();
-  const databaseUrl = await createTestDatabase();
+  // A DATABASE_URL in `env` reopens that database (a restart with another configuration); else a new one.
+  const databaseUrl = opts.env?.['DATABASE_URL'] ?? (await createTestDatabase());
   const env: Record<string, string> = {
     PORT: '0',
     DATA_DIR: fs.mkdtempSync(path.join(tmp, 'data-')),
@@ -187,3 +188,15 @@ export const simJob = (simulate: Record<string, unknown> = {}, extra: Record<str
   parameters: { simulate: { delay_ms: 200, ...simulate } },
   ...extra,
 });
+
+/** POST /v2/audio/speech with a JSON body: the status, headers, the bytes, and the JSON error when it is one. */
+export async function speakRequest(baseUrl: string, key: string, json: unknown) {
+  const res = await fetch(`${baseUrl}/v2/audio/speech`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    body: JSON.stringify(json),
+  });
+  const bytes = Buffer.from(await res.arrayBuffer());
+  const isJson = (res.headers.get('content-type') ?? '').includes('application/json');
+  return { status: res.status, headers: res.headers, bytes, body: isJson ? JSON.parse(bytes.toString()) : null };
+}

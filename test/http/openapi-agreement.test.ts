@@ -170,7 +170,7 @@ describe('request bodies: the document and the server agree', () => {
   // /v1 takes the same speech body, with voice also as {"id"} and instructions.
   for (const path of ['/v2/audio/speech', '/v1/audio/speech']) {
     test(`POST ${path}: blank and over-long input (code points), per-model formats`, async () => {
-      const model = speechModels().find((m) => m.provider === stack.config.providers.voice.descriptor.name)!;
+      const model = speechModels().find((m) => m.provider === stack.config.providers.voices[0]!.descriptor.name)!;
       const base = { voice: voiceId };
       const openAiOnly: [string, unknown][] = [
         ['voice as {id}', { voice: { id: voiceId }, input: 'Hello.' }],
@@ -188,9 +188,40 @@ describe('request bodies: the document and the server agree', () => {
         ['every format of the model', { ...base, model: model.id, input: 'Hello.', response_format: model.response_formats.at(-1) }],
         ['empty voice', { voice: '', input: 'Hello.' }],
         ['NUL in the voice', { voice: `${voiceId}\u0000`, input: 'Hello.' }],
+        ...(path.startsWith('/v2/')
+          ? ([
+              ['word timestamps in an SSE stream', { ...base, input: 'Hello there.', stream_format: 'sse', timestamps: 'word' }],
+              ['timestamps without a stream', { ...base, input: 'Hello.', timestamps: 'word' }],
+              ['timestamps in an audio stream', { ...base, input: 'Hello.', stream_format: 'audio', timestamps: 'word' }],
+              ['unknown timestamps', { ...base, input: 'Hello.', stream_format: 'sse', timestamps: 'character' }],
+            ] as [string, unknown][])
+          : [['timestamps (not on /v1)', { ...base, input: 'Hello.', stream_format: 'sse', timestamps: 'word' }] as [string, unknown]]),
       ]);
     });
   }
+
+  test('POST /v2/audio/speech with word timestamps: every server-sent event is one the document describes', async () => {
+    const media = doc.paths['/v2/audio/speech'].post.responses['200'].content['text/event-stream'];
+    const validate = ajv.compile(media.schema.properties.data.contentSchema);
+    const res = await fetch(`${stack.baseUrl}/v2/audio/speech`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${customer.key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ voice: voiceId, input: 'Every word is timed here.', stream_format: 'sse', timestamps: 'word' }),
+    });
+    assert.equal(res.status, 200);
+    const events = (await res.text())
+      .split('\n\n')
+      .filter((b) => b.startsWith('data: '))
+      .map((b) => JSON.parse(b.slice(6)) as { type: string });
+    const types = new Set<string>();
+    for (const e of events) {
+      assert.ok(validate(e), `${JSON.stringify(e).slice(0, 200)}: ${ajv.errorsText(validate.errors)}`);
+      types.add(e.type);
+    }
+    assert.deepEqual([...types].sort(), ['speech.audio.delta', 'speech.audio.done', 'speech.word_timestamps']);
+    const bogus = { type: 'speech.word_timestamps', words: ['a'], start_s: [-1], end_s: [0.1] };
+    assert.equal(validate(bogus), false, 'the document states what a timing is');
+  });
 
   test('admin: workspace names, euro amounts (rounded to micro-euros), API key models', async () => {
     await agree('post', '/admin/v1/workspaces', ADMIN_TOKEN, [

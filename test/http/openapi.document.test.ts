@@ -371,7 +371,7 @@ describe('the document covers exactly the routes the app registers', () => {
       adminToken: 'x'.repeat(32),
       rateLimitPerMinute: 60,
       backends: { simulator: true },
-      voiceProvider: 'simulator',
+      voiceProviders: ['simulator'],
       files: {},
       storage: {},
       voiceConsents: {},

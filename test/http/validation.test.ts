@@ -278,6 +278,8 @@ describe('models', () => {
       'seedance-1-pro',
       'sim-speech-1',
       'sim-video-1',
+      'sonic-3',
+      'sonic-3.5',
       'veo-3.0-fast-generate-001',
       'veo-3.0-generate-001',
       'veo-3.1-fast-generate-001',

@@ -397,6 +397,8 @@ describe("an operator's MODELS_FILE replaces the built-in catalog", () => {
         ['sim-basic-0', true],
         ['sim-speech-1', null],
         ['eleven-multilingual-v2', null],
+        ['sonic-3', null],
+        ['sonic-3.5', null],
       ],
     );
     const basic = r.body.data[0];

@@ -2,7 +2,8 @@
 // agree on which video models this process serves, for every combination of configured backends (the
 // simulator on or off; Vertex AI, fal, Replicate each with or without credentials). The app is the real
 // one (createApp), its backends computed from a configuration as the API process computes them; nothing
-// but the API key lookup is stood in for, so no database or Temporal is needed.
+// but the API key lookup is stood in for, so no database or Temporal is needed. The speech models likewise, for
+// every set of voice providers VOICE_PROVIDERS can list.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import nodeHttp from 'node:http';
@@ -11,7 +12,9 @@ import { createApp, type AppDeps } from '../../src/runtime/app.js';
 import { loadConfig } from '../../src/config.js';
 import { configuredBackends, createVideoProviders } from '../../src/runtime/providers.js';
 import { VideoJobsService, type VideoJobsDeps } from '../../src/video-jobs/service.js';
-import { videoModels, type ConfiguredBackends } from '../../src/models/catalog.js';
+import { findSpeechModel, speechModels, videoModels, type ConfiguredBackends } from '../../src/models/catalog.js';
+import { SPEECH_PROVIDERS } from '../../src/models/values.js';
+import { voiceProviderNames } from '../../src/providers/registry.js';
 import type { ApiKeyPrincipal } from '../../src/account/workspaces.js';
 import type { Db } from '../../src/db/pool.js';
 import { ApiError } from '../../src/errors.js';
@@ -39,14 +42,17 @@ const COMBINATIONS = Array.from({ length: 16 }, (_, bits) => {
   return { name: name || 'nothing', backends };
 });
 
-/** Serves createApp with these backends on a loopback port. */
-async function serve(backends: ConfiguredBackends): Promise<{ url: string; close: () => Promise<void> }> {
+/** Serves createApp with these backends (and voice providers) on a loopback port. */
+async function serve(
+  backends: ConfiguredBackends,
+  voiceProviders: readonly string[] = ['simulator'],
+): Promise<{ url: string; close: () => Promise<void> }> {
   const deps = {
     db: KEY_DB,
     adminToken: 'x'.repeat(32),
     rateLimitPerMinute: 1000,
     backends,
-    voiceProvider: 'simulator',
+    voiceProviders,
     storage: {},
     ffmpeg: {},
     logger: { isLevelEnabled: () => false, info() {}, warn() {}, error() {} },
@@ -118,6 +124,44 @@ describe('the model lists agree for every combination of configured backends', (
       const documented = documentedCreateModels(await getJson(`${url}/v2/openapi.json`));
       assert.deepEqual(sorted(documented), sorted(v2), 'the create body in /v2/openapi.json and GET /v2/models');
       if (c.backends.fal || c.backends.replicate) assert.ok(v2.length > 0, 'fal or Replicate serves some model');
+    });
+  }
+});
+
+/** Every set of voice providers VOICE_PROVIDERS can list (none included), each read through the config. */
+const VOICE_COMBINATIONS = Array.from({ length: 2 ** SPEECH_PROVIDERS.length }, (_, bits) => {
+  const listed = SPEECH_PROVIDERS.filter((_p, i) => bits & (1 << i));
+  const env = { VOICE_PROVIDERS: listed.join(',') || 'none', ELEVENLABS_API_KEY: 'xi', CARTESIA_API_KEY: 'sk_car' };
+  return voiceProviderNames(loadConfig(env).providers);
+});
+
+describe('the speech model lists agree for every set of configured voice providers', () => {
+  const speechIds = new Set(speechModels().map((m) => m.id));
+  for (const providers of VOICE_COMBINATIONS) {
+    test(`${providers.join(' + ') || 'none'}: /v1/models, /v2/models, /v2/models/all and the OpenAPI speech body name the same speech models`, async () => {
+      const { url, close } = await serve({ simulator: false } as ConfiguredBackends, providers);
+      try {
+        const expected = speechModels()
+          .filter((m) => providers.includes(m.provider))
+          .map((m) => m.id);
+        const ids = (body: Record<string, unknown>) =>
+          (body['data'] as { id: string }[]).map((m) => m.id).filter((id) => speechIds.has(id));
+        assert.deepEqual(sorted(ids(await getJson(`${url}/v2/models`))), sorted(expected), 'GET /v2/models');
+        assert.deepEqual(sorted(ids(await getJson(`${url}/v1/models`))), sorted(expected), 'GET /v1/models');
+        const all = (await getJson(`${url}/v2/models/all`))['data'] as { id: string; backend: string | null; preset_voices?: string[] }[];
+        for (const m of all.filter((x) => speechIds.has(x.id))) {
+          const provider = findSpeechModel(m.id)!.provider;
+          assert.equal(m.backend, providers.includes(provider) ? provider : null, m.id);
+          assert.equal((m.preset_voices ?? []).length > 0, providers.includes(provider), `${m.id}: its provider's preset voices`);
+        }
+        const doc = await getJson(`${url}/v2/openapi.json`);
+        const body = (doc['components'] as { schemas: Record<string, { oneOf?: { properties: { model?: { const?: string } } }[] }> })
+          .schemas['CreateSpeechBody'];
+        const documented = (body?.oneOf ?? []).map((v) => v.properties.model?.const).filter((id): id is string => id !== undefined);
+        assert.deepEqual(sorted(documented), sorted(expected), 'the speech body in /v2/openapi.json');
+      } finally {
+        await close();
+      }
     });
   }
 });

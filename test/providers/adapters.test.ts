@@ -10,6 +10,7 @@ import { FalFake } from '../fakes/fal-fake.js';
 import { ReplicateFake } from '../fakes/replicate-fake.js';
 import { VertexVeoFake } from '../fakes/vertex-veo-fake.js';
 import { startElevenLabsFake, type ElevenLabsFake } from '../fakes/elevenlabs-fake.js';
+import { startCartesiaFake, type CartesiaFake } from '../fakes/cartesia-fake.js';
 import { wavSample } from './elevenlabs.setup.js';
 import { createTestDatabase } from '../helpers/stack.js';
 import { createPool, type Db } from '../../src/db/pool.js';
@@ -81,19 +82,21 @@ let fal: FalFake;
 let replicate: ReplicateFake;
 let vertex: VertexVeoFake;
 let elevenlabs: ElevenLabsFake;
+let cartesia: CartesiaFake;
 
 before(async () => {
   db = createPool(await createTestDatabase(), 4);
   await migrate(db);
-  [fal, replicate, vertex, elevenlabs] = await Promise.all([
+  [fal, replicate, vertex, elevenlabs, cartesia] = await Promise.all([
     new FalFake().start(),
     new ReplicateFake().start(),
     new VertexVeoFake().start(),
     startElevenLabsFake({ apiKey: 'xi-adapters-test-key' }),
+    startCartesiaFake({ apiKey: 'sk_car_adapters_test' }),
   ]);
 });
 after(async () => {
-  await Promise.all([fal.stop(), replicate.stop(), vertex.stop(), elevenlabs.close()]);
+  await Promise.all([fal.stop(), replicate.stop(), vertex.stop(), elevenlabs.close(), cartesia.close()]);
   await db.end();
 });
 
@@ -193,7 +196,13 @@ describe('the registry', () => {
 
   test('the config reads the providers’ variables in their place: the first invalid variable reported is the one it always was', () => {
     const at = ENV_VARS.indexOf('SIMULATOR');
-    assert.deepEqual(ENV_VARS.slice(at, at + 4), ['SIMULATOR', 'VOICE_CONSENT_REQUIRED', 'VOICE_PROVIDER', 'ELEVENLABS_API_KEY']);
+    assert.deepEqual(ENV_VARS.slice(at, at + 5), [
+      'SIMULATOR',
+      'VOICE_CONSENT_REQUIRED',
+      'VOICE_PROVIDER',
+      'VOICE_PROVIDERS',
+      'ELEVENLABS_API_KEY',
+    ]);
     assert.throws(
       () => loadConfig({ SIMULATOR: 'maybe', VOICE_CONSENT_REQUIRED: 'maybe' }),
       /^ConfigError: invalid environment variable SIMULATOR:/,
@@ -214,13 +223,16 @@ describe('the registry', () => {
     const parsed = z.object(PROVIDERS_ENV).parse({});
     const prod = configureProviders(parsed, true);
     assert.deepEqual(prod.video, []);
-    assert.equal(prod.voice.descriptor.name, 'none');
+    assert.deepEqual(prod.voices, []);
     const dev = configureProviders(parsed, false);
     assert.deepEqual(
       dev.video.map((c) => c.descriptor.name),
       ['simulator'],
     );
-    assert.equal(dev.voice.descriptor.name, 'simulator');
+    assert.deepEqual(
+      dev.voices.map((v) => v.descriptor.name),
+      ['simulator'],
+    );
     const all = loadConfig({ ...fal.env(), ...replicate.env(), ...HARNESSES.vertex().env(), SIMULATOR: 'off', VOICE_PROVIDER: 'none' });
     assert.deepEqual(
       all.providers.video.map((c) => c.descriptor.name),
@@ -317,6 +329,7 @@ const VOICE_ENVS: Record<string, () => Record<string, string>> = {
   simulator: () => ({}),
   none: () => ({}),
   elevenlabs: () => ({ ELEVENLABS_API_KEY: elevenlabs.apiKey, ELEVENLABS_BASE_URL: elevenlabs.url }),
+  cartesia: () => ({ CARTESIA_API_KEY: cartesia.apiKey, CARTESIA_BASE_URL: cartesia.url }),
 };
 
 for (const descriptor of VOICE_PROVIDERS) {
@@ -354,6 +367,20 @@ for (const descriptor of VOICE_PROVIDERS) {
       }
       const preset = descriptor.capabilities.preset_voices[0]!;
       assert.ok((await p.synthesize({ model, voice_id: preset, text: 'Hi.', format: 'wav' })).audio.length > 0, 'a preset voice speaks');
+      // Streamed with word timestamps: each word once, in order, monotonic, within the audio's duration.
+      const text = 'Hello there, general Kenobi.';
+      let pcmBytes = 0;
+      const timed = { words: [] as string[], start_s: [] as number[], end_s: [] as number[] };
+      for await (const piece of p.synthesizeStreamWithTimestamps!({ model, voice_id, text })) {
+        if ('pcm' in piece) pcmBytes += piece.pcm.length;
+        else for (const k of ['words', 'start_s', 'end_s'] as const) (timed[k] as unknown[]).push(...piece.words[k]);
+      }
+      assert.deepEqual(timed.words, ['Hello', 'there,', 'general', 'Kenobi.']);
+      const duration_s = pcmBytes / 2 / descriptor.capabilities.pcm_rate_hz!;
+      timed.start_s.forEach((start, i) => {
+        assert.ok(start >= (timed.end_s[i - 1] ?? 0) - 1e-9 && start <= timed.end_s[i]!, `word ${i} in order`);
+        assert.ok(timed.end_s[i]! <= duration_s + 1e-6, `word ${i} ends within the audio (${timed.end_s[i]} <= ${duration_s})`);
+      });
       await p.deleteVoice(voice_id);
       await p.deleteVoice(voice_id); // idempotent
       await assert.rejects(

@@ -6,7 +6,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { SIM_PCM_CONTENT_TYPE } from '../../src/providers/voice/simulator.js';
 import { fakeSpeechPcm, startElevenLabsFake, STREAM_CHUNK_BYTES, type ElevenLabsFake } from '../fakes/elevenlabs-fake.js';
-import { assertAuditHolds, balanceMicro, http, newCustomer, startStack, type Stack } from '../helpers/stack.js';
+import { assertAuditHolds, balanceMicro, http, newCustomer, speakRequest, startStack, type Stack } from '../helpers/stack.js';
 import { voiceDeletionWorkflowId } from '../../workflows/voice-deletion.js';
 import { wavBytes, parseWav } from './elevenlabs.setup.js';
 
@@ -36,16 +36,7 @@ describe('ElevenLabs end to end: the HTTP API, the ledger and the deletion workf
     return { status: res.status, headers: res.headers, body: (await res.json()) as any };
   }
 
-  async function speak(key: string, json: unknown) {
-    const res = await fetch(`${stack.baseUrl}/v2/audio/speech`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-      body: JSON.stringify(json),
-    });
-    const bytes = Buffer.from(await res.arrayBuffer());
-    const isJson = (res.headers.get('content-type') ?? '').includes('application/json');
-    return { status: res.status, headers: res.headers, bytes, body: isJson ? JSON.parse(bytes.toString()) : null };
-  }
+  const speak = (key: string, json: unknown) => speakRequest(stack.baseUrl, key, json);
 
   test('the ElevenLabs speech model is the one available', async () => {
     const c = await newCustomer(stack, 1);

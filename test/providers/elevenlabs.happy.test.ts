@@ -6,7 +6,7 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ConfigError, loadConfig } from '../../src/config.js';
-import { createVoiceProvider } from '../../src/runtime/providers.js';
+import { createVoiceProviders } from '../../src/runtime/providers.js';
 import { SIM_PCM_CONTENT_TYPE } from '../../src/providers/voice/simulator.js';
 import { ELEVENLABS_SAMPLE_RATE_HZ, ElevenLabsVoiceProvider, elevenLabsDescriptor } from '../../src/providers/voice/elevenlabs.js';
 import { fakeSpeechPcm, STREAM_CHUNK_BYTES } from '../fakes/elevenlabs-fake.js';
@@ -184,15 +184,18 @@ describe('ElevenLabs configuration', () => {
     assert.throws(() => loadConfig({ ...base, ELEVENLABS_MODEL_ID: 'no spaces allowed' }), /ELEVENLABS_MODEL_ID/);
   });
 
-  test('defaults; the key is in the config but never serialised; createVoiceProvider builds the adapter', () => {
+  test('defaults; the key is in the config but never serialised; createVoiceProviders builds the adapter', () => {
     const config = loadConfig({ ...base, VOICE_PROVIDER: 'elevenlabs', ELEVENLABS_API_KEY: KEY });
-    assert.equal(config.providers.voice.descriptor.name, 'elevenlabs');
+    assert.deepEqual(
+      config.providers.voices.map((v) => v.descriptor.name),
+      ['elevenlabs'],
+    );
     const settings = settingsOf(config.providers, elevenLabsDescriptor)!;
     assert.equal(settings.apiKey, KEY);
     assert.equal(settings.baseUrl, 'https://api.elevenlabs.io');
     assert.equal(settings.modelId, 'eleven_multilingual_v2');
     assert.ok(!JSON.stringify(config).includes(KEY), 'not in JSON (and so not in a logged config)');
-    const provider = createVoiceProvider(null as never, config);
+    const provider = createVoiceProviders(null as never, config).get('elevenlabs');
     assert.ok(provider instanceof ElevenLabsVoiceProvider);
     assert.equal(provider.baseUrl, 'https://api.elevenlabs.io');
     const custom = loadConfig({

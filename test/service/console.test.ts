@@ -1,7 +1,7 @@
 // The web console at /console, driven in a real browser (the system's Chromium through playwright-core)
 // against the real service on PostgreSQL and Temporal, by the names a person using a screen reader
 // hears: sign in (and a wrong key), make a video with the simulator and watch it play, a shortfall's
-// refund, cancel and delete, clone a voice from a file and from the microphone, speak and play, the
+// refund, cancel and delete, clone a voice from a file and from the microphone, speak and play (and live over the WebSocket, its words highlighted), the
 // balance and statement, add a webhook (secret shown once), see its deliveries, delete it, a 402, a
 // phone's width, the keyboard. The browser logs no error but the expected refusals (401, 402), and no
 // Content-Security-Policy violation. Skipped, saying so, where /usr/bin/chromium is not installed.
@@ -239,6 +239,12 @@ describe('web console', { skip }, () => {
       22_050,
     );
     await page.getByLabel('Voice name', exact).fill('Console voice');
+    // Only the configured voice providers are offered (here the simulator alone).
+    const providers = await page
+      .getByLabel('Provider', exact)
+      .locator('option')
+      .evaluateAll((os) => os.map((o) => (o as HTMLOptionElement).value));
+    assert.deepEqual(providers, ['simulator']);
     await page.getByLabel('Voice sample', exact).setInputFiles({ name: 'me.wav', mimeType: 'audio/wav', buffer: wav });
     await page.getByRole('button', { name: 'Clone voice', exact: true }).click();
     const row = page.getByRole('row', { name: 'Voice Console voice' });
@@ -249,6 +255,8 @@ describe('web console', { skip }, () => {
       ['Console voice'],
     );
     const voiceId = voices.body.data[0].voice_id as string;
+    assert.equal(voices.body.data[0].provider, 'simulator');
+    assert.equal(await row.getByRole('cell', { name: 'simulator', exact: true }).count(), 1, 'the list shows the provider');
 
     // The browser's fake microphone (a beep) recorded for a second and cloned.
     await page.getByRole('button', { name: 'Record', exact: true }).click();
@@ -276,6 +284,24 @@ describe('web console', { skip }, () => {
     );
     assert.ok((await audio.evaluate((a: HTMLAudioElement) => a.duration)) > 0);
     await page.getByText('Cost: €0.00345 for 23 characters.').waitFor();
+
+    // Speak live: over the WebSocket (a token, not the key, in its URL), played as it arrives, each word
+    // highlighted as its time comes on the audio clock (3.1 s of audio: 62 characters at 50 ms).
+    const spokenWords = 'one two three four five six seven eight nine ten eleven twelve'.split(' ');
+    await page.getByLabel('Text', exact).fill(spokenWords.join(' '));
+    await page.getByRole('button', { name: 'Speak live', exact: true }).click();
+    await page.waitForFunction(() => Number(document.querySelector('[data-frames]')?.getAttribute('data-frames') ?? 0) > 0);
+    await page.waitForFunction((n) => document.querySelectorAll('.live-word').length === n, spokenWords.length);
+    assert.deepEqual(
+      (await page.locator('.live-word').allTextContents()).map((w) => w.trim()),
+      spokenWords,
+    );
+    // Not all at once: the first is highlighted while the last is still to come, then all of them.
+    await page.waitForFunction(() => document.querySelectorAll('.live-word-spoken').length >= 1);
+    const early = await page.locator('.live-word-spoken').count();
+    await page.waitForFunction((n) => document.querySelectorAll('.live-word-spoken').length === n, spokenWords.length, { timeout: 15_000 });
+    assert.ok(early < spokenWords.length, `${early} words highlighted at first`);
+    await page.locator('.live-cost', { hasText: '€0.0093' }).waitFor();
 
     await row.getByRole('button', { name: 'Delete', exact: true }).click();
     await row.waitFor({ state: 'detached' });

@@ -3,7 +3,10 @@
 import { after, before } from 'node:test';
 import assert from 'node:assert/strict';
 import nodeHttp from 'node:http';
+import { MockActivityEnvironment } from '@temporalio/testing';
 import { startStack, type Stack } from '../helpers/stack.js';
+import { createReconcilerActivities, type ReconcileReport } from '../../activities/reconciler.js';
+import { createLogger } from '../../src/logger.js';
 import { SimulatedVoiceProvider } from '../../src/providers/voice/simulator.js';
 import { encodeWav } from '../../src/media/wav.js';
 
@@ -121,4 +124,15 @@ export function useVoicesStack(): void {
   after(async () => {
     await stack.stop();
   });
+}
+
+/** One run of the reconciler's money step on `s`'s database, as its Schedule runs it. */
+export async function reconcileMoney(s: Stack): Promise<ReconcileReport> {
+  const activities = createReconcilerActivities({
+    db: s.db,
+    logger: createLogger('silent', 'test'),
+    taskQueue: s.config.temporal.taskQueue,
+    video: { pollIntervalMs: 100, pollIntervalMsMax: 300, jobTimeoutMs: 60_000 },
+  });
+  return (await new MockActivityEnvironment(undefined, { client: s.api.temporal }).run(activities.reconcileMoney)) as ReconcileReport;
 }

@@ -5,11 +5,9 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { MockActivityEnvironment } from '@temporalio/testing';
 import { assertAuditHolds, balanceMicro, newCustomer, startStack, type Stack } from '../helpers/stack.js';
-import { createReconcilerActivities, type ReconcileReport } from '../../activities/reconciler.js';
-import { createLogger } from '../../src/logger.js';
 import { holdSpeech, releaseSpeech } from '../../src/voices/speech-billing.js';
+import { reconcileMoney } from './setup.js';
 
 let stack: Stack;
 before(async () => {
@@ -76,15 +74,7 @@ const speechRow = async (workspaceId: string) =>
     )
   ).rows;
 
-const reconcile = async (): Promise<ReconcileReport> => {
-  const activities = createReconcilerActivities({
-    db: stack.db,
-    logger: createLogger('silent', 'test'),
-    taskQueue: stack.config.temporal.taskQueue,
-    video: { pollIntervalMs: 100, pollIntervalMsMax: 300, jobTimeoutMs: 60_000 },
-  });
-  return (await new MockActivityEnvironment(undefined, { client: stack.api.temporal }).run(activities.reconcileMoney)) as ReconcileReport;
-};
+const reconcile = () => reconcileMoney(stack);
 
 describe('a streamed speech whose capture fails is charged', () => {
   test('one failed capture: the request tries again and the charge lands', async () => {

@@ -7,6 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { http, newCustomer, startStack, type Stack } from '../helpers/stack.js';
 import { voiceDeletionWorkflowId } from '../../workflows/voice-deletion.js';
 import { VoicesService } from '../../src/voices/service.js';
+import { VoiceProviderSet } from '../../src/providers/voice/types.js';
 import net from 'node:net';
 import { Client, Connection } from '@temporalio/client';
 import { MockActivityEnvironment } from '@temporalio/testing';
@@ -257,7 +258,7 @@ describe('voice deletion while Temporal does not answer', () => {
     try {
       const voices = new VoicesService({
         db: pool,
-        provider: sim,
+        providers: new VoiceProviderSet([sim]),
         temporal: dead,
         taskQueue: stack.config.temporal.taskQueue,
         logger: createLogger('silent', 'test'),

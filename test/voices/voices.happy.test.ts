@@ -62,7 +62,8 @@ describe('POST /v2/audio/voices', () => {
     assert.equal(res.status, 200, JSON.stringify(res.body));
     assert.equal(res.headers.get('content-type')?.startsWith('application/json'), true);
     const v = res.body;
-    assert.deepEqual(Object.keys(v).sort(), ['created', 'id', 'name', 'object', 'requires_verification', 'voice_id']);
+    assert.deepEqual(Object.keys(v).sort(), ['created', 'id', 'name', 'object', 'provider', 'requires_verification', 'voice_id']);
+    assert.equal(v.provider, 'simulator', 'the default provider: the first configured');
     assert.match(v.id, /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
     assert.equal(v.object, 'voice');
     assert.match(v.voice_id, /^simvoice_[0-9a-f]{20}$/);

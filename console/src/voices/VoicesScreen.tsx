@@ -1,5 +1,6 @@
-// Voices: clone one from a file or a recording, list and delete the workspace's voices, and speak a
-// text with a cloned or preset voice, played inline, with what it cost (the X-Cost-In-Euro header).
+// Voices: clone one from a file or a recording at one of the configured voice providers, list and delete the
+// workspace's voices, and speak a text with a cloned or preset voice (by its provider's model), played inline,
+// with what it cost (the X-Cost-In-Euro header).
 import { useCallback, useEffect, useState, type FormEvent } from 'react';
 import Button from 'react-bootstrap/Button';
 import Col from 'react-bootstrap/Col';
@@ -10,10 +11,13 @@ import { api, apiRaw, type ListPage, type Model, type SpeechModel, type Voice } 
 import { ErrorAlert } from '../ErrorAlert';
 import { euros, when } from '../format';
 import { canRecord, Recorder } from './Recorder';
+import { LiveSpeech } from './LiveSpeech';
 import { Panel, useAction } from '../ui';
 
-function CloneVoice({ onCloned }: { onCloned: () => void }) {
+function CloneVoice({ providers, onCloned }: { providers: string[]; onCloned: () => void }) {
   const [name, setName] = useState('');
+  const [provider, setProvider] = useState('');
+  const chosenProvider = providers.includes(provider) ? provider : (providers[0] ?? '');
   const [sample, setSample] = useState<File | null>(null);
   const [recording, setRecording] = useState<{ file: File; url: string } | null>(null);
   const [fileInputKey, setFileInputKey] = useState(0);
@@ -28,6 +32,7 @@ function CloneVoice({ onCloned }: { onCloned: () => void }) {
       const form = new FormData();
       form.append('name', name);
       form.append('file', file, file.name);
+      if (chosenProvider) form.append('provider', chosenProvider);
       await api<Voice>('/v2/audio/voices', { method: 'POST', form });
       setName('');
       setSample(null);
@@ -44,6 +49,17 @@ function CloneVoice({ onCloned }: { onCloned: () => void }) {
           <Form.Label>Voice name</Form.Label>
           <Form.Control required maxLength={100} value={name} onChange={(e) => setName(e.target.value)} />
         </Form.Group>
+        {providers.length > 0 && (
+          <Form.Group className="mb-3" controlId="voice-provider">
+            <Form.Label>Provider</Form.Label>
+            <Form.Select value={chosenProvider} onChange={(e) => setProvider(e.target.value)} aria-describedby="voice-provider-help">
+              {providers.map((p) => (
+                <option key={p}>{p}</option>
+              ))}
+            </Form.Select>
+            <Form.Text id="voice-provider-help">The voice provider that clones the voice, and then always speaks it.</Form.Text>
+          </Form.Group>
+        )}
         <Form.Group className="mb-3" controlId="voice-sample">
           <Form.Label>Voice sample</Form.Label>
           <Form.Control
@@ -102,6 +118,7 @@ function VoiceList({ voices, onChange }: { voices: Voice[]; onChange: () => void
             <tr>
               <th scope="col">Name</th>
               <th scope="col">Voice id</th>
+              <th scope="col">Provider</th>
               <th scope="col">Created</th>
               <th scope="col">
                 <span className="visually-hidden">Actions</span>
@@ -113,6 +130,7 @@ function VoiceList({ voices, onChange }: { voices: Voice[]; onChange: () => void
               <tr key={v.id} aria-label={`Voice ${v.name}`}>
                 <td>{v.name}</td>
                 <td className="font-monospace small text-break">{v.voice_id}</td>
+                <td className="small">{v.provider}</td>
                 <td className="small">{when(v.created)}</td>
                 <td className="text-end">
                   <Button size="sm" variant="outline-danger" onClick={() => remove(v)}>
@@ -128,14 +146,19 @@ function VoiceList({ voices, onChange }: { voices: Voice[]; onChange: () => void
   );
 }
 
-function Speak({ voices, model }: { voices: Voice[]; model: SpeechModel | undefined }) {
-  const presets = model?.preset_voices ?? [];
+function Speak({ voices, models }: { voices: Voice[]; models: SpeechModel[] }) {
+  // Each configured provider's preset voices, from its first model (the one a request without `model` gets).
+  const defaults = models.filter((m, i) => models.findIndex((x) => x.backend === m.backend) === i);
+  const presets = defaults.flatMap((m) => m.preset_voices);
   const [text, setText] = useState('Hello from the console.');
   const [voice, setVoice] = useState('');
   const [result, setResult] = useState<{ url: string; cost_in_euro: number; characters: number } | null>(null);
   const { busy, error, run } = useAction();
   const choices = [...voices.map((v) => v.voice_id), ...presets];
   const chosen = choices.includes(voice) ? voice : (choices[0] ?? '');
+  // The voice's provider speaks it, with its default model (whose price is shown).
+  const provider = voices.find((v) => v.voice_id === chosen)?.provider ?? defaults.find((m) => m.preset_voices.includes(chosen))?.backend;
+  const model = defaults.find((m) => m.backend === provider) ?? defaults[0];
   useEffect(() => () => (result ? URL.revokeObjectURL(result.url) : undefined), [result]);
 
   const submit = (e: FormEvent) => {
@@ -202,6 +225,7 @@ function Speak({ voices, model }: { voices: Voice[]; model: SpeechModel | undefi
           Speak
         </Button>
       </Form>
+      <LiveSpeech text={text} voice={chosen} />
       {result && (
         <div className="mt-3">
           <audio controls autoPlay src={result.url} className="w-100" aria-label="Speech" />
@@ -216,7 +240,7 @@ function Speak({ voices, model }: { voices: Voice[]; model: SpeechModel | undefi
 
 export function VoicesScreen() {
   const [voices, setVoices] = useState<Voice[]>([]);
-  const [model, setModel] = useState<SpeechModel | undefined>();
+  const [models, setModels] = useState<SpeechModel[]>([]);
   const [error, setError] = useState<unknown>(null);
   const load = useCallback(() => {
     api<ListPage<Voice>>('/v2/audio/voices').then((page) => {
@@ -227,7 +251,7 @@ export function VoicesScreen() {
   useEffect(() => {
     load();
     api<ListPage<Model>>('/v2/models').then(
-      (page) => setModel(page.data.find((m): m is SpeechModel => m.kind === 'speech' && m.available)),
+      (page) => setModels(page.data.filter((m): m is SpeechModel => m.kind === 'speech' && m.available)),
       setError,
     );
   }, [load]);
@@ -236,11 +260,11 @@ export function VoicesScreen() {
     <Row className="g-4">
       <Col lg={6}>
         <ErrorAlert error={error} />
-        <CloneVoice onCloned={load} />
+        <CloneVoice providers={[...new Set(models.map((m) => m.backend).filter((b) => b !== null))]} onCloned={load} />
         <VoiceList voices={voices} onChange={load} />
       </Col>
       <Col lg={6}>
-        <Speak voices={voices} model={model} />
+        <Speak voices={voices} models={models} />
       </Col>
     </Row>
   );

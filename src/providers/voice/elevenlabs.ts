@@ -6,6 +6,8 @@
 //   delete  DELETE /v1/voices/{voice_id}          -> 200 {"status": "ok"}
 //   speech  POST   /v1/text-to-speech/{voice_id}?output_format=pcm_22050
 //                                                 JSON {"text", "model_id"} -> 200 audio bytes
+//   context GET    /v1/text-to-speech/{voice_id}/stream-input (a WebSocket: text in as it comes, audio
+//                                                 and its alignment out; ./elevenlabs-stream-input.ts)
 //   stream  POST   /v1/text-to-speech/{voice_id}/stream?output_format=pcm_22050
 //                                                 the same JSON -> 200 audio bytes in a chunked body,
 //                                                 sent while they are made; errors as speech's
@@ -44,7 +46,7 @@
 //
 // The API key lives in a private field: it is sent in the header and nowhere else, is never part of
 // an error message (any message is scrubbed of it, to be sure) and is never logged.
-import { ERROR_BODY_BYTES_MAX, MESSAGE_CHARS_MAX, readCapped, readPrefix, retryAfterMs } from '../http-body.js';
+import { ERROR_BODY_BYTES_MAX, clipMessage, isJsonObject, parseJsonBody, readCapped, readPrefix, retryAfterMs } from '../http-body.js';
 import { pcmToWav } from '../../media/wav.js';
 import type { AudioFormat } from '../../media/audio-sniff.js';
 import {
@@ -53,11 +55,16 @@ import {
   type ClonedVoice,
   type SpeechRequest,
   type SynthesizedSpeech,
+  type TimedSpeechPiece,
   type VoiceProvider,
   type VoiceSample,
+  type ProviderSpeechContext,
+  type SpeechContextRequest,
 } from './types.js';
+import { streamInputContext } from './elevenlabs-stream-input.js';
 import { credential, hideSecret, voiceProvider } from '../descriptor.js';
 import { ConfigError } from '../../config-error.js';
+import { CharacterWords, wholeSamples } from './speech-pieces.js';
 import { z } from 'zod';
 
 export const ELEVENLABS_DEFAULT_BASE_URL = 'https://api.elevenlabs.io';
@@ -194,10 +201,12 @@ export class ElevenLabsVoiceProvider implements VoiceProvider {
     });
     const { res, body } = await this.exchange('clone', 'POST', '/v1/voices/add', { body: form, headers: { accept: 'application/json' } });
     if (!res.ok) throw this.failure('clone', res, body);
-    const json = parseJson(body);
+    const json = parseJsonBody(body);
     const voice_id =
-      isObject(json) && typeof json['voice_id'] === 'string' && /^[A-Za-z0-9_-]{1,128}$/.test(json['voice_id']) ? json['voice_id'] : null;
-    const requires_verification = isObject(json) ? json['requires_verification'] : undefined;
+      isJsonObject(json) && typeof json['voice_id'] === 'string' && /^[A-Za-z0-9_-]{1,128}$/.test(json['voice_id'])
+        ? json['voice_id']
+        : null;
+    const requires_verification = isJsonObject(json) ? json['requires_verification'] : undefined;
     if (voice_id === null || typeof requires_verification !== 'boolean') {
       // A voice it did create but answered unreadably would be orphaned: remove it, best effort.
       if (voice_id !== null) await this.deleteVoice(voice_id).catch(() => {});
@@ -222,7 +231,7 @@ export class ElevenLabsVoiceProvider implements VoiceProvider {
       if (res.status === 400 && failure.details.code && VOICE_GONE_CODES.has(failure.details.code)) return;
       throw failure;
     }
-    if (!isObject(parseJson(body))) {
+    if (!isJsonObject(parseJsonBody(body))) {
       throw new ElevenLabsError('unavailable', malformed('delete', res.status, 'not a JSON object'), { status: res.status });
     }
   }
@@ -247,8 +256,54 @@ export class ElevenLabsVoiceProvider implements VoiceProvider {
    * The speech as PCM while ElevenLabs makes it, chunk by chunk, each a whole number of samples. Ends
    * the request when the caller stops reading early.
    */
-  async *synthesizeStream(req: Omit<SpeechRequest, 'format'>): AsyncIterable<Buffer> {
-    const path = `/v1/text-to-speech/${encodeURIComponent(req.voice_id)}/stream?output_format=${ELEVENLABS_OUTPUT_FORMAT}`;
+  synthesizeStream(req: Omit<SpeechRequest, 'format'>): AsyncIterable<Buffer> {
+    return wholeSamples(this.streamBody(`/v1/text-to-speech/${encodeURIComponent(req.voice_id)}/stream`, req, 'audio'));
+  }
+
+  /**
+   * The speech as PCM with its words' timings, from the stream with timestamps: newline-separated JSON objects
+   * `{"audio_base64", "alignment": {"characters", "character_start_times_seconds", "character_end_times_seconds"}
+   * | null}`, the times from the start of the audio; the characters are grouped into words (white space ends one).
+   */
+  async *synthesizeStreamWithTimestamps(req: Omit<SpeechRequest, 'format'>): AsyncIterable<TimedSpeechPiece> {
+    const body = this.streamBody(`/v1/text-to-speech/${encodeURIComponent(req.voice_id)}/stream/with-timestamps`, req, 'json');
+    const words = new CharacterWords();
+    let audio_bytes = 0;
+    const audio_s = () => audio_bytes / 2 / ELEVENLABS_SAMPLE_RATE_HZ;
+    const pcm = wholeSamplesOf();
+    for await (const line of jsonLines(body)) {
+      const piece = parseJsonBody(line);
+      if (!isJsonObject(piece))
+        throw new ElevenLabsError('unavailable', malformed('speech', 200, 'a line of the stream is not a JSON object'));
+      if (typeof piece['audio_base64'] === 'string') {
+        const samples = pcm(Buffer.from(piece['audio_base64'], 'base64'));
+        if (samples.length > 0) {
+          audio_bytes += samples.length;
+          yield { pcm: samples };
+        }
+      }
+      const a = piece['alignment'];
+      if (isJsonObject(a) && Array.isArray(a['characters'])) {
+        const done = words.push(
+          a['characters'].map(String),
+          numbers(a['character_start_times_seconds']),
+          numbers(a['character_end_times_seconds']),
+          audio_s(),
+        );
+        if (done) yield { words: done };
+      }
+    }
+    const last = words.end(audio_s());
+    if (last) yield { words: last };
+  }
+
+  /**
+   * A streamed request's body, chunk by chunk (at most ELEVENLABS_SPEECH_BYTES_MAX): a refusal or failure
+   * before any audio is thrown as `synthesize`'s; a body that breaks off or stalls past the speech time limit
+   * is `unavailable`, thrown after what was handed out. Ends the request when the caller stops reading early.
+   */
+  private async *streamBody(route: string, req: Omit<SpeechRequest, 'format'>, expected: 'audio' | 'json'): AsyncIterable<Uint8Array> {
+    const path = `${route}?output_format=${ELEVENLABS_OUTPUT_FORMAT}`;
     const timeout = AbortSignal.timeout(this.timeoutsMs.speech);
     const stopped = new AbortController();
     const init = { body: JSON.stringify({ text: req.text, model_id: this.modelId }), headers: { 'content-type': 'application/json' } };
@@ -261,12 +316,11 @@ export class ElevenLabsVoiceProvider implements VoiceProvider {
     const reader = res.body?.getReader();
     try {
       if (!res.ok) throw this.failure('speech', res, reader ? await readPrefix(reader, ERROR_BODY_BYTES_MAX) : Buffer.alloc(0));
-      if ((res.headers.get('content-type') ?? '').includes('json')) {
+      if (expected === 'audio' && (res.headers.get('content-type') ?? '').includes('json')) {
         throw new ElevenLabsError('unavailable', malformed('speech', res.status, 'JSON instead of audio'), { status: res.status });
       }
       if (!reader) return;
       let received_bytes = 0;
-      let odd: Buffer | null = null; // the first byte of a sample whose second byte is in the next chunk
       for (;;) {
         let next: ReadableStreamReadResult<Uint8Array>;
         try {
@@ -274,7 +328,7 @@ export class ElevenLabsVoiceProvider implements VoiceProvider {
         } catch (err) {
           throw this.transportFailure('speech', timeout, err, `broke off the text to speech stream after ${received_bytes} bytes`);
         }
-        if (next.done) return; // an odd byte left at the end is not a sample
+        if (next.done) return;
         received_bytes += next.value.byteLength;
         if (received_bytes > ELEVENLABS_SPEECH_BYTES_MAX) {
           throw new ElevenLabsError(
@@ -283,18 +337,18 @@ export class ElevenLabsVoiceProvider implements VoiceProvider {
             { status: res.status },
           );
         }
-        const chunk: Buffer = odd
-          ? Buffer.concat([odd, next.value])
-          : Buffer.from(next.value.buffer, next.value.byteOffset, next.value.byteLength);
-        const whole = chunk.length - (chunk.length % 2);
-        odd = whole < chunk.length ? Buffer.from(chunk.subarray(whole)) : null;
-        if (whole > 0) yield chunk.subarray(0, whole);
+        yield next.value;
       }
     } finally {
       // Stopped early (the caller's choice, or a failure above): the request is ended, not left running.
       stopped.abort();
       await reader?.cancel().catch(() => {});
     }
+  }
+
+  /** An utterance over ElevenLabs' WebSocket of partial text input (./elevenlabs-stream-input.ts). */
+  openContext(req: SpeechContextRequest): ProviderSpeechContext {
+    return streamInputContext({ baseUrl: this.baseUrl, apiKey: this.#apiKey, modelId: this.modelId, req });
   }
 
   /**
@@ -399,23 +453,36 @@ export class ElevenLabsVoiceProvider implements VoiceProvider {
   }
 }
 
-const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+/** Numbers of an alignment's array (anything else reads as 0). */
+const numbers = (v: unknown): number[] => (Array.isArray(v) ? v.map((x) => (typeof x === 'number' && Number.isFinite(x) ? x : 0)) : []);
 
-function parseJson(body: Buffer): unknown {
-  try {
-    return JSON.parse(body.toString('utf8'));
-  } catch {
-    return undefined;
+/** A cutter of PCM into whole 16-bit samples across pieces: each call gives the whole samples so far. */
+function wholeSamplesOf(): (b: Buffer) => Buffer {
+  let odd: Buffer | null = null;
+  return (b) => {
+    const chunk = odd ? Buffer.concat([odd, b]) : b;
+    const whole = chunk.length - (chunk.length % 2);
+    odd = whole < chunk.length ? Buffer.from(chunk.subarray(whole)) : null;
+    return chunk.subarray(0, whole);
+  };
+}
+
+/** The lines of a body (newline-separated; blank lines skipped). */
+async function* jsonLines(body: AsyncIterable<Uint8Array>): AsyncIterable<Buffer> {
+  let rest = Buffer.alloc(0);
+  for await (const chunk of body) {
+    rest = Buffer.concat([rest, chunk]);
+    for (let nl = rest.indexOf(0x0a); nl >= 0; nl = rest.indexOf(0x0a)) {
+      const line = rest.subarray(0, nl);
+      rest = rest.subarray(nl + 1);
+      if (line.toString('utf8').trim()) yield line;
+    }
   }
+  if (rest.toString('utf8').trim()) yield rest;
 }
 
 const malformed = (op: ElevenLabsOperation, status: number, what: string) =>
   `ElevenLabs answered the ${OPERATION_LABELS[op]} with HTTP ${status} but an unexpected body (${what})`;
-
-const clip = (s: string) => {
-  const one = s.replace(/\s+/g, ' ').trim();
-  return one.length > MESSAGE_CHARS_MAX ? `${one.slice(0, MESSAGE_CHARS_MAX - 1)}…` : one;
-};
 
 /**
  * The provider's code and message from an error body: `{"detail": {"status", "message"}}`, a 422's
@@ -423,27 +490,27 @@ const clip = (s: string) => {
  * proxy's) or anything unreadable gives no message.
  */
 export function providerSaid(body: Buffer): { code?: string; message?: string } {
-  const json = parseJson(body);
+  const json = parseJsonBody(body);
   if (json === undefined) {
     const text = body.toString('utf8').trim();
     // Binary (a control character below tab) is not a message.
     // eslint-disable-next-line no-control-regex
     if (text.length === 0 || text.startsWith('<') || /[\x00-\x08]/.test(text)) return {};
-    return { message: clip(text) };
+    return { message: clipMessage(text) };
   }
-  const detail = isObject(json) && 'detail' in json ? json['detail'] : json;
-  if (typeof detail === 'string' && detail.trim()) return { message: clip(detail) };
+  const detail = isJsonObject(json) && 'detail' in json ? json['detail'] : json;
+  if (typeof detail === 'string' && detail.trim()) return { message: clipMessage(detail) };
   if (Array.isArray(detail)) {
-    const parts = detail.filter(isObject).map((d) => {
+    const parts = detail.filter(isJsonObject).map((d) => {
       const loc = Array.isArray(d['loc']) ? d['loc'].map(String).join('.') : '';
       const msg = typeof d['msg'] === 'string' ? d['msg'] : 'invalid';
       return loc ? `${loc}: ${msg}` : msg;
     });
-    return parts.length ? { code: 'validation_error', message: clip(parts.join('; ')) } : {};
+    return parts.length ? { code: 'validation_error', message: clipMessage(parts.join('; ')) } : {};
   }
-  if (isObject(detail)) {
+  if (isJsonObject(detail)) {
     const code = typeof detail['status'] === 'string' ? detail['status'] : typeof detail['code'] === 'string' ? detail['code'] : undefined;
-    const message = typeof detail['message'] === 'string' && detail['message'].trim() ? clip(detail['message']) : undefined;
+    const message = typeof detail['message'] === 'string' && detail['message'].trim() ? clipMessage(detail['message']) : undefined;
     return { ...(code ? { code } : {}), ...(message ? { message } : {}) };
   }
   return {};

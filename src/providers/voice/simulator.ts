@@ -14,11 +14,13 @@ import type { Db, PreparedStatement } from '../../db/pool.js';
 import { COUNT_PROVIDER_CALL } from '../simulator-usage.js';
 import { encodeWav } from '../../media/wav.js';
 import { voiceProvider } from '../descriptor.js';
+import { evenlyTimed, wordSpans } from './speech-pieces.js';
 import {
   VoiceProviderError,
   type ClonedVoice,
   type SpeechRequest,
   type SynthesizedSpeech,
+  type TimedSpeechPiece,
   type VoiceProvider,
   type VoiceSample,
 } from './types.js';
@@ -113,6 +115,21 @@ export class SimulatedVoiceProvider implements VoiceProvider {
       await new Promise((resolve) => setTimeout(resolve, SIM_STREAM_CHUNK_MS));
       const samples = synthesizeTones(req.voice_id, chars.slice(i, i + SIM_STREAM_CHUNK_CHARS).join(''), req.speed);
       yield Buffer.from(samples.buffer, samples.byteOffset, samples.byteLength);
+    }
+  }
+
+  /** The same stream with its words' timings: 50 ms per character (at speed 1), as the tones are made. */
+  async *synthesizeStreamWithTimestamps(req: Omit<SpeechRequest, 'format'>): AsyncIterable<TimedSpeechPiece> {
+    const spans = wordSpans(req.text);
+    const perChar = Math.max(1, Math.round(SIM_SAMPLES_PER_CHAR / (req.speed ?? 1)));
+    let chars_sent = 0;
+    let next = 0;
+    for await (const pcm of this.synthesizeStream(req)) {
+      yield { pcm };
+      chars_sent += pcm.length / 2 / perChar;
+      const from = next;
+      while (next < spans.length && spans[next]!.to <= chars_sent) next++;
+      if (next > from) yield { words: evenlyTimed(spans.slice(from, next), perChar / SIM_SAMPLE_RATE_HZ) };
     }
   }
 

@@ -40,8 +40,18 @@ export interface SynthesizedSpeech {
   content_type: string;
 }
 
+/** Words of a speech and when each is spoken, in seconds from the start of its audio (three arrays of one length). */
+export interface WordTimestamps {
+  words: string[];
+  start_s: number[];
+  end_s: number[];
+}
+
+/** A piece of a speech streamed with its timing: the next PCM, or the timing of the next words. */
+export type TimedSpeechPiece = { pcm: Buffer } | { words: WordTimestamps };
+
 export interface VoiceProvider {
-  /** Adapter name, recorded with each voice ("simulator", "elevenlabs"); "none" when not configured. */
+  /** Adapter name, recorded with each voice ("simulator", "elevenlabs", "cartesia"); "none" when not configured. */
   readonly name: string;
   /** False for `none`: every voice operation answers 503 provider_not_configured. */
   readonly configured: boolean;
@@ -56,8 +66,49 @@ export interface VoiceProvider {
    * answers streamed while they are made. Providers without it are asked for the whole PCM instead.
    */
   synthesizeStream?(req: Omit<SpeechRequest, 'format'>): AsyncIterable<Buffer>;
+  /**
+   * The speech as raw PCM, as synthesizeStream, with the timing of its words between the audio: each word
+   * once, in order, its times monotonic and within the audio's duration.
+   */
+  synthesizeStreamWithTimestamps?(req: Omit<SpeechRequest, 'format'>): AsyncIterable<TimedSpeechPiece>;
+  /**
+   * An utterance spoken while its text arrives (a WebSocket context): over the provider's own streaming
+   * input when it has one. Providers without it are asked segment by segment (src/voices/speech-contexts.ts).
+   */
+  openContext?(req: SpeechContextRequest): ProviderSpeechContext;
   /** The sample rate of this provider's PCM (its descriptor's pcm_rate_hz); null for `none`, which speaks nothing. */
   readonly pcm_rate_hz: number | null;
+}
+
+/**
+ * The voice providers this process runs side by side, in their configured order: the first is where a clone
+ * goes unless it names another. A voice is always spoken and deleted by the provider that cloned it.
+ */
+export class VoiceProviderSet {
+  readonly #byName: ReadonlyMap<string, VoiceProvider>;
+
+  constructor(readonly list: readonly VoiceProvider[]) {
+    this.#byName = new Map(list.map((p) => [p.name, p]));
+  }
+
+  /** False when none is configured: every voice operation answers 503 provider_not_configured. */
+  get configured(): boolean {
+    return this.list.length > 0;
+  }
+
+  /** Where a clone goes when it names no provider; undefined when none is configured. */
+  get default(): VoiceProvider | undefined {
+    return this.list[0];
+  }
+
+  get names(): readonly string[] {
+    return this.list.map((p) => p.name);
+  }
+
+  /** The configured provider of that name; undefined when it is not configured here. */
+  get(name: string): VoiceProvider | undefined {
+    return this.#byName.get(name);
+  }
 }
 
 /**
@@ -82,3 +133,28 @@ export class VoiceProviderError extends Error {
 }
 
 export const isVoiceProviderError = (err: unknown): err is VoiceProviderError => err instanceof VoiceProviderError;
+
+/** What opens an utterance whose text arrives piece by piece. */
+export interface SpeechContextRequest {
+  model: string;
+  voice_id: string;
+  speed?: number | undefined;
+}
+
+/**
+ * What an utterance yields as the provider makes it: the next PCM (s16le mono at pcm_rate_hz), the timing
+ * of the next words, or how many of the characters sent it has now spoken (a running total).
+ */
+export type ContextPiece = { pcm: Buffer } | { words: WordTimestamps } | { spoken_characters: number };
+
+/** One utterance at the provider: text in, pieces out. */
+export interface ProviderSpeechContext {
+  /** The next text of the utterance; `flush`: speak what it has now rather than wait for more. */
+  send(text: string, flush: boolean): void;
+  /** No more text: the pieces end once everything sent is spoken. */
+  end(): void;
+  /** Stop now: the pieces end without the rest (what was spoken so far has been reported). */
+  cancel(): void;
+  /** Ends when the utterance is spoken (or cancelled); throws a VoiceProviderError when the provider failed. */
+  readonly pieces: AsyncIterable<ContextPiece>;
+}

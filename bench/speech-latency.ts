@@ -1,0 +1,258 @@
+// Phase 8: speech's time to first audio byte and to last, through this service and straight to the
+// provider, side by side in one run. The provider is the ElevenLabs fake (test/fakes/), in this process,
+// answering every synthesis after a fixed delay (SPEECH_PROVIDER_DELAY_MS) and then its chunks paced as
+// it paces them; the product is an API process of its own (`npm run api`, as shipped, with ElevenLabs as
+// its voice provider pointed at the fake). Two ways, each at 1 and at 50 concurrent speakers:
+//
+//   - HTTP streaming: POST /v2/audio/speech (stream_format audio, pcm) against the fake's
+//     POST /v1/text-to-speech/{voice}/stream; the clock runs from the request to the first and the last
+//     body byte.
+//   - WebSocket: a context on an open GET /v2/audio/speech/stream against a connection of the fake's
+//     stream-input opened for it (the service opens one per context, so the direct figure opens one too);
+//     the clock runs from the message to the first and the last audio message.
+//
+// The difference is what the service adds: authentication, the hold (a PostgreSQL transaction) before the
+// provider is asked, and the relay. Target: at most 5 ms at p50 and 20 ms at p99 on the first byte. Each
+// speaker has a workspace of its own (a workspace's holds queue on its balance's lock).
+import http from 'node:http';
+import type { ChildProcess } from 'node:child_process';
+import WebSocket from 'ws';
+import { startElevenLabsFake, type ElevenLabsFake } from '../test/fakes/elevenlabs-fake.js';
+import { killAll, startEntryProcess } from '../test/helpers/processes.js';
+import { freePort } from '../test/helpers/infra.js';
+import type { Infra } from '../test/helpers/infra.js';
+import { newCustomer } from '../test/helpers/stack.js';
+import { percentile } from './load.js';
+import { subjectEnv } from './subject-env.js';
+import type { Log } from './log.js';
+
+/** The fake provider's fixed wait before the first audio of every synthesis. */
+export const SPEECH_PROVIDER_DELAY_MS = 100;
+/** What each request speaks: 100 characters (5 s of audio at the fake's 50 ms a character). */
+const TEXT = 'The quick brown fox jumps over the lazy dog while the bench counts milliseconds, one by one, twice. ';
+const VOICE = 'JBFqnCBsd6RMkjVDRZzb';
+/** Speakers at once, and the requests each series times. */
+const CONCURRENCIES = [1, 50];
+const REQUESTS: Record<number, number> = { 1: 40, 50: 200 };
+const WARMUP = 10;
+/** The targets on the first byte: what the service may add, in ms. */
+export const SPEECH_TARGETS_MS = { p50: 5, p99: 20 };
+
+interface Timing {
+  first_ms: number;
+  last_ms: number;
+}
+
+export interface SpeechSeries {
+  way: 'http' | 'websocket';
+  concurrency: number;
+  through: Timing[];
+  direct: Timing[];
+  errors: number;
+  first_error: string | null;
+}
+
+const since = (t0: bigint) => Number(process.hrtime.bigint() - t0) / 1e6;
+
+/** One streamed POST: the time to its first body byte and to its end. */
+function timedPost(url: string, headers: Record<string, string>, body: string): Promise<Timing> {
+  return new Promise((resolve, reject) => {
+    const t0 = process.hrtime.bigint();
+    const req = http.request(url, { method: 'POST', headers: { ...headers, 'content-type': 'application/json' }, agent: false }, (res) => {
+      if (res.statusCode !== 200) {
+        res.resume();
+        return reject(new Error(`HTTP ${res.statusCode}`));
+      }
+      let first_ms = -1;
+      res.on('data', () => {
+        if (first_ms < 0) first_ms = since(t0);
+      });
+      res.on('end', () => resolve({ first_ms, last_ms: since(t0) }));
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+/** One context on an open speech socket: the time from its message to its first and its last audio. */
+function timedContext(ws: WebSocket, context_id: string): Promise<Timing> {
+  return new Promise((resolve, reject) => {
+    let first_ms = -1;
+    let last_ms = -1;
+    const t0 = process.hrtime.bigint();
+    const onMessage = (data: WebSocket.RawData) => {
+      const m = JSON.parse(data.toString()) as { type: string; context_id: string; code?: string; message?: string };
+      if (m.context_id !== context_id) return;
+      if (m.type === 'audio') {
+        last_ms = since(t0);
+        if (first_ms < 0) first_ms = last_ms;
+      } else if (m.type === 'error') {
+        ws.off('message', onMessage);
+        reject(new Error(`${m.code}: ${m.message}`));
+      } else if (m.type === 'done') {
+        ws.off('message', onMessage);
+        resolve({ first_ms, last_ms });
+      }
+    };
+    ws.on('message', onMessage);
+    ws.send(JSON.stringify({ context_id, voice: VOICE, text: TEXT }));
+  });
+}
+
+/** One utterance straight at the fake's stream-input: connect, send, and the first and last audio. */
+function timedStreamInput(fake: ElevenLabsFake): Promise<Timing> {
+  return new Promise((resolve, reject) => {
+    const t0 = process.hrtime.bigint();
+    const base = fake.url.replace(/^http/, 'ws');
+    const ws = new WebSocket(`${base}/v1/text-to-speech/${VOICE}/stream-input?model_id=eleven_multilingual_v2&output_format=pcm_22050`, {
+      headers: { 'xi-api-key': fake.apiKey },
+      perMessageDeflate: false,
+    });
+    let first_ms = -1;
+    let last_ms = -1;
+    ws.on('open', () => {
+      for (const text of [' ', TEXT, '']) ws.send(JSON.stringify({ text }));
+    });
+    ws.on('message', (data) => {
+      const m = JSON.parse(data.toString()) as { audio?: string; isFinal?: boolean };
+      if (m.audio) {
+        last_ms = since(t0);
+        if (first_ms < 0) first_ms = last_ms;
+      }
+      if (m.isFinal) resolve({ first_ms, last_ms });
+    });
+    ws.on('error', reject);
+    ws.on('close', (code) => (last_ms < 0 ? reject(new Error(`closed ${code}`)) : undefined));
+  });
+}
+
+async function openSocket(api: string, key: string): Promise<WebSocket> {
+  const ws = new WebSocket(`${api.replace(/^http/, 'ws')}/v2/audio/speech/stream`, {
+    headers: { authorization: `Bearer ${key}` },
+    perMessageDeflate: false,
+  });
+  await new Promise<void>((resolve, reject) => {
+    ws.once('open', () => resolve());
+    ws.once('error', reject);
+  });
+  return ws;
+}
+
+/** Runs `n` timed calls, `concurrency` at once, each speaker calling `one(speaker, i)`; errors counted. */
+async function series(n: number, concurrency: number, one: (speaker: number, i: number) => Promise<Timing>) {
+  const timings: Timing[] = [];
+  let errors = 0;
+  let first_error: string | null = null;
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: concurrency }, async (_, speaker) => {
+      while (next < n) {
+        const i = next++;
+        try {
+          timings.push(await one(speaker, i));
+        } catch (err) {
+          errors++;
+          first_error ??= (err as Error).message;
+        }
+      }
+    }),
+  );
+  return { timings, errors, first_error };
+}
+
+export async function benchSpeechLatency(infra: Infra, log: Log): Promise<SpeechSeries[]> {
+  const fake = await startElevenLabsFake();
+  fake.streamInput.firstAudioDelayMs = SPEECH_PROVIDER_DELAY_MS;
+  fake.fail('stream', { delayMs: SPEECH_PROVIDER_DELAY_MS }, 1_000_000);
+  const port = await freePort();
+  const { env } = await subjectEnv(infra, 'product', {
+    PORT: String(port),
+    VOICE_PROVIDER: 'elevenlabs',
+    ELEVENLABS_API_KEY: fake.apiKey,
+    ELEVENLABS_BASE_URL: fake.url,
+  });
+  const children: ChildProcess[] = [];
+  const out: SpeechSeries[] = [];
+  try {
+    log('phase 8: starting an API process with ElevenLabs (its fake) as the voice provider');
+    await startEntryProcess({ env }, 'api', { track: children });
+    const api = `http://127.0.0.1:${port}`;
+    // A workspace per speaker: a workspace's holds take its balance's lock one at a time, which is the
+    // workspace's own queue, not what the service adds to a speaker's first byte.
+    const keys = await Promise.all(Array.from({ length: Math.max(...CONCURRENCIES) }, () => newCustomer({ baseUrl: api }, 1_000)));
+    const direct = `${fake.url}/v1/text-to-speech/${VOICE}/stream?output_format=pcm_22050`;
+    const through = `${api}/v2/audio/speech`;
+    const httpBody = JSON.stringify({ input: TEXT, voice: VOICE, response_format: 'pcm', stream_format: 'audio' });
+    const directBody = JSON.stringify({ text: TEXT, model_id: 'eleven_multilingual_v2' });
+    for (const concurrency of CONCURRENCIES) {
+      const n = REQUESTS[concurrency]!;
+      log(`phase 8: HTTP streaming, ${concurrency} at once`);
+      const bearer = (speaker: number) => ({ authorization: `Bearer ${keys[speaker]!.key}` });
+      await series(WARMUP, Math.min(concurrency, WARMUP), (sp) => timedPost(through, bearer(sp), httpBody));
+      // The two take turns in rounds, so drift on a shared machine hits both.
+      const t: Timing[] = [];
+      const d: Timing[] = [];
+      let errors = 0;
+      let first_error: string | null = null;
+      for (let round = 0; round < 4; round++) {
+        const a = await series(n / 4, concurrency, (sp) => timedPost(through, bearer(sp), httpBody));
+        const b = await series(n / 4, concurrency, () => timedPost(direct, { 'xi-api-key': fake.apiKey }, directBody));
+        t.push(...a.timings);
+        d.push(...b.timings);
+        errors += a.errors + b.errors;
+        first_error ??= a.first_error ?? b.first_error;
+      }
+      out.push({ way: 'http', concurrency, through: t, direct: d, errors, first_error });
+
+      log(`phase 8: WebSocket, ${concurrency} at once`);
+      const sockets = await Promise.all(Array.from({ length: concurrency }, (_, sp) => openSocket(api, keys[sp]!.key)));
+      let ctx = 0;
+      await series(WARMUP, Math.min(concurrency, WARMUP), (s) => timedContext(sockets[s]!, `w${ctx++}`));
+      const wt: Timing[] = [];
+      const wd: Timing[] = [];
+      let wErrors = 0;
+      let wFirst: string | null = null;
+      for (let round = 0; round < 4; round++) {
+        const a = await series(n / 4, concurrency, (s) => timedContext(sockets[s]!, `c${ctx++}`));
+        const b = await series(n / 4, concurrency, () => timedStreamInput(fake));
+        wt.push(...a.timings);
+        wd.push(...b.timings);
+        wErrors += a.errors + b.errors;
+        wFirst ??= a.first_error ?? b.first_error;
+      }
+      for (const s of sockets) s.close();
+      out.push({ way: 'websocket', concurrency, through: wt, direct: wd, errors: wErrors, first_error: wFirst });
+    }
+  } finally {
+    killAll(children);
+    await fake.close();
+  }
+  return out;
+}
+
+const ms = (v: number) => (Number.isNaN(v) ? '-' : v.toFixed(1));
+const sortedOf = (t: Timing[], k: keyof Timing) => t.map((x) => x[k]).sort((a, b) => a - b);
+
+export function formatSpeechLatency(list: SpeechSeries[]): string {
+  const lines = [
+    `8. speech: time to first and last audio byte, through the service and straight to the provider (its fake, ${SPEECH_PROVIDER_DELAY_MS} ms to first audio)`,
+    `   ${'way'.padEnd(10)} ${'speakers'.padStart(8)}  ${'n'.padStart(4)}  ${'first p50'.padStart(22)}  ${'first p99'.padStart(22)}  ${'last p50'.padStart(15)}  added to first p50 / p99 (target <= ${SPEECH_TARGETS_MS.p50} / ${SPEECH_TARGETS_MS.p99} ms)`,
+  ];
+  for (const s of list) {
+    const tf = sortedOf(s.through, 'first_ms');
+    const df = sortedOf(s.direct, 'first_ms');
+    const tl = sortedOf(s.through, 'last_ms');
+    const dl = sortedOf(s.direct, 'last_ms');
+    const pair = (a: number, b: number) => `${ms(a)} vs ${ms(b)} ms`;
+    lines.push(
+      `   ${s.way.padEnd(10)} ${String(s.concurrency).padStart(8)}  ${String(tf.length).padStart(4)}  ` +
+        `${pair(percentile(tf, 50), percentile(df, 50)).padStart(22)}  ${pair(percentile(tf, 99), percentile(df, 99)).padStart(22)}  ` +
+        `${pair(percentile(tl, 50), percentile(dl, 50)).padStart(15)}  ` +
+        `+${ms(percentile(tf, 50) - percentile(df, 50))} / +${ms(percentile(tf, 99) - percentile(df, 99))} ms` +
+        (s.errors ? `  (${s.errors} failed: ${s.first_error})` : ''),
+    );
+  }
+  lines.push('   (through vs direct; each pair measured in alternating rounds in one run; the machine is shared, so figures are noisy)');
+  return lines.join('\n') + '\n';
+}

@@ -1,0 +1,81 @@
+// What the voice adapters share to stream speech: PCM cut at whole 16-bit samples, and word timestamps made
+// from a text (the simulator's), or grouped from a provider's character alignment (ElevenLabs').
+import type { WordTimestamps } from './types.js';
+
+/** Chunks of 16-bit PCM cut at whole samples (a network chunk may split one); an odd byte left at the end is not a sample. */
+export async function* wholeSamples(bytes: AsyncIterable<Uint8Array>): AsyncIterable<Buffer> {
+  let odd: Buffer | null = null;
+  for await (const value of bytes) {
+    const chunk: Buffer = odd ? Buffer.concat([odd, value]) : Buffer.from(value.buffer, value.byteOffset, value.byteLength);
+    const whole = chunk.length - (chunk.length % 2);
+    odd = whole < chunk.length ? Buffer.from(chunk.subarray(whole)) : null;
+    if (whole > 0) yield chunk.subarray(0, whole);
+  }
+}
+
+/** The words of a text (runs of non-white-space) with their code point offsets: [from, to). */
+export function wordSpans(text: string): { word: string; from: number; to: number }[] {
+  const spans: { word: string; from: number; to: number }[] = [];
+  let at = 0;
+  for (const part of text.split(/(\s+)/u)) {
+    const n = [...part].length;
+    if (part.length > 0 && !/^\s+$/u.test(part)) spans.push({ word: part, from: at, to: at + n });
+    at += n;
+  }
+  return spans;
+}
+
+/** Word timestamps of `spans` when every character takes `char_s` seconds. */
+export function evenlyTimed(spans: readonly { word: string; from: number; to: number }[], char_s: number): WordTimestamps {
+  const round = (s: number) => Math.round(s * 1e6) / 1e6;
+  return {
+    words: spans.map((s) => s.word),
+    start_s: spans.map((s) => round(s.from * char_s)),
+    end_s: spans.map((s) => round(s.to * char_s)),
+  };
+}
+
+/**
+ * A provider's character alignment (characters with their start and end times, in pieces as they stream)
+ * grouped into words: white space ends a word; a word is handed out once it has ended (or at `end`).
+ * Times are kept monotonic and within the audio received so far.
+ */
+export class CharacterWords {
+  #word = '';
+  #start = 0;
+  #end = 0;
+  #last_end_s = 0;
+
+  /** The words completed by these characters. */
+  push(characters: readonly string[], starts: readonly number[], ends: readonly number[], audio_s: number): WordTimestamps | null {
+    const out: WordTimestamps = { words: [], start_s: [], end_s: [] };
+    characters.forEach((ch, i) => {
+      if (/^\s*$/u.test(ch)) {
+        this.flushInto(out, audio_s);
+        return;
+      }
+      if (this.#word === '') this.#start = starts[i] ?? this.#end;
+      this.#word += ch;
+      this.#end = Math.max(this.#end, ends[i] ?? this.#end);
+    });
+    return out.words.length > 0 ? out : null;
+  }
+
+  /** The last word, if the text did not end with white space. */
+  end(audio_s: number): WordTimestamps | null {
+    const out: WordTimestamps = { words: [], start_s: [], end_s: [] };
+    this.flushInto(out, audio_s);
+    return out.words.length > 0 ? out : null;
+  }
+
+  private flushInto(out: WordTimestamps, audio_s: number): void {
+    if (this.#word === '') return;
+    const start = Math.min(Math.max(this.#start, this.#last_end_s), audio_s);
+    const end = Math.min(Math.max(this.#end, start), audio_s);
+    out.words.push(this.#word);
+    out.start_s.push(start);
+    out.end_s.push(end);
+    this.#last_end_s = end;
+    this.#word = '';
+  }
+}
