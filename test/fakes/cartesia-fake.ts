@@ -28,7 +28,7 @@ import express, { type Request, type Response } from 'express';
 import multer from 'multer';
 import { CARTESIA_PRESET_VOICES } from '../../src/providers/voice/cartesia.js';
 import { closeServer, listenOnLoopback } from './fake-http.js';
-import { fakeSpeechPcm, type Fault, type RecordedFile, type RecordedRequest } from './elevenlabs-fake.js';
+import { fakeSpeechPcm, multipartParts, type Fault, type RecordedFile, type RecordedRequest } from './elevenlabs-fake.js';
 
 export type CartesiaRoute = 'clone' | 'delete' | 'bytes' | 'sse';
 
@@ -128,13 +128,7 @@ export async function startCartesiaFake(opts: { apiKey?: string; concurrency?: n
   const upload = multer({ storage: multer.memoryStorage(), limits: { fileSize: 50 * 1024 * 1024 } }).any();
 
   app.post('/voices/clone', upload, async (req, res) => {
-    const fields = Object.entries((req.body ?? {}) as Record<string, string>).map(([k, v]) => [k, String(v)] as [string, string]);
-    const files: RecordedFile[] = ((req.files as Express.Multer.File[] | undefined) ?? []).map((f) => ({
-      field: f.fieldname,
-      filename: f.originalname,
-      contentType: f.mimetype,
-      data: f.buffer,
-    }));
+    const { fields, files } = multipartParts(req);
     record('clone', req, { fields, files });
     if (!(await admitted('clone', req, res))) return;
     const field = (k: string) => fields.find(([n]) => n === k)?.[1];

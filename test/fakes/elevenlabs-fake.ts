@@ -143,6 +143,21 @@ export function fakeSpeechPcm(voice_id: string, text: string, rateHz: number): B
   return out;
 }
 
+/** A multipart request's text parts (in order; a name may repeat) and files, as multer parsed them. */
+export function multipartParts(req: Request): { fields: [string, string][]; files: RecordedFile[] } {
+  const fields: [string, string][] = [];
+  for (const [k, v] of Object.entries((req.body ?? {}) as Record<string, string | string[]>)) {
+    for (const one of Array.isArray(v) ? v : [v]) fields.push([k, one]);
+  }
+  const files: RecordedFile[] = ((req.files as Express.Multer.File[] | undefined) ?? []).map((f) => ({
+    field: f.fieldname,
+    filename: f.originalname,
+    contentType: f.mimetype,
+    data: f.buffer,
+  }));
+  return { fields, files };
+}
+
 const validation = (loc: (string | number)[], msg: string, type: string) => ({ detail: [{ loc, msg, type }] });
 const problem = (status: string, message: string) => ({ detail: { status, message } });
 
@@ -234,16 +249,7 @@ export async function startElevenLabsFake(opts: { apiKey?: string; voiceSlots?: 
   const upload = multer({ storage: multer.memoryStorage(), limits: { fileSize: 50 * 1024 * 1024 } }).any();
 
   app.post('/v1/voices/add', upload, async (req, res) => {
-    const fields: [string, string][] = [];
-    for (const [k, v] of Object.entries((req.body ?? {}) as Record<string, string | string[]>)) {
-      for (const one of Array.isArray(v) ? v : [v]) fields.push([k, one]);
-    }
-    const files: RecordedFile[] = ((req.files as Express.Multer.File[] | undefined) ?? []).map((f) => ({
-      field: f.fieldname,
-      filename: f.originalname,
-      contentType: f.mimetype,
-      data: f.buffer,
-    }));
+    const { fields, files } = multipartParts(req);
     record('clone', req, { fields, files });
     if ((await applyFault('clone', req, res)).answered) return;
     if (!authorized(req, res)) return;

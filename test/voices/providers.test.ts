@@ -255,14 +255,17 @@ describe('voices cloned under the old single VOICE_PROVIDER keep working', () =>
     const v = await clone(old, c.key, 'from before');
     assert.equal(v.status, 200);
     await old.stop();
-    stack = await startStack({
-      env: {
-        DATABASE_URL: old.env['DATABASE_URL']!,
-        VOICE_PROVIDERS: 'cartesia,simulator',
-        CARTESIA_API_KEY: cartesia.apiKey,
-        CARTESIA_BASE_URL: cartesia.url,
-      },
-    });
+    // The same database, served with another configuration.
+    const reopen = (providers: string) =>
+      startStack({
+        env: {
+          DATABASE_URL: old.env['DATABASE_URL']!,
+          VOICE_PROVIDERS: providers,
+          CARTESIA_API_KEY: cartesia.apiKey,
+          CARTESIA_BASE_URL: cartesia.url,
+        },
+      });
+    stack = await reopen('cartesia,simulator');
     const listed = await http(stack.baseUrl, 'GET', '/v2/audio/voices', { token: c.key });
     assert.equal(listed.status, 200, JSON.stringify(listed.body));
     assert.deepEqual(
@@ -298,14 +301,7 @@ describe('voices cloned under the old single VOICE_PROVIDER keep working', () =>
     const kept = await clone(stack, c.key, 'kept at the simulator', 'simulator');
     assert.equal(kept.body.provider, 'simulator');
     await stack.stop();
-    stack = await startStack({
-      env: {
-        DATABASE_URL: old.env['DATABASE_URL']!,
-        VOICE_PROVIDERS: 'cartesia',
-        CARTESIA_API_KEY: cartesia.apiKey,
-        CARTESIA_BASE_URL: cartesia.url,
-      },
-    });
+    stack = await reopen('cartesia');
     const balance = await balanceMicro(stack, c.workspaceId);
     const unserved = await speak(stack, c.key, { voice: kept.body.voice_id, input: 'Hello.' });
     assert.equal(unserved.status, 503, unserved.bytes.toString());

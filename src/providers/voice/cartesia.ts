@@ -40,9 +40,9 @@
 import { ERROR_BODY_BYTES_MAX, clipMessage, isJsonObject, parseJsonBody, readCapped, readPrefix, retryAfterMs } from '../http-body.js';
 import { pcmToWav } from '../../media/wav.js';
 import {
+  VoiceProviderCallError,
   VoiceProviderError,
   type ClonedVoice,
-  type ProviderAccountProblem,
   type SpeechRequest,
   type SynthesizedSpeech,
   type TimedSpeechPiece,
@@ -78,16 +78,7 @@ export const CARTESIA_DEFAULT_TIMEOUTS_MS: Readonly<Record<CartesiaOperation, nu
 const LABELS: Readonly<Record<CartesiaOperation, string>> = { clone: 'voice cloning', delete: 'voice deletion', speech: 'text to speech' };
 
 /** A VoiceProviderError with what Cartesia said: its HTTP status, its error code, its Retry-After. */
-export class CartesiaError extends VoiceProviderError {
-  constructor(
-    kind: 'rejected' | 'unavailable',
-    message: string,
-    readonly details: { status?: number; code?: string; retryAfterSeconds?: number } = {},
-    account?: ProviderAccountProblem,
-  ) {
-    super(kind, message, account);
-  }
-}
+export class CartesiaError extends VoiceProviderCallError {}
 
 export interface CartesiaOptions {
   apiKey: string;

@@ -50,8 +50,7 @@ import { ERROR_BODY_BYTES_MAX, clipMessage, isJsonObject, parseJsonBody, readCap
 import { pcmToWav } from '../../media/wav.js';
 import type { AudioFormat } from '../../media/audio-sniff.js';
 import {
-  VoiceProviderError,
-  type ProviderAccountProblem,
+  VoiceProviderCallError,
   type ClonedVoice,
   type SpeechRequest,
   type SynthesizedSpeech,
@@ -116,16 +115,7 @@ export interface ElevenLabsOptions {
 }
 
 /** A VoiceProviderError with what ElevenLabs said: its HTTP status, its error code, its Retry-After. */
-export class ElevenLabsError extends VoiceProviderError {
-  constructor(
-    kind: 'rejected' | 'unavailable',
-    message: string,
-    readonly details: { status?: number; code?: string; retryAfterSeconds?: number } = {},
-    account?: ProviderAccountProblem,
-  ) {
-    super(kind, message, account);
-  }
-}
+export class ElevenLabsError extends VoiceProviderCallError {}
 
 const FILE_EXTENSIONS: Readonly<Record<AudioFormat, string>> = {
   wav: 'wav',

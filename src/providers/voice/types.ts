@@ -132,6 +132,18 @@ export class VoiceProviderError extends Error {
   }
 }
 
+/** A VoiceProviderError with what the provider said: its HTTP status, its error code, its Retry-After (an adapter's errors). */
+export class VoiceProviderCallError extends VoiceProviderError {
+  constructor(
+    kind: 'rejected' | 'unavailable',
+    message: string,
+    readonly details: { status?: number; code?: string; retryAfterSeconds?: number } = {},
+    account?: ProviderAccountProblem,
+  ) {
+    super(kind, message, account);
+  }
+}
+
 export const isVoiceProviderError = (err: unknown): err is VoiceProviderError => err instanceof VoiceProviderError;
 
 /** What opens an utterance whose text arrives piece by piece. */
