@@ -48,6 +48,8 @@ export interface LedgerEntryInput {
   videoJobId?: string;
   topupId?: string;
   speechRequestId?: string;
+  /** A batch's reservation (charge) or what it did not use (refund). */
+  batchId?: string;
 }
 
 /** Appends one entry and moves the balance by its amount; the caller holds the workspace lock. Returns the new balance. */
@@ -60,8 +62,9 @@ export async function applyEntry(tx: Tx, entry: LedgerEntryInput): Promise<numbe
     `WITH moved AS (
        UPDATE workspaces SET balance_micro_eur = balance_micro_eur + $3 WHERE id = $1 RETURNING balance_micro_eur
      )
-     INSERT INTO ledger_entries (workspace_id, kind, amount_micro_eur, idempotency_key, video_job_id, topup_id, speech_request_id, balance_after_micro_eur)
-     SELECT $1, $2, $3, $4, $5, $6, $7, moved.balance_micro_eur FROM moved
+     INSERT INTO ledger_entries (workspace_id, kind, amount_micro_eur, idempotency_key, video_job_id, topup_id, speech_request_id, batch_id,
+                                 balance_after_micro_eur)
+     SELECT $1, $2, $3, $4, $5, $6, $7, $8, moved.balance_micro_eur FROM moved
      RETURNING balance_after_micro_eur AS balance_micro_eur`,
     [
       entry.workspaceId,
@@ -71,6 +74,7 @@ export async function applyEntry(tx: Tx, entry: LedgerEntryInput): Promise<numbe
       entry.videoJobId ?? null,
       entry.topupId ?? null,
       entry.speechRequestId ?? null,
+      entry.batchId ?? null,
     ],
   );
   const balance = r.rows[0]?.balance_micro_eur;

@@ -5,6 +5,8 @@ import { Client, type Connection } from '@temporalio/client';
 import { ConfigError, type Config } from '../config.js';
 import type { Db } from '../db/pool.js';
 import { VoicesService } from '../voices/service.js';
+import { FilesService } from '../batches/files.js';
+import { BatchesService } from '../batches/service.js';
 import { SpeechService } from '../voices/speech.js';
 import { WebhooksService } from '../webhooks/service.js';
 import { VideoJobsService } from '../video-jobs/service.js';
@@ -212,6 +214,17 @@ function createWorkflowServices(parts: AppParts) {
 function buildApp(parts: AppParts): http.RequestListener {
   const { config, db, storage, temporal, ffmpeg } = parts;
   const { jobs, lifecycle, voices } = createWorkflowServices(parts);
+  const speech = new SpeechService({ db, voices, storage, ffmpeg });
+  const files = new FilesService({ db, storage });
+  const batches = new BatchesService({
+    db,
+    temporal,
+    taskQueue: config.temporal.taskQueue,
+    jobs,
+    speech,
+    files,
+    job_timeout_ms: config.video.jobTimeoutMs,
+  });
   return createApp({
     db,
     databasePoolMax: config.databasePoolMax,
@@ -219,7 +232,8 @@ function buildApp(parts: AppParts): http.RequestListener {
     jobs,
     lifecycle,
     voices,
-    speech: new SpeechService({ db, voices, storage, ffmpeg }),
+    speech,
+    batches: { batches, files },
     ffmpeg,
     webhooks: new WebhooksService({ db, policy: { production: config.production } }),
     logger: parts.logger,

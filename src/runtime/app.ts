@@ -55,6 +55,10 @@ import { openAiRoutes } from './openai-app.js';
 import { openAiSpeechRoutes } from '../voices/openai-speech-routes.js';
 import { openAiVoiceRoutes } from '../voices/openai-routes.js';
 import type { VoiceConsentsService } from '../voices/consents.js';
+import type { BatchesService } from '../batches/service.js';
+import type { FilesService } from '../batches/files.js';
+import { batchRoutes } from '../batches/routes.js';
+import * as BatchSchemas from '../batches/schemas.js';
 
 export interface AppDeps {
   db: Db;
@@ -66,6 +70,8 @@ export interface AppDeps {
   lifecycle: VideoJobLifecycle;
   voices: VoicesService;
   speech: SpeechService;
+  /** Batches and their files (/v2/batches, /v2/files/{id}); unset = not mounted. */
+  batches?: { batches: BatchesService; files: FilesService };
   webhooks: WebhooksService;
   logger: Logger;
   adminToken: string;
@@ -231,6 +237,10 @@ function featureRouters(app: express.Express, deps: AppDeps, guards: CustomerGua
     webhookRoutes({ auth, limit, webhooks: deps.webhooks }),
     statementRoutes({ auth, db: deps.db }),
     usageRoutes({ auth, admin: requireAdmin(deps.adminToken), db: deps.db }),
+    // Before the signed downloads' /v2/files/<key>: a batch file's id is one path segment, a storage key never is.
+    ...(deps.batches
+      ? [batchRoutes({ auth, limit, ...deps.batches, downloadUrls: deps.downloadUrls, publicBaseUrl: deps.publicBaseUrl })]
+      : []),
     ...(deps.files ? [fileRoutes(deps.files)] : []),
     adminRoutes({
       db: deps.db,
@@ -256,6 +266,7 @@ export const RESPONSE_COMPONENTS = {
   ...AccountSchemas.RESPONSE_COMPONENTS,
   ...WebhookSchemas.RESPONSE_COMPONENTS,
   ...UsageSchemas.RESPONSE_COMPONENTS,
+  ...BatchSchemas.RESPONSE_COMPONENTS,
   ...SharedOpenAiSchemas.OPENAI_RESPONSE_COMPONENTS,
   ...VideoJobOpenAiSchemas.OPENAI_RESPONSE_COMPONENTS,
   ...ModelOpenAiSchemas.OPENAI_RESPONSE_COMPONENTS,

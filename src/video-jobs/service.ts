@@ -83,7 +83,21 @@ interface AttemptOf {
 }
 
 /** A create's request resolved against the catalog: its model, backends, inputs and price. */
-type ResolvedVideoRequest = ReturnType<VideoJobsService['resolveRequest']>;
+export type ResolvedVideoRequest = ReturnType<VideoJobsService['resolveRequest']>;
+
+/** What a job's workflow input says of its request (a create's, or a batch's request: ../batches/service.ts). */
+export function jobRequestOf(body: CreateVideoBody, r: ResolvedVideoRequest) {
+  return {
+    model: r.model.id,
+    backends: r.backends,
+    prompt: body.prompt.trim(),
+    params: r.params,
+    ...(body.seed !== undefined ? { seed: body.seed } : {}),
+    ...(r.parameters !== undefined ? { parameters: r.parameters } : {}),
+    ...(r.inputs.generate_audio !== undefined ? { generate_audio: r.inputs.generate_audio } : {}),
+    ...(r.inputs.negative_prompt !== undefined ? { negative_prompt: r.inputs.negative_prompt } : {}),
+  };
+}
 
 export class VideoJobsService {
   private readonly clock: DatabaseClock;
@@ -210,14 +224,7 @@ export class VideoJobsService {
     return {
       job_id,
       workspace_id: principal.workspace_id,
-      model: r.model.id,
-      backends: r.backends,
-      prompt: body.prompt.trim(),
-      params: r.params,
-      ...(body.seed !== undefined ? { seed: body.seed } : {}),
-      ...(r.parameters !== undefined ? { parameters: r.parameters } : {}),
-      ...(r.inputs.generate_audio !== undefined ? { generate_audio: r.inputs.generate_audio } : {}),
-      ...(r.inputs.negative_prompt !== undefined ? { negative_prompt: r.inputs.negative_prompt } : {}),
+      ...jobRequestOf(body, r),
       ...(r.inputs.image ? { has_image: true } : {}),
       ...(r.inputs.last_frame ? { has_last_frame: true } : {}),
       estimated_cost_micro_eur: r.estimated_cost_micro_eur,

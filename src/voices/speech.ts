@@ -111,7 +111,7 @@ const insufficientCredits = (cost_micro_eur: number) =>
     'insufficient_credits',
     `the workspace balance does not cover the cost of this speech (${microEurToEur(cost_micro_eur)} EUR); nothing was charged`,
   );
-const audioKey = (speechRequestId: string, format: string) => `speech/${speechRequestId}.${format}`;
+export const audioKey = (speechRequestId: string, format: string) => `speech/${speechRequestId}.${format}`;
 
 async function readAll(stream: Readable): Promise<Buffer> {
   const chunks: Buffer[] = [];
@@ -202,6 +202,36 @@ export class SpeechService {
       throw invalidParam('input', `input must be at most ${model.max_input_chars} characters for model ${model.id} (it has ${characters})`);
     }
     return { model, format, characters };
+  }
+
+  /**
+   * A batch's speech request validated as this request alone would be (model, format, length, the key's
+   * models, the voice of this workspace), with its price; nothing held. Formats FFmpeg encodes are not
+   * spoken in batches (the media worker is the API's). `voices` caches the voices resolved for one batch.
+   */
+  async validateForBatch(
+    principal: ApiKeyPrincipal,
+    body: SpeechInput,
+    voices: Map<string, { voice_id: string; registry_id: string | null }>,
+  ) {
+    const { model, format, characters } = this.validated(principal, body);
+    if (needsMediaWorker(format))
+      throw invalidParam('response_format', `response_format ${format} is not available in batches: use wav, pcm or mp3`);
+    const voice = voices.get(body.voice) ?? (await this.deps.voices.resolveForSpeech(principal, body.voice));
+    voices.set(body.voice, voice);
+    return {
+      model: model.id,
+      voice_id: voice.voice_id,
+      voice_registry_id: voice.registry_id,
+      input: body.input,
+      format,
+      ...(body.speed !== undefined ? { speed: body.speed } : {}),
+      characters,
+      request_fingerprint: speechFingerprint(model.id, voice.voice_id, body, format, false),
+      api_key_id: principal.key_id,
+      backend: this.deps.voices.provider.name,
+      cost_micro_eur: speechCostMicroEur(model, characters),
+    };
   }
 
   /** Validates, resolves the voice and holds the cost (or finds the request delivered before). */
