@@ -9,10 +9,8 @@ import { isUuid } from '../ids.js';
 import { microEurToEur } from '../money.js';
 import { isDependencyDown, RETRY_AFTER_S } from '../dependency-errors.js';
 import type { ApiKeyPrincipal } from '../account/workspaces.js';
-import { jobRequestOf, type VideoJobsService } from '../video-jobs/service.js';
+import { jobRequestOf, requestFingerprintOf, type VideoJobsService } from '../video-jobs/service.js';
 import { CreateVideoBody } from '../video-jobs/schemas.js';
-import { requestFingerprint } from '../video-jobs/request-fingerprint.js';
-import { inputsFingerprint } from '../video-jobs/request-inputs.js';
 import type { SpeechService } from '../voices/speech.js';
 import { CreateSpeechBody } from '../voices/schemas.js';
 import { reserveBatch, stopBatch, failBatch, type NewBatchItem } from './billing.js';
@@ -184,14 +182,7 @@ export class BatchesService {
         'body.image',
       );
     const r = this.deps.jobs.resolveRequest(principal, body);
-    const fingerprint = requestFingerprint({
-      model: r.model.id,
-      prompt: body.prompt.trim(),
-      params: r.params,
-      seed: body.seed ?? null,
-      parameters: r.parameters ?? null,
-      inputs: inputsFingerprint(body, r.inputs),
-    });
+    const fingerprint = requestFingerprintOf(body, r);
     return {
       kind: 'video',
       estimated_cost_micro_eur: r.estimated_cost_micro_eur,

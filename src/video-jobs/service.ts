@@ -85,6 +85,18 @@ interface AttemptOf {
 /** A create's request resolved against the catalog: its model, backends, inputs and price. */
 export type ResolvedVideoRequest = ReturnType<VideoJobsService['resolveRequest']>;
 
+/** What makes two creates the same request (an Idempotency-Key retry's check). */
+export function requestFingerprintOf(body: CreateVideoBody, r: ResolvedVideoRequest): Fingerprint {
+  return requestFingerprint({
+    model: r.model.id,
+    prompt: body.prompt.trim(),
+    params: r.params,
+    seed: body.seed ?? null,
+    parameters: r.parameters ?? null,
+    inputs: inputsFingerprint(body, r.inputs),
+  });
+}
+
 /** What a job's workflow input says of its request (a create's, or a batch's request: ../batches/service.ts). */
 export function jobRequestOf(body: CreateVideoBody, r: ResolvedVideoRequest) {
   return {
@@ -164,14 +176,7 @@ export class VideoJobsService {
   async create(principal: ApiKeyPrincipal, body: CreateVideoBody, idempotencyKey: string | undefined): Promise<VideoJobState> {
     const r = this.resolveRequest(principal, body);
     const job_id = idempotencyKey ? jobIdForIdempotencyKey(principal.workspace_id, idempotencyKey) : randomUUID();
-    const fingerprint = requestFingerprint({
-      model: r.model.id,
-      prompt: body.prompt.trim(),
-      params: r.params,
-      seed: body.seed ?? null,
-      parameters: r.parameters ?? null,
-      inputs: inputsFingerprint(body, r.inputs),
-    });
+    const fingerprint = requestFingerprintOf(body, r);
     // The create's own waits are measured on this host's clock, from now; what PostgreSQL compares is in `input`.
     const deadline_ms = Date.now() + this.createTimeoutMs();
     const input = await this.workflowInput(principal, body, r, job_id, fingerprint, idempotencyKey !== undefined);
