@@ -43,9 +43,10 @@ const ROOM_WAIT = '2 seconds';
 /** A batch job's charge may take this long (the database down, a worker lost) before it is refused. */
 const BATCH_JOB_ACCEPT_WINDOW_MS = 10 * 60_000;
 
-// Every step is idempotent and retried until it succeeds: a batch never stays half-run.
+// Every step is idempotent and retried until it succeeds: a batch never stays half-run. Each is short (a
+// transaction, or one speech): an attempt whose worker died is tried again after 30 s.
 const steps = proxyActivities<BatchActivities>({
-  startToCloseTimeout: '2 minutes',
+  startToCloseTimeout: '30 seconds',
   retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '30 seconds' },
 });
 
