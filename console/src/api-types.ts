@@ -71,6 +71,10 @@ export interface VideoJob {
    * The job's place in the provider's queue, where the provider says (only moves forward); null otherwise.
    */
   queue_position: number | null;
+  /**
+   * The batch that made the job (POST /v2/batches); null for a job created alone.
+   */
+  batch_id: string | null;
 }
 
 /**
@@ -269,7 +273,7 @@ export interface WebhookEndpoint {
   /**
    * Items: video.generation.failed includes cancelled jobs.
    */
-  events: ("video.generation.succeeded" | "video.generation.failed")[];
+  events: ("video.generation.succeeded" | "video.generation.failed" | "batch.completed")[];
   /**
    * Unix time (seconds).
    */
@@ -286,7 +290,7 @@ export interface WebhookEndpointCreated {
   /**
    * Items: video.generation.failed includes cancelled jobs.
    */
-  events: ("video.generation.succeeded" | "video.generation.failed")[];
+  events: ("video.generation.succeeded" | "video.generation.failed" | "batch.completed")[];
   /**
    * Unix time (seconds).
    */
@@ -317,7 +321,7 @@ export interface DeliveryAttempt {
   /**
    * video.generation.failed includes cancelled jobs.
    */
-  event_type: "video.generation.succeeded" | "video.generation.failed";
+  event_type: "video.generation.succeeded" | "video.generation.failed" | "batch.completed";
   /**
    * 1 for the first attempt of the delivery, then 2, 3, ...
    */

@@ -142,7 +142,29 @@ const createBatch = {
     'Every request is validated first as it would be alone; then the sum of their estimates is reserved as one ledger charge. Each request runs and is ' +
     'settled as it would be alone, inside the reservation; what was not used is refunded when the batch ends.',
   security: 'apiKey',
-  body: { component: 'CreateBatchBody', schema: CreateBatchBody, bytes_max: BATCH_CREATE_BODY_BYTES_MAX },
+  body: {
+    component: 'CreateBatchBody',
+    schema: CreateBatchBody,
+    bytes_max: BATCH_CREATE_BODY_BYTES_MAX,
+    example: {
+      requests: [
+        {
+          custom_id: 'clip-1',
+          method: 'POST',
+          url: '/v2/videos/generations',
+          body: { model: 'sim-video-1', prompt: 'a lighthouse at dusk', durationSeconds: 4, resolution: '720p', aspectRatio: '16:9', n: 1 },
+        },
+        {
+          custom_id: 'line-1',
+          method: 'POST',
+          url: '/v2/audio/speech',
+          body: { model: 'sim-speech-1', voice: 'sim-narrator', input: 'Hello.' },
+        },
+      ],
+      completion_window: '24h',
+      metadata: { project: 'launch' },
+    },
+  },
   responses: { '200': json(Batch, 'The batch, in progress.') },
   errors: {
     400: 'A bad request line (invalid_batch_request: the message names its 1-based line, `param` its index, e.g. `requests[6]`), or a bad parameter.',

@@ -263,7 +263,7 @@ describe('examples', () => {
         );
       }
     }
-    assert.equal(seen, 10);
+    assert.equal(seen, 11);
   });
 });
 
