@@ -4,7 +4,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Client } from '@temporalio/client';
 import type { Db } from '../db/pool.js';
-import { ApiError, fromZodError, keySpendLimitExceeded, notFound } from '../errors.js';
+import { ApiError, fromZodError, invalidParam, keySpendLimitExceeded, notFound } from '../errors.js';
 import { isUuid } from '../ids.js';
 import { microEurToEur } from '../money.js';
 import { isDependencyDown, RETRY_AFTER_S } from '../dependency-errors.js';
@@ -201,6 +201,8 @@ export class BatchesService {
   ): Promise<Pick<NewBatchItem, 'kind' | 'request' | 'estimated_cost_micro_eur'>> {
     const parsed = CreateSpeechBody.safeParse(raw);
     if (!parsed.success) throw fromZodError(parsed.error, 'body.');
+    if (parsed.data.stream_format !== undefined)
+      throw invalidParam('body.stream_format', "a batch's speech is not streamed: leave out stream_format");
     const { cost_micro_eur, ...request } = await this.deps.speech.validateForBatch(principal, parsed.data, voices);
     return { kind: 'speech', estimated_cost_micro_eur: cost_micro_eur, request };
   }

@@ -58,7 +58,9 @@ import type { VoiceConsentsService } from '../voices/consents.js';
 import type { BatchesService } from '../batches/service.js';
 import type { FilesService } from '../batches/files.js';
 import { batchRoutes } from '../batches/routes.js';
+import { openAiBatchRoutes } from '../batches/openai-routes.js';
 import * as BatchSchemas from '../batches/schemas.js';
+import * as BatchOpenAiSchemas from '../batches/openai-schemas.js';
 
 export interface AppDeps {
   db: Db;
@@ -217,6 +219,9 @@ function featureRouters(app: express.Express, deps: AppDeps, guards: CustomerGua
       more: [
         openAiSpeechRoutes({ auth, limit, speech: deps.speech }),
         ...(deps.voiceConsents ? [openAiVoiceRoutes({ auth, limit, voices: deps.voices, consents: deps.voiceConsents })] : []),
+        ...(deps.batches
+          ? [openAiBatchRoutes({ auth, limit, ...deps.batches, downloadUrls: deps.downloadUrls, publicBaseUrl: deps.publicBaseUrl })]
+          : []),
       ],
     });
   // The OpenAPI document is built from the contracts of the routers mounted here (../http/openapi.ts).
@@ -271,6 +276,7 @@ export const RESPONSE_COMPONENTS = {
   ...VideoJobOpenAiSchemas.OPENAI_RESPONSE_COMPONENTS,
   ...ModelOpenAiSchemas.OPENAI_RESPONSE_COMPONENTS,
   ...VoiceOpenAiSchemas.OPENAI_RESPONSE_COMPONENTS,
+  ...BatchOpenAiSchemas.OPENAI_RESPONSE_COMPONENTS,
 };
 
 export function createApp(deps: AppDeps): express.Express {

@@ -313,6 +313,7 @@ describe('schemas are generated from zod', () => {
       UpdateVoiceConsentBody,
       CreateOpenAiVoiceForm,
       CreateBatchBody: S.CreateBatchBody,
+      OpenAiCreateBatchBody: OS.OpenAiCreateBatchBody,
       CreateFileForm, // documentation of the multipart form
     };
     assert.deepEqual(requestComponents(), Object.keys(validators).sort());

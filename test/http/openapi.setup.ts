@@ -17,6 +17,7 @@ import * as SharedOpenAiSchemas from '../../src/http/openai/schemas.js';
 import * as VideoJobOpenAiSchemas from '../../src/video-jobs/openai-schemas.js';
 import * as ModelOpenAiSchemas from '../../src/models/openai-schemas.js';
 import * as VoiceOpenAiSchemas from '../../src/voices/openai-schemas.js';
+import * as BatchOpenAiSchemas from '../../src/batches/openai-schemas.js';
 import type { OpenApiDocument } from '../../src/http/openapi.js';
 import type { ErrorType } from '../../src/errors.js';
 import type { errorBody } from '../../src/http/errors.js';
@@ -45,7 +46,7 @@ export const S = {
   ...UsageSchemas,
   ...BatchSchemas,
 };
-export const OS = { ...SharedOpenAiSchemas, ...VideoJobOpenAiSchemas, ...ModelOpenAiSchemas, ...VoiceOpenAiSchemas };
+export const OS = { ...SharedOpenAiSchemas, ...VideoJobOpenAiSchemas, ...ModelOpenAiSchemas, ...VoiceOpenAiSchemas, ...BatchOpenAiSchemas };
 
 // ---------------------------------------------------------------------------------------------
 // Compile-time: the documented enums are the code's own, and what the presenters return has the
