@@ -26,8 +26,8 @@ const DEFAULT_BATCH_CONCURRENCY = 10;
 
 export function createBatchActivities(deps: BatchActivityDeps) {
   return {
-    claimBatchItems: (a: { batch_id: string; seq: number }): Promise<Claim> =>
-      claimBatchItems(deps.db, a.batch_id, a.seq, deps.batchConcurrency ?? DEFAULT_BATCH_CONCURRENCY),
+    claimBatchItems: (a: { batch_id: string; seq: number; adopt_running?: boolean }): Promise<Claim> =>
+      claimBatchItems(deps.db, a.batch_id, a.seq, deps.batchConcurrency ?? DEFAULT_BATCH_CONCURRENCY, a.adopt_running === true),
 
     async endBatchVideoItem(a: { batch_id: string; idx: number; refusal: ItemError | null }): Promise<void> {
       try {

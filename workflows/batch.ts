@@ -12,6 +12,7 @@
 import {
   ApplicationFailure,
   ParentClosePolicy,
+  WorkflowIdReusePolicy,
   condition,
   continueAsNew,
   proxyActivities,
@@ -77,7 +78,9 @@ export async function batchWorkflow(input: BatchWorkflowInput): Promise<void> {
     }
     if (stopRequested) stopped = true;
     if (!stopped && queued > 0 && !continuing()) {
-      const claim = await steps.claimBatchItems({ batch_id: input.batch_id, seq });
+      // A recovery run's first claim takes on what its earlier runs left running (started again: each is idempotent).
+      const adopt = input.recovered === true && seq === (input.claim_seq ?? 0);
+      const claim = await steps.claimBatchItems({ batch_id: input.batch_id, seq, ...(adopt ? { adopt_running: true } : {}) });
       seq++;
       queued = claim.queued;
       if (claim.stopping) stopped = true;
@@ -108,7 +111,7 @@ export async function batchWorkflow(input: BatchWorkflowInput): Promise<void> {
   }
 
   if (!stopped && queued > 0) {
-    await continueAsNew<typeof batchWorkflow>({ ...input, claim_seq: seq });
+    await continueAsNew<typeof batchWorkflow>({ ...input, claim_seq: seq, recovered: false });
   }
   await steps.finishBatch({ batch_id: input.batch_id });
 
@@ -123,6 +126,8 @@ export async function batchWorkflow(input: BatchWorkflowInput): Promise<void> {
         workflowId: videoJobWorkflowId(item.request_id),
         args: [videoJobInput(input, item)],
         parentClosePolicy: ParentClosePolicy.ABANDON,
+        // A job's workflow never runs twice: one that exists already (a recovery run's adopted request) is read from its row.
+        workflowIdReusePolicy: WorkflowIdReusePolicy.REJECT_DUPLICATE,
         typedSearchAttributes: videoJobStartSearchAttributes(input.workspace_id, String(item.request['model'])),
       });
       const state: VideoJobState = await child.result();

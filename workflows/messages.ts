@@ -174,6 +174,8 @@ export interface BatchWorkflowInput {
   job_timeout_ms: number;
   /** The number of the next claim of requests (0 at first; carried across continue-as-new). */
   claim_seq?: number;
+  /** Started by the reconciler (the batch's workflow had stopped): it takes on the requests left running. */
+  recovered?: boolean;
 }
 
 export const batchWorkflowId = (batch_id: string) => `batch-${batch_id}`;

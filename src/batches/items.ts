@@ -22,11 +22,11 @@ export interface Claim {
 }
 
 /**
- * Claims the batch's next requests that may start now, as claim `seq`: at most the workspace's batch
+ * Claims the batch's next requests that may start now, as claim `seq` (a retry answers the running requests it claimed): at most the workspace's batch
  * concurrency running across its batches, and video requests only while the workspace is under its
  * pending-job cap (they wait for room, never fail for it). Claims of one workspace are serialised.
  */
-export async function claimBatchItems(db: Db, batchId: string, seq: number, concurrency: number): Promise<Claim> {
+export async function claimBatchItems(db: Db, batchId: string, seq: number, concurrency: number, adoptRunning = false): Promise<Claim> {
   return inTransaction(db, async (tx) => {
     const b = await tx.query<{ workspace_id: string; ending: string | null; status: string }>(
       'SELECT workspace_id, ending, status FROM batches WHERE id = $1',
@@ -35,6 +35,9 @@ export async function claimBatchItems(db: Db, batchId: string, seq: number, conc
     const batch = b.rows[0];
     if (!batch) throw new Error(`invariant: batch ${batchId} exists`);
     await tx.query("SELECT pg_advisory_xact_lock(hashtextextended('batch_claims:' || $1, 0))", [batch.workspace_id]);
+    // A recovery run (its workflow had stopped) first takes on the requests its earlier runs left running.
+    if (adoptRunning && (await claimed(tx, batchId, seq)).length === 0)
+      await tx.query("UPDATE batch_items SET claim_seq = $2 WHERE batch_id = $1 AND status = 'running'", [batchId, seq]);
     const again = await claimed(tx, batchId, seq);
     const stopping = batch.ending !== null || !['in_progress', 'validating'].includes(batch.status);
     if (again.length > 0 || stopping) return { items: again, queued: await queuedOf(tx, batchId), stopping };
@@ -75,7 +78,8 @@ export async function claimBatchItems(db: Db, batchId: string, seq: number, conc
 
 async function claimed(tx: Tx, batchId: string, seq: number): Promise<ClaimedItem[]> {
   const r = await tx.query<ClaimedItem>(
-    'SELECT idx, kind, request_id, request, estimated_cost_micro_eur FROM batch_items WHERE batch_id = $1 AND claim_seq = $2 ORDER BY idx',
+    `SELECT idx, kind, request_id, request, estimated_cost_micro_eur FROM batch_items
+      WHERE batch_id = $1 AND claim_seq = $2 AND status = 'running' ORDER BY idx`,
     [batchId, seq],
   );
   return r.rows;
