@@ -6,6 +6,8 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ADMIN_TOKEN, assertAuditHolds, balanceMicro, http, newCustomer, startStack, type Stack } from '../helpers/stack.js';
 import { startReceiver } from '../helpers/webhook-receiver.js';
+import { batchWorkflowId } from '../../workflows/messages.js';
+import { RUN_ITEMS_MAX } from '../../workflows/batch.js';
 import { fileLines, SPEECH_CHAR_MICRO_EUR, speechLine, VIDEO_UNIT_MICRO_EUR, videoLine, waitForBatch } from './setup.js';
 
 let stack: Stack;
@@ -236,4 +238,24 @@ test('an uploaded JSONL file runs as a batch; batch.completed is sent to subscri
   } finally {
     await receiver.close();
   }
+});
+
+test('a batch longer than one run continues as new, its history bounded, and runs every request once', async () => {
+  const c = await newCustomer(stack, 20);
+  const requests = Array.from({ length: RUN_ITEMS_MAX + 15 }, (_, i) => speechLine(`s-${i}`, `line ${i}`));
+  const created = await http(stack.baseUrl, 'POST', '/v2/batches', { token: c.key, json: { requests } });
+  assert.equal(created.status, 200, JSON.stringify(created.body));
+  const batch = await waitForBatch(stack, c.key, created.body.id, 180_000);
+  assert.equal(batch.status, 'completed');
+  assert.deepEqual(batch.request_counts, { total: requests.length, completed: requests.length, failed: 0 });
+  const chars = requests.reduce((s, r) => s + r.body.input.length, 0);
+  assert.equal(await balanceMicro(stack, c.workspaceId), 20_000_000 - chars * SPEECH_CHAR_MICRO_EUR);
+  const rows = await stack.db.query('SELECT count(*)::int AS n FROM speech_requests WHERE batch_id = $1', [batch.id]);
+  assert.equal(rows.rows[0].n, requests.length);
+  // The last run was continued from an earlier one, and each run's history stays small.
+  const history = await stack.api.temporal.workflow.getHandle(batchWorkflowId(batch.id)).fetchHistory();
+  const started = history.events![0]!.workflowExecutionStartedEventAttributes!;
+  assert.ok(started.continuedExecutionRunId, 'the batch continued as new');
+  assert.ok(history.events!.length < 1_000, `${history.events!.length} events in the last run`);
+  await assertAuditHolds(stack);
 });
