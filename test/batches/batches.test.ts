@@ -8,6 +8,7 @@ import { ADMIN_TOKEN, assertAuditHolds, balanceMicro, http, newCustomer, startSt
 import { startReceiver } from '../helpers/webhook-receiver.js';
 import { batchWorkflowId } from '../../workflows/messages.js';
 import { RUN_ITEMS_MAX } from '../../workflows/batch.js';
+import { BatchEvent } from '../../src/batches/schemas.js';
 import { fileLines, SPEECH_CHAR_MICRO_EUR, speechLine, VIDEO_UNIT_MICRO_EUR, videoLine, waitForBatch } from './setup.js';
 
 let stack: Stack;
@@ -219,7 +220,7 @@ test('an uploaded JSONL file runs as a batch; batch.completed is sent to subscri
     assert.equal(batch.status, 'completed');
     assert.equal(batch.error_file_id, null);
     const [delivery] = await receiver.waitFor(1, 30_000);
-    const event = JSON.parse(delivery!.body);
+    const event = BatchEvent.parse(JSON.parse(delivery!.body));
     assert.equal(event.type, 'batch.completed');
     assert.equal(event.data.id, batch.id);
     assert.equal(event.data.status, 'completed');
