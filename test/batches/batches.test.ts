@@ -62,6 +62,9 @@ test('a mixed batch runs every request once and settles exactly: one reservation
     errors.map((l) => [l.custom_id, l.response, l.error.code]),
     [['v-fail', null, 'generation_failed']],
   );
+  const listed = await http(stack.baseUrl, 'GET', '/v2/batches?limit=1', { token: c.key });
+  assert.deepEqual([listed.body.data.map((b: any) => b.id), listed.body.has_more], [[batch.id], false]);
+  assert.deepEqual(listed.body.data[0].metadata, { run: 'one' });
   // The batch's jobs are listed with it.
   const jobs = await http(stack.baseUrl, 'GET', '/v2/videos/generations', { token: c.key });
   assert.equal(jobs.body.data.length, 3);
