@@ -103,7 +103,8 @@ const TAGS = [
   {
     name: 'Batches',
     description:
-      'Many video and speech requests as one: uploaded batch files, batches (one reservation of their estimates, run durably with bounded concurrency), and their output and error files.',
+      'Many video and speech requests as one: uploaded batch files, batches (one reservation of their estimates, run durably ' +
+      'with bounded concurrency), and their output and error files.',
   },
   { name: 'Admin', description: 'Operators only: workspaces, credits, API keys, ledger audit. Bearer ADMIN_TOKEN.' },
   { name: 'Service', description: 'Health, readiness and this documentation.' },
