@@ -3,8 +3,9 @@ import { createVideoJobActivities, type VideoJobActivityDeps } from './video-job
 import { createVoiceActivities, type VoiceActivityDeps } from './voice.js';
 import { createReconcilerActivities, type ReconcilerActivityDeps } from './reconciler.js';
 import { createWebhookActivities, type WebhookActivityDeps } from './webhook.js';
+import { createBatchActivities, type BatchActivityDeps } from './batch.js';
 
-export type ActivityDeps = VideoJobActivityDeps & VoiceActivityDeps & ReconcilerActivityDeps & WebhookActivityDeps;
+export type ActivityDeps = VideoJobActivityDeps & VoiceActivityDeps & ReconcilerActivityDeps & WebhookActivityDeps & BatchActivityDeps;
 
 export function createActivities(deps: ActivityDeps) {
   return {
@@ -12,5 +13,6 @@ export function createActivities(deps: ActivityDeps) {
     ...createVoiceActivities(deps),
     ...createReconcilerActivities(deps),
     ...createWebhookActivities(deps),
+    ...createBatchActivities(deps),
   };
 }

@@ -12,6 +12,7 @@ import { runningVideoJobIds, videoJobWorkflowState } from '../src/temporal/workf
 import { dispatchUndispatched } from '../src/webhooks/dispatch.js';
 import { readVideoJob } from '../src/video-jobs/records.js';
 import { restartVideoJob } from '../src/video-jobs/recovery.js';
+import { restartLostBatches } from '../src/batches/recovery.js';
 import { discardOrphanVideoJobInputs } from '../src/video-jobs/images.js';
 import { startPendingVoiceDeletions } from '../src/voices/service.js';
 import { expireSpeechAudio } from '../src/storage/retention.js';
@@ -51,6 +52,8 @@ export interface ReconcileReport {
   speech_audio_expired: number;
   /** Consent recordings removed from storage: of deleted consents, and of uploads that never finished. */
   consent_recordings_removed: number;
+  /** Batches whose workflow was not running while they were, given a recovery run. */
+  batches_restarted?: string[];
 }
 
 const DELIVERIES_PER_RUN = 500;
@@ -227,6 +230,9 @@ const consentRowFailed = (deps: ReconcilerActivityDeps) => (consent_id: string, 
 async function reconcileMoney(deps: ReconcilerActivityDeps): Promise<ReconcileReport> {
   const ctx = Context.current();
   const jobs = await restartLostJobs(deps, ctx);
+  const batches = await step(deps, ctx, 'batches', [] as string[], () =>
+    restartLostBatches(deps.db, ctx.client, deps.taskQueue, deps.video.jobTimeoutMs),
+  );
   const swept = await sweep(deps, ctx);
   reconcilerRuns.inc();
   reconcilerFindings.inc({ finding: 'job_restarted' }, jobs.jobs_restarted.length);
@@ -246,6 +252,7 @@ async function reconcileMoney(deps: ReconcilerActivityDeps): Promise<ReconcileRe
     speech_holds_captured: swept.speech_holds_captured,
     webhook_deliveries_started: swept.webhook_deliveries_started,
     orphan_inputs_deleted: swept.orphan_inputs_deleted,
+    batches_restarted: batches,
   };
 }
 

@@ -16,6 +16,7 @@ import {
   videoJobsSettledByBackend,
 } from '../src/metrics.js';
 import * as billing from '../src/video-jobs/billing.js';
+import { chargeBatchVideoJob } from '../src/batches/billing.js';
 import {
   type AcceptanceDecision,
   type ChargeResult,
@@ -121,8 +122,12 @@ function dispatchAlertsAfterCharge(deps: VideoJobActivityDeps, workspaceId: stri
 
 /** Prices the job from the catalog (never from the request) and charges it; see billing's chargeVideoJob. */
 async function chargeVideoJob(deps: VideoJobActivityDeps, job: VideoJobCharge): Promise<ChargeResult> {
-  const priced = catalogPrice(deps, job);
-  const result = await billing.chargeVideoJob(deps.db, { ...job, estimated_cost_micro_eur: priced });
+  // A batch's job is charged the estimate its batch reserved for it, from that reservation.
+  const priced = job.batchId === undefined ? catalogPrice(deps, job) : job.estimated_cost_micro_eur;
+  const result =
+    job.batchId === undefined
+      ? await billing.chargeVideoJob(deps.db, { ...job, estimated_cost_micro_eur: priced })
+      : await chargeBatchVideoJob(deps.db, job.batchId, job);
   const fields = {
     job_id: job.jobId,
     attempt_id: job.attemptId,

@@ -93,6 +93,7 @@ const EnvSchema = z.object({
   PROVIDER_CALLBACKS_PER_SOURCE_PER_MINUTE: intFrom(1, 1_000_000).default(PROVIDER_CALLBACK_LIMITS.per_source_per_minute),
   PROVIDER_CALLBACK_READS_MAX: intFrom(1, 1_000).default(PROVIDER_CALLBACK_LIMITS.reads_max),
   MAX_PENDING_JOBS_PER_WORKSPACE: intFrom(1, 1_000_000).default(50),
+  BATCH_CONCURRENCY: intFrom(1, 1_000).default(10),
   VOICE_CLONES_PER_WORKSPACE: intFrom(1, 10_000).default(10),
   WEBHOOK_MAX_CONCURRENT_ATTEMPTS_PER_WORKSPACE: intFrom(1, 1_000).default(4),
   SPEECH_AUDIO_RETENTION_MS: intFrom(60_000, 365 * 24 * 3_600_000).default(24 * 3_600_000),
@@ -176,6 +177,8 @@ export interface Config {
   providerCallbackLimits: { per_source_per_minute: number; reads_max: number };
   /** Jobs a workspace may have pending at once unless the admin API sets its own figure (429 beyond). */
   pendingJobsPerWorkspaceMax: number;
+  /** Requests of a workspace's batches in flight at once (BATCH_CONCURRENCY). */
+  batchConcurrency: number;
   /** Cloned voices a workspace may hold at once (each takes a slot of the shared provider account). */
   voiceClonesPerWorkspace: number;
   /** How long delivered speech audio is kept for replays of its Idempotency-Key (then 410). */
@@ -398,6 +401,7 @@ export function loadConfig(
     rateLimitReadsPerMinute: e.RATE_LIMIT_READS_PER_MINUTE,
     providerCallbackLimits: { per_source_per_minute: e.PROVIDER_CALLBACKS_PER_SOURCE_PER_MINUTE, reads_max: e.PROVIDER_CALLBACK_READS_MAX },
     pendingJobsPerWorkspaceMax: e.MAX_PENDING_JOBS_PER_WORKSPACE,
+    batchConcurrency: e.BATCH_CONCURRENCY,
     voiceClonesPerWorkspace: e.VOICE_CLONES_PER_WORKSPACE,
     speechAudioRetentionMs: e.SPEECH_AUDIO_RETENTION_MS,
     speechSocket: {

@@ -3,3 +3,4 @@ export { videoJobWorkflow } from './video-job.js';
 export { voiceDeletionWorkflow } from './voice-deletion.js';
 export { reconcileWorkflow } from './reconciler.js';
 export { webhookDeliveryWorkflow } from './webhook-delivery.js';
+export { batchWorkflow } from './batch.js';

@@ -76,6 +76,8 @@ export interface VideoJobInput {
    * fails the job with a full refund.
    */
   recovery?: { operation_id: string | null };
+  /** The batch the job belongs to: its charge is drawn from the batch's reservation, its refund goes back into it. */
+  batch_id?: string;
 }
 
 /**
@@ -110,6 +112,8 @@ export interface VideoJobState {
   progress: number | null;
   /** The job's place in the provider's queue, where the provider says (null otherwise). */
   queue_position: number | null;
+  /** The batch the job belongs to (kept in its row; the workflow's own state does not carry it). */
+  batch_id?: string | null;
 }
 
 /** How a provider operation ended, as the poller (or a verified provider callback) reports it. */
@@ -159,3 +163,21 @@ export const videoJobStartSearchAttributes = (workspace_id: string, model: strin
 ];
 
 export const videoJobWorkflowId = (job_id: string) => `video-job-${job_id}`;
+
+/** What the batch workflow (./batch.ts) is given; a continued run carries on from `claim_seq`. */
+export interface BatchWorkflowInput {
+  batch_id: string;
+  workspace_id: string;
+  /** The end of its completion window: requests not started by then fail (expired). */
+  expires_at_ms: number;
+  /** A batch job's deadline, from when it starts. */
+  job_timeout_ms: number;
+  /** The number of the next claim of requests (0 at first; carried across continue-as-new). */
+  claim_seq?: number;
+  /** Started by the reconciler (the batch's workflow had stopped): it takes on the requests left running. */
+  recovered?: boolean;
+}
+
+export const batchWorkflowId = (batch_id: string) => `batch-${batch_id}`;
+/** Stop: nothing more of the batch starts; requests running finish (the API released the others' share). */
+export const stopBatchSignal = defineSignal('stopBatch');

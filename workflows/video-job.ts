@@ -390,6 +390,7 @@ async function charge(input: VideoJobInput, state: VideoJobState): Promise<boole
           apiKeyId: input.api_key_id,
           backend: input.backends[0],
           deadline_at_ms: input.deadline_at_ms,
+          ...(input.batch_id !== undefined ? { batchId: input.batch_id } : {}),
         }),
       );
     } catch {

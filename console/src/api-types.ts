@@ -71,6 +71,10 @@ export interface VideoJob {
    * The job's place in the provider's queue, where the provider says (only moves forward); null otherwise.
    */
   queue_position: number | null;
+  /**
+   * The batch that made the job (POST /v2/batches); null for a job created alone.
+   */
+  batch_id: string | null;
 }
 
 /**
@@ -310,9 +314,15 @@ export interface WebhookEndpoint {
   object: "webhook_endpoint";
   url: string;
   /**
-   * Items: video.generation.failed includes cancelled jobs; balance.low: a charge left the balance below the low balance alert; api_key.spend_threshold: a key's charges reached 50, 80 or 100 % of its spend limit.
+   * Items: video.generation.failed includes cancelled jobs; balance.low: a charge left the balance below the low balance alert; api_key.spend_threshold: a key's charges reached 50, 80 or 100 % of its spend limit; batch.completed: a batch ended, however it ended.
    */
-  events: ("video.generation.succeeded" | "video.generation.failed" | "balance.low" | "api_key.spend_threshold")[];
+  events: (
+    | "video.generation.succeeded"
+    | "video.generation.failed"
+    | "balance.low"
+    | "api_key.spend_threshold"
+    | "batch.completed"
+  )[];
   /**
    * Unix time (seconds).
    */
@@ -327,9 +337,15 @@ export interface WebhookEndpointCreated {
   object: "webhook_endpoint";
   url: string;
   /**
-   * Items: video.generation.failed includes cancelled jobs; balance.low: a charge left the balance below the low balance alert; api_key.spend_threshold: a key's charges reached 50, 80 or 100 % of its spend limit.
+   * Items: video.generation.failed includes cancelled jobs; balance.low: a charge left the balance below the low balance alert; api_key.spend_threshold: a key's charges reached 50, 80 or 100 % of its spend limit; batch.completed: a batch ended, however it ended.
    */
-  events: ("video.generation.succeeded" | "video.generation.failed" | "balance.low" | "api_key.spend_threshold")[];
+  events: (
+    | "video.generation.succeeded"
+    | "video.generation.failed"
+    | "balance.low"
+    | "api_key.spend_threshold"
+    | "batch.completed"
+  )[];
   /**
    * Unix time (seconds).
    */
@@ -358,9 +374,14 @@ export interface DeliveryAttempt {
    */
   event_id: string;
   /**
-   * video.generation.failed includes cancelled jobs; balance.low: a charge left the balance below the low balance alert; api_key.spend_threshold: a key's charges reached 50, 80 or 100 % of its spend limit.
+   * video.generation.failed includes cancelled jobs; balance.low: a charge left the balance below the low balance alert; api_key.spend_threshold: a key's charges reached 50, 80 or 100 % of its spend limit; batch.completed: a batch ended, however it ended.
    */
-  event_type: "video.generation.succeeded" | "video.generation.failed" | "balance.low" | "api_key.spend_threshold";
+  event_type:
+    | "video.generation.succeeded"
+    | "video.generation.failed"
+    | "balance.low"
+    | "api_key.spend_threshold"
+    | "batch.completed";
   /**
    * 1 for the first attempt of the delivery, then 2, 3, ...
    */

@@ -163,6 +163,24 @@ export const LedgerAudit = z
         'Usage rows whose counters (requests, succeeded, failed, pending, charged, refunded, cost, videos, video_seconds, characters) ' +
           'differ from those of the requests created in their hour.',
       ),
+    batches_checked: z.int().nonnegative(),
+    batch_mismatches: z
+      .array(
+        z.strictObject({
+          batch_id: Uuid,
+          status: z.string(),
+          reserved_micro_eur: MicroEuros,
+          requests_micro_eur: MicroEuros,
+          released_micro_eur: MicroEuros,
+          remaining_micro_eur: MicroEuros,
+          ledger_charged_micro_eur: MicroEuros,
+          ledger_refunded_micro_eur: MicroEuros,
+        }),
+      )
+      .describe(
+        "Batches whose reservation is not their requests' net charges + released + remaining, whose ledger entries are not " +
+          'the reservation and the releases, or that ended with part of the reservation neither used nor released.',
+      ),
   })
   .describe(
     'ok: every balance equals the sum of its ledger entries, every speech hold is backed by a request in ' +

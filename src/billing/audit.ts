@@ -41,6 +41,24 @@ export interface AuditReport {
   usage_rows_checked: number;
   /** Rollup rows whose counters differ from what their requests' rows say. */
   usage_row_mismatches: UsageRowMismatch[];
+  batches_checked: number;
+  /**
+   * Batches whose reservation is not its requests' net charges + what it released + what remains, whose
+   * ledger entries are not its reservation (one charge) and its releases, or that ended with money left.
+   */
+  batch_mismatches: BatchMismatch[];
+}
+
+export interface BatchMismatch {
+  batch_id: string;
+  status: string;
+  reserved_micro_eur: number;
+  /** Its requests' net charges: jobs' costs (estimates while pending), speech delivered. */
+  requests_micro_eur: number;
+  released_micro_eur: number;
+  remaining_micro_eur: number;
+  ledger_charged_micro_eur: number;
+  ledger_refunded_micro_eur: number;
 }
 
 export interface AuditOptions {
@@ -63,7 +81,8 @@ export async function auditLedger(db: Db, opts: AuditOptions = {}): Promise<Audi
     const unsettled = await readUnsettled(tx, margin_ms);
     const topups = await readTopups(tx);
     const usage = { usage: await readUsageMismatches(tx) };
-    return { ...accounts, ...charges, ...unsettled, ...topups, ...usage };
+    const batches = await readBatches(tx);
+    return { ...accounts, ...charges, ...unsettled, ...topups, ...usage, ...batches };
   });
   if (opts.workflowStates && snapshot.pending.length > 0) await findStoppedWorkflows(db, snapshot, opts.workflowStates);
   return toReport(snapshot);
@@ -72,7 +91,8 @@ export async function auditLedger(db: Db, opts: AuditOptions = {}): Promise<Audi
 type Snapshot = Awaited<ReturnType<typeof readAccounts>> &
   Awaited<ReturnType<typeof readCharges>> &
   Awaited<ReturnType<typeof readUnsettled>> &
-  Awaited<ReturnType<typeof readTopups>> & { usage: Awaited<ReturnType<typeof readUsageMismatches>> };
+  Awaited<ReturnType<typeof readTopups>> &
+  Awaited<ReturnType<typeof readBatches>> & { usage: Awaited<ReturnType<typeof readUsageMismatches>> };
 
 /** Workspaces' balances and holds, and API keys' spend, that differ from what their entries and requests say. */
 async function readAccounts(tx: Tx) {
@@ -84,11 +104,15 @@ async function readAccounts(tx: Tx) {
     `SELECT w.id AS workspace_id, w.held_micro_eur, COALESCE(SUM(s.cost_micro_eur) FILTER (WHERE s.status = 'held'), 0)::bigint AS holds_sum_micro_eur
        FROM workspaces w LEFT JOIN speech_requests s ON s.workspace_id = w.id GROUP BY w.id`,
   );
-  // A key's spend is what its jobs charged net of refunds, plus its speech delivered or held.
+  // A key's spend is what its jobs charged net of refunds, plus its speech delivered or held, plus its batches' reservations net of releases.
   const keys = await tx.query<{ api_key_id: string; spent_micro_eur: number; charged_micro_eur: number }>(
     `SELECT k.id AS api_key_id, k.spent_micro_eur,
-            (COALESCE((SELECT SUM(COALESCE(j.cost_micro_eur, j.estimated_cost_micro_eur)) FROM video_jobs j WHERE j.api_key_id = k.id), 0)
-           + COALESCE((SELECT SUM(s.cost_micro_eur) FROM speech_requests s WHERE s.api_key_id = k.id AND s.status IN ('delivered', 'held')), 0))::bigint
+            (COALESCE((SELECT SUM(COALESCE(j.cost_micro_eur, j.estimated_cost_micro_eur)) FROM video_jobs j
+                        WHERE j.api_key_id = k.id AND j.batch_id IS NULL), 0)
+           + COALESCE((SELECT SUM(s.cost_micro_eur) FROM speech_requests s
+                        WHERE s.api_key_id = k.id AND s.status IN ('delivered', 'held') AND s.batch_id IS NULL), 0)
+           -- a batch's requests spend from its reservation, which moved the key's spend (less what it released)
+           + COALESCE((SELECT SUM(b.reserved_micro_eur - b.released_micro_eur) FROM batches b WHERE b.api_key_id = k.id), 0))::bigint
               AS charged_micro_eur
        FROM api_keys k`,
   );
@@ -118,7 +142,8 @@ async function readCharges(tx: Tx) {
     ledger_net_charge_micro_eur: number;
   }>(
     `SELECT j.id AS job_id, j.status,
-            COALESCE(j.cost_micro_eur, j.estimated_cost_micro_eur) AS expected_net_charge_micro_eur,
+            -- a batch's job has no entry of its own: its charge is drawn from the batch's reservation (readBatches)
+            CASE WHEN j.batch_id IS NULL THEN COALESCE(j.cost_micro_eur, j.estimated_cost_micro_eur) ELSE 0 END AS expected_net_charge_micro_eur,
             (-COALESCE(SUM(l.amount_micro_eur), 0))::bigint AS ledger_net_charge_micro_eur
        FROM video_jobs j LEFT JOIN ledger_entries l ON l.video_job_id = j.id GROUP BY j.id
      UNION ALL
@@ -142,7 +167,7 @@ async function readCharges(tx: Tx) {
   );
   // A delivered speech request's net charge is its cost; a held or released one's is nothing.
   const speech = await tx.query<{ speech_request_id: string; cost_micro_eur: number; ledger_net_charge_micro_eur: number }>(
-    `SELECT s.id AS speech_request_id, CASE WHEN s.status = 'delivered' THEN s.cost_micro_eur ELSE 0 END AS cost_micro_eur,
+    `SELECT s.id AS speech_request_id, CASE WHEN s.status = 'delivered' AND s.batch_id IS NULL THEN s.cost_micro_eur ELSE 0 END AS cost_micro_eur,
             (-COALESCE(SUM(l.amount_micro_eur), 0))::bigint AS ledger_net_charge_micro_eur
        FROM speech_requests s LEFT JOIN ledger_entries l ON l.speech_request_id = s.id GROUP BY s.id`,
   );
@@ -193,6 +218,36 @@ async function readUnsettled(tx: Tx, margin_ms: number) {
   };
 }
 
+/**
+ * Every batch: its reservation = its requests' net charges + released + remaining; its ledger entries
+ * one charge of the reservation and refunds of what it released; nothing remaining once it ended.
+ */
+async function readBatches(tx: Tx) {
+  const r = await tx.query<BatchMismatch>(
+    `SELECT b.id AS batch_id, b.status, b.reserved_micro_eur, b.released_micro_eur, b.remaining_micro_eur,
+            (COALESCE((SELECT SUM(COALESCE(j.cost_micro_eur, j.estimated_cost_micro_eur)) FROM video_jobs j WHERE j.batch_id = b.id), 0)
+           + COALESCE((SELECT SUM(s.cost_micro_eur) FROM speech_requests s WHERE s.batch_id = b.id AND s.status = 'delivered'), 0))::bigint
+              AS requests_micro_eur,
+            (-COALESCE((SELECT SUM(l.amount_micro_eur) FROM ledger_entries l WHERE l.batch_id = b.id AND l.kind = 'charge'
+                         AND l.workspace_id = b.workspace_id), 0))::bigint AS ledger_charged_micro_eur,
+            COALESCE((SELECT SUM(l.amount_micro_eur) FROM ledger_entries l WHERE l.batch_id = b.id AND l.kind = 'refund'
+                       AND l.workspace_id = b.workspace_id), 0)::bigint AS ledger_refunded_micro_eur
+       FROM batches b`,
+  );
+  const wrong = (m: BatchMismatch) =>
+    m.reserved_micro_eur !== m.requests_micro_eur + m.released_micro_eur + m.remaining_micro_eur ||
+    m.ledger_charged_micro_eur !== m.reserved_micro_eur ||
+    m.ledger_refunded_micro_eur !== m.released_micro_eur ||
+    (['completed', 'cancelled', 'expired', 'failed'].includes(m.status) && m.remaining_micro_eur !== 0);
+  const rows = r.rows.map((m) => ({
+    ...m,
+    requests_micro_eur: Number(m.requests_micro_eur),
+    ledger_charged_micro_eur: Number(m.ledger_charged_micro_eur),
+    ledger_refunded_micro_eur: Number(m.ledger_refunded_micro_eur),
+  }));
+  return { batches_checked: rows.length, batches: rows.filter(wrong) };
+}
+
 /** Top-ups that are not exactly one entry of their workspace and amount, and the ledger's size. */
 async function readTopups(tx: Tx) {
   // A top-up is one ledger entry, of its workspace and amount; an entry of kind topup always names one.
@@ -238,7 +293,8 @@ function toReport(report: Snapshot): AuditReport {
     report.staleHolds.length === 0 &&
     report.topups.length === 0 &&
     report.usage.ledger.length === 0 &&
-    report.usage.rows.length === 0;
+    report.usage.rows.length === 0 &&
+    report.batches.length === 0;
   return {
     ok,
     workspaces_checked: report.workspaces,
@@ -258,5 +314,7 @@ function toReport(report: Snapshot): AuditReport {
     usage_ledger_mismatches: report.usage.ledger,
     usage_rows_checked: report.usage.rows_checked,
     usage_row_mismatches: report.usage.rows,
+    batches_checked: report.batches_checked,
+    batch_mismatches: report.batches.slice(0, MISMATCHES_LISTED_MAX),
   };
 }

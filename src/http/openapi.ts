@@ -102,6 +102,12 @@ const TAGS = [
   },
   { name: 'Billing', description: "The workspace's balance and ledger statement." },
   { name: 'Files', description: 'Generated files behind signed, expiring URLs.' },
+  {
+    name: 'Batches',
+    description:
+      'Many video and speech requests as one: uploaded batch files, batches (one reservation of their estimates, run durably ' +
+      'with bounded concurrency), and their output and error files.',
+  },
   { name: 'Admin', description: 'Operators only: workspaces, credits, API keys, ledger audit. Bearer ADMIN_TOKEN.' },
   { name: 'Service', description: 'Health, readiness and this documentation.' },
   {

@@ -5,6 +5,8 @@ import { Client, type Connection } from '@temporalio/client';
 import { ConfigError, type Config } from '../config.js';
 import type { Db } from '../db/pool.js';
 import { VoicesService } from '../voices/service.js';
+import { FilesService } from '../batches/files.js';
+import { BatchesService } from '../batches/service.js';
 import { SpeechService } from '../voices/speech.js';
 import { SpeechTokens } from '../voices/speech-tokens.js';
 import { SpeechSocketServer } from '../voices/speech-socket.js';
@@ -230,6 +232,16 @@ function buildApp(parts: AppParts): { app: http.RequestListener; speech: SpeechS
   const { config, db, storage, temporal, ffmpeg } = parts;
   const { jobs, lifecycle, voices } = createWorkflowServices(parts);
   const speech = new SpeechService({ db, voices, storage, ffmpeg, afterCharge: alertDispatcher(parts) });
+  const files = new FilesService({ db, storage });
+  const batches = new BatchesService({
+    db,
+    temporal,
+    taskQueue: config.temporal.taskQueue,
+    jobs,
+    speech,
+    files,
+    job_timeout_ms: config.video.jobTimeoutMs,
+  });
   const app = createApp({
     db,
     databasePoolMax: config.databasePoolMax,
@@ -239,6 +251,7 @@ function buildApp(parts: AppParts): { app: http.RequestListener; speech: SpeechS
     voices,
     speech,
     speechTokens: parts.speechTokens,
+    batches: { batches, files },
     ffmpeg,
     webhooks: new WebhooksService({ db, policy: { production: config.production } }),
     logger: parts.logger,

@@ -58,6 +58,12 @@ import { openAiRoutes } from './openai-app.js';
 import { openAiSpeechRoutes } from '../voices/openai-speech-routes.js';
 import { openAiVoiceRoutes } from '../voices/openai-routes.js';
 import type { VoiceConsentsService } from '../voices/consents.js';
+import type { BatchesService } from '../batches/service.js';
+import type { FilesService } from '../batches/files.js';
+import { batchRoutes } from '../batches/routes.js';
+import { openAiBatchRoutes } from '../batches/openai-routes.js';
+import * as BatchSchemas from '../batches/schemas.js';
+import * as BatchOpenAiSchemas from '../batches/openai-schemas.js';
 
 export interface AppDeps {
   db: Db;
@@ -71,6 +77,8 @@ export interface AppDeps {
   speech: SpeechService;
   /** The speech WebSocket's tokens (POST /v2/audio/speech/tokens); unset = that route answers 503. */
   speechTokens?: SpeechTokens;
+  /** Batches and their files (/v2/batches, /v2/files/{id}); unset = not mounted. */
+  batches?: { batches: BatchesService; files: FilesService };
   webhooks: WebhooksService;
   logger: Logger;
   adminToken: string;
@@ -219,6 +227,9 @@ function featureRouters(app: express.Express, deps: AppDeps, guards: CustomerGua
       more: [
         openAiSpeechRoutes({ auth, limit, speech: deps.speech }),
         ...(deps.voiceConsents ? [openAiVoiceRoutes({ auth, limit, voices: deps.voices, consents: deps.voiceConsents })] : []),
+        ...(deps.batches
+          ? [openAiBatchRoutes({ auth, limit, ...deps.batches, downloadUrls: deps.downloadUrls, publicBaseUrl: deps.publicBaseUrl })]
+          : []),
       ],
     });
   // The OpenAPI document is built from the contracts of the routers mounted here (../http/openapi.ts).
@@ -240,6 +251,10 @@ function featureRouters(app: express.Express, deps: AppDeps, guards: CustomerGua
     statementRoutes({ auth, db: deps.db }),
     accountRoutes({ auth, limit, db: deps.db }),
     usageRoutes({ auth, admin: requireAdmin(deps.adminToken), db: deps.db }),
+    // Before the signed downloads' /v2/files/<key>: a batch file's id is one path segment, a storage key never is.
+    ...(deps.batches
+      ? [batchRoutes({ auth, limit, ...deps.batches, downloadUrls: deps.downloadUrls, publicBaseUrl: deps.publicBaseUrl })]
+      : []),
     ...(deps.files ? [fileRoutes(deps.files)] : []),
     adminRoutes({
       db: deps.db,
@@ -265,10 +280,12 @@ export const RESPONSE_COMPONENTS = {
   ...AccountSchemas.RESPONSE_COMPONENTS,
   ...WebhookSchemas.RESPONSE_COMPONENTS,
   ...UsageSchemas.RESPONSE_COMPONENTS,
+  ...BatchSchemas.RESPONSE_COMPONENTS,
   ...SharedOpenAiSchemas.OPENAI_RESPONSE_COMPONENTS,
   ...VideoJobOpenAiSchemas.OPENAI_RESPONSE_COMPONENTS,
   ...ModelOpenAiSchemas.OPENAI_RESPONSE_COMPONENTS,
   ...VoiceOpenAiSchemas.OPENAI_RESPONSE_COMPONENTS,
+  ...BatchOpenAiSchemas.OPENAI_RESPONSE_COMPONENTS,
 };
 
 export function createApp(deps: AppDeps): express.Express {

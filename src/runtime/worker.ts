@@ -147,6 +147,7 @@ function createWorkerActivities(opts: StartWorkerOptions, storage: Storage) {
     webhookPolicy: { production: opts.config.production },
     retention: { speech_audio_ms: opts.config.speechAudioRetentionMs },
     webhookAttemptsPerWorkspace: opts.config.webhooks.concurrentAttemptsPerWorkspaceMax,
+    batchConcurrency: opts.config.batchConcurrency,
   });
   return { activities, videoProviders };
 }

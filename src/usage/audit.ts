@@ -1,7 +1,8 @@
 // The usage part of the ledger audit (src/billing/audit.ts): the rollups equal the ledger, and what the
 // requests' rows say. Read in the audit's snapshot.
 //   1. Per workspace: the rollups' charged and refunded are the ledger's charges and refunds, and their
-//      cost is what the ledger kept net of every pending job's charge (the estimate it still holds).
+//      cost is what the ledger kept net of every pending job's charge (the estimate it still holds). A
+//      batch's reservation and releases count as its requests' own charges and refunds, drawn from it.
 //   2. Per rollup row (workspace, hour, kind, model, API key, backend): its counters are those of the
 //      jobs, speech requests and voice clones created in that hour with those fields, as they stand.
 import type { Tx } from '../db/pool.js';
@@ -64,10 +65,17 @@ export async function readUsageMismatches(
   const ledger = await tx.query<{ workspace_id: string; r: string[]; l: string[] }>(
     `WITH r AS (SELECT workspace_id, sum(charged_micro_eur) AS charged, sum(refunded_micro_eur) AS refunded, sum(cost_micro_eur) AS cost
                   FROM usage_rollups GROUP BY workspace_id),
-          l AS (SELECT workspace_id, -COALESCE(sum(amount_micro_eur) FILTER (WHERE kind = 'charge'), 0) AS charged,
-                       COALESCE(sum(amount_micro_eur) FILTER (WHERE kind = 'refund'), 0) AS refunded,
-                       -COALESCE(sum(amount_micro_eur) FILTER (WHERE kind IN ('charge', 'refund')), 0) AS kept
-                  FROM ledger_entries GROUP BY workspace_id),
+          -- A batch's entries (its reservation, its releases) stand for its requests' charges and refunds, drawn from
+          -- and returned into the reservation (the ledger audit checks reservation = requests + released + remaining).
+          l0 AS (SELECT workspace_id, -COALESCE(sum(amount_micro_eur) FILTER (WHERE kind = 'charge'), 0) AS charged,
+                        COALESCE(sum(amount_micro_eur) FILTER (WHERE kind = 'refund'), 0) AS refunded
+                   FROM ledger_entries WHERE batch_id IS NULL GROUP BY workspace_id
+                 UNION ALL
+                 SELECT workspace_id, sum(estimated_cost_micro_eur), sum(refunded_micro_eur) FROM video_jobs WHERE batch_id IS NOT NULL GROUP BY workspace_id
+                 UNION ALL
+                 SELECT workspace_id, sum(cost_micro_eur), 0 FROM speech_requests WHERE batch_id IS NOT NULL AND status = 'delivered' GROUP BY workspace_id),
+          l AS (SELECT workspace_id, sum(charged) AS charged, sum(refunded) AS refunded, sum(charged) - sum(refunded) AS kept
+                  FROM l0 GROUP BY workspace_id),
           p AS (SELECT workspace_id, sum(estimated_cost_micro_eur) AS held FROM video_jobs WHERE status = 'pending' GROUP BY workspace_id)
      SELECT w.id AS workspace_id,
             ARRAY[COALESCE(r.charged, 0), COALESCE(r.refunded, 0), COALESCE(r.cost, 0)]::bigint[] AS r,

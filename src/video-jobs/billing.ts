@@ -12,6 +12,7 @@ import { assertMicroEur } from '../money.js';
 import type { VideoParams } from '../models/values.js';
 import { applyEntry, lockWorkspaceBalance, NotFoundError, spendFromKey } from '../billing/ledger.js';
 import { insertJobEvent, prepareJobEvent, type JobEventContext } from '../webhooks/events.js';
+import { refundIntoBatch } from '../batches/billing.js';
 
 // A job's charge entry is keyed `video_job:<id>:charge` (written by video_job_charge, 008_video_job_charge.sql).
 export const refundKey = (jobId: string) => `video_job:${jobId}:refund`;
@@ -51,6 +52,8 @@ export interface VideoJobCharge {
   apiKeyId?: string | undefined;
   backend?: string | undefined;
   deadline_at_ms?: number | undefined;
+  /** A batch's job: charged from the batch's reservation (../batches/billing.ts), not the balance. */
+  batchId?: string | undefined;
 }
 
 export type ChargeResult =
@@ -358,9 +361,11 @@ export async function settleVideoJob(db: Db, s: Settlement, webhooks?: JobEventC
       refunded_micro_eur: number;
       error: { code: string; message: string } | null;
       api_key_id: string | null;
+      batch_id: string | null;
     }>(
+      // batch_id read from the row as JSON: absent (null) on a schema before migration 027.
       'SELECT workspace_id, status, params, estimated_cost_micro_eur, cost_micro_eur, refunded_micro_eur, ' +
-        'error, api_key_id FROM video_jobs WHERE id = $1 FOR UPDATE',
+        "error, api_key_id, (to_jsonb(j) ->> 'batch_id')::uuid AS batch_id FROM video_jobs j WHERE id = $1 FOR UPDATE",
       [s.jobId],
     );
     const job = r.rows[0];
@@ -385,7 +390,10 @@ export async function settleVideoJob(db: Db, s: Settlement, webhooks?: JobEventC
         )
       : null;
     await lockWorkspaceBalance(tx, job.workspace_id);
-    if (refund > 0) {
+    // A batch's job refunds into the batch's reservation (released with the batch), not the balance.
+    if (refund > 0 && job.batch_id !== null) {
+      await refundIntoBatch(tx, job.batch_id, refund);
+    } else if (refund > 0) {
       await applyEntry(tx, {
         workspaceId: job.workspace_id,
         kind: 'refund',

@@ -16,8 +16,9 @@ const invalidSignature = () => new ApiError(403, 'permission_error', 'invalid_si
 export const getFile = {
   method: 'get',
   path: '/v2/files/{key}',
-  // The key contains slashes: the one capture group is {key}.
-  expressPath: /^\/v2\/files\/(.+)$/,
+  // The key contains slashes: the one capture group is {key}. A batch file (/v2/files/{id}, /v2/files/{id}/content:
+  // ../batches/routes.ts) is one id, never a key.
+  expressPath: /^\/v2\/files\/(?![0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\/content$)([^/]+\/.+)$/,
   operationId: 'getFile',
   tag: 'Files',
   summary: 'Download a generated file (signed URL)',

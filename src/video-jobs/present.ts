@@ -40,5 +40,7 @@ export async function presentVideoJob(job: VideoJobState, urls: DownloadUrlSigne
     backend: job.backend ?? null,
     progress: status === 'succeeded' ? 100 : (job.progress ?? null),
     queue_position: status === 'pending' ? (job.queue_position ?? null) : null,
+    // The batch that made the job (POST /v2/batches), null for a job created alone.
+    batch_id: job.batch_id ?? null,
   };
 }

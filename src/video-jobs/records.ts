@@ -17,7 +17,7 @@ const COLUMNS = `id, workspace_id, status, model, params, request_fingerprint, e
   videos, error, backend, prompt, operation_id, progress, queue_position, deleted_at IS NOT NULL AS deleted,
   (extract(epoch FROM created_at) * 1000)::bigint AS created_at_ms,
   (extract(epoch FROM completed_at) * 1000)::bigint AS completed_at_ms,
-  (extract(epoch FROM deadline_at) * 1000)::bigint AS deadline_at_ms`;
+  (extract(epoch FROM deadline_at) * 1000)::bigint AS deadline_at_ms, batch_id`;
 
 interface Row {
   id: string;
@@ -40,6 +40,7 @@ interface Row {
   created_at_ms: number;
   completed_at_ms: number | null;
   deadline_at_ms: number | null;
+  batch_id: string | null;
 }
 
 function toRecord(row: Row): VideoJobRecord {
@@ -64,6 +65,7 @@ function toRecord(row: Row): VideoJobRecord {
     deadline_at_ms: row.deadline_at_ms,
     progress: row.progress,
     queue_position: row.queue_position,
+    batch_id: row.batch_id,
   };
 }
 
@@ -147,4 +149,10 @@ export async function markVideoJobDeleted(db: Db, job_id: string): Promise<boole
     [job_id],
   );
   return r.rowCount === 1;
+}
+
+/** The jobs of a batch (its output file's video lines), by id. */
+export async function readBatchVideoJobs(db: Db, batch_id: string): Promise<Map<string, VideoJobRecord>> {
+  const r = await db.query<Row>(`SELECT ${COLUMNS} FROM video_jobs WHERE batch_id = $1`, [batch_id]);
+  return new Map(r.rows.map((row) => [row.id, toRecord(row)]));
 }

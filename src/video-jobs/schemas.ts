@@ -175,6 +175,7 @@ export const VideoJob = z
       .min(0)
       .nullable()
       .describe("The job's place in the provider's queue, where the provider says (only moves forward); null otherwise."),
+    batch_id: Uuid.nullable().describe('The batch that made the job (POST /v2/batches); null for a job created alone.'),
   })
   .describe('A video generation job.');
 export const VideoJobList = z.strictObject({

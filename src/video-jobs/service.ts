@@ -83,7 +83,33 @@ interface AttemptOf {
 }
 
 /** A create's request resolved against the catalog: its model, backends, inputs and price. */
-type ResolvedVideoRequest = ReturnType<VideoJobsService['resolveRequest']>;
+export type ResolvedVideoRequest = ReturnType<VideoJobsService['resolveRequest']>;
+
+/** What makes two creates the same request (an Idempotency-Key retry's check). */
+export function requestFingerprintOf(body: CreateVideoBody, r: ResolvedVideoRequest): Fingerprint {
+  return requestFingerprint({
+    model: r.model.id,
+    prompt: body.prompt.trim(),
+    params: r.params,
+    seed: body.seed ?? null,
+    parameters: r.parameters ?? null,
+    inputs: inputsFingerprint(body, r.inputs),
+  });
+}
+
+/** What a job's workflow input says of its request (a create's, or a batch's request: ../batches/service.ts). */
+export function jobRequestOf(body: CreateVideoBody, r: ResolvedVideoRequest) {
+  return {
+    model: r.model.id,
+    backends: r.backends,
+    prompt: body.prompt.trim(),
+    params: r.params,
+    ...(body.seed !== undefined ? { seed: body.seed } : {}),
+    ...(r.parameters !== undefined ? { parameters: r.parameters } : {}),
+    ...(r.inputs.generate_audio !== undefined ? { generate_audio: r.inputs.generate_audio } : {}),
+    ...(r.inputs.negative_prompt !== undefined ? { negative_prompt: r.inputs.negative_prompt } : {}),
+  };
+}
 
 export class VideoJobsService {
   private readonly clock: DatabaseClock;
@@ -150,14 +176,7 @@ export class VideoJobsService {
   async create(principal: ApiKeyPrincipal, body: CreateVideoBody, idempotencyKey: string | undefined): Promise<VideoJobState> {
     const r = this.resolveRequest(principal, body);
     const job_id = idempotencyKey ? jobIdForIdempotencyKey(principal.workspace_id, idempotencyKey) : randomUUID();
-    const fingerprint = requestFingerprint({
-      model: r.model.id,
-      prompt: body.prompt.trim(),
-      params: r.params,
-      seed: body.seed ?? null,
-      parameters: r.parameters ?? null,
-      inputs: inputsFingerprint(body, r.inputs),
-    });
+    const fingerprint = requestFingerprintOf(body, r);
     // The create's own waits are measured on this host's clock, from now; what PostgreSQL compares is in `input`.
     const deadline_ms = Date.now() + this.createTimeoutMs();
     const input = await this.workflowInput(principal, body, r, job_id, fingerprint, idempotencyKey !== undefined);
@@ -210,14 +229,7 @@ export class VideoJobsService {
     return {
       job_id,
       workspace_id: principal.workspace_id,
-      model: r.model.id,
-      backends: r.backends,
-      prompt: body.prompt.trim(),
-      params: r.params,
-      ...(body.seed !== undefined ? { seed: body.seed } : {}),
-      ...(r.parameters !== undefined ? { parameters: r.parameters } : {}),
-      ...(r.inputs.generate_audio !== undefined ? { generate_audio: r.inputs.generate_audio } : {}),
-      ...(r.inputs.negative_prompt !== undefined ? { negative_prompt: r.inputs.negative_prompt } : {}),
+      ...jobRequestOf(body, r),
       ...(r.inputs.image ? { has_image: true } : {}),
       ...(r.inputs.last_frame ? { has_last_frame: true } : {}),
       estimated_cost_micro_eur: r.estimated_cost_micro_eur,

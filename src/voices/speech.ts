@@ -42,7 +42,7 @@ import {
 } from '../providers/voice/types.js';
 
 /** A speech request's voice: its provider voice id, its registry row (null for a preset voice), the provider that speaks it. */
-type VoiceForSpeech = Awaited<ReturnType<VoicesService['resolveForSpeech']>>;
+export type VoiceForSpeech = Awaited<ReturnType<VoicesService['resolveForSpeech']>>;
 
 export interface SpeechInput {
   model?: string | undefined;
@@ -127,7 +127,7 @@ const insufficientCredits = (cost_micro_eur: number) =>
     'insufficient_credits',
     `the workspace balance does not cover the cost of this speech (${microEurToEur(cost_micro_eur)} EUR); nothing was charged`,
   );
-const audioKey = (speechRequestId: string, format: string) => `speech/${speechRequestId}.${format}`;
+export const audioKey = (speechRequestId: string, format: string) => `speech/${speechRequestId}.${format}`;
 
 async function readAll(stream: Readable): Promise<Buffer> {
   const chunks: Buffer[] = [];
@@ -284,11 +284,14 @@ export class SpeechService {
   private async validated(
     principal: ApiKeyPrincipal,
     body: SpeechInput,
+    resolved?: Map<string, VoiceForSpeech>,
   ): Promise<{ model: SpeechModel; voice: VoiceForSpeech; format: SpeechFormat; characters: number }> {
     this.deps.voices.assertConfigured();
     const requested = body.model === undefined ? undefined : this.requestedModel(principal, body.model);
     if (requested) this.checkInput(requested, body);
-    const voice = await this.deps.voices.resolveForSpeech(principal, body.voice, requested?.provider);
+    const key = `${requested?.provider ?? ''}\u0000${body.voice}`;
+    const voice = resolved?.get(key) ?? (await this.deps.voices.resolveForSpeech(principal, body.voice, requested?.provider));
+    resolved?.set(key, voice);
     const model = this.modelForVoice(principal, requested, voice);
     return { model, voice, ...this.checkInput(model, body) };
   }
@@ -305,6 +308,31 @@ export class SpeechService {
       throw invalidParam('input', `input must be at most ${model.max_input_chars} characters for model ${model.id} (it has ${characters})`);
     }
     return { format, characters };
+  }
+
+  /**
+   * A batch's speech request validated as this request alone would be (model, format, length, the key's
+   * models, the voice of this workspace, a model of the voice's provider), with its price; nothing held.
+   * Formats FFmpeg encodes are not spoken in batches (the media worker is the API's). `voices` caches the
+   * voices resolved for one batch.
+   */
+  async validateForBatch(principal: ApiKeyPrincipal, body: SpeechInput, voices: Map<string, VoiceForSpeech>) {
+    const { model, voice, format, characters } = await this.validated(principal, body, voices);
+    if (needsMediaWorker(format))
+      throw invalidParam('response_format', `response_format ${format} is not available in batches: use wav, pcm or mp3`);
+    return {
+      model: model.id,
+      voice_id: voice.voice_id,
+      voice_registry_id: voice.registry_id,
+      input: body.input,
+      format,
+      ...(body.speed !== undefined ? { speed: body.speed } : {}),
+      characters,
+      request_fingerprint: speechFingerprint(model.id, voice.voice_id, body, format, false),
+      api_key_id: principal.key_id,
+      backend: voice.provider.name,
+      cost_micro_eur: speechCostMicroEur(model, characters),
+    };
   }
 
   /** Validates, resolves the voice and holds the cost (or finds the request delivered before). */

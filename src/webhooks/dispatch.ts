@@ -79,10 +79,19 @@ export async function dispatchWebhookDeliveries(d: WebhookDispatch, ids: readonl
 
 /** Starts the deliveries of a job's events that are not started yet (after its settlement). */
 export async function dispatchJobWebhooks(d: WebhookDispatch, jobId: string): Promise<number> {
+  return dispatchEventsOf(d, 'video_job_id', jobId);
+}
+
+/** Starts the deliveries of a batch's event that are not started yet (after it ended). */
+export async function dispatchBatchWebhooks(d: WebhookDispatch, batchId: string): Promise<number> {
+  return dispatchEventsOf(d, 'batch_id', batchId);
+}
+
+async function dispatchEventsOf(d: WebhookDispatch, subject: 'video_job_id' | 'batch_id', id: string): Promise<number> {
   const r = await d.db.query<{ id: string }>(
     `SELECT d.id FROM webhook_events e JOIN webhook_deliveries d ON d.event_id = e.id
-      WHERE e.video_job_id = $1 AND d.dispatched_at IS NULL`,
-    [jobId],
+      WHERE e.${subject} = $1 AND d.dispatched_at IS NULL`,
+    [id],
   );
   return dispatchWebhookDeliveries(
     d,

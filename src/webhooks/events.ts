@@ -36,7 +36,7 @@ export interface PreparedJobEvent {
 
 const JOB_STATE_COLUMNS = `id AS job_id, workspace_id, status, model, params, request_fingerprint, estimated_cost_micro_eur, cost_micro_eur,
             refunded_micro_eur, videos, error, (extract(epoch FROM created_at) * 1000)::bigint AS created_at_ms,
-            (extract(epoch FROM completed_at) * 1000)::bigint AS completed_at_ms, backend, progress, queue_position`;
+            (extract(epoch FROM completed_at) * 1000)::bigint AS completed_at_ms, backend, progress, queue_position, batch_id`;
 
 /**
  * The terminal event of a job about to be settled as `settled` (its final status, cost, videos, error),
@@ -104,4 +104,34 @@ export async function recordJobEvent(tx: Tx, jobId: string, ctx: JobEventContext
   if (!job) return [];
   const prepared = await prepareJobEvent(tx, jobId, job, ctx);
   return prepared ? insertJobEvent(tx, prepared) : [];
+}
+
+/**
+ * Records a batch's `batch.completed` event (data: the batch as presented) and its deliveries, in the
+ * caller's transaction (the one that ended the batch); the event's id is derived from the batch, so it
+ * is recorded once. The ids of the deliveries created (none when no endpoint subscribes).
+ */
+export async function insertBatchEvent(tx: Tx, workspaceId: string, batchId: string, data: unknown): Promise<string[]> {
+  const type: WebhookEventType = 'batch.completed';
+  const subscribed = await tx.query<{ n: number }>(
+    'SELECT count(*)::bigint AS n FROM webhook_endpoints WHERE workspace_id = $1 AND deleted_at IS NULL AND $2 = ANY(events)',
+    [workspaceId, type],
+  );
+  if (Number(subscribed.rows[0]!.n) === 0) return [];
+  const id = webhookEventId(workspaceId, batchId, type);
+  const created_s = Math.floor(Date.now() / 1000);
+  const payload = JSON.stringify({ id, object: 'event', type, created: created_s, data });
+  const inserted = await tx.query(
+    `INSERT INTO webhook_events (id, workspace_id, type, batch_id, payload, created_at) VALUES ($1, $2, $3, $4, $5, to_timestamp($6))
+     ON CONFLICT (id) DO NOTHING`,
+    [id, workspaceId, type, batchId, payload, created_s],
+  );
+  if (inserted.rowCount !== 1) return [];
+  const deliveries = await tx.query<{ id: string }>(
+    `INSERT INTO webhook_deliveries (id, event_id, endpoint_id, workspace_id)
+     SELECT gen_random_uuid(), $1, id, workspace_id FROM webhook_endpoints WHERE workspace_id = $2 AND deleted_at IS NULL AND $3 = ANY(events)
+     RETURNING id`,
+    [id, workspaceId, type],
+  );
+  return deliveries.rows.map((d) => d.id);
 }

@@ -1,5 +1,6 @@
 // What this service POSTs to webhook endpoints, as the OpenAPI document's `webhooks`: one operation per
-// event type, its body a component of ./schemas.ts (WebhookEvent for a job's events).
+// event type, its body a component of ./schemas.ts (WebhookEvent for a job's events; BatchEvent of
+// ../batches/schemas.ts for a batch's).
 import type { ZodOpenApiOperationObject } from 'zod-openapi';
 import type { WebhookEventType } from './event-types.js';
 import { WebhookEventType as EventTypes } from './schemas.js';
@@ -25,6 +26,11 @@ const EVENTS: Record<WebhookEventType, { operationId: string; summary: string; c
     operationId: 'apiKeySpendThresholdEvent',
     summary: "An API key's charges reached 50, 80 or 100 % of its spend limit",
     component: 'ApiKeySpendThresholdEvent',
+  },
+  'batch.completed': {
+    operationId: 'batchCompletedEvent',
+    summary: 'A batch ended (completed, cancelled, expired or failed)',
+    component: 'BatchEvent',
   },
 };
 

@@ -14,7 +14,7 @@ export const WebhookEventType = z
   .enum(WEBHOOK_EVENT_TYPES)
   .describe(
     'video.generation.failed includes cancelled jobs; balance.low: a charge left the balance below the low balance alert; ' +
-      "api_key.spend_threshold: a key's charges reached 50, 80 or 100 % of its spend limit.",
+      "api_key.spend_threshold: a key's charges reached 50, 80 or 100 % of its spend limit; batch.completed: a batch ended, however it ended.",
   );
 export const CreateWebhookBody = z
   .object({
@@ -96,7 +96,7 @@ export const WebhookEvent = z
   .strictObject({
     id: eventId,
     object: z.literal('event'),
-    type: z.enum(['video.generation.succeeded', 'video.generation.failed']),
+    type: z.enum(['video.generation.succeeded', 'video.generation.failed']).describe("A job's event (a batch's is a BatchEvent)."),
     created: eventCreated,
     data: VideoJob,
   })

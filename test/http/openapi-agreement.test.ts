@@ -27,6 +27,7 @@ let doc: Json;
 let customer: { workspaceId: string; key: string };
 let voiceId: string;
 let consentId: string;
+let batchFileId: string;
 const ajv = new Ajv2020({ strict: false, validateFormats: false, validateSchema: false });
 
 before(async () => {
@@ -55,6 +56,23 @@ before(async () => {
   });
   assert.equal(consent.status, 200);
   consentId = ((await consent.json()) as { id: string }).id;
+  // A batch input file, for the example of POST /v1/batches (its input_file_id).
+  const line = {
+    custom_id: 'x',
+    method: 'POST',
+    url: '/v1/videos',
+    body: { model: 'sim-video-1', prompt: 'a lighthouse', seconds: '4', size: '1280x720' },
+  };
+  const fileForm = new FormData();
+  fileForm.append('purpose', 'batch');
+  fileForm.append('file', new Blob([JSON.stringify(line) + '\n']), 'batch.jsonl');
+  const file = await fetch(`${stack.baseUrl}/v1/files`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${customer.key}` },
+    body: fileForm,
+  });
+  assert.equal(file.status, 200);
+  batchFileId = ((await file.json()) as { id: string }).id;
 });
 after(async () => {
   await assertAuditHolds(stack);
@@ -287,7 +305,8 @@ describe('examples', () => {
         assert.ok(validate(media.example), `${method.toUpperCase()} ${path}: ${ajv.errorsText(validate.errors)}`);
         const token = path.startsWith('/admin/') ? ADMIN_TOKEN : customer.key;
         const id = path.startsWith('/v1/audio/voice_consents/') ? consentId : ws.body.id;
-        const r = await http(stack.baseUrl, method.toUpperCase(), path.replace('{id}', id), { token, json: media.example });
+        const example = path === '/v1/batches' ? { ...media.example, input_file_id: batchFileId } : media.example;
+        const r = await http(stack.baseUrl, method.toUpperCase(), path.replace('{id}', id), { token, json: example });
         assert.ok(
           r.status >= 200 && r.status < 300,
           `${method.toUpperCase()} ${path}: ${r.status} ${JSON.stringify(r.body).slice(0, 300)}`,

@@ -13,6 +13,7 @@ import { ApiError } from '../../src/errors.js';
 import { openAiErrorBody } from '../../src/http/openai/errors.js';
 import { defaultVideoModelId, videoModels, videoBackendFor } from '../../src/models/catalog.js';
 import { CreateVoiceForm, VOICE_UPLOAD_LIMITS } from '../../src/voices/routes.js';
+import { CreateFileForm } from '../../src/batches/routes.js';
 import { OpenAiCreateVideoBody, OpenAiCreateVideoForm } from '../../src/video-jobs/openai-create.js';
 import { OpenAiSpeechBody } from '../../src/voices/openai-speech-routes.js';
 import { CreateOpenAiVoiceForm, CreateVoiceConsentForm, UpdateVoiceConsentBody } from '../../src/voices/openai-routes.js';
@@ -312,6 +313,9 @@ describe('schemas are generated from zod', () => {
       CreateVoiceConsentForm,
       UpdateVoiceConsentBody,
       CreateOpenAiVoiceForm,
+      CreateBatchBody: S.CreateBatchBody,
+      OpenAiCreateBatchBody: OS.OpenAiCreateBatchBody,
+      CreateFileForm, // documentation of the multipart form
     };
     assert.deepEqual(requestComponents(), Object.keys(validators).sort());
     // Per-model bodies: each variant keeps the zod properties it does not narrow for its model.
@@ -365,7 +369,7 @@ describe('the document covers exactly the routes the app registers', () => {
   }
   /** Every route of the real app (createApp), by walking its router and the routers mounted in it. */
   function registeredRoutes(): { method: string; path: string | RegExp; layer: RouteLayer }[] {
-    // Construction only captures its dependencies; `files` set: /v2/files is mounted with local storage;
+    // Construction only captures its dependencies; `files` set: /v2/files is mounted with local storage; `batches` set: /v2/batches;
     // `storage` and `voiceConsents` set: /v1 is mounted, with its voice routes.
     const deps = {
       adminToken: 'x'.repeat(32),
@@ -376,6 +380,7 @@ describe('the document covers exactly the routes the app registers', () => {
       storage: {},
       voiceConsents: {},
       ffmpeg: {},
+      batches: {},
     } as unknown as AppDeps;
     const app = createApp(deps) as unknown as { router: { stack: RouteLayer[] } };
     const out: { method: string; path: string | RegExp; layer: RouteLayer }[] = [];

@@ -12,10 +12,12 @@ import * as AdminSchemas from '../../src/admin/schemas.js';
 import * as AccountSchemas from '../../src/account/schemas.js';
 import * as WebhookSchemas from '../../src/webhooks/schemas.js';
 import * as UsageSchemas from '../../src/usage/schemas.js';
+import * as BatchSchemas from '../../src/batches/schemas.js';
 import * as SharedOpenAiSchemas from '../../src/http/openai/schemas.js';
 import * as VideoJobOpenAiSchemas from '../../src/video-jobs/openai-schemas.js';
 import * as ModelOpenAiSchemas from '../../src/models/openai-schemas.js';
 import * as VoiceOpenAiSchemas from '../../src/voices/openai-schemas.js';
+import * as BatchOpenAiSchemas from '../../src/batches/openai-schemas.js';
 import type { OpenApiDocument } from '../../src/http/openapi.js';
 import type { ErrorType } from '../../src/errors.js';
 import type { errorBody } from '../../src/http/errors.js';
@@ -42,8 +44,9 @@ export const S = {
   ...AccountSchemas,
   ...WebhookSchemas,
   ...UsageSchemas,
+  ...BatchSchemas,
 };
-export const OS = { ...SharedOpenAiSchemas, ...VideoJobOpenAiSchemas, ...ModelOpenAiSchemas, ...VoiceOpenAiSchemas };
+export const OS = { ...SharedOpenAiSchemas, ...VideoJobOpenAiSchemas, ...ModelOpenAiSchemas, ...VoiceOpenAiSchemas, ...BatchOpenAiSchemas };
 
 // ---------------------------------------------------------------------------------------------
 // Compile-time: the documented enums are the code's own, and what the presenters return has the
@@ -83,7 +86,13 @@ export type Json = any;
 /** The response schemas, by the name their component has: /v2's and /v1's. */
 export const SCHEMAS: Record<string, unknown> = { ...S, ...OS };
 /** Request bodies that are multipart forms (documentation only: no NUL rule, which is the JSON body parser's). */
-export const MULTIPART_FORMS = ['CreateVoiceForm', 'OpenAiCreateVideoForm', 'CreateVoiceConsentForm', 'CreateOpenAiVoiceForm'];
+export const MULTIPART_FORMS = [
+  'CreateVoiceForm',
+  'OpenAiCreateVideoForm',
+  'CreateVoiceConsentForm',
+  'CreateOpenAiVoiceForm',
+  'CreateFileForm',
+];
 /**
  * The /v1 routes of OpenAI's API this service does not offer: mounted only to answer 400
  * unsupported_feature (which the SDKs raise as BadRequestError), so not operations of the document.

@@ -35,6 +35,9 @@ const PATHS_SINCE_1_0_0 = [
   'reconcile-run',
   'webhook-delivery-after-retries',
   'webhook-delivery-given-up',
+  'batch-completed',
+  'batch-cancelled',
+  'video-job-of-batch',
 ];
 
 const REQUIRED: Record<string, string[]> = { '1.0.0': PATHS_SINCE_1_0_0 };
