@@ -20,7 +20,17 @@ import path from 'node:path';
 import ts from 'typescript';
 
 /** The feature folders of src/: each holds its routes beside its services and records. */
-const FEATURES = ['src/account', 'src/admin', 'src/models', 'src/service', 'src/usage', 'src/video-jobs', 'src/voices', 'src/webhooks'];
+const FEATURES = [
+  'src/account',
+  'src/admin',
+  'src/models',
+  'src/payments',
+  'src/service',
+  'src/usage',
+  'src/video-jobs',
+  'src/voices',
+  'src/webhooks',
+];
 
 /** The modules that mount the features' routers: /v2's app, and the /v1 surface it mounts. */
 const COMPOSITION_ROOTS = ['src/runtime/app.ts', 'src/runtime/openai-app.ts'];

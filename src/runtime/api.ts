@@ -9,6 +9,7 @@ import { SpeechService } from '../voices/speech.js';
 import { WebhooksService } from '../webhooks/service.js';
 import { VideoJobsService } from '../video-jobs/service.js';
 import { VideoJobLifecycle } from '../video-jobs/lifecycle.js';
+import { PaymentsService } from '../payments/service.js';
 import { createApp } from './app.js';
 import { FfmpegWasm } from '../media/ffmpeg-wasm.js';
 import { VoiceConsentsService } from '../voices/consents.js';
@@ -240,6 +241,7 @@ function buildApp(parts: AppParts): http.RequestListener {
       limits: config.providerCallbackLimits,
     },
     voiceProvider: config.providers.voice.descriptor.name,
+    payments: config.stripe ? new PaymentsService({ db, config: config.stripe, logger: parts.logger }) : null,
     publicBaseUrl: config.publicBaseUrl,
     rateLimitPerMinute: config.rateLimitPerMinute,
     rateLimitReadsPerMinute: config.rateLimitReadsPerMinute,

@@ -28,6 +28,9 @@ import { docsRoutes } from '../service/docs-routes.js';
 import { webhookRoutes } from '../webhooks/routes.js';
 import { statementRoutes } from '../account/statement-routes.js';
 import { usageRoutes } from '../usage/routes.js';
+import { checkoutRoutes, stripeWebhookRoutes } from '../payments/routes.js';
+import type { PaymentsService } from '../payments/service.js';
+import * as PaymentSchemas from '../payments/schemas.js';
 import { consoleRoutes } from '../service/console-routes.js';
 import { providerCallbackRoutes, type ProviderCallbackDeps } from '../video-jobs/callback-routes.js';
 import { voiceDescriptorOf } from '../providers/registry.js';
@@ -75,6 +78,8 @@ export interface AppDeps {
   providerCallbacks?: ProviderCallbackDeps;
   /** The configured voice provider (VOICE_PROVIDER). */
   voiceProvider: string;
+  /** Buying credits with Stripe; null or unset = not configured (the billing routes answer 503). */
+  payments?: PaymentsService | null;
   publicBaseUrl: string | undefined;
   rateLimitPerMinute: number;
   /** Reads (GET, HEAD) per API key and minute, a budget apart from rateLimitPerMinute; unset = 600. */
@@ -230,6 +235,7 @@ function featureRouters(app: express.Express, deps: AppDeps, guards: CustomerGua
     speechRoutes({ auth, limit, speech: deps.speech }),
     webhookRoutes({ auth, limit, webhooks: deps.webhooks }),
     statementRoutes({ auth, db: deps.db }),
+    checkoutRoutes({ auth, limit, payments: deps.payments ?? null }),
     usageRoutes({ auth, admin: requireAdmin(deps.adminToken), db: deps.db }),
     ...(deps.files ? [fileRoutes(deps.files)] : []),
     adminRoutes({
@@ -256,6 +262,7 @@ export const RESPONSE_COMPONENTS = {
   ...AccountSchemas.RESPONSE_COMPONENTS,
   ...WebhookSchemas.RESPONSE_COMPONENTS,
   ...UsageSchemas.RESPONSE_COMPONENTS,
+  ...PaymentSchemas.RESPONSE_COMPONENTS,
   ...SharedOpenAiSchemas.OPENAI_RESPONSE_COMPONENTS,
   ...VideoJobOpenAiSchemas.OPENAI_RESPONSE_COMPONENTS,
   ...ModelOpenAiSchemas.OPENAI_RESPONSE_COMPONENTS,
@@ -282,6 +289,8 @@ export function createApp(deps: AppDeps): express.Express {
   const routers = featureRouters(app, deps, customerGuards(deps, gate), () => document);
   // Provider callbacks are the providers' (verified by their signatures), not the customers' API: undocumented.
   if (deps.providerCallbacks) app.use(providerCallbackRoutes(deps.providerCallbacks));
+  // Stripe's events likewise: Stripe's (verified by its signature), not the customers' API.
+  app.use(stripeWebhookRoutes({ payments: deps.payments ?? null }));
   for (const r of routers) app.use(r.router);
   app.use(consoleRoutes({ logger: deps.logger }));
   const documentContext = {

@@ -257,13 +257,16 @@ describe('examples', () => {
         const token = path.startsWith('/admin/') ? ADMIN_TOKEN : customer.key;
         const id = path.startsWith('/v1/audio/voice_consents/') ? consentId : ws.body.id;
         const r = await http(stack.baseUrl, method.toUpperCase(), path.replace('{id}', id), { token, json: media.example });
+        // This stack has no Stripe: buying credits answers its documented 503 (test/payments/credits.test.ts
+        // has a Checkout Session created at stripe-mock).
+        if (path === '/v2/billing/checkout' && r.status === 503 && r.body.error.code === 'billing_not_configured') continue;
         assert.ok(
           r.status >= 200 && r.status < 300,
           `${method.toUpperCase()} ${path}: ${r.status} ${JSON.stringify(r.body).slice(0, 300)}`,
         );
       }
     }
-    assert.equal(seen, 10);
+    assert.equal(seen, 11);
   });
 });
 

@@ -12,6 +12,7 @@ import * as AdminSchemas from '../../src/admin/schemas.js';
 import * as AccountSchemas from '../../src/account/schemas.js';
 import * as WebhookSchemas from '../../src/webhooks/schemas.js';
 import * as UsageSchemas from '../../src/usage/schemas.js';
+import * as PaymentSchemas from '../../src/payments/schemas.js';
 import * as SharedOpenAiSchemas from '../../src/http/openai/schemas.js';
 import * as VideoJobOpenAiSchemas from '../../src/video-jobs/openai-schemas.js';
 import * as ModelOpenAiSchemas from '../../src/models/openai-schemas.js';
@@ -42,6 +43,7 @@ export const S = {
   ...AccountSchemas,
   ...WebhookSchemas,
   ...UsageSchemas,
+  ...PaymentSchemas,
 };
 export const OS = { ...SharedOpenAiSchemas, ...VideoJobOpenAiSchemas, ...ModelOpenAiSchemas, ...VoiceOpenAiSchemas };
 
