@@ -26,7 +26,7 @@ import {
 import { estimateCostMicroEur, findVideoModel } from '../src/models/catalog.js';
 import { type CancelAnswer } from '../src/providers/video/types.js';
 import type { StoredVideo } from '../workflows/messages.js';
-import { dispatchJobWebhooks } from '../src/webhooks/dispatch.js';
+import { dispatchAlertWebhooks, dispatchJobWebhooks } from '../src/webhooks/dispatch.js';
 import { Semaphore } from '../src/semaphore.js';
 import { CONCURRENT_OUTPUT_COPIES_MAX, WAITING_OUTPUT_COPIES_MAX, type VideoJobActivityDeps } from '../src/video-jobs/job-steps.js';
 import { submitVideoJob, type SubmitInput } from '../src/video-jobs/submission.js';
@@ -101,6 +101,20 @@ function catalogPrice(deps: VideoJobActivityDeps, job: VideoJobCharge): number {
   return priced;
 }
 
+/**
+ * Starts the deliveries of budget alerts the charge of a job may have recorded (balance.low,
+ * api_key.spend_threshold), without holding up the create's answer; one that cannot be started now is
+ * started by the reconciler.
+ */
+function dispatchAlertsAfterCharge(deps: VideoJobActivityDeps, workspaceId: string): void {
+  if (!deps.webhookEvents) return;
+  const { client, info } = Context.current();
+  const dispatch = { client, db: deps.db, taskQueue: info.taskQueue, retry_initial_ms: deps.webhookEvents.retry_initial_ms };
+  dispatchAlertWebhooks(dispatch, workspaceId).catch((err: Error) =>
+    deps.logger.warn({ workspace_id: workspaceId, err: err.message }, 'budget alert deliveries not started; the reconciler starts them'),
+  );
+}
+
 /** Prices the job from the catalog (never from the request) and charges it; see billing's chargeVideoJob. */
 async function chargeVideoJob(deps: VideoJobActivityDeps, job: VideoJobCharge): Promise<ChargeResult> {
   const priced = catalogPrice(deps, job);
@@ -115,7 +129,10 @@ async function chargeVideoJob(deps: VideoJobActivityDeps, job: VideoJobCharge): 
   if (!result.ok) {
     deps.logger.info({ ...fields, reason: result.reason }, 'video job not accepted; nothing charged');
   } else {
-    if (!result.already_charged) creditsCharged.inc({ kind: 'video' }, priced);
+    if (!result.already_charged) {
+      creditsCharged.inc({ kind: 'video' }, priced);
+      dispatchAlertsAfterCharge(deps, job.workspaceId);
+    }
     deps.logger.info(
       { ...fields, balance_micro_eur: result.balance_micro_eur, already_charged: result.already_charged },
       'video job charged',

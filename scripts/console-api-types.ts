@@ -10,7 +10,7 @@ import { compile } from 'json-schema-to-typescript';
 import { VideoJob } from '../src/video-jobs/schemas.js';
 import { SpeechModel, VideoModel } from '../src/models/schemas.js';
 import { Voice } from '../src/voices/schemas.js';
-import { LedgerEntry } from '../src/account/schemas.js';
+import { Account, LedgerEntry } from '../src/account/schemas.js';
 import { WebhookDeliveryAttempt, WebhookEndpoint, WebhookEndpointCreated } from '../src/webhooks/schemas.js';
 
 /** The response schemas the console reads, by the name the console gives their type. */
@@ -19,6 +19,7 @@ export const CONSOLE_TYPES: Record<string, z.ZodType> = {
   VideoModel,
   SpeechModel,
   Voice,
+  Account,
   LedgerEntry,
   WebhookEndpoint,
   WebhookEndpointCreated,

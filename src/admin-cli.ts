@@ -9,6 +9,7 @@ const USAGE = `usage: npm run --silent admin -- <command>
   workspace create --name N [--credits EUR]
   workspace show --id W
   workspace limits --id W --max-pending-jobs N|default            (jobs the workspace may have pending at once)
+  workspace alert --id W --low-balance EUR|off                     (the webhook event balance.low below EUR)
   credits add --workspace W --amount EUR [--idempotency-key K]   (the same K applies once)
   key create --workspace W [--models a,b] [--spend-limit EUR]
   key revoke --id K                                              (the key is refused from then on)
@@ -38,6 +39,11 @@ function euros(flag: string, raw: string | undefined): number {
   return n;
 }
 
+/** The body of `workspace alert`: the low balance alert in euros, or off. */
+function lowBalanceBody(raw: string): { low_balance_threshold_in_euro: number | null } {
+  return { low_balance_threshold_in_euro: raw === 'off' ? null : euros('low-balance', raw) };
+}
+
 /** The command line: the command's words and its flags. */
 function parseCommandLine() {
   return parseArgs({
@@ -52,6 +58,7 @@ function parseCommandLine() {
       models: { type: 'string' },
       'spend-limit': { type: 'string' },
       'max-pending-jobs': { type: 'string' },
+      'low-balance': { type: 'string' },
       'idempotency-key': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
@@ -101,6 +108,11 @@ function requestFor(positionals: string[], values: Flags): AdminRequest {
       body = { max_pending_jobs: raw === 'default' ? null : n };
       break;
     }
+    case 'workspace alert':
+      method = 'PATCH';
+      route = `/admin/v1/workspaces/${encodeURIComponent(need('id'))}/account`;
+      body = lowBalanceBody(need('low-balance'));
+      break;
     case 'credits add':
       method = 'POST';
       route = `/admin/v1/workspaces/${encodeURIComponent(need('workspace'))}/credits`;

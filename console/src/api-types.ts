@@ -225,6 +225,26 @@ export interface Voice {
 }
 
 /**
+ * The caller's workspace: its balance and budget settings.
+ */
+export interface Account {
+  object: "account";
+  /**
+   * The workspace's balance.
+   */
+  balance_in_euro: number;
+  /**
+   * What the workspace owes and has not paid; 0 when nothing is owed.
+   */
+  owed_in_euro: number;
+  low_balance_threshold_in_euro: number | null;
+  /**
+   * Automatic top-up; null = off.
+   */
+  auto_top_up: null;
+}
+
+/**
  * One entry of the append-only ledger.
  */
 export interface LedgerEntry {
@@ -267,9 +287,9 @@ export interface WebhookEndpoint {
   object: "webhook_endpoint";
   url: string;
   /**
-   * Items: video.generation.failed includes cancelled jobs.
+   * Items: video.generation.failed includes cancelled jobs; balance.low: a charge left the balance below the low balance alert; api_key.spend_threshold: a key's charges reached 50, 80 or 100 % of its spend limit.
    */
-  events: ("video.generation.succeeded" | "video.generation.failed")[];
+  events: ("video.generation.succeeded" | "video.generation.failed" | "balance.low" | "api_key.spend_threshold")[];
   /**
    * Unix time (seconds).
    */
@@ -284,9 +304,9 @@ export interface WebhookEndpointCreated {
   object: "webhook_endpoint";
   url: string;
   /**
-   * Items: video.generation.failed includes cancelled jobs.
+   * Items: video.generation.failed includes cancelled jobs; balance.low: a charge left the balance below the low balance alert; api_key.spend_threshold: a key's charges reached 50, 80 or 100 % of its spend limit.
    */
-  events: ("video.generation.succeeded" | "video.generation.failed")[];
+  events: ("video.generation.succeeded" | "video.generation.failed" | "balance.low" | "api_key.spend_threshold")[];
   /**
    * Unix time (seconds).
    */
@@ -315,9 +335,9 @@ export interface DeliveryAttempt {
    */
   event_id: string;
   /**
-   * video.generation.failed includes cancelled jobs.
+   * video.generation.failed includes cancelled jobs; balance.low: a charge left the balance below the low balance alert; api_key.spend_threshold: a key's charges reached 50, 80 or 100 % of its spend limit.
    */
-  event_type: "video.generation.succeeded" | "video.generation.failed";
+  event_type: "video.generation.succeeded" | "video.generation.failed" | "balance.low" | "api_key.spend_threshold";
   /**
    * 1 for the first attempt of the delivery, then 2, 3, ...
    */

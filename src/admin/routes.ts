@@ -30,6 +30,8 @@ import {
   setWorkspaceLimits,
   type Workspace as WorkspaceRecord,
 } from '../account/workspaces.js';
+import { accountUpdateOf, presentAccount, updateAccount } from '../account/account.js';
+import { Account, UpdateAccountBody } from '../account/schemas.js';
 import { findSpeechModel, findVideoModel } from '../models/catalog.js';
 import { isUuid } from '../ids.js';
 import type { VideoJobsService } from '../video-jobs/service.js';
@@ -102,6 +104,22 @@ const adminSetWorkspaceLimits = {
   invalid: workspaceNotFound,
   body: { component: 'SetWorkspaceLimitsBody', schema: SetWorkspaceLimitsBody, example: { max_pending_jobs: 200 } },
   responses: { '200': json(Workspace, 'The workspace with its limits.') },
+  errors: { 400: undefined, 404: 'No such workspace.' },
+} satisfies RouteContract;
+
+const adminUpdateWorkspaceAccount = {
+  method: 'patch',
+  path: '/admin/v1/workspaces/{id}/account',
+  operationId: 'adminUpdateWorkspaceAccount',
+  tag: 'Admin',
+  summary: "Change a workspace's budget settings",
+  description:
+    "What the workspace's own PATCH /v2/account changes (the low balance alert), for an operator; fields left out are unchanged.",
+  security: 'admin',
+  requestParams: { path: WORKSPACE_ID },
+  invalid: workspaceNotFound,
+  body: { component: 'UpdateAccountBody', schema: UpdateAccountBody, example: { low_balance_threshold_in_euro: 5 } },
+  responses: { '200': json(Account, "The workspace's account, changed.") },
   errors: { 400: undefined, 404: 'No such workspace.' },
 } satisfies RouteContract;
 
@@ -244,6 +262,10 @@ export function adminRoutes(deps: AdminRoutesDeps): ApiRouter {
   api.route(adminSetWorkspaceLimits, jsonBody, async ({ params, body }, _req, res) => {
     const id = params.id;
     res.json(presentWorkspace(await setWorkspaceLimits(deps.db, id, body)));
+  });
+
+  api.route(adminUpdateWorkspaceAccount, jsonBody, async ({ params, body }, _req, res) => {
+    res.json(presentAccount(await updateAccount(deps.db, params.id, accountUpdateOf(body))));
   });
 
   api.route(adminAddCredits, jsonBody, async ({ params, body, idempotencyKey }, _req, res) => {

@@ -90,9 +90,10 @@ const TAGS = [
   {
     name: 'Webhooks',
     description:
-      'Events `video.generation.succeeded` and `video.generation.failed` (cancelled jobs too) are POSTed to ' +
-      'every endpoint of the workspace subscribed to them, ' +
-      'with body WebhookEvent and the Standard Webhooks headers `webhook-id` (the event id), `webhook-timestamp` (Unix seconds of the attempt) and ' +
+      'Events `video.generation.succeeded` and `video.generation.failed` (cancelled jobs too), and the budget alerts `balance.low` and ' +
+      '`api_key.spend_threshold`, are POSTed to every endpoint of the workspace subscribed to them, ' +
+      'with the body of their type (WebhookEvent for a job) and the Standard Webhooks headers `webhook-id` (the event id), ' +
+      '`webhook-timestamp` (Unix seconds of the attempt) and ' +
       '`webhook-signature` = `v1,` + base64(HMAC-SHA256(key, "<webhook-id>.<webhook-timestamp>.<body>")), ' +
       'key = the base64-decoded part of the secret after `whsec_`. ' +
       'Answer 2xx within 10 s; anything else (redirects included) is retried with the same webhook-id, ' +
@@ -147,7 +148,7 @@ export interface MultipartParts<S extends z.ZodType = z.ZodType> {
 
 /** One operation of the API: what the document says of it, and where Express mounts its handlers. */
 export interface RouteContract extends Omit<ZodOpenApiOperationObject, 'tags' | 'security' | 'requestBody'> {
-  method: 'get' | 'post' | 'delete';
+  method: 'get' | 'post' | 'patch' | 'delete';
   /** The OpenAPI path template, e.g. /v2/videos/generations/{id} (mounted as /v2/videos/generations/:id). */
   path: string;
   /**

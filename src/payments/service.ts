@@ -45,6 +45,9 @@ export interface CheckoutSessionCreated {
 /** What handling one event did: `credited`/`debited` moved money, `duplicate` was handled before, `ignored` is not ours. */
 export type EventOutcome = 'credited' | 'debited' | 'recorded' | 'duplicate' | 'ignored';
 
+/** Automatic top-up without Stripe configured: 503. */
+export const AUTO_TOP_UP_NOT_CONFIGURED = { refusal: () => Promise.resolve(billingNotConfigured()) };
+
 export class PaymentsService {
   readonly stripe: Stripe;
 
@@ -60,6 +63,33 @@ export class PaymentsService {
     },
   ) {
     this.stripe = createStripeClient(deps.config);
+  }
+
+  /** Why automatic top-up cannot be turned on: no card saved by a paid Checkout, or an amount outside the bounds (../account/). */
+  async refusal(workspaceId: string, amount_micro_eur: number): Promise<ApiError | null> {
+    const { min_micro_eur, max_micro_eur } = this.bounds;
+    if (amount_micro_eur < min_micro_eur || amount_micro_eur > max_micro_eur) {
+      return new ApiError(
+        400,
+        'invalid_request_error',
+        'invalid_parameter',
+        `auto_top_up.amount_in_euro must be between ${min_micro_eur / 1_000_000} and ${max_micro_eur / 1_000_000} EUR`,
+        'auto_top_up.amount_in_euro',
+      );
+    }
+    const r = await this.deps.db.query<{ stripe_customer_id: string | null }>('SELECT stripe_customer_id FROM workspaces WHERE id = $1', [
+      workspaceId,
+    ]);
+    if (!r.rows[0]?.stripe_customer_id) {
+      return new ApiError(
+        400,
+        'invalid_request_error',
+        'payment_method_required',
+        'automatic top-up charges the card a paid Checkout saved: buy credits once with POST /v2/billing/checkout first',
+        'auto_top_up',
+      );
+    }
+    return null;
   }
 
   get bounds() {

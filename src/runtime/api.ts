@@ -7,6 +7,7 @@ import type { Db } from '../db/pool.js';
 import { VoicesService } from '../voices/service.js';
 import { SpeechService } from '../voices/speech.js';
 import { WebhooksService } from '../webhooks/service.js';
+import { dispatchAlertWebhooks } from '../webhooks/dispatch.js';
 import { VideoJobsService } from '../video-jobs/service.js';
 import { VideoJobLifecycle } from '../video-jobs/lifecycle.js';
 import { PaymentsService } from '../payments/service.js';
@@ -220,7 +221,7 @@ function buildApp(parts: AppParts): http.RequestListener {
     jobs,
     lifecycle,
     voices,
-    speech: new SpeechService({ db, voices, storage, ffmpeg }),
+    speech: new SpeechService({ db, voices, storage, ffmpeg, afterCharge: alertDispatcher(parts) }),
     ffmpeg,
     webhooks: new WebhooksService({ db, policy: { production: config.production } }),
     logger: parts.logger,
@@ -252,6 +253,24 @@ function buildApp(parts: AppParts): http.RequestListener {
     voiceConsents: new VoiceConsentsService({ db, storage, required: config.voiceConsentRequired }),
     ready: () => parts.readiness.ready(),
   });
+}
+
+/**
+ * Starts the deliveries of the budget alerts a charge made here (a speech capture) recorded, without
+ * holding up the answer; one that cannot be started now is started by the reconciler.
+ */
+function alertDispatcher(parts: AppParts): (workspaceId: string) => void {
+  const dispatch = {
+    client: parts.temporal,
+    db: parts.db,
+    taskQueue: parts.config.temporal.taskQueue,
+    retry_initial_ms: parts.config.webhooks.retryInitialMs,
+  };
+  return (workspaceId) => {
+    dispatchAlertWebhooks(dispatch, workspaceId).catch((err: Error) =>
+      parts.logger.warn({ workspace_id: workspaceId, err: err.message }, 'budget alert deliveries not started; the reconciler starts them'),
+    );
+  };
 }
 
 /** The operators' API (/admin/...). */

@@ -27,9 +27,10 @@ import { speechRoutes } from '../voices/speech-routes.js';
 import { docsRoutes } from '../service/docs-routes.js';
 import { webhookRoutes } from '../webhooks/routes.js';
 import { statementRoutes } from '../account/statement-routes.js';
+import { accountRoutes } from '../account/account-routes.js';
 import { usageRoutes } from '../usage/routes.js';
 import { checkoutRoutes, stripeWebhookRoutes } from '../payments/routes.js';
-import type { PaymentsService } from '../payments/service.js';
+import { AUTO_TOP_UP_NOT_CONFIGURED, type PaymentsService } from '../payments/service.js';
 import * as PaymentSchemas from '../payments/schemas.js';
 import { consoleRoutes } from '../service/console-routes.js';
 import { providerCallbackRoutes, type ProviderCallbackDeps } from '../video-jobs/callback-routes.js';
@@ -236,6 +237,7 @@ function featureRouters(app: express.Express, deps: AppDeps, guards: CustomerGua
     webhookRoutes({ auth, limit, webhooks: deps.webhooks }),
     statementRoutes({ auth, db: deps.db }),
     checkoutRoutes({ auth, limit, payments: deps.payments ?? null }),
+    accountRoutes({ auth, limit, db: deps.db, autoTopUp: deps.payments ?? AUTO_TOP_UP_NOT_CONFIGURED }),
     usageRoutes({ auth, admin: requireAdmin(deps.adminToken), db: deps.db }),
     ...(deps.files ? [fileRoutes(deps.files)] : []),
     adminRoutes({

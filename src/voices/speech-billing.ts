@@ -119,7 +119,7 @@ export async function holdSpeech(db: Db, s: SpeechHoldRequest): Promise<SpeechHo
 export async function captureSpeech(
   db: Db,
   c: { speechRequestId: string; audioBytes: number; audioStorageKey: string; audioContentType: string },
-): Promise<{ captured: boolean; cost_micro_eur: number; balance_micro_eur: number }> {
+): Promise<{ captured: boolean; cost_micro_eur: number; balance_micro_eur: number; workspace_id: string }> {
   if (!(Number.isSafeInteger(c.audioBytes) && c.audioBytes > 0)) throw new Error('invariant: delivered speech has audio');
   return inTransaction(db, async (tx) => {
     const r = await tx.query<{ workspace_id: string; status: string; cost_micro_eur: number }>(
@@ -132,7 +132,12 @@ export async function captureSpeech(
     // Re-read under the workspace lock: release and capture of one request are serialised by it.
     const current = (await tx.query<{ status: string }>('SELECT status FROM speech_requests WHERE id = $1', [c.speechRequestId])).rows[0]!;
     if (current.status === 'delivered')
-      return { captured: false, cost_micro_eur: row.cost_micro_eur, balance_micro_eur: locked.balance_micro_eur };
+      return {
+        captured: false,
+        cost_micro_eur: row.cost_micro_eur,
+        balance_micro_eur: locked.balance_micro_eur,
+        workspace_id: row.workspace_id,
+      };
     if (current.status !== 'held') throw new Error(`invariant: speech request ${c.speechRequestId} is ${current.status}, not held`);
     await tx.query('UPDATE workspaces SET held_micro_eur = held_micro_eur - $2 WHERE id = $1', [row.workspace_id, row.cost_micro_eur]);
     const balance = await applyEntry(tx, {
@@ -148,7 +153,7 @@ export async function captureSpeech(
         WHERE id = $1`,
       [c.speechRequestId, c.audioBytes, c.audioStorageKey, c.audioContentType],
     );
-    return { captured: true, cost_micro_eur: row.cost_micro_eur, balance_micro_eur: balance };
+    return { captured: true, cost_micro_eur: row.cost_micro_eur, balance_micro_eur: balance, workspace_id: row.workspace_id };
   });
 }
 

@@ -163,7 +163,23 @@ function pcmChunks(provider: VoiceProvider, request: Omit<SpeechRequest, 'format
 }
 
 export class SpeechService {
-  constructor(private readonly deps: { db: Db; voices: VoicesService; storage: Storage; ffmpeg: FfmpegWasm }) {}
+  constructor(
+    private readonly deps: {
+      db: Db;
+      voices: VoicesService;
+      storage: Storage;
+      ffmpeg: FfmpegWasm;
+      /** Called after a capture committed: starts the deliveries of the budget alerts its ledger entry may have recorded. */
+      afterCharge?: (workspaceId: string) => void;
+    },
+  ) {}
+
+  /** Counts a capture that charged (once: a retry that finds it captured counts nothing) and lets its alerts go out. */
+  private charged(captured: { captured: boolean; cost_micro_eur: number; workspace_id: string }): void {
+    if (!captured.captured) return;
+    creditsCharged.inc({ kind: 'speech' }, captured.cost_micro_eur);
+    this.deps.afterCharge?.(captured.workspace_id);
+  }
 
   assertConfigured(): void {
     this.deps.voices.assertConfigured();
@@ -348,7 +364,7 @@ export class SpeechService {
         audioContentType: speech.content_type,
       }),
     );
-    if (captured.captured) creditsCharged.inc({ kind: 'speech' }, captured.cost_micro_eur);
+    this.charged(captured);
     return {
       model: model.id,
       characters,
@@ -474,7 +490,7 @@ export class SpeechService {
     d.out.end();
     try {
       const captured = await withRetries(CAPTURE_RETRY_DELAYS_MS, () => captureSpeech(this.deps.db, delivered));
-      if (captured.captured) creditsCharged.inc({ kind: 'speech' }, captured.cost_micro_eur);
+      this.charged(captured);
       return 'captured';
     } catch {
       return 'unsettled';

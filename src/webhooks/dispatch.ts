@@ -90,6 +90,24 @@ export async function dispatchJobWebhooks(d: WebhookDispatch, jobId: string): Pr
   );
 }
 
+/**
+ * Starts the deliveries of the workspace's budget alerts not started yet: what a charge (a job's, a
+ * speech capture) recorded with its ledger entry, called after that entry's commit. The recording is the
+ * database's (migration 024_budget_alerts.sql), so the caller does not know whether there is any: one
+ * read of the deliveries not started (a few rows, by the partial index webhook_deliveries_undispatched).
+ */
+export async function dispatchAlertWebhooks(d: WebhookDispatch, workspaceId: string): Promise<number> {
+  const r = await d.db.query<{ id: string }>(
+    `SELECT d.id FROM webhook_deliveries d JOIN webhook_events e ON e.id = d.event_id
+      WHERE d.dispatched_at IS NULL AND d.workspace_id = $1 AND e.ledger_entry_id IS NOT NULL LIMIT $2`,
+    [workspaceId, DISPATCH_BATCH_MAX],
+  );
+  return dispatchWebhookDeliveries(
+    d,
+    r.rows.map((row) => row.id),
+  );
+}
+
 /** Starts up to `limit` recorded deliveries that were never started, oldest first. */
 export async function dispatchUndispatched(d: WebhookDispatch, limit: number, min_age_ms = UNDISPATCHED_GRACE_MS): Promise<number> {
   const r = await d.db.query<{ id: string }>(

@@ -1,10 +1,35 @@
 // What this service POSTs to webhook endpoints, as the OpenAPI document's `webhooks`: one operation per
-// event type (the body is the WebhookEvent component of ./schemas.ts).
+// event type, its body a component of ./schemas.ts (WebhookEvent for a job's events).
 import type { ZodOpenApiOperationObject } from 'zod-openapi';
-import { WebhookEventType } from './schemas.js';
+import type { WebhookEventType } from './event-types.js';
+import { WebhookEventType as EventTypes } from './schemas.js';
+
+/** Per event type: its operation id, summary and body component. */
+const EVENTS: Record<WebhookEventType, { operationId: string; summary: string; component: string }> = {
+  'video.generation.succeeded': {
+    operationId: 'videoGenerationSucceededEvent',
+    summary: 'A video generation job succeeded',
+    component: 'WebhookEvent',
+  },
+  'video.generation.failed': {
+    operationId: 'videoGenerationFailedEvent',
+    summary: 'A video generation job failed (or was cancelled)',
+    component: 'WebhookEvent',
+  },
+  'balance.low': {
+    operationId: 'balanceLowEvent',
+    summary: 'A charge left the balance below the low balance alert',
+    component: 'BalanceLowEvent',
+  },
+  'api_key.spend_threshold': {
+    operationId: 'apiKeySpendThresholdEvent',
+    summary: "An API key's charges reached 50, 80 or 100 % of its spend limit",
+    component: 'ApiKeySpendThresholdEvent',
+  },
+};
 
 /** What this service POSTs to a webhook endpoint for an event type (the document's `webhooks`). */
-function webhookOperation(type: string): ZodOpenApiOperationObject {
+function webhookOperation(type: WebhookEventType): ZodOpenApiOperationObject {
   const h = (name: string, description: string) => ({
     name,
     in: 'header' as const,
@@ -13,21 +38,23 @@ function webhookOperation(type: string): ZodOpenApiOperationObject {
     schema: { type: 'string' as const },
   });
   return {
-    operationId: type === 'video.generation.succeeded' ? 'videoGenerationSucceededEvent' : 'videoGenerationFailedEvent',
+    operationId: EVENTS[type].operationId,
     tags: ['Webhooks'],
-    summary:
-      type === 'video.generation.succeeded' ? 'A video generation job succeeded' : 'A video generation job failed (or was cancelled)',
+    summary: EVENTS[type].summary,
     parameters: [
       h('webhook-id', 'The event id (`evt_...`), the same on every attempt: process each event once.'),
       h('webhook-timestamp', 'Unix seconds of this attempt; refuse one too far from now (e.g. 5 minutes).'),
       h('webhook-signature', '`v1,<base64 HMAC-SHA256>` over "<webhook-id>.<webhook-timestamp>.<raw body>" with the endpoint secret.'),
     ],
-    requestBody: { required: true, content: { 'application/json': { schema: { $ref: '#/components/schemas/WebhookEvent' } } } },
+    requestBody: {
+      required: true,
+      content: { 'application/json': { schema: { $ref: `#/components/schemas/${EVENTS[type].component}` } } },
+    },
     responses: { '200': { description: 'Any 2xx within 10 s accepts the event; anything else is retried.' } },
   };
 }
 
 /** The document's `webhooks`: every event type, by its name. */
 export function webhookOperations(): Record<string, { post: ZodOpenApiOperationObject }> {
-  return Object.fromEntries(WebhookEventType.options.map((type) => [type, { post: webhookOperation(type) }]));
+  return Object.fromEntries(EventTypes.options.map((type) => [type, { post: webhookOperation(type) }]));
 }

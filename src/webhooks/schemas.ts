@@ -1,7 +1,7 @@
 // Webhooks' schemas: the endpoint a workspace registers, its delivery attempts and their pages, and the
 // event this service POSTs.
 import { z } from 'zod';
-import { serialPageQuery, UnixSeconds, Uuid } from '../http/schemas.js';
+import { Euros, serialPageQuery, UnixSeconds, Uuid } from '../http/schemas.js';
 import { VideoJob } from '../video-jobs/schemas.js';
 import { WEBHOOK_EVENT_TYPES } from './event-types.js';
 import { WEBHOOK_URL_CHARS_MAX } from './target-policy.js';
@@ -10,7 +10,12 @@ import { WEBHOOK_URL_CHARS_MAX } from './target-policy.js';
 export const DELIVERY_ATTEMPT_ID_PREFIX = 'whatt_';
 export const DeliveryPageQuery = serialPageQuery(DELIVERY_ATTEMPT_ID_PREFIX);
 
-export const WebhookEventType = z.enum(WEBHOOK_EVENT_TYPES).describe('video.generation.failed includes cancelled jobs.');
+export const WebhookEventType = z
+  .enum(WEBHOOK_EVENT_TYPES)
+  .describe(
+    'video.generation.failed includes cancelled jobs; balance.low: a charge left the balance below the low balance alert; ' +
+      "api_key.spend_threshold: a key's charges reached 50, 80 or 100 % of its spend limit.",
+  );
 export const CreateWebhookBody = z
   .object({
     url: z
@@ -82,20 +87,56 @@ export const WebhookDeliveryAttemptList = z.strictObject({
   data: z.array(WebhookDeliveryAttempt).describe('Newest first.'),
   has_more: z.boolean(),
 });
+const eventId = z
+  .string()
+  .regex(/^evt_[0-9a-f]{32}$/)
+  .describe('The event id, also sent as the `webhook-id` header: the same on every retry; use it to process an event once.');
+const eventCreated = UnixSeconds.describe('Unix time (seconds) the event happened.');
 export const WebhookEvent = z
   .strictObject({
-    id: z
-      .string()
-      .regex(/^evt_[0-9a-f]{32}$/)
-      .describe('The event id, also sent as the `webhook-id` header: the same on every retry; use it to process an event once.'),
+    id: eventId,
     object: z.literal('event'),
-    type: WebhookEventType,
-    created: UnixSeconds.describe('Unix time (seconds) the event happened.'),
+    type: z.enum(['video.generation.succeeded', 'video.generation.failed']),
+    created: eventCreated,
     data: VideoJob,
   })
   .describe(
-    'The body of every webhook delivery (POST, application/json), signed per Standard Webhooks. `data` is the job as GET /v2/videos/generations/{id} ' +
+    "The body of a job's webhook delivery (POST, application/json), signed per Standard Webhooks. `data` is the job as GET /v2/videos/generations/{id} " +
       'answered when the event happened; its video URLs expire: fetch the job again for fresh ones.',
+  );
+export const BalanceLowEvent = z
+  .strictObject({
+    id: eventId,
+    object: z.literal('event'),
+    type: z.literal('balance.low'),
+    created: eventCreated,
+    data: z.strictObject({
+      object: z.literal('balance'),
+      balance_in_euro: Euros.describe('The balance the charge left.'),
+      low_balance_threshold_in_euro: Euros.describe("The workspace's low balance alert it went below."),
+    }),
+  })
+  .describe(
+    'Sent when a charge leaves the balance below the low balance alert (PATCH /v2/account), once per crossing: ' +
+      'again only after a credit has brought the balance back to or above the alert (or the alert was changed).',
+  );
+export const ApiKeySpendThresholdEvent = z
+  .strictObject({
+    id: eventId,
+    object: z.literal('event'),
+    type: z.literal('api_key.spend_threshold'),
+    created: eventCreated,
+    data: z.strictObject({
+      object: z.literal('api_key'),
+      id: Uuid.describe('The API key (its id, not the key).'),
+      spend_in_euro: Euros.describe("The key's spend, net of refunds and counting speech in progress, once the charge was made."),
+      spend_limit_in_euro: Euros,
+      threshold_percent: z.union([z.literal(50), z.literal(80), z.literal(100)]),
+    }),
+  })
+  .describe(
+    "Sent when a key's charges reach 50, 80 and 100 % of its spend limit, once per threshold; " +
+      'one charge reaching two thresholds sends two events.',
   );
 
 /** What the API answers, as its clients read it (z.output of the response schemas). */
@@ -106,6 +147,8 @@ export type WebhookEndpointDeleted = z.output<typeof WebhookEndpointDeleted>;
 export type WebhookDeliveryAttempt = z.output<typeof WebhookDeliveryAttempt>;
 export type WebhookDeliveryAttemptList = z.output<typeof WebhookDeliveryAttemptList>;
 export type WebhookEvent = z.output<typeof WebhookEvent>;
+export type BalanceLowEvent = z.output<typeof BalanceLowEvent>;
+export type ApiKeySpendThresholdEvent = z.output<typeof ApiKeySpendThresholdEvent>;
 
 export const RESPONSE_COMPONENTS = {
   WebhookEndpoint,
@@ -115,4 +158,6 @@ export const RESPONSE_COMPONENTS = {
   WebhookDeliveryAttempt,
   WebhookDeliveryAttemptList,
   WebhookEvent,
+  BalanceLowEvent,
+  ApiKeySpendThresholdEvent,
 } satisfies Record<string, z.ZodType>;

@@ -4,8 +4,9 @@
 // that long); revoking is idempotent; other keys keep working.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { adminCli } from '../helpers/admin-cli.js';
 import { freePort } from '../helpers/infra.js';
 import { killAll, startEntryProcess } from '../helpers/processes.js';
 import { ADMIN_TOKEN, http, newCustomer, startStack, type Stack } from '../helpers/stack.js';
@@ -25,18 +26,6 @@ async function newKey(workspaceId: string) {
   const r = await http(stack.baseUrl, 'POST', `/admin/v1/workspaces/${workspaceId}/api-keys`, { token: ADMIN_TOKEN, json: {} });
   assert.equal(r.status, 201);
   return r.body as { id: string; key: string };
-}
-
-function adminCli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/admin-cli.ts', ...args], {
-    env: { ...process.env, API_URL: stack.baseUrl, ADMIN_TOKEN },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (d: Buffer) => (stdout += d));
-  child.stderr.on('data', (d: Buffer) => (stderr += d));
-  return new Promise((resolve) => child.on('exit', (code) => resolve({ code, stdout, stderr })));
 }
 
 test('a revoked key gets 401 at once where it was revoked and within seconds on every other API process; revoking again answers the same; other keys keep working', async () => {
@@ -84,14 +73,14 @@ test('unknown or malformed ids are 404; the admin token is required', async () =
 test('CLI: key revoke --id K prints the answer; an unknown id exits 1 with the error', async () => {
   const c = await newCustomer(stack, 1);
   const key = await newKey(c.workspaceId);
-  const ok = await adminCli(['key', 'revoke', '--id', key.id]);
+  const ok = await adminCli(stack.baseUrl, ['key', 'revoke', '--id', key.id]);
   assert.equal(ok.code, 0, ok.stderr);
   assert.deepEqual(JSON.parse(ok.stdout), { id: key.id, object: 'api_key', revoked: true });
   assert.equal((await http(stack.baseUrl, 'GET', '/v2/balance', { token: key.key })).status, 401);
-  const unknown = await adminCli(['key', 'revoke', '--id', randomUUID()]);
+  const unknown = await adminCli(stack.baseUrl, ['key', 'revoke', '--id', randomUUID()]);
   assert.equal(unknown.code, 1);
   assert.equal(JSON.parse(unknown.stdout).error.code, 'api_key_not_found');
-  const missing = await adminCli(['key', 'revoke']);
+  const missing = await adminCli(stack.baseUrl, ['key', 'revoke']);
   assert.equal(missing.code, 2);
   assert.match(missing.stderr, /missing --id/);
 });

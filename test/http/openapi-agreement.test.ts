@@ -266,7 +266,7 @@ describe('examples', () => {
         );
       }
     }
-    assert.equal(seen, 11);
+    assert.equal(seen, 13);
   });
 });
 

@@ -302,6 +302,7 @@ describe('schemas are generated from zod', () => {
       CreateWorkspaceBody: S.CreateWorkspaceBody,
       SetWorkspaceLimitsBody: S.SetWorkspaceLimitsBody,
       AddCreditsBody: S.AddCreditsBody,
+      UpdateAccountBody: S.UpdateAccountBody,
       CreateApiKeyBody: S.CreateApiKeyBody,
       CreateWebhookBody: S.CreateWebhookBody,
       CreateCheckoutBody: S.CreateCheckoutBody,

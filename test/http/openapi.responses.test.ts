@@ -5,6 +5,7 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import type { z } from 'zod';
 import path from 'node:path';
 import { createRequire } from 'node:module';
 import { DOCS_ASSETS, DOCS_INIT_SCRIPT } from '../../src/service/docs-routes.js';
@@ -351,6 +352,60 @@ describe('webhooks, balance, ledger and key revocation', () => {
     assertDocumented('get', '/admin/v1/usage', await admin(`?group_by=workspace,kind&workspace_id=${customer.workspaceId}`));
     assertDocumented('get', '/admin/v1/usage', await admin(`?workspace_id=${SAMPLE_ID}`));
     assertDocumented('get', '/admin/v1/usage', await admin('?bucket=hour&start=0&end=99999999'));
+  });
+
+  test("the account (GET, PATCH with a 400, the operators' PATCH with a 404); the budget alerts' bodies are their documented events", async () => {
+    const receiver = await startReceiver();
+    try {
+      const c = await newCustomer(stack, 1);
+      const hook = await http(stack.baseUrl, 'POST', '/v2/webhooks', {
+        token: c.key,
+        json: { url: receiver.url, events: ['balance.low', 'api_key.spend_threshold'] },
+      });
+      assert.equal(hook.status, 201);
+      assertDocumented('get', '/v2/account', await http(stack.baseUrl, 'GET', '/v2/account', { token: c.key }));
+      const set = await http(stack.baseUrl, 'PATCH', '/v2/account', { token: c.key, json: { low_balance_threshold_in_euro: 0.9 } });
+      assert.equal(set.status, 200);
+      assertDocumented('patch', '/v2/account', set);
+      const bad = await http(stack.baseUrl, 'PATCH', '/v2/account', { token: c.key, json: { low_balance_threshold_in_euro: -1 } });
+      assert.equal(bad.status, 400);
+      assertDocumented('patch', '/v2/account', bad);
+      const admin = (id: string) =>
+        http(stack.baseUrl, 'PATCH', `/admin/v1/workspaces/${id}/account`, {
+          token: ADMIN_TOKEN,
+          json: { low_balance_threshold_in_euro: 0.9 },
+        });
+      assertDocumented('patch', '/admin/v1/workspaces/{id}/account', await admin(c.workspaceId));
+      assertDocumented('patch', '/admin/v1/workspaces/{id}/account', await admin(SAMPLE_ID));
+
+      const limited = await http(stack.baseUrl, 'POST', `/admin/v1/workspaces/${c.workspaceId}/api-keys`, {
+        token: ADMIN_TOKEN,
+        json: { spend_limit_in_euro: 0.3 },
+      });
+      const job = await http(stack.baseUrl, 'POST', '/v2/videos/generations', {
+        token: limited.body.key,
+        json: simJob({ delay_ms: 0 }, { n: 1 }),
+      });
+      assert.equal(job.status, 202, JSON.stringify(job.body));
+      const received = (await receiver.waitFor(2)).map((w) => JSON.parse(w.body));
+      const schemas: Record<string, z.ZodType> = {
+        'balance.low': S.BalanceLowEvent,
+        'api_key.spend_threshold': S.ApiKeySpendThresholdEvent,
+      };
+      assert.deepEqual(received.map((e) => e.type).sort(), ['api_key.spend_threshold', 'balance.low']);
+      for (const event of received) {
+        const parsed = schemas[event.type]!.safeParse(event);
+        assert.ok(parsed.success, JSON.stringify(parsed.error?.issues));
+        const component = event.type === 'balance.low' ? 'BalanceLowEvent' : 'ApiKeySpendThresholdEvent';
+        assert.equal(
+          doc.webhooks[event.type].post.requestBody.content['application/json'].schema.$ref,
+          `#/components/schemas/${component}`,
+        );
+      }
+      await waitForJob(stack, limited.body.key, job.body.id);
+    } finally {
+      await receiver.close();
+    }
   });
 
   test('balance, ledger (with a 400), and revoking a key (then 404 for an unknown one)', async () => {

@@ -286,7 +286,7 @@ describe('web console', { skip }, () => {
     );
   });
 
-  test('Account: the balance, the statement, a webhook with its secret shown once, its deliveries, delete', async () => {
+  test('Account: the balance, the low balance alert, the statement, a webhook with its secret shown once, its deliveries, delete', async () => {
     await page.getByRole('link', { name: 'Account', exact: true }).click();
     const balance = await http(stack.baseUrl, 'GET', '/v2/balance', { token: customer.key });
     const shown = page.getByLabel('Balance', exact);
@@ -299,6 +299,23 @@ describe('web console', { skip }, () => {
     );
     await page.getByRole('cell', { name: 'charge', exact: true }).first().waitFor();
     assert.equal(await page.getByRole('button', { name: 'Next page', exact: true }).isEnabled(), true); // more than 10 entries
+
+    // The low balance alert: set, shown again from the API on the next visit, then turned off.
+    const alertField = page.getByLabel('Low balance alert', exact);
+    assert.equal(await alertField.inputValue(), '', 'off at first');
+    const threshold = async () =>
+      (await http(stack.baseUrl, 'GET', '/v2/account', { token: customer.key })).body.low_balance_threshold_in_euro;
+    await alertField.fill('2.5');
+    await page.getByRole('button', { name: 'Save alert', exact: true }).click();
+    await page.getByText('Saved.').waitFor();
+    assert.equal(await threshold(), 2.5);
+    await page.getByRole('link', { name: 'Videos', exact: true }).click();
+    await page.getByRole('link', { name: 'Account', exact: true }).click();
+    await page.waitForFunction(() => (document.getElementById('low-balance-alert') as HTMLInputElement | null)?.value === '2.5');
+    await alertField.fill('');
+    await page.getByRole('button', { name: 'Save alert', exact: true }).click();
+    await page.getByText('Saved.').waitFor();
+    assert.equal(await threshold(), null);
 
     await page.getByLabel('Webhook URL', exact).fill(receiver.url);
     await page.getByRole('button', { name: 'Add webhook', exact: true }).click();

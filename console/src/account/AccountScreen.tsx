@@ -1,15 +1,73 @@
-// Account: the balance, the ledger statement a page at a time, and the webhook endpoints (add one,
-// its signing secret shown once with a copy button; each endpoint's delivery attempts; delete).
-import { useCallback, useEffect, useState } from 'react';
+// Account: the balance and the low balance alert, the ledger statement a page at a time, and the
+// webhook endpoints (add one, its signing secret shown once with a copy button; each endpoint's
+// delivery attempts; delete).
+import { useCallback, useEffect, useState, type FormEvent } from 'react';
+import Button from 'react-bootstrap/Button';
 import Card from 'react-bootstrap/Card';
 import Col from 'react-bootstrap/Col';
+import Form from 'react-bootstrap/Form';
+import InputGroup from 'react-bootstrap/InputGroup';
 import Row from 'react-bootstrap/Row';
 import Table from 'react-bootstrap/Table';
-import { api, type LedgerEntry, type ListPage } from '../api';
+import { api, type Account, type LedgerEntry, type ListPage } from '../api';
 import { ErrorAlert } from '../ErrorAlert';
 import { euros, when } from '../format';
 import { Pager, useCursorPages } from '../Pager';
+import { useAction } from '../ui';
 import { Webhooks } from './Webhooks';
+
+/** The highest alert the API takes, in euros. */
+const LOW_BALANCE_ALERT_MAX = 1_000_000;
+
+/** The low balance alert: the webhook event balance.low is sent when a charge leaves the balance below it; empty = off. */
+function LowBalanceAlert({ account, onSaved }: { account: Account; onSaved: (a: Account) => void }) {
+  const current = account.low_balance_threshold_in_euro;
+  const [value, setValue] = useState(current === null ? '' : String(current));
+  const [saved, setSaved] = useState(false);
+  const { busy, error, run } = useAction();
+  useEffect(() => setValue(current === null ? '' : String(current)), [current]);
+  const submit = (e: FormEvent) => {
+    e.preventDefault();
+    setSaved(false);
+    void run(async () => {
+      const low_balance_threshold_in_euro = value.trim() === '' ? null : Number(value);
+      onSaved(await api<Account>('/v2/account', { method: 'PATCH', json: { low_balance_threshold_in_euro } }));
+      setSaved(true);
+    });
+  };
+  return (
+    <Form onSubmit={submit} className="mt-3">
+      <Form.Group controlId="low-balance-alert">
+        <Form.Label className="text-body-secondary mb-1">Low balance alert</Form.Label>
+        <InputGroup>
+          <InputGroup.Text>€</InputGroup.Text>
+          <Form.Control
+            type="number"
+            min={0}
+            max={LOW_BALANCE_ALERT_MAX}
+            step="any"
+            inputMode="decimal"
+            placeholder="Off"
+            value={value}
+            onChange={(e) => {
+              setValue(e.target.value);
+              setSaved(false);
+            }}
+            aria-describedby="low-balance-alert-help"
+          />
+          <Button type="submit" variant="outline-primary" disabled={busy}>
+            Save alert
+          </Button>
+        </InputGroup>
+        <Form.Text id="low-balance-alert-help">
+          {saved ? 'Saved. ' : ''}
+          Webhooks subscribed to balance.low are sent an event when a charge takes the balance below this amount; empty turns it off.
+        </Form.Text>
+      </Form.Group>
+      <ErrorAlert error={error} />
+    </Form>
+  );
+}
 
 const PAGE_SIZE = 10;
 
@@ -66,10 +124,10 @@ function Ledger() {
 }
 
 export function AccountScreen() {
-  const [balance, setBalance] = useState<number | null>(null);
+  const [account, setAccount] = useState<Account | null>(null);
   const [error, setError] = useState<unknown>(null);
   const load = useCallback(() => {
-    api<{ balance_in_euro: number }>('/v2/balance').then((b) => setBalance(b.balance_in_euro), setError);
+    api<Account>('/v2/account').then(setAccount, setError);
   }, []);
   useEffect(load, [load]);
   return (
@@ -81,9 +139,10 @@ export function AccountScreen() {
               Balance
             </label>
             <output id="balance" className="display-6">
-              {balance === null ? '…' : euros(balance)}
+              {account === null ? '…' : euros(account.balance_in_euro)}
             </output>
             <ErrorAlert error={error} />
+            {account && <LowBalanceAlert account={account} onSaved={setAccount} />}
           </Card.Body>
         </Card>
         <Ledger />

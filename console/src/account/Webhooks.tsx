@@ -28,7 +28,11 @@ function Deliveries({ endpointId }: { endpointId: string }) {
   if (error) return <ErrorAlert error={error} />;
   if (!attempts) return null;
   if (attempts.length === 0)
-    return <p className="small text-body-secondary mb-0">No deliveries yet: events are sent when a video job finishes.</p>;
+    return (
+      <p className="small text-body-secondary mb-0">
+        No deliveries yet: events are sent when a video job finishes or a budget alert goes off.
+      </p>
+    );
   return (
     <>
       <Table responsive size="sm" className="small mb-1">
