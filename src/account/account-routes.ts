@@ -43,11 +43,12 @@ export function accountRoutes(deps: { auth: RequestHandler; limit: RequestHandle
   const api = new ApiRouter();
 
   api.route(getAccountOperation, deps.auth, async (_input, _req, res) => {
-    res.json(presentAccount(await getAccount(deps.db, principalOf(res).workspace_id)));
+    res.json(presentAccount(await getAccount(deps.db, principalOf(res).workspace_id), deps.autoTopUp?.checkoutBounds ?? null));
   });
 
   api.route(updateAccountOperation, deps.auth, deps.limit, jsonBody, async ({ body }, _req, res) => {
-    res.json(presentAccount(await updateAccount(deps.db, principalOf(res).workspace_id, accountUpdateOf(body), deps.autoTopUp)));
+    const updated = await updateAccount(deps.db, principalOf(res).workspace_id, accountUpdateOf(body), deps.autoTopUp);
+    res.json(presentAccount(updated, deps.autoTopUp?.checkoutBounds ?? null));
   });
 
   return api;

@@ -32,6 +32,8 @@ export interface AccountUpdate {
 export interface AutoTopUpPolicy {
   /** Why it cannot be turned on for this workspace now (the ApiError to answer), or null. */
   refusal(workspaceId: string, amount_micro_eur: number): Promise<Error | null>;
+  /** What one Checkout may buy; null: buying credits is not configured. */
+  readonly checkoutBounds: { min_micro_eur: number; max_micro_eur: number } | null;
 }
 
 const ACCOUNT_COLUMNS = `balance_micro_eur, owed_micro_eur, low_balance_threshold_micro_eur,
@@ -119,7 +121,7 @@ export function accountUpdateOf(body: {
   return { ...update, low_balance_threshold_micro_eur: micro };
 }
 
-export function presentAccount(a: AccountRecord): Account {
+export function presentAccount(a: AccountRecord, checkout: AutoTopUpPolicy['checkoutBounds'] = null): Account {
   return {
     object: 'account',
     balance_in_euro: microEurToEur(a.balance_micro_eur),
@@ -132,6 +134,10 @@ export function presentAccount(a: AccountRecord): Account {
             threshold_in_euro: microEurToEur(a.auto_top_up_threshold_micro_eur),
             amount_in_euro: microEurToEur(a.auto_top_up_amount_micro_eur),
           },
+    credits_checkout: checkout && {
+      min_in_euro: microEurToEur(checkout.min_micro_eur),
+      max_in_euro: microEurToEur(checkout.max_micro_eur),
+    },
     auto_top_up_error: a.auto_top_up_failure,
   };
 }

@@ -37,6 +37,12 @@ export const Account = z
       })
       .nullable()
       .describe('Automatic top-up with the card a Checkout saved: once per crossing of the threshold; null = off.'),
+    credits_checkout: z
+      .strictObject({ min_in_euro: Euros, max_in_euro: Euros })
+      .nullable()
+      .describe(
+        'Buying credits with Stripe Checkout (POST /v2/billing/checkout): the amounts one Checkout may buy; null = not offered here.',
+      ),
     auto_top_up_error: z
       .string()
       .nullable()

@@ -18,8 +18,10 @@ import { inTransaction, type Db } from '../db/pool.js';
 import { ApiError } from '../errors.js';
 import { isUuid } from '../ids.js';
 import { creditPayment, debitRefunds, disputeMoney, type MovementResult } from './billing.js';
+import { autoTopUpFailed, autoTopUpSucceeded } from './auto-top-up.js';
+import { MICRO_EUR_PER_CENT } from './money.js';
 
-export const MICRO_EUR_PER_CENT = 10_000;
+export { MICRO_EUR_PER_CENT };
 
 /** The library, pointed at Stripe or (STRIPE_API_BASE) elsewhere, e.g. stripe-mock. */
 export function createStripeClient(config: StripeConfig): Stripe {
@@ -46,7 +48,7 @@ export interface CheckoutSessionCreated {
 export type EventOutcome = 'credited' | 'debited' | 'recorded' | 'duplicate' | 'ignored';
 
 /** Automatic top-up without Stripe configured: 503. */
-export const AUTO_TOP_UP_NOT_CONFIGURED = { refusal: () => Promise.resolve(billingNotConfigured()) };
+export const AUTO_TOP_UP_NOT_CONFIGURED = { refusal: () => Promise.resolve(billingNotConfigured()), checkoutBounds: null };
 
 export class PaymentsService {
   readonly stripe: Stripe;
@@ -58,8 +60,8 @@ export class PaymentsService {
       logger: Logger;
       /** Called once a credit committed (auto top-up's arming, for example); errors are logged, never thrown. */
       afterCredit?: (workspaceId: string) => Promise<void>;
-      /** Called once an auto top-up's PaymentIntent failed, with Stripe's reason. */
-      autoTopUpFailed?: (workspaceId: string, paymentIntentId: string, reason: string) => Promise<void>;
+      /** Called once an auto top-up's failure was recorded: starts the deliveries of its webhook event. */
+      afterFailure?: (workspaceId: string) => void;
     },
   ) {
     this.stripe = createStripeClient(deps.config);
@@ -90,6 +92,10 @@ export class PaymentsService {
       );
     }
     return null;
+  }
+
+  get checkoutBounds() {
+    return this.bounds;
   }
 
   get bounds() {
@@ -191,16 +197,28 @@ export class PaymentsService {
     const workspaceId = pi.metadata?.['workspace_id'];
     if (pi.metadata?.['purpose'] !== 'auto_top_up' || pi.currency !== 'eur' || !workspaceId || !isUuid(workspaceId)) return 'ignored';
     const amount = pi.amount_received > 0 ? pi.amount_received : pi.amount;
-    return this.credit(workspaceId, (tx) =>
-      creditPayment(tx, { workspaceId, paymentIntentId: pi.id, checkoutSessionId: null, amount_micro_eur: amount * MICRO_EUR_PER_CENT }),
-    );
+    return this.credit(workspaceId, async (tx) => {
+      // Marked paid before its credit, which may then arm automatic top-up again.
+      await autoTopUpSucceeded(tx, uuidOrUndefined(pi.metadata['auto_top_up_id']), pi.id);
+      return creditPayment(tx, {
+        workspaceId,
+        paymentIntentId: pi.id,
+        checkoutSessionId: null,
+        amount_micro_eur: amount * MICRO_EUR_PER_CENT,
+      });
+    });
   }
 
   private async autoTopUpFailed(pi: Stripe.PaymentIntent): Promise<EventOutcome> {
     const workspaceId = pi.metadata?.['workspace_id'];
-    if (pi.metadata?.['purpose'] !== 'auto_top_up' || !workspaceId || !isUuid(workspaceId) || !this.deps.autoTopUpFailed) return 'ignored';
-    const reason = pi.last_payment_error?.message ?? pi.last_payment_error?.code ?? 'the payment failed';
-    await this.deps.autoTopUpFailed(workspaceId, pi.id, reason);
+    if (pi.metadata?.['purpose'] !== 'auto_top_up' || !workspaceId || !isUuid(workspaceId)) return 'ignored';
+    const message = pi.last_payment_error?.message ?? pi.last_payment_error?.code ?? 'the payment failed';
+    const topUpId = uuidOrUndefined(pi.metadata['auto_top_up_id']);
+    const failed = await inTransaction(this.deps.db, (tx) =>
+      autoTopUpFailed(tx, { ...(topUpId ? { topUpId } : {}), paymentIntentId: pi.id, workspaceId, message }),
+    );
+    if (!failed) return 'duplicate';
+    this.deps.afterFailure?.(workspaceId);
     return 'recorded';
   }
 
@@ -245,6 +263,8 @@ export class PaymentsService {
     return outcome;
   }
 }
+
+const uuidOrUndefined = (v: string | undefined): string | undefined => (v !== undefined && isUuid(v) ? v : undefined);
 
 const idOf = (v: string | { id: string } | null | undefined): string | null => (v == null ? null : typeof v === 'string' ? v : v.id);
 

@@ -242,7 +242,9 @@ function buildApp(parts: AppParts): http.RequestListener {
       limits: config.providerCallbackLimits,
     },
     voiceProvider: config.providers.voice.descriptor.name,
-    payments: config.stripe ? new PaymentsService({ db, config: config.stripe, logger: parts.logger }) : null,
+    payments: config.stripe
+      ? new PaymentsService({ db, config: config.stripe, logger: parts.logger, afterFailure: (ws) => alertDispatcher(parts)(ws) })
+      : null,
     publicBaseUrl: config.publicBaseUrl,
     rateLimitPerMinute: config.rateLimitPerMinute,
     rateLimitReadsPerMinute: config.rateLimitReadsPerMinute,

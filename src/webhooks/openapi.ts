@@ -26,6 +26,11 @@ const EVENTS: Record<WebhookEventType, { operationId: string; summary: string; c
     summary: "An API key's charges reached 50, 80 or 100 % of its spend limit",
     component: 'ApiKeySpendThresholdEvent',
   },
+  'billing.auto_top_up_failed': {
+    operationId: 'autoTopUpFailedEvent',
+    summary: 'An automatic top-up was not paid; automatic top-up is off',
+    component: 'AutoTopUpFailedEvent',
+  },
 };
 
 /** What this service POSTs to a webhook endpoint for an event type (the document's `webhooks`). */

@@ -2,29 +2,26 @@
 // committed: nothing of the event is left, and Stripe's redelivery (to another API process) credits it
 // exactly once. The kill lands in that window for sure: the test holds the workspace's row lock, so the
 // real `npm run api` process waits inside its transaction until it is killed.
-import { after, before, describe, test } from 'node:test';
+import { after, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { freePort } from '../helpers/infra.js';
 import { killAll, startEntryProcess } from '../helpers/processes.js';
-import { assertAuditHolds, http, newCustomer, startStack, type Stack } from '../helpers/stack.js';
-import { deliver, eventPayload, paidSession, startStripeMock, STRIPE_MOCK_MISSING, stripeEnv, type StripeMock } from './setup.js';
+import { assertAuditHolds, http, newCustomer, type Stack } from '../helpers/stack.js';
+import { deliver, eventPayload, paidSession, STRIPE_MOCK_MISSING, stripeEnv, useStripeStack, type StripeMock } from './setup.js';
 
 let mock: StripeMock;
 let stack: Stack;
 const children: ChildProcess[] = [];
 
 describe('a crash between the signature check and the commit', { skip: STRIPE_MOCK_MISSING }, () => {
-  before(async () => {
-    mock = await startStripeMock();
-    stack = await startStack({ env: stripeEnv(mock) });
-  });
-  after(async () => {
-    killAll(children);
-    await stack?.stop();
-    await mock?.stop();
+  // The API process killed by the test is gone; any other child goes before the stack stops.
+  after(() => killAll(children));
+  useStripeStack((s, m) => {
+    stack = s;
+    mock = m;
   });
 
   test('the killed process leaves nothing; the redelivery credits once', async () => {

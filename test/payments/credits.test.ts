@@ -5,20 +5,19 @@
 // only what was refunded since the last time; a refund and a dispute of credits already spent leave the
 // rest owed (shown on the balance), and the workspace then gets 402 payment_required for every paid request
 // until a credit pays it; a dispute won gives its amount back. The ledger audit holds after each.
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { encodeWav } from '../../src/media/wav.js';
 import { ConfigError, loadConfig } from '../../src/config.js';
 import { assertAuditHolds, http, newCustomer, simJob, startStack, waitForJob, type Stack } from '../helpers/stack.js';
 import {
+  useStripeStack,
   deliver,
   dispute,
   eventPayload,
   paidSession,
   refundedCharge,
-  startStripeMock,
   STRIPE_MOCK_MISSING,
-  stripeEnv,
   WEBHOOK_SECRET,
   type StripeMock,
 } from './setup.js';
@@ -50,13 +49,9 @@ async function buy(workspaceId: string, eur: number) {
 }
 
 describe('buying credits with Stripe', { skip: STRIPE_MOCK_MISSING }, () => {
-  before(async () => {
-    mock = await startStripeMock();
-    stack = await startStack({ env: stripeEnv(mock) });
-  });
-  after(async () => {
-    await stack?.stop();
-    await mock?.stop();
+  useStripeStack((s, m) => {
+    stack = s;
+    mock = m;
   });
 
   test('a Checkout Session in payment mode, in EUR, naming the workspace, with the card saved for later', async () => {

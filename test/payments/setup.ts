@@ -4,11 +4,13 @@
 // (stripe.webhooks.generateTestHeaderString), shaped as Stripe's event objects are
 // (https://docs.stripe.com/api/events/object, https://docs.stripe.com/api/events/types).
 import http from 'node:http';
+import { after, before } from 'node:test';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import Stripe from 'stripe';
 import { freePort } from '../helpers/infra.js';
+import { startStack, type Stack } from '../helpers/stack.js';
 import { goToolsMissing } from '../helpers/tools.js';
 import { execFileSync } from 'node:child_process';
 
@@ -41,8 +43,11 @@ export interface StripeMock {
 
 /** Starts stripe-mock on a free loopback port, and a recording proxy in front of it. */
 export async function startStripeMock(): Promise<StripeMock> {
-  const port = await freePort();
-  const child: ChildProcess = spawn(stripeMockPath(), ['-http-addr', `127.0.0.1:${port}`], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const [port, httpsPort] = [await freePort(), await freePort()];
+  // Both listeners on free loopback ports (its HTTPS listener would take :12112 otherwise, shared by parallel test files).
+  const child: ChildProcess = spawn(stripeMockPath(), ['-http-addr', `127.0.0.1:${port}`, '-https-addr', `127.0.0.1:${httpsPort}`], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let output = '';
   child.stdout!.on('data', (d) => (output += d));
   child.stderr!.on('data', (d) => (output += d));
@@ -95,6 +100,21 @@ export const stripeEnv = (mock: StripeMock): Record<string, string> => ({
   STRIPE_WEBHOOK_SECRET: WEBHOOK_SECRET,
   STRIPE_API_BASE: mock.url,
 });
+
+/** A stripe-mock and a stack using it for the tests of a describe block: handed to `use` once started, stopped after. */
+export function useStripeStack(use: (stack: Stack, mock: StripeMock) => void): void {
+  let mock: StripeMock | undefined;
+  let stack: Stack | undefined;
+  before(async () => {
+    mock = await startStripeMock();
+    stack = await startStack({ env: stripeEnv(mock) });
+    use(stack, mock);
+  });
+  after(async () => {
+    await stack?.stop();
+    await mock?.stop();
+  });
+}
 
 const stripe = new Stripe('sk_test_unused');
 export const stripeId = (prefix: string) => `${prefix}_test${randomBytes(9).toString('hex')}`;
