@@ -125,6 +125,7 @@ describe('endpoints', () => {
       'video.generation.failed',
       'balance.low',
       'api_key.spend_threshold',
+      'billing.auto_top_up_failed',
     ]);
     assert.match(created.body.secret, /^whsec_/);
     assert.equal(typeof created.body.created, 'number');
