@@ -11,6 +11,7 @@ import { VideoJob } from '../src/video-jobs/schemas.js';
 import { SpeechModel, VideoModel } from '../src/models/schemas.js';
 import { SpeechToken, Voice } from '../src/voices/schemas.js';
 import { Account, LedgerEntry } from '../src/account/schemas.js';
+import { CheckoutSession } from '../src/payments/schemas.js';
 import { WebhookDeliveryAttempt, WebhookEndpoint, WebhookEndpointCreated } from '../src/webhooks/schemas.js';
 import { Usage } from '../src/usage/schemas.js';
 
@@ -21,6 +22,7 @@ export const CONSOLE_TYPES: Record<string, z.ZodType> = {
   SpeechModel,
   Voice,
   Account,
+  CheckoutSession,
   SpeechToken,
   LedgerEntry,
   WebhookEndpoint,

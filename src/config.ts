@@ -112,6 +112,18 @@ const EnvSchema = z.object({
   WORKER_METRICS_PORT: intFrom(1, 65535).optional(),
   APP_METRICS_PORT: intFrom(0, 65535).optional(),
   ADMIN_PORT: intFrom(0, 65535).optional(),
+  // Buying credits with Stripe (src/payments/): off without the secret key; the webhook's signing secret is then required.
+  STRIPE_SECRET_KEY: z
+    .string()
+    .regex(/^(sk|rk)_[A-Za-z0-9_]+$/, 'not a Stripe secret key (sk_... or rk_...)')
+    .optional(),
+  STRIPE_WEBHOOK_SECRET: z
+    .string()
+    .regex(/^whsec_[A-Za-z0-9+/=_]+$/, 'not a Stripe webhook signing secret (whsec_...)')
+    .optional(),
+  STRIPE_API_BASE: z.string().url().optional(),
+  STRIPE_TOPUP_MIN_EUR: z.coerce.number().min(0.5).max(1_000_000).default(5),
+  STRIPE_TOPUP_MAX_EUR: z.coerce.number().min(0.5).max(1_000_000).default(1000),
   /** Read by src/telemetry/tracing.ts before the config loads (addresses or CIDR ranges whose trace context is followed). */
   TRACING_TRUSTED_CALLERS: z.string().optional(),
 });
@@ -205,6 +217,42 @@ export interface Config {
   appMetricsPort: number | undefined;
   /** ADMIN_PORT: the operators' API (/admin) on a listener of its own, and no longer on PORT; unset = on PORT. */
   adminPort: number | undefined;
+  /** Buying credits with Stripe; null without STRIPE_SECRET_KEY (the billing routes then answer 503). */
+  stripe: StripeConfig | null;
+}
+
+export interface StripeConfig {
+  /** Not enumerable: never serialised or logged. */
+  secretKey: string;
+  /** The webhook endpoint's signing secret (whsec_...). Not enumerable. */
+  webhookSecret: string;
+  /** STRIPE_API_BASE: another base URL for Stripe's API (stripe-mock in tests); unset = Stripe's own. */
+  apiBase: URL | undefined;
+  topupMicroEurMin: number;
+  topupMicroEurMax: number;
+}
+
+/** STRIPE_*: null without a secret key; with one, the webhook secret is required and the bounds must make sense. */
+function stripeConfigOf(e: z.infer<typeof EnvSchema>): StripeConfig | null {
+  if (!e.STRIPE_SECRET_KEY) return null;
+  if (!e.STRIPE_WEBHOOK_SECRET) {
+    throw new ConfigError(
+      'STRIPE_WEBHOOK_SECRET must be set when STRIPE_SECRET_KEY is (the signing secret of the Stripe webhook endpoint)',
+    );
+  }
+  const min = Math.round(e.STRIPE_TOPUP_MIN_EUR * 100) * 10_000;
+  const max = Math.round(e.STRIPE_TOPUP_MAX_EUR * 100) * 10_000;
+  if (max < min) throw new ConfigError('STRIPE_TOPUP_MAX_EUR must be >= STRIPE_TOPUP_MIN_EUR');
+  const stripe: StripeConfig = {
+    secretKey: '',
+    webhookSecret: '',
+    apiBase: e.STRIPE_API_BASE ? new URL(e.STRIPE_API_BASE) : undefined,
+    topupMicroEurMin: min,
+    topupMicroEurMax: max,
+  };
+  Object.defineProperty(stripe, 'secretKey', { value: e.STRIPE_SECRET_KEY, enumerable: false });
+  Object.defineProperty(stripe, 'webhookSecret', { value: e.STRIPE_WEBHOOK_SECRET, enumerable: false });
+  return stripe;
 }
 
 export interface S3Config {
@@ -272,6 +320,7 @@ function checkProductionSecrets(e: z.infer<typeof EnvSchema>): void {
     ['URL_SIGNING_SECRET', e.URL_SIGNING_SECRET],
     ['METRICS_TOKEN', e.METRICS_TOKEN],
     ['AWS_SECRET_ACCESS_KEY', e.AWS_SECRET_ACCESS_KEY],
+    ['STRIPE_WEBHOOK_SECRET', e.STRIPE_WEBHOOK_SECRET],
   ];
   for (const [name, value] of secrets) {
     const why = value === undefined ? null : unsafeSecret(value, PRODUCTION_SECRET_MIN_CHARS);
@@ -420,5 +469,6 @@ export function loadConfig(
     workerMetricsPort: e.WORKER_METRICS_PORT,
     appMetricsPort: e.APP_METRICS_PORT,
     adminPort: e.ADMIN_PORT,
+    stripe: stripeConfigOf(e),
   };
 }

@@ -25,6 +25,7 @@ const FEATURES = [
   'src/batches',
   'src/admin',
   'src/models',
+  'src/payments',
   'src/service',
   'src/usage',
   'src/video-jobs',

@@ -242,14 +242,55 @@ export interface Account {
    */
   balance_in_euro: number;
   /**
-   * What the workspace owes and has not paid; 0 when nothing is owed.
+   * What refunds and disputes of bought credits took beyond the balance, not paid yet (0: nothing); while above 0, paid requests answer 402.
    */
   owed_in_euro: number;
   low_balance_threshold_in_euro: number | null;
   /**
-   * Automatic top-up; null = off.
+   * Automatic top-up with the card a Checkout saved: once per crossing of the threshold; null = off.
    */
-  auto_top_up: null;
+  auto_top_up: {
+    /**
+     * When a charge leaves the balance below this, `amount_in_euro` is charged to the saved card.
+     */
+    threshold_in_euro: number;
+    /**
+     * What one automatic top-up buys.
+     */
+    amount_in_euro: number;
+  } | null;
+  /**
+   * Buying credits with Stripe Checkout (POST /v2/billing/checkout): the amounts one Checkout may buy; null = not offered here.
+   */
+  credits_checkout: {
+    /**
+     * An amount in euros.
+     */
+    min_in_euro: number;
+    /**
+     * An amount in euros.
+     */
+    max_in_euro: number;
+  } | null;
+  /**
+   * Why automatic top-up was turned off (its payment failed, and it is not tried again until set anew); null otherwise.
+   */
+  auto_top_up_error: string | null;
+}
+
+/**
+ * A Stripe Checkout Session for credits: paid, they are credited to the workspace once Stripe says so.
+ */
+export interface CheckoutSession {
+  object: "checkout_session";
+  /**
+   * Stripe's Checkout Session id (cs_...).
+   */
+  id: string;
+  /**
+   * Where to send the customer to pay (redirect the browser there).
+   */
+  url: string | null;
 }
 
 /**
@@ -281,11 +322,11 @@ export interface LedgerEntry {
   id: string;
   object: "ledger_entry";
   /**
-   * credit: a top-up; charge: a video job (its estimate, charged up front) or a speech request; refund: what a job did not deliver.
+   * credit: a top-up (bought with Stripe: `stripe_id` is its PaymentIntent, or a dispute won); charge: a video job (its estimate, charged up front) or a speech request; refund: what a job did not deliver; debit: a Stripe refund or dispute of bought credits (`stripe_id` names it).
    */
-  type: "credit" | "charge" | "refund";
+  type: "credit" | "charge" | "refund" | "debit";
   /**
-   * The amount moved, always positive; `type` says which way.
+   * The amount, always positive; `type` says which way. Of a credit, the part that paid what was owed is not added to the balance; of a debit, the part the balance did not have is owed.
    */
   amount_in_euro: number;
   /**
@@ -301,6 +342,10 @@ export interface LedgerEntry {
    */
   speech_request_id: string | null;
   /**
+   * Stripe's object of a credit (its PaymentIntent, pi_...) or debit (the refund re_... or dispute du_/dp_...); null otherwise.
+   */
+  stripe_id: string | null;
+  /**
    * Unix time (seconds).
    */
   created: number;
@@ -314,7 +359,7 @@ export interface WebhookEndpoint {
   object: "webhook_endpoint";
   url: string;
   /**
-   * Items: video.generation.failed includes cancelled jobs; balance.low: a charge left the balance below the low balance alert; api_key.spend_threshold: a key's charges reached 50, 80 or 100 % of its spend limit; batch.completed: a batch ended, however it ended.
+   * Items: video.generation.failed includes cancelled jobs; balance.low: a charge left the balance below the low balance alert; api_key.spend_threshold: a key's charges reached 50, 80 or 100 % of its spend limit; batch.completed: a batch ended, however it ended; billing.auto_top_up_failed: an automatic top-up was not paid, and automatic top-up is now off.
    */
   events: (
     | "video.generation.succeeded"
@@ -322,6 +367,7 @@ export interface WebhookEndpoint {
     | "balance.low"
     | "api_key.spend_threshold"
     | "batch.completed"
+    | "billing.auto_top_up_failed"
   )[];
   /**
    * Unix time (seconds).
@@ -337,7 +383,7 @@ export interface WebhookEndpointCreated {
   object: "webhook_endpoint";
   url: string;
   /**
-   * Items: video.generation.failed includes cancelled jobs; balance.low: a charge left the balance below the low balance alert; api_key.spend_threshold: a key's charges reached 50, 80 or 100 % of its spend limit; batch.completed: a batch ended, however it ended.
+   * Items: video.generation.failed includes cancelled jobs; balance.low: a charge left the balance below the low balance alert; api_key.spend_threshold: a key's charges reached 50, 80 or 100 % of its spend limit; batch.completed: a batch ended, however it ended; billing.auto_top_up_failed: an automatic top-up was not paid, and automatic top-up is now off.
    */
   events: (
     | "video.generation.succeeded"
@@ -345,6 +391,7 @@ export interface WebhookEndpointCreated {
     | "balance.low"
     | "api_key.spend_threshold"
     | "batch.completed"
+    | "billing.auto_top_up_failed"
   )[];
   /**
    * Unix time (seconds).
@@ -374,14 +421,15 @@ export interface DeliveryAttempt {
    */
   event_id: string;
   /**
-   * video.generation.failed includes cancelled jobs; balance.low: a charge left the balance below the low balance alert; api_key.spend_threshold: a key's charges reached 50, 80 or 100 % of its spend limit; batch.completed: a batch ended, however it ended.
+   * video.generation.failed includes cancelled jobs; balance.low: a charge left the balance below the low balance alert; api_key.spend_threshold: a key's charges reached 50, 80 or 100 % of its spend limit; batch.completed: a batch ended, however it ended; billing.auto_top_up_failed: an automatic top-up was not paid, and automatic top-up is now off.
    */
   event_type:
     | "video.generation.succeeded"
     | "video.generation.failed"
     | "balance.low"
     | "api_key.spend_threshold"
-    | "batch.completed";
+    | "batch.completed"
+    | "billing.auto_top_up_failed";
   /**
    * 1 for the first attempt of the delivery, then 2, 3, ...
    */

@@ -120,6 +120,7 @@ export interface ListPage<T> {
 // What the API answers: generated from its response schemas (../../scripts/console-api-types.ts).
 export type {
   Account,
+  CheckoutSession,
   DeliveryAttempt,
   LedgerEntry,
   SpeechModel,

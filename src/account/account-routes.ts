@@ -5,7 +5,7 @@ import { principalOf } from '../http/auth.js';
 import { jsonBody } from '../http/json-body.js';
 import { ApiRouter, json, type RouteContract } from '../http/openapi.js';
 import { Account, UpdateAccountBody } from './schemas.js';
-import { accountUpdateOf, getAccount, presentAccount, updateAccount } from './account.js';
+import { accountUpdateOf, getAccount, presentAccount, updateAccount, type AutoTopUpPolicy } from './account.js';
 
 const getAccountOperation = {
   method: 'get',
@@ -26,22 +26,30 @@ const updateAccountOperation = {
   summary: "Change this workspace's budget settings",
   description:
     'Sets the low balance alert (`low_balance_threshold_in_euro`; null turns it off): a charge leaving the balance below it sends the ' +
-    'webhook event `balance.low`, once, then again only after a credit brought the balance back to or above it. Fields left out are unchanged.',
+    'webhook event `balance.low`, once, then again only after a credit brought the balance back to or above it. Sets automatic top-up ' +
+    '(`auto_top_up`; null turns it off). Fields left out are unchanged.',
   security: 'apiKey',
   body: { component: 'UpdateAccountBody', schema: UpdateAccountBody, example: { low_balance_threshold_in_euro: 5 } },
   responses: { '200': json(Account, 'The account, changed.') },
-  errors: { 400: 'Invalid request, e.g. a threshold below 0 or above 1000000 (naming the field).', 429: undefined },
+  errors: {
+    400:
+      'Invalid request, e.g. a threshold below 0 or above 1000000 (naming the field), or automatic top-up without a card saved by a paid ' +
+      'Checkout (payment_method_required) or outside the top-up bounds.',
+    429: undefined,
+    503: 'Automatic top-up asked for, and buying credits is not configured here (billing_not_configured).',
+  },
 } satisfies RouteContract;
 
-export function accountRoutes(deps: { auth: RequestHandler; limit: RequestHandler; db: Db }): ApiRouter {
+export function accountRoutes(deps: { auth: RequestHandler; limit: RequestHandler; db: Db; autoTopUp?: AutoTopUpPolicy }): ApiRouter {
   const api = new ApiRouter();
 
   api.route(getAccountOperation, deps.auth, async (_input, _req, res) => {
-    res.json(presentAccount(await getAccount(deps.db, principalOf(res).workspace_id)));
+    res.json(presentAccount(await getAccount(deps.db, principalOf(res).workspace_id), deps.autoTopUp?.checkoutBounds ?? null));
   });
 
   api.route(updateAccountOperation, deps.auth, deps.limit, jsonBody, async ({ body }, _req, res) => {
-    res.json(presentAccount(await updateAccount(deps.db, principalOf(res).workspace_id, accountUpdateOf(body))));
+    const updated = await updateAccount(deps.db, principalOf(res).workspace_id, accountUpdateOf(body), deps.autoTopUp);
+    res.json(presentAccount(updated, deps.autoTopUp?.checkoutBounds ?? null));
   });
 
   return api;

@@ -7,17 +7,19 @@ import { ApiRouter, json, PAGE_400, type RouteContract } from '../http/openapi.j
 import { microEurToEur } from '../money.js';
 import { balanceOf, LEDGER_ENTRY_ID_PREFIX, listLedgerEntries, type LedgerEntryRecord } from './statement.js';
 
-const ENTRY_TYPE = { topup: 'credit', charge: 'charge', refund: 'refund' } as const;
+const ENTRY_TYPE = { topup: 'credit', charge: 'charge', refund: 'refund', credit: 'credit', debit: 'debit' } as const;
 
 export function presentLedgerEntry(e: LedgerEntryRecord) {
   return {
     id: `${LEDGER_ENTRY_ID_PREFIX}${e.id}`,
     object: 'ledger_entry' as const,
     type: ENTRY_TYPE[e.kind],
-    amount_in_euro: microEurToEur(Math.abs(e.amount_micro_eur)),
+    // A Stripe entry's whole amount: what moved the balance and what paid (or added to) what is owed.
+    amount_in_euro: microEurToEur(Math.abs(e.amount_micro_eur - e.owed_change_micro_eur)),
     balance_after_in_euro: microEurToEur(e.balance_after_micro_eur),
     job_id: e.video_job_id,
     speech_request_id: e.speech_request_id,
+    stripe_id: e.stripe_id,
     created: Math.floor(e.created_at_ms / 1000),
   };
 }
@@ -38,7 +40,7 @@ const listLedgerEntriesOperation = {
   operationId: 'listLedgerEntries',
   tag: 'Billing',
   summary: "This workspace's ledger statement",
-  description: 'Every credit, charge and refund of the workspace, newest first, each with the balance it left.',
+  description: 'Every credit, charge, refund and debit of the workspace, newest first, each with the balance it left.',
   security: 'apiKey',
   requestParams: { query: LedgerPageQuery },
   responses: { '200': json(LedgerEntryList, 'A page of entries.') },
@@ -50,7 +52,11 @@ export function statementRoutes(deps: { auth: RequestHandler; db: Db }): ApiRout
 
   api.route(getBalance, deps.auth, async (_input, _req, res) => {
     const balance = await balanceOf(deps.db, principalOf(res).workspace_id);
-    res.json({ object: 'balance', balance_in_euro: microEurToEur(balance) });
+    res.json({
+      object: 'balance',
+      balance_in_euro: microEurToEur(balance.balance_micro_eur),
+      owed_in_euro: microEurToEur(balance.owed_micro_eur),
+    });
   });
 
   api.route(listLedgerEntriesOperation, deps.auth, async (input, _req, res) => {

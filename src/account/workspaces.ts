@@ -10,6 +10,8 @@ export interface Workspace {
   id: string;
   name: string;
   balance_micro_eur: number;
+  /** What Stripe refunds and disputes took beyond the balance (../payments/): paid first by the next credits. */
+  owed_micro_eur: number;
   /** null = the service's default (MAX_PENDING_JOBS_PER_WORKSPACE). */
   max_pending_jobs: number | null;
 }
@@ -40,7 +42,10 @@ export async function createWorkspace(db: Db, input: { name: string; credits_mic
 }
 
 export async function getWorkspace(db: Db, id: string): Promise<Workspace> {
-  const r = await db.query<Workspace>('SELECT id, name, balance_micro_eur, max_pending_jobs FROM workspaces WHERE id = $1', [id]);
+  const r = await db.query<Workspace>(
+    'SELECT id, name, balance_micro_eur, owed_micro_eur, max_pending_jobs FROM workspaces WHERE id = $1',
+    [id],
+  );
   if (!r.rows[0]) throw new NotFoundError(`workspace ${id} not found`);
   return r.rows[0];
 }

@@ -122,6 +122,27 @@ export const LedgerAudit = z
       .describe(
         'Top-ups that are not exactly one ledger entry of their workspace and amount (entries -1: a top-up entry naming no top-up of its workspace).',
       ),
+    stripe_objects_checked: z.int().nonnegative().describe('Stripe payments, refunds and disputes handled (src/payments/).'),
+    owed_mismatches: z
+      .array(z.strictObject({ workspace_id: Uuid, owed_micro_eur: MicroEuros, ledger_owed_micro_eur: MicroEuros }))
+      .describe('Workspaces whose amount owed differs from what their ledger entries added to it and paid of it.'),
+    stripe_mismatches: z
+      .array(
+        z.strictObject({
+          stripe_id: z.string(),
+          action: z.string(),
+          amount_micro_eur: MicroEuros,
+          ledger_micro_eur: MicroEuros,
+          entries: z.int(),
+        }),
+      )
+      .describe(
+        'Stripe objects handled that are not exactly one ledger entry of their workspace and amount (entries -1: a credit or debit entry of no object).',
+      ),
+    owed: z
+      .array(z.strictObject({ workspace_id: Uuid, owed_micro_eur: MicroEuros }))
+      .describe('What workspaces owe (refunds and disputes of credits already spent; not a mismatch), largest first, at most 100.'),
+    owed_micro_eur_total: MicroEuros.describe('What all workspaces owe together.'),
     pending_jobs_checked: z.int().nonnegative().describe('Pending jobs whose workflow was looked up in Temporal.'),
     unaccounted_jobs: z
       .array(

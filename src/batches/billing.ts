@@ -42,7 +42,8 @@ export interface NewBatch {
 export type ReserveResult =
   | { ok: true; reserved_micro_eur: number }
   | { ok: false; reason: 'insufficient_credits'; available_micro_eur: number; reserved_micro_eur: number }
-  | { ok: false; reason: 'key_spend_limit_exceeded'; reserved_micro_eur: number };
+  | { ok: false; reason: 'key_spend_limit_exceeded'; reserved_micro_eur: number }
+  | { ok: false; reason: 'payment_required'; owed_micro_eur: number };
 
 /** Records the batch with its requests and reserves the sum of their estimates, or nothing at all. */
 export async function reserveBatch(db: Db, b: NewBatch): Promise<ReserveResult> {
@@ -55,6 +56,8 @@ export async function reserveBatch(db: Db, b: NewBatch): Promise<ReserveResult> 
   if (!(total > 0)) throw new Error('invariant: a batch costs more than 0');
   return inTransaction(db, async (tx): Promise<ReserveResult> => {
     const locked = await lockWorkspaceBalance(tx, b.workspaceId);
+    // A workspace that owes (a refund or dispute took back credits already spent) starts no paid work.
+    if (locked.owed_micro_eur > 0) return { ok: false, reason: 'payment_required', owed_micro_eur: locked.owed_micro_eur };
     if (locked.available_micro_eur < total)
       return { ok: false, reason: 'insufficient_credits', available_micro_eur: locked.available_micro_eur, reserved_micro_eur: total };
     if (b.apiKeyId !== undefined && !(await spendFromKey(tx, b.apiKeyId, total)))

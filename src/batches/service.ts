@@ -13,6 +13,7 @@ import { jobRequestOf, requestFingerprintOf, type VideoJobsService } from '../vi
 import { CreateVideoBody } from '../video-jobs/schemas.js';
 import type { SpeechService, VoiceForSpeech } from '../voices/speech.js';
 import { CreateSpeechBody } from '../voices/schemas.js';
+import { paymentRequired } from '../billing/owed.js';
 import { reserveBatch, stopBatch, failBatch, type NewBatchItem } from './billing.js';
 import { listBatches, readBatch, type BatchRecord } from './records.js';
 import { BatchRequestLine, COMPLETION_WINDOW_HOURS_MAX, type BatchEndpoint, type CreateBatchBody } from './schemas.js';
@@ -79,6 +80,7 @@ export class BatchesService {
       items,
     });
     if (!reserved.ok) {
+      if (reserved.reason === 'payment_required') throw paymentRequired(reserved.owed_micro_eur);
       if (reserved.reason === 'key_spend_limit_exceeded') throw keySpendLimitExceeded();
       throw new ApiError(
         402,

@@ -4,7 +4,9 @@
 // nothing is charged that the service cannot account for: a pending job whose workflow is not running
 // (every pending job is looked up, however many), a job pending long past its deadline, a charge for an
 // attempt the API refused, a speech hold that outlived its request (the reconciler releases those), and a
-// top-up that is not exactly one ledger entry of its own workspace and amount.
+// top-up that is not exactly one ledger entry of its own workspace and amount. Stripe's credits and debits
+// (../payments/): what each workspace owes equals what its entries added to and paid of it, every Stripe
+// object handled is exactly the one entry of its amount (none when it moved nothing), and what is owed is reported.
 import { inTransaction, type Db, type Tx } from '../db/pool.js';
 import { SPEECH_HOLD_TTL_MS } from './ledger.js';
 import { readUsageMismatches, type UsageLedgerMismatch, type UsageRowMismatch } from '../usage/audit.js';
@@ -36,6 +38,14 @@ export interface AuditReport {
   topup_mismatches: { topup_id: string; amount_micro_eur: number; ledger_sum_micro_eur: number; entries: number }[];
   pending_jobs_checked: number;
   unaccounted_jobs: UnaccountedJob[];
+  stripe_objects_checked: number;
+  /** Workspaces whose owed_micro_eur is not the sum of their entries' owed changes. */
+  owed_mismatches: { workspace_id: string; owed_micro_eur: number; ledger_owed_micro_eur: number }[];
+  /** Stripe objects handled whose ledger entries are not exactly one of their workspace and amount (or entries of no object). */
+  stripe_mismatches: { stripe_id: string; action: string; amount_micro_eur: number; ledger_micro_eur: number; entries: number }[];
+  /** What workspaces owe now (not a mismatch: refunds and disputes of credits already spent), largest first. */
+  owed: { workspace_id: string; owed_micro_eur: number }[];
+  owed_micro_eur_total: number;
   /** Usage's rollups (src/usage/audit.ts): workspaces whose charged, refunded or cost differ from the ledger's. */
   usage_ledger_mismatches: UsageLedgerMismatch[];
   usage_rows_checked: number;
@@ -82,7 +92,8 @@ export async function auditLedger(db: Db, opts: AuditOptions = {}): Promise<Audi
     const topups = await readTopups(tx);
     const usage = { usage: await readUsageMismatches(tx) };
     const batches = await readBatches(tx);
-    return { ...accounts, ...charges, ...unsettled, ...topups, ...usage, ...batches };
+    const stripe = await readStripe(tx);
+    return { ...accounts, ...charges, ...unsettled, ...topups, ...usage, ...batches, ...stripe };
   });
   if (opts.workflowStates && snapshot.pending.length > 0) await findStoppedWorkflows(db, snapshot, opts.workflowStates);
   return toReport(snapshot);
@@ -92,7 +103,8 @@ type Snapshot = Awaited<ReturnType<typeof readAccounts>> &
   Awaited<ReturnType<typeof readCharges>> &
   Awaited<ReturnType<typeof readUnsettled>> &
   Awaited<ReturnType<typeof readTopups>> &
-  Awaited<ReturnType<typeof readBatches>> & { usage: Awaited<ReturnType<typeof readUsageMismatches>> };
+  Awaited<ReturnType<typeof readBatches>> &
+  Awaited<ReturnType<typeof readStripe>> & { usage: Awaited<ReturnType<typeof readUsageMismatches>> };
 
 /** Workspaces' balances and holds, and API keys' spend, that differ from what their entries and requests say. */
 async function readAccounts(tx: Tx) {
@@ -267,6 +279,47 @@ async function readTopups(tx: Tx) {
   };
 }
 
+/**
+ * Stripe's money: what each workspace owes is what its entries added to it and paid of it; each Stripe
+ * object handled is one entry whose balance move plus owed change is the object's amount (none for an
+ * object that moved nothing), of the object's workspace; no credit or debit entry lacks its object.
+ */
+async function readStripe(tx: Tx) {
+  const owed = await tx.query<{ workspace_id: string; owed_micro_eur: number; ledger_owed_micro_eur: number }>(
+    `SELECT w.id AS workspace_id, w.owed_micro_eur, COALESCE(SUM(l.owed_change_micro_eur), 0)::bigint AS ledger_owed_micro_eur
+       FROM workspaces w LEFT JOIN ledger_entries l ON l.workspace_id = w.id GROUP BY w.id`,
+  );
+  const objects = await tx.query<{
+    stripe_id: string;
+    action: string;
+    amount_micro_eur: number;
+    ledger_micro_eur: number;
+    entries: number;
+  }>(
+    `SELECT o.stripe_id, o.action, o.amount_micro_eur,
+            COALESCE(SUM(l.amount_micro_eur - l.owed_change_micro_eur), 0)::bigint AS ledger_micro_eur, count(l.id)::int AS entries
+       FROM stripe_objects o
+       LEFT JOIN ledger_entries l ON l.idempotency_key = 'stripe:' || o.action || ':' || o.stripe_id AND l.workspace_id = o.workspace_id
+      GROUP BY o.stripe_id, o.action, o.amount_micro_eur
+     UNION ALL
+     SELECT l.idempotency_key, l.kind, 0, l.amount_micro_eur - l.owed_change_micro_eur, -1 FROM ledger_entries l
+      WHERE l.kind IN ('credit', 'debit')
+        AND NOT EXISTS (SELECT 1 FROM stripe_objects o WHERE l.idempotency_key = 'stripe:' || o.action || ':' || o.stripe_id
+                                                         AND o.workspace_id = l.workspace_id)`,
+  );
+  const owing = await tx.query<{ workspace_id: string; owed_micro_eur: number }>(
+    `SELECT id AS workspace_id, owed_micro_eur FROM workspaces WHERE owed_micro_eur > 0 ORDER BY owed_micro_eur DESC, id LIMIT ${MISMATCHES_LISTED_MAX}`,
+  );
+  const total = await tx.query<{ n: number }>('SELECT COALESCE(SUM(owed_micro_eur), 0)::bigint AS n FROM workspaces');
+  return {
+    owedMismatches: owed.rows.filter((r) => r.owed_micro_eur !== r.ledger_owed_micro_eur),
+    stripe: objects.rows.filter((r) => r.entries !== (r.amount_micro_eur === 0 ? 0 : 1) || r.ledger_micro_eur !== r.amount_micro_eur),
+    stripe_checked: objects.rows.filter((r) => r.entries !== -1).length,
+    owing: owing.rows,
+    owed_total: total.rows[0]!.n,
+  };
+}
+
 /** Adds the pending jobs whose workflow is not running (and that are still pending now) to the unaccounted. */
 async function findStoppedWorkflows(db: Db, report: Snapshot, workflowStates: NonNullable<AuditOptions['workflowStates']>): Promise<void> {
   const states = await workflowStates(report.pending);
@@ -292,6 +345,8 @@ function toReport(report: Snapshot): AuditReport {
     report.unaccounted.length === 0 &&
     report.staleHolds.length === 0 &&
     report.topups.length === 0 &&
+    report.owedMismatches.length === 0 &&
+    report.stripe.length === 0 &&
     report.usage.ledger.length === 0 &&
     report.usage.rows.length === 0 &&
     report.batches.length === 0;
@@ -311,6 +366,11 @@ function toReport(report: Snapshot): AuditReport {
     topup_mismatches: report.topups.slice(0, MISMATCHES_LISTED_MAX),
     pending_jobs_checked: report.pending.length,
     unaccounted_jobs: report.unaccounted.slice(0, MISMATCHES_LISTED_MAX),
+    stripe_objects_checked: report.stripe_checked,
+    owed_mismatches: report.owedMismatches.slice(0, MISMATCHES_LISTED_MAX),
+    stripe_mismatches: report.stripe.slice(0, MISMATCHES_LISTED_MAX),
+    owed: report.owing,
+    owed_micro_eur_total: report.owed_total,
     usage_ledger_mismatches: report.usage.ledger,
     usage_rows_checked: report.usage.rows_checked,
     usage_row_mismatches: report.usage.rows,

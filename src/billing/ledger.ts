@@ -27,12 +27,14 @@ export interface LockedBalance {
   held_micro_eur: number;
   /** balance - held: what a new charge or hold may use. */
   available_micro_eur: number;
+  /** What Stripe refunds and disputes took beyond the balance (credits already spent): no paid work until it is paid. */
+  owed_micro_eur: number;
 }
 
 /** Locks the workspace row for the rest of the transaction and reads its balance. */
 export async function lockWorkspaceBalance(tx: Tx, workspaceId: string): Promise<LockedBalance> {
-  const r = await tx.query<{ balance_micro_eur: number; held_micro_eur: number }>(
-    'SELECT balance_micro_eur, held_micro_eur FROM workspaces WHERE id = $1 FOR UPDATE',
+  const r = await tx.query<{ balance_micro_eur: number; held_micro_eur: number; owed_micro_eur: number }>(
+    'SELECT balance_micro_eur, held_micro_eur, owed_micro_eur FROM workspaces WHERE id = $1 FOR UPDATE',
     [workspaceId],
   );
   const row = r.rows[0];
@@ -42,7 +44,7 @@ export async function lockWorkspaceBalance(tx: Tx, workspaceId: string): Promise
 
 export interface LedgerEntryInput {
   workspaceId: string;
-  kind: 'topup' | 'charge' | 'refund';
+  kind: 'topup' | 'charge' | 'refund' | 'credit' | 'debit';
   amount_micro_eur: number;
   idempotencyKey: string;
   videoJobId?: string;
@@ -50,24 +52,31 @@ export interface LedgerEntryInput {
   speechRequestId?: string;
   /** A batch's reservation (charge) or what it did not use (refund). */
   batchId?: string;
+  /** A credit's PaymentIntent, a debit's refund or dispute (../payments/). */
+  stripeId?: string;
+  /** What the entry adds to (debit) or pays of (credit, negative) what the workspace owes; 0 for every other kind. */
+  owed_change_micro_eur?: number;
 }
 
 /** Appends one entry and moves the balance by its amount; the caller holds the workspace lock. Returns the new balance. */
 export async function applyEntry(tx: Tx, entry: LedgerEntryInput): Promise<number> {
   assertMicroEur(entry.amount_micro_eur);
-  if (entry.amount_micro_eur === 0) throw new Error('ledger entries are never zero');
-  // One statement: the balance moves and the entry records the balance it left
+  const owed_change = entry.owed_change_micro_eur ?? 0;
+  assertMicroEur(owed_change);
+  if (entry.amount_micro_eur === 0 && owed_change === 0) throw new Error('ledger entries are never zero');
+  // One statement: the balance (and what is owed) moves and the entry records the balance it left
   // (balance_after_micro_eur, the statement's figure), under the caller's workspace row lock.
   // A batch's entry names its batch (a column of migration 027); the others leave it out, so they are
   // written the same against a schema without it.
-  const batch = entry.batchId === undefined ? { column: '', value: '' } : { column: ', batch_id', value: ', $8' };
+  const batch = entry.batchId === undefined ? { column: '', value: '' } : { column: ', batch_id', value: ', $10' };
   const r = await tx.query<{ balance_micro_eur: number }>(
     `WITH moved AS (
-       UPDATE workspaces SET balance_micro_eur = balance_micro_eur + $3 WHERE id = $1 RETURNING balance_micro_eur
+       UPDATE workspaces SET balance_micro_eur = balance_micro_eur + $3, owed_micro_eur = owed_micro_eur + $9 WHERE id = $1
+       RETURNING balance_micro_eur
      )
-     INSERT INTO ledger_entries (workspace_id, kind, amount_micro_eur, idempotency_key, video_job_id, topup_id, speech_request_id${batch.column},
-                                 balance_after_micro_eur)
-     SELECT $1, $2, $3, $4, $5, $6, $7${batch.value}, moved.balance_micro_eur FROM moved
+     INSERT INTO ledger_entries (workspace_id, kind, amount_micro_eur, idempotency_key, video_job_id, topup_id, speech_request_id,
+                                 stripe_id, owed_change_micro_eur${batch.column}, balance_after_micro_eur)
+     SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9${batch.value}, moved.balance_micro_eur FROM moved
      RETURNING balance_after_micro_eur AS balance_micro_eur`,
     [
       entry.workspaceId,
@@ -77,6 +86,8 @@ export async function applyEntry(tx: Tx, entry: LedgerEntryInput): Promise<numbe
       entry.videoJobId ?? null,
       entry.topupId ?? null,
       entry.speechRequestId ?? null,
+      entry.stripeId ?? null,
+      owed_change,
       ...(entry.batchId === undefined ? [] : [entry.batchId]),
     ],
   );

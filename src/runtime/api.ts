@@ -14,6 +14,7 @@ import { WebhooksService } from '../webhooks/service.js';
 import { dispatchAlertWebhooks } from '../webhooks/dispatch.js';
 import { VideoJobsService } from '../video-jobs/service.js';
 import { VideoJobLifecycle } from '../video-jobs/lifecycle.js';
+import { PaymentsService } from '../payments/service.js';
 import { createApp } from './app.js';
 import { FfmpegWasm } from '../media/ffmpeg-wasm.js';
 import { VoiceConsentsService } from '../voices/consents.js';
@@ -272,6 +273,9 @@ function buildApp(parts: AppParts): { app: http.RequestListener; speech: SpeechS
       limits: config.providerCallbackLimits,
     },
     voiceProviders: voiceProviderNames(config.providers),
+    payments: config.stripe
+      ? new PaymentsService({ db, config: config.stripe, logger: parts.logger, afterFailure: (ws) => alertDispatcher(parts)(ws) })
+      : null,
     publicBaseUrl: config.publicBaseUrl,
     rateLimitPerMinute: config.rateLimitPerMinute,
     rateLimitReadsPerMinute: config.rateLimitReadsPerMinute,

@@ -31,6 +31,9 @@ import { webhookRoutes } from '../webhooks/routes.js';
 import { statementRoutes } from '../account/statement-routes.js';
 import { accountRoutes } from '../account/account-routes.js';
 import { usageRoutes } from '../usage/routes.js';
+import { checkoutRoutes, stripeWebhookRoutes } from '../payments/routes.js';
+import { AUTO_TOP_UP_NOT_CONFIGURED, type PaymentsService } from '../payments/service.js';
+import * as PaymentSchemas from '../payments/schemas.js';
 import { consoleRoutes } from '../service/console-routes.js';
 import { providerCallbackRoutes, type ProviderCallbackDeps } from '../video-jobs/callback-routes.js';
 import { voiceDescriptorOf } from '../providers/registry.js';
@@ -88,6 +91,8 @@ export interface AppDeps {
   providerCallbacks?: ProviderCallbackDeps;
   /** The configured voice providers' names (VOICE_PROVIDERS), in their order: the first is a clone's default. */
   voiceProviders: readonly string[];
+  /** Buying credits with Stripe; null or unset = not configured (the billing routes answer 503). */
+  payments?: PaymentsService | null;
   publicBaseUrl: string | undefined;
   rateLimitPerMinute: number;
   /** Reads (GET, HEAD) per API key and minute, a budget apart from rateLimitPerMinute; unset = 600. */
@@ -249,7 +254,8 @@ function featureRouters(app: express.Express, deps: AppDeps, guards: CustomerGua
     speechRoutes({ auth, limit, speech: deps.speech, ...(deps.speechTokens ? { tokens: deps.speechTokens } : {}) }),
     webhookRoutes({ auth, limit, webhooks: deps.webhooks }),
     statementRoutes({ auth, db: deps.db }),
-    accountRoutes({ auth, limit, db: deps.db }),
+    checkoutRoutes({ auth, limit, payments: deps.payments ?? null }),
+    accountRoutes({ auth, limit, db: deps.db, autoTopUp: deps.payments ?? AUTO_TOP_UP_NOT_CONFIGURED }),
     usageRoutes({ auth, admin: requireAdmin(deps.adminToken), db: deps.db }),
     // Before the signed downloads' /v2/files/<key>: a batch file's id is one path segment, a storage key never is.
     ...(deps.batches
@@ -281,6 +287,7 @@ export const RESPONSE_COMPONENTS = {
   ...WebhookSchemas.RESPONSE_COMPONENTS,
   ...UsageSchemas.RESPONSE_COMPONENTS,
   ...BatchSchemas.RESPONSE_COMPONENTS,
+  ...PaymentSchemas.RESPONSE_COMPONENTS,
   ...SharedOpenAiSchemas.OPENAI_RESPONSE_COMPONENTS,
   ...VideoJobOpenAiSchemas.OPENAI_RESPONSE_COMPONENTS,
   ...ModelOpenAiSchemas.OPENAI_RESPONSE_COMPONENTS,
@@ -308,6 +315,8 @@ export function createApp(deps: AppDeps): express.Express {
   const routers = featureRouters(app, deps, customerGuards(deps, gate), () => document);
   // Provider callbacks are the providers' (verified by their signatures), not the customers' API: undocumented.
   if (deps.providerCallbacks) app.use(providerCallbackRoutes(deps.providerCallbacks));
+  // Stripe's events likewise: Stripe's (verified by its signature), not the customers' API.
+  app.use(stripeWebhookRoutes({ payments: deps.payments ?? null }));
   for (const r of routers) app.use(r.router);
   app.use(consoleRoutes({ logger: deps.logger }));
   const documentContext = {

@@ -13,7 +13,9 @@ import { temporalConnectOptions, type TemporalConnectOptions } from '../temporal
 import { CredentialWatcher, RetiredConnections } from '../temporal/credentials.js';
 import { checkNamespace } from '../temporal/startup-errors.js';
 import { ensureReconcileSchedule } from '../temporal/reconcile-schedule.js';
-import { webhookTaskQueue } from '../webhooks/dispatch.js';
+import { dispatchAlertWebhooks, webhookTaskQueue } from '../webhooks/dispatch.js';
+import { AutoTopUpStarter } from '../payments/auto-top-up.js';
+import { createStripeClient } from '../payments/service.js';
 import { checkSearchAttributes } from '../temporal/search-attributes.js';
 import { createActivities } from '../../activities/index.js';
 import { OperationPoller } from '../video-jobs/operation-poller.js';
@@ -90,13 +92,17 @@ export async function startWorker(opts: StartWorkerOptions): Promise<RunningWork
     taskQueue: opts.config.temporal.taskQueue,
     interval_ms: opts.config.reconcileIntervalMs,
   });
+  // Automatic top-ups recorded by charges: their PaymentIntents are started here (with Stripe configured).
+  const autoTopUps = autoTopUpStarter(opts, client);
   // Started last: a start that fails above leaves no poller running.
   poller.start();
+  autoTopUps?.start();
   const run = Promise.all(workers.map((w) => w.run()))
     .then(() => undefined)
     .finally(async () => {
       credentials.stop();
       await poller.shutdown();
+      await autoTopUps?.shutdown();
       closeStorage(storage);
       await retired.closeAll();
       return temporal.connection.close();
@@ -119,6 +125,32 @@ export async function startWorker(opts: StartWorkerOptions): Promise<RunningWork
       await run.catch(() => {});
     },
   };
+}
+
+/** The starter of automatic top-ups' PaymentIntents (../payments/auto-top-up.ts), when Stripe is configured. */
+function autoTopUpStarter(opts: StartWorkerOptions, client: Client): AutoTopUpStarter | null {
+  const stripe = opts.config.stripe;
+  if (!stripe) return null;
+  const dispatch = {
+    client,
+    db: opts.db,
+    taskQueue: opts.config.temporal.taskQueue,
+    retry_initial_ms: opts.config.webhooks.retryInitialMs,
+  };
+  return new AutoTopUpStarter({
+    db: opts.db,
+    stripe: createStripeClient(stripe),
+    logger: opts.logger,
+    interval_ms: 1_000,
+    afterFailure: (workspaceId) => {
+      dispatchAlertWebhooks(dispatch, workspaceId).catch((err: Error) =>
+        opts.logger.warn(
+          { workspace_id: workspaceId, err: err.message },
+          'auto top-up failure delivery not started; the reconciler starts it',
+        ),
+      );
+    },
+  });
 }
 
 type WorkerActivities = ReturnType<typeof createActivities>;

@@ -206,7 +206,7 @@ export async function decideAcceptance(
 }
 
 /** What a new job's charge refuses, in the order it checks them. */
-export type ForeseenRefusal = 'too_many_pending_jobs' | 'insufficient_credits' | 'key_spend_limit_exceeded';
+export type ForeseenRefusal = 'payment_required' | 'too_many_pending_jobs' | 'insufficient_credits' | 'key_spend_limit_exceeded';
 
 /**
  * What the charge of a new job would refuse if it ran now (the workspace's pending jobs, its balance net of
@@ -218,8 +218,8 @@ export async function foreseeRefusal(
   db: Db,
   a: { workspaceId: string; apiKeyId: string | undefined; estimated_cost_micro_eur: number },
 ): Promise<ForeseenRefusal | null> {
-  const r = await db.query<{ available: string; pending: number; pending_max: number; key_left: string | null }>(
-    `SELECT w.balance_micro_eur - w.held_micro_eur AS available,
+  const r = await db.query<{ owed: string; available: string; pending: number; pending_max: number; key_left: string | null }>(
+    `SELECT w.owed_micro_eur AS owed, w.balance_micro_eur - w.held_micro_eur AS available,
             (SELECT count(*) FROM video_jobs j WHERE j.workspace_id = w.id AND j.status = 'pending')::int AS pending,
             COALESCE(w.max_pending_jobs, NULLIF(current_setting('video_api.max_pending_jobs', true), '')::integer, 50) AS pending_max,
             (SELECT k.spend_limit_micro_eur - k.spent_micro_eur FROM api_keys k WHERE k.id = $2::uuid) AS key_left
@@ -228,6 +228,8 @@ export async function foreseeRefusal(
   );
   const row = r.rows[0];
   if (!row) return null;
+  // While the workspace owes anything (a Stripe refund or dispute of spent credits), before any other check.
+  if (Number(row.owed) > 0) return 'payment_required';
   if (row.pending >= row.pending_max) return 'too_many_pending_jobs';
   if (Number(row.available) < a.estimated_cost_micro_eur) return 'insufficient_credits';
   if (row.key_left !== null && Number(row.key_left) < a.estimated_cost_micro_eur) return 'key_spend_limit_exceeded';

@@ -12,6 +12,7 @@ import type { AspectRatio, Resolution, VideoParams } from '../models/values.js';
 import { videoDescriptorOf } from '../providers/registry.js';
 import { ApiError, fromZodError, invalidParam, keySpendLimitExceeded, notFound } from '../errors.js';
 import { isDependencyDown, RETRY_AFTER_S } from '../dependency-errors.js';
+import { owedBy, paymentRequired } from '../billing/owed.js';
 import { decideAcceptance, foreseeRefusal, recordForeseenRefusal, type ForeseenRefusal } from './billing.js';
 import { requestFingerprint, type Fingerprint } from './request-fingerprint.js';
 import { readKeyedVideoJob, readVideoJob, type VideoJobRecord } from './records.js';
@@ -298,6 +299,7 @@ export class VideoJobsService {
     reason: ForeseenRefusal,
     a: { job_id: string; attempt_id: string; workspace_id: string; fingerprint: Fingerprint; keyed: boolean },
   ): Promise<VideoJobState> {
+    if (reason === 'payment_required') throw paymentRequired(await owedBy(this.deps.db, a.workspace_id));
     if (reason === 'too_many_pending_jobs') throw tooManyPendingJobs();
     if (a.keyed) {
       const recorded = await recordForeseenRefusal(this.deps.db, {

@@ -13,6 +13,7 @@ import { randomUUID } from 'node:crypto';
 import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
 import type { Logger } from 'pino';
 import { inTransaction, type Db, type Tx } from '../db/pool.js';
+import { paymentRequired } from '../billing/owed.js';
 import { ApiError, invalidParam, notFound } from '../errors.js';
 import {
   NOT_CONFIGURED_MESSAGE,
@@ -142,10 +143,12 @@ export class VoicesService {
     const clonedBy = this.cloningProvider(input.provider);
     const workspace_id = principal.workspace_id;
     // Checked before the provider is asked: a workspace without credit or with its quota used takes no slot.
-    const available = await this.deps.db.query<{ available_micro_eur: number }>(
-      'SELECT balance_micro_eur - held_micro_eur AS available_micro_eur FROM workspaces WHERE id = $1',
+    const available = await this.deps.db.query<{ available_micro_eur: number; owed_micro_eur: number }>(
+      'SELECT balance_micro_eur - held_micro_eur AS available_micro_eur, owed_micro_eur FROM workspaces WHERE id = $1',
       [workspace_id],
     );
+    // While it owes anything (a refund or dispute of spent credits), the workspace starts no paid work.
+    if ((available.rows[0]?.owed_micro_eur ?? 0) > 0) throw paymentRequired(available.rows[0]!.owed_micro_eur);
     if (!((available.rows[0]?.available_micro_eur ?? 0) > 0)) throw noCreditToClone();
     if ((await this.countLive(this.deps.db, workspace_id)) >= this.quota) throw voiceLimitReached(this.quota);
     let cloned;

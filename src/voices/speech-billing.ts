@@ -49,6 +49,8 @@ export type SpeechHoldResult =
   | { kind: 'in_progress' }
   | { kind: 'idempotency_key_reused' }
   | { kind: 'insufficient_credits'; available_micro_eur: number }
+  /** The workspace owes what a Stripe refund or dispute took beyond its balance (../billing/owed.ts). */
+  | { kind: 'payment_required'; owed_micro_eur: number }
   | { kind: 'key_spend_limit_exceeded' };
 
 interface SpeechRow extends DeliveredSpeech {
@@ -73,6 +75,7 @@ export async function holdSpeech(db: Db, s: SpeechHoldRequest): Promise<SpeechHo
       if (prior && prior.request_fingerprint !== s.requestFingerprint) return { kind: 'idempotency_key_reused' };
       if (prior?.status === 'delivered') return { kind: 'delivered', prior };
       if (prior?.status === 'held') return { kind: 'in_progress' };
+      if (locked.owed_micro_eur > 0) return { kind: 'payment_required', owed_micro_eur: locked.owed_micro_eur };
       if (locked.available_micro_eur < s.cost_micro_eur)
         return { kind: 'insufficient_credits', available_micro_eur: locked.available_micro_eur };
       if (s.apiKeyId !== undefined && !(await spendFromKey(tx, s.apiKeyId, s.cost_micro_eur))) return { kind: 'key_spend_limit_exceeded' };

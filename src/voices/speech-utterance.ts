@@ -15,6 +15,7 @@
 // from the provider apart from them, and stops being read while the client is behind (backpressure).
 import { randomUUID } from 'node:crypto';
 import { ApiError } from '../errors.js';
+import { paymentRequired } from '../billing/owed.js';
 import { microEurToEur } from '../money.js';
 import { creditsCharged } from '../metrics.js';
 import type { ApiKeyPrincipal } from '../account/workspaces.js';
@@ -160,7 +161,7 @@ export class Utterance {
     });
     if (held.kind !== 'held') {
       context.cancel();
-      throw holdRefused(held.kind);
+      throw holdRefused(held);
     }
     this.characters = characters;
     this.opened = { speechRequestId, model: u.model, voice: m.voice, provider: u.provider, context };
@@ -195,7 +196,7 @@ export class Utterance {
         characters: total,
         cost_micro_eur: speechCostMicroEur(o.model, total),
       });
-      if (grown.kind !== 'held') throw holdRefused(grown.kind);
+      if (grown.kind !== 'held') throw holdRefused(grown);
       this.characters = total;
     }
     // Cancelled while the hold was taken: the provider is not asked (the settlement releases it).
@@ -298,9 +299,13 @@ export class Utterance {
 }
 
 function holdRefused(
-  kind: 'insufficient_credits' | 'key_spend_limit_exceeded' | 'not_held' | 'idempotency_key_reused' | 'delivered' | 'in_progress',
+  refusal:
+    | { kind: 'insufficient_credits' | 'key_spend_limit_exceeded' | 'not_held' | 'idempotency_key_reused' | 'delivered' | 'in_progress' }
+    | { kind: 'payment_required'; owed_micro_eur: number },
 ): ApiError {
-  switch (kind) {
+  switch (refusal.kind) {
+    case 'payment_required':
+      return paymentRequired(refusal.owed_micro_eur);
     case 'insufficient_credits':
       return new ApiError(
         402,

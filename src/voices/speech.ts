@@ -21,6 +21,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { PassThrough, type Readable } from 'node:stream';
 import type { Db } from '../db/pool.js';
 import { uuidForKey } from '../ids.js';
+import { paymentRequired } from '../billing/owed.js';
 import { captureSpeech, holdSpeech, markSpeechDelivered, releaseSpeech, type DeliveredSpeech } from './speech-billing.js';
 import type { Storage } from '../storage/local.js';
 import { defaultSpeechModelFor, findSpeechModel, speechCostMicroEur, speechModels, type SpeechModel } from '../models/catalog.js';
@@ -362,6 +363,8 @@ export class SpeechService {
     switch (held.kind) {
       case 'idempotency_key_reused':
         throw keyReused();
+      case 'payment_required':
+        throw paymentRequired(held.owed_micro_eur);
       case 'insufficient_credits':
         throw insufficientCredits(cost_micro_eur);
       case 'key_spend_limit_exceeded':

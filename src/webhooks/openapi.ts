@@ -32,6 +32,11 @@ const EVENTS: Record<WebhookEventType, { operationId: string; summary: string; c
     summary: 'A batch ended (completed, cancelled, expired or failed)',
     component: 'BatchEvent',
   },
+  'billing.auto_top_up_failed': {
+    operationId: 'autoTopUpFailedEvent',
+    summary: 'An automatic top-up was not paid; automatic top-up is off',
+    component: 'AutoTopUpFailedEvent',
+  },
 };
 
 /** What this service POSTs to a webhook endpoint for an event type (the document's `webhooks`). */

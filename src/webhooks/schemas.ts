@@ -14,7 +14,8 @@ export const WebhookEventType = z
   .enum(WEBHOOK_EVENT_TYPES)
   .describe(
     'video.generation.failed includes cancelled jobs; balance.low: a charge left the balance below the low balance alert; ' +
-      "api_key.spend_threshold: a key's charges reached 50, 80 or 100 % of its spend limit; batch.completed: a batch ended, however it ended.",
+      "api_key.spend_threshold: a key's charges reached 50, 80 or 100 % of its spend limit; batch.completed: a batch ended, however it ended; " +
+      'billing.auto_top_up_failed: an automatic top-up was not paid, and automatic top-up is now off.',
   );
 export const CreateWebhookBody = z
   .object({
@@ -139,6 +140,25 @@ export const ApiKeySpendThresholdEvent = z
       'one charge reaching two thresholds sends two events.',
   );
 
+export const AutoTopUpFailedEvent = z
+  .strictObject({
+    id: eventId,
+    object: z.literal('event'),
+    type: z.literal('billing.auto_top_up_failed'),
+    created: eventCreated,
+    data: z.strictObject({
+      object: z.literal('auto_top_up'),
+      id: Uuid.describe('The automatic top-up (one per crossing of its threshold).'),
+      amount_in_euro: Euros.describe('What it was to buy.'),
+      payment_intent: z.string().nullable().describe("Stripe's PaymentIntent (pi_...), when one was created."),
+      message: z.string().describe('Why the payment failed, as Stripe said it.'),
+    }),
+  })
+  .describe(
+    'Sent when an automatic top-up was not paid (the saved card was declined, needs the customer, or is gone). Automatic top-up is then off ' +
+      '(GET /v2/account says why) and is not tried again until PATCH /v2/account sets it anew.',
+  );
+
 /** What the API answers, as its clients read it (z.output of the response schemas). */
 export type WebhookEndpoint = z.output<typeof WebhookEndpoint>;
 export type WebhookEndpointCreated = z.output<typeof WebhookEndpointCreated>;
@@ -160,4 +180,5 @@ export const RESPONSE_COMPONENTS = {
   WebhookEvent,
   BalanceLowEvent,
   ApiKeySpendThresholdEvent,
+  AutoTopUpFailedEvent,
 } satisfies Record<string, z.ZodType>;

@@ -80,6 +80,9 @@ describe('the account', () => {
       owed_in_euro: 0,
       low_balance_threshold_in_euro: null,
       auto_top_up: null,
+      // This stack has no Stripe: no Checkout, and automatic top-up never failed.
+      credits_checkout: null,
+      auto_top_up_error: null,
     });
     assert.equal((await setThreshold(c.key, 5.1234567)).low_balance_threshold_in_euro, 5.123457, 'rounded to the micro-euro');
     assert.equal((await http(stack.baseUrl, 'GET', '/v2/account', { token: c.key })).body.low_balance_threshold_in_euro, 5.123457);

@@ -71,7 +71,7 @@ test('balance and statement: credits, charges, refunds and speech, each with the
   const c = await newCustomer(stack, 10);
   const other = await newCustomer(stack, 3);
   const balance = await http(stack.baseUrl, 'GET', '/v2/balance', { token: c.key });
-  assert.deepEqual(balance.body, { object: 'balance', balance_in_euro: 10 });
+  assert.deepEqual(balance.body, { object: 'balance', balance_in_euro: 10, owed_in_euro: 0 });
   assert.equal((await http(stack.baseUrl, 'GET', '/v2/balance')).status, 401);
 
   const run = async (simulate: Record<string, unknown>) => {

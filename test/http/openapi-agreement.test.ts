@@ -307,13 +307,16 @@ describe('examples', () => {
         const id = path.startsWith('/v1/audio/voice_consents/') ? consentId : ws.body.id;
         const example = path === '/v1/batches' ? { ...media.example, input_file_id: batchFileId } : media.example;
         const r = await http(stack.baseUrl, method.toUpperCase(), path.replace('{id}', id), { token, json: example });
+        // This stack has no Stripe: buying credits answers its documented 503 (test/payments/credits.test.ts
+        // has a Checkout Session created at stripe-mock).
+        if (path === '/v2/billing/checkout' && r.status === 503 && r.body.error.code === 'billing_not_configured') continue;
         assert.ok(
           r.status >= 200 && r.status < 300,
           `${method.toUpperCase()} ${path}: ${r.status} ${JSON.stringify(r.body).slice(0, 300)}`,
         );
       }
     }
-    assert.equal(seen, 12);
+    assert.equal(seen, 13);
   });
 });
 

@@ -13,6 +13,7 @@ import * as AccountSchemas from '../../src/account/schemas.js';
 import * as WebhookSchemas from '../../src/webhooks/schemas.js';
 import * as UsageSchemas from '../../src/usage/schemas.js';
 import * as BatchSchemas from '../../src/batches/schemas.js';
+import * as PaymentSchemas from '../../src/payments/schemas.js';
 import * as SharedOpenAiSchemas from '../../src/http/openai/schemas.js';
 import * as VideoJobOpenAiSchemas from '../../src/video-jobs/openai-schemas.js';
 import * as ModelOpenAiSchemas from '../../src/models/openai-schemas.js';
@@ -45,6 +46,7 @@ export const S = {
   ...WebhookSchemas,
   ...UsageSchemas,
   ...BatchSchemas,
+  ...PaymentSchemas,
 };
 export const OS = { ...SharedOpenAiSchemas, ...VideoJobOpenAiSchemas, ...ModelOpenAiSchemas, ...VoiceOpenAiSchemas, ...BatchOpenAiSchemas };
 

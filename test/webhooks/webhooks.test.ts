@@ -126,6 +126,7 @@ describe('endpoints', () => {
       'balance.low',
       'api_key.spend_threshold',
       'batch.completed',
+      'billing.auto_top_up_failed',
     ]);
     assert.match(created.body.secret, /^whsec_/);
     assert.equal(typeof created.body.created, 'number');

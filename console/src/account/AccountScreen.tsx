@@ -1,4 +1,5 @@
-// Account: the balance and the low balance alert, the ledger statement a page at a time, and the
+// Account: the balance (and what is owed), buying credits with Stripe Checkout (shown when the service
+// offers it; back from Checkout, the balance is read again until the credit arrives), the low balance alert, the ledger statement a page at a time, and the
 // webhook endpoints (add one, its signing secret shown once with a copy button; each endpoint's
 // delivery attempts; delete).
 import { useCallback, useEffect, useState, type FormEvent } from 'react';
@@ -9,7 +10,7 @@ import Form from 'react-bootstrap/Form';
 import InputGroup from 'react-bootstrap/InputGroup';
 import Row from 'react-bootstrap/Row';
 import Table from 'react-bootstrap/Table';
-import { api, type Account, type LedgerEntry, type ListPage } from '../api';
+import { api, type Account, type CheckoutSession, type LedgerEntry, type ListPage } from '../api';
 import { ErrorAlert } from '../ErrorAlert';
 import { euros, when } from '../format';
 import { Pager, useCursorPages } from '../Pager';
@@ -69,6 +70,109 @@ function LowBalanceAlert({ account, onSaved }: { account: Account; onSaved: (a: 
   );
 }
 
+/** How long, back from a paid Checkout, the balance is read again (every 2 s) until the credit arrives. */
+const CREDIT_WAIT_MS = 120_000;
+const CHECKOUT_RETURN = 'checkout';
+
+/** Where Checkout sends the customer back: this page's Account screen, saying how it went. */
+const returnUrl = (outcome: 'paid' | 'cancelled') => `${location.origin}${location.pathname}?${CHECKOUT_RETURN}=${outcome}#/account`;
+
+/**
+ * "Add credits": an amount, then the browser goes to Stripe Checkout. Back from it paid, the balance is
+ * read again until the credit (Stripe's webhook) arrives, then the amount credited is shown.
+ */
+function AddCredits({ account, onAccount }: { account: Account; onAccount: (a: Account) => void }) {
+  const bounds = account.credits_checkout!;
+  const [amount, setAmount] = useState('');
+  const [status, setStatus] = useState<string | null>(null);
+  const { busy, error, run } = useAction();
+  useEffect(() => {
+    const params = new URLSearchParams(location.search);
+    const outcome = params.get(CHECKOUT_RETURN);
+    if (!outcome) return;
+    history.replaceState(null, '', `${location.pathname}${location.hash}`);
+    if (outcome !== 'paid') {
+      setStatus('Checkout was cancelled: nothing was charged.');
+      return;
+    }
+    const before = Number(sessionStorage.getItem('vva.balanceBeforeCheckout') ?? account.balance_in_euro);
+    sessionStorage.removeItem('vva.balanceBeforeCheckout');
+    setStatus('Payment received by Stripe; waiting for the credit to arrive…');
+    const started = Date.now();
+    let stopped = false;
+    const poll = () => {
+      if (stopped) return;
+      api<Account>('/v2/account').then(
+        (a) => {
+          onAccount(a);
+          if (a.balance_in_euro > before || a.owed_in_euro === 0) {
+            if (a.balance_in_euro > before) {
+              setStatus(`Credited ${euros(Math.round((a.balance_in_euro - before) * 100) / 100)}.`);
+              return;
+            }
+          }
+          if (Date.now() - started > CREDIT_WAIT_MS)
+            setStatus('The credit has not arrived yet; it will show on the statement once Stripe confirms it.');
+          else setTimeout(poll, 2_000);
+        },
+        () => setTimeout(poll, 2_000),
+      );
+    };
+    poll();
+    return () => {
+      stopped = true;
+    };
+    // Once, on the return from Checkout.
+  }, []);
+  const submit = (e: FormEvent) => {
+    e.preventDefault();
+    void run(async () => {
+      sessionStorage.setItem('vva.balanceBeforeCheckout', String(account.balance_in_euro));
+      const session = await api<CheckoutSession>('/v2/billing/checkout', {
+        method: 'POST',
+        json: { amount_in_euro: Number(amount), success_url: returnUrl('paid'), cancel_url: returnUrl('cancelled') },
+      });
+      if (session.url) location.assign(session.url);
+    });
+  };
+  return (
+    <Form onSubmit={submit} className="mt-3" aria-labelledby="add-credits-heading">
+      <h2 id="add-credits-heading" className="h6 mb-1">
+        Add credits
+      </h2>
+      <Form.Group controlId="add-credits-amount">
+        <Form.Label className="text-body-secondary mb-1">Amount</Form.Label>
+        <InputGroup>
+          <InputGroup.Text>€</InputGroup.Text>
+          <Form.Control
+            type="number"
+            required
+            min={bounds.min_in_euro}
+            max={bounds.max_in_euro}
+            step="0.01"
+            inputMode="decimal"
+            value={amount}
+            onChange={(e) => setAmount(e.target.value)}
+            aria-describedby="add-credits-help"
+          />
+          <Button type="submit" variant="primary" disabled={busy}>
+            Add credits
+          </Button>
+        </InputGroup>
+        <Form.Text id="add-credits-help">
+          {`Paid with Stripe Checkout, from ${euros(bounds.min_in_euro)} to ${euros(bounds.max_in_euro)}; your card may be saved for automatic top-up.`}
+        </Form.Text>
+      </Form.Group>
+      {status && (
+        <output className="d-block mt-2" role="status">
+          {status}
+        </output>
+      )}
+      <ErrorAlert error={error} />
+    </Form>
+  );
+}
+
 const PAGE_SIZE = 10;
 
 function Ledger() {
@@ -109,10 +213,16 @@ function Ledger() {
             <tr key={e.id}>
               <td className="small text-nowrap">{when(e.created)}</td>
               <td>{e.type}</td>
-              <td className="text-end text-nowrap">{`${e.type === 'charge' ? '−' : '+'}${euros(e.amount_in_euro)}`}</td>
+              <td className="text-end text-nowrap">{`${e.type === 'charge' || e.type === 'debit' ? '−' : '+'}${euros(e.amount_in_euro)}`}</td>
               <td className="text-end text-nowrap">{euros(e.balance_after_in_euro)}</td>
               <td className="small font-monospace text-break">
-                {e.job_id ? `job ${e.job_id}` : e.speech_request_id ? `speech ${e.speech_request_id}` : 'top-up'}
+                {e.job_id
+                  ? `job ${e.job_id}`
+                  : e.speech_request_id
+                    ? `speech ${e.speech_request_id}`
+                    : e.stripe_id
+                      ? `Stripe ${e.stripe_id}`
+                      : 'top-up'}
               </td>
             </tr>
           ))}
@@ -141,7 +251,13 @@ export function AccountScreen() {
             <output id="balance" className="display-6">
               {account === null ? '…' : euros(account.balance_in_euro)}
             </output>
+            {account !== null && account.owed_in_euro > 0 && (
+              <p className="text-danger mb-0" role="status">
+                {`Owed: ${euros(account.owed_in_euro)} (a refund or dispute took back credits already spent). Add credits to pay it; until then paid requests are refused.`}
+              </p>
+            )}
             <ErrorAlert error={error} />
+            {account?.credits_checkout && <AddCredits account={account} onAccount={setAccount} />}
             {account && <LowBalanceAlert account={account} onSaved={setAccount} />}
           </Card.Body>
         </Card>

@@ -88,13 +88,14 @@ ALTER TABLE speech_requests ADD COLUMN batch_id uuid;
 -- Ledger entries may now originate from a batch (its reservation, its releases): still one origin each,
 -- and only charges and refunds. The new CHECKs are added NOT VALID (no scan, a brief lock): every new or
 -- changed row is checked, and the rows already there satisfy them by construction (batch_id is new, NULL
--- in all of them, so the four-origin sum is the three-origin sum the old CHECK held to 1). Validating them
+-- in all of them, so the five-origin sum is the four-origin sum the old CHECK held to 1). Validating them
 -- would scan the ledger under the migration's lock for nothing.
 ALTER TABLE ledger_entries ADD COLUMN batch_id uuid;
-ALTER TABLE ledger_entries ADD CONSTRAINT ledger_entries_one_origin_of_four
-  CHECK ((video_job_id IS NOT NULL)::int + (topup_id IS NOT NULL)::int + (speech_request_id IS NOT NULL)::int + (batch_id IS NOT NULL)::int = 1)
+ALTER TABLE ledger_entries ADD CONSTRAINT ledger_entries_one_origin_of_five
+  CHECK ((video_job_id IS NOT NULL)::int + (topup_id IS NOT NULL)::int + (speech_request_id IS NOT NULL)::int + (stripe_id IS NOT NULL)::int
+         + (batch_id IS NOT NULL)::int = 1)
   NOT VALID;
--- Replaced by ledger_entries_one_origin_of_four, which holds every row to the same single origin and admits a batch.
+-- Replaced by ledger_entries_one_origin_of_five, which holds every row to the same single origin and admits a batch.
 -- squawk-ignore ban-drop-constraint
 ALTER TABLE ledger_entries DROP CONSTRAINT ledger_entries_one_origin;
 ALTER TABLE ledger_entries ADD CONSTRAINT ledger_entries_batch_kind CHECK (batch_id IS NULL OR kind IN ('charge', 'refund')) NOT VALID;
@@ -109,8 +110,9 @@ ALTER TABLE webhook_events ADD CONSTRAINT webhook_events_one_subject
 -- Replaced by webhook_events_one_subject, which admits a batch as the subject.
 -- squawk-ignore ban-drop-constraint
 ALTER TABLE webhook_events DROP CONSTRAINT webhook_events_one_origin;
-ALTER TABLE webhook_events ADD CONSTRAINT webhook_events_type_of_five
-  CHECK (type IN ('video.generation.succeeded', 'video.generation.failed', 'balance.low', 'api_key.spend_threshold', 'batch.completed')) NOT VALID;
--- Replaced by webhook_events_type_of_five, which admits batch.completed beside the job events and alerts.
+ALTER TABLE webhook_events ADD CONSTRAINT webhook_events_type_of_six
+  CHECK (type IN ('video.generation.succeeded', 'video.generation.failed', 'balance.low', 'api_key.spend_threshold',
+                  'billing.auto_top_up_failed', 'batch.completed')) NOT VALID;
+-- Replaced by webhook_events_type_of_six, which admits batch.completed beside the other events.
 -- squawk-ignore ban-drop-constraint
 ALTER TABLE webhook_events DROP CONSTRAINT webhook_events_type_check;

@@ -1,0 +1,195 @@
+// Automatic top-up on the real stack, against a real stripe-mock process: set on the account once a Checkout
+// saved a card; a charge crossing the threshold starts one off-session PaymentIntent (at stripe-mock, with
+// the crossing's idempotency key: started again after a crash, it is the same payment), and further charges
+// start none until a credit brought the balance back above it; payment_intent.succeeded credits it once; a
+// failed one turns automatic top-up off, says so on the account, records billing.auto_top_up_failed, and
+// no charge starts another. The ledger audit holds after each.
+import { describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { setTimeout as sleep } from 'node:timers/promises';
+import pino from 'pino';
+import { AutoTopUpStarter } from '../../src/payments/auto-top-up.js';
+import { createStripeClient } from '../../src/payments/service.js';
+import { assertAuditHolds, http, newCustomer, simJob, waitForJob, type Stack } from '../helpers/stack.js';
+import { useStripeStack, deliver, eventPayload, paidSession, STRIPE_MOCK_MISSING, stripeId, type StripeMock } from './setup.js';
+
+type Json = any;
+let mock: StripeMock;
+let stack: Stack;
+const micro = (eur: number) => Math.round(eur * 1_000_000);
+
+interface TopUpRow {
+  id: string;
+  status: string;
+  payment_intent_id: string | null;
+  amount_micro_eur: number;
+}
+const topUps = async (workspaceId: string) =>
+  (
+    await stack.db.query<TopUpRow>(
+      'SELECT id, status, payment_intent_id, amount_micro_eur FROM auto_top_ups WHERE workspace_id = $1 ORDER BY created_at',
+      [workspaceId],
+    )
+  ).rows;
+
+async function untilStarted(workspaceId: string, count: number): Promise<TopUpRow[]> {
+  for (let i = 0; ; i++) {
+    const rows = await topUps(workspaceId);
+    if (rows.length === count && rows.every((r) => r.status !== 'pending')) return rows;
+    if (i >= 200) {
+      const w = await stack.db.query('SELECT * FROM workspaces WHERE id = $1', [workspaceId]);
+      const l = await stack.db.query(
+        'SELECT kind, amount_micro_eur, balance_after_micro_eur FROM ledger_entries WHERE workspace_id = $1 ORDER BY id',
+        [workspaceId],
+      );
+      assert.fail(`auto top-ups not started: ${JSON.stringify(rows)} ${JSON.stringify(w.rows)} ${JSON.stringify(l.rows)}`);
+    }
+    await sleep(50);
+  }
+}
+
+/** A video job of `videos` videos of 8 s (sim-video-1: 0.05 EUR a second a video), charged when accepted. */
+async function spend(key: string, videos: number): Promise<string> {
+  const r = await http(stack.baseUrl, 'POST', '/v2/videos/generations', {
+    token: key,
+    json: simJob({ outcome: 'succeed' }, { n: videos, durationSeconds: 8 }),
+  });
+  assert.equal(r.status, 202, JSON.stringify(r.body));
+  return r.body.id;
+}
+
+const paymentIntentEvent = (type: string, workspaceId: string, topUp: TopUpRow, over: Record<string, unknown> = {}) =>
+  eventPayload(type, {
+    id: stripeId('pi'),
+    object: 'payment_intent',
+    amount: topUp.amount_micro_eur / 10_000,
+    amount_received: type === 'payment_intent.succeeded' ? topUp.amount_micro_eur / 10_000 : 0,
+    currency: 'eur',
+    status: type === 'payment_intent.succeeded' ? 'succeeded' : 'requires_payment_method',
+    metadata: { workspace_id: workspaceId, purpose: 'auto_top_up', auto_top_up_id: topUp.id },
+    ...over,
+  });
+
+describe('automatic top-up', { skip: STRIPE_MOCK_MISSING }, () => {
+  useStripeStack((s, m) => {
+    stack = s;
+    mock = m;
+  });
+
+  test('needs a card saved by a paid Checkout, and an amount within the bounds', async () => {
+    const c = await newCustomer(stack, 10);
+    const noCard = await http(stack.baseUrl, 'PATCH', '/v2/account', {
+      token: c.key,
+      json: { auto_top_up: { threshold_in_euro: 5, amount_in_euro: 20 } },
+    });
+    assert.equal(noCard.status, 400, JSON.stringify(noCard.body));
+    assert.equal(noCard.body.error.code, 'payment_method_required');
+    await deliver(stack.baseUrl, eventPayload('checkout.session.completed', paidSession(c.workspaceId, 5)));
+    const tooMuch = await http(stack.baseUrl, 'PATCH', '/v2/account', {
+      token: c.key,
+      json: { auto_top_up: { threshold_in_euro: 5, amount_in_euro: 5000 } },
+    });
+    assert.equal(tooMuch.status, 400);
+    assert.equal(tooMuch.body.error.param, 'auto_top_up.amount_in_euro');
+    const ok = await http(stack.baseUrl, 'PATCH', '/v2/account', {
+      token: c.key,
+      json: { auto_top_up: { threshold_in_euro: 5, amount_in_euro: 20 } },
+    });
+    assert.equal(ok.status, 200, JSON.stringify(ok.body));
+    assert.deepEqual(ok.body.auto_top_up, { threshold_in_euro: 5, amount_in_euro: 20 });
+    assert.equal(ok.body.auto_top_up_error, null);
+    const off = await http(stack.baseUrl, 'PATCH', '/v2/account', { token: c.key, json: { auto_top_up: null } });
+    assert.equal(off.body.auto_top_up, null);
+  });
+
+  test('one PaymentIntent per crossing, credited once; a failure turns it off and is told, and nothing loops', async () => {
+    const c = await newCustomer(stack, 0);
+    await deliver(stack.baseUrl, eventPayload('checkout.session.completed', paidSession(c.workspaceId, 10)));
+    const endpoint = await http(stack.baseUrl, 'POST', '/v2/webhooks', { token: c.key, json: { url: 'http://127.0.0.1:9/hooks' } });
+    assert.equal(endpoint.status, 201);
+    const set = await http(stack.baseUrl, 'PATCH', '/v2/account', {
+      token: c.key,
+      json: { auto_top_up: { threshold_in_euro: 7, amount_in_euro: 5 } },
+    });
+    assert.equal(set.status, 200);
+    const jobs: string[] = [];
+
+    // 10 - 1.6 = 8.4: above. - 1.6 = 6.8: the crossing. - 1.6 = 5.2: still below, no second top-up.
+    jobs.push(await spend(c.key, 4));
+    await sleep(300);
+    assert.equal((await topUps(c.workspaceId)).length, 0);
+    jobs.push(await spend(c.key, 4));
+    jobs.push(await spend(c.key, 4));
+    const [first] = await untilStarted(c.workspaceId, 1);
+    assert.equal(first!.status, 'started');
+    assert.equal(first!.amount_micro_eur, micro(5));
+    const sent = mock.requests.filter((q) => q.method === 'POST' && q.path === '/v1/payment_intents');
+    assert.equal(sent.length, 1);
+    assert.equal(sent[0]!.headers['idempotency-key'], `auto-top-up-${first!.id}`);
+    assert.equal(sent[0]!.form.get('amount'), '500');
+    assert.equal(sent[0]!.form.get('currency'), 'eur');
+    assert.equal(sent[0]!.form.get('off_session'), 'true');
+    assert.equal(sent[0]!.form.get('confirm'), 'true');
+    assert.equal(sent[0]!.form.get('metadata[workspace_id]'), c.workspaceId);
+    assert.ok(sent[0]!.form.get('customer'));
+    assert.ok(sent[0]!.form.get('payment_method'));
+
+    // A starter that died after Stripe answered (the row still pending) starts it again: the same key, one payment.
+    await stack.db.query("UPDATE auto_top_ups SET status = 'pending' WHERE id = $1", [first!.id]);
+    const starter = new AutoTopUpStarter({
+      db: stack.db,
+      stripe: createStripeClient(stack.config.stripe!),
+      logger: pino({ level: 'silent' }),
+      interval_ms: 60_000,
+    });
+    await starter.sweep();
+    const again = mock.requests.filter((q) => q.method === 'POST' && q.path === '/v1/payment_intents');
+    assert.ok(again.length >= 2);
+    assert.ok(again.every((q) => q.headers['idempotency-key'] === `auto-top-up-${first!.id}`));
+    await untilStarted(c.workspaceId, 1);
+
+    // Stripe says it succeeded (twice): credited once; the balance above the threshold arms it again.
+    const succeeded = paymentIntentEvent('payment_intent.succeeded', c.workspaceId, first!);
+    assert.equal((await deliver(stack.baseUrl, succeeded)).body.outcome, 'credited');
+    assert.equal((await deliver(stack.baseUrl, succeeded)).body.outcome, 'duplicate');
+    const b = await http(stack.baseUrl, 'GET', '/v2/balance', { token: c.key });
+    assert.equal(micro(b.body.balance_in_euro), micro(10 + 5 - 3 * 1.6));
+    assert.equal((await topUps(c.workspaceId))[0]!.status, 'succeeded');
+    await assertAuditHolds(stack);
+
+    // 10.2 - 1.6 = 8.6, - 1.6 = 7.0 (not below), - 1.6 = 5.4: the second crossing.
+    for (let i = 0; i < 3; i++) jobs.push(await spend(c.key, 4));
+    const rows = await untilStarted(c.workspaceId, 2);
+    const second = rows[1]!;
+    assert.equal(second.status, 'started');
+
+    // It fails: automatic top-up is off, the account says why, the event is recorded; no charge starts another.
+    const failed = paymentIntentEvent('payment_intent.payment_failed', c.workspaceId, second, {
+      last_payment_error: { type: 'card_error', code: 'card_declined', message: 'Your card was declined.' },
+    });
+    assert.equal((await deliver(stack.baseUrl, failed)).body.outcome, 'recorded');
+    assert.equal((await deliver(stack.baseUrl, failed)).body.outcome, 'duplicate');
+    const account = await http(stack.baseUrl, 'GET', '/v2/account', { token: c.key });
+    assert.equal(account.body.auto_top_up, null);
+    assert.match(account.body.auto_top_up_error, /declined/);
+    const events = await stack.db.query<{ payload: string }>(
+      "SELECT payload FROM webhook_events WHERE workspace_id = $1 AND type = 'billing.auto_top_up_failed'",
+      [c.workspaceId],
+    );
+    assert.equal(events.rows.length, 1);
+    const event: Json = JSON.parse(events.rows[0]!.payload);
+    assert.deepEqual(event.data, {
+      object: 'auto_top_up',
+      id: second.id,
+      amount_in_euro: 5,
+      payment_intent: second.payment_intent_id,
+      message: 'Your card was declined.',
+    });
+    jobs.push(await spend(c.key, 4));
+    await sleep(1_500);
+    assert.equal((await topUps(c.workspaceId)).length, 2);
+    assert.equal(mock.requests.filter((q) => q.path === '/v1/payment_intents').length, again.length + 1);
+    for (const id of jobs) await waitForJob(stack, c.key, id);
+    await assertAuditHolds(stack);
+  });
+});
