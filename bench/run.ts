@@ -11,6 +11,7 @@ import { benchDoneToSeen } from './done-to-seen.js';
 import { benchPendingRss } from './pending-rss.js';
 import { benchStatusReads } from './status-reads.js';
 import { benchNodeVersions, otherNode } from './node-versions.js';
+import { benchBatchVsCreates, formatBatchVsCreates } from './batch-vs-creates.js';
 import {
   formatCreates,
   formatEngines,
@@ -33,7 +34,8 @@ import { codeLines } from './code-size.js';
 import { progressLog } from './log.js';
 
 async function main() {
-  const cfg = loadBenchConfig();
+  // `npm run bench -- batch`: the batch phase alone.
+  const cfg = loadBenchConfig(process.argv.includes('batch') ? { ...process.env, BENCH_PHASES: '8' } : process.env);
   const log = progressLog();
   const print = (text: string) => process.stdout.write(`${text}\n`);
   log('starting PostgreSQL and the Temporal dev server');
@@ -70,6 +72,7 @@ async function main() {
       if (typeof other === 'string') print(`== phase 7: status reads on two Node lines: skipped, ${other} ==\n`);
       else print(formatNodeVersions(await benchNodeVersions(infra, cfg, other, log)));
     }
+    if (cfg.BENCH_PHASES.has(8)) print(formatBatchVsCreates(await benchBatchVsCreates(infra, cfg, log)));
     all.code_lines = codeLines();
     print(formatSummary(all));
     const onServer = await onTemporalServer(infra, cfg, environment, log, print);
