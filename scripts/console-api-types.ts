@@ -11,6 +11,7 @@ import { VideoJob } from '../src/video-jobs/schemas.js';
 import { SpeechModel, VideoModel } from '../src/models/schemas.js';
 import { Voice } from '../src/voices/schemas.js';
 import { LedgerEntry } from '../src/account/schemas.js';
+import { Batch } from '../src/batches/schemas.js';
 import { WebhookDeliveryAttempt, WebhookEndpoint, WebhookEndpointCreated } from '../src/webhooks/schemas.js';
 
 /** The response schemas the console reads, by the name the console gives their type. */
@@ -23,6 +24,7 @@ export const CONSOLE_TYPES: Record<string, z.ZodType> = {
   WebhookEndpoint,
   WebhookEndpointCreated,
   DeliveryAttempt: WebhookDeliveryAttempt,
+  Batch,
 };
 
 export const CONSOLE_TYPES_FILE = fileURLToPath(new URL('../console/src/api-types.ts', import.meta.url));

@@ -1,4 +1,4 @@
-// The console's frame: sign in, then three screens (Videos, Voices, Account) chosen by the URL's hash,
+// The console's frame: sign in, then the screens (Videos, Voices, Batches, Account) chosen by the URL's hash,
 // so that each screen has an address and the browser's back button works.
 import { useEffect, useState } from 'react';
 import Container from 'react-bootstrap/Container';
@@ -9,8 +9,9 @@ import { SignIn } from './SignIn';
 import { VideosScreen } from './videos/VideosScreen';
 import { VoicesScreen } from './voices/VoicesScreen';
 import { AccountScreen } from './account/AccountScreen';
+import { BatchesScreen } from './batches/BatchesScreen';
 
-const SCREENS = { videos: 'Videos', voices: 'Voices', account: 'Account' } as const;
+const SCREENS = { videos: 'Videos', voices: 'Voices', batches: 'Batches', account: 'Account' } as const;
 type Screen = keyof typeof SCREENS;
 
 function screenOfHash(): Screen {
@@ -84,6 +85,7 @@ export function App() {
         <h1 className="visually-hidden">{SCREENS[screen]}</h1>
         {screen === 'videos' && <VideosScreen />}
         {screen === 'voices' && <VoicesScreen />}
+        {screen === 'batches' && <BatchesScreen />}
         {screen === 'account' && <AccountScreen />}
       </Container>
     </>

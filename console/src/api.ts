@@ -119,6 +119,7 @@ export interface ListPage<T> {
 
 // What the API answers: generated from its response schemas (../../scripts/console-api-types.ts).
 export type {
+  Batch,
   DeliveryAttempt,
   LedgerEntry,
   SpeechModel,
