@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { startInfra } from '../test/helpers/infra.js';
 import { chromiumInstalled, CHROMIUM_PATH, launchChromium, signIn } from '../test/helpers/browser.js';
-import { encodeWav } from '../src/providers/voice/simulator.js';
+import { encodeWav } from '../src/media/wav.js';
 
 const OUT_DIR = path.resolve('docs', 'screenshots');
 const DESKTOP = { width: 1280, height: 900 };
@@ -19,7 +19,7 @@ async function main() {
   const infra = await startInfra('vva-screenshots-');
   Object.assign(process.env, infra.env);
   // test/helpers/stack.ts reads the infrastructure from the environment set just above.
-  const { startStack, newCustomer } = await import('../test/helpers/stack.js');
+  const { startStack, newCustomer, http } = await import('../test/helpers/stack.js');
   const stack = await startStack({ env: { RATE_LIMIT_PER_MINUTE: '1000' } });
   const browser = await launchChromium();
   try {
@@ -73,6 +73,26 @@ async function main() {
     await page.getByLabel('Signing secret', { exact: true }).waitFor();
     await page.getByRole('cell', { name: 'top-up' }).waitFor();
     await shot('account');
+
+    // Batches (made through the API): one ended, one half run, one cancelled.
+    const batch = async (n: number, delay_ms: number) => {
+      const requests = Array.from({ length: n }, (_, i) => ({
+        custom_id: `clip-${i}`,
+        method: 'POST',
+        url: '/v2/videos/generations',
+        body: { model: 'sim-video-1', prompt: `clip ${i}`, durationSeconds: 4, n: 1, parameters: { simulate: { delay_ms } } },
+      }));
+      return (await http(stack.baseUrl, 'POST', '/v2/batches', { token: key, json: { requests } })).body.id as string;
+    };
+    await batch(6, 300);
+    const cancelled = await batch(30, 1_000);
+    await http(stack.baseUrl, 'POST', `/v2/batches/${cancelled}/cancel`, { token: key });
+    await page.getByRole('link', { name: 'Batches', exact: true }).click();
+    await page.getByRole('button', { name: 'Download errors', exact: true }).waitFor({ timeout: 60_000 });
+    await page.locator('.status', { hasText: /^cancelled$/ }).waitFor({ timeout: 60_000 });
+    await batch(40, 1_500);
+    await page.getByText(/^[1-9]\d* completed · 0 failed · \d+ left of 40/).waitFor({ timeout: 60_000 });
+    await shot('batches');
 
     // The Videos screen on a phone.
     await page.setViewportSize(PHONE);
