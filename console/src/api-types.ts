@@ -271,7 +271,7 @@ export interface WebhookEndpoint {
   object: "webhook_endpoint";
   url: string;
   /**
-   * Items: video.generation.failed includes cancelled jobs.
+   * Items: video.generation.failed includes cancelled jobs; batch.completed is sent when a batch ends, however it ended.
    */
   events: ("video.generation.succeeded" | "video.generation.failed" | "batch.completed")[];
   /**
@@ -288,7 +288,7 @@ export interface WebhookEndpointCreated {
   object: "webhook_endpoint";
   url: string;
   /**
-   * Items: video.generation.failed includes cancelled jobs.
+   * Items: video.generation.failed includes cancelled jobs; batch.completed is sent when a batch ends, however it ended.
    */
   events: ("video.generation.succeeded" | "video.generation.failed" | "batch.completed")[];
   /**
@@ -319,7 +319,7 @@ export interface DeliveryAttempt {
    */
   event_id: string;
   /**
-   * video.generation.failed includes cancelled jobs.
+   * video.generation.failed includes cancelled jobs; batch.completed is sent when a batch ends, however it ended.
    */
   event_type: "video.generation.succeeded" | "video.generation.failed" | "batch.completed";
   /**

@@ -4,10 +4,9 @@
 // services as /v2: a /v1 line ({"custom_id", "method", "url": "/v1/videos" | "/v1/audio/speech", "body"}) is
 // mapped to its /v2 request, then validated and run exactly as a /v2 batch's.
 import type { RequestHandler } from 'express';
-import { z, ZodError } from 'zod';
+import { ZodError } from 'zod';
 import { ApiRouter, json, type RouteContract } from '../http/openapi.js';
 import { jsonBodyParser } from '../http/json-body.js';
-import { multipartForm } from '../http/multipart.js';
 import { principalOf } from '../http/auth.js';
 import { baseUrlOf } from '../http/base-url.js';
 import { INSUFFICIENT_CREDITS_402, OPENAI_OPERATION } from '../http/openai/errors.js';
@@ -15,7 +14,7 @@ import { fromZodError, invalidParam } from '../errors.js';
 import type { DownloadUrlSigner } from '../storage/signed-urls.js';
 import { OpenAiCreateVideoBody, presentOpenAiVideo, toCreateBody } from '../video-jobs/openai-create.js';
 import { OpenAiSpeechBody } from '../voices/openai-speech-routes.js';
-import { BATCH_FILE_LIMITS, CreateFileForm, CreateFileParts, JSONL_FILE_TYPE } from './routes.js';
+import { CREATE_FILE_BODY, fileHandlers, ID, NO_BATCH, NO_FILE } from './routes.js';
 import { completionWindowOf, type BatchRecord, type FileRecord } from './records.js';
 import { presentBatchSpeech, type FilesService, type ResultPresenters } from './files.js';
 import type { BatchesService } from './service.js';
@@ -98,10 +97,6 @@ function fromV1Line(line: unknown): unknown {
   return line;
 }
 
-const ID = z.object({ id: z.string().describe('The id.') });
-const NO_FILE = 'No such file in this workspace (file_not_found).';
-const NO_BATCH = 'No such batch in this workspace (batch_not_found).';
-
 const openaiCreateFile = {
   method: 'post',
   path: '/v1/files',
@@ -109,13 +104,7 @@ const openaiCreateFile = {
   summary: 'Upload a batch input file (client.files.create)',
   description: 'A JSONL file of /v1/videos or /v1/audio/speech requests, one per line, with purpose "batch".',
   ...OPENAI_OPERATION,
-  body: {
-    component: 'CreateFileForm',
-    schema: CreateFileForm,
-    mediaType: 'multipart/form-data',
-    parts: CreateFileParts,
-    encoding: { file: { contentType: 'application/jsonl' } },
-  },
+  body: CREATE_FILE_BODY,
   responses: { '200': json(OpenAiFile, 'The file.') },
   errors: { 400: undefined, 413: undefined, 415: undefined, 429: undefined, 503: 'Too many uploads in progress (server_busy).' },
 } satisfies RouteContract;
@@ -204,26 +193,11 @@ export function openAiBatchRoutes(deps: {
   publicBaseUrl: string | undefined;
 }): ApiRouter {
   const api = new ApiRouter();
-  const upload = multipartForm({ limits: BATCH_FILE_LIMITS, fileParts: ['file'], fieldParts: ['purpose'], fileType: JSONL_FILE_TYPE });
   const createBody = jsonBodyParser({ bytes_max: BATCH_CREATE_BODY_BYTES_MAX });
-  const presenters = (req: Parameters<typeof baseUrlOf>[0]) => v1Presenters(deps.downloadUrls, baseUrlOf(req, deps.publicBaseUrl));
-
-  api.route(openaiCreateFile, deps.auth, deps.limit, upload, async ({ body }, _req, res) => {
-    const file = body.file[0]!;
-    res.json(presentOpenAiFile(await deps.files.upload(principalOf(res), { buffer: file.buffer, filename: file.filename })));
-  });
-
-  api.route(openaiGetFile, deps.auth, async ({ params }, req, res) => {
-    const f = await deps.files.get(principalOf(res), params.id);
-    if (f.purpose === 'batch') return res.json(presentOpenAiFile(f));
-    const { body } = await deps.files.content(principalOf(res), params.id, presenters(req));
-    return res.json(presentOpenAiFile(f, body.length));
-  });
-
-  api.route(openaiFileContent, deps.auth, async ({ params }, req, res) => {
-    const { body } = await deps.files.content(principalOf(res), params.id, presenters(req));
-    res.type('application/jsonl').send(body);
-  });
+  const files = fileHandlers(deps.files, presentOpenAiFile, (req) => v1Presenters(deps.downloadUrls, baseUrlOf(req, deps.publicBaseUrl)));
+  api.route(openaiCreateFile, deps.auth, deps.limit, files.upload, files.create);
+  api.route(openaiGetFile, deps.auth, files.get);
+  api.route(openaiFileContent, deps.auth, files.content);
 
   api.route(openaiCreateBatch, deps.auth, deps.limit, createBody, async ({ body }, _req, res) => {
     const batch = await deps.batches.create(

@@ -1,5 +1,5 @@
 // Batches and their files under /v2. Each operation's contract, then its handler: parse, call the service, present.
-import type { RequestHandler } from 'express';
+import type { Request, RequestHandler, Response } from 'express';
 import { z } from 'zod';
 import type { ZodError } from 'zod';
 import { ApiRouter, bytesText, json, type RouteContract } from '../http/openapi.js';
@@ -19,7 +19,7 @@ import {
   FileObject,
   ListBatchesQuery,
 } from './schemas.js';
-import { presentBatch, presentFile } from './records.js';
+import { presentBatch, presentFile, type FileRecord } from './records.js';
 import { presentBatchSpeech, type FilesService, type ResultPresenters } from './files.js';
 import type { BatchesService } from './service.js';
 
@@ -71,9 +71,47 @@ export const CreateFileParts = {
   },
 };
 
-const ID = z.object({ id: z.string().describe('The id.') });
-const NO_FILE = 'No such file in this workspace (file_not_found).';
-const NO_BATCH = 'No such batch in this workspace (batch_not_found).';
+export const ID = z.object({ id: z.string().describe('The id.') });
+export const NO_FILE = 'No such file in this workspace (file_not_found).';
+export const NO_BATCH = 'No such batch in this workspace (batch_not_found).';
+
+/** The multipart body of a batch file's upload (/v2/files and /v1/files). */
+export const CREATE_FILE_BODY = {
+  component: 'CreateFileForm',
+  schema: CreateFileForm,
+  mediaType: 'multipart/form-data',
+  parts: CreateFileParts,
+  description: `multipart/form-data with a boundary; at most ${BATCH_FILE_LIMITS.partsMax} parts.`,
+  encoding: { file: { contentType: 'application/jsonl' } },
+} as const;
+
+/**
+ * The handlers of a batch file's upload, read and content, with the surface's presenter of a file and of
+ * an output line's results (an output or error file's size is that of its content as rendered now).
+ */
+export function fileHandlers<F>(
+  files: FilesService,
+  present: (f: FileRecord, bytes?: number) => F,
+  presenters: (req: Request) => ResultPresenters,
+) {
+  return {
+    upload: multipartForm({ limits: BATCH_FILE_LIMITS, fileParts: ['file'], fieldParts: ['purpose'], fileType: JSONL_FILE_TYPE }),
+    async create({ body }: { body: { file: UploadedFile[] } }, _req: Request, res: Response) {
+      const file = body.file[0]!;
+      res.json(present(await files.upload(principalOf(res), { buffer: file.buffer, filename: file.filename })));
+    },
+    async get({ params }: { params: { id: string } }, req: Request, res: Response) {
+      const f = await files.get(principalOf(res), params.id);
+      if (f.purpose === 'batch') return res.json(present(f));
+      const { body } = await files.content(principalOf(res), params.id, presenters(req));
+      return res.json(present(f, body.length));
+    },
+    async content({ params }: { params: { id: string } }, req: Request, res: Response) {
+      const { body } = await files.content(principalOf(res), params.id, presenters(req));
+      res.type('application/jsonl').send(body);
+    },
+  };
+}
 
 const createFile = {
   method: 'post',
@@ -85,14 +123,7 @@ const createFile = {
     `A JSONL file of requests for POST /v2/batches, one per line (at most ${BATCH_REQUESTS_MAX}), ` +
     'each {"custom_id", "method": "POST", "url", "body"}.',
   security: 'apiKey',
-  body: {
-    component: 'CreateFileForm',
-    schema: CreateFileForm,
-    mediaType: 'multipart/form-data',
-    parts: CreateFileParts,
-    description: `multipart/form-data with a boundary; at most ${BATCH_FILE_LIMITS.partsMax} parts.`,
-    encoding: { file: { contentType: 'application/jsonl' } },
-  },
+  body: CREATE_FILE_BODY,
   responses: { '200': json(FileObject, 'The file.') },
   errors: {
     400: 'A missing part, purpose not "batch", or a file that is not JSONL of objects (invalid_file, naming its line).',
@@ -228,34 +259,11 @@ export function batchRoutes(deps: {
   publicBaseUrl: string | undefined;
 }): ApiRouter {
   const api = new ApiRouter();
-  const upload = multipartForm({ limits: BATCH_FILE_LIMITS, fileParts: ['file'], fieldParts: ['purpose'], fileType: JSONL_FILE_TYPE });
   const createBody = jsonBodyParser({ bytes_max: BATCH_CREATE_BODY_BYTES_MAX, concurrent_large_bodies_max: 2 });
-
-  api.route(createFile, deps.auth, deps.limit, upload, async ({ body }, _req, res) => {
-    const file = body.file[0]!;
-    res.json(presentFile(await deps.files.upload(principalOf(res), { buffer: file.buffer, filename: file.filename })));
-  });
-
-  api.route(getFile, deps.auth, async ({ params }, req, res) => {
-    const f = await deps.files.get(principalOf(res), params.id);
-    if (f.purpose === 'batch') return res.json(presentFile(f));
-    // An output or error file's size is that of its content as rendered now.
-    const { body } = await deps.files.content(
-      principalOf(res),
-      params.id,
-      v2Presenters(deps.downloadUrls, baseUrlOf(req, deps.publicBaseUrl)),
-    );
-    return res.json(presentFile(f, body.length));
-  });
-
-  api.route(getFileContent, deps.auth, async ({ params }, req, res) => {
-    const { body } = await deps.files.content(
-      principalOf(res),
-      params.id,
-      v2Presenters(deps.downloadUrls, baseUrlOf(req, deps.publicBaseUrl)),
-    );
-    res.type('application/jsonl').send(body);
-  });
+  const files = fileHandlers(deps.files, presentFile, (req) => v2Presenters(deps.downloadUrls, baseUrlOf(req, deps.publicBaseUrl)));
+  api.route(createFile, deps.auth, deps.limit, files.upload, files.create);
+  api.route(getFile, deps.auth, files.get);
+  api.route(getFileContent, deps.auth, files.content);
 
   api.route(createBatch, deps.auth, deps.limit, createBody, async ({ body }, _req, res) => {
     const batch = await deps.batches.create(principalOf(res), body);

@@ -114,4 +114,19 @@ export const FileObject = z
   })
   .describe("An uploaded batch input file, or a batch's output or error file.");
 
-export const RESPONSE_COMPONENTS = { Batch, BatchList, FileObject } satisfies Record<string, z.ZodType>;
+export const BatchEvent = z
+  .strictObject({
+    id: z
+      .string()
+      .regex(/^evt_[0-9a-f]{32}$/)
+      .describe('The event id, also sent as the `webhook-id` header: the same on every retry.'),
+    object: z.literal('event'),
+    type: z.literal('batch.completed'),
+    created: UnixSeconds.describe('Unix time (seconds) the event happened.'),
+    data: Batch,
+  })
+  .describe(
+    'The body of a `batch.completed` delivery, signed as every webhook: `data` is the batch, ended, as GET /v2/batches/{id} answers it.',
+  );
+
+export const RESPONSE_COMPONENTS = { Batch, BatchList, FileObject, BatchEvent } satisfies Record<string, z.ZodType>;

@@ -58,13 +58,16 @@ export async function applyEntry(tx: Tx, entry: LedgerEntryInput): Promise<numbe
   if (entry.amount_micro_eur === 0) throw new Error('ledger entries are never zero');
   // One statement: the balance moves and the entry records the balance it left
   // (balance_after_micro_eur, the statement's figure), under the caller's workspace row lock.
+  // A batch's entry names its batch (a column of migration 027); the others leave it out, so they are
+  // written the same against a schema without it.
+  const batch = entry.batchId === undefined ? { column: '', value: '' } : { column: ', batch_id', value: ', $8' };
   const r = await tx.query<{ balance_micro_eur: number }>(
     `WITH moved AS (
        UPDATE workspaces SET balance_micro_eur = balance_micro_eur + $3 WHERE id = $1 RETURNING balance_micro_eur
      )
-     INSERT INTO ledger_entries (workspace_id, kind, amount_micro_eur, idempotency_key, video_job_id, topup_id, speech_request_id, batch_id,
+     INSERT INTO ledger_entries (workspace_id, kind, amount_micro_eur, idempotency_key, video_job_id, topup_id, speech_request_id${batch.column},
                                  balance_after_micro_eur)
-     SELECT $1, $2, $3, $4, $5, $6, $7, $8, moved.balance_micro_eur FROM moved
+     SELECT $1, $2, $3, $4, $5, $6, $7${batch.value}, moved.balance_micro_eur FROM moved
      RETURNING balance_after_micro_eur AS balance_micro_eur`,
     [
       entry.workspaceId,
@@ -74,7 +77,7 @@ export async function applyEntry(tx: Tx, entry: LedgerEntryInput): Promise<numbe
       entry.videoJobId ?? null,
       entry.topupId ?? null,
       entry.speechRequestId ?? null,
-      entry.batchId ?? null,
+      ...(entry.batchId === undefined ? [] : [entry.batchId]),
     ],
   );
   const balance = r.rows[0]?.balance_micro_eur;

@@ -363,8 +363,9 @@ export async function settleVideoJob(db: Db, s: Settlement, webhooks?: JobEventC
       api_key_id: string | null;
       batch_id: string | null;
     }>(
+      // batch_id read from the row as JSON: absent (null) on a schema before migration 027.
       'SELECT workspace_id, status, params, estimated_cost_micro_eur, cost_micro_eur, refunded_micro_eur, ' +
-        'error, api_key_id, batch_id FROM video_jobs WHERE id = $1 FOR UPDATE',
+        "error, api_key_id, (to_jsonb(j) ->> 'batch_id')::uuid AS batch_id FROM video_jobs j WHERE id = $1 FOR UPDATE",
       [s.jobId],
     );
     const job = r.rows[0];

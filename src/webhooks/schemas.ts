@@ -10,7 +10,9 @@ import { WEBHOOK_URL_CHARS_MAX } from './target-policy.js';
 export const DELIVERY_ATTEMPT_ID_PREFIX = 'whatt_';
 export const DeliveryPageQuery = serialPageQuery(DELIVERY_ATTEMPT_ID_PREFIX);
 
-export const WebhookEventType = z.enum(WEBHOOK_EVENT_TYPES).describe('video.generation.failed includes cancelled jobs.');
+export const WebhookEventType = z
+  .enum(WEBHOOK_EVENT_TYPES)
+  .describe('video.generation.failed includes cancelled jobs; batch.completed is sent when a batch ends, however it ended.');
 export const CreateWebhookBody = z
   .object({
     url: z
@@ -89,7 +91,7 @@ export const WebhookEvent = z
       .regex(/^evt_[0-9a-f]{32}$/)
       .describe('The event id, also sent as the `webhook-id` header: the same on every retry; use it to process an event once.'),
     object: z.literal('event'),
-    type: WebhookEventType,
+    type: z.enum(['video.generation.succeeded', 'video.generation.failed']).describe("A job's event (a batch's is a BatchEvent)."),
     created: UnixSeconds.describe('Unix time (seconds) the event happened.'),
     data: VideoJob,
   })

@@ -6,6 +6,9 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ADMIN_TOKEN, assertAuditHolds, balanceMicro, http, newCustomer, startStack, type Stack } from '../helpers/stack.js';
 import { startReceiver } from '../helpers/webhook-receiver.js';
+import { batchWorkflowId } from '../../workflows/messages.js';
+import { RUN_ITEMS_MAX } from '../../workflows/batch.js';
+import { BatchEvent } from '../../src/batches/schemas.js';
 import { fileLines, SPEECH_CHAR_MICRO_EUR, speechLine, VIDEO_UNIT_MICRO_EUR, videoLine, waitForBatch } from './setup.js';
 
 let stack: Stack;
@@ -59,6 +62,9 @@ test('a mixed batch runs every request once and settles exactly: one reservation
     errors.map((l) => [l.custom_id, l.response, l.error.code]),
     [['v-fail', null, 'generation_failed']],
   );
+  const listed = await http(stack.baseUrl, 'GET', '/v2/batches?limit=1', { token: c.key });
+  assert.deepEqual([listed.body.data.map((b: any) => b.id), listed.body.has_more], [[batch.id], false]);
+  assert.deepEqual(listed.body.data[0].metadata, { run: 'one' });
   // The batch's jobs are listed with it.
   const jobs = await http(stack.baseUrl, 'GET', '/v2/videos/generations', { token: c.key });
   assert.equal(jobs.body.data.length, 3);
@@ -217,7 +223,7 @@ test('an uploaded JSONL file runs as a batch; batch.completed is sent to subscri
     assert.equal(batch.status, 'completed');
     assert.equal(batch.error_file_id, null);
     const [delivery] = await receiver.waitFor(1, 30_000);
-    const event = JSON.parse(delivery!.body);
+    const event = BatchEvent.parse(JSON.parse(delivery!.body));
     assert.equal(event.type, 'batch.completed');
     assert.equal(event.data.id, batch.id);
     assert.equal(event.data.status, 'completed');
@@ -236,4 +242,24 @@ test('an uploaded JSONL file runs as a batch; batch.completed is sent to subscri
   } finally {
     await receiver.close();
   }
+});
+
+test('a batch longer than one run continues as new, its history bounded, and runs every request once', async () => {
+  const c = await newCustomer(stack, 20);
+  const requests = Array.from({ length: RUN_ITEMS_MAX + 15 }, (_, i) => speechLine(`s-${i}`, `line ${i}`));
+  const created = await http(stack.baseUrl, 'POST', '/v2/batches', { token: c.key, json: { requests } });
+  assert.equal(created.status, 200, JSON.stringify(created.body));
+  const batch = await waitForBatch(stack, c.key, created.body.id, 180_000);
+  assert.equal(batch.status, 'completed');
+  assert.deepEqual(batch.request_counts, { total: requests.length, completed: requests.length, failed: 0 });
+  const chars = requests.reduce((s, r) => s + r.body.input.length, 0);
+  assert.equal(await balanceMicro(stack, c.workspaceId), 20_000_000 - chars * SPEECH_CHAR_MICRO_EUR);
+  const rows = await stack.db.query('SELECT count(*)::int AS n FROM speech_requests WHERE batch_id = $1', [batch.id]);
+  assert.equal(rows.rows[0].n, requests.length);
+  // The last run was continued from an earlier one, and each run's history stays small.
+  const history = await stack.api.temporal.workflow.getHandle(batchWorkflowId(batch.id)).fetchHistory();
+  const started = history.events![0]!.workflowExecutionStartedEventAttributes!;
+  assert.ok(started.continuedExecutionRunId, 'the batch continued as new');
+  assert.ok(history.events!.length < 1_000, `${history.events!.length} events in the last run`);
+  await assertAuditHolds(stack);
 });

@@ -120,7 +120,7 @@ describe('endpoints', () => {
     const created = await request(stack.baseUrl, 'POST', '/v2/webhooks', { token: a.key, json: { url: 'http://127.0.0.1:9/hook' } });
     assert.equal(created.status, 201);
     assert.equal(created.body.object, 'webhook_endpoint');
-    assert.deepEqual(created.body.events, ['video.generation.succeeded', 'video.generation.failed']);
+    assert.deepEqual(created.body.events, ['video.generation.succeeded', 'video.generation.failed', 'batch.completed']);
     assert.match(created.body.secret, /^whsec_/);
     assert.equal(typeof created.body.created, 'number');
     const id = created.body.id;
