@@ -73,8 +73,8 @@ const BenchEnv = z.object({
   BENCH_BATCH_REQUESTS: intFrom(10, 10_000).default(10_000),
   /** Phase 8: the simulated generation of each of those videos. */
   BENCH_BATCH_DELAY_MS: intFrom(0, 600_000).default(1_000),
-  /** Phase 8: the creating client's requests in flight (each retries on the pending limit's 429). */
-  BENCH_BATCH_CLIENTS: intFrom(1, 500).default(8),
+  /** Phase 8: the creating client's requests in flight (each retries on the pending limit's 429); unset: the limit. */
+  BENCH_BATCH_CLIENTS: intFrom(1, 500).optional(),
   /** Phases to run, for a partial run: any of 1,2,3,4,5,6,7,8 (`npm run bench -- batch`: 8 alone). */
   BENCH_PHASES: z
     .string()
