@@ -16,8 +16,11 @@ const intList = (min: number, max: number, count_max: number, what: string) =>
   });
 const secondsList = intList(1, 3_000, 20, 'whole seconds');
 
-/** 1 creates with jobs left pending, 2 history events, 3 done -> seen, 4 pending jobs' memory and CPU, 5 whole jobs, 6 status reads, 8 speech latency. */
-const PHASES = [1, 2, 3, 4, 5, 6, 7, 8];
+/**
+ * 1 creates with jobs left pending, 2 history events, 3 done -> seen, 4 pending jobs' memory and CPU, 5 whole jobs,
+ * 6 status reads, 7 status reads on two Node lines, 8 speech latency, 9 one batch against the same requests as creates.
+ */
+const PHASES = [1, 2, 3, 4, 5, 6, 7, 8, 9];
 const concurrencyList = intList(1, 500, 8, 'concurrencies');
 
 const BenchEnv = z.object({
@@ -66,10 +69,16 @@ const BenchEnv = z.object({
    * on PATH when it is older than the bench's. Skipped, saying so, when neither is there.
    */
   BENCH_OTHER_NODE: z.string().optional(),
-  /** Phases to run, for a partial run: any of 1,2,3,4,5,6,7,8. */
+  /** Phase 9: video requests of the batch, and as many individual creates beside it. */
+  BENCH_BATCH_REQUESTS: intFrom(10, 10_000).default(10_000),
+  /** Phase 9: the simulated generation of each of those videos. */
+  BENCH_BATCH_DELAY_MS: intFrom(0, 600_000).default(1_000),
+  /** Phase 9: the creating client's requests in flight (each retries on the pending limit's 429); unset: the limit. */
+  BENCH_BATCH_CLIENTS: intFrom(1, 500).optional(),
+  /** Phases to run, for a partial run: any of 1,2,3,4,5,6,7,8,9 (or by name: `npm run bench -- batch`). */
   BENCH_PHASES: z
     .string()
-    .default('1,2,3,4,5,6,7,8')
+    .default('1,2,3,4,5,6,7,8,9')
     .transform((s, ctx) => {
       const phases = s.split(',').map((x) => Number(x.trim()));
       if (phases.some((n) => !PHASES.includes(n))) {

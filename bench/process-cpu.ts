@@ -20,7 +20,7 @@ export interface CpuSample {
 export type CpuDelta = CpuSample;
 
 /** utime+stime (and the reaped children's, with `withChildren`) of a process, in ms; 0 if it is gone. */
-function processMs(pid: number, withChildren: boolean): number {
+export function processMs(pid: number, withChildren: boolean): number {
   try {
     const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
     const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');

@@ -12,26 +12,28 @@ import type { RunningSubject } from './subject.js';
 
 export const PRODUCT_CREATE_PATH = '/v2/videos/generations';
 
-export async function startProduct(env: NodeJS.ProcessEnv): Promise<RunningSubject> {
+/**
+ * The product's parts in this process: both (as `npm start`), or only the API (`npm run api`) or only
+ * the worker (`npm run worker`), so that each one's CPU and memory can be read apart. A worker alone
+ * answers no HTTP: its url is empty.
+ */
+export async function startProduct(env: NodeJS.ProcessEnv, parts: 'both' | 'api' | 'worker' = 'both'): Promise<RunningSubject> {
   const config = loadConfig(env);
   const logger = createLogger(config.logLevel, 'video-voice-api');
   const secrets = loadSecrets(config);
   const db = await openDatabase(config.databaseUrl!, config);
-  const worker = await startWorker({
-    config,
-    db,
-    temporalAddress: config.temporal.address!,
-    logger,
-    urlSigningSecret: secrets.urlSigningSecret,
-  });
-  const api = await startApi({ config, db, temporalAddress: config.temporal.address!, secrets, logger });
+  const worker =
+    parts === 'api'
+      ? null
+      : await startWorker({ config, db, temporalAddress: config.temporal.address!, logger, urlSigningSecret: secrets.urlSigningSecret });
+  const api = parts === 'worker' ? null : await startApi({ config, db, temporalAddress: config.temporal.address!, secrets, logger });
   return {
-    url: api.url,
+    url: api?.url ?? '',
     async stop() {
       // The reconciler's schedule would otherwise outlive this process on the shared Temporal.
-      await deleteReconcileSchedule(api.temporal, config.temporal.taskQueue).catch(() => {});
-      await api.close();
-      await worker.shutdown();
+      if (api) await deleteReconcileSchedule(api.temporal, config.temporal.taskQueue).catch(() => {});
+      await api?.close();
+      await worker?.shutdown();
       await db.end();
     },
   };

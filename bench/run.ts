@@ -11,6 +11,7 @@ import { benchDoneToSeen } from './done-to-seen.js';
 import { benchPendingRss } from './pending-rss.js';
 import { benchStatusReads } from './status-reads.js';
 import { benchNodeVersions, otherNode } from './node-versions.js';
+import { benchBatchVsCreates, formatBatchVsCreates } from './batch-vs-creates.js';
 import {
   formatCreates,
   formatEngines,
@@ -34,7 +35,8 @@ import { benchSpeechLatency, formatSpeechLatency } from './speech-latency.js';
 import { progressLog } from './log.js';
 
 async function main() {
-  const cfg = loadBenchConfig();
+  // `npm run bench -- batch`: the batch phase alone.
+  const cfg = loadBenchConfig(process.argv.includes('batch') ? { ...process.env, BENCH_PHASES: '9' } : process.env);
   const log = progressLog();
   const print = (text: string) => process.stdout.write(`${text}\n`);
   log('starting PostgreSQL and the Temporal dev server');
@@ -72,6 +74,7 @@ async function main() {
       else print(formatNodeVersions(await benchNodeVersions(infra, cfg, other, log)));
     }
     if (cfg.BENCH_PHASES.has(8)) print(formatSpeechLatency(await benchSpeechLatency(infra, log)));
+    if (cfg.BENCH_PHASES.has(9)) print(formatBatchVsCreates(await benchBatchVsCreates(infra, cfg, log)));
     all.code_lines = codeLines();
     print(formatSummary(all));
     const onServer = await onTemporalServer(infra, cfg, environment, log, print);

@@ -1,4 +1,4 @@
-// A child process running one subject of the benchmark (argv[2]: bare | floor | product | rowread), driven by
+// A child process running one subject of the benchmark (argv[2]: bare | floor | product | product-api | product-worker | rowread), driven by
 // its parent over IPC (bench/subject.ts). Started with --expose-gc, so memory is measured after a GC.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startBareExpress } from './bare-express.js';
@@ -20,6 +20,10 @@ async function start(kind: SubjectKind): Promise<RunningSubject> {
       return startFloor(process.env);
     case 'product':
       return startProduct(process.env);
+    case 'product-api':
+      return startProduct(process.env, 'api');
+    case 'product-worker':
+      return startProduct(process.env, 'worker');
     case 'rowread':
       return startRowReadFloor(process.env);
   }
@@ -38,7 +42,7 @@ async function settledMemory(): Promise<FromSubject> {
 
 async function main() {
   const kind = process.argv[2] as SubjectKind;
-  if (!['bare', 'floor', 'product', 'rowread'].includes(kind)) throw new Error(`unknown subject ${kind}`);
+  if (!['bare', 'floor', 'product', 'product-api', 'product-worker', 'rowread'].includes(kind)) throw new Error(`unknown subject ${kind}`);
   const profile = process.env['BENCH_PROFILE'] === '1';
   if (profile) installTimings();
   const subject = await start(kind);

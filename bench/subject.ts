@@ -4,7 +4,7 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
-export type SubjectKind = 'bare' | 'floor' | 'product' | 'rowread';
+export type SubjectKind = 'bare' | 'floor' | 'product' | 'product-api' | 'product-worker' | 'rowread';
 
 export interface RunningSubject {
   url: string;

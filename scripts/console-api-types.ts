@@ -12,6 +12,7 @@ import { SpeechModel, VideoModel } from '../src/models/schemas.js';
 import { SpeechToken, Voice } from '../src/voices/schemas.js';
 import { Account, LedgerEntry } from '../src/account/schemas.js';
 import { CheckoutSession } from '../src/payments/schemas.js';
+import { Batch } from '../src/batches/schemas.js';
 import { WebhookDeliveryAttempt, WebhookEndpoint, WebhookEndpointCreated } from '../src/webhooks/schemas.js';
 import { Usage } from '../src/usage/schemas.js';
 
@@ -29,6 +30,7 @@ export const CONSOLE_TYPES: Record<string, z.ZodType> = {
   WebhookEndpointCreated,
   DeliveryAttempt: WebhookDeliveryAttempt,
   Usage,
+  Batch,
 };
 
 export const CONSOLE_TYPES_FILE = fileURLToPath(new URL('../console/src/api-types.ts', import.meta.url));

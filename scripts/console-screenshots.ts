@@ -92,6 +92,25 @@ async function main() {
     await page.locator('.recharts-legend-item').first().waitFor();
     await page.mouse.move(0, 0);
     await shot('usage');
+    // Batches (made through the API): one ended, one half run, one cancelled.
+    const batch = async (n: number, delay_ms: number) => {
+      const requests = Array.from({ length: n }, (_, i) => ({
+        custom_id: `clip-${i}`,
+        method: 'POST',
+        url: '/v2/videos/generations',
+        body: { model: 'sim-video-1', prompt: `clip ${i}`, durationSeconds: 4, n: 1, parameters: { simulate: { delay_ms } } },
+      }));
+      return (await http(stack.baseUrl, 'POST', '/v2/batches', { token: key, json: { requests } })).body.id as string;
+    };
+    await batch(6, 300);
+    const cancelled = await batch(30, 1_000);
+    await http(stack.baseUrl, 'POST', `/v2/batches/${cancelled}/cancel`, { token: key });
+    await page.getByRole('link', { name: 'Batches', exact: true }).click();
+    await page.getByRole('button', { name: 'Download errors', exact: true }).waitFor({ timeout: 60_000 });
+    await page.locator('.status', { hasText: /^cancelled$/ }).waitFor({ timeout: 60_000 });
+    await batch(40, 1_500);
+    await page.getByText(/^[1-9]\d* completed · 0 failed · \d+ left of 40/).waitFor({ timeout: 60_000 });
+    await shot('batches');
 
     // The Videos screen on a phone.
     await page.setViewportSize(PHONE);

@@ -1,4 +1,4 @@
-// The console's frame: sign in, then four screens (Videos, Voices, Usage, Account) chosen by the URL's
+// The console's frame: sign in, then the screens (Videos, Voices, Batches, Usage, Account) chosen by the URL's
 // hash (`#/usage?range=30d`: a screen may keep its own state after a `?`), so that each screen has an
 // address and the browser's back button works.
 import { lazy, Suspense, useEffect, useState } from 'react';
@@ -11,8 +11,9 @@ import { SignIn } from './SignIn';
 import { VideosScreen } from './videos/VideosScreen';
 import { VoicesScreen } from './voices/VoicesScreen';
 import { AccountScreen } from './account/AccountScreen';
+import { BatchesScreen } from './batches/BatchesScreen';
 
-const SCREENS = { videos: 'Videos', voices: 'Voices', usage: 'Usage', account: 'Account' } as const;
+const SCREENS = { videos: 'Videos', voices: 'Voices', batches: 'Batches', usage: 'Usage', account: 'Account' } as const;
 type Screen = keyof typeof SCREENS;
 
 // The Usage screen's charts are most of the console's code: loaded (a chunk of the bundle) when it opens.
@@ -94,6 +95,7 @@ export function App() {
         <h1 className="visually-hidden">{SCREENS[screen]}</h1>
         {screen === 'videos' && <VideosScreen />}
         {screen === 'voices' && <VoicesScreen />}
+        {screen === 'batches' && <BatchesScreen />}
         {screen === 'usage' && (
           <Suspense
             fallback={

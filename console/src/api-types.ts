@@ -592,3 +592,56 @@ export interface Usage {
     characters: number;
   };
 }
+
+/**
+ * A batch of video and speech requests.
+ */
+export interface Batch {
+  id: string;
+  object: "batch";
+  /**
+   * The endpoint of an input file's requests; null for inline requests.
+   */
+  endpoint: string | null;
+  status: "validating" | "in_progress" | "completed" | "cancelling" | "cancelled" | "expired" | "failed";
+  /**
+   * completed: ended succeeded (a shortfall included); failed: ended failed or never started.
+   */
+  request_counts: {
+    total: number;
+    completed: number;
+    failed: number;
+  };
+  /**
+   * The sum of the requests' estimates, reserved when the batch was created.
+   */
+  reserved_in_euro: number;
+  /**
+   * What the requests that ended cost.
+   */
+  cost_in_euro: number;
+  /**
+   * What of the reservation was given back (requests never started, and the rest when the batch ended).
+   */
+  refunded_in_euro: number;
+  input_file_id: string | null;
+  /**
+   * Once ended: the JSONL of the requests that succeeded (GET /v2/files/{id}/content).
+   */
+  output_file_id: string | null;
+  /**
+   * Once ended: the JSONL of the requests that failed or never started.
+   */
+  error_file_id: string | null;
+  completion_window: string;
+  created_at: number;
+  expires_at: number;
+  cancelling_at: number | null;
+  /**
+   * When it ended (completed, cancelled, expired or failed).
+   */
+  completed_at: number | null;
+  metadata: {
+    [k: string]: string | undefined;
+  } | null;
+}

@@ -121,6 +121,7 @@ export interface ListPage<T> {
 export type {
   Account,
   CheckoutSession,
+  Batch,
   DeliveryAttempt,
   LedgerEntry,
   SpeechModel,
