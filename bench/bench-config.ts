@@ -16,8 +16,13 @@ const intList = (min: number, max: number, count_max: number, what: string) =>
   });
 const secondsList = intList(1, 3_000, 20, 'whole seconds');
 
-/** 1 creates with jobs left pending, 2 history events, 3 done -> seen, 4 pending jobs' memory and CPU, 5 whole jobs, 6 status reads. */
-const PHASES = [1, 2, 3, 4, 5, 6, 7];
+/**
+ * 1 creates with jobs left pending, 2 history events, 3 done -> seen, 4 pending jobs' memory and CPU, 5 whole
+ * jobs, 6 status reads, 7 status reads on two Node lines, 8 usage at scale.
+ */
+const PHASES = [1, 2, 3, 4, 5, 6, 7, 8];
+/** Phases by name, for `npm run bench -- usage`. */
+export const PHASE_NAMES: Record<string, number> = { usage: 8 };
 const concurrencyList = intList(1, 500, 8, 'concurrencies');
 
 const BenchEnv = z.object({
@@ -66,10 +71,21 @@ const BenchEnv = z.object({
    * on PATH when it is older than the bench's. Skipped, saying so, when neither is there.
    */
   BENCH_OTHER_NODE: z.string().optional(),
-  /** Phases to run, for a partial run: any of 1,2,3,4,5,6,7. */
+  /**
+   * Phase 8: the workspace's ledger entries after each step (ascending; the usage reads are measured after
+   * each). Each 10 million take about 6 GB of disk (rows and indexes) and several minutes to write.
+   */
+  BENCH_USAGE_ENTRIES: intList(1_000, 100_000_000, 10, 'entry counts')
+    .refine((l) => l.every((n, i) => i === 0 || n > l[i - 1]!), 'ascending')
+    .default([1_000_000, 3_000_000, 10_000_000]),
+  /** Phase 8: requests of each read measured per step (one at a time). */
+  BENCH_USAGE_READS: intFrom(10, 100_000).default(300),
+  /** Phase 8: charges per turn, with and without the usage triggers. */
+  BENCH_USAGE_CHARGES: intFrom(100, 1_000_000).default(3_000),
+  /** Phases to run, for a partial run: any of 1,2,3,4,5,6,7,8 (or `npm run bench -- usage`). */
   BENCH_PHASES: z
     .string()
-    .default('1,2,3,4,5,6,7')
+    .default('1,2,3,4,5,6,7,8')
     .transform((s, ctx) => {
       const phases = s.split(',').map((x) => Number(x.trim()));
       if (phases.some((n) => !PHASES.includes(n))) {

@@ -3,7 +3,9 @@
 // printed, never asserted. See bench/README.md for what each figure means and how to run the long variants.
 import { startInfra } from '../test/helpers/infra.js';
 import { loadConfig } from '../src/config.js';
-import { loadBenchConfig } from './bench-config.js';
+import { loadBenchConfig, PHASE_NAMES } from './bench-config.js';
+import { benchUsage } from './usage.js';
+import { formatUsage } from './usage-report.js';
 import { describeEnvironment } from './environment.js';
 import { benchCreates } from './create-throughput.js';
 import { benchHistoryEvents } from './history-events.js';
@@ -33,7 +35,13 @@ import { codeLines } from './code-size.js';
 import { progressLog } from './log.js';
 
 async function main() {
-  const cfg = loadBenchConfig();
+  // `npm run bench -- usage`: the phases named on the command line only.
+  const named = process.argv.slice(2);
+  const unknown = named.filter((n) => !(n in PHASE_NAMES));
+  if (unknown.length > 0) throw new Error(`unknown phase ${unknown.join(', ')}: name any of ${Object.keys(PHASE_NAMES).join(', ')}`);
+  const cfg = loadBenchConfig(
+    named.length > 0 ? { ...process.env, BENCH_PHASES: named.map((n) => PHASE_NAMES[n]).join(',') } : process.env,
+  );
   const log = progressLog();
   const print = (text: string) => process.stdout.write(`${text}\n`);
   log('starting PostgreSQL and the Temporal dev server');
@@ -70,6 +78,7 @@ async function main() {
       if (typeof other === 'string') print(`== phase 7: status reads on two Node lines: skipped, ${other} ==\n`);
       else print(formatNodeVersions(await benchNodeVersions(infra, cfg, other, log)));
     }
+    if (cfg.BENCH_PHASES.has(8)) print(formatUsage(await benchUsage(infra, cfg, log)));
     all.code_lines = codeLines();
     print(formatSummary(all));
     const onServer = await onTemporalServer(infra, cfg, environment, log, print);
