@@ -254,6 +254,9 @@ describe('document structure (OpenAPI 3.1)', () => {
     const body = doc.paths['/v1/videos'].post.requestBody;
     assert.deepEqual(Object.keys(body.content), ['application/json', 'multipart/form-data']);
     assert.equal(body.content['application/json'].schema.$ref, '#/components/schemas/OpenAiCreateVideoBody');
+    // input_reference.file_id is parsed only to answer 400 unsupported_parameter: the document accepts no value of it.
+    const json = deref(body.content['application/json'].schema);
+    assert.deepEqual(json.properties.input_reference.properties.file_id.not, {});
     const form = deref(body.content['multipart/form-data'].schema);
     assert.deepEqual(form.required, ['prompt']);
     assert.equal(form.properties.input_reference.format, 'binary');
