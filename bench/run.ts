@@ -5,7 +5,7 @@ import { startInfra } from '../test/helpers/infra.js';
 import { loadConfig } from '../src/config.js';
 import { loadBenchConfig, PHASE_NAMES } from './bench-config.js';
 import { benchUsage } from './usage.js';
-import { formatUsage } from './usage-report.js';
+import { formatUsageCharges, formatUsageSample, formatUsageStep } from './usage-report.js';
 import { describeEnvironment } from './environment.js';
 import { benchCreates } from './create-throughput.js';
 import { benchHistoryEvents } from './history-events.js';
@@ -78,7 +78,14 @@ async function main() {
       if (typeof other === 'string') print(`== phase 7: status reads on two Node lines: skipped, ${other} ==\n`);
       else print(formatNodeVersions(await benchNodeVersions(infra, cfg, other, log)));
     }
-    if (cfg.BENCH_PHASES.has(8)) print(formatUsage(await benchUsage(infra, cfg, log)));
+    if (cfg.BENCH_PHASES.has(8)) {
+      await benchUsage(infra, cfg, log, {
+        sample: (x) => print(formatUsageSample(x)),
+        charges: (x) => print(formatUsageCharges(x)),
+        step: (x) => print(formatUsageStep(x)),
+      });
+      print('');
+    }
     all.code_lines = codeLines();
     print(formatSummary(all));
     const onServer = await onTemporalServer(infra, cfg, environment, log, print);

@@ -62,14 +62,23 @@ const TOPUP_MAX_EUR = 1_000_000;
 const REQUEST_COST_MAX_EUR = 2;
 const EXTRA_KEYS = 3;
 
-export async function benchUsage(infra: Infra, cfg: BenchConfig, log: Log): Promise<UsageBench> {
+/** Each part is handed to `report` as soon as it is measured: the largest sizes take long to write. */
+export interface UsageReport {
+  sample(s: UsageBench['sample']): void;
+  charges(c: UsageBench['charges']): void;
+  step(s: UsageStep): void;
+}
+
+export async function benchUsage(infra: Infra, cfg: BenchConfig, log: Log, report: UsageReport): Promise<UsageBench> {
   const sample = await sampleCheck(log);
-  const steps = await readsAtScale(infra, cfg, log);
+  report.sample(sample);
   const charges = await chargeThroughput(cfg, log);
+  report.charges(charges);
+  const steps = await readsAtScale(infra, cfg, log, report);
   return { sample, steps, charges };
 }
 
-async function readsAtScale(infra: Infra, cfg: BenchConfig, log: Log): Promise<UsageStep[]> {
+async function readsAtScale(infra: Infra, cfg: BenchConfig, log: Log, report: UsageReport): Promise<UsageStep[]> {
   const { env, databaseUrl } = await subjectEnv(infra, 'product');
   const product = await spawnSubject('product', env);
   const client = new pg.Client({ connectionString: databaseUrl });
@@ -115,6 +124,7 @@ async function readsAtScale(infra: Infra, cfg: BenchConfig, log: Log): Promise<U
       const reads = await measureReads(customer, job.id, to_ms, cfg.BENCH_USAGE_READS, written.requests + 1);
       const plan = await explainByModel(client, customer.workspaceId, to_ms);
       steps.push({ entries, requests: written.requests + 1, write_ms, rollup_rows, reads, plan });
+      report.step(steps.at(-1)!);
     }
     return steps;
   } finally {
