@@ -142,9 +142,7 @@ export const OpenAiCreateVideoForm = z
   .describe(
     'multipart/form-data: text parts prompt, model, seconds and size, and the first frame as the file ' +
       'part input_reference or the text part input_reference[image_url], not both (400, param input_reference); no other parts.',
-  )
-  // The first frame comes once: stated in the document, where a form with both parts is not valid.
-  .meta({ not: { required: ['input_reference', 'input_reference[image_url]'] } });
+  );
 
 export const OpenAiListVideosQuery = z.strictObject({
   after: z.string().max(100).optional(),

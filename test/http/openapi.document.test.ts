@@ -261,8 +261,9 @@ describe('document structure (OpenAPI 3.1)', () => {
     assert.deepEqual(form.required, ['prompt']);
     assert.equal(form.properties.input_reference.format, 'binary');
     assert.equal(form.properties.input_reference.maxLength, S.IMAGE_BYTES_MAX);
-    // The first frame once: a form with both the file part and the data: URL is a 400, so no valid form has both.
-    assert.deepEqual(form.not, { required: ['input_reference', 'input_reference[image_url]'] });
+    // The first frame once: a form with both the file part and the data: URL is a 400 (said in words: a `not`
+    // over a binary part stops schemathesis' coverage phase).
+    assert.match(form.description, /not both \(400, param input_reference\)/);
     const content = doc.paths['/v1/videos/{id}/content'].get.responses['200'].content;
     assert.deepEqual(Object.keys(content).sort(), ['image/jpeg', 'video/mp4']);
   });
