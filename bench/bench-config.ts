@@ -18,9 +18,12 @@ const secondsList = intList(1, 3_000, 20, 'whole seconds');
 
 /**
  * 1 creates with jobs left pending, 2 history events, 3 done -> seen, 4 pending jobs' memory and CPU, 5 whole jobs,
- * 6 status reads, 7 status reads on two Node lines, 8 speech latency, 9 one batch against the same requests as creates.
+ * 6 status reads, 7 status reads on two Node lines, 8 speech latency, 9 one batch against the same requests as
+ * creates, 10 usage at scale.
  */
-const PHASES = [1, 2, 3, 4, 5, 6, 7, 8, 9];
+const PHASES = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10];
+/** Phases by name, for `npm run bench -- usage` (several names: those phases). */
+export const PHASE_NAMES: Record<string, number> = { speech: 8, batch: 9, usage: 10 };
 const concurrencyList = intList(1, 500, 8, 'concurrencies');
 
 const BenchEnv = z.object({
@@ -75,10 +78,21 @@ const BenchEnv = z.object({
   BENCH_BATCH_DELAY_MS: intFrom(0, 600_000).default(1_000),
   /** Phase 9: the creating client's requests in flight (each retries on the pending limit's 429); unset: the limit. */
   BENCH_BATCH_CLIENTS: intFrom(1, 500).optional(),
-  /** Phases to run, for a partial run: any of 1,2,3,4,5,6,7,8,9 (or by name: `npm run bench -- batch`). */
+  /**
+   * Phase 10: the workspace's ledger entries after each step (ascending; the usage reads are measured after
+   * each). Each 10 million take about 6 GB of disk (rows and indexes) and several minutes to write.
+   */
+  BENCH_USAGE_ENTRIES: intList(1_000, 100_000_000, 10, 'entry counts')
+    .refine((l) => l.every((n, i) => i === 0 || n > l[i - 1]!), 'ascending')
+    .default([1_000_000, 3_000_000, 10_000_000]),
+  /** Phase 10: requests of each read measured per step (one at a time). */
+  BENCH_USAGE_READS: intFrom(10, 100_000).default(300),
+  /** Phase 10: charges per turn, with and without the usage triggers. */
+  BENCH_USAGE_CHARGES: intFrom(100, 1_000_000).default(3_000),
+  /** Phases to run, for a partial run: any of 1,2,3,4,5,6,7,8,9,10 (or by name: `npm run bench -- usage`). */
   BENCH_PHASES: z
     .string()
-    .default('1,2,3,4,5,6,7,8,9')
+    .default('1,2,3,4,5,6,7,8,9,10')
     .transform((s, ctx) => {
       const phases = s.split(',').map((x) => Number(x.trim()));
       if (phases.some((n) => !PHASES.includes(n))) {

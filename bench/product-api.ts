@@ -20,6 +20,14 @@ export async function productCustomer(baseUrl: string): Promise<Customer> {
   return { baseUrl, ...(await newCustomer({ baseUrl }, CUSTOMER_CREDITS_EUR)) };
 }
 
+/** The generation of jobs that must stay pending for a whole phase: longer than the bench runs, within the simulator's maximum. */
+export const PENDING_DELAY_MS = 50 * 60_000;
+/**
+ * The product's job deadline for those phases, past that generation (the default, 30 minutes, is shorter:
+ * on a loaded machine the first of 10,000 jobs reached it before the last was created, and failed).
+ */
+export const PENDING_JOB_ENV = { VIDEO_JOB_TIMEOUT_MS: String(PENDING_DELAY_MS + 10 * 60_000) };
+
 /** A 4 s, one-video job of sim-video-1 whose generation takes `delay_ms` from its submission. */
 export const simulatedJob = (delay_ms: number, label: string) => ({
   prompt: `bench ${label}`,
@@ -72,6 +80,14 @@ export async function pendingJobs(db: Db): Promise<number> {
 /** Jobs whose submitted operation waits for the poller (their rows of video_job_polls). */
 export async function polledJobs(db: Db): Promise<number> {
   const r = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM video_job_polls');
+  return r.rows[0]!.n;
+}
+
+/** Pending jobs not yet submitted (no row of video_job_polls): a job that ended instead is not waited for. */
+export async function unsubmittedJobs(db: Db): Promise<number> {
+  const r = await db.query<{ n: number }>(
+    "SELECT count(*)::int AS n FROM video_jobs j WHERE j.status = 'pending' AND NOT EXISTS (SELECT 1 FROM video_job_polls p WHERE p.job_id = j.id)",
+  );
   return r.rows[0]!.n;
 }
 

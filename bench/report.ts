@@ -50,7 +50,8 @@ export function formatHeader(env: Environment, cfg: BenchConfig, product: Config
     `temporal    ${[...temporalDynamicConfig()].map(([k, v]) => `${k}=${JSON.stringify(v)}`).join(' ')} (config/temporal-dynamic-config.yaml)`,
     `bench       BENCH_JOBS=${cfg.BENCH_JOBS} BENCH_CONCURRENCY=${cfg.BENCH_CONCURRENCY} BENCH_WARMUP=${cfg.BENCH_WARMUP} BENCH_PRIMER=${cfg.BENCH_PRIMER} BENCH_ROUNDS=${cfg.BENCH_ROUNDS} ` +
       `BENCH_LONG_GENERATION_S=${cfg.BENCH_LONG_GENERATION_S} BENCH_SEEN_DELAYS_S=${cfg.BENCH_SEEN_DELAYS_S.join(',')} BENCH_PENDING=${cfg.BENCH_PENDING} ` +
-      `BENCH_READ_PENDING=${cfg.BENCH_READ_PENDING} BENCH_READ_PENDING_LARGE=${cfg.BENCH_READ_PENDING_LARGE} BENCH_READ_CONCURRENCY=${cfg.BENCH_READ_CONCURRENCY.join(',')} BENCH_READ_S=${cfg.BENCH_READ_S} BENCH_READ_ROUNDS=${cfg.BENCH_READ_ROUNDS}`,
+      `BENCH_READ_PENDING=${cfg.BENCH_READ_PENDING} BENCH_READ_PENDING_LARGE=${cfg.BENCH_READ_PENDING_LARGE} BENCH_READ_CONCURRENCY=${cfg.BENCH_READ_CONCURRENCY.join(',')} BENCH_READ_S=${cfg.BENCH_READ_S} BENCH_READ_ROUNDS=${cfg.BENCH_READ_ROUNDS} ` +
+      `BENCH_USAGE_ENTRIES=${cfg.BENCH_USAGE_ENTRIES.join(',')} BENCH_USAGE_READS=${cfg.BENCH_USAGE_READS} BENCH_USAGE_CHARGES=${cfg.BENCH_USAGE_CHARGES} BENCH_PHASES=${[...cfg.BENCH_PHASES].join(',')}`,
     `product     VIDEO_POLL_INTERVAL_MS=${product.video.pollIntervalMs} VIDEO_POLL_MAX_INTERVAL_MS=${product.video.pollIntervalMsMax} ` +
       `VIDEO_JOB_TIMEOUT_MS=${product.video.jobTimeoutMs} DATABASE_POOL_MAX=${product.databasePoolMax} ` +
       `WORKER_MAX_CACHED_WORKFLOWS=${product.workerLimits.maxCachedWorkflows} WORKER_MAX_CONCURRENT_WORKFLOW_TASKS=${product.workerLimits.maxConcurrentWorkflowTaskExecutions} ` +

@@ -3,7 +3,9 @@
 // printed, never asserted. See bench/README.md for what each figure means and how to run the long variants.
 import { startInfra } from '../test/helpers/infra.js';
 import { loadConfig } from '../src/config.js';
-import { loadBenchConfig } from './bench-config.js';
+import { loadBenchConfig, PHASE_NAMES } from './bench-config.js';
+import { benchUsage } from './usage.js';
+import { formatUsageCharges, formatUsageSample, formatUsageStep } from './usage-report.js';
 import { describeEnvironment } from './environment.js';
 import { benchCreates } from './create-throughput.js';
 import { benchHistoryEvents } from './history-events.js';
@@ -35,8 +37,13 @@ import { benchSpeechLatency, formatSpeechLatency } from './speech-latency.js';
 import { progressLog } from './log.js';
 
 async function main() {
-  // `npm run bench -- batch`: the batch phase alone.
-  const cfg = loadBenchConfig(process.argv.includes('batch') ? { ...process.env, BENCH_PHASES: '9' } : process.env);
+  // `npm run bench -- usage`: the phases named on the command line only.
+  const named = process.argv.slice(2);
+  const unknown = named.filter((n) => !(n in PHASE_NAMES));
+  if (unknown.length > 0) throw new Error(`unknown phase ${unknown.join(', ')}: name any of ${Object.keys(PHASE_NAMES).join(', ')}`);
+  const cfg = loadBenchConfig(
+    named.length > 0 ? { ...process.env, BENCH_PHASES: named.map((n) => PHASE_NAMES[n]).join(',') } : process.env,
+  );
   const log = progressLog();
   const print = (text: string) => process.stdout.write(`${text}\n`);
   log('starting PostgreSQL and the Temporal dev server');
@@ -75,6 +82,14 @@ async function main() {
     }
     if (cfg.BENCH_PHASES.has(8)) print(formatSpeechLatency(await benchSpeechLatency(infra, log)));
     if (cfg.BENCH_PHASES.has(9)) print(formatBatchVsCreates(await benchBatchVsCreates(infra, cfg, log)));
+    if (cfg.BENCH_PHASES.has(10)) {
+      await benchUsage(infra, cfg, log, {
+        sample: (x) => print(formatUsageSample(x)),
+        charges: (x) => print(formatUsageCharges(x)),
+        step: (x) => print(formatUsageStep(x)),
+      });
+      print('');
+    }
     all.code_lines = codeLines();
     print(formatSummary(all));
     const onServer = await onTemporalServer(infra, cfg, environment, log, print);

@@ -12,7 +12,16 @@ import { http } from '../test/helpers/stack.js';
 import { createPool, type Db } from '../src/db/pool.js';
 import type { BenchConfig } from './bench-config.js';
 import { runFor, runLoad, type LoadResult } from './load.js';
-import { cancelJobs, createJob, polledJobs, productCustomer, simulatedJob, type Customer } from './product-api.js';
+import {
+  cancelJobs,
+  createJob,
+  PENDING_DELAY_MS,
+  PENDING_JOB_ENV,
+  polledJobs,
+  productCustomer,
+  simulatedJob,
+  type Customer,
+} from './product-api.js';
 import { PRODUCT_CREATE_PATH } from './product-server.js';
 import { ROW_READ_PATH } from './row-read-server.js';
 import { spawnSubject, type SubjectMemory, type SubjectProcess } from './subject.js';
@@ -21,8 +30,6 @@ import { cpuDelta, cpuProbe, waitUntilQuiet, type CpuDelta, type CpuSample } fro
 import { memoryReadings, steady } from './pending-rss.js';
 import type { Log } from './log.js';
 
-/** Longer than the bench runs, within the simulator's maximum: these jobs stay pending. */
-const PENDING_DELAY_MS = 50 * 60_000;
 const WARMUP_JOBS = 20;
 /** The longest wait for a quiet machine before a turn (a shared machine may never be). */
 const QUIET_MS_MAX = 15_000;
@@ -70,7 +77,7 @@ export interface StatusReads {
 }
 
 export async function benchStatusReads(infra: Infra, cfg: BenchConfig, log: Log): Promise<StatusReads> {
-  const { env, databaseUrl } = await subjectEnv(infra, 'product');
+  const { env, databaseUrl } = await subjectEnv(infra, 'product', PENDING_JOB_ENV);
   const db = createPool(databaseUrl, 2);
   const started: SubjectProcess[] = [];
   const probe = cpuProbe(infra);

@@ -85,23 +85,27 @@ type SqlRow = Counts & { bucket_start: number } & Partial<
     Record<'model' | 'api_key_id' | 'kind' | 'backend' | 'workspace_id', string | null>
   >;
 
-export async function readUsage(db: Db, q: UsageRequest, now_s = Math.floor(Date.now() / 1000)): Promise<Usage> {
+/** The read's statement (also what `npm run bench` explains), its range and the grouped columns. */
+export function usageQuery(q: UsageRequest, now_s: number) {
   const range = usageRange(q, now_s);
   const groups = q.group_by ?? [];
   const columns = groups.map((g) => GROUP_COLUMN[g]);
   const values: unknown[] = [q.bucket, range.start, range.end, USAGE_ROWS_MAX + 1];
   if (q.workspaceId !== null) values.push(q.workspaceId);
-  const r = await db.query<SqlRow>(
-    `SELECT extract(epoch FROM date_trunc($1, hour, 'UTC'))::bigint AS bucket_start${columns.map((c) => `, ${c}`).join('')},
+  const text = `SELECT extract(epoch FROM date_trunc($1, hour, 'UTC'))::bigint AS bucket_start${columns.map((c) => `, ${c}`).join('')},
             ${COUNTERS.map((c) => `sum(${c})::bigint AS ${c}`).join(', ')}
        FROM usage_rollups
       WHERE hour >= to_timestamp($2) AND hour < to_timestamp($3)${q.workspaceId !== null ? ' AND workspace_id = $5' : ''}
       GROUP BY 1${columns.map((c) => `, ${c}`).join('')}
      HAVING sum(requests) > 0
       ORDER BY 1${columns.map((c) => `, ${c} NULLS FIRST`).join('')}
-      LIMIT $4`,
-    values,
-  );
+      LIMIT $4`;
+  return { text, values, range, columns };
+}
+
+export async function readUsage(db: Db, q: UsageRequest, now_s = Math.floor(Date.now() / 1000)): Promise<Usage> {
+  const { text, values, range, columns } = usageQuery(q, now_s);
+  const r = await db.query<SqlRow>(text, values);
   if (r.rows.length > USAGE_ROWS_MAX) {
     throw invalidParam(
       'start',

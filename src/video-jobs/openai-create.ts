@@ -80,7 +80,16 @@ export const OpenAiCreateVideoBody = z
     seconds: Seconds.optional().describe(`${SECONDS_TEXT} A string ("4", "8") or a number.`),
     size: Size.optional().describe(SIZE_TEXT),
     input_reference: z
-      .strictObject({ image_url: z.string().max(IMAGE_DATA_URL_CHARS_MAX).optional(), file_id: z.string().max(200).optional() })
+      .strictObject({
+        image_url: z.string().max(IMAGE_DATA_URL_CHARS_MAX).optional(),
+        // Parsed so that a client sending it is told what to send instead; the document states that no value is accepted.
+        file_id: z
+          .string()
+          .max(200)
+          .optional()
+          .describe('Not offered (400 unsupported_parameter): send the image itself, as image_url or a file part.')
+          .meta({ not: {} }),
+      })
       .optional()
       .describe('The first frame: {"image_url": "data:image/png;base64,..."} in JSON, or an image file in multipart (PNG, JPEG or WebP).'),
   })
@@ -132,7 +141,7 @@ export const OpenAiCreateVideoForm = z
   })
   .describe(
     'multipart/form-data: text parts prompt, model, seconds and size, and the first frame as the file ' +
-      'part input_reference or the text part input_reference[image_url]; no other parts.',
+      'part input_reference or the text part input_reference[image_url], not both (400, param input_reference); no other parts.',
   );
 
 export const OpenAiListVideosQuery = z.strictObject({
