@@ -316,7 +316,7 @@ describe('examples', () => {
         );
       }
     }
-    assert.equal(seen, 13);
+    assert.equal(seen, 15);
   });
 });
 
