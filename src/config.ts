@@ -395,6 +395,19 @@ function webhooksConfigOf(e: z.infer<typeof EnvSchema>): Config['webhooks'] {
   };
 }
 
+/** The limits of speech over a WebSocket (SPEECH_WS_*). */
+function speechSocketConfigOf(e: z.infer<typeof EnvSchema>): Config['speechSocket'] {
+  return {
+    contexts_per_socket_max: e.SPEECH_WS_CONTEXTS_MAX,
+    sockets_per_key_max: e.SPEECH_WS_SOCKETS_PER_KEY_MAX,
+    message_chars_max: e.SPEECH_WS_MESSAGE_CHARS_MAX,
+    context_chars_max: e.SPEECH_WS_CONTEXT_CHARS_MAX,
+    idle_ms: e.SPEECH_WS_IDLE_MS,
+    frame_bytes_max: e.SPEECH_WS_FRAME_BYTES_MAX,
+    buffered_bytes_max: e.SPEECH_WS_BUFFERED_BYTES_MAX,
+  };
+}
+
 export function loadConfig(
   env: NodeJS.ProcessEnv = process.env,
   options: {
@@ -453,15 +466,7 @@ export function loadConfig(
     batchConcurrency: e.BATCH_CONCURRENCY,
     voiceClonesPerWorkspace: e.VOICE_CLONES_PER_WORKSPACE,
     speechAudioRetentionMs: e.SPEECH_AUDIO_RETENTION_MS,
-    speechSocket: {
-      contexts_per_socket_max: e.SPEECH_WS_CONTEXTS_MAX,
-      sockets_per_key_max: e.SPEECH_WS_SOCKETS_PER_KEY_MAX,
-      message_chars_max: e.SPEECH_WS_MESSAGE_CHARS_MAX,
-      context_chars_max: e.SPEECH_WS_CONTEXT_CHARS_MAX,
-      idle_ms: e.SPEECH_WS_IDLE_MS,
-      frame_bytes_max: e.SPEECH_WS_FRAME_BYTES_MAX,
-      buffered_bytes_max: e.SPEECH_WS_BUFFERED_BYTES_MAX,
-    },
+    speechSocket: speechSocketConfigOf(e),
     speechTokenTtlS: e.SPEECH_TOKEN_TTL_S,
     webhooks: webhooksConfigOf(e),
     logLevel: e.LOG_LEVEL,
