@@ -27,7 +27,7 @@ import { principalOfBearer } from '../http/auth.js';
 import type { ApiKeyPrincipal } from '../account/workspaces.js';
 import { activeKeyPrincipal, SPEECH_TOKEN_CHARS_MAX, type SpeechTokens } from './speech-tokens.js';
 import type { SpeechService } from './speech.js';
-import { Utterance, type UtteranceEvents } from './speech-utterance.js';
+import { errorMessage, Utterance, type UtteranceEvents } from './speech-utterance.js';
 
 export const SPEECH_SOCKET_PATH = '/v2/audio/speech/stream';
 
@@ -98,7 +98,6 @@ export interface SpeechSocketDeps {
 }
 
 /** An error to the client, about a context (or null: about the message). */
-export const errorMessage = (context_id: string | null, code: string, message: string) => ({ type: 'error', context_id, code, message });
 
 /** The API's error JSON, as the answer to a refused upgrade, and the socket closed. */
 function refuseUpgrade(socket: Duplex, err: ApiError): void {

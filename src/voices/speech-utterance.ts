@@ -24,7 +24,10 @@ import type { ProviderSpeechContext, VoiceProvider } from '../providers/voice/ty
 import { growSpeechHold, holdSpeech, recordSpokenSpeech, settleSpokenSpeech } from './speech-billing.js';
 import { countCharacters } from './speech.js';
 import { openSpeechContext } from './speech-contexts.js';
-import { errorMessage, type SpeechSocketDeps, type SpeechTextMessage } from './speech-socket.js';
+import type { SpeechSocketDeps, SpeechTextMessage } from './speech-socket.js';
+
+/** The server's `error` message of the socket; `context_id` null when the message itself could not be read. */
+export const errorMessage = (context_id: string | null, code: string, message: string) => ({ type: 'error', context_id, code, message });
 
 /** How often, at most, an utterance's progress is written (its characters spoken, its hold kept alive). */
 export const PROGRESS_INTERVAL_MS = 1_000;

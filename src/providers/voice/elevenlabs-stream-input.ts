@@ -18,7 +18,7 @@
 import WebSocket from 'ws';
 import type { ContextPiece, ProviderSpeechContext, SpeechContextRequest } from './types.js';
 import { CharacterWords } from './speech-pieces.js';
-import { ElevenLabsError, ELEVENLABS_OUTPUT_FORMAT, ELEVENLABS_SAMPLE_RATE_HZ } from './elevenlabs.js';
+import { ElevenLabsError, ELEVENLABS_OUTPUT_FORMAT, ELEVENLABS_SAMPLE_RATE_HZ } from './elevenlabs-wire.js';
 
 /** Pieces waiting to be taken beyond which the provider's socket is paused (and resumed below a quarter of it). */
 const QUEUED_MAX = 64;

@@ -50,7 +50,6 @@ import { ERROR_BODY_BYTES_MAX, clipMessage, isJsonObject, parseJsonBody, readCap
 import { pcmToWav } from '../../media/wav.js';
 import type { AudioFormat } from '../../media/audio-sniff.js';
 import {
-  VoiceProviderCallError,
   type ClonedVoice,
   type SpeechRequest,
   type SynthesizedSpeech,
@@ -61,6 +60,8 @@ import {
   type SpeechContextRequest,
 } from './types.js';
 import { streamInputContext } from './elevenlabs-stream-input.js';
+import { ElevenLabsError, ELEVENLABS_OUTPUT_FORMAT, ELEVENLABS_SAMPLE_RATE_HZ } from './elevenlabs-wire.js';
+export { ElevenLabsError, ELEVENLABS_OUTPUT_FORMAT, ELEVENLABS_SAMPLE_RATE_HZ } from './elevenlabs-wire.js';
 import { credential, hideSecret, voiceProvider } from '../descriptor.js';
 import { ConfigError } from '../../config-error.js';
 import { CharacterWords, wholeSamples } from './speech-pieces.js';
@@ -68,8 +69,6 @@ import { z } from 'zod';
 
 export const ELEVENLABS_DEFAULT_BASE_URL = 'https://api.elevenlabs.io';
 export const ELEVENLABS_DEFAULT_MODEL_ID = 'eleven_multilingual_v2';
-export const ELEVENLABS_SAMPLE_RATE_HZ = 22_050;
-export const ELEVENLABS_OUTPUT_FORMAT = `pcm_${ELEVENLABS_SAMPLE_RATE_HZ}`;
 export const ELEVENLABS_PCM_CONTENT_TYPE = `audio/pcm;rate=${ELEVENLABS_SAMPLE_RATE_HZ};channels=1;encoding=s16le`;
 /** The most audio a synthesis takes (and the most of any answer body read): 30 minutes of PCM, far beyond what the longest input speaks. */
 export const ELEVENLABS_SPEECH_BYTES_MAX = 30 * 60 * ELEVENLABS_SAMPLE_RATE_HZ * 2;
@@ -113,9 +112,6 @@ export interface ElevenLabsOptions {
   modelId?: string;
   timeoutsMs?: Partial<Record<ElevenLabsOperation, number>>;
 }
-
-/** A VoiceProviderError with what ElevenLabs said: its HTTP status, its error code, its Retry-After. */
-export class ElevenLabsError extends VoiceProviderCallError {}
 
 const FILE_EXTENSIONS: Readonly<Record<AudioFormat, string>> = {
   wav: 'wav',
