@@ -173,14 +173,21 @@ const HTTP_METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', '
  * Observes one finished HTTP request. `route` is the matched Express route's pattern (e.g.
  * `/v2/videos/generations/:id`), never the raw path, so label values stay bounded.
  */
+/** The property of a RegExp route that holds the path its requests are labelled by. */
+export const ROUTE_LABEL = Symbol.for('video-voice-api.routeLabel');
+
 export function observeHttpRequest(
   req: { method: string; baseUrl?: string; route?: { path?: unknown } },
   statusCode: number,
   seconds: number,
 ): void {
   const p = req.route?.path;
-  // A RegExp route (the file downloads) is labelled by its readable source: /v2/files/(.+)
-  const pattern = p instanceof RegExp ? p.source.replace(/^\^/, '').replace(/\$$/, '').replace(/\\\//g, '/') : String(p);
+  // A RegExp route (the file downloads) is labelled by the documented path it carries (/v2/files/{key}),
+  // else by its readable source.
+  const pattern =
+    p instanceof RegExp
+      ? ((p as RegExp & { [ROUTE_LABEL]?: string })[ROUTE_LABEL] ?? p.source.replace(/^\^/, '').replace(/\$$/, '').replace(/\\\//g, '/'))
+      : String(p);
   const route = p === undefined ? 'unmatched' : (req.baseUrl ?? '') + pattern;
   const method = HTTP_METHODS.has(req.method) ? req.method : 'other';
   httpRequestDuration.observe({ method, route, status: String(statusCode) }, seconds);

@@ -52,6 +52,9 @@ import { JSON_BODY_BYTES_MAX } from './json-body.js';
 import { JSON_VALUE_COMPONENT, JSON_VALUE_SCHEMA, refuseControl, refuseNul } from './openapi-no-nul.js';
 import { projectPath } from '../paths.js';
 import { fromZodError, invalidParam, type ApiError } from '../errors.js';
+
+/** The property of a RegExp route that holds its documented path (read, by the same registered symbol, by ../metrics.ts). */
+const ROUTE_LABEL = Symbol.for('video-voice-api.routeLabel');
 import { multipartOf, type MultipartForm } from './multipart.js';
 
 type JsonSchema = Record<string, unknown>;
@@ -289,6 +292,8 @@ export class ApiRouter {
       await handle(validInput(contract, req, res), req, res);
     };
     this.contracts.push(contract);
+    // A RegExp route carries its documented path, which the request metrics label it by (../metrics.ts).
+    if (contract.expressPath) Object.assign(contract.expressPath, { [ROUTE_LABEL]: contract.path });
     this.router[contract.method](contract.expressPath ?? contract.path.replace(/\{(\w+)\}/g, ':$1'), ...middleware, validated);
   }
 

@@ -98,7 +98,7 @@ describe('GET /metrics', () => {
     // finish a moment after the client has read it.
     const h = 'http_request_duration_seconds_count';
     let text = await scrape(`${stack.baseUrl}/metrics`);
-    for (let i = 0; i < 50 && valueOf(text, h, { route: '/v2/files/(.+)' }) === 0; i++) {
+    for (let i = 0; i < 50 && valueOf(text, h, { route: '/v2/files/{key}' }) === 0; i++) {
       await new Promise((r) => setTimeout(r, 20));
       text = await scrape(`${stack.baseUrl}/metrics`);
     }
@@ -106,7 +106,7 @@ describe('GET /metrics', () => {
     assert.ok(valueOf(text, h, { method: 'GET', route: '/v2/videos/generations/:id', status: '200' }) >= 1);
     assert.equal(valueOf(text, h, { method: 'GET', route: 'unmatched', status: '404' }), 1);
     assert.ok(valueOf(text, h, { method: 'GET', route: '/metrics', status: '401' }) >= 1);
-    assert.equal(valueOf(text, h, { method: 'GET', route: '/v2/files/(.+)', status: '200' }), 1);
+    assert.equal(valueOf(text, h, { method: 'GET', route: '/v2/files/{key}', status: '200' }), 1);
     assert.ok(!text.includes(created.body.id), 'no raw path (job id) in any label');
     assert.ok(valueOf(text, 'http_request_duration_seconds_bucket', { route: '/v2/videos/generations', status: '202', le: '+Inf' }) === 2);
 
