@@ -33,13 +33,19 @@ export interface LockedBalance {
 
 /** Locks the workspace row for the rest of the transaction and reads its balance. */
 export async function lockWorkspaceBalance(tx: Tx, workspaceId: string): Promise<LockedBalance> {
-  const r = await tx.query<{ balance_micro_eur: number; held_micro_eur: number; owed_micro_eur: number }>(
-    'SELECT balance_micro_eur, held_micro_eur, owed_micro_eur FROM workspaces WHERE id = $1 FOR UPDATE',
+  // The whole row: owed_micro_eur is a column of migration 025, read as 0 on a schema before it.
+  const r = await tx.query<{ balance_micro_eur: number; held_micro_eur: number; owed_micro_eur?: number }>(
+    'SELECT * FROM workspaces WHERE id = $1 FOR UPDATE',
     [workspaceId],
   );
   const row = r.rows[0];
   if (!row) throw new NotFoundError(`workspace ${workspaceId} not found`);
-  return { ...row, available_micro_eur: row.balance_micro_eur - row.held_micro_eur };
+  return {
+    balance_micro_eur: row.balance_micro_eur,
+    held_micro_eur: row.held_micro_eur,
+    owed_micro_eur: row.owed_micro_eur ?? 0,
+    available_micro_eur: row.balance_micro_eur - row.held_micro_eur,
+  };
 }
 
 export interface LedgerEntryInput {
@@ -66,17 +72,26 @@ export async function applyEntry(tx: Tx, entry: LedgerEntryInput): Promise<numbe
   if (entry.amount_micro_eur === 0 && owed_change === 0) throw new Error('ledger entries are never zero');
   // One statement: the balance (and what is owed) moves and the entry records the balance it left
   // (balance_after_micro_eur, the statement's figure), under the caller's workspace row lock.
-  // A batch's entry names its batch (a column of migration 027); the others leave it out, so they are
-  // written the same against a schema without it.
-  const batch = entry.batchId === undefined ? { column: '', value: '' } : { column: ', batch_id', value: ', $10' };
+  // Only a Stripe entry names its Stripe object and moves what is owed (columns of migration 025), only a
+  // batch's names its batch (027): the others leave those columns out, so they are written the same
+  // against a schema before them.
+  const optional: [string, unknown][] = [];
+  if (entry.stripeId !== undefined || owed_change !== 0)
+    optional.push(['stripe_id', entry.stripeId ?? null], ['owed_change_micro_eur', owed_change]);
+  if (entry.batchId !== undefined) optional.push(['batch_id', entry.batchId]);
+  const columns = optional.map(([c]) => `, ${c}`).join('');
+  const values = optional.map((_, i) => `, $${8 + i}`).join('');
+  // What is owed moves by the entry's owed_change_micro_eur: the same parameter.
+  const owedAt = optional.findIndex(([c]) => c === 'owed_change_micro_eur');
+  const owed = owed_change === 0 ? '' : `, owed_micro_eur = owed_micro_eur + $${8 + owedAt}::bigint`;
   const r = await tx.query<{ balance_micro_eur: number }>(
     `WITH moved AS (
-       UPDATE workspaces SET balance_micro_eur = balance_micro_eur + $3, owed_micro_eur = owed_micro_eur + $9 WHERE id = $1
+       UPDATE workspaces SET balance_micro_eur = balance_micro_eur + $3${owed} WHERE id = $1
        RETURNING balance_micro_eur
      )
-     INSERT INTO ledger_entries (workspace_id, kind, amount_micro_eur, idempotency_key, video_job_id, topup_id, speech_request_id,
-                                 stripe_id, owed_change_micro_eur${batch.column}, balance_after_micro_eur)
-     SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9${batch.value}, moved.balance_micro_eur FROM moved
+     INSERT INTO ledger_entries (workspace_id, kind, amount_micro_eur, idempotency_key, video_job_id, topup_id, speech_request_id${columns},
+                                 balance_after_micro_eur)
+     SELECT $1, $2, $3, $4, $5, $6, $7${values}, moved.balance_micro_eur FROM moved
      RETURNING balance_after_micro_eur AS balance_micro_eur`,
     [
       entry.workspaceId,
@@ -86,9 +101,7 @@ export async function applyEntry(tx: Tx, entry: LedgerEntryInput): Promise<numbe
       entry.videoJobId ?? null,
       entry.topupId ?? null,
       entry.speechRequestId ?? null,
-      entry.stripeId ?? null,
-      owed_change,
-      ...(entry.batchId === undefined ? [] : [entry.batchId]),
+      ...optional.map(([, v]) => v),
     ],
   );
   const balance = r.rows[0]?.balance_micro_eur;
