@@ -8,6 +8,7 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { startInfra } from './helpers/infra.js';
+import { TEST_RUNNER_ARGS } from './helpers/test-runner-args.js';
 
 /** Folders of test/ that hold what the tests use, not tests. */
 const NOT_TESTS = new Set(['helpers', 'fakes', 'histories']);
@@ -60,9 +61,7 @@ async function main(): Promise<number> {
 
 /** Node's test runner over `files`, with `env` added to this process's environment. */
 async function runTests(files: string[], env: Record<string, string>): Promise<number> {
-  // --test-force-exit: a test file whose tests have all finished exits even if something it started
-  // still holds the event loop (a leak then costs nothing but is no hang of the whole run).
-  const child = spawn(process.execPath, ['--import', 'tsx', '--test', '--test-concurrency=2', '--test-force-exit', ...files], {
+  const child = spawn(process.execPath, [...TEST_RUNNER_ARGS, ...files], {
     stdio: 'inherit',
     env: { ...process.env, ...env },
   });
