@@ -4,8 +4,9 @@
 // (the workspace's balance and the API key's spend move by it, under the workspace lock). Each request
 // then runs as it would alone, but its charge is drawn from the reservation (batches.remaining_micro_eur)
 // and its refund goes back into it: its job or speech row carries batch_id and has no ledger entry of its
-// own. Requests never started (cancelled, expired) give their share back at once; when the batch ends,
-// what remains returns as one ledger refund carrying batch_id. Lock order: the workspace, then the batch.
+// own. Requests never started (cancelled, expired) cost nothing and their share stays in the reservation;
+// when the batch ends, everything not used (theirs included) returns as one ledger refund carrying
+// batch_id, so a batch has at most two ledger entries. Lock order: the workspace, then the batch.
 // The ledger audit (../billing/audit.ts) checks reserved = requests' net charges + released + remaining.
 import { inTransaction, type Db, type Tx } from '../db/pool.js';
 import { assertMicroEur } from '../money.js';
@@ -13,7 +14,7 @@ import { applyEntry, lockWorkspaceBalance, spendFromKey } from '../billing/ledge
 import type { VideoJobCharge, ChargeResult } from '../video-jobs/billing.js';
 
 export const reserveKey = (batchId: string) => `batch:${batchId}:reserve`;
-export const releaseKey = (batchId: string, part: 'stop' | 'end') => `batch:${batchId}:release:${part}`;
+export const releaseKey = (batchId: string) => `batch:${batchId}:release:end`;
 
 export type BatchItemKind = 'video' | 'speech';
 
@@ -173,10 +174,10 @@ export async function refundIntoBatch(tx: Tx, batchId: string, refund_micro_eur:
 }
 
 /**
- * Gives back `amount` of the reservation now (a ledger refund carrying batch_id, the key's spend with it),
- * under the workspace lock the caller holds; the batch's remaining must cover it.
+ * Gives back `amount` of the reservation, once, when the batch ends (a ledger refund carrying batch_id, the
+ * key's spend with it), under the workspace lock the caller holds; the batch's remaining must cover it.
  */
-async function release(tx: Tx, b: { id: string; workspace_id: string; api_key_id: string | null }, amount: number, part: 'stop' | 'end') {
+async function release(tx: Tx, b: { id: string; workspace_id: string; api_key_id: string | null }, amount: number) {
   if (amount === 0) return;
   const r = await tx.query(
     `UPDATE batches SET remaining_micro_eur = remaining_micro_eur - $2, released_micro_eur = released_micro_eur + $2
@@ -188,7 +189,7 @@ async function release(tx: Tx, b: { id: string; workspace_id: string; api_key_id
     workspaceId: b.workspace_id,
     kind: 'refund',
     amount_micro_eur: amount,
-    idempotencyKey: releaseKey(b.id, part),
+    idempotencyKey: releaseKey(b.id),
     batchId: b.id,
   });
   if (b.api_key_id !== null && !(await spendFromKey(tx, b.api_key_id, -amount)))
@@ -199,8 +200,9 @@ export type BatchEnding = 'cancelled' | 'expired';
 
 /**
  * Stops a batch (a cancel, or its completion window ended): its requests not started yet fail with
- * `batch_cancelled` (or `batch_expired`) and their share of the reservation is released now; those
- * running finish. Idempotent: a batch already stopping or ended is left as it is. Returns whether it stopped it.
+ * `batch_cancelled` (or `batch_expired`), costing nothing (their share is released with the rest when the
+ * batch ends); those running finish. Idempotent: a batch already stopping or ended is left as it is.
+ * Returns whether it stopped it.
  */
 export async function stopBatch(db: Db, batchId: string, ending: BatchEnding): Promise<boolean> {
   return inTransaction(db, async (tx) => {
@@ -216,20 +218,16 @@ export async function stopBatch(db: Db, batchId: string, ending: BatchEnding): P
             code: 'batch_expired',
             message: 'the batch reached the end of its completion window before this request started; nothing was charged for it',
           };
-    const never = await tx.query<{ n: number; sum: string | null }>(
-      `WITH failed AS (
-         UPDATE batch_items SET status = 'failed', error = $2, cost_micro_eur = 0 WHERE batch_id = $1 AND status = 'queued'
-         RETURNING estimated_cost_micro_eur)
-       SELECT count(*)::int AS n, sum(estimated_cost_micro_eur)::bigint AS sum FROM failed`,
+    const never = await tx.query(
+      "UPDATE batch_items SET status = 'failed', error = $2, cost_micro_eur = 0 WHERE batch_id = $1 AND status = 'queued'",
       [batchId, JSON.stringify(error)],
     );
-    const n = never.rows[0]!.n;
+    const n = never.rowCount ?? 0;
     await tx.query(
       `UPDATE batches SET ending = $2, failed = failed + $3, status = CASE WHEN $2 = 'cancelled' THEN 'cancelling' ELSE status END,
               cancelling_at = CASE WHEN $2 = 'cancelled' THEN now() ELSE cancelling_at END WHERE id = $1`,
       [batchId, ending, n],
     );
-    await release(tx, { id: batchId, workspace_id: b.workspace_id, api_key_id: b.api_key_id }, Number(never.rows[0]!.sum ?? 0), 'stop');
     return true;
   });
 }
@@ -251,7 +249,7 @@ export async function endBatch(db: Db, batchId: string, onEnded: (tx: Tx) => Pro
       [batchId],
     );
     if (open.rows[0]!.n > 0) throw new Error(`invariant: batch ${batchId} ends with ${open.rows[0]!.n} requests open`);
-    await release(tx, { id: batchId, workspace_id: b.workspace_id, api_key_id: b.api_key_id }, b.remaining_micro_eur, 'end');
+    await release(tx, { id: batchId, workspace_id: b.workspace_id, api_key_id: b.api_key_id }, b.remaining_micro_eur);
     const files = await tx.query<{ completed: number; failed: number }>('SELECT completed, failed FROM batches WHERE id = $1', [batchId]);
     const { completed, failed } = files.rows[0]!;
     const outputId = completed > 0 ? await insertResultFile(tx, batchId, b.workspace_id, 'batch_output') : null;
@@ -292,7 +290,7 @@ export async function failBatch(db: Db, batchId: string): Promise<void> {
       [batchId, JSON.stringify(error)],
     );
     await tx.query('UPDATE batches SET failed = failed + $2 WHERE id = $1', [batchId, failed.rowCount ?? 0]);
-    await release(tx, { id: batchId, workspace_id: b.workspace_id, api_key_id: b.api_key_id }, b.remaining_micro_eur, 'end');
+    await release(tx, { id: batchId, workspace_id: b.workspace_id, api_key_id: b.api_key_id }, b.remaining_micro_eur);
     await tx.query("UPDATE batches SET status = 'failed', completed_at = now() WHERE id = $1", [batchId]);
   });
 }

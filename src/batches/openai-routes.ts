@@ -173,7 +173,8 @@ const openaiCancelBatch = {
   path: '/v1/batches/{id}/cancel',
   operationId: 'openaiCancelBatch',
   summary: 'Cancel a batch (client.batches.cancel)',
-  description: 'Requests not started fail and are refunded at once; those running finish; `cancelling`, then `cancelled`.',
+  description:
+    'Requests not started fail, costing nothing; those running finish; `cancelling`, then `cancelled`, when what was not used is refunded.',
   ...OPENAI_OPERATION,
   requestParams: { path: ID },
   responses: { '200': json(OpenAiBatch, 'The batch, cancelling (or cancelled).') },

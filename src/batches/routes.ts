@@ -237,8 +237,8 @@ const cancelBatch = {
   tag: 'Batches',
   summary: 'Cancel a batch',
   description:
-    'Nothing more starts: requests not started fail (`batch_cancelled`) and their share of the reservation is refunded at once; requests running finish. ' +
-    'The batch is `cancelling` until they end, then `cancelled`.',
+    'Nothing more starts: requests not started fail (`batch_cancelled`), costing nothing; requests running finish. ' +
+    'The batch is `cancelling` until they end, then `cancelled`, when what was not used (their share included) is refunded as one refund.',
   security: 'apiKey',
   requestParams: { path: ID },
   responses: { '200': json(Batch, 'The batch, cancelling (or cancelled).') },

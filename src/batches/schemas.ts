@@ -79,7 +79,9 @@ export const Batch = z
       .describe('completed: ended succeeded (a shortfall included); failed: ended failed or never started.'),
     reserved_in_euro: Euros.describe("The sum of the requests' estimates, reserved when the batch was created."),
     cost_in_euro: Euros.describe('What the requests that ended cost.'),
-    refunded_in_euro: Euros.describe('What of the reservation was given back (requests never started, and the rest when the batch ended).'),
+    refunded_in_euro: Euros.describe(
+      'What of the reservation was given back when the batch ended (one refund: failures, shortfalls and requests never started).',
+    ),
     input_file_id: z.string().nullable(),
     output_file_id: z.string().nullable().describe('Once ended: the JSONL of the requests that succeeded (GET /v2/files/{id}/content).'),
     error_file_id: z.string().nullable().describe('Once ended: the JSONL of the requests that failed or never started.'),

@@ -225,8 +225,8 @@ export class BatchesService {
   }
 
   /**
-   * Stops the batch: requests not started fail (batch_cancelled) and their share is refunded now; those
-   * running finish, the batch `cancelling` until then. A batch that has ended: 409.
+   * Stops the batch: requests not started fail (batch_cancelled), costing nothing; those running finish,
+   * the batch `cancelling` until then (then what was not used is refunded). A batch that has ended: 409.
    */
   async cancel(principal: ApiKeyPrincipal, id: string): Promise<BatchRecord> {
     const before = await this.get(principal, id);
