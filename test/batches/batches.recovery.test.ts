@@ -5,7 +5,7 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { batchWorkflowId } from '../../workflows/messages.js';
 import { assertAuditHolds, balanceMicro, http, newCustomer, startStack, type Stack } from '../helpers/stack.js';
-import { VIDEO_UNIT_MICRO_EUR, videoLine, waitForBatch } from './setup.js';
+import { VIDEO_UNIT_MICRO_EUR, videoLine, waitForBatch, waitForBatchJobs } from './setup.js';
 
 let stack: Stack;
 before(async () => {
@@ -20,12 +20,7 @@ test('a batch whose workflow was terminated mid-run is finished by a recovery ru
   const requests = Array.from({ length: 6 }, (_, i) => videoLine(`v-${i}`, i === 4 ? 'short' : 'ok', 1_500));
   const created = await http(stack.baseUrl, 'POST', '/v2/batches', { token: c.key, json: { requests } });
   assert.equal(created.status, 200, JSON.stringify(created.body));
-  for (let i = 0; ; i++) {
-    const jobs = await stack.db.query('SELECT count(*)::int AS n FROM video_jobs WHERE batch_id = $1', [created.body.id]);
-    if (jobs.rows[0].n === 2) break;
-    assert.ok(i < 200, 'the first jobs never started');
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  await waitForBatchJobs(stack, created.body.id, 2);
   await stack.api.temporal.workflow.getHandle(batchWorkflowId(created.body.id)).terminate('test: an operator stops the batch');
 
   const batch = await waitForBatch(stack, c.key, created.body.id, 90_000);
@@ -49,12 +44,7 @@ test('a batch reaching the end of its completion window is expired: what runs fi
   const requests = Array.from({ length: 6 }, (_, i) => videoLine(`v-${i}`, 'ok', 2_000));
   const created = await http(stack.baseUrl, 'POST', '/v2/batches', { token: c.key, json: { requests } });
   assert.equal(created.status, 200, JSON.stringify(created.body));
-  for (let i = 0; ; i++) {
-    const jobs = await stack.db.query('SELECT count(*)::int AS n FROM video_jobs WHERE batch_id = $1', [created.body.id]);
-    if (jobs.rows[0].n === 2) break;
-    assert.ok(i < 200, 'the first jobs never started');
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  await waitForBatchJobs(stack, created.body.id, 2);
   // The shortest window is an hour: the batch's end is moved to now, and the run that reads it (a
   // recovery run, which takes the window from the batch's row) meets it.
   await stack.db.query("UPDATE batches SET expires_at = now() + interval '1 second' WHERE id = $1", [created.body.id]);

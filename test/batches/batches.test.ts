@@ -9,7 +9,7 @@ import { startReceiver } from '../helpers/webhook-receiver.js';
 import { batchWorkflowId } from '../../workflows/messages.js';
 import { RUN_ITEMS_MAX } from '../../workflows/batch.js';
 import { BatchEvent } from '../../src/batches/schemas.js';
-import { fileLines, SPEECH_CHAR_MICRO_EUR, speechLine, VIDEO_UNIT_MICRO_EUR, videoLine, waitForBatch } from './setup.js';
+import { fileLines, SPEECH_CHAR_MICRO_EUR, speechLine, VIDEO_UNIT_MICRO_EUR, videoLine, waitForBatch, waitForBatchJobs } from './setup.js';
 
 let stack: Stack;
 before(async () => {
@@ -79,12 +79,7 @@ test('a cancel starts nothing more; those running finish, then cancelled, and wh
   assert.equal(created.status, 200, JSON.stringify(created.body));
   const reserved = 12 * 2 * VIDEO_UNIT_MICRO_EUR;
   // BATCH_CONCURRENCY=4: four jobs run, eight wait.
-  for (let i = 0; ; i++) {
-    const jobs = await stack.db.query('SELECT count(*)::int AS n FROM video_jobs WHERE batch_id = $1', [created.body.id]);
-    if (jobs.rows[0].n === 4) break;
-    assert.ok(i < 200, 'four jobs never started');
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  await waitForBatchJobs(stack, created.body.id, 4);
   const cancelled = await http(stack.baseUrl, 'POST', `/v2/batches/${created.body.id}/cancel`, { token: c.key });
   assert.equal(cancelled.status, 200, JSON.stringify(cancelled.body));
   assert.equal(cancelled.body.status, 'cancelling');

@@ -5,7 +5,7 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI, { toFile } from 'openai';
 import { assertAuditHolds, balanceMicro, newCustomer, startStack, type Stack } from '../helpers/stack.js';
-import { VIDEO_UNIT_MICRO_EUR } from './setup.js';
+import { VIDEO_UNIT_MICRO_EUR, waitForBatchJobs } from './setup.js';
 
 let stack: Stack;
 before(async () => {
@@ -87,12 +87,7 @@ test('batches.cancel with the openai SDK: what never started is refunded when th
   );
   // The simulator takes its default 2 s per video: two run (BATCH_CONCURRENCY=2) while the cancel arrives.
   const created = await openai.batches.create({ input_file_id: file.id, endpoint: '/v1/videos', completion_window: '24h' });
-  for (let i = 0; ; i++) {
-    const jobs = await stack.db.query('SELECT count(*)::int AS n FROM video_jobs WHERE batch_id = $1', [created.id]);
-    if (jobs.rows[0].n === 2) break;
-    assert.ok(i < 200);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  await waitForBatchJobs(stack, created.id, 2);
   const cancelling = await openai.batches.cancel(created.id);
   assert.equal(cancelling.status, 'cancelling');
   // The reservation is kept until the batch ends; then what was not used comes back at once.

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { batchWorkflowId, videoJobWorkflowId } from '../../workflows/messages.js';
 import { http, newCustomer, startStack, type Stack } from '../helpers/stack.js';
 import { saveHistory } from '../helpers/histories.js';
-import { speechLine, videoLine, waitForBatch } from './setup.js';
+import { speechLine, videoLine, waitForBatch, waitForBatchJobs } from './setup.js';
 
 let stack: Stack;
 before(async () => {
@@ -36,12 +36,7 @@ test('a batch cancelled while its first requests run', async () => {
   const requests = Array.from({ length: 5 }, (_, i) => videoLine(`v-${i}`, 'ok', 1_500));
   const created = await http(stack.baseUrl, 'POST', '/v2/batches', { token: c.key, json: { requests } });
   assert.equal(created.status, 200, JSON.stringify(created.body));
-  for (let i = 0; ; i++) {
-    const jobs = await stack.db.query('SELECT count(*)::int AS n FROM video_jobs WHERE batch_id = $1', [created.body.id]);
-    if (jobs.rows[0].n === 2) break;
-    assert.ok(i < 200);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  await waitForBatchJobs(stack, created.body.id, 2);
   assert.equal((await http(stack.baseUrl, 'POST', `/v2/batches/${created.body.id}/cancel`, { token: c.key })).status, 200);
   const batch = await waitForBatch(stack, c.key, created.body.id);
   assert.equal(batch.status, 'cancelled');

@@ -42,3 +42,13 @@ export async function fileLines(stack: Pick<Stack, 'baseUrl'>, key: string, id: 
     .filter((l) => l !== '')
     .map((l) => JSON.parse(l));
 }
+
+/** Waits until `n` of the batch's video jobs have started (been created). */
+export async function waitForBatchJobs(stack: Pick<Stack, 'db'>, batchId: string, n: number): Promise<void> {
+  for (let i = 0; ; i++) {
+    const jobs = await stack.db.query('SELECT count(*)::int AS n FROM video_jobs WHERE batch_id = $1', [batchId]);
+    if (jobs.rows[0].n === n) return;
+    assert.ok(i < 200, `${n} jobs of batch ${batchId} never started`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
