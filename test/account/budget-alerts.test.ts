@@ -1,7 +1,7 @@
 // Budget alerts on the real stack (PostgreSQL, Temporal, worker, API): the account (GET/PATCH /v2/account
 // and the operators' PATCH), the webhook event balance.low (once per crossing, armed again only by a
 // credit), api_key.spend_threshold (50, 80 and 100 % of a key's spend limit, once each, two from one
-// charge), charges of video jobs and of speech, concurrent charges crossing together, each event
+// charge), charges of video jobs, of speech and of a batch's reservation, concurrent charges crossing together, each event
 // recorded once with its ledger entry and delivered signed; the ledger audit after each.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -324,6 +324,37 @@ describe('api_key.spend_threshold', () => {
     }); // 0.04995 more: 1.99995
     assert.equal(last.status, 200);
     assert.equal((await eventsOf(c.workspaceId, 'api_key.spend_threshold')).length, 2, 'below 100 % still');
+    await c.receiver.waitFor(2);
+    await assertAuditHolds(stack);
+  });
+
+  test("a batch's reservation is the key's spend: it crosses the thresholds when the batch is created", async () => {
+    const c = await customerWithEndpoint(10, ['api_key.spend_threshold']);
+    const key = await keyWithLimit(c.workspaceId, 1);
+    // Four videos of 0.20: a reservation of 0.80, 50 and 80 % at once, before any of them runs.
+    const requests = Array.from({ length: 4 }, (_, i) => ({
+      custom_id: `v-${i}`,
+      method: 'POST',
+      url: '/v2/videos/generations',
+      body: simJob({ delay_ms: 0 }, { n: 1 }),
+    }));
+    const created = await http(stack.baseUrl, 'POST', '/v2/batches', { token: key.key, json: { requests } });
+    assert.equal(created.status, 200, JSON.stringify(created.body));
+    const events = await eventsOf(c.workspaceId, 'api_key.spend_threshold');
+    assert.deepEqual(events.map((e) => [e.data.id, e.data.spend_in_euro, e.data.threshold_percent]).sort(), [
+      [key.id, 0.8, 50],
+      [key.id, 0.8, 80],
+    ]);
+    for (;;) {
+      const b = await http(stack.baseUrl, 'GET', `/v2/batches/${created.body.id}`, { token: key.key });
+      if (b.body.status === 'completed') break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    assert.equal(
+      (await eventsOf(c.workspaceId, 'api_key.spend_threshold')).length,
+      2,
+      'its jobs, drawn from the reservation, send no more',
+    );
     await c.receiver.waitFor(2);
     await assertAuditHolds(stack);
   });
