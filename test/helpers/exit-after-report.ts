@@ -18,8 +18,7 @@ if (process.env.NODE_TEST_CONTEXT) {
     // A turn of the event loop lets the reporter's stream pass on what it holds; an empty write's
     // callback runs once everything queued on stdout before it has been handed to the pipe. A few
     // rounds, since each stage of the reporter's pipeline passes its data on in a turn of its own.
-    const flush = (rounds: number) =>
-      setImmediate(() => process.stdout.write('', () => (rounds > 1 ? flush(rounds - 1) : exitNow())));
+    const flush = (rounds: number) => setImmediate(() => process.stdout.write('', () => (rounds > 1 ? flush(rounds - 1) : exitNow())));
     flush(3);
     return undefined as never;
   }) as typeof process.exit;
