@@ -11,6 +11,7 @@
 import { inTransaction, type Db, type Tx } from '../db/pool.js';
 import { assertMicroEur } from '../money.js';
 import { applyEntry, lockWorkspaceBalance, spendFromKey } from '../billing/ledger.js';
+import { drawFromReservation } from '../billing/reservations.js';
 import type { VideoJobCharge, ChargeResult } from '../video-jobs/billing.js';
 
 export const reserveKey = (batchId: string) => `batch:${batchId}:reserve`;
@@ -137,11 +138,7 @@ export async function chargeBatchVideoJob(db: Db, batchId: string, job: VideoJob
     );
     const estimate = item.rows[0]?.estimated_cost_micro_eur;
     if (estimate === undefined) throw new Error(`invariant: job ${job.jobId} is no video request of batch ${batchId}`);
-    const drawn = await tx.query(
-      'UPDATE batches SET remaining_micro_eur = remaining_micro_eur - $2 WHERE id = $1 AND remaining_micro_eur >= $2',
-      [batchId, estimate],
-    );
-    if (drawn.rowCount !== 1) throw new Error(`invariant: the reservation of batch ${batchId} covers its job ${job.jobId}`);
+    await drawFromReservation(tx, batchId, estimate, `its job ${job.jobId}`);
     await tx.query(
       `INSERT INTO video_jobs (id, workspace_id, workflow_id, model, prompt, request_fingerprint, params, status, estimated_cost_micro_eur,
                                created_at, attempt_id, backend, deadline_at, api_key_id, batch_id)
@@ -165,12 +162,6 @@ export async function chargeBatchVideoJob(db: Db, batchId: string, job: VideoJob
     );
     return { ok: true, already_charged: false, balance_micro_eur: await balance(), estimated_cost_micro_eur: estimate };
   });
-}
-
-/** A batch job's refund, inside its settlement's transaction: back into the batch's reservation. */
-export async function refundIntoBatch(tx: Tx, batchId: string, refund_micro_eur: number): Promise<void> {
-  const r = await tx.query('UPDATE batches SET remaining_micro_eur = remaining_micro_eur + $2 WHERE id = $1', [batchId, refund_micro_eur]);
-  if (r.rowCount !== 1) throw new Error(`invariant: batch ${batchId} of a settled job exists`);
 }
 
 /**

@@ -5,6 +5,7 @@
 // and settles nothing twice; a retry before it speaks again (the same deterministic audio, one charge).
 import type { Db, Tx } from '../db/pool.js';
 import { inTransaction } from '../db/pool.js';
+import { drawFromReservation } from '../billing/reservations.js';
 import type { Storage } from '../storage/local.js';
 import type { VoiceProvider, VoiceProviderSet } from '../providers/voice/types.js';
 import { VoiceProviderError } from '../providers/voice/types.js';
@@ -127,10 +128,6 @@ async function record(tx: Tx, item: Parameters<typeof runBatchSpeech>[1], spoken
     ],
   );
   if (delivered) {
-    const drawn = await tx.query(
-      'UPDATE batches SET remaining_micro_eur = remaining_micro_eur - $2 WHERE id = $1 AND remaining_micro_eur >= $2',
-      [item.batch_id, item.estimated_cost_micro_eur],
-    );
-    if (drawn.rowCount !== 1) throw new Error(`invariant: the reservation of batch ${item.batch_id} covers its speech ${item.request_id}`);
+    await drawFromReservation(tx, item.batch_id, item.estimated_cost_micro_eur, `its speech ${item.request_id}`);
   }
 }

@@ -12,7 +12,7 @@ import { assertMicroEur } from '../money.js';
 import type { VideoParams } from '../models/values.js';
 import { applyEntry, lockWorkspaceBalance, NotFoundError, spendFromKey } from '../billing/ledger.js';
 import { insertJobEvent, prepareJobEvent, type JobEventContext } from '../webhooks/events.js';
-import { refundIntoBatch } from '../batches/billing.js';
+import { refundIntoReservation } from '../billing/reservations.js';
 
 // A job's charge entry is keyed `video_job:<id>:charge` (written by video_job_charge, 008_video_job_charge.sql).
 export const refundKey = (jobId: string) => `video_job:${jobId}:refund`;
@@ -394,7 +394,7 @@ export async function settleVideoJob(db: Db, s: Settlement, webhooks?: JobEventC
     await lockWorkspaceBalance(tx, job.workspace_id);
     // A batch's job refunds into the batch's reservation (released with the batch), not the balance.
     if (refund > 0 && job.batch_id !== null) {
-      await refundIntoBatch(tx, job.batch_id, refund);
+      await refundIntoReservation(tx, job.batch_id, refund);
     } else if (refund > 0) {
       await applyEntry(tx, {
         workspaceId: job.workspace_id,
