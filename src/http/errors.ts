@@ -83,7 +83,7 @@ function textRefused(err: unknown): ApiError | null {
 }
 
 /** PostgreSQL or Temporal unreachable: a 503 the client may retry, never a 500. */
-function dependencyDown(err: unknown): ApiError | null {
+export function dependencyDown(err: unknown): ApiError | null {
   const dependency = unreachableDependency(err);
   if (!dependency) return null;
   const what = dependency === 'postgres' ? 'the database' : 'the workflow service';

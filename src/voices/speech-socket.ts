@@ -23,7 +23,9 @@ import { z } from 'zod';
 import type { Logger } from 'pino';
 import type { Db } from '../db/pool.js';
 import { ApiError } from '../errors.js';
-import { principalOfBearer } from '../http/auth.js';
+import { AUTH_FAILURES_PER_ADDRESS_PER_MINUTE, principalOfBearer } from '../http/auth.js';
+import { dependencyDown } from '../http/errors.js';
+import { rateLimited, TokenBuckets } from '../http/rate-limit.js';
 import type { ApiKeyPrincipal } from '../account/workspaces.js';
 import { activeKeyPrincipal, SPEECH_TOKEN_CHARS_MAX, type SpeechTokens } from './speech-tokens.js';
 import type { SpeechService } from './speech.js';
@@ -95,6 +97,8 @@ export interface SpeechSocketDeps {
   tokens: SpeechTokens;
   limits: SpeechSocketLimits;
   logger: Logger;
+  /** Failed authentications per client address and minute before upgrades from it are refused unread (429). */
+  authFailuresPerMinute?: number;
 }
 
 /** An error to the client, about a context (or null: about the message). */
@@ -117,8 +121,11 @@ export class SpeechSocketServer {
   private readonly wss: WebSocketServer;
   private readonly socketsByKey = new Map<string, number>();
   private readonly sessions = new Set<SpeechSocketSession>();
+  /** Failed authentications by client address: as on the HTTP routes, a failed key lookup is paid for. */
+  private readonly authFailures: TokenBuckets;
 
   constructor(private readonly deps: SpeechSocketDeps) {
+    this.authFailures = new TokenBuckets(deps.authFailuresPerMinute ?? AUTH_FAILURES_PER_ADDRESS_PER_MINUTE);
     this.wss = new WebSocketServer({ noServer: true, maxPayload: deps.limits.frame_bytes_max, perMessageDeflate: false });
   }
 
@@ -128,6 +135,8 @@ export class SpeechSocketServer {
       socket.on('error', () => socket.destroy());
       this.upgrade(request, socket, head).catch((err: unknown) => {
         if (err instanceof ApiError) return refuseUpgrade(socket, err);
+        const down = dependencyDown(err);
+        if (down) return refuseUpgrade(socket, down);
         this.deps.logger.error({ err_message: (err as Error).message }, 'speech socket: upgrade failed');
         refuseUpgrade(socket, new ApiError(500, 'api_error', 'internal_error', 'the upgrade failed'));
       });
@@ -139,7 +148,13 @@ export class SpeechSocketServer {
     if (url.pathname !== SPEECH_SOCKET_PATH) {
       throw new ApiError(404, 'not_found_error', 'route_not_found', `no WebSocket at ${url.pathname}`);
     }
-    const principal = await this.authenticate(request.headers.authorization, url.searchParams);
+    const address = request.socket.remoteAddress ?? '';
+    const wait_s = this.authFailures.take(address, 0);
+    if (wait_s > 0) throw rateLimited(wait_s, `too many failed authentications from this address; retry after ${wait_s}s`);
+    const principal = await this.authenticate(request.headers.authorization, url.searchParams).catch((err: unknown) => {
+      if (err instanceof ApiError && err.status === 401) this.authFailures.take(address);
+      throw err;
+    });
     this.deps.speech.assertConfigured();
     const open = this.socketsByKey.get(principal.key_id) ?? 0;
     if (open >= this.deps.limits.sockets_per_key_max) {

@@ -4,10 +4,14 @@
 // agreement with it) after each.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import http_ from 'node:http';
 import net from 'node:net';
+import { pino } from 'pino';
 import { assertAuditHolds, balanceMicro, http, newCustomer, startStack, ADMIN_TOKEN, type Stack } from '../helpers/stack.js';
 import { SIM_SAMPLE_RATE_HZ, synthesizeTones } from '../../src/providers/voice/simulator.js';
 import { SpeechTokens } from '../../src/voices/speech-tokens.js';
+import { SpeechSocketServer } from '../../src/voices/speech-socket.js';
+import type { SpeechService } from '../../src/voices/speech.js';
 import { assertNoError, connect, errorOf, heldMicro, refusedUpgrade, speechRows, wsUrl } from './speech-ws-setup.js';
 
 let stack: Stack;
@@ -250,5 +254,35 @@ describe('authentication', () => {
     assert.equal(path.status, 404);
     // The token route itself needs a key.
     assert.equal((await http(stack.baseUrl, 'POST', '/v2/audio/speech/tokens', {})).status, 401);
+  });
+
+  test('failed authentications are limited per address: past the limit an upgrade is a 429 before any lookup, even with a good key', async () => {
+    const { key } = await newCustomer(stack, 1);
+    // A server of its own, with a limit of 3 a minute (the API's is AUTH_FAILURES_PER_ADDRESS_PER_MINUTE).
+    // Its speech service is never reached: every upgrade here is refused before it.
+    const sockets = new SpeechSocketServer({
+      db: stack.db,
+      speech: {} as SpeechService,
+      tokens: new SpeechTokens(stack.config.urlSigningSecret!, 60),
+      limits: stack.config.speechSocket,
+      logger: pino({ level: 'silent' }),
+      authFailuresPerMinute: 3,
+    });
+    const server = http_.createServer((_req, res) => res.writeHead(404).end());
+    sockets.attach(server);
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    try {
+      const url = `ws://127.0.0.1:${(server.address() as net.AddressInfo).port}/v2/audio/speech/stream`;
+      for (let i = 0; i < 3; i++) {
+        const r = await refusedUpgrade(url, { authorization: `Bearer vva_sk_wrong${i}` });
+        assert.deepEqual([r.status, r.body.error.code], [401, 'invalid_api_key']);
+      }
+      const limited = await refusedUpgrade(url, { authorization: `Bearer ${key}` });
+      assert.deepEqual([limited.status, limited.body.error.code], [429, 'rate_limited']);
+      assert.match(limited.body.error.message, /too many failed authentications from this address/);
+    } finally {
+      await sockets.close();
+      await new Promise((r) => server.close(r));
+    }
   });
 });
