@@ -621,7 +621,7 @@ export interface Batch {
    */
   cost_in_euro: number;
   /**
-   * What of the reservation was given back (requests never started, and the rest when the batch ended).
+   * What of the reservation was given back when the batch ended (one refund: failures, shortfalls and requests never started).
    */
   refunded_in_euro: number;
   input_file_id: string | null;

@@ -128,7 +128,7 @@ type Tag = (typeof TAGS)[number]['name'];
 // Contracts
 
 /** Error statuses a route may document; each answers its surface's error shape. */
-export type ErrorStatus = 400 | 401 | 402 | 403 | 404 | 409 | 413 | 415 | 422 | 429 | 502 | 503;
+export type ErrorStatus = 400 | 401 | 402 | 403 | 404 | 409 | 413 | 415 | 422 | 426 | 429 | 502 | 503;
 
 /** The request body of an operation: the zod schema its handler validates with, as a named component. */
 export interface BodyContract {
@@ -329,6 +329,7 @@ const ERROR_TEXT: Record<ErrorStatus, string> = {
   413: 'Request too large.',
   415: 'Wrong media type.',
   422: 'The request is valid but what it names cannot be processed.',
+  426: 'This path is a WebSocket: send the request as an upgrade (`Connection: Upgrade`, `Upgrade: websocket`).',
   429: 'Rate limited (per API key); retry after `Retry-After` seconds.',
   502: 'The provider answered unusably. Nothing was charged.',
   503: 'The provider is not configured (`provider_not_configured`) or is unavailable.',
@@ -339,6 +340,7 @@ function errorResponse(status: ErrorStatus, note: string | undefined, errorSchem
   const headers: Record<string, Obj> = {};
   if (status === 401) headers['WWW-Authenticate'] = header('`Bearer`');
   if (status === 429) headers['Retry-After'] = RETRY_AFTER;
+  if (status === 426) headers['Upgrade'] = header('`websocket`');
   if (status === 503) headers['Retry-After'] = { ...RETRY_AFTER, description: 'When retrying later may succeed: seconds to wait.' };
   return json(errorSchema, note ?? ERROR_TEXT[status], Object.keys(headers).length ? headers : undefined);
 }

@@ -3,7 +3,8 @@ import type { RequestHandler } from 'express';
 import { ApiRouter, header, json, type ContractHandler, type RouteContract } from '../http/openapi.js';
 import { ApiError } from '../errors.js';
 import { CreateSpeechBody, SpeechToken } from './schemas.js';
-import type { SpeechTokens } from './speech-tokens.js';
+import { SPEECH_TOKEN_CHARS_MAX, type SpeechTokens } from './speech-tokens.js';
+import { z } from 'zod';
 import { SPEECH_SOCKET_PATH } from './speech-socket.js';
 import { speechBodyExample, speechBodySchema } from '../models/openapi-bodies.js';
 import { jsonBody } from '../http/json-body.js';
@@ -201,6 +202,41 @@ const createSpeechToken = {
   errors: { 429: undefined, 503: 'No voice provider is configured.' },
 } satisfies RouteContract;
 
+/**
+ * The speech WebSocket, in the document: the upgrade itself is served by ./speech-socket.ts, on the
+ * listener's upgrade requests, before Express; a plain GET of its path reaches this route and is told to
+ * upgrade (426).
+ */
+const openSpeechSocket = {
+  method: 'get',
+  path: SPEECH_SOCKET_PATH,
+  operationId: 'openSpeechSocket',
+  tag: 'Speech',
+  summary: 'Speech over a WebSocket',
+  description:
+    'Send this GET as a WebSocket upgrade. Authenticated at the upgrade by the bearer API key or, for a browser, `?token=` from ' +
+    '`POST /v2/audio/speech/tokens`. Then JSON text frames: the client sends `{"context_id", "voice", "model"?, "text", "continue"?, "flush"?}` ' +
+    'and `{"context_id", "cancel": true}`; the server answers `context`, `audio` (base64 PCM s16le), `word_timestamps`, `done` (the characters ' +
+    'charged and their cost) and `error` messages, several contexts at once on one socket. Every character spoken is charged once, held before ' +
+    'the provider is called; a socket that drops is charged for what was spoken. Refusals at the upgrade are HTTP answers in the error shape.',
+  security: 'apiKey',
+  requestParams: {
+    query: z.object({
+      token: z
+        .string()
+        .max(SPEECH_TOKEN_CHARS_MAX)
+        .optional()
+        .describe('A token from POST /v2/audio/speech/tokens, instead of the Authorization header (browsers).'),
+    }),
+  },
+  responses: { '101': { description: 'Switching Protocols: the WebSocket is open.' } },
+  errors: {
+    426: undefined,
+    429: 'Too many sockets of this API key (`too_many_sockets`), or too many failed authentications from this address.',
+    503: 'No voice provider is configured.',
+  },
+} satisfies RouteContract;
+
 export function speechRoutes(deps: {
   auth: RequestHandler;
   limit: RequestHandler;
@@ -215,6 +251,17 @@ export function speechRoutes(deps: {
   };
 
   api.route(createSpeech, deps.auth, deps.limit, configured, jsonBody, createSpeechHandler(deps));
+  api.route(openSpeechSocket, deps.auth, deps.limit, configured, () => {
+    throw new ApiError(
+      426,
+      'invalid_request_error',
+      'upgrade_required',
+      `${SPEECH_SOCKET_PATH} is a WebSocket: send the request as an upgrade (Connection: Upgrade, Upgrade: websocket)`,
+      null,
+      // The connection is not kept: some clients cannot reuse one whose last answer named an Upgrade.
+      { Upgrade: 'websocket', Connection: 'close' },
+    );
+  });
   api.route(createSpeechToken, deps.auth, deps.limit, configured, async (_input, _req, res) => {
     if (!deps.tokens) throw new ApiError(503, 'api_error', 'speech_socket_unavailable', 'the speech WebSocket is not served here');
     const { token, expires_at_s } = deps.tokens.issue(principalOf(res));

@@ -105,7 +105,8 @@ describe('document structure (OpenAPI 3.1)', () => {
       assert.equal(typeof op.summary, 'string', where);
       for (const t of op.tags) assert.ok(tags.has(t), `${where}: undeclared tag ${t}`);
       assert.ok(
-        Object.keys(op.responses).some((s) => /^2\d\d$/.test(s)),
+        // A WebSocket's success is its upgrade (101 Switching Protocols).
+        Object.keys(op.responses).some((s) => /^2\d\d$/.test(s) || s === '101'),
         `${where}: no 2xx response`,
       );
       for (const s of Object.keys(op.responses)) assert.match(s, /^([1-5]\d\d|[1-5]XX|default)$/, where);
@@ -190,6 +191,7 @@ describe('document structure (OpenAPI 3.1)', () => {
       for (const [status, resp0] of Object.entries(op.responses) as [string, Json][]) {
         if (/^2/.test(status)) continue;
         if (status === '304') continue; // a conditional read's Not Modified: no body, not an error
+        if (status === '101') continue; // a WebSocket's upgrade: no body, not an error
         if (path === '/readyz' && status === '503') continue; // {"ok": false}, not an error
         const resp = deref(resp0);
         assert.deepEqual(Object.keys(resp.content ?? {}), ['application/json'], `${method.toUpperCase()} ${path} ${status}`);

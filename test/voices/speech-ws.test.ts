@@ -254,6 +254,9 @@ describe('authentication', () => {
     assert.equal(path.status, 404);
     // The token route itself needs a key.
     assert.equal((await http(stack.baseUrl, 'POST', '/v2/audio/speech/tokens', {})).status, 401);
+    // A plain GET of the socket's path is told to upgrade.
+    const plain = await http(stack.baseUrl, 'GET', '/v2/audio/speech/stream', { token: key });
+    assert.deepEqual([plain.status, plain.body.error.code], [426, 'upgrade_required']);
   });
 
   test('failed authentications are limited per address: past the limit an upgrade is a 429 before any lookup, even with a good key', async () => {
