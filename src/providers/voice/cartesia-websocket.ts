@@ -74,6 +74,8 @@ interface Segment {
   id: string;
   queue: Raw[];
   finished: boolean;
+  /** An input went out for it (Cartesia knows it). */
+  sent: boolean;
   /** Its end (`continue: false`) was sent. */
   ended: boolean;
   audio: boolean;
@@ -184,6 +186,7 @@ export class CartesiaConnection implements ProviderContextConnection {
     this.failure = err;
     for (const c of new Set(this.owners.values())) c.fail(err);
     this.owners.clear();
+    if (this.ws.readyState === WebSocket.OPEN || this.ws.readyState === WebSocket.CONNECTING) this.ws.terminate();
   }
 
   private onMessage(text: string): void {
@@ -235,7 +238,7 @@ class CartesiaContext {
   private segment(): Segment {
     const id = this.segments.length === 0 ? this.base : `${this.base}.${this.segments.length + 1}`;
     this.conn.own(id, this);
-    return { id, queue: [], finished: false, ended: false, audio: false, last_audio_ms: 0, odd: null, timer: null };
+    return { id, queue: [], finished: false, sent: false, ended: false, audio: false, last_audio_ms: 0, odd: null, timer: null };
   }
 
   private get current(): Segment {
@@ -275,6 +278,7 @@ class CartesiaContext {
     this.pending = null;
     const seg = this.current;
     if (this.ended) seg.ended = true;
+    seg.sent = true;
     this.conn.send(this.input(seg.id, p.transcript, !this.ended, p.flush && !this.ended));
   }
 
@@ -443,7 +447,7 @@ class CartesiaContext {
         if (this.cancelled) return;
         this.cancelled = true;
         this.pending = null;
-        for (const s of this.segments) if (!s.finished) this.conn.send({ context_id: s.id, cancel: true });
+        for (const s of this.segments) if (s.sent && !s.finished) this.conn.send({ context_id: s.id, cancel: true });
         this.forgetAll();
         this.poke();
       },
