@@ -55,6 +55,8 @@ export interface CartesiaWsConnection {
   messages: Record<string, unknown>[];
   contexts: Map<string, FakeCartesiaContext>;
   closed: boolean;
+  /** Bytes sent but not yet taken by the client (it stopped reading). */
+  buffered_bytes(): number;
 }
 
 export interface CartesiaWsOptions {
@@ -137,6 +139,7 @@ export function attachCartesiaWebSocket(server: http.Server, opts: CartesiaWsOpt
         messages: [],
         contexts: new Map(),
         closed: false,
+        buffered_bytes: () => ws.bufferedAmount,
       };
       fake.connections.push(c);
       const cutAfter = fake.cutAfterChunks;

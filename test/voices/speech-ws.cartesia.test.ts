@@ -5,6 +5,7 @@
 // off; a refusal or an unreachable provider charges nothing and leaves nothing held. The ledger audit after each.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import type net from 'node:net';
 import { assertAuditHolds, balanceMicro, newCustomer, startStack, type Stack } from '../helpers/stack.js';
 import { fakeSpeechPcm } from '../fakes/elevenlabs-fake.js';
 import { startCartesiaFake, type CartesiaFake } from '../fakes/cartesia-fake.js';
@@ -343,6 +344,38 @@ describe("Cartesia's WebSocket of contexts", () => {
       [['released', 0, 0]],
     );
     assert.equal(await heldMicro(stack, workspaceId), 0);
+    c.close();
+    await assertAuditHolds(stack);
+  });
+
+  test('a client that does not read: the Cartesia connection is no longer read, then read again; every chunk relayed once, charged once', async () => {
+    const { key, workspaceId } = await newCustomer(stack, 10);
+    const from = fake.ws.connections.length;
+    const c = await connect(wsUrl(stack), key);
+    const socket = (c.ws as unknown as { _socket: net.Socket })._socket;
+    socket.pause();
+    // 10,000 characters: 500 chunks of about 64 KB of JSON each, far more than the sockets' buffers hold.
+    const text = 'word '.repeat(1000);
+    c.send({ context_id: 'slow', voice: VOICE, text, continue: true });
+    c.send({ context_id: 'slow', text });
+    let conn: CartesiaWsConnection | undefined;
+    for (let i = 0; i < 300 && [...(conn?.contexts.values() ?? [])][0]?.characters_spoken !== 10_000; i++) {
+      await sleep(20);
+      conn = connectionsSince(from)[0];
+    }
+    await sleep(300);
+    // Cartesia has spoken it all, but the service stopped reading it: it waits at Cartesia's end.
+    assert.ok(conn!.buffered_bytes() > 1_000_000, `${conn!.buffered_bytes()} bytes not taken`);
+    assert.equal((await speechRows(stack, workspaceId))[0]!.status, 'held');
+    socket.resume();
+    const done = await c.done('slow', 60_000);
+    assert.equal(done['characters'], 10_000);
+    assert.deepEqual(c.audio('slow'), spokenPcm(VOICE, [text + text]));
+    const rows = await speechRows(stack, workspaceId);
+    assert.deepEqual(
+      rows.map((r) => [r.status, r.characters, r.charges, r.charged_micro_eur]),
+      [['delivered', 10_000, 1, cost(10_000)]],
+    );
     c.close();
     await assertAuditHolds(stack);
   });
