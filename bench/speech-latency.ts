@@ -10,6 +10,9 @@
 //   - WebSocket: a context on an open GET /v2/audio/speech/stream against a connection of the fake's
 //     stream-input opened for it (the service opens one per context, so the direct figure opens one too);
 //     the clock runs from the message to the first and the last audio message.
+//   - WebSocket with a Cartesia voice: a context on an open speech socket (which keeps one connection to
+//     Cartesia's WebSocket, its fake's here, with the same delay) against a context on a connection to the
+//     fake's /tts/websocket kept open by each speaker, as the service keeps its own.
 //
 // The difference is what the service adds: authentication, the hold (a PostgreSQL transaction) before the
 // provider is asked, and the relay. Target: at most 5 ms at p50 and 20 ms at p99 on the first byte. Each
@@ -17,7 +20,9 @@
 import http from 'node:http';
 import type { ChildProcess } from 'node:child_process';
 import WebSocket from 'ws';
-import { startElevenLabsFake, type ElevenLabsFake } from '../test/fakes/elevenlabs-fake.js';
+import { startElevenLabsFake, STREAM_CHUNK_INTERVAL_MS, type ElevenLabsFake } from '../test/fakes/elevenlabs-fake.js';
+import { startCartesiaFake, type CartesiaFake } from '../test/fakes/cartesia-fake.js';
+import { CARTESIA_PRESET_VOICES, CARTESIA_SAMPLE_RATE_HZ } from '../src/providers/voice/cartesia.js';
 import { killAll, startEntryProcess } from '../test/helpers/processes.js';
 import { freePort } from '../test/helpers/infra.js';
 import type { Infra } from '../test/helpers/infra.js';
@@ -31,6 +36,7 @@ export const SPEECH_PROVIDER_DELAY_MS = 100;
 /** What each request speaks: 100 characters (5 s of audio at the fake's 50 ms a character). */
 const TEXT = 'The quick brown fox jumps over the lazy dog while the bench counts milliseconds, one by one, twice. ';
 const VOICE = 'JBFqnCBsd6RMkjVDRZzb';
+const CARTESIA_VOICE = CARTESIA_PRESET_VOICES[0];
 /** Speakers at once, and the requests each series times. */
 const CONCURRENCIES = [1, 50];
 const REQUESTS: Record<number, number> = { 1: 40, 50: 200 };
@@ -44,7 +50,7 @@ interface Timing {
 }
 
 export interface SpeechSeries {
-  way: 'http' | 'websocket';
+  way: 'http' | 'websocket' | 'websocket cartesia';
   concurrency: number;
   through: Timing[];
   direct: Timing[];
@@ -76,7 +82,7 @@ function timedPost(url: string, headers: Record<string, string>, body: string): 
 }
 
 /** One context on an open speech socket: the time from its message to its first and its last audio. */
-function timedContext(ws: WebSocket, context_id: string): Promise<Timing> {
+function timedContext(ws: WebSocket, context_id: string, voice = VOICE): Promise<Timing> {
   return new Promise((resolve, reject) => {
     let first_ms = -1;
     let last_ms = -1;
@@ -96,7 +102,54 @@ function timedContext(ws: WebSocket, context_id: string): Promise<Timing> {
       }
     };
     ws.on('message', onMessage);
-    ws.send(JSON.stringify({ context_id, voice: VOICE, text: TEXT }));
+    ws.send(JSON.stringify({ context_id, voice, text: TEXT }));
+  });
+}
+
+/** A connection straight to the Cartesia fake's WebSocket, open. */
+async function openCartesia(fake: CartesiaFake): Promise<WebSocket> {
+  const ws = new WebSocket(`${fake.url.replace(/^http/, 'ws')}/tts/websocket`, {
+    headers: { authorization: `Bearer ${fake.apiKey}`, 'cartesia-version': '2026-03-01' },
+    perMessageDeflate: false,
+  });
+  await new Promise<void>((resolve, reject) => {
+    ws.once('open', () => resolve());
+    ws.once('error', reject);
+  });
+  return ws;
+}
+
+/** One context on an open connection to the Cartesia fake: the time from its input to its first and last chunk. */
+function timedCartesiaContext(ws: WebSocket, context_id: string): Promise<Timing> {
+  return new Promise((resolve, reject) => {
+    let first_ms = -1;
+    let last_ms = -1;
+    const t0 = process.hrtime.bigint();
+    const onMessage = (data: WebSocket.RawData) => {
+      const m = JSON.parse(data.toString()) as { type: string; context_id: string; message?: string };
+      if (m.context_id !== context_id) return;
+      if (m.type === 'chunk') {
+        last_ms = since(t0);
+        if (first_ms < 0) first_ms = last_ms;
+      } else if (m.type === 'error' || m.type === 'done') {
+        ws.off('message', onMessage);
+        if (m.type === 'error') reject(new Error(m.message));
+        else resolve({ first_ms, last_ms });
+      }
+    };
+    ws.on('message', onMessage);
+    ws.send(
+      JSON.stringify({
+        context_id,
+        model_id: 'sonic-3',
+        voice: { mode: 'id', id: CARTESIA_VOICE },
+        output_format: { container: 'raw', encoding: 'pcm_s16le', sample_rate: CARTESIA_SAMPLE_RATE_HZ },
+        language: 'en',
+        add_timestamps: true,
+        transcript: TEXT,
+        continue: false,
+      }),
+    );
   });
 }
 
@@ -163,19 +216,24 @@ async function series(n: number, concurrency: number, one: (speaker: number, i: 
 
 export async function benchSpeechLatency(infra: Infra, log: Log): Promise<SpeechSeries[]> {
   const fake = await startElevenLabsFake();
+  const cartesia = await startCartesiaFake();
+  cartesia.ws.firstAudioDelayMs = SPEECH_PROVIDER_DELAY_MS;
+  cartesia.ws.chunkIntervalMs = STREAM_CHUNK_INTERVAL_MS;
   fake.streamInput.firstAudioDelayMs = SPEECH_PROVIDER_DELAY_MS;
   fake.fail('stream', { delayMs: SPEECH_PROVIDER_DELAY_MS }, 1_000_000);
   const port = await freePort();
   const { env } = await subjectEnv(infra, 'product', {
     PORT: String(port),
-    VOICE_PROVIDER: 'elevenlabs',
+    VOICE_PROVIDERS: 'elevenlabs,cartesia',
     ELEVENLABS_API_KEY: fake.apiKey,
     ELEVENLABS_BASE_URL: fake.url,
+    CARTESIA_API_KEY: cartesia.apiKey,
+    CARTESIA_BASE_URL: cartesia.url,
   });
   const children: ChildProcess[] = [];
   const out: SpeechSeries[] = [];
   try {
-    log('phase 8: starting an API process with ElevenLabs (its fake) as the voice provider');
+    log('phase 8: starting an API process with ElevenLabs and Cartesia (their fakes) as the voice providers');
     await startEntryProcess({ env }, 'api', { track: children });
     const api = `http://127.0.0.1:${port}`;
     // A workspace per speaker: a workspace's holds take its balance's lock one at a time, which is the
@@ -221,12 +279,30 @@ export async function benchSpeechLatency(infra: Infra, log: Log): Promise<Speech
         wErrors += a.errors + b.errors;
         wFirst ??= a.first_error ?? b.first_error;
       }
-      for (const s of sockets) s.close();
       out.push({ way: 'websocket', concurrency, through: wt, direct: wd, errors: wErrors, first_error: wFirst });
+
+      log(`phase 8: WebSocket with a Cartesia voice, ${concurrency} at once`);
+      const straight = await Promise.all(Array.from({ length: concurrency }, () => openCartesia(cartesia)));
+      await series(WARMUP, Math.min(concurrency, WARMUP), (s) => timedContext(sockets[s]!, `w${ctx++}`, CARTESIA_VOICE));
+      await series(WARMUP, Math.min(concurrency, WARMUP), (s) => timedCartesiaContext(straight[s]!, `w${ctx++}`));
+      const ct: Timing[] = [];
+      const cd: Timing[] = [];
+      let cErrors = 0;
+      let cFirst: string | null = null;
+      for (let round = 0; round < 4; round++) {
+        const a = await series(n / 4, concurrency, (s) => timedContext(sockets[s]!, `c${ctx++}`, CARTESIA_VOICE));
+        const b = await series(n / 4, concurrency, (s) => timedCartesiaContext(straight[s]!, `d${ctx++}`));
+        ct.push(...a.timings);
+        cd.push(...b.timings);
+        cErrors += a.errors + b.errors;
+        cFirst ??= a.first_error ?? b.first_error;
+      }
+      for (const s of [...sockets, ...straight]) s.close();
+      out.push({ way: 'websocket cartesia', concurrency, through: ct, direct: cd, errors: cErrors, first_error: cFirst });
     }
   } finally {
     killAll(children);
-    await fake.close();
+    await Promise.all([fake.close(), cartesia.close()]);
   }
   return out;
 }
@@ -236,8 +312,8 @@ const sortedOf = (t: Timing[], k: keyof Timing) => t.map((x) => x[k]).sort((a, b
 
 export function formatSpeechLatency(list: SpeechSeries[]): string {
   const lines = [
-    `8. speech: time to first and last audio byte, through the service and straight to the provider (its fake, ${SPEECH_PROVIDER_DELAY_MS} ms to first audio)`,
-    `   ${'way'.padEnd(10)} ${'speakers'.padStart(8)}  ${'n'.padStart(4)}  ${'first p50'.padStart(22)}  ${'first p99'.padStart(22)}  ${'last p50'.padStart(15)}  added to first p50 / p99 (target <= ${SPEECH_TARGETS_MS.p50} / ${SPEECH_TARGETS_MS.p99} ms)`,
+    `8. speech: time to first and last audio byte, through the service and straight to the provider (ElevenLabs' or Cartesia's fake, ${SPEECH_PROVIDER_DELAY_MS} ms to first audio)`,
+    `   ${'way'.padEnd(18)} ${'speakers'.padStart(8)}  ${'n'.padStart(4)}  ${'first p50'.padStart(22)}  ${'first p99'.padStart(22)}  ${'last p50'.padStart(15)}  added to first p50 / p99 (target <= ${SPEECH_TARGETS_MS.p50} / ${SPEECH_TARGETS_MS.p99} ms)`,
   ];
   for (const s of list) {
     const tf = sortedOf(s.through, 'first_ms');
@@ -246,7 +322,7 @@ export function formatSpeechLatency(list: SpeechSeries[]): string {
     const dl = sortedOf(s.direct, 'last_ms');
     const pair = (a: number, b: number) => `${ms(a)} vs ${ms(b)} ms`;
     lines.push(
-      `   ${s.way.padEnd(10)} ${String(s.concurrency).padStart(8)}  ${String(tf.length).padStart(4)}  ` +
+      `   ${s.way.padEnd(18)} ${String(s.concurrency).padStart(8)}  ${String(tf.length).padStart(4)}  ` +
         `${pair(percentile(tf, 50), percentile(df, 50)).padStart(22)}  ${pair(percentile(tf, 99), percentile(df, 99)).padStart(22)}  ` +
         `${pair(percentile(tl, 50), percentile(dl, 50)).padStart(15)}  ` +
         `+${ms(percentile(tf, 50) - percentile(df, 50))} / +${ms(percentile(tf, 99) - percentile(df, 99))} ms` +

@@ -1,20 +1,47 @@
 // An utterance whose text arrives piece by piece (a WebSocket context, ./speech-socket.ts), at a provider.
-// A provider with streaming input of its own (ElevenLabs' stream-input) opens it there (`openContext`);
-// the others are asked segment by segment: each text the client sends is one synthesis, streamed, spoken
-// in order after the one before. A segment counts as spoken once its first audio arrived: the provider
-// has then taken (and bills) the whole of it.
+// A provider that carries several utterances over one connection (Cartesia's WebSocket of contexts) has one
+// such connection per speech socket, opened with the socket's first context for it and closed with the
+// socket (ContextConnections). A provider with streaming input of its own per utterance (ElevenLabs'
+// stream-input) opens it there (`openContext`). The others are asked segment by segment: each text the client
+// sends is one synthesis, streamed, spoken in order after the one before. A segment counts as spoken once its
+// first audio arrived: the provider has then taken (and bills) the whole of it.
 import type {
   ContextPiece,
+  ProviderContextConnection,
   ProviderSpeechContext,
   SpeechContextRequest,
   TimedSpeechPiece,
   VoiceProvider,
-  WordTimestamps,
 } from '../providers/voice/types.js';
+import { shiftedWords } from '../providers/voice/speech-pieces.js';
 
 /** The provider's context for `req`: its own when it has one, else segments. */
 export function openSpeechContext(provider: VoiceProvider, req: SpeechContextRequest): ProviderSpeechContext {
   return provider.openContext ? provider.openContext(req) : segmentedContext(provider, req);
+}
+
+/** A speech socket's connections to the providers that carry several contexts over one, by provider name. */
+export class ContextConnections {
+  private readonly byProvider = new Map<string, ProviderContextConnection>();
+  private closed = false;
+
+  /** A context at `provider`: over this socket's connection to it (a new one if it has none, or it failed), or as openSpeechContext. */
+  open(provider: VoiceProvider, req: SpeechContextRequest): ProviderSpeechContext {
+    if (!provider.openContextConnection || this.closed) return openSpeechContext(provider, req);
+    let conn = this.byProvider.get(provider.name);
+    if (!conn?.usable) {
+      conn = provider.openContextConnection();
+      this.byProvider.set(provider.name, conn);
+    }
+    return conn.openContext(req);
+  }
+
+  /** Closes every connection (once the socket's contexts are settled). */
+  close(): void {
+    this.closed = true;
+    for (const c of this.byProvider.values()) c.close();
+    this.byProvider.clear();
+  }
 }
 
 /** The PCM of one segment with its words' timings when the provider times them, streamed when it streams, else whole. */
@@ -27,13 +54,6 @@ async function* segmentAudio(provider: VoiceProvider, req: SpeechContextRequest,
   }
   yield { pcm: (await provider.synthesize({ ...r, format: 'pcm' })).audio };
 }
-
-/** Timings of a segment's words, moved to count from the start of the utterance. */
-const shifted = (w: WordTimestamps, by_s: number): WordTimestamps => ({
-  words: w.words,
-  start_s: w.start_s.map((s) => Math.round((s + by_s) * 1000) / 1000),
-  end_s: w.end_s.map((s) => Math.round((s + by_s) * 1000) / 1000),
-});
 
 export function segmentedContext(provider: VoiceProvider, req: SpeechContextRequest): ProviderSpeechContext {
   const segments: string[] = [];
@@ -61,7 +81,7 @@ export function segmentedContext(provider: VoiceProvider, req: SpeechContextRequ
           spoken += [...text].length;
           yield { spoken_characters: spoken };
         }
-        if ('words' in piece) yield { words: shifted(piece.words, start_s) };
+        if ('words' in piece) yield { words: shiftedWords(piece.words, start_s) };
         else if (piece.pcm.length > 0) {
           audio_bytes += piece.pcm.length;
           yield { pcm: piece.pcm };

@@ -30,6 +30,7 @@ import type { ApiKeyPrincipal } from '../account/workspaces.js';
 import { activeKeyPrincipal, SPEECH_TOKEN_CHARS_MAX, type SpeechTokens } from './speech-tokens.js';
 import type { SpeechService } from './speech.js';
 import { errorMessage, Utterance, type UtteranceEvents } from './speech-utterance.js';
+import { ContextConnections } from './speech-contexts.js';
 
 export const SPEECH_SOCKET_PATH = '/v2/audio/speech/stream';
 
@@ -211,6 +212,8 @@ export class SpeechSocketServer {
 /** One client's socket: its contexts, its limits. */
 class SpeechSocketSession {
   private readonly utterances = new Map<string, Utterance>();
+  /** This socket's connections to providers that carry several contexts over one (Cartesia's). */
+  private readonly connections = new ContextConnections();
   private last_activity_ms = performance.now();
   private readonly idleTimer: NodeJS.Timeout;
   private tokens = MESSAGES_BURST;
@@ -309,6 +312,7 @@ class SpeechSocketSession {
       open: () => this.open,
       touch: () => this.touch(),
       ended: () => this.utterances.delete(m.context_id),
+      openContext: (provider, req) => this.connections.open(provider, req),
     };
     const utterance = new Utterance(m.context_id, this.principal, this.deps, events);
     this.utterances.set(m.context_id, utterance);
@@ -317,8 +321,10 @@ class SpeechSocketSession {
 
   private onClose(): void {
     clearInterval(this.idleTimer);
-    // Dropped: every context stops, settled for what was spoken.
+    // Dropped: every context stops, settled for what was spoken; then the provider connections close.
+    const settled = [...this.utterances.values()].map((u) => u.settled);
     for (const u of this.utterances.values()) u.cancel();
+    void Promise.all(settled).then(() => this.connections.close());
   }
 
   /** Closes the socket (going away) and waits for its contexts to settle. */

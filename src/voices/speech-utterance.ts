@@ -20,10 +20,9 @@ import { microEurToEur } from '../money.js';
 import { creditsCharged } from '../metrics.js';
 import type { ApiKeyPrincipal } from '../account/workspaces.js';
 import { speechCostMicroEur, type SpeechModel } from '../models/catalog.js';
-import type { ProviderSpeechContext, VoiceProvider } from '../providers/voice/types.js';
+import type { ProviderSpeechContext, SpeechContextRequest, VoiceProvider } from '../providers/voice/types.js';
 import { growSpeechHold, holdSpeech, recordSpokenSpeech, settleSpokenSpeech } from './speech-billing.js';
 import { countCharacters } from './speech.js';
-import { openSpeechContext } from './speech-contexts.js';
 import type { SpeechSocketDeps, SpeechTextMessage } from './speech-socket.js';
 
 /** The server's `error` message of the socket; `context_id` null when the message itself could not be read. */
@@ -45,6 +44,8 @@ export interface UtteranceEvents {
   touch(): void;
   /** The utterance is over (settled, or never opened): its context_id may be used again. */
   ended(): void;
+  /** The utterance at its provider (over the socket's connection to it, for a provider that carries several: ./speech-contexts.ts). */
+  openContext(provider: VoiceProvider, req: SpeechContextRequest): ProviderSpeechContext;
 }
 
 interface Opened {
@@ -143,7 +144,7 @@ export class Utterance {
     this.checkLength(characters, 0);
     const u = await this.deps.speech.resolveUtterance(this.principal, { model: m.model, voice: m.voice });
     // The provider's connection opens while the hold is taken (no text goes to it before the hold is).
-    const context = openSpeechContext(u.provider, { model: u.model.id, voice_id: u.voice_id });
+    const context = this.events.openContext(u.provider, { model: u.model.id, voice_id: u.voice_id });
     const speechRequestId = randomUUID();
     const held = await holdSpeech(this.deps.db, {
       speechRequestId,

@@ -6,6 +6,7 @@
 //   https://docs.cartesia.ai/api-reference/voices/delete   DELETE /voices/{id} -> 204
 //   https://docs.cartesia.ai/api-reference/tts/bytes       POST /tts/bytes -> the audio bytes, streamed
 //   https://docs.cartesia.ai/api-reference/tts/sse         POST /tts/sse -> events chunk / timestamps / done / error
+//   https://docs.cartesia.ai/api-reference/tts/websocket   GET /tts/websocket (./cartesia-websocket-fake.ts, `ws`)
 //
 //   POST   /voices/clone   `clip` (required, one audio file), `name` (required), `language` (required), `description`
 //                          -> 200 voice metadata {"id", "user_id", "name", "description", "language", "created_at", ...}
@@ -28,6 +29,7 @@ import express, { type Request, type Response } from 'express';
 import multer from 'multer';
 import { CARTESIA_PRESET_VOICES } from '../../src/providers/voice/cartesia.js';
 import { closeServer, listenOnLoopback } from './fake-http.js';
+import { attachCartesiaWebSocket, type CartesiaWsFake } from './cartesia-websocket-fake.js';
 import { fakeSpeechPcm, multipartParts, type Fault, type RecordedFile, type RecordedRequest } from './elevenlabs-fake.js';
 
 export type CartesiaRoute = 'clone' | 'delete' | 'bytes' | 'sse';
@@ -44,6 +46,8 @@ export interface CartesiaFake {
   voices: Map<string, { id: string; name: string; language: string; clip: RecordedFile }>;
   fail(route: CartesiaRoute, fault: Fault, times?: number): void;
   requestsTo(route: CartesiaRoute): RecordedRequest[];
+  /** The WebSocket of contexts (GET /tts/websocket). */
+  ws: CartesiaWsFake;
   close(): Promise<void>;
 }
 
@@ -265,6 +269,13 @@ export async function startCartesiaFake(opts: { apiKey?: string; concurrency?: n
   });
 
   const server = http.createServer(app);
+  const ws = attachCartesiaWebSocket(server, {
+    apiKey,
+    models: MODELS,
+    hasVoice: (id) => voices.has(id) || (CARTESIA_PRESET_VOICES as readonly string[]).includes(id),
+    pcm: fakeSpeechPcm,
+    wordTimes: fakeWordTimes,
+  });
   const url = await listenOnLoopback(server);
   return {
     url,
@@ -277,6 +288,10 @@ export async function startCartesiaFake(opts: { apiKey?: string; concurrency?: n
     requestsTo(route) {
       return requests.filter((r) => r.cartesiaRoute === route);
     },
-    close: () => closeServer(server),
+    ws,
+    close: () => {
+      ws.close();
+      return closeServer(server);
+    },
   };
 }

@@ -2,7 +2,7 @@
 // the handshake and messages sent, audio and word timestamps relayed as they come, and the money: the
 // characters charged are the characters the provider spoke, once per context, whether the utterance
 // ends, is cancelled or is broken off by the provider. Cartesia beside it (VOICE_PROVIDERS): a context
-// with a Cartesia voice is spoken by Cartesia, text by text over its timed stream (/tts/sse).
+// with a Cartesia voice is spoken by Cartesia, over its WebSocket of contexts (speech-ws.cartesia.test.ts).
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { assertAuditHolds, balanceMicro, newCustomer, startStack, type Stack } from '../helpers/stack.js';
@@ -158,18 +158,22 @@ describe('ElevenLabs stream-input', () => {
   test("a Cartesia voice and an ElevenLabs voice on one socket: each context spoken by its voice's provider", async () => {
     const { key, workspaceId } = await newCustomer(stack, 10);
     const c = await connect(wsUrl(stack), key);
-    const before = cartesia.requestsTo('sse').length;
+    const from = cartesia.ws.connections.length;
     c.send({ context_id: 'car', voice: CARTESIA_PRESET_VOICES[0], text: 'Spoken by Cartesia, ', continue: true });
     c.send({ context_id: 'eleven', voice: VOICE, text: 'Spoken by ElevenLabs.' });
     c.send({ context_id: 'car', text: 'in two texts.' });
     const [car, eleven] = await Promise.all([c.done('car'), c.done('eleven')]);
     assertNoError(c);
     assert.equal(c.messages.find((m) => m.type === 'context' && m.context_id === 'car')!['model'], 'sonic-3');
-    const sent = cartesia
-      .requestsTo('sse')
-      .slice(before)
-      .map((r) => (r.json as { transcript: string }).transcript);
-    assert.deepEqual(sent, ['Spoken by Cartesia, ', 'in two texts.'], 'each text its own timed synthesis, in order');
+    const conns = cartesia.ws.connections.slice(from);
+    assert.equal(conns.length, 1, "one connection to Cartesia's WebSocket");
+    const sent = conns[0]!.messages.map((m) => m['transcript'] as string);
+    assert.deepEqual(sent, ['Spoken by Cartesia, ', 'in two texts.'], 'each text an input of one Cartesia context, in order');
+    assert.deepEqual(
+      conns[0]!.messages.map((m) => m['continue']),
+      [true, false],
+    );
+    assert.equal(cartesia.requestsTo('sse').length, 0, 'no HTTP synthesis');
     assert.equal(car['characters'], [...sent.join('')].length);
     assert.equal(eleven['characters'], 21);
     const words = c.messages.filter((m) => m.type === 'word_timestamps' && m.context_id === 'car').flatMap((m) => m['words']);

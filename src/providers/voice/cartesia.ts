@@ -6,6 +6,7 @@
 //   https://docs.cartesia.ai/api-reference/voices/delete        (DELETE /voices/{id})
 //   https://docs.cartesia.ai/api-reference/tts/bytes            (POST /tts/bytes)
 //   https://docs.cartesia.ai/api-reference/tts/sse              (POST /tts/sse, word timestamps)
+//   https://docs.cartesia.ai/api-reference/tts/websocket        (GET /tts/websocket: ./cartesia-websocket.ts)
 //
 //   clone   POST   /voices/clone     multipart/form-data: `clip` (one audio file), `name`, `language`
 //                                    -> 200 voice metadata {"id", "name", "language", ...}
@@ -37,12 +38,12 @@
 // Cartesia takes one clip per clone: of several samples, the largest is sent. Speech is requested as 16-bit
 // mono PCM at CARTESIA_SAMPLE_RATE_HZ. The API key is a private field, sent in the header only, scrubbed
 // from every message.
-import { ERROR_BODY_BYTES_MAX, clipMessage, isJsonObject, parseJsonBody, readCapped, readPrefix, retryAfterMs } from '../http-body.js';
+import { ERROR_BODY_BYTES_MAX, isJsonObject, parseJsonBody, readCapped, readPrefix } from '../http-body.js';
 import { pcmToWav } from '../../media/wav.js';
 import {
-  VoiceProviderCallError,
   VoiceProviderError,
   type ClonedVoice,
+  type ProviderContextConnection,
   type SpeechRequest,
   type SynthesizedSpeech,
   type TimedSpeechPiece,
@@ -52,17 +53,27 @@ import {
 import { credential, hideSecret, secureEndpoint, voiceProvider } from '../descriptor.js';
 import { ConfigError } from '../../config-error.js';
 import { wholeSamples } from './speech-pieces.js';
+import { CartesiaConnection } from './cartesia-websocket.js';
+import {
+  CARTESIA_SAMPLE_RATE_HZ,
+  CartesiaError,
+  LABELS,
+  cartesiaRefusal,
+  cartesiaSpeed,
+  readWordTimestamps,
+  providerSaid,
+  saidOf,
+  type CartesiaOperation,
+} from './cartesia-wire.js';
+
+export { CARTESIA_SAMPLE_RATE_HZ, CartesiaError, providerSaid, type CartesiaOperation };
 import { z } from 'zod';
 
 export const CARTESIA_DEFAULT_BASE_URL = 'https://api.cartesia.ai';
 export const CARTESIA_DEFAULT_VERSION = '2026-03-01';
-export const CARTESIA_SAMPLE_RATE_HZ = 24_000;
 export const CARTESIA_PCM_CONTENT_TYPE = `audio/pcm;rate=${CARTESIA_SAMPLE_RATE_HZ};channels=1;encoding=s16le`;
 /** The most audio a synthesis takes (and the most of any body read): 30 minutes of PCM. */
 export const CARTESIA_SPEECH_BYTES_MAX = 30 * 60 * CARTESIA_SAMPLE_RATE_HZ * 2;
-/** The speeds `generation_config.speed` takes (Sonic 3); ours (0.25 to 4) are brought within them. */
-const SPEED_MIN = 0.6;
-const SPEED_MAX = 1.5;
 
 /** Cartesia's stock voices, usable by every account without cloning. */
 export const CARTESIA_PRESET_VOICES = [
@@ -71,14 +82,7 @@ export const CARTESIA_PRESET_VOICES = [
   '694f9389-aac1-45b6-b726-9d9369183238',
 ] as const;
 
-export type CartesiaOperation = 'clone' | 'delete' | 'speech';
-
 export const CARTESIA_DEFAULT_TIMEOUTS_MS: Readonly<Record<CartesiaOperation, number>> = { clone: 60_000, delete: 20_000, speech: 120_000 };
-
-const LABELS: Readonly<Record<CartesiaOperation, string>> = { clone: 'voice cloning', delete: 'voice deletion', speech: 'text to speech' };
-
-/** A VoiceProviderError with what Cartesia said: its HTTP status, its error code, its Retry-After. */
-export class CartesiaError extends VoiceProviderCallError {}
 
 export interface CartesiaOptions {
   apiKey: string;
@@ -161,8 +165,13 @@ export class CartesiaVoiceProvider implements VoiceProvider {
     return this.streamed('/tts/sse', this.ttsInit(req, true), (bytes) => this.sseEvents(bytes));
   }
 
+  /** A connection to Cartesia's WebSocket, carrying a speech socket's contexts (./cartesia-websocket.ts). */
+  openContextConnection(): ProviderContextConnection {
+    return new CartesiaConnection({ baseUrl: this.baseUrl, apiKey: this.#apiKey, version: this.version, language: this.language });
+  }
+
   private ttsInit(req: Omit<SpeechRequest, 'format'>, timed: boolean): Init {
-    const speed = req.speed === undefined || req.speed === 1 ? undefined : Math.min(SPEED_MAX, Math.max(SPEED_MIN, req.speed));
+    const speed = cartesiaSpeed(req.speed);
     const body = {
       model_id: req.model,
       transcript: req.text,
@@ -287,33 +296,7 @@ export class CartesiaVoiceProvider implements VoiceProvider {
 
   /** The error for a refusal with `status` (see the table at the top). */
   private said(op: CartesiaOperation, status: number, said: { code?: string; message?: string }, retryAfter: string | null): CartesiaError {
-    const retry_after_ms = retryAfterMs(retryAfter);
-    const retryAfterSeconds = retry_after_ms === undefined ? undefined : Math.ceil(retry_after_ms / 1000);
-    const details = {
-      status,
-      ...(said.code ? { code: said.code } : {}),
-      ...(retryAfterSeconds !== undefined ? { retryAfterSeconds } : {}),
-    };
-    if (status === 401 || status === 403) {
-      const message = `the voice provider refused the service's credentials (HTTP ${status}); an operator must check CARTESIA_API_KEY`;
-      return new CartesiaError('unavailable', message, details, 'credentials');
-    }
-    if (status === 402) {
-      const message = `Cartesia refused the ${LABELS[op]}: the account's credits are used up (HTTP 402)${said.message ? `: ${said.message}` : ''}`;
-      return new CartesiaError('unavailable', this.scrub(message), details, 'quota_exhausted');
-    }
-    if (status >= 400 && status < 500 && status !== 408 && status !== 429) {
-      return new CartesiaError('rejected', this.scrub(said.message ?? `Cartesia refused the ${LABELS[op]} (HTTP ${status})`), details);
-    }
-    const what =
-      status >= 300 && status < 400
-        ? `redirected the ${LABELS[op]} (HTTP ${status}; not followed)`
-        : `answered HTTP ${status} to the ${LABELS[op]}`;
-    const message =
-      `Cartesia ${what}${said.code ? ` (${said.code})` : ''}` +
-      (said.message ? `: ${said.message}` : '') +
-      (retryAfterSeconds !== undefined ? `; retry after ${retryAfterSeconds} s` : '');
-    return new CartesiaError('unavailable', this.scrub(message), details);
+    return cartesiaRefusal(op, status, said, retryAfter, (m) => this.scrub(m));
   }
 
   private scrub(message: string): string {
@@ -343,35 +326,8 @@ async function* bodyBytes(reader: ReadableStreamDefaultReader<Uint8Array>, trans
   }
 }
 
-/** `word_timestamps` of a timestamps event, as ours; null when it is not the documented shape. */
-function readWordTimestamps(v: unknown): { words: string[]; start_s: number[]; end_s: number[] } | null {
-  if (!isJsonObject(v)) return null;
-  const { words, start, end } = v;
-  const numbers = (a: unknown): a is number[] => Array.isArray(a) && a.every((x) => typeof x === 'number' && Number.isFinite(x));
-  if (!Array.isArray(words) || !words.every((w) => typeof w === 'string') || !numbers(start) || !numbers(end)) return null;
-  if (start.length !== words.length || end.length !== words.length || words.length === 0) return null;
-  return { words: words as string[], start_s: start, end_s: end };
-}
-
 const malformed = (op: CartesiaOperation, status: number, what: string) =>
   `Cartesia answered the ${LABELS[op]} with HTTP ${status} but an unexpected body (${what})`;
-
-/** The code and message of an error object `{"error_code", "title", "message"}`. */
-function saidOf(o: Record<string, unknown>): { code?: string; message?: string } {
-  const code = typeof o['error_code'] === 'string' ? o['error_code'] : undefined;
-  const text = typeof o['message'] === 'string' && o['message'].trim() ? o['message'] : typeof o['title'] === 'string' ? o['title'] : '';
-  return { ...(code ? { code } : {}), ...(text ? { message: clipMessage(text) } : {}) };
-}
-
-/** Cartesia's code and message from an error body: its JSON error object, or an older version's plain text. */
-export function providerSaid(body: Buffer): { code?: string; message?: string } {
-  const json = parseJsonBody(body);
-  if (isJsonObject(json)) return saidOf(json);
-  const text = body.toString('utf8').trim();
-  // eslint-disable-next-line no-control-regex
-  if (json !== undefined || text.length === 0 || text.startsWith('<') || /[\x00-\x08]/.test(text)) return {};
-  return { message: clipMessage(text) };
-}
 
 /** The Cartesia voice provider's settings (VOICE_PROVIDERS lists cartesia). */
 export interface CartesiaConfig {

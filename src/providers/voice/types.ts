@@ -76,6 +76,12 @@ export interface VoiceProvider {
    * input when it has one. Providers without it are asked segment by segment (src/voices/speech-contexts.ts).
    */
   openContext?(req: SpeechContextRequest): ProviderSpeechContext;
+  /**
+   * A connection carrying several utterances at once (Cartesia's WebSocket of contexts): a speech socket
+   * opens one per provider it speaks with, its contexts over it, and closes it when it closes. Preferred to
+   * `openContext` when both exist.
+   */
+  openContextConnection?(): ProviderContextConnection;
   /** The sample rate of this provider's PCM (its descriptor's pcm_rate_hz); null for `none`, which speaks nothing. */
   readonly pcm_rate_hz: number | null;
 }
@@ -169,4 +175,13 @@ export interface ProviderSpeechContext {
   cancel(): void;
   /** Ends when the utterance is spoken (or cancelled); throws a VoiceProviderError when the provider failed. */
   readonly pieces: AsyncIterable<ContextPiece>;
+}
+
+/** One connection to a provider carrying several utterances (its contexts), each a ProviderSpeechContext. */
+export interface ProviderContextConnection {
+  /** False once the connection failed or was closed: a new utterance needs a new connection. */
+  readonly usable: boolean;
+  openContext(req: SpeechContextRequest): ProviderSpeechContext;
+  /** Closes the connection; contexts still open over it end (failed, unless cancelled first). */
+  close(): void;
 }
