@@ -6,9 +6,13 @@
 // the row was marked leaves it pending, and the next start gets the same PaymentIntent back, so a crossing
 // is never paid twice. The PaymentIntent is credited when Stripe sends payment_intent.succeeded
 // (./service.ts). A payment that fails (declined now, or payment_intent.payment_failed later) is not
-// tried again: automatic top-up is turned off, the account says why, and the webhook event
-// billing.auto_top_up_failed is recorded with it. Charging a saved card off-session:
-// https://docs.stripe.com/payments/save-during-payment#charge-saved-payment-method
+// tried again: automatic top-up is turned off, the account says why (Stripe's message and code), and the
+// webhook event billing.auto_top_up_failed is recorded with it. Charging a saved card off-session:
+// https://docs.stripe.com/payments/save-during-payment#charge-saved-payment-method; a payment refused at
+// once is a 402 card_error (card_declined, or authentication_required when the bank wants the customer)
+// carrying the PaymentIntent, left in requires_payment_method (https://docs.stripe.com/payments/save-and-reuse,
+// https://docs.stripe.com/api/errors): that PaymentIntent is kept with the top-up, and Stripe's later
+// payment_intent.payment_failed about it changes nothing more.
 import type { Logger } from 'pino';
 import type Stripe from 'stripe';
 import { inTransaction, type Db, type Tx } from '../db/pool.js';
@@ -28,16 +32,24 @@ interface PendingTopUp {
 /** The errors of Stripe that say the payment itself was refused (not that Stripe could not be reached). */
 const REFUSED = new Set(['StripeCardError', 'StripeInvalidRequestError', 'StripePermissionError', 'StripeIdempotencyError']);
 
+/** What Stripe said of a payment refused (an error, or a PaymentIntent's last_payment_error): its message and codes. */
+export function refusalMessage(e: { message?: string | undefined; code?: string | undefined; decline_code?: string | undefined }): string {
+  const codes = [...new Set([e.code, e.decline_code].filter((c): c is string => typeof c === 'string' && c !== ''))];
+  const message = e.message || 'the payment failed';
+  return codes.length ? `${message} (${codes.join(', ')})` : message;
+}
+
 /**
- * Marks a top-up failed (if it was still in flight), turns automatic top-up off saying why, and records
- * billing.auto_top_up_failed for the workspace's endpoints, in one transaction. True when it changed something.
+ * Marks a top-up failed (if it was still in flight), keeping its PaymentIntent if it had none yet, turns
+ * automatic top-up off saying why, and records billing.auto_top_up_failed for the workspace's endpoints, in
+ * one transaction. True when it changed something.
  */
 export async function autoTopUpFailed(
   tx: Tx,
   f: { topUpId?: string; paymentIntentId?: string; workspaceId: string; message: string },
 ): Promise<boolean> {
   const r = await tx.query<{ id: string; ledger_entry_id: number; amount_micro_eur: number; payment_intent_id: string | null }>(
-    `UPDATE auto_top_ups SET status = 'failed', error = $3, updated_at = now()
+    `UPDATE auto_top_ups SET status = 'failed', error = $3, payment_intent_id = COALESCE(payment_intent_id, $2), updated_at = now()
       WHERE CASE WHEN $1::uuid IS NOT NULL THEN id = $1::uuid ELSE payment_intent_id = $2 END
         AND workspace_id = $4 AND status IN ('pending', 'started')
       RETURNING id, ledger_entry_id, amount_micro_eur, payment_intent_id`,
@@ -142,11 +154,20 @@ export class AutoTopUpStarter {
         { idempotencyKey: `auto-top-up-${t.id}` },
       );
     } catch (err) {
-      const type = (err as { type?: string }).type ?? '';
-      if (!REFUSED.has(type)) throw err; // Stripe unreachable: the row stays pending, the next sweep tries again
-      const message = err instanceof Error ? err.message : String(err);
+      const refused = err as { type?: string; message?: string; code?: string; decline_code?: string; payment_intent?: { id?: unknown } };
+      if (!REFUSED.has(refused.type ?? '')) throw err; // Stripe unreachable: the row stays pending, the next sweep tries again
+      const declined = refused.payment_intent?.id;
       const failed = await inTransaction(this.deps.db, (tx) =>
-        autoTopUpFailed(tx, { topUpId: t.id, workspaceId: t.workspace_id, message }),
+        autoTopUpFailed(tx, {
+          topUpId: t.id,
+          ...(typeof declined === 'string' ? { paymentIntentId: declined } : {}),
+          workspaceId: t.workspace_id,
+          message: refusalMessage(refused),
+        }),
+      );
+      this.deps.logger.warn(
+        { workspace_id: t.workspace_id, auto_top_up_id: t.id, payment_intent: declined, code: refused.code },
+        'auto top-up refused by Stripe; automatic top-up turned off',
       );
       if (failed) this.deps.afterFailure?.(t.workspace_id);
       return true;

@@ -3,7 +3,9 @@
 // the crossing's idempotency key: started again after a crash, it is the same payment), and further charges
 // start none until a credit brought the balance back above it; payment_intent.succeeded credits it once; a
 // failed one turns automatic top-up off, says so on the account, records billing.auto_top_up_failed, and
-// no charge starts another. The ledger audit holds after each.
+// no charge starts another. A payment Stripe declines at once (402 card_error to the PaymentIntent's create,
+// answered by the proxy in front of stripe-mock as Stripe documents it) likewise: off, said, told once,
+// nothing credited, never asked again. The ledger audit holds after each.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -11,7 +13,16 @@ import pino from 'pino';
 import { AutoTopUpStarter } from '../../src/payments/auto-top-up.js';
 import { createStripeClient } from '../../src/payments/service.js';
 import { assertAuditHolds, http, newCustomer, simJob, waitForJob, type Stack } from '../helpers/stack.js';
-import { useStripeStack, deliver, eventPayload, paidSession, STRIPE_MOCK_MISSING, stripeId, type StripeMock } from './setup.js';
+import {
+  useStripeStack,
+  deliver,
+  eventPayload,
+  paidSession,
+  STRIPE_MOCK_MISSING,
+  stripeId,
+  type RecordedRequest,
+  type StripeMock,
+} from './setup.js';
 
 type Json = any;
 let mock: StripeMock;
@@ -183,7 +194,7 @@ describe('automatic top-up', { skip: STRIPE_MOCK_MISSING }, () => {
       id: second.id,
       amount_in_euro: 5,
       payment_intent: second.payment_intent_id,
-      message: 'Your card was declined.',
+      message: 'Your card was declined. (card_declined)',
     });
     jobs.push(await spend(c.key, 4));
     await sleep(1_500);
@@ -192,4 +203,130 @@ describe('automatic top-up', { skip: STRIPE_MOCK_MISSING }, () => {
     for (const id of jobs) await waitForJob(stack, c.key, id);
     await assertAuditHolds(stack);
   });
+
+  // Stripe's answer to an off-session PaymentIntent whose payment fails at once: "the request also fails with a
+  // 402 HTTP status code and the status of the PaymentIntent is requires_payment_method", the error's code
+  // card_declined, or authentication_required when the bank asks for the customer
+  // (https://docs.stripe.com/payments/save-and-reuse, charging the saved method off-session). The error
+  // object's fields (type card_error, code, decline_code, message, doc_url, the PaymentIntent and the
+  // PaymentMethod): https://docs.stripe.com/api/errors and https://docs.stripe.com/declines/codes.
+  const DECLINES = {
+    card_declined: { decline_code: 'insufficient_funds', message: 'Your card has insufficient funds.' },
+    authentication_required: {
+      decline_code: 'authentication_required',
+      message: 'Your card was declined. This transaction requires authentication.',
+    },
+  } as const;
+  function declined(code: keyof typeof DECLINES, req: RecordedRequest) {
+    const { decline_code, message } = DECLINES[code];
+    const metadata = Object.fromEntries([...req.form].flatMap(([k, v]) => (k.startsWith('metadata[') ? [[k.slice(9, -1), v]] : [])));
+    const paymentMethod = { id: req.form.get('payment_method'), object: 'payment_method', type: 'card' };
+    const lastPaymentError = {
+      type: 'card_error',
+      code,
+      decline_code,
+      message,
+      doc_url: `https://docs.stripe.com/error-codes/${code.replace('_', '-')}`,
+      payment_method: paymentMethod,
+    };
+    return {
+      status: 402,
+      body: {
+        error: {
+          ...lastPaymentError,
+          charge: stripeId('ch'),
+          payment_intent: {
+            id: stripeId('pi'),
+            object: 'payment_intent',
+            amount: Number(req.form.get('amount')),
+            amount_received: 0,
+            currency: req.form.get('currency'),
+            customer: req.form.get('customer'),
+            status: 'requires_payment_method',
+            last_payment_error: lastPaymentError,
+            metadata,
+          },
+          request_log_url: 'https://dashboard.stripe.com/test/logs/req_declined',
+        },
+      },
+    };
+  }
+
+  for (const code of Object.keys(DECLINES) as (keyof typeof DECLINES)[]) {
+    test(`declined at once (402 ${code}): off, said, told once, nothing credited, never asked again`, async () => {
+      const c = await newCustomer(stack, 0);
+      await deliver(stack.baseUrl, eventPayload('checkout.session.completed', paidSession(c.workspaceId, 10)));
+      assert.equal(
+        (await http(stack.baseUrl, 'POST', '/v2/webhooks', { token: c.key, json: { url: 'http://127.0.0.1:9/h' } })).status,
+        201,
+      );
+      const set = await http(stack.baseUrl, 'PATCH', '/v2/account', {
+        token: c.key,
+        json: { auto_top_up: { threshold_in_euro: 7, amount_in_euro: 5 } },
+      });
+      assert.equal(set.status, 200, JSON.stringify(set.body));
+      const creates = () =>
+        mock.requests.filter(
+          (q) => q.method === 'POST' && q.path === '/v1/payment_intents' && q.form.get('metadata[workspace_id]') === c.workspaceId,
+        );
+      mock.answer = (req) =>
+        req.method === 'POST' && req.path === '/v1/payment_intents' && req.form.get('metadata[workspace_id]') === c.workspaceId
+          ? declined(code, req)
+          : undefined;
+      try {
+        const jobs = [await spend(c.key, 4), await spend(c.key, 4)]; // 10 - 3.2 = 6.8: below 7
+        const [row] = await untilStarted(c.workspaceId, 1);
+        assert.equal(row!.status, 'failed');
+        assert.equal(creates().length, 1);
+        const answered = creates()[0]!.response!;
+        assert.equal(answered.status, 402);
+        const declinedIntent = answered.body.error.payment_intent.id as string;
+        assert.equal(row!.payment_intent_id, declinedIntent, 'the declined PaymentIntent is kept with the top-up');
+
+        const account = await http(stack.baseUrl, 'GET', '/v2/account', { token: c.key });
+        assert.equal(account.body.auto_top_up, null);
+        assert.match(account.body.auto_top_up_error, new RegExp(DECLINES[code].message.replace(/\./g, '\\.')));
+        assert.match(account.body.auto_top_up_error, new RegExp(code));
+        const events = async () =>
+          (
+            await stack.db.query<{ payload: string }>(
+              "SELECT payload FROM webhook_events WHERE workspace_id = $1 AND type = 'billing.auto_top_up_failed'",
+              [c.workspaceId],
+            )
+          ).rows;
+        assert.equal((await events()).length, 1);
+        const event: Json = JSON.parse((await events())[0]!.payload);
+        assert.equal(event.data.id, row!.id);
+        assert.equal(event.data.payment_intent, declinedIntent);
+        assert.equal(event.data.amount_in_euro, 5);
+        assert.match(event.data.message, new RegExp(code));
+
+        // Stripe also sends payment_intent.payment_failed for it: already told, nothing more.
+        const failedEvent = eventPayload('payment_intent.payment_failed', answered.body.error.payment_intent);
+        assert.equal((await deliver(stack.baseUrl, failedEvent)).body.outcome, 'duplicate');
+        assert.equal((await events()).length, 1);
+
+        // Nothing credited; further charges and sweeps ask Stripe nothing more.
+        jobs.push(await spend(c.key, 4));
+        await sleep(1_500);
+        const starter = new AutoTopUpStarter({
+          db: stack.db,
+          stripe: createStripeClient(stack.config.stripe!),
+          logger: pino({ level: 'silent' }),
+          interval_ms: 60_000,
+        });
+        assert.equal(await starter.sweep(), 0);
+        assert.equal(creates().length, 1);
+        assert.equal((await topUps(c.workspaceId)).length, 1);
+        const b = await http(stack.baseUrl, 'GET', '/v2/balance', { token: c.key });
+        assert.equal(micro(b.body.balance_in_euro), micro(10 - 3 * 1.6));
+        const credits = await stack.db.query("SELECT 1 FROM ledger_entries WHERE workspace_id = $1 AND kind = 'credit'", [c.workspaceId]);
+        assert.equal(credits.rowCount, 1, 'only the Checkout was credited');
+        for (const id of jobs) await waitForJob(stack, c.key, id);
+        await assertAuditHolds(stack);
+      } finally {
+        mock.answer = null;
+      }
+    });
+  }
 });

@@ -1,5 +1,6 @@
 // What the payments tests share: a real stripe-mock process (scripts/install-stripe-mock.sh; STRIPE_MOCK_PATH)
-// behind a recording proxy (the requests the stripe library sent it, their form bodies decoded), a stack
+// behind a recording proxy (the requests the stripe library sent it, their form bodies decoded, and what
+// was answered; a test may answer a request itself, as Stripe would where stripe-mock always accepts), a stack
 // whose STRIPE_API_BASE points at it, and Stripe events signed with the library's own test helper
 // (stripe.webhooks.generateTestHeaderString), shaped as Stripe's event objects are
 // (https://docs.stripe.com/api/events/object, https://docs.stripe.com/api/events/types).
@@ -32,12 +33,19 @@ export interface RecordedRequest {
   headers: http.IncomingHttpHeaders;
   /** The form body, decoded: keys as Stripe's library writes them (`metadata[workspace_id]`). */
   form: URLSearchParams;
+  /** What the proxy answered (stripe-mock's answer, or the test's), once answered. */
+  response?: { status: number; body: any };
 }
+
+/** A test's own answer to a request (a status and a JSON body), or undefined to let stripe-mock answer. */
+export type StripeAnswer = (req: RecordedRequest) => { status: number; body: unknown } | undefined;
 
 export interface StripeMock {
   /** The proxy's base URL (STRIPE_API_BASE). */
   url: string;
   requests: RecordedRequest[];
+  /** Set by a test: answers the requests it returns something for, instead of stripe-mock. */
+  answer: StripeAnswer | null;
   stop(): Promise<void>;
 }
 
@@ -63,35 +71,47 @@ export async function startStripeMock(): Promise<StripeMock> {
     await sleep(50);
   }
   const requests: RecordedRequest[] = [];
+  const mock: Omit<StripeMock, 'url' | 'stop'> = { requests, answer: null };
   const proxy = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
       const body = Buffer.concat(chunks);
-      requests.push({ method: req.method!, path: req.url!, headers: req.headers, form: new URLSearchParams(body.toString('utf8')) });
+      const recorded: RecordedRequest = {
+        method: req.method!,
+        path: req.url!,
+        headers: req.headers,
+        form: new URLSearchParams(body.toString('utf8')),
+      };
+      requests.push(recorded);
+      const reply = (status: number, text: string, contentType = 'application/json') => {
+        try {
+          recorded.response = { status, body: JSON.parse(text) };
+        } catch {
+          recorded.response = { status, body: text };
+        }
+        res.writeHead(status, { 'content-type': contentType, 'request-id': `req_proxy${requests.length}` });
+        res.end(text);
+      };
+      const own = mock.answer?.(recorded);
+      if (own) return reply(own.status, JSON.stringify(own.body));
       const headers = { ...req.headers };
       delete headers['host'];
       fetch(upstream + req.url, { method: req.method!, headers: headers as Record<string, string>, body: body.length ? body : undefined })
-        .then(async (r) => {
-          res.writeHead(r.status, { 'content-type': r.headers.get('content-type') ?? 'application/json' });
-          res.end(Buffer.from(await r.arrayBuffer()));
-        })
-        .catch((err) => {
-          res.writeHead(502).end(String(err));
-        });
+        .then(async (r) => reply(r.status, await r.text(), r.headers.get('content-type') ?? 'application/json'))
+        .catch((err) => reply(502, String(err), 'text/plain'));
     });
   });
   const proxyPort = await new Promise<number>((resolve) =>
     proxy.listen(0, '127.0.0.1', () => resolve((proxy.address() as { port: number }).port)),
   );
-  return {
+  return Object.assign(mock, {
     url: `http://127.0.0.1:${proxyPort}`,
-    requests,
     stop: async () => {
       await new Promise((r) => proxy.close(r));
       child.kill('SIGTERM');
     },
-  };
+  });
 }
 
 /** The environment that turns buying credits on, against `mock`. */
