@@ -20,7 +20,9 @@ import {
   paidSession,
   STRIPE_MOCK_MISSING,
   stripeId,
-  type RecordedRequest,
+  DECLINES,
+  declineTopUpsOf,
+  type DeclineCode,
   type StripeMock,
 } from './setup.js';
 
@@ -204,55 +206,7 @@ describe('automatic top-up', { skip: STRIPE_MOCK_MISSING }, () => {
     await assertAuditHolds(stack);
   });
 
-  // Stripe's answer to an off-session PaymentIntent whose payment fails at once: "the request also fails with a
-  // 402 HTTP status code and the status of the PaymentIntent is requires_payment_method", the error's code
-  // card_declined, or authentication_required when the bank asks for the customer
-  // (https://docs.stripe.com/payments/save-and-reuse, charging the saved method off-session). The error
-  // object's fields (type card_error, code, decline_code, message, doc_url, the PaymentIntent and the
-  // PaymentMethod): https://docs.stripe.com/api/errors and https://docs.stripe.com/declines/codes.
-  const DECLINES = {
-    card_declined: { decline_code: 'insufficient_funds', message: 'Your card has insufficient funds.' },
-    authentication_required: {
-      decline_code: 'authentication_required',
-      message: 'Your card was declined. This transaction requires authentication.',
-    },
-  } as const;
-  function declined(code: keyof typeof DECLINES, req: RecordedRequest) {
-    const { decline_code, message } = DECLINES[code];
-    const metadata = Object.fromEntries([...req.form].flatMap(([k, v]) => (k.startsWith('metadata[') ? [[k.slice(9, -1), v]] : [])));
-    const paymentMethod = { id: req.form.get('payment_method'), object: 'payment_method', type: 'card' };
-    const lastPaymentError = {
-      type: 'card_error',
-      code,
-      decline_code,
-      message,
-      doc_url: `https://docs.stripe.com/error-codes/${code.replace('_', '-')}`,
-      payment_method: paymentMethod,
-    };
-    return {
-      status: 402,
-      body: {
-        error: {
-          ...lastPaymentError,
-          charge: stripeId('ch'),
-          payment_intent: {
-            id: stripeId('pi'),
-            object: 'payment_intent',
-            amount: Number(req.form.get('amount')),
-            amount_received: 0,
-            currency: req.form.get('currency'),
-            customer: req.form.get('customer'),
-            status: 'requires_payment_method',
-            last_payment_error: lastPaymentError,
-            metadata,
-          },
-          request_log_url: 'https://dashboard.stripe.com/test/logs/req_declined',
-        },
-      },
-    };
-  }
-
-  for (const code of Object.keys(DECLINES) as (keyof typeof DECLINES)[]) {
+  for (const code of Object.keys(DECLINES) as DeclineCode[]) {
     test(`declined at once (402 ${code}): off, said, told once, nothing credited, never asked again`, async () => {
       const c = await newCustomer(stack, 0);
       await deliver(stack.baseUrl, eventPayload('checkout.session.completed', paidSession(c.workspaceId, 10)));
@@ -269,10 +223,7 @@ describe('automatic top-up', { skip: STRIPE_MOCK_MISSING }, () => {
         mock.requests.filter(
           (q) => q.method === 'POST' && q.path === '/v1/payment_intents' && q.form.get('metadata[workspace_id]') === c.workspaceId,
         );
-      mock.answer = (req) =>
-        req.method === 'POST' && req.path === '/v1/payment_intents' && req.form.get('metadata[workspace_id]') === c.workspaceId
-          ? declined(code, req)
-          : undefined;
+      mock.answer = declineTopUpsOf(c.workspaceId, code);
       try {
         const jobs = [await spend(c.key, 4), await spend(c.key, 4)]; // 10 - 3.2 = 6.8: below 7
         const [row] = await untilStarted(c.workspaceId, 1);

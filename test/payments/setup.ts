@@ -222,3 +222,61 @@ export function dispute(paymentIntent: string, eur: number, status: string, id =
     status,
   };
 }
+
+// Stripe's answer to an off-session PaymentIntent whose payment fails at once: "the request also fails with a
+// 402 HTTP status code and the status of the PaymentIntent is requires_payment_method", the error's code
+// card_declined, or authentication_required when the bank asks for the customer
+// (https://docs.stripe.com/payments/save-and-reuse, charging the saved method off-session). The error
+// object's fields (type card_error, code, decline_code, message, doc_url, the PaymentIntent and the
+// PaymentMethod): https://docs.stripe.com/api/errors and https://docs.stripe.com/declines/codes.
+export const DECLINES = {
+  card_declined: { decline_code: 'insufficient_funds', message: 'Your card has insufficient funds.' },
+  authentication_required: {
+    decline_code: 'authentication_required',
+    message: 'Your card was declined. This transaction requires authentication.',
+  },
+} as const;
+export type DeclineCode = keyof typeof DECLINES;
+/** Stripe's 402 answer declining the off-session PaymentIntent `req` asked for, with `code`. */
+export function declinedPaymentIntent(code: DeclineCode, req: RecordedRequest) {
+  const { decline_code, message } = DECLINES[code];
+  const metadata = Object.fromEntries([...req.form].flatMap(([k, v]) => (k.startsWith('metadata[') ? [[k.slice(9, -1), v]] : [])));
+  const paymentMethod = { id: req.form.get('payment_method'), object: 'payment_method', type: 'card' };
+  const lastPaymentError = {
+    type: 'card_error',
+    code,
+    decline_code,
+    message,
+    doc_url: `https://docs.stripe.com/error-codes/${code.replace('_', '-')}`,
+    payment_method: paymentMethod,
+  };
+  return {
+    status: 402,
+    body: {
+      error: {
+        ...lastPaymentError,
+        charge: stripeId('ch'),
+        payment_intent: {
+          id: stripeId('pi'),
+          object: 'payment_intent',
+          amount: Number(req.form.get('amount')),
+          amount_received: 0,
+          currency: req.form.get('currency'),
+          customer: req.form.get('customer'),
+          status: 'requires_payment_method',
+          last_payment_error: lastPaymentError,
+          metadata,
+        },
+        request_log_url: 'https://dashboard.stripe.com/test/logs/req_declined',
+      },
+    },
+  };
+}
+
+/** An answer declining, with `code`, every off-session PaymentIntent created for the workspace (other requests: stripe-mock's). */
+export const declineTopUpsOf =
+  (workspaceId: string, code: DeclineCode): StripeAnswer =>
+  (req) =>
+    req.method === 'POST' && req.path === '/v1/payment_intents' && req.form.get('metadata[workspace_id]') === workspaceId
+      ? declinedPaymentIntent(code, req)
+      : undefined;
