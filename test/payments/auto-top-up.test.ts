@@ -5,14 +5,16 @@
 // failed one turns automatic top-up off, says so on the account, records billing.auto_top_up_failed, and
 // no charge starts another. A payment Stripe declines at once (402 card_error to the PaymentIntent's create,
 // answered by the proxy in front of stripe-mock as Stripe documents it) likewise: off, said, told once,
-// nothing credited, never asked again. The ledger audit holds after each.
+// nothing credited, never asked again. A recorded top-up wakes the starter (the database's notification):
+// started well under its poll period, and started by the poll when nobody listens. The ledger audit holds
+// after each.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pino from 'pino';
 import { AutoTopUpStarter } from '../../src/payments/auto-top-up.js';
 import { createStripeClient } from '../../src/payments/service.js';
-import { assertAuditHolds, http, newCustomer, simJob, waitForJob, type Stack } from '../helpers/stack.js';
+import { assertAuditHolds, http, newCustomer, simJob, speakRequest, waitForJob, type Stack } from '../helpers/stack.js';
 import {
   useStripeStack,
   deliver,
@@ -280,4 +282,108 @@ describe('automatic top-up', { skip: STRIPE_MOCK_MISSING }, () => {
       }
     });
   }
+});
+
+// A recorded top-up wakes the starter at once (the database's notification from the charge's transaction):
+// with its poll set to a minute, a crossing's PaymentIntent is still asked of Stripe within a fraction of a
+// second; a starter that does not listen leaves it pending until its poll. No worker runs here (its starter
+// would start them too): the charges are speech, which the API process makes itself.
+describe('automatic top-up: woken by the database', { skip: STRIPE_MOCK_MISSING }, () => {
+  useStripeStack(
+    (s, m) => {
+      stack = s;
+      mock = m;
+    },
+    { worker: false },
+  );
+  const POLL_MS = 60_000;
+  const newStarter = (opts: { listen: boolean; interval_ms?: number }) =>
+    new AutoTopUpStarter({
+      db: stack.db,
+      stripe: createStripeClient(stack.config.stripe!),
+      logger: pino({ level: 'silent' }),
+      interval_ms: opts.interval_ms ?? POLL_MS,
+      listen: opts.listen,
+    });
+  /** A customer with a saved card, a balance of 7 EUR and automatic top-up below 7: any charge crosses. */
+  async function armed(): Promise<{ key: string; workspaceId: string }> {
+    const c = await newCustomer(stack, 0);
+    await deliver(stack.baseUrl, eventPayload('checkout.session.completed', paidSession(c.workspaceId, 7)));
+    const set = await http(stack.baseUrl, 'PATCH', '/v2/account', {
+      token: c.key,
+      json: { auto_top_up: { threshold_in_euro: 7, amount_in_euro: 5 } },
+    });
+    assert.equal(set.status, 200, JSON.stringify(set.body));
+    return c;
+  }
+  async function speak(key: string): Promise<void> {
+    const r = await speakRequest(stack.baseUrl, key, { model: 'sim-speech-1', voice: 'sim-narrator', input: 'Top me up, please.' });
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+  }
+  const createdFor = (workspaceId: string) =>
+    mock.requests.find(
+      (q) => q.method === 'POST' && q.path === '/v1/payment_intents' && q.form.get('metadata[workspace_id]') === workspaceId,
+    );
+  async function untilListening(starter: AutoTopUpStarter) {
+    for (let i = 0; !starter.listening; i++) {
+      assert.ok(i < 100, 'the starter listens');
+      await sleep(20);
+    }
+    await sleep(100); // its first sweep (at start) is over
+  }
+
+  test('a crossing starts its payment well under the poll period', async () => {
+    const starter = newStarter({ listen: true });
+    starter.start();
+    try {
+      await untilListening(starter);
+      const latencies: number[] = [];
+      for (let round = 0; round < 3; round++) {
+        const c = await armed();
+        const before = Date.now();
+        await speak(c.key);
+        for (let i = 0; !createdFor(c.workspaceId); i++) {
+          assert.ok(i < 250, 'the top-up was not started within 5 s (its poll is a minute)');
+          await sleep(10);
+        }
+        latencies.push(createdFor(c.workspaceId)!.at - before);
+        const [row] = await untilStarted(c.workspaceId, 1);
+        assert.equal(row!.status, 'started');
+      }
+      process.stdout.write(`# auto top-up asked of Stripe ${latencies.join(', ')} ms after the charge was sent (poll ${POLL_MS} ms)\n`);
+      assert.ok(Math.max(...latencies) < 1_000, `started within 1 s of the charge: ${latencies.join(', ')} ms`);
+    } finally {
+      await starter.shutdown();
+    }
+    assert.equal(starter.listening, false);
+    await assertAuditHolds(stack);
+  });
+
+  test('without listening it waits for the poll, which still starts it', async () => {
+    const deaf = newStarter({ listen: false });
+    deaf.start();
+    const c = await armed();
+    try {
+      await sleep(100);
+      await speak(c.key);
+      await sleep(1_500);
+      assert.deepEqual(
+        (await topUps(c.workspaceId)).map((r) => r.status),
+        ['pending'],
+        'not started before its poll',
+      );
+      assert.equal(createdFor(c.workspaceId), undefined);
+    } finally {
+      await deaf.shutdown();
+    }
+    const polling = newStarter({ listen: false, interval_ms: 200 });
+    polling.start();
+    try {
+      const [row] = await untilStarted(c.workspaceId, 1);
+      assert.equal(row!.status, 'started');
+    } finally {
+      await polling.shutdown();
+    }
+    await assertAuditHolds(stack);
+  });
 });

@@ -33,6 +33,8 @@ export interface RecordedRequest {
   headers: http.IncomingHttpHeaders;
   /** The form body, decoded: keys as Stripe's library writes them (`metadata[workspace_id]`). */
   form: URLSearchParams;
+  /** When its body had arrived (Date.now()). */
+  at: number;
   /** What the proxy answered (stripe-mock's answer, or the test's), once answered. */
   response?: { status: number; body: any };
 }
@@ -82,6 +84,7 @@ export async function startStripeMock(): Promise<StripeMock> {
         path: req.url!,
         headers: req.headers,
         form: new URLSearchParams(body.toString('utf8')),
+        at: Date.now(),
       };
       requests.push(recorded);
       const reply = (status: number, text: string, contentType = 'application/json') => {
@@ -122,12 +125,12 @@ export const stripeEnv = (mock: StripeMock): Record<string, string> => ({
 });
 
 /** A stripe-mock and a stack using it for the tests of a describe block: handed to `use` once started, stopped after. */
-export function useStripeStack(use: (stack: Stack, mock: StripeMock) => void): void {
+export function useStripeStack(use: (stack: Stack, mock: StripeMock) => void, opts: { worker?: boolean } = {}): void {
   let mock: StripeMock | undefined;
   let stack: Stack | undefined;
   before(async () => {
     mock = await startStripeMock();
-    stack = await startStack({ env: stripeEnv(mock) });
+    stack = await startStack({ env: stripeEnv(mock), ...opts });
     use(stack, mock);
   });
   after(async () => {
