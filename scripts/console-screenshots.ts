@@ -1,8 +1,9 @@
 // `npm run screenshots`: the README's pictures of the console, taken from the real pages. Starts the
 // whole service as the tests do (embedded PostgreSQL, a Temporal dev server, the worker and the API,
-// the simulator for videos and voices), makes a workspace with a few jobs, a voice, speech and a
-// webhook through the console itself (and, for Usage, a second key's job and speech through the API),
-// then photographs each screen into docs/screenshots/.
+// the simulator for videos and voices, and buying credits against a stripe-mock as the payments tests
+// run it), makes a workspace with a few jobs, a voice, speech, credits bought (a signed Stripe event),
+// automatic top-up and a webhook through the console itself (and, for Usage, a second key's job and
+// speech through the API), then photographs each screen into docs/screenshots/.
 // With --serve it keeps the service running afterwards and prints its URL and key (for a look by hand).
 import fs from 'node:fs';
 import path from 'node:path';
@@ -21,7 +22,10 @@ async function main() {
   Object.assign(process.env, infra.env);
   // test/helpers/stack.ts reads the infrastructure from the environment set just above.
   const { ADMIN_TOKEN, http, newCustomer, startStack, waitForJob } = await import('../test/helpers/stack.js');
-  const stack = await startStack({ env: { RATE_LIMIT_PER_MINUTE: '1000' } });
+  const payments = await import('../test/payments/setup.js');
+  if (payments.STRIPE_MOCK_MISSING) throw new Error(`the Account screen shows buying credits: ${payments.STRIPE_MOCK_MISSING}`);
+  const stripe = await payments.startStripeMock();
+  const stack = await startStack({ env: { RATE_LIMIT_PER_MINUTE: '1000', ...payments.stripeEnv(stripe) } });
   const browser = await launchChromium();
   try {
     const { key, workspaceId } = await newCustomer(stack, 25);
@@ -67,12 +71,24 @@ async function main() {
     await page.getByText('Cost:').waitFor();
     await shot('voices');
 
-    // Account: a webhook endpoint just added (its secret shown once).
+    // Account: credits bought with Checkout (Stripe's signed event), automatic top-up set, and a webhook
+    // endpoint just added (its secret shown once).
+    const paid = await payments.deliver(
+      stack.baseUrl,
+      payments.eventPayload('checkout.session.completed', payments.paidSession(workspaceId, 20)),
+    );
+    if (paid.body?.outcome !== 'credited') throw new Error(`the Checkout was not credited: ${JSON.stringify(paid.body)}`);
     await page.getByRole('link', { name: 'Account', exact: true }).click();
+    await page.getByLabel('Top-up threshold', { exact: true }).fill('5');
+    await page.getByLabel('Top-up amount', { exact: true }).fill('20');
+    await page.getByRole('button', { name: 'Save top-up', exact: true }).click();
+    await page.getByText(/^On: when a charge/).waitFor();
+    await page.getByLabel('Amount', { exact: true }).fill('50');
     await page.getByLabel('Webhook URL', { exact: true }).fill('https://example.com/hooks/video');
     await page.getByRole('button', { name: 'Add webhook', exact: true }).click();
     await page.getByLabel('Signing secret', { exact: true }).waitFor();
     await page.getByRole('cell', { name: 'top-up' }).waitFor();
+    await page.getByRole('cell', { name: /^Stripe pi_/ }).waitFor();
     await shot('account');
 
     // Usage: what was made above, and a second key's video and speech, over the last 7 days by model.
@@ -127,6 +143,7 @@ async function main() {
   } finally {
     await browser.close();
     await stack.stop();
+    await stripe.stop();
     await infra.stop();
   }
 }

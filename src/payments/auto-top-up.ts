@@ -1,14 +1,19 @@
 // Automatic top-up. A charge leaving the balance below the workspace's threshold records one row of
 // auto_top_ups in its own transaction (the database's trigger, migration 025_stripe_credits.sql): one per
 // crossing, kept or lost with the charge. Every worker process runs a starter that takes pending rows and
-// creates their off-session PaymentIntent, the row's id being Stripe's idempotency key
+// creates their off-session PaymentIntent (woken at once by the row's notification, migration
+// 030_auto_top_up_notify.sql, and polling every second whatever happens), the row's id being Stripe's idempotency key
 // (https://docs.stripe.com/api/idempotent_requests): a starter that dies after Stripe answered and before
 // the row was marked leaves it pending, and the next start gets the same PaymentIntent back, so a crossing
 // is never paid twice. The PaymentIntent is credited when Stripe sends payment_intent.succeeded
 // (./service.ts). A payment that fails (declined now, or payment_intent.payment_failed later) is not
-// tried again: automatic top-up is turned off, the account says why, and the webhook event
-// billing.auto_top_up_failed is recorded with it. Charging a saved card off-session:
-// https://docs.stripe.com/payments/save-during-payment#charge-saved-payment-method
+// tried again: automatic top-up is turned off, the account says why (Stripe's message and code), and the
+// webhook event billing.auto_top_up_failed is recorded with it. Charging a saved card off-session:
+// https://docs.stripe.com/payments/save-during-payment#charge-saved-payment-method; a payment refused at
+// once is a 402 card_error (card_declined, or authentication_required when the bank wants the customer)
+// carrying the PaymentIntent, left in requires_payment_method (https://docs.stripe.com/payments/save-and-reuse,
+// https://docs.stripe.com/api/errors): that PaymentIntent is kept with the top-up, and Stripe's later
+// payment_intent.payment_failed about it changes nothing more.
 import type { Logger } from 'pino';
 import type Stripe from 'stripe';
 import { inTransaction, type Db, type Tx } from '../db/pool.js';
@@ -28,16 +33,24 @@ interface PendingTopUp {
 /** The errors of Stripe that say the payment itself was refused (not that Stripe could not be reached). */
 const REFUSED = new Set(['StripeCardError', 'StripeInvalidRequestError', 'StripePermissionError', 'StripeIdempotencyError']);
 
+/** What Stripe said of a payment refused (an error, or a PaymentIntent's last_payment_error): its message and codes. */
+export function refusalMessage(e: { message?: string | undefined; code?: string | undefined; decline_code?: string | undefined }): string {
+  const codes = [...new Set([e.code, e.decline_code].filter((c): c is string => typeof c === 'string' && c !== ''))];
+  const message = e.message || 'the payment failed';
+  return codes.length ? `${message} (${codes.join(', ')})` : message;
+}
+
 /**
- * Marks a top-up failed (if it was still in flight), turns automatic top-up off saying why, and records
- * billing.auto_top_up_failed for the workspace's endpoints, in one transaction. True when it changed something.
+ * Marks a top-up failed (if it was still in flight), keeping its PaymentIntent if it had none yet, turns
+ * automatic top-up off saying why, and records billing.auto_top_up_failed for the workspace's endpoints, in
+ * one transaction. True when it changed something.
  */
 export async function autoTopUpFailed(
   tx: Tx,
   f: { topUpId?: string; paymentIntentId?: string; workspaceId: string; message: string },
 ): Promise<boolean> {
   const r = await tx.query<{ id: string; ledger_entry_id: number; amount_micro_eur: number; payment_intent_id: string | null }>(
-    `UPDATE auto_top_ups SET status = 'failed', error = $3, updated_at = now()
+    `UPDATE auto_top_ups SET status = 'failed', error = $3, payment_intent_id = COALESCE(payment_intent_id, $2), updated_at = now()
       WHERE CASE WHEN $1::uuid IS NOT NULL THEN id = $1::uuid ELSE payment_intent_id = $2 END
         AND workspace_id = $4 AND status IN ('pending', 'started')
       RETURNING id, ledger_entry_id, amount_micro_eur, payment_intent_id`,
@@ -69,9 +82,24 @@ export async function autoTopUpSucceeded(tx: Tx, topUpId: string | undefined, pa
   );
 }
 
+/** The channel the database notifies when a top-up is recorded (migration 030_auto_top_up_notify.sql). */
+export const AUTO_TOP_UP_CHANNEL = 'auto_top_up_recorded';
+/** After the listening connection was lost (or could not be had), how long before listening again; the poll covers meanwhile. */
+const LISTEN_RETRY_MS = 5_000;
+
+/**
+ * Starts pending top-ups: at once when the database says one was recorded (LISTEN on AUTO_TOP_UP_CHANNEL,
+ * on a connection of the pool kept for it), and every `interval_ms` whatever happens (the fallback: a
+ * notification missed while the connection was down, a database without the notifying trigger).
+ */
 export class AutoTopUpStarter {
   private timer: NodeJS.Timeout | null = null;
-  private running: Promise<void> | null = null;
+  private sweeping: Promise<void> | null = null;
+  /** A notification arrived during a sweep: another one right after it. */
+  private again = false;
+  private stopped = true;
+  private listener: Tx | null = null;
+  private relisten: NodeJS.Timeout | null = null;
 
   constructor(
     private readonly deps: {
@@ -79,27 +107,104 @@ export class AutoTopUpStarter {
       stripe: Stripe;
       logger: Logger;
       interval_ms: number;
+      /** Listen for recorded top-ups (default true); false: the poll only. */
+      listen?: boolean;
       /** After a failure was recorded: starts the deliveries of its webhook event. */
       afterFailure?: (workspaceId: string) => void;
     },
   ) {}
 
   start(): void {
-    const tick = () => {
-      this.running = this.sweep()
-        .then(() => undefined)
-        .catch((err: Error) => this.deps.logger.warn({ err: err.message }, 'auto top-up sweep failed; tried again'))
-        .finally(() => {
-          if (this.timer !== null) this.timer = setTimeout(tick, this.deps.interval_ms);
-        });
-    };
-    this.timer = setTimeout(tick, 0);
+    this.stopped = false;
+    this.schedule(0);
+    if (this.deps.listen !== false) void this.listen();
   }
 
   async shutdown(): Promise<void> {
+    this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
+    if (this.relisten) clearTimeout(this.relisten);
+    this.timer = this.relisten = null;
+    this.listener?.release(true);
+    this.listener = null;
+    await this.sweeping;
+  }
+
+  /** Sweeps now, or right after the sweep under way (a top-up was recorded). */
+  wake(): void {
+    if (this.stopped) return;
+    if (this.sweeping) this.again = true;
+    else this.schedule(0);
+  }
+
+  /** Whether the database's notifications are being listened to (else only the poll starts top-ups). */
+  get listening(): boolean {
+    return this.listener !== null;
+  }
+
+  private schedule(ms: number): void {
+    if (this.stopped) return;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = setTimeout(() => this.tick(), ms);
+  }
+
+  private tick(): void {
     this.timer = null;
-    await this.running;
+    this.sweeping = this.sweep()
+      .then((done) => {
+        if (done >= SWEEP_ROWS_MAX) this.again = true; // perhaps more pending than one sweep takes
+      })
+      .catch((err: Error) => this.deps.logger.warn({ err: err.message }, 'auto top-up sweep failed; tried again'))
+      .finally(() => {
+        this.sweeping = null;
+        const again = this.again;
+        this.again = false;
+        this.schedule(again ? 0 : this.deps.interval_ms);
+      });
+  }
+
+  /** LISTENs on a connection of its own; lost, it is released and listened again later (the poll meanwhile). */
+  private async listen(): Promise<void> {
+    this.relisten = null;
+    if (this.stopped) return;
+    let client: Tx;
+    try {
+      client = await this.deps.db.connect();
+    } catch (err) {
+      return this.listenLater(err);
+    }
+    let lost = false;
+    const onLost = (err: Error) => {
+      if (lost) return;
+      lost = true;
+      if (this.listener === client) this.listener = null;
+      client.release(err);
+      this.listenLater(err);
+    };
+    client.on('error', onLost);
+    client.on('notification', (n) => {
+      if (n.channel === AUTO_TOP_UP_CHANNEL) this.wake();
+    });
+    try {
+      await client.query(`LISTEN ${AUTO_TOP_UP_CHANNEL}`);
+    } catch (err) {
+      return onLost(err as Error);
+    }
+    if (this.stopped) {
+      client.release(true);
+      return;
+    }
+    this.listener = client;
+    this.wake(); // what was recorded before listening
+  }
+
+  private listenLater(err: unknown): void {
+    if (this.stopped) return;
+    this.deps.logger.warn(
+      { err: err instanceof Error ? err.message : String(err) },
+      'auto top-up: not listening for recorded top-ups; polling, listening again soon',
+    );
+    this.relisten = setTimeout(() => void this.listen(), LISTEN_RETRY_MS);
   }
 
   /** Starts every pending top-up (a few at a time); returns how many were started or failed. */
@@ -142,11 +247,20 @@ export class AutoTopUpStarter {
         { idempotencyKey: `auto-top-up-${t.id}` },
       );
     } catch (err) {
-      const type = (err as { type?: string }).type ?? '';
-      if (!REFUSED.has(type)) throw err; // Stripe unreachable: the row stays pending, the next sweep tries again
-      const message = err instanceof Error ? err.message : String(err);
+      const refused = err as { type?: string; message?: string; code?: string; decline_code?: string; payment_intent?: { id?: unknown } };
+      if (!REFUSED.has(refused.type ?? '')) throw err; // Stripe unreachable: the row stays pending, the next sweep tries again
+      const declined = refused.payment_intent?.id;
       const failed = await inTransaction(this.deps.db, (tx) =>
-        autoTopUpFailed(tx, { topUpId: t.id, workspaceId: t.workspace_id, message }),
+        autoTopUpFailed(tx, {
+          topUpId: t.id,
+          ...(typeof declined === 'string' ? { paymentIntentId: declined } : {}),
+          workspaceId: t.workspace_id,
+          message: refusalMessage(refused),
+        }),
+      );
+      this.deps.logger.warn(
+        { workspace_id: t.workspace_id, auto_top_up_id: t.id, payment_intent: declined, code: refused.code },
+        'auto top-up refused by Stripe; automatic top-up turned off',
       );
       if (failed) this.deps.afterFailure?.(t.workspace_id);
       return true;

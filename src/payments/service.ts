@@ -18,7 +18,7 @@ import { inTransaction, type Db } from '../db/pool.js';
 import { ApiError } from '../errors.js';
 import { isUuid } from '../ids.js';
 import { creditPayment, debitRefunds, disputeMoney, type MovementResult } from './billing.js';
-import { autoTopUpFailed, autoTopUpSucceeded } from './auto-top-up.js';
+import { autoTopUpFailed, autoTopUpSucceeded, refusalMessage } from './auto-top-up.js';
 import { MICRO_EUR_PER_CENT } from './money.js';
 
 export { MICRO_EUR_PER_CENT };
@@ -212,7 +212,7 @@ export class PaymentsService {
   private async autoTopUpFailed(pi: Stripe.PaymentIntent): Promise<EventOutcome> {
     const workspaceId = pi.metadata?.['workspace_id'];
     if (pi.metadata?.['purpose'] !== 'auto_top_up' || !workspaceId || !isUuid(workspaceId)) return 'ignored';
-    const message = pi.last_payment_error?.message ?? pi.last_payment_error?.code ?? 'the payment failed';
+    const message = refusalMessage(pi.last_payment_error ?? {});
     const topUpId = uuidOrUndefined(pi.metadata['auto_top_up_id']);
     const failed = await inTransaction(this.deps.db, (tx) =>
       autoTopUpFailed(tx, { ...(topUpId ? { topUpId } : {}), paymentIntentId: pi.id, workspaceId, message }),

@@ -92,7 +92,8 @@ export async function startWorker(opts: StartWorkerOptions): Promise<RunningWork
     taskQueue: opts.config.temporal.taskQueue,
     interval_ms: opts.config.reconcileIntervalMs,
   });
-  // Automatic top-ups recorded by charges: their PaymentIntents are started here (with Stripe configured).
+  // Automatic top-ups recorded by charges: their PaymentIntents are started here (with Stripe configured), at
+  // once when the database notifies one (a connection of the pool listens), and by a poll every second.
   const autoTopUps = autoTopUpStarter(opts, client);
   // Started last: a start that fails above leaves no poller running.
   poller.start();

@@ -3,15 +3,30 @@
 // the crossing's idempotency key: started again after a crash, it is the same payment), and further charges
 // start none until a credit brought the balance back above it; payment_intent.succeeded credits it once; a
 // failed one turns automatic top-up off, says so on the account, records billing.auto_top_up_failed, and
-// no charge starts another. The ledger audit holds after each.
+// no charge starts another. A payment Stripe declines at once (402 card_error to the PaymentIntent's create,
+// answered by the proxy in front of stripe-mock as Stripe documents it) likewise: off, said, told once,
+// nothing credited, never asked again. A recorded top-up wakes the starter (the database's notification):
+// started well under its poll period, and started by the poll when nobody listens. The ledger audit holds
+// after each.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pino from 'pino';
 import { AutoTopUpStarter } from '../../src/payments/auto-top-up.js';
 import { createStripeClient } from '../../src/payments/service.js';
-import { assertAuditHolds, http, newCustomer, simJob, waitForJob, type Stack } from '../helpers/stack.js';
-import { useStripeStack, deliver, eventPayload, paidSession, STRIPE_MOCK_MISSING, stripeId, type StripeMock } from './setup.js';
+import { assertAuditHolds, http, newCustomer, simJob, speakRequest, waitForJob, type Stack } from '../helpers/stack.js';
+import {
+  useStripeStack,
+  deliver,
+  eventPayload,
+  paidSession,
+  STRIPE_MOCK_MISSING,
+  stripeId,
+  DECLINES,
+  declineTopUpsOf,
+  type DeclineCode,
+  type StripeMock,
+} from './setup.js';
 
 type Json = any;
 let mock: StripeMock;
@@ -183,13 +198,198 @@ describe('automatic top-up', { skip: STRIPE_MOCK_MISSING }, () => {
       id: second.id,
       amount_in_euro: 5,
       payment_intent: second.payment_intent_id,
-      message: 'Your card was declined.',
+      message: 'Your card was declined. (card_declined)',
     });
     jobs.push(await spend(c.key, 4));
     await sleep(1_500);
     assert.equal((await topUps(c.workspaceId)).length, 2);
     assert.equal(mock.requests.filter((q) => q.path === '/v1/payment_intents').length, again.length + 1);
     for (const id of jobs) await waitForJob(stack, c.key, id);
+    await assertAuditHolds(stack);
+  });
+
+  for (const code of Object.keys(DECLINES) as DeclineCode[]) {
+    test(`declined at once (402 ${code}): off, said, told once, nothing credited, never asked again`, async () => {
+      const c = await newCustomer(stack, 0);
+      await deliver(stack.baseUrl, eventPayload('checkout.session.completed', paidSession(c.workspaceId, 10)));
+      assert.equal(
+        (await http(stack.baseUrl, 'POST', '/v2/webhooks', { token: c.key, json: { url: 'http://127.0.0.1:9/h' } })).status,
+        201,
+      );
+      const set = await http(stack.baseUrl, 'PATCH', '/v2/account', {
+        token: c.key,
+        json: { auto_top_up: { threshold_in_euro: 7, amount_in_euro: 5 } },
+      });
+      assert.equal(set.status, 200, JSON.stringify(set.body));
+      const creates = () =>
+        mock.requests.filter(
+          (q) => q.method === 'POST' && q.path === '/v1/payment_intents' && q.form.get('metadata[workspace_id]') === c.workspaceId,
+        );
+      mock.answer = declineTopUpsOf(c.workspaceId, code);
+      try {
+        const jobs = [await spend(c.key, 4), await spend(c.key, 4)]; // 10 - 3.2 = 6.8: below 7
+        const [row] = await untilStarted(c.workspaceId, 1);
+        assert.equal(row!.status, 'failed');
+        assert.equal(creates().length, 1);
+        const answered = creates()[0]!.response!;
+        assert.equal(answered.status, 402);
+        const declinedIntent = answered.body.error.payment_intent.id as string;
+        assert.equal(row!.payment_intent_id, declinedIntent, 'the declined PaymentIntent is kept with the top-up');
+
+        const account = await http(stack.baseUrl, 'GET', '/v2/account', { token: c.key });
+        assert.equal(account.body.auto_top_up, null);
+        assert.match(account.body.auto_top_up_error, new RegExp(DECLINES[code].message.replace(/\./g, '\\.')));
+        assert.match(account.body.auto_top_up_error, new RegExp(code));
+        const events = async () =>
+          (
+            await stack.db.query<{ payload: string }>(
+              "SELECT payload FROM webhook_events WHERE workspace_id = $1 AND type = 'billing.auto_top_up_failed'",
+              [c.workspaceId],
+            )
+          ).rows;
+        assert.equal((await events()).length, 1);
+        const event: Json = JSON.parse((await events())[0]!.payload);
+        assert.equal(event.data.id, row!.id);
+        assert.equal(event.data.payment_intent, declinedIntent);
+        assert.equal(event.data.amount_in_euro, 5);
+        assert.match(event.data.message, new RegExp(code));
+
+        // Stripe also sends payment_intent.payment_failed for it: already told, nothing more.
+        const failedEvent = eventPayload('payment_intent.payment_failed', answered.body.error.payment_intent);
+        assert.equal((await deliver(stack.baseUrl, failedEvent)).body.outcome, 'duplicate');
+        assert.equal((await events()).length, 1);
+
+        // Nothing credited; further charges and sweeps ask Stripe nothing more.
+        jobs.push(await spend(c.key, 4));
+        await sleep(1_500);
+        const starter = new AutoTopUpStarter({
+          db: stack.db,
+          stripe: createStripeClient(stack.config.stripe!),
+          logger: pino({ level: 'silent' }),
+          interval_ms: 60_000,
+        });
+        assert.equal(await starter.sweep(), 0);
+        assert.equal(creates().length, 1);
+        assert.equal((await topUps(c.workspaceId)).length, 1);
+        const b = await http(stack.baseUrl, 'GET', '/v2/balance', { token: c.key });
+        assert.equal(micro(b.body.balance_in_euro), micro(10 - 3 * 1.6));
+        const credits = await stack.db.query("SELECT 1 FROM ledger_entries WHERE workspace_id = $1 AND kind = 'credit'", [c.workspaceId]);
+        assert.equal(credits.rowCount, 1, 'only the Checkout was credited');
+        for (const id of jobs) await waitForJob(stack, c.key, id);
+        await assertAuditHolds(stack);
+      } finally {
+        mock.answer = null;
+      }
+    });
+  }
+});
+
+// A recorded top-up wakes the starter at once (the database's notification from the charge's transaction):
+// with its poll set to a minute, a crossing's PaymentIntent is still asked of Stripe within a fraction of a
+// second; a starter that does not listen leaves it pending until its poll. No worker runs here (its starter
+// would start them too): the charges are speech, which the API process makes itself.
+describe('automatic top-up: woken by the database', { skip: STRIPE_MOCK_MISSING }, () => {
+  useStripeStack(
+    (s, m) => {
+      stack = s;
+      mock = m;
+    },
+    { worker: false },
+  );
+  const POLL_MS = 60_000;
+  const newStarter = (opts: { listen: boolean; interval_ms?: number }) =>
+    new AutoTopUpStarter({
+      db: stack.db,
+      stripe: createStripeClient(stack.config.stripe!),
+      logger: pino({ level: 'silent' }),
+      interval_ms: opts.interval_ms ?? POLL_MS,
+      listen: opts.listen,
+    });
+  /** A customer with a saved card, a balance of 7 EUR and automatic top-up below 7: any charge crosses. */
+  async function armed(): Promise<{ key: string; workspaceId: string }> {
+    const c = await newCustomer(stack, 0);
+    await deliver(stack.baseUrl, eventPayload('checkout.session.completed', paidSession(c.workspaceId, 7)));
+    const set = await http(stack.baseUrl, 'PATCH', '/v2/account', {
+      token: c.key,
+      json: { auto_top_up: { threshold_in_euro: 7, amount_in_euro: 5 } },
+    });
+    assert.equal(set.status, 200, JSON.stringify(set.body));
+    return c;
+  }
+  async function speak(key: string): Promise<void> {
+    const r = await speakRequest(stack.baseUrl, key, { model: 'sim-speech-1', voice: 'sim-narrator', input: 'Top me up, please.' });
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+  }
+  const createdFor = (workspaceId: string) =>
+    mock.requests.find(
+      (q) => q.method === 'POST' && q.path === '/v1/payment_intents' && q.form.get('metadata[workspace_id]') === workspaceId,
+    );
+  async function untilListening(starter: AutoTopUpStarter) {
+    for (let i = 0; !starter.listening; i++) {
+      assert.ok(i < 100, 'the starter listens');
+      await sleep(20);
+    }
+    await sleep(100); // its first sweep (at start) is over
+  }
+
+  test('a crossing starts its payment well under the poll period', async () => {
+    const starter = newStarter({ listen: true });
+    starter.start();
+    try {
+      await untilListening(starter);
+      const latencies: number[] = [];
+      for (let round = 0; round < 3; round++) {
+        const c = await armed();
+        await speak(c.key);
+        for (let i = 0; !createdFor(c.workspaceId); i++) {
+          assert.ok(i < 500, 'the top-up was not started within 5 s (its poll is a minute)');
+          await sleep(10);
+        }
+        // From the charge's transaction (the top-up row's time) to Stripe's receipt of the PaymentIntent's create.
+        const recorded = await stack.db.query<{ at: Date }>('SELECT created_at AS at FROM auto_top_ups WHERE workspace_id = $1', [
+          c.workspaceId,
+        ]);
+        latencies.push(createdFor(c.workspaceId)!.at - recorded.rows[0]!.at.getTime());
+        const [row] = await untilStarted(c.workspaceId, 1);
+        assert.equal(row!.status, 'started');
+      }
+      process.stdout.write(
+        `# auto top-up asked of Stripe ${latencies.join(', ')} ms after its charge's transaction (poll ${POLL_MS} ms)\n`,
+      );
+      // A twentieth of the poll period at most, loaded machines included (unloaded: about 100 ms).
+      assert.ok(Math.max(...latencies) < POLL_MS / 20, `started within ${POLL_MS / 20} ms of the charge: ${latencies.join(', ')} ms`);
+    } finally {
+      await starter.shutdown();
+    }
+    assert.equal(starter.listening, false);
+    await assertAuditHolds(stack);
+  });
+
+  test('without listening it waits for the poll, which still starts it', async () => {
+    const deaf = newStarter({ listen: false });
+    deaf.start();
+    const c = await armed();
+    try {
+      await sleep(100);
+      await speak(c.key);
+      await sleep(1_500);
+      assert.deepEqual(
+        (await topUps(c.workspaceId)).map((r) => r.status),
+        ['pending'],
+        'not started before its poll',
+      );
+      assert.equal(createdFor(c.workspaceId), undefined);
+    } finally {
+      await deaf.shutdown();
+    }
+    const polling = newStarter({ listen: false, interval_ms: 200 });
+    polling.start();
+    try {
+      const [row] = await untilStarted(c.workspaceId, 1);
+      assert.equal(row!.status, 'started');
+    } finally {
+      await polling.shutdown();
+    }
     await assertAuditHolds(stack);
   });
 });

@@ -1,5 +1,6 @@
 // What the payments tests share: a real stripe-mock process (scripts/install-stripe-mock.sh; STRIPE_MOCK_PATH)
-// behind a recording proxy (the requests the stripe library sent it, their form bodies decoded), a stack
+// behind a recording proxy (the requests the stripe library sent it, their form bodies decoded, and what
+// was answered; a test may answer a request itself, as Stripe would where stripe-mock always accepts), a stack
 // whose STRIPE_API_BASE points at it, and Stripe events signed with the library's own test helper
 // (stripe.webhooks.generateTestHeaderString), shaped as Stripe's event objects are
 // (https://docs.stripe.com/api/events/object, https://docs.stripe.com/api/events/types).
@@ -32,12 +33,21 @@ export interface RecordedRequest {
   headers: http.IncomingHttpHeaders;
   /** The form body, decoded: keys as Stripe's library writes them (`metadata[workspace_id]`). */
   form: URLSearchParams;
+  /** When its body had arrived (Date.now()). */
+  at: number;
+  /** What the proxy answered (stripe-mock's answer, or the test's), once answered. */
+  response?: { status: number; body: any };
 }
+
+/** A test's own answer to a request (a status and a JSON body), or undefined to let stripe-mock answer. */
+export type StripeAnswer = (req: RecordedRequest) => { status: number; body: unknown } | undefined;
 
 export interface StripeMock {
   /** The proxy's base URL (STRIPE_API_BASE). */
   url: string;
   requests: RecordedRequest[];
+  /** Set by a test: answers the requests it returns something for, instead of stripe-mock. */
+  answer: StripeAnswer | null;
   stop(): Promise<void>;
 }
 
@@ -63,35 +73,48 @@ export async function startStripeMock(): Promise<StripeMock> {
     await sleep(50);
   }
   const requests: RecordedRequest[] = [];
+  const mock: Omit<StripeMock, 'url' | 'stop'> = { requests, answer: null };
   const proxy = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
       const body = Buffer.concat(chunks);
-      requests.push({ method: req.method!, path: req.url!, headers: req.headers, form: new URLSearchParams(body.toString('utf8')) });
+      const recorded: RecordedRequest = {
+        method: req.method!,
+        path: req.url!,
+        headers: req.headers,
+        form: new URLSearchParams(body.toString('utf8')),
+        at: Date.now(),
+      };
+      requests.push(recorded);
+      const reply = (status: number, text: string, contentType = 'application/json') => {
+        try {
+          recorded.response = { status, body: JSON.parse(text) };
+        } catch {
+          recorded.response = { status, body: text };
+        }
+        res.writeHead(status, { 'content-type': contentType, 'request-id': `req_proxy${requests.length}` });
+        res.end(text);
+      };
+      const own = mock.answer?.(recorded);
+      if (own) return reply(own.status, JSON.stringify(own.body));
       const headers = { ...req.headers };
       delete headers['host'];
       fetch(upstream + req.url, { method: req.method!, headers: headers as Record<string, string>, body: body.length ? body : undefined })
-        .then(async (r) => {
-          res.writeHead(r.status, { 'content-type': r.headers.get('content-type') ?? 'application/json' });
-          res.end(Buffer.from(await r.arrayBuffer()));
-        })
-        .catch((err) => {
-          res.writeHead(502).end(String(err));
-        });
+        .then(async (r) => reply(r.status, await r.text(), r.headers.get('content-type') ?? 'application/json'))
+        .catch((err) => reply(502, String(err), 'text/plain'));
     });
   });
   const proxyPort = await new Promise<number>((resolve) =>
     proxy.listen(0, '127.0.0.1', () => resolve((proxy.address() as { port: number }).port)),
   );
-  return {
+  return Object.assign(mock, {
     url: `http://127.0.0.1:${proxyPort}`,
-    requests,
     stop: async () => {
       await new Promise((r) => proxy.close(r));
       child.kill('SIGTERM');
     },
-  };
+  });
 }
 
 /** The environment that turns buying credits on, against `mock`. */
@@ -102,12 +125,12 @@ export const stripeEnv = (mock: StripeMock): Record<string, string> => ({
 });
 
 /** A stripe-mock and a stack using it for the tests of a describe block: handed to `use` once started, stopped after. */
-export function useStripeStack(use: (stack: Stack, mock: StripeMock) => void): void {
+export function useStripeStack(use: (stack: Stack, mock: StripeMock) => void, opts: { worker?: boolean } = {}): void {
   let mock: StripeMock | undefined;
   let stack: Stack | undefined;
   before(async () => {
     mock = await startStripeMock();
-    stack = await startStack({ env: stripeEnv(mock) });
+    stack = await startStack({ env: stripeEnv(mock), ...opts });
     use(stack, mock);
   });
   after(async () => {
@@ -202,3 +225,61 @@ export function dispute(paymentIntent: string, eur: number, status: string, id =
     status,
   };
 }
+
+// Stripe's answer to an off-session PaymentIntent whose payment fails at once: "the request also fails with a
+// 402 HTTP status code and the status of the PaymentIntent is requires_payment_method", the error's code
+// card_declined, or authentication_required when the bank asks for the customer
+// (https://docs.stripe.com/payments/save-and-reuse, charging the saved method off-session). The error
+// object's fields (type card_error, code, decline_code, message, doc_url, the PaymentIntent and the
+// PaymentMethod): https://docs.stripe.com/api/errors and https://docs.stripe.com/declines/codes.
+export const DECLINES = {
+  card_declined: { decline_code: 'insufficient_funds', message: 'Your card has insufficient funds.' },
+  authentication_required: {
+    decline_code: 'authentication_required',
+    message: 'Your card was declined. This transaction requires authentication.',
+  },
+} as const;
+export type DeclineCode = keyof typeof DECLINES;
+/** Stripe's 402 answer declining the off-session PaymentIntent `req` asked for, with `code`. */
+export function declinedPaymentIntent(code: DeclineCode, req: RecordedRequest) {
+  const { decline_code, message } = DECLINES[code];
+  const metadata = Object.fromEntries([...req.form].flatMap(([k, v]) => (k.startsWith('metadata[') ? [[k.slice(9, -1), v]] : [])));
+  const paymentMethod = { id: req.form.get('payment_method'), object: 'payment_method', type: 'card' };
+  const lastPaymentError = {
+    type: 'card_error',
+    code,
+    decline_code,
+    message,
+    doc_url: `https://docs.stripe.com/error-codes/${code.replace('_', '-')}`,
+    payment_method: paymentMethod,
+  };
+  return {
+    status: 402,
+    body: {
+      error: {
+        ...lastPaymentError,
+        charge: stripeId('ch'),
+        payment_intent: {
+          id: stripeId('pi'),
+          object: 'payment_intent',
+          amount: Number(req.form.get('amount')),
+          amount_received: 0,
+          currency: req.form.get('currency'),
+          customer: req.form.get('customer'),
+          status: 'requires_payment_method',
+          last_payment_error: lastPaymentError,
+          metadata,
+        },
+        request_log_url: 'https://dashboard.stripe.com/test/logs/req_declined',
+      },
+    },
+  };
+}
+
+/** An answer declining, with `code`, every off-session PaymentIntent created for the workspace (other requests: stripe-mock's). */
+export const declineTopUpsOf =
+  (workspaceId: string, code: DeclineCode): StripeAnswer =>
+  (req) =>
+    req.method === 'POST' && req.path === '/v1/payment_intents' && req.form.get('metadata[workspace_id]') === workspaceId
+      ? declinedPaymentIntent(code, req)
+      : undefined;

@@ -1,20 +1,20 @@
-// Account: the balance (and what is owed), buying credits with Stripe Checkout (shown when the service
-// offers it; back from Checkout, the balance is read again until the credit arrives), the low balance alert, the ledger statement a page at a time, and the
-// webhook endpoints (add one, its signing secret shown once with a copy button; each endpoint's
+// Account: the balance (and what is owed), buying credits with Stripe Checkout and automatic top-up
+// (./Credits.tsx; without Stripe on the service, said so), the low balance alert, the ledger statement a
+// page at a time, and the webhook endpoints (add one, its signing secret shown once with a copy button; each endpoint's
 // delivery attempts; delete).
 import { useCallback, useEffect, useState, type FormEvent } from 'react';
 import Button from 'react-bootstrap/Button';
 import Card from 'react-bootstrap/Card';
 import Col from 'react-bootstrap/Col';
 import Form from 'react-bootstrap/Form';
-import InputGroup from 'react-bootstrap/InputGroup';
 import Row from 'react-bootstrap/Row';
 import Table from 'react-bootstrap/Table';
-import { api, type Account, type CheckoutSession, type LedgerEntry, type ListPage } from '../api';
+import { api, type Account, type LedgerEntry, type ListPage } from '../api';
 import { ErrorAlert } from '../ErrorAlert';
 import { euros, when } from '../format';
 import { Pager, useCursorPages } from '../Pager';
-import { useAction } from '../ui';
+import { EuroInput, useAction } from '../ui';
+import { AddCredits, AutoTopUp, CreditsNotConfigured } from './Credits';
 import { Webhooks } from './Webhooks';
 
 /** The highest alert the API takes, in euros. */
@@ -40,134 +40,27 @@ function LowBalanceAlert({ account, onSaved }: { account: Account; onSaved: (a: 
     <Form onSubmit={submit} className="mt-3">
       <Form.Group controlId="low-balance-alert">
         <Form.Label className="text-body-secondary mb-1">Low balance alert</Form.Label>
-        <InputGroup>
-          <InputGroup.Text>€</InputGroup.Text>
-          <Form.Control
-            type="number"
-            min={0}
-            max={LOW_BALANCE_ALERT_MAX}
-            step="any"
-            inputMode="decimal"
-            placeholder="Off"
-            value={value}
-            onChange={(e) => {
-              setValue(e.target.value);
-              setSaved(false);
-            }}
-            aria-describedby="low-balance-alert-help"
-          />
+        <EuroInput
+          min={0}
+          max={LOW_BALANCE_ALERT_MAX}
+          step="any"
+          placeholder="Off"
+          value={value}
+          onChange={(v) => {
+            setValue(v);
+            setSaved(false);
+          }}
+          describedBy="low-balance-alert-help"
+        >
           <Button type="submit" variant="outline-primary" disabled={busy}>
             Save alert
           </Button>
-        </InputGroup>
+        </EuroInput>
         <Form.Text id="low-balance-alert-help">
           {saved ? 'Saved. ' : ''}
           Webhooks subscribed to balance.low are sent an event when a charge takes the balance below this amount; empty turns it off.
         </Form.Text>
       </Form.Group>
-      <ErrorAlert error={error} />
-    </Form>
-  );
-}
-
-/** How long, back from a paid Checkout, the balance is read again (every 2 s) until the credit arrives. */
-const CREDIT_WAIT_MS = 120_000;
-const CHECKOUT_RETURN = 'checkout';
-
-/** Where Checkout sends the customer back: this page's Account screen, saying how it went. */
-const returnUrl = (outcome: 'paid' | 'cancelled') => `${location.origin}${location.pathname}?${CHECKOUT_RETURN}=${outcome}#/account`;
-
-/**
- * "Add credits": an amount, then the browser goes to Stripe Checkout. Back from it paid, the balance is
- * read again until the credit (Stripe's webhook) arrives, then the amount credited is shown.
- */
-function AddCredits({ account, onAccount }: { account: Account; onAccount: (a: Account) => void }) {
-  const bounds = account.credits_checkout!;
-  const [amount, setAmount] = useState('');
-  const [status, setStatus] = useState<string | null>(null);
-  const { busy, error, run } = useAction();
-  useEffect(() => {
-    const params = new URLSearchParams(location.search);
-    const outcome = params.get(CHECKOUT_RETURN);
-    if (!outcome) return;
-    history.replaceState(null, '', `${location.pathname}${location.hash}`);
-    if (outcome !== 'paid') {
-      setStatus('Checkout was cancelled: nothing was charged.');
-      return;
-    }
-    const before = Number(sessionStorage.getItem('vva.balanceBeforeCheckout') ?? account.balance_in_euro);
-    sessionStorage.removeItem('vva.balanceBeforeCheckout');
-    setStatus('Payment received by Stripe; waiting for the credit to arrive…');
-    const started = Date.now();
-    let stopped = false;
-    const poll = () => {
-      if (stopped) return;
-      api<Account>('/v2/account').then(
-        (a) => {
-          onAccount(a);
-          if (a.balance_in_euro > before || a.owed_in_euro === 0) {
-            if (a.balance_in_euro > before) {
-              setStatus(`Credited ${euros(Math.round((a.balance_in_euro - before) * 100) / 100)}.`);
-              return;
-            }
-          }
-          if (Date.now() - started > CREDIT_WAIT_MS)
-            setStatus('The credit has not arrived yet; it will show on the statement once Stripe confirms it.');
-          else setTimeout(poll, 2_000);
-        },
-        () => setTimeout(poll, 2_000),
-      );
-    };
-    poll();
-    return () => {
-      stopped = true;
-    };
-    // Once, on the return from Checkout.
-  }, []);
-  const submit = (e: FormEvent) => {
-    e.preventDefault();
-    void run(async () => {
-      sessionStorage.setItem('vva.balanceBeforeCheckout', String(account.balance_in_euro));
-      const session = await api<CheckoutSession>('/v2/billing/checkout', {
-        method: 'POST',
-        json: { amount_in_euro: Number(amount), success_url: returnUrl('paid'), cancel_url: returnUrl('cancelled') },
-      });
-      if (session.url) location.assign(session.url);
-    });
-  };
-  return (
-    <Form onSubmit={submit} className="mt-3" aria-labelledby="add-credits-heading">
-      <h2 id="add-credits-heading" className="h6 mb-1">
-        Add credits
-      </h2>
-      <Form.Group controlId="add-credits-amount">
-        <Form.Label className="text-body-secondary mb-1">Amount</Form.Label>
-        <InputGroup>
-          <InputGroup.Text>€</InputGroup.Text>
-          <Form.Control
-            type="number"
-            required
-            min={bounds.min_in_euro}
-            max={bounds.max_in_euro}
-            step="0.01"
-            inputMode="decimal"
-            value={amount}
-            onChange={(e) => setAmount(e.target.value)}
-            aria-describedby="add-credits-help"
-          />
-          <Button type="submit" variant="primary" disabled={busy}>
-            Add credits
-          </Button>
-        </InputGroup>
-        <Form.Text id="add-credits-help">
-          {`Paid with Stripe Checkout, from ${euros(bounds.min_in_euro)} to ${euros(bounds.max_in_euro)}; your card may be saved for automatic top-up.`}
-        </Form.Text>
-      </Form.Group>
-      {status && (
-        <output className="d-block mt-2" role="status">
-          {status}
-        </output>
-      )}
       <ErrorAlert error={error} />
     </Form>
   );
@@ -257,7 +150,15 @@ export function AccountScreen() {
               </p>
             )}
             <ErrorAlert error={error} />
-            {account?.credits_checkout && <AddCredits account={account} onAccount={setAccount} />}
+            {account &&
+              (account.credits_checkout ? (
+                <>
+                  <AddCredits account={account} onAccount={setAccount} />
+                  <AutoTopUp account={account} onSaved={setAccount} />
+                </>
+              ) : (
+                <CreditsNotConfigured />
+              ))}
             {account && <LowBalanceAlert account={account} onSaved={setAccount} />}
           </Card.Body>
         </Card>
