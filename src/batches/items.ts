@@ -66,11 +66,11 @@ export async function claimBatchItems(db: Db, batchId: string, seq: number, conc
         take.push(item.idx);
       }
       if (take.length > 0)
-        await tx.query("UPDATE batch_items SET status = 'running', claim_seq = $2 WHERE batch_id = $1 AND idx = ANY($3::int[])", [
-          batchId,
-          seq,
-          take,
-        ]);
+        // Still queued: a stop that failed them after they were read (it holds their rows until it commits) wins.
+        await tx.query(
+          "UPDATE batch_items SET status = 'running', claim_seq = $2 WHERE batch_id = $1 AND idx = ANY($3::int[]) AND status = 'queued'",
+          [batchId, seq, take],
+        );
     }
     return { items: await claimed(tx, batchId, seq), queued: await queuedOf(tx, batchId), stopping: false };
   });
