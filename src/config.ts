@@ -6,7 +6,7 @@ import { DEFAULT_CONCURRENT_POLLS_MAX, DEFAULT_WORKER_LIMITS, type WorkerLimits 
 import { boolish } from './providers/descriptor.js';
 import { configureProviders, PROVIDERS_ENV, type ConfiguredProviders } from './providers/registry.js';
 import { PROVIDER_CALLBACK_LIMITS } from './video-jobs/callbacks.js';
-import type { SpeechSocketLimits } from './voices/speech-socket.js';
+import type { SpeechSocketLimits } from './voices/speech-socket-protocol.js';
 import { ConfigError } from './config-error.js';
 import { useCatalogFile } from './models/catalog.js';
 import { loadTemporalSettings, temporalEnv, type TemporalSettings } from './temporal/connection-config.js';

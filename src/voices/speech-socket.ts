@@ -20,17 +20,15 @@ import http from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { z } from 'zod';
-import type { Logger } from 'pino';
-import type { Db } from '../db/pool.js';
 import { ApiError } from '../errors.js';
 import { AUTH_FAILURES_PER_ADDRESS_PER_MINUTE, principalOfBearer } from '../http/auth.js';
 import { dependencyDown } from '../http/errors.js';
 import { rateLimited, TokenBuckets } from '../http/rate-limit.js';
 import type { ApiKeyPrincipal } from '../account/workspaces.js';
-import { activeKeyPrincipal, SPEECH_TOKEN_CHARS_MAX, type SpeechTokens } from './speech-tokens.js';
-import type { SpeechService } from './speech.js';
+import { activeKeyPrincipal, SPEECH_TOKEN_CHARS_MAX } from './speech-tokens.js';
 import { errorMessage, Utterance, type UtteranceEvents } from './speech-utterance.js';
 import { ContextConnections } from './speech-contexts.js';
+import { ContextId, SpeechSocketMessage, type SpeechSocketDeps } from './speech-socket-protocol.js';
 
 export const SPEECH_SOCKET_PATH = '/v2/audio/speech/stream';
 
@@ -48,61 +46,11 @@ export const SPEECH_SOCKET_CLOSE = {
   too_many_messages: 4029,
 } as const;
 
-export interface SpeechSocketLimits {
-  /** Contexts speaking at once on one socket (SPEECH_WS_CONTEXTS_MAX). */
-  contexts_per_socket_max: number;
-  /** Sockets open at once per API key, per API process (SPEECH_WS_SOCKETS_PER_KEY_MAX). */
-  sockets_per_key_max: number;
-  /** Characters of one message's text (SPEECH_WS_MESSAGE_CHARS_MAX). */
-  message_chars_max: number;
-  /** Characters of one context, all its texts together (SPEECH_WS_CONTEXT_CHARS_MAX). */
-  context_chars_max: number;
-  /** A socket with no message from its client this long, while no context speaks what it was sent, is closed (SPEECH_WS_IDLE_MS). */
-  idle_ms: number;
-  /** The largest frame accepted, in bytes (SPEECH_WS_FRAME_BYTES_MAX). */
-  frame_bytes_max: number;
-  /** Bytes waiting to go out to a slow client beyond which the provider is not read (SPEECH_WS_BUFFERED_BYTES_MAX). */
-  buffered_bytes_max: number;
-}
-
 /** Messages a client may send per second, on average; a burst of MESSAGES_BURST more. Beyond, messages are refused. */
 export const MESSAGES_PER_SECOND = 50;
 const MESSAGES_BURST = 100;
 /** Messages refused for their rate beyond which the socket is closed. */
 const REFUSED_FOR_RATE_MAX = 100;
-
-const ContextId = z
-  .string()
-  .min(1)
-  .max(100)
-  .regex(/^[A-Za-z0-9_.:-]+$/, 'letters, digits, _ . : -');
-
-/** A client's message: a text of a context, or its cancellation. */
-export const SpeechSocketMessage = z.union([
-  z.strictObject({ context_id: ContextId, cancel: z.literal(true) }),
-  z.strictObject({
-    context_id: ContextId,
-    voice: z.string().min(1).max(200).optional(),
-    model: z.string().min(1).max(100).optional(),
-    text: z.string(),
-    continue: z.boolean().optional(),
-    flush: z.boolean().optional(),
-  }),
-]);
-export type SpeechSocketMessage = z.output<typeof SpeechSocketMessage>;
-export type SpeechTextMessage = Extract<SpeechSocketMessage, { text: string }>;
-
-export interface SpeechSocketDeps {
-  db: Db;
-  speech: SpeechService;
-  tokens: SpeechTokens;
-  limits: SpeechSocketLimits;
-  logger: Logger;
-  /** Failed authentications per client address and minute before upgrades from it are refused unread (429). */
-  authFailuresPerMinute?: number;
-}
-
-/** An error to the client, about a context (or null: about the message). */
 
 /** The API's error JSON, as the answer to a refused upgrade, and the socket closed. */
 function refuseUpgrade(socket: Duplex, err: ApiError): void {

@@ -23,7 +23,7 @@ import { speechCostMicroEur, type SpeechModel } from '../models/catalog.js';
 import type { ProviderSpeechContext, SpeechContextRequest, VoiceProvider } from '../providers/voice/types.js';
 import { growSpeechHold, holdSpeech, recordSpokenSpeech, settleSpokenSpeech } from './speech-billing.js';
 import { countCharacters } from './speech.js';
-import type { SpeechSocketDeps, SpeechTextMessage } from './speech-socket.js';
+import type { SpeechSocketDeps, SpeechTextMessage } from './speech-socket-protocol.js';
 
 /** The server's `error` message of the socket; `context_id` null when the message itself could not be read. */
 export const errorMessage = (context_id: string | null, code: string, message: string) => ({ type: 'error', context_id, code, message });
