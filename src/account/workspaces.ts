@@ -3,8 +3,6 @@ import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import type { Db } from '../db/pool.js';
 import { addCreditsIn, NotFoundError } from '../billing/ledger.js';
 import { inTransaction, prepared } from '../db/pool.js';
-import { findVideoModel } from '../models/catalog.js';
-import { ApiError } from '../errors.js';
 
 export interface Workspace {
   id: string;
@@ -150,15 +148,4 @@ export async function authenticateApiKey(db: Db, key: string): Promise<ApiKeyPri
 export async function authenticateApiKeyDigest(db: Db, digest: Buffer): Promise<ApiKeyPrincipal | null> {
   const r = await db.query<ApiKeyPrincipal>({ ...PRINCIPAL, values: [digest] });
   return r.rows[0] ?? null;
-}
-
-/** Whether the key may use a model; a key listing a retired id may use its replacement. */
-export function keyAllowsModel(principal: ApiKeyPrincipal, modelId: string): boolean {
-  return principal.models === null || principal.models.some((m) => m === modelId || findVideoModel(m)?.id === modelId);
-}
-
-/** The 403 of a request naming a model its key may not use (`param: model`); nothing when it may. */
-export function requireKeyAllowsModel(principal: ApiKeyPrincipal, modelId: string): void {
-  if (!keyAllowsModel(principal, modelId))
-    throw new ApiError(403, 'permission_error', 'model_not_permitted', `this API key is not permitted to use model "${modelId}"`, 'model');
 }

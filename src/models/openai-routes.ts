@@ -4,7 +4,8 @@
 import type { RequestHandler } from 'express';
 import { z } from 'zod';
 import { speechModels, videoBackendFor, videoModels, type ConfiguredBackends } from './catalog.js';
-import { keyAllowsModel, type ApiKeyPrincipal } from '../account/workspaces.js';
+import type { ApiKeyPrincipal } from '../account/workspaces.js';
+import { keyAllowsModel } from './key-models.js';
 import { principalOf } from '../http/auth.js';
 import { notFound } from '../errors.js';
 import { ApiRouter, json, type RouteContract } from '../http/openapi.js';

@@ -12,7 +12,7 @@ import {
   type ConfiguredBackends,
   type VideoModel,
 } from './catalog.js';
-import { keyAllowsModel } from '../account/workspaces.js';
+import { keyAllowsModel } from './key-models.js';
 import { principalOf } from '../http/auth.js';
 import { notFound } from '../errors.js';
 import { presentSpeechModel, presentVideoModel, presentVideoModelAlias, type ConfiguredVoiceProvider } from './present.js';

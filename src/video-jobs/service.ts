@@ -17,7 +17,8 @@ import { decideAcceptance, foreseeRefusal, recordForeseenRefusal, type ForeseenR
 import { requestFingerprint, type Fingerprint } from './request-fingerprint.js';
 import { readKeyedVideoJob, readVideoJob, type VideoJobRecord } from './records.js';
 import type { CreateVideoBody } from './schemas.js';
-import { requireKeyAllowsModel, type ApiKeyPrincipal } from '../account/workspaces.js';
+import type { ApiKeyPrincipal } from '../account/workspaces.js';
+import { requireKeyAllowsModel } from '../models/key-models.js';
 import { inputsFingerprint, resolveVideoRequestInputs } from './request-inputs.js';
 import { discardVideoJobInputs, storeVideoJobInputs, type VideoJobInputs } from './images.js';
 import {

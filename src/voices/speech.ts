@@ -28,7 +28,8 @@ import { defaultSpeechModelFor, findSpeechModel, speechCostMicroEur, speechModel
 import { ApiError, invalidParam, keySpendLimitExceeded, notFound } from '../errors.js';
 import { microEurToEur } from '../money.js';
 import { creditsCharged } from '../metrics.js';
-import { requireKeyAllowsModel, type ApiKeyPrincipal } from '../account/workspaces.js';
+import type { ApiKeyPrincipal } from '../account/workspaces.js';
+import { requireKeyAllowsModel } from '../models/key-models.js';
 import type { VoicesService } from './service.js';
 import { audioEncoder, needsMediaWorker, pcmRateOf, type AudioEncoder } from '../media/audio-encode.js';
 import type { SpeechFormat } from '../models/values.js';
