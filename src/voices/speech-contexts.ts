@@ -5,15 +5,15 @@
 // stream-input) opens it there (`openContext`). The others are asked segment by segment: each text the client
 // sends is one synthesis, streamed, spoken in order after the one before. A segment counts as spoken once its
 // first audio arrived: the provider has then taken (and bills) the whole of it.
-import type {
-  ContextPiece,
-  ProviderContextConnection,
-  ProviderSpeechContext,
-  SpeechContextRequest,
-  TimedSpeechPiece,
-  VoiceProvider,
+import {
+  shiftedWords,
+  type ContextPiece,
+  type ProviderContextConnection,
+  type ProviderSpeechContext,
+  type SpeechContextRequest,
+  type TimedSpeechPiece,
+  type VoiceProvider,
 } from '../providers/voice/types.js';
-import { shiftedWords } from '../providers/voice/speech-pieces.js';
 
 /** The provider's context for `req`: its own when it has one, else segments. */
 export function openSpeechContext(provider: VoiceProvider, req: SpeechContextRequest): ProviderSpeechContext {

@@ -44,8 +44,14 @@ import {
   readWordTimestamps,
   saidOf,
 } from './cartesia-wire.js';
-import { shiftedWords } from './speech-pieces.js';
-import type { ContextPiece, ProviderContextConnection, ProviderSpeechContext, SpeechContextRequest, WordTimestamps } from './types.js';
+import {
+  shiftedWords,
+  type ContextPiece,
+  type ProviderContextConnection,
+  type ProviderSpeechContext,
+  type SpeechContextRequest,
+  type WordTimestamps,
+} from './types.js';
 
 /** Pieces waiting in one context beyond which the connection is paused (and resumed below a quarter of it). */
 const QUEUED_MAX = 64;

@@ -79,10 +79,3 @@ export class CharacterWords {
     this.#word = '';
   }
 }
-
-/** Timings of a part of a speech's words, moved by `by_s` to count from the start of the whole speech. */
-export const shiftedWords = (w: WordTimestamps, by_s: number): WordTimestamps => ({
-  words: w.words,
-  start_s: w.start_s.map((s) => Math.round((s + by_s) * 1000) / 1000),
-  end_s: w.end_s.map((s) => Math.round((s + by_s) * 1000) / 1000),
-});
