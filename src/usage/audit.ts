@@ -5,6 +5,8 @@
 //      batch's reservation and releases count as its requests' own charges and refunds, drawn from it.
 //   2. Per rollup row (workspace, hour, kind, model, API key, backend): its counters are those of the
 //      jobs, speech requests and voice clones created in that hour with those fields, as they stand.
+//   3. Per daily row (workspace, UTC day, kind, model, API key, backend): its counters are the sums of the
+//      hourly rows of that day with those fields (so, by 2, those of the requests created that day).
 import type { Tx } from '../db/pool.js';
 import { COUNTERS } from './service.js';
 
@@ -25,6 +27,18 @@ export interface UsageRowMismatch {
   /** requests, succeeded, failed, pending, charged, refunded, cost, videos, video_seconds, characters */
   rollup: number[];
   expected: number[];
+}
+
+export interface UsageDailyMismatch {
+  workspace_id: string;
+  day: string;
+  kind: string;
+  model: string | null;
+  api_key_id: string | null;
+  backend: string | null;
+  /** requests, succeeded, failed, pending, charged, refunded, cost, videos, video_seconds, characters */
+  daily: number[];
+  hourly: number[];
 }
 
 const LISTED_MAX = 100;
@@ -54,14 +68,14 @@ const EXPECTED_SQL = `
          count(*), count(*), 0, 0, 0, 0, 0, 0, 0, 0
     FROM voices v GROUP BY 1, 2, 3, 4, 5, 6`;
 
-const sameKey = (a: string, b: string) =>
-  ['workspace_id', 'hour', 'kind'].map((k) => `${a}.${k} = ${b}.${k}`).join(' AND ') +
+const sameKey = (a: string, b: string, at: 'hour' | 'day' = 'hour') =>
+  ['workspace_id', at, 'kind'].map((k) => `${a}.${k} = ${b}.${k}`).join(' AND ') +
   ` AND COALESCE(${a}.model, '') = COALESCE(${b}.model, '') AND COALESCE(${a}.api_key_id::text, '') = COALESCE(${b}.api_key_id::text, '')` +
   ` AND COALESCE(${a}.backend, '') = COALESCE(${b}.backend, '')`;
 
 export async function readUsageMismatches(
   tx: Tx,
-): Promise<{ ledger: UsageLedgerMismatch[]; rows: UsageRowMismatch[]; rows_checked: number }> {
+): Promise<{ ledger: UsageLedgerMismatch[]; rows: UsageRowMismatch[]; rows_checked: number; daily: UsageDailyMismatch[] }> {
   const ledger = await tx.query<{ workspace_id: string; r: string[]; l: string[] }>(
     `WITH r AS (SELECT workspace_id, sum(charged_micro_eur) AS charged, sum(refunded_micro_eur) AS refunded, sum(cost_micro_eur) AS cost
                   FROM usage_rollups GROUP BY workspace_id),
@@ -92,6 +106,18 @@ export async function readUsageMismatches(
       WHERE ${COUNTERS.map((c) => `COALESCE(u.${c}, 0) <> COALESCE(e.${c}, 0)`).join(' OR ')}
       LIMIT ${LISTED_MAX}`,
   );
+  const daily = await tx.query<UsageDailyMismatch & { day: Date }>(
+    `WITH h AS (SELECT workspace_id, date_trunc('day', hour, 'UTC') AS day, kind, model, api_key_id, backend,
+                       ${COUNTERS.map((c) => `sum(${c}) AS ${c}`).join(', ')}
+                  FROM usage_rollups GROUP BY 1, 2, 3, 4, 5, 6)
+     SELECT COALESCE(d.workspace_id, h.workspace_id) AS workspace_id, COALESCE(d.day, h.day) AS day, COALESCE(d.kind, h.kind) AS kind,
+            COALESCE(d.model, h.model) AS model, COALESCE(d.api_key_id, h.api_key_id) AS api_key_id, COALESCE(d.backend, h.backend) AS backend,
+            ARRAY[${COUNTERS.map((c) => `COALESCE(d.${c}, 0)`).join(', ')}]::bigint[] AS daily,
+            ARRAY[${COUNTERS.map((c) => `COALESCE(h.${c}, 0)`).join(', ')}]::bigint[] AS hourly
+       FROM usage_daily_rollups d FULL JOIN h ON ${sameKey('d', 'h', 'day')}
+      WHERE ${COUNTERS.map((c) => `COALESCE(d.${c}, 0) <> COALESCE(h.${c}, 0)`).join(' OR ')}
+      LIMIT ${LISTED_MAX}`,
+  );
   const checked = await tx.query<{ n: number }>(`SELECT count(*)::bigint AS n FROM usage_rollups`);
   const toNumbers = (a: string[]) => a.map(Number);
   return {
@@ -111,5 +137,11 @@ export async function readUsageMismatches(
       expected: toNumbers(m.expected as unknown as string[]),
     })),
     rows_checked: checked.rows[0]!.n,
+    daily: daily.rows.map((m) => ({
+      ...m,
+      day: m.day.toISOString(),
+      daily: toNumbers(m.daily as unknown as string[]),
+      hourly: toNumbers(m.hourly as unknown as string[]),
+    })),
   };
 }
