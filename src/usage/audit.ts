@@ -106,18 +106,7 @@ export async function readUsageMismatches(
       WHERE ${COUNTERS.map((c) => `COALESCE(u.${c}, 0) <> COALESCE(e.${c}, 0)`).join(' OR ')}
       LIMIT ${LISTED_MAX}`,
   );
-  const daily = await tx.query<UsageDailyMismatch & { day: Date }>(
-    `WITH h AS (SELECT workspace_id, date_trunc('day', hour, 'UTC') AS day, kind, model, api_key_id, backend,
-                       ${COUNTERS.map((c) => `sum(${c}) AS ${c}`).join(', ')}
-                  FROM usage_rollups GROUP BY 1, 2, 3, 4, 5, 6)
-     SELECT COALESCE(d.workspace_id, h.workspace_id) AS workspace_id, COALESCE(d.day, h.day) AS day, COALESCE(d.kind, h.kind) AS kind,
-            COALESCE(d.model, h.model) AS model, COALESCE(d.api_key_id, h.api_key_id) AS api_key_id, COALESCE(d.backend, h.backend) AS backend,
-            ARRAY[${COUNTERS.map((c) => `COALESCE(d.${c}, 0)`).join(', ')}]::bigint[] AS daily,
-            ARRAY[${COUNTERS.map((c) => `COALESCE(h.${c}, 0)`).join(', ')}]::bigint[] AS hourly
-       FROM usage_daily_rollups d FULL JOIN h ON ${sameKey('d', 'h', 'day')}
-      WHERE ${COUNTERS.map((c) => `COALESCE(d.${c}, 0) <> COALESCE(h.${c}, 0)`).join(' OR ')}
-      LIMIT ${LISTED_MAX}`,
-  );
+  const daily = await readDailyMismatches(tx);
   const checked = await tx.query<{ n: number }>(`SELECT count(*)::bigint AS n FROM usage_rollups`);
   const toNumbers = (a: string[]) => a.map(Number);
   return {
@@ -137,11 +126,28 @@ export async function readUsageMismatches(
       expected: toNumbers(m.expected as unknown as string[]),
     })),
     rows_checked: checked.rows[0]!.n,
-    daily: daily.rows.map((m) => ({
-      ...m,
-      day: m.day.toISOString(),
-      daily: toNumbers(m.daily as unknown as string[]),
-      hourly: toNumbers(m.hourly as unknown as string[]),
-    })),
+    daily,
   };
+}
+
+/** The daily rows that are not the sums of their day's hourly rows (either side missing counts as zeros). */
+async function readDailyMismatches(tx: Tx): Promise<UsageDailyMismatch[]> {
+  const daily = await tx.query<UsageDailyMismatch & { day: Date }>(
+    `WITH h AS (SELECT workspace_id, date_trunc('day', hour, 'UTC') AS day, kind, model, api_key_id, backend,
+                       ${COUNTERS.map((c) => `sum(${c}) AS ${c}`).join(', ')}
+                  FROM usage_rollups GROUP BY 1, 2, 3, 4, 5, 6)
+     SELECT COALESCE(d.workspace_id, h.workspace_id) AS workspace_id, COALESCE(d.day, h.day) AS day, COALESCE(d.kind, h.kind) AS kind,
+            COALESCE(d.model, h.model) AS model, COALESCE(d.api_key_id, h.api_key_id) AS api_key_id, COALESCE(d.backend, h.backend) AS backend,
+            ARRAY[${COUNTERS.map((c) => `COALESCE(d.${c}, 0)`).join(', ')}]::bigint[] AS daily,
+            ARRAY[${COUNTERS.map((c) => `COALESCE(h.${c}, 0)`).join(', ')}]::bigint[] AS hourly
+       FROM usage_daily_rollups d FULL JOIN h ON ${sameKey('d', 'h', 'day')}
+      WHERE ${COUNTERS.map((c) => `COALESCE(d.${c}, 0) <> COALESCE(h.${c}, 0)`).join(' OR ')}
+      LIMIT ${LISTED_MAX}`,
+  );
+  return daily.rows.map((m) => ({
+    ...m,
+    day: m.day.toISOString(),
+    daily: (m.daily as unknown as string[]).map(Number),
+    hourly: (m.hourly as unknown as string[]).map(Number),
+  }));
 }
