@@ -4,7 +4,8 @@
 //      cost is what the ledger kept net of every pending job's charge (the estimate it still holds). A
 //      batch's reservation and releases count as its requests' own charges and refunds, drawn from it.
 //   2. Per rollup row (workspace, hour, kind, model, API key, backend): its counters are those of the
-//      jobs, speech requests and voice clones created in that hour with those fields, as they stand.
+//      settled jobs and speech requests (not pending, not held: reads count those from their rows, as
+//      check 1 does) and voice clones created in that hour with those fields, as they stand.
 //   3. Per daily row (workspace, UTC day, kind, model, API key, backend): its counters are the sums of the
 //      hourly rows of that day with those fields (so, by 2, those of the requests created that day).
 import type { Tx } from '../db/pool.js';
@@ -43,7 +44,10 @@ export interface UsageDailyMismatch {
 
 const LISTED_MAX = 100;
 
-/** What every request's row contributes, grouped as the rollups are (the triggers of 021_usage_rollups.sql, as a scan). */
+/**
+ * What every settled request's row contributes, grouped as the rollups are (the triggers of
+ * 021_usage_rollups.sql and 029_usage_daily_rollups.sql, as a scan).
+ */
 const EXPECTED_SQL = `
   SELECT j.workspace_id, date_trunc('hour', j.created_at, 'UTC') AS hour, 'video' AS kind, j.model, j.api_key_id, j.backend,
          count(*) AS requests, count(*) FILTER (WHERE j.status = 'succeeded') AS succeeded,
@@ -54,7 +58,7 @@ const EXPECTED_SQL = `
          COALESCE(sum(jsonb_array_length(j.videos) * COALESCE((j.params->>'durationSeconds')::int, 0)) FILTER (WHERE j.status = 'succeeded'), 0)
            AS video_seconds,
          0 AS characters
-    FROM video_jobs j GROUP BY 1, 2, 3, 4, 5, 6
+    FROM video_jobs j WHERE j.status <> 'pending' GROUP BY 1, 2, 3, 4, 5, 6
   UNION ALL
   SELECT s.workspace_id, date_trunc('hour', s.created_at, 'UTC'), 'speech', s.model, s.api_key_id, s.backend,
          count(*), count(*) FILTER (WHERE s.status = 'delivered'), count(*) FILTER (WHERE s.status = 'released'),
@@ -62,7 +66,7 @@ const EXPECTED_SQL = `
          COALESCE(sum(s.cost_micro_eur) FILTER (WHERE s.status = 'delivered'), 0), 0,
          COALESCE(sum(s.cost_micro_eur) FILTER (WHERE s.status = 'delivered'), 0), 0, 0,
          COALESCE(sum(s.characters) FILTER (WHERE s.status = 'delivered'), 0)
-    FROM speech_requests s GROUP BY 1, 2, 3, 4, 5, 6
+    FROM speech_requests s WHERE s.status <> 'held' GROUP BY 1, 2, 3, 4, 5, 6
   UNION ALL
   SELECT v.workspace_id, date_trunc('hour', v.created_at, 'UTC'), 'voice_clone', NULL, v.api_key_id, v.provider,
          count(*), count(*), 0, 0, 0, 0, 0, 0, 0, 0
@@ -78,7 +82,12 @@ export async function readUsageMismatches(
 ): Promise<{ ledger: UsageLedgerMismatch[]; rows: UsageRowMismatch[]; rows_checked: number; daily: UsageDailyMismatch[] }> {
   const ledger = await tx.query<{ workspace_id: string; r: string[]; l: string[] }>(
     `WITH r AS (SELECT workspace_id, sum(charged_micro_eur) AS charged, sum(refunded_micro_eur) AS refunded, sum(cost_micro_eur) AS cost
-                  FROM usage_rollups GROUP BY workspace_id),
+                  FROM (SELECT workspace_id, charged_micro_eur, refunded_micro_eur, cost_micro_eur FROM usage_rollups
+                        UNION ALL
+                        -- Pending jobs count from their rows (the rollups hold settled requests).
+                        SELECT workspace_id, estimated_cost_micro_eur, refunded_micro_eur, COALESCE(cost_micro_eur, 0)
+                          FROM video_jobs WHERE status = 'pending') u
+                 GROUP BY workspace_id),
           -- A batch's entries (its reservation, its releases) stand for its requests' charges and refunds, drawn from
           -- and returned into the reservation (the ledger audit checks reservation = requests + released + remaining).
           l0 AS (SELECT workspace_id, -COALESCE(sum(amount_micro_eur) FILTER (WHERE kind = 'charge'), 0) AS charged,

@@ -82,6 +82,9 @@ export function usageRange(q: Pick<UsageRequest, 'start' | 'end' | 'bucket'>, no
   return { start: bucketStart(start, q.bucket), end: bucketEnd(bucketStart(end - 1, q.bucket), q.bucket) };
 }
 
+/** The fields a rollup row is kept by (each group is one of them). */
+const ROW_FIELDS = 'workspace_id, kind, model, api_key_id, backend';
+
 type SqlRow = Counts & { bucket_start: number } & Partial<
     Record<'model' | 'api_key_id' | 'kind' | 'backend' | 'workspace_id', string | null>
   >;
@@ -95,10 +98,18 @@ export function usageQuery(q: UsageRequest, now_s: number) {
   if (q.workspaceId !== null) values.push(q.workspaceId);
   // Whole days (and months) sum the daily rows: a range by day or month starts and ends on a UTC day.
   const [table, at] = q.bucket === 'hour' ? ['usage_rollups', 'hour'] : ['usage_daily_rollups', 'day'];
-  const text = `SELECT extract(epoch FROM date_trunc($1, ${at}, 'UTC'))::bigint AS bucket_start${columns.map((c) => `, ${c}`).join('')},
+  const inRange = (t: string) =>
+    `${t} >= to_timestamp($2) AND ${t} < to_timestamp($3)${q.workspaceId !== null ? ' AND workspace_id = $5' : ''}`;
+  const fromRow = (counts: string) => COUNTERS.map((c, i) => `${counts}[${i + 1}] AS ${c}`).join(', ');
+  const text = `SELECT extract(epoch FROM date_trunc($1, at, 'UTC'))::bigint AS bucket_start${columns.map((c) => `, ${c}`).join('')},
             ${COUNTERS.map((c) => `sum(${c})::bigint AS ${c}`).join(', ')}
-       FROM ${table}
-      WHERE ${at} >= to_timestamp($2) AND ${at} < to_timestamp($3)${q.workspaceId !== null ? ' AND workspace_id = $5' : ''}
+       FROM (SELECT ${at} AS at, ${ROW_FIELDS}, ${COUNTERS.join(', ')} FROM ${table} WHERE ${inRange(at)}
+             UNION ALL
+             SELECT created_at, ${ROW_FIELDS}, ${fromRow('c')}
+               FROM (SELECT j.*, 'video' AS kind, usage_video_job_counts(j) AS c FROM video_jobs j WHERE status = 'pending' AND ${inRange('created_at')}) j
+             UNION ALL
+             SELECT created_at, ${ROW_FIELDS}, ${fromRow('c')}
+               FROM (SELECT s.*, 'speech' AS kind, usage_speech_counts(s) AS c FROM speech_requests s WHERE status = 'held' AND ${inRange('created_at')}) s) u
       GROUP BY 1${columns.map((c) => `, ${c}`).join('')}
      HAVING sum(requests) > 0
       ORDER BY 1${columns.map((c) => `, ${c} NULLS FIRST`).join('')}

@@ -1,6 +1,7 @@
-// Migration 029 sums the hourly rollups into days once (requests of several days and hours, counted by
-// the triggers before it), and from then on the triggers keep both levels: a job charged before it and
-// settled after it moves its day's row as it moves its hour's. A read by day or month (daily rows) gives
+// Migration 029 gives back what pending jobs added to the hourly rollups (reads take those from their
+// rows), sums the hourly rollups into days once (requests of several days and hours, counted by the
+// triggers before it), and from then on the triggers keep both levels: a job charged before it and
+// settled after it lands in its day's row as in its hour's; a charge writes no rollup. A read by day or month (daily rows) gives
 // what the hourly rows give summed, row for row, and the ledger audit (its daily check included) holds.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -94,11 +95,20 @@ test('migration 029 sums the hourly rollups into days once; the triggers keep bo
       `SELECT day, sum(requests) AS requests, sum(pending) AS pending FROM usage_daily_rollups WHERE workspace_id = $1 GROUP BY day ORDER BY day`,
       [ws],
     );
+    // The rollups keep settled requests only (the two jobs still pending are given back); reads add the pending from their rows.
     assert.deepEqual(
       days.rows.map((r) => [r.day.getTime(), Number(r.requests), Number(r.pending)]),
       [
         [day - DAY_MS, 1, 0],
-        [day, 4, 2],
+        [day, 2, 0],
+      ],
+    );
+    const pendingRead = await readUsage(db, { workspaceId: ws, bucket: 'day', start: Math.floor((day - 2 * DAY_MS) / 1000) });
+    assert.deepEqual(
+      pendingRead.data.map((r) => [r.start, r.requests, r.pending, r.charged_in_euro]),
+      [
+        [(day - DAY_MS) / 1000, 1, 0, 0.8],
+        [day / 1000, 4, 2, 2.4],
       ],
     );
     const audit = await auditLedger(db);
@@ -107,9 +117,15 @@ test('migration 029 sums the hourly rollups into days once; the triggers keep bo
     // Charged before the migration, settled after it: both levels move; a job charged after it lands in both.
     await settle(ids[1]!, 'succeeded');
     await settle(ids[2]!, 'failed');
+    // A charge writes no rollup (its job is pending); its settlement writes the whole job.
     const late = randomUUID();
+    const rollupRows = async () => (await db.query('SELECT count(*) AS n FROM usage_rollups WHERE workspace_id = $1', [ws])).rows[0].n;
+    const rowsBefore = await rollupRows();
     await charge(late, day + 23 * HOUR_MS);
+    assert.equal(await rollupRows(), rowsBefore);
+    assert.equal((await auditLedger(db)).ok, true);
     await settle(late, 'succeeded');
+    assert.equal(await rollupRows(), rowsBefore + 1);
     const after = await auditLedger(db);
     assert.deepEqual([after.usage_ledger_mismatches, after.usage_row_mismatches, after.usage_daily_mismatches], [[], [], []]);
     assert.equal(after.ok, true);

@@ -84,38 +84,29 @@ BEGIN
     videos = u.videos + EXCLUDED.videos, video_seconds = u.video_seconds + EXCLUDED.video_seconds, characters = u.characters + EXCLUDED.characters;
 END $$;
 
--- A new request, pending (a job's charge, a speech request's hold): one request, pending, and its charge
--- (a job's estimate; 0 for a hold). The charge's and the hold's own path, inside the workspace's lock, so
--- it sets only the three counters that move (cheaper than adding all ten).
-CREATE FUNCTION usage_add_pending(
-  p_workspace_id uuid, p_created_at timestamptz, p_kind text, p_model text, p_api_key_id uuid, p_backend text, p_charged bigint
-) RETURNS void LANGUAGE plpgsql VOLATILE AS $$
-BEGIN
-  INSERT INTO usage_rollups AS u (workspace_id, hour, kind, model, api_key_id, backend, requests, pending, charged_micro_eur)
-  VALUES (p_workspace_id, date_trunc('hour', p_created_at, 'UTC'), p_kind, p_model, p_api_key_id, p_backend, 1, 1, p_charged)
-  ON CONFLICT (workspace_id, hour, kind, model, api_key_id, backend) DO UPDATE SET
-    requests = u.requests + 1, pending = u.pending + 1, charged_micro_eur = u.charged_micro_eur + EXCLUDED.charged_micro_eur;
-  INSERT INTO usage_daily_rollups AS u (workspace_id, day, kind, model, api_key_id, backend, requests, pending, charged_micro_eur)
-  VALUES (p_workspace_id, date_trunc('day', p_created_at, 'UTC'), p_kind, p_model, p_api_key_id, p_backend, 1, 1, p_charged)
-  ON CONFLICT (workspace_id, day, kind, model, api_key_id, backend) DO UPDATE SET
-    requests = u.requests + 1, pending = u.pending + 1, charged_micro_eur = u.charged_micro_eur + EXCLUDED.charged_micro_eur;
-END $$;
-
 CREATE OR REPLACE FUNCTION usage_minus(a bigint[], b bigint[]) RETURNS bigint[] LANGUAGE plpgsql IMMUTABLE AS $$
 BEGIN
   RETURN ARRAY[a[1] - b[1], a[2] - b[2], a[3] - b[3], a[4] - b[4], a[5] - b[5], a[6] - b[6], a[7] - b[7], a[8] - b[8], a[9] - b[9], a[10] - b[10]];
 END $$;
 
--- Inserts: a request written pending (the product's charge and hold) takes the short way; any other (a
--- row written settled) adds its whole contribution. Updates move it as before.
+-- What a request's row has written into the rollups: its counters once it is settled, nothing while it is
+-- pending (a job charged, not settled; a speech request held): reads and the audit take those from the
+-- rows themselves (few per workspace: its pending jobs are capped, its holds are its speech in flight).
+-- So the charge and the hold, inside the workspace's lock, write no rollup; the settlement, the capture
+-- and the release write the whole contribution in their hour and day.
+CREATE FUNCTION usage_video_job_written(j video_jobs) RETURNS bigint[] LANGUAGE sql IMMUTABLE AS $$
+  SELECT CASE WHEN j.status = 'pending' THEN ARRAY[0,0,0,0,0,0,0,0,0,0]::bigint[] ELSE usage_video_job_counts(j) END
+$$;
+CREATE FUNCTION usage_speech_written(s speech_requests) RETURNS bigint[] LANGUAGE sql IMMUTABLE AS $$
+  SELECT CASE WHEN s.status = 'held' THEN ARRAY[0,0,0,0,0,0,0,0,0,0]::bigint[] ELSE usage_speech_counts(s) END
+$$;
+
 CREATE OR REPLACE FUNCTION usage_video_jobs_trigger() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   IF TG_OP = 'UPDATE' THEN
-    PERFORM usage_move('video', OLD.workspace_id, OLD.created_at, OLD.model, OLD.api_key_id, OLD.backend, usage_video_job_counts(OLD),
-                       NEW.workspace_id, NEW.created_at, NEW.model, NEW.api_key_id, NEW.backend, usage_video_job_counts(NEW));
-  ELSIF NEW.status = 'pending' AND NEW.refunded_micro_eur = 0 AND NEW.cost_micro_eur IS NULL THEN
-    PERFORM usage_add_pending(NEW.workspace_id, NEW.created_at, 'video', NEW.model, NEW.api_key_id, NEW.backend, NEW.estimated_cost_micro_eur);
-  ELSE
+    PERFORM usage_move('video', OLD.workspace_id, OLD.created_at, OLD.model, OLD.api_key_id, OLD.backend, usage_video_job_written(OLD),
+                       NEW.workspace_id, NEW.created_at, NEW.model, NEW.api_key_id, NEW.backend, usage_video_job_written(NEW));
+  ELSIF NEW.status <> 'pending' THEN
     PERFORM usage_add(NEW.workspace_id, NEW.created_at, 'video', NEW.model, NEW.api_key_id, NEW.backend, usage_video_job_counts(NEW));
   END IF;
   RETURN NULL;
@@ -124,19 +115,31 @@ END $$;
 CREATE OR REPLACE FUNCTION usage_speech_requests_trigger() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   IF TG_OP = 'UPDATE' THEN
-    PERFORM usage_move('speech', OLD.workspace_id, OLD.created_at, OLD.model, OLD.api_key_id, OLD.backend, usage_speech_counts(OLD),
-                       NEW.workspace_id, NEW.created_at, NEW.model, NEW.api_key_id, NEW.backend, usage_speech_counts(NEW));
-  ELSIF NEW.status = 'held' THEN
-    PERFORM usage_add_pending(NEW.workspace_id, NEW.created_at, 'speech', NEW.model, NEW.api_key_id, NEW.backend, 0);
-  ELSE
+    PERFORM usage_move('speech', OLD.workspace_id, OLD.created_at, OLD.model, OLD.api_key_id, OLD.backend, usage_speech_written(OLD),
+                       NEW.workspace_id, NEW.created_at, NEW.model, NEW.api_key_id, NEW.backend, usage_speech_written(NEW));
+  ELSIF NEW.status <> 'held' THEN
     PERFORM usage_add(NEW.workspace_id, NEW.created_at, 'speech', NEW.model, NEW.api_key_id, NEW.backend, usage_speech_counts(NEW));
   END IF;
   RETURN NULL;
 END $$;
 
--- From here to the commit no request is written: the triggers count into both levels from the commit on,
--- and what the hourly rows hold now is summed into days once.
+-- From here to the commit no request is written: the triggers count as above from the commit on. The
+-- hourly rows give back what the pending jobs and held speech requests added to them, and are then
+-- summed into days once.
 LOCK TABLE video_jobs, speech_requests, voices IN SHARE ROW EXCLUSIVE MODE;
+
+UPDATE usage_rollups u
+   SET requests = u.requests - p.requests, pending = u.pending - p.requests, charged_micro_eur = u.charged_micro_eur - p.charged,
+       refunded_micro_eur = u.refunded_micro_eur - p.refunded, cost_micro_eur = u.cost_micro_eur - p.cost
+  FROM (SELECT workspace_id, date_trunc('hour', created_at, 'UTC') AS hour, 'video' AS kind, model, api_key_id, backend,
+               count(*) AS requests, sum(estimated_cost_micro_eur) AS charged,
+               sum(refunded_micro_eur) AS refunded, sum(COALESCE(cost_micro_eur, 0)) AS cost
+          FROM video_jobs WHERE status = 'pending' GROUP BY 1, 2, 3, 4, 5, 6
+        UNION ALL
+        SELECT workspace_id, date_trunc('hour', created_at, 'UTC'), 'speech', model, api_key_id, backend, count(*), 0, 0, 0
+          FROM speech_requests WHERE status = 'held' GROUP BY 1, 2, 3, 4, 5, 6) p
+ WHERE u.workspace_id = p.workspace_id AND u.hour = p.hour AND u.kind = p.kind AND u.model IS NOT DISTINCT FROM p.model
+   AND u.api_key_id IS NOT DISTINCT FROM p.api_key_id AND u.backend IS NOT DISTINCT FROM p.backend;
 
 INSERT INTO usage_daily_rollups (workspace_id, day, kind, model, api_key_id, backend, requests, succeeded, failed, pending,
                                  charged_micro_eur, refunded_micro_eur, cost_micro_eur, videos, video_seconds, characters)
