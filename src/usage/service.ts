@@ -1,8 +1,9 @@
-// Reads of usage: sums of the rollups (kept by the database in the transactions that move the money:
-// src/db/migrations/021_usage_rollups.sql, hourly, and 029_usage_daily_rollups.sql, daily) per UTC hour,
-// day or month and group. A read by hour sums the hourly rows, one by day or month the daily rows: it
-// touches at most one row per hour (or day) and group of the range, never the ledger, so its cost follows
-// the range and the groups asked for, not how many requests were made.
+// Reads of usage: sums of the rollups of settled requests (kept by the database in the transactions that
+// move the money: src/db/migrations/021_usage_rollups.sql, hourly, and 029_usage_daily_rollups.sql, daily)
+// per UTC hour, day or month and group, plus the requests still pending (jobs charged, speech held),
+// counted from their own rows (few per workspace, indexed). A read by hour sums the hourly rows, one by
+// day or month the daily rows: it touches at most one row per hour (or day) and group of the range, never
+// the ledger, so its cost follows the range and the groups asked for, not how many requests were made.
 import type { Db } from '../db/pool.js';
 import { invalidParam } from '../errors.js';
 import { microEurToEur } from '../money.js';

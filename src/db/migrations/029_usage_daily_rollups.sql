@@ -1,4 +1,4 @@
--- Usage by day beside usage by hour, and a cheaper count in the charge's transaction.
+-- Usage by day beside usage by hour, and no count in the charge's lock.
 --
 -- Reads: a read by day or month summed the hourly rows (usage_rollups), 24 per day and group: 90 days by
 -- day and model read about 2,160 rows per group, whatever the requests. usage_daily_rollups holds the
@@ -7,33 +7,34 @@
 -- group for 90 days; a read by hour still reads the hourly rows (its ranges span at most 31 days). Each
 -- day row is the sum of the hourly rows of its day, which the ledger audit checks (src/usage/audit.ts).
 --
--- Writes: the count runs in the charge's transaction, inside its workspace's row lock, where every charge
--- of the workspace waits for it, so it is kept cheap. usage_add and usage_minus were SQL functions, which
--- PostgreSQL parses and plans again in every transaction that calls them (each charge); they are PL/pgSQL
--- now, whose statements are planned once per connection. A request written pending (the charge, the
--- hold) adds to the three counters that move (usage_add_pending), not to all ten. Each level gets one
--- upsert per change (two when a request moves to another row, as before); changes that move no counter
--- write nothing (the triggers' conditions). The daily table leaves room on its pages (fillfactor) so its
--- upserts stay heap-only (HOT): the counters are not indexed. Measured per charge (EXPLAIN ANALYZE of the
--- job's insert, loaded machine): the hourly count alone took ~185 us before, both levels take ~95 us now.
+-- Writes: the charge (video_job_charge) and the speech hold run inside their workspace's row lock, where
+-- every charge of the workspace waits, and the count ran there too: an upsert of the request's hour (the
+-- same hot row for every charge of that hour, model and key), by SQL functions PostgreSQL plans again in
+-- every transaction (~185 us a charge, measured with EXPLAIN ANALYZE on a loaded machine; charges/s with
+-- the count were 74 % of without). Now the rollups hold settled requests only: a pending job or a held
+-- speech request writes nothing (the trigger returns at once); its settlement, capture or release adds
+-- its whole contribution, and reads and the audit take what is still pending from the requests' own rows
+-- (a workspace has few: its pending jobs are capped, its holds are its speech in flight; both indexed).
+-- usage_add and usage_minus are PL/pgSQL (planned once per connection) for the settlements' upserts.
 --
--- Not chosen: appending each change to a log (an insert, ~25 us) folded into the rollups later by a
--- periodic task, reads adding what is not folded yet. It takes the upserts out of the lock, but adds a
--- task to run and watch, reads and an audit over two tables, and a lag for the previous release's readers
--- of the rollups; counting in place stays exact at every moment with nothing to run.
+-- Measured and not chosen: counting the pending request in place in both levels, PL/pgSQL (~95 us a
+-- charge, still two upserts on hot rows in the lock); appending each change to a log (an insert, ~25 us)
+-- folded into the rollups later by a periodic task, with reads adding what is not folded yet (a task to
+-- run and watch, reads over the log). Reading the few pending rows needs neither.
 --
 -- The previous release's code runs unchanged on this schema: it never writes the rollups itself, the
--- triggers do, with these functions.
+-- triggers do, with these functions (the release before it has no usage reads).
 --
--- The existing hourly rows are summed into days once, below, with the counted tables locked against writes
--- meanwhile (as the hourly migration did): no change is counted in one level and not the other. The lock
--- is waited for at most 5 s (the migration fails and is tried again by the next process); the sum reads
--- the hourly rows only (one per hour and group, not per request), seconds even on a large database.
+-- Below, with the counted tables locked against writes (as the hourly migration did; waited for at most
+-- 5 s, else the migration fails and the next process tries again): the hourly rows give back what the
+-- pending jobs and held speech requests added to them, then are summed into days once. Both read one row
+-- per pending request or per hour and group, not per request made: seconds even on a large database.
 SET LOCAL lock_timeout = '5s';
 SET LOCAL statement_timeout = '10min';
 
 -- No foreign key to workspaces (its hourly rows have it): adding one would lock workspaces, which every
--- charge writes, while it is checked.
+-- charge writes, while it is checked. Room left on its pages (fillfactor) keeps its upserts heap-only
+-- (HOT): the counters are not indexed.
 CREATE TABLE usage_daily_rollups (
   workspace_id        uuid NOT NULL,
   day                 timestamptz NOT NULL CHECK (day = date_trunc('day', day, 'UTC')),
