@@ -1,10 +1,11 @@
 // The usage phase's data: a workspace's settled video jobs and speech requests, their ledger entries and
 // their usage rollups, written with set-based SQL (INSERT ... SELECT generate_series), as the product
 // would have written them one request at a time. The rollups are not left to the triggers of
-// 021_usage_rollups.sql (one upsert per row): the triggers are disabled while a step is written, and the
+// 021_usage_rollups.sql (upserts per row): the triggers are disabled while a step is written, and the
 // step's rows are then counted once, grouped as the triggers group them, by the migration's own
-// functions (usage_video_job_counts, usage_speech_counts) and added to the rollups with one upsert per
-// group. `triggersAgree` checks on a small sample that this gives exactly what the triggers give.
+// functions (usage_video_job_counts, usage_speech_counts) and added to the hourly rollups with one upsert
+// per group, and to the daily ones (029_usage_daily_rollups.sql) with one per day and group.
+// The sample check (`compareWithTriggers`) checks on a small sample that this gives exactly what the triggers give.
 //
 // What a step writes, per 20 requests (21 ledger entries):
 //   12 video jobs: 10 succeeded (one video, one charge entry), 1 delivered one of its two videos
@@ -16,6 +17,7 @@
 // records the balance it left; the workspace's balance and each key's spend move by the step's sums.
 import pg from 'pg';
 import { speechModels, videoModels } from '../src/models/catalog.js';
+import { COUNTERS } from '../src/usage/service.js';
 
 /** Ledger entries per 20 requests (see above). */
 const ENTRIES_PER_20_REQUESTS = 21;
@@ -135,16 +137,21 @@ SELECT workspace_id, date_trunc('hour', created_at, 'UTC') AS hour, kind, model,
           FROM speech_requests r JOIN step_speech USING (id)) x
  GROUP BY 1, 2, 3, 4, 5, 6`;
 
-/** The step's groups added to the rollups, one upsert per group. */
+/** Adds the counters of the new row to those of the row it conflicts with. */
+const addCounters = COUNTERS.map((c) => `${c} = u.${c} + EXCLUDED.${c}`).join(', ');
+
+/** The step's groups added to the hourly rollups, one upsert per group. */
 const ROLLUPS_SQL = `
-INSERT INTO usage_rollups AS u (workspace_id, hour, kind, model, api_key_id, backend, requests, succeeded, failed, pending,
-                                charged_micro_eur, refunded_micro_eur, cost_micro_eur, videos, video_seconds, characters)
+INSERT INTO usage_rollups AS u (workspace_id, hour, kind, model, api_key_id, backend, ${COUNTERS.join(', ')})
 ${STEP_GROUPS_SQL}
-ON CONFLICT (workspace_id, hour, kind, model, api_key_id, backend) DO UPDATE SET
-  requests = u.requests + EXCLUDED.requests, succeeded = u.succeeded + EXCLUDED.succeeded, failed = u.failed + EXCLUDED.failed,
-  pending = u.pending + EXCLUDED.pending, charged_micro_eur = u.charged_micro_eur + EXCLUDED.charged_micro_eur,
-  refunded_micro_eur = u.refunded_micro_eur + EXCLUDED.refunded_micro_eur, cost_micro_eur = u.cost_micro_eur + EXCLUDED.cost_micro_eur,
-  videos = u.videos + EXCLUDED.videos, video_seconds = u.video_seconds + EXCLUDED.video_seconds, characters = u.characters + EXCLUDED.characters`;
+ON CONFLICT (workspace_id, hour, kind, model, api_key_id, backend) DO UPDATE SET ${addCounters}`;
+
+/** ... and, summed per UTC day, to the daily rollups (029_usage_daily_rollups.sql). */
+const DAILY_ROLLUPS_SQL = `
+INSERT INTO usage_daily_rollups AS u (workspace_id, day, kind, model, api_key_id, backend, ${COUNTERS.join(', ')})
+SELECT workspace_id, date_trunc('day', hour, 'UTC'), kind, model, api_key_id, backend, ${COUNTERS.map((c) => `sum(${c})`).join(', ')}
+  FROM (${STEP_GROUPS_SQL}) g GROUP BY 1, 2, 3, 4, 5, 6
+ON CONFLICT (workspace_id, day, kind, model, api_key_id, backend) DO UPDATE SET ${addCounters}`;
 
 /**
  * For a step written with the triggers on into a workspace that had no rollups: the groups that differ
@@ -202,6 +209,7 @@ export async function writeUsageStep(client: pg.Client, spec: UsageStepSpec): Pr
     let compared: UsageStepWritten['compared'];
     if (countRollups) {
       await client.query(ROLLUPS_SQL);
+      await client.query(DAILY_ROLLUPS_SQL);
       for (const [table, trigger] of USAGE_TRIGGERS) await client.query(`ALTER TABLE ${table} ENABLE TRIGGER ${trigger}`);
     } else {
       compared = (await client.query<{ groups: number; differing: number }>(COMPARE_SQL, [spec.workspaceId])).rows[0]!;

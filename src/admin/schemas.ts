@@ -184,6 +184,22 @@ export const LedgerAudit = z
         'Usage rows whose counters (requests, succeeded, failed, pending, charged, refunded, cost, videos, video_seconds, characters) ' +
           'differ from those of the requests created in their hour.',
       ),
+    usage_daily_mismatches: z
+      .array(
+        z.strictObject({
+          workspace_id: Uuid,
+          day: z.string(),
+          kind: z.string(),
+          model: z.string().nullable(),
+          api_key_id: Uuid.nullable(),
+          backend: z.string().nullable(),
+          daily: z.array(z.int()),
+          hourly: z.array(z.int()),
+        }),
+      )
+      .describe(
+        'Daily usage rows whose counters differ from the sums of the hourly rows of their day with the same workspace, kind, model, key and backend.',
+      ),
     batches_checked: z.int().nonnegative(),
     batch_mismatches: z
       .array(

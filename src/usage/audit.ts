@@ -4,7 +4,10 @@
 //      cost is what the ledger kept net of every pending job's charge (the estimate it still holds). A
 //      batch's reservation and releases count as its requests' own charges and refunds, drawn from it.
 //   2. Per rollup row (workspace, hour, kind, model, API key, backend): its counters are those of the
-//      jobs, speech requests and voice clones created in that hour with those fields, as they stand.
+//      settled jobs and speech requests (not pending, not held: reads count those from their rows, as
+//      check 1 does) and voice clones created in that hour with those fields, as they stand.
+//   3. Per daily row (workspace, UTC day, kind, model, API key, backend): its counters are the sums of the
+//      hourly rows of that day with those fields (so, by 2, those of the requests created that day).
 import type { Tx } from '../db/pool.js';
 import { COUNTERS } from './service.js';
 
@@ -27,9 +30,24 @@ export interface UsageRowMismatch {
   expected: number[];
 }
 
+export interface UsageDailyMismatch {
+  workspace_id: string;
+  day: string;
+  kind: string;
+  model: string | null;
+  api_key_id: string | null;
+  backend: string | null;
+  /** requests, succeeded, failed, pending, charged, refunded, cost, videos, video_seconds, characters */
+  daily: number[];
+  hourly: number[];
+}
+
 const LISTED_MAX = 100;
 
-/** What every request's row contributes, grouped as the rollups are (the triggers of 021_usage_rollups.sql, as a scan). */
+/**
+ * What every settled request's row contributes, grouped as the rollups are (the triggers of
+ * 021_usage_rollups.sql and 029_usage_daily_rollups.sql, as a scan).
+ */
 const EXPECTED_SQL = `
   SELECT j.workspace_id, date_trunc('hour', j.created_at, 'UTC') AS hour, 'video' AS kind, j.model, j.api_key_id, j.backend,
          count(*) AS requests, count(*) FILTER (WHERE j.status = 'succeeded') AS succeeded,
@@ -40,7 +58,7 @@ const EXPECTED_SQL = `
          COALESCE(sum(jsonb_array_length(j.videos) * COALESCE((j.params->>'durationSeconds')::int, 0)) FILTER (WHERE j.status = 'succeeded'), 0)
            AS video_seconds,
          0 AS characters
-    FROM video_jobs j GROUP BY 1, 2, 3, 4, 5, 6
+    FROM video_jobs j WHERE j.status <> 'pending' GROUP BY 1, 2, 3, 4, 5, 6
   UNION ALL
   SELECT s.workspace_id, date_trunc('hour', s.created_at, 'UTC'), 'speech', s.model, s.api_key_id, s.backend,
          count(*), count(*) FILTER (WHERE s.status = 'delivered'), count(*) FILTER (WHERE s.status = 'released'),
@@ -48,23 +66,28 @@ const EXPECTED_SQL = `
          COALESCE(sum(s.cost_micro_eur) FILTER (WHERE s.status = 'delivered'), 0), 0,
          COALESCE(sum(s.cost_micro_eur) FILTER (WHERE s.status = 'delivered'), 0), 0, 0,
          COALESCE(sum(s.characters) FILTER (WHERE s.status = 'delivered'), 0)
-    FROM speech_requests s GROUP BY 1, 2, 3, 4, 5, 6
+    FROM speech_requests s WHERE s.status <> 'held' GROUP BY 1, 2, 3, 4, 5, 6
   UNION ALL
   SELECT v.workspace_id, date_trunc('hour', v.created_at, 'UTC'), 'voice_clone', NULL, v.api_key_id, v.provider,
          count(*), count(*), 0, 0, 0, 0, 0, 0, 0, 0
     FROM voices v GROUP BY 1, 2, 3, 4, 5, 6`;
 
-const sameKey = (a: string, b: string) =>
-  ['workspace_id', 'hour', 'kind'].map((k) => `${a}.${k} = ${b}.${k}`).join(' AND ') +
+const sameKey = (a: string, b: string, at: 'hour' | 'day' = 'hour') =>
+  ['workspace_id', at, 'kind'].map((k) => `${a}.${k} = ${b}.${k}`).join(' AND ') +
   ` AND COALESCE(${a}.model, '') = COALESCE(${b}.model, '') AND COALESCE(${a}.api_key_id::text, '') = COALESCE(${b}.api_key_id::text, '')` +
   ` AND COALESCE(${a}.backend, '') = COALESCE(${b}.backend, '')`;
 
 export async function readUsageMismatches(
   tx: Tx,
-): Promise<{ ledger: UsageLedgerMismatch[]; rows: UsageRowMismatch[]; rows_checked: number }> {
+): Promise<{ ledger: UsageLedgerMismatch[]; rows: UsageRowMismatch[]; rows_checked: number; daily: UsageDailyMismatch[] }> {
   const ledger = await tx.query<{ workspace_id: string; r: string[]; l: string[] }>(
     `WITH r AS (SELECT workspace_id, sum(charged_micro_eur) AS charged, sum(refunded_micro_eur) AS refunded, sum(cost_micro_eur) AS cost
-                  FROM usage_rollups GROUP BY workspace_id),
+                  FROM (SELECT workspace_id, charged_micro_eur, refunded_micro_eur, cost_micro_eur FROM usage_rollups
+                        UNION ALL
+                        -- Pending jobs count from their rows (the rollups hold settled requests).
+                        SELECT workspace_id, estimated_cost_micro_eur, refunded_micro_eur, COALESCE(cost_micro_eur, 0)
+                          FROM video_jobs WHERE status = 'pending') u
+                 GROUP BY workspace_id),
           -- A batch's entries (its reservation, its releases) stand for its requests' charges and refunds, drawn from
           -- and returned into the reservation (the ledger audit checks reservation = requests + released + remaining).
           l0 AS (SELECT workspace_id, -COALESCE(sum(amount_micro_eur) FILTER (WHERE kind = 'charge'), 0) AS charged,
@@ -92,6 +115,7 @@ export async function readUsageMismatches(
       WHERE ${COUNTERS.map((c) => `COALESCE(u.${c}, 0) <> COALESCE(e.${c}, 0)`).join(' OR ')}
       LIMIT ${LISTED_MAX}`,
   );
+  const daily = await readDailyMismatches(tx);
   const checked = await tx.query<{ n: number }>(`SELECT count(*)::bigint AS n FROM usage_rollups`);
   const toNumbers = (a: string[]) => a.map(Number);
   return {
@@ -111,5 +135,28 @@ export async function readUsageMismatches(
       expected: toNumbers(m.expected as unknown as string[]),
     })),
     rows_checked: checked.rows[0]!.n,
+    daily,
   };
+}
+
+/** The daily rows that are not the sums of their day's hourly rows (either side missing counts as zeros). */
+async function readDailyMismatches(tx: Tx): Promise<UsageDailyMismatch[]> {
+  const daily = await tx.query<UsageDailyMismatch & { day: Date }>(
+    `WITH h AS (SELECT workspace_id, date_trunc('day', hour, 'UTC') AS day, kind, model, api_key_id, backend,
+                       ${COUNTERS.map((c) => `sum(${c}) AS ${c}`).join(', ')}
+                  FROM usage_rollups GROUP BY 1, 2, 3, 4, 5, 6)
+     SELECT COALESCE(d.workspace_id, h.workspace_id) AS workspace_id, COALESCE(d.day, h.day) AS day, COALESCE(d.kind, h.kind) AS kind,
+            COALESCE(d.model, h.model) AS model, COALESCE(d.api_key_id, h.api_key_id) AS api_key_id, COALESCE(d.backend, h.backend) AS backend,
+            ARRAY[${COUNTERS.map((c) => `COALESCE(d.${c}, 0)`).join(', ')}]::bigint[] AS daily,
+            ARRAY[${COUNTERS.map((c) => `COALESCE(h.${c}, 0)`).join(', ')}]::bigint[] AS hourly
+       FROM usage_daily_rollups d FULL JOIN h ON ${sameKey('d', 'h', 'day')}
+      WHERE ${COUNTERS.map((c) => `COALESCE(d.${c}, 0) <> COALESCE(h.${c}, 0)`).join(' OR ')}
+      LIMIT ${LISTED_MAX}`,
+  );
+  return daily.rows.map((m) => ({
+    ...m,
+    day: m.day.toISOString(),
+    daily: (m.daily as unknown as string[]).map(Number),
+    hourly: (m.hourly as unknown as string[]).map(Number),
+  }));
 }

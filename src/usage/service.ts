@@ -1,7 +1,9 @@
-// Reads of usage: sums of the hourly rollups (usage_rollups, kept by the database in the transactions that
-// move the money: src/db/migrations/021_usage_rollups.sql) per UTC hour, day or month and group. A read
-// touches at most one row per hour and group of the range, never the ledger, so its cost follows the range
-// and the groups asked for, not how many requests were made.
+// Reads of usage: sums of the rollups of settled requests (kept by the database in the transactions that
+// move the money: src/db/migrations/021_usage_rollups.sql, hourly, and 029_usage_daily_rollups.sql, daily)
+// per UTC hour, day or month and group, plus the requests still pending (jobs charged, speech held),
+// counted from their own rows (few per workspace, indexed). A read by hour sums the hourly rows, one by
+// day or month the daily rows: it touches at most one row per hour (or day) and group of the range, never
+// the ledger, so its cost follows the range and the groups asked for, not how many requests were made.
 import type { Db } from '../db/pool.js';
 import { invalidParam } from '../errors.js';
 import { microEurToEur } from '../money.js';
@@ -81,6 +83,9 @@ export function usageRange(q: Pick<UsageRequest, 'start' | 'end' | 'bucket'>, no
   return { start: bucketStart(start, q.bucket), end: bucketEnd(bucketStart(end - 1, q.bucket), q.bucket) };
 }
 
+/** The fields a rollup row is kept by (each group is one of them). */
+const ROW_FIELDS = 'workspace_id, kind, model, api_key_id, backend';
+
 type SqlRow = Counts & { bucket_start: number } & Partial<
     Record<'model' | 'api_key_id' | 'kind' | 'backend' | 'workspace_id', string | null>
   >;
@@ -92,10 +97,20 @@ export function usageQuery(q: UsageRequest, now_s: number) {
   const columns = groups.map((g) => GROUP_COLUMN[g]);
   const values: unknown[] = [q.bucket, range.start, range.end, USAGE_ROWS_MAX + 1];
   if (q.workspaceId !== null) values.push(q.workspaceId);
-  const text = `SELECT extract(epoch FROM date_trunc($1, hour, 'UTC'))::bigint AS bucket_start${columns.map((c) => `, ${c}`).join('')},
+  // Whole days (and months) sum the daily rows: a range by day or month starts and ends on a UTC day.
+  const [table, at] = q.bucket === 'hour' ? ['usage_rollups', 'hour'] : ['usage_daily_rollups', 'day'];
+  const inRange = (t: string) =>
+    `${t} >= to_timestamp($2) AND ${t} < to_timestamp($3)${q.workspaceId !== null ? ' AND workspace_id = $5' : ''}`;
+  const fromRow = (counts: string) => COUNTERS.map((c, i) => `${counts}[${i + 1}] AS ${c}`).join(', ');
+  const text = `SELECT extract(epoch FROM date_trunc($1, at, 'UTC'))::bigint AS bucket_start${columns.map((c) => `, ${c}`).join('')},
             ${COUNTERS.map((c) => `sum(${c})::bigint AS ${c}`).join(', ')}
-       FROM usage_rollups
-      WHERE hour >= to_timestamp($2) AND hour < to_timestamp($3)${q.workspaceId !== null ? ' AND workspace_id = $5' : ''}
+       FROM (SELECT ${at} AS at, ${ROW_FIELDS}, ${COUNTERS.join(', ')} FROM ${table} WHERE ${inRange(at)}
+             UNION ALL
+             SELECT created_at, ${ROW_FIELDS}, ${fromRow('c')}
+               FROM (SELECT j.*, 'video' AS kind, usage_video_job_counts(j) AS c FROM video_jobs j WHERE status = 'pending' AND ${inRange('created_at')}) j
+             UNION ALL
+             SELECT created_at, ${ROW_FIELDS}, ${fromRow('c')}
+               FROM (SELECT s.*, 'speech' AS kind, usage_speech_counts(s) AS c FROM speech_requests s WHERE status = 'held' AND ${inRange('created_at')}) s) u
       GROUP BY 1${columns.map((c) => `, ${c}`).join('')}
      HAVING sum(requests) > 0
       ORDER BY 1${columns.map((c) => `, ${c} NULLS FIRST`).join('')}
