@@ -77,18 +77,26 @@ export async function openNativeConnection(connect: TemporalConnectOptions): Pro
  */
 export const WORKFLOW_THREAD_SEMI_SPACE_MB = 8;
 
+/** A semi-space limit given to this process (`--max-semi-space-size` in its flags or NODE_OPTIONS), if any. */
+function givenSemiSpaceMb(): number | null {
+  const m = /--max[-_]semi[-_]space[-_]size[= ](\d+)/.exec([...process.execArgv, process.env['NODE_OPTIONS'] ?? ''].join(' '));
+  return m ? Number(m[1]) : null;
+}
+
 /**
  * Runs `create` (which starts the worker's workflow threads) with V8's semi-space limit set for the
  * isolates started meanwhile: the SDK starts its threads with no resource limits of ours, and V8 reads
  * the flag when a thread's heap is set up (the main thread's was set up at start and keeps its own).
- * Then the limit is back to V8's default (0: sized from memory) for isolates started later.
+ * Then the limit is what it was (the one given to the process, or 0: V8's own sizing) for isolates
+ * started later.
  */
 export async function withWorkflowThreadHeap<T>(create: () => Promise<T>): Promise<T> {
-  v8.setFlagsFromString(`--max-semi-space-size=${WORKFLOW_THREAD_SEMI_SPACE_MB}`);
+  const given = givenSemiSpaceMb();
+  v8.setFlagsFromString(`--max-semi-space-size=${Math.min(given ?? Infinity, WORKFLOW_THREAD_SEMI_SPACE_MB)}`);
   try {
     return await create();
   } finally {
-    v8.setFlagsFromString('--max-semi-space-size=0');
+    v8.setFlagsFromString(`--max-semi-space-size=${given ?? 0}`);
   }
 }
 
