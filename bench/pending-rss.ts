@@ -75,16 +75,18 @@ const QUIET_MS_MAX = 60_000;
 async function readings(
   subject: SubjectProcess,
   probe: ReturnType<typeof cpuProbe>,
+  log: Log,
 ): Promise<{ memory: SubjectMemory[]; cpu: CpuWindow | null }> {
-  const memory = await memoryReadings(subject);
+  const memory = await memoryReadings(subject, (m) => log(`phase 4: ${describeMemory(m)}`));
   return { memory, cpu: await cpuWindow(subject, probe) };
 }
 
 /** Memory readings a few seconds apart, until RSS stops moving (see MIN_READINGS). */
-export async function memoryReadings(subject: SubjectProcess): Promise<SubjectMemory[]> {
+export async function memoryReadings(subject: SubjectProcess, onReading: (m: SubjectMemory) => void = () => {}): Promise<SubjectMemory[]> {
   const out: SubjectMemory[] = [];
   for (;;) {
     out.push(await subject.memory());
+    onReading(out.at(-1)!);
     const last = out.slice(-STEADY_OF_LAST).map((r) => r.rss_bytes);
     const settled = out.length >= MIN_READINGS && Math.max(...last) - Math.min(...last) <= STEADY_WITHIN * Math.max(...last);
     if (settled || out.length >= READINGS_MAX) return out;
@@ -107,6 +109,20 @@ async function cpuWindow(subject: SubjectProcess, probe: ReturnType<typeof cpuPr
   return { cpu: cpuDelta(first, probe.sample(subject.pid)), elapsed_ms: Date.now() - started_ms };
 }
 
+const MIB = 1024 * 1024;
+const mib = (n: number) => (n / MIB).toFixed(1);
+
+/** One reading: its RSS, and where that is when the subject says (V8's heaps, what V8 is told of, the rest: native). */
+export function describeMemory(m: SubjectMemory): string {
+  const p = m.parts;
+  if (!p) return `RSS ${mib(m.rss_bytes)} MiB (heap used ${mib(m.heap_used_bytes)})`;
+  const native = m.rss_bytes - p.main_heap_bytes - p.worker_heap_bytes;
+  return (
+    `RSS ${mib(m.rss_bytes)} = main heap ${mib(p.main_heap_bytes)} (used ${mib(m.heap_used_bytes)}) + ${p.worker_threads} worker thread heap(s) ` +
+    `${mib(p.worker_heap_bytes)} + native ${mib(native)} MiB (of which external ${mib(p.external_bytes)}; ${p.threads} threads)`
+  );
+}
+
 /** The steady RSS of a series of readings: the median of the last few. */
 export const steady = (rs: SubjectMemory[]) => median(rs.slice(-STEADY_OF_LAST).map((r) => r.rss_bytes));
 
@@ -127,7 +143,7 @@ export async function benchPendingRss(infra: Infra, cfg: BenchConfig, log: Log):
     }
     await cancelJobs(customer, db, warm, cfg.BENCH_CONCURRENCY);
     log('phase 4: memory before');
-    const before = await readings(product, probe);
+    const before = await readings(product, probe, log);
 
     log(`phase 4: creating ${cfg.BENCH_PENDING} pending jobs`);
     const creates = await runLoad(
@@ -144,7 +160,7 @@ export async function benchPendingRss(infra: Infra, cfg: BenchConfig, log: Log):
       await new Promise((r) => setTimeout(r, 1_000));
     }
     log('phase 4: memory after');
-    const after = await readings(product, probe);
+    const after = await readings(product, probe, log);
     const pending = await pendingJobs(db);
     return {
       pending,

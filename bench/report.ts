@@ -8,7 +8,7 @@ import type { CreateThroughput, Turn, WholeJobSubject } from './create-throughpu
 import { BALANCED_ROUNDS, type CreateSubject } from './turn-order.js';
 import type { HistoryEvents } from './history-events.js';
 import type { CompletionPath, DoneToSeen } from './done-to-seen.js';
-import type { CpuWindow, PendingRss } from './pending-rss.js';
+import { describeMemory, type CpuWindow, type PendingRss } from './pending-rss.js';
 import type { CodeLines } from './code-size.js';
 import type { ReadSeries, ReadSubject, ReadTurn, StatusReads } from './status-reads.js';
 import type { NodeSubject, NodeVersions } from './node-versions.js';
@@ -282,11 +282,18 @@ export function formatRss(r: PendingRss): string {
     `4. RSS of the API + worker process with ${r.pending} pending jobs (WORKER_MAX_CACHED_WORKFLOWS=${r.max_cached_workflows}, WORKER_MAX_CONCURRENT_POLLS=${r.max_concurrent_polls}), after gc()`,
     `  before: ${r.before.map((m) => mib(m.rss_bytes)).join(', ')} MiB (heap ${mib(r.before.at(-1)!.heap_used_bytes)} MiB) -> steady ${mib(r.steady_before_bytes)} MiB`,
     `  after:  ${r.after.map((m) => mib(m.rss_bytes)).join(', ')} MiB (heap ${mib(r.after.at(-1)!.heap_used_bytes)} MiB) -> steady ${mib(r.steady_after_bytes)} MiB`,
+    ...partsLines(r),
     `  growth: ${mib(growth)} MiB for ${r.pending} pending jobs (${(growth / 1024 / Math.max(r.pending, 1)).toFixed(1)} KiB per job; target <= ${RSS_GROWTH_TARGET_MIB} MiB for ${RSS_TARGET_PENDING.toLocaleString('en')})`,
     `  creates meanwhile: ${f.jobs_per_s.toFixed(1)} jobs/s, p50 ${f.p50_ms.toFixed(1)} ms, p99 ${f.p99_ms.toFixed(1)} ms, ${r.creates.errors} errors${r.creates.first_error ? ` (${r.creates.first_error})` : ''}`,
     ...pendingCpuLines(r),
     '',
   ].join('\n');
+}
+
+/** Where the RSS of the last reading before and after is: V8's heaps, what V8 is told of, and the rest (native). */
+function partsLines(r: PendingRss): string[] {
+  if (!r.after.at(-1)!.parts) return [];
+  return [`  before: ${describeMemory(r.before.at(-1)!)}`, `  after:  ${describeMemory(r.after.at(-1)!)}`];
 }
 
 const PENDING_PARTS = ['subject_ms', 'temporal_ms', 'postgres_ms'] as const;

@@ -1,12 +1,13 @@
 // A child process running one subject of the benchmark (argv[2]: bare | floor | product | product-api | product-worker | rowread), driven by
 // its parent over IPC (bench/subject.ts). Started with --expose-gc, so memory is measured after a GC.
+import fs from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startBareExpress } from './bare-express.js';
 import { startFloor } from './floor-server.js';
 import { startProduct } from './product-server.js';
 import { startRowReadFloor } from './row-read-server.js';
 import { formatTimings, installTimings } from './create-path-timing.js';
-import type { FromSubject, RunningSubject, SubjectKind, ToSubject } from './subject.js';
+import type { FromSubject, MemoryParts, RunningSubject, SubjectKind, ToSubject } from './subject.js';
 
 const send = (m: FromSubject) => void process.send!(m);
 /** Sends `m`, then exits once it is on its way. */
@@ -37,7 +38,28 @@ async function settledMemory(): Promise<FromSubject> {
     await sleep(200);
   }
   const m = process.memoryUsage();
-  return { type: 'memory', rss_bytes: m.rss, heap_used_bytes: m.heapUsed };
+  return { type: 'memory', rss_bytes: m.rss, heap_used_bytes: m.heapUsed, parts: memoryParts(m) };
+}
+
+/**
+ * The parts of the RSS this process can name: its V8 heaps (this thread's and, from a diagnostic report,
+ * every worker thread's, such as the workflow threads, which the gc() above does not reach), the memory
+ * V8 is told of outside them, and its native threads (each may hold a malloc arena).
+ */
+function memoryParts(m: NodeJS.MemoryUsage): MemoryParts {
+  (process.report as { excludeNetwork?: boolean }).excludeNetwork = true; // no address lookups of its sockets
+  const report = process.report.getReport() as unknown as {
+    javascriptHeap: { totalCommittedMemory: number };
+    workers: { javascriptHeap: { totalCommittedMemory: number } }[];
+  };
+  const threads = /^Threads:\s+(\d+)/m.exec(fs.readFileSync('/proc/self/status', 'utf8'));
+  return {
+    main_heap_bytes: report.javascriptHeap.totalCommittedMemory,
+    worker_heap_bytes: report.workers.reduce((sum, w) => sum + w.javascriptHeap.totalCommittedMemory, 0),
+    worker_threads: report.workers.length,
+    external_bytes: m.external,
+    threads: threads ? Number(threads[1]) : 0,
+  };
 }
 
 async function main() {

@@ -14,6 +14,21 @@ export interface RunningSubject {
 export interface SubjectMemory {
   rss_bytes: number;
   heap_used_bytes: number;
+  /**
+   * Where the RSS is (absent from a subject that does not report it): the main thread's V8 heap
+   * (committed), the worker threads' V8 heaps (the workflow threads; committed, summed), the buffers and
+   * other memory V8 is told of (external), and the native threads of the process. The rest of the RSS
+   * is native memory V8 does not see (Temporal's core, malloc arenas, code).
+   */
+  parts?: MemoryParts;
+}
+
+export interface MemoryParts {
+  main_heap_bytes: number;
+  worker_heap_bytes: number;
+  worker_threads: number;
+  external_bytes: number;
+  threads: number;
 }
 
 export type ToSubject = { type: 'memory' } | { type: 'stop' };
@@ -57,7 +72,7 @@ export async function spawnSubject(
     async memory() {
       child.send({ type: 'memory' } satisfies ToSubject);
       const m = await answer(child, exited, 'memory', MEMORY_TIMEOUT_MS);
-      return { rss_bytes: m.rss_bytes, heap_used_bytes: m.heap_used_bytes };
+      return { rss_bytes: m.rss_bytes, heap_used_bytes: m.heap_used_bytes, ...(m.parts ? { parts: m.parts } : {}) };
     },
     async stop() {
       if (child.exitCode !== null || child.signalCode !== null) return;
