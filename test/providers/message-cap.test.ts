@@ -18,9 +18,10 @@ test('the message cap is defined once, in the shared HTTP plumbing of the provid
   assert.deepEqual(defining, ['src/providers/http-body.ts']);
   const using = files.filter((f) => f !== 'src/providers/http-body.ts' && fs.readFileSync(f, 'utf8').includes('MESSAGE_CHARS_MAX'));
   assert.deepEqual(using.sort(), ['src/providers/video/http.ts', 'src/providers/video/simulator.ts']);
-  // The voice adapters cut what their provider said with the plumbing's clipMessage, which applies the cap.
+  // The voice adapters cut what their provider said with the plumbing's clipMessage, which applies the cap
+  // (Cartesia's HTTP and WebSocket adapters through the errors they share, cartesia-wire.ts).
   const clipping = files.filter((f) => f !== 'src/providers/http-body.ts' && /\bclipMessage\(/.test(fs.readFileSync(f, 'utf8')));
-  assert.deepEqual(clipping.sort(), ['src/providers/voice/cartesia.ts', 'src/providers/voice/elevenlabs.ts']);
+  assert.deepEqual(clipping.sort(), ['src/providers/voice/cartesia-wire.ts', 'src/providers/voice/elevenlabs.ts']);
 });
 
 test('a message is cut to the cap, an ellipsis its last character; the simulator refuses a longer one', () => {
