@@ -14,7 +14,7 @@ export const TEST_RUNNER_ARGS = [
   '--import',
   'tsx',
   '--import',
-  fileURLToPath(new URL('./exit-after-report.ts', import.meta.url)),
+  fileURLToPath(new URL('./exit-after-report.mjs', import.meta.url)),
   '--test',
   `--test-concurrency=${TEST_FILES_AT_ONCE}`,
   '--test-force-exit',

@@ -1,7 +1,7 @@
 // Every verdict of every test file reaches the report: files whose processes would stay alive (a handle
 // left open) and write far more than a pipe holds are run the way `npm test` runs files, at once, and the
 // runner must count each of their tests, the failing one named with its error. Without the exit waiting
-// for stdout (test/helpers/exit-after-report.ts) some verdicts are lost on most runs.
+// for stdout (test/helpers/exit-after-report.mjs) some verdicts are lost on most runs.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
