@@ -15,6 +15,8 @@ import { jobIdForIdempotencyKey } from '../../src/video-jobs/service.js';
 import { createReconcilerActivities, type ReconcileReport } from '../../activities/reconciler.js';
 import { createLogger } from '../../src/logger.js';
 import { startWorker, type RunningWorker } from '../../src/runtime/worker.js';
+import { bundleWorkflowCode } from '@temporalio/worker';
+import { workflowsPath } from '../../src/temporal/worker.js';
 import {
   ADMIN_TOKEN,
   assertAuditHolds,
@@ -295,8 +297,11 @@ describe('parameters', () => {
 describe('a create retried right after a 503', () => {
   let s7: Stack;
   let worker: RunningWorker | null = null;
+  // Bundled ahead: the worker must start, and close the first attempt's run, while the retry waits (within its 30 s, also on a loaded machine).
+  let workflowBundle: { code: string };
   before(async () => {
-    s7 = await startStack({ worker: false, env: { VIDEO_CREATE_TIMEOUT_MS: '15000' } });
+    s7 = await startStack({ worker: false, env: { VIDEO_CREATE_TIMEOUT_MS: '30000' } });
+    workflowBundle = await bundleWorkflowCode({ workflowsPath: workflowsPath() });
   });
   after(async () => {
     await worker?.shutdown();
@@ -318,6 +323,7 @@ describe('a create retried right after a 503', () => {
       db: s7.db,
       temporalAddress: infra().temporalAddress,
       logger: createLogger('silent', 'test'),
+      workflowBundle,
     });
     const second = await retry;
     assert.equal(second.status, 202, JSON.stringify(second.body));
