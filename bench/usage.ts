@@ -20,7 +20,7 @@ import { awaitOutcome, createJob, productCustomer, simulatedJob, type Customer }
 import { PRODUCT_CREATE_PATH } from './product-server.js';
 import { spawnSubject } from './subject.js';
 import { subjectEnv } from './subject-env.js';
-import { writeUsageStep, type UsageStepWritten } from './usage-data.js';
+import { settingsForBulkWrites, writeUsageStep, type UsageStepWritten } from './usage-data.js';
 import type { Log } from './log.js';
 
 export const USAGE_READS = ['row', 'by_model', 'by_key'] as const;
@@ -100,6 +100,7 @@ async function readsAtScale(infra: Infra, cfg: BenchConfig, log: Log, report: Us
     const to_ms = Date.now();
     const steps: UsageStep[] = [];
     let written = { entries: 0, requests: 0 };
+    await settingsForBulkWrites(client);
     for (const size of cfg.BENCH_USAGE_ENTRIES) {
       log(`phase 10: writing ledger entries up to ${size.toLocaleString('en')}`);
       await topUp(customer, client, (size - written.entries) * REQUEST_COST_MAX_EUR);
