@@ -145,8 +145,10 @@ export class CartesiaConnection implements ProviderContextConnection {
 
   private readonly scrub = (s: string): string => s.split(this.#apiKey).join('[redacted]');
 
+  /** Not once it failed or was closed, nor while Cartesia closes it (it closes idle connections: a close frame came). */
   get usable(): boolean {
-    return this.failure === null && !this.closed;
+    const state = this.ws.readyState;
+    return this.failure === null && !this.closed && (state === WebSocket.CONNECTING || state === WebSocket.OPEN);
   }
 
   openContext(req: SpeechContextRequest): ProviderSpeechContext {
