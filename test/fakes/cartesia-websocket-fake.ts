@@ -26,7 +26,8 @@
 // (default 3000) after it came; each generation is then spoken in order, AUDIO_CHARS_PER_CHUNK characters of
 // the REST fake's PCM (fakeSpeechPcm: 50 ms a character) per chunk, with the timestamps of the words those
 // chunks completed (times from the context's start). A context expires a second after its last audio once it
-// has nothing left to speak, and when done: an input for it then is a 400 error. A connection with nothing
+// has nothing left to speak, and when done: an input for it then is a 400 error. A handshake may be made to
+// take a while (`handshakeDelayMs`), as one over the internet does. A connection with nothing
 // sent or received for `idleTimeoutMs` (Cartesia: 5 minutes) is closed (code 1000: the docs name none).
 // Tests read every connection (`connections`, each context's characters spoken; `handshakes` asked for,
 // whatever their answer) and script faults: every handshake refused (`refusing`) or reset (`unreachable`)
@@ -75,6 +76,8 @@ export interface CartesiaWsFake {
   connections: CartesiaWsConnection[];
   /** Handshakes asked for at /tts/websocket, refused or reset ones too. */
   handshakes: number;
+  /** Wait before a handshake is accepted (Cartesia's, over the internet: TLS and the upgrade). */
+  handshakeDelayMs: number;
   /** Wait before each generation's first audio (a provider's time to first byte). */
   firstAudioDelayMs: number;
   chunkIntervalMs: number;
@@ -106,6 +109,7 @@ export function attachCartesiaWebSocket(server: http.Server, opts: CartesiaWsOpt
   const fake: CartesiaWsFake = {
     connections: [],
     handshakes: 0,
+    handshakeDelayMs: 0,
     firstAudioDelayMs: 0,
     chunkIntervalMs: 2,
     refusing: null,
@@ -140,25 +144,28 @@ export function attachCartesiaWebSocket(server: http.Server, opts: CartesiaWsOpt
     if (typeof version !== 'string' || !/^\d{4}-\d{2}-\d{2}$/.test(version)) {
       return answer(400, errorObject(400, 'invalid_request', 'The Cartesia-Version header is required (a date such as 2026-03-01).'));
     }
-    wss.handleUpgrade(req, socket, head, (ws) => {
-      sockets.add(ws);
-      const c: CartesiaWsConnection = {
-        headers: req.headers,
-        query: Object.fromEntries(url.searchParams),
-        messages: [],
-        contexts: new Map(),
-        closed: false,
-        buffered_bytes: () => ws.bufferedAmount,
-      };
-      fake.connections.push(c);
-      const cutAfter = fake.cutAfterChunks;
-      fake.cutAfterChunks = null;
-      ws.on('close', () => {
-        c.closed = true;
-        sockets.delete(ws);
+    const upgrade = () =>
+      wss.handleUpgrade(req, socket, head, (ws) => {
+        sockets.add(ws);
+        const c: CartesiaWsConnection = {
+          headers: req.headers,
+          query: Object.fromEntries(url.searchParams),
+          messages: [],
+          contexts: new Map(),
+          closed: false,
+          buffered_bytes: () => ws.bufferedAmount,
+        };
+        fake.connections.push(c);
+        const cutAfter = fake.cutAfterChunks;
+        fake.cutAfterChunks = null;
+        ws.on('close', () => {
+          c.closed = true;
+          sockets.delete(ws);
+        });
+        serve(ws, c, opts, fake, cutAfter);
       });
-      serve(ws, c, opts, fake, cutAfter);
-    });
+    if (fake.handshakeDelayMs > 0) setTimeout(upgrade, fake.handshakeDelayMs);
+    else upgrade();
   });
   return fake;
 }

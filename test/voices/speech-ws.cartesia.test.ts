@@ -88,30 +88,48 @@ function assertWordsTimed(c: SpeechClient, context_id: string, text: string): vo
 }
 
 describe("Cartesia's WebSocket of contexts", () => {
-  test('the provider connection is opened ahead, as the socket opens: the first context is spoken over it, without a handshake of its own', async () => {
+  test("the provider connection is opened ahead, as the socket opens: the first context is spoken over it, without a handshake of its own, its first audio after Cartesia's time alone", async (t) => {
     const { key, workspaceId } = await newCustomer(stack, 10);
     const from = fake.ws.connections.length;
     const handshakes = fake.ws.handshakes;
-    const c = await connect(wsUrl(stack), key);
-    // Before the client sent anything: the connection is open, with our key and version.
-    await until(() => connectionsSince(from).length === 1, 'the provider connection opened ahead');
-    const conn = connectionsSince(from)[0]!;
-    assert.equal(conn.headers.authorization, `Bearer ${fake.apiKey}`);
-    assert.equal(conn.headers['cartesia-version'], '2026-03-01');
-    assert.deepEqual(conn.messages, []);
-    assert.equal(fake.ws.handshakes, handshakes + 1);
-    assert.deepEqual(c.messages, []);
-    const text = 'Spoken at once, the connection waiting.';
-    await speakWhole(c, 'first', text);
-    assert.equal(fake.ws.handshakes, handshakes + 1, 'no handshake for the first context');
-    assert.equal(connectionsSince(from).length, 1);
-    assert.equal(conn.contexts.size, 1);
-    assert.deepEqual(
-      (await speechRows(stack, workspaceId)).map((r) => [r.status, r.charges, r.charged_micro_eur]),
-      [['delivered', 1, cost([...text].length)]],
-    );
-    c.close();
-    await until(() => conn.closed, 'the provider connection closed with the socket');
+    const firstAudioDelayMs = fake.ws.firstAudioDelayMs;
+    // A handshake as slow as one over the internet can be, far slower than Cartesia's first audio.
+    fake.ws.handshakeDelayMs = 1_500;
+    fake.ws.firstAudioDelayMs = 50;
+    try {
+      const c = await connect(wsUrl(stack), key);
+      // Before the client sent anything: the connection is open, with our key and version.
+      await until(() => connectionsSince(from).length === 1, 'the provider connection opened ahead');
+      const conn = connectionsSince(from)[0]!;
+      assert.equal(conn.headers.authorization, `Bearer ${fake.apiKey}`);
+      assert.equal(conn.headers['cartesia-version'], '2026-03-01');
+      assert.deepEqual(conn.messages, []);
+      assert.equal(fake.ws.handshakes, handshakes + 1);
+      assert.deepEqual(c.messages, []);
+      const text = 'Spoken at once, the connection waiting.';
+      const sent_ms = performance.now();
+      const spoken = speakWhole(c, 'first', text);
+      await c.next((m) => m.type === 'audio' && m.context_id === 'first');
+      const first_audio_ms = performance.now() - sent_ms;
+      await spoken;
+      t.diagnostic(`first audio ${Math.round(first_audio_ms)} ms after the text (Cartesia's own 50 ms; a handshake 1500 ms)`);
+      assert.ok(
+        first_audio_ms >= 50 && first_audio_ms < 1_500,
+        `first audio after ${Math.round(first_audio_ms)} ms: no handshake waited for`,
+      );
+      assert.equal(fake.ws.handshakes, handshakes + 1, 'no handshake for the first context');
+      assert.equal(connectionsSince(from).length, 1);
+      assert.equal(conn.contexts.size, 1);
+      assert.deepEqual(
+        (await speechRows(stack, workspaceId)).map((r) => [r.status, r.charges, r.charged_micro_eur]),
+        [['delivered', 1, cost([...text].length)]],
+      );
+      c.close();
+      await until(() => conn.closed, 'the provider connection closed with the socket');
+    } finally {
+      fake.ws.handshakeDelayMs = 0;
+      fake.ws.firstAudioDelayMs = firstAudioDelayMs;
+    }
     await assertAuditHolds(stack);
   });
 
