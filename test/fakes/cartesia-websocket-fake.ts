@@ -28,7 +28,8 @@
 // chunks completed (times from the context's start). A context expires a second after its last audio once it
 // has nothing left to speak, and when done: an input for it then is a 400 error. A handshake may be made to
 // take a while (`handshakeDelayMs`), as one over the internet does. A connection with nothing
-// sent or received for `idleTimeoutMs` (Cartesia: 5 minutes) is closed (code 1000: the docs name none).
+// sent or received for `idleTimeoutMs` (Cartesia: 5 minutes) is closed (code 1000: the docs name none), its
+// close handshake made to take `idleCloseLingerMs` if asked.
 // Tests read every connection (`connections`, each context's characters spoken; `handshakes` asked for,
 // whatever their answer) and script faults: every handshake refused (`refusing`) or reset (`unreachable`)
 // while set, the next connection closed with 1011 after some chunks (`cutAfterChunks`), the next context
@@ -59,6 +60,8 @@ export interface CartesiaWsConnection {
   /** Every message received, parsed. */
   messages: Record<string, unknown>[];
   contexts: Map<string, FakeCartesiaContext>;
+  /** The fake sent its close for the connection's idleness (its close handshake may still be under way). */
+  idle_closed: boolean;
   closed: boolean;
   /** Bytes sent but not yet taken by the client (it stopped reading). */
   buffered_bytes(): number;
@@ -87,6 +90,8 @@ export interface CartesiaWsFake {
   unreachable: boolean;
   /** A connection quiet this long each way is closed by the fake. */
   idleTimeoutMs: number;
+  /** How long the close handshake of an idle connection takes (the fake reads the client's close frame that late). */
+  idleCloseLingerMs: number;
   cutAfterChunks: number | null;
   errorNext: { status_code: number; error_code: string; message: string } | null;
   /** Characters spoken over every connection. */
@@ -115,6 +120,7 @@ export function attachCartesiaWebSocket(server: http.Server, opts: CartesiaWsOpt
     refusing: null,
     unreachable: false,
     idleTimeoutMs: IDLE_TIMEOUT_MS,
+    idleCloseLingerMs: 0,
     cutAfterChunks: null,
     errorNext: null,
     charactersSpoken: () => fake.connections.reduce((n, c) => n + [...c.contexts.values()].reduce((m, x) => m + x.characters_spoken, 0), 0),
@@ -152,6 +158,7 @@ export function attachCartesiaWebSocket(server: http.Server, opts: CartesiaWsOpt
           query: Object.fromEntries(url.searchParams),
           messages: [],
           contexts: new Map(),
+          idle_closed: false,
           closed: false,
           buffered_bytes: () => ws.bufferedAmount,
         };
@@ -198,7 +205,15 @@ function serve(ws: WebSocket, c: CartesiaWsConnection, opts: CartesiaWsOptions, 
   /** Anything sent or received: the idle connection's close is put off. */
   const active = () => {
     if (idle) clearTimeout(idle);
-    idle = setTimeout(() => ws.close(1000, 'idle timeout'), fake.idleTimeoutMs).unref();
+    idle = setTimeout(() => {
+      c.idle_closed = true;
+      ws.close(1000, 'idle timeout');
+      if (fake.idleCloseLingerMs <= 0) return;
+      // The client's answering close frame left unread a while: the close handshake takes that long.
+      const raw = (ws as unknown as { _socket: Duplex })._socket;
+      raw.pause();
+      setTimeout(() => raw.resume(), fake.idleCloseLingerMs).unref();
+    }, fake.idleTimeoutMs).unref();
   };
   active();
   ws.on('close', () => {

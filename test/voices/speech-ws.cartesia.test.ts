@@ -175,6 +175,37 @@ describe("Cartesia's WebSocket of contexts", () => {
     await assertAuditHolds(stack);
   });
 
+  test("a context that comes while Cartesia's close of the idle connection is under way: spoken over a new connection, not failed with the closing one", async () => {
+    const { key, workspaceId } = await newCustomer(stack, 10);
+    const from = fake.ws.connections.length;
+    const saved = { idleTimeoutMs: fake.ws.idleTimeoutMs, idleCloseLingerMs: fake.ws.idleCloseLingerMs };
+    fake.ws.idleTimeoutMs = 300;
+    fake.ws.idleCloseLingerMs = 4_000;
+    try {
+      const c = await connect(wsUrl(stack), key);
+      await until(() => connectionsSince(from)[0]?.idle_closed === true, 'Cartesia closing the idle connection');
+      fake.ws.idleTimeoutMs = saved.idleTimeoutMs;
+      const closing = connectionsSince(from)[0]!;
+      const started_ms = performance.now();
+      await speakWhole(c, 'meanwhile', 'Spoken while the old one closes.');
+      assert.ok(performance.now() - started_ms < 4_000, 'not held back until the old connection closed');
+      assert.equal(closing.closed, false, 'the old connection still closing');
+      assert.deepEqual(
+        connectionsSince(from).map((x) => x.contexts.size),
+        [0, 1],
+      );
+      assert.deepEqual(
+        (await speechRows(stack, workspaceId)).map((r) => [r.status, r.charges]),
+        [['delivered', 1]],
+      );
+      c.close();
+      await until(() => closing.closed, 'the old connection closed', 15_000);
+    } finally {
+      Object.assign(fake.ws, saved);
+    }
+    await assertAuditHolds(stack);
+  });
+
   test('several contexts on one socket: one provider connection, one Cartesia context each, audio and words relayed, each charged once for what was spoken', async () => {
     const { key, workspaceId } = await newCustomer(stack, 10);
     const before = await balanceMicro(stack, workspaceId);
