@@ -1,6 +1,7 @@
 // An utterance whose text arrives piece by piece (a WebSocket context, ./speech-socket.ts), at a provider.
 // A provider that carries several utterances over one connection (Cartesia's WebSocket of contexts) has one
-// such connection per speech socket, opened with the socket's first context for it and closed with the
+// such connection per speech socket, opened ahead when the socket opens (so that its first context does not
+// wait for the provider's handshake), replaced at the next context once it failed, and closed with the
 // socket (ContextConnections). A provider with streaming input of its own per utterance (ElevenLabs'
 // stream-input) opens it there (`openContext`). The others are asked segment by segment: each text the client
 // sends is one synthesis, streamed, spoken in order after the one before. A segment counts as spoken once its
@@ -24,6 +25,19 @@ export function openSpeechContext(provider: VoiceProvider, req: SpeechContextReq
 export class ContextConnections {
   private readonly byProvider = new Map<string, ProviderContextConnection>();
   private closed = false;
+
+  /**
+   * Opens the connection to each of `providers` that carries contexts over one, ahead of the socket's first
+   * context. Nothing is said of it to anyone: one that fails (the provider unreachable, our key refused,
+   * or the provider closing it while idle) is replaced at the next context, which meets any failure of
+   * its own handshake as its own. One still opening is taken as it is, its failure then the context's.
+   */
+  preconnect(providers: readonly VoiceProvider[]): void {
+    for (const p of providers) {
+      if (!p.openContextConnection || this.closed || this.byProvider.has(p.name)) continue;
+      this.byProvider.set(p.name, p.openContextConnection());
+    }
+  }
 
   /** A context at `provider`: over this socket's connection to it (a new one if it has none, or it failed), or as openSpeechContext. */
   open(provider: VoiceProvider, req: SpeechContextRequest): ProviderSpeechContext {

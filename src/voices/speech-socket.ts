@@ -160,7 +160,7 @@ export class SpeechSocketServer {
 /** One client's socket: its contexts, its limits. */
 class SpeechSocketSession {
   private readonly utterances = new Map<string, Utterance>();
-  /** This socket's connections to providers that carry several contexts over one (Cartesia's). */
+  /** This socket's connections to providers that carry several contexts over one (Cartesia's), opened with it. */
   private readonly connections = new ContextConnections();
   private last_activity_ms = performance.now();
   private readonly idleTimer: NodeJS.Timeout;
@@ -176,6 +176,7 @@ class SpeechSocketSession {
     ws.on('message', (data, isBinary) => this.onMessage(data as Buffer, isBinary));
     ws.on('close', () => this.onClose());
     ws.on('error', () => {});
+    this.connections.preconnect(deps.speech.providers);
     const every = Math.max(50, Math.min(1_000, Math.floor(deps.limits.idle_ms / 4)));
     this.idleTimer = setInterval(() => {
       // A context speaking (or settling) what was all sent is not idle; one waiting for text or for the client to read is.

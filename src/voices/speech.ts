@@ -221,6 +221,11 @@ export class SpeechService {
     this.deps.voices.assertConfigured();
   }
 
+  /** The voice providers configured, in their order. */
+  get providers(): readonly VoiceProvider[] {
+    return this.deps.voices.providers.list;
+  }
+
   /** The model a request names: it exists (404), its provider is configured here (503), the key may use it (403). */
   private requestedModel(principal: ApiKeyPrincipal, requested: string): SpeechModel {
     const model = findSpeechModel(requested);

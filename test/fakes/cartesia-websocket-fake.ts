@@ -4,6 +4,7 @@
 //   https://docs.cartesia.ai/use-the-api/tts-websocket/context-flushing-and-flush-i-ds (`flush`, flush_id, flush_done)
 //   https://docs.cartesia.ai/use-the-api/tts-websocket/buffering                       (max_buffer_delay_ms)
 //   https://docs.cartesia.ai/use-the-api/api-conventions                              (Bearer key or ?api_key, Cartesia-Version or ?cartesia_version)
+//   https://docs.cartesia.ai/use-the-api/concurrency-limits-and-timeouts              (idle connections closed after 5 minutes)
 // with the message shapes of Cartesia's JavaScript SDK (@cartesia/cartesia-js: WebsocketClientEvent, WebsocketResponse).
 //
 //   GET /tts/websocket   upgraded; `Authorization: Bearer <key>` (or ?api_key=) and `Cartesia-Version` (or
@@ -25,10 +26,14 @@
 // (default 3000) after it came; each generation is then spoken in order, AUDIO_CHARS_PER_CHUNK characters of
 // the REST fake's PCM (fakeSpeechPcm: 50 ms a character) per chunk, with the timestamps of the words those
 // chunks completed (times from the context's start). A context expires a second after its last audio once it
-// has nothing left to speak, and when done: an input for it then is a 400 error. Tests read every connection
-// (`connections`, each context's characters spoken) and script faults: the next handshake refused
-// (`refuseNext`) or reset (`resetNext`), the next connection closed with 1011 after some chunks
-// (`cutAfterChunks`), the next context answered with an error message (`errorNext`).
+// has nothing left to speak, and when done: an input for it then is a 400 error. A handshake may be made to
+// take a while (`handshakeDelayMs`), as one over the internet does. A connection with nothing
+// sent or received for `idleTimeoutMs` (Cartesia: 5 minutes) is closed (code 1000: the docs name none), its
+// close handshake made to take `idleCloseLingerMs` if asked.
+// Tests read every connection (`connections`, each context's characters spoken; `handshakes` asked for,
+// whatever their answer) and script faults: every handshake refused (`refusing`) or reset (`unreachable`)
+// while set, the next connection closed with 1011 after some chunks (`cutAfterChunks`), the next context
+// answered with an error message (`errorNext`).
 import type http from 'node:http';
 import type { Duplex } from 'node:stream';
 import { randomUUID } from 'node:crypto';
@@ -37,6 +42,7 @@ import { WebSocketServer, type WebSocket } from 'ws';
 export const AUDIO_CHARS_PER_CHUNK = 20;
 const DEFAULT_BUFFER_DELAY_MS = 3_000;
 const EXPIRY_MS = 1_000;
+const IDLE_TIMEOUT_MS = 5 * 60_000;
 const RATES = [8000, 16000, 22050, 24000, 44100, 48000];
 
 export interface FakeCartesiaContext {
@@ -54,6 +60,8 @@ export interface CartesiaWsConnection {
   /** Every message received, parsed. */
   messages: Record<string, unknown>[];
   contexts: Map<string, FakeCartesiaContext>;
+  /** The fake sent its close for the connection's idleness (its close handshake may still be under way). */
+  idle_closed: boolean;
   closed: boolean;
   /** Bytes sent but not yet taken by the client (it stopped reading). */
   buffered_bytes(): number;
@@ -69,11 +77,21 @@ export interface CartesiaWsOptions {
 
 export interface CartesiaWsFake {
   connections: CartesiaWsConnection[];
+  /** Handshakes asked for at /tts/websocket, refused or reset ones too. */
+  handshakes: number;
+  /** Wait before a handshake is accepted (Cartesia's, over the internet: TLS and the upgrade). */
+  handshakeDelayMs: number;
   /** Wait before each generation's first audio (a provider's time to first byte). */
   firstAudioDelayMs: number;
   chunkIntervalMs: number;
-  refuseNext: { status: number; error_code: string; message: string } | null;
-  resetNext: boolean;
+  /** While set, every handshake is refused so (our key refused: every connection is). */
+  refusing: { status: number; error_code: string; message: string } | null;
+  /** While set, every handshake's TCP connection is reset (Cartesia unreachable). */
+  unreachable: boolean;
+  /** A connection quiet this long each way is closed by the fake. */
+  idleTimeoutMs: number;
+  /** How long the close handshake of an idle connection takes (the fake reads the client's close frame that late). */
+  idleCloseLingerMs: number;
   cutAfterChunks: number | null;
   errorNext: { status_code: number; error_code: string; message: string } | null;
   /** Characters spoken over every connection. */
@@ -95,10 +113,14 @@ export function attachCartesiaWebSocket(server: http.Server, opts: CartesiaWsOpt
   const sockets = new Set<WebSocket>();
   const fake: CartesiaWsFake = {
     connections: [],
+    handshakes: 0,
+    handshakeDelayMs: 0,
     firstAudioDelayMs: 0,
     chunkIntervalMs: 2,
-    refuseNext: null,
-    resetNext: false,
+    refusing: null,
+    unreachable: false,
+    idleTimeoutMs: IDLE_TIMEOUT_MS,
+    idleCloseLingerMs: 0,
     cutAfterChunks: null,
     errorNext: null,
     charactersSpoken: () => fake.connections.reduce((n, c) => n + [...c.contexts.values()].reduce((m, x) => m + x.characters_spoken, 0), 0),
@@ -116,13 +138,10 @@ export function attachCartesiaWebSocket(server: http.Server, opts: CartesiaWsOpt
       );
     };
     if (url.pathname !== '/tts/websocket') return answer(404, errorObject(404, 'not_found', `No route GET ${url.pathname}.`));
-    if (fake.resetNext) {
-      fake.resetNext = false;
-      return socket.destroy();
-    }
-    if (fake.refuseNext) {
-      const r = fake.refuseNext;
-      fake.refuseNext = null;
+    fake.handshakes++;
+    if (fake.unreachable) return socket.destroy();
+    if (fake.refusing) {
+      const r = fake.refusing;
       return answer(r.status, errorObject(r.status, r.error_code, r.message));
     }
     const key = url.searchParams.get('api_key') ?? req.headers.authorization?.replace(/^Bearer /, '');
@@ -131,25 +150,29 @@ export function attachCartesiaWebSocket(server: http.Server, opts: CartesiaWsOpt
     if (typeof version !== 'string' || !/^\d{4}-\d{2}-\d{2}$/.test(version)) {
       return answer(400, errorObject(400, 'invalid_request', 'The Cartesia-Version header is required (a date such as 2026-03-01).'));
     }
-    wss.handleUpgrade(req, socket, head, (ws) => {
-      sockets.add(ws);
-      const c: CartesiaWsConnection = {
-        headers: req.headers,
-        query: Object.fromEntries(url.searchParams),
-        messages: [],
-        contexts: new Map(),
-        closed: false,
-        buffered_bytes: () => ws.bufferedAmount,
-      };
-      fake.connections.push(c);
-      const cutAfter = fake.cutAfterChunks;
-      fake.cutAfterChunks = null;
-      ws.on('close', () => {
-        c.closed = true;
-        sockets.delete(ws);
+    const upgrade = () =>
+      wss.handleUpgrade(req, socket, head, (ws) => {
+        sockets.add(ws);
+        const c: CartesiaWsConnection = {
+          headers: req.headers,
+          query: Object.fromEntries(url.searchParams),
+          messages: [],
+          contexts: new Map(),
+          idle_closed: false,
+          closed: false,
+          buffered_bytes: () => ws.bufferedAmount,
+        };
+        fake.connections.push(c);
+        const cutAfter = fake.cutAfterChunks;
+        fake.cutAfterChunks = null;
+        ws.on('close', () => {
+          c.closed = true;
+          sockets.delete(ws);
+        });
+        serve(ws, c, opts, fake, cutAfter);
       });
-      serve(ws, c, opts, fake, cutAfter);
-    });
+    if (fake.handshakeDelayMs > 0) setTimeout(upgrade, fake.handshakeDelayMs);
+    else upgrade();
   });
   return fake;
 }
@@ -178,8 +201,28 @@ function serve(ws: WebSocket, c: CartesiaWsConnection, opts: CartesiaWsOptions, 
   const states = new Map<string, State>();
   let chunks = 0;
   const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+  let idle: NodeJS.Timeout | null = null;
+  /** Anything sent or received: the idle connection's close is put off. */
+  const active = () => {
+    if (idle) clearTimeout(idle);
+    idle = setTimeout(() => {
+      c.idle_closed = true;
+      ws.close(1000, 'idle timeout');
+      if (fake.idleCloseLingerMs <= 0) return;
+      // The client's answering close frame left unread a while: the close handshake takes that long.
+      const raw = (ws as unknown as { _socket: Duplex })._socket;
+      raw.pause();
+      setTimeout(() => raw.resume(), fake.idleCloseLingerMs).unref();
+    }, fake.idleTimeoutMs).unref();
+  };
+  active();
+  ws.on('close', () => {
+    if (idle) clearTimeout(idle);
+  });
   const send = (m: object) => {
-    if (ws.readyState === ws.OPEN) ws.send(JSON.stringify(m));
+    if (ws.readyState !== ws.OPEN) return;
+    active();
+    ws.send(JSON.stringify(m));
   };
   const error = (context_id: string | null, status_code: number, error_code: string, message: string) =>
     send({ type: 'error', ...(context_id ? { context_id } : {}), done: true, ...errorObject(status_code, error_code, message) });
@@ -249,6 +292,7 @@ function serve(ws: WebSocket, c: CartesiaWsConnection, opts: CartesiaWsOptions, 
   };
 
   ws.on('message', (data) => {
+    active();
     let msg: Record<string, unknown>;
     try {
       msg = JSON.parse(data.toString()) as Record<string, unknown>;

@@ -1,5 +1,6 @@
 // Speech over a WebSocket spoken by Cartesia's WebSocket of contexts (its fake, per Cartesia's docs): one
-// provider connection per speech socket, each context one Cartesia context, texts sent with `continue` its
+// provider connection per speech socket, opened ahead with the socket (its failure or idle close said to no
+// one, met afresh by the next context), each context one Cartesia context, texts sent with `continue` its
 // inputs; audio and word timestamps relayed as they come. The money: what is charged is what the provider
 // spoke, once per context, whether the utterance ends, is cancelled, is dropped with its socket, or is broken
 // off; a refusal or an unreachable provider charges nothing and leaves nothing held. The ledger audit after each.
@@ -15,12 +16,15 @@ import { assertNoError, connect, errorOf, heldMicro, speechRows, wsUrl, type Spe
 
 let stack: Stack;
 let fake: CartesiaFake;
+/** The stack's log lines, warnings and errors. */
+const logs: { level: number; msg: string; [k: string]: unknown }[] = [];
 const VOICE = CARTESIA_PRESET_VOICES[0];
 const OTHER = CARTESIA_PRESET_VOICES[1];
 before(async () => {
   fake = await startCartesiaFake();
   stack = await startStack({
-    env: { VOICE_PROVIDERS: 'cartesia', CARTESIA_API_KEY: fake.apiKey, CARTESIA_BASE_URL: fake.url },
+    env: { VOICE_PROVIDERS: 'cartesia', CARTESIA_API_KEY: fake.apiKey, CARTESIA_BASE_URL: fake.url, LOG_LEVEL: 'warn' },
+    logStream: { write: (line: string) => void logs.push(JSON.parse(line)) },
   });
 });
 after(async () => {
@@ -45,6 +49,25 @@ const spokenPcm = (voice: string, generations: string[]) =>
     }),
   );
 
+/** Resolves once `ok` holds; fails naming `what` after `ms`. */
+async function until(ok: () => boolean, what: string, ms = 10_000): Promise<void> {
+  for (const t0 = performance.now(); !ok(); await sleep(10)) {
+    if (performance.now() - t0 > ms) assert.fail(`timed out waiting for ${what}`);
+  }
+}
+
+/** The operator's alerts logged since log line `from`: Cartesia refused the service's account. */
+const operatorAlerts = (from: number) => logs.slice(from).filter((l) => l.level >= 50 && /an operator must act/.test(l.msg));
+
+/** A context of one text: spoken whole, without an error, all its characters charged. */
+async function speakWhole(c: SpeechClient, context_id: string, text: string): Promise<void> {
+  c.send({ context_id, voice: VOICE, text });
+  const done = await c.done(context_id);
+  assertNoError(c);
+  assert.deepEqual(c.audio(context_id), spokenPcm(VOICE, [text]));
+  assert.equal(done['characters'], [...text].length);
+}
+
 /** Provider connections opened from `from` on. */
 const connectionsSince = (from: number): CartesiaWsConnection[] => fake.ws.connections.slice(from);
 
@@ -65,6 +88,124 @@ function assertWordsTimed(c: SpeechClient, context_id: string, text: string): vo
 }
 
 describe("Cartesia's WebSocket of contexts", () => {
+  test("the provider connection is opened ahead, as the socket opens: the first context is spoken over it, without a handshake of its own, its first audio after Cartesia's time alone", async (t) => {
+    const { key, workspaceId } = await newCustomer(stack, 10);
+    const from = fake.ws.connections.length;
+    const handshakes = fake.ws.handshakes;
+    const firstAudioDelayMs = fake.ws.firstAudioDelayMs;
+    // A handshake as slow as one over the internet can be, far slower than Cartesia's first audio.
+    fake.ws.handshakeDelayMs = 1_500;
+    fake.ws.firstAudioDelayMs = 50;
+    try {
+      const c = await connect(wsUrl(stack), key);
+      // Before the client sent anything: the connection is open, with our key and version.
+      await until(() => connectionsSince(from).length === 1, 'the provider connection opened ahead');
+      const conn = connectionsSince(from)[0]!;
+      assert.equal(conn.headers.authorization, `Bearer ${fake.apiKey}`);
+      assert.equal(conn.headers['cartesia-version'], '2026-03-01');
+      assert.deepEqual(conn.messages, []);
+      assert.equal(fake.ws.handshakes, handshakes + 1);
+      assert.deepEqual(c.messages, []);
+      const text = 'Spoken at once, the connection waiting.';
+      const sent_ms = performance.now();
+      const spoken = speakWhole(c, 'first', text);
+      await c.next((m) => m.type === 'audio' && m.context_id === 'first');
+      const first_audio_ms = performance.now() - sent_ms;
+      await spoken;
+      t.diagnostic(`first audio ${Math.round(first_audio_ms)} ms after the text (Cartesia's own 50 ms; a handshake 1500 ms)`);
+      assert.ok(
+        first_audio_ms >= 50 && first_audio_ms < 1_500,
+        `first audio after ${Math.round(first_audio_ms)} ms: no handshake waited for`,
+      );
+      assert.equal(fake.ws.handshakes, handshakes + 1, 'no handshake for the first context');
+      assert.equal(connectionsSince(from).length, 1);
+      assert.equal(conn.contexts.size, 1);
+      assert.deepEqual(
+        (await speechRows(stack, workspaceId)).map((r) => [r.status, r.charges, r.charged_micro_eur]),
+        [['delivered', 1, cost([...text].length)]],
+      );
+      c.close();
+      await until(() => conn.closed, 'the provider connection closed with the socket');
+    } finally {
+      fake.ws.handshakeDelayMs = 0;
+      fake.ws.firstAudioDelayMs = firstAudioDelayMs;
+    }
+    await assertAuditHolds(stack);
+  });
+
+  test('a socket that never speaks: its provider connection, opened ahead and never used, closes with it', async () => {
+    const { key } = await newCustomer(stack, 10);
+    const from = fake.ws.connections.length;
+    const c = await connect(wsUrl(stack), key);
+    await until(() => connectionsSince(from).length === 1, 'the provider connection opened ahead');
+    const conn = connectionsSince(from)[0]!;
+    c.close();
+    await c.closed;
+    await until(() => conn.closed, 'the unused provider connection closed with the socket');
+    assert.equal(conn.contexts.size, 0);
+  });
+
+  test('the connection opened ahead, closed by Cartesia while idle: replaced at the next context, nothing said or logged of it', async () => {
+    const { key, workspaceId } = await newCustomer(stack, 10);
+    const from = fake.ws.connections.length;
+    const logsFrom = logs.length;
+    const idleTimeoutMs = fake.ws.idleTimeoutMs;
+    fake.ws.idleTimeoutMs = 300;
+    try {
+      const c = await connect(wsUrl(stack), key);
+      await until(() => connectionsSince(from)[0]?.closed === true, 'Cartesia closing the idle connection');
+      fake.ws.idleTimeoutMs = idleTimeoutMs;
+      assert.deepEqual(c.messages, []);
+      await speakWhole(c, 'later', 'After a quiet while.');
+      const conns = connectionsSince(from);
+      assert.equal(conns.length, 2, 'a new connection for the context');
+      assert.deepEqual(
+        conns.map((x) => x.contexts.size),
+        [0, 1],
+      );
+      assert.deepEqual(
+        (await speechRows(stack, workspaceId)).map((r) => [r.status, r.charges]),
+        [['delivered', 1]],
+      );
+      assert.deepEqual(logs.slice(logsFrom), [], 'no warning or error logged');
+      c.close();
+    } finally {
+      fake.ws.idleTimeoutMs = idleTimeoutMs;
+    }
+    await assertAuditHolds(stack);
+  });
+
+  test("a context that comes while Cartesia's close of the idle connection is under way: spoken over a new connection, not failed with the closing one", async () => {
+    const { key, workspaceId } = await newCustomer(stack, 10);
+    const from = fake.ws.connections.length;
+    const saved = { idleTimeoutMs: fake.ws.idleTimeoutMs, idleCloseLingerMs: fake.ws.idleCloseLingerMs };
+    fake.ws.idleTimeoutMs = 300;
+    fake.ws.idleCloseLingerMs = 4_000;
+    try {
+      const c = await connect(wsUrl(stack), key);
+      await until(() => connectionsSince(from)[0]?.idle_closed === true, 'Cartesia closing the idle connection');
+      fake.ws.idleTimeoutMs = saved.idleTimeoutMs;
+      const closing = connectionsSince(from)[0]!;
+      const started_ms = performance.now();
+      await speakWhole(c, 'meanwhile', 'Spoken while the old one closes.');
+      assert.ok(performance.now() - started_ms < 4_000, 'not held back until the old connection closed');
+      assert.equal(closing.closed, false, 'the old connection still closing');
+      assert.deepEqual(
+        connectionsSince(from).map((x) => x.contexts.size),
+        [0, 1],
+      );
+      assert.deepEqual(
+        (await speechRows(stack, workspaceId)).map((r) => [r.status, r.charges]),
+        [['delivered', 1]],
+      );
+      c.close();
+      await until(() => closing.closed, 'the old connection closed', 15_000);
+    } finally {
+      Object.assign(fake.ws, saved);
+    }
+    await assertAuditHolds(stack);
+  });
+
   test('several contexts on one socket: one provider connection, one Cartesia context each, audio and words relayed, each charged once for what was spoken', async () => {
     const { key, workspaceId } = await newCustomer(stack, 10);
     const before = await balanceMicro(stack, workspaceId);
@@ -302,19 +443,34 @@ describe("Cartesia's WebSocket of contexts", () => {
     c.send({ context_id: 'fine', voice: VOICE, text: 'This one is.' });
     assert.equal((await c.done('fine'))['characters'], 12);
     c.close();
-    // Our key refused at the handshake (a new socket, a new connection): 503, the operator alerted.
-    fake.ws.refuseNext = { status: 401, error_code: 'unauthorized', message: 'Invalid API key.' };
-    const c2 = await connect(wsUrl(stack), key);
-    c2.send({ context_id: 'k', voice: VOICE, text: 'Refused.' });
-    const e = await errorOf(c2, 'k', 'provider_unavailable');
-    assert.doesNotMatch(e['message'], new RegExp(fake.apiKey));
-    assert.equal((await c2.done('k'))['characters'], 0);
-    // A bad request at the handshake (the version, say): a 400 with Cartesia's message.
-    fake.ws.refuseNext = { status: 400, error_code: 'invalid_request', message: 'The Cartesia-Version header is not a version.' };
-    c2.send({ context_id: 'v', voice: VOICE, text: 'Refused too.' });
-    assert.equal((await errorOf(c2, 'v', 'provider_rejected'))['message'], 'The Cartesia-Version header is not a version.');
-    await c2.done('v');
-    c2.close();
+    // Our key refused at every handshake (a new socket): its connection opened ahead is refused unsaid, and
+    // its first context meets the refusal: 503, the operator alerted (once, for the context).
+    const logsFrom = logs.length;
+    const handshakes = fake.ws.handshakes;
+    fake.ws.refusing = { status: 401, error_code: 'unauthorized', message: 'Invalid API key.' };
+    try {
+      const c2 = await connect(wsUrl(stack), key);
+      await until(() => fake.ws.handshakes > handshakes, 'the handshake of the connection opened ahead');
+      await sleep(200);
+      assert.deepEqual(c2.messages, [], 'nothing said to the client of the refused connection opened ahead');
+      assert.deepEqual(operatorAlerts(logsFrom), [], 'no alert before a context met the refusal');
+      c2.send({ context_id: 'k', voice: VOICE, text: 'Refused.' });
+      const e = await errorOf(c2, 'k', 'provider_unavailable');
+      assert.doesNotMatch(e['message'], new RegExp(fake.apiKey));
+      assert.equal((await c2.done('k'))['characters'], 0);
+      const alerts = operatorAlerts(logsFrom);
+      assert.equal(alerts.length, 1, 'the operator alerted once');
+      assert.equal(alerts[0]!['provider_problem'], 'credentials');
+      assert.doesNotMatch(JSON.stringify(alerts[0]), new RegExp(fake.apiKey));
+      // A bad request at the handshake (the version, say): a 400 with Cartesia's message.
+      fake.ws.refusing = { status: 400, error_code: 'invalid_request', message: 'The Cartesia-Version header is not a version.' };
+      c2.send({ context_id: 'v', voice: VOICE, text: 'Refused too.' });
+      assert.equal((await errorOf(c2, 'v', 'provider_rejected'))['message'], 'The Cartesia-Version header is not a version.');
+      await c2.done('v');
+      c2.close();
+    } finally {
+      fake.ws.refusing = null;
+    }
     const rows = await speechRows(stack, workspaceId);
     assert.deepEqual(
       rows.map((r) => [r.status, r.charges, r.charged_micro_eur]).sort(),
@@ -330,21 +486,43 @@ describe("Cartesia's WebSocket of contexts", () => {
     await assertAuditHolds(stack);
   });
 
-  test('Cartesia unreachable: a 503 error for the context, nothing charged, nothing held', async () => {
+  test('Cartesia unreachable: nothing said as the socket opens, a 503 error for the first context, nothing charged, nothing held; reachable again, the next context is spoken', async () => {
     const { key, workspaceId } = await newCustomer(stack, 10);
-    const c = await connect(wsUrl(stack), key);
-    fake.ws.resetNext = true;
-    c.send({ context_id: 'r', voice: VOICE, text: 'Into the void.' });
-    const e = await errorOf(c, 'r', 'provider_unavailable');
-    assert.match(e['message'], /could not be reached/);
-    assert.equal((await c.done('r'))['characters'], 0);
-    const rows = await speechRows(stack, workspaceId);
-    assert.deepEqual(
-      rows.map((r) => [r.status, r.charges, r.charged_micro_eur]),
-      [['released', 0, 0]],
-    );
-    assert.equal(await heldMicro(stack, workspaceId), 0);
-    c.close();
+    const handshakes = fake.ws.handshakes;
+    fake.ws.unreachable = true;
+    try {
+      const c = await connect(wsUrl(stack), key);
+      await until(() => fake.ws.handshakes > handshakes, 'the handshake of the connection opened ahead');
+      await sleep(200);
+      assert.deepEqual(c.messages, [], 'nothing said to the client of the connection that failed ahead');
+      c.send({ context_id: 'r', voice: VOICE, text: 'Into the void.' });
+      const e = await errorOf(c, 'r', 'provider_unavailable');
+      assert.match(e['message'], /could not be reached/);
+      assert.equal((await c.done('r'))['characters'], 0);
+      let rows = await speechRows(stack, workspaceId);
+      assert.deepEqual(
+        rows.map((r) => [r.status, r.charges, r.charged_micro_eur]),
+        [['released', 0, 0]],
+      );
+      assert.equal(await heldMicro(stack, workspaceId), 0);
+      // Back: the socket's next context opens a new connection and is spoken.
+      fake.ws.unreachable = false;
+      const from = fake.ws.connections.length;
+      c.send({ context_id: 's', voice: VOICE, text: 'Back again.' });
+      assert.equal((await c.done('s'))['characters'], 11);
+      assert.equal(connectionsSince(from).length, 1);
+      rows = await speechRows(stack, workspaceId);
+      assert.deepEqual(
+        rows.map((r) => [r.status, r.charges, r.charged_micro_eur]),
+        [
+          ['released', 0, 0],
+          ['delivered', 1, cost(11)],
+        ],
+      );
+      c.close();
+    } finally {
+      fake.ws.unreachable = false;
+    }
     await assertAuditHolds(stack);
   });
 

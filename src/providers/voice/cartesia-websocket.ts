@@ -1,9 +1,10 @@
 // Cartesia's WebSocket of text to speech: one connection per speech socket (src/voices/speech-socket.ts),
-// each utterance a context over it. Written from Cartesia's API reference:
+// opened as the socket opens, each utterance a context over it. Written from Cartesia's API reference:
 //   https://docs.cartesia.ai/api-reference/tts/websocket                              (handshake, messages, multiplexing)
 //   https://docs.cartesia.ai/use-the-api/tts-websocket/contexts                       (contexts, `continue`, expiry)
 //   https://docs.cartesia.ai/use-the-api/tts-websocket/context-flushing-and-flush-i-ds (`flush`, flush_done)
 //   https://docs.cartesia.ai/use-the-api/api-conventions                              (Bearer key, Cartesia-Version)
+//   https://docs.cartesia.ai/use-the-api/concurrency-limits-and-timeouts              (idle connections closed after 5 minutes)
 // and checked against the message types of Cartesia's JavaScript SDK (@cartesia/cartesia-js:
 // WebsocketClientEvent, WebsocketResponse).
 //
@@ -29,7 +30,9 @@
 // the text sent, and the characters up to its end are reported as spoken (`spoken_characters`); the rest of
 // the text counts once the context is done. Refusals map as the HTTP adapter's (./cartesia-wire.ts): at the
 // handshake its HTTP status (401/403: our credentials, an operator's problem), in an error message its
-// status_code; a connection that breaks or closes fails every context still speaking (`unavailable`). Messages
+// status_code; a connection that breaks or closes fails every context still speaking (`unavailable`), and
+// one that fails or is closed with none (refused ahead of any context, or closed by Cartesia while idle)
+// fails nothing: it is no longer `usable`, and the socket's next context opens a new one. Messages
 // are taken as the utterances take them: past QUEUED_MAX waiting for one context, the connection is paused
 // (the contexts of one speech socket share its client, who is behind for all of them alike).
 import { randomUUID } from 'node:crypto';
@@ -142,8 +145,10 @@ export class CartesiaConnection implements ProviderContextConnection {
 
   private readonly scrub = (s: string): string => s.split(this.#apiKey).join('[redacted]');
 
+  /** Not once it failed or was closed, nor while Cartesia closes it (it closes idle connections: a close frame came). */
   get usable(): boolean {
-    return this.failure === null && !this.closed;
+    const state = this.ws.readyState;
+    return this.failure === null && !this.closed && (state === WebSocket.CONNECTING || state === WebSocket.OPEN);
   }
 
   openContext(req: SpeechContextRequest): ProviderSpeechContext {

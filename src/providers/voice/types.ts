@@ -85,8 +85,8 @@ export interface VoiceProvider {
   openContext?(req: SpeechContextRequest): ProviderSpeechContext;
   /**
    * A connection carrying several utterances at once (Cartesia's WebSocket of contexts): a speech socket
-   * opens one per provider it speaks with, its contexts over it, and closes it when it closes. Preferred to
-   * `openContext` when both exist.
+   * opens one to each such provider as it opens (ahead of its first context), its contexts over it, a new
+   * one at a context once it failed, and closes it when it closes. Preferred to `openContext` when both exist.
    */
   openContextConnection?(): ProviderContextConnection;
   /** The sample rate of this provider's PCM (its descriptor's pcm_rate_hz); null for `none`, which speaks nothing. */
