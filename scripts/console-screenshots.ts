@@ -64,12 +64,25 @@ async function main() {
     fs.mkdirSync(OUT_DIR, { recursive: true });
     const page = await browser.newPage({ viewport: DESKTOP });
     shown = page;
-    const shot = (name: string) => page.screenshot({ path: path.join(OUT_DIR, `${name}.png`), fullPage: true });
+    // Each picture once the page's CSS transitions have ended (a link left for another screen fades from
+    // white to grey, a little longer than the next screen takes to show).
+    const photo = async (name: string, opts: { fullPage: boolean; clip?: { x: number; y: number; width: number; height: number } }) => {
+      await page.evaluate(() =>
+        Promise.all(
+          document
+            .getAnimations()
+            .filter((a) => a instanceof CSSTransition)
+            .map((a) => a.finished),
+        ),
+      );
+      await page.screenshot({ path: path.join(OUT_DIR, `${name}.png`), ...opts });
+    };
+    const shot = (name: string) => photo(name, { fullPage: true });
 
     step = 'Sign in';
     await page.goto(`${stack.baseUrl}/console`);
     await page.getByLabel('API key', { exact: true }).fill(key);
-    await page.screenshot({ path: path.join(OUT_DIR, 'sign-in.png'), clip: { x: 0, y: 0, width: DESKTOP.width, height: 420 } });
+    await photo('sign-in', { fullPage: false, clip: { x: 0, y: 0, width: DESKTOP.width, height: 420 } });
     await signIn(page, stack.baseUrl, key);
 
     step = 'Videos';
@@ -174,7 +187,7 @@ async function main() {
     await page.getByRole('link', { name: 'Videos', exact: true }).click();
     await page.getByLabel('Model', { exact: true }).selectOption('sim-video-1');
     await page.locator('li[data-job-id]').first().waitFor();
-    await page.screenshot({ path: path.join(OUT_DIR, 'videos-phone.png'), fullPage: false });
+    await photo('videos-phone', { fullPage: false });
 
     return { baseUrl: stack.baseUrl, key };
   };
