@@ -40,7 +40,6 @@ export function useAction() {
 export function EuroInput(props: {
   value: string;
   onChange: (value: string) => void;
-  size?: 'sm';
   step?: string;
   min?: number;
   max?: number;
@@ -49,7 +48,7 @@ export function EuroInput(props: {
   children?: ReactNode;
 }) {
   return (
-    <InputGroup size={props.size}>
+    <InputGroup>
       <InputGroup.Text>€</InputGroup.Text>
       <Form.Control
         type="number"

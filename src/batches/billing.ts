@@ -97,6 +97,17 @@ export async function reserveBatch(db: Db, b: NewBatch): Promise<ReserveResult> 
   });
 }
 
+/**
+ * Locks the batch's row to record one of its requests (a video job's charge, a speech's end), after a share
+ * lock on its workspace's row: the request's row and its usage rollup take that share lock anyway (their
+ * foreign keys), and a stop or a batch's end locks the workspace before the batch. Taken after the batch,
+ * the two could each wait for the other (a deadlock: the cancel or the charge failing).
+ */
+export async function lockBatchToRecord(tx: Tx, workspaceId: string, batchId: string): Promise<void> {
+  await tx.query('SELECT 1 FROM workspaces WHERE id = $1 FOR KEY SHARE', [workspaceId]);
+  await lockBatch(tx, batchId);
+}
+
 /** Locks the batch's row for the rest of the transaction (after the workspace's, when both are taken). */
 async function lockBatch(tx: Tx, batchId: string) {
   const r = await tx.query<{
@@ -131,7 +142,7 @@ export async function chargeBatchVideoJob(db: Db, batchId: string, job: VideoJob
         balance_micro_eur: await balance(),
         estimated_cost_micro_eur: existing.rows[0].estimated_cost_micro_eur,
       };
-    await lockBatch(tx, batchId);
+    await lockBatchToRecord(tx, job.workspaceId, batchId);
     const item = await tx.query<{ estimated_cost_micro_eur: number }>(
       "SELECT estimated_cost_micro_eur FROM batch_items WHERE batch_id = $1 AND request_id = $2 AND kind = 'video'",
       [batchId, job.jobId],

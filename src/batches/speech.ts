@@ -12,6 +12,7 @@ import { VoiceProviderError } from '../providers/voice/types.js';
 import { audioEncoder, pcmRateOf } from '../media/audio-encode.js';
 import type { SpeechFormat } from '../models/values.js';
 import { audioKey } from '../voices/speech.js';
+import { lockBatchToRecord } from './billing.js';
 import { endItem, type ItemError } from './items.js';
 
 /** A speech request of a batch as validated at creation (batch_items.request). */
@@ -83,7 +84,7 @@ async function settle(
   spoken: Spoken | ItemError | null,
 ): Promise<'completed' | 'failed' | 'already_ended'> {
   return inTransaction(db, async (tx) => {
-    await tx.query('SELECT 1 FROM batches WHERE id = $1 FOR UPDATE', [item.batch_id]);
+    await lockBatchToRecord(tx, item.workspace_id, item.batch_id);
     // The row and the request's end commit together: a request whose row exists has ended.
     const prior = await tx.query<{ status: string }>('SELECT status FROM speech_requests WHERE id = $1', [item.request_id]);
     if (prior.rows[0]) return 'already_ended';

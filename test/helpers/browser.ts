@@ -11,6 +11,9 @@ export async function launchChromium(): Promise<Browser> {
   const { chromium } = await import('playwright-core');
   return chromium.launch({
     executablePath: CHROMIUM_PATH,
+    // Ctrl-C is the process's to handle (npm run screenshots -- --serve stops the service, then the browser);
+    // Playwright's own handler would exit at once, leaving PostgreSQL and Temporal running.
+    handleSIGINT: false,
     args: [
       // Chromium's sandbox refuses to run as root (a container's default user).
       ...(process.getuid?.() === 0 ? ['--no-sandbox'] : []),

@@ -2,7 +2,8 @@
 // against the real service on PostgreSQL and Temporal: a batch made through the API shows in progress,
 // its progress reaches completed on its own (the screen refreshes while one runs), its money is the
 // API's, its output file downloads with every request's line; another batch cancelled from the screen
-// ends cancelled with its error file listing the requests never started. Skipped, saying so, where
+// ends cancelled with its error file listing the requests never started; one made through the API while
+// nothing on the screen runs still appears without a reload. Skipped, saying so, where
 // /usr/bin/chromium is not installed.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -122,6 +123,17 @@ describe('console: Batches', { skip }, () => {
     }
     // The one finished earlier is still listed below it, completed.
     assert.equal(await page.locator('li[data-batch-id]').count(), 2);
+  });
+
+  test('a batch made through the API while every batch shown has ended appears without a reload', async () => {
+    await page.waitForFunction(() =>
+      [...document.querySelectorAll('li[data-batch-id] .status')].every((s) => /^(completed|cancelled)$/.test(s.textContent!)),
+    );
+    const id = await createBatch([videoLine(0, 0)]);
+    // The screen still reads the list now and then (every 10 s) while nothing on it runs.
+    await card(id).waitFor({ timeout: 30_000 });
+    await card(id).locator('.status', { hasText: 'completed' }).waitFor({ timeout: 60_000 });
+    assert.equal(await page.locator('li[data-batch-id]').count(), 3);
   });
 
   test('the browser logged no errors', () => {

@@ -3,14 +3,15 @@
 // browser to the Checkout Session's page (stripe-mock's url; the page itself, Stripe's, is stood in for),
 // a signed checkout.session.completed for that Session credits the workspace and the screen says so, and
 // the balance shows it after a reload; amounts out of range and automatic top-up without a saved card are
-// refused with the API's own words; automatic top-up is saved and kept; a top-up Stripe declines turns it
-// off and the screen says why; on a service without Stripe, "Add credits" says billing is not configured
-// (503) and the screen then says so instead of offering it. The browser logs no error but the refusals
-// asked for, and no Content-Security-Policy violation. Skipped, saying so, without Chromium or stripe-mock.
+// refused with the API's own words; automatic top-up is saved and kept, its form laid out as the others
+// on a laptop and on a phone; a top-up Stripe declines turns it off and the screen says why; on a service
+// without Stripe, "Add credits" says billing is not configured (503) and the screen then says so instead
+// of offering it. The browser logs no error but the refusals asked for, and no Content-Security-Policy
+// violation. Skipped, saying so, without Chromium or stripe-mock.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Browser, Page } from 'playwright-core';
+import type { Browser, Locator, Page } from 'playwright-core';
 import { CHROMIUM_PATH, chromiumInstalled, launchChromium, signIn } from '../helpers/browser.js';
 import { assertAuditHolds, http, newCustomer, simJob, startStack, waitForJob, type Stack } from '../helpers/stack.js';
 import {
@@ -159,6 +160,34 @@ describe('web console: buying credits', { skip }, () => {
     assert.equal(await page.getByLabel('Top-up threshold', exact).inputValue(), '34');
     assert.equal(await page.getByLabel('Top-up amount', exact).inputValue(), '10');
     await page.getByRole('button', { name: 'Turn off top-up', exact: true }).waitFor();
+  });
+
+  test('automatic top-up is laid out as "Add credits": fields side by side and buttons in a row; on a phone, stacked', async () => {
+    const box = async (l: Locator) => (await l.boundingBox())!;
+    const layout = async () => ({
+      threshold: await box(page.getByLabel('Top-up threshold', exact)),
+      amount: await box(page.getByLabel('Top-up amount', exact)),
+      save: await box(page.getByRole('button', { name: 'Save top-up', exact: true })),
+      off: await box(page.getByRole('button', { name: 'Turn off top-up', exact: true })),
+      credits: await box(page.getByLabel('Amount', exact)),
+    });
+    const desktop = await layout();
+    assert.equal(desktop.amount.y, desktop.threshold.y, 'threshold and amount on one row');
+    assert.ok(desktop.amount.x > desktop.threshold.x + desktop.threshold.width);
+    assert.equal(desktop.off.y, desktop.save.y, 'its two buttons on one row');
+    assert.ok(desktop.save.y > desktop.threshold.y + desktop.threshold.height, 'the buttons below the fields');
+    assert.equal(desktop.threshold.height, desktop.credits.height, 'fields the size of "Add credits"');
+    await page.setViewportSize({ width: 375, height: 740 });
+    try {
+      const phone = await layout();
+      assert.ok(phone.amount.y > phone.threshold.y + phone.threshold.height, 'threshold above amount');
+      assert.equal(phone.amount.width, phone.threshold.width);
+      assert.equal(phone.off.y, phone.save.y, 'its two buttons on one row');
+      const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+      assert.ok(overflow <= 0, `the Account screen is ${overflow} px wider than the screen`);
+    } finally {
+      await page.setViewportSize({ width: 1280, height: 900 });
+    }
   });
 
   test('a top-up Stripe declines: automatic top-up is off, the screen says why, and the webhook event is sent', async () => {

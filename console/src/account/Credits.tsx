@@ -6,7 +6,9 @@
 import { useEffect, useState, type FormEvent } from 'react';
 import Alert from 'react-bootstrap/Alert';
 import Button from 'react-bootstrap/Button';
+import Col from 'react-bootstrap/Col';
 import Form from 'react-bootstrap/Form';
+import Row from 'react-bootstrap/Row';
 import { api, type Account, type CheckoutSession } from '../api';
 import { ErrorAlert } from '../ErrorAlert';
 import { euros } from '../format';
@@ -157,25 +159,27 @@ export function AutoTopUp({ account, onSaved }: { account: Account; onSaved: (a:
           ? `On: when a charge leaves the balance below ${euros(current.threshold_in_euro)}, ${euros(current.amount_in_euro)} is charged to your saved card.`
           : 'Off.'}
       </p>
-      <div className="d-flex flex-wrap gap-2 align-items-end">
-        <Form.Group controlId="auto-top-up-threshold">
-          <Form.Label className="text-body-secondary mb-1 small">Top-up threshold</Form.Label>
-          <EuroInput size="sm" value={threshold} onChange={setThreshold} />
+      <Row className="g-2">
+        <Form.Group as={Col} sm={6} controlId="auto-top-up-threshold">
+          <Form.Label className="text-body-secondary mb-1">Top-up threshold</Form.Label>
+          <EuroInput value={threshold} onChange={setThreshold} describedBy="auto-top-up-help" />
         </Form.Group>
-        <Form.Group controlId="auto-top-up-amount">
-          <Form.Label className="text-body-secondary mb-1 small">Top-up amount</Form.Label>
-          <EuroInput size="sm" value={amount} onChange={setAmount} />
+        <Form.Group as={Col} sm={6} controlId="auto-top-up-amount">
+          <Form.Label className="text-body-secondary mb-1">Top-up amount</Form.Label>
+          <EuroInput value={amount} onChange={setAmount} describedBy="auto-top-up-help" />
         </Form.Group>
-        <Button type="submit" size="sm" variant="outline-primary" disabled={busy}>
+      </Row>
+      <div className="d-flex flex-wrap gap-2 mt-2">
+        <Button type="submit" variant="outline-primary" disabled={busy}>
           Save top-up
         </Button>
         {current && (
-          <Button size="sm" variant="outline-secondary" disabled={busy} onClick={() => save(null)}>
+          <Button variant="outline-secondary" disabled={busy} onClick={() => save(null)}>
             Turn off top-up
           </Button>
         )}
       </div>
-      <Form.Text>
+      <Form.Text id="auto-top-up-help">
         {saved ? `${saved} ` : ''}
         Charged to the card your last paid Checkout saved, once each time a charge takes the balance below the threshold.
       </Form.Text>

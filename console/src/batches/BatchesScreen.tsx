@@ -1,6 +1,7 @@
 // The workspace's batches, newest first, a page at a time (the API's cursor pagination), refreshed by
-// polling while one on the page is still running: status, progress (requests completed and failed of
-// the total), the money (reserved, cost, refunded), when it was created and ended, "Cancel" while it
+// polling (often while one on the page runs; otherwise now and then and when the tab is shown again, so
+// that a batch made through the API appears without a reload): status, progress (requests completed and
+// failed of the total), the money (reserved, cost, refunded), when it was created and ended, "Cancel" while it
 // runs, and once it ended its output and error files, downloaded with the API key and saved as a file.
 import { useCallback, useEffect, useRef, useState } from 'react';
 import Badge from 'react-bootstrap/Badge';
@@ -14,7 +15,9 @@ import { euros, when } from '../format';
 import { Pager, useCursorPages } from '../Pager';
 
 const PAGE_SIZE = 10;
+/** How often the list is read again while a batch on the page runs, and while none does (a new one may be made through the API). */
 const POLL_INTERVAL_MS = 1500;
+const IDLE_POLL_INTERVAL_MS = 10_000;
 const RUNNING: ReadonlySet<Batch['status']> = new Set(['validating', 'in_progress', 'cancelling']);
 const STATUS_VARIANT: Record<Batch['status'], string> = {
   validating: 'secondary',
@@ -148,9 +151,15 @@ export function BatchesScreen() {
   }, [load]);
   const anyRunning = batches?.some((b) => RUNNING.has(b.status)) ?? false;
   useEffect(() => {
-    if (!anyRunning) return;
-    const timer = setInterval(() => void load(), POLL_INTERVAL_MS);
-    return () => clearInterval(timer);
+    const refresh = () => {
+      if (!document.hidden) void load();
+    };
+    const timer = setInterval(refresh, anyRunning ? POLL_INTERVAL_MS : IDLE_POLL_INTERVAL_MS);
+    document.addEventListener('visibilitychange', refresh);
+    return () => {
+      clearInterval(timer);
+      document.removeEventListener('visibilitychange', refresh);
+    };
   }, [anyRunning, load]);
 
   return (
