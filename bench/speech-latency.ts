@@ -153,15 +153,22 @@ function timedCartesiaContext(ws: WebSocket, context_id: string): Promise<Timing
   });
 }
 
-/** One utterance straight at the fake's stream-input: connect, send, and the first and last audio. */
+/**
+ * One utterance straight at the fake's stream-input: connect, send, and the first and last audio. It asks
+ * what the service asks (the characters' alignment with the audio, which the service turns into word
+ * timestamps), so both sides time the same work of the provider.
+ */
 function timedStreamInput(fake: ElevenLabsFake): Promise<Timing> {
   return new Promise((resolve, reject) => {
     const t0 = process.hrtime.bigint();
     const base = fake.url.replace(/^http/, 'ws');
-    const ws = new WebSocket(`${base}/v1/text-to-speech/${VOICE}/stream-input?model_id=eleven_multilingual_v2&output_format=pcm_22050`, {
-      headers: { 'xi-api-key': fake.apiKey },
-      perMessageDeflate: false,
-    });
+    const ws = new WebSocket(
+      `${base}/v1/text-to-speech/${VOICE}/stream-input?model_id=eleven_multilingual_v2&output_format=pcm_22050&sync_alignment=true`,
+      {
+        headers: { 'xi-api-key': fake.apiKey },
+        perMessageDeflate: false,
+      },
+    );
     let first_ms = -1;
     let last_ms = -1;
     ws.on('open', () => {
