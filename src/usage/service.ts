@@ -4,6 +4,7 @@
 // counted from their own rows (few per workspace, indexed). A read by hour sums the hourly rows, one by
 // day or month the daily rows: it touches at most one row per hour (or day) and group of the range, never
 // the ledger, so its cost follows the range and the groups asked for, not how many requests were made.
+import { createHash } from 'node:crypto';
 import type { Db } from '../db/pool.js';
 import { invalidParam } from '../errors.js';
 import { microEurToEur } from '../money.js';
@@ -90,6 +91,9 @@ type SqlRow = Counts & { bucket_start: number } & Partial<
     Record<'model' | 'api_key_id' | 'kind' | 'backend' | 'workspace_id', string | null>
   >;
 
+/** Statements with at most this many groups are prepared per connection (at most 26 orders of them per bucket). */
+const PREPARED_GROUPS_MAX = 2;
+
 /** The read's statement (also what `npm run bench` explains), its range and the grouped columns. */
 export function usageQuery(q: UsageRequest, now_s: number) {
   const range = usageRange(q, now_s);
@@ -99,28 +103,33 @@ export function usageQuery(q: UsageRequest, now_s: number) {
   if (q.workspaceId !== null) values.push(q.workspaceId);
   // Whole days (and months) sum the daily rows: a range by day or month starts and ends on a UTC day.
   const [table, at] = q.bucket === 'hour' ? ['usage_rollups', 'hour'] : ['usage_daily_rollups', 'day'];
+  // Each row's bucket, computed before the sums: a rollup row of the bucket's own size is its bucket as it is
+  // (date_trunc in a time zone, once per row, was most of the statement's time); pending rows are few.
+  const rollupBucket = q.bucket === at ? at : `date_trunc($1, ${at}, 'UTC')`;
   const inRange = (t: string) =>
     `${t} >= to_timestamp($2) AND ${t} < to_timestamp($3)${q.workspaceId !== null ? ' AND workspace_id = $5' : ''}`;
   const fromRow = (counts: string) => COUNTERS.map((c, i) => `${counts}[${i + 1}] AS ${c}`).join(', ');
-  const text = `SELECT extract(epoch FROM date_trunc($1, at, 'UTC'))::bigint AS bucket_start${columns.map((c) => `, ${c}`).join('')},
+  const text = `SELECT extract(epoch FROM at)::bigint AS bucket_start${columns.map((c) => `, ${c}`).join('')},
             ${COUNTERS.map((c) => `sum(${c})::bigint AS ${c}`).join(', ')}
-       FROM (SELECT ${at} AS at, ${ROW_FIELDS}, ${COUNTERS.join(', ')} FROM ${table} WHERE ${inRange(at)}
+       FROM (SELECT ${rollupBucket} AS at, ${ROW_FIELDS}, ${COUNTERS.join(', ')} FROM ${table} WHERE ${inRange(at)}
              UNION ALL
-             SELECT created_at, ${ROW_FIELDS}, ${fromRow('c')}
+             SELECT date_trunc($1, created_at, 'UTC'), ${ROW_FIELDS}, ${fromRow('c')}
                FROM (SELECT j.*, 'video' AS kind, usage_video_job_counts(j) AS c FROM video_jobs j WHERE status = 'pending' AND ${inRange('created_at')}) j
              UNION ALL
-             SELECT created_at, ${ROW_FIELDS}, ${fromRow('c')}
+             SELECT date_trunc($1, created_at, 'UTC'), ${ROW_FIELDS}, ${fromRow('c')}
                FROM (SELECT s.*, 'speech' AS kind, usage_speech_counts(s) AS c FROM speech_requests s WHERE status = 'held' AND ${inRange('created_at')}) s) u
-      GROUP BY 1${columns.map((c) => `, ${c}`).join('')}
+      GROUP BY at${columns.map((c) => `, ${c}`).join('')}
      HAVING sum(requests) > 0
-      ORDER BY 1${columns.map((c) => `, ${c} NULLS FIRST`).join('')}
+      ORDER BY at${columns.map((c) => `, ${c} NULLS FIRST`).join('')}
       LIMIT $4`;
-  return { text, values, range, columns };
+  // Named, so each pooled connection plans it once; bounded: only the common reads (few groups) are kept.
+  const name = groups.length <= PREPARED_GROUPS_MAX ? `usage_${createHash('sha1').update(text).digest('hex').slice(0, 20)}` : undefined;
+  return { text, values, range, columns, name };
 }
 
 export async function readUsage(db: Db, q: UsageRequest, now_s = Math.floor(Date.now() / 1000)): Promise<Usage> {
-  const { text, values, range, columns } = usageQuery(q, now_s);
-  const r = await db.query<SqlRow>(text, values);
+  const { text, values, range, columns, name } = usageQuery(q, now_s);
+  const r = await db.query<SqlRow>(name === undefined ? { text, values } : { name, text, values });
   if (r.rows.length > USAGE_ROWS_MAX) {
     throw invalidParam(
       'start',
