@@ -69,6 +69,11 @@ export interface OperationScenario {
   mimeType?: string;
   /** Return this gcsUri for every video instead of writing under the request's storageUri. */
   gcsUriOverride?: string;
+  /**
+   * A slow network: the finished operation's answer is sent as all but its last KiB, then, this many ms
+   * later, the rest (so that answers read at the same time are being read at the same time).
+   */
+  answerPauseMs?: number;
 }
 
 interface Operation {
@@ -238,7 +243,13 @@ export class VertexVeoFake extends FakeHttpServer<FakeRoute> {
     op.polls++;
     if (op.polls <= (op.scenario.pollsUntilDone ?? 1)) return this.json(res, 200, { name });
     op.result ??= this.complete(op);
-    this.json(res, 200, { name, done: true, ...op.result });
+    const pause_ms = op.scenario.answerPauseMs;
+    if (pause_ms === undefined) return this.json(res, 200, { name, done: true, ...op.result });
+    const answer = Buffer.from(JSON.stringify({ name, done: true, ...op.result }));
+    const split = Math.max(0, answer.length - 1024);
+    res.writeHead(200, { 'content-type': this.jsonContentType, 'content-length': String(answer.length) });
+    res.write(answer.subarray(0, split));
+    setTimeout(() => res.end(answer.subarray(split)), pause_ms);
   }
 
   /** CancelOperation: a running operation ends cancelled; a finished one is left as it was. */

@@ -40,7 +40,8 @@ describe('Vertex AI Veo adapter: every documented answer', () => {
 
   test(`finished operations with large inline videos are read at most ${CONCURRENT_LARGE_OPERATION_READS_MAX} at once per process; small answers never wait`, async () => {
     const big = Buffer.concat([PAYLOADS[0]!, Buffer.alloc(LARGE_OPERATION_BYTES)]);
-    fake.scenario = { pollsUntilDone: 0, payloads: [big] };
+    // Each answer's last KiB comes 200 ms after the rest, so the six are read at once, as a slow network makes them.
+    fake.scenario = { pollsUntilDone: 0, payloads: [big], answerPauseMs: 200 };
     const p = provider();
     const ops = [];
     for (let i = 0; i < 6; i++)
