@@ -6,6 +6,7 @@
 // ledger audit holds on the generated rows), and the charge's throughput with the usage triggers and
 // without them (ALTER TABLE ... DISABLE TRIGGER), in alternating turns.
 import { randomUUID } from 'node:crypto';
+import path from 'node:path';
 import pg from 'pg';
 import type { Infra } from '../test/helpers/infra.js';
 import { ADMIN_TOKEN, createTestDatabase, http } from '../test/helpers/stack.js';
@@ -82,7 +83,8 @@ export async function benchUsage(infra: Infra, cfg: BenchConfig, log: Log, repor
 
 async function readsAtScale(infra: Infra, cfg: BenchConfig, log: Log, report: UsageReport): Promise<UsageStep[]> {
   const { env, databaseUrl } = await subjectEnv(infra, 'product');
-  const product = await spawnSubject('product', env);
+  const profDir = process.env['BENCH_CPU_PROF_DIR'];
+  const product = await spawnSubject('product', env, { cpuProfDir: profDir && path.join(profDir, 'usage') });
   const client = new pg.Client({ connectionString: databaseUrl });
   await client.connect();
   try {

@@ -106,11 +106,12 @@ export function usageQuery(q: UsageRequest, now_s: number) {
   // Each row's bucket, computed before the sums: a rollup row of the bucket's own size is its bucket as it is
   // (date_trunc in a time zone, once per row, was most of the statement's time); pending rows are few.
   const rollupBucket = q.bucket === at ? at : `date_trunc($1, ${at}, 'UTC')`;
+  // The sums are bigint_sum (032_bigint_sum.sql): sum(bigint) builds a numeric per group and counter.
   const inRange = (t: string) =>
     `${t} >= to_timestamp($2) AND ${t} < to_timestamp($3)${q.workspaceId !== null ? ' AND workspace_id = $5' : ''}`;
   const fromRow = (counts: string) => COUNTERS.map((c, i) => `${counts}[${i + 1}] AS ${c}`).join(', ');
   const text = `SELECT extract(epoch FROM at)::bigint AS bucket_start${columns.map((c) => `, ${c}`).join('')},
-            ${COUNTERS.map((c) => `sum(${c})::bigint AS ${c}`).join(', ')}
+            ${COUNTERS.map((c) => `bigint_sum(${c}) AS ${c}`).join(', ')}
        FROM (SELECT ${rollupBucket} AS at, ${ROW_FIELDS}, ${COUNTERS.join(', ')} FROM ${table} WHERE ${inRange(at)}
              UNION ALL
              SELECT date_trunc($1, created_at, 'UTC'), ${ROW_FIELDS}, ${fromRow('c')}
@@ -119,7 +120,7 @@ export function usageQuery(q: UsageRequest, now_s: number) {
              SELECT date_trunc($1, created_at, 'UTC'), ${ROW_FIELDS}, ${fromRow('c')}
                FROM (SELECT s.*, 'speech' AS kind, usage_speech_counts(s) AS c FROM speech_requests s WHERE status = 'held' AND ${inRange('created_at')}) s) u
       GROUP BY at${columns.map((c) => `, ${c}`).join('')}
-     HAVING sum(requests) > 0
+     HAVING bigint_sum(requests) > 0
       ORDER BY at${columns.map((c) => `, ${c} NULLS FIRST`).join('')}
       LIMIT $4`;
   // Named, so each pooled connection plans it once; bounded: only the common reads (few groups) are kept.
