@@ -20,8 +20,9 @@ import { microEurToEur } from '../money.js';
 import { creditsCharged } from '../metrics.js';
 import type { ApiKeyPrincipal } from '../account/workspaces.js';
 import { speechCostMicroEur, type SpeechModel } from '../models/catalog.js';
-import type { ProviderSpeechContext, SpeechContextRequest, VoiceProvider } from '../providers/voice/types.js';
-import { growSpeechHold, holdSpeech, recordSpokenSpeech, settleSpokenSpeech } from './speech-billing.js';
+import { isContextPcm, type ProviderSpeechContext, type SpeechContextRequest, type VoiceProvider } from '../providers/voice/types.js';
+import { pcmBase64, pcmBytes } from '../providers/voice/speech-pieces.js';
+import { growSpeechHold, holdSpeechContext, recordSpokenSpeech, settleSpokenSpeech } from './speech-billing.js';
 import { countCharacters } from './speech.js';
 import type { SpeechSocketDeps, SpeechTextMessage } from './speech-socket-protocol.js';
 
@@ -146,7 +147,7 @@ export class Utterance {
     // The provider's connection opens while the hold is taken (no text goes to it before the hold is).
     const context = this.events.openContext(u.provider, { model: u.model.id, voice_id: u.voice_id });
     const speechRequestId = randomUUID();
-    const held = await holdSpeech(this.deps.db, {
+    const held = await holdSpeechContext(this.deps.db, {
       speechRequestId,
       workspaceId: this.principal.workspace_id,
       idempotencyKey: `websocket:${speechRequestId}`,
@@ -168,6 +169,7 @@ export class Utterance {
       throw holdRefused(held);
     }
     this.characters = characters;
+    this.progress_at_ms = performance.now();
     this.opened = { speechRequestId, model: u.model, voice: m.voice, provider: u.provider, context };
     this.events.send({
       type: 'context',
@@ -221,9 +223,9 @@ export class Utterance {
     let failure: unknown = null;
     try {
       for await (const piece of o.context.pieces) {
-        if ('pcm' in piece) {
-          this.audio_bytes += piece.pcm.length;
-          this.events.send({ type: 'audio', context_id: this.context_id, audio: piece.pcm.toString('base64') });
+        if (isContextPcm(piece)) {
+          this.audio_bytes += pcmBytes(piece);
+          this.events.send({ type: 'audio', context_id: this.context_id, audio: pcmBase64(piece) });
           this.events.touch();
           this.progress(o);
           // A slow client: the provider is not read until it caught up (or went away).
@@ -249,10 +251,14 @@ export class Utterance {
     await this.settle(o, failure);
   }
 
-  /** Records the progress, at most every PROGRESS_INTERVAL_MS, one write at a time. */
+  /**
+   * Records the progress, at most every PROGRESS_INTERVAL_MS from the hold (which is the first sign of
+   * life), one write at a time; nothing before audio came (spoken without audio is not spoken, and the
+   * row's audio_bytes is never 0).
+   */
   private progress(o: Opened): void {
     const now = performance.now();
-    if (this.progress_writing || now - this.progress_at_ms < PROGRESS_INTERVAL_MS || this.spoken === 0) return;
+    if (this.progress_writing || now - this.progress_at_ms < PROGRESS_INTERVAL_MS || this.spoken === 0 || this.audio_bytes === 0) return;
     this.progress_at_ms = now;
     this.progress_writing = true;
     recordSpokenSpeech(this.deps.db, { speechRequestId: o.speechRequestId, spokenCharacters: this.spoken, audioBytes: this.audio_bytes })
