@@ -15,6 +15,7 @@
 // from the provider apart from them, and stops being read while the client is behind (backpressure).
 import { randomUUID } from 'node:crypto';
 import { ApiError } from '../errors.js';
+import { withClient } from '../db/pool.js';
 import { paymentRequired } from '../billing/owed.js';
 import { microEurToEur } from '../money.js';
 import { creditsCharged } from '../metrics.js';
@@ -139,30 +140,36 @@ export class Utterance {
   /** The context's first text: resolve, hold, open at the provider, start the audio. */
   private async open(m: SpeechTextMessage): Promise<void> {
     if (this.cancelled) return this.finish();
-    if (m.voice === undefined) throw new ApiError(400, 'invalid_request_error', 'invalid_message', 'voice: a context opens with a voice');
+    const voice = m.voice;
+    if (voice === undefined) throw new ApiError(400, 'invalid_request_error', 'invalid_message', 'voice: a context opens with a voice');
     const characters = countCharacters(m.text);
     if (m.text.trim().length === 0) throw new ApiError(400, 'invalid_request_error', 'invalid_message', 'text: a context opens with text');
     this.checkLength(characters, 0);
-    const u = await this.deps.speech.resolveUtterance(this.principal, { model: m.model, voice: m.voice });
-    // The provider's connection opens while the hold is taken (no text goes to it before the hold is).
-    const context = this.events.openContext(u.provider, { model: u.model.id, voice_id: u.voice_id });
-    const speechRequestId = randomUUID();
-    const held = await holdSpeechContext(this.deps.db, {
-      speechRequestId,
-      workspaceId: this.principal.workspace_id,
-      idempotencyKey: `websocket:${speechRequestId}`,
-      requestFingerprint: 'websocket',
-      model: u.model.id,
-      voice: u.voice_id,
-      voiceRegistryId: u.registry_id,
-      characters,
-      responseFormat: 'pcm',
-      cost_micro_eur: speechCostMicroEur(u.model, characters),
-      apiKeyId: this.principal.key_id,
-      backend: u.provider.name,
-    }).catch((err: unknown) => {
-      context.cancel();
-      throw err;
+    // The voice looked up and the hold taken on one connection of the pool: at many speakers at once,
+    // connections are what a context waits for, once rather than twice.
+    const { u, context, speechRequestId, held } = await withClient(this.deps.db, async (client) => {
+      const u = await this.deps.speech.resolveUtterance(this.principal, { model: m.model, voice }, client);
+      // The provider's connection opens while the hold is taken (no text goes to it before the hold is).
+      const context = this.events.openContext(u.provider, { model: u.model.id, voice_id: u.voice_id });
+      const speechRequestId = randomUUID();
+      const held = await holdSpeechContext(client, {
+        speechRequestId,
+        workspaceId: this.principal.workspace_id,
+        idempotencyKey: `websocket:${speechRequestId}`,
+        requestFingerprint: 'websocket',
+        model: u.model.id,
+        voice: u.voice_id,
+        voiceRegistryId: u.registry_id,
+        characters,
+        responseFormat: 'pcm',
+        cost_micro_eur: speechCostMicroEur(u.model, characters),
+        apiKeyId: this.principal.key_id,
+        backend: u.provider.name,
+      }).catch((err: unknown) => {
+        context.cancel();
+        throw err;
+      });
+      return { u, context, speechRequestId, held };
     });
     if (held.kind !== 'held') {
       context.cancel();
@@ -170,7 +177,7 @@ export class Utterance {
     }
     this.characters = characters;
     this.progress_at_ms = performance.now();
-    this.opened = { speechRequestId, model: u.model, voice: m.voice, provider: u.provider, context };
+    this.opened = { speechRequestId, model: u.model, voice, provider: u.provider, context };
     this.events.send({
       type: 'context',
       context_id: this.context_id,
@@ -276,6 +283,7 @@ export class Utterance {
       try {
         const r = await settleSpokenSpeech(this.deps.db, {
           speechRequestId: o.speechRequestId,
+          workspaceId: this.principal.workspace_id,
           spokenCharacters: spoken,
           spoken_cost_micro_eur: spoken > 0 ? speechCostMicroEur(o.model, spoken) : 0,
           audioBytes: this.audio_bytes,
