@@ -18,12 +18,13 @@
 // provider is asked, and the relay. Target: at most 5 ms at p50 and 20 ms at p99 on the first byte. Each
 // speaker has a workspace of its own (a workspace's holds queue on its balance's lock).
 import http from 'node:http';
+import path from 'node:path';
 import type { ChildProcess } from 'node:child_process';
 import WebSocket from 'ws';
 import { startElevenLabsFake, STREAM_CHUNK_INTERVAL_MS, type ElevenLabsFake } from '../test/fakes/elevenlabs-fake.js';
 import { startCartesiaFake, type CartesiaFake } from '../test/fakes/cartesia-fake.js';
 import { CARTESIA_PRESET_VOICES, CARTESIA_SAMPLE_RATE_HZ } from '../src/providers/voice/cartesia.js';
-import { killAll, startEntryProcess } from '../test/helpers/processes.js';
+import { killAll, startEntryProcess, stopGracefully } from '../test/helpers/processes.js';
 import { freePort } from '../test/helpers/infra.js';
 import type { Infra } from '../test/helpers/infra.js';
 import { newCustomer } from '../test/helpers/stack.js';
@@ -241,7 +242,10 @@ export async function benchSpeechLatency(infra: Infra, log: Log): Promise<Speech
   const out: SpeechSeries[] = [];
   try {
     log('phase 8: starting an API process with ElevenLabs and Cartesia (their fakes) as the voice providers');
-    await startEntryProcess({ env }, 'api', { track: children });
+    // Profiled (BENCH_CPU_PROF_DIR), it is stopped with SIGTERM at the end, so that the profile is written.
+    const profDir = process.env['BENCH_CPU_PROF_DIR'];
+    const execArgv = profDir ? ['--cpu-prof', `--cpu-prof-dir=${path.join(profDir, 'speech')}`] : [];
+    const apiProcess = await startEntryProcess({ env }, 'api', { track: children, execArgv });
     const api = `http://127.0.0.1:${port}`;
     // A workspace per speaker: a workspace's holds take its balance's lock one at a time, which is the
     // workspace's own queue, not what the service adds to a speaker's first byte.
@@ -307,6 +311,7 @@ export async function benchSpeechLatency(infra: Infra, log: Log): Promise<Speech
       for (const s of [...sockets, ...straight]) s.close();
       out.push({ way: 'websocket cartesia', concurrency, through: ct, direct: cd, errors: cErrors, first_error: cFirst });
     }
+    if (profDir) await stopGracefully(apiProcess);
   } finally {
     killAll(children);
     await Promise.all([fake.close(), cartesia.close()]);

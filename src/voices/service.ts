@@ -12,7 +12,7 @@
 import { randomUUID } from 'node:crypto';
 import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
 import type { Logger } from 'pino';
-import { inTransaction, type Db, type Tx } from '../db/pool.js';
+import { inTransaction, prepared, type Db, type Tx } from '../db/pool.js';
 import { paymentRequired } from '../billing/owed.js';
 import { ApiError, invalidParam, notFound } from '../errors.js';
 import {
@@ -110,6 +110,12 @@ const voiceNotFound = (param: string, what: string) => notFound('voice_not_found
 const SELECT_VOICE = `SELECT id, workspace_id, provider, voice_id, name, requires_verification,
                              (extract(epoch FROM created_at) * 1000)::bigint AS created_at_ms
                         FROM voices`;
+
+/** A speech's voice among the workspace's live ones (every speech looks it up): named, parsed and planned once per connection. */
+const VOICE_FOR_SPEECH = prepared(
+  'voice-for-speech',
+  'SELECT id, provider FROM voices WHERE workspace_id = $1 AND voice_id = $2 AND deleted_at IS NULL ORDER BY created_at LIMIT 2',
+);
 
 export class VoicesService {
   constructor(private readonly deps: VoicesDeps) {}
@@ -275,12 +281,10 @@ export class VoicesService {
     principal: ApiKeyPrincipal,
     voice: string,
     prefer?: string,
+    q: Db | Tx = this.deps.db,
   ): Promise<{ voice_id: string; registry_id: string | null; provider: VoiceProvider }> {
     // The workspace's live voices (the partial index voices_workspace_live): at most its quota of rows.
-    const r = await this.deps.db.query<{ id: string; provider: string }>(
-      'SELECT id, provider FROM voices WHERE workspace_id = $1 AND voice_id = $2 AND deleted_at IS NULL ORDER BY created_at LIMIT 2',
-      [principal.workspace_id, voice],
-    );
+    const r = await q.query<{ id: string; provider: string }>({ ...VOICE_FOR_SPEECH, values: [principal.workspace_id, voice] });
     const rows = prefer === undefined ? r.rows : [...r.rows].sort((a, b) => Number(b.provider === prefer) - Number(a.provider === prefer));
     const row = rows[0];
     if (row) {

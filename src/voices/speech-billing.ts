@@ -7,10 +7,10 @@
 // again. A hold whose process died mid-call is released by the reconciler after SPEECH_HOLD_TTL_MS.
 // A streamed speech is marked delivered (`markSpeechDelivered`) before its last bytes go out: from then on
 // its hold is only ever captured (by the request, retried, else by the reconciler), never released.
-import { inTransaction, type Db, type Tx } from '../db/pool.js';
+import { inTransaction, prepared, type Db, type Tx } from '../db/pool.js';
 import { assertMicroEur } from '../money.js';
 import { findSpeechModel, speechCostMicroEur } from '../models/catalog.js';
-import { applyEntry, isUniqueViolation, lockWorkspaceBalance, spendFromKey, SPEECH_HOLD_TTL_MS } from '../billing/ledger.js';
+import { applyEntry, isUniqueViolation, lockWorkspaceBalance, NotFoundError, spendFromKey, SPEECH_HOLD_TTL_MS } from '../billing/ledger.js';
 
 export { SPEECH_HOLD_TTL_MS };
 
@@ -58,6 +58,24 @@ interface SpeechRow extends DeliveredSpeech {
   request_fingerprint: string;
 }
 
+/** A new held request's columns, as holdSpeech and holdSpeechContext insert it: heldValues are $1 to $12 (status and held_at written as such). */
+const HELD_COLUMNS = `id, workspace_id, idempotency_key, request_fingerprint, model, voice, voice_registry_id, characters, response_format,
+  cost_micro_eur, status, held_at, api_key_id, backend`;
+const heldValues = (s: SpeechHoldRequest) => [
+  s.speechRequestId,
+  s.workspaceId,
+  s.idempotencyKey,
+  s.requestFingerprint,
+  s.model,
+  s.voice,
+  s.voiceRegistryId,
+  s.characters,
+  s.responseFormat,
+  s.cost_micro_eur,
+  s.apiKeyId ?? null,
+  s.backend ?? null,
+];
+
 /** Reserves the request's cost, unless it was already delivered or is in flight. */
 export async function holdSpeech(db: Db, s: SpeechHoldRequest): Promise<SpeechHoldResult> {
   assertMicroEur(s.cost_micro_eur);
@@ -87,23 +105,8 @@ export async function holdSpeech(db: Db, s: SpeechHoldRequest): Promise<SpeechHo
         );
       } else {
         await tx.query(
-          `INSERT INTO speech_requests (id, workspace_id, idempotency_key, request_fingerprint, model, voice, voice_registry_id,
-                                        characters, response_format, cost_micro_eur, status, held_at, api_key_id, backend)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'held', now(), $11, $12)`,
-          [
-            s.speechRequestId,
-            s.workspaceId,
-            s.idempotencyKey,
-            s.requestFingerprint,
-            s.model,
-            s.voice,
-            s.voiceRegistryId,
-            s.characters,
-            s.responseFormat,
-            s.cost_micro_eur,
-            s.apiKeyId ?? null,
-            s.backend ?? null,
-          ],
+          `INSERT INTO speech_requests (${HELD_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'held', now(), $11, $12)`,
+          heldValues(s),
         );
       }
       await tx.query('UPDATE workspaces SET held_micro_eur = held_micro_eur + $2 WHERE id = $1', [s.workspaceId, s.cost_micro_eur]);
@@ -286,6 +289,63 @@ export async function captureDeliveredSpeechHolds(
 // A speech streamed over a WebSocket (./speech-socket.ts): one request per context, its hold grown as
 // its text arrives, before the provider is asked to speak it; settled once, for what was spoken.
 
+/** A context's first hold: holdSpeech's answers for a request that is new by construction. */
+export type SpeechContextHoldResult = Extract<
+  SpeechHoldResult,
+  { kind: 'held' | 'insufficient_credits' | 'payment_required' | 'key_spend_limit_exceeded' }
+>;
+
+/** holdSpeechContext's statement: named, so each pooled connection has the server parse and plan it once. */
+const HOLD_CONTEXT = prepared(
+  'speech-hold-context',
+  `WITH w AS (
+       SELECT balance_micro_eur - held_micro_eur AS available_micro_eur, owed_micro_eur FROM workspaces WHERE id = $2 FOR UPDATE
+     ), covered AS (
+       SELECT owed_micro_eur <= 0 AND available_micro_eur >= $10::bigint AS ok FROM w
+     ), spent AS (
+       UPDATE api_keys SET spent_micro_eur = spent_micro_eur + $10::bigint
+        WHERE id = $11::uuid AND (spend_limit_micro_eur IS NULL OR spent_micro_eur + $10::bigint <= spend_limit_micro_eur)
+          AND (SELECT ok FROM covered)
+       RETURNING id
+     ), inserted AS (
+       INSERT INTO speech_requests (${HELD_COLUMNS})
+       SELECT $1::uuid, $2::uuid, $3::text, $4::text, $5::text, $6::text, $7::uuid, $8::integer, $9::text, $10::bigint, 'held', now(),
+              $11::uuid, $12::text
+        WHERE (SELECT ok FROM covered) AND ($11::uuid IS NULL OR EXISTS (SELECT 1 FROM spent))
+       RETURNING cost_micro_eur
+     ), held AS (
+       UPDATE workspaces SET held_micro_eur = held_micro_eur + (SELECT cost_micro_eur FROM inserted)
+        WHERE id = $2 AND EXISTS (SELECT 1 FROM inserted)
+       RETURNING 1
+     )
+     SELECT available_micro_eur, owed_micro_eur, EXISTS (SELECT 1 FROM held) AS held FROM w`,
+);
+
+/**
+ * A WebSocket context's first hold: what holdSpeech does for a request never seen before (its id and key
+ * are fresh, so no earlier row can answer it), as one statement, one round trip: the workspace's row
+ * locked, what is owed and the available balance checked, the key's spend moved within its limit (its row
+ * locked after the workspace's, as everywhere), the request inserted held and the workspace's hold grown,
+ * all or nothing. A context opens on this (the provider waits for it), and at many speakers at once the
+ * pool's connections are what they queue for: seven round trips held one for seven times as long.
+ */
+export async function holdSpeechContext(db: Db | Tx, s: SpeechHoldRequest): Promise<SpeechContextHoldResult> {
+  assertMicroEur(s.cost_micro_eur);
+  if (!(s.cost_micro_eur > 0)) throw new Error('invariant: speech costs more than 0');
+  if (!(Number.isSafeInteger(s.characters) && s.characters > 0)) throw new Error('invariant: speech of characters');
+  const r = await db.query<{ available_micro_eur: number; owed_micro_eur: number; held: boolean }>({
+    ...HOLD_CONTEXT,
+    values: heldValues(s),
+  });
+  const row = r.rows[0];
+  if (!row) throw new NotFoundError(`workspace ${s.workspaceId} not found`);
+  if (row.held) return { kind: 'held', speech_request_id: s.speechRequestId };
+  // Refused: nothing was written. In holdSpeech's order: what is owed, the balance, then the key's limit.
+  if (row.owed_micro_eur > 0) return { kind: 'payment_required', owed_micro_eur: row.owed_micro_eur };
+  if (row.available_micro_eur < s.cost_micro_eur) return { kind: 'insufficient_credits', available_micro_eur: row.available_micro_eur };
+  return { kind: 'key_spend_limit_exceeded' };
+}
+
 export type SpeechGrowResult =
   | { kind: 'held' }
   | { kind: 'insufficient_credits'; available_micro_eur: number }
@@ -341,47 +401,86 @@ export async function recordSpokenSpeech(
 /**
  * Settles a held request for what was spoken: `spokenCharacters` (at most what was held) charged at
  * `spoken_cost_micro_eur`, the rest of the hold released; nothing spoken releases it all. Idempotent.
+ * `workspaceId` when the caller knows it (a speech socket's context: its principal's), else read; a request
+ * of another workspace is not held there.
  */
 export async function settleSpokenSpeech(
   db: Db,
-  s: { speechRequestId: string; spokenCharacters: number; spoken_cost_micro_eur: number; audioBytes: number; audioContentType: string },
+  s: {
+    speechRequestId: string;
+    workspaceId?: string;
+    spokenCharacters: number;
+    spoken_cost_micro_eur: number;
+    audioBytes: number;
+    audioContentType: string;
+  },
 ): Promise<{ status: 'captured' | 'released' | 'not_held'; characters: number; cost_micro_eur: number }> {
-  return inTransaction(db, async (tx) => {
-    const first = (await tx.query<{ workspace_id: string }>('SELECT workspace_id FROM speech_requests WHERE id = $1', [s.speechRequestId]))
-      .rows[0];
-    if (!first) return { status: 'not_held' as const, characters: 0, cost_micro_eur: 0 };
-    const locked = await lockWorkspaceBalance(tx, first.workspace_id);
-    const row = (
-      await tx.query<{ status: string; cost_micro_eur: number; characters: number; api_key_id: string | null }>(
-        'SELECT status, cost_micro_eur, characters, api_key_id FROM speech_requests WHERE id = $1',
-        [s.speechRequestId],
-      )
-    ).rows[0]!;
-    if (row.status !== 'held') return { status: 'not_held' as const, characters: 0, cost_micro_eur: 0 };
-    if (s.spokenCharacters <= 0 || s.audioBytes <= 0) {
-      await releaseLocked(tx, first.workspace_id, s.speechRequestId);
-      return { status: 'released' as const, characters: 0, cost_micro_eur: 0 };
-    }
-    const characters = Math.min(s.spokenCharacters, row.characters);
-    const cost = Math.min(s.spoken_cost_micro_eur, Number(row.cost_micro_eur));
-    assertMicroEur(cost);
-    const unspoken = Number(row.cost_micro_eur) - cost;
-    if (unspoken > 0) {
-      await tx.query('UPDATE workspaces SET held_micro_eur = held_micro_eur - $2 WHERE id = $1', [first.workspace_id, unspoken]);
-      if (row.api_key_id !== null) await spendFromKey(tx, row.api_key_id, -unspoken);
-    }
-    await tx.query('UPDATE speech_requests SET characters = $2, cost_micro_eur = $3, spoken_characters = $4 WHERE id = $1', [
+  const notHeld = { status: 'not_held' as const, characters: 0, cost_micro_eur: 0 };
+  if (s.spokenCharacters <= 0 || s.audioBytes <= 0) {
+    return (await releaseSpeech(db, s.speechRequestId)) ? { status: 'released' as const, characters: 0, cost_micro_eur: 0 } : notHeld;
+  }
+  const workspaceId =
+    s.workspaceId ??
+    (await db.query<{ workspace_id: string }>('SELECT workspace_id FROM speech_requests WHERE id = $1', [s.speechRequestId])).rows[0]
+      ?.workspace_id;
+  if (workspaceId === undefined) return notHeld;
+  assertMicroEur(s.spoken_cost_micro_eur);
+  if (!(s.spoken_cost_micro_eur > 0)) throw new Error('invariant: spoken speech costs more than 0');
+  const r = await db.query<{ characters: number; cost_micro_eur: number }>({
+    ...CAPTURE_SPOKEN,
+    values: [
       s.speechRequestId,
-      characters,
-      cost,
-      characters,
-    ]);
-    const captured = await captureLocked(tx, first.workspace_id, locked.balance_micro_eur, {
-      speechRequestId: s.speechRequestId,
-      audioBytes: s.audioBytes,
-      audioStorageKey: null,
-      audioContentType: s.audioContentType,
-    });
-    return { status: 'captured' as const, characters, cost_micro_eur: captured.cost_micro_eur };
+      workspaceId,
+      s.spokenCharacters,
+      s.spoken_cost_micro_eur,
+      speechChargeKey(s.speechRequestId),
+      s.audioBytes,
+      s.audioContentType,
+    ],
   });
+  const row = r.rows[0];
+  return row ? { status: 'captured' as const, characters: row.characters, cost_micro_eur: Number(row.cost_micro_eur) } : notHeld;
 }
+
+/**
+ * The capture of what was spoken, as one statement, one round trip (a speech socket settles every context
+ * so, on the pool its next contexts' holds wait for): the workspace's row locked first, then the request's
+ * (still held: a settlement or release that committed meanwhile is seen, and nothing happens); what was
+ * spoken (at most what was held) charged as one ledger entry whose balance_after is the balance it left,
+ * the whole hold ended with it, the unspoken rest given back to the key's spend, the request delivered
+ * with its audio's bytes. The table's constraints (a balance never negative nor below what is held, one
+ * charge per request) hold it; any failure leaves nothing written. No row: it was not held.
+ */
+const CAPTURE_SPOKEN = prepared(
+  'speech-capture-spoken',
+  `
+  WITH w AS (
+    SELECT id FROM workspaces WHERE id = $2 FOR UPDATE
+  ), r AS (
+    SELECT id, cost_micro_eur, characters, api_key_id FROM speech_requests
+     WHERE id = $1 AND workspace_id = $2 AND status = 'held' AND EXISTS (SELECT 1 FROM w)
+       FOR UPDATE
+  ), c AS (
+    SELECT id, api_key_id, cost_micro_eur AS held_micro_eur, LEAST($3::integer, characters) AS characters,
+           LEAST($4::bigint, cost_micro_eur) AS cost_micro_eur
+      FROM r
+  ), key_given_back AS (
+    UPDATE api_keys k SET spent_micro_eur = k.spent_micro_eur - (c.held_micro_eur - c.cost_micro_eur)
+      FROM c WHERE k.id = c.api_key_id AND c.held_micro_eur > c.cost_micro_eur
+    RETURNING k.id
+  ), moved AS (
+    UPDATE workspaces ws SET balance_micro_eur = ws.balance_micro_eur - c.cost_micro_eur, held_micro_eur = ws.held_micro_eur - c.held_micro_eur
+      FROM c WHERE ws.id = $2
+    RETURNING ws.balance_micro_eur
+  ), charged AS (
+    INSERT INTO ledger_entries (workspace_id, kind, amount_micro_eur, idempotency_key, speech_request_id, balance_after_micro_eur)
+    SELECT $2, 'charge', -c.cost_micro_eur, $5, c.id, moved.balance_micro_eur FROM c, moved
+    RETURNING id
+  ), delivered AS (
+    UPDATE speech_requests s SET characters = c.characters, cost_micro_eur = c.cost_micro_eur, spoken_characters = c.characters,
+           status = 'delivered', held_at = NULL, audio_bytes = $6, audio_storage_key = NULL, audio_content_type = $7
+      FROM c WHERE s.id = c.id
+    RETURNING s.id
+  )
+  SELECT c.characters, c.cost_micro_eur FROM c WHERE EXISTS (SELECT 1 FROM charged) AND EXISTS (SELECT 1 FROM delivered)`,
+);

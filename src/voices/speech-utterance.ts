@@ -15,13 +15,15 @@
 // from the provider apart from them, and stops being read while the client is behind (backpressure).
 import { randomUUID } from 'node:crypto';
 import { ApiError } from '../errors.js';
+import { withClient } from '../db/pool.js';
 import { paymentRequired } from '../billing/owed.js';
 import { microEurToEur } from '../money.js';
 import { creditsCharged } from '../metrics.js';
 import type { ApiKeyPrincipal } from '../account/workspaces.js';
 import { speechCostMicroEur, type SpeechModel } from '../models/catalog.js';
-import type { ProviderSpeechContext, SpeechContextRequest, VoiceProvider } from '../providers/voice/types.js';
-import { growSpeechHold, holdSpeech, recordSpokenSpeech, settleSpokenSpeech } from './speech-billing.js';
+import { isContextPcm, type ProviderSpeechContext, type SpeechContextRequest, type VoiceProvider } from '../providers/voice/types.js';
+import { pcmBase64, pcmBytes } from '../providers/voice/speech-pieces.js';
+import { growSpeechHold, holdSpeechContext, recordSpokenSpeech, settleSpokenSpeech } from './speech-billing.js';
 import { countCharacters } from './speech.js';
 import type { SpeechSocketDeps, SpeechTextMessage } from './speech-socket-protocol.js';
 
@@ -138,37 +140,44 @@ export class Utterance {
   /** The context's first text: resolve, hold, open at the provider, start the audio. */
   private async open(m: SpeechTextMessage): Promise<void> {
     if (this.cancelled) return this.finish();
-    if (m.voice === undefined) throw new ApiError(400, 'invalid_request_error', 'invalid_message', 'voice: a context opens with a voice');
+    const voice = m.voice;
+    if (voice === undefined) throw new ApiError(400, 'invalid_request_error', 'invalid_message', 'voice: a context opens with a voice');
     const characters = countCharacters(m.text);
     if (m.text.trim().length === 0) throw new ApiError(400, 'invalid_request_error', 'invalid_message', 'text: a context opens with text');
     this.checkLength(characters, 0);
-    const u = await this.deps.speech.resolveUtterance(this.principal, { model: m.model, voice: m.voice });
-    // The provider's connection opens while the hold is taken (no text goes to it before the hold is).
-    const context = this.events.openContext(u.provider, { model: u.model.id, voice_id: u.voice_id });
-    const speechRequestId = randomUUID();
-    const held = await holdSpeech(this.deps.db, {
-      speechRequestId,
-      workspaceId: this.principal.workspace_id,
-      idempotencyKey: `websocket:${speechRequestId}`,
-      requestFingerprint: 'websocket',
-      model: u.model.id,
-      voice: u.voice_id,
-      voiceRegistryId: u.registry_id,
-      characters,
-      responseFormat: 'pcm',
-      cost_micro_eur: speechCostMicroEur(u.model, characters),
-      apiKeyId: this.principal.key_id,
-      backend: u.provider.name,
-    }).catch((err: unknown) => {
-      context.cancel();
-      throw err;
+    // The voice looked up and the hold taken on one connection of the pool: at many speakers at once,
+    // connections are what a context waits for, once rather than twice.
+    const { u, context, speechRequestId, held } = await withClient(this.deps.db, async (client) => {
+      const u = await this.deps.speech.resolveUtterance(this.principal, { model: m.model, voice }, client);
+      // The provider's connection opens while the hold is taken (no text goes to it before the hold is).
+      const context = this.events.openContext(u.provider, { model: u.model.id, voice_id: u.voice_id });
+      const speechRequestId = randomUUID();
+      const held = await holdSpeechContext(client, {
+        speechRequestId,
+        workspaceId: this.principal.workspace_id,
+        idempotencyKey: `websocket:${speechRequestId}`,
+        requestFingerprint: 'websocket',
+        model: u.model.id,
+        voice: u.voice_id,
+        voiceRegistryId: u.registry_id,
+        characters,
+        responseFormat: 'pcm',
+        cost_micro_eur: speechCostMicroEur(u.model, characters),
+        apiKeyId: this.principal.key_id,
+        backend: u.provider.name,
+      }).catch((err: unknown) => {
+        context.cancel();
+        throw err;
+      });
+      return { u, context, speechRequestId, held };
     });
     if (held.kind !== 'held') {
       context.cancel();
       throw holdRefused(held);
     }
     this.characters = characters;
-    this.opened = { speechRequestId, model: u.model, voice: m.voice, provider: u.provider, context };
+    this.progress_at_ms = performance.now();
+    this.opened = { speechRequestId, model: u.model, voice, provider: u.provider, context };
     this.events.send({
       type: 'context',
       context_id: this.context_id,
@@ -221,9 +230,9 @@ export class Utterance {
     let failure: unknown = null;
     try {
       for await (const piece of o.context.pieces) {
-        if ('pcm' in piece) {
-          this.audio_bytes += piece.pcm.length;
-          this.events.send({ type: 'audio', context_id: this.context_id, audio: piece.pcm.toString('base64') });
+        if (isContextPcm(piece)) {
+          this.audio_bytes += pcmBytes(piece);
+          this.events.send({ type: 'audio', context_id: this.context_id, audio: pcmBase64(piece) });
           this.events.touch();
           this.progress(o);
           // A slow client: the provider is not read until it caught up (or went away).
@@ -249,10 +258,14 @@ export class Utterance {
     await this.settle(o, failure);
   }
 
-  /** Records the progress, at most every PROGRESS_INTERVAL_MS, one write at a time. */
+  /**
+   * Records the progress, at most every PROGRESS_INTERVAL_MS from the hold (which is the first sign of
+   * life), one write at a time; nothing before audio came (spoken without audio is not spoken, and the
+   * row's audio_bytes is never 0).
+   */
   private progress(o: Opened): void {
     const now = performance.now();
-    if (this.progress_writing || now - this.progress_at_ms < PROGRESS_INTERVAL_MS || this.spoken === 0) return;
+    if (this.progress_writing || now - this.progress_at_ms < PROGRESS_INTERVAL_MS || this.spoken === 0 || this.audio_bytes === 0) return;
     this.progress_at_ms = now;
     this.progress_writing = true;
     recordSpokenSpeech(this.deps.db, { speechRequestId: o.speechRequestId, spokenCharacters: this.spoken, audioBytes: this.audio_bytes })
@@ -270,6 +283,7 @@ export class Utterance {
       try {
         const r = await settleSpokenSpeech(this.deps.db, {
           speechRequestId: o.speechRequestId,
+          workspaceId: this.principal.workspace_id,
           spokenCharacters: spoken,
           spoken_cost_micro_eur: spoken > 0 ? speechCostMicroEur(o.model, spoken) : 0,
           audioBytes: this.audio_bytes,

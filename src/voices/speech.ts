@@ -19,7 +19,7 @@
 // bills the whole synthesis) and captures, so the client is charged for what the provider made.
 import { createHash, randomUUID } from 'node:crypto';
 import { PassThrough, type Readable } from 'node:stream';
-import type { Db } from '../db/pool.js';
+import type { Db, Tx } from '../db/pool.js';
 import { uuidForKey } from '../ids.js';
 import { paymentRequired } from '../billing/owed.js';
 import { captureSpeech, holdSpeech, markSpeechDelivered, releaseSpeech, type DeliveredSpeech } from './speech-billing.js';
@@ -239,15 +239,17 @@ export class SpeechService {
 
   /**
    * What speaks an utterance streamed over a WebSocket (./speech-socket.ts): its model and voice checked
-   * as a speech request's (a model asked for must be the voice's provider's), and the provider of the voice.
+   * as a speech request's (a model asked for must be the voice's provider's), and the provider of the voice;
+   * the voice looked up on `q` (the pool, or a connection the caller goes on with).
    */
   async resolveUtterance(
     principal: ApiKeyPrincipal,
     body: { model?: string | undefined; voice: string },
+    q: Db | Tx = this.deps.db,
   ): Promise<{ model: SpeechModel; voice_id: string; registry_id: string | null; provider: VoiceProvider }> {
     this.deps.voices.assertConfigured();
     const requested = body.model === undefined ? undefined : this.requestedModel(principal, body.model);
-    const voice = await this.deps.voices.resolveForSpeech(principal, body.voice, requested?.provider);
+    const voice = await this.deps.voices.resolveForSpeech(principal, body.voice, requested?.provider, q);
     const model = this.modelForVoice(principal, requested, voice);
     return { model, voice_id: voice.voice_id, registry_id: voice.registry_id, provider: voice.provider };
   }

@@ -19,7 +19,9 @@
 // input; each generation is then spoken in order. Audio is the REST fake's (fakeSpeechPcm): 50 ms per
 // character, AUDIO_CHARS_PER_MESSAGE characters per message, the first after `firstAudioDelayMs`, the
 // others STREAM_CHUNK_INTERVAL_MS apart. Tests read what each connection received (`connections`) and may
-// cut the next connection after some audio (`cutAfterMessages`: closed with 1011, no isFinal).
+// cut the next connection after some audio (`cutAfterMessages`: closed with 1011, no isFinal), or have each
+// audio message's PCM sent in three messages split inside samples (`splitSamples`: the first of an odd number
+// of bytes with the alignment, then an even number, then the rest), as a network chunk may split one.
 import type http from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
@@ -53,6 +55,8 @@ export interface StreamInputFake {
   firstAudioDelayMs: number;
   /** The next connection is closed with 1011 after this many audio messages. */
   cutAfterMessages: number | null;
+  /** While true, every audio message's PCM goes in three messages: an odd number of bytes, an even one, the rest. */
+  splitSamples: boolean;
   close(): void;
 }
 
@@ -60,7 +64,13 @@ const PATH = /^\/v1\/text-to-speech\/([^/]+)\/stream-input$/;
 
 export function attachStreamInput(server: http.Server, opts: StreamInputOptions): StreamInputFake {
   const wss = new WebSocketServer({ noServer: true });
-  const fake: StreamInputFake = { connections: [], firstAudioDelayMs: 0, cutAfterMessages: null, close: () => wss.close() };
+  const fake: StreamInputFake = {
+    connections: [],
+    firstAudioDelayMs: 0,
+    cutAfterMessages: null,
+    splitSamples: false,
+    close: () => wss.close(),
+  };
   server.on('upgrade', (req: http.IncomingMessage, socket: Duplex, head: Buffer) => {
     const url = new URL(req.url ?? '/', 'http://fake');
     const m = PATH.exec(url.pathname);
@@ -107,14 +117,15 @@ function serve(ws: WebSocket, c: StreamInputConnection, opts: StreamInputOptions
         if (ws.readyState !== ws.OPEN) return;
         const part = chars.slice(i, i + AUDIO_CHARS_PER_MESSAGE);
         const alignment = { chars: part, charStartTimesMs: part.map((_, j) => j * 50), charsDurationsMs: part.map(() => 50) };
-        ws.send(
-          JSON.stringify({
-            audio: opts.pcm(c.voice_id, part.join(''), Number(rate)).toString('base64'),
-            isFinal: false,
-            normalizedAlignment: alignment,
-            alignment,
-          }),
-        );
+        const pcm = opts.pcm(c.voice_id, part.join(''), Number(rate));
+        // Split: an odd number of bytes, then an even one (a byte still carried), then the rest.
+        const cuts = fake.splitSamples ? [1001, 2001].filter((at) => at < pcm.length) : [];
+        [0, ...cuts].forEach((from, k) => {
+          const audio = pcm.subarray(from, cuts[k] ?? pcm.length).toString('base64');
+          ws.send(
+            JSON.stringify(k === 0 ? { audio, isFinal: false, normalizedAlignment: alignment, alignment } : { audio, isFinal: false }),
+          );
+        });
         c.characters_spoken += part.length;
         if (cutAfter !== null && ++audioMessages >= cutAfter) return void ws.close(1011, 'internal error');
       }

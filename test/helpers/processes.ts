@@ -13,9 +13,9 @@ const READY_LINE = { api: 'api listening', worker: 'worker running' } as const;
 export async function startEntryProcess(
   stack: WithEnv,
   entry: 'api' | 'worker',
-  opts: { env?: Record<string, string>; track: ChildProcess[] },
+  opts: { env?: Record<string, string>; track: ChildProcess[]; execArgv?: readonly string[] },
 ): Promise<ChildProcess> {
-  const child = spawn(process.execPath, ['--import', 'tsx', `src/${entry}-main.ts`], {
+  const child = spawn(process.execPath, [...(opts.execArgv ?? []), '--import', 'tsx', `src/${entry}-main.ts`], {
     env: { ...process.env, ...stack.env, LOG_LEVEL: 'info', ...opts.env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -53,6 +53,16 @@ export async function startEntryProcess(
 
 export function killAll(children: ChildProcess[]): void {
   for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+}
+
+/** Stops an entry process as an operator would (SIGTERM, its graceful shutdown: a --cpu-prof profile is written then); SIGKILL after `timeout_ms`. */
+export async function stopGracefully(child: ChildProcess, timeout_ms = 30_000): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise<void>((r) => child.once('exit', () => r()));
+  child.kill('SIGTERM');
+  const timer = setTimeout(() => child.kill('SIGKILL'), timeout_ms);
+  await exited;
+  clearTimeout(timer);
 }
 
 /** A process started in its own process group (so a test can kill the whole tree, as a crash would). */

@@ -104,10 +104,12 @@ export async function speechRows(stack: Stack, workspaceId: string) {
     characters: number;
     cost_micro_eur: number;
     spoken_characters: number | null;
+    /** The audio's bytes as recorded (the settlement's, once settled). */
+    audio_bytes: number | null;
     charged_micro_eur: number;
     charges: number;
   }>(
-    `SELECT s.id, s.status, s.characters, s.cost_micro_eur, s.spoken_characters,
+    `SELECT s.id, s.status, s.characters, s.cost_micro_eur, s.spoken_characters, s.audio_bytes,
             COALESCE(-SUM(l.amount_micro_eur), 0)::bigint AS charged_micro_eur, count(l.id)::int AS charges
        FROM speech_requests s LEFT JOIN ledger_entries l ON l.speech_request_id = s.id
       WHERE s.workspace_id = $1 GROUP BY s.id ORDER BY s.created_at, s.id`,

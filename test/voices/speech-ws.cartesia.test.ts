@@ -255,6 +255,12 @@ describe("Cartesia's WebSocket of contexts", () => {
     const rows = await speechRows(stack, workspaceId);
     assert.equal(rows.length, 3);
     assert.ok(rows.every((r) => r.status === 'delivered' && r.charges === 1));
+    // Each settled with the bytes of audio relayed (the provider's base64 passed on, its length counted).
+    const relayed = ['a', 'b', 'c'].map((id) => c.audio(id).length).sort((x, y) => x - y);
+    assert.deepEqual(
+      rows.map((r) => Number(r.audio_bytes)).sort((x, y) => x - y),
+      relayed,
+    );
     const price = { a: 120_000, b: 120_000, c: 150_000 };
     const expected = Object.entries(texts).reduce(
       (n, [id, t]) => n + Math.ceil(([...t].length * price[id as keyof typeof price]) / 1000),

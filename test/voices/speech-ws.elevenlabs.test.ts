@@ -85,12 +85,45 @@ describe('ElevenLabs stream-input', () => {
       assert.ok(s < ends[i]! && ends[i]! <= duration_s + 1e-6, `word ${i} within the audio`);
       if (i > 0) assert.ok(s >= ends[i - 1]! - 1e-6, 'in order');
     });
-    // Charged once, for what the provider spoke.
+    // Charged once, for what the provider spoke; the audio settled with the bytes that went out.
     const rows = await speechRows(stack, workspaceId);
     assert.deepEqual(
-      rows.map((r) => [r.characters, r.charges, r.charged_micro_eur]),
-      [[conn.characters_spoken, 1, cost(n)]],
+      rows.map((r) => [r.characters, r.charges, r.charged_micro_eur, Number(r.audio_bytes)]),
+      [[conn.characters_spoken, 1, cost(n), expected.length]],
     );
+    c.close();
+    await assertAuditHolds(stack);
+  });
+
+  test('audio split inside a sample by the provider: the client gets its bytes exactly, settled with their count', async () => {
+    const { key, workspaceId } = await newCustomer(stack, 10);
+    const c = await connect(wsUrl(stack), key);
+    const text = 'Samples split across messages still arrive whole, byte for byte.';
+    fake.streamInput.splitSamples = true;
+    try {
+      c.send({ context_id: 's', voice: VOICE, text });
+      const done = await c.done('s');
+      assertNoError(c);
+      assert.equal(done['characters'], [...text].length);
+    } finally {
+      fake.streamInput.splitSamples = false;
+    }
+    // Each of the provider's messages was cut inside a sample: relayed whole samples only, nothing lost or doubled.
+    const chars = [...text];
+    const parts: Buffer[] = [];
+    for (let i = 0; i < chars.length; i += AUDIO_CHARS_PER_MESSAGE) {
+      parts.push(fakeSpeechPcm(VOICE, chars.slice(i, i + AUDIO_CHARS_PER_MESSAGE).join(''), 22_050));
+    }
+    const expected = Buffer.concat(parts);
+    const audio = c.messages.filter((m) => m.type === 'audio' && m.context_id === 's');
+    assert.ok(audio.length > parts.length, 'the split messages were relayed as they came');
+    assert.ok(
+      audio.every((m) => Buffer.from(m['audio'] as string, 'base64').length % 2 === 0),
+      'every audio message holds whole samples',
+    );
+    assert.deepEqual(c.audio('s'), expected);
+    const [row] = await speechRows(stack, workspaceId);
+    assert.deepEqual([row!.charges, row!.charged_micro_eur, Number(row!.audio_bytes)], [1, cost(chars.length), expected.length]);
     c.close();
     await assertAuditHolds(stack);
   });

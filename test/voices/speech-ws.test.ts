@@ -173,6 +173,67 @@ describe('contexts', () => {
   });
 });
 
+describe("a context's first hold", () => {
+  const spent = async (workspaceId: string) =>
+    Number((await stack.db.query('SELECT spent_micro_eur FROM api_keys WHERE workspace_id = $1', [workspaceId])).rows[0]!.spent_micro_eur);
+
+  test("the key's spend limit and what the workspace owes refuse it whole: nothing held, nothing spent, nothing spoken", async () => {
+    const { key, workspaceId } = await newCustomer(stack, 10);
+    await stack.db.query('UPDATE api_keys SET spend_limit_micro_eur = $2 WHERE workspace_id = $1', [workspaceId, cost(4)]);
+    const c = await connect(wsUrl(stack), key);
+    c.send({ context_id: 'over', voice: 'sim-deep', text: 'abcde' });
+    await errorOf(c, 'over', 'key_spend_limit_exceeded');
+    assert.deepEqual(
+      [(await speechRows(stack, workspaceId)).length, await heldMicro(stack, workspaceId), await spent(workspaceId)],
+      [0, 0, 0],
+    );
+    // Owing (a refund or dispute took more than the balance): refused before the balance or the key is looked at.
+    await stack.db.query('UPDATE workspaces SET owed_micro_eur = 1 WHERE id = $1', [workspaceId]);
+    c.send({ context_id: 'owes', voice: 'sim-deep', text: 'abcd' });
+    await errorOf(c, 'owes', 'payment_required');
+    await stack.db.query('UPDATE workspaces SET owed_micro_eur = 0 WHERE id = $1', [workspaceId]);
+    assert.deepEqual(
+      [(await speechRows(stack, workspaceId)).length, await heldMicro(stack, workspaceId), await spent(workspaceId)],
+      [0, 0, 0],
+    );
+    // Within the limit: held, spoken, charged once, the key's spend moved by the charge.
+    c.send({ context_id: 'within', voice: 'sim-deep', text: 'abcd' });
+    assert.equal((await c.done('within'))['characters'], 4);
+    assert.deepEqual(c.audio('within'), tones('sim-deep', 'abcd'));
+    assert.equal(c.messages.filter((m) => m.type === 'audio' && m.context_id !== 'within').length, 0, 'the refused contexts spoke nothing');
+    const rows = await speechRows(stack, workspaceId);
+    assert.deepEqual(
+      rows.map((r) => [r.characters, r.charges, r.charged_micro_eur]),
+      [[4, 1, cost(4)]],
+    );
+    assert.equal(await spent(workspaceId), cost(4));
+    c.close();
+    await assertAuditHolds(stack);
+  });
+
+  test('contexts opened at once on a balance covering some: exactly those are held, the others refused, never more held than the balance', async () => {
+    // Three contexts' worth of ten characters each, six asked at once: the holds queue on the workspace's lock.
+    const { key, workspaceId } = await newCustomer(stack, (3 * cost(10)) / 1_000_000);
+    const c = await connect(wsUrl(stack), key);
+    const ids = ['h0', 'h1', 'h2', 'h3', 'h4', 'h5'];
+    for (const id of ids) c.send({ context_id: id, voice: 'sim-narrator', text: 'abcdefghij' });
+    const outcomes = await Promise.all(
+      ids.map((id) =>
+        c.next((m) => m.context_id === id && (m.type === 'done' || (m.type === 'error' && m['code'] === 'insufficient_credits'))),
+      ),
+    );
+    assert.deepEqual(outcomes.map((m) => m.type).sort(), ['done', 'done', 'done', 'error', 'error', 'error']);
+    const rows = await speechRows(stack, workspaceId);
+    assert.deepEqual(
+      rows.map((r) => [r.characters, r.charges, r.charged_micro_eur]),
+      [0, 1, 2].map(() => [10, 1, cost(10)]),
+    );
+    assert.deepEqual([await balanceMicro(stack, workspaceId), await heldMicro(stack, workspaceId)], [0, 0]);
+    c.close();
+    await assertAuditHolds(stack);
+  });
+});
+
 describe('backpressure', () => {
   test('a client that does not read is not buffered for: the provider is read as it catches up', async () => {
     const { key, workspaceId } = await newCustomer(stack, 10);

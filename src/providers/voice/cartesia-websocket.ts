@@ -47,8 +47,10 @@ import {
   readWordTimestamps,
   saidOf,
 } from './cartesia-wire.js';
+import { Base64Samples, pcmBytes } from './speech-pieces.js';
 import {
   shiftedWords,
+  type ContextPcm,
   type ContextPiece,
   type ProviderContextConnection,
   type ProviderSpeechContext,
@@ -76,7 +78,7 @@ export interface CartesiaSocketOptions {
   language: string;
 }
 
-type Raw = { pcm: Buffer } | { words: WordTimestamps };
+type Raw = ContextPcm | { words: WordTimestamps };
 
 /** One Cartesia context: the pieces it received, queued until the utterance takes them. */
 interface Segment {
@@ -89,7 +91,7 @@ interface Segment {
   ended: boolean;
   audio: boolean;
   last_audio_ms: number;
-  odd: Buffer | null;
+  samples: Base64Samples;
   timer: NodeJS.Timeout | null;
 }
 
@@ -249,7 +251,17 @@ class CartesiaContext {
   private segment(): Segment {
     const id = this.segments.length === 0 ? this.base : `${this.base}.${this.segments.length + 1}`;
     this.conn.own(id, this);
-    return { id, queue: [], finished: false, sent: false, ended: false, audio: false, last_audio_ms: 0, odd: null, timer: null };
+    return {
+      id,
+      queue: [],
+      finished: false,
+      sent: false,
+      ended: false,
+      audio: false,
+      last_audio_ms: 0,
+      samples: new Base64Samples(),
+      timer: null,
+    };
   }
 
   private get current(): Segment {
@@ -350,13 +362,10 @@ class CartesiaContext {
 
   /** Whole samples only (a sample may straddle two messages). */
   private onAudio(seg: Segment, base64: string): void {
-    const raw = Buffer.from(base64, 'base64');
-    const chunk = seg.odd ? Buffer.concat([seg.odd, raw]) : raw;
-    const whole = chunk.length - (chunk.length % 2);
-    seg.odd = whole < chunk.length ? Buffer.from(chunk.subarray(whole)) : null;
+    const pcm = seg.samples.next(base64);
     seg.audio = true;
     seg.last_audio_ms = performance.now();
-    if (whole > 0) seg.queue.push({ pcm: chunk.subarray(0, whole) });
+    if (pcm) seg.queue.push(pcm);
   }
 
   fail(err: CartesiaError): void {
@@ -399,8 +408,8 @@ class CartesiaContext {
           const raw = seg.queue.shift();
           if (raw) {
             this.conn.flow();
-            if ('pcm' in raw) {
-              audio_bytes += raw.pcm.length;
+            if (!('words' in raw)) {
+              audio_bytes += pcmBytes(raw);
               yield raw;
               continue;
             }

@@ -17,7 +17,7 @@
 // only as fast as the utterance takes them: past QUEUED_MAX waiting, the socket is paused.
 import WebSocket from 'ws';
 import type { ContextPiece, ProviderSpeechContext, SpeechContextRequest } from './types.js';
-import { CharacterWords } from './speech-pieces.js';
+import { Base64Samples, CharacterWords, pcmBytes } from './speech-pieces.js';
 import { ElevenLabsError, ELEVENLABS_OUTPUT_FORMAT, ELEVENLABS_SAMPLE_RATE_HZ } from './elevenlabs-wire.js';
 
 /** Pieces waiting to be taken beyond which the provider's socket is paused (and resumed below a quarter of it). */
@@ -70,7 +70,7 @@ class StreamInput {
   private readonly outbox: string[] = [JSON.stringify({ text: ' ' })];
   private spoken = 0;
   private audio_bytes = 0;
-  private odd: Buffer | null = null;
+  private readonly samples = new Base64Samples();
   private readonly words = new CharacterWords();
   ended = false;
   cancelled = false;
@@ -156,16 +156,13 @@ class StreamInput {
   /** Whole samples only (a sample may straddle two messages); the alignment's characters counted as spoken. */
   private onAudio(base64: string, alignment: Alignment | null | undefined): void {
     const offset_s = this.audio_bytes / 2 / ELEVENLABS_SAMPLE_RATE_HZ;
-    const raw = Buffer.from(base64, 'base64');
-    const chunk = this.odd ? Buffer.concat([this.odd, raw]) : raw;
-    const whole = chunk.length - (chunk.length % 2);
-    this.odd = whole < chunk.length ? Buffer.from(chunk.subarray(whole)) : null;
-    this.audio_bytes += whole;
+    const pcm = this.samples.next(base64);
+    if (pcm) this.audio_bytes += pcmBytes(pcm);
     if (alignment && Array.isArray(alignment.chars)) {
       this.spoken += alignment.chars.length;
       this.push({ spoken_characters: this.spoken });
     }
-    if (whole > 0) this.push({ pcm: chunk.subarray(0, whole) });
+    if (pcm) this.push(pcm);
     if (alignment) {
       const a = alignedCharacters(alignment, offset_s);
       const w = this.words.push(a.chars, a.starts, a.ends, this.audio_bytes / 2 / ELEVENLABS_SAMPLE_RATE_HZ);

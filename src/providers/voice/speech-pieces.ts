@@ -1,6 +1,6 @@
 // What the voice adapters share to stream speech: PCM cut at whole 16-bit samples, and word timestamps made
 // from a text (the simulator's), or grouped from a provider's character alignment (ElevenLabs').
-import type { WordTimestamps } from './types.js';
+import type { ContextPcm, WordTimestamps } from './types.js';
 
 /** Chunks of 16-bit PCM cut at whole samples (a network chunk may split one); an odd byte left at the end is not a sample. */
 export async function* wholeSamples(bytes: AsyncIterable<Uint8Array>): AsyncIterable<Buffer> {
@@ -12,6 +12,43 @@ export async function* wholeSamples(bytes: AsyncIterable<Uint8Array>): AsyncIter
     if (whole > 0) yield chunk.subarray(0, whole);
   }
 }
+
+/**
+ * The bytes canonical base64 (its length a multiple of 4, `=`-padded) decodes to, from its length alone;
+ * null for any other. The alphabet is not scanned (that costs more than decoding): a provider's base64 is
+ * taken as its documentation says it is.
+ */
+export function base64Bytes(base64: string): number | null {
+  if (base64.length % 4 !== 0) return null;
+  const pad = base64.endsWith('==') ? 2 : base64.endsWith('=') ? 1 : 0;
+  return (base64.length / 4) * 3 - pad;
+}
+
+/**
+ * A provider's PCM arriving in base64 messages, as pieces of whole 16-bit samples (a sample may straddle
+ * two messages). A message of whole samples with nothing carried from the one before is passed on as it
+ * came (no decoding); otherwise it is decoded, joined to the byte carried, cut, and its odd byte carried on.
+ */
+export class Base64Samples {
+  #odd: Buffer | null = null;
+
+  /** The whole samples of the next message; null when it completes none. */
+  next(base64: string): ContextPcm | null {
+    const bytes = this.#odd === null ? base64Bytes(base64) : null;
+    if (bytes !== null && bytes % 2 === 0) return bytes > 0 ? { pcm_base64: base64, pcm_bytes: bytes } : null;
+    const raw = Buffer.from(base64, 'base64');
+    const chunk = this.#odd ? Buffer.concat([this.#odd, raw]) : raw;
+    const whole = chunk.length - (chunk.length % 2);
+    this.#odd = whole < chunk.length ? Buffer.from(chunk.subarray(whole)) : null;
+    return whole > 0 ? { pcm: chunk.subarray(0, whole) } : null;
+  }
+}
+
+/** The bytes of a piece of PCM. */
+export const pcmBytes = (p: ContextPcm): number => ('pcm' in p ? p.pcm.length : p.pcm_bytes);
+
+/** A piece of PCM in base64: the provider's own when it came so. */
+export const pcmBase64 = (p: ContextPcm): string => ('pcm' in p ? p.pcm.toString('base64') : p.pcm_base64);
 
 /** The words of a text (runs of non-white-space) with their code point offsets: [from, to). */
 export function wordSpans(text: string): { word: string; from: number; to: number }[] {

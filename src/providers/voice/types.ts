@@ -167,10 +167,19 @@ export interface SpeechContextRequest {
 }
 
 /**
- * What an utterance yields as the provider makes it: the next PCM (s16le mono at pcm_rate_hz), the timing
- * of the next words, or how many of the characters sent it has now spoken (a running total).
+ * The next PCM of an utterance (s16le mono at pcm_rate_hz, whole samples): bytes, or the base64 a provider
+ * sent it in over its WebSocket with the number of bytes it decodes to. The speech socket sends its audio
+ * in base64: the provider's is relayed as it came, not decoded and encoded again for every chunk.
  */
-export type ContextPiece = { pcm: Buffer } | { words: WordTimestamps } | { spoken_characters: number };
+export type ContextPcm = { pcm: Buffer } | { pcm_base64: string; pcm_bytes: number };
+
+export const isContextPcm = (piece: ContextPiece): piece is ContextPcm => 'pcm' in piece || 'pcm_base64' in piece;
+
+/**
+ * What an utterance yields as the provider makes it: the next PCM, the timing of the next words, or how
+ * many of the characters sent it has now spoken (a running total).
+ */
+export type ContextPiece = ContextPcm | { words: WordTimestamps } | { spoken_characters: number };
 
 /** One utterance at the provider: text in, pieces out. */
 export interface ProviderSpeechContext {
