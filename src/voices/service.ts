@@ -24,6 +24,7 @@ import {
   type VoiceSample,
 } from '../providers/voice/types.js';
 import type { ApiKeyPrincipal } from '../account/workspaces.js';
+import type { VoiceToResolve } from './speech-billing.js';
 import type { SpeechProvider } from '../models/values.js';
 import { isUuid } from '../ids.js';
 import { WORKSPACE_ID_SA } from '../../workflows/messages.js';
@@ -300,10 +301,29 @@ export class VoicesService {
       }
       return { voice_id: voice, registry_id: row.id, provider };
     }
-    const presets = this.deps.providers.list.filter((p) => p.presetVoices().includes(voice));
-    const preset = presets.find((p) => p.name === prefer) ?? presets[0];
+    const preset = this.presetProvider(voice, prefer);
     if (preset) return { voice_id: voice, registry_id: null, provider: preset };
     throw voiceNotFound('voice', `"${voice}"; use a voice_id from GET /v2/audio/voices or a preset voice`);
+  }
+
+  /** The provider whose preset voice `voice` is (`prefer` first), if any. */
+  private presetProvider(voice: string, prefer: string | undefined): VoiceProvider | undefined {
+    const presets = this.deps.providers.list.filter((p) => p.presetVoices().includes(voice));
+    return presets.find((p) => p.name === prefer) ?? presets[0];
+  }
+
+  /**
+   * The provider a speech request's voice most likely resolves to, known without a read (`prefer`, else
+   * the provider whose preset it is, else the one provider configured), and what the hold needs to
+   * resolve the voice in its own statement and check it is that provider's (holdSpeechForVoice); null
+   * when there is no such guess.
+   */
+  guessForSpeech(voice: string, prefer?: string): { provider: VoiceProvider; resolve: VoiceToResolve } | null {
+    const preset = this.presetProvider(voice, prefer);
+    const only = this.deps.providers.list.length === 1 ? this.deps.providers.list[0] : undefined;
+    const provider = prefer !== undefined ? this.deps.providers.get(prefer) : (preset ?? only);
+    if (!provider) return null;
+    return { provider, resolve: { provider: provider.name, preset_provider: preset?.name ?? null, prefer: prefer ?? null } };
   }
 
   private startDeletion(input: VoiceDeletionInput): Promise<void> {

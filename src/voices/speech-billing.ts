@@ -53,11 +53,6 @@ export type SpeechHoldResult =
   | { kind: 'payment_required'; owed_micro_eur: number }
   | { kind: 'key_spend_limit_exceeded' };
 
-interface SpeechRow extends DeliveredSpeech {
-  status: 'held' | 'delivered' | 'released';
-  request_fingerprint: string;
-}
-
 /** A new held request's columns, as holdSpeech and holdSpeechContext insert it: heldValues are $1 to $12 (status and held_at written as such). */
 const HELD_COLUMNS = `id, workspace_id, idempotency_key, request_fingerprint, model, voice, voice_registry_id, characters, response_format,
   cost_micro_eur, status, held_at, api_key_id, backend`;
@@ -76,46 +71,177 @@ const heldValues = (s: SpeechHoldRequest) => [
   s.backend ?? null,
 ];
 
-/** Reserves the request's cost, unless it was already delivered or is in flight. */
+/**
+ * The hold as one statement (one round trip, its own transaction): the workspace's balance row is
+ * locked, then the key's, in that order (as every charge takes them); the request's row under its
+ * Idempotency-Key is read (and, with a voice to resolve, the workspace's voice of its voice_id: a voice
+ * that is not the priced provider's is `voice_unresolved`, before anything else); `kind` says what the
+ * request is; and only when it is `held` are the row written (inserted, or a released one held again),
+ * the key's spend and the workspace's holds raised, each of the three only if the row was written, so
+ * all or none of them land.
+ *
+ * Under READ COMMITTED the locks return the rows as the last commit left them, but the request's row is
+ * read as the statement began: a request that committed its row while this one waited for the lock is
+ * not seen. Then the insert meets the unique (workspace, Idempotency-Key) and the statement fails whole,
+ * or the re-hold finds the row no longer released and writes nothing (`hold_id` null): either way the
+ * hold is tried again, and sees that request.
+ */
+const HOLD_SPEECH = prepared(
+  'speech-hold',
+  `WITH ws AS (
+  SELECT balance_micro_eur - held_micro_eur AS available_micro_eur, owed_micro_eur
+    FROM workspaces WHERE id = $2 FOR UPDATE
+), api_key AS (
+  SELECT spent_micro_eur, spend_limit_micro_eur
+    FROM api_keys WHERE id = $11 AND EXISTS (SELECT 1 FROM ws) FOR UPDATE
+), voice AS (
+  -- With a voice to resolve ($13): the workspace's live voice of that voice_id, as VoicesService.resolveForSpeech picks it.
+  SELECT id, provider FROM (
+    SELECT id, provider, created_at FROM voices
+     WHERE $13::text IS NOT NULL AND workspace_id = $2 AND voice_id = $6 AND deleted_at IS NULL ORDER BY created_at LIMIT 2
+  ) v ORDER BY provider = $15::text DESC NULLS LAST, created_at LIMIT 1
+), prior AS (
+  SELECT id, status, request_fingerprint, cost_micro_eur, audio_storage_key, audio_content_type
+    FROM speech_requests WHERE workspace_id = $2 AND idempotency_key = $3
+), decision AS (
+  SELECT CASE
+           WHEN $13::text IS NOT NULL AND COALESCE((SELECT provider FROM voice), $14::text) IS DISTINCT FROM $13::text THEN 'voice_unresolved'
+           WHEN p.id IS NOT NULL AND p.request_fingerprint <> $4 THEN 'idempotency_key_reused'
+           WHEN p.status = 'delivered' THEN 'delivered'
+           WHEN p.status = 'held' THEN 'in_progress'
+           WHEN w.owed_micro_eur > 0 THEN 'payment_required'
+           WHEN w.available_micro_eur < $10 THEN 'insufficient_credits'
+           WHEN $11::uuid IS NOT NULL AND NOT EXISTS (
+             SELECT 1 FROM api_key k WHERE k.spend_limit_micro_eur IS NULL OR k.spent_micro_eur + $10 <= k.spend_limit_micro_eur
+           ) THEN 'key_spend_limit_exceeded'
+           ELSE 'held'
+         END AS kind,
+         w.available_micro_eur, w.owed_micro_eur,
+         p.id AS prior_id, p.cost_micro_eur AS prior_cost_micro_eur, p.audio_storage_key, p.audio_content_type
+    FROM ws w LEFT JOIN prior p ON true
+), inserted AS (
+  INSERT INTO speech_requests (${HELD_COLUMNS})
+  SELECT $1::uuid, $2::uuid, $3::text, $4::text, $5::text, $6::text,
+         CASE WHEN $13::text IS NULL THEN $7::uuid ELSE (SELECT id FROM voice) END, $8::integer, $9::text, $10::bigint, 'held', now(), $11::uuid, $12::text
+   WHERE (SELECT kind FROM decision) = 'held' AND NOT EXISTS (SELECT 1 FROM prior)
+  RETURNING id
+), reheld AS (
+  -- Released before (the provider failed): this retry holds it again.
+  UPDATE speech_requests SET status = 'held', held_at = now(), cost_micro_eur = $10, api_key_id = $11, backend = $12
+   WHERE id = (SELECT id FROM prior) AND status = 'released' AND (SELECT kind FROM decision) = 'held'
+  RETURNING id
+), hold_row AS (
+  SELECT id FROM inserted UNION ALL SELECT id FROM reheld
+), key_spent AS (
+  UPDATE api_keys SET spent_micro_eur = spent_micro_eur + $10 WHERE id = $11 AND EXISTS (SELECT 1 FROM hold_row)
+  RETURNING 1
+), ws_held AS (
+  UPDATE workspaces SET held_micro_eur = held_micro_eur + $10 WHERE id = $2 AND EXISTS (SELECT 1 FROM hold_row)
+  RETURNING 1
+)
+SELECT d.*, (SELECT id FROM hold_row) AS hold_id,
+       (SELECT count(*) FROM key_spent)::int AS key_spent, (SELECT count(*) FROM ws_held)::int AS ws_held
+  FROM decision d`,
+);
+
+interface HoldRow {
+  kind:
+    | 'voice_unresolved'
+    | 'held'
+    | 'delivered'
+    | 'in_progress'
+    | 'idempotency_key_reused'
+    | 'insufficient_credits'
+    | 'payment_required'
+    | 'key_spend_limit_exceeded';
+  available_micro_eur: number;
+  owed_micro_eur: number;
+  prior_id: string | null;
+  prior_cost_micro_eur: number | null;
+  audio_storage_key: string | null;
+  audio_content_type: string | null;
+  hold_id: string | null;
+  key_spent: number;
+  ws_held: number;
+}
+
+/** Reserves the request's cost, unless it was already delivered or is in flight (one statement: HOLD_SPEECH). */
 export async function holdSpeech(db: Db, s: SpeechHoldRequest): Promise<SpeechHoldResult> {
+  const held = await hold(db, s, null);
+  if (held.kind === 'voice_unresolved') throw new Error('invariant: a hold without a voice to resolve resolved none');
+  return held;
+}
+
+/**
+ * The voice a request names, as the hold resolves it in its statement: the request was priced for
+ * `provider`; the voice resolves to the provider of the workspace's live voice of that voice_id (`prefer`'s
+ * first), else to `preset_provider` (the provider whose preset voice it is; null: none).
+ */
+export interface VoiceToResolve {
+  provider: string;
+  preset_provider: string | null;
+  prefer: string | null;
+}
+
+/**
+ * `holdSpeech` with the voice resolved in the same statement (the registry id recorded is the one it
+ * finds): `voice_unresolved`, nothing held, when the voice does not resolve to `voice.provider`
+ * (another provider's voice, or no voice): the request is then resolved and priced before its hold.
+ */
+export function holdSpeechForVoice(
+  db: Db,
+  s: Omit<SpeechHoldRequest, 'voiceRegistryId'>,
+  voice: VoiceToResolve,
+): Promise<SpeechHoldResult | { kind: 'voice_unresolved' }> {
+  if (s.backend !== voice.provider) throw new Error('invariant: a speech is held for the provider it was priced for');
+  return hold(db, { ...s, voiceRegistryId: null }, voice);
+}
+
+async function hold(db: Db, s: SpeechHoldRequest, voice: VoiceToResolve | null): Promise<SpeechHoldResult | { kind: 'voice_unresolved' }> {
   assertMicroEur(s.cost_micro_eur);
   if (!(s.cost_micro_eur > 0)) throw new Error('invariant: speech costs more than 0');
   if (!(Number.isSafeInteger(s.characters) && s.characters > 0)) throw new Error('invariant: speech of characters');
+  let row: HoldRow | undefined;
   try {
-    return await inTransaction(db, async (tx): Promise<SpeechHoldResult> => {
-      const locked = await lockWorkspaceBalance(tx, s.workspaceId);
-      const existing = await tx.query<SpeechRow>(
-        `SELECT id AS speech_request_id, status, request_fingerprint, cost_micro_eur, audio_storage_key, audio_content_type
-           FROM speech_requests WHERE workspace_id = $1 AND idempotency_key = $2`,
-        [s.workspaceId, s.idempotencyKey],
-      );
-      const prior = existing.rows[0];
-      if (prior && prior.request_fingerprint !== s.requestFingerprint) return { kind: 'idempotency_key_reused' };
-      if (prior?.status === 'delivered') return { kind: 'delivered', prior };
-      if (prior?.status === 'held') return { kind: 'in_progress' };
-      if (locked.owed_micro_eur > 0) return { kind: 'payment_required', owed_micro_eur: locked.owed_micro_eur };
-      if (locked.available_micro_eur < s.cost_micro_eur)
-        return { kind: 'insufficient_credits', available_micro_eur: locked.available_micro_eur };
-      if (s.apiKeyId !== undefined && !(await spendFromKey(tx, s.apiKeyId, s.cost_micro_eur))) return { kind: 'key_spend_limit_exceeded' };
-      if (prior) {
-        // Released before (the provider failed): this retry holds again.
-        await tx.query(
-          "UPDATE speech_requests SET status = 'held', held_at = now(), cost_micro_eur = $2, api_key_id = $3, backend = $4 WHERE id = $1",
-          [prior.speech_request_id, s.cost_micro_eur, s.apiKeyId ?? null, s.backend ?? null],
-        );
-      } else {
-        await tx.query(
-          `INSERT INTO speech_requests (${HELD_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'held', now(), $11, $12)`,
-          heldValues(s),
-        );
-      }
-      await tx.query('UPDATE workspaces SET held_micro_eur = held_micro_eur + $2 WHERE id = $1', [s.workspaceId, s.cost_micro_eur]);
-      return { kind: 'held', speech_request_id: prior?.speech_request_id ?? s.speechRequestId };
-    });
+    row = (
+      await db.query<HoldRow>({
+        ...HOLD_SPEECH,
+        values: [...heldValues(s), voice?.provider ?? null, voice?.preset_provider ?? null, voice?.prefer ?? null],
+      })
+    ).rows[0];
   } catch (err) {
     // Two first requests with the same key raced to insert: the loser sees the winner's row.
-    if (isUniqueViolation(err)) return holdSpeech(db, s);
+    if (isUniqueViolation(err)) return hold(db, s, voice);
     throw err;
+  }
+  if (!row) throw new NotFoundError(`workspace ${s.workspaceId} not found`);
+  switch (row.kind) {
+    case 'voice_unresolved':
+    case 'idempotency_key_reused':
+    case 'in_progress':
+    case 'key_spend_limit_exceeded':
+      return { kind: row.kind };
+    case 'delivered':
+      return {
+        kind: 'delivered',
+        prior: {
+          speech_request_id: row.prior_id!,
+          cost_micro_eur: row.prior_cost_micro_eur!,
+          audio_storage_key: row.audio_storage_key,
+          audio_content_type: row.audio_content_type,
+        },
+      };
+    case 'payment_required':
+      return { kind: 'payment_required', owed_micro_eur: row.owed_micro_eur };
+    case 'insufficient_credits':
+      return { kind: 'insufficient_credits', available_micro_eur: row.available_micro_eur };
+    case 'held':
+      // A released row held again meanwhile by another request (seen stale, see above): try again.
+      if (row.hold_id === null) return hold(db, s, voice);
+      if (row.ws_held !== 1 || row.key_spent !== (s.apiKeyId === undefined ? 0 : 1)) {
+        throw new Error(`invariant: speech request ${row.hold_id} held without its workspace's or key's hold`);
+      }
+      return { kind: 'held', speech_request_id: row.hold_id };
   }
 }
 

@@ -22,7 +22,16 @@ import { PassThrough, type Readable } from 'node:stream';
 import type { Db, Tx } from '../db/pool.js';
 import { uuidForKey } from '../ids.js';
 import { paymentRequired } from '../billing/owed.js';
-import { captureSpeech, holdSpeech, markSpeechDelivered, releaseSpeech, type DeliveredSpeech } from './speech-billing.js';
+import {
+  captureSpeech,
+  holdSpeech,
+  holdSpeechForVoice,
+  markSpeechDelivered,
+  releaseSpeech,
+  type DeliveredSpeech,
+  type SpeechHoldRequest,
+  type SpeechHoldResult,
+} from './speech-billing.js';
 import type { Storage } from '../storage/local.js';
 import { defaultSpeechModelFor, findSpeechModel, speechCostMicroEur, speechModels, type SpeechModel } from '../models/catalog.js';
 import { ApiError, invalidParam, keySpendLimitExceeded, notFound } from '../errors.js';
@@ -295,14 +304,43 @@ export class SpeechService {
     body: SpeechInput,
     resolved?: Map<string, VoiceForSpeech>,
   ): Promise<{ model: SpeechModel; voice: VoiceForSpeech; format: SpeechFormat; characters: number }> {
-    this.deps.voices.assertConfigured();
-    const requested = body.model === undefined ? undefined : this.requestedModel(principal, body.model);
-    if (requested) this.checkInput(requested, body);
+    const requested = this.requested(principal, body);
     const key = `${requested?.provider ?? ''}\u0000${body.voice}`;
     const voice = resolved?.get(key) ?? (await this.deps.voices.resolveForSpeech(principal, body.voice, requested?.provider));
     resolved?.set(key, voice);
+    return this.priced(principal, body, requested, voice);
+  }
+
+  /** The model asked for, checked with the input before any voice is looked up (a provider is configured). */
+  private requested(principal: ApiKeyPrincipal, body: SpeechInput): SpeechModel | undefined {
+    this.deps.voices.assertConfigured();
+    const requested = body.model === undefined ? undefined : this.requestedModel(principal, body.model);
+    if (requested) this.checkInput(requested, body);
+    return requested;
+  }
+
+  /** The model that speaks with `voice`, and the format and length of the input as it takes them. */
+  private priced(principal: ApiKeyPrincipal, body: SpeechInput, requested: SpeechModel | undefined, voice: VoiceForSpeech) {
     const model = this.modelForVoice(principal, requested, voice);
     return { model, voice, ...this.checkInput(model, body) };
+  }
+
+  /**
+   * `validated` before the voice is read, with the provider the voice most likely resolves to
+   * (VoicesService.guessForSpeech): the hold then resolves the voice in its own statement and holds only
+   * if it is that provider's. Null when there is no guess or the request is not valid with it (`validated`
+   * then answers, the voice read first, as always).
+   */
+  private guessed(principal: ApiKeyPrincipal, body: SpeechInput) {
+    try {
+      const requested = this.requested(principal, body);
+      const guess = this.deps.voices.guessForSpeech(body.voice, requested?.provider);
+      if (!guess) return null;
+      const voice: VoiceForSpeech = { voice_id: body.voice, registry_id: null, provider: guess.provider };
+      return { ...this.priced(principal, body, requested, voice), resolve: guess.resolve };
+    } catch {
+      return null;
+    }
   }
 
   /** The format and length of the input, as `model` takes them. */
@@ -344,37 +382,70 @@ export class SpeechService {
     };
   }
 
-  /** Validates, resolves the voice and holds the cost (or finds the request delivered before). */
+  /**
+   * Validates, resolves the voice and holds the cost (or finds the request delivered before): in one
+   * round trip to PostgreSQL when the voice resolves as guessed (`guessed`), else the voice is read first.
+   */
   private async prepare(
     principal: ApiKeyPrincipal,
     body: SpeechInput,
     idempotencyKey: string | undefined,
     streamed: boolean,
   ): Promise<Prepared> {
-    const { model, voice, format, characters } = await this.validated(principal, body);
-    const cost_micro_eur = speechCostMicroEur(model, characters);
-    const workspaceId = principal.workspace_id;
+    const guess = this.guessed(principal, body);
+    if (guess) {
+      const held = await holdSpeechForVoice(
+        this.deps.db,
+        this.holdRequest(principal, body, idempotencyKey, streamed, guess),
+        guess.resolve,
+      );
+      if (held.kind !== 'voice_unresolved') return this.afterHold(held, body, guess);
+    }
+    const priced = await this.validated(principal, body);
     const held = await holdSpeech(this.deps.db, {
+      ...this.holdRequest(principal, body, idempotencyKey, streamed, priced),
+      voiceRegistryId: priced.voice.registry_id,
+    });
+    return this.afterHold(held, body, priced);
+  }
+
+  /** The hold of a priced request (its voice's registry id apart). */
+  private holdRequest(
+    principal: ApiKeyPrincipal,
+    body: SpeechInput,
+    idempotencyKey: string | undefined,
+    streamed: boolean,
+    { model, voice, format, characters }: { model: SpeechModel; voice: VoiceForSpeech; format: SpeechFormat; characters: number },
+  ): Omit<SpeechHoldRequest, 'voiceRegistryId'> {
+    const workspaceId = principal.workspace_id;
+    return {
       speechRequestId: idempotencyKey ? speechRequestIdForKey(workspaceId, idempotencyKey) : randomUUID(),
       workspaceId,
       idempotencyKey: idempotencyKey ?? randomUUID(),
       requestFingerprint: speechFingerprint(model.id, voice.voice_id, body, format, streamed),
       model: model.id,
       voice: voice.voice_id,
-      voiceRegistryId: voice.registry_id,
       characters,
       responseFormat: format,
-      cost_micro_eur,
+      cost_micro_eur: speechCostMicroEur(model, characters),
       apiKeyId: principal.key_id,
       backend: voice.provider.name,
-    });
+    };
+  }
+
+  /** What a hold means for the request: an error, a replay, or the request held (the provider to be asked). */
+  private async afterHold(
+    held: SpeechHoldResult,
+    body: SpeechInput,
+    { model, voice, format, characters }: { model: SpeechModel; voice: VoiceForSpeech; format: SpeechFormat; characters: number },
+  ): Promise<Prepared> {
     switch (held.kind) {
       case 'idempotency_key_reused':
         throw keyReused();
       case 'payment_required':
         throw paymentRequired(held.owed_micro_eur);
       case 'insufficient_credits':
-        throw insufficientCredits(cost_micro_eur);
+        throw insufficientCredits(speechCostMicroEur(model, characters));
       case 'key_spend_limit_exceeded':
         throw keySpendLimitExceeded();
       case 'in_progress':
