@@ -25,8 +25,9 @@ export function sendSpeechStream(res: Response, speech: SpeechStream, format: St
     body.resume();
   });
   if (format === 'audio') {
+    // The headers go out with the first bytes (already in `body`: the stream starts with its first
+    // audio), in one write, not one write ahead of them.
     res.status(200).set({ 'Content-Type': speech.content_type, ...headers });
-    res.flushHeaders();
     body.on('error', () => res.destroy());
     body.pipe(res);
     return;
