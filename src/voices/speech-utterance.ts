@@ -21,8 +21,14 @@ import { microEurToEur } from '../money.js';
 import { creditsCharged } from '../metrics.js';
 import type { ApiKeyPrincipal } from '../account/workspaces.js';
 import { speechCostMicroEur, type SpeechModel } from '../models/catalog.js';
-import { isContextPcm, type ProviderSpeechContext, type SpeechContextRequest, type VoiceProvider } from '../providers/voice/types.js';
-import { pcmBase64, pcmBytes } from '../providers/voice/speech-pieces.js';
+import {
+  isContextPcm,
+  pcmBase64,
+  pcmBytes,
+  type ProviderSpeechContext,
+  type SpeechContextRequest,
+  type VoiceProvider,
+} from '../providers/voice/types.js';
 import { growSpeechHold, holdSpeechContext, recordSpokenSpeech, settleSpokenSpeech } from './speech-billing.js';
 import { countCharacters } from './speech.js';
 import type { SpeechSocketDeps, SpeechTextMessage } from './speech-socket-protocol.js';

@@ -47,8 +47,9 @@ import {
   readWordTimestamps,
   saidOf,
 } from './cartesia-wire.js';
-import { Base64Samples, pcmBytes } from './speech-pieces.js';
+import { Base64Samples } from './speech-pieces.js';
 import {
+  pcmBytes,
   shiftedWords,
   type ContextPcm,
   type ContextPiece,

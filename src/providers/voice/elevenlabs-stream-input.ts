@@ -16,8 +16,8 @@
 // `unavailable` (or `rejected` for a policy close: a voice, format or text it refuses). Messages are read
 // only as fast as the utterance takes them: past QUEUED_MAX waiting, the socket is paused.
 import WebSocket from 'ws';
-import type { ContextPiece, ProviderSpeechContext, SpeechContextRequest } from './types.js';
-import { Base64Samples, CharacterWords, pcmBytes } from './speech-pieces.js';
+import { pcmBytes, type ContextPiece, type ProviderSpeechContext, type SpeechContextRequest } from './types.js';
+import { Base64Samples, CharacterWords } from './speech-pieces.js';
 import { ElevenLabsError, ELEVENLABS_OUTPUT_FORMAT, ELEVENLABS_SAMPLE_RATE_HZ } from './elevenlabs-wire.js';
 
 /** Pieces waiting to be taken beyond which the provider's socket is paused (and resumed below a quarter of it). */

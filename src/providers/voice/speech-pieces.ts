@@ -44,12 +44,6 @@ export class Base64Samples {
   }
 }
 
-/** The bytes of a piece of PCM. */
-export const pcmBytes = (p: ContextPcm): number => ('pcm' in p ? p.pcm.length : p.pcm_bytes);
-
-/** A piece of PCM in base64: the provider's own when it came so. */
-export const pcmBase64 = (p: ContextPcm): string => ('pcm' in p ? p.pcm.toString('base64') : p.pcm_base64);
-
 /** The words of a text (runs of non-white-space) with their code point offsets: [from, to). */
 export function wordSpans(text: string): { word: string; from: number; to: number }[] {
   const spans: { word: string; from: number; to: number }[] = [];

@@ -175,6 +175,12 @@ export type ContextPcm = { pcm: Buffer } | { pcm_base64: string; pcm_bytes: numb
 
 export const isContextPcm = (piece: ContextPiece): piece is ContextPcm => 'pcm' in piece || 'pcm_base64' in piece;
 
+/** The bytes of a piece of PCM. */
+export const pcmBytes = (p: ContextPcm): number => ('pcm' in p ? p.pcm.length : p.pcm_bytes);
+
+/** A piece of PCM in base64: the provider's own when it came so. */
+export const pcmBase64 = (p: ContextPcm): string => ('pcm' in p ? p.pcm.toString('base64') : p.pcm_base64);
+
 /**
  * What an utterance yields as the provider makes it: the next PCM, the timing of the next words, or how
  * many of the characters sent it has now spoken (a running total).
