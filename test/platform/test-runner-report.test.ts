@@ -39,7 +39,8 @@ test('with forced exits, every test of every file is reported, and a failing las
     let out = '';
     child.stdout.setEncoding('utf8').on('data', (s: string) => (out += s));
     child.stderr.resume();
-    const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+    // 'close', not 'exit': the child can exit before this process has read the last of its output.
+    const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
     assert.equal(code, 1, 'the failing test fails the run');
     const total = FILES * TESTS_PER_FILE;
     assert.match(out, new RegExp(`^# tests ${total}$`, 'm'), `all ${total} tests counted`);
