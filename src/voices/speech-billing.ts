@@ -53,7 +53,7 @@ export type SpeechHoldResult =
   | { kind: 'payment_required'; owed_micro_eur: number }
   | { kind: 'key_spend_limit_exceeded' };
 
-/** A new held request's columns, as holdSpeech and holdSpeechContext insert it: heldValues are $1 to $12 (status and held_at written as such). */
+/** A new held request's columns, as the hold inserts it: heldValues are $1 to $12 (status and held_at written as such). */
 const HELD_COLUMNS = `id, workspace_id, idempotency_key, request_fingerprint, model, voice, voice_registry_id, characters, response_format,
   cost_micro_eur, status, held_at, api_key_id, backend`;
 const heldValues = (s: SpeechHoldRequest) => [
@@ -197,7 +197,11 @@ export function holdSpeechForVoice(
   return hold(db, { ...s, voiceRegistryId: null }, voice);
 }
 
-async function hold(db: Db, s: SpeechHoldRequest, voice: VoiceToResolve | null): Promise<SpeechHoldResult | { kind: 'voice_unresolved' }> {
+async function hold(
+  db: Db | Tx,
+  s: SpeechHoldRequest,
+  voice: VoiceToResolve | null,
+): Promise<SpeechHoldResult | { kind: 'voice_unresolved' }> {
   assertMicroEur(s.cost_micro_eur);
   if (!(s.cost_micro_eur > 0)) throw new Error('invariant: speech costs more than 0');
   if (!(Number.isSafeInteger(s.characters) && s.characters > 0)) throw new Error('invariant: speech of characters');
@@ -421,55 +425,22 @@ export type SpeechContextHoldResult = Extract<
   { kind: 'held' | 'insufficient_credits' | 'payment_required' | 'key_spend_limit_exceeded' }
 >;
 
-/** holdSpeechContext's statement: named, so each pooled connection has the server parse and plan it once. */
-const HOLD_CONTEXT = prepared(
-  'speech-hold-context',
-  `WITH w AS (
-       SELECT balance_micro_eur - held_micro_eur AS available_micro_eur, owed_micro_eur FROM workspaces WHERE id = $2 FOR UPDATE
-     ), covered AS (
-       SELECT owed_micro_eur <= 0 AND available_micro_eur >= $10::bigint AS ok FROM w
-     ), spent AS (
-       UPDATE api_keys SET spent_micro_eur = spent_micro_eur + $10::bigint
-        WHERE id = $11::uuid AND (spend_limit_micro_eur IS NULL OR spent_micro_eur + $10::bigint <= spend_limit_micro_eur)
-          AND (SELECT ok FROM covered)
-       RETURNING id
-     ), inserted AS (
-       INSERT INTO speech_requests (${HELD_COLUMNS})
-       SELECT $1::uuid, $2::uuid, $3::text, $4::text, $5::text, $6::text, $7::uuid, $8::integer, $9::text, $10::bigint, 'held', now(),
-              $11::uuid, $12::text
-        WHERE (SELECT ok FROM covered) AND ($11::uuid IS NULL OR EXISTS (SELECT 1 FROM spent))
-       RETURNING cost_micro_eur
-     ), held AS (
-       UPDATE workspaces SET held_micro_eur = held_micro_eur + (SELECT cost_micro_eur FROM inserted)
-        WHERE id = $2 AND EXISTS (SELECT 1 FROM inserted)
-       RETURNING 1
-     )
-     SELECT available_micro_eur, owed_micro_eur, EXISTS (SELECT 1 FROM held) AS held FROM w`,
-);
-
 /**
- * A WebSocket context's first hold: what holdSpeech does for a request never seen before (its id and key
- * are fresh, so no earlier row can answer it), as one statement, one round trip: the workspace's row
- * locked, what is owed and the available balance checked, the key's spend moved within its limit (its row
- * locked after the workspace's, as everywhere), the request inserted held and the workspace's hold grown,
- * all or nothing. A context opens on this (the provider waits for it), and at many speakers at once the
- * pool's connections are what they queue for: seven round trips held one for seven times as long.
+ * A WebSocket context's first hold: holdSpeech for a request never seen before (its id and its key are
+ * fresh, so no earlier row can answer it), on the connection the context already holds for its voice's
+ * lookup (`db` may be a pooled client): one statement, one round trip.
  */
 export async function holdSpeechContext(db: Db | Tx, s: SpeechHoldRequest): Promise<SpeechContextHoldResult> {
-  assertMicroEur(s.cost_micro_eur);
-  if (!(s.cost_micro_eur > 0)) throw new Error('invariant: speech costs more than 0');
-  if (!(Number.isSafeInteger(s.characters) && s.characters > 0)) throw new Error('invariant: speech of characters');
-  const r = await db.query<{ available_micro_eur: number; owed_micro_eur: number; held: boolean }>({
-    ...HOLD_CONTEXT,
-    values: heldValues(s),
-  });
-  const row = r.rows[0];
-  if (!row) throw new NotFoundError(`workspace ${s.workspaceId} not found`);
-  if (row.held) return { kind: 'held', speech_request_id: s.speechRequestId };
-  // Refused: nothing was written. In holdSpeech's order: what is owed, the balance, then the key's limit.
-  if (row.owed_micro_eur > 0) return { kind: 'payment_required', owed_micro_eur: row.owed_micro_eur };
-  if (row.available_micro_eur < s.cost_micro_eur) return { kind: 'insufficient_credits', available_micro_eur: row.available_micro_eur };
-  return { kind: 'key_spend_limit_exceeded' };
+  const held = await hold(db, s, null);
+  switch (held.kind) {
+    case 'held':
+    case 'insufficient_credits':
+    case 'payment_required':
+    case 'key_spend_limit_exceeded':
+      return held;
+    default:
+      throw new Error(`invariant: a context's fresh request ${s.speechRequestId} was answered ${held.kind}`);
+  }
 }
 
 export type SpeechGrowResult =
