@@ -299,6 +299,9 @@ export function createApp(deps: AppDeps): express.Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('query parser', 'simple');
+  // No tag computed over every answer: a job's reads carry their own (../http/conditional.ts), and hashing a
+  // large answer (a usage read is up to 200 KB) cost more than anything else Express does for it.
+  app.set('etag', false);
   app.use(requestLog(deps.logger));
 
   // Job reads yield to writes: the gate counts the authenticated writes in flight in the process (../http/read-gate.ts).
