@@ -366,7 +366,8 @@ export async function releaseExpiredSpeechHolds(
 
 /**
  * Records that a held request's audio is going out (its last bytes follow), with where the audio is kept:
- * from now on the hold is captured, never released. False when the request is no longer held.
+ * from now on the hold is captured, never released. True too when the request is captured already (a
+ * capture whose answer was lost may have landed); false when it was released.
  */
 export async function markSpeechDelivered(
   db: Db,
@@ -375,7 +376,7 @@ export async function markSpeechDelivered(
   if (!(Number.isSafeInteger(c.audioBytes) && c.audioBytes > 0)) throw new Error('invariant: delivered speech has audio');
   const r = await db.query(
     `UPDATE speech_requests SET delivered_at = COALESCE(delivered_at, now()), audio_bytes = $2, audio_storage_key = $3, audio_content_type = $4
-      WHERE id = $1 AND status = 'held'`,
+      WHERE id = $1 AND status IN ('held', 'delivered')`,
     [c.speechRequestId, c.audioBytes, c.audioStorageKey, c.audioContentType],
   );
   return r.rowCount === 1;

@@ -12,9 +12,9 @@
 // answer (`speakStream`) is held the same way before the provider is called, and its first bytes go out
 // as soon as the provider's first chunk is encoded: if the provider fails before it made anything, the
 // hold is released and the request answered with the error; if it fails after, the hold is released
-// (nothing charged) and the stream is cut. Once the provider finished, the request is recorded as
-// delivered before the last bytes go out, then the hold is captured (retried; what still fails, the
-// reconciler captures: delivered audio is always charged). A client
+// (nothing charged) and the stream is cut. Once the provider finished, the hold is captured before the
+// last bytes go out; if that fails, the request is recorded as delivered before they go out, and the
+// capture retried (what still fails, the reconciler captures: delivered audio is always charged). A client
 // that goes away mid-stream does not stop that: the service reads the provider to the end (the provider
 // bills the whole synthesis) and captures, so the client is charged for what the provider made.
 import { createHash, randomUUID } from 'node:crypto';
@@ -662,10 +662,10 @@ export class SpeechService {
   }
 
   /**
-   * The end of a streamed speech the provider finished: kept for replays, marked delivered before its
-   * last bytes go out (else the stream is cut: audio that is not recorded as delivered is not handed
-   * out whole), then captured, retried; a capture that still fails is left to the reconciler, which
-   * captures delivered holds.
+   * The end of a streamed speech the provider finished: kept for replays, captured or at least marked
+   * delivered before its last bytes go out (else the stream is cut: audio that is not recorded as
+   * delivered is not handed out whole), then captured, retried; a capture that still fails is left to
+   * the reconciler, which captures delivered holds.
    */
   private async deliverAndCapture(d: {
     speechRequestId: string;
@@ -683,6 +683,15 @@ export class SpeechService {
       audioStorageKey: key,
       audioContentType: d.content_type,
     };
+    // Captured before the last bytes go out: once the answer has ended the balance shows its charge, and
+    // the workspace's next request does not wait behind this capture for the workspace's lock. A capture
+    // that fails is done the long way: the delivery recorded, the stream ended, the capture retried.
+    const captured = await captureSpeech(this.deps.db, delivered).catch(() => null);
+    if (captured) {
+      d.out.end();
+      this.charged(captured);
+      return 'captured';
+    }
     try {
       if (!(await withRetries(ANSWER_RETRY_DELAYS_MS, () => markSpeechDelivered(this.deps.db, delivered))))
         throw new Error(`speech request ${d.speechRequestId} is no longer held`);

@@ -76,7 +76,7 @@ describe('speech through the openai SDK', () => {
     await assertAuditHolds(stack);
   });
 
-  test('stream_format audio: the first bytes arrive while the provider is still speaking; captured when it finished', async () => {
+  test('stream_format audio: the first bytes arrive while the provider is still speaking; charged by the time the stream ends', async () => {
     const c = await newCustomer(stack, 10);
     const input = 'Streaming speech arrives while it is made. '.repeat(20); // 860 characters: ~43 chunks, ~1 s
     const res = await client(c.key).audio.speech.create({
@@ -101,11 +101,12 @@ describe('speech through the openai SDK', () => {
     const mp3 = Buffer.concat(parts);
     const seconds = await decodedSeconds(mp3, 'in.mp3');
     assert.ok(Math.abs(seconds - (input.length * SIM_SAMPLES_PER_CHAR) / SIM_SAMPLE_RATE_HZ) < 0.2, String(seconds));
-    await waitFor(async () => (await balanceMicro(stack, c.workspaceId)) === 10_000_000 - input.length * PER_CHAR);
+    // Charged before the stream ended: the balance read right after shows it.
+    assert.equal(await balanceMicro(stack, c.workspaceId), 10_000_000 - input.length * PER_CHAR);
     await assertAuditHolds(stack);
   });
 
-  test('stream_format sse: speech.audio.delta events then speech.audio.done', async () => {
+  test('stream_format sse: speech.audio.delta events then speech.audio.done, charged by the time the stream ends', async () => {
     const c = await newCustomer(stack, 10);
     const input = 'Events carry the audio. '.repeat(5);
     const res = await client(c.key).audio.speech.create({
@@ -126,7 +127,7 @@ describe('speech through the openai SDK', () => {
     assert.equal(events.at(-1).usage.input_tokens, input.length);
     const pcm = Buffer.concat(deltas.map((d) => Buffer.from(d.audio, 'base64')));
     assert.equal(pcm.length, input.length * SIM_SAMPLES_PER_CHAR * 2);
-    await waitFor(async () => (await balanceMicro(stack, c.workspaceId)) === 10_000_000 - input.length * PER_CHAR);
+    assert.equal(await balanceMicro(stack, c.workspaceId), 10_000_000 - input.length * PER_CHAR);
     await assertAuditHolds(stack);
   });
 

@@ -1,6 +1,6 @@
 // A streamed speech whose capture fails (the database refuses the ledger entry, as in a PostgreSQL
-// blip) is still charged: it is recorded as delivered before its last bytes go out, its request retries
-// the capture, and a capture that never landed is taken by the reconciler (captured, never released,
+// blip) is still charged: its capture before its last bytes go out failing, it is recorded as delivered
+// before they do, its request retries the capture, and a capture that never landed is taken by the reconciler (captured, never released,
 // whichever release's code asks to release it). The ledger audit after each.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -117,10 +117,11 @@ describe('a streamed speech whose capture fails is charged', () => {
     const [marked] = await speechRow(c.workspaceId);
     assert.equal(marked!.status, 'held');
     assert.equal(marked!.delivered, true, 'recorded as delivered before the stream ended');
-    // The request gives up after its retries (its first attempt and 5 more, about 15 s): then nothing else captures it.
-    await waitFor(async () => (await chargeAttempts()) >= 6, 30_000, 'the request to stop retrying');
+    // The request gives up after its retries (one attempt before the stream ended, then one and 5 more after
+    // it, about 15 s): then nothing else captures it.
+    await waitFor(async () => (await chargeAttempts()) >= 7, 30_000, 'the request to stop retrying');
     await new Promise((r) => setTimeout(r, 500));
-    assert.equal(await chargeAttempts(), 6, 'the request stopped retrying');
+    assert.equal(await chargeAttempts(), 7, 'the request stopped retrying');
     assert.equal(await balanceMicro(stack, c.workspaceId), 10_000_000, 'not charged yet');
     // Any code that releases holds (this release's, or one before it) leaves a delivered hold alone.
     assert.equal(await releaseSpeech(stack.db, marked!.id), false);
