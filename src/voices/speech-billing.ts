@@ -428,16 +428,29 @@ export type SpeechContextHoldResult = Extract<
 
 /**
  * A WebSocket context's first hold: holdSpeech for a request never seen before (its id and its key are
- * fresh, so no earlier row can answer it), on the connection the context already holds for its voice's
- * lookup (`db` may be a pooled client): one statement, one round trip.
+ * fresh, so no earlier row can answer it), one statement, one round trip. With `voice`, the voice is
+ * resolved in that statement as holdSpeechForVoice does (`voice_unresolved`, nothing held, when it is
+ * not `voice.provider`'s).
  */
-export async function holdSpeechContext(db: Db | Tx, s: SpeechHoldRequest): Promise<SpeechContextHoldResult> {
-  const held = await hold(db, s, null);
+export async function holdSpeechContext(db: Db | Tx, s: SpeechHoldRequest): Promise<SpeechContextHoldResult>;
+export async function holdSpeechContext(
+  db: Db | Tx,
+  s: Omit<SpeechHoldRequest, 'voiceRegistryId'>,
+  voice: VoiceToResolve,
+): Promise<SpeechContextHoldResult | { kind: 'voice_unresolved' }>;
+export async function holdSpeechContext(
+  db: Db | Tx,
+  s: SpeechHoldRequest | Omit<SpeechHoldRequest, 'voiceRegistryId'>,
+  voice?: VoiceToResolve,
+): Promise<SpeechContextHoldResult | { kind: 'voice_unresolved' }> {
+  if (voice && s.backend !== voice.provider) throw new Error('invariant: a speech is held for the provider it was priced for');
+  const held = await hold(db, { voiceRegistryId: null, ...s }, voice ?? null);
   switch (held.kind) {
     case 'held':
     case 'insufficient_credits':
     case 'payment_required':
     case 'key_spend_limit_exceeded':
+    case 'voice_unresolved':
       return held;
     default:
       throw new Error(`invariant: a context's fresh request ${s.speechRequestId} was answered ${held.kind}`);

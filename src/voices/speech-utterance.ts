@@ -29,7 +29,8 @@ import {
   type SpeechContextRequest,
   type VoiceProvider,
 } from '../providers/voice/types.js';
-import { growSpeechHold, holdSpeechContext, recordSpokenSpeech, settleSpokenSpeech } from './speech-billing.js';
+import { growSpeechHold, holdSpeechContext, recordSpokenSpeech, settleSpokenSpeech, type SpeechHoldRequest } from './speech-billing.js';
+import type { SpeechService } from './speech.js';
 import { countCharacters } from './speech.js';
 import type { SpeechSocketDeps, SpeechTextMessage } from './speech-socket-protocol.js';
 
@@ -151,32 +152,9 @@ export class Utterance {
     const characters = countCharacters(m.text);
     if (m.text.trim().length === 0) throw new ApiError(400, 'invalid_request_error', 'invalid_message', 'text: a context opens with text');
     this.checkLength(characters, 0);
-    // The voice looked up and the hold taken on one connection of the pool: at many speakers at once,
-    // connections are what a context waits for, once rather than twice.
-    const { u, context, speechRequestId, held } = await withClient(this.deps.db, async (client) => {
-      const u = await this.deps.speech.resolveUtterance(this.principal, { model: m.model, voice }, client);
-      // The provider's connection opens while the hold is taken (no text goes to it before the hold is).
-      const context = this.events.openContext(u.provider, { model: u.model.id, voice_id: u.voice_id });
-      const speechRequestId = randomUUID();
-      const held = await holdSpeechContext(client, {
-        speechRequestId,
-        workspaceId: this.principal.workspace_id,
-        idempotencyKey: `websocket:${speechRequestId}`,
-        requestFingerprint: 'websocket',
-        model: u.model.id,
-        voice: u.voice_id,
-        voiceRegistryId: u.registry_id,
-        characters,
-        responseFormat: 'pcm',
-        cost_micro_eur: speechCostMicroEur(u.model, characters),
-        apiKeyId: this.principal.key_id,
-        backend: u.provider.name,
-      }).catch((err: unknown) => {
-        context.cancel();
-        throw err;
-      });
-      return { u, context, speechRequestId, held };
-    });
+    const guess = this.deps.speech.guessUtterance(this.principal, { model: m.model, voice });
+    const { u, context, speechRequestId, held } =
+      (guess && (await this.holdGuessed(guess, characters))) ?? (await this.holdResolved({ model: m.model, voice }, characters));
     if (held.kind !== 'held') {
       context.cancel();
       throw holdRefused(held);
@@ -195,6 +173,69 @@ export class Utterance {
     // Cancelled while the hold was taken: nothing is spoken (the settlement releases the hold).
     if (this.cancelled) return context.cancel();
     this.speak(this.opened, m, characters);
+  }
+
+  /**
+   * The first hold with the voice resolved in its own statement (one round trip), for the provider the
+   * voice most likely is; the provider's connection opens meanwhile (no text goes to it before the hold
+   * is taken). Null, nothing held, when the voice is not that provider's.
+   */
+  private async holdGuessed(guess: NonNullable<ReturnType<SpeechService['guessUtterance']>>, characters: number) {
+    const context = this.events.openContext(guess.provider, { model: guess.model.id, voice_id: guess.voice_id });
+    const speechRequestId = randomUUID();
+    const held = await holdSpeechContext(this.deps.db, this.holdRequest(speechRequestId, guess, characters), guess.resolve).catch(
+      (err: unknown) => {
+        context.cancel();
+        throw err;
+      },
+    );
+    if (held.kind === 'voice_unresolved') {
+      context.cancel();
+      return null;
+    }
+    return { u: guess, context, speechRequestId, held };
+  }
+
+  /**
+   * The first hold after the voice is looked up, both on one connection of the pool (at many speakers at
+   * once, connections are what a context waits for: once rather than twice); the provider's connection
+   * opens while the hold is taken.
+   */
+  private holdResolved(body: { model?: string | undefined; voice: string }, characters: number) {
+    return withClient(this.deps.db, async (client) => {
+      const u = await this.deps.speech.resolveUtterance(this.principal, body, client);
+      const context = this.events.openContext(u.provider, { model: u.model.id, voice_id: u.voice_id });
+      const speechRequestId = randomUUID();
+      const held = await holdSpeechContext(client, {
+        ...this.holdRequest(speechRequestId, u, characters),
+        voiceRegistryId: u.registry_id,
+      }).catch((err: unknown) => {
+        context.cancel();
+        throw err;
+      });
+      return { u, context, speechRequestId, held };
+    });
+  }
+
+  /** The new request a context's first text holds (its voice's registry id apart). */
+  private holdRequest(
+    speechRequestId: string,
+    u: { model: SpeechModel; voice_id: string; provider: VoiceProvider },
+    characters: number,
+  ): Omit<SpeechHoldRequest, 'voiceRegistryId'> {
+    return {
+      speechRequestId,
+      workspaceId: this.principal.workspace_id,
+      idempotencyKey: `websocket:${speechRequestId}`,
+      requestFingerprint: 'websocket',
+      model: u.model.id,
+      voice: u.voice_id,
+      characters,
+      responseFormat: 'pcm',
+      cost_micro_eur: speechCostMicroEur(u.model, characters),
+      apiKeyId: this.principal.key_id,
+      backend: u.provider.name,
+    };
   }
 
   /** A further text: its characters held, then sent on. */

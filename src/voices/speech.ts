@@ -31,6 +31,7 @@ import {
   type DeliveredSpeech,
   type SpeechHoldRequest,
   type SpeechHoldResult,
+  type VoiceToResolve,
 } from './speech-billing.js';
 import type { Storage } from '../storage/local.js';
 import { defaultSpeechModelFor, findSpeechModel, speechCostMicroEur, speechModels, type SpeechModel } from '../models/catalog.js';
@@ -261,6 +262,28 @@ export class SpeechService {
     const voice = await this.deps.voices.resolveForSpeech(principal, body.voice, requested?.provider, q);
     const model = this.modelForVoice(principal, requested, voice);
     return { model, voice_id: voice.voice_id, registry_id: voice.registry_id, provider: voice.provider };
+  }
+
+  /**
+   * resolveUtterance before the voice is read, with the provider it most likely resolves to
+   * (VoicesService.guessForSpeech): the context's hold then resolves the voice in its own statement and
+   * holds only if it is that provider's. Null when there is no guess or the utterance is not valid with it
+   * (resolveUtterance then answers, the voice read first).
+   */
+  guessUtterance(
+    principal: ApiKeyPrincipal,
+    body: { model?: string | undefined; voice: string },
+  ): { model: SpeechModel; voice_id: string; provider: VoiceProvider; resolve: VoiceToResolve } | null {
+    try {
+      this.deps.voices.assertConfigured();
+      const requested = body.model === undefined ? undefined : this.requestedModel(principal, body.model);
+      const guess = this.deps.voices.guessForSpeech(body.voice, requested?.provider);
+      if (!guess) return null;
+      const model = this.modelForVoice(principal, requested, { voice_id: body.voice, registry_id: null, provider: guess.provider });
+      return { model, voice_id: body.voice, provider: guess.provider, resolve: guess.resolve };
+    } catch {
+      return null;
+    }
   }
 
   /** A provider failure as the customer's error (logged for the operator when it is theirs). */

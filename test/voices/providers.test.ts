@@ -10,6 +10,7 @@ import { assertAuditHolds, balanceMicro, http, newCustomer, speakRequest, startS
 import { loadConfig } from '../../src/config.js';
 import { ConfigError } from '../../src/config-error.js';
 import { wavBytes } from '../providers/elevenlabs.setup.js';
+import { connect, wsUrl } from './speech-ws-setup.js';
 
 async function clone(stack: Stack, key: string, name: string, provider?: string) {
   const fd = new FormData();
@@ -185,12 +186,7 @@ describe('ElevenLabs and Cartesia side by side', () => {
       2,
     );
     assert.equal(cartesia.requestsTo('bytes').length + cartesia.requestsTo('sse').length, 3);
-    // The settlement of a streamed speech follows its last bytes: wait for the captures.
-    for (let i = 0; i < 50; i++) {
-      const held = await stack.db.query("SELECT 1 FROM speech_requests WHERE workspace_id = $1 AND status = 'held'", [c.workspaceId]);
-      if (held.rowCount === 0) break;
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    // A streamed speech is captured before its last bytes go out: none is still held.
     const rows = await stack.db.query<{ backend: string; n: number }>(
       "SELECT backend, count(*)::int AS n FROM speech_requests WHERE workspace_id = $1 AND status = 'delivered' GROUP BY backend ORDER BY backend",
       [c.workspaceId],
@@ -210,6 +206,42 @@ describe('ElevenLabs and Cartesia side by side', () => {
     assert.equal(cartesia.voices.has(ca.body.voice_id), false);
     assert.equal(elevenlabs.requestsTo('delete').length, 1);
     assert.equal(cartesia.requestsTo('delete').length, 1);
+    await assertAuditHolds(stack);
+  });
+
+  test("over the speech socket: a context's model names the provider its voice is resolved for in the hold, its registry id recorded; another provider's voice is a 400 naming model, nothing held, no text sent", async () => {
+    const c = await newCustomer(stack, 5);
+    const el = await clone(stack, c.key, 'socket eleven');
+    const ca = await clone(stack, c.key, 'socket cartesia', 'cartesia');
+    const ws = await connect(wsUrl(stack), c.key);
+    try {
+      ws.send({ context_id: 'cartesia', voice: ca.body.voice_id, model: 'sonic-3', text: 'Resolved in the hold.' });
+      ws.send({ context_id: 'eleven', voice: el.body.voice_id, model: 'eleven-multilingual-v2', text: 'Resolved in the hold.' });
+      for (const id of ['cartesia', 'eleven']) assert.ok((await ws.done(id)).characters > 0, id);
+      const texts = () =>
+        elevenlabs.streamInput.connections.flatMap((k) => k.messages).filter((m) => typeof m['text'] === 'string' && m['text'].trim())
+          .length + cartesia.ws.connections.flatMap((k) => k.messages).filter((m) => m['transcript']).length;
+      const sent = texts();
+      for (const [id, voice, model] of [
+        ['wrong-1', ca.body.voice_id, 'eleven-multilingual-v2'],
+        ['wrong-2', el.body.voice_id, 'sonic-3'],
+      ] as const) {
+        ws.send({ context_id: id, voice, model, text: 'Never spoken.' });
+        const err = await ws.next((m) => m.type === 'error' && m.context_id === id);
+        assert.match(err['message'], /model/, JSON.stringify(err));
+      }
+      assert.equal(texts(), sent, 'no text of a refused context reached a provider');
+    } finally {
+      ws.close();
+    }
+    const rows = await stack.db.query<{ backend: string; voice_registry_id: string; status: string }>(
+      'SELECT backend, voice_registry_id, status FROM speech_requests WHERE workspace_id = $1 ORDER BY backend',
+      [c.workspaceId],
+    );
+    assert.deepEqual(rows.rows, [
+      { backend: 'cartesia', voice_registry_id: ca.body.id, status: 'delivered' },
+      { backend: 'elevenlabs', voice_registry_id: el.body.id, status: 'delivered' },
+    ]);
     await assertAuditHolds(stack);
   });
 
