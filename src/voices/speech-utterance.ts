@@ -30,8 +30,7 @@ import {
   type VoiceProvider,
 } from '../providers/voice/types.js';
 import { growSpeechHold, holdSpeechContext, recordSpokenSpeech, settleSpokenSpeech, type SpeechHoldRequest } from './speech-billing.js';
-import type { SpeechService } from './speech.js';
-import { countCharacters } from './speech.js';
+import { countCharacters, type SpeechService } from './speech.js';
 import type { SpeechSocketDeps, SpeechTextMessage } from './speech-socket-protocol.js';
 
 /** The server's `error` message of the socket; `context_id` null when the message itself could not be read. */
