@@ -75,9 +75,11 @@ describe('credential rotation retried', () => {
       assert.equal(connect.apiKey, 'tk-new');
       if (attempts.length <= 3) throw new TemporalConnectError('cannot reach the Temporal server at x (ECONNREFUSED)', 'unreachable');
     });
+    // The new key is on disk before the watcher looks, so its own poll sees no change: the one check
+    // below is the rotation's (as the watcher makes it), and every attempt after it is a retry.
+    profile(w.toml, 'tk-new');
     w.watcher.start();
     try {
-      profile(w.toml, 'tk-new');
       // One check, as the file watcher makes; no further change on disk, no SIGHUP.
       await w.watcher.check('file changed');
       assert.equal(w.applied.length, 0);
@@ -85,7 +87,7 @@ describe('credential rotation retried', () => {
       await waitFor(() => w.applied.length === 1, 10_000, 'the rotation to be applied');
       assert.equal(attempts.length, 4);
       assert.equal(w.applied[0]!.next.connect.apiKey, 'tk-new');
-      // One interval, then two, then four (the file watcher's own check may come first, at once).
+      // One interval, then two, then four.
       const gaps = attempts.slice(1).map((t, i) => t - attempts[i]!);
       assert.ok(gaps[1]! >= 190 && gaps[2]! >= 390, `backoff between attempts: ${gaps.join(', ')} ms`);
       const failures = w.lines.filter((l) => /not rotated/.test(l.msg));
