@@ -166,7 +166,7 @@ interface HoldRow {
 }
 
 /** Reserves the request's cost, unless it was already delivered or is in flight (one statement: HOLD_SPEECH). */
-export async function holdSpeech(db: Db, s: SpeechHoldRequest): Promise<SpeechHoldResult> {
+export async function holdSpeech(db: Db | Tx, s: SpeechHoldRequest): Promise<SpeechHoldResult> {
   const held = await hold(db, s, null);
   if (held.kind === 'voice_unresolved') throw new Error('invariant: a hold without a voice to resolve resolved none');
   return held;
@@ -189,7 +189,7 @@ export interface VoiceToResolve {
  * (another provider's voice, or no voice): the request is then resolved and priced before its hold.
  */
 export function holdSpeechForVoice(
-  db: Db,
+  db: Db | Tx,
   s: Omit<SpeechHoldRequest, 'voiceRegistryId'>,
   voice: VoiceToResolve,
 ): Promise<SpeechHoldResult | { kind: 'voice_unresolved' }> {
@@ -443,8 +443,7 @@ export async function holdSpeechContext(
   s: SpeechHoldRequest | Omit<SpeechHoldRequest, 'voiceRegistryId'>,
   voice?: VoiceToResolve,
 ): Promise<SpeechContextHoldResult | { kind: 'voice_unresolved' }> {
-  if (voice && s.backend !== voice.provider) throw new Error('invariant: a speech is held for the provider it was priced for');
-  const held = await hold(db, { voiceRegistryId: null, ...s }, voice ?? null);
+  const held = voice ? await holdSpeechForVoice(db, s, voice) : await holdSpeech(db, { voiceRegistryId: null, ...s });
   switch (held.kind) {
     case 'held':
     case 'insufficient_credits':

@@ -176,17 +176,12 @@ export class Utterance {
 
   /**
    * The first hold with the voice resolved in its own statement (one round trip), for the provider the
-   * voice most likely is; the provider's connection opens meanwhile (no text goes to it before the hold
-   * is taken). Null, nothing held, when the voice is not that provider's.
+   * voice most likely is. Null, nothing held, when the voice is not that provider's.
    */
   private async holdGuessed(guess: NonNullable<ReturnType<SpeechService['guessUtterance']>>, characters: number) {
-    const context = this.events.openContext(guess.provider, { model: guess.model.id, voice_id: guess.voice_id });
     const speechRequestId = randomUUID();
-    const held = await holdSpeechContext(this.deps.db, this.holdRequest(speechRequestId, guess, characters), guess.resolve).catch(
-      (err: unknown) => {
-        context.cancel();
-        throw err;
-      },
+    const { context, held } = await this.openWhileHolding(guess, () =>
+      holdSpeechContext(this.deps.db, this.holdRequest(speechRequestId, guess, characters), guess.resolve),
     );
     if (held.kind === 'voice_unresolved') {
       context.cancel();
@@ -197,23 +192,34 @@ export class Utterance {
 
   /**
    * The first hold after the voice is looked up, both on one connection of the pool (at many speakers at
-   * once, connections are what a context waits for: once rather than twice); the provider's connection
-   * opens while the hold is taken.
+   * once, connections are what a context waits for: once rather than twice).
    */
   private holdResolved(body: { model?: string | undefined; voice: string }, characters: number) {
     return withClient(this.deps.db, async (client) => {
       const u = await this.deps.speech.resolveUtterance(this.principal, body, client);
-      const context = this.events.openContext(u.provider, { model: u.model.id, voice_id: u.voice_id });
       const speechRequestId = randomUUID();
-      const held = await holdSpeechContext(client, {
-        ...this.holdRequest(speechRequestId, u, characters),
-        voiceRegistryId: u.registry_id,
-      }).catch((err: unknown) => {
-        context.cancel();
-        throw err;
-      });
+      const { context, held } = await this.openWhileHolding(u, () =>
+        holdSpeechContext(client, { ...this.holdRequest(speechRequestId, u, characters), voiceRegistryId: u.registry_id }),
+      );
       return { u, context, speechRequestId, held };
     });
+  }
+
+  /**
+   * The utterance opened at its provider while `hold` runs: the connection's handshake and the hold
+   * overlap, and no text goes to the provider before the hold is taken. Cancelled if the hold throws.
+   */
+  private async openWhileHolding<R>(
+    u: { model: SpeechModel; voice_id: string; provider: VoiceProvider },
+    hold: () => Promise<R>,
+  ): Promise<{ context: ProviderSpeechContext; held: R }> {
+    const context = this.events.openContext(u.provider, { model: u.model.id, voice_id: u.voice_id });
+    try {
+      return { context, held: await hold() };
+    } catch (err) {
+      context.cancel();
+      throw err;
+    }
   }
 
   /** The new request a context's first text holds (its voice's registry id apart). */

@@ -6,7 +6,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { assertAuditHolds, balanceMicro, newCustomer, startStack, type Stack } from '../helpers/stack.js';
-import { holdSpeech, releaseSpeech } from '../../src/voices/speech-billing.js';
+import { captureSpeech, holdSpeech, markSpeechDelivered, releaseSpeech } from '../../src/voices/speech-billing.js';
 import { reconcileMoney } from './setup.js';
 
 let stack: Stack;
@@ -139,6 +139,45 @@ describe('a streamed speech whose capture fails is charged', () => {
     assert.equal(await balanceMicro(stack, c.workspaceId), 10_000_000 - input.length * PER_CHAR);
     assert.equal((await speechRow(c.workspaceId))[0]!.status, 'delivered');
     assert.equal((await reconcile()).speech_holds_captured, 0, 'captured once');
+    await assertAuditHolds(stack);
+  });
+
+  test('the fallback after a capture whose answer was lost: recording the delivery of a captured request changes nothing; of a released one it is refused', async () => {
+    const c = await newCustomer(stack, 10);
+    const hold = async (key: string) => {
+      const held = await holdSpeech(stack.db, {
+        speechRequestId: randomUUID(),
+        workspaceId: c.workspaceId,
+        idempotencyKey: key,
+        requestFingerprint: 'f',
+        model: 'sim-speech-1',
+        voice: 'sim-deep',
+        voiceRegistryId: null,
+        characters: 10,
+        responseFormat: 'wav',
+        cost_micro_eur: 10 * PER_CHAR,
+      });
+      assert.equal(held.kind, 'held');
+      return held.kind === 'held' ? held.speech_request_id : '';
+    };
+    const delivery = (speechRequestId: string) => ({
+      speechRequestId,
+      audioBytes: 64,
+      audioStorageKey: `speech/${speechRequestId}.wav`,
+      audioContentType: 'audio/wav',
+    });
+    const captured = await hold('captured');
+    assert.equal((await captureSpeech(stack.db, delivery(captured))).captured, true);
+    // The stream goes on as delivered (its last bytes go out), and the retried capture charges nothing more.
+    assert.equal(await markSpeechDelivered(stack.db, delivery(captured)), true);
+    assert.equal((await captureSpeech(stack.db, delivery(captured))).captured, false);
+    assert.equal(await balanceMicro(stack, c.workspaceId), 10_000_000 - 10 * PER_CHAR);
+    const released = await hold('released');
+    assert.equal(await releaseSpeech(stack.db, released), true);
+    // Released (the reconciler took it): the stream is cut, not handed out whole.
+    assert.equal(await markSpeechDelivered(stack.db, delivery(released)), false);
+    const statuses = (await speechRow(c.workspaceId)).map((r) => r.status).sort();
+    assert.deepEqual(statuses, ['delivered', 'released']);
     await assertAuditHolds(stack);
   });
 
