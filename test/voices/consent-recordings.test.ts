@@ -12,9 +12,8 @@ import { sweepConsentRecordings, VoiceConsentsService } from '../../src/voices/c
 import { createStorage } from '../../src/runtime/storage.js';
 import { encodeWav } from '../../src/media/wav.js';
 import { ApiError } from '../../src/errors.js';
-import { randomUUID } from 'node:crypto';
 import { MockActivityEnvironment } from '@temporalio/testing';
-import { holdSpeech } from '../../src/voices/speech-billing.js';
+import { holdTenCharacters } from './setup.js';
 import { createReconcilerActivities, type ReconcileReport } from '../../activities/reconciler.js';
 import { createLogger } from '../../src/logger.js';
 
@@ -227,19 +226,7 @@ describe('voice consent recordings', () => {
     assert.equal(up.status, 200);
     await stack.db.query('UPDATE voice_consents SET deleted_at = now() WHERE id = $1', [up.body.id]);
     // A speech hold whose request died, past its lifetime: the money sweep's first step releases it.
-    const held = await holdSpeech(stack.db, {
-      speechRequestId: randomUUID(),
-      workspaceId: c.workspaceId,
-      idempotencyKey: 'died',
-      requestFingerprint: 'f',
-      model: 'sim-speech-1',
-      voice: 'sim-deep',
-      voiceRegistryId: null,
-      characters: 10,
-      responseFormat: 'wav',
-      cost_micro_eur: 1_500,
-    });
-    assert.equal(held.kind, 'held');
+    await holdTenCharacters(stack, c.workspaceId, 'died');
     await stack.db.query("UPDATE speech_requests SET held_at = now() - interval '11 minutes' WHERE workspace_id = $1", [c.workspaceId]);
     const broken = Object.create(storage) as typeof storage;
     broken.delete = async () => {

@@ -3,12 +3,14 @@
 import { after, before } from 'node:test';
 import assert from 'node:assert/strict';
 import nodeHttp from 'node:http';
+import { randomUUID } from 'node:crypto';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { startStack, type Stack } from '../helpers/stack.js';
 import { createReconcilerActivities, type ReconcileReport } from '../../activities/reconciler.js';
 import { createLogger } from '../../src/logger.js';
 import { SimulatedVoiceProvider } from '../../src/providers/voice/simulator.js';
 import { encodeWav } from '../../src/media/wav.js';
+import { holdSpeech } from '../../src/voices/speech-billing.js';
 
 export let stack: Stack;
 export let sim: SimulatedVoiceProvider;
@@ -136,3 +138,24 @@ export async function reconcileMoney(s: Stack): Promise<ReconcileReport> {
   });
   return (await new MockActivityEnvironment(undefined, { client: s.api.temporal }).run(activities.reconcileMoney)) as ReconcileReport;
 }
+
+/** A speech request of 10 characters of sim-speech-1 held straight in the tables, as one is before its provider is asked. */
+export async function holdTenCharacters(s: Stack, workspaceId: string, idempotencyKey: string): Promise<string> {
+  const held = await holdSpeech(s.db, {
+    speechRequestId: randomUUID(),
+    workspaceId,
+    idempotencyKey,
+    requestFingerprint: 'f',
+    model: 'sim-speech-1',
+    voice: 'sim-deep',
+    voiceRegistryId: null,
+    characters: 10,
+    responseFormat: 'wav',
+    cost_micro_eur: 10 * SIM_SPEECH_MICRO_EUR_PER_CHARACTER,
+  });
+  assert.equal(held.kind, 'held');
+  return held.kind === 'held' ? held.speech_request_id : '';
+}
+
+/** sim-speech-1's price: 0.15 EUR per 1,000 characters. */
+export const SIM_SPEECH_MICRO_EUR_PER_CHARACTER = 150;

@@ -4,10 +4,9 @@
 // whichever release's code asks to release it). The ledger audit after each.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { randomUUID } from 'node:crypto';
 import { assertAuditHolds, balanceMicro, newCustomer, startStack, type Stack } from '../helpers/stack.js';
-import { captureSpeech, holdSpeech, markSpeechDelivered, releaseSpeech } from '../../src/voices/speech-billing.js';
-import { reconcileMoney } from './setup.js';
+import { captureSpeech, markSpeechDelivered, releaseSpeech } from '../../src/voices/speech-billing.js';
+import { holdTenCharacters, reconcileMoney } from './setup.js';
 
 let stack: Stack;
 before(async () => {
@@ -144,35 +143,19 @@ describe('a streamed speech whose capture fails is charged', () => {
 
   test('the fallback after a capture whose answer was lost: recording the delivery of a captured request changes nothing; of a released one it is refused', async () => {
     const c = await newCustomer(stack, 10);
-    const hold = async (key: string) => {
-      const held = await holdSpeech(stack.db, {
-        speechRequestId: randomUUID(),
-        workspaceId: c.workspaceId,
-        idempotencyKey: key,
-        requestFingerprint: 'f',
-        model: 'sim-speech-1',
-        voice: 'sim-deep',
-        voiceRegistryId: null,
-        characters: 10,
-        responseFormat: 'wav',
-        cost_micro_eur: 10 * PER_CHAR,
-      });
-      assert.equal(held.kind, 'held');
-      return held.kind === 'held' ? held.speech_request_id : '';
-    };
     const delivery = (speechRequestId: string) => ({
       speechRequestId,
       audioBytes: 64,
       audioStorageKey: `speech/${speechRequestId}.wav`,
       audioContentType: 'audio/wav',
     });
-    const captured = await hold('captured');
+    const captured = await holdTenCharacters(stack, c.workspaceId, 'captured');
     assert.equal((await captureSpeech(stack.db, delivery(captured))).captured, true);
     // The stream goes on as delivered (its last bytes go out), and the retried capture charges nothing more.
     assert.equal(await markSpeechDelivered(stack.db, delivery(captured)), true);
     assert.equal((await captureSpeech(stack.db, delivery(captured))).captured, false);
     assert.equal(await balanceMicro(stack, c.workspaceId), 10_000_000 - 10 * PER_CHAR);
-    const released = await hold('released');
+    const released = await holdTenCharacters(stack, c.workspaceId, 'released');
     assert.equal(await releaseSpeech(stack.db, released), true);
     // Released (the reconciler took it): the stream is cut, not handed out whole.
     assert.equal(await markSpeechDelivered(stack.db, delivery(released)), false);
@@ -183,19 +166,7 @@ describe('a streamed speech whose capture fails is charged', () => {
 
   test('a hold whose request died before delivering anything is still released', async () => {
     const c = await newCustomer(stack, 10);
-    const held = await holdSpeech(stack.db, {
-      speechRequestId: randomUUID(),
-      workspaceId: c.workspaceId,
-      idempotencyKey: 'died',
-      requestFingerprint: 'f',
-      model: 'sim-speech-1',
-      voice: 'sim-deep',
-      voiceRegistryId: null,
-      characters: 10,
-      responseFormat: 'wav',
-      cost_micro_eur: 10 * PER_CHAR,
-    });
-    assert.equal(held.kind, 'held');
+    await holdTenCharacters(stack, c.workspaceId, 'died');
     await stack.db.query("UPDATE speech_requests SET held_at = now() - interval '11 minutes' WHERE workspace_id = $1", [c.workspaceId]);
     const report = await reconcile();
     assert.equal(report.speech_holds_released, 1, JSON.stringify(report));
