@@ -4,7 +4,8 @@
 // 021_usage_rollups.sql (upserts per row): the triggers are disabled while a step is written, and the
 // step's rows are then counted once, grouped as the triggers group them, by the migration's own
 // functions (usage_video_job_counts, usage_speech_counts) and added to the hourly rollups with one upsert
-// per group, and to the daily ones (029_usage_daily_rollups.sql) with one per day and group.
+// per group, to the daily ones (029_usage_daily_rollups.sql) with one per day and group, and to the daily
+// ones by model (033_usage_daily_model_rollups.sql) with one per day and model.
 // The sample check (`compareWithTriggers`) checks on a small sample that this gives exactly what the triggers give.
 //
 // What a step writes, per 20 requests (21 ledger entries):
@@ -153,6 +154,13 @@ SELECT workspace_id, date_trunc('day', hour, 'UTC'), kind, model, api_key_id, ba
   FROM (${STEP_GROUPS_SQL}) g GROUP BY 1, 2, 3, 4, 5, 6
 ON CONFLICT (workspace_id, day, kind, model, api_key_id, backend) DO UPDATE SET ${addCounters}`;
 
+/** ... and, summed per UTC day and model, to the daily rollups by model (033_usage_daily_model_rollups.sql). */
+const MODEL_ROLLUPS_SQL = `
+INSERT INTO usage_daily_model_rollups AS u (workspace_id, day, model, ${COUNTERS.join(', ')})
+SELECT workspace_id, date_trunc('day', hour, 'UTC'), model, ${COUNTERS.map((c) => `sum(${c})`).join(', ')}
+  FROM (${STEP_GROUPS_SQL}) g GROUP BY 1, 2, 3
+ON CONFLICT (workspace_id, day, model) DO UPDATE SET ${addCounters}`;
+
 /**
  * For a step written with the triggers on into a workspace that had no rollups: the groups that differ
  * between what the triggers wrote and what the grouped count gives (in either direction), and how many
@@ -224,6 +232,7 @@ export async function writeUsageStep(client: pg.Client, spec: UsageStepSpec): Pr
     if (countRollups) {
       await client.query(ROLLUPS_SQL);
       await client.query(DAILY_ROLLUPS_SQL);
+      await client.query(MODEL_ROLLUPS_SQL);
       for (const [table, trigger] of USAGE_TRIGGERS) await client.query(`ALTER TABLE ${table} ENABLE TRIGGER ${trigger}`);
     } else {
       compared = (await client.query<{ groups: number; differing: number }>(COMPARE_SQL, [spec.workspaceId])).rows[0]!;

@@ -53,7 +53,7 @@ export function formatUsageCharges(charges: UsageBench['charges']): string {
 
 export function formatUsageStep(step: UsageStep): string {
   const lines = [
-    `  ${step.entries.toLocaleString('en')} ledger entries (${step.requests.toLocaleString('en')} requests, ${step.rollup_rows.toLocaleString('en')} hourly and ${step.daily_rows.toLocaleString('en')} daily rollup rows; written in ${(step.write_ms / 1000).toFixed(0)} s):`,
+    `  ${step.entries.toLocaleString('en')} ledger entries (${step.requests.toLocaleString('en')} requests, ${step.rollup_rows.toLocaleString('en')} hourly, ${step.daily_rows.toLocaleString('en')} daily and ${step.model_rows.toLocaleString('en')} daily by model rollup rows; written in ${(step.write_ms / 1000).toFixed(0)} s):`,
   ];
   for (const read of USAGE_READS) {
     const l = step.reads[read];

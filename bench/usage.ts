@@ -32,9 +32,13 @@ export interface UsageStep {
   entries: number;
   requests: number;
   write_ms: number;
-  /** Hourly rollup rows of the workspace (what a read by hour sums), and daily ones (what a 90-day read by day sums). */
+  /**
+   * The workspace's rollup rows: hourly (what a read by hour sums), daily (what a 90-day read by day and key
+   * sums) and daily by model (what a 90-day read by day and model reads).
+   */
   rollup_rows: number;
   daily_rows: number;
+  model_rows: number;
   reads: Record<UsageRead, LoadResult>;
   /** EXPLAIN ANALYZE of the by-model read's statement, after the reads. */
   plan: string;
@@ -114,7 +118,9 @@ async function readsAtScale(infra: Infra, cfg: BenchConfig, log: Log, report: Us
         from_ms: to_ms - SPAN_MS,
         span_ms: SPAN_MS,
       });
-      await client.query('VACUUM ANALYZE video_jobs, speech_requests, ledger_entries, usage_rollups, usage_daily_rollups');
+      await client.query(
+        'VACUUM ANALYZE video_jobs, speech_requests, ledger_entries, usage_rollups, usage_daily_rollups, usage_daily_model_rollups',
+      );
       const write_ms = performance.now() - t0;
       written = { entries: written.entries + step.entries, requests: written.requests + step.requests };
       const entries = Number(
@@ -126,12 +132,16 @@ async function readsAtScale(infra: Infra, cfg: BenchConfig, log: Log, report: Us
       const daily_rows = Number(
         (await client.query('SELECT count(*) AS n FROM usage_daily_rollups WHERE workspace_id = $1', [customer.workspaceId])).rows[0].n,
       );
+      const model_rows = Number(
+        (await client.query('SELECT count(*) AS n FROM usage_daily_model_rollups WHERE workspace_id = $1', [customer.workspaceId])).rows[0]
+          .n,
+      );
       log(
-        `phase 10: ${entries.toLocaleString('en')} entries (${rollup_rows} hourly, ${daily_rows} daily rollup rows) written in ${Math.round(write_ms / 1000)} s; reading`,
+        `phase 10: ${entries.toLocaleString('en')} entries (${rollup_rows} hourly, ${daily_rows} daily, ${model_rows} daily by model rollup rows) written in ${Math.round(write_ms / 1000)} s; reading`,
       );
       const reads = await measureReads(customer, job.id, to_ms, cfg.BENCH_USAGE_READS, written.requests + 1);
       const plan = await explainByModel(client, customer.workspaceId, to_ms);
-      steps.push({ entries, requests: written.requests + 1, write_ms, rollup_rows, daily_rows, reads, plan });
+      steps.push({ entries, requests: written.requests + 1, write_ms, rollup_rows, daily_rows, model_rows, reads, plan });
       report.step(steps.at(-1)!);
     }
     return steps;

@@ -200,6 +200,17 @@ export const LedgerAudit = z
       .describe(
         'Daily usage rows whose counters differ from the sums of the hourly rows of their day with the same workspace, kind, model, key and backend.',
       ),
+    usage_model_mismatches: z
+      .array(
+        z.strictObject({
+          workspace_id: Uuid,
+          day: z.string(),
+          model: z.string().nullable(),
+          by_model: z.array(z.int()),
+          daily: z.array(z.int()),
+        }),
+      )
+      .describe("Daily usage rows by model whose counters differ from the sums of their day's daily rows of that workspace and model."),
     batches_checked: z.int().nonnegative(),
     batch_mismatches: z
       .array(

@@ -9,7 +9,13 @@
 // object handled is exactly the one entry of its amount (none when it moved nothing), and what is owed is reported.
 import { inTransaction, type Db, type Tx } from '../db/pool.js';
 import { SPEECH_HOLD_TTL_MS } from './ledger.js';
-import { readUsageMismatches, type UsageDailyMismatch, type UsageLedgerMismatch, type UsageRowMismatch } from '../usage/audit.js';
+import {
+  readUsageMismatches,
+  type UsageDailyMismatch,
+  type UsageLedgerMismatch,
+  type UsageModelMismatch,
+  type UsageRowMismatch,
+} from '../usage/audit.js';
 
 /** How a job's workflow stands in Temporal. */
 export type WorkflowState = 'running' | 'closed' | 'not_found';
@@ -53,6 +59,8 @@ export interface AuditReport {
   usage_row_mismatches: UsageRowMismatch[];
   /** Daily rollup rows that are not the sum of their day's hourly rows. */
   usage_daily_mismatches: UsageDailyMismatch[];
+  /** Daily rollup rows by model that are not the sum of their day's daily rows of that model. */
+  usage_model_mismatches: UsageModelMismatch[];
   batches_checked: number;
   /**
    * Batches whose reservation is not its requests' net charges + what it released + what remains, whose
@@ -352,6 +360,7 @@ function toReport(report: Snapshot): AuditReport {
     report.usage.ledger.length === 0 &&
     report.usage.rows.length === 0 &&
     report.usage.daily.length === 0 &&
+    report.usage.by_model.length === 0 &&
     report.batches.length === 0;
   return {
     ok,
@@ -378,6 +387,7 @@ function toReport(report: Snapshot): AuditReport {
     usage_rows_checked: report.usage.rows_checked,
     usage_row_mismatches: report.usage.rows,
     usage_daily_mismatches: report.usage.daily,
+    usage_model_mismatches: report.usage.by_model,
     batches_checked: report.batches_checked,
     batch_mismatches: report.batches.slice(0, MISMATCHES_LISTED_MAX),
   };

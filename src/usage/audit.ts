@@ -8,6 +8,8 @@
 //      check 1 does) and voice clones created in that hour with those fields, as they stand.
 //   3. Per daily row (workspace, UTC day, kind, model, API key, backend): its counters are the sums of the
 //      hourly rows of that day with those fields (so, by 2, those of the requests created that day).
+//   4. Per daily row by model (workspace, UTC day, model): its counters are the sums of that day's daily
+//      rows of that model (so, by 3, those of the requests of that model created that day).
 import type { Tx } from '../db/pool.js';
 import { COUNTERS } from './service.js';
 
@@ -40,6 +42,15 @@ export interface UsageDailyMismatch {
   /** requests, succeeded, failed, pending, charged, refunded, cost, videos, video_seconds, characters */
   daily: number[];
   hourly: number[];
+}
+
+export interface UsageModelMismatch {
+  workspace_id: string;
+  day: string;
+  model: string | null;
+  /** requests, succeeded, failed, pending, charged, refunded, cost, videos, video_seconds, characters */
+  by_model: number[];
+  daily: number[];
 }
 
 const LISTED_MAX = 100;
@@ -77,9 +88,13 @@ const sameKey = (a: string, b: string, at: 'hour' | 'day' = 'hour') =>
   ` AND COALESCE(${a}.model, '') = COALESCE(${b}.model, '') AND COALESCE(${a}.api_key_id::text, '') = COALESCE(${b}.api_key_id::text, '')` +
   ` AND COALESCE(${a}.backend, '') = COALESCE(${b}.backend, '')`;
 
-export async function readUsageMismatches(
-  tx: Tx,
-): Promise<{ ledger: UsageLedgerMismatch[]; rows: UsageRowMismatch[]; rows_checked: number; daily: UsageDailyMismatch[] }> {
+export async function readUsageMismatches(tx: Tx): Promise<{
+  ledger: UsageLedgerMismatch[];
+  rows: UsageRowMismatch[];
+  rows_checked: number;
+  daily: UsageDailyMismatch[];
+  by_model: UsageModelMismatch[];
+}> {
   const ledger = await tx.query<{ workspace_id: string; r: string[]; l: string[] }>(
     `WITH r AS (SELECT workspace_id, sum(charged_micro_eur) AS charged, sum(refunded_micro_eur) AS refunded, sum(cost_micro_eur) AS cost
                   FROM (SELECT workspace_id, charged_micro_eur, refunded_micro_eur, cost_micro_eur FROM usage_rollups
@@ -116,6 +131,7 @@ export async function readUsageMismatches(
       LIMIT ${LISTED_MAX}`,
   );
   const daily = await readDailyMismatches(tx);
+  const by_model = await readModelMismatches(tx);
   const checked = await tx.query<{ n: number }>(`SELECT count(*)::bigint AS n FROM usage_rollups`);
   const toNumbers = (a: string[]) => a.map(Number);
   return {
@@ -136,6 +152,7 @@ export async function readUsageMismatches(
     })),
     rows_checked: checked.rows[0]!.n,
     daily,
+    by_model,
   };
 }
 
@@ -158,5 +175,26 @@ async function readDailyMismatches(tx: Tx): Promise<UsageDailyMismatch[]> {
     day: m.day.toISOString(),
     daily: (m.daily as unknown as string[]).map(Number),
     hourly: (m.hourly as unknown as string[]).map(Number),
+  }));
+}
+
+/** The daily rows by model that are not the sums of their day's daily rows of that model (either side missing counts as zeros). */
+async function readModelMismatches(tx: Tx): Promise<UsageModelMismatch[]> {
+  const r = await tx.query<UsageModelMismatch & { day: Date }>(
+    `WITH d AS (SELECT workspace_id, day, model, ${COUNTERS.map((c) => `sum(${c}) AS ${c}`).join(', ')}
+                  FROM usage_daily_rollups GROUP BY 1, 2, 3)
+     SELECT COALESCE(m.workspace_id, d.workspace_id) AS workspace_id, COALESCE(m.day, d.day) AS day, COALESCE(m.model, d.model) AS model,
+            ARRAY[${COUNTERS.map((c) => `COALESCE(m.${c}, 0)`).join(', ')}]::bigint[] AS by_model,
+            ARRAY[${COUNTERS.map((c) => `COALESCE(d.${c}, 0)`).join(', ')}]::bigint[] AS daily
+       FROM usage_daily_model_rollups m FULL JOIN d
+         ON m.workspace_id = d.workspace_id AND m.day = d.day AND COALESCE(m.model, '') = COALESCE(d.model, '')
+      WHERE ${COUNTERS.map((c) => `COALESCE(m.${c}, 0) <> COALESCE(d.${c}, 0)`).join(' OR ')}
+      LIMIT ${LISTED_MAX}`,
+  );
+  return r.rows.map((m) => ({
+    ...m,
+    day: m.day.toISOString(),
+    by_model: (m.by_model as unknown as string[]).map(Number),
+    daily: (m.daily as unknown as string[]).map(Number),
   }));
 }

@@ -1,9 +1,11 @@
 // Reads of usage: sums of the rollups of settled requests (kept by the database in the transactions that
-// move the money: src/db/migrations/021_usage_rollups.sql, hourly, and 029_usage_daily_rollups.sql, daily)
-// per UTC hour, day or month and group, plus the requests still pending (jobs charged, speech held),
-// counted from their own rows (few per workspace, indexed). A read by hour sums the hourly rows, one by
-// day or month the daily rows: it touches at most one row per hour (or day) and group of the range, never
-// the ledger, so its cost follows the range and the groups asked for, not how many requests were made.
+// move the money: src/db/migrations/021_usage_rollups.sql, hourly; 029_usage_daily_rollups.sql, daily;
+// 033_usage_daily_model_rollups.sql, daily by model alone) per UTC hour, day or month and group, plus the
+// requests still pending (jobs charged, speech held), counted from their own rows (few per workspace,
+// indexed). A read by hour sums the hourly rows; one by day or month the daily rows by model when it
+// groups by nothing but model (and workspace), else the daily rows. It touches at most one row per hour
+// (or day) and rollup group of the range, never the ledger, so its cost follows the range and the groups
+// asked for, not how many requests were made.
 import { createHash } from 'node:crypto';
 import type { Db } from '../db/pool.js';
 import { invalidParam } from '../errors.js';
@@ -50,7 +52,6 @@ export const COUNTERS = [
   'video_seconds',
   'characters',
 ] as const;
-type Counts = Record<(typeof COUNTERS)[number], number>;
 
 /** The start of the bucket holding `s` (Unix seconds, UTC). */
 export function bucketStart(s: number, bucket: UsageBucket): number {
@@ -86,6 +87,18 @@ export function usageRange(q: Pick<UsageRequest, 'start' | 'end' | 'bucket'>, no
 
 /** The fields a rollup row is kept by (each group is one of them). */
 const ROW_FIELDS = 'workspace_id, kind, model, api_key_id, backend';
+/** The same fields from the daily rows by model, which keep no kind, key or backend. */
+const MODEL_ROW_FIELDS = 'workspace_id, NULL::text AS kind, model, NULL::uuid AS api_key_id, NULL::text AS backend';
+/** The groups the daily rows by model can answer. */
+const MODEL_ROLLUP_GROUPS: ReadonlySet<UsageGroup> = new Set(['model', 'workspace']);
+
+/** The rollup a read sums: its table, its time column and its fields (ROW_FIELDS' order). */
+function rollupOf(bucket: UsageBucket, groups: readonly UsageGroup[]): { table: string; at: 'hour' | 'day'; fields: string } {
+  if (bucket === 'hour') return { table: 'usage_rollups', at: 'hour', fields: ROW_FIELDS };
+  // Whole days (and months) sum daily rows: a range by day or month starts and ends on a UTC day.
+  if (groups.every((g) => MODEL_ROLLUP_GROUPS.has(g))) return { table: 'usage_daily_model_rollups', at: 'day', fields: MODEL_ROW_FIELDS };
+  return { table: 'usage_daily_rollups', at: 'day', fields: ROW_FIELDS };
+}
 
 /** A row of the read's statement: its bucket's start, the grouped columns (text or null), the counters. */
 type SqlRowValues = (number | string | null)[];
@@ -100,8 +113,7 @@ export function usageQuery(q: UsageRequest, now_s: number) {
   const columns = groups.map((g) => GROUP_COLUMN[g]);
   const values: unknown[] = [q.bucket, range.start, range.end, USAGE_ROWS_MAX + 1];
   if (q.workspaceId !== null) values.push(q.workspaceId);
-  // Whole days (and months) sum the daily rows: a range by day or month starts and ends on a UTC day.
-  const [table, at] = q.bucket === 'hour' ? ['usage_rollups', 'hour'] : ['usage_daily_rollups', 'day'];
+  const { table, at, fields } = rollupOf(q.bucket, groups);
   // Each row's bucket, computed before the sums: a rollup row of the bucket's own size is its bucket as it is
   // (date_trunc in a time zone, once per row, was most of the statement's time); pending rows are few.
   const rollupBucket = q.bucket === at ? at : `date_trunc($1, ${at}, 'UTC')`;
@@ -111,7 +123,7 @@ export function usageQuery(q: UsageRequest, now_s: number) {
   const fromRow = (counts: string) => COUNTERS.map((c, i) => `${counts}[${i + 1}] AS ${c}`).join(', ');
   const text = `SELECT extract(epoch FROM at)::bigint AS bucket_start${columns.map((c) => `, ${c}`).join('')},
             ${COUNTERS.map((c) => `bigint_sum(${c}) AS ${c}`).join(', ')}
-       FROM (SELECT ${rollupBucket} AS at, ${ROW_FIELDS}, ${COUNTERS.join(', ')} FROM ${table} WHERE ${inRange(at)}
+       FROM (SELECT ${rollupBucket} AS at, ${fields}, ${COUNTERS.join(', ')} FROM ${table} WHERE ${inRange(at)}
              UNION ALL
              SELECT date_trunc($1, created_at, 'UTC'), ${ROW_FIELDS}, ${fromRow('c')}
                FROM (SELECT j.*, 'video' AS kind, usage_video_job_counts(j) AS c FROM video_jobs j WHERE status = 'pending' AND ${inRange('created_at')}) j
@@ -139,35 +151,31 @@ export async function readUsage(db: Db, q: UsageRequest, now_s = Math.floor(Date
       'usage_too_many_rows',
     );
   }
-  const total = Object.fromEntries(COUNTERS.map((c) => [c, 0])) as Counts;
+  const total = COUNTERS.map(() => 0);
   const first = 1 + columns.length;
   const data = r.rows.map((a) => {
     const start = a[0] as number;
     const row: Record<string, unknown> = { start, end: bucketEnd(start, q.bucket) };
     for (let i = 0; i < columns.length; i++) row[columns[i]!] = a[1 + i] ?? null;
-    const counts = {} as Counts;
-    COUNTERS.forEach((c, i) => {
-      counts[c] = a[first + i] as number;
-      total[c] += counts[c];
-    });
-    return Object.assign(row, presentCounts(counts)) as UsageRow;
+    for (let i = 0; i < COUNTERS.length; i++) total[i]! += a[first + i] as number;
+    return putCounts(row, a as number[], first) as UsageRow;
   });
-  return { object: 'usage', start: range.start, end: range.end, bucket: q.bucket, data, total: presentCounts(total) };
+  return { object: 'usage', start: range.start, end: range.end, bucket: q.bucket, data, total: putCounts({}, total, 0) };
 }
 
-function presentCounts(c: Counts): UsageTotal {
-  return {
-    requests: c.requests,
-    succeeded: c.succeeded,
-    failed: c.failed,
-    pending: c.pending,
-    charged_in_euro: microEurToEur(c.charged_micro_eur),
-    refunded_in_euro: microEurToEur(c.refunded_micro_eur),
-    cost_in_euro: microEurToEur(c.cost_micro_eur),
-    videos: c.videos,
-    video_seconds: c.video_seconds,
-    characters: c.characters,
-  };
+/** Sets the counters `v[at..]` (COUNTERS' order, money in micro-euros) on `row` as the API names them, in place. */
+function putCounts(row: Record<string, unknown>, v: readonly number[], at: number): UsageTotal {
+  row['requests'] = v[at];
+  row['succeeded'] = v[at + 1];
+  row['failed'] = v[at + 2];
+  row['pending'] = v[at + 3];
+  row['charged_in_euro'] = microEurToEur(v[at + 4]!);
+  row['refunded_in_euro'] = microEurToEur(v[at + 5]!);
+  row['cost_in_euro'] = microEurToEur(v[at + 6]!);
+  row['videos'] = v[at + 7];
+  row['video_seconds'] = v[at + 8];
+  row['characters'] = v[at + 9];
+  return row as UsageTotal;
 }
 
 const CSV_COUNTERS = [

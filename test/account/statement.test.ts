@@ -4,11 +4,8 @@
 // balance after each existing entry.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
-import path from 'node:path';
 import { createPool, inTransaction, type Db } from '../../src/db/pool.js';
 import { migrate } from '../../src/db/migrate.js';
-import { projectPath } from '../../src/paths.js';
 import { LEDGER_PAGE_SQL } from '../../src/account/statement.js';
 import {
   ADMIN_TOKEN,
@@ -22,6 +19,7 @@ import {
   waitForJob,
   type Stack,
 } from '../helpers/stack.js';
+import { migrateBefore } from '../helpers/migrations.js';
 
 let stack: Stack;
 before(async () => {
@@ -204,16 +202,7 @@ test('migration 006 fills the balance after each existing entry with the running
   const db = createPool(await createTestDatabase(), 2);
   try {
     // The schema as it was before 006, with entries written by the old code (no balance_after).
-    const dir = projectPath('src', 'db', 'migrations');
-    const before006 = fs
-      .readdirSync(dir)
-      .filter((f) => /^\d{3}_.*\.sql$/.test(f) && f < '006')
-      .sort();
-    await db.query('CREATE TABLE schema_migrations (version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())');
-    for (const f of before006) {
-      await db.query(fs.readFileSync(path.join(dir, f), 'utf8'));
-      await db.query('INSERT INTO schema_migrations (version) VALUES ($1)', [f]);
-    }
+    await migrateBefore(db, '006');
     const [w1, w2] = ['11111111-1111-4111-8111-111111111111', '22222222-2222-4222-8222-222222222222'];
     const job = '33333333-3333-4333-8333-333333333333';
     await db.query(`INSERT INTO workspaces (id, name, balance_micro_eur) VALUES ($1, 'one', 1300000), ($2, 'two', 700000)`, [w1, w2]);

@@ -5,33 +5,19 @@
 // what the hourly rows give summed, row for row, and the ledger audit (its daily check included) holds.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
-import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { createPool, type Db } from '../../src/db/pool.js';
 import { migrate } from '../../src/db/migrate.js';
-import { projectPath } from '../../src/paths.js';
 import { addCredits } from '../../src/billing/ledger.js';
 import { auditLedger } from '../../src/billing/audit.js';
 import { chargeVideoJob, settleVideoJob } from '../../src/video-jobs/billing.js';
 import { COUNTERS, readUsage, type UsageRequest } from '../../src/usage/service.js';
 import { createTestDatabase } from '../helpers/stack.js';
+import { migrateBefore } from '../helpers/migrations.js';
 
 const HOUR_MS = 3_600_000;
 const DAY_MS = 24 * HOUR_MS;
 const MIGRATION = '029_usage_daily_rollups.sql';
-
-async function migrateBefore(db: Db, version: string): Promise<void> {
-  const dir = projectPath('src', 'db', 'migrations');
-  await db.query('CREATE TABLE schema_migrations (version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())');
-  for (const f of fs
-    .readdirSync(dir)
-    .filter((f) => /^\d{3}_.*\.sql$/.test(f) && f < version)
-    .sort()) {
-    await db.query(fs.readFileSync(path.join(dir, f), 'utf8'));
-    await db.query('INSERT INTO schema_migrations (version) VALUES ($1)', [f]);
-  }
-}
 
 /** The usage as the hourly rows give it per bucket of `bucket` (what reads by day gave before the daily rows). */
 async function fromHourly(db: Db, workspaceId: string, bucket: 'day' | 'month'): Promise<unknown[]> {

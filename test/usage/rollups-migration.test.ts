@@ -3,32 +3,22 @@
 // settled after it lands in its creation hour, exact against the ledger.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
-import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { createPool } from '../../src/db/pool.js';
 import { migrate } from '../../src/db/migrate.js';
-import { projectPath } from '../../src/paths.js';
 import { addCredits } from '../../src/billing/ledger.js';
 import { auditLedger } from '../../src/billing/audit.js';
 import { chargeVideoJob, settleVideoJob } from '../../src/video-jobs/billing.js';
 import { readUsage } from '../../src/usage/service.js';
 import { createTestDatabase } from '../helpers/stack.js';
+import { migrateBefore } from '../helpers/migrations.js';
 
 const HOUR_MS = 3_600_000;
 
 test('migration 021 counts the existing requests once; a job settled after it updates its creation hour', async () => {
   const db = createPool(await createTestDatabase(), 2);
   try {
-    const dir = projectPath('src', 'db', 'migrations');
-    await db.query('CREATE TABLE schema_migrations (version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())');
-    for (const f of fs
-      .readdirSync(dir)
-      .filter((f) => /^\d{3}_.*\.sql$/.test(f) && f < '021')
-      .sort()) {
-      await db.query(fs.readFileSync(path.join(dir, f), 'utf8'));
-      await db.query('INSERT INTO schema_migrations (version) VALUES ($1)', [f]);
-    }
+    await migrateBefore(db, '021');
     const ws = randomUUID();
     await db.query(`INSERT INTO workspaces (id, name) VALUES ($1, 'before')`, [ws]);
     await addCredits(db, { workspaceId: ws, amount_micro_eur: 50_000_000 });
