@@ -14,6 +14,12 @@
 //     Cartesia's WebSocket, its fake's here, with the same delay) against a context on a connection to the
 //     fake's /tts/websocket kept open by each speaker, as the service keeps its own.
 //
+// Fifty speakers, two ways: all starting in the same instant (a round of 50 requests sent together, the
+// worst burst), and in flight together with their starts spread (speaker s starts s/50 of an utterance
+// after the first, then each speaks back to back: at any moment about 50 are speaking, their requests
+// arriving one after another, as 50 live conversations would). The first utterance of each spread
+// speaker is not timed (until the last has started, fewer than 50 are speaking).
+//
 // The difference is what the service adds: authentication, the hold (a PostgreSQL transaction) before the
 // provider is asked, and the relay. Target: at most 5 ms at p50 and 20 ms at p99 on the first byte. Each
 // speaker has a workspace of its own (a workspace's holds queue on its balance's lock).
@@ -50,9 +56,15 @@ interface Timing {
   last_ms: number;
 }
 
+/** How a series' speakers start: all in the same instant (rounds of one request each), or spread over an utterance. */
+type Arrival = 'together' | 'spread';
+/** Utterances each spread speaker speaks per round, the first not timed. */
+const SPREAD_UTTERANCES = 3;
+
 export interface SpeechSeries {
   way: 'http' | 'websocket' | 'websocket cartesia';
   concurrency: number;
+  arrival: Arrival;
   through: Timing[];
   direct: Timing[];
   errors: number;
@@ -222,6 +234,67 @@ async function series(n: number, concurrency: number, one: (speaker: number, i: 
   return { timings, errors, first_error };
 }
 
+/**
+ * `concurrency` speakers spread over one utterance (`utterance_ms`): speaker s starts s/concurrency of it
+ * after the first, then speaks SPREAD_UTTERANCES times back to back; each speaker's first is not timed.
+ */
+async function spread(concurrency: number, utterance_ms: number, one: (speaker: number, i: number) => Promise<Timing>) {
+  const timings: Timing[] = [];
+  let errors = 0;
+  let first_error: string | null = null;
+  await Promise.all(
+    Array.from({ length: concurrency }, async (_, speaker) => {
+      await new Promise((r) => setTimeout(r, (speaker * utterance_ms) / concurrency));
+      for (let i = 0; i < SPREAD_UTTERANCES; i++) {
+        try {
+          const t = await one(speaker, i);
+          if (i > 0) timings.push(t);
+        } catch (err) {
+          errors++;
+          first_error ??= (err as Error).message;
+        }
+      }
+    }),
+  );
+  return { timings, errors, first_error };
+}
+
+type One = (speaker: number, i: number) => Promise<Timing>;
+
+/**
+ * Through the service and straight to the provider, in alternating rounds (drift on a shared machine hits
+ * both), `n` timed requests each: together (rounds of `concurrency` requests at once, each speaker calling
+ * again as soon as it is done) or spread (see `spread`, over the median utterance of the warm-up).
+ */
+async function compare(
+  way: SpeechSeries['way'],
+  concurrency: number,
+  arrival: Arrival,
+  n: number,
+  warm: { through: One; direct: One },
+  timed: { through: One; direct: One },
+): Promise<SpeechSeries> {
+  const w = await series(WARMUP, Math.min(concurrency, WARMUP), warm.through);
+  await series(WARMUP, Math.min(concurrency, WARMUP), warm.direct);
+  const utterance_ms = percentile(sortedOf(w.timings, 'last_ms'), 50);
+  const through: Timing[] = [];
+  const direct: Timing[] = [];
+  let errors = 0;
+  let first_error: string | null = null;
+  const perRound = arrival === 'together' ? n / 4 : concurrency * (SPREAD_UTTERANCES - 1);
+  for (let round = 0; through.length < n; round++) {
+    const run = (one: One) => (arrival === 'together' ? series(perRound, concurrency, one) : spread(concurrency, utterance_ms, one));
+    const a = await run(timed.through);
+    const b = await run(timed.direct);
+    through.push(...a.timings);
+    direct.push(...b.timings);
+    errors += a.errors + b.errors;
+    first_error ??= a.first_error ?? b.first_error;
+    if (a.timings.length === 0 || round > 8) break;
+  }
+  return { way, concurrency, arrival, through, direct, errors, first_error };
+}
+
 export async function benchSpeechLatency(infra: Infra, log: Log): Promise<SpeechSeries[]> {
   const fake = await startElevenLabsFake();
   const cartesia = await startCartesiaFake();
@@ -254,62 +327,40 @@ export async function benchSpeechLatency(infra: Infra, log: Log): Promise<Speech
     const through = `${api}/v2/audio/speech`;
     const httpBody = JSON.stringify({ input: TEXT, voice: VOICE, response_format: 'pcm', stream_format: 'audio' });
     const directBody = JSON.stringify({ text: TEXT, model_id: 'eleven_multilingual_v2' });
+    let ctx = 0;
     for (const concurrency of CONCURRENCIES) {
       const n = REQUESTS[concurrency]!;
-      log(`phase 8: HTTP streaming, ${concurrency} at once`);
+      const arrivals: Arrival[] = concurrency === 1 ? ['together'] : ['together', 'spread'];
       const bearer = (speaker: number) => ({ authorization: `Bearer ${keys[speaker]!.key}` });
-      await series(WARMUP, Math.min(concurrency, WARMUP), (sp) => timedPost(through, bearer(sp), httpBody));
-      // The two take turns in rounds, so drift on a shared machine hits both.
-      const t: Timing[] = [];
-      const d: Timing[] = [];
-      let errors = 0;
-      let first_error: string | null = null;
-      for (let round = 0; round < 4; round++) {
-        const a = await series(n / 4, concurrency, (sp) => timedPost(through, bearer(sp), httpBody));
-        const b = await series(n / 4, concurrency, () => timedPost(direct, { 'xi-api-key': fake.apiKey }, directBody));
-        t.push(...a.timings);
-        d.push(...b.timings);
-        errors += a.errors + b.errors;
-        first_error ??= a.first_error ?? b.first_error;
+      for (const arrival of arrivals) {
+        log(`phase 8: HTTP streaming, ${concurrency} speakers${concurrency > 1 ? `, ${arrival}` : ''}`);
+        const http = {
+          through: (sp: number) => timedPost(through, bearer(sp), httpBody),
+          direct: () => timedPost(direct, { 'xi-api-key': fake.apiKey }, directBody),
+        };
+        out.push(await compare('http', concurrency, arrival, n, http, http));
       }
-      out.push({ way: 'http', concurrency, through: t, direct: d, errors, first_error });
 
-      log(`phase 8: WebSocket, ${concurrency} at once`);
       const sockets = await Promise.all(Array.from({ length: concurrency }, (_, sp) => openSocket(api, keys[sp]!.key)));
-      let ctx = 0;
-      await series(WARMUP, Math.min(concurrency, WARMUP), (s) => timedContext(sockets[s]!, `w${ctx++}`));
-      const wt: Timing[] = [];
-      const wd: Timing[] = [];
-      let wErrors = 0;
-      let wFirst: string | null = null;
-      for (let round = 0; round < 4; round++) {
-        const a = await series(n / 4, concurrency, (s) => timedContext(sockets[s]!, `c${ctx++}`));
-        const b = await series(n / 4, concurrency, () => timedStreamInput(fake));
-        wt.push(...a.timings);
-        wd.push(...b.timings);
-        wErrors += a.errors + b.errors;
-        wFirst ??= a.first_error ?? b.first_error;
+      for (const arrival of arrivals) {
+        log(`phase 8: WebSocket, ${concurrency} speakers${concurrency > 1 ? `, ${arrival}` : ''}`);
+        const socket = (prefix: string) => ({
+          through: (s: number) => timedContext(sockets[s]!, `${prefix}${ctx++}`),
+          direct: () => timedStreamInput(fake),
+        });
+        out.push(await compare('websocket', concurrency, arrival, n, socket('w'), socket('c')));
       }
-      out.push({ way: 'websocket', concurrency, through: wt, direct: wd, errors: wErrors, first_error: wFirst });
 
-      log(`phase 8: WebSocket with a Cartesia voice, ${concurrency} at once`);
       const straight = await Promise.all(Array.from({ length: concurrency }, () => openCartesia(cartesia)));
-      await series(WARMUP, Math.min(concurrency, WARMUP), (s) => timedContext(sockets[s]!, `w${ctx++}`, CARTESIA_VOICE));
-      await series(WARMUP, Math.min(concurrency, WARMUP), (s) => timedCartesiaContext(straight[s]!, `w${ctx++}`));
-      const ct: Timing[] = [];
-      const cd: Timing[] = [];
-      let cErrors = 0;
-      let cFirst: string | null = null;
-      for (let round = 0; round < 4; round++) {
-        const a = await series(n / 4, concurrency, (s) => timedContext(sockets[s]!, `c${ctx++}`, CARTESIA_VOICE));
-        const b = await series(n / 4, concurrency, (s) => timedCartesiaContext(straight[s]!, `d${ctx++}`));
-        ct.push(...a.timings);
-        cd.push(...b.timings);
-        cErrors += a.errors + b.errors;
-        cFirst ??= a.first_error ?? b.first_error;
+      for (const arrival of arrivals) {
+        log(`phase 8: WebSocket with a Cartesia voice, ${concurrency} speakers${concurrency > 1 ? `, ${arrival}` : ''}`);
+        const cartesiaWay = (prefix: string) => ({
+          through: (s: number) => timedContext(sockets[s]!, `${prefix}${ctx++}`, CARTESIA_VOICE),
+          direct: (s: number) => timedCartesiaContext(straight[s]!, `${prefix}d${ctx++}`),
+        });
+        out.push(await compare('websocket cartesia', concurrency, arrival, n, cartesiaWay('w'), cartesiaWay('c')));
       }
       for (const s of [...sockets, ...straight]) s.close();
-      out.push({ way: 'websocket cartesia', concurrency, through: ct, direct: cd, errors: cErrors, first_error: cFirst });
     }
     if (profDir) await stopGracefully(apiProcess);
   } finally {
@@ -325,7 +376,7 @@ const sortedOf = (t: Timing[], k: keyof Timing) => t.map((x) => x[k]).sort((a, b
 export function formatSpeechLatency(list: SpeechSeries[]): string {
   const lines = [
     `8. speech: time to first and last audio byte, through the service and straight to the provider (ElevenLabs' or Cartesia's fake, ${SPEECH_PROVIDER_DELAY_MS} ms to first audio)`,
-    `   ${'way'.padEnd(18)} ${'speakers'.padStart(8)}  ${'n'.padStart(4)}  ${'first p50'.padStart(22)}  ${'first p99'.padStart(22)}  ${'last p50'.padStart(15)}  added to first p50 / p99 (target <= ${SPEECH_TARGETS_MS.p50} / ${SPEECH_TARGETS_MS.p99} ms)`,
+    `   ${'way'.padEnd(18)} ${'speakers'.padStart(16)}  ${'n'.padStart(4)}  ${'first p50'.padStart(22)}  ${'first p99'.padStart(22)}  ${'last p50'.padStart(15)}  added to first p50 / p99 (target <= ${SPEECH_TARGETS_MS.p50} / ${SPEECH_TARGETS_MS.p99} ms)`,
   ];
   for (const s of list) {
     const tf = sortedOf(s.through, 'first_ms');
@@ -334,13 +385,16 @@ export function formatSpeechLatency(list: SpeechSeries[]): string {
     const dl = sortedOf(s.direct, 'last_ms');
     const pair = (a: number, b: number) => `${ms(a)} vs ${ms(b)} ms`;
     lines.push(
-      `   ${s.way.padEnd(18)} ${String(s.concurrency).padStart(8)}  ${String(tf.length).padStart(4)}  ` +
+      `   ${s.way.padEnd(18)} ${`${s.concurrency}${s.concurrency > 1 ? `, ${s.arrival}` : ''}`.padStart(16)}  ${String(tf.length).padStart(4)}  ` +
         `${pair(percentile(tf, 50), percentile(df, 50)).padStart(22)}  ${pair(percentile(tf, 99), percentile(df, 99)).padStart(22)}  ` +
         `${pair(percentile(tl, 50), percentile(dl, 50)).padStart(15)}  ` +
         `+${ms(percentile(tf, 50) - percentile(df, 50))} / +${ms(percentile(tf, 99) - percentile(df, 99))} ms` +
         (s.errors ? `  (${s.errors} failed: ${s.first_error})` : ''),
     );
   }
-  lines.push('   (through vs direct; each pair measured in alternating rounds in one run; the machine is shared, so figures are noisy)');
+  lines.push(
+    '   (through vs direct; each pair measured in alternating rounds in one run; the machine is shared, so figures are noisy;',
+    '    50 together: rounds of 50 requests sent in the same instant; 50 spread: 50 speaking at once, their starts spread over an utterance)',
+  );
   return lines.join('\n') + '\n';
 }
