@@ -234,11 +234,14 @@ async function series(n: number, concurrency: number, one: (speaker: number, i: 
   return { timings, errors, first_error };
 }
 
+/** One timed request of a speaker (its i-th). */
+type One = (speaker: number, i: number) => Promise<Timing>;
+
 /**
  * `concurrency` speakers spread over one utterance (`utterance_ms`): speaker s starts s/concurrency of it
  * after the first, then speaks SPREAD_UTTERANCES times back to back; each speaker's first is not timed.
  */
-async function spread(concurrency: number, utterance_ms: number, one: (speaker: number, i: number) => Promise<Timing>) {
+async function spread(concurrency: number, utterance_ms: number, one: One) {
   const timings: Timing[] = [];
   let errors = 0;
   let first_error: string | null = null;
@@ -258,8 +261,6 @@ async function spread(concurrency: number, utterance_ms: number, one: (speaker: 
   );
   return { timings, errors, first_error };
 }
-
-type One = (speaker: number, i: number) => Promise<Timing>;
 
 /**
  * Through the service and straight to the provider, in alternating rounds (drift on a shared machine hits
