@@ -10,11 +10,12 @@ import { createPool } from '../../src/db/pool.js';
 import { migrate } from '../../src/db/migrate.js';
 import { addCredits } from '../../src/billing/ledger.js';
 import { auditLedger } from '../../src/billing/audit.js';
-import { chargeVideoJob, settleVideoJob } from '../../src/video-jobs/billing.js';
+import { chargeVideoJob } from '../../src/video-jobs/billing.js';
 import { COUNTERS, readUsage, usageQuery } from '../../src/usage/service.js';
 import type { UsageRow } from '../../src/usage/schemas.js';
 import { createTestDatabase } from '../helpers/stack.js';
 import { migrateBefore } from '../helpers/migrations.js';
+import { settleTwoVideos } from './jobs.js';
 
 const HOUR_MS = 3_600_000;
 const DAY_MS = 24 * HOUR_MS;
@@ -90,15 +91,7 @@ test('migration 033 sums the daily rollups by model once; the triggers keep them
       });
       assert.equal(r.ok, true, JSON.stringify(r));
     };
-    const settle = (jobId: string, outcome: 'succeeded' | 'failed') =>
-      settleVideoJob(db, {
-        jobId,
-        outcome,
-        delivered: outcome === 'succeeded' ? 2 : 0,
-        videos: outcome === 'succeeded' ? [0, 1].map((i) => ({ storage_key: `k${i}`, content_type: 'video/mp4', bytes: 1 })) : [],
-        error: outcome === 'failed' ? { code: 'x', message: 'y' } : null,
-        completed_at_ms: Date.now(),
-      });
+    const settle = (jobId: string, outcome: 'succeeded' | 'failed') => settleTwoVideos(db, jobId, outcome);
     // Each model by each key on one day (two hours), one more the day before; all settled but one.
     const jobs = [
       { id: randomUUID(), at: day + 2 * HOUR_MS, m: MODELS[0], key: keys[0]!, outcome: 'succeeded' as const },

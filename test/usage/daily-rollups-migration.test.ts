@@ -10,10 +10,11 @@ import { createPool, type Db } from '../../src/db/pool.js';
 import { migrate } from '../../src/db/migrate.js';
 import { addCredits } from '../../src/billing/ledger.js';
 import { auditLedger } from '../../src/billing/audit.js';
-import { chargeVideoJob, settleVideoJob } from '../../src/video-jobs/billing.js';
+import { chargeVideoJob } from '../../src/video-jobs/billing.js';
 import { COUNTERS, readUsage, type UsageRequest } from '../../src/usage/service.js';
 import { createTestDatabase } from '../helpers/stack.js';
 import { migrateBefore } from '../helpers/migrations.js';
+import { settleTwoVideos } from './jobs.js';
 
 const HOUR_MS = 3_600_000;
 const DAY_MS = 24 * HOUR_MS;
@@ -56,15 +57,7 @@ test('migration 029 sums the hourly rollups into days once; the triggers keep bo
       });
       assert.equal(r.ok, true);
     };
-    const settle = (jobId: string, outcome: 'succeeded' | 'failed') =>
-      settleVideoJob(db, {
-        jobId,
-        outcome,
-        delivered: outcome === 'succeeded' ? 2 : 0,
-        videos: outcome === 'succeeded' ? [0, 1].map((i) => ({ storage_key: `k${i}`, content_type: 'video/mp4', bytes: 1 })) : [],
-        error: outcome === 'failed' ? { code: 'x', message: 'y' } : null,
-        completed_at_ms: Date.now(),
-      });
+    const settle = (jobId: string, outcome: 'succeeded' | 'failed') => settleTwoVideos(db, jobId, outcome);
     const ids = times.map(() => randomUUID());
     for (const [i, id] of ids.entries()) await charge(id, times[i]!);
     await settle(ids[0]!, 'succeeded');
