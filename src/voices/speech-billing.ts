@@ -10,7 +10,7 @@
 import { inTransaction, prepared, type Db, type Tx } from '../db/pool.js';
 import { assertMicroEur } from '../money.js';
 import { findSpeechModel, speechCostMicroEur } from '../models/catalog.js';
-import { applyEntry, isUniqueViolation, lockWorkspaceBalance, NotFoundError, spendFromKey, SPEECH_HOLD_TTL_MS } from '../billing/ledger.js';
+import { isUniqueViolation, lockWorkspaceBalance, NotFoundError, spendFromKey, SPEECH_HOLD_TTL_MS } from '../billing/ledger.js';
 
 export { SPEECH_HOLD_TTL_MS };
 
@@ -249,50 +249,73 @@ async function hold(
   }
 }
 
-/** Turns the hold into one ledger charge, with where the audio is kept for replays. Idempotent. */
+/**
+ * The capture of a whole hold, as one statement, one round trip (it runs as a stream ends, on the pool the
+ * next requests' holds wait for): the workspace's row locked first, then the request's, as a release takes
+ * them, so the request's status is the last committed one. Only a held request is captured: its cost
+ * charged as one ledger entry whose balance_after is the balance it left, the hold ended with it, the
+ * request delivered with where its audio is kept. Always one row when the request exists: its status
+ * before, its cost, the balance before and (captured) after.
+ */
+const CAPTURE_HELD = prepared(
+  'speech-capture',
+  `
+  WITH req AS (
+    SELECT workspace_id FROM speech_requests WHERE id = $1
+  ), w AS (
+    SELECT id, balance_micro_eur FROM workspaces WHERE id = (SELECT workspace_id FROM req) FOR UPDATE
+  ), r AS (
+    SELECT id, workspace_id, status, cost_micro_eur FROM speech_requests WHERE id = $1 AND EXISTS (SELECT 1 FROM w) FOR UPDATE
+  ), c AS (
+    SELECT id, workspace_id, cost_micro_eur FROM r WHERE status = 'held'
+  ), moved AS (
+    UPDATE workspaces ws SET balance_micro_eur = ws.balance_micro_eur - c.cost_micro_eur, held_micro_eur = ws.held_micro_eur - c.cost_micro_eur
+      FROM c WHERE ws.id = c.workspace_id
+    RETURNING ws.balance_micro_eur
+  ), charged AS (
+    INSERT INTO ledger_entries (workspace_id, kind, amount_micro_eur, idempotency_key, speech_request_id, balance_after_micro_eur)
+    SELECT c.workspace_id, 'charge', -c.cost_micro_eur, $2, c.id, moved.balance_micro_eur FROM c, moved
+    RETURNING balance_after_micro_eur
+  ), delivered AS (
+    UPDATE speech_requests s SET status = 'delivered', held_at = NULL, audio_bytes = $3, audio_storage_key = $4, audio_content_type = $5
+      FROM c WHERE s.id = c.id
+    RETURNING s.id
+  )
+  SELECT r.workspace_id, r.status, r.cost_micro_eur, w.balance_micro_eur AS balance_before_micro_eur,
+         (SELECT balance_after_micro_eur FROM charged) AS balance_after_micro_eur, (SELECT count(*) FROM delivered)::int AS delivered
+    FROM r, w`,
+);
+
+/** Turns the hold into one ledger charge, with where the audio is kept for replays (one statement: CAPTURE_HELD). Idempotent. */
 export async function captureSpeech(
   db: Db,
   c: { speechRequestId: string; audioBytes: number; audioStorageKey: string | null; audioContentType: string },
 ): Promise<{ captured: boolean; cost_micro_eur: number; balance_micro_eur: number; workspace_id: string }> {
   if (!(Number.isSafeInteger(c.audioBytes) && c.audioBytes > 0)) throw new Error('invariant: delivered speech has audio');
-  return inTransaction(db, async (tx) => {
-    const r = await tx.query<{ workspace_id: string }>('SELECT workspace_id FROM speech_requests WHERE id = $1', [c.speechRequestId]);
-    const row = r.rows[0];
-    if (!row) throw new Error(`invariant: speech request ${c.speechRequestId} was never held`);
-    const locked = await lockWorkspaceBalance(tx, row.workspace_id);
-    return { ...(await captureLocked(tx, row.workspace_id, locked.balance_micro_eur, c)), workspace_id: row.workspace_id };
+  const r = await db.query<{
+    workspace_id: string;
+    status: string;
+    cost_micro_eur: number;
+    balance_before_micro_eur: number;
+    balance_after_micro_eur: number | null;
+    delivered: number;
+  }>({
+    ...CAPTURE_HELD,
+    values: [c.speechRequestId, speechChargeKey(c.speechRequestId), c.audioBytes, c.audioStorageKey, c.audioContentType],
   });
-}
-
-/** The capture, under the workspace's lock (release and capture of one request are serialised by it). */
-async function captureLocked(
-  tx: Tx,
-  workspaceId: string,
-  balance_micro_eur: number,
-  c: { speechRequestId: string; audioBytes: number; audioStorageKey: string | null; audioContentType: string },
-): Promise<{ captured: boolean; cost_micro_eur: number; balance_micro_eur: number }> {
-  const current = (
-    await tx.query<{ status: string; cost_micro_eur: number }>('SELECT status, cost_micro_eur FROM speech_requests WHERE id = $1', [
-      c.speechRequestId,
-    ])
-  ).rows[0]!;
-  if (current.status === 'delivered') return { captured: false, cost_micro_eur: current.cost_micro_eur, balance_micro_eur };
-  if (current.status !== 'held') throw new Error(`invariant: speech request ${c.speechRequestId} is ${current.status}, not held`);
-  await tx.query('UPDATE workspaces SET held_micro_eur = held_micro_eur - $2 WHERE id = $1', [workspaceId, current.cost_micro_eur]);
-  const balance = await applyEntry(tx, {
-    workspaceId,
-    kind: 'charge',
-    amount_micro_eur: -current.cost_micro_eur,
-    idempotencyKey: speechChargeKey(c.speechRequestId),
-    speechRequestId: c.speechRequestId,
-  });
-  if (balance !== balance_micro_eur - current.cost_micro_eur) throw new Error('invariant: capture moved the balance by the cost');
-  await tx.query(
-    `UPDATE speech_requests SET status = 'delivered', held_at = NULL, audio_bytes = $2, audio_storage_key = $3, audio_content_type = $4
-      WHERE id = $1`,
-    [c.speechRequestId, c.audioBytes, c.audioStorageKey, c.audioContentType],
-  );
-  return { captured: true, cost_micro_eur: current.cost_micro_eur, balance_micro_eur: balance };
+  const row = r.rows[0];
+  if (!row) throw new Error(`invariant: speech request ${c.speechRequestId} was never held`);
+  const cost_micro_eur = Number(row.cost_micro_eur);
+  const before = Number(row.balance_before_micro_eur);
+  const workspace_id = row.workspace_id;
+  if (row.status === 'delivered') return { captured: false, cost_micro_eur, balance_micro_eur: before, workspace_id };
+  if (row.status !== 'held') throw new Error(`invariant: speech request ${c.speechRequestId} is ${row.status}, not held`);
+  assertMicroEur(cost_micro_eur);
+  const after = Number(row.balance_after_micro_eur);
+  if (row.delivered !== 1 || row.balance_after_micro_eur === null)
+    throw new Error(`invariant: speech request ${c.speechRequestId} captured whole`);
+  if (after !== before - cost_micro_eur || after < 0) throw new Error('invariant: capture moved the balance by the cost');
+  return { captured: true, cost_micro_eur, balance_micro_eur: after, workspace_id };
 }
 
 /** Gives a held amount back (the provider failed, or the request died). Idempotent; a delivered request (or one marked delivered) stays delivered. */
