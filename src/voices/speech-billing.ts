@@ -10,6 +10,7 @@
 import { inTransaction, prepared, type Db, type Tx } from '../db/pool.js';
 import { assertMicroEur } from '../money.js';
 import { findSpeechModel, speechCostMicroEur } from '../models/catalog.js';
+import { ALERT_EVENT_TYPES } from '../webhooks/event-types.js';
 import { isUniqueViolation, lockWorkspaceBalance, NotFoundError, spendFromKey, SPEECH_HOLD_TTL_MS } from '../billing/ledger.js';
 
 export { SPEECH_HOLD_TTL_MS };
@@ -250,6 +251,24 @@ async function hold(
 }
 
 /**
+ * Whether the workspace (`workspaceId`, an SQL expression) has a live endpoint subscribed to a budget
+ * alert: only then can a charge's ledger entry record one (migration 024_budget_alerts.sql), so only then
+ * are its deliveries looked for after the commit. An endpoint subscribed between this read and the
+ * entry's trigger has its delivery started by the reconciler instead.
+ */
+const alertsSubscribed = (workspaceId: string) =>
+  `EXISTS (SELECT 1 FROM webhook_endpoints e WHERE e.workspace_id = ${workspaceId} AND e.deleted_at IS NULL
+              AND e.events && ARRAY[${ALERT_EVENT_TYPES.map((t) => `'${t}'`).join(', ')}]::text[])`;
+
+/** A charge that landed: what it cost, in which workspace, and whether it may have recorded budget alerts to deliver. */
+export interface SpeechCharge {
+  captured: boolean;
+  cost_micro_eur: number;
+  workspace_id: string;
+  alerts_subscribed: boolean;
+}
+
+/**
  * The capture of a whole hold, as one statement, one round trip (it runs as a stream ends, on the pool the
  * next requests' holds wait for): the workspace's row locked first, then the request's, as a release takes
  * them, so the request's status is the last committed one. Only a held request is captured: its cost
@@ -282,7 +301,8 @@ const CAPTURE_HELD = prepared(
     RETURNING s.id
   )
   SELECT r.workspace_id, r.status, r.cost_micro_eur, w.balance_micro_eur AS balance_before_micro_eur,
-         (SELECT balance_after_micro_eur FROM charged) AS balance_after_micro_eur, (SELECT count(*) FROM delivered)::int AS delivered
+         (SELECT balance_after_micro_eur FROM charged) AS balance_after_micro_eur, (SELECT count(*) FROM delivered)::int AS delivered,
+         ${alertsSubscribed('r.workspace_id')} AS alerts_subscribed
     FROM r, w`,
 );
 
@@ -290,7 +310,7 @@ const CAPTURE_HELD = prepared(
 export async function captureSpeech(
   db: Db,
   c: { speechRequestId: string; audioBytes: number; audioStorageKey: string | null; audioContentType: string },
-): Promise<{ captured: boolean; cost_micro_eur: number; balance_micro_eur: number; workspace_id: string }> {
+): Promise<SpeechCharge & { balance_micro_eur: number }> {
   if (!(Number.isSafeInteger(c.audioBytes) && c.audioBytes > 0)) throw new Error('invariant: delivered speech has audio');
   const r = await db.query<{
     workspace_id: string;
@@ -299,6 +319,7 @@ export async function captureSpeech(
     balance_before_micro_eur: number;
     balance_after_micro_eur: number | null;
     delivered: number;
+    alerts_subscribed: boolean;
   }>({
     ...CAPTURE_HELD,
     values: [c.speechRequestId, speechChargeKey(c.speechRequestId), c.audioBytes, c.audioStorageKey, c.audioContentType],
@@ -308,14 +329,15 @@ export async function captureSpeech(
   const cost_micro_eur = Number(row.cost_micro_eur);
   const before = Number(row.balance_before_micro_eur);
   const workspace_id = row.workspace_id;
-  if (row.status === 'delivered') return { captured: false, cost_micro_eur, balance_micro_eur: before, workspace_id };
+  const alerts_subscribed = row.alerts_subscribed;
+  if (row.status === 'delivered') return { captured: false, cost_micro_eur, balance_micro_eur: before, workspace_id, alerts_subscribed };
   if (row.status !== 'held') throw new Error(`invariant: speech request ${c.speechRequestId} is ${row.status}, not held`);
   assertMicroEur(cost_micro_eur);
   const after = Number(row.balance_after_micro_eur);
   if (row.delivered !== 1 || row.balance_after_micro_eur === null)
     throw new Error(`invariant: speech request ${c.speechRequestId} captured whole`);
   if (after !== before - cost_micro_eur || after < 0) throw new Error('invariant: capture moved the balance by the cost');
-  return { captured: true, cost_micro_eur, balance_micro_eur: after, workspace_id };
+  return { captured: true, cost_micro_eur, balance_micro_eur: after, workspace_id, alerts_subscribed };
 }
 
 /** Gives a held amount back (the provider failed, or the request died). Idempotent; a delivered request (or one marked delivered) stays delivered. */
@@ -547,10 +569,10 @@ export async function settleSpokenSpeech(
     audioBytes: number;
     audioContentType: string;
   },
-): Promise<{ status: 'captured' | 'released' | 'not_held'; characters: number; cost_micro_eur: number }> {
-  const notHeld = { status: 'not_held' as const, characters: 0, cost_micro_eur: 0 };
+): Promise<{ status: 'captured' | 'released' | 'not_held'; characters: number; cost_micro_eur: number; alerts_subscribed: boolean }> {
+  const notHeld = { status: 'not_held' as const, characters: 0, cost_micro_eur: 0, alerts_subscribed: false };
   if (s.spokenCharacters <= 0 || s.audioBytes <= 0) {
-    return (await releaseSpeech(db, s.speechRequestId)) ? { status: 'released' as const, characters: 0, cost_micro_eur: 0 } : notHeld;
+    return (await releaseSpeech(db, s.speechRequestId)) ? { ...notHeld, status: 'released' as const } : notHeld;
   }
   const workspaceId =
     s.workspaceId ??
@@ -559,7 +581,7 @@ export async function settleSpokenSpeech(
   if (workspaceId === undefined) return notHeld;
   assertMicroEur(s.spoken_cost_micro_eur);
   if (!(s.spoken_cost_micro_eur > 0)) throw new Error('invariant: spoken speech costs more than 0');
-  const r = await db.query<{ characters: number; cost_micro_eur: number }>({
+  const r = await db.query<{ characters: number; cost_micro_eur: number; alerts_subscribed: boolean }>({
     ...CAPTURE_SPOKEN,
     values: [
       s.speechRequestId,
@@ -572,7 +594,14 @@ export async function settleSpokenSpeech(
     ],
   });
   const row = r.rows[0];
-  return row ? { status: 'captured' as const, characters: row.characters, cost_micro_eur: Number(row.cost_micro_eur) } : notHeld;
+  return row
+    ? {
+        status: 'captured' as const,
+        characters: row.characters,
+        cost_micro_eur: Number(row.cost_micro_eur),
+        alerts_subscribed: row.alerts_subscribed,
+      }
+    : notHeld;
 }
 
 /**
@@ -615,5 +644,6 @@ const CAPTURE_SPOKEN = prepared(
       FROM c WHERE s.id = c.id
     RETURNING s.id
   )
-  SELECT c.characters, c.cost_micro_eur FROM c WHERE EXISTS (SELECT 1 FROM charged) AND EXISTS (SELECT 1 FROM delivered)`,
+  SELECT c.characters, c.cost_micro_eur, ${alertsSubscribed('$2')} AS alerts_subscribed
+    FROM c WHERE EXISTS (SELECT 1 FROM charged) AND EXISTS (SELECT 1 FROM delivered)`,
 );

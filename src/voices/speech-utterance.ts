@@ -18,7 +18,6 @@ import { ApiError } from '../errors.js';
 import { withClient } from '../db/pool.js';
 import { paymentRequired } from '../billing/owed.js';
 import { microEurToEur } from '../money.js';
-import { creditsCharged } from '../metrics.js';
 import type { ApiKeyPrincipal } from '../account/workspaces.js';
 import { speechCostMicroEur, type SpeechModel } from '../models/catalog.js';
 import {
@@ -341,7 +340,12 @@ export class Utterance {
           audioBytes: this.audio_bytes,
           audioContentType: `audio/pcm;rate=${o.provider.pcm_rate_hz};channels=1;encoding=s16le`,
         });
-        if (r.status === 'captured') creditsCharged.inc({ kind: 'speech' }, r.cost_micro_eur);
+        this.deps.speech.charged({
+          captured: r.status === 'captured',
+          cost_micro_eur: r.cost_micro_eur,
+          workspace_id: this.principal.workspace_id,
+          alerts_subscribed: r.alerts_subscribed,
+        });
         charged = r;
         settled = true;
         break;

@@ -30,6 +30,7 @@ import {
   releaseSpeech,
   type DeliveredSpeech,
   type SpeechHoldRequest,
+  type SpeechCharge,
   type SpeechHoldResult,
   type VoiceToResolve,
 } from './speech-billing.js';
@@ -220,11 +221,14 @@ export class SpeechService {
     },
   ) {}
 
-  /** Counts a capture that charged (once: a retry that finds it captured counts nothing) and lets its alerts go out. */
-  private charged(captured: { captured: boolean; cost_micro_eur: number; workspace_id: string }): void {
+  /**
+   * Counts a capture that charged (once: a retry that finds it captured counts nothing) and lets its
+   * budget alerts go out, when the workspace subscribes to any (else the charge recorded none).
+   */
+  charged(captured: SpeechCharge): void {
     if (!captured.captured) return;
     creditsCharged.inc({ kind: 'speech' }, captured.cost_micro_eur);
-    this.deps.afterCharge?.(captured.workspace_id);
+    if (captured.alerts_subscribed) this.deps.afterCharge?.(captured.workspace_id);
   }
 
   assertConfigured(): void {

@@ -1,7 +1,7 @@
 // Budget alerts on the real stack (PostgreSQL, Temporal, worker, API): the account (GET/PATCH /v2/account
 // and the operators' PATCH), the webhook event balance.low (once per crossing, armed again only by a
 // credit), api_key.spend_threshold (50, 80 and 100 % of a key's spend limit, once each, two from one
-// charge), charges of video jobs, of speech and of a batch's reservation, concurrent charges crossing together, each event
+// charge), charges of video jobs, of speech (HTTP and WebSocket) and of a batch's reservation, concurrent charges crossing together, each event
 // recorded once with its ledger entry and delivered signed; the ledger audit after each.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -12,6 +12,8 @@ import { chargeVideoJob } from '../../src/video-jobs/billing.js';
 import { adminCli } from '../helpers/admin-cli.js';
 import { ADMIN_TOKEN, assertAuditHolds, http, newCustomer, simJob, startStack, waitForJob, type Stack } from '../helpers/stack.js';
 import { startReceiver, type ReceivedWebhook, type Receiver } from '../helpers/webhook-receiver.js';
+import { UNDISPATCHED_GRACE_MS } from '../../src/webhooks/dispatch.js';
+import { connect, wsUrl } from '../voices/speech-ws-setup.js';
 
 let stack: Stack;
 const receivers: Receiver[] = [];
@@ -207,6 +209,23 @@ describe('balance.low', () => {
     assert.equal((await eventsOf(quiet.workspaceId, 'balance.low')).length, 0);
     const armed = await stack.db.query('SELECT low_balance_armed FROM workspaces WHERE id = $1', [quiet.workspaceId]);
     assert.equal(armed.rows[0].low_balance_armed, false, 'crossed all the same: a subscription later does not send the old crossing');
+    await assertAuditHolds(stack);
+  });
+
+  test('a speech over the WebSocket crossing it sends the alert as the context settles, not when the reconciler comes by', async () => {
+    const c = await customerWithEndpoint(1, ['balance.low']);
+    await setThreshold(c.key, 0.9);
+    const client = await connect(wsUrl(stack), c.key);
+    try {
+      client.send({ context_id: 'low', voice: 'sim-narrator', model: 'sim-speech-1', text: 'x'.repeat(1000) });
+      const done = await client.done('low');
+      assert.equal(done.cost_in_euro, 0.15, JSON.stringify(done));
+    } finally {
+      client.close();
+    }
+    // The reconciler starts a delivery left unstarted only after UNDISPATCHED_GRACE_MS: well after this.
+    const [received] = await c.receiver.waitFor(1, UNDISPATCHED_GRACE_MS / 3);
+    assert.deepEqual(verified(c.secret, received!).data, { object: 'balance', balance_in_euro: 0.85, low_balance_threshold_in_euro: 0.9 });
     await assertAuditHolds(stack);
   });
 
