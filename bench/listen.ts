@@ -5,6 +5,8 @@ import type { Express } from 'express';
 
 export interface Listening {
   url: string;
+  /** The server itself (a WebSocket server may share it). */
+  server: http.Server;
   close(): Promise<void>;
 }
 
@@ -20,6 +22,7 @@ export async function listen(app: Express): Promise<Listening> {
   const { port } = server.address() as { port: number };
   return {
     url: `http://127.0.0.1:${port}`,
+    server,
     close: () =>
       new Promise<void>((resolve) => {
         server.close(() => resolve());

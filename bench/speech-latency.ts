@@ -1,8 +1,8 @@
-// Phase 8: speech's time to first audio byte and to last, through this service and straight to the
-// provider, side by side in one run. The provider is the ElevenLabs fake (test/fakes/), in this process,
-// answering every synthesis after a fixed delay (SPEECH_PROVIDER_DELAY_MS) and then its chunks paced as
-// it paces them; the product is an API process of its own (`npm run api`, as shipped, with ElevenLabs as
-// its voice provider pointed at the fake). Two ways, each at 1 and at 50 concurrent speakers:
+// Phase 8: speech's time to first audio byte and to last, through this service, through a relay floor and
+// straight to the provider, side by side in one run. The provider is the ElevenLabs fake (test/fakes/), in
+// this process, answering every synthesis after a fixed delay (SPEECH_PROVIDER_DELAY_MS) and then its
+// chunks paced as it paces them; the product is an API process of its own (`npm run api`, as shipped, with
+// ElevenLabs as its voice provider pointed at the fake). Three ways, each at 1 and at 50 concurrent speakers:
 //
 //   - HTTP streaming: POST /v2/audio/speech (stream_format audio, pcm) against the fake's
 //     POST /v1/text-to-speech/{voice}/stream; the clock runs from the request to the first and the last
@@ -23,6 +23,11 @@
 // The difference is what the service adds: authentication, the hold (a PostgreSQL transaction) before the
 // provider is asked, and the relay. Target: at most 5 ms at p50 and 20 ms at p99 on the first byte. Each
 // speaker has a workspace of its own (a workspace's holds queue on its balance's lock).
+//
+// A third column, in the same alternating rounds, is the floor of a relay (./speech-relay-floor.ts): a
+// process that asks the provider what the service asks and hands on what comes back, and nothing else.
+// Between the direct figure and the floor's is what any relay costs on this machine (a second process on
+// the same cores, one more hop each way); between the floor's and the service's is the service's own work.
 import http from 'node:http';
 import path from 'node:path';
 import type { ChildProcess } from 'node:child_process';
@@ -36,6 +41,8 @@ import type { Infra } from '../test/helpers/infra.js';
 import { newCustomer } from '../test/helpers/stack.js';
 import { percentile } from './load.js';
 import { subjectEnv } from './subject-env.js';
+import { spawnSubject, type SubjectProcess } from './subject.js';
+import { SPEECH_FLOOR_PATH } from './speech-relay-floor.js';
 import type { Log } from './log.js';
 
 /** The fake provider's fixed wait before the first audio of every synthesis. */
@@ -66,6 +73,8 @@ export interface SpeechSeries {
   concurrency: number;
   arrival: Arrival;
   through: Timing[];
+  /** Through the relay floor. */
+  floor: Timing[];
   direct: Timing[];
   errors: number;
   first_error: string | null;
@@ -200,9 +209,11 @@ function timedStreamInput(fake: ElevenLabsFake): Promise<Timing> {
   });
 }
 
-async function openSocket(api: string, key: string): Promise<WebSocket> {
-  const ws = new WebSocket(`${api.replace(/^http/, 'ws')}/v2/audio/speech/stream`, {
-    headers: { authorization: `Bearer ${key}` },
+/** A speech socket of the service (`key`: its bearer) or of the relay floor (no key). */
+async function openSocket(api: string, key: string | null): Promise<WebSocket> {
+  const path = key === null ? `${SPEECH_FLOOR_PATH}/stream` : '/v2/audio/speech/stream';
+  const ws = new WebSocket(`${api.replace(/^http/, 'ws')}${path}`, {
+    headers: key === null ? {} : { authorization: `Bearer ${key}` },
     perMessageDeflate: false,
   });
   await new Promise<void>((resolve, reject) => {
@@ -262,38 +273,43 @@ async function spread(concurrency: number, utterance_ms: number, one: One) {
   return { timings, errors, first_error };
 }
 
+/** The three ways to the provider each series times. */
+type Ways = Record<'through' | 'floor' | 'direct', One>;
+const WAYS = ['through', 'floor', 'direct'] as const;
+
 /**
- * Through the service and straight to the provider, in alternating rounds (drift on a shared machine hits
- * both), `n` timed requests each: together (rounds of `concurrency` requests at once, each speaker calling
- * again as soon as it is done) or spread (see `spread`, over the median utterance of the warm-up).
+ * Through the service, through the relay floor and straight to the provider, in alternating rounds (drift
+ * on a shared machine hits all three; the one that goes first moves on by one each round), `n` timed
+ * requests each: together (rounds of `concurrency` requests at once, each speaker calling again as soon
+ * as it is done) or spread (see `spread`, over the median utterance of the warm-up).
  */
 async function compare(
   way: SpeechSeries['way'],
   concurrency: number,
   arrival: Arrival,
   n: number,
-  warm: { through: One; direct: One },
-  timed: { through: One; direct: One },
+  warm: Ways,
+  timed: Ways,
 ): Promise<SpeechSeries> {
   const w = await series(WARMUP, Math.min(concurrency, WARMUP), warm.through);
-  await series(WARMUP, Math.min(concurrency, WARMUP), warm.direct);
+  for (const k of ['floor', 'direct'] as const) await series(WARMUP, Math.min(concurrency, WARMUP), warm[k]);
   const utterance_ms = percentile(sortedOf(w.timings, 'last_ms'), 50);
-  const through: Timing[] = [];
-  const direct: Timing[] = [];
+  const timings: Record<(typeof WAYS)[number], Timing[]> = { through: [], floor: [], direct: [] };
   let errors = 0;
   let first_error: string | null = null;
   const perRound = arrival === 'together' ? n / 4 : concurrency * (SPREAD_UTTERANCES - 1);
-  for (let round = 0; through.length < n; round++) {
+  for (let round = 0; timings.through.length < n; round++) {
     const run = (one: One) => (arrival === 'together' ? series(perRound, concurrency, one) : spread(concurrency, utterance_ms, one));
-    const a = await run(timed.through);
-    const b = await run(timed.direct);
-    through.push(...a.timings);
-    direct.push(...b.timings);
-    errors += a.errors + b.errors;
-    first_error ??= a.first_error ?? b.first_error;
-    if (a.timings.length === 0 || round > 8) break;
+    for (let i = 0; i < WAYS.length; i++) {
+      const k = WAYS[(round + i) % WAYS.length]!;
+      const r = await run(timed[k]);
+      timings[k].push(...r.timings);
+      errors += r.errors;
+      first_error ??= r.first_error;
+    }
+    if (timings.through.length === 0 || round > 8) break;
   }
-  return { way, concurrency, arrival, through, direct, errors, first_error };
+  return { way, concurrency, arrival, ...timings, errors, first_error };
 }
 
 export async function benchSpeechLatency(infra: Infra, log: Log): Promise<SpeechSeries[]> {
@@ -314,6 +330,7 @@ export async function benchSpeechLatency(infra: Infra, log: Log): Promise<Speech
   });
   const children: ChildProcess[] = [];
   const out: SpeechSeries[] = [];
+  let relay: SubjectProcess | null = null;
   try {
     log('phase 8: starting an API process with ElevenLabs and Cartesia (their fakes) as the voice providers');
     // Profiled (BENCH_CPU_PROF_DIR), it is stopped with SIGTERM at the end, so that the profile is written.
@@ -321,6 +338,18 @@ export async function benchSpeechLatency(infra: Infra, log: Log): Promise<Speech
     const execArgv = profDir ? ['--cpu-prof', `--cpu-prof-dir=${path.join(profDir, 'speech')}`] : [];
     const apiProcess = await startEntryProcess({ env }, 'api', { track: children, execArgv });
     const api = `http://127.0.0.1:${port}`;
+    relay = await spawnSubject(
+      'speechrelay',
+      {
+        ...process.env,
+        ELEVENLABS_API_KEY: fake.apiKey,
+        ELEVENLABS_BASE_URL: fake.url,
+        CARTESIA_API_KEY: cartesia.apiKey,
+        CARTESIA_BASE_URL: cartesia.url,
+      },
+      { cpuProfDir: profDir ? path.join(profDir, 'speech-floor') : undefined },
+    );
+    const floorUrl = relay.url;
     // A workspace per speaker: a workspace's holds take its balance's lock one at a time, which is the
     // workspace's own queue, not what the service adds to a speaker's first byte.
     const keys = await Promise.all(Array.from({ length: Math.max(...CONCURRENCIES) }, () => newCustomer({ baseUrl: api }, 1_000)));
@@ -328,6 +357,7 @@ export async function benchSpeechLatency(infra: Infra, log: Log): Promise<Speech
     const through = `${api}/v2/audio/speech`;
     const httpBody = JSON.stringify({ input: TEXT, voice: VOICE, response_format: 'pcm', stream_format: 'audio' });
     const directBody = JSON.stringify({ text: TEXT, model_id: 'eleven_multilingual_v2' });
+    const floorBody = JSON.stringify({ input: TEXT, voice: VOICE });
     let ctx = 0;
     for (const concurrency of CONCURRENCIES) {
       const n = REQUESTS[concurrency]!;
@@ -337,16 +367,19 @@ export async function benchSpeechLatency(infra: Infra, log: Log): Promise<Speech
         log(`phase 8: HTTP streaming, ${concurrency} speakers${concurrency > 1 ? `, ${arrival}` : ''}`);
         const http = {
           through: (sp: number) => timedPost(through, bearer(sp), httpBody),
+          floor: () => timedPost(`${floorUrl}${SPEECH_FLOOR_PATH}`, {}, floorBody),
           direct: () => timedPost(direct, { 'xi-api-key': fake.apiKey }, directBody),
         };
         out.push(await compare('http', concurrency, arrival, n, http, http));
       }
 
       const sockets = await Promise.all(Array.from({ length: concurrency }, (_, sp) => openSocket(api, keys[sp]!.key)));
+      const floorSockets = await Promise.all(Array.from({ length: concurrency }, () => openSocket(floorUrl, null)));
       for (const arrival of arrivals) {
         log(`phase 8: WebSocket, ${concurrency} speakers${concurrency > 1 ? `, ${arrival}` : ''}`);
         const socket = (prefix: string) => ({
           through: (s: number) => timedContext(sockets[s]!, `${prefix}${ctx++}`),
+          floor: (s: number) => timedContext(floorSockets[s]!, `${prefix}f${ctx++}`),
           direct: () => timedStreamInput(fake),
         });
         out.push(await compare('websocket', concurrency, arrival, n, socket('w'), socket('c')));
@@ -357,14 +390,16 @@ export async function benchSpeechLatency(infra: Infra, log: Log): Promise<Speech
         log(`phase 8: WebSocket with a Cartesia voice, ${concurrency} speakers${concurrency > 1 ? `, ${arrival}` : ''}`);
         const cartesiaWay = (prefix: string) => ({
           through: (s: number) => timedContext(sockets[s]!, `${prefix}${ctx++}`, CARTESIA_VOICE),
+          floor: (s: number) => timedContext(floorSockets[s]!, `${prefix}f${ctx++}`, CARTESIA_VOICE),
           direct: (s: number) => timedCartesiaContext(straight[s]!, `${prefix}d${ctx++}`),
         });
         out.push(await compare('websocket cartesia', concurrency, arrival, n, cartesiaWay('w'), cartesiaWay('c')));
       }
-      for (const s of [...sockets, ...straight]) s.close();
+      for (const s of [...sockets, ...floorSockets, ...straight]) s.close();
     }
     if (profDir) await stopGracefully(apiProcess);
   } finally {
+    await relay?.stop();
     killAll(children);
     await Promise.all([fake.close(), cartesia.close()]);
   }
@@ -372,29 +407,31 @@ export async function benchSpeechLatency(infra: Infra, log: Log): Promise<Speech
 }
 
 const ms = (v: number) => (Number.isNaN(v) ? '-' : v.toFixed(1));
+const signed = (v: number) => (Number.isNaN(v) ? '-' : `${v < 0 ? '' : '+'}${v.toFixed(1)}`);
 const sortedOf = (t: Timing[], k: keyof Timing) => t.map((x) => x[k]).sort((a, b) => a - b);
 
 export function formatSpeechLatency(list: SpeechSeries[]): string {
+  const t = SPEECH_TARGETS_MS;
   const lines = [
-    `8. speech: time to first and last audio byte, through the service and straight to the provider (ElevenLabs' or Cartesia's fake, ${SPEECH_PROVIDER_DELAY_MS} ms to first audio)`,
-    `   ${'way'.padEnd(18)} ${'speakers'.padStart(16)}  ${'n'.padStart(4)}  ${'first p50'.padStart(22)}  ${'first p99'.padStart(22)}  ${'last p50'.padStart(15)}  added to first p50 / p99 (target <= ${SPEECH_TARGETS_MS.p50} / ${SPEECH_TARGETS_MS.p99} ms)`,
+    `8. speech: time to first and last audio byte, through the service, through a relay floor and straight to the provider (ElevenLabs' or Cartesia's fake, ${SPEECH_PROVIDER_DELAY_MS} ms to first audio)`,
+    `   ${'way'.padEnd(18)} ${'speakers'.padStart(12)}  ${'n'.padStart(4)}  ${'first p50'.padStart(24)}  ${'first p99'.padStart(24)}  ${'last p50'.padStart(24)}  ` +
+      `service over direct (target <= ${t.p50} / ${t.p99} ms)  service over floor  floor over direct`,
   ];
   for (const s of list) {
-    const tf = sortedOf(s.through, 'first_ms');
-    const df = sortedOf(s.direct, 'first_ms');
-    const tl = sortedOf(s.through, 'last_ms');
-    const dl = sortedOf(s.direct, 'last_ms');
-    const pair = (a: number, b: number) => `${ms(a)} vs ${ms(b)} ms`;
+    const f = (w: 'through' | 'floor' | 'direct', k: keyof Timing, p: number) => percentile(sortedOf(s[w], k), p);
+    const three = (k: keyof Timing, p: number) => `${ms(f('through', k, p))} / ${ms(f('floor', k, p))} / ${ms(f('direct', k, p))}`;
+    const added = (a: 'through' | 'floor', b: 'floor' | 'direct') =>
+      `${signed(f(a, 'first_ms', 50) - f(b, 'first_ms', 50))} / ${signed(f(a, 'first_ms', 99) - f(b, 'first_ms', 99))} ms`;
     lines.push(
-      `   ${s.way.padEnd(18)} ${`${s.concurrency}${s.concurrency > 1 ? `, ${s.arrival}` : ''}`.padStart(16)}  ${String(tf.length).padStart(4)}  ` +
-        `${pair(percentile(tf, 50), percentile(df, 50)).padStart(22)}  ${pair(percentile(tf, 99), percentile(df, 99)).padStart(22)}  ` +
-        `${pair(percentile(tl, 50), percentile(dl, 50)).padStart(15)}  ` +
-        `+${ms(percentile(tf, 50) - percentile(df, 50))} / +${ms(percentile(tf, 99) - percentile(df, 99))} ms` +
+      `   ${s.way.padEnd(18)} ${`${s.concurrency}${s.concurrency > 1 ? `, ${s.arrival}` : ''}`.padStart(12)}  ${String(s.through.length).padStart(4)}  ` +
+        `${three('first_ms', 50).padStart(24)}  ${three('first_ms', 99).padStart(24)}  ${three('last_ms', 50).padStart(24)}  ` +
+        `${added('through', 'direct').padStart(44)}  ${added('through', 'floor').padStart(18)}  ${added('floor', 'direct').padStart(17)}` +
         (s.errors ? `  (${s.errors} failed: ${s.first_error})` : ''),
     );
   }
   lines.push(
-    '   (through vs direct; each pair measured in alternating rounds in one run; the machine is shared, so figures are noisy;',
+    '   (ms, service / floor / direct; added: at p50 / p99 of the first byte; the three measured in alternating rounds in one run;',
+    '    the floor relays and does nothing else; the machine is shared, so figures are noisy;',
     '    50 together: rounds of 50 requests sent in the same instant; 50 spread: 50 speaking at once, their starts spread over an utterance)',
   );
   return lines.join('\n') + '\n';

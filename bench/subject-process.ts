@@ -1,4 +1,4 @@
-// A child process running one subject of the benchmark (argv[2]: bare | floor | product | product-api | product-worker | rowread), driven by
+// A child process running one subject of the benchmark (argv[2]: bare | floor | product | product-api | product-worker | rowread | speechrelay), driven by
 // its parent over IPC (bench/subject.ts). Started with --expose-gc, so memory is measured after a GC.
 import fs from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -6,6 +6,7 @@ import { startBareExpress } from './bare-express.js';
 import { startFloor } from './floor-server.js';
 import { startProduct } from './product-server.js';
 import { startRowReadFloor } from './row-read-server.js';
+import { startSpeechRelayFloor } from './speech-relay-floor.js';
 import { formatTimings, installTimings } from './create-path-timing.js';
 import type { FromSubject, MemoryParts, RunningSubject, SubjectKind, ToSubject } from './subject.js';
 
@@ -27,6 +28,8 @@ async function start(kind: SubjectKind): Promise<RunningSubject> {
       return startProduct(process.env, 'worker');
     case 'rowread':
       return startRowReadFloor(process.env);
+    case 'speechrelay':
+      return startSpeechRelayFloor(process.env);
   }
 }
 
@@ -64,7 +67,8 @@ function memoryParts(m: NodeJS.MemoryUsage): MemoryParts {
 
 async function main() {
   const kind = process.argv[2] as SubjectKind;
-  if (!['bare', 'floor', 'product', 'product-api', 'product-worker', 'rowread'].includes(kind)) throw new Error(`unknown subject ${kind}`);
+  if (!['bare', 'floor', 'product', 'product-api', 'product-worker', 'rowread', 'speechrelay'].includes(kind))
+    throw new Error(`unknown subject ${kind}`);
   const profile = process.env['BENCH_PROFILE'] === '1';
   if (profile) installTimings();
   const subject = await start(kind);

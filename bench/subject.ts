@@ -1,10 +1,10 @@
-// The benchmark's subjects (bare Express, the engine's floor, the product, the status read's floor) each run in a child process
+// The benchmark's subjects (bare Express, the engine's floor, the product, the status read's floor, speech's relay floor) each run in a child process
 // of their own, so the load generator never shares an event loop with what it measures. This is the
 // parent's side: start one, ask it for its memory after a garbage collection, stop it.
 import { fork, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
-export type SubjectKind = 'bare' | 'floor' | 'product' | 'product-api' | 'product-worker' | 'rowread';
+export type SubjectKind = 'bare' | 'floor' | 'product' | 'product-api' | 'product-worker' | 'rowread' | 'speechrelay';
 
 export interface RunningSubject {
   url: string;
