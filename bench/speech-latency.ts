@@ -312,7 +312,60 @@ async function compare(
   return { way, concurrency, arrival, ...timings, errors, first_error };
 }
 
-export async function benchSpeechLatency(infra: Infra, log: Log): Promise<SpeechSeries[]> {
+/** A round trip to another process on this machine: back to back, and after the process sat idle. */
+export interface HopTimes {
+  busy_p50_ms: number;
+  idle_p50_ms: number;
+  idle_ms: number;
+}
+
+/** Phase 8's figures: the series, and what one hop between processes costs here. */
+export interface SpeechLatency {
+  series: SpeechSeries[];
+  hop: HopTimes;
+}
+
+/** Requests each way of the hop measurement, and the pause before each of the idle ones. */
+const HOP_REQUESTS = 100;
+const HOP_IDLE_MS = 20;
+
+/**
+ * The cost of a hop: keep-alive GETs to the relay floor's ping, back to back, then each after
+ * HOP_IDLE_MS of quiet (a process woken from idle, as at one speaker, may take longer to answer than a
+ * busy one: the machine's, not the code's).
+ */
+async function hopTimes(url: string): Promise<HopTimes> {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  const ping = () =>
+    new Promise<number>((resolve, reject) => {
+      const t0 = process.hrtime.bigint();
+      http
+        .get(url, { agent }, (res) => {
+          res.resume();
+          res.on('end', () => resolve(since(t0)));
+        })
+        .on('error', reject);
+    });
+  const p50 = async (pause_ms: number) => {
+    const times: number[] = [];
+    for (let i = 0; i < HOP_REQUESTS; i++) {
+      if (pause_ms > 0) await new Promise((r) => setTimeout(r, pause_ms));
+      times.push(await ping());
+    }
+    return percentile(
+      times.sort((a, b) => a - b),
+      50,
+    );
+  };
+  try {
+    await p50(0); // the connection opened and warm
+    return { busy_p50_ms: await p50(0), idle_p50_ms: await p50(HOP_IDLE_MS), idle_ms: HOP_IDLE_MS };
+  } finally {
+    agent.destroy();
+  }
+}
+
+export async function benchSpeechLatency(infra: Infra, log: Log): Promise<SpeechLatency> {
   const fake = await startElevenLabsFake();
   const cartesia = await startCartesiaFake();
   cartesia.ws.firstAudioDelayMs = SPEECH_PROVIDER_DELAY_MS;
@@ -330,6 +383,7 @@ export async function benchSpeechLatency(infra: Infra, log: Log): Promise<Speech
   });
   const children: ChildProcess[] = [];
   const out: SpeechSeries[] = [];
+  let hop: HopTimes | null = null;
   let relay: SubjectProcess | null = null;
   try {
     log('phase 8: starting an API process with ElevenLabs and Cartesia (their fakes) as the voice providers');
@@ -350,6 +404,8 @@ export async function benchSpeechLatency(infra: Infra, log: Log): Promise<Speech
       { cpuProfDir: profDir ? path.join(profDir, 'speech-floor') : undefined },
     );
     const floorUrl = relay.url;
+    log('phase 8: a round trip to another process, busy and after a pause');
+    hop = await hopTimes(`${floorUrl}${SPEECH_FLOOR_PATH}/ping`);
     // A workspace per speaker: a workspace's holds take its balance's lock one at a time, which is the
     // workspace's own queue, not what the service adds to a speaker's first byte.
     const keys = await Promise.all(Array.from({ length: Math.max(...CONCURRENCIES) }, () => newCustomer({ baseUrl: api }, 1_000)));
@@ -403,14 +459,14 @@ export async function benchSpeechLatency(infra: Infra, log: Log): Promise<Speech
     killAll(children);
     await Promise.all([fake.close(), cartesia.close()]);
   }
-  return out;
+  return { series: out, hop: hop! };
 }
 
 const ms = (v: number) => (Number.isNaN(v) ? '-' : v.toFixed(1));
 const signed = (v: number) => (Number.isNaN(v) ? '-' : `${v < 0 ? '' : '+'}${v.toFixed(1)}`);
 const sortedOf = (t: Timing[], k: keyof Timing) => t.map((x) => x[k]).sort((a, b) => a - b);
 
-export function formatSpeechLatency(list: SpeechSeries[]): string {
+export function formatSpeechLatency({ series: list, hop }: SpeechLatency): string {
   const t = SPEECH_TARGETS_MS;
   const lines = [
     `8. speech: time to first and last audio byte, through the service, through a relay floor and straight to the provider (ElevenLabs' or Cartesia's fake, ${SPEECH_PROVIDER_DELAY_MS} ms to first audio)`,
@@ -430,6 +486,8 @@ export function formatSpeechLatency(list: SpeechSeries[]): string {
     );
   }
   lines.push(
+    `   a round trip to another process here (HTTP, keep-alive), p50: ${ms(hop.busy_p50_ms)} ms back to back, ` +
+      `${ms(hop.idle_p50_ms)} ms after ${hop.idle_ms} ms idle (a relay adds two hops, the service's hold two more)`,
     '   (ms, service / floor / direct; added: at p50 / p99 of the first byte; the three measured in alternating rounds in one run;',
     '    the floor relays and does nothing else; the machine is shared, so figures are noisy;',
     '    50 together: rounds of 50 requests sent in the same instant; 50 spread: 50 speaking at once, their starts spread over an utterance)',

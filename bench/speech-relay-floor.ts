@@ -11,6 +11,8 @@
 //                                          stream-input connection per context, a Cartesia voice speaks
 //                                          on one connection per client socket to Cartesia's WebSocket. The
 //                                          provider's base64 audio is passed on as it is.
+//   GET  /floor/speech/ping                204: a round trip to another process on this machine, the
+//                                          cost of each hop a relay adds.
 //
 // What the product adds to a speaker's first byte beyond this floor is its own work; what the floor adds
 // beyond a client talking to the provider straight is a second process relaying on the same cores.
@@ -37,6 +39,7 @@ export async function startSpeechRelayFloor(env: NodeJS.ProcessEnv): Promise<Run
   const cartesia = { url: env['CARTESIA_BASE_URL']!, key: env['CARTESIA_API_KEY']! };
   const app = express();
   app.disable('x-powered-by');
+  app.get(`${SPEECH_FLOOR_PATH}/ping`, (_req, res) => void res.status(204).end());
   app.post(SPEECH_FLOOR_PATH, express.json(), async (req, res) => {
     const { voice, input } = req.body as { voice: string; input: string };
     const upstream = await fetch(`${elevenlabs.url}/v1/text-to-speech/${encodeURIComponent(voice)}/stream?output_format=pcm_22050`, {
