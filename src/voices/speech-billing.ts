@@ -10,7 +10,6 @@
 import { inTransaction, prepared, type Db, type Tx } from '../db/pool.js';
 import { assertMicroEur } from '../money.js';
 import { findSpeechModel, speechCostMicroEur } from '../models/catalog.js';
-import { ALERT_EVENT_TYPES } from '../webhooks/event-types.js';
 import { isUniqueViolation, lockWorkspaceBalance, NotFoundError, spendFromKey, SPEECH_HOLD_TTL_MS } from '../billing/ledger.js';
 
 export { SPEECH_HOLD_TTL_MS };
@@ -251,21 +250,20 @@ async function hold(
 }
 
 /**
- * Whether the workspace (`workspaceId`, an SQL expression) has a live endpoint subscribed to a budget
- * alert: only then can a charge's ledger entry record one (migration 024_budget_alerts.sql), so only then
- * are its deliveries looked for after the commit. An endpoint subscribed between this read and the
- * entry's trigger has its delivery started by the reconciler instead.
+ * Whether the workspace (`workspaceId`, an SQL expression) has a live webhook endpoint: without one, a
+ * charge's ledger entry records no budget alert (migration 024_budget_alerts.sql records one only for a
+ * subscribed endpoint), and no deliveries are looked for after the commit. An endpoint created between
+ * this read and the entry's trigger has its delivery started by the reconciler instead.
  */
-const alertsSubscribed = (workspaceId: string) =>
-  `EXISTS (SELECT 1 FROM webhook_endpoints e WHERE e.workspace_id = ${workspaceId} AND e.deleted_at IS NULL
-              AND e.events && ARRAY[${ALERT_EVENT_TYPES.map((t) => `'${t}'`).join(', ')}]::text[])`;
+const alertsPossible = (workspaceId: string) =>
+  `EXISTS (SELECT 1 FROM webhook_endpoints e WHERE e.workspace_id = ${workspaceId} AND e.deleted_at IS NULL)`;
 
 /** A charge that landed: what it cost, in which workspace, and whether it may have recorded budget alerts to deliver. */
 export interface SpeechCharge {
   captured: boolean;
   cost_micro_eur: number;
   workspace_id: string;
-  alerts_subscribed: boolean;
+  alerts_possible: boolean;
 }
 
 /**
@@ -302,7 +300,7 @@ const CAPTURE_HELD = prepared(
   )
   SELECT r.workspace_id, r.status, r.cost_micro_eur, w.balance_micro_eur AS balance_before_micro_eur,
          (SELECT balance_after_micro_eur FROM charged) AS balance_after_micro_eur, (SELECT count(*) FROM delivered)::int AS delivered,
-         ${alertsSubscribed('r.workspace_id')} AS alerts_subscribed
+         ${alertsPossible('r.workspace_id')} AS alerts_possible
     FROM r, w`,
 );
 
@@ -319,7 +317,7 @@ export async function captureSpeech(
     balance_before_micro_eur: number;
     balance_after_micro_eur: number | null;
     delivered: number;
-    alerts_subscribed: boolean;
+    alerts_possible: boolean;
   }>({
     ...CAPTURE_HELD,
     values: [c.speechRequestId, speechChargeKey(c.speechRequestId), c.audioBytes, c.audioStorageKey, c.audioContentType],
@@ -329,15 +327,15 @@ export async function captureSpeech(
   const cost_micro_eur = Number(row.cost_micro_eur);
   const before = Number(row.balance_before_micro_eur);
   const workspace_id = row.workspace_id;
-  const alerts_subscribed = row.alerts_subscribed;
-  if (row.status === 'delivered') return { captured: false, cost_micro_eur, balance_micro_eur: before, workspace_id, alerts_subscribed };
+  const alerts_possible = row.alerts_possible;
+  if (row.status === 'delivered') return { captured: false, cost_micro_eur, balance_micro_eur: before, workspace_id, alerts_possible };
   if (row.status !== 'held') throw new Error(`invariant: speech request ${c.speechRequestId} is ${row.status}, not held`);
   assertMicroEur(cost_micro_eur);
   const after = Number(row.balance_after_micro_eur);
   if (row.delivered !== 1 || row.balance_after_micro_eur === null)
     throw new Error(`invariant: speech request ${c.speechRequestId} captured whole`);
   if (after !== before - cost_micro_eur || after < 0) throw new Error('invariant: capture moved the balance by the cost');
-  return { captured: true, cost_micro_eur, balance_micro_eur: after, workspace_id, alerts_subscribed };
+  return { captured: true, cost_micro_eur, balance_micro_eur: after, workspace_id, alerts_possible };
 }
 
 /** Gives a held amount back (the provider failed, or the request died). Idempotent; a delivered request (or one marked delivered) stays delivered. */
@@ -569,8 +567,8 @@ export async function settleSpokenSpeech(
     audioBytes: number;
     audioContentType: string;
   },
-): Promise<{ status: 'captured' | 'released' | 'not_held'; characters: number; cost_micro_eur: number; alerts_subscribed: boolean }> {
-  const notHeld = { status: 'not_held' as const, characters: 0, cost_micro_eur: 0, alerts_subscribed: false };
+): Promise<{ status: 'captured' | 'released' | 'not_held'; characters: number; cost_micro_eur: number; alerts_possible: boolean }> {
+  const notHeld = { status: 'not_held' as const, characters: 0, cost_micro_eur: 0, alerts_possible: false };
   if (s.spokenCharacters <= 0 || s.audioBytes <= 0) {
     return (await releaseSpeech(db, s.speechRequestId)) ? { ...notHeld, status: 'released' as const } : notHeld;
   }
@@ -581,7 +579,7 @@ export async function settleSpokenSpeech(
   if (workspaceId === undefined) return notHeld;
   assertMicroEur(s.spoken_cost_micro_eur);
   if (!(s.spoken_cost_micro_eur > 0)) throw new Error('invariant: spoken speech costs more than 0');
-  const r = await db.query<{ characters: number; cost_micro_eur: number; alerts_subscribed: boolean }>({
+  const r = await db.query<{ characters: number; cost_micro_eur: number; alerts_possible: boolean }>({
     ...CAPTURE_SPOKEN,
     values: [
       s.speechRequestId,
@@ -599,7 +597,7 @@ export async function settleSpokenSpeech(
         status: 'captured' as const,
         characters: row.characters,
         cost_micro_eur: Number(row.cost_micro_eur),
-        alerts_subscribed: row.alerts_subscribed,
+        alerts_possible: row.alerts_possible,
       }
     : notHeld;
 }
@@ -644,6 +642,6 @@ const CAPTURE_SPOKEN = prepared(
       FROM c WHERE s.id = c.id
     RETURNING s.id
   )
-  SELECT c.characters, c.cost_micro_eur, ${alertsSubscribed('$2')} AS alerts_subscribed
+  SELECT c.characters, c.cost_micro_eur, ${alertsPossible('$2')} AS alerts_possible
     FROM c WHERE EXISTS (SELECT 1 FROM charged) AND EXISTS (SELECT 1 FROM delivered)`,
 );

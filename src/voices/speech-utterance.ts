@@ -344,7 +344,7 @@ export class Utterance {
           captured: r.status === 'captured',
           cost_micro_eur: r.cost_micro_eur,
           workspace_id: this.principal.workspace_id,
-          alerts_subscribed: r.alerts_subscribed,
+          alerts_possible: r.alerts_possible,
         });
         charged = r;
         settled = true;

@@ -223,12 +223,12 @@ export class SpeechService {
 
   /**
    * Counts a capture that charged (once: a retry that finds it captured counts nothing) and lets its
-   * budget alerts go out, when the workspace subscribes to any (else the charge recorded none).
+   * budget alerts go out, when the workspace has a webhook endpoint (else the charge recorded none).
    */
   charged(captured: SpeechCharge): void {
     if (!captured.captured) return;
     creditsCharged.inc({ kind: 'speech' }, captured.cost_micro_eur);
-    if (captured.alerts_subscribed) this.deps.afterCharge?.(captured.workspace_id);
+    if (captured.alerts_possible) this.deps.afterCharge?.(captured.workspace_id);
   }
 
   assertConfigured(): void {

@@ -104,7 +104,7 @@ async function dispatchEventsOf(d: WebhookDispatch, subject: 'video_job_id' | 'b
  * speech capture) recorded with its ledger entry, called after that entry's commit. The recording is the
  * database's (migration 024_budget_alerts.sql), so the caller does not know whether there is any: one
  * read of the deliveries not started (a few rows, by the partial index webhook_deliveries_undispatched).
- * A speech's capture reads in its statement whether the workspace subscribes to an alert at all, and
+ * A speech's capture reads in its statement whether the workspace has a webhook endpoint at all, and
  * calls this only then.
  */
 export async function dispatchAlertWebhooks(d: WebhookDispatch, workspaceId: string): Promise<number> {
