@@ -34,7 +34,7 @@ import type { ChildProcess } from 'node:child_process';
 import WebSocket from 'ws';
 import { startElevenLabsFake, STREAM_CHUNK_INTERVAL_MS, type ElevenLabsFake } from '../test/fakes/elevenlabs-fake.js';
 import { startCartesiaFake, type CartesiaFake } from '../test/fakes/cartesia-fake.js';
-import { CARTESIA_PRESET_VOICES, CARTESIA_SAMPLE_RATE_HZ } from '../src/providers/voice/cartesia.js';
+import { CARTESIA_DEFAULT_VERSION, CARTESIA_PRESET_VOICES, CARTESIA_SAMPLE_RATE_HZ } from '../src/providers/voice/cartesia.js';
 import { killAll, startEntryProcess, stopGracefully } from '../test/helpers/processes.js';
 import { freePort } from '../test/helpers/infra.js';
 import type { Infra } from '../test/helpers/infra.js';
@@ -131,7 +131,7 @@ function timedContext(ws: WebSocket, context_id: string, voice = VOICE): Promise
 /** A connection straight to the Cartesia fake's WebSocket, open. */
 async function openCartesia(fake: CartesiaFake): Promise<WebSocket> {
   const ws = new WebSocket(`${fake.url.replace(/^http/, 'ws')}/tts/websocket`, {
-    headers: { authorization: `Bearer ${fake.apiKey}`, 'cartesia-version': '2026-03-01' },
+    headers: { authorization: `Bearer ${fake.apiKey}`, 'cartesia-version': CARTESIA_DEFAULT_VERSION },
     perMessageDeflate: false,
   });
   await new Promise<void>((resolve, reject) => {

@@ -19,13 +19,12 @@
 import { Readable } from 'node:stream';
 import express from 'express';
 import WebSocket, { WebSocketServer } from 'ws';
-import { CARTESIA_PRESET_VOICES } from '../src/providers/voice/cartesia.js';
+import { CARTESIA_DEFAULT_VERSION, CARTESIA_PRESET_VOICES } from '../src/providers/voice/cartesia.js';
 import { CARTESIA_SAMPLE_RATE_HZ } from '../src/providers/voice/cartesia-wire.js';
 import { listen } from './listen.js';
 import type { RunningSubject } from './subject.js';
 
 export const SPEECH_FLOOR_PATH = '/floor/speech';
-const CARTESIA_VERSION = '2026-03-01';
 const ELEVENLABS_MODEL = 'eleven_multilingual_v2';
 
 interface ContextMessage {
@@ -62,7 +61,7 @@ export async function startSpeechRelayFloor(env: NodeJS.ProcessEnv): Promise<Run
     const cartesiaSocket = () => {
       if (toCartesia) return toCartesia;
       const ws = new WebSocket(`${cartesia.url.replace(/^http/, 'ws')}/tts/websocket`, {
-        headers: { authorization: `Bearer ${cartesia.key}`, 'cartesia-version': CARTESIA_VERSION },
+        headers: { authorization: `Bearer ${cartesia.key}`, 'cartesia-version': CARTESIA_DEFAULT_VERSION },
         perMessageDeflate: false,
       });
       ws.on('message', (data) => {
